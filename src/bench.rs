@@ -1,0 +1,1 @@
+//! Benchmarks shared by `wgcompute bench` and benches/.

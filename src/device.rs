@@ -1,0 +1,368 @@
+//! Adapters: listing, choosing one, asking for its real limits, and reading how much memory it holds.
+
+use std::str::FromStr;
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+
+/// The environment variable that picks an adapter when the code does not (like `CUDA_VISIBLE_DEVICES`).
+pub const ADAPTER_ENV: &str = "WGCOMPUTE_ADAPTER";
+
+const NO_ADAPTER_ADVICE: &str = "Install a Vulkan driver: on Debian/Ubuntu `sudo apt-get install mesa-vulkan-drivers` \
+     gives lavapipe, a CPU Vulkan driver; with a GPU install its vendor's driver. `wgcompute devices` lists what is found";
+
+/// Which adapter a session should open.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum AdapterSelector {
+    /// `WGCOMPUTE_ADAPTER` if set, else the best primary-backend adapter (discrete, integrated, virtual, CPU), else GL.
+    #[default]
+    Default,
+    /// The adapter at this position in [`list_adapters`].
+    Index(usize),
+    /// The first adapter whose name contains this text, ignoring case.
+    Name(String),
+    /// The best adapter on this backend.
+    Backend(wgpu::Backend),
+    /// The first adapter of this type.
+    DeviceType(wgpu::DeviceType),
+}
+
+impl FromStr for AdapterSelector {
+    type Err = Error;
+
+    /// Parses `3`, `vulkan|metal|dx12|gl`, `discrete|integrated|virtual|cpu`, or a name substring.
+    fn from_str(text: &str) -> Result<Self> {
+        let trimmed = text.trim();
+        if trimmed.is_empty() {
+            return Err(Error::InvalidArgument {
+                what: "adapter selector",
+                given: text.to_string(),
+                expected: "an index, a backend (vulkan, metal, dx12, gl), a device type (discrete, integrated, \
+                           virtual, cpu) or part of an adapter name"
+                    .to_string(),
+            });
+        }
+        if let Ok(index) = trimmed.parse::<usize>() {
+            return Ok(Self::Index(index));
+        }
+        let lower = trimmed.to_ascii_lowercase();
+        Ok(match lower.as_str() {
+            "vulkan" | "vk" => Self::Backend(wgpu::Backend::Vulkan),
+            "metal" => Self::Backend(wgpu::Backend::Metal),
+            "dx12" | "d3d12" => Self::Backend(wgpu::Backend::Dx12),
+            "gl" | "gles" | "opengl" => Self::Backend(wgpu::Backend::Gl),
+            "discrete" => Self::DeviceType(wgpu::DeviceType::DiscreteGpu),
+            "integrated" => Self::DeviceType(wgpu::DeviceType::IntegratedGpu),
+            "virtual" => Self::DeviceType(wgpu::DeviceType::VirtualGpu),
+            "cpu" => Self::DeviceType(wgpu::DeviceType::Cpu),
+            _ => Self::Name(trimmed.to_string()),
+        })
+    }
+}
+
+impl AdapterSelector {
+    /// Replaces [`AdapterSelector::Default`] by what `WGCOMPUTE_ADAPTER` says, if it is set.
+    pub fn resolve_env(self) -> Result<Self> {
+        match self {
+            Self::Default => match std::env::var(ADAPTER_ENV) {
+                Ok(text) if !text.trim().is_empty() => text.parse(),
+                _ => Ok(Self::Default),
+            },
+            other => Ok(other),
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Self::Default => "found".to_string(),
+            Self::Index(index) => format!("at index {index}"),
+            Self::Name(name) => format!("named like '{name}'"),
+            Self::Backend(backend) => format!("on backend {}", backend_name(*backend)),
+            Self::DeviceType(kind) => format!("of type {}", device_type_name(*kind)),
+        }
+    }
+
+    /// Backends worth creating an instance for: fewer backends make a faster open.
+    fn backends(&self) -> wgpu::Backends {
+        match self {
+            Self::Backend(backend) => wgpu::Backends::from(*backend),
+            // Indices refer to list_adapters(), which enumerates every backend.
+            _ => wgpu::Backends::all(),
+        }
+    }
+}
+
+pub(crate) fn backend_name(backend: wgpu::Backend) -> &'static str {
+    match backend {
+        wgpu::Backend::Vulkan => "vulkan",
+        wgpu::Backend::Metal => "metal",
+        wgpu::Backend::Dx12 => "dx12",
+        wgpu::Backend::Gl => "gl",
+        wgpu::Backend::BrowserWebGpu => "webgpu",
+        _ => "other",
+    }
+}
+
+pub(crate) fn device_type_name(kind: wgpu::DeviceType) -> &'static str {
+    match kind {
+        wgpu::DeviceType::DiscreteGpu => "discrete",
+        wgpu::DeviceType::IntegratedGpu => "integrated",
+        wgpu::DeviceType::VirtualGpu => "virtual",
+        wgpu::DeviceType::Cpu => "cpu",
+        wgpu::DeviceType::Other => "other",
+    }
+}
+
+/// Where a memory figure comes from, so a reader knows how far to trust it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemorySource {
+    /// The adapter renders on the CPU, so its memory is this process's resident memory (VmRSS),
+    /// and its capacity is the host's RAM.
+    ProcessResident,
+    /// Nothing honest is available for this adapter.
+    Unknown,
+}
+
+/// Memory as the driver or the operating system reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct DeviceMemory {
+    pub source: MemorySource,
+    /// Bytes in use, where known.
+    pub used: Option<u64>,
+    /// Bytes the device has (or may use), where known.
+    pub total: Option<u64>,
+}
+
+impl DeviceMemory {
+    pub const UNKNOWN: Self = Self {
+        source: MemorySource::Unknown,
+        used: None,
+        total: None,
+    };
+}
+
+impl std::fmt::Display for DeviceMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use crate::error::ByteSize;
+        match (self.source, self.used, self.total) {
+            (MemorySource::Unknown, _, _) | (_, None, _) => f.write_str("unknown"),
+            (MemorySource::ProcessResident, Some(used), total) => {
+                write!(f, "{} resident", ByteSize(used))?;
+                if let Some(total) = total {
+                    write!(f, " of {} host", ByteSize(total))?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Reads the memory figure for an adapter of this type.
+pub(crate) fn device_memory(info: &wgpu::AdapterInfo) -> DeviceMemory {
+    match info.device_type {
+        wgpu::DeviceType::Cpu => host_memory(),
+        // llvmpipe on GL reports itself as "other"; its memory is host memory too.
+        _ if is_software(info) => host_memory(),
+        _ => DeviceMemory::UNKNOWN,
+    }
+}
+
+fn is_software(info: &wgpu::AdapterInfo) -> bool {
+    let name = info.name.to_ascii_lowercase();
+    [
+        "llvmpipe",
+        "lavapipe",
+        "softpipe",
+        "swiftshader",
+        "warp",
+        "microsoft basic render",
+    ]
+    .iter()
+    .any(|marker| name.contains(marker))
+}
+
+fn host_memory() -> DeviceMemory {
+    match process_resident_bytes() {
+        Some(used) => DeviceMemory {
+            source: MemorySource::ProcessResident,
+            used: Some(used),
+            total: host_total_bytes(),
+        },
+        None => DeviceMemory::UNKNOWN,
+    }
+}
+
+/// Reads `key:   N kB` from a /proc file.
+fn proc_kib(path: &str, key: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let line = text.lines().find(|line| line.starts_with(key))?;
+    let kib: u64 = line[key.len()..]
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib * 1024)
+}
+
+/// This process's resident memory, where the OS tells it (Linux).
+pub fn process_resident_bytes() -> Option<u64> {
+    proc_kib("/proc/self/status", "VmRSS:")
+}
+
+fn host_total_bytes() -> Option<u64> {
+    proc_kib("/proc/meminfo", "MemTotal:")
+}
+
+/// One adapter as `wgcompute devices` shows it.
+#[derive(Clone, Debug, Serialize)]
+pub struct AdapterDescription {
+    pub index: usize,
+    pub name: String,
+    pub backend: &'static str,
+    pub device_type: &'static str,
+    pub driver: String,
+    pub driver_info: String,
+    pub max_buffer_size: u64,
+    pub max_storage_binding_size: u64,
+    pub memory: DeviceMemory,
+}
+
+fn all_backends_instance() -> wgpu::Instance {
+    instance_for(wgpu::Backends::all())
+}
+
+pub(crate) fn instance_for(backends: wgpu::Backends) -> wgpu::Instance {
+    let mut descriptor = wgpu::InstanceDescriptor::new_without_display_handle();
+    descriptor.backends = backends;
+    descriptor.flags = wgpu::InstanceFlags::from_build_config().with_env();
+    wgpu::Instance::new(descriptor)
+}
+
+fn describe(index: usize, adapter: &wgpu::Adapter) -> AdapterDescription {
+    let info = adapter.get_info();
+    let limits = adapter.limits();
+    AdapterDescription {
+        index,
+        name: info.name.clone(),
+        backend: backend_name(info.backend),
+        device_type: device_type_name(info.device_type),
+        driver: info.driver.clone(),
+        driver_info: info.driver_info.clone(),
+        max_buffer_size: limits.max_buffer_size,
+        max_storage_binding_size: limits.max_storage_buffer_binding_size,
+        memory: device_memory(&info),
+    }
+}
+
+/// Every adapter wgpu sees on every backend, in the order that [`AdapterSelector::Index`] counts.
+pub fn list_adapters() -> Vec<AdapterDescription> {
+    let instance = all_backends_instance();
+    let adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()));
+    adapters
+        .iter()
+        .enumerate()
+        .map(|(index, adapter)| describe(index, adapter))
+        .collect()
+}
+
+fn preference(kind: wgpu::DeviceType) -> u8 {
+    match kind {
+        wgpu::DeviceType::DiscreteGpu => 0,
+        wgpu::DeviceType::IntegratedGpu => 1,
+        wgpu::DeviceType::VirtualGpu => 2,
+        wgpu::DeviceType::Cpu => 3,
+        wgpu::DeviceType::Other => 4,
+    }
+}
+
+/// Picks the best adapter: a primary backend first (GL only when nothing else exists), then by device type.
+fn best(adapters: Vec<wgpu::Adapter>) -> Option<wgpu::Adapter> {
+    adapters.into_iter().min_by_key(|adapter| {
+        let info = adapter.get_info();
+        (
+            info.backend == wgpu::Backend::Gl,
+            preference(info.device_type),
+        )
+    })
+}
+
+/// Creates an instance and picks the adapter the selector names. The instance must outlive the adapter.
+pub(crate) fn open_adapter(selector: &AdapterSelector) -> Result<(wgpu::Instance, wgpu::Adapter)> {
+    let selector = selector.clone().resolve_env()?;
+    let instance = instance_for(selector.backends());
+    let adapters = pollster::block_on(instance.enumerate_adapters(selector.backends()));
+    let available = adapters.len();
+    let chosen = match &selector {
+        AdapterSelector::Default | AdapterSelector::Backend(_) => best(adapters),
+        AdapterSelector::Index(index) => adapters.into_iter().nth(*index),
+        AdapterSelector::Name(name) => {
+            let wanted = name.to_ascii_lowercase();
+            adapters.into_iter().find(|adapter| {
+                adapter
+                    .get_info()
+                    .name
+                    .to_ascii_lowercase()
+                    .contains(&wanted)
+            })
+        }
+        AdapterSelector::DeviceType(kind) => best(
+            adapters
+                .into_iter()
+                .filter(|adapter| adapter.get_info().device_type == *kind)
+                .collect(),
+        ),
+    };
+    match chosen {
+        Some(adapter) => Ok((instance, adapter)),
+        None => Err(Error::NoAdapter {
+            wanted: selector.describe(),
+            advice: if available == 0 {
+                NO_ADAPTER_ADVICE.to_string()
+            } else {
+                format!("{available} adapter(s) exist; `wgcompute devices` lists them")
+            },
+        }),
+    }
+}
+
+/// The limits a session asks for: the adapter's own, not wgpu's conservative defaults
+/// (which cap a storage binding at 128 MiB even where the hardware allows 4 GiB).
+pub(crate) fn requested_limits(adapter: &wgpu::Adapter) -> wgpu::Limits {
+    adapter.limits()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selectors_parse() {
+        assert_eq!(
+            "2".parse::<AdapterSelector>().ok(),
+            Some(AdapterSelector::Index(2))
+        );
+        assert_eq!(
+            "Vulkan".parse::<AdapterSelector>().ok(),
+            Some(AdapterSelector::Backend(wgpu::Backend::Vulkan))
+        );
+        assert_eq!(
+            "cpu".parse::<AdapterSelector>().ok(),
+            Some(AdapterSelector::DeviceType(wgpu::DeviceType::Cpu))
+        );
+        assert_eq!(
+            "llvmpipe".parse::<AdapterSelector>().ok(),
+            Some(AdapterSelector::Name("llvmpipe".into()))
+        );
+        assert!(" ".parse::<AdapterSelector>().is_err());
+    }
+
+    #[test]
+    fn resident_memory_is_read_on_linux() {
+        if cfg!(target_os = "linux") {
+            assert!(process_resident_bytes().is_some_and(|bytes| bytes > 0));
+        }
+    }
+}

@@ -1,0 +1,125 @@
+//! The crate's one error type: every failure a user or a driver can cause, each message saying what to do next.
+
+use std::fmt;
+
+/// Bytes shown the way people read them (`1.50 GiB`), used in error messages and reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ByteSize(pub u64);
+
+impl fmt::Display for ByteSize {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+        let mut value = self.0 as f64;
+        let mut unit = 0;
+        while value >= 1024.0 && unit + 1 < UNITS.len() {
+            value /= 1024.0;
+            unit += 1;
+        }
+        if unit == 0 {
+            write!(f, "{} B", self.0)
+        } else {
+            write!(f, "{value:.2} {}", UNITS[unit])
+        }
+    }
+}
+
+fn limit_text(limit: &Option<u64>) -> String {
+    match limit {
+        Some(bytes) => ByteSize(*bytes).to_string(),
+        None => "none".to_string(),
+    }
+}
+
+/// Everything that can go wrong in wgcompute.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    // --- session state ---
+    /// The session this object belongs to was closed or dropped; its memory has been released.
+    #[error("the session was closed; its GPU memory has been released. Open a new session and upload the data again")]
+    SessionClosed,
+    /// The GPU device was lost (driver reset, device removed, or destroyed). Close the session; its memory is still released.
+    #[error("the GPU device was lost ({reason}); close this session and open a new one")]
+    DeviceLost { reason: String },
+
+    // --- adapters ---
+    /// No adapter matched, or none exists at all.
+    #[error("no GPU adapter {wanted}. {advice}")]
+    NoAdapter { wanted: String, advice: String },
+    /// The device could not be created on the chosen adapter.
+    #[error("could not open a device on adapter '{adapter}': {reason}")]
+    RequestDevice { adapter: String, reason: String },
+    /// An adapter selector or a memory limit could not be parsed.
+    #[error("invalid {what} '{given}': {expected}")]
+    InvalidArgument {
+        what: &'static str,
+        given: String,
+        expected: String,
+    },
+
+    // --- memory ---
+    /// A request did not fit under the session's memory cap (or the driver ran out). Freeing memory may help.
+    #[error(
+        "out of GPU memory: requested {requested}, in use {in_use}, reserved {reserved}, limit {limit}. \
+         Drop tensors you no longer need, call Session::trim(), or open the session with a larger memory limit",
+        requested = ByteSize(*requested), in_use = ByteSize(*in_use), reserved = ByteSize(*reserved),
+        limit = limit_text(limit)
+    )]
+    OutOfMemory {
+        requested: u64,
+        in_use: u64,
+        reserved: u64,
+        limit: Option<u64>,
+    },
+    /// A single buffer larger than the adapter can ever create; retrying will not help.
+    #[error("a single buffer of {} exceeds this adapter's maximum buffer size of {}; split the data", ByteSize(*requested), ByteSize(*max))]
+    BufferTooBig { requested: u64, max: u64 },
+    /// Device memory size is unknown on this adapter, so a fractional cap cannot be honoured.
+    #[error("cannot use a memory limit of {fraction} of device memory: this adapter does not report its memory size. Give the limit in bytes (for example 2GiB)")]
+    DeviceMemoryUnknown { fraction: f64 },
+
+    // --- tensors and ops ---
+    /// Shapes that do not fit the operation.
+    #[error("shape error in {op}: {message}")]
+    Shape { op: &'static str, message: String },
+    /// A tensor from another session was passed to this one.
+    #[error(
+        "{op}: the tensors belong to different sessions; move data with to_vec() and upload it"
+    )]
+    SessionMismatch { op: &'static str },
+
+    // --- driver ---
+    /// The driver reported an error wgcompute did not expect (a validation or internal error).
+    #[error("GPU driver error in {op}: {message}")]
+    Driver { op: &'static str, message: String },
+}
+
+/// Result with the crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_sizes_read_naturally() {
+        assert_eq!(ByteSize(512).to_string(), "512 B");
+        assert_eq!(ByteSize(1536).to_string(), "1.50 KiB");
+        assert_eq!(ByteSize(3 << 30).to_string(), "3.00 GiB");
+    }
+
+    #[test]
+    fn out_of_memory_message_carries_the_figures() {
+        let text = Error::OutOfMemory {
+            requested: 512 << 20,
+            in_use: 10,
+            reserved: 128 << 20,
+            limit: Some(256 << 20),
+        }
+        .to_string();
+        assert!(
+            text.contains("512.00 MiB") && text.contains("256.00 MiB"),
+            "{text}"
+        );
+    }
+}

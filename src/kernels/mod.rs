@@ -1,0 +1,267 @@
+//! The one place that maps kernels to WGSL and pipelines: builds each pipeline once per session, caches bind
+//! groups over slab ranges, and records dispatches into the session's command stream.
+//!
+//! Every kernel's binding 0 is a uniform parameter block bound with a dynamic offset into the session's
+//! parameter ring, so shapes travel as data and one pipeline serves every shape.
+
+pub(crate) mod elementwise;
+
+use std::collections::HashMap;
+
+use crate::error::{Error, Result};
+use crate::pool::SlabId;
+use crate::session::{BufferRange, Gpu, PARAM_SLOT_BYTES};
+
+/// A WGSL source file holding one op family.
+pub(crate) struct Family {
+    pub name: &'static str,
+    pub source: &'static str,
+}
+
+/// How a kernel uses a storage binding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Access {
+    Read,
+    ReadWrite,
+}
+
+/// One entry point of a family, with the storage bindings (1, 2, ...) it declares.
+pub(crate) struct Kernel {
+    pub family: &'static Family,
+    pub entry: &'static str,
+    pub storage: &'static [Access],
+}
+
+impl Kernel {
+    fn key(&self) -> (&'static str, &'static str) {
+        (self.family.name, self.entry)
+    }
+}
+
+/// Threads per workgroup of the one-dimensional kernels; the WGSL files use the same number.
+pub(crate) const WORKGROUP_SIZE: u32 = 256;
+
+struct Compiled {
+    pipeline: wgpu::ComputePipeline,
+    layout: wgpu::BindGroupLayout,
+}
+
+type BindKey = ((&'static str, &'static str), Vec<BufferRange>);
+
+/// Pipelines and bind groups of one session. Dropped with the session, never shared between sessions.
+#[derive(Default)]
+pub(crate) struct KernelCache {
+    modules: HashMap<&'static str, wgpu::ShaderModule>,
+    compiled: HashMap<(&'static str, &'static str), Compiled>,
+    bind_groups: HashMap<BindKey, wgpu::BindGroup>,
+}
+
+/// Bind groups kept before the cache starts over; training loops reuse a few dozen.
+const MAX_CACHED_BIND_GROUPS: usize = 4096;
+
+impl KernelCache {
+    pub fn clear(&mut self) {
+        self.bind_groups.clear();
+        self.compiled.clear();
+        self.modules.clear();
+    }
+
+    /// Drops bind groups over slabs that no longer exist.
+    pub fn forget_slabs(&mut self, gone: &[SlabId]) {
+        if gone.is_empty() {
+            return;
+        }
+        self.bind_groups
+            .retain(|(_, ranges), _| ranges.iter().all(|range| !gone.contains(&range.slab)));
+    }
+}
+
+fn layout_entries(kernel: &Kernel) -> Vec<wgpu::BindGroupLayoutEntry> {
+    let mut entries = vec![wgpu::BindGroupLayoutEntry {
+        binding: 0,
+        visibility: wgpu::ShaderStages::COMPUTE,
+        ty: wgpu::BindingType::Buffer {
+            ty: wgpu::BufferBindingType::Uniform,
+            has_dynamic_offset: true,
+            min_binding_size: None,
+        },
+        count: None,
+    }];
+    for (index, access) in kernel.storage.iter().enumerate() {
+        entries.push(wgpu::BindGroupLayoutEntry {
+            binding: index as u32 + 1,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: wgpu::BindingType::Buffer {
+                ty: wgpu::BufferBindingType::Storage {
+                    read_only: *access == Access::Read,
+                },
+                has_dynamic_offset: false,
+                min_binding_size: None,
+            },
+            count: None,
+        });
+    }
+    entries
+}
+
+fn compile(gpu: &mut Gpu, kernel: &'static Kernel) -> Result<()> {
+    if gpu.kernels.compiled.contains_key(&kernel.key()) {
+        return Ok(());
+    }
+    let device = gpu.device.clone();
+    let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
+    let module = gpu
+        .kernels
+        .modules
+        .entry(kernel.family.name)
+        .or_insert_with(|| {
+            device.create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: Some(kernel.family.name),
+                source: wgpu::ShaderSource::Wgsl(kernel.family.source.into()),
+            })
+        })
+        .clone();
+    let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+        label: Some(kernel.entry),
+        entries: &layout_entries(kernel),
+    });
+    let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+        label: Some(kernel.entry),
+        bind_group_layouts: &[Some(&layout)],
+        immediate_size: 0,
+    });
+    let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some(kernel.entry),
+        layout: Some(&pipeline_layout),
+        module: &module,
+        entry_point: Some(kernel.entry),
+        compilation_options: wgpu::PipelineCompilationOptions::default(),
+        cache: None,
+    });
+    if let Some(error) = pollster::block_on(scope.pop()) {
+        return Err(Error::Driver {
+            op: kernel.entry,
+            message: format!(
+                "building the {} pipeline failed: {error}",
+                kernel.family.name
+            ),
+        });
+    }
+    gpu.kernels
+        .compiled
+        .insert(kernel.key(), Compiled { pipeline, layout });
+    Ok(())
+}
+
+fn bind_group(
+    gpu: &mut Gpu,
+    kernel: &'static Kernel,
+    ranges: &[BufferRange],
+) -> Result<wgpu::BindGroup> {
+    let key: BindKey = (kernel.key(), ranges.to_vec());
+    if let Some(group) = gpu.kernels.bind_groups.get(&key) {
+        return Ok(group.clone());
+    }
+    let compiled = gpu
+        .kernels
+        .compiled
+        .get(&kernel.key())
+        .ok_or_else(|| Error::Driver {
+            op: kernel.entry,
+            message: "pipeline missing".to_string(),
+        })?;
+    let mut entries = vec![wgpu::BindGroupEntry {
+        binding: 0,
+        resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+            buffer: gpu.params_buffer(),
+            offset: 0,
+            size: wgpu::BufferSize::new(PARAM_SLOT_BYTES),
+        }),
+    }];
+    for (index, range) in ranges.iter().enumerate() {
+        entries.push(wgpu::BindGroupEntry {
+            binding: index as u32 + 1,
+            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                buffer: gpu.buffer(range.slab)?,
+                offset: range.offset,
+                size: wgpu::BufferSize::new(range.bytes),
+            }),
+        });
+    }
+    let group = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: Some(kernel.entry),
+        layout: &compiled.layout,
+        entries: &entries,
+    });
+    if gpu.kernels.bind_groups.len() >= MAX_CACHED_BIND_GROUPS {
+        gpu.kernels.bind_groups.clear();
+    }
+    gpu.kernels.bind_groups.insert(key, group.clone());
+    Ok(group)
+}
+
+/// Spreads `groups` workgroups over x and y, since one dimension stops at 65,535. Kernels rebuild the linear
+/// index from `num_workgroups`, and must bounds-check it: x·y can exceed `groups`.
+pub(crate) fn grid(gpu: &Gpu, groups: u32) -> [u32; 3] {
+    let max = gpu.limits.max_compute_workgroups_per_dimension.max(1);
+    if groups <= max {
+        [groups.max(1), 1, 1]
+    } else {
+        [max, groups.div_ceil(max), 1]
+    }
+}
+
+/// Records one dispatch of `kernel` over `ranges` with `params` as its uniform block.
+pub(crate) fn dispatch(
+    gpu: &mut Gpu,
+    kernel: &'static Kernel,
+    params: &[u8],
+    ranges: &[BufferRange],
+    workgroups: [u32; 3],
+) -> Result<()> {
+    debug_assert_eq!(ranges.len(), kernel.storage.len());
+    if ranges.iter().any(|range| range.bytes == 0) {
+        return Ok(());
+    }
+    compile(gpu, kernel)?;
+    let group = bind_group(gpu, kernel, ranges)?;
+    let pipeline = gpu.kernels.compiled[&kernel.key()].pipeline.clone();
+    let (encoder, params_offset) = gpu.record(params)?;
+    let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+        label: Some(kernel.entry),
+        timestamp_writes: None,
+    });
+    pass.set_pipeline(&pipeline);
+    pass.set_bind_group(0, &group, &[params_offset]);
+    pass.dispatch_workgroups(workgroups[0], workgroups[1], workgroups[2]);
+    Ok(())
+}
+
+/// Splits `elements` f32 values starting at `range` into windows that each bind within the adapter's largest
+/// storage binding, with every window's offset aligned. Yields (first element, element count, window range).
+pub(crate) fn windows(
+    gpu: &Gpu,
+    range: BufferRange,
+    elements: u64,
+) -> Vec<(u64, u64, BufferRange)> {
+    let alignment = u64::from(gpu.limits.min_storage_buffer_offset_alignment).max(4);
+    let max_bytes = gpu.limits.max_storage_buffer_binding_size;
+    let window_bytes = (max_bytes - max_bytes % alignment).max(alignment);
+    let window_elements = window_bytes / 4;
+    let mut out = Vec::new();
+    let mut first = 0;
+    while first < elements {
+        let count = window_elements.min(elements - first);
+        out.push((
+            first,
+            count,
+            BufferRange {
+                slab: range.slab,
+                offset: range.offset + first * 4,
+                bytes: count * 4,
+            },
+        ));
+        first += count;
+    }
+    out
+}

@@ -1,0 +1,34 @@
+//! wgcompute: GPU compute on wgpu whose sessions give every byte back.
+//!
+//! A [`Session`] owns a device and a memory pool on it. Tensors are carved from the pool and refer to their
+//! session weakly, so closing or dropping the session returns all of its GPU memory to the driver (buffers,
+//! device and instance) while the process goes on. Several sessions, each with its own memory cap, can be open
+//! at once.
+//!
+//! ```no_run
+//! use wgcompute::{MemoryLimit, Session, SessionOptions};
+//! # fn main() -> wgcompute::Result<()> {
+//! let session = Session::open(SessionOptions::default().memory_limit(MemoryLimit::Bytes(256 << 20)))?;
+//! let ones = session.full(&[1024, 1024], 1.0)?;
+//! ones.scale_add_(3.0, 0.5)?;
+//! assert_eq!(ones.read_range(0..2)?, vec![3.5, 3.5]);
+//! println!("{:?}", session.memory_stats()?);
+//! session.close();
+//! # Ok(()) }
+//! ```
+
+pub mod bench;
+pub mod device;
+mod error;
+mod kernels;
+pub mod pool;
+mod session;
+mod tensor;
+
+pub use device::{list_adapters, AdapterDescription, AdapterSelector, DeviceMemory, MemorySource};
+pub use error::{ByteSize, Error, Result};
+pub use pool::MemoryStats;
+pub use session::{AdapterSummary, CloseReport, MemoryLimit, Session, SessionOptions};
+pub use tensor::{Tensor, MAX_RANK};
+/// The wgpu this crate is built on, for naming backends and device types.
+pub use wgpu;

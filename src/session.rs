@@ -1,0 +1,746 @@
+//! The session: opens a device, owns everything on it, batches its commands, and on close or drop gives every
+//! byte back to the driver.
+//!
+//! A session holds the only strong reference to its state. Tensors hold a `Weak`, so nothing a user keeps can
+//! keep a wgpu object alive; and because every wgpu object holds its device internally, closing does not rely on
+//! drops alone: it destroys every buffer and then the device explicitly, and only then drops queue, device,
+//! adapter and instance, in that order.
+
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde::Serialize;
+
+use crate::device::{self, AdapterSelector, DeviceMemory};
+use crate::error::{Error, Result};
+use crate::kernels::KernelCache;
+use crate::pool::{Allocation, MemoryStats, Pool, PoolConfig, SlabId, SlabStorage};
+use crate::tensor::Tensor;
+
+/// A cap on a session's GPU memory.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum MemoryLimit {
+    Bytes(u64),
+    /// A fraction (0, 1] of the device's memory; only where the adapter reports its size.
+    Fraction(f64),
+}
+
+impl FromStr for MemoryLimit {
+    type Err = Error;
+
+    /// Parses `2GiB`, `512MiB`, `1.5GB`, `1048576` (bytes) or a fraction such as `0.5`.
+    fn from_str(text: &str) -> Result<Self> {
+        let invalid = || {
+            Error::InvalidArgument {
+            what: "memory limit",
+            given: text.to_string(),
+            expected: "bytes with an optional unit (2GiB, 512MiB, 1000000) or a fraction of device memory \
+                       between 0 and 1 (0.5)"
+                .to_string(),
+        }
+        };
+        let trimmed = text.trim();
+        let split = trimmed
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(trimmed.len());
+        let (number, unit) = trimmed.split_at(split);
+        let value: f64 = number.parse().map_err(|_| invalid())?;
+        if !value.is_finite() || value <= 0.0 {
+            return Err(invalid());
+        }
+        let scale: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+            "" if value <= 1.0 && number.contains('.') => return Ok(Self::Fraction(value)),
+            "" | "b" => 1,
+            "k" | "kb" => 1_000,
+            "kib" => 1 << 10,
+            "m" | "mb" => 1_000_000,
+            "mib" => 1 << 20,
+            "g" | "gb" => 1_000_000_000,
+            "gib" => 1 << 30,
+            "t" | "tb" => 1_000_000_000_000,
+            "tib" => 1 << 40,
+            _ => return Err(invalid()),
+        };
+        Ok(Self::Bytes((value * scale as f64).round() as u64))
+    }
+}
+
+/// How to open a session.
+#[derive(Clone, Debug, Default)]
+pub struct SessionOptions {
+    pub adapter: AdapterSelector,
+    /// Cap on the bytes the session's pool may reserve. None: grow on demand without a cap.
+    pub memory_limit: Option<MemoryLimit>,
+    /// Reserve the whole cap when opening instead of growing on demand.
+    pub reserve_up_front: bool,
+}
+
+impl SessionOptions {
+    pub fn adapter(mut self, adapter: AdapterSelector) -> Self {
+        self.adapter = adapter;
+        self
+    }
+
+    pub fn memory_limit(mut self, limit: MemoryLimit) -> Self {
+        self.memory_limit = Some(limit);
+        self
+    }
+
+    pub fn reserve_up_front(mut self, reserve: bool) -> Self {
+        self.reserve_up_front = reserve;
+        self
+    }
+}
+
+/// What closing a session did, with the memory figures that show it.
+#[derive(Clone, Debug, Serialize)]
+pub struct CloseReport {
+    pub memory_before_open: DeviceMemory,
+    pub memory_while_open: DeviceMemory,
+    pub memory_after_close: DeviceMemory,
+    /// The pool as it was just before it was released.
+    pub pool: MemoryStats,
+    /// Whether the device had been lost before the close.
+    pub device_lost: bool,
+}
+
+/// The adapter a session runs on.
+#[derive(Clone, Debug, Serialize)]
+pub struct AdapterSummary {
+    pub name: String,
+    pub backend: &'static str,
+    pub device_type: &'static str,
+    pub driver: String,
+}
+
+/// The pool's storage: wgpu buffers, created inside error scopes so a driver out-of-memory is an error, not a
+/// panic.
+pub(crate) struct WgpuSlabs {
+    device: wgpu::Device,
+}
+
+const SLAB_USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
+    .union(wgpu::BufferUsages::COPY_SRC)
+    .union(wgpu::BufferUsages::COPY_DST);
+
+impl SlabStorage for WgpuSlabs {
+    type Buffer = wgpu::Buffer;
+
+    fn create(&mut self, bytes: u64) -> Result<wgpu::Buffer> {
+        let out_of_memory = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("wgcompute slab"),
+            size: bytes,
+            usage: SLAB_USAGE,
+            mapped_at_creation: false,
+        });
+        let invalid = pollster::block_on(validation.pop());
+        let full = pollster::block_on(out_of_memory.pop());
+        if full.is_some() {
+            buffer.destroy();
+            return Err(Error::OutOfMemory {
+                requested: bytes,
+                in_use: 0,
+                reserved: 0,
+                limit: None,
+            });
+        }
+        if let Some(error) = invalid {
+            buffer.destroy();
+            return Err(Error::Driver {
+                op: "create slab",
+                message: error.to_string(),
+            });
+        }
+        Ok(buffer)
+    }
+
+    fn destroy(&mut self, buffer: wgpu::Buffer) {
+        buffer.destroy();
+    }
+}
+
+/// A byte range of a slab, as kernels bind it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct BufferRange {
+    pub slab: SlabId,
+    pub offset: u64,
+    pub bytes: u64,
+}
+
+/// Uniform parameters of one dispatch live in one slot of a ring, bound with a dynamic offset.
+pub(crate) const PARAM_SLOT_BYTES: u64 = 256;
+/// Slots per batch; a full ring submits the batch. 64 KiB is the smallest max uniform binding in WebGPU.
+const PARAM_SLOTS: u64 = 256;
+/// Dispatches per batch before it is submitted even if nothing waits on it, so the GPU is never starved.
+const MAX_RECORDED_PER_BATCH: u32 = 192;
+
+/// Commands recorded but not yet submitted, with what must wait for their submission.
+struct Batch {
+    encoder: Option<wgpu::CommandEncoder>,
+    params: Vec<u8>,
+    params_buffer: wgpu::Buffer,
+    recorded: u32,
+    /// Ranges freed while recorded commands may still use them: returned to the pool only after submission, so
+    /// an upload (which the queue runs before the next submission's commands) cannot overwrite them early.
+    deferred_frees: Vec<Allocation>,
+}
+
+/// Everything that exists only while the session is open.
+pub(crate) struct Gpu {
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    pub pool: Pool<WgpuSlabs>,
+    pub kernels: KernelCache,
+    pub limits: wgpu::Limits,
+    batch: Batch,
+    adapter: wgpu::Adapter,
+    instance: wgpu::Instance,
+}
+
+impl Gpu {
+    /// Allocates from the pool; if the cap is hit while freed ranges wait on a submission, submits and retries.
+    pub fn allocate(&mut self, bytes: u64) -> Result<Allocation> {
+        match self.pool.allocate(bytes) {
+            Err(Error::OutOfMemory { .. }) if !self.batch.deferred_frees.is_empty() => {
+                self.flush()?;
+                self.pool.allocate(bytes)
+            }
+            other => other,
+        }
+    }
+
+    /// Returns a range to the pool, after the batch that may use it is submitted.
+    pub fn release(&mut self, allocation: Allocation) {
+        if self.batch.recorded == 0 {
+            self.pool.free(allocation);
+        } else {
+            self.batch.deferred_frees.push(allocation);
+        }
+    }
+
+    pub fn buffer(&self, slab: SlabId) -> Result<&wgpu::Buffer> {
+        self.pool.buffer(slab).ok_or_else(|| Error::Driver {
+            op: "bind",
+            message: format!("slab {slab} no longer exists"),
+        })
+    }
+
+    /// The encoder of the open batch, and a fresh parameter slot holding `params`: (encoder, dynamic offset).
+    pub fn record(&mut self, params: &[u8]) -> Result<(&mut wgpu::CommandEncoder, u32)> {
+        if self.batch.recorded >= MAX_RECORDED_PER_BATCH
+            || self.batch.params.len() as u64 >= PARAM_SLOTS * PARAM_SLOT_BYTES
+        {
+            self.flush()?;
+        }
+        if params.len() as u64 > PARAM_SLOT_BYTES {
+            return Err(Error::Driver {
+                op: "record",
+                message: format!("{} bytes of parameters exceed one slot", params.len()),
+            });
+        }
+        let offset = self.batch.params.len() as u32;
+        self.batch.params.extend_from_slice(params);
+        self.batch
+            .params
+            .resize((offset as u64 + PARAM_SLOT_BYTES) as usize, 0);
+        self.batch.recorded += 1;
+        let device = &self.device;
+        let encoder = self.batch.encoder.get_or_insert_with(|| {
+            device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("wgcompute batch"),
+            })
+        });
+        Ok((encoder, offset))
+    }
+
+    pub fn params_buffer(&self) -> &wgpu::Buffer {
+        &self.batch.params_buffer
+    }
+
+    /// Submits the open batch, then returns the ranges that waited on it.
+    pub fn flush(&mut self) -> Result<()> {
+        if let Some(encoder) = self.batch.encoder.take() {
+            if !self.batch.params.is_empty() {
+                self.queue
+                    .write_buffer(&self.batch.params_buffer, 0, &self.batch.params);
+            }
+            self.queue.submit([encoder.finish()]);
+        }
+        self.batch.params.clear();
+        self.batch.recorded = 0;
+        for allocation in std::mem::take(&mut self.batch.deferred_frees) {
+            self.pool.free(allocation);
+        }
+        Ok(())
+    }
+
+    /// Submits and waits until the device has finished everything.
+    pub fn sync(&mut self) -> Result<()> {
+        self.flush()?;
+        self.wait()
+    }
+
+    fn wait(&self) -> Result<()> {
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map(|_| ())
+            .map_err(|error| Error::DeviceLost {
+                reason: error.to_string(),
+            })
+    }
+
+    /// Writes bytes into a range. A range that recorded commands may read is written only after they are
+    /// submitted, since the queue runs writes before the next submission's commands.
+    pub fn write(&mut self, range: BufferRange, bytes: &[u8], fresh: bool) -> Result<()> {
+        if !fresh && self.batch.recorded > 0 {
+            self.flush()?;
+        }
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        let buffer = self.buffer(range.slab)?;
+        self.queue.write_buffer(buffer, range.offset, bytes);
+        Ok(())
+    }
+
+    /// Fills a range with zeros through the command stream (ordered with the recorded commands).
+    pub fn clear(&mut self, range: BufferRange) -> Result<()> {
+        if range.bytes == 0 {
+            return Ok(());
+        }
+        let buffer = self.buffer(range.slab)?.clone();
+        let (encoder, _) = self.record(&[])?;
+        encoder.clear_buffer(&buffer, range.offset, Some(range.bytes));
+        Ok(())
+    }
+
+    /// The one read-back path: copies a range to a mappable buffer, waits, and returns its bytes.
+    pub fn read(&mut self, range: BufferRange) -> Result<Vec<u8>> {
+        if range.bytes == 0 {
+            return Ok(Vec::new());
+        }
+        self.flush()?;
+        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("wgcompute read-back"),
+            size: range.bytes,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let result = self.read_through(range, &staging);
+        staging.destroy();
+        result
+    }
+
+    fn read_through(&mut self, range: BufferRange, staging: &wgpu::Buffer) -> Result<Vec<u8>> {
+        let source = self.buffer(range.slab)?;
+        let mut encoder = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("wgcompute read-back"),
+            });
+        encoder.copy_buffer_to_buffer(source, range.offset, staging, 0, range.bytes);
+        self.queue.submit([encoder.finish()]);
+        let (sender, receiver) = std::sync::mpsc::channel();
+        let slice = staging.slice(..);
+        slice.map_async(wgpu::MapMode::Read, move |outcome| {
+            // The receiver waits below; if it is gone there is no one to tell.
+            let _ = sender.send(outcome);
+        });
+        self.wait()?;
+        match receiver.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => {
+                return Err(Error::DeviceLost {
+                    reason: format!("mapping the read-back buffer failed: {error}"),
+                })
+            }
+            Err(_) => {
+                return Err(Error::DeviceLost {
+                    reason: "the read-back never completed".to_string(),
+                })
+            }
+        }
+        let bytes = {
+            let view = slice.get_mapped_range().map_err(|error| Error::Driver {
+                op: "read-back",
+                message: error.to_string(),
+            })?;
+            view.to_vec()
+        };
+        staging.unmap();
+        Ok(bytes)
+    }
+}
+
+/// State shared, weakly, with every tensor of the session.
+pub(crate) struct SessionInner {
+    gpu: Mutex<Option<Gpu>>,
+    /// Set by the device-lost callback (and by `simulate_device_loss`): why the device was lost.
+    lost: Arc<Mutex<Option<String>>>,
+    /// Errors the driver raised outside any error scope; wgpu's default would panic on them.
+    uncaptured: Arc<Mutex<Vec<String>>>,
+    id: u64,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding the lock leaves plain data behind; the state is still usable for release.
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl SessionInner {
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Runs `work` on the open device, or says why it cannot: closed, or lost.
+    pub fn with_gpu<T>(&self, work: impl FnOnce(&mut Gpu) -> Result<T>) -> Result<T> {
+        let mut guard = lock(&self.gpu);
+        let gpu = guard.as_mut().ok_or(Error::SessionClosed)?;
+        if let Some(reason) = lock(&self.lost).clone() {
+            return Err(Error::DeviceLost { reason });
+        }
+        let outcome = work(gpu);
+        if let Some(reason) = lock(&self.lost).clone() {
+            return Err(Error::DeviceLost { reason });
+        }
+        if let Some(message) = lock(&self.uncaptured).pop() {
+            return Err(Error::Driver {
+                op: "device",
+                message,
+            });
+        }
+        outcome
+    }
+
+    /// Gives a tensor's range back; a no-op once the session is closed (its slabs are gone already).
+    pub fn release(&self, allocation: Allocation) {
+        if let Some(gpu) = lock(&self.gpu).as_mut() {
+            gpu.release(allocation);
+        }
+    }
+}
+
+static NEXT_SESSION_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A GPU session: the unit of ownership of device memory.
+///
+/// ```no_run
+/// use wgcompute::{Session, SessionOptions};
+/// # fn main() -> wgcompute::Result<()> {
+/// let session = Session::open(SessionOptions::default())?;
+/// let x = session.upload(&[1.0, 2.0, 3.0], &[3])?;
+/// x.scale_add_(2.0, 1.0)?;
+/// assert_eq!(x.to_vec()?, vec![3.0, 5.0, 7.0]);
+/// let report = session.close(); // every buffer, the device and the instance are gone now
+/// println!("after close: {}", report.memory_after_close);
+/// # Ok(()) }
+/// ```
+pub struct Session {
+    inner: Arc<SessionInner>,
+    adapter: AdapterSummary,
+    adapter_info: wgpu::AdapterInfo,
+    memory_before_open: DeviceMemory,
+    memory_total: Option<u64>,
+}
+
+impl Session {
+    /// Opens a device on the chosen adapter with the adapter's real limits.
+    pub fn open(options: SessionOptions) -> Result<Session> {
+        let (instance, adapter) = device::open_adapter(&options.adapter)?;
+        let info = adapter.get_info();
+        let memory_before_open = device::device_memory(&info);
+        let limits = device::requested_limits(&adapter);
+        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            label: Some("wgcompute"),
+            required_features: wgpu::Features::empty(),
+            required_limits: limits.clone(),
+            experimental_features: wgpu::ExperimentalFeatures::disabled(),
+            memory_hints: wgpu::MemoryHints::Performance,
+            trace: wgpu::Trace::Off,
+        }))
+        .map_err(|error| Error::RequestDevice {
+            adapter: info.name.clone(),
+            reason: error.to_string(),
+        })?;
+
+        let lost = Arc::new(Mutex::new(None));
+        let lost_flag = Arc::clone(&lost);
+        device.set_device_lost_callback(move |reason, message| {
+            let mut slot = lock(&lost_flag);
+            if slot.is_none() {
+                *slot = Some(format!("{reason:?}: {message}"));
+            }
+        });
+        let uncaptured = Arc::new(Mutex::new(Vec::new()));
+        let uncaptured_sink = Arc::clone(&uncaptured);
+        device.on_uncaptured_error(Arc::new(move |error: wgpu::Error| {
+            lock(&uncaptured_sink).push(error.to_string());
+        }));
+
+        let memory_total = memory_before_open.total;
+        let limit = match options.memory_limit {
+            None => None,
+            Some(MemoryLimit::Bytes(bytes)) => Some(bytes),
+            Some(MemoryLimit::Fraction(fraction)) => match memory_total {
+                Some(total) if fraction > 0.0 && fraction <= 1.0 => {
+                    Some((total as f64 * fraction) as u64)
+                }
+                Some(_) => {
+                    return Err(Error::InvalidArgument {
+                        what: "memory fraction",
+                        given: fraction.to_string(),
+                        expected: "a fraction in (0, 1]".to_string(),
+                    })
+                }
+                None => return Err(Error::DeviceMemoryUnknown { fraction }),
+            },
+        };
+        let alignment = u64::from(limits.min_storage_buffer_offset_alignment).max(4);
+        let config = PoolConfig {
+            slab_bytes: slab_bytes(&limits, alignment),
+            alignment,
+            max_buffer_bytes: limits.max_buffer_size,
+            limit,
+        };
+        let mut pool = Pool::new(
+            WgpuSlabs {
+                device: device.clone(),
+            },
+            config,
+        );
+        if options.reserve_up_front {
+            pool.reserve_up_to_limit()?;
+        }
+        let params_buffer = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("wgcompute parameters"),
+            size: PARAM_SLOTS * PARAM_SLOT_BYTES,
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let gpu = Gpu {
+            kernels: KernelCache::default(),
+            batch: Batch {
+                encoder: None,
+                params: Vec::new(),
+                params_buffer,
+                recorded: 0,
+                deferred_frees: Vec::new(),
+            },
+            pool,
+            limits,
+            device,
+            queue,
+            adapter,
+            instance,
+        };
+        Ok(Session {
+            inner: Arc::new(SessionInner {
+                gpu: Mutex::new(Some(gpu)),
+                lost,
+                uncaptured,
+                id: NEXT_SESSION_ID.fetch_add(1, Ordering::Relaxed),
+            }),
+            adapter: AdapterSummary {
+                name: info.name.clone(),
+                backend: device::backend_name(info.backend),
+                device_type: device::device_type_name(info.device_type),
+                driver: info.driver.clone(),
+            },
+            adapter_info: info,
+            memory_before_open,
+            memory_total,
+        })
+    }
+
+    pub(crate) fn inner(&self) -> &Arc<SessionInner> {
+        &self.inner
+    }
+
+    pub fn adapter(&self) -> &AdapterSummary {
+        &self.adapter
+    }
+
+    /// The device's memory as the driver (or, on CPU adapters, the OS) reports it; see [`DeviceMemory`].
+    pub fn device_memory(&self) -> DeviceMemory {
+        device::device_memory(&self.adapter_info)
+    }
+
+    /// The device's total memory, where known.
+    pub fn device_memory_total(&self) -> Option<u64> {
+        self.memory_total
+    }
+
+    /// The pool's figures. After close: [`Error::SessionClosed`].
+    pub fn memory_stats(&self) -> Result<MemoryStats> {
+        self.inner.with_gpu(|gpu| Ok(gpu.pool.stats()))
+    }
+
+    /// Starts the peak figures again from the current ones.
+    pub fn reset_peak(&self) -> Result<()> {
+        self.inner.with_gpu(|gpu| {
+            gpu.pool.reset_peak();
+            Ok(())
+        })
+    }
+
+    /// Destroys empty slabs, giving their memory back to the driver (PyTorch's `empty_cache`).
+    pub fn trim(&self) -> Result<()> {
+        self.inner.with_gpu(|gpu| {
+            gpu.sync()?;
+            let gone = gpu.pool.trim();
+            gpu.kernels.forget_slabs(&gone);
+            Ok(())
+        })
+    }
+
+    /// Submits recorded work and waits for the device to finish it.
+    pub fn sync(&self) -> Result<()> {
+        self.inner.with_gpu(|gpu| gpu.sync())
+    }
+
+    /// Whether the device has been lost. A lost session still releases its memory on close.
+    pub fn is_lost(&self) -> bool {
+        lock(&self.inner.lost).is_some()
+    }
+
+    /// Destroys the device as a driver reset would, so that recovery paths can be tested.
+    pub fn simulate_device_loss(&self) {
+        if let Some(gpu) = lock(&self.inner.gpu).as_ref() {
+            gpu.device.destroy();
+        }
+        let mut lost = lock(&self.inner.lost);
+        if lost.is_none() {
+            *lost = Some("simulated device loss".to_string());
+        }
+    }
+
+    /// Uploads f32 data as a new tensor of this shape.
+    pub fn upload(&self, data: &[f32], shape: &[usize]) -> Result<Tensor> {
+        Tensor::from_slice(self, data, shape)
+    }
+
+    /// A new tensor of zeros.
+    pub fn zeros(&self, shape: &[usize]) -> Result<Tensor> {
+        Tensor::zeros(self, shape)
+    }
+
+    /// A new tensor filled with `value`.
+    pub fn full(&self, shape: &[usize], value: f32) -> Result<Tensor> {
+        Tensor::full(self, shape, value)
+    }
+
+    /// Waits for pending work, destroys every buffer and the device, drops queue, device, adapter and instance,
+    /// and reports the memory before open, while open and after close.
+    pub fn close(mut self) -> CloseReport {
+        self.shut_down()
+    }
+
+    fn shut_down(&mut self) -> CloseReport {
+        let memory_while_open = self.device_memory();
+        let device_lost = self.is_lost();
+        let taken = lock(&self.inner.gpu).take();
+        let mut pool_stats = MemoryStats::default();
+        if let Some(gpu) = taken {
+            pool_stats = gpu.pool.stats();
+            release(gpu, device_lost);
+        }
+        CloseReport {
+            memory_before_open: self.memory_before_open,
+            memory_while_open,
+            memory_after_close: self.device_memory(),
+            pool: pool_stats,
+            device_lost,
+        }
+    }
+}
+
+/// The release order, spelled out: finish work, destroy buffers, destroy the device, let wgpu reclaim, drop.
+fn release(mut gpu: Gpu, device_lost: bool) {
+    if !device_lost && gpu.sync().is_err() {
+        // A device lost while closing still has its buffers destroyed below.
+    }
+    gpu.batch.encoder = None;
+    gpu.batch.deferred_frees.clear();
+    gpu.pool.destroy_all();
+    gpu.batch.params_buffer.destroy();
+    gpu.kernels.clear();
+    gpu.device.destroy();
+    // wgpu frees destroyed resources when the device is polled; a lost device may refuse, which is fine.
+    let _ = gpu.device.poll(wgpu::PollType::wait_indefinitely());
+    let Gpu {
+        device,
+        queue,
+        pool,
+        kernels,
+        batch,
+        adapter,
+        instance,
+        ..
+    } = gpu;
+    drop(kernels);
+    drop(batch);
+    drop(pool);
+    drop(queue);
+    drop(device);
+    drop(adapter);
+    drop(instance);
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.shut_down();
+    }
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("id", &self.inner.id)
+            .field("adapter", &self.adapter.name)
+            .finish()
+    }
+}
+
+/// Shared slabs are as large as one storage binding allows (so any range in them binds whole), but no larger
+/// than 256 MiB, so that a session grows in steps a small job does not notice.
+fn slab_bytes(limits: &wgpu::Limits, alignment: u64) -> u64 {
+    const MAX_SHARED_SLAB: u64 = 256 << 20;
+    let bytes = limits
+        .max_storage_buffer_binding_size
+        .min(limits.max_buffer_size)
+        .min(MAX_SHARED_SLAB);
+    bytes - bytes % alignment
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_limits_parse() {
+        assert_eq!(
+            "2GiB".parse::<MemoryLimit>().ok(),
+            Some(MemoryLimit::Bytes(2 << 30))
+        );
+        assert_eq!(
+            "512 MiB".parse::<MemoryLimit>().ok(),
+            Some(MemoryLimit::Bytes(512 << 20))
+        );
+        assert_eq!(
+            "1000".parse::<MemoryLimit>().ok(),
+            Some(MemoryLimit::Bytes(1000))
+        );
+        assert_eq!(
+            "0.5".parse::<MemoryLimit>().ok(),
+            Some(MemoryLimit::Fraction(0.5))
+        );
+        assert!("-1".parse::<MemoryLimit>().is_err());
+        assert!("2 parsecs".parse::<MemoryLimit>().is_err());
+        assert!("".parse::<MemoryLimit>().is_err());
+    }
+}

@@ -1,0 +1,208 @@
+//! Tensors: a shape and a range of a session's pool, linked to the session weakly so that holding one never
+//! keeps GPU memory alive.
+
+use std::sync::{Arc, Weak};
+
+use crate::error::{Error, Result};
+use crate::kernels::elementwise;
+use crate::pool::Allocation;
+use crate::session::{BufferRange, Gpu, Session, SessionInner};
+
+/// Highest rank a tensor may have.
+pub const MAX_RANK: usize = 4;
+
+/// An f32, row-major tensor living in a session's pool.
+///
+/// Dropping it returns its range to the pool. Once its session is closed, every use answers
+/// [`Error::SessionClosed`] and dropping it does nothing.
+pub struct Tensor {
+    session: Weak<SessionInner>,
+    session_id: u64,
+    allocation: Option<Allocation>,
+    shape: Vec<usize>,
+}
+
+fn element_count(op: &'static str, shape: &[usize]) -> Result<usize> {
+    if shape.len() > MAX_RANK {
+        return Err(Error::Shape {
+            op,
+            message: format!(
+                "rank {} of shape {shape:?} is over the maximum of {MAX_RANK}",
+                shape.len()
+            ),
+        });
+    }
+    shape
+        .iter()
+        .try_fold(1usize, |total, &dim| total.checked_mul(dim))
+        .ok_or_else(|| Error::Shape {
+            op,
+            message: format!("shape {shape:?} has more elements than memory can hold"),
+        })
+}
+
+impl Tensor {
+    fn allocate(
+        session: &Session,
+        op: &'static str,
+        shape: &[usize],
+    ) -> Result<(Tensor, BufferRange)> {
+        let elements = element_count(op, shape)?;
+        let bytes = (elements as u64)
+            .checked_mul(4)
+            .ok_or_else(|| Error::Shape {
+                op,
+                message: format!("shape {shape:?} is too large"),
+            })?;
+        let inner = session.inner();
+        let allocation = inner.with_gpu(|gpu| gpu.allocate(bytes))?;
+        let range = BufferRange {
+            slab: allocation.slab,
+            offset: allocation.offset,
+            bytes,
+        };
+        let tensor = Tensor {
+            session: Arc::downgrade(inner),
+            session_id: inner.id(),
+            allocation: Some(allocation),
+            shape: shape.to_vec(),
+        };
+        Ok((tensor, range))
+    }
+
+    /// Uploads `data`, which must hold exactly as many values as `shape` has elements.
+    pub fn from_slice(session: &Session, data: &[f32], shape: &[usize]) -> Result<Tensor> {
+        let elements = element_count("upload", shape)?;
+        if elements != data.len() {
+            return Err(Error::Shape {
+                op: "upload",
+                message: format!(
+                    "{} values given for shape {shape:?}, which holds {elements}",
+                    data.len()
+                ),
+            });
+        }
+        let (tensor, range) = Self::allocate(session, "upload", shape)?;
+        tensor.with_gpu(|gpu| gpu.write(range, bytemuck::cast_slice(data), true))?;
+        Ok(tensor)
+    }
+
+    pub fn zeros(session: &Session, shape: &[usize]) -> Result<Tensor> {
+        let (tensor, range) = Self::allocate(session, "zeros", shape)?;
+        tensor.with_gpu(|gpu| gpu.clear(range))?;
+        Ok(tensor)
+    }
+
+    pub fn full(session: &Session, shape: &[usize], value: f32) -> Result<Tensor> {
+        let (tensor, range) = Self::allocate(session, "full", shape)?;
+        let elements = tensor.len() as u64;
+        tensor.with_gpu(|gpu| elementwise::fill(gpu, range, elements, value))?;
+        Ok(tensor)
+    }
+
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub(crate) fn session_id(&self) -> u64 {
+        self.session_id
+    }
+
+    pub(crate) fn range(&self) -> Result<BufferRange> {
+        let allocation = self.allocation.as_ref().ok_or(Error::SessionClosed)?;
+        Ok(BufferRange {
+            slab: allocation.slab,
+            offset: allocation.offset,
+            bytes: self.len() as u64 * 4,
+        })
+    }
+
+    /// Runs `work` on this tensor's open session.
+    pub(crate) fn with_gpu<T>(&self, work: impl FnOnce(&mut Gpu) -> Result<T>) -> Result<T> {
+        let inner = self.session.upgrade().ok_or(Error::SessionClosed)?;
+        inner.with_gpu(work)
+    }
+
+    /// Downloads every element.
+    pub fn to_vec(&self) -> Result<Vec<f32>> {
+        self.read_range(0..self.len())
+    }
+
+    /// Downloads the elements in `elements` (flat, row-major indices).
+    pub fn read_range(&self, elements: std::ops::Range<usize>) -> Result<Vec<f32>> {
+        if elements.start > elements.end || elements.end > self.len() {
+            return Err(Error::Shape {
+                op: "read_range",
+                message: format!(
+                    "range {elements:?} is outside a tensor of {} elements (shape {:?})",
+                    self.len(),
+                    self.shape
+                ),
+            });
+        }
+        let whole = self.range()?;
+        let range = BufferRange {
+            slab: whole.slab,
+            offset: whole.offset + elements.start as u64 * 4,
+            bytes: (elements.end - elements.start) as u64 * 4,
+        };
+        let bytes = self.with_gpu(|gpu| gpu.read(range))?;
+        Ok(bytemuck::pod_collect_to_vec(&bytes))
+    }
+
+    /// Overwrites every element with `data`.
+    pub fn write(&self, data: &[f32]) -> Result<()> {
+        if data.len() != self.len() {
+            return Err(Error::Shape {
+                op: "write",
+                message: format!(
+                    "{} values given for a tensor of shape {:?}",
+                    data.len(),
+                    self.shape
+                ),
+            });
+        }
+        let range = self.range()?;
+        self.with_gpu(|gpu| gpu.write(range, bytemuck::cast_slice(data), false))
+    }
+
+    /// Sets every element to `value`, in place.
+    pub fn fill_(&self, value: f32) -> Result<()> {
+        let range = self.range()?;
+        let elements = self.len() as u64;
+        self.with_gpu(|gpu| elementwise::fill(gpu, range, elements, value))
+    }
+
+    /// `self = self * scale + shift`, in place.
+    pub fn scale_add_(&self, scale: f32, shift: f32) -> Result<()> {
+        let range = self.range()?;
+        let elements = self.len() as u64;
+        self.with_gpu(|gpu| elementwise::scale_add(gpu, range, elements, scale, shift))
+    }
+}
+
+impl Drop for Tensor {
+    fn drop(&mut self) {
+        if let (Some(allocation), Some(inner)) = (self.allocation.take(), self.session.upgrade()) {
+            inner.release(allocation);
+        }
+    }
+}
+
+impl std::fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tensor")
+            .field("shape", &self.shape)
+            .field("session", &self.session_id)
+            .finish()
+    }
+}
