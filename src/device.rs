@@ -228,6 +228,8 @@ pub struct AdapterDescription {
     pub max_buffer_size: u64,
     pub max_storage_binding_size: u64,
     pub memory: DeviceMemory,
+    /// How a session's pool would be shaped on this adapter.
+    pub pool: crate::pool::PoolConfig,
 }
 
 fn all_backends_instance() -> wgpu::Instance {
@@ -254,6 +256,7 @@ fn describe(index: usize, adapter: &wgpu::Adapter) -> AdapterDescription {
         max_buffer_size: limits.max_buffer_size,
         max_storage_binding_size: limits.max_storage_buffer_binding_size,
         memory: device_memory(&info),
+        pool: crate::pool::PoolConfig::for_limits(&limits),
     }
 }
 

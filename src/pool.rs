@@ -24,9 +24,9 @@ pub(crate) trait SlabStorage {
 /// Identifies a slab for the lifetime of its pool; never reused, so caches keyed by it cannot alias.
 pub(crate) type SlabId = u64;
 
-/// How the pool is shaped, from the adapter's limits and the session's options.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct PoolConfig {
+/// How a pool is shaped, from the adapter's limits and the session's options.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct PoolConfig {
     /// Size of a shared slab. No larger than the adapter's max storage binding, so that any range carved
     /// from it binds in one window.
     pub slab_bytes: u64,
@@ -37,6 +37,27 @@ pub(crate) struct PoolConfig {
     /// The session's cap on reserved bytes, if any.
     pub limit: Option<u64>,
 }
+
+impl PoolConfig {
+    /// The shape a session's pool takes on an adapter with these limits, before any cap.
+    pub fn for_limits(limits: &wgpu::Limits) -> Self {
+        let alignment = u64::from(limits.min_storage_buffer_offset_alignment).max(4);
+        let slab_bytes = limits
+            .max_storage_buffer_binding_size
+            .min(limits.max_buffer_size)
+            .min(MAX_SHARED_SLAB_BYTES);
+        Self {
+            slab_bytes: slab_bytes - slab_bytes % alignment,
+            alignment,
+            max_buffer_bytes: limits.max_buffer_size,
+            limit: None,
+        }
+    }
+}
+
+/// Shared slabs are as large as one storage binding allows (so that any range in them binds whole), but no
+/// larger than this, so that a session grows in steps a small job does not notice.
+const MAX_SHARED_SLAB_BYTES: u64 = 256 << 20;
 
 /// A range of a slab, owned by one tensor (or one temporary).
 pub(crate) struct Allocation {
@@ -119,10 +140,6 @@ impl<S: SlabStorage> Pool<S> {
         }
     }
 
-    pub fn config(&self) -> &PoolConfig {
-        &self.config
-    }
-
     /// The buffer behind a slab, if the slab still exists.
     pub fn buffer(&self, slab: SlabId) -> Option<&S::Buffer> {
         self.slabs.get(&slab).map(|slab| &slab.buffer)
@@ -183,16 +200,26 @@ impl<S: SlabStorage> Pool<S> {
         let slab = self.slabs.get_mut(&id)?;
         let handle = slab.ranges.allocate(units as u32)?;
         slab.live += 1;
+        Some(self.account(id, handle, alignment, units))
+    }
+
+    fn account(
+        &mut self,
+        slab: SlabId,
+        handle: offset_allocator::Allocation,
+        alignment: u64,
+        units: u64,
+    ) -> Allocation {
         let bytes = units * alignment;
         self.in_use += bytes;
         self.peak_in_use = self.peak_in_use.max(self.in_use);
         self.total_allocations += 1;
-        Some(Allocation {
-            slab: id,
+        Allocation {
+            slab,
             offset: u64::from(handle.offset) * alignment,
             bytes,
             handle,
-        })
+        }
     }
 
     fn fits_under_limit(&self, bytes: u64) -> bool {
@@ -219,15 +246,11 @@ impl<S: SlabStorage> Pool<S> {
         if aligned > self.config.slab_bytes {
             return self.allocate_dedicated(bytes, aligned, units);
         }
-        let shared: Vec<SlabId> = self
-            .slabs
-            .iter()
-            .filter(|(_, slab)| !slab.dedicated)
-            .map(|(id, _)| *id)
-            .collect();
-        for id in shared {
-            if let Some(allocation) = self.take_from(id, units) {
-                return Ok(allocation);
+        let alignment = self.config.alignment;
+        for (&id, slab) in self.slabs.iter_mut().filter(|(_, slab)| !slab.dedicated) {
+            if let Some(handle) = slab.ranges.allocate(units as u32) {
+                slab.live += 1;
+                return Ok(self.account(id, handle, alignment, units));
             }
         }
         // No room: a new shared slab, shrunk if the cap leaves less than a full one.

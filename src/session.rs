@@ -7,7 +7,7 @@
 //! adapter and instance, in that order.
 
 use std::str::FromStr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::Serialize;
@@ -375,13 +375,60 @@ impl Gpu {
     }
 }
 
+/// What the driver tells a session from outside any call: device loss, and errors raised outside an error
+/// scope (wgpu's default handler would panic on them). One atomic flag keeps the common path to a single load.
+#[derive(Default)]
+struct Alarms {
+    raised: AtomicBool,
+    lost: Mutex<Option<String>>,
+    uncaptured: Mutex<Vec<String>>,
+}
+
+impl Alarms {
+    fn device_lost(&self, reason: String) {
+        let mut lost = lock(&self.lost);
+        if lost.is_none() {
+            *lost = Some(reason);
+        }
+        self.raised.store(true, Ordering::Release);
+    }
+
+    fn uncaptured(&self, message: String) {
+        lock(&self.uncaptured).push(message);
+        self.raised.store(true, Ordering::Release);
+    }
+
+    fn is_lost(&self) -> bool {
+        self.raised.load(Ordering::Acquire) && lock(&self.lost).is_some()
+    }
+
+    /// The error to report instead of a result, if the driver raised one.
+    fn check(&self) -> Result<()> {
+        if !self.raised.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        if let Some(reason) = lock(&self.lost).clone() {
+            return Err(Error::DeviceLost { reason });
+        }
+        let mut uncaptured = lock(&self.uncaptured);
+        let message = uncaptured.pop();
+        if uncaptured.is_empty() {
+            self.raised.store(false, Ordering::Release);
+        }
+        match message {
+            Some(message) => Err(Error::Driver {
+                op: "device",
+                message,
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
 /// State shared, weakly, with every tensor of the session.
 pub(crate) struct SessionInner {
     gpu: Mutex<Option<Gpu>>,
-    /// Set by the device-lost callback (and by `simulate_device_loss`): why the device was lost.
-    lost: Arc<Mutex<Option<String>>>,
-    /// Errors the driver raised outside any error scope; wgpu's default would panic on them.
-    uncaptured: Arc<Mutex<Vec<String>>>,
+    alarms: Arc<Alarms>,
     id: u64,
 }
 
@@ -401,19 +448,11 @@ impl SessionInner {
     pub fn with_gpu<T>(&self, work: impl FnOnce(&mut Gpu) -> Result<T>) -> Result<T> {
         let mut guard = lock(&self.gpu);
         let gpu = guard.as_mut().ok_or(Error::SessionClosed)?;
-        if let Some(reason) = lock(&self.lost).clone() {
-            return Err(Error::DeviceLost { reason });
+        if self.alarms.is_lost() {
+            self.alarms.check()?;
         }
         let outcome = work(gpu);
-        if let Some(reason) = lock(&self.lost).clone() {
-            return Err(Error::DeviceLost { reason });
-        }
-        if let Some(message) = lock(&self.uncaptured).pop() {
-            return Err(Error::Driver {
-                op: "device",
-                message,
-            });
-        }
+        self.alarms.check()?;
         outcome
     }
 
@@ -468,18 +507,14 @@ impl Session {
             reason: error.to_string(),
         })?;
 
-        let lost = Arc::new(Mutex::new(None));
-        let lost_flag = Arc::clone(&lost);
+        let alarms = Arc::new(Alarms::default());
+        let on_lost = Arc::clone(&alarms);
         device.set_device_lost_callback(move |reason, message| {
-            let mut slot = lock(&lost_flag);
-            if slot.is_none() {
-                *slot = Some(format!("{reason:?}: {message}"));
-            }
+            on_lost.device_lost(format!("{reason:?}: {message}"));
         });
-        let uncaptured = Arc::new(Mutex::new(Vec::new()));
-        let uncaptured_sink = Arc::clone(&uncaptured);
+        let on_error = Arc::clone(&alarms);
         device.on_uncaptured_error(Arc::new(move |error: wgpu::Error| {
-            lock(&uncaptured_sink).push(error.to_string());
+            on_error.uncaptured(error.to_string());
         }));
 
         let memory_total = memory_before_open.total;
@@ -500,12 +535,9 @@ impl Session {
                 None => return Err(Error::DeviceMemoryUnknown { fraction }),
             },
         };
-        let alignment = u64::from(limits.min_storage_buffer_offset_alignment).max(4);
         let config = PoolConfig {
-            slab_bytes: slab_bytes(&limits, alignment),
-            alignment,
-            max_buffer_bytes: limits.max_buffer_size,
             limit,
+            ..PoolConfig::for_limits(&limits)
         };
         let mut pool = Pool::new(
             WgpuSlabs {
@@ -541,8 +573,7 @@ impl Session {
         Ok(Session {
             inner: Arc::new(SessionInner {
                 gpu: Mutex::new(Some(gpu)),
-                lost,
-                uncaptured,
+                alarms,
                 id: NEXT_SESSION_ID.fetch_add(1, Ordering::Relaxed),
             }),
             adapter: AdapterSummary {
@@ -605,7 +636,7 @@ impl Session {
 
     /// Whether the device has been lost. A lost session still releases its memory on close.
     pub fn is_lost(&self) -> bool {
-        lock(&self.inner.lost).is_some()
+        self.inner.alarms.is_lost()
     }
 
     /// Destroys the device as a driver reset would, so that recovery paths can be tested.
@@ -613,15 +644,19 @@ impl Session {
         if let Some(gpu) = lock(&self.inner.gpu).as_ref() {
             gpu.device.destroy();
         }
-        let mut lost = lock(&self.inner.lost);
-        if lost.is_none() {
-            *lost = Some("simulated device loss".to_string());
-        }
+        self.inner
+            .alarms
+            .device_lost("simulated device loss".to_string());
     }
 
     /// Uploads f32 data as a new tensor of this shape.
     pub fn upload(&self, data: &[f32], shape: &[usize]) -> Result<Tensor> {
         Tensor::from_slice(self, data, shape)
+    }
+
+    /// A new tensor with unspecified contents; see [`Tensor::empty`].
+    pub fn empty(&self, shape: &[usize]) -> Result<Tensor> {
+        Tensor::empty(self, shape)
     }
 
     /// A new tensor of zeros.
@@ -704,17 +739,6 @@ impl std::fmt::Debug for Session {
             .field("adapter", &self.adapter.name)
             .finish()
     }
-}
-
-/// Shared slabs are as large as one storage binding allows (so any range in them binds whole), but no larger
-/// than 256 MiB, so that a session grows in steps a small job does not notice.
-fn slab_bytes(limits: &wgpu::Limits, alignment: u64) -> u64 {
-    const MAX_SHARED_SLAB: u64 = 256 << 20;
-    let bytes = limits
-        .max_storage_buffer_binding_size
-        .min(limits.max_buffer_size)
-        .min(MAX_SHARED_SLAB);
-    bytes - bytes % alignment
 }
 
 #[cfg(test)]

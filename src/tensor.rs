@@ -19,7 +19,9 @@ pub struct Tensor {
     session: Weak<SessionInner>,
     session_id: u64,
     allocation: Option<Allocation>,
-    shape: Vec<usize>,
+    // Inline, so that making a tensor allocates nothing on the host beyond its pool range.
+    dims: [usize; MAX_RANK],
+    rank: u8,
 }
 
 fn element_count(op: &'static str, shape: &[usize]) -> Result<usize> {
@@ -54,6 +56,8 @@ impl Tensor {
                 op,
                 message: format!("shape {shape:?} is too large"),
             })?;
+        let mut dims = [0; MAX_RANK];
+        dims[..shape.len()].copy_from_slice(shape);
         let inner = session.inner();
         let allocation = inner.with_gpu(|gpu| gpu.allocate(bytes))?;
         let range = BufferRange {
@@ -65,7 +69,8 @@ impl Tensor {
             session: Arc::downgrade(inner),
             session_id: inner.id(),
             allocation: Some(allocation),
-            shape: shape.to_vec(),
+            dims,
+            rank: shape.len() as u8,
         };
         Ok((tensor, range))
     }
@@ -87,6 +92,12 @@ impl Tensor {
         Ok(tensor)
     }
 
+    /// A tensor whose contents are whatever its range last held (like `torch.empty`): for outputs that a
+    /// kernel overwrites anyway.
+    pub fn empty(session: &Session, shape: &[usize]) -> Result<Tensor> {
+        Ok(Self::allocate(session, "empty", shape)?.0)
+    }
+
     pub fn zeros(session: &Session, shape: &[usize]) -> Result<Tensor> {
         let (tensor, range) = Self::allocate(session, "zeros", shape)?;
         tensor.with_gpu(|gpu| gpu.clear(range))?;
@@ -101,20 +112,16 @@ impl Tensor {
     }
 
     pub fn shape(&self) -> &[usize] {
-        &self.shape
+        &self.dims[..usize::from(self.rank)]
     }
 
     /// Number of elements.
     pub fn len(&self) -> usize {
-        self.shape.iter().product()
+        self.shape().iter().product()
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
-    }
-
-    pub(crate) fn session_id(&self) -> u64 {
-        self.session_id
     }
 
     pub(crate) fn range(&self) -> Result<BufferRange> {
@@ -145,7 +152,7 @@ impl Tensor {
                 message: format!(
                     "range {elements:?} is outside a tensor of {} elements (shape {:?})",
                     self.len(),
-                    self.shape
+                    self.shape()
                 ),
             });
         }
@@ -167,7 +174,7 @@ impl Tensor {
                 message: format!(
                     "{} values given for a tensor of shape {:?}",
                     data.len(),
-                    self.shape
+                    self.shape()
                 ),
             });
         }
@@ -201,7 +208,7 @@ impl Drop for Tensor {
 impl std::fmt::Debug for Tensor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Tensor")
-            .field("shape", &self.shape)
+            .field("shape", &self.shape())
             .field("session", &self.session_id)
             .finish()
     }

@@ -1,1 +1,88 @@
-fn main() {}
+//! The `wgcompute` command: one file per subcommand; this one parses the command line and dispatches.
+
+mod bench;
+mod devices;
+mod memcheck;
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand};
+use wgcompute::{AdapterSelector, MemoryLimit, SessionOptions};
+
+#[derive(Parser)]
+#[command(
+    name = "wgcompute",
+    version,
+    about = "GPU compute whose sessions give their memory back"
+)]
+struct Cli {
+    #[command(flatten)]
+    global: GlobalOptions,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Options every subcommand that opens a session honours.
+#[derive(Args, Clone, Debug)]
+pub struct GlobalOptions {
+    /// Adapter: an index from `devices`, a backend (vulkan, metal, dx12, gl), a type (discrete, integrated,
+    /// virtual, cpu) or part of a name. Default: $WGCOMPUTE_ADAPTER, else the best adapter found.
+    #[arg(long, global = true)]
+    adapter: Option<String>,
+    /// Cap on each session's GPU memory: bytes (2GiB, 512MiB) or a fraction of device memory (0.5).
+    #[arg(long, global = true)]
+    memory_limit: Option<String>,
+}
+
+impl GlobalOptions {
+    pub fn session_options(&self) -> Result<SessionOptions> {
+        let mut options = SessionOptions::default();
+        if let Some(text) = &self.adapter {
+            options.adapter = text.parse::<AdapterSelector>().context("--adapter")?;
+        }
+        if let Some(text) = &self.memory_limit {
+            options.memory_limit = Some(text.parse::<MemoryLimit>().context("--memory-limit")?);
+        }
+        Ok(options)
+    }
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// List every adapter wgpu finds, on every backend.
+    Devices(devices::DevicesArgs),
+    /// Open, fill, compute and close sessions in a loop, and check that memory comes back after each close.
+    Memcheck(memcheck::MemcheckArgs),
+    /// Measure against same-run baselines.
+    Bench(bench::BenchArgs),
+    /// One small job (open, kernel, read back, close); the child-process side of `bench`.
+    #[command(hide = true)]
+    Job,
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let outcome = match &cli.command {
+        Command::Devices(args) => devices::run(args),
+        Command::Memcheck(args) => memcheck::run(&cli.global, args),
+        Command::Bench(args) => bench::run(&cli.global, args),
+        Command::Job => cli
+            .global
+            .session_options()
+            .and_then(|options| Ok(wgcompute::bench::small_job(&options)?)),
+    };
+    if let Err(error) = outcome {
+        eprintln!("wgcompute: {error:#}");
+        std::process::exit(1);
+    }
+}
+
+/// Parses a byte count with an optional unit (4GiB, 512MiB, 1000).
+pub fn parse_bytes(text: &str) -> Result<u64, String> {
+    match text.parse::<MemoryLimit>() {
+        Ok(MemoryLimit::Bytes(bytes)) => Ok(bytes),
+        Ok(MemoryLimit::Fraction(_)) => {
+            Err(format!("'{text}' is a fraction; give bytes such as 512MiB"))
+        }
+        Err(error) => Err(error.to_string()),
+    }
+}

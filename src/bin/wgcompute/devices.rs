@@ -1,0 +1,45 @@
+//! `wgcompute devices`: every adapter, its limits and memory.
+
+use anyhow::Result;
+use clap::Args;
+use wgcompute::ByteSize;
+
+#[derive(Args)]
+pub struct DevicesArgs {
+    /// Print one JSON document instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: &DevicesArgs) -> Result<()> {
+    let adapters = wgcompute::list_adapters();
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "adapters": adapters }))?
+        );
+        return Ok(());
+    }
+    if adapters.is_empty() {
+        println!("no adapters found. On Debian/Ubuntu, `apt-get install mesa-vulkan-drivers` gives a CPU Vulkan driver.");
+        return Ok(());
+    }
+    println!(
+        "{:<5} {:<40} {:<7} {:<10} {:<12} {:>12} {:>12}  memory",
+        "index", "name", "backend", "type", "driver", "max buffer", "max binding"
+    );
+    for adapter in adapters {
+        println!(
+            "{:<5} {:<40} {:<7} {:<10} {:<12} {:>12} {:>12}  {}",
+            adapter.index,
+            adapter.name,
+            adapter.backend,
+            adapter.device_type,
+            adapter.driver,
+            ByteSize(adapter.max_buffer_size).to_string(),
+            ByteSize(adapter.max_storage_binding_size).to_string(),
+            adapter.memory
+        );
+    }
+    Ok(())
+}

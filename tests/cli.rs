@@ -1,0 +1,122 @@
+//! The `wgcompute` binary as scripts use it: JSON on stdout, errors on stderr with a non-zero exit.
+
+use std::process::Command;
+
+fn wgcompute(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_wgcompute"))
+        .args(args)
+        .env("WGCOMPUTE_ADAPTER", "vulkan")
+        .output()
+        .expect("the binary runs")
+}
+
+fn json(output: &std::process::Output) -> serde_json::Value {
+    assert!(
+        output.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("stdout is one JSON document")
+}
+
+#[test]
+fn devices_lists_a_vulkan_adapter_with_its_pool_shape() {
+    let report = json(&wgcompute(&["devices", "--json"]));
+    let adapters = report["adapters"].as_array().expect("adapters");
+    let vulkan = adapters
+        .iter()
+        .find(|adapter| adapter["backend"] == "vulkan")
+        .expect("a Vulkan adapter");
+    assert!(vulkan["max_buffer_size"].as_u64().expect("size") > 0);
+    assert!(
+        vulkan["pool"]["slab_bytes"].as_u64().expect("slab")
+            <= vulkan["max_storage_binding_size"]
+                .as_u64()
+                .expect("binding")
+    );
+}
+
+#[test]
+fn memcheck_reports_flat_memory_across_cycles() {
+    let report = json(&wgcompute(&[
+        "memcheck", "--cycles", "4", "--size", "160MiB", "--json",
+    ]));
+    assert_eq!(report["cycles"].as_array().expect("cycles").len(), 4);
+    assert_eq!(report["passed"], true);
+    assert!(report["growth"].as_i64().expect("lavapipe reports memory") < 16 << 20);
+    assert_eq!(
+        report["cycles"][0]["pool"]["reserved"].as_u64(),
+        Some(160 << 20),
+        "a dedicated slab, bound in windows"
+    );
+}
+
+#[test]
+fn memcheck_over_the_cap_is_a_clear_error() {
+    let output = wgcompute(&[
+        "--memory-limit",
+        "256MiB",
+        "memcheck",
+        "--cycles",
+        "1",
+        "--size",
+        "512MiB",
+    ]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("out of GPU memory") && stderr.contains("256.00 MiB"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn bad_arguments_are_errors_not_panics() {
+    for args in [
+        &[
+            "--adapter",
+            "no-such-adapter",
+            "memcheck",
+            "--cycles",
+            "1",
+            "--size",
+            "1MiB",
+        ][..],
+        &["--memory-limit", "lots", "memcheck"][..],
+        &["memcheck", "--size", "0.5"][..],
+    ] {
+        let output = wgcompute(args);
+        assert!(!output.status.success(), "{args:?} succeeded");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn bench_quick_json_has_the_documented_rows() {
+    let report = json(&wgcompute(&["bench", "--quick", "--json"]));
+    let rows = report["results"].as_array().expect("results");
+    for name in ["session_open_close", "pool_alloc_free"] {
+        let row = rows
+            .iter()
+            .find(|row| row["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} row"));
+        for field in [
+            "case",
+            "value",
+            "unit",
+            "baseline",
+            "baseline_value",
+            "speedup",
+        ] {
+            assert!(!row[field].is_null(), "{name} lacks {field}");
+        }
+    }
+    assert_eq!(
+        rows.iter()
+            .filter(|row| row["name"] == "pool_alloc_free")
+            .count(),
+        8
+    );
+    assert!(report["adapter"]["backend"].is_string());
+}
