@@ -121,6 +121,8 @@ pub enum MemorySource {
     /// The adapter renders on the CPU, so its memory is this process's resident memory (VmRSS),
     /// and its capacity is the host's RAM.
     ProcessResident,
+    /// Vulkan's VK_EXT_memory_budget: this process's usage of the device-local heaps, and their size.
+    VulkanBudget,
     /// Nothing honest is available for this adapter.
     Unknown,
 }
@@ -148,6 +150,13 @@ impl std::fmt::Display for DeviceMemory {
         use crate::error::ByteSize;
         match (self.source, self.used, self.total) {
             (MemorySource::Unknown, _, _) | (_, None, _) => f.write_str("unknown"),
+            (MemorySource::VulkanBudget, Some(used), total) => {
+                write!(f, "{} device-local in use", ByteSize(used))?;
+                if let Some(total) = total {
+                    write!(f, " of {}", ByteSize(total))?;
+                }
+                Ok(())
+            }
             (MemorySource::ProcessResident, Some(used), total) => {
                 write!(f, "{} resident", ByteSize(used))?;
                 if let Some(total) = total {
@@ -159,13 +168,102 @@ impl std::fmt::Display for DeviceMemory {
     }
 }
 
-/// Reads the memory figure for an adapter of this type.
-pub(crate) fn device_memory(info: &wgpu::AdapterInfo) -> DeviceMemory {
-    match info.device_type {
-        wgpu::DeviceType::Cpu => host_memory(),
-        // llvmpipe on GL reports itself as "other"; its memory is host memory too.
-        _ if is_software(info) => host_memory(),
-        _ => DeviceMemory::UNKNOWN,
+/// Reads the memory figure for an adapter: the OS's on CPU adapters, the driver's where it reports one.
+pub(crate) fn device_memory(adapter: &wgpu::Adapter) -> DeviceMemory {
+    let info = adapter.get_info();
+    if uses_host_memory(&info) {
+        return host_memory();
+    }
+    vulkan::budget(adapter).unwrap_or(DeviceMemory::UNKNOWN)
+}
+
+/// The memory figure for an adapter that is no longer open: looked up again through a short-lived instance,
+/// so that "after close" is measured with nothing of the session alive.
+pub(crate) fn device_memory_of(info: &wgpu::AdapterInfo) -> DeviceMemory {
+    if uses_host_memory(info) {
+        return host_memory();
+    }
+    if info.backend != wgpu::Backend::Vulkan {
+        return DeviceMemory::UNKNOWN;
+    }
+    let instance = instance_for(wgpu::Backends::VULKAN);
+    let adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::VULKAN));
+    adapters
+        .iter()
+        .find(|adapter| {
+            let other = adapter.get_info();
+            other.name == info.name && other.device == info.device && other.vendor == info.vendor
+        })
+        .map(device_memory)
+        .unwrap_or(DeviceMemory::UNKNOWN)
+}
+
+fn uses_host_memory(info: &wgpu::AdapterInfo) -> bool {
+    // llvmpipe on GL reports itself as "other"; its memory is host memory too.
+    info.device_type == wgpu::DeviceType::Cpu || is_software(info)
+}
+
+#[cfg(any(
+    target_os = "linux",
+    target_os = "windows",
+    target_os = "android",
+    target_os = "freebsd"
+))]
+mod vulkan {
+    use super::{DeviceMemory, MemorySource};
+    use ash::vk;
+
+    /// Sums this process's usage and the size of the device-local heaps, as VK_EXT_memory_budget reports them.
+    pub fn budget(adapter: &wgpu::Adapter) -> Option<DeviceMemory> {
+        // SAFETY: the raw handles are only read for a query; nothing is created or destroyed through them.
+        let hal = unsafe { adapter.as_hal::<wgpu::hal::api::Vulkan>() }?;
+        let instance = hal.shared_instance().raw_instance();
+        let physical = hal.raw_physical_device();
+        // SAFETY: `physical` belongs to `instance`, which the adapter keeps alive during this call.
+        let extensions =
+            unsafe { instance.enumerate_device_extension_properties(physical) }.ok()?;
+        let supported = extensions.iter().any(|extension| {
+            extension.extension_name_as_c_str() == Ok(ash::ext::memory_budget::NAME)
+        });
+        if !supported {
+            return None;
+        }
+        let mut budget = vk::PhysicalDeviceMemoryBudgetPropertiesEXT::default();
+        let mut properties = vk::PhysicalDeviceMemoryProperties2::default().push_next(&mut budget);
+        // SAFETY: as above; the extension is supported, so the chained structure is valid to fill.
+        unsafe { instance.get_physical_device_memory_properties2(physical, &mut properties) };
+        let heaps = properties.memory_properties.memory_heaps;
+        let count = properties.memory_properties.memory_heap_count as usize;
+        let (mut used, mut total) = (0u64, 0u64);
+        for index in 0..count.min(heaps.len()) {
+            if heaps[index]
+                .flags
+                .contains(vk::MemoryHeapFlags::DEVICE_LOCAL)
+            {
+                used += budget.heap_usage[index];
+                total += heaps[index].size;
+            }
+        }
+        (total > 0).then_some(DeviceMemory {
+            source: MemorySource::VulkanBudget,
+            used: Some(used),
+            total: Some(total),
+        })
+    }
+}
+
+#[cfg(not(any(
+    target_os = "linux",
+    target_os = "windows",
+    target_os = "android",
+    target_os = "freebsd"
+)))]
+mod vulkan {
+    use super::DeviceMemory;
+
+    /// Metal and the rest report nothing here yet: "unknown" rather than a made-up figure.
+    pub fn budget(_adapter: &wgpu::Adapter) -> Option<DeviceMemory> {
+        None
     }
 }
 
@@ -255,7 +353,7 @@ fn describe(index: usize, adapter: &wgpu::Adapter) -> AdapterDescription {
         driver_info: info.driver_info.clone(),
         max_buffer_size: limits.max_buffer_size,
         max_storage_binding_size: limits.max_storage_buffer_binding_size,
-        memory: device_memory(&info),
+        memory: device_memory(adapter),
         pool: crate::pool::PoolConfig::for_limits(&limits),
     }
 }
@@ -360,6 +458,27 @@ mod tests {
             Some(AdapterSelector::Name("llvmpipe".into()))
         );
         assert!(" ".parse::<AdapterSelector>().is_err());
+    }
+
+    #[test]
+    fn every_adapter_reports_memory_without_crashing_and_cpu_ones_report_host_memory() {
+        let instance = all_backends_instance();
+        for adapter in pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all())) {
+            let info = adapter.get_info();
+            // Exercises the raw Vulkan query too, which must decline where the extension is missing.
+            let budget = vulkan::budget(&adapter);
+            if let Some(budget) = budget {
+                assert!(
+                    budget.total.is_some_and(|total| total > 0),
+                    "{info:?}: {budget:?}"
+                );
+            }
+            let memory = device_memory(&adapter);
+            if uses_host_memory(&info) && cfg!(target_os = "linux") {
+                assert_eq!(memory.source, MemorySource::ProcessResident, "{info:?}");
+                assert!(memory.total.is_some_and(|total| total > 0));
+            }
+        }
     }
 
     #[test]

@@ -179,7 +179,13 @@ impl<S: SlabStorage> Pool<S> {
         let buffer = self.storage.create(bytes)?;
         let id = self.next_slab;
         self.next_slab += 1;
-        let units = (bytes / self.config.alignment).min(MAX_UNITS) as u32;
+        let mut units = (bytes / self.config.alignment).min(MAX_UNITS);
+        if dedicated {
+            // The allocator bins sizes, so a request exactly as large as an odd-sized allocator can miss it; a
+            // dedicated slab serves one request only, so its bookkeeping may be larger than the buffer.
+            units = units.next_power_of_two().min(MAX_UNITS);
+        }
+        let units = units as u32;
         self.slabs.insert(
             id,
             Slab {

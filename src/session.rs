@@ -485,6 +485,7 @@ pub struct Session {
     adapter_info: wgpu::AdapterInfo,
     memory_before_open: DeviceMemory,
     memory_total: Option<u64>,
+    closed: bool,
 }
 
 impl Session {
@@ -492,7 +493,7 @@ impl Session {
     pub fn open(options: SessionOptions) -> Result<Session> {
         let (instance, adapter) = device::open_adapter(&options.adapter)?;
         let info = adapter.get_info();
-        let memory_before_open = device::device_memory(&info);
+        let memory_before_open = device::device_memory(&adapter);
         let limits = device::requested_limits(&adapter);
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("wgcompute"),
@@ -585,6 +586,7 @@ impl Session {
             adapter_info: info,
             memory_before_open,
             memory_total,
+            closed: false,
         })
     }
 
@@ -598,7 +600,10 @@ impl Session {
 
     /// The device's memory as the driver (or, on CPU adapters, the OS) reports it; see [`DeviceMemory`].
     pub fn device_memory(&self) -> DeviceMemory {
-        device::device_memory(&self.adapter_info)
+        if let Some(gpu) = lock(&self.inner.gpu).as_ref() {
+            return device::device_memory(&gpu.adapter);
+        }
+        device::device_memory_of(&self.adapter_info)
     }
 
     /// The device's total memory, where known.
@@ -676,6 +681,7 @@ impl Session {
     }
 
     fn shut_down(&mut self) -> CloseReport {
+        self.closed = true;
         let memory_while_open = self.device_memory();
         let device_lost = self.is_lost();
         let taken = lock(&self.inner.gpu).take();
@@ -728,7 +734,9 @@ fn release(mut gpu: Gpu, device_lost: bool) {
 
 impl Drop for Session {
     fn drop(&mut self) {
-        self.shut_down();
+        if !self.closed {
+            self.shut_down();
+        }
     }
 }
 
