@@ -235,13 +235,10 @@ mod vulkan {
         let heaps = properties.memory_properties.memory_heaps;
         let count = properties.memory_properties.memory_heap_count as usize;
         let (mut used, mut total) = (0u64, 0u64);
-        for index in 0..count.min(heaps.len()) {
-            if heaps[index]
-                .flags
-                .contains(vk::MemoryHeapFlags::DEVICE_LOCAL)
-            {
-                used += budget.heap_usage[index];
-                total += heaps[index].size;
+        for ((heap, usage), _) in heaps.iter().zip(budget.heap_usage.iter()).zip(0..count) {
+            if heap.flags.contains(vk::MemoryHeapFlags::DEVICE_LOCAL) {
+                used += usage;
+                total += heap.size;
             }
         }
         (total > 0).then_some(DeviceMemory {
