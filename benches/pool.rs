@@ -2,21 +2,15 @@
 
 use std::time::Duration;
 
-use wgcompute::bench::{self, BenchAdapter, BenchReport};
+use wgcompute::bench::{self, BenchReport};
 use wgcompute::{Session, SessionOptions};
 
 fn main() -> anyhow::Result<()> {
     let session = Session::open(SessionOptions::default())?;
     let results = bench::pool_alloc_free(&session, &bench::POOL_SIZES, Duration::from_millis(600))?;
-    let adapter = session.adapter();
-    let report = BenchReport {
-        adapter: BenchAdapter {
-            name: adapter.name.clone(),
-            backend: adapter.backend,
-            device_type: adapter.device_type,
-        },
-        results,
-    };
-    print!("{}", bench::format_table(&report));
+    print!(
+        "{}",
+        bench::format_table(&BenchReport::new(&session, results))
+    );
     Ok(())
 }

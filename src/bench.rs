@@ -58,6 +58,40 @@ pub struct BenchReport {
     pub results: Vec<BenchRow>,
 }
 
+impl BenchReport {
+    pub fn new(session: &Session, results: Vec<BenchRow>) -> Self {
+        let adapter = session.adapter();
+        Self {
+            adapter: BenchAdapter {
+                name: adapter.name.clone(),
+                backend: adapter.backend,
+                device_type: adapter.device_type,
+            },
+            results,
+        }
+    }
+}
+
+/// Runs `wgcompute [--adapter A] job` (the small job in a new process) and waits for it.
+pub fn child_job(exe: &std::path::Path, adapter: Option<&str>) -> Result<()> {
+    let mut command = std::process::Command::new(exe);
+    if let Some(adapter) = adapter {
+        command.args(["--adapter", adapter]);
+    }
+    let status = command
+        .arg("job")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status();
+    match status {
+        Ok(status) if status.success() => Ok(()),
+        other => Err(crate::Error::Driver {
+            op: "bench child process",
+            message: format!("{} job: {other:?}", exe.display()),
+        }),
+    }
+}
+
 /// The median of `runs` timings of `work`, after one untimed warm-up.
 pub fn median_time(runs: usize, mut work: impl FnMut() -> Result<()>) -> Result<Duration> {
     work()?;

@@ -1,11 +1,10 @@
 //! `wgcompute bench`: every row beside a baseline measured in the same run.
 
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use wgcompute::bench::{self, BenchAdapter, BenchReport};
+use wgcompute::bench::{self, BenchReport};
 use wgcompute::Session;
 
 use crate::GlobalOptions;
@@ -24,26 +23,10 @@ pub fn run(global: &GlobalOptions, args: &BenchArgs) -> Result<()> {
     let options = global.session_options()?;
     let exe = std::env::current_exe()
         .context("finding this executable for the child-process baseline")?;
-    let mut child = || -> wgcompute::Result<()> {
-        let mut command = Command::new(&exe);
-        if let Some(adapter) = &global.adapter {
-            command.args(["--adapter", adapter]);
-        }
-        let status = command
-            .arg("job")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-        match status {
-            Ok(status) if status.success() => Ok(()),
-            other => Err(wgcompute::Error::Driver {
-                op: "bench child",
-                message: format!("{other:?}"),
-            }),
-        }
-    };
     let runs = if args.quick { 5 } else { 15 };
-    let mut results = vec![bench::session_open_close(&options, runs, &mut child)?];
+    let mut results = vec![bench::session_open_close(&options, runs, || {
+        bench::child_job(&exe, global.adapter.as_deref())
+    })?];
     let session = Session::open(options)?;
     let budget = Duration::from_millis(if args.quick { 150 } else { 600 });
     results.extend(bench::pool_alloc_free(
@@ -51,15 +34,7 @@ pub fn run(global: &GlobalOptions, args: &BenchArgs) -> Result<()> {
         &bench::POOL_SIZES,
         budget,
     )?);
-    let adapter = session.adapter();
-    let report = BenchReport {
-        adapter: BenchAdapter {
-            name: adapter.name.clone(),
-            backend: adapter.backend,
-            device_type: adapter.device_type,
-        },
-        results,
-    };
+    let report = BenchReport::new(&session, results);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
