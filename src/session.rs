@@ -97,6 +97,7 @@ impl SessionOptions {
 #[derive(Clone, Debug, Serialize)]
 pub struct CloseReport {
     pub memory_before_open: DeviceMemory,
+    /// Taken at close, just before anything is released.
     pub memory_while_open: DeviceMemory,
     pub memory_after_close: DeviceMemory,
     /// The pool as it was just before it was released.

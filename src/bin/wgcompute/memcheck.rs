@@ -70,12 +70,14 @@ fn one_cycle(
         }
     }
     let pool = session.memory_stats()?;
+    // Sampled while the buffer is alive: a dedicated slab leaves as soon as its tensor is dropped.
+    let memory_while_open = session.device_memory();
     drop(tensor);
     let report = session.close();
     let cycle = Cycle {
         cycle,
         milliseconds: start.elapsed().as_secs_f64() * 1e3,
-        memory_while_open: report.memory_while_open,
+        memory_while_open,
         memory_after_close: report.memory_after_close,
         pool,
     };
