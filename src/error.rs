@@ -82,6 +82,13 @@ pub enum Error {
     /// Shapes that do not fit the operation.
     #[error("shape error in {op}: {message}")]
     Shape { op: &'static str, message: String },
+    /// A tensor of another element type than the operation takes.
+    #[error("{op} takes {expected} tensors, but was given a {found} tensor")]
+    DType {
+        op: &'static str,
+        expected: String,
+        found: String,
+    },
     /// A tensor from another session was passed to this one.
     #[error(
         "{op}: the tensors belong to different sessions; move data with to_vec() and upload it"

@@ -29,6 +29,6 @@ pub use device::{list_adapters, AdapterDescription, AdapterSelector, DeviceMemor
 pub use error::{ByteSize, Error, Result};
 pub use pool::MemoryStats;
 pub use session::{AdapterSummary, CloseReport, MemoryLimit, Session, SessionOptions};
-pub use tensor::{Tensor, MAX_RANK};
+pub use tensor::{DType, Tensor, MAX_RANK};
 /// The wgpu this crate is built on, for naming backends and device types.
 pub use wgpu;

@@ -294,17 +294,18 @@ impl<S: SlabStorage> Pool<S> {
             .ok_or_else(|| self.out_of_memory(bytes))
     }
 
-    /// Returns a range. A dedicated slab goes back to the driver with it.
-    pub fn free(&mut self, allocation: Allocation) {
-        let Some(slab) = self.slabs.get_mut(&allocation.slab) else {
-            return;
-        };
+    /// Returns a range. A dedicated slab goes back to the driver with it; its id is returned so that caches
+    /// over it can forget it.
+    pub fn free(&mut self, allocation: Allocation) -> Option<SlabId> {
+        let slab = self.slabs.get_mut(&allocation.slab)?;
         slab.ranges.free(allocation.handle);
         slab.live -= 1;
         self.in_use -= allocation.bytes;
         if slab.dedicated && slab.live == 0 {
             self.remove_slab(allocation.slab);
+            return Some(allocation.slab);
         }
+        None
     }
 
     fn remove_slab(&mut self, id: SlabId) {
@@ -425,7 +426,7 @@ pub(crate) mod tests {
         let big = pool.allocate(3 << 20).unwrap();
         assert_ne!(big.slab, a.slab);
         assert_eq!(pool.stats().slabs, 2);
-        pool.free(big);
+        assert_eq!(pool.free(big), Some(1));
         assert_eq!(
             pool.stats().slabs,
             1,

@@ -74,6 +74,9 @@ pub struct SessionOptions {
     pub memory_limit: Option<MemoryLimit>,
     /// Reserve the whole cap when opening instead of growing on demand.
     pub reserve_up_front: bool,
+    /// Fill every new op output with NaN before the op runs, so that an element a kernel fails to write shows
+    /// up. For tests; it costs a fill per output.
+    pub poison_outputs: bool,
 }
 
 impl SessionOptions {
@@ -84,6 +87,11 @@ impl SessionOptions {
 
     pub fn memory_limit(mut self, limit: MemoryLimit) -> Self {
         self.memory_limit = Some(limit);
+        self
+    }
+
+    pub fn poison_outputs(mut self, poison: bool) -> Self {
+        self.poison_outputs = poison;
         self
     }
 
@@ -171,6 +179,17 @@ pub(crate) struct BufferRange {
     pub bytes: u64,
 }
 
+impl BufferRange {
+    /// The part holding 4-byte elements `first..first + count`.
+    pub fn elements(&self, first: u64, count: u64) -> BufferRange {
+        BufferRange {
+            slab: self.slab,
+            offset: self.offset + first * 4,
+            bytes: count * 4,
+        }
+    }
+}
+
 /// Uniform parameters of one dispatch live in one slot of a ring, bound with a dynamic offset.
 pub(crate) const PARAM_SLOT_BYTES: u64 = 256;
 /// Slots per batch; a full ring submits the batch. 64 KiB is the smallest max uniform binding in WebGPU.
@@ -196,6 +215,8 @@ pub(crate) struct Gpu {
     pub pool: Pool<WgpuSlabs>,
     pub kernels: KernelCache,
     pub limits: wgpu::Limits,
+    pub info: wgpu::AdapterInfo,
+    pub poison_outputs: bool,
     batch: Batch,
     adapter: wgpu::Adapter,
     instance: wgpu::Instance,
@@ -216,9 +237,15 @@ impl Gpu {
     /// Returns a range to the pool, after the batch that may use it is submitted.
     pub fn release(&mut self, allocation: Allocation) {
         if self.batch.recorded == 0 {
-            self.pool.free(allocation);
+            self.free_now(allocation);
         } else {
             self.batch.deferred_frees.push(allocation);
+        }
+    }
+
+    fn free_now(&mut self, allocation: Allocation) {
+        if let Some(gone) = self.pool.free(allocation) {
+            self.kernels.forget_slabs(&[gone]);
         }
     }
 
@@ -273,7 +300,7 @@ impl Gpu {
         self.batch.params.clear();
         self.batch.recorded = 0;
         for allocation in std::mem::take(&mut self.batch.deferred_frees) {
-            self.pool.free(allocation);
+            self.free_now(allocation);
         }
         Ok(())
     }
@@ -304,6 +331,18 @@ impl Gpu {
         }
         let buffer = self.buffer(range.slab)?;
         self.queue.write_buffer(buffer, range.offset, bytes);
+        Ok(())
+    }
+
+    /// Copies bytes between ranges through the command stream.
+    pub fn copy(&mut self, from: BufferRange, to: BufferRange) -> Result<()> {
+        if from.bytes == 0 {
+            return Ok(());
+        }
+        let source = self.buffer(from.slab)?.clone();
+        let target = self.buffer(to.slab)?.clone();
+        let (encoder, _) = self.record(&[])?;
+        encoder.copy_buffer_to_buffer(&source, from.offset, &target, to.offset, from.bytes);
         Ok(())
     }
 
@@ -567,6 +606,8 @@ impl Session {
             },
             pool,
             limits,
+            info: info.clone(),
+            poison_outputs: options.poison_outputs,
             device,
             queue,
             adapter,

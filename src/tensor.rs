@@ -11,7 +11,23 @@ use crate::session::{BufferRange, Gpu, Session, SessionInner};
 /// Highest rank a tensor may have.
 pub const MAX_RANK: usize = 4;
 
-/// An f32, row-major tensor living in a session's pool.
+/// Element types. Computation is in f32; u32 holds indices (argmax) and labels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DType {
+    F32,
+    U32,
+}
+
+impl std::fmt::Display for DType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            DType::F32 => "f32",
+            DType::U32 => "u32",
+        })
+    }
+}
+
+/// A row-major tensor (f32 unless made by an op that says otherwise) living in a session's pool.
 ///
 /// Dropping it returns its range to the pool. Once its session is closed, every use answers
 /// [`Error::SessionClosed`] and dropping it does nothing.
@@ -22,6 +38,7 @@ pub struct Tensor {
     // Inline, so that making a tensor allocates nothing on the host beyond its pool range.
     dims: [usize; MAX_RANK],
     rank: u8,
+    dtype: DType,
 }
 
 fn element_count(op: &'static str, shape: &[usize]) -> Result<usize> {
@@ -44,11 +61,14 @@ fn element_count(op: &'static str, shape: &[usize]) -> Result<usize> {
 }
 
 impl Tensor {
-    fn allocate(
-        session: &Session,
+    /// A new tensor of this shape in the session behind `inner`; its contents are unspecified, or NaN when the
+    /// session poisons outputs.
+    pub(crate) fn allocate_in(
+        inner: &Arc<SessionInner>,
         op: &'static str,
         shape: &[usize],
-    ) -> Result<(Tensor, BufferRange)> {
+        dtype: DType,
+    ) -> Result<Tensor> {
         let elements = element_count(op, shape)?;
         let bytes = (elements as u64)
             .checked_mul(4)
@@ -58,21 +78,71 @@ impl Tensor {
             })?;
         let mut dims = [0; MAX_RANK];
         dims[..shape.len()].copy_from_slice(shape);
-        let inner = session.inner();
-        let allocation = inner.with_gpu(|gpu| gpu.allocate(bytes))?;
-        let range = BufferRange {
-            slab: allocation.slab,
-            offset: allocation.offset,
-            bytes,
-        };
-        let tensor = Tensor {
+        let allocation = inner.with_gpu(|gpu| {
+            let allocation = gpu.allocate(bytes)?;
+            if gpu.poison_outputs {
+                let range = BufferRange {
+                    slab: allocation.slab,
+                    offset: allocation.offset,
+                    bytes,
+                };
+                if let Err(error) = elementwise::fill(gpu, range, elements as u64, f32::NAN) {
+                    gpu.release(allocation);
+                    return Err(error);
+                }
+            }
+            Ok(allocation)
+        })?;
+        Ok(Tensor {
             session: Arc::downgrade(inner),
             session_id: inner.id(),
             allocation: Some(allocation),
             dims,
             rank: shape.len() as u8,
-        };
+            dtype,
+        })
+    }
+
+    fn allocate(
+        session: &Session,
+        op: &'static str,
+        shape: &[usize],
+    ) -> Result<(Tensor, BufferRange)> {
+        let tensor = Self::allocate_in(session.inner(), op, shape, DType::F32)?;
+        let range = tensor.range()?;
         Ok((tensor, range))
+    }
+
+    /// A new output tensor in this tensor's session.
+    pub(crate) fn output(&self, op: &'static str, shape: &[usize], dtype: DType) -> Result<Tensor> {
+        let inner = self.session.upgrade().ok_or(Error::SessionClosed)?;
+        Self::allocate_in(&inner, op, shape, dtype)
+    }
+
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// Errors unless this tensor holds `dtype`.
+    pub(crate) fn expect_dtype(&self, op: &'static str, dtype: DType) -> Result<()> {
+        if self.dtype == dtype {
+            Ok(())
+        } else {
+            Err(Error::DType {
+                op,
+                expected: dtype.to_string(),
+                found: self.dtype.to_string(),
+            })
+        }
+    }
+
+    /// Errors unless `other` lives in the same session as this tensor.
+    pub(crate) fn expect_same_session(&self, op: &'static str, other: &Tensor) -> Result<()> {
+        if self.session_id == other.session_id {
+            Ok(())
+        } else {
+            Err(Error::SessionMismatch { op })
+        }
     }
 
     /// Uploads `data`, which must hold exactly as many values as `shape` has elements.
@@ -141,7 +211,36 @@ impl Tensor {
 
     /// Downloads every element.
     pub fn to_vec(&self) -> Result<Vec<f32>> {
+        self.expect_dtype("to_vec", DType::F32)?;
         self.read_range(0..self.len())
+    }
+
+    /// Downloads every element of a u32 tensor (argmax results).
+    pub fn to_vec_u32(&self) -> Result<Vec<u32>> {
+        self.expect_dtype("to_vec_u32", DType::U32)?;
+        let range = self.range()?;
+        let bytes = self.with_gpu(|gpu| gpu.read(range))?;
+        Ok(bytemuck::pod_collect_to_vec(&bytes))
+    }
+
+    /// A tensor with the same data and another shape of the same element count (a copy-free view is not
+    /// kept: the data is copied on the device).
+    pub fn reshape(&self, shape: &[usize]) -> Result<Tensor> {
+        let elements = element_count("reshape", shape)?;
+        if elements != self.len() {
+            return Err(Error::Shape {
+                op: "reshape",
+                message: format!(
+                    "cannot reshape {:?} ({} elements) to {shape:?} ({elements} elements)",
+                    self.shape(),
+                    self.len()
+                ),
+            });
+        }
+        let out = self.output("reshape", shape, self.dtype)?;
+        let (from, to) = (self.range()?, out.range()?);
+        self.with_gpu(|gpu| gpu.copy(from, to))?;
+        Ok(out)
     }
 
     /// Downloads the elements in `elements` (flat, row-major indices).

@@ -18,18 +18,16 @@ pub(crate) struct Family {
     pub source: &'static str,
 }
 
-/// How a kernel uses a storage binding.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Access {
-    Read,
-    ReadWrite,
-}
-
-/// One entry point of a family, with the storage bindings (1, 2, ...) it declares.
+/// One entry point of a family, with the numbers of the storage bindings it uses, in the order dispatch
+/// receives their ranges.
+///
+/// Every storage binding is read-write, inputs included: wgpu treats a read-write binding as an exclusive use
+/// of its whole buffer, so an input and an output carved from the same slab could not otherwise be bound
+/// together, while any number of read-write bindings of one buffer can.
 pub(crate) struct Kernel {
     pub family: &'static Family,
     pub entry: &'static str,
-    pub storage: &'static [Access],
+    pub bindings: &'static [u32],
 }
 
 impl Kernel {
@@ -87,14 +85,12 @@ fn layout_entries(kernel: &Kernel) -> Vec<wgpu::BindGroupLayoutEntry> {
         },
         count: None,
     }];
-    for (index, access) in kernel.storage.iter().enumerate() {
+    for &binding in kernel.bindings {
         entries.push(wgpu::BindGroupLayoutEntry {
-            binding: index as u32 + 1,
+            binding,
             visibility: wgpu::ShaderStages::COMPUTE,
             ty: wgpu::BindingType::Buffer {
-                ty: wgpu::BufferBindingType::Storage {
-                    read_only: *access == Access::Read,
-                },
+                ty: wgpu::BufferBindingType::Storage { read_only: false },
                 has_dynamic_offset: false,
                 min_binding_size: None,
             },
@@ -178,9 +174,9 @@ fn bind_group(
             size: wgpu::BufferSize::new(PARAM_SLOT_BYTES),
         }),
     }];
-    for (index, range) in ranges.iter().enumerate() {
+    for (&binding, range) in kernel.bindings.iter().zip(ranges) {
         entries.push(wgpu::BindGroupEntry {
-            binding: index as u32 + 1,
+            binding,
             resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
                 buffer: gpu.buffer(range.slab)?,
                 offset: range.offset,
@@ -219,7 +215,7 @@ pub(crate) fn dispatch(
     ranges: &[BufferRange],
     workgroups: [u32; 3],
 ) -> Result<()> {
-    debug_assert_eq!(ranges.len(), kernel.storage.len());
+    debug_assert_eq!(ranges.len(), kernel.bindings.len());
     if ranges.iter().any(|range| range.bytes == 0) {
         return Ok(());
     }
@@ -237,31 +233,40 @@ pub(crate) fn dispatch(
     Ok(())
 }
 
-/// Splits `elements` f32 values starting at `range` into windows that each bind within the adapter's largest
-/// storage binding, with every window's offset aligned. Yields (first element, element count, window range).
-pub(crate) fn windows(
-    gpu: &Gpu,
-    range: BufferRange,
-    elements: u64,
-) -> Vec<(u64, u64, BufferRange)> {
-    let alignment = u64::from(gpu.limits.min_storage_buffer_offset_alignment).max(4);
-    let max_bytes = gpu.limits.max_storage_buffer_binding_size;
-    let window_bytes = (max_bytes - max_bytes % alignment).max(alignment);
-    let window_elements = window_bytes / 4;
+/// Splits `elements` 4-byte values into windows that each bind within the adapter's largest storage binding,
+/// every window starting at an aligned offset (given an aligned start). Yields (first element, element count).
+pub(crate) fn windows(gpu: &Gpu, elements: u64) -> Vec<(u64, u64)> {
+    let window_elements = max_binding_elements(gpu);
     let mut out = Vec::new();
     let mut first = 0;
     while first < elements {
         let count = window_elements.min(elements - first);
-        out.push((
-            first,
-            count,
-            BufferRange {
-                slab: range.slab,
-                offset: range.offset + first * 4,
-                bytes: count * 4,
-            },
-        ));
+        out.push((first, count));
         first += count;
     }
     out
+}
+
+/// The most 4-byte values one storage binding may hold on this adapter, rounded down to the offset alignment.
+pub(crate) fn max_binding_elements(gpu: &Gpu) -> u64 {
+    let alignment = u64::from(gpu.limits.min_storage_buffer_offset_alignment).max(4);
+    let max_bytes = gpu.limits.max_storage_buffer_binding_size;
+    (max_bytes - max_bytes % alignment).max(alignment) / 4
+}
+
+/// Errors unless a range bound whole fits one storage binding.
+pub(crate) fn expect_bindable(gpu: &Gpu, op: &'static str, range: BufferRange) -> Result<()> {
+    if range.bytes / 4 <= max_binding_elements(gpu) {
+        Ok(())
+    } else {
+        Err(Error::Shape {
+            op,
+            message: format!(
+                "an operand of {} bytes is larger than one storage binding ({} bytes) on this adapter, and this \
+                 operand cannot be split into windows; split the data",
+                range.bytes,
+                gpu.limits.max_storage_buffer_binding_size
+            ),
+        })
+    }
 }
