@@ -180,17 +180,14 @@ fn dims4(shape: &[usize]) -> [u32; 4] {
     dims
 }
 
-/// Strides that read an operand of `shape` at the coordinates of `out` (0 along broadcast axes).
-fn broadcast_strides(shape: &[usize], out: &[u32; 4]) -> [u32; 4] {
+/// Strides that read an operand of `shape` at an output's coordinates (0 along broadcast axes).
+fn broadcast_strides(shape: &[usize]) -> [u32; 4] {
     let dims = dims4(shape);
     let mut strides = [0u32; 4];
     let mut stride = 1u32;
     for axis in (0..MAX_RANK).rev() {
-        strides[axis] = if dims[axis] == 1 && out[axis] != 1 {
-            0
-        } else {
-            stride
-        };
+        // A size-1 axis is read at coordinate 0 whatever the output's coordinate.
+        strides[axis] = if dims[axis] == 1 { 0 } else { stride };
         stride *= dims[axis];
     }
     strides
@@ -211,8 +208,8 @@ fn binary(lhs: &Tensor, rhs: &Tensor, op: BinaryOp, name: &'static str) -> Resul
         op: op as u32,
         windowed: u32::from(left_windowed) | (u32::from(right_windowed) << 1),
         dims,
-        lhs_strides: broadcast_strides(lhs.shape(), &dims),
-        rhs_strides: broadcast_strides(rhs.shape(), &dims),
+        lhs_strides: broadcast_strides(lhs.shape()),
+        rhs_strides: broadcast_strides(rhs.shape()),
         ..Params::default()
     };
     lhs.with_gpu(|gpu| {
@@ -377,9 +374,8 @@ mod tests {
 
     #[test]
     fn broadcast_strides_are_zero_along_stretched_axes() {
-        let out = dims4(&[2, 3, 4]);
-        assert_eq!(broadcast_strides(&[4], &out), [0, 0, 0, 1]);
-        assert_eq!(broadcast_strides(&[2, 1, 4], &out), [0, 4, 0, 1]);
-        assert_eq!(broadcast_strides(&[2, 3, 4], &out), [0, 12, 4, 1]);
+        assert_eq!(broadcast_strides(&[4]), [0, 0, 0, 1]);
+        assert_eq!(broadcast_strides(&[2, 1, 4]), [0, 4, 0, 1]);
+        assert_eq!(broadcast_strides(&[2, 3, 4]), [0, 12, 4, 1]);
     }
 }
