@@ -68,6 +68,7 @@ impl Tensor {
         op: &'static str,
         shape: &[usize],
         dtype: DType,
+        poison: bool,
     ) -> Result<Tensor> {
         let elements = element_count(op, shape)?;
         let bytes = (elements as u64)
@@ -80,7 +81,7 @@ impl Tensor {
         dims[..shape.len()].copy_from_slice(shape);
         let allocation = inner.with_gpu(|gpu| {
             let allocation = gpu.allocate(bytes)?;
-            if gpu.poison_outputs {
+            if poison && gpu.poison_outputs {
                 let range = BufferRange {
                     slab: allocation.slab,
                     offset: allocation.offset,
@@ -108,7 +109,9 @@ impl Tensor {
         op: &'static str,
         shape: &[usize],
     ) -> Result<(Tensor, BufferRange)> {
-        let tensor = Self::allocate_in(session.inner(), op, shape, DType::F32)?;
+        // Not poisoned: an upload is written by the queue ahead of recorded commands, so a recorded poison fill
+        // would land on top of it.
+        let tensor = Self::allocate_in(session.inner(), op, shape, DType::F32, false)?;
         let range = tensor.range()?;
         Ok((tensor, range))
     }
@@ -116,7 +119,7 @@ impl Tensor {
     /// A new output tensor in this tensor's session.
     pub(crate) fn output(&self, op: &'static str, shape: &[usize], dtype: DType) -> Result<Tensor> {
         let inner = self.session.upgrade().ok_or(Error::SessionClosed)?;
-        Self::allocate_in(&inner, op, shape, dtype)
+        Self::allocate_in(&inner, op, shape, dtype, true)
     }
 
     pub fn dtype(&self) -> DType {

@@ -1,0 +1,390 @@
+//! Reductions (shaders/reduce.wgsl): sum, mean, max, min and argmax over all elements or along any axis.
+//!
+//! A reduction runs as stages, each writing partial results that the next one reduces again: first, for
+//! contiguous rows longer than a block, a block stage whose workgroups read neighbouring elements; then axis
+//! stages over chunks of at most `AXIS_CHUNK` elements until one value per output is left. Every order is
+//! fixed, so results are bitwise repeatable, and sums are trees of short runs, so their error stays near f32
+//! rounding. Inputs larger than one storage binding are bound in windows when they are a single row (a
+//! reduction over all elements).
+
+use bytemuck::{Pod, Zeroable};
+
+use super::{
+    dispatch, expect_bindable, grid, max_binding_elements, Family, Kernel, WORKGROUP_SIZE,
+};
+use crate::error::{Error, Result};
+use crate::pool::Allocation;
+use crate::session::{BufferRange, Gpu};
+use crate::tensor::{DType, Tensor};
+
+static REDUCE: Family = Family {
+    name: "reduce",
+    source: include_str!("../../shaders/reduce.wgsl"),
+};
+
+static BLOCK_REDUCE: Kernel = Kernel {
+    family: &REDUCE,
+    entry: "block_reduce",
+    bindings: &[1, 3],
+};
+static BLOCK_ARGMAX: Kernel = Kernel {
+    family: &REDUCE,
+    entry: "block_argmax",
+    bindings: &[1, 3, 4],
+};
+static AXIS_REDUCE: Kernel = Kernel {
+    family: &REDUCE,
+    entry: "axis_reduce",
+    bindings: &[1, 3],
+};
+static AXIS_ARGMAX: Kernel = Kernel {
+    family: &REDUCE,
+    entry: "axis_argmax",
+    bindings: &[1, 2, 3, 4],
+};
+
+/// Elements one workgroup of the block stage reduces (the shader's BLOCK).
+const BLOCK: u64 = 4096;
+/// Longest run one invocation of an axis stage reduces.
+const AXIS_CHUNK: u64 = 256;
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Pod, Zeroable)]
+struct Params {
+    outer: u32,
+    len: u32,
+    inner: u32,
+    op: u32,
+    chunk: u32,
+    chunks: u32,
+    scale: f32,
+    indexed: u32,
+    index_base: u32,
+    blocks: u32,
+    _pad: [u32; 2],
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Sum = 0,
+    Max = 1,
+    Min = 2,
+    Argmax = 3,
+}
+
+/// A tensor seen as [outer, len, inner] around the reduced axis.
+#[derive(Clone, Copy, Debug)]
+struct View {
+    outer: u64,
+    len: u64,
+    inner: u64,
+}
+
+fn view(op: &'static str, shape: &[usize], axis: Option<usize>) -> Result<(View, Vec<usize>)> {
+    let count = |dims: &[usize]| dims.iter().product::<usize>() as u64;
+    let (view, out_shape) = match axis {
+        None => (
+            View {
+                outer: 1,
+                len: count(shape),
+                inner: 1,
+            },
+            Vec::new(),
+        ),
+        Some(axis) if axis < shape.len() => {
+            let mut out_shape = shape.to_vec();
+            out_shape.remove(axis);
+            (
+                View {
+                    outer: count(&shape[..axis]),
+                    len: shape[axis] as u64,
+                    inner: count(&shape[axis + 1..]),
+                },
+                out_shape,
+            )
+        }
+        Some(axis) => {
+            return Err(Error::Shape {
+                op,
+                message: format!("axis {axis} is out of range for shape {shape:?}"),
+            })
+        }
+    };
+    if view.len == 0 {
+        return Err(Error::Shape {
+            op,
+            message: format!("cannot reduce over an empty axis (shape {shape:?}, axis {axis:?})"),
+        });
+    }
+    Ok((view, out_shape))
+}
+
+/// Temporary ranges of one reduction, given back to the pool when it ends (after the batch that uses them).
+struct Scratch {
+    allocations: Vec<Allocation>,
+}
+
+impl Scratch {
+    fn take(&mut self, gpu: &mut Gpu, elements: u64) -> Result<BufferRange> {
+        let allocation = gpu.allocate(elements * 4)?;
+        let range = BufferRange {
+            slab: allocation.slab,
+            offset: allocation.offset,
+            bytes: elements * 4,
+        };
+        self.allocations.push(allocation);
+        Ok(range)
+    }
+
+    fn release(self, gpu: &mut Gpu) {
+        for allocation in self.allocations {
+            gpu.release(allocation);
+        }
+    }
+}
+
+/// Values being reduced, with the indices they stand for once argmax has reduced them once.
+#[derive(Clone, Copy)]
+struct Stage {
+    values: BufferRange,
+    indices: Option<BufferRange>,
+    view: View,
+}
+
+fn groups(gpu: &Gpu, invocations: u64) -> [u32; 3] {
+    grid(gpu, (invocations as u32).div_ceil(WORKGROUP_SIZE))
+}
+
+/// Contiguous rows longer than a block: one partial per (row, block).
+fn block_stage(
+    gpu: &mut Gpu,
+    scratch: &mut Scratch,
+    op: Op,
+    stage: Stage,
+    name: &'static str,
+) -> Result<Stage> {
+    let View { outer, len, .. } = stage.view;
+    let blocks = len.div_ceil(BLOCK);
+    let partial = scratch.take(gpu, outer * blocks)?;
+    let partial_indices = if op == Op::Argmax {
+        Some(scratch.take(gpu, outer * blocks)?)
+    } else {
+        None
+    };
+    // Windows hold whole blocks, and start their partials at aligned offsets (64 partials = 256 bytes).
+    let window = (max_binding_elements(gpu) / (BLOCK * 64)).max(1) * BLOCK * 64;
+    let row_windows: Vec<(u64, u64)> = if outer == 1 {
+        (0..len)
+            .step_by(window as usize)
+            .map(|first| (first, window.min(len - first)))
+            .collect()
+    } else {
+        expect_bindable(gpu, name, stage.values)?;
+        vec![(0, len)]
+    };
+    for (first, count) in row_windows {
+        let window_blocks = count.div_ceil(BLOCK);
+        let (input, output) = if outer == 1 {
+            (
+                stage.values.elements(first, count),
+                partial.elements(first / BLOCK, window_blocks),
+            )
+        } else {
+            (stage.values, partial)
+        };
+        let params = Params {
+            outer: outer as u32,
+            len: count as u32,
+            inner: 1,
+            op: op as u32,
+            blocks: window_blocks as u32,
+            scale: 1.0,
+            index_base: first as u32,
+            ..Params::default()
+        };
+        let workgroups = grid(gpu, (outer * window_blocks) as u32);
+        match partial_indices {
+            Some(indices) => {
+                let index_output = if outer == 1 {
+                    indices.elements(first / BLOCK, window_blocks)
+                } else {
+                    indices
+                };
+                dispatch(
+                    gpu,
+                    &BLOCK_ARGMAX,
+                    bytemuck::bytes_of(&params),
+                    &[input, output, index_output],
+                    workgroups,
+                )?;
+            }
+            None => dispatch(
+                gpu,
+                &BLOCK_REDUCE,
+                bytemuck::bytes_of(&params),
+                &[input, output],
+                workgroups,
+            )?,
+        }
+    }
+    Ok(Stage {
+        values: partial,
+        indices: partial_indices,
+        view: View {
+            outer,
+            len: blocks,
+            inner: 1,
+        },
+    })
+}
+
+/// One output per (outer, chunk, inner), into `values` (and `indices` for argmax).
+fn axis_stage(
+    gpu: &mut Gpu,
+    op: Op,
+    stage: Stage,
+    chunk: u64,
+    scale: f32,
+    values: BufferRange,
+    indices: Option<BufferRange>,
+    name: &'static str,
+) -> Result<Stage> {
+    let View { outer, len, inner } = stage.view;
+    expect_bindable(gpu, name, stage.values)?;
+    let chunks = len.div_ceil(chunk);
+    let params = Params {
+        outer: outer as u32,
+        len: len as u32,
+        inner: inner as u32,
+        op: op as u32,
+        chunk: chunk as u32,
+        chunks: chunks as u32,
+        scale,
+        indexed: u32::from(stage.indices.is_some()),
+        ..Params::default()
+    };
+    let workgroups = groups(gpu, outer * chunks * inner);
+    match indices {
+        Some(indices) => {
+            // Without carried indices the kernel ignores binding 2; bind the values there.
+            let carried = stage.indices.unwrap_or(stage.values);
+            dispatch(
+                gpu,
+                &AXIS_ARGMAX,
+                bytemuck::bytes_of(&params),
+                &[stage.values, carried, values, indices],
+                workgroups,
+            )?;
+        }
+        None => dispatch(
+            gpu,
+            &AXIS_REDUCE,
+            bytemuck::bytes_of(&params),
+            &[stage.values, values],
+            workgroups,
+        )?,
+    }
+    Ok(Stage {
+        values,
+        indices,
+        view: View {
+            outer,
+            len: chunks,
+            inner,
+        },
+    })
+}
+
+fn run(
+    gpu: &mut Gpu,
+    scratch: &mut Scratch,
+    op: Op,
+    mut stage: Stage,
+    scale: f32,
+    out: BufferRange,
+    name: &'static str,
+) -> Result<()> {
+    if stage.view.inner == 1 && stage.view.len > BLOCK {
+        stage = block_stage(gpu, scratch, op, stage, name)?;
+    }
+    while stage.view.len > AXIS_CHUNK {
+        let View { outer, len, inner } = stage.view;
+        let partial_elements = outer * len.div_ceil(AXIS_CHUNK) * inner;
+        let values = scratch.take(gpu, partial_elements)?;
+        let indices = if op == Op::Argmax {
+            Some(scratch.take(gpu, partial_elements)?)
+        } else {
+            None
+        };
+        stage = axis_stage(gpu, op, stage, AXIS_CHUNK, 1.0, values, indices, name)?;
+    }
+    let outputs = stage.view.outer * stage.view.inner;
+    let (values, indices) = if op == Op::Argmax {
+        (scratch.take(gpu, outputs)?, Some(out))
+    } else {
+        (out, None)
+    };
+    axis_stage(gpu, op, stage, stage.view.len, scale, values, indices, name)?;
+    Ok(())
+}
+
+fn reduce(
+    input: &Tensor,
+    axis: Option<usize>,
+    op: Op,
+    mean: bool,
+    name: &'static str,
+) -> Result<Tensor> {
+    input.expect_dtype(name, DType::F32)?;
+    let (view, out_shape) = view(name, input.shape(), axis)?;
+    let dtype = if op == Op::Argmax {
+        DType::U32
+    } else {
+        DType::F32
+    };
+    let out = input.output(name, &out_shape, dtype)?;
+    let scale = if mean {
+        (1.0 / view.len as f64) as f32
+    } else {
+        1.0
+    };
+    let (source, target) = (input.range()?, out.range()?);
+    input.with_gpu(|gpu| {
+        let mut scratch = Scratch {
+            allocations: Vec::new(),
+        };
+        let stage = Stage {
+            values: source,
+            indices: None,
+            view,
+        };
+        let outcome = run(gpu, &mut scratch, op, stage, scale, target, name);
+        scratch.release(gpu);
+        outcome
+    })?;
+    Ok(out)
+}
+
+/// Reductions. `axis: None` reduces over all elements into a 0-d tensor; `Some(axis)` removes that axis.
+impl Tensor {
+    pub fn sum(&self, axis: Option<usize>) -> Result<Tensor> {
+        reduce(self, axis, Op::Sum, false, "sum")
+    }
+
+    pub fn mean(&self, axis: Option<usize>) -> Result<Tensor> {
+        reduce(self, axis, Op::Sum, true, "mean")
+    }
+
+    pub fn max(&self, axis: Option<usize>) -> Result<Tensor> {
+        reduce(self, axis, Op::Max, false, "max")
+    }
+
+    pub fn min(&self, axis: Option<usize>) -> Result<Tensor> {
+        reduce(self, axis, Op::Min, false, "min")
+    }
+
+    /// Index of the largest element (the first on ties), as a u32 tensor.
+    pub fn argmax(&self, axis: Option<usize>) -> Result<Tensor> {
+        reduce(self, axis, Op::Argmax, false, "argmax")
+    }
+}

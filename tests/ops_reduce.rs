@@ -1,0 +1,214 @@
+//! Reductions against an f64 reference: all elements and every axis, awkward sizes, past the dispatch limit
+//! and past one storage binding; bitwise repeatable.
+
+mod common;
+
+use common::{backends, Rng};
+use wgcompute::{AdapterSelector, Error, Session, SessionOptions, Tensor};
+
+fn session(selector: &AdapterSelector) -> Session {
+    Session::open(
+        SessionOptions::default()
+            .adapter(selector.clone())
+            .poison_outputs(true),
+    )
+    .expect("open")
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Op {
+    Sum,
+    Mean,
+    Max,
+    Min,
+}
+
+fn apply(tensor: &Tensor, op: Op, axis: Option<usize>) -> Tensor {
+    match op {
+        Op::Sum => tensor.sum(axis),
+        Op::Mean => tensor.mean(axis),
+        Op::Max => tensor.max(axis),
+        Op::Min => tensor.min(axis),
+    }
+    .unwrap_or_else(|error| panic!("{op:?} over {axis:?} of {:?}: {error}", tensor.shape()))
+}
+
+/// (outer, len, inner) around an axis, and the reference reduction in f64.
+fn reference(data: &[f32], shape: &[usize], axis: Option<usize>, op: Op) -> Vec<f64> {
+    let (outer, len, inner) = match axis {
+        None => (1, data.len(), 1),
+        Some(axis) => (
+            shape[..axis].iter().product(),
+            shape[axis],
+            shape[axis + 1..].iter().product(),
+        ),
+    };
+    let mut out = Vec::with_capacity(outer * inner);
+    for o in 0..outer {
+        for i in 0..inner {
+            let values = (0..len).map(|k| data[(o * len + k) * inner + i] as f64);
+            out.push(match op {
+                Op::Sum => values.sum(),
+                Op::Mean => values.sum::<f64>() / len as f64,
+                Op::Max => values.fold(f64::NEG_INFINITY, f64::max),
+                Op::Min => values.fold(f64::INFINITY, f64::min),
+            });
+        }
+    }
+    out
+}
+
+fn argmax_reference(data: &[f32], shape: &[usize], axis: Option<usize>) -> Vec<u32> {
+    let (outer, len, inner) = match axis {
+        None => (1, data.len(), 1),
+        Some(axis) => (
+            shape[..axis].iter().product(),
+            shape[axis],
+            shape[axis + 1..].iter().product(),
+        ),
+    };
+    let mut out = Vec::new();
+    for o in 0..outer {
+        for i in 0..inner {
+            let mut best = 0;
+            for k in 1..len {
+                if data[(o * len + k) * inner + i] > data[(o * len + best) * inner + i] {
+                    best = k;
+                }
+            }
+            out.push(best as u32);
+        }
+    }
+    out
+}
+
+/// Relative Frobenius error of `got` against `want`.
+fn relative_error(got: &[f32], want: &[f64]) -> f64 {
+    assert_eq!(got.len(), want.len());
+    let diff: f64 = got
+        .iter()
+        .zip(want)
+        .map(|(g, w)| (*g as f64 - w).powi(2))
+        .sum();
+    let norm: f64 = want.iter().map(|w| w * w).sum();
+    (diff / norm.max(f64::MIN_POSITIVE)).sqrt()
+}
+
+fn check(session: &Session, rng: &mut Rng, shape: &[usize], label: &str) {
+    let len: usize = shape.iter().product();
+    let data = rng.vec(len, -1.0, 1.0);
+    let tensor = session.upload(&data, shape).expect("upload");
+    let axes: Vec<Option<usize>> = std::iter::once(None)
+        .chain((0..shape.len()).map(Some))
+        .collect();
+    for &axis in &axes {
+        for op in [Op::Sum, Op::Mean, Op::Max, Op::Min] {
+            let got = apply(&tensor, op, axis).to_vec().expect("read");
+            let want = reference(&data, shape, axis, op);
+            let error = relative_error(&got, &want);
+            assert!(
+                error < 1e-5,
+                "{label}: {op:?} over {axis:?} of {shape:?}: relative error {error}"
+            );
+        }
+        let got = tensor
+            .argmax(axis)
+            .expect("argmax")
+            .to_vec_u32()
+            .expect("read");
+        assert_eq!(
+            got,
+            argmax_reference(&data, shape, axis),
+            "{label}: argmax over {axis:?} of {shape:?}"
+        );
+    }
+}
+
+#[test]
+fn awkward_shapes_along_every_axis() {
+    for selector in backends() {
+        let session = session(&selector);
+        let mut rng = Rng::fresh("reduce shapes");
+        for shape in [
+            &[1][..],
+            &[7],
+            &[257],
+            &[4097],
+            &[65_537],
+            &[1, 1],
+            &[3, 5],
+            &[13, 257],
+            &[257, 13],
+            &[2, 3, 5, 7],
+            &[3, 1, 4099],
+            &[5, 300, 3],
+        ] {
+            check(&session, &mut rng, shape, &format!("{selector:?}"));
+        }
+    }
+}
+
+#[test]
+fn large_inputs_past_the_dispatch_limit() {
+    let selector = &backends()[0];
+    let session = session(selector);
+    let mut rng = Rng::fresh("reduce large");
+    // 2^24 + 1 elements: the count at which a grid of one invocation per 256 elements passes 65,535 groups.
+    check(&session, &mut rng, &[16_777_217], "16M vector");
+    check(&session, &mut rng, &[4096, 4096], "4096 square");
+    // A long axis with a few columns, and many short rows.
+    check(&session, &mut rng, &[1_000_003, 3], "long axis");
+}
+
+#[test]
+fn a_sum_over_more_than_one_binding_is_windowed_and_repeatable() {
+    let selector = &backends()[0];
+    let session = session(selector);
+    let mut rng = Rng::fresh("reduce windows");
+    let len = 48_000_000usize;
+    let data = rng.vec(len, 0.0, 1.0);
+    let tensor = session.upload(&data, &[len]).expect("upload 192 MB");
+    let want: f64 = data.iter().map(|&x| x as f64).sum();
+    let first = tensor.sum(None).expect("sum").to_vec().expect("read")[0];
+    assert!(
+        ((first as f64 - want) / want).abs() < 1e-5,
+        "sum {first} vs {want}"
+    );
+    let again = tensor.sum(None).expect("sum").to_vec().expect("read")[0];
+    assert_eq!(
+        first.to_bits(),
+        again.to_bits(),
+        "the same input gives the same bits"
+    );
+    let want_max = data.iter().copied().fold(f32::MIN, f32::max);
+    assert_eq!(
+        tensor.max(None).expect("max").to_vec().expect("read")[0],
+        want_max
+    );
+    let want_index = argmax_reference(&data, &[len], None);
+    assert_eq!(
+        tensor
+            .argmax(None)
+            .expect("argmax")
+            .to_vec_u32()
+            .expect("read"),
+        want_index
+    );
+}
+
+#[test]
+fn bad_axes_are_shape_errors_and_the_session_goes_on() {
+    let session = session(&backends()[0]);
+    let tensor = session
+        .upload(&[1.0, 2.0, 3.0, 4.0], &[2, 2])
+        .expect("upload");
+    assert!(matches!(tensor.sum(Some(2)), Err(Error::Shape { .. })));
+    let empty = session.zeros(&[3, 0]).expect("empty tensor");
+    assert!(matches!(empty.max(Some(1)), Err(Error::Shape { .. })));
+    let indices = tensor.argmax(Some(1)).expect("argmax");
+    assert!(matches!(indices.sum(None), Err(Error::DType { .. })));
+    assert_eq!(
+        tensor.sum(Some(1)).expect("sum").to_vec().expect("read"),
+        vec![3.0, 7.0]
+    );
+}
