@@ -20,13 +20,14 @@
 pub mod bench;
 pub mod device;
 mod error;
-mod kernels;
+pub(crate) mod kernels;
 pub mod pool;
 mod session;
 mod tensor;
 
 pub use device::{list_adapters, AdapterDescription, AdapterSelector, DeviceMemory, MemorySource};
 pub use error::{ByteSize, Error, Result};
+pub use kernels::optim::{AdamConfig, EpsilonPlacement};
 pub use pool::MemoryStats;
 pub use session::{AdapterSummary, CloseReport, MemoryLimit, Session, SessionOptions};
 pub use tensor::{DType, Tensor, MAX_RANK};

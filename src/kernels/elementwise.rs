@@ -4,7 +4,9 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::{dispatch, expect_bindable, grid, windows, Family, Kernel, WORKGROUP_SIZE};
+use super::{
+    dispatch, dispatch_windows, expect_bindable, grid, windows, Family, Kernel, WORKGROUP_SIZE,
+};
 use crate::error::{Error, Result};
 use crate::session::{BufferRange, Gpu};
 use crate::tensor::{DType, Tensor, MAX_RANK};
@@ -67,25 +69,11 @@ fn over_windows(
     elements: u64,
     params: Params,
 ) -> Result<()> {
-    for (first, count) in windows(gpu, elements) {
-        let windows: Vec<BufferRange> = ranges
-            .iter()
-            .map(|range| range.elements(first, count))
-            .collect();
-        let params = Params {
-            count: count as u32,
-            base: first as u32,
-            ..params
-        };
-        dispatch(
-            gpu,
-            kernel,
-            bytemuck::bytes_of(&params),
-            &windows,
-            groups(gpu, count),
-        )?;
-    }
-    Ok(())
+    dispatch_windows(gpu, kernel, ranges, elements, |first, count| Params {
+        count: count as u32,
+        base: first as u32,
+        ..params
+    })
 }
 
 /// out = value

@@ -5,7 +5,10 @@
 //! parameter ring, so shapes travel as data and one pipeline serves every shape.
 
 pub(crate) mod elementwise;
+pub mod optim;
+pub(crate) mod random;
 pub(crate) mod reduce;
+pub(crate) mod softmax;
 
 use std::collections::HashMap;
 
@@ -246,6 +249,32 @@ pub(crate) fn windows(gpu: &Gpu, elements: u64) -> Vec<(u64, u64)> {
         first += count;
     }
     out
+}
+
+/// Runs `kernel` over `elements` elements of same-sized operands, one dispatch per window; `params` gives each
+/// window's uniform block from (first element, element count).
+pub(crate) fn dispatch_windows<P: bytemuck::Pod>(
+    gpu: &mut Gpu,
+    kernel: &'static Kernel,
+    ranges: &[BufferRange],
+    elements: u64,
+    params: impl Fn(u64, u64) -> P,
+) -> Result<()> {
+    for (first, count) in windows(gpu, elements) {
+        let windows: Vec<BufferRange> = ranges
+            .iter()
+            .map(|range| range.elements(first, count))
+            .collect();
+        let workgroups = grid(gpu, (count as u32).div_ceil(WORKGROUP_SIZE));
+        dispatch(
+            gpu,
+            kernel,
+            bytemuck::bytes_of(&params(first, count)),
+            &windows,
+            workgroups,
+        )?;
+    }
+    Ok(())
 }
 
 /// The most 4-byte values one storage binding may hold on this adapter, rounded down to the offset alignment.

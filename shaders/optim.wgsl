@@ -1,0 +1,62 @@
+// Optimizer updates, each one fused pass over its tensors (in place). Hyperparameters and bias corrections are
+// computed on the host in f64 and passed as uniforms.
+
+struct Params {
+    count: u32,
+    mode: u32,          // adam: 0 TensorFlow epsilon placement, 1 Kingma & Ba / PyTorch, 2 AdamW (decoupled decay)
+    lr: f32,
+    beta1: f32,
+    beta2: f32,
+    epsilon: f32,
+    step_size: f32,     // mode 0: lr * sqrt(1 - beta2^t) / (1 - beta1^t); modes 1, 2: lr / (1 - beta1^t)
+    bias2_sqrt: f32,    // sqrt(1 - beta2^t)
+    decay: f32,         // mode 2: 1 - lr * weight_decay
+    momentum: f32,      // sgd
+    _pad0: u32,
+    _pad1: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read_write> param: array<f32>;
+@group(0) @binding(2) var<storage, read_write> grad: array<f32>;
+@group(0) @binding(3) var<storage, read_write> m: array<f32>;
+@group(0) @binding(4) var<storage, read_write> v: array<f32>;
+
+fn linear_index(id: vec3<u32>, groups: vec3<u32>) -> u32 {
+    return id.x + id.y * groups.x * 256u;
+}
+
+@compute @workgroup_size(256)
+fn adam(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let i = linear_index(id, groups);
+    if (i >= params.count) {
+        return;
+    }
+    let g = grad[i];
+    let m_new = params.beta1 * m[i] + (1.0 - params.beta1) * g;
+    let v_new = params.beta2 * v[i] + (1.0 - params.beta2) * g * g;
+    m[i] = m_new;
+    v[i] = v_new;
+    var p = param[i];
+    if (params.mode == 0u) {
+        p = p - params.step_size * m_new / (sqrt(v_new) + params.epsilon);
+    } else {
+        if (params.mode == 2u) {
+            p = p * params.decay;
+        }
+        p = p - params.step_size * m_new / (sqrt(v_new) / params.bias2_sqrt + params.epsilon);
+    }
+    param[i] = p;
+}
+
+// SGD with momentum (PyTorch's form): buffer = momentum * buffer + g; param -= lr * buffer. `m` is the buffer.
+@compute @workgroup_size(256)
+fn sgd(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let i = linear_index(id, groups);
+    if (i >= params.count) {
+        return;
+    }
+    let buffer = params.momentum * m[i] + grad[i];
+    m[i] = buffer;
+    param[i] = param[i] - params.lr * buffer;
+}

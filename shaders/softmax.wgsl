@@ -1,0 +1,130 @@
+// Softmax, log-softmax and softmax cross-entropy along the last axis: one workgroup per row. Rows are shifted by
+// their maximum before exponentiating, so rows of ±80 (or ±1e30) stay finite.
+
+struct Params {
+    rows: u32,
+    cols: u32,
+    op: u32, // softmax_rows: 0 softmax, 1 log-softmax
+    _pad: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read_write> logits: array<f32>;
+@group(0) @binding(2) var<storage, read_write> labels: array<f32>;
+@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+@group(0) @binding(4) var<storage, read_write> loss: array<f32>;
+
+const THREADS: u32 = 256u;
+
+var<workgroup> tree_a: array<f32, 256>;
+var<workgroup> tree_b: array<f32, 256>;
+var<workgroup> tree_c: array<f32, 256>;
+
+fn row_of(wid: vec3<u32>, groups: vec3<u32>) -> u32 {
+    return wid.x + wid.y * groups.x;
+}
+
+// The row's maximum, in every thread.
+fn row_max(base: u32, t: u32) -> f32 {
+    var m = -3.40282347e38;
+    for (var c = t; c < params.cols; c = c + THREADS) {
+        m = max(m, logits[base + c]);
+    }
+    tree_a[t] = m;
+    workgroupBarrier();
+    for (var stride = THREADS / 2u; stride > 0u; stride = stride >> 1u) {
+        if (t < stride) {
+            tree_a[t] = max(tree_a[t], tree_a[t + stride]);
+        }
+        workgroupBarrier();
+    }
+    let result = tree_a[0];
+    workgroupBarrier();
+    return result;
+}
+
+// Sums tree_a, tree_b and tree_c in a fixed order; the totals end in element 0 of each.
+fn tree_sums(t: u32) {
+    workgroupBarrier();
+    for (var stride = THREADS / 2u; stride > 0u; stride = stride >> 1u) {
+        if (t < stride) {
+            tree_a[t] = tree_a[t] + tree_a[t + stride];
+            tree_b[t] = tree_b[t] + tree_b[t + stride];
+            tree_c[t] = tree_c[t] + tree_c[t + stride];
+        }
+        workgroupBarrier();
+    }
+}
+
+@compute @workgroup_size(256)
+fn softmax_rows(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+) {
+    let row = row_of(wid, groups);
+    if (row >= params.rows) {
+        return;
+    }
+    let base = row * params.cols;
+    let m = row_max(base, t);
+    var s = 0.0;
+    for (var c = t; c < params.cols; c = c + THREADS) {
+        s = s + exp(logits[base + c] - m);
+    }
+    tree_a[t] = s;
+    tree_b[t] = 0.0;
+    tree_c[t] = 0.0;
+    tree_sums(t);
+    let total = tree_a[0];
+    let log_total = log(total);
+    for (var c = t; c < params.cols; c = c + THREADS) {
+        let shifted = logits[base + c] - m;
+        if (params.op == 1u) {
+            out[base + c] = shifted - log_total;
+        } else {
+            out[base + c] = exp(shifted) / total;
+        }
+    }
+}
+
+// TensorFlow's softmax_cross_entropy_with_logits per row: loss = sum_j labels_j * (logsumexp(logits) - logits_j),
+// with labels not required to sum to 1; `out` receives the exact gradient of the loss,
+// softmax(logits) * sum_j labels_j - labels.
+@compute @workgroup_size(256)
+fn softmax_xent(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+) {
+    let row = row_of(wid, groups);
+    if (row >= params.rows) {
+        return;
+    }
+    let base = row * params.cols;
+    let m = row_max(base, t);
+    var s = 0.0;
+    var label_total = 0.0;
+    var weighted = 0.0;
+    for (var c = t; c < params.cols; c = c + THREADS) {
+        let shifted = logits[base + c] - m;
+        let y = labels[base + c];
+        s = s + exp(shifted);
+        label_total = label_total + y;
+        weighted = weighted + y * shifted;
+    }
+    tree_a[t] = s;
+    tree_b[t] = label_total;
+    tree_c[t] = weighted;
+    tree_sums(t);
+    let total = tree_a[0];
+    let labels_sum = tree_b[0];
+    if (t == 0u) {
+        // With x shifted by m: sum_j y_j (log S - (x_j - m)).
+        loss[row] = labels_sum * log(total) - tree_c[0];
+    }
+    for (var c = t; c < params.cols; c = c + THREADS) {
+        let p = exp(logits[base + c] - m) / total;
+        out[base + c] = p * labels_sum - labels[base + c];
+    }
+}

@@ -1,0 +1,179 @@
+//! Optimizer updates (shaders/optim.wgsl): Adam in one fused in-place pass over param, grad, m and v, with
+//! TensorFlow's or Kingma & Ba's epsilon placement and AdamW's decoupled weight decay; SGD with momentum.
+//! Operands are bound in windows, so parameters larger than one storage binding update too.
+
+use bytemuck::{Pod, Zeroable};
+
+use super::{dispatch_windows, Family, Kernel};
+use crate::error::{Error, Result};
+use crate::tensor::{DType, Tensor};
+
+static OPTIM: Family = Family {
+    name: "optim",
+    source: include_str!("../../shaders/optim.wgsl"),
+};
+
+static ADAM: Kernel = Kernel {
+    family: &OPTIM,
+    entry: "adam",
+    bindings: &[1, 2, 3, 4],
+};
+static SGD: Kernel = Kernel {
+    family: &OPTIM,
+    entry: "sgd",
+    bindings: &[1, 2, 3],
+};
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Pod, Zeroable)]
+struct Params {
+    count: u32,
+    mode: u32,
+    lr: f32,
+    beta1: f32,
+    beta2: f32,
+    epsilon: f32,
+    step_size: f32,
+    bias2_sqrt: f32,
+    decay: f32,
+    momentum: f32,
+    _pad: [u32; 2],
+}
+
+/// Where Adam adds epsilon.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum EpsilonPlacement {
+    /// TensorFlow's AdamOptimizer: `lr_t = lr·sqrt(1−β2^t)/(1−β1^t)`, `p −= lr_t·m/(sqrt(v)+ε)`.
+    #[default]
+    TensorFlow,
+    /// Kingma & Ba (and PyTorch): `p −= lr·m̂/(sqrt(v̂)+ε)` with bias-corrected `m̂`, `v̂`.
+    KingmaBa,
+}
+
+/// Adam's hyperparameters. `weight_decay > 0` makes it AdamW (decoupled decay, Kingma & Ba's epsilon).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AdamConfig {
+    pub lr: f32,
+    pub beta1: f32,
+    pub beta2: f32,
+    pub epsilon: f32,
+    pub epsilon_placement: EpsilonPlacement,
+    pub weight_decay: f32,
+}
+
+impl Default for AdamConfig {
+    /// TensorFlow's defaults: lr 0.001, β1 0.9, β2 0.999, ε 1e-8.
+    fn default() -> Self {
+        Self {
+            lr: 0.001,
+            beta1: 0.9,
+            beta2: 0.999,
+            epsilon: 1e-8,
+            epsilon_placement: EpsilonPlacement::TensorFlow,
+            weight_decay: 0.0,
+        }
+    }
+}
+
+fn expect_like(op: &'static str, param: &Tensor, others: &[(&str, &Tensor)]) -> Result<()> {
+    param.expect_dtype(op, DType::F32)?;
+    for (name, other) in others {
+        param.expect_same_session(op, other)?;
+        other.expect_dtype(op, DType::F32)?;
+        if other.shape() != param.shape() {
+            return Err(Error::Shape {
+                op,
+                message: format!(
+                    "{name} has shape {:?}, the parameter {:?}",
+                    other.shape(),
+                    param.shape()
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Optimizer steps, in place on the parameter and its state.
+impl Tensor {
+    /// One Adam step (number `step`, counted from 1) on this parameter: updates `m`, `v` and the parameter in one
+    /// fused pass.
+    pub fn adam_update_(
+        &self,
+        grad: &Tensor,
+        m: &Tensor,
+        v: &Tensor,
+        step: u64,
+        config: &AdamConfig,
+    ) -> Result<()> {
+        const NAME: &str = "adam";
+        expect_like(NAME, self, &[("grad", grad), ("m", m), ("v", v)])?;
+        if step == 0 {
+            return Err(Error::InvalidArgument {
+                what: "Adam step",
+                given: "0".to_string(),
+                expected: "a step count starting at 1".to_string(),
+            });
+        }
+        let t = step.min(i32::MAX as u64) as i32;
+        let bias1 = 1.0 - (config.beta1 as f64).powi(t);
+        let bias2_sqrt = (1.0 - (config.beta2 as f64).powi(t)).sqrt();
+        let lr = config.lr as f64;
+        let (mode, step_size) = if config.weight_decay != 0.0 {
+            (2, lr / bias1)
+        } else {
+            match config.epsilon_placement {
+                EpsilonPlacement::TensorFlow => (0, lr * bias2_sqrt / bias1),
+                EpsilonPlacement::KingmaBa => (1, lr / bias1),
+            }
+        };
+        let base = Params {
+            mode,
+            lr: config.lr,
+            beta1: config.beta1,
+            beta2: config.beta2,
+            epsilon: config.epsilon,
+            step_size: step_size as f32,
+            bias2_sqrt: bias2_sqrt as f32,
+            decay: (1.0 - lr * config.weight_decay as f64) as f32,
+            ..Params::default()
+        };
+        let ranges = [self.range()?, grad.range()?, m.range()?, v.range()?];
+        let elements = self.len() as u64;
+        self.with_gpu(|gpu| {
+            dispatch_windows(gpu, &ADAM, &ranges, elements, |_, count| Params {
+                count: count as u32,
+                ..base
+            })
+        })
+    }
+
+    /// One SGD step with momentum (PyTorch's form): `buffer = momentum·buffer + grad; param −= lr·buffer`.
+    pub fn sgd_update_(
+        &self,
+        grad: &Tensor,
+        momentum_buffer: &Tensor,
+        lr: f32,
+        momentum: f32,
+    ) -> Result<()> {
+        const NAME: &str = "sgd";
+        expect_like(
+            NAME,
+            self,
+            &[("grad", grad), ("momentum buffer", momentum_buffer)],
+        )?;
+        let base = Params {
+            lr,
+            momentum,
+            ..Params::default()
+        };
+        let ranges = [self.range()?, grad.range()?, momentum_buffer.range()?];
+        let elements = self.len() as u64;
+        self.with_gpu(|gpu| {
+            dispatch_windows(gpu, &SGD, &ranges, elements, |_, count| Params {
+                count: count as u32,
+                ..base
+            })
+        })
+    }
+}
