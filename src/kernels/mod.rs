@@ -5,6 +5,7 @@
 //! parameter ring, so shapes travel as data and one pipeline serves every shape.
 
 pub(crate) mod elementwise;
+pub(crate) mod matmul;
 pub mod optim;
 pub(crate) mod random;
 pub(crate) mod reduce;

@@ -32,9 +32,19 @@ struct Params {
     _pad: u32,
 }
 
+/// Longest row: each of a row's 256 threads loops over cols / 256 elements, and llvmpipe ends any loop after
+/// 65,535 iterations.
+const MAX_COLS: usize = 256 * 65_535;
+
 /// (rows, cols) of a tensor read as rows along its last axis.
 fn rows_and_cols(op: &'static str, tensor: &Tensor) -> Result<(usize, usize)> {
     match tensor.shape().split_last() {
+        Some((&cols, _)) if cols > MAX_COLS => Err(Error::Shape {
+            op,
+            message: format!(
+                "a last axis of {cols} is longer than the {MAX_COLS} supported; reshape into rows"
+            ),
+        }),
         Some((&cols, rest)) if cols > 0 => Ok((rest.iter().product(), cols)),
         _ => Err(Error::Shape {
             op,

@@ -1,0 +1,142 @@
+// Matrix products C = A·B with an optional leading batch dimension; every size, not only tile multiples.
+//
+// `matmul_vec4` is the fast path (row-major A with K % 4 == 0, row-major B with N % 4 == 0): each invocation
+// keeps an 8×8 block of C in registers (8 rows × two vec4 columns) and reads A as vec4 along K and B as vec4
+// along N. It stages nothing in workgroup memory: on llvmpipe barriers cost more than they save, and register
+// blocking is what pays. `matmul_strided` takes any strides (transposed operands, odd sizes) with a 4×4 block.
+// Rows and columns past the edge are clamped on load and skipped on store.
+//
+// llvmpipe stops any loop after 65,535 iterations, so the host splits K into passes of at most a few thousand;
+// every pass after the first adds to C (a fixed order, so results stay repeatable).
+
+struct Params {
+    m: u32,
+    n: u32,
+    k: u32,
+    // matmul_vec4: how many 8-row blocks one workgroup of 64 covers (1, 2, 4 or 8); the rest of the 64 go along N
+    wg_rows: u32,
+    a_batch: u32,
+    a_row: u32,
+    a_col: u32,
+    b_batch: u32,
+    b_row: u32,
+    b_col: u32,
+    c_batch: u32,
+    // this pass covers k in [k_begin, k_end); with accumulate = 1 it adds to C instead of overwriting it
+    k_begin: u32,
+    k_end: u32,
+    accumulate: u32,
+    _pad0: u32,
+    _pad1: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read_write> a: array<f32>;
+@group(0) @binding(2) var<storage, read_write> b: array<f32>;
+@group(0) @binding(3) var<storage, read_write> c: array<f32>;
+@group(0) @binding(1) var<storage, read_write> a4: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read_write> b4: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read_write> c4: array<vec4<f32>>;
+
+@compute @workgroup_size(64)
+fn matmul_vec4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let m = params.m;
+    let k4s = params.k / 4u;
+    let n4s = params.n / 4u;
+    let wg_cols = 64u / params.wg_rows;
+    let row0 = ((wid.y * params.wg_rows) + lid / wg_cols) * 8u;
+    let col4 = ((wid.x * wg_cols) + lid % wg_cols) * 2u;
+    if (row0 >= m || col4 >= n4s) {
+        return;
+    }
+    let batch = wid.z;
+    let a_base = batch * (params.a_batch / 4u);
+    let b_base = batch * (params.b_batch / 4u);
+    let c_base = batch * (params.c_batch / 4u);
+    var rows: array<u32, 8>;
+    for (var i = 0u; i < 8u; i = i + 1u) {
+        rows[i] = a_base + min(row0 + i, m - 1u) * k4s;
+    }
+    let col_a = col4;
+    let col_b = min(col4 + 1u, n4s - 1u);
+    var acc: array<vec4<f32>, 16>;
+    for (var k4 = params.k_begin / 4u; k4 < params.k_end / 4u; k4 = k4 + 1u) {
+        var av: array<vec4<f32>, 8>;
+        for (var i = 0u; i < 8u; i = i + 1u) {
+            av[i] = a4[rows[i] + k4];
+        }
+        for (var kk = 0u; kk < 4u; kk = kk + 1u) {
+            let brow = b_base + (k4 * 4u + kk) * n4s;
+            let b0 = b4[brow + col_a];
+            let b1 = b4[brow + col_b];
+            for (var i = 0u; i < 8u; i = i + 1u) {
+                let x = av[i][kk];
+                acc[2u * i] = acc[2u * i] + x * b0;
+                acc[2u * i + 1u] = acc[2u * i + 1u] + x * b1;
+            }
+        }
+    }
+    for (var i = 0u; i < 8u; i = i + 1u) {
+        let row = row0 + i;
+        if (row < m) {
+            let at = c_base + row * n4s + col4;
+            if (params.accumulate == 1u) {
+                c4[at] = c4[at] + acc[2u * i];
+            } else {
+                c4[at] = acc[2u * i];
+            }
+            if (col4 + 1u < n4s) {
+                if (params.accumulate == 1u) {
+                    c4[at + 1u] = c4[at + 1u] + acc[2u * i + 1u];
+                } else {
+                    c4[at + 1u] = acc[2u * i + 1u];
+                }
+            }
+        }
+    }
+}
+
+@compute @workgroup_size(16, 16)
+fn matmul_strided(@builtin(global_invocation_id) id: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    let m = params.m;
+    let n = params.n;
+    let row0 = id.y * 4u;
+    let col0 = id.x * 4u;
+    if (row0 >= m || col0 >= n) {
+        return;
+    }
+    let batch = wid.z;
+    let a_base = batch * params.a_batch;
+    let b_base = batch * params.b_batch;
+    let c_base = batch * params.c_batch;
+    var a_rows: array<u32, 4>;
+    var b_cols: array<u32, 4>;
+    for (var i = 0u; i < 4u; i = i + 1u) {
+        a_rows[i] = a_base + min(row0 + i, m - 1u) * params.a_row;
+        b_cols[i] = b_base + min(col0 + i, n - 1u) * params.b_col;
+    }
+    var acc: array<vec4<f32>, 4>;
+    for (var kk = params.k_begin; kk < params.k_end; kk = kk + 1u) {
+        let ak = kk * params.a_col;
+        let bk = kk * params.b_row;
+        let bv = vec4<f32>(b[b_cols[0] + bk], b[b_cols[1] + bk], b[b_cols[2] + bk], b[b_cols[3] + bk]);
+        for (var i = 0u; i < 4u; i = i + 1u) {
+            acc[i] = acc[i] + a[a_rows[i] + ak] * bv;
+        }
+    }
+    for (var i = 0u; i < 4u; i = i + 1u) {
+        let row = row0 + i;
+        if (row < m) {
+            for (var j = 0u; j < 4u; j = j + 1u) {
+                if (col0 + j < n) {
+                    let at = c_base + row * n + col0 + j;
+                    if (params.accumulate == 1u) {
+                        c[at] = c[at] + acc[i][j];
+                    } else {
+                        c[at] = acc[i][j];
+                    }
+                }
+            }
+        }
+    }
+}

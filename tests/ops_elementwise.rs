@@ -1,0 +1,824 @@
+//! Elementwise ops against a CPU reference computed in f64: binary arithmetic (same shapes and NumPy
+//! broadcasting, both operand orders), unary maths, scalar forms and relu's gradient, at awkward sizes (1,
+//! primes, just over a workgroup of 256, a million and three). Every session poisons its outputs with NaN, so an
+//! element a kernel fails to write fails the comparison. Also: the errors for shapes that do not broadcast and
+//! for tensors of two sessions (and that the session still works after them), and tensors larger than one
+//! storage binding, which the kernels must process in windows.
+
+mod common;
+
+use common::{backends, Rng};
+use wgcompute::{AdapterSelector, Error, Session, SessionOptions, Tensor};
+
+fn open_poisoned(selector: &AdapterSelector) -> Session {
+    Session::open(
+        SessionOptions::default()
+            .adapter(selector.clone())
+            .poison_outputs(true),
+    )
+    .unwrap_or_else(|error| panic!("opening a poisoned session on {selector:?}: {error}"))
+}
+
+fn count(shape: &[usize]) -> usize {
+    shape.iter().product()
+}
+
+// --- the f64 reference ---
+
+/// NumPy's broadcast shape, written independently of the library's: shapes aligned at the right, a 1 stretches.
+fn broadcast_reference(lhs: &[usize], rhs: &[usize]) -> Option<Vec<usize>> {
+    let rank = lhs.len().max(rhs.len());
+    let pad = |shape: &[usize]| -> Vec<usize> {
+        let mut padded = vec![1; rank - shape.len()];
+        padded.extend_from_slice(shape);
+        padded
+    };
+    let (lhs, rhs) = (pad(lhs), pad(rhs));
+    lhs.iter()
+        .zip(&rhs)
+        .map(|(&l, &r)| match (l, r) {
+            _ if l == r => Some(l),
+            (1, r) => Some(r),
+            (l, 1) => Some(l),
+            _ => None,
+        })
+        .collect()
+}
+
+/// For each output element (row-major over `out`), the flat index of the operand of `shape` it reads.
+fn source_indices(shape: &[usize], out: &[usize]) -> Vec<usize> {
+    let rank = out.len();
+    let mut padded = vec![1; rank - shape.len()];
+    padded.extend_from_slice(shape);
+    // Row-major strides of the operand, 0 where it is stretched.
+    let mut strides = vec![0; rank];
+    let mut stride = 1;
+    for axis in (0..rank).rev() {
+        strides[axis] = if padded[axis] == 1 && out[axis] != 1 {
+            0
+        } else {
+            stride
+        };
+        stride *= padded[axis];
+    }
+    let total = count(out);
+    let mut indices = Vec::with_capacity(total);
+    let mut coordinate = vec![0; rank];
+    for _ in 0..total {
+        indices.push(coordinate.iter().zip(&strides).map(|(c, s)| c * s).sum());
+        // Odometer over the output's coordinates, last axis fastest.
+        for axis in (0..rank).rev() {
+            coordinate[axis] += 1;
+            if coordinate[axis] < out[axis] {
+                break;
+            }
+            coordinate[axis] = 0;
+        }
+    }
+    indices
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Binary {
+    Add,
+    Sub,
+    Mul,
+    Div,
+}
+
+const BINARIES: [Binary; 4] = [Binary::Add, Binary::Sub, Binary::Mul, Binary::Div];
+
+impl Binary {
+    fn name(self) -> &'static str {
+        match self {
+            Binary::Add => "add",
+            Binary::Sub => "sub",
+            Binary::Mul => "mul",
+            Binary::Div => "div",
+        }
+    }
+
+    fn run(self, lhs: &Tensor, rhs: &Tensor) -> wgcompute::Result<Tensor> {
+        match self {
+            Binary::Add => lhs.add(rhs),
+            Binary::Sub => lhs.sub(rhs),
+            Binary::Mul => lhs.mul(rhs),
+            Binary::Div => lhs.div(rhs),
+        }
+    }
+
+    fn reference(self, x: f64, y: f64) -> f64 {
+        match self {
+            Binary::Add => x + y,
+            Binary::Sub => x - y,
+            Binary::Mul => x * y,
+            Binary::Div => x / y,
+        }
+    }
+}
+
+/// How far a result may be from the f64 reference.
+#[derive(Clone, Copy, Debug)]
+struct Tolerance {
+    relative: f64,
+    /// Allowed besides the relative part (for results near 0 whose accuracy WGSL gives in absolute terms).
+    absolute: f64,
+}
+
+const EXACTISH: Tolerance = Tolerance {
+    relative: 1e-6,
+    absolute: 0.0,
+};
+
+/// Asserts every element of `got` is within `tolerance` of `want(i)`; NaN (an unwritten, poisoned element)
+/// never is. Reports the first few offenders and how many there were.
+fn check(label: &str, got: &[f32], want: impl Fn(usize) -> f64, tolerance: Tolerance) {
+    let mut bad = Vec::new();
+    let mut bad_count = 0usize;
+    for (index, &value) in got.iter().enumerate() {
+        let expected = want(index);
+        let error = (f64::from(value) - expected).abs();
+        let bound = tolerance.relative * expected.abs() + tolerance.absolute;
+        // NaN (a poisoned element nobody wrote) fails as well.
+        if error.is_nan() || error > bound {
+            bad_count += 1;
+            if bad.len() < 8 {
+                bad.push(format!("[{index}] got {value:e}, want {expected:e}"));
+            }
+        }
+    }
+    assert!(
+        bad_count == 0,
+        "{label}: {bad_count} of {} elements off (tolerance {tolerance:?}): {}",
+        got.len(),
+        bad.join("; ")
+    );
+}
+
+/// Random operands: numerators anywhere in [-10, 10), denominators of div kept to ±[0.5, 2).
+fn operand(rng: &mut Rng, len: usize, denominator: bool) -> Vec<f32> {
+    if denominator {
+        (0..len)
+            .map(|_| {
+                let magnitude = rng.uniform(0.5, 2.0);
+                if rng.next_u64() & 1 == 0 {
+                    magnitude
+                } else {
+                    -magnitude
+                }
+            })
+            .collect()
+    } else {
+        rng.vec(len, -10.0, 10.0)
+    }
+}
+
+/// Runs `op` on fresh random operands of these shapes and checks shape and every element against f64.
+fn check_binary(
+    session: &Session,
+    selector: &AdapterSelector,
+    rng: &mut Rng,
+    op: Binary,
+    lhs_shape: &[usize],
+    rhs_shape: &[usize],
+) {
+    let label = format!(
+        "{selector:?} {} {lhs_shape:?} with {rhs_shape:?}",
+        op.name()
+    );
+    let out_shape = broadcast_reference(lhs_shape, rhs_shape).expect("test shapes broadcast");
+    let lhs_data = operand(rng, count(lhs_shape), false);
+    let rhs_data = operand(rng, count(rhs_shape), matches!(op, Binary::Div));
+    let lhs = session.upload(&lhs_data, lhs_shape).expect("upload lhs");
+    let rhs = session.upload(&rhs_data, rhs_shape).expect("upload rhs");
+    let out = op
+        .run(&lhs, &rhs)
+        .unwrap_or_else(|error| panic!("{label}: {error}"));
+    assert_eq!(out.shape(), &out_shape[..], "{label}: output shape");
+    let got = out.to_vec().expect("download");
+    assert_eq!(got.len(), count(&out_shape), "{label}: output length");
+    let lhs_at = source_indices(lhs_shape, &out_shape);
+    let rhs_at = source_indices(rhs_shape, &out_shape);
+    check(
+        &label,
+        &got,
+        |i| {
+            op.reference(
+                f64::from(lhs_data[lhs_at[i]]),
+                f64::from(rhs_data[rhs_at[i]]),
+            )
+        },
+        EXACTISH,
+    );
+    // The inputs are untouched.
+    assert_eq!(
+        lhs.to_vec().expect("read lhs"),
+        lhs_data,
+        "{label}: lhs changed"
+    );
+    assert_eq!(
+        rhs.to_vec().expect("read rhs"),
+        rhs_data,
+        "{label}: rhs changed"
+    );
+}
+
+#[test]
+fn the_reference_broadcasts_like_numpy() {
+    // A check of the test's own reference, so that agreeing with it means something.
+    assert_eq!(broadcast_reference(&[3, 1], &[1, 4]), Some(vec![3, 4]));
+    assert_eq!(broadcast_reference(&[], &[2, 5]), Some(vec![2, 5]));
+    assert_eq!(
+        broadcast_reference(&[2, 3, 5, 7], &[3, 1, 7]),
+        Some(vec![2, 3, 5, 7])
+    );
+    assert_eq!(broadcast_reference(&[3], &[4]), None);
+    assert_eq!(
+        source_indices(&[3, 1], &[3, 4]),
+        vec![0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2]
+    );
+    assert_eq!(
+        source_indices(&[1, 4], &[3, 4]),
+        vec![0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3]
+    );
+    assert_eq!(source_indices(&[], &[2, 2]), vec![0; 4]);
+    assert_eq!(source_indices(&[2, 1], &[2, 1]), vec![0, 1]);
+    // And the comparison fails on a NaN (an unwritten, poisoned element) and on an error over tolerance.
+    let fails = |got: Vec<f32>, want: f64| {
+        std::panic::catch_unwind(|| check("self-check", &got, |_| want, EXACTISH)).is_err()
+    };
+    assert!(fails(vec![1.0, f32::NAN], 1.0));
+    assert!(fails(vec![1.0, 1.000_01], 1.0));
+    assert!(fails(vec![0.0, 1e-30], 0.0));
+    assert!(!fails(vec![1.0, 1.0], 1.0));
+}
+
+#[test]
+fn binary_ops_at_same_shapes_match_f64() {
+    let shapes: [&[usize]; 10] = [
+        &[],
+        &[0, 3],
+        &[1],
+        &[97],
+        &[256],
+        &[257],
+        &[513],
+        &[3, 171],
+        &[2, 3, 5, 7],
+        &[1_000_003],
+    ];
+    for selector in backends() {
+        let session = open_poisoned(&selector);
+        let mut rng = Rng::fresh("binary_same_shapes");
+        for shape in shapes {
+            for op in BINARIES {
+                check_binary(&session, &selector, &mut rng, op, shape, shape);
+            }
+        }
+    }
+}
+
+#[test]
+fn binary_ops_broadcast_like_numpy_in_both_orders() {
+    let pairs: [(&[usize], &[usize]); 13] = [
+        // a bias row over a batch
+        (&[10, 1000], &[1000]),
+        (&[3, 1], &[1, 4]),
+        (&[2, 3, 5, 7], &[3, 1, 7]),
+        // a rank-0 tensor with a matrix
+        (&[], &[31, 17]),
+        (&[], &[257]),
+        (&[1], &[513]),
+        (&[513, 1], &[1, 257]),
+        (&[4, 1, 6, 1], &[5, 1, 7]),
+        (&[2, 1, 1, 7], &[1, 3, 5, 1]),
+        (&[1, 1, 1, 1], &[2, 3, 5, 7]),
+        // a column over a large batch: 1,000,003 elements
+        (&[1_000_003, 1], &[1]),
+        // zero elements: a 0 stays 0 against 1 or a missing axis
+        (&[0, 5], &[5]),
+        (&[0], &[]),
+    ];
+    for selector in backends() {
+        let session = open_poisoned(&selector);
+        let mut rng = Rng::fresh("binary_broadcast");
+        for (lhs, rhs) in pairs {
+            for op in BINARIES {
+                check_binary(&session, &selector, &mut rng, op, lhs, rhs);
+                check_binary(&session, &selector, &mut rng, op, rhs, lhs);
+            }
+        }
+    }
+}
+
+const AWKWARD_SHAPES: [&[usize]; 10] = [
+    &[],
+    &[1],
+    &[7],
+    &[97],
+    &[256],
+    &[257],
+    &[513],
+    &[3, 171],
+    &[2, 3, 5, 7],
+    &[1_000_003],
+];
+
+#[derive(Clone, Copy, Debug)]
+enum Unary {
+    Relu,
+    Exp,
+    Log,
+    Sqrt,
+    Neg,
+}
+
+impl Unary {
+    fn run(self, x: &Tensor) -> wgcompute::Result<Tensor> {
+        match self {
+            Unary::Relu => x.relu(),
+            Unary::Exp => x.exp(),
+            Unary::Log => x.log(),
+            Unary::Sqrt => x.sqrt(),
+            Unary::Neg => x.neg(),
+        }
+    }
+
+    fn reference(self, x: f64) -> f64 {
+        match self {
+            Unary::Relu => x.max(0.0),
+            Unary::Exp => x.exp(),
+            Unary::Log => x.ln(),
+            Unary::Sqrt => x.sqrt(),
+            Unary::Neg => -x,
+        }
+    }
+
+    fn input(self, rng: &mut Rng, len: usize) -> Vec<f32> {
+        match self {
+            // exp's WGSL accuracy is 3 + 2|x| ULP, so |x| stays where 1e-5 relative holds.
+            Unary::Exp => rng.vec(len, -10.0, 10.0),
+            // Positive, over six decades: [1e-3, 1e3).
+            Unary::Log | Unary::Sqrt => (0..len)
+                .map(|_| 10f32.powf(rng.uniform(-3.0, 3.0)))
+                .collect(),
+            Unary::Relu | Unary::Neg => {
+                let mut values = rng.vec(len, -10.0, 10.0);
+                // Some exact zeros, relu's edge.
+                for value in values.iter_mut().step_by(5) {
+                    *value = 0.0;
+                }
+                values
+            }
+        }
+    }
+
+    fn tolerance(self) -> Tolerance {
+        match self {
+            Unary::Exp => Tolerance {
+                relative: 1e-5,
+                absolute: 0.0,
+            },
+            // WGSL gives log's accuracy near 1 in absolute terms (2^-21 on [0.5, 2]).
+            Unary::Log => Tolerance {
+                relative: 1e-6,
+                absolute: 1e-6,
+            },
+            Unary::Sqrt => EXACTISH,
+            Unary::Relu | Unary::Neg => Tolerance {
+                relative: 0.0,
+                absolute: 0.0,
+            },
+        }
+    }
+}
+
+#[test]
+fn unary_ops_match_f64() {
+    let ops = [Unary::Relu, Unary::Exp, Unary::Log, Unary::Sqrt, Unary::Neg];
+    for selector in backends() {
+        let session = open_poisoned(&selector);
+        let mut rng = Rng::fresh("unary");
+        for shape in AWKWARD_SHAPES {
+            for op in ops {
+                let label = format!("{selector:?} {op:?} {shape:?}");
+                let data = op.input(&mut rng, count(shape));
+                let x = session.upload(&data, shape).expect("upload");
+                let out = op
+                    .run(&x)
+                    .unwrap_or_else(|error| panic!("{label}: {error}"));
+                assert_eq!(out.shape(), shape, "{label}: output shape");
+                let got = out.to_vec().expect("download");
+                check(
+                    &label,
+                    &got,
+                    |i| op.reference(f64::from(data[i])),
+                    op.tolerance(),
+                );
+                assert_eq!(
+                    x.to_vec().expect("read input"),
+                    data,
+                    "{label}: input changed"
+                );
+            }
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum ScalarOp {
+    AddScalar,
+    SubScalar,
+    MulScalar,
+    DivScalar,
+    ScalarSub,
+    ScalarDiv,
+}
+
+impl ScalarOp {
+    fn run(self, x: &Tensor, value: f32) -> wgcompute::Result<Tensor> {
+        match self {
+            ScalarOp::AddScalar => x.add_scalar(value),
+            ScalarOp::SubScalar => x.sub_scalar(value),
+            ScalarOp::MulScalar => x.mul_scalar(value),
+            ScalarOp::DivScalar => x.div_scalar(value),
+            ScalarOp::ScalarSub => x.scalar_sub(value),
+            ScalarOp::ScalarDiv => x.scalar_div(value),
+        }
+    }
+
+    fn reference(self, x: f64, value: f64) -> f64 {
+        match self {
+            ScalarOp::AddScalar => x + value,
+            ScalarOp::SubScalar => x - value,
+            ScalarOp::MulScalar => x * value,
+            ScalarOp::DivScalar => x / value,
+            ScalarOp::ScalarSub => value - x,
+            ScalarOp::ScalarDiv => value / x,
+        }
+    }
+}
+
+#[test]
+fn scalar_ops_match_f64() {
+    let ops = [
+        ScalarOp::AddScalar,
+        ScalarOp::SubScalar,
+        ScalarOp::MulScalar,
+        ScalarOp::DivScalar,
+        ScalarOp::ScalarSub,
+        ScalarOp::ScalarDiv,
+    ];
+    for selector in backends() {
+        let session = open_poisoned(&selector);
+        let mut rng = Rng::fresh("scalar");
+        for shape in AWKWARD_SHAPES {
+            for op in ops {
+                // The divisor (the scalar of div_scalar, the tensor of scalar_div) stays in ±[0.5, 2).
+                let data = operand(&mut rng, count(shape), matches!(op, ScalarOp::ScalarDiv));
+                let value = operand(&mut rng, 1, matches!(op, ScalarOp::DivScalar))[0];
+                let label = format!("{selector:?} {op:?}({value}) {shape:?}");
+                let x = session.upload(&data, shape).expect("upload");
+                let out = op
+                    .run(&x, value)
+                    .unwrap_or_else(|error| panic!("{label}: {error}"));
+                assert_eq!(out.shape(), shape, "{label}: output shape");
+                let got = out.to_vec().expect("download");
+                check(
+                    &label,
+                    &got,
+                    |i| op.reference(f64::from(data[i]), f64::from(value)),
+                    EXACTISH,
+                );
+                assert_eq!(
+                    x.to_vec().expect("read input"),
+                    data,
+                    "{label}: input changed"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn relu_backward_passes_the_gradient_where_the_input_is_positive() {
+    for selector in backends() {
+        let session = open_poisoned(&selector);
+        let mut rng = Rng::fresh("relu_backward");
+        for shape in AWKWARD_SHAPES {
+            let label = format!("{selector:?} relu_backward {shape:?}");
+            let len = count(shape);
+            let mut input = rng.vec(len, -1.0, 1.0);
+            // Exact zeros and negative zeros: not positive, so the gradient stops there.
+            for (index, value) in input.iter_mut().enumerate() {
+                match index % 7 {
+                    3 => *value = 0.0,
+                    5 => *value = -0.0,
+                    _ => {}
+                }
+            }
+            let gradient = rng.vec(len, -10.0, 10.0);
+            let x = session.upload(&input, shape).expect("upload input");
+            let g = session.upload(&gradient, shape).expect("upload gradient");
+            let out = x
+                .relu_backward(&g)
+                .unwrap_or_else(|error| panic!("{label}: {error}"));
+            assert_eq!(out.shape(), shape, "{label}: output shape");
+            let got = out.to_vec().expect("download");
+            check(
+                &label,
+                &got,
+                |i| {
+                    if input[i] > 0.0 {
+                        f64::from(gradient[i])
+                    } else {
+                        0.0
+                    }
+                },
+                Tolerance {
+                    relative: 0.0,
+                    absolute: 0.0,
+                },
+            );
+        }
+        // A gradient of another shape is a shape error naming both.
+        let x = session.upload(&[1.0; 6], &[2, 3]).expect("upload");
+        let g = session.upload(&[1.0; 6], &[3, 2]).expect("upload");
+        match x.relu_backward(&g) {
+            Err(Error::Shape { op, message }) => {
+                assert_eq!(op, "relu_backward");
+                assert!(
+                    message.contains("[2, 3]") && message.contains("[3, 2]"),
+                    "{selector:?}: {message}"
+                );
+            }
+            other => panic!("{selector:?}: relu_backward [2, 3] with [3, 2] gave {other:?}"),
+        }
+    }
+}
+
+/// A quick add on fresh data, checked: the session still computes.
+fn assert_still_works(session: &Session, selector: &AdapterSelector, rng: &mut Rng, after: &str) {
+    let lhs = rng.vec(257, -10.0, 10.0);
+    let rhs = rng.vec(257, -10.0, 10.0);
+    let out = session
+        .upload(&lhs, &[257])
+        .and_then(|a| session.upload(&rhs, &[257]).and_then(|b| a.add(&b)))
+        .and_then(|sum| sum.to_vec())
+        .unwrap_or_else(|error| panic!("{selector:?}: an add after {after} failed: {error}"));
+    check(
+        &format!("{selector:?} add after {after}"),
+        &out,
+        |i| f64::from(lhs[i]) + f64::from(rhs[i]),
+        EXACTISH,
+    );
+}
+
+#[test]
+fn shapes_that_do_not_broadcast_are_shape_errors_naming_both() {
+    let pairs: [(&[usize], &[usize]); 7] = [
+        (&[3], &[4]),
+        (&[0], &[3]),
+        (&[2, 3], &[4, 3]),
+        (&[10, 1000], &[999]),
+        (&[1, 4], &[3, 5]),
+        (&[2, 3, 5, 7], &[3, 5, 6]),
+        (&[2, 3, 5, 7], &[4, 1, 1, 1]),
+    ];
+    for selector in backends() {
+        let session = open_poisoned(&selector);
+        let mut rng = Rng::fresh("shape_errors");
+        for (lhs_shape, rhs_shape) in pairs {
+            assert_eq!(broadcast_reference(lhs_shape, rhs_shape), None);
+            let lhs = session
+                .upload(&rng.vec(count(lhs_shape), -1.0, 1.0), lhs_shape)
+                .expect("upload lhs");
+            let rhs = session
+                .upload(&rng.vec(count(rhs_shape), -1.0, 1.0), rhs_shape)
+                .expect("upload rhs");
+            for op in BINARIES {
+                for (a, b) in [(&lhs, &rhs), (&rhs, &lhs)] {
+                    let label = format!(
+                        "{selector:?} {} {:?} with {:?}",
+                        op.name(),
+                        a.shape(),
+                        b.shape()
+                    );
+                    match op.run(a, b) {
+                        Err(Error::Shape { op: name, message }) => {
+                            assert_eq!(name, op.name(), "{label}");
+                            let text = Error::Shape {
+                                op: name,
+                                message: message.clone(),
+                            }
+                            .to_string();
+                            for shape in [a.shape(), b.shape()] {
+                                assert!(
+                                    message.contains(&format!("{shape:?}")),
+                                    "{label}: the message does not name {shape:?}: {text}"
+                                );
+                            }
+                        }
+                        other => panic!("{label}: expected a shape error, got {other:?}"),
+                    }
+                }
+            }
+            assert_still_works(&session, &selector, &mut rng, "shape errors");
+            // And the operands of the failed ops are intact and usable.
+            let sum = lhs
+                .add(&lhs)
+                .expect("lhs + lhs")
+                .to_vec()
+                .expect("download");
+            let lhs_data = lhs.to_vec().expect("download lhs");
+            check(
+                &format!("{selector:?} lhs + lhs after errors"),
+                &sum,
+                |i| 2.0 * f64::from(lhs_data[i]),
+                EXACTISH,
+            );
+        }
+    }
+}
+
+#[test]
+fn tensors_from_two_sessions_are_rejected() {
+    for selector in backends() {
+        let first = open_poisoned(&selector);
+        let second = open_poisoned(&selector);
+        let mut rng = Rng::fresh("session_mismatch");
+        let a = first
+            .upload(&rng.vec(257, -1.0, 1.0), &[257])
+            .expect("upload a");
+        let b = second
+            .upload(&rng.vec(257, -1.0, 1.0), &[257])
+            .expect("upload b");
+        for op in BINARIES {
+            for (lhs, rhs) in [(&a, &b), (&b, &a)] {
+                match op.run(lhs, rhs) {
+                    Err(Error::SessionMismatch { op: name }) => assert_eq!(name, op.name()),
+                    other => panic!("{selector:?}: {} across sessions gave {other:?}", op.name()),
+                }
+            }
+        }
+        // Even where the shapes would not broadcast either, or the second is a rank-0 tensor.
+        let scalar = second.upload(&[2.0], &[]).expect("upload scalar");
+        assert!(
+            matches!(a.mul(&scalar), Err(Error::SessionMismatch { .. })),
+            "{selector:?}: a rank-0 tensor of another session"
+        );
+        match a.relu_backward(&b) {
+            Err(Error::SessionMismatch { op }) => assert_eq!(op, "relu_backward"),
+            other => panic!("{selector:?}: relu_backward across sessions gave {other:?}"),
+        }
+        assert_still_works(
+            &first,
+            &selector,
+            &mut rng,
+            "a session mismatch (first session)",
+        );
+        assert_still_works(
+            &second,
+            &selector,
+            &mut rng,
+            "a session mismatch (second session)",
+        );
+        // The tensors themselves are unharmed: each still combines with its own session's tensors.
+        let a_data = a.to_vec().expect("download a");
+        let doubled = a.add(&a).expect("a + a").to_vec().expect("download");
+        check(
+            &format!("{selector:?} a + a after mismatches"),
+            &doubled,
+            |i| 2.0 * f64::from(a_data[i]),
+            EXACTISH,
+        );
+        let b_data = b.to_vec().expect("download b");
+        let scaled = b
+            .mul(&scalar)
+            .expect("b * scalar")
+            .to_vec()
+            .expect("download");
+        check(
+            &format!("{selector:?} b * scalar after mismatches"),
+            &scaled,
+            |i| 2.0 * f64::from(b_data[i]),
+            EXACTISH,
+        );
+    }
+}
+
+/// Elements one storage binding holds on the session's adapter (the window size the kernels must split at).
+fn binding_elements(session: &Session) -> u64 {
+    let name = &session.adapter().name;
+    let adapter = wgcompute::list_adapters()
+        .into_iter()
+        .find(|adapter| adapter.backend == "vulkan" && &adapter.name == name)
+        .unwrap_or_else(|| panic!("the session's adapter {name} is not listed"));
+    let max = adapter.max_storage_binding_size;
+    let alignment = adapter.pool.alignment.max(4);
+    (max - max % alignment) / 4
+}
+
+/// Indices to check in a large output: the ends, both sides of every window boundary, and random ones.
+fn sample_indices(rng: &mut Rng, len: usize, window: usize) -> Vec<usize> {
+    let mut indices = vec![0, 1, len - 2, len - 1];
+    let mut boundary = window;
+    while boundary < len {
+        indices.extend(
+            [boundary - 1, boundary, boundary + 1]
+                .into_iter()
+                .filter(|&i| i < len),
+        );
+        boundary += window;
+    }
+    indices.extend((0..400).map(|_| (rng.next_u64() % len as u64) as usize));
+    indices
+}
+
+fn check_samples(label: &str, out: &Tensor, indices: &[usize], want: impl Fn(usize) -> f64) {
+    let got = out
+        .to_vec()
+        .unwrap_or_else(|error| panic!("{label}: download: {error}"));
+    let picked: Vec<f32> = indices.iter().map(|&i| got[i]).collect();
+    check(label, &picked, |k| want(indices[k]), EXACTISH);
+}
+
+#[test]
+fn ops_on_tensors_larger_than_one_storage_binding() {
+    // Vulkan only: lavapipe binds at most 128 MiB, so these span two windows, and their dispatches need the
+    // second grid dimension (over 65,535 workgroups in a window).
+    let selector = backends()[0].clone();
+    let session = open_poisoned(&selector);
+    let mut rng = Rng::fresh("large");
+    let window = binding_elements(&session) as usize;
+
+    // Same shapes: 40,000,003 elements, 160 MB each.
+    let len = 40_000_003;
+    assert!(
+        len > window,
+        "{len} elements fit one binding of {window}; the test would not window"
+    );
+    let lhs_data = rng.vec(len, -10.0, 10.0);
+    let rhs_data = rng.vec(len, -10.0, 10.0);
+    let lhs = session.upload(&lhs_data, &[len]).expect("upload lhs");
+    let rhs = session.upload(&rhs_data, &[len]).expect("upload rhs");
+    let sum = lhs.add(&rhs).expect("large add");
+    assert_eq!(sum.shape(), &[len]);
+    let indices = sample_indices(&mut rng, len, window);
+    check_samples(
+        &format!("{selector:?} add of {len} elements"),
+        &sum,
+        &indices,
+        |i| f64::from(lhs_data[i]) + f64::from(rhs_data[i]),
+    );
+    drop((sum, lhs, rhs, lhs_data, rhs_data));
+
+    // A [1000] row over [40_003, 1000], in both orders (sub, so that the order shows).
+    let rows = 40_003;
+    let columns = 1000;
+    let len = rows * columns;
+    assert!(len > window);
+    let batch_data = rng.vec(len, -10.0, 10.0);
+    let batch = session
+        .upload(&batch_data, &[rows, columns])
+        .expect("upload batch");
+    let row_data = rng.vec(columns, -10.0, 10.0);
+    let row = session.upload(&row_data, &[columns]).expect("upload row");
+    let indices = sample_indices(&mut rng, len, window);
+
+    let out = batch.add(&row).expect("batch + row");
+    assert_eq!(out.shape(), &[rows, columns]);
+    check_samples(
+        &format!("{selector:?} [{rows}, {columns}] + [{columns}]"),
+        &out,
+        &indices,
+        |i| f64::from(batch_data[i]) + f64::from(row_data[i % columns]),
+    );
+    drop(out);
+    let out = row.sub(&batch).expect("row - batch");
+    assert_eq!(out.shape(), &[rows, columns]);
+    check_samples(
+        &format!("{selector:?} [{columns}] - [{rows}, {columns}]"),
+        &out,
+        &indices,
+        |i| f64::from(row_data[i % columns]) - f64::from(batch_data[i]),
+    );
+    drop(out);
+
+    // Neither operand the output's size: a column times a row, 40,003,000 elements from 41,003 inputs.
+    let column_data = rng.vec(rows, -10.0, 10.0);
+    let column = session
+        .upload(&column_data, &[rows, 1])
+        .expect("upload column");
+    let wide = session
+        .upload(&row_data, &[1, columns])
+        .expect("upload row");
+    let out = column.mul(&wide).expect("column * row");
+    assert_eq!(out.shape(), &[rows, columns]);
+    check_samples(
+        &format!("{selector:?} [{rows}, 1] * [1, {columns}]"),
+        &out,
+        &indices,
+        |i| f64::from(column_data[i / columns]) * f64::from(row_data[i % columns]),
+    );
+}

@@ -1,0 +1,244 @@
+//! Matrix products against an f64 reference: every transpose, batches, tile edges, primes, the seed shape and a
+//! very long K; outputs poisoned so an unwritten element fails.
+
+mod common;
+
+use common::{backends, Rng};
+use wgcompute::{AdapterSelector, Error, Session, SessionOptions};
+
+fn session(selector: &AdapterSelector) -> Session {
+    Session::open(
+        SessionOptions::default()
+            .adapter(selector.clone())
+            .poison_outputs(true),
+    )
+    .expect("open")
+}
+
+/// Reference product of stored operands with transpose flags and optional batches, in f64.
+#[allow(clippy::too_many_arguments)]
+fn reference(
+    a: &[f32],
+    a_shape: &[usize],
+    ta: bool,
+    b: &[f32],
+    b_shape: &[usize],
+    tb: bool,
+) -> (Vec<f64>, Vec<usize>) {
+    let split = |shape: &[usize]| match *shape {
+        [r, c] => (None, r, c),
+        [n, r, c] => (Some(n), r, c),
+        _ => panic!("bad test shape"),
+    };
+    let (a_batch, ar, ac) = split(a_shape);
+    let (b_batch, br, bc) = split(b_shape);
+    let (m, k) = if ta { (ac, ar) } else { (ar, ac) };
+    let n = if tb { br } else { bc };
+    let batch = a_batch.or(b_batch);
+    let batches = batch.unwrap_or(1);
+    let mut out = vec![0.0f64; batches * m * n];
+    for z in 0..batches {
+        let a_off = if a_batch.is_some() { z * ar * ac } else { 0 };
+        let b_off = if b_batch.is_some() { z * br * bc } else { 0 };
+        for i in 0..m {
+            for j in 0..n {
+                let mut sum = 0.0f64;
+                for p in 0..k {
+                    let x = if ta {
+                        a[a_off + p * ac + i]
+                    } else {
+                        a[a_off + i * ac + p]
+                    };
+                    let y = if tb {
+                        b[b_off + j * bc + p]
+                    } else {
+                        b[b_off + p * bc + j]
+                    };
+                    sum += x as f64 * y as f64;
+                }
+                out[z * m * n + i * n + j] = sum;
+            }
+        }
+    }
+    let shape = match batch {
+        Some(batch) => vec![batch, m, n],
+        None => vec![m, n],
+    };
+    (out, shape)
+}
+
+fn relative_error(got: &[f32], want: &[f64]) -> f64 {
+    assert_eq!(got.len(), want.len());
+    if got.iter().any(|x| !x.is_finite()) {
+        return f64::INFINITY;
+    }
+    let diff: f64 = got
+        .iter()
+        .zip(want)
+        .map(|(g, w)| (*g as f64 - w).powi(2))
+        .sum();
+    let norm: f64 = want.iter().map(|w| w * w).sum();
+    (diff / norm.max(f64::MIN_POSITIVE)).sqrt()
+}
+
+fn check(
+    session: &Session,
+    rng: &mut Rng,
+    a_shape: &[usize],
+    ta: bool,
+    b_shape: &[usize],
+    tb: bool,
+    tolerance: f64,
+) {
+    let a_data = rng.vec(a_shape.iter().product(), -1.0, 1.0);
+    let b_data = rng.vec(b_shape.iter().product(), -1.0, 1.0);
+    let a = session.upload(&a_data, a_shape).expect("upload a");
+    let b = session.upload(&b_data, b_shape).expect("upload b");
+    let c = a
+        .matmul_t(&b, ta, tb)
+        .unwrap_or_else(|error| panic!("{a_shape:?}ᵀ{ta} · {b_shape:?}ᵀ{tb}: {error}"));
+    let (want, shape) = reference(&a_data, a_shape, ta, &b_data, b_shape, tb);
+    assert_eq!(c.shape(), &shape[..]);
+    let error = relative_error(&c.to_vec().expect("read"), &want);
+    assert!(
+        error < tolerance,
+        "{a_shape:?} (t={ta}) · {b_shape:?} (t={tb}): relative error {error}"
+    );
+}
+
+/// (m, k, n) cases: ones, primes, around the 64×64 tile and the 8×8 block, vec4-friendly and not.
+const SIZES: [(usize, usize, usize); 12] = [
+    (1, 1, 1),
+    (1, 4, 4),
+    (7, 13, 5),
+    (3, 8, 4),
+    (10, 12, 1000),
+    (65, 129, 67),
+    (64, 64, 64),
+    (63, 65, 68),
+    (9, 100, 8),
+    (129, 31, 257),
+    (8, 4, 12),
+    (17, 1, 3),
+];
+
+#[test]
+fn every_transpose_at_awkward_sizes() {
+    for selector in backends() {
+        let session = session(&selector);
+        let mut rng = Rng::fresh("matmul sizes");
+        for (m, k, n) in SIZES {
+            for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+                let a_shape = if ta { [k, m] } else { [m, k] };
+                let b_shape = if tb { [n, k] } else { [k, n] };
+                check(&session, &mut rng, &a_shape, ta, &b_shape, tb, 1e-5);
+            }
+        }
+    }
+}
+
+#[test]
+fn batches_and_shared_operands() {
+    for selector in backends() {
+        let session = session(&selector);
+        let mut rng = Rng::fresh("matmul batches");
+        check(
+            &session,
+            &mut rng,
+            &[3, 5, 8],
+            false,
+            &[3, 8, 12],
+            false,
+            1e-5,
+        );
+        check(&session, &mut rng, &[4, 7, 9], false, &[9, 11], false, 1e-5);
+        check(
+            &session,
+            &mut rng,
+            &[13, 6],
+            false,
+            &[2, 6, 16],
+            false,
+            1e-5,
+        );
+        check(&session, &mut rng, &[2, 9, 7], true, &[2, 5, 9], true, 1e-5);
+    }
+}
+
+#[test]
+fn the_seed_shape_and_a_long_k() {
+    let session = session(&backends()[0]);
+    let mut rng = Rng::fresh("matmul large");
+    check(
+        &session,
+        &mut rng,
+        &[10, 10000],
+        false,
+        &[10000, 1000],
+        false,
+        1e-4,
+    );
+    // The backward pass of the seed: xᵀ · dY and dY · Wᵀ.
+    check(
+        &session,
+        &mut rng,
+        &[10, 10000],
+        true,
+        &[10, 1000],
+        false,
+        1e-4,
+    );
+    check(
+        &session,
+        &mut rng,
+        &[10, 1000],
+        false,
+        &[10000, 1000],
+        true,
+        1e-4,
+    );
+    check(
+        &session,
+        &mut rng,
+        &[2, 100_000],
+        false,
+        &[100_000, 3],
+        false,
+        1e-4,
+    );
+    check(
+        &session,
+        &mut rng,
+        &[257, 1024],
+        false,
+        &[1024, 260],
+        false,
+        1e-4,
+    );
+}
+
+#[test]
+fn mismatched_shapes_are_errors_that_name_both() {
+    let session = session(&backends()[0]);
+    let a = session.zeros(&[3, 4]).expect("a");
+    let b = session.zeros(&[5, 6]).expect("b");
+    match a.matmul(&b) {
+        Err(Error::Shape { message, .. }) => assert!(
+            message.contains("[3, 4]") && message.contains("[5, 6]"),
+            "{message}"
+        ),
+        other => panic!("expected a shape error, got {other:?}"),
+    }
+    let batched = session.zeros(&[2, 4, 5]).expect("batched");
+    let other_batch = session.zeros(&[3, 5, 2]).expect("other");
+    assert!(matches!(
+        batched.matmul(&other_batch),
+        Err(Error::Shape { .. })
+    ));
+    let vector = session.zeros(&[4]).expect("vector");
+    assert!(matches!(vector.matmul(&a), Err(Error::Shape { .. })));
+    let c = a
+        .matmul_t(&session.full(&[6, 4], 1.0).expect("c"), false, true)
+        .expect("after errors");
+    assert_eq!(c.to_vec().expect("read"), vec![0.0; 18]);
+}
