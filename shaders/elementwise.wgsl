@@ -72,7 +72,7 @@ fn binary(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups)
 }
 
 // out = op(in0) with scalar a. op: 0 relu, 1 exp, 2 log, 3 sqrt, 4 neg, 5 x + a, 6 x * a, 7 x / a, 8 a - x,
-// 9 a / x, 10 x - a.
+// 9 a / x, 10 x - a, 11 x (a copy).
 @compute @workgroup_size(256)
 fn unary(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     let i = linear_index(id, groups);
@@ -93,7 +93,8 @@ fn unary(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) 
         case 7u: { r = x / a; }
         case 8u: { r = a - x; }
         case 9u: { r = a / x; }
-        default: { r = x - a; }
+        case 10u: { r = x - a; }
+        default: { r = x; }
     }
     out[i] = r;
 }

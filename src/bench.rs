@@ -19,6 +19,11 @@ pub struct BenchRow {
     pub baseline_value: f64,
     /// How many times faster than the baseline (above 1: faster), whichever the unit.
     pub speedup: f64,
+    /// A further reference figure in the row's unit, for context only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context_value: Option<f64>,
 }
 
 impl BenchRow {
@@ -39,7 +44,30 @@ impl BenchRow {
             baseline,
             baseline_value,
             speedup: baseline_value / value,
+            context: None,
+            context_value: None,
         }
+    }
+
+    /// A row whose unit is a rate (higher is better).
+    pub fn rate(
+        name: &'static str,
+        case: String,
+        unit: &'static str,
+        value: f64,
+        baseline: String,
+        baseline_value: f64,
+    ) -> Self {
+        Self {
+            speedup: value / baseline_value,
+            ..Self::timed(name, case, unit, value, baseline, baseline_value)
+        }
+    }
+
+    fn with_context(mut self, context: String, value: f64) -> Self {
+        self.context = Some(context);
+        self.context_value = Some(value);
+        self
     }
 }
 
@@ -216,6 +244,186 @@ fn time_per_call(budget: Duration, mut call: impl FnMut() -> Result<()>) -> Resu
         calls += 16;
     }
     Ok(start.elapsed().as_secs_f64() * 1e9 / calls as f64)
+}
+
+/// Median time of `work` followed by a wait for the device, after one warm-up.
+fn device_time(
+    session: &Session,
+    runs: usize,
+    mut work: impl FnMut() -> Result<()>,
+) -> Result<Duration> {
+    median_time(runs, || {
+        work()?;
+        session.sync()
+    })
+}
+
+/// Median time of a device buffer-to-buffer copy of `bytes` (the copy engine, between two fresh buffers).
+fn buffer_copy_time(session: &Session, bytes: u64, runs: usize) -> Result<Duration> {
+    session.inner().with_gpu(|gpu| {
+        let make = |label| {
+            gpu.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(label),
+                size: bytes,
+                usage: wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            })
+        };
+        let (source, target) = (make("bench copy source"), make("bench copy target"));
+        let result = median_time(runs, || {
+            let mut encoder = gpu
+                .device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
+            encoder.copy_buffer_to_buffer(&source, 0, &target, 0, bytes);
+            gpu.queue.submit([encoder.finish()]);
+            gpu.device
+                .poll(wgpu::PollType::wait_indefinitely())
+                .map(drop)
+                .map_err(|error| crate::Error::DeviceLost {
+                    reason: error.to_string(),
+                })
+        });
+        source.destroy();
+        target.destroy();
+        result
+    })
+}
+
+/// Threads the CPU sgemm baseline uses: matrixmultiply reads `MATMUL_NUM_THREADS` once, at its first product.
+pub fn sgemm_threads() -> usize {
+    std::env::var("MATMUL_NUM_THREADS")
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .unwrap_or(1)
+}
+
+fn cpu_sgemm(a: &[f32], b: &[f32], c: &mut [f32], m: usize, k: usize, n: usize) {
+    // SAFETY: the slices hold m·k, k·n and m·n elements, row-major, as the strides say.
+    unsafe {
+        matrixmultiply::sgemm(
+            m,
+            k,
+            n,
+            1.0,
+            a.as_ptr(),
+            k as isize,
+            1,
+            b.as_ptr(),
+            n as isize,
+            1,
+            0.0,
+            c.as_mut_ptr(),
+            n as isize,
+            1,
+        );
+    }
+}
+
+fn host_data(len: usize, seed: u64) -> Vec<f32> {
+    let mut state = seed;
+    (0..len)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((state >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+        })
+        .collect()
+}
+
+/// Matmul GFLOP/s at the given (m, k, n) beside the CPU sgemm of the matrixmultiply crate.
+pub fn matmul(
+    session: &Session,
+    shapes: &[(usize, usize, usize)],
+    runs: usize,
+) -> Result<Vec<BenchRow>> {
+    let mut rows = Vec::new();
+    for &(m, k, n) in shapes {
+        let (a_host, b_host) = (host_data(m * k, 1), host_data(k * n, 2));
+        let a = session.upload(&a_host, &[m, k])?;
+        let b = session.upload(&b_host, &[k, n])?;
+        let gpu = device_time(session, runs, || a.matmul(&b).map(drop))?;
+        let mut c_host = vec![0.0f32; m * n];
+        let cpu = median_time(runs, || {
+            cpu_sgemm(&a_host, &b_host, &mut c_host, m, k, n);
+            Ok(())
+        })?;
+        let flops = 2.0 * (m * k * n) as f64;
+        rows.push(BenchRow::rate(
+            "matmul",
+            format!("{m}x{k}x{n}"),
+            "GFLOP/s",
+            flops / gpu.as_secs_f64() / 1e9,
+            format!("cpu sgemm (matrixmultiply, {} threads)", sgemm_threads()),
+            flops / cpu.as_secs_f64() / 1e9,
+        ));
+    }
+    Ok(rows)
+}
+
+/// A sum over all of `len` floats, in GB/s of input, beside a device copy of the same input; a single-thread
+/// vectorised CPU sum for context.
+pub fn sum(session: &Session, len: usize, runs: usize) -> Result<BenchRow> {
+    let host = host_data(len, 3);
+    let input = session.upload(&host, &[len])?;
+    let summed = device_time(session, runs, || input.sum(None).map(drop))?;
+    let copied = buffer_copy_time(session, (len * 4) as u64, runs)?;
+    let cpu = median_time(runs, || {
+        std::hint::black_box(cpu_sum(&host));
+        Ok(())
+    })?;
+    let bytes = (len * 4) as f64;
+    let gbps = |time: Duration| bytes / time.as_secs_f64() / 1e9;
+    Ok(BenchRow::rate(
+        "sum",
+        len.to_string(),
+        "GB/s",
+        gbps(summed),
+        "device copy of the input".to_string(),
+        gbps(copied),
+    )
+    .with_context("cpu sum, 1 thread, 16 accumulators".to_string(), gbps(cpu)))
+}
+
+/// Sixteen independent accumulators, so the loop vectorises (a plain `iter().sum()` must keep its order and
+/// does not).
+fn cpu_sum(data: &[f32]) -> f32 {
+    let mut lanes = [0.0f32; 16];
+    let chunks = data.chunks_exact(16);
+    let tail: f32 = chunks.remainder().iter().sum();
+    for chunk in chunks {
+        for (lane, value) in lanes.iter_mut().zip(chunk) {
+            *lane += value;
+        }
+    }
+    lanes.iter().sum::<f32>() + tail
+}
+
+/// Adam over `len` parameters in GB/s moved (param, grad, m and v read; param, m and v written), beside a
+/// device copy moving the same number of bytes.
+pub fn adam(session: &Session, len: usize, runs: usize) -> Result<BenchRow> {
+    let param = session.upload(&host_data(len, 4), &[len])?;
+    let grad = session.upload(&host_data(len, 5), &[len])?;
+    let (m, v) = (session.zeros(&[len])?, session.zeros(&[len])?);
+    let config = crate::AdamConfig::default();
+    let mut step = 0;
+    let updated = device_time(session, runs, || {
+        step += 1;
+        param.adam_update_(&grad, &m, &v, step, &config)
+    })?;
+    drop((grad, m, v));
+    // 28 bytes move per parameter; a copy of 14 bytes per parameter reads 14 and writes 14.
+    let copied = buffer_copy_time(session, (len * 14) as u64, runs)?;
+    let bytes = (len * 28) as f64;
+    let gbps = |time: Duration| bytes / time.as_secs_f64() / 1e9;
+    Ok(BenchRow::rate(
+        "adam",
+        len.to_string(),
+        "GB/s",
+        gbps(updated),
+        "device copy of as many bytes".to_string(),
+        gbps(copied),
+    ))
 }
 
 /// Prints rows as an aligned table.

@@ -334,7 +334,8 @@ impl Gpu {
         Ok(())
     }
 
-    /// Copies bytes between ranges through the command stream.
+    /// Copies bytes between ranges of different slabs through the command stream (the copy engine cannot copy
+    /// within one buffer).
     pub fn copy(&mut self, from: BufferRange, to: BufferRange) -> Result<()> {
         if from.bytes == 0 {
             return Ok(());

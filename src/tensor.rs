@@ -242,7 +242,8 @@ impl Tensor {
         }
         let out = self.output("reshape", shape, self.dtype)?;
         let (from, to) = (self.range()?, out.range()?);
-        self.with_gpu(|gpu| gpu.copy(from, to))?;
+        let elements = self.len() as u64;
+        self.with_gpu(|gpu| elementwise::copy(gpu, from, to, elements))?;
         Ok(out)
     }
 
@@ -282,6 +283,26 @@ impl Tensor {
         }
         let range = self.range()?;
         self.with_gpu(|gpu| gpu.write(range, bytemuck::cast_slice(data), false))
+    }
+
+    /// Copies `source` (same element count and dtype) into this tensor through the command stream.
+    pub fn copy_from(&self, source: &Tensor) -> Result<()> {
+        self.expect_same_session("copy_from", source)?;
+        if source.len() != self.len() || source.dtype != self.dtype {
+            return Err(Error::Shape {
+                op: "copy_from",
+                message: format!(
+                    "source {:?} ({}) does not fit target {:?} ({})",
+                    source.shape(),
+                    source.dtype,
+                    self.shape(),
+                    self.dtype
+                ),
+            });
+        }
+        let (from, to) = (source.range()?, self.range()?);
+        let elements = self.len() as u64;
+        self.with_gpu(|gpu| elementwise::copy(gpu, from, to, elements))
     }
 
     /// Sets every element to `value`, in place.

@@ -101,6 +101,19 @@ pub(crate) fn scale_add(
     over_windows(gpu, &SCALE_ADD, &[range], elements, params)
 }
 
+/// Copies `elements` values between ranges: by the copy engine across buffers, by a kernel within one buffer
+/// (WebGPU forbids a buffer copy onto its own buffer, and tensors share slabs).
+pub(crate) fn copy(gpu: &mut Gpu, from: BufferRange, to: BufferRange, elements: u64) -> Result<()> {
+    if from.slab != to.slab {
+        return gpu.copy(from, to);
+    }
+    let params = Params {
+        op: UnaryOp::Copy as u32,
+        ..Params::default()
+    };
+    over_windows(gpu, &UNARY, &[from, to], elements, params)
+}
+
 #[derive(Clone, Copy)]
 pub(crate) enum BinaryOp {
     Add = 0,
@@ -122,6 +135,7 @@ pub(crate) enum UnaryOp {
     ScalarSub = 8,
     ScalarDiv = 9,
     SubScalar = 10,
+    Copy = 11,
 }
 
 /// The shape two shapes broadcast to (NumPy's rules: aligned at the right, 1 stretches).

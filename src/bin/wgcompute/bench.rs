@@ -34,6 +34,15 @@ pub fn run(global: &GlobalOptions, args: &BenchArgs) -> Result<()> {
         &bench::POOL_SIZES,
         budget,
     )?);
+    let mut shapes = vec![(256, 256, 256), (512, 512, 512), (1024, 1024, 1024)];
+    if !args.quick {
+        shapes.push((2048, 2048, 2048));
+    }
+    shapes.push((10, 10000, 1000));
+    let runs = if args.quick { 3 } else { 7 };
+    results.extend(bench::matmul(&session, &shapes, runs)?);
+    results.push(bench::sum(&session, 16 << 20, runs)?);
+    results.push(bench::adam(&session, 10_000_000, runs)?);
     let report = BenchReport::new(&session, results);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

@@ -3,6 +3,7 @@
 mod bench;
 mod devices;
 mod memcheck;
+mod op;
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
@@ -52,6 +53,9 @@ enum Command {
     Devices(devices::DevicesArgs),
     /// Open, fill, compute and close sessions in a loop, and check that memory comes back after each close.
     Memcheck(memcheck::MemcheckArgs),
+    /// Run one operation on .npy files.
+    #[command(subcommand)]
+    Op(op::OpCommand),
     /// Measure against same-run baselines.
     Bench(bench::BenchArgs),
     /// One small job (open, kernel, read back, close); the child-process side of `bench`.
@@ -60,11 +64,18 @@ enum Command {
 }
 
 fn main() {
+    // The CPU sgemm baseline uses as many threads as this machine has, unless told otherwise; it reads this
+    // once, so it is set before anything else runs.
+    if std::env::var_os("MATMUL_NUM_THREADS").is_none() {
+        let threads = std::thread::available_parallelism().map_or(1, |count| count.get());
+        std::env::set_var("MATMUL_NUM_THREADS", threads.to_string());
+    }
     let cli = Cli::parse();
     let outcome = match &cli.command {
         Command::Devices(args) => devices::run(args),
         Command::Memcheck(args) => memcheck::run(&cli.global, args),
         Command::Bench(args) => bench::run(&cli.global, args),
+        Command::Op(command) => op::run(&cli.global, command),
         Command::Job => cli
             .global
             .session_options()

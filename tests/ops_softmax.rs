@@ -1,0 +1,652 @@
+//! The softmax family against a CPU reference computed in f64: softmax and log-softmax along the last axis at
+//! awkward shapes (a single element, rows just past one workgroup of 256 threads, many short rows, and 65,537
+//! rows, one workgroup each, which needs the 2-D grid), rows of extreme values (±80, ±1e30, all-equal huge),
+//! and TensorFlow's softmax cross-entropy with its exact gradient on normalised, unnormalised and one-hot labels,
+//! checked against the analytic gradient and a central finite difference of the f64 loss. Every session
+//! poisons its outputs with NaN, so an element a kernel fails to write fails the comparison. Also: the shape,
+//! dtype and session errors, and that the session still works after them.
+
+mod common;
+
+use common::{backends, Rng};
+use wgcompute::{AdapterSelector, Error, Session, SessionOptions, Tensor};
+
+fn session(selector: &AdapterSelector) -> Session {
+    Session::open(
+        SessionOptions::default()
+            .adapter(selector.clone())
+            .poison_outputs(true),
+    )
+    .unwrap_or_else(|error| panic!("opening a poisoned session on {selector:?}: {error}"))
+}
+
+fn count(shape: &[usize]) -> usize {
+    shape.iter().product()
+}
+
+fn cols_of(shape: &[usize]) -> usize {
+    *shape.last().expect("rank at least 1")
+}
+
+// --- the f64 reference, computed the stable way (shifted by the row maximum) ---
+
+fn row_max(row: &[f64]) -> f64 {
+    row.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+}
+
+/// log(sum(exp(x - max))), so that logsumexp(x) - x_j = (max - x_j) + this, with no cancellation of huge terms.
+fn log_sum_shifted(row: &[f64]) -> f64 {
+    let m = row_max(row);
+    row.iter().map(|&x| (x - m).exp()).sum::<f64>().ln()
+}
+
+fn softmax_reference(data: &[f32], cols: usize) -> Vec<f64> {
+    let mut out = Vec::with_capacity(data.len());
+    for row in data.chunks(cols) {
+        let row: Vec<f64> = row.iter().map(|&x| x as f64).collect();
+        let m = row_max(&row);
+        let total: f64 = row.iter().map(|&x| (x - m).exp()).sum();
+        out.extend(row.iter().map(|&x| (x - m).exp() / total));
+    }
+    out
+}
+
+fn log_softmax_reference(data: &[f32], cols: usize) -> Vec<f64> {
+    let mut out = Vec::with_capacity(data.len());
+    for row in data.chunks(cols) {
+        let row: Vec<f64> = row.iter().map(|&x| x as f64).collect();
+        let m = row_max(&row);
+        let log_total = log_sum_shifted(&row);
+        out.extend(row.iter().map(|&x| (x - m) - log_total));
+    }
+    out
+}
+
+/// TensorFlow's loss of one row: sum_j y_j * (logsumexp(x) - x_j).
+fn loss_row(logits: &[f64], labels: &[f64]) -> f64 {
+    let m = row_max(logits);
+    let log_total = log_sum_shifted(logits);
+    logits
+        .iter()
+        .zip(labels)
+        .map(|(&x, &y)| y * ((m - x) + log_total))
+        .sum()
+}
+
+fn widen(row: &[f32]) -> Vec<f64> {
+    row.iter().map(|&x| x as f64).collect()
+}
+
+fn loss_reference(logits: &[f32], labels: &[f32], cols: usize) -> Vec<f64> {
+    logits
+        .chunks(cols)
+        .zip(labels.chunks(cols))
+        .map(|(x, y)| loss_row(&widen(x), &widen(y)))
+        .collect()
+}
+
+/// The analytic gradient of the summed loss: softmax(x) * sum(y) - y, per row.
+fn gradient_reference(logits: &[f32], labels: &[f32], cols: usize) -> Vec<f64> {
+    let probabilities = softmax_reference(logits, cols);
+    let mut out = Vec::with_capacity(logits.len());
+    for (p, y) in probabilities.chunks(cols).zip(labels.chunks(cols)) {
+        let label_total: f64 = y.iter().map(|&v| v as f64).sum();
+        out.extend(p.iter().zip(y).map(|(&p, &y)| p * label_total - y as f64));
+    }
+    out
+}
+
+/// Relative Frobenius error of `got` against `want`; the absolute error where `want` is all zeros.
+fn relative_error(got: &[f32], want: &[f64]) -> f64 {
+    assert_eq!(got.len(), want.len(), "lengths");
+    let diff: f64 = got
+        .iter()
+        .zip(want)
+        .map(|(&g, &w)| (g as f64 - w).powi(2))
+        .sum();
+    let norm: f64 = want.iter().map(|w| w * w).sum();
+    if norm == 0.0 {
+        diff.sqrt()
+    } else {
+        (diff / norm).sqrt()
+    }
+}
+
+fn assert_finite(got: &[f32], what: &str) {
+    if let Some(index) = got.iter().position(|x| !x.is_finite()) {
+        panic!(
+            "{what}: element {index} is {} (of {} elements)",
+            got[index],
+            got.len()
+        );
+    }
+}
+
+fn read(tensor: &Tensor, what: &str) -> Vec<f32> {
+    tensor
+        .to_vec()
+        .unwrap_or_else(|error| panic!("{what}: reading back: {error}"))
+}
+
+// --- 1. softmax and log-softmax at awkward shapes ---
+
+const SHAPES: &[&[usize]] = &[
+    &[1],
+    &[7],
+    &[1, 1],
+    &[3, 257],
+    &[10, 1000],
+    &[2, 3, 5, 7],
+    &[4, 1025],
+    &[1000, 3],
+    &[300, 1],
+];
+
+/// Softmax and log-softmax of `data` checked against the reference, element by element where the values are
+/// extreme (`elementwise`), and by relative Frobenius error (per row) otherwise; softmax rows sum to 1.
+fn check_softmax(session: &Session, data: &[f32], shape: &[usize], elementwise: bool, label: &str) {
+    let cols = cols_of(shape);
+    let input = session.upload(data, shape).expect("upload");
+
+    let softmax = input
+        .softmax()
+        .unwrap_or_else(|error| panic!("{label}: softmax of {shape:?}: {error}"));
+    assert_eq!(softmax.shape(), shape, "{label}: softmax shape");
+    let got = read(&softmax, label);
+    assert_finite(&got, &format!("{label}: softmax of {shape:?}"));
+    let want = softmax_reference(data, cols);
+    let error = relative_error(&got, &want);
+    assert!(
+        error < 1e-5,
+        "{label}: softmax of {shape:?}: relative error {error}"
+    );
+    for (row, values) in got.chunks(cols).enumerate() {
+        let total: f64 = values.iter().map(|&p| p as f64).sum();
+        assert!(
+            (total - 1.0).abs() < 1e-5,
+            "{label}: softmax of {shape:?}: row {row} sums to {total}"
+        );
+        assert!(
+            values.iter().all(|&p| (0.0..=1.0).contains(&p)),
+            "{label}: softmax of {shape:?}: row {row} has a value outside [0, 1]"
+        );
+    }
+
+    let log_softmax = input
+        .log_softmax()
+        .unwrap_or_else(|error| panic!("{label}: log_softmax of {shape:?}: {error}"));
+    assert_eq!(log_softmax.shape(), shape, "{label}: log_softmax shape");
+    let got_log = read(&log_softmax, label);
+    assert_finite(&got_log, &format!("{label}: log_softmax of {shape:?}"));
+    let want_log = log_softmax_reference(data, cols);
+    let error = relative_error(&got_log, &want_log);
+    assert!(
+        error < 1e-5,
+        "{label}: log_softmax of {shape:?}: relative error {error}"
+    );
+    assert!(
+        got_log.iter().all(|&v| v <= 0.0),
+        "{label}: log_softmax of {shape:?} has a positive value"
+    );
+
+    if elementwise {
+        for (index, ((&g, &w), (&gl, &wl))) in got
+            .iter()
+            .zip(&want)
+            .zip(got_log.iter().zip(&want_log))
+            .enumerate()
+        {
+            assert!(
+                (g as f64 - w).abs() <= 1e-5 * w.abs().max(1e-3),
+                "{label}: softmax of {shape:?}: element {index} (row {}) is {g}, want {w}; input {}",
+                index / cols,
+                data[index]
+            );
+            assert!(
+                (gl as f64 - wl).abs() <= 1e-5 * wl.abs().max(1.0),
+                "{label}: log_softmax of {shape:?}: element {index} (row {}) is {gl}, want {wl}; input {}",
+                index / cols,
+                data[index]
+            );
+        }
+    }
+}
+
+#[test]
+fn softmax_and_log_softmax_match_the_f64_reference_at_awkward_shapes() {
+    for selector in backends() {
+        let session = session(&selector);
+        let mut rng = Rng::fresh("softmax shapes");
+        let label = format!("{selector:?}");
+        for &shape in SHAPES {
+            let data = rng.vec(count(shape), -6.0, 6.0);
+            check_softmax(&session, &data, shape, false, &label);
+        }
+        // Wider inputs, where exp spreads over many orders of magnitude.
+        let data = rng.vec(count(&[5, 333]), -30.0, 30.0);
+        check_softmax(&session, &data, &[5, 333], false, &label);
+    }
+}
+
+// --- 2. stability on extreme rows ---
+
+/// Rows of `cols` extreme values, one kind per row, in a fixed order: the row index names the kind in a failure.
+fn extreme_rows(rng: &mut Rng, cols: usize) -> Vec<f32> {
+    let mut data = Vec::new();
+    // 0: values in [-80, 80], where a naive exp overflows.
+    data.extend(rng.vec(cols, -80.0, 80.0));
+    // 1: ±1e30 mixed, at random; at least one of each sign.
+    let signs: Vec<bool> = (0..cols)
+        .map(|c| c == 0 || (c != 1 && rng.next_u64() & 1 == 1))
+        .collect();
+    data.extend(signs.iter().map(|&plus| if plus { 1e30 } else { -1e30 }));
+    // 2: ±1e30 scaled, so one value wins: the rest underflow to 0 and the winner is 1.
+    data.extend((0..cols).map(|_| {
+        let scale = rng.uniform(0.5, 1.5);
+        if rng.next_u64() & 1 == 1 {
+            1e30 * scale
+        } else {
+            -1e30 * scale
+        }
+    }));
+    // 3: all equal and huge, positive; 4: all equal and huge, negative; 5: all equal to 1e30.
+    data.extend(std::iter::repeat_n(3e38f32, cols));
+    data.extend(std::iter::repeat_n(-3e38f32, cols));
+    data.extend(std::iter::repeat_n(1e30f32, cols));
+    // 6: huge and near the top of f32, spread by at most 2e38 so differences stay finite.
+    data.extend(rng.vec(cols, 1e38, 3e38));
+    // 7: values in [-80, 80] offset by 1e4, where the offset dominates the f32 precision but not the spread.
+    data.extend(rng.vec(cols, -80.0, 80.0).iter().map(|v| v + 1e4));
+    data
+}
+
+const EXTREME_ROWS: usize = 8;
+
+#[test]
+fn extreme_rows_stay_finite_and_correct() {
+    for selector in backends() {
+        let session = session(&selector);
+        let mut rng = Rng::fresh("softmax extremes");
+        for cols in [1usize, 2, 5, 256, 300, 1031] {
+            let data = extreme_rows(&mut rng, cols);
+            let label = format!("{selector:?}, {cols} columns");
+            check_softmax(&session, &data, &[EXTREME_ROWS, cols], true, &label);
+            // Each row on its own as well, so that one row's error is not hidden in another's norm.
+            for (row, values) in data.chunks(cols).enumerate() {
+                check_softmax(
+                    &session,
+                    values,
+                    &[cols],
+                    true,
+                    &format!("{label}, row {row}"),
+                );
+            }
+            // Cross-entropy on the same rows, with uniform [0, 1) labels; row 6 gets zero labels, since its true
+            // loss, sum_j y_j (max - x_j) with gaps of up to 2e38, is past f32's range. Its loss and gradient are 0.
+            let mut labels = rng.vec(data.len(), 0.0, 1.0);
+            labels[6 * cols..7 * cols].fill(0.0);
+            let logits = session
+                .upload(&data, &[EXTREME_ROWS, cols])
+                .expect("upload");
+            let labels_tensor = session
+                .upload(&labels, &[EXTREME_ROWS, cols])
+                .expect("upload");
+            let (loss, gradient) = logits
+                .softmax_cross_entropy_with_logits(&labels_tensor)
+                .unwrap_or_else(|error| panic!("{label}: cross-entropy: {error}"));
+            let got_loss = read(&loss, &label);
+            let got_gradient = read(&gradient, &label);
+            assert_finite(&got_loss, &format!("{label}: loss"));
+            assert_finite(&got_gradient, &format!("{label}: gradient"));
+            let want_loss = loss_reference(&data, &labels, cols);
+            let want_gradient = gradient_reference(&data, &labels, cols);
+            for row in 0..EXTREME_ROWS {
+                let (g, w) = (got_loss[row] as f64, want_loss[row]);
+                assert!(
+                    (g - w).abs() <= 1e-5 * w.abs().max(1e-3),
+                    "{label}: loss of extreme row {row} is {g}, want {w}"
+                );
+                let span = row * cols..(row + 1) * cols;
+                let error = relative_error(&got_gradient[span.clone()], &want_gradient[span]);
+                assert!(
+                    error < 1e-5,
+                    "{label}: gradient of extreme row {row}: relative error {error}"
+                );
+            }
+        }
+    }
+}
+
+// --- 3. softmax cross-entropy with its exact gradient ---
+
+#[derive(Clone, Copy, Debug)]
+enum Labels {
+    /// Uniform [0, 1), each row divided by its sum.
+    Normalised,
+    /// Uniform [0, 1), like the seed workload: rows do not sum to 1.
+    Unnormalised,
+    /// One 1 per row at a random column.
+    OneHot,
+}
+
+fn make_labels(rng: &mut Rng, kind: Labels, shape: &[usize]) -> Vec<f32> {
+    let cols = cols_of(shape);
+    let len = count(shape);
+    match kind {
+        Labels::Unnormalised => rng.vec(len, 0.0, 1.0),
+        Labels::Normalised => {
+            let mut labels = rng.vec(len, 0.0, 1.0);
+            for row in labels.chunks_mut(cols) {
+                // Keep every row's sum away from 0 so that the division is tame.
+                row[0] += 0.25;
+                let total: f32 = row.iter().sum();
+                row.iter_mut().for_each(|v| *v /= total);
+            }
+            labels
+        }
+        Labels::OneHot => {
+            let mut labels = vec![0.0; len];
+            for row in labels.chunks_mut(cols) {
+                row[(rng.next_u64() % cols as u64) as usize] = 1.0;
+            }
+            labels
+        }
+    }
+}
+
+fn check_cross_entropy(
+    session: &Session,
+    rng: &mut Rng,
+    shape: &[usize],
+    kind: Labels,
+    label: &str,
+) {
+    let label = format!("{label}, {kind:?} labels, shape {shape:?}");
+    let cols = cols_of(shape);
+    let logits_data = rng.vec(count(shape), -5.0, 5.0);
+    let labels_data = make_labels(rng, kind, shape);
+    let logits = session.upload(&logits_data, shape).expect("upload");
+    let labels = session.upload(&labels_data, shape).expect("upload");
+    let (loss, gradient) = logits
+        .softmax_cross_entropy_with_logits(&labels)
+        .unwrap_or_else(|error| panic!("{label}: {error}"));
+    assert_eq!(
+        loss.shape(),
+        &shape[..shape.len() - 1],
+        "{label}: loss shape"
+    );
+    assert_eq!(gradient.shape(), shape, "{label}: gradient shape");
+    let got_loss = read(&loss, &label);
+    let got_gradient = read(&gradient, &label);
+    assert_finite(&got_loss, &format!("{label}: loss"));
+    assert_finite(&got_gradient, &format!("{label}: gradient"));
+
+    let want_loss = loss_reference(&logits_data, &labels_data, cols);
+    let error = relative_error(&got_loss, &want_loss);
+    assert!(error < 1e-5, "{label}: loss: relative error {error}");
+
+    // (a) the analytic gradient, softmax * sum(labels) - labels.
+    let want_gradient = gradient_reference(&logits_data, &labels_data, cols);
+    let error = relative_error(&got_gradient, &want_gradient);
+    assert!(error < 1e-5, "{label}: gradient: relative error {error}");
+
+    // (b) a central difference of the f64 loss at sampled positions: the gradient is the true one.
+    let rows = count(shape) / cols;
+    let positions = 12.min(count(shape));
+    for sample in 0..positions {
+        let index = if sample == 0 {
+            0
+        } else if sample == 1 {
+            count(shape) - 1
+        } else {
+            (rng.next_u64() % count(shape) as u64) as usize
+        };
+        let (row, col) = (index / cols, index % cols);
+        assert!(row < rows);
+        let mut x = widen(&logits_data[row * cols..(row + 1) * cols]);
+        let y = widen(&labels_data[row * cols..(row + 1) * cols]);
+        let h = 1e-4;
+        let centre = x[col];
+        x[col] = centre + h;
+        let plus = loss_row(&x, &y);
+        x[col] = centre - h;
+        let minus = loss_row(&x, &y);
+        let difference = (plus - minus) / (2.0 * h);
+        // The reference agrees with its own finite difference (a check of the test itself) ...
+        assert!(
+            (difference - want_gradient[index]).abs() <= 1e-6 * (1.0 + difference.abs()),
+            "{label}: reference gradient {} vs central difference {difference} at ({row}, {col})",
+            want_gradient[index]
+        );
+        // ... and so does the GPU's gradient.
+        let got = got_gradient[index] as f64;
+        assert!(
+            (got - difference).abs() <= 1e-5 * (1.0 + difference.abs()),
+            "{label}: gradient {got} vs central difference {difference} at ({row}, {col})"
+        );
+    }
+
+    // With labels that sum to 1 per row, the gradient is TensorFlow's softmax - labels.
+    if matches!(kind, Labels::Normalised | Labels::OneHot) {
+        let probabilities = softmax_reference(&logits_data, cols);
+        let want: Vec<f64> = probabilities
+            .iter()
+            .zip(&labels_data)
+            .map(|(&p, &y)| p - y as f64)
+            .collect();
+        let error = relative_error(&got_gradient, &want);
+        assert!(
+            error < 1e-5,
+            "{label}: gradient vs softmax - labels: relative error {error}"
+        );
+        let softmax = read(&logits.softmax().expect("softmax"), &label);
+        let from_gpu: Vec<f64> = softmax
+            .iter()
+            .zip(&labels_data)
+            .map(|(&p, &y)| p as f64 - y as f64)
+            .collect();
+        let error = relative_error(&got_gradient, &from_gpu);
+        assert!(
+            error < 1e-5,
+            "{label}: gradient vs the GPU's softmax - labels: relative error {error}"
+        );
+    } else {
+        // Unnormalised labels: the gradient is not softmax - labels (that would be the wrong gradient here),
+        // unless every row happens to sum to 1.
+        let probabilities = softmax_reference(&logits_data, cols);
+        let far_from_one = labels_data
+            .chunks(cols)
+            .any(|row| (row.iter().map(|&v| v as f64).sum::<f64>() - 1.0).abs() > 0.1);
+        if far_from_one {
+            let naive: Vec<f64> = probabilities
+                .iter()
+                .zip(&labels_data)
+                .map(|(&p, &y)| p - y as f64)
+                .collect();
+            let error = relative_error(&got_gradient, &naive);
+            assert!(
+                error > 1e-3,
+                "{label}: the gradient is softmax - labels on unnormalised labels (relative difference {error})"
+            );
+        }
+    }
+}
+
+#[test]
+fn cross_entropy_loss_and_gradient_match_the_reference() {
+    for selector in backends() {
+        let session = session(&selector);
+        let mut rng = Rng::fresh("softmax cross-entropy");
+        let label = format!("{selector:?}");
+        for shape in [
+            &[10, 1000][..],
+            &[1, 1],
+            &[7, 3],
+            &[3, 4099],
+            &[5],
+            &[2, 3, 257],
+            &[2, 2, 3, 5],
+        ] {
+            for kind in [Labels::Normalised, Labels::Unnormalised, Labels::OneHot] {
+                check_cross_entropy(&session, &mut rng, shape, kind, &label);
+            }
+        }
+    }
+}
+
+/// One workgroup per row: 65,537 rows pass the 65,535 workgroups one grid dimension allows, so the kernels must
+/// use the 2-D grid. Vulkan only: on llvmpipe's GL this alone takes most of a minute.
+#[test]
+fn many_rows_use_the_two_dimensional_grid() {
+    let selector = &backends()[0];
+    let session = session(selector);
+    let mut rng = Rng::fresh("softmax many rows");
+    let label = format!("{selector:?}");
+    let shape = [65_537, 2];
+    let data = rng.vec(count(&shape), -6.0, 6.0);
+    check_softmax(&session, &data, &shape, false, &label);
+    check_cross_entropy(
+        &session,
+        &mut rng,
+        &[65_537, 3],
+        Labels::Unnormalised,
+        &label,
+    );
+}
+
+#[test]
+fn cross_entropy_of_a_single_column_is_zero() {
+    // One class: softmax is 1, so the loss is y * 0 and the gradient 1 * y - y, both exactly 0.
+    for selector in backends() {
+        let session = session(&selector);
+        let mut rng = Rng::fresh("softmax one column");
+        let logits_data = rng.vec(9, -50.0, 50.0);
+        let labels_data = rng.vec(9, 0.0, 3.0);
+        let logits = session.upload(&logits_data, &[9, 1]).expect("upload");
+        let labels = session.upload(&labels_data, &[9, 1]).expect("upload");
+        let (loss, gradient) = logits
+            .softmax_cross_entropy_with_logits(&labels)
+            .expect("cross-entropy");
+        assert_eq!(read(&loss, "loss"), vec![0.0; 9], "{selector:?}: loss");
+        assert_eq!(
+            read(&gradient, "gradient"),
+            vec![0.0; 9],
+            "{selector:?}: gradient"
+        );
+    }
+}
+
+// --- 4. errors ---
+
+#[test]
+fn bad_shapes_dtypes_and_sessions_are_errors_and_the_session_goes_on() {
+    for selector in backends() {
+        let session = session(&selector);
+        let other = self::session(&selector);
+        let logits = session
+            .upload(&(0..12).map(|v| v as f32).collect::<Vec<_>>(), &[3, 4])
+            .expect("upload");
+
+        // Logits and labels of different shapes, even with the same element count.
+        for labels_shape in [&[3, 5][..], &[12], &[4, 3], &[1, 3, 4]] {
+            let labels = session
+                .upload(&vec![0.25; count(labels_shape)], labels_shape)
+                .expect("upload");
+            match logits.softmax_cross_entropy_with_logits(&labels) {
+                Err(error @ Error::Shape { .. }) => {
+                    let message = error.to_string();
+                    assert!(
+                        message.contains("[3, 4]")
+                            && message.contains(&format!("{labels_shape:?}")),
+                        "{selector:?}: the message names both shapes: {message}"
+                    );
+                }
+                result => panic!(
+                    "{selector:?}: logits [3, 4] with labels {labels_shape:?} gave {:?}",
+                    result.map(|(loss, _)| loss.shape().to_vec())
+                ),
+            }
+        }
+
+        // A zero-length last axis.
+        let empty = session.zeros(&[3, 0]).expect("empty tensor");
+        assert!(
+            matches!(empty.softmax(), Err(Error::Shape { .. })),
+            "{selector:?}: softmax of [3, 0]"
+        );
+        assert!(
+            matches!(empty.log_softmax(), Err(Error::Shape { .. })),
+            "{selector:?}: log_softmax of [3, 0]"
+        );
+        let empty_labels = session.zeros(&[3, 0]).expect("empty tensor");
+        assert!(
+            matches!(
+                empty.softmax_cross_entropy_with_logits(&empty_labels),
+                Err(Error::Shape { .. })
+            ),
+            "{selector:?}: cross-entropy of [3, 0]"
+        );
+        // No last axis at all: a scalar.
+        let scalar = session.upload(&[1.5], &[]).expect("scalar");
+        assert!(
+            matches!(scalar.softmax(), Err(Error::Shape { .. })),
+            "{selector:?}: softmax of a scalar"
+        );
+
+        // Integer tensors.
+        let indices = logits.argmax(Some(1)).expect("argmax");
+        assert!(
+            matches!(indices.softmax(), Err(Error::DType { .. })),
+            "{selector:?}: softmax of u32"
+        );
+
+        // Tensors of two sessions, both ways round.
+        let foreign = other.upload(&[0.25; 12], &[3, 4]).expect("upload");
+        assert!(
+            matches!(
+                logits.softmax_cross_entropy_with_logits(&foreign),
+                Err(Error::SessionMismatch { .. })
+            ),
+            "{selector:?}: labels of another session"
+        );
+        assert!(
+            matches!(
+                foreign.softmax_cross_entropy_with_logits(&logits),
+                Err(Error::SessionMismatch { .. })
+            ),
+            "{selector:?}: logits of another session"
+        );
+
+        // Both sessions still work.
+        let labels = session.upload(&[0.25; 12], &[3, 4]).expect("upload");
+        let (loss, _) = logits
+            .softmax_cross_entropy_with_logits(&labels)
+            .expect("cross-entropy after errors");
+        let logits_data: Vec<f32> = (0..12).map(|v| v as f32).collect();
+        let error = relative_error(
+            &read(&loss, "loss"),
+            &loss_reference(&logits_data, &[0.25; 12], 4),
+        );
+        assert!(
+            error < 1e-5,
+            "{selector:?}: loss after errors: relative error {error}"
+        );
+        let error = relative_error(
+            &read(&logits.softmax().expect("softmax after errors"), "softmax"),
+            &softmax_reference(&logits_data, 4),
+        );
+        assert!(
+            error < 1e-5,
+            "{selector:?}: softmax after errors: relative error {error}"
+        );
+        let probabilities = read(
+            &foreign.softmax().expect("softmax in the other session"),
+            "softmax",
+        );
+        assert_eq!(
+            probabilities,
+            vec![0.25; 12],
+            "{selector:?}: the other session"
+        );
+    }
+}
