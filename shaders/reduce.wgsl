@@ -1,8 +1,8 @@
 // Reductions: sum, max, min and argmax, over a tensor viewed as [outer, len, inner] along its middle axis.
 // Deterministic: every sum has a fixed order (no atomics), so the same input gives the same bits on every run.
 //
-// `block_*` kernels reduce contiguous rows (inner = 1) a block at a time: a workgroup's threads read neighbouring
-// elements (so loads vectorise and coalesce), then combine in a fixed tree. `axis_*` kernels give one output per
+// `strided_*` kernels reduce long contiguous rows (inner = 1) into many partials, neighbouring invocations
+// reading neighbouring elements. `axis_*` kernels give one output per
 // invocation, looping over one chunk of the axis; the host keeps chunks short and reduces the partial results
 // again, so every sum is a tree of short runs and its error stays near f32 rounding.
 
@@ -15,8 +15,8 @@ struct Params {
     chunks: u32,      // chunks per axis: output is [outer, chunks, inner]
     scale: f32,       // multiplies each output (1/len for a mean)
     indexed: u32,     // argmax: 1 if in_index carries the indices of `input`'s values
-    index_base: u32,  // block_argmax: position of this window's first element within its row
-    blocks: u32,      // block kernels: blocks per row
+    index_base: u32,  // strided_argmax: position of this window's first element within its row
+    blocks: u32,      // strided kernels: partials (and stride) per row
     _pad0: u32,
     _pad1: u32,
 }
@@ -26,10 +26,6 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> in_index: array<u32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 @group(0) @binding(4) var<storage, read_write> out_index: array<u32>;
-
-const BLOCK_THREADS: u32 = 256u;
-const PER_THREAD: u32 = 16u;
-const BLOCK: u32 = 4096u; // BLOCK_THREADS * PER_THREAD
 
 fn identity(op: u32) -> f32 {
     switch op {
@@ -51,90 +47,49 @@ fn linear_index(id: vec3<u32>, groups: vec3<u32>) -> u32 {
     return id.x + id.y * groups.x * 256u;
 }
 
-var<workgroup> tree_values: array<f32, 256>;
-var<workgroup> tree_indices: array<u32, 256>;
-
-// One workgroup per (row, block) of contiguous rows: out[row * blocks + block].
+// Long contiguous rows (inner = 1): invocation g of a row reduces elements g, g + stride, g + 2·stride, … so
+// that neighbouring invocations (the SIMD lanes of llvmpipe, the threads of a GPU warp) read neighbouring
+// elements, with no barriers at all. out[row * stride + g].
 @compute @workgroup_size(256)
-fn block_reduce(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) groups: vec3<u32>,
-    @builtin(local_invocation_index) t: u32,
-) {
-    let group = wid.x + wid.y * groups.x;
-    let row = group / params.blocks;
-    let block = group % params.blocks;
+fn strided_reduce(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let j = linear_index(id, groups);
+    let stride = params.blocks;
+    if (j >= params.outer * stride) {
+        return;
+    }
+    let row = j / stride;
+    let g = j % stride;
     let op = params.op;
+    let base = row * params.len;
     var acc = identity(op);
-    if (row < params.outer) {
-        let start = block * BLOCK;
-        for (var j = 0u; j < PER_THREAD; j = j + 1u) {
-            let e = start + j * BLOCK_THREADS + t;
-            if (e < params.len) {
-                acc = combine(op, acc, input[row * params.len + e]);
-            }
-        }
+    for (var e = g; e < params.len; e = e + stride) {
+        acc = combine(op, acc, input[base + e]);
     }
-    tree_values[t] = acc;
-    workgroupBarrier();
-    for (var stride = 128u; stride > 0u; stride = stride >> 1u) {
-        if (t < stride) {
-            tree_values[t] = combine(op, tree_values[t], tree_values[t + stride]);
-        }
-        workgroupBarrier();
-    }
-    if (t == 0u && row < params.outer) {
-        out[group] = tree_values[0] * params.scale;
-    }
+    out[j] = acc;
 }
 
-// As block_reduce, keeping the index (within the row, plus index_base) of the largest value; ties: first index.
+// As strided_reduce, keeping the index (within the row, plus index_base) of the largest value.
 @compute @workgroup_size(256)
-fn block_argmax(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) groups: vec3<u32>,
-    @builtin(local_invocation_index) t: u32,
-) {
-    let group = wid.x + wid.y * groups.x;
-    let row = group / params.blocks;
-    let block = group % params.blocks;
+fn strided_argmax(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let j = linear_index(id, groups);
+    let stride = params.blocks;
+    if (j >= params.outer * stride) {
+        return;
+    }
+    let row = j / stride;
+    let g = j % stride;
+    let base = row * params.len;
     var best = -3.40282347e38;
     var best_index = 0xffffffffu;
-    if (row < params.outer) {
-        let start = block * BLOCK;
-        for (var j = 0u; j < PER_THREAD; j = j + 1u) {
-            let e = start + j * BLOCK_THREADS + t;
-            if (e < params.len) {
-                let x = input[row * params.len + e];
-                if (x > best || best_index == 0xffffffffu) {
-                    best = x;
-                    best_index = e + params.index_base;
-                }
-            }
+    for (var e = g; e < params.len; e = e + stride) {
+        let x = input[base + e];
+        if (x > best || best_index == 0xffffffffu) {
+            best = x;
+            best_index = e + params.index_base;
         }
     }
-    tree_values[t] = best;
-    tree_indices[t] = best_index;
-    workgroupBarrier();
-    for (var stride = 128u; stride > 0u; stride = stride >> 1u) {
-        if (t < stride) {
-            let other = tree_values[t + stride];
-            let other_index = tree_indices[t + stride];
-            let mine_index = tree_indices[t];
-            let take = other_index != 0xffffffffu
-                && (mine_index == 0xffffffffu || other > tree_values[t]
-                    || (other == tree_values[t] && other_index < mine_index));
-            if (take) {
-                tree_values[t] = other;
-                tree_indices[t] = other_index;
-            }
-        }
-        workgroupBarrier();
-    }
-    if (t == 0u && row < params.outer) {
-        out[group] = tree_values[0];
-        out_index[group] = tree_indices[0];
-    }
+    out[j] = best;
+    out_index[j] = best_index;
 }
 
 // One invocation per output of [outer, chunks, inner]: reduces axis elements [c * chunk, (c + 1) * chunk).
@@ -181,8 +136,8 @@ fn axis_argmax(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgr
         if (params.indexed == 1u) {
             index = in_index[at];
         }
-        // Indices arrive in increasing order, so a strict comparison keeps the first on ties.
-        if (x > best || best_index == 0xffffffffu) {
+        // Partials of a strided stage do not arrive in index order: ties go to the smaller index.
+        if (best_index == 0xffffffffu || x > best || (x == best && index < best_index)) {
             best = x;
             best_index = index;
         }

@@ -1,7 +1,7 @@
 //! Reductions (shaders/reduce.wgsl): sum, mean, max, min and argmax over all elements or along any axis.
 //!
 //! A reduction runs as stages, each writing partial results that the next one reduces again: first, for
-//! contiguous rows longer than a block, a block stage whose workgroups read neighbouring elements; then axis
+//! long contiguous rows, a strided stage whose neighbouring invocations read neighbouring elements; then axis
 //! stages over chunks of at most `AXIS_CHUNK` elements until one value per output is left. Every order is
 //! fixed, so results are bitwise repeatable, and sums are trees of short runs, so their error stays near f32
 //! rounding. Inputs larger than one storage binding are bound in windows when they are a single row (a
@@ -22,14 +22,14 @@ static REDUCE: Family = Family {
     source: include_str!("../../shaders/reduce.wgsl"),
 };
 
-static BLOCK_REDUCE: Kernel = Kernel {
+static STRIDED_REDUCE: Kernel = Kernel {
     family: &REDUCE,
-    entry: "block_reduce",
+    entry: "strided_reduce",
     bindings: &[1, 3],
 };
-static BLOCK_ARGMAX: Kernel = Kernel {
+static STRIDED_ARGMAX: Kernel = Kernel {
     family: &REDUCE,
-    entry: "block_argmax",
+    entry: "strided_argmax",
     bindings: &[1, 3, 4],
 };
 static AXIS_REDUCE: Kernel = Kernel {
@@ -43,8 +43,11 @@ static AXIS_ARGMAX: Kernel = Kernel {
     bindings: &[1, 2, 3, 4],
 };
 
-/// Elements one workgroup of the block stage reduces (the shader's BLOCK).
-const BLOCK: u64 = 4096;
+/// Rows longer than this take the strided stage first.
+const STRIDED_FROM: u64 = 4096;
+/// Elements each invocation of the strided stage reduces, at most: long enough to amortise the invocation,
+/// short enough that a plain f32 running sum stays accurate (and far under llvmpipe's 65,535-iteration loop cap).
+const STRIDED_RUN: u64 = 256;
 /// Longest run one invocation of an axis stage reduces.
 const AXIS_CHUNK: u64 = 256;
 
@@ -155,8 +158,8 @@ fn groups(gpu: &Gpu, invocations: u64) -> [u32; 3] {
     grid(gpu, (invocations as u32).div_ceil(WORKGROUP_SIZE))
 }
 
-/// Contiguous rows longer than a block: one partial per (row, block).
-fn block_stage(
+/// Long contiguous rows: `stride` partials per row, partial g reducing elements g, g + stride, …
+fn strided_stage(
     gpu: &mut Gpu,
     scratch: &mut Scratch,
     op: Op,
@@ -164,65 +167,65 @@ fn block_stage(
     name: &'static str,
 ) -> Result<Stage> {
     let View { outer, len, .. } = stage.view;
-    let blocks = len.div_ceil(BLOCK);
-    let partial = scratch.take(gpu, outer * blocks)?;
-    let partial_indices = if op == Op::Argmax {
-        Some(scratch.take(gpu, outer * blocks)?)
-    } else {
-        None
-    };
-    // Windows hold whole blocks, and start their partials at aligned offsets (64 partials = 256 bytes).
-    let window = (max_binding_elements(gpu) / (BLOCK * 64)).max(1) * BLOCK * 64;
-    let row_windows: Vec<(u64, u64)> = if outer == 1 {
+    // A window holds a multiple of the stride, so every window's partials line up with the others'.
+    let max_window = max_binding_elements(gpu);
+    let row_windows: Vec<(u64, u64)> = if outer == 1 && len > max_window {
         (0..len)
-            .step_by(window as usize)
-            .map(|first| (first, window.min(len - first)))
+            .step_by(max_window as usize)
+            .map(|first| (first, max_window.min(len - first)))
             .collect()
     } else {
         expect_bindable(gpu, name, stage.values)?;
         vec![(0, len)]
     };
-    for (first, count) in row_windows {
-        let window_blocks = count.div_ceil(BLOCK);
-        let (input, output) = if outer == 1 {
-            (
-                stage.values.elements(first, count),
-                partial.elements(first / BLOCK, window_blocks),
-            )
+    let window_len = row_windows[0].1;
+    let stride = window_len
+        .div_ceil(STRIDED_RUN)
+        .clamp(1, u64::from(u32::MAX));
+    let partials_per_row = stride * row_windows.len() as u64;
+    let partial = scratch.take(gpu, outer * partials_per_row)?;
+    let partial_indices = if op == Op::Argmax {
+        Some(scratch.take(gpu, outer * partials_per_row)?)
+    } else {
+        None
+    };
+    for (index, (first, count)) in row_windows.iter().copied().enumerate() {
+        let input = if outer == 1 {
+            stage.values.elements(first, count)
         } else {
-            (stage.values, partial)
+            stage.values
+        };
+        let into = |range: BufferRange| {
+            if outer == 1 {
+                range.elements(index as u64 * stride, stride)
+            } else {
+                range
+            }
         };
         let params = Params {
             outer: outer as u32,
             len: count as u32,
             inner: 1,
             op: op as u32,
-            blocks: window_blocks as u32,
+            blocks: stride as u32,
             scale: 1.0,
             index_base: first as u32,
             ..Params::default()
         };
-        let workgroups = grid(gpu, (outer * window_blocks) as u32);
+        let workgroups = groups(gpu, outer * stride);
         match partial_indices {
-            Some(indices) => {
-                let index_output = if outer == 1 {
-                    indices.elements(first / BLOCK, window_blocks)
-                } else {
-                    indices
-                };
-                dispatch(
-                    gpu,
-                    &BLOCK_ARGMAX,
-                    bytemuck::bytes_of(&params),
-                    &[input, output, index_output],
-                    workgroups,
-                )?;
-            }
+            Some(indices) => dispatch(
+                gpu,
+                &STRIDED_ARGMAX,
+                bytemuck::bytes_of(&params),
+                &[input, into(partial), into(indices)],
+                workgroups,
+            )?,
             None => dispatch(
                 gpu,
-                &BLOCK_REDUCE,
+                &STRIDED_REDUCE,
                 bytemuck::bytes_of(&params),
-                &[input, output],
+                &[input, into(partial)],
                 workgroups,
             )?,
         }
@@ -232,7 +235,7 @@ fn block_stage(
         indices: partial_indices,
         view: View {
             outer,
-            len: blocks,
+            len: partials_per_row,
             inner: 1,
         },
     })
@@ -304,8 +307,8 @@ fn run(
     out: BufferRange,
     name: &'static str,
 ) -> Result<()> {
-    if stage.view.inner == 1 && stage.view.len > BLOCK {
-        stage = block_stage(gpu, scratch, op, stage, name)?;
+    if stage.view.inner == 1 && stage.view.len > STRIDED_FROM {
+        stage = strided_stage(gpu, scratch, op, stage, name)?;
     }
     while stage.view.len > AXIS_CHUNK {
         let View { outer, len, inner } = stage.view;
