@@ -1,0 +1,549 @@
+//! `wgcompute op`: one operation on .npy files. Every input is read and checked before a session opens, every
+//! result is read back before the session closes, and only then are the requested files written.
+
+use std::fs;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Args, Subcommand};
+use npyz::{TypeChar, WriterBuilder};
+use wgcompute::{AdamConfig, Session, Tensor, MAX_RANK};
+
+use crate::GlobalOptions;
+
+#[derive(Subcommand)]
+pub enum OpCommand {
+    /// C = op(A) · op(B), where op transposes the last two axes when its flag is set (2-D or batched 3-D).
+    Matmul(MatmulArgs),
+    /// Sum over all elements (a 0-d result) or along --axis.
+    Sum(ReduceArgs),
+    /// Mean over all elements (a 0-d result) or along --axis.
+    Mean(ReduceArgs),
+    /// Largest element over all elements (a 0-d result) or along --axis.
+    Max(ReduceArgs),
+    /// Smallest element over all elements (a 0-d result) or along --axis.
+    Min(ReduceArgs),
+    /// Index of the largest element (the first on ties), as int64: over all elements (a 0-d result, the
+    /// flat C-order index) or along --axis.
+    Argmax(ReduceArgs),
+    /// Softmax along the last axis.
+    Softmax(RowsArgs),
+    /// Log-softmax along the last axis.
+    LogSoftmax(RowsArgs),
+    /// TensorFlow's softmax cross-entropy with logits: the loss of each row (the last axis), and with --grad-out
+    /// the exact gradient of the summed loss with respect to the logits.
+    SoftmaxXent(XentArgs),
+    /// Adam updates (TensorFlow's form) of PARAM by GRADS, one update or one per leading slice of GRADS.
+    Adam(AdamArgs),
+}
+
+#[derive(Args)]
+pub struct MatmulArgs {
+    /// Left operand, float32 .npy: [M, K] or [batch, M, K].
+    a: PathBuf,
+    /// Right operand, float32 .npy: [K, N] or [batch, K, N].
+    b: PathBuf,
+    /// Where to write the product.
+    #[arg(short, long)]
+    output: PathBuf,
+    /// Use A with its last two axes swapped.
+    #[arg(long)]
+    transpose_a: bool,
+    /// Use B with its last two axes swapped.
+    #[arg(long)]
+    transpose_b: bool,
+}
+
+#[derive(Args)]
+pub struct ReduceArgs {
+    /// Input, float32 .npy.
+    input: PathBuf,
+    /// Where to write the result.
+    #[arg(short, long)]
+    output: PathBuf,
+    /// Reduce along this axis only, removing it from the shape. Default: all elements, into a 0-d array.
+    #[arg(long)]
+    axis: Option<usize>,
+}
+
+#[derive(Args)]
+pub struct RowsArgs {
+    /// Input, float32 .npy of rank 1 or more.
+    input: PathBuf,
+    /// Where to write the result (the input's shape).
+    #[arg(short, long)]
+    output: PathBuf,
+}
+
+#[derive(Args)]
+pub struct XentArgs {
+    /// Logits, float32 .npy of rank 1 or more.
+    logits: PathBuf,
+    /// Labels, float32 .npy of the logits' shape; rows need not sum to 1.
+    labels: PathBuf,
+    /// Where to write the loss of each row (the logits' shape without the last axis).
+    #[arg(short, long)]
+    output: PathBuf,
+    /// Where to write the gradient of the summed loss with respect to the logits.
+    #[arg(long)]
+    grad_out: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct AdamArgs {
+    /// Parameter, float32 .npy.
+    param: PathBuf,
+    /// Gradients, float32 .npy: PARAM's shape (one update) or [T, ...PARAM's shape] (T updates in order).
+    grads: PathBuf,
+    /// Where to write the updated parameter.
+    #[arg(short, long)]
+    output: PathBuf,
+    /// First-moment state before the first update, PARAM's shape. Default: zeros.
+    #[arg(long)]
+    m: Option<PathBuf>,
+    /// Second-moment state before the first update, PARAM's shape. Default: zeros.
+    #[arg(long)]
+    v: Option<PathBuf>,
+    /// The number of the first update, counted from 1; later updates count on from it.
+    #[arg(long, default_value_t = 1)]
+    step: u64,
+    /// Where to write the first-moment state after the last update.
+    #[arg(long)]
+    m_out: Option<PathBuf>,
+    /// Where to write the second-moment state after the last update.
+    #[arg(long)]
+    v_out: Option<PathBuf>,
+    /// Learning rate. Default: 0.001.
+    #[arg(long)]
+    lr: Option<f32>,
+    /// Decay of the first moment. Default: 0.9.
+    #[arg(long)]
+    beta1: Option<f32>,
+    /// Decay of the second moment. Default: 0.999.
+    #[arg(long)]
+    beta2: Option<f32>,
+    /// Epsilon, added to sqrt(v) (TensorFlow's placement). Default: 1e-8.
+    #[arg(long)]
+    eps: Option<f32>,
+}
+
+pub fn run(global: &GlobalOptions, command: &OpCommand) -> Result<()> {
+    match command {
+        OpCommand::Matmul(args) => matmul(global, args),
+        OpCommand::Sum(args) => reduce(global, args, Reduction::Sum),
+        OpCommand::Mean(args) => reduce(global, args, Reduction::Mean),
+        OpCommand::Max(args) => reduce(global, args, Reduction::Max),
+        OpCommand::Min(args) => reduce(global, args, Reduction::Min),
+        OpCommand::Argmax(args) => reduce(global, args, Reduction::Argmax),
+        OpCommand::Softmax(args) => rows(global, args, false),
+        OpCommand::LogSoftmax(args) => rows(global, args, true),
+        OpCommand::SoftmaxXent(args) => softmax_xent(global, args),
+        OpCommand::Adam(args) => adam(global, args),
+    }
+}
+
+/// A float32 array read from a .npy file, remembered with its path for error messages.
+struct Array {
+    path: PathBuf,
+    shape: Vec<usize>,
+    data: Vec<f32>,
+}
+
+impl Array {
+    fn read(path: &Path) -> Result<Array> {
+        let name = path.display();
+        let bytes = fs::read(path).with_context(|| format!("cannot read {name}"))?;
+        let file = npyz::NpyFile::new(&bytes[..])
+            .map_err(|error| anyhow!("{name} is not a .npy file ({error})"))?;
+        let dtype = file.dtype();
+        let is_f32 = matches!(
+            &dtype,
+            npyz::DType::Plain(ty) if ty.type_char() == TypeChar::Float && ty.size_field() == 4
+        );
+        if !is_f32 {
+            bail!(
+                "{name} holds {}; wgcompute op needs float32 ('<f4')",
+                describe_dtype(&dtype)
+            );
+        }
+        if file.order() == npyz::Order::Fortran {
+            bail!("{name} is stored in Fortran order; wgcompute op needs C order (numpy.ascontiguousarray before saving)");
+        }
+        let shape = file
+            .shape()
+            .iter()
+            .map(|&dim| usize::try_from(dim))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| anyhow!("{name}: shape {:?} is too large", file.shape()))?;
+        let data = file.into_vec::<f32>().map_err(|error| {
+            if error.kind() == std::io::ErrorKind::UnexpectedEof {
+                anyhow!("{name} is truncated: its header gives shape {shape:?}, but the data ends early")
+            } else {
+                anyhow!("cannot read the data of {name}: {error}")
+            }
+        })?;
+        Ok(Array {
+            path: path.to_path_buf(),
+            shape,
+            data,
+        })
+    }
+
+    fn name(&self) -> std::path::Display<'_> {
+        self.path.display()
+    }
+
+    /// `path [shape]`, for errors about shapes.
+    fn described(&self) -> String {
+        format!("{} {:?}", self.path.display(), self.shape)
+    }
+
+    fn expect_rank_at_most(&self, rank: usize, what: &str) -> Result<()> {
+        if self.shape.len() > rank {
+            bail!(
+                "{} has {} axes; {what} takes at most {rank}",
+                self.described(),
+                self.shape.len()
+            );
+        }
+        Ok(())
+    }
+
+    fn upload(&self, session: &Session) -> Result<Tensor> {
+        self.expect_rank_at_most(MAX_RANK, "a wgcompute tensor")?;
+        session
+            .upload(&self.data, &self.shape)
+            .with_context(|| format!("uploading {}", self.name()))
+    }
+}
+
+/// How numpy would name a dtype: "float64 ('<f8')".
+fn describe_dtype(dtype: &npyz::DType) -> String {
+    let npyz::DType::Plain(ty) = dtype else {
+        return format!("a structured dtype ({})", dtype.descr());
+    };
+    let bits = ty.size_field() * 8;
+    let name = match ty.type_char() {
+        TypeChar::Float => format!("float{bits}"),
+        TypeChar::Int => format!("int{bits}"),
+        TypeChar::Uint => format!("uint{bits}"),
+        TypeChar::Complex => format!("complex{bits}"),
+        TypeChar::Bool => "bool".to_string(),
+        TypeChar::ByteStr | TypeChar::UnicodeStr => "strings".to_string(),
+        TypeChar::Object => "Python objects".to_string(),
+        TypeChar::TimeDelta => "timedelta64".to_string(),
+        TypeChar::DateTime => "datetime64".to_string(),
+        _ => "data".to_string(),
+    };
+    format!("{name} ('{ty}')")
+}
+
+fn shape_u64(shape: &[usize]) -> Vec<u64> {
+    shape.iter().map(|&dim| dim as u64).collect()
+}
+
+fn write_npy<T: npyz::AutoSerialize + Copy>(
+    path: &Path,
+    shape: &[usize],
+    data: &[T],
+) -> Result<()> {
+    let name = path.display();
+    let file = fs::File::create(path).with_context(|| format!("cannot create {name}"))?;
+    let mut buffered = BufWriter::new(file);
+    let mut writer = npyz::WriteOptions::<T>::new()
+        .default_dtype()
+        .shape(&shape_u64(shape))
+        .writer(&mut buffered)
+        .begin_nd()
+        .with_context(|| format!("cannot write {name}"))?;
+    writer
+        .extend(data.iter().copied())
+        .and_then(|()| writer.finish())
+        .with_context(|| format!("cannot write {name}"))?;
+    buffered
+        .flush()
+        .with_context(|| format!("cannot write {name}"))
+}
+
+/// A result read back from the device, waiting to be written.
+enum Output {
+    F32(Vec<usize>, Vec<f32>),
+    I64(Vec<usize>, Vec<i64>),
+}
+
+impl Output {
+    fn f32(tensor: &Tensor) -> Result<Output> {
+        Ok(Output::F32(tensor.shape().to_vec(), tensor.to_vec()?))
+    }
+
+    fn write(&self, path: &Path) -> Result<()> {
+        match self {
+            Output::F32(shape, data) => write_npy(path, shape, data),
+            Output::I64(shape, data) => write_npy(path, shape, data),
+        }
+    }
+}
+
+/// Opens a session, runs `work` in it, closes it, then writes each output to its path.
+fn compute(
+    global: &GlobalOptions,
+    work: impl FnOnce(&Session) -> Result<Vec<Output>>,
+    paths: &[&Path],
+) -> Result<()> {
+    let session = Session::open(global.session_options()?)?;
+    let outputs = work(&session);
+    session.close();
+    let outputs = outputs?;
+    debug_assert_eq!(outputs.len(), paths.len());
+    for (output, path) in outputs.iter().zip(paths) {
+        output.write(path)?;
+    }
+    Ok(())
+}
+
+/// The [rows, cols] an operand of matmul multiplies as, after its optional transpose, and its batch size.
+fn matmul_operand(array: &Array, transpose: bool) -> Result<(Option<usize>, usize, usize)> {
+    let (batch, rows, cols) = match array.shape[..] {
+        [rows, cols] => (None, rows, cols),
+        [batch, rows, cols] => (Some(batch), rows, cols),
+        _ => bail!(
+            "{} has {} axes; matmul takes 2-D matrices or 3-D batches of them",
+            array.described(),
+            array.shape.len()
+        ),
+    };
+    Ok(if transpose {
+        (batch, cols, rows)
+    } else {
+        (batch, rows, cols)
+    })
+}
+
+fn matmul(global: &GlobalOptions, args: &MatmulArgs) -> Result<()> {
+    let a = Array::read(&args.a)?;
+    let b = Array::read(&args.b)?;
+    let (batch_a, _, inner_a) = matmul_operand(&a, args.transpose_a)?;
+    let (batch_b, inner_b, _) = matmul_operand(&b, args.transpose_b)?;
+    if inner_a != inner_b {
+        bail!(
+            "matmul: the inner sizes of {}{} and {}{} differ ({inner_a} and {inner_b})",
+            a.described(),
+            if args.transpose_a { " transposed" } else { "" },
+            b.described(),
+            if args.transpose_b { " transposed" } else { "" },
+        );
+    }
+    if let (Some(x), Some(y)) = (batch_a, batch_b) {
+        if x != y {
+            bail!(
+                "matmul: the batch sizes of {} and {} differ ({x} and {y})",
+                a.described(),
+                b.described()
+            );
+        }
+    }
+    compute(
+        global,
+        |session| {
+            let product = a
+                .upload(session)?
+                .matmul_t(&b.upload(session)?, args.transpose_a, args.transpose_b)
+                .with_context(|| format!("matmul of {} and {}", a.name(), b.name()))?;
+            Ok(vec![Output::f32(&product)?])
+        },
+        &[&args.output],
+    )
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Reduction {
+    Sum,
+    Mean,
+    Max,
+    Min,
+    Argmax,
+}
+
+impl Reduction {
+    fn name(self) -> &'static str {
+        match self {
+            Reduction::Sum => "sum",
+            Reduction::Mean => "mean",
+            Reduction::Max => "max",
+            Reduction::Min => "min",
+            Reduction::Argmax => "argmax",
+        }
+    }
+}
+
+fn reduce(global: &GlobalOptions, args: &ReduceArgs, reduction: Reduction) -> Result<()> {
+    let input = Array::read(&args.input)?;
+    let name = reduction.name();
+    if let Some(axis) = args.axis {
+        if axis >= input.shape.len() {
+            bail!(
+                "{name}: --axis {axis} is out of range for {}, which has {} axes",
+                input.described(),
+                input.shape.len()
+            );
+        }
+    }
+    compute(
+        global,
+        |session| {
+            let tensor = input.upload(session)?;
+            let result = match reduction {
+                Reduction::Sum => tensor.sum(args.axis),
+                Reduction::Mean => tensor.mean(args.axis),
+                Reduction::Max => tensor.max(args.axis),
+                Reduction::Min => tensor.min(args.axis),
+                Reduction::Argmax => tensor.argmax(args.axis),
+            }
+            .with_context(|| format!("{name} of {}", input.name()))?;
+            let output = if reduction == Reduction::Argmax {
+                let indices = result.to_vec_u32()?.into_iter().map(i64::from).collect();
+                Output::I64(result.shape().to_vec(), indices)
+            } else {
+                Output::f32(&result)?
+            };
+            Ok(vec![output])
+        },
+        &[&args.output],
+    )
+}
+
+fn rows(global: &GlobalOptions, args: &RowsArgs, log: bool) -> Result<()> {
+    let input = Array::read(&args.input)?;
+    let name = if log { "log-softmax" } else { "softmax" };
+    if input.shape.is_empty() {
+        bail!(
+            "{name}: {} is 0-d; it works along the last axis, so it needs at least one",
+            input.name()
+        );
+    }
+    compute(
+        global,
+        |session| {
+            let tensor = input.upload(session)?;
+            let result = if log {
+                tensor.log_softmax()
+            } else {
+                tensor.softmax()
+            }
+            .with_context(|| format!("{name} of {}", input.name()))?;
+            Ok(vec![Output::f32(&result)?])
+        },
+        &[&args.output],
+    )
+}
+
+fn softmax_xent(global: &GlobalOptions, args: &XentArgs) -> Result<()> {
+    let logits = Array::read(&args.logits)?;
+    let labels = Array::read(&args.labels)?;
+    if logits.shape != labels.shape {
+        bail!(
+            "softmax-xent: the logits {} and the labels {} must have the same shape",
+            logits.described(),
+            labels.described()
+        );
+    }
+    if logits.shape.is_empty() {
+        bail!(
+            "softmax-xent: {} is 0-d; the classes lie along the last axis, so it needs at least one",
+            logits.name()
+        );
+    }
+    let mut paths = vec![args.output.as_path()];
+    paths.extend(args.grad_out.as_deref());
+    compute(
+        global,
+        |session| {
+            let (loss, grad) = logits
+                .upload(session)?
+                .softmax_cross_entropy_with_logits(&labels.upload(session)?)
+                .with_context(|| {
+                    format!("softmax-xent of {} and {}", logits.name(), labels.name())
+                })?;
+            let mut outputs = vec![Output::f32(&loss)?];
+            if args.grad_out.is_some() {
+                outputs.push(Output::f32(&grad)?);
+            }
+            Ok(outputs)
+        },
+        &paths,
+    )
+}
+
+fn adam(global: &GlobalOptions, args: &AdamArgs) -> Result<()> {
+    let param = Array::read(&args.param)?;
+    let grads = Array::read(&args.grads)?;
+    let m = args.m.as_deref().map(Array::read).transpose()?;
+    let v = args.v.as_deref().map(Array::read).transpose()?;
+    param.expect_rank_at_most(MAX_RANK, "a wgcompute tensor")?;
+    let updates = if grads.shape == param.shape {
+        1
+    } else if grads.shape.len() == param.shape.len() + 1 && grads.shape[1..] == param.shape[..] {
+        grads.shape[0]
+    } else {
+        bail!(
+            "adam: the gradients {} must have the shape of the parameter {}, or that shape after a leading axis \
+             of updates",
+            grads.described(),
+            param.described()
+        );
+    };
+    for state in [&m, &v].into_iter().flatten() {
+        if state.shape != param.shape {
+            bail!(
+                "adam: the state {} must have the shape of the parameter {}",
+                state.described(),
+                param.described()
+            );
+        }
+    }
+    if args.step == 0 {
+        bail!("adam: --step counts from 1; 0 is not a step");
+    }
+    let defaults = AdamConfig::default();
+    let config = AdamConfig {
+        lr: args.lr.unwrap_or(defaults.lr),
+        beta1: args.beta1.unwrap_or(defaults.beta1),
+        beta2: args.beta2.unwrap_or(defaults.beta2),
+        epsilon: args.eps.unwrap_or(defaults.epsilon),
+        ..defaults
+    };
+    let mut paths = vec![args.output.as_path()];
+    paths.extend(args.m_out.as_deref());
+    paths.extend(args.v_out.as_deref());
+    compute(
+        global,
+        |session| {
+            let state = |array: &Option<Array>| match array {
+                Some(array) => array.upload(session),
+                None => Ok(session.zeros(&param.shape)?),
+            };
+            let p = param.upload(session)?;
+            let (m_tensor, v_tensor) = (state(&m)?, state(&v)?);
+            let size = param.data.len();
+            for update in 0..updates {
+                let slice = &grads.data[update * size..(update + 1) * size];
+                let grad = session
+                    .upload(slice, &param.shape)
+                    .with_context(|| format!("uploading {}", grads.name()))?;
+                let step = args.step + update as u64;
+                p.adam_update_(&grad, &m_tensor, &v_tensor, step, &config)
+                    .with_context(|| format!("adam step {step} of {}", param.name()))?;
+            }
+            let mut outputs = vec![Output::f32(&p)?];
+            if args.m_out.is_some() {
+                outputs.push(Output::f32(&m_tensor)?);
+            }
+            if args.v_out.is_some() {
+                outputs.push(Output::f32(&v_tensor)?);
+            }
+            Ok(outputs)
+        },
+        &paths,
+    )
+}

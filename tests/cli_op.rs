@@ -1,0 +1,868 @@
+//! `wgcompute op` as scripts use it: .npy files in, .npy files out, each result checked against an f64
+//! reference computed here; bad inputs are clear errors on stderr with a non-zero exit, never panics.
+
+use std::ffi::OsStr;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use npyz::WriterBuilder;
+
+/// SplitMix64: small, seedable, good enough for test data.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Self {
+        Self(seed)
+    }
+
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [low, high).
+    fn uniform(&mut self, low: f32, high: f32) -> f32 {
+        let unit = (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32;
+        low + (high - low) * unit
+    }
+
+    fn vec(&mut self, len: usize, low: f32, high: f32) -> Vec<f32> {
+        (0..len).map(|_| self.uniform(low, high)).collect()
+    }
+}
+
+/// A private directory for one test's files (data/) and its XDG_RUNTIME_DIR (xdg/), removed on drop.
+struct Scratch {
+    root: PathBuf,
+    data: PathBuf,
+    xdg: PathBuf,
+}
+
+impl Scratch {
+    fn new(test: &str) -> Self {
+        static COUNTER: AtomicUsize = AtomicUsize::new(0);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|elapsed| elapsed.as_nanos())
+            .unwrap_or(0);
+        let root = std::env::temp_dir().join(format!(
+            "wgcompute-cli-op-{test}-{}-{nanos}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        let data = root.join("data");
+        let xdg = root.join("xdg");
+        fs::create_dir_all(&data).expect("creating the scratch directory");
+        fs::create_dir_all(&xdg).expect("creating the runtime directory");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            fs::set_permissions(&xdg, fs::Permissions::from_mode(0o700))
+                .expect("making the runtime directory private");
+        }
+        Self { root, data, xdg }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.data.join(name)
+    }
+
+    /// Writes a float32 .npy and returns its path.
+    fn write(&self, name: &str, shape: &[usize], data: &[f32]) -> PathBuf {
+        let path = self.path(name);
+        write_npy(&path, shape, data, npyz::Order::C);
+        path
+    }
+
+    fn run<S: AsRef<OsStr>>(&self, args: &[S]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_wgcompute"))
+            .args(args)
+            .env("WGCOMPUTE_ADAPTER", "vulkan")
+            .env("XDG_RUNTIME_DIR", &self.xdg)
+            .output()
+            .expect("the binary runs")
+    }
+
+    /// Runs a command that must succeed quietly.
+    fn ok<S: AsRef<OsStr>>(&self, args: &[S]) {
+        let output = self.run(args);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            output.status.success(),
+            "{:?} failed: {stderr}",
+            shown(args)
+        );
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            stdout.lines().count() <= 1,
+            "{:?}: more than a one-line summary on stdout: {stdout}",
+            shown(args)
+        );
+    }
+
+    /// Runs a command that must fail with a message naming each of `names`, and no panic.
+    fn fails<S: AsRef<OsStr>>(&self, args: &[S], names: &[&str]) -> String {
+        let output = self.run(args);
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        assert!(!output.status.success(), "{:?} succeeded", shown(args));
+        assert!(!stderr.contains("panicked"), "{:?}: {stderr}", shown(args));
+        for name in names {
+            assert!(
+                stderr.contains(name),
+                "{:?}: the error does not name {name}: {stderr}",
+                shown(args)
+            );
+        }
+        stderr
+    }
+
+    /// The names of the files in data/, sorted.
+    fn files(&self) -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(&self.data)
+            .expect("listing the scratch directory")
+            .map(|entry| {
+                entry
+                    .expect("a directory entry")
+                    .file_name()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect();
+        names.sort();
+        names
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.root);
+    }
+}
+
+fn shown<S: AsRef<OsStr>>(args: &[S]) -> Vec<String> {
+    args.iter()
+        .map(|arg| arg.as_ref().to_string_lossy().into_owned())
+        .collect()
+}
+
+fn write_npy<T: npyz::AutoSerialize + Copy>(
+    path: &Path,
+    shape: &[usize],
+    data: &[T],
+    order: npyz::Order,
+) {
+    let shape: Vec<u64> = shape.iter().map(|&dim| dim as u64).collect();
+    let file = fs::File::create(path).expect("creating an input file");
+    let mut writer = npyz::WriteOptions::<T>::new()
+        .default_dtype()
+        .shape(&shape)
+        .order(order)
+        .writer(std::io::BufWriter::new(file))
+        .begin_nd()
+        .expect("starting an input file");
+    writer.extend(data.iter().copied()).expect("writing data");
+    writer.finish().expect("finishing an input file");
+}
+
+/// Reads an output file, checking its dtype is `descr` and its order C; returns its shape and data.
+fn read_npy<T: npyz::Deserialize>(path: &Path, descr: &str) -> (Vec<usize>, Vec<T>) {
+    let bytes = fs::read(path).unwrap_or_else(|error| panic!("reading {path:?}: {error}"));
+    let file = npyz::NpyFile::new(&bytes[..]).expect("an output is a .npy file");
+    assert_eq!(
+        file.dtype().descr(),
+        format!("'{descr}'"),
+        "dtype of {path:?}"
+    );
+    assert_eq!(file.order(), npyz::Order::C, "order of {path:?}");
+    let shape = file.shape().iter().map(|&dim| dim as usize).collect();
+    (shape, file.into_vec().expect("the data of an output"))
+}
+
+fn read_f32(path: &Path) -> (Vec<usize>, Vec<f32>) {
+    read_npy(path, "<f4")
+}
+
+/// ‖got − want‖ / ‖want‖ (the absolute error where want is zero).
+fn relative_error(got: &[f32], want: &[f64]) -> f64 {
+    assert_eq!(got.len(), want.len(), "element counts differ");
+    let error: f64 = got
+        .iter()
+        .zip(want)
+        .map(|(&g, &w)| (g as f64 - w).powi(2))
+        .sum::<f64>()
+        .sqrt();
+    let norm: f64 = want.iter().map(|w| w * w).sum::<f64>().sqrt();
+    if norm == 0.0 {
+        error
+    } else {
+        error / norm
+    }
+}
+
+fn assert_close(what: &str, got: &[f32], want: &[f64], tolerance: f64) {
+    let error = relative_error(got, want);
+    assert!(
+        error <= tolerance,
+        "{what}: relative error {error:e} over {tolerance:e}\n got {:?}\nwant {:?}",
+        &got[..got.len().min(8)],
+        &want[..want.len().min(8)]
+    );
+}
+
+fn widen(data: &[f32]) -> Vec<f64> {
+    data.iter().map(|&x| x as f64).collect()
+}
+
+// --- matmul ---
+
+/// op(A) · op(B) in f64, where A is stored [m, k] (or [k, m] when transposed) and B [k, n] (or [n, k]).
+fn matmul_reference(
+    a: &[f32],
+    b: &[f32],
+    (m, k, n): (usize, usize, usize),
+    transpose_a: bool,
+    transpose_b: bool,
+) -> Vec<f64> {
+    let at = |i: usize, p: usize| {
+        if transpose_a {
+            a[p * m + i]
+        } else {
+            a[i * k + p]
+        }
+    };
+    let bt = |p: usize, j: usize| {
+        if transpose_b {
+            b[j * k + p]
+        } else {
+            b[p * n + j]
+        }
+    };
+    let mut c = vec![0.0; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            c[i * n + j] = (0..k).map(|p| at(i, p) as f64 * bt(p, j) as f64).sum();
+        }
+    }
+    c
+}
+
+#[test]
+fn matmul_with_each_transpose_flag() {
+    let scratch = Scratch::new("matmul");
+    let mut rng = Rng::new(0x6d61_746d);
+    for (m, k, n) in [(33, 20, 12), (7, 13, 5)] {
+        let a = rng.vec(m * k, -1.0, 1.0);
+        let b = rng.vec(k * n, -1.0, 1.0);
+        for (transpose_a, transpose_b) in
+            [(false, false), (true, false), (false, true), (true, true)]
+        {
+            let a_shape = if transpose_a { [k, m] } else { [m, k] };
+            let b_shape = if transpose_b { [n, k] } else { [k, n] };
+            let a_path = scratch.write("a.npy", &a_shape, &a);
+            let b_path = scratch.write("b.npy", &b_shape, &b);
+            let c_path = scratch.path("c.npy");
+            let mut args = vec![
+                "op".into(),
+                "matmul".into(),
+                a_path.into_os_string(),
+                b_path.into_os_string(),
+                "-o".into(),
+                c_path.clone().into_os_string(),
+            ];
+            if transpose_a {
+                args.push("--transpose-a".into());
+            }
+            if transpose_b {
+                args.push("--transpose-b".into());
+            }
+            scratch.ok(&args);
+            let (shape, c) = read_f32(&c_path);
+            assert_eq!(shape, [m, n]);
+            let want = matmul_reference(&a, &b, (m, k, n), transpose_a, transpose_b);
+            assert_close(
+                &format!("matmul {m}x{k}x{n} transpose_a {transpose_a} transpose_b {transpose_b}"),
+                &c,
+                &want,
+                1e-4,
+            );
+        }
+    }
+    assert_eq!(scratch.files(), ["a.npy", "b.npy", "c.npy"]);
+}
+
+#[test]
+fn matmul_of_a_batch_by_a_shared_matrix() {
+    let scratch = Scratch::new("matmul-batch");
+    let mut rng = Rng::new(0x6261_7463);
+    let (batch, m, k, n) = (3, 9, 8, 4);
+    let a = rng.vec(batch * m * k, -1.0, 1.0);
+    let b = rng.vec(k * n, -1.0, 1.0);
+    let a_path = scratch.write("a.npy", &[batch, m, k], &a);
+    let b_path = scratch.write("b.npy", &[k, n], &b);
+    let c_path = scratch.path("c.npy");
+    scratch.ok(&[
+        "op".as_ref(),
+        "matmul".as_ref(),
+        a_path.as_os_str(),
+        b_path.as_os_str(),
+        "-o".as_ref(),
+        c_path.as_os_str(),
+    ]);
+    let (shape, c) = read_f32(&c_path);
+    assert_eq!(shape, [batch, m, n]);
+    let want: Vec<f64> = (0..batch)
+        .flat_map(|index| {
+            matmul_reference(
+                &a[index * m * k..(index + 1) * m * k],
+                &b,
+                (m, k, n),
+                false,
+                false,
+            )
+        })
+        .collect();
+    assert_close("batched matmul", &c, &want, 1e-4);
+}
+
+// --- reductions ---
+
+const REDUCE_SHAPE: [usize; 3] = [3, 5, 7];
+
+/// Reduces `data` of `shape` over everything (None) or one axis, in f64. Returns the output shape and values.
+fn reduce_reference(
+    data: &[f32],
+    shape: &[usize],
+    axis: Option<usize>,
+    op: &str,
+) -> (Vec<usize>, Vec<f64>) {
+    let (outer, len, inner, out_shape) = match axis {
+        None => (1, data.len(), 1, vec![]),
+        Some(axis) => {
+            let mut out_shape = shape.to_vec();
+            out_shape.remove(axis);
+            (
+                shape[..axis].iter().product(),
+                shape[axis],
+                shape[axis + 1..].iter().product(),
+                out_shape,
+            )
+        }
+    };
+    let mut out = Vec::new();
+    for o in 0..outer {
+        for i in 0..inner {
+            let values: Vec<f64> = (0..len)
+                .map(|r| data[(o * len + r) * inner + i] as f64)
+                .collect();
+            let value = match op {
+                "sum" => values.iter().sum(),
+                "mean" => values.iter().sum::<f64>() / len as f64,
+                "max" => values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+                "min" => values.iter().copied().fold(f64::INFINITY, f64::min),
+                "argmax" => {
+                    let mut best = 0;
+                    for (index, &value) in values.iter().enumerate() {
+                        if value > values[best] {
+                            best = index;
+                        }
+                    }
+                    best as f64
+                }
+                _ => unreachable!("{op}"),
+            };
+            out.push(value);
+        }
+    }
+    (out_shape, out)
+}
+
+/// Runs `op` over everything and along each axis of one random input, checking shapes and values.
+fn check_reduction(op: &str, seed: u64) {
+    let scratch = Scratch::new(op);
+    let mut rng = Rng::new(seed);
+    let len = REDUCE_SHAPE.iter().product();
+    let mut data = rng.vec(len, -1.0, 1.0);
+    if op == "argmax" {
+        // Few distinct values, so that ties are common and "the first index on ties" is checked.
+        for value in &mut data {
+            *value = (*value * 2.0).round();
+        }
+    }
+    let input = scratch.write("x.npy", &REDUCE_SHAPE, &data);
+    let output = scratch.path("y.npy");
+    for axis in [None, Some(0), Some(1), Some(2)] {
+        let mut args = vec![
+            "op".into(),
+            op.into(),
+            input.clone().into_os_string(),
+            "-o".into(),
+            output.clone().into_os_string(),
+        ];
+        if let Some(axis) = axis {
+            args.push("--axis".into());
+            args.push(axis.to_string().into());
+        }
+        scratch.ok(&args);
+        let (want_shape, want) = reduce_reference(&data, &REDUCE_SHAPE, axis, op);
+        if op == "argmax" {
+            let (shape, got) = read_npy::<i64>(&output, "<i8");
+            assert_eq!(shape, want_shape, "argmax axis {axis:?}");
+            let want: Vec<i64> = want.iter().map(|&index| index as i64).collect();
+            assert_eq!(got, want, "argmax axis {axis:?}");
+        } else {
+            let (shape, got) = read_f32(&output);
+            assert_eq!(shape, want_shape, "{op} axis {axis:?}");
+            assert_close(&format!("{op} axis {axis:?}"), &got, &want, 1e-5);
+        }
+        if axis.is_none() {
+            assert!(want_shape.is_empty(), "a reduction over everything is 0-d");
+        }
+    }
+    assert_eq!(scratch.files(), ["x.npy", "y.npy"]);
+}
+
+#[test]
+fn sum_over_everything_and_each_axis() {
+    check_reduction("sum", 1);
+}
+
+#[test]
+fn mean_over_everything_and_each_axis() {
+    check_reduction("mean", 2);
+}
+
+#[test]
+fn max_over_everything_and_each_axis() {
+    check_reduction("max", 3);
+}
+
+#[test]
+fn min_over_everything_and_each_axis() {
+    check_reduction("min", 4);
+}
+
+#[test]
+fn argmax_is_int64_and_takes_the_first_of_ties() {
+    check_reduction("argmax", 5);
+}
+
+#[test]
+fn reducing_along_a_missing_axis_is_an_error() {
+    let scratch = Scratch::new("axis");
+    let input = scratch.write("x.npy", &[2, 3], &[0.0; 6]);
+    let output = scratch.path("y.npy");
+    scratch.fails(
+        &[
+            "op".as_ref(),
+            "sum".as_ref(),
+            input.as_os_str(),
+            "-o".as_ref(),
+            output.as_os_str(),
+            "--axis".as_ref(),
+            "2".as_ref(),
+        ],
+        &["x.npy"],
+    );
+    assert_eq!(scratch.files(), ["x.npy"]);
+}
+
+// --- softmax ---
+
+/// Each row of the last axis: (max, logsumexp).
+fn row_stats(row: &[f32]) -> (f64, f64) {
+    let max = row
+        .iter()
+        .map(|&x| x as f64)
+        .fold(f64::NEG_INFINITY, f64::max);
+    let sum: f64 = row.iter().map(|&x| (x as f64 - max).exp()).sum();
+    (max, max + sum.ln())
+}
+
+#[test]
+fn softmax_and_log_softmax_along_the_last_axis() {
+    let scratch = Scratch::new("softmax");
+    let mut rng = Rng::new(0x736f_6674);
+    let shape = [4, 6, 9];
+    let cols = shape[2];
+    let data = rng.vec(shape.iter().product(), -5.0, 5.0);
+    let input = scratch.write("x.npy", &shape, &data);
+    let mut softmax = Vec::new();
+    let mut log_softmax = Vec::new();
+    for row in data.chunks(cols) {
+        let (_, lse) = row_stats(row);
+        for &x in row {
+            log_softmax.push(x as f64 - lse);
+            softmax.push((x as f64 - lse).exp());
+        }
+    }
+    for (op, want) in [("softmax", &softmax), ("log-softmax", &log_softmax)] {
+        let output = scratch.path(&format!("{op}.npy"));
+        scratch.ok(&[
+            "op".as_ref(),
+            op.as_ref(),
+            input.as_os_str(),
+            "-o".as_ref(),
+            output.as_os_str(),
+        ]);
+        let (got_shape, got) = read_f32(&output);
+        assert_eq!(got_shape, shape, "{op}");
+        assert_close(op, &got, want, 1e-5);
+    }
+}
+
+#[test]
+fn softmax_xent_loss_and_exact_gradient_with_unnormalised_labels() {
+    let scratch = Scratch::new("xent");
+    let mut rng = Rng::new(0x7865_6e74);
+    let shape = [8, 10];
+    let cols = shape[1];
+    let logits = rng.vec(shape.iter().product(), -3.0, 3.0);
+    let labels = rng.vec(shape.iter().product(), 0.0, 1.0);
+    let logits_path = scratch.write("logits.npy", &shape, &logits);
+    let labels_path = scratch.write("labels.npy", &shape, &labels);
+    let loss_path = scratch.path("loss.npy");
+    let grad_path = scratch.path("grad.npy");
+    scratch.ok(&[
+        "op".as_ref(),
+        "softmax-xent".as_ref(),
+        logits_path.as_os_str(),
+        labels_path.as_os_str(),
+        "-o".as_ref(),
+        loss_path.as_os_str(),
+        "--grad-out".as_ref(),
+        grad_path.as_os_str(),
+    ]);
+    let mut want_loss = Vec::new();
+    let mut want_grad = Vec::new();
+    for (row, label_row) in logits.chunks(cols).zip(labels.chunks(cols)) {
+        let (_, lse) = row_stats(row);
+        let label_sum: f64 = label_row.iter().map(|&y| y as f64).sum();
+        want_loss.push(
+            row.iter()
+                .zip(label_row)
+                .map(|(&x, &y)| y as f64 * (lse - x as f64))
+                .sum(),
+        );
+        for (&x, &y) in row.iter().zip(label_row) {
+            want_grad.push((x as f64 - lse).exp() * label_sum - y as f64);
+        }
+    }
+    let (loss_shape, loss) = read_f32(&loss_path);
+    assert_eq!(loss_shape, [shape[0]]);
+    assert_close("softmax-xent loss", &loss, &want_loss, 1e-5);
+    let (grad_shape, grad) = read_f32(&grad_path);
+    assert_eq!(grad_shape, shape);
+    assert_close("softmax-xent gradient", &grad, &want_grad, 1e-5);
+    assert_eq!(
+        scratch.files(),
+        ["grad.npy", "labels.npy", "logits.npy", "loss.npy"]
+    );
+}
+
+// --- adam ---
+
+struct AdamReference {
+    lr: f64,
+    beta1: f64,
+    beta2: f64,
+    epsilon: f64,
+}
+
+impl AdamReference {
+    /// The hyperparameters as the binary sees them: parsed to f32.
+    fn new(lr: f32, beta1: f32, beta2: f32, epsilon: f32) -> Self {
+        Self {
+            lr: lr as f64,
+            beta1: beta1 as f64,
+            beta2: beta2 as f64,
+            epsilon: epsilon as f64,
+        }
+    }
+
+    /// TensorFlow's Adam: lr_t = lr·sqrt(1−β2^t)/(1−β1^t); p −= lr_t·m/(sqrt(v)+ε).
+    fn update(&self, p: &mut [f64], m: &mut [f64], v: &mut [f64], g: &[f32], step: u64) {
+        let t = step as i32;
+        let lr_t = self.lr * (1.0 - self.beta2.powi(t)).sqrt() / (1.0 - self.beta1.powi(t));
+        for i in 0..p.len() {
+            let g = g[i] as f64;
+            m[i] = self.beta1 * m[i] + (1.0 - self.beta1) * g;
+            v[i] = self.beta2 * v[i] + (1.0 - self.beta2) * g * g;
+            p[i] -= lr_t * m[i] / (v[i].sqrt() + self.epsilon);
+        }
+    }
+}
+
+#[test]
+fn adam_one_update_with_defaults() {
+    let scratch = Scratch::new("adam-one");
+    let mut rng = Rng::new(0x6164_616d);
+    let shape = [6, 7];
+    let len = shape.iter().product();
+    let param = rng.vec(len, -1.0, 1.0);
+    let grad = rng.vec(len, -1.0, 1.0);
+    let param_path = scratch.write("param.npy", &shape, &param);
+    let grad_path = scratch.write("grad.npy", &shape, &grad);
+    let out_path = scratch.path("out.npy");
+    scratch.ok(&[
+        "op".as_ref(),
+        "adam".as_ref(),
+        param_path.as_os_str(),
+        grad_path.as_os_str(),
+        "-o".as_ref(),
+        out_path.as_os_str(),
+    ]);
+    let reference = AdamReference::new(0.001, 0.9, 0.999, 1e-8);
+    let (mut p, mut m, mut v) = (widen(&param), vec![0.0; len], vec![0.0; len]);
+    reference.update(&mut p, &mut m, &mut v, &grad, 1);
+    let (out_shape, out) = read_f32(&out_path);
+    assert_eq!(out_shape, shape);
+    assert_close("adam parameter", &out, &p, 1e-6);
+    assert_eq!(scratch.files(), ["grad.npy", "out.npy", "param.npy"]);
+}
+
+#[test]
+fn adam_stacked_updates_from_given_state_and_step() {
+    let scratch = Scratch::new("adam-stacked");
+    let mut rng = Rng::new(0x7374_6163);
+    let shape = [4, 5];
+    let len = shape.iter().product();
+    let updates = 3;
+    let first_step = 5;
+    let param = rng.vec(len, -1.0, 1.0);
+    let grads = rng.vec(updates * len, -1.0, 1.0);
+    let m0 = rng.vec(len, -0.1, 0.1);
+    let v0 = rng.vec(len, 0.0, 0.01);
+    let param_path = scratch.write("param.npy", &shape, &param);
+    let grads_path = scratch.write("grads.npy", &[updates, shape[0], shape[1]], &grads);
+    let m_path = scratch.write("m.npy", &shape, &m0);
+    let v_path = scratch.write("v.npy", &shape, &v0);
+    let out_path = scratch.path("out.npy");
+    let m_out = scratch.path("m2.npy");
+    let v_out = scratch.path("v2.npy");
+    let (lr, beta1, beta2, eps) = ("0.01", "0.8", "0.99", "1e-7");
+    scratch.ok(&[
+        "op".as_ref(),
+        "adam".as_ref(),
+        param_path.as_os_str(),
+        grads_path.as_os_str(),
+        "-o".as_ref(),
+        out_path.as_os_str(),
+        "--m".as_ref(),
+        m_path.as_os_str(),
+        "--v".as_ref(),
+        v_path.as_os_str(),
+        "--step".as_ref(),
+        first_step.to_string().as_ref(),
+        "--m-out".as_ref(),
+        m_out.as_os_str(),
+        "--v-out".as_ref(),
+        v_out.as_os_str(),
+        "--lr".as_ref(),
+        lr.as_ref(),
+        "--beta1".as_ref(),
+        beta1.as_ref(),
+        "--beta2".as_ref(),
+        beta2.as_ref(),
+        "--eps".as_ref(),
+        eps.as_ref(),
+    ]);
+    let parse = |text: &str| text.parse::<f32>().expect("a float");
+    let reference = AdamReference::new(parse(lr), parse(beta1), parse(beta2), parse(eps));
+    let (mut p, mut m, mut v) = (widen(&param), widen(&m0), widen(&v0));
+    for (update, grad) in grads.chunks(len).enumerate() {
+        reference.update(&mut p, &mut m, &mut v, grad, first_step + update as u64);
+    }
+    for (path, want, what) in [
+        (&out_path, &p, "parameter"),
+        (&m_out, &m, "m"),
+        (&v_out, &v, "v"),
+    ] {
+        let (got_shape, got) = read_f32(path);
+        assert_eq!(got_shape, shape, "{what}");
+        assert_close(
+            &format!("adam {what} after {updates} updates"),
+            &got,
+            want,
+            1e-6,
+        );
+    }
+    assert_eq!(
+        scratch.files(),
+        [
+            "grads.npy",
+            "m.npy",
+            "m2.npy",
+            "out.npy",
+            "param.npy",
+            "v.npy",
+            "v2.npy"
+        ]
+    );
+}
+
+// --- errors ---
+
+#[test]
+fn unreadable_inputs_are_clear_errors() {
+    let scratch = Scratch::new("errors");
+    let output = scratch.path("y.npy");
+    let text = scratch.path("text.npy");
+    fs::write(&text, "this is not numpy\n").expect("writing a text file");
+    let stderr = scratch.fails(
+        &[
+            "op".as_ref(),
+            "sum".as_ref(),
+            text.as_os_str(),
+            "-o".as_ref(),
+            output.as_os_str(),
+        ],
+        &["text.npy"],
+    );
+    assert!(stderr.contains("not a .npy file"), "{stderr}");
+
+    let doubles = scratch.path("doubles.npy");
+    write_npy(&doubles, &[2, 2], &[1.0f64, 2.0, 3.0, 4.0], npyz::Order::C);
+    let stderr = scratch.fails(
+        &[
+            "op".as_ref(),
+            "softmax".as_ref(),
+            doubles.as_os_str(),
+            "-o".as_ref(),
+            output.as_os_str(),
+        ],
+        &["doubles.npy", "float64", "<f8", "<f4"],
+    );
+    assert!(stderr.contains("float32"), "{stderr}");
+
+    let ints = scratch.path("ints.npy");
+    write_npy(&ints, &[3], &[1i32, 2, 3], npyz::Order::C);
+    scratch.fails(
+        &[
+            "op".as_ref(),
+            "max".as_ref(),
+            ints.as_os_str(),
+            "-o".as_ref(),
+            output.as_os_str(),
+        ],
+        &["ints.npy", "int32"],
+    );
+
+    let fortran = scratch.path("fortran.npy");
+    write_npy(&fortran, &[2, 3], &[0.0f32; 6], npyz::Order::Fortran);
+    scratch.fails(
+        &[
+            "op".as_ref(),
+            "mean".as_ref(),
+            fortran.as_os_str(),
+            "-o".as_ref(),
+            output.as_os_str(),
+        ],
+        &["fortran.npy", "Fortran"],
+    );
+
+    let missing = scratch.path("missing.npy");
+    let good = scratch.write("good.npy", &[2, 2], &[1.0, 2.0, 3.0, 4.0]);
+    scratch.fails(
+        &[
+            "op".as_ref(),
+            "matmul".as_ref(),
+            good.as_os_str(),
+            missing.as_os_str(),
+            "-o".as_ref(),
+            output.as_os_str(),
+        ],
+        &["missing.npy"],
+    );
+    scratch.fails(
+        &[
+            "op".as_ref(),
+            "adam".as_ref(),
+            good.as_os_str(),
+            good.as_os_str(),
+            "-o".as_ref(),
+            output.as_os_str(),
+            "--m".as_ref(),
+            missing.as_os_str(),
+        ],
+        &["missing.npy"],
+    );
+    assert_eq!(
+        scratch.files(),
+        [
+            "doubles.npy",
+            "fortran.npy",
+            "good.npy",
+            "ints.npy",
+            "text.npy"
+        ],
+        "a failed op writes nothing"
+    );
+}
+
+#[test]
+fn mismatched_shapes_name_both_files() {
+    let scratch = Scratch::new("shapes");
+    let output = scratch.path("out.npy");
+    let left = scratch.write("left.npy", &[3, 4], &[0.5; 12]);
+    let right = scratch.write("right.npy", &[5, 2], &[0.5; 10]);
+    let row = scratch.write("row.npy", &[5], &[0.5; 5]);
+    let run = |args: &[&OsStr], names: &[&str]| {
+        scratch.fails(args, names);
+    };
+    run(
+        &[
+            "op".as_ref(),
+            "matmul".as_ref(),
+            left.as_os_str(),
+            right.as_os_str(),
+            "-o".as_ref(),
+            output.as_os_str(),
+        ],
+        &["left.npy", "right.npy", "[3, 4]", "[5, 2]"],
+    );
+    run(
+        &[
+            "op".as_ref(),
+            "softmax-xent".as_ref(),
+            left.as_os_str(),
+            right.as_os_str(),
+            "-o".as_ref(),
+            output.as_os_str(),
+        ],
+        &["left.npy", "right.npy"],
+    );
+    run(
+        &[
+            "op".as_ref(),
+            "adam".as_ref(),
+            left.as_os_str(),
+            row.as_os_str(),
+            "-o".as_ref(),
+            output.as_os_str(),
+        ],
+        &["left.npy", "row.npy", "[3, 4]", "[5]"],
+    );
+    run(
+        &[
+            "op".as_ref(),
+            "adam".as_ref(),
+            left.as_os_str(),
+            left.as_os_str(),
+            "-o".as_ref(),
+            output.as_os_str(),
+            "--v".as_ref(),
+            right.as_os_str(),
+        ],
+        &["left.npy", "right.npy"],
+    );
+    assert_eq!(
+        scratch.files(),
+        ["left.npy", "right.npy", "row.npy"],
+        "a failed op writes nothing"
+    );
+}
