@@ -10,7 +10,8 @@ struct Params {
     op: u32,         // 0 uniform in [low, high), 1 normal(mean = low, std = high)
     low: f32,
     high: f32,
-    _pad: u32,
+    // the largest f32 below `high`: u·(high − low) + low can round up to `high`, which [low, high) excludes
+    below_high: f32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -47,26 +48,33 @@ fn unit(bits: u32) -> f32 {
     return f32(bits >> 8u) * 5.9604645e-8;
 }
 
+// -ln(u) for u = ((bits >> 8) + 1) · 2^-24 in (0, 1]. Near u = 1 an f32 log loses most of its digits, and
+// Box–Muller divides that error by a small radius; there the series of -ln(1 - x) in x = 1 - u (exact) is used.
+fn minus_log_unit(bits: u32) -> f32 {
+    let x = f32(16777215u - (bits >> 8u)) * 5.9604645e-8;
+    if (x < 0.0625) {
+        return x * (1.0 + x * (0.5 + x * (0.33333334 + x * (0.25 + x * (0.2 + x * (0.16666667 + x * 0.14285715))))));
+    }
+    return -log(1.0 - x);
+}
+
 @compute @workgroup_size(256)
 fn random(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-    let block = id.x + id.y * groups.x * 256u;
+    let grid = groups.x * groups.y * 256u;
+    for (var block = id.x + id.y * groups.x * 256u; block * 4u < params.count; block = block + grid) {
     let first = block * 4u;
-    if (first >= params.count) {
-        return;
-    }
     let bits = philox(vec4<u32>(params.base / 4u + block, 0u, 0u, 0u), vec2<u32>(params.seed_lo, params.seed_hi));
     var values: vec4<f32>;
     if (params.op == 0u) {
         let span = params.high - params.low;
         values = vec4<f32>(unit(bits.x), unit(bits.y), unit(bits.z), unit(bits.w)) * span + params.low;
+        values = min(values, vec4<f32>(params.below_high));
     } else {
         // Box-Muller on two pairs; u1 in (0, 1] so the logarithm is finite.
-        let u1 = unit(bits.x) + 5.9604645e-8;
         let u2 = unit(bits.y);
-        let u3 = unit(bits.z) + 5.9604645e-8;
         let u4 = unit(bits.w);
-        let r1 = sqrt(-2.0 * log(u1));
-        let r2 = sqrt(-2.0 * log(u3));
+        let r1 = sqrt(2.0 * minus_log_unit(bits.x));
+        let r2 = sqrt(2.0 * minus_log_unit(bits.z));
         let tau = 6.2831855;
         values = vec4<f32>(r1 * cos(tau * u2), r1 * sin(tau * u2), r2 * cos(tau * u4), r2 * sin(tau * u4))
             * params.high + params.low;
@@ -75,5 +83,6 @@ fn random(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups)
         if (first + j < params.count) {
             out[first + j] = values[j];
         }
+    }
     }
 }

@@ -4,9 +4,7 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::{
-    dispatch, dispatch_windows, expect_bindable, grid, windows, Family, Kernel, WORKGROUP_SIZE,
-};
+use super::{dispatch, dispatch_windows, expect_bindable, spread, windows, Family, Kernel};
 use crate::error::{Error, Result};
 use crate::session::{BufferRange, Gpu};
 use crate::tensor::{DType, Tensor, MAX_RANK};
@@ -58,7 +56,7 @@ struct Params {
 }
 
 fn groups(gpu: &Gpu, count: u64) -> [u32; 3] {
-    grid(gpu, (count as u32).div_ceil(WORKGROUP_SIZE))
+    spread(gpu, count)
 }
 
 /// Runs a kernel whose bindings are all windows over the same elements.

@@ -212,6 +212,21 @@ pub(crate) fn grid(gpu: &Gpu, groups: u32) -> [u32; 3] {
     }
 }
 
+/// Workgroups for a kernel that steps through `elements` by its grid's size: one per 256 elements up to a cap
+/// that keeps every invocation busy with a run of elements. llvmpipe pays per workgroup, so CPU adapters get
+/// few; GPUs get enough to fill every core.
+pub(crate) fn spread(gpu: &Gpu, elements: u64) -> [u32; 3] {
+    let cap: u64 = if gpu.info.device_type == wgpu::DeviceType::Cpu {
+        64
+    } else {
+        4096
+    };
+    grid(
+        gpu,
+        elements.div_ceil(u64::from(WORKGROUP_SIZE)).clamp(1, cap) as u32,
+    )
+}
+
 /// Records one dispatch of `kernel` over `ranges` with `params` as its uniform block.
 pub(crate) fn dispatch(
     gpu: &mut Gpu,

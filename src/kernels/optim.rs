@@ -18,6 +18,16 @@ static ADAM: Kernel = Kernel {
     entry: "adam",
     bindings: &[1, 2, 3, 4],
 };
+static ADAM_VEC4: Kernel = Kernel {
+    family: &OPTIM,
+    entry: "adam_vec4",
+    bindings: &[1, 2, 3, 4],
+};
+static SGD_VEC4: Kernel = Kernel {
+    family: &OPTIM,
+    entry: "sgd_vec4",
+    bindings: &[1, 2, 3],
+};
 static SGD: Kernel = Kernel {
     family: &OPTIM,
     entry: "sgd",
@@ -140,8 +150,9 @@ impl Tensor {
         };
         let ranges = [self.range()?, grad.range()?, m.range()?, v.range()?];
         let elements = self.len() as u64;
+        let kernel = if elements % 4 == 0 { &ADAM_VEC4 } else { &ADAM };
         self.with_gpu(|gpu| {
-            dispatch_windows(gpu, &ADAM, &ranges, elements, |_, count| Params {
+            dispatch_windows(gpu, kernel, &ranges, elements, |_, count| Params {
                 count: count as u32,
                 ..base
             })
@@ -169,8 +180,9 @@ impl Tensor {
         };
         let ranges = [self.range()?, grad.range()?, momentum_buffer.range()?];
         let elements = self.len() as u64;
+        let kernel = if elements % 4 == 0 { &SGD_VEC4 } else { &SGD };
         self.with_gpu(|gpu| {
-            dispatch_windows(gpu, &SGD, &ranges, elements, |_, count| Params {
+            dispatch_windows(gpu, kernel, &ranges, elements, |_, count| Params {
                 count: count as u32,
                 ..base
             })

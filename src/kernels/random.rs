@@ -3,7 +3,7 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::{dispatch, grid, windows, Family, Kernel, WORKGROUP_SIZE};
+use super::{dispatch, spread, windows, Family, Kernel};
 use crate::error::Result;
 use crate::session::Session;
 use crate::tensor::{DType, Tensor};
@@ -29,7 +29,18 @@ struct Params {
     op: u32,
     low: f32,
     high: f32,
-    _pad: u32,
+    below_high: f32,
+}
+
+/// The largest f32 below `value` (for finite values).
+fn next_below(value: f32) -> f32 {
+    if value == 0.0 {
+        -f32::from_bits(1)
+    } else if value > 0.0 {
+        f32::from_bits(value.to_bits() - 1)
+    } else {
+        f32::from_bits(value.to_bits() + 1)
+    }
 }
 
 fn fill_random(
@@ -54,10 +65,9 @@ fn fill_random(
                 op,
                 low,
                 high,
-                _pad: 0,
+                below_high: if op == 0 { next_below(high) } else { f32::MAX },
             };
-            let invocations = count.div_ceil(4) as u32;
-            let workgroups = grid(gpu, invocations.div_ceil(WORKGROUP_SIZE));
+            let workgroups = spread(gpu, count.div_ceil(4));
             dispatch(
                 gpu,
                 &FILL_RANDOM,

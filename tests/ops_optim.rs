@@ -1,0 +1,552 @@
+//! Optimizer steps against an f64 reference: Adam with both epsilon placements, AdamW, and SGD with and without
+//! momentum, over ten steps of fresh gradients at awkward sizes; Adam over a parameter past one storage binding;
+//! and the errors for mismatched shapes, step 0 and tensors of two sessions.
+
+mod common;
+
+use common::{backends, Rng};
+use wgcompute::{AdamConfig, AdapterSelector, EpsilonPlacement, Error, Session, SessionOptions};
+
+fn session(selector: &AdapterSelector) -> Session {
+    Session::open(
+        SessionOptions::default()
+            .adapter(selector.clone())
+            .poison_outputs(true),
+    )
+    .expect("open")
+}
+
+const SHAPES: [&[usize]; 7] = [
+    &[1],
+    &[2],
+    &[7],
+    &[257],
+    &[13, 17],
+    &[3, 5, 7],
+    &[1_000_003],
+];
+
+/// Relative Frobenius error of `got` against `want`, measured against `magnitude`: for each element, the sum of
+/// the absolute values of the terms that formed it. Where no cancellation happened that is the value itself; where
+/// terms cancelled (a moment that crossed zero, a size-1 parameter that stepped to near zero) it is the scale that
+/// f32 rounding errors are proportional to, so the measure does not flake on a fresh seed.
+fn relative_error(got: &[f32], want: &[f64], magnitude: &[f64]) -> f64 {
+    assert_eq!(got.len(), want.len());
+    let diff: f64 = got
+        .iter()
+        .zip(want)
+        .map(|(g, w)| (*g as f64 - w).powi(2))
+        .sum();
+    let norm: f64 = magnitude.iter().map(|w| w * w).sum();
+    if diff.is_nan() {
+        return f64::INFINITY;
+    }
+    (diff / norm.max(f64::MIN_POSITIVE)).sqrt()
+}
+
+/// Adam's state in f64, with the magnitudes the error is measured against.
+#[derive(Clone)]
+struct AdamReference {
+    param: Vec<f64>,
+    m: Vec<f64>,
+    v: Vec<f64>,
+    param_magnitude: Vec<f64>,
+    m_magnitude: Vec<f64>,
+}
+
+impl AdamReference {
+    fn new(param: &[f32], m: &[f32], v: &[f32]) -> Self {
+        let wide = |data: &[f32]| data.iter().map(|&x| x as f64).collect::<Vec<f64>>();
+        let magnitude = |data: &[f32]| data.iter().map(|&x| (x as f64).abs()).collect::<Vec<f64>>();
+        Self {
+            param: wide(param),
+            m: wide(m),
+            v: wide(v),
+            param_magnitude: magnitude(param),
+            m_magnitude: magnitude(m),
+        }
+    }
+
+    /// One step, from the documented formulas, in f64 with the f32 hyperparameters.
+    fn step(&mut self, grad: &[f32], step: u64, config: &AdamConfig) {
+        let lr = config.lr as f64;
+        let beta1 = config.beta1 as f64;
+        let beta2 = config.beta2 as f64;
+        let epsilon = config.epsilon as f64;
+        let weight_decay = config.weight_decay as f64;
+        let t = step as f64;
+        let bias1 = 1.0 - beta1.powf(t);
+        let bias2 = 1.0 - beta2.powf(t);
+        for i in 0..grad.len() {
+            let g = grad[i] as f64;
+            self.m[i] = beta1 * self.m[i] + (1.0 - beta1) * g;
+            self.v[i] = beta2 * self.v[i] + (1.0 - beta2) * g * g;
+            self.m_magnitude[i] = beta1 * self.m_magnitude[i] + (1.0 - beta1) * g.abs();
+            let update =
+                if weight_decay != 0.0 || config.epsilon_placement == EpsilonPlacement::KingmaBa {
+                    if weight_decay != 0.0 {
+                        let decay = 1.0 - lr * weight_decay;
+                        self.param[i] *= decay;
+                        self.param_magnitude[i] *= decay.abs();
+                    }
+                    let m_hat = self.m[i] / bias1;
+                    let v_hat = self.v[i] / bias2;
+                    lr * m_hat / (v_hat.sqrt() + epsilon)
+                } else {
+                    let lr_t = lr * bias2.sqrt() / bias1;
+                    lr_t * self.m[i] / (self.v[i].sqrt() + epsilon)
+                };
+            self.param[i] -= update;
+            self.param_magnitude[i] += update.abs();
+        }
+    }
+
+    fn check(&self, label: &str, param: &[f32], m: &[f32], v: &[f32], tolerance: f64) {
+        for (name, got, want, magnitude) in [
+            ("param", param, &self.param, &self.param_magnitude),
+            ("m", m, &self.m, &self.m_magnitude),
+            ("v", v, &self.v, &self.v),
+        ] {
+            let error = relative_error(got, want, magnitude);
+            assert!(
+                error < tolerance,
+                "{label}: {name} has relative error {error} against the f64 reference (first element {} vs {})",
+                got[0],
+                want[0]
+            );
+        }
+    }
+}
+
+fn custom(placement: EpsilonPlacement, weight_decay: f32) -> AdamConfig {
+    AdamConfig {
+        lr: 0.05,
+        beta1: 0.8,
+        beta2: 0.99,
+        epsilon: 1e-3,
+        epsilon_placement: placement,
+        weight_decay,
+    }
+}
+
+fn configs() -> Vec<(&'static str, AdamConfig)> {
+    vec![
+        ("TensorFlow default", AdamConfig::default()),
+        (
+            "Kingma-Ba default",
+            AdamConfig {
+                epsilon_placement: EpsilonPlacement::KingmaBa,
+                ..AdamConfig::default()
+            },
+        ),
+        (
+            "AdamW default",
+            AdamConfig {
+                weight_decay: 0.01,
+                ..AdamConfig::default()
+            },
+        ),
+        (
+            "TensorFlow custom",
+            custom(EpsilonPlacement::TensorFlow, 0.0),
+        ),
+        ("Kingma-Ba custom", custom(EpsilonPlacement::KingmaBa, 0.0)),
+        ("AdamW custom", custom(EpsilonPlacement::KingmaBa, 0.1)),
+    ]
+}
+
+const STEPS: u64 = 10;
+const TOLERANCE: f64 = 1e-6;
+
+/// Runs `STEPS` Adam steps from `first_step` with fresh gradients on the device and in the reference.
+fn run_adam(
+    session: &Session,
+    rng: &mut Rng,
+    shape: &[usize],
+    config: &AdamConfig,
+    first_step: u64,
+    label: &str,
+) {
+    let len: usize = shape.iter().product();
+    let param_data = rng.vec(len, -1.0, 1.0);
+    let param = session.upload(&param_data, shape).expect("upload");
+    let m = session.zeros(shape).expect("zeros");
+    let v = session.zeros(shape).expect("zeros");
+    let zeros = vec![0.0f32; len];
+    let mut reference = AdamReference::new(&param_data, &zeros, &zeros);
+    for step in first_step..first_step + STEPS {
+        // Gradients of a different scale each step, so v is not a plain average.
+        let scale = rng.uniform(0.1, 2.0);
+        let grad_data = rng.vec(len, -scale, scale);
+        let grad = session.upload(&grad_data, shape).expect("upload");
+        param
+            .adam_update_(&grad, &m, &v, step, config)
+            .unwrap_or_else(|error| panic!("{label}: step {step}: {error}"));
+        reference.step(&grad_data, step, config);
+    }
+    reference.check(
+        &format!("{label}: {config:?}, steps {first_step}.., shape {shape:?}"),
+        &param.to_vec().expect("read"),
+        &m.to_vec().expect("read"),
+        &v.to_vec().expect("read"),
+        TOLERANCE,
+    );
+}
+
+#[test]
+fn adam_variants_match_the_f64_reference_over_ten_steps() {
+    let mut rng = Rng::fresh("adam");
+    for selector in backends() {
+        let session = session(&selector);
+        for (name, config) in configs() {
+            for &shape in &SHAPES {
+                run_adam(
+                    &session,
+                    &mut rng,
+                    shape,
+                    &config,
+                    1,
+                    &format!("{selector:?}: {name}"),
+                );
+            }
+        }
+        // Late steps, where the bias corrections are nearly but not quite 1 (β2^5000 ≈ 0.0067).
+        for (name, config) in configs() {
+            run_adam(
+                &session,
+                &mut rng,
+                &[1009],
+                &config,
+                5000,
+                &format!("{selector:?}: {name}, late"),
+            );
+        }
+    }
+}
+
+/// The variants differ by far more than the tolerance on these inputs, so the comparisons above tell them apart
+/// (all but the two default placements, which no f32 computation can).
+#[test]
+fn the_reference_tells_the_variants_apart() {
+    let mut rng = Rng::fresh("adam variants");
+    let len = 1000;
+    let param = rng.vec(len, -1.0, 1.0);
+    let zeros = vec![0.0f32; len];
+    let grads: Vec<Vec<f32>> = (0..STEPS).map(|_| rng.vec(len, -1.0, 1.0)).collect();
+    let run = |config: &AdamConfig| {
+        let mut reference = AdamReference::new(&param, &zeros, &zeros);
+        for (step, grad) in grads.iter().enumerate() {
+            reference.step(grad, step as u64 + 1, config);
+        }
+        reference
+    };
+    let variants: Vec<(&str, AdamReference)> = configs()
+        .iter()
+        .map(|(name, config)| (*name, run(config)))
+        .collect();
+    for (a, (name_a, reference_a)) in variants.iter().enumerate() {
+        for (name_b, reference_b) in &variants[a + 1..] {
+            if (*name_a, *name_b) == ("TensorFlow default", "Kingma-Ba default") {
+                // With ε = 1e-8 the placements differ by ε·(1 − sqrt(1 − β2^t)) beside sqrt(v) ~ 0.01: far below
+                // f32 resolution. The custom configuration (ε = 1e-3) tells them apart.
+                continue;
+            }
+            let as_f32: Vec<f32> = reference_b.param.iter().map(|&x| x as f32).collect();
+            let error = relative_error(&as_f32, &reference_a.param, &reference_a.param_magnitude);
+            assert!(
+                error > 10.0 * TOLERANCE,
+                "{name_a} and {name_b} differ by only {error}"
+            );
+        }
+    }
+}
+
+#[test]
+fn sgd_with_and_without_momentum_matches_the_f64_reference() {
+    let mut rng = Rng::fresh("sgd");
+    for selector in backends() {
+        let session = session(&selector);
+        for &(lr, momentum, random_buffer) in &[
+            (0.01f32, 0.9f32, false),
+            (0.1, 0.0, false),
+            (0.003, 0.5, true),
+        ] {
+            for &shape in &SHAPES {
+                let label = format!(
+                    "{selector:?}: SGD lr {lr} momentum {momentum}, shape {shape:?}{}",
+                    if random_buffer {
+                        ", random start buffer"
+                    } else {
+                        ""
+                    }
+                );
+                let len: usize = shape.iter().product();
+                let param_data = rng.vec(len, -1.0, 1.0);
+                let buffer_data = if random_buffer {
+                    rng.vec(len, -1.0, 1.0)
+                } else {
+                    vec![0.0; len]
+                };
+                let param = session.upload(&param_data, shape).expect("upload");
+                let buffer = session.upload(&buffer_data, shape).expect("upload");
+                let mut want_param: Vec<f64> = param_data.iter().map(|&x| x as f64).collect();
+                let mut param_magnitude: Vec<f64> = want_param.iter().map(|x| x.abs()).collect();
+                let mut want_buffer: Vec<f64> = buffer_data.iter().map(|&x| x as f64).collect();
+                let mut buffer_magnitude: Vec<f64> = want_buffer.iter().map(|x| x.abs()).collect();
+                let mut last_grad = Vec::new();
+                for step in 0..STEPS {
+                    let grad_data = rng.vec(len, -1.0, 1.0);
+                    let grad = session.upload(&grad_data, shape).expect("upload");
+                    param
+                        .sgd_update_(&grad, &buffer, lr, momentum)
+                        .unwrap_or_else(|error| panic!("{label}: step {step}: {error}"));
+                    let (lr, momentum) = (lr as f64, momentum as f64);
+                    for i in 0..len {
+                        let g = grad_data[i] as f64;
+                        want_buffer[i] = momentum * want_buffer[i] + g;
+                        buffer_magnitude[i] = momentum * buffer_magnitude[i] + g.abs();
+                        want_param[i] -= lr * want_buffer[i];
+                        param_magnitude[i] += lr * buffer_magnitude[i];
+                    }
+                    last_grad = grad_data;
+                }
+                let got_param = param.to_vec().expect("read");
+                let got_buffer = buffer.to_vec().expect("read");
+                let error = relative_error(&got_param, &want_param, &param_magnitude);
+                assert!(
+                    error < TOLERANCE,
+                    "{label}: param has relative error {error}"
+                );
+                let error = relative_error(&got_buffer, &want_buffer, &buffer_magnitude);
+                assert!(
+                    error < TOLERANCE,
+                    "{label}: buffer has relative error {error}"
+                );
+                if momentum == 0.0 {
+                    // 0·buffer + g is g exactly.
+                    let differ = got_buffer
+                        .iter()
+                        .zip(&last_grad)
+                        .filter(|(a, b)| a.to_bits() != b.to_bits())
+                        .count();
+                    assert_eq!(differ, 0, "{label}: the buffer is not the last gradient");
+                }
+            }
+        }
+    }
+}
+
+/// Indices to check in a long tensor: both ends, both sides of every multiple of 2^25 (lavapipe's 128 MiB
+/// binding holds 2^25 values) and random ones.
+fn sample_indices(rng: &mut Rng, len: usize, random: usize) -> Vec<usize> {
+    let mut indices: Vec<usize> = (0..8).chain(len - 8..len).collect();
+    let mut boundary = 1usize << 25;
+    while boundary < len {
+        indices.extend(boundary - 8..(boundary + 8).min(len));
+        boundary += 1 << 25;
+    }
+    indices.extend((0..random).map(|_| (rng.next_u64() % len as u64) as usize));
+    indices
+}
+
+#[test]
+fn adam_past_one_storage_binding_updates_every_window() {
+    let selector = &backends()[0];
+    let session = session(selector);
+    let mut rng = Rng::fresh("adam windows");
+    let len = 40_000_003usize;
+    let shape = [len];
+    let indices = sample_indices(&mut rng, len, 500);
+    let pick = |data: &[f32]| indices.iter().map(|&i| data[i]).collect::<Vec<f32>>();
+
+    // Non-zero moments to start, so every operand's windows matter from the first step.
+    let upload = |rng: &mut Rng, low: f32, high: f32| {
+        let data = rng.vec(len, low, high);
+        let tensor = session.upload(&data, &shape).expect("upload 160 MB");
+        (tensor, pick(&data))
+    };
+    let (param, param_sample) = upload(&mut rng, -1.0, 1.0);
+    let (m, m_sample) = upload(&mut rng, -0.1, 0.1);
+    let (v, v_sample) = upload(&mut rng, 0.0, 0.01);
+    let mut reference = AdamReference::new(&param_sample, &m_sample, &v_sample);
+    let configs = [
+        AdamConfig::default(),
+        AdamConfig {
+            lr: 0.01,
+            weight_decay: 0.01,
+            ..AdamConfig::default()
+        },
+    ];
+    for (step, config) in (1..).zip(&configs) {
+        let (grad, grad_sample) = upload(&mut rng, -1.0, 1.0);
+        param
+            .adam_update_(&grad, &m, &v, step, config)
+            .expect("adam over 40M");
+        reference.step(&grad_sample, step, config);
+    }
+    let got: Vec<Vec<f32>> = [&param, &m, &v]
+        .iter()
+        .map(|tensor| pick(&tensor.to_vec().expect("read 160 MB")))
+        .collect();
+    for (k, &index) in indices.iter().enumerate() {
+        for (name, got, want, magnitude) in [
+            (
+                "param",
+                &got[0],
+                &reference.param,
+                &reference.param_magnitude,
+            ),
+            ("m", &got[1], &reference.m, &reference.m_magnitude),
+            ("v", &got[2], &reference.v, &reference.v),
+        ] {
+            let error = (got[k] as f64 - want[k]).abs() / magnitude[k].max(f64::MIN_POSITIVE);
+            assert!(
+                error < 2e-6,
+                "{selector:?}: {name}[{index}] of {len} is {}, the f64 reference {} (relative error {error})",
+                got[k],
+                want[k]
+            );
+        }
+    }
+    let error = relative_error(&got[0], &reference.param, &reference.param_magnitude);
+    assert!(
+        error < TOLERANCE,
+        "{selector:?}: sampled param relative error {error}"
+    );
+}
+
+#[test]
+fn mismatched_shapes_step_zero_and_two_sessions_are_errors() {
+    let selectors = backends();
+    let session = session(&selectors[0]);
+    let other = self::session(&selectors[0]);
+    let mut rng = Rng::fresh("optimizer errors");
+    let shape = [3, 4];
+    let param_data = rng.vec(12, -1.0, 1.0);
+    let param = session.upload(&param_data, &shape).expect("upload");
+    let grad_data = rng.vec(12, -1.0, 1.0);
+    let grad = session.upload(&grad_data, &shape).expect("upload");
+    let m = session.zeros(&shape).expect("zeros");
+    let v = session.zeros(&shape).expect("zeros");
+    let transposed = session.zeros(&[4, 3]).expect("zeros");
+    let flat = session.zeros(&[12]).expect("zeros");
+    let config = AdamConfig::default();
+
+    let expect_shape_error = |result: wgcompute::Result<()>, what: &str, wrong: &str| match result {
+        Err(error @ Error::Shape { .. }) => {
+            let text = error.to_string();
+            assert!(
+                text.contains(wrong) && text.contains("[3, 4]"),
+                "{what}: the message names neither shape: {text}"
+            );
+        }
+        other => panic!("{what}: expected a shape error, got {other:?}"),
+    };
+    expect_shape_error(
+        param.adam_update_(&transposed, &m, &v, 1, &config),
+        "adam grad [4, 3]",
+        "[4, 3]",
+    );
+    expect_shape_error(
+        param.adam_update_(&grad, &flat, &v, 1, &config),
+        "adam m [12]",
+        "[12]",
+    );
+    expect_shape_error(
+        param.adam_update_(&grad, &m, &transposed, 1, &config),
+        "adam v [4, 3]",
+        "[4, 3]",
+    );
+    expect_shape_error(
+        param.sgd_update_(&flat, &m, 0.1, 0.9),
+        "sgd grad [12]",
+        "[12]",
+    );
+    expect_shape_error(
+        param.sgd_update_(&grad, &transposed, 0.1, 0.9),
+        "sgd buffer [4, 3]",
+        "[4, 3]",
+    );
+
+    match param.adam_update_(&grad, &m, &v, 0, &config) {
+        Err(Error::InvalidArgument { .. }) => {}
+        other => panic!("adam step 0: expected an invalid argument, got {other:?}"),
+    }
+
+    let foreign = other.upload(&grad_data, &shape).expect("upload");
+    for (what, result) in [
+        (
+            "adam grad",
+            param.adam_update_(&foreign, &m, &v, 1, &config),
+        ),
+        (
+            "adam m",
+            param.adam_update_(&grad, &foreign, &v, 1, &config),
+        ),
+        (
+            "adam v",
+            param.adam_update_(&grad, &m, &foreign, 1, &config),
+        ),
+        ("sgd grad", param.sgd_update_(&foreign, &m, 0.1, 0.9)),
+        ("sgd buffer", param.sgd_update_(&grad, &foreign, 0.1, 0.9)),
+        (
+            "foreign param",
+            foreign.adam_update_(&grad, &m, &v, 1, &config),
+        ),
+    ] {
+        assert!(
+            matches!(result, Err(Error::SessionMismatch { .. })),
+            "{what} from another session: expected a session mismatch, got {result:?}"
+        );
+    }
+
+    // A dtype error too: argmax gives u32.
+    let indices = session
+        .upload(&param_data, &[12, 1])
+        .expect("upload")
+        .argmax(Some(1))
+        .expect("argmax")
+        .reshape(&shape)
+        .expect("reshape");
+    assert!(
+        matches!(
+            param.adam_update_(&indices, &m, &v, 1, &config),
+            Err(Error::DType { .. })
+        ),
+        "a u32 gradient"
+    );
+
+    // Nothing was touched, and both sessions still work.
+    assert_eq!(
+        param.to_vec().expect("read"),
+        param_data,
+        "param after the errors"
+    );
+    assert_eq!(
+        m.to_vec().expect("read"),
+        vec![0.0; 12],
+        "m after the errors"
+    );
+    assert_eq!(
+        v.to_vec().expect("read"),
+        vec![0.0; 12],
+        "v after the errors"
+    );
+    param
+        .adam_update_(&grad, &m, &v, 1, &config)
+        .expect("a good step");
+    let mut reference = AdamReference::new(&param_data, &[0.0; 12], &[0.0; 12]);
+    reference.step(&grad_data, 1, &config);
+    reference.check(
+        "after the errors",
+        &param.to_vec().expect("read"),
+        &m.to_vec().expect("read"),
+        &v.to_vec().expect("read"),
+        TOLERANCE,
+    );
+    assert_eq!(
+        foreign.to_vec().expect("read"),
+        grad_data,
+        "the other session"
+    );
+}
