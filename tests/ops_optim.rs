@@ -1,6 +1,8 @@
 //! Optimizer steps against an f64 reference: Adam with both epsilon placements, AdamW, and SGD with and without
 //! momentum, over ten steps of fresh gradients at awkward sizes; Adam over a parameter past one storage binding;
 //! and the errors for mismatched shapes, step 0 and tensors of two sessions.
+// Parallel arrays (reference state, inputs, outputs) are indexed together.
+#![allow(clippy::needless_range_loop)]
 
 mod common;
 

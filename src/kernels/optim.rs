@@ -150,7 +150,11 @@ impl Tensor {
         };
         let ranges = [self.range()?, grad.range()?, m.range()?, v.range()?];
         let elements = self.len() as u64;
-        let kernel = if elements % 4 == 0 { &ADAM_VEC4 } else { &ADAM };
+        let kernel = if elements.is_multiple_of(4) {
+            &ADAM_VEC4
+        } else {
+            &ADAM
+        };
         self.with_gpu(|gpu| {
             dispatch_windows(gpu, kernel, &ranges, elements, |_, count| Params {
                 count: count as u32,
@@ -180,7 +184,11 @@ impl Tensor {
         };
         let ranges = [self.range()?, grad.range()?, momentum_buffer.range()?];
         let elements = self.len() as u64;
-        let kernel = if elements % 4 == 0 { &SGD_VEC4 } else { &SGD };
+        let kernel = if elements.is_multiple_of(4) {
+            &SGD_VEC4
+        } else {
+            &SGD
+        };
         self.with_gpu(|gpu| {
             dispatch_windows(gpu, kernel, &ranges, elements, |_, count| Params {
                 count: count as u32,
