@@ -17,17 +17,24 @@
 //! # Ok(()) }
 //! ```
 
+pub mod autograd;
 pub mod bench;
 pub mod device;
 mod error;
 pub(crate) mod kernels;
+pub mod nn;
+pub mod optim;
 pub mod pool;
 mod session;
 mod tensor;
+pub mod workload;
 
+pub use autograd::{Gradients, Tape, Var};
 pub use device::{list_adapters, AdapterDescription, AdapterSelector, DeviceMemory, MemorySource};
 pub use error::{ByteSize, Error, Result};
 pub use kernels::optim::{AdamConfig, EpsilonPlacement};
+pub use nn::{Linear, Mlp};
+pub use optim::{Adam, Optimizer, Sgd};
 pub use pool::MemoryStats;
 pub use session::{AdapterSummary, CloseReport, MemoryLimit, Session, SessionOptions};
 pub use tensor::{DType, Tensor, MAX_RANK};

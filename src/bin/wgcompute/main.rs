@@ -1,9 +1,12 @@
 //! The `wgcompute` command: one file per subcommand; this one parses the command line and dispatches.
 
 mod bench;
+mod demo;
 mod devices;
 mod memcheck;
+mod npy;
 mod op;
+mod train;
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
@@ -49,10 +52,14 @@ impl GlobalOptions {
 
 #[derive(Subcommand)]
 enum Command {
+    /// The main job: the seed workload twice in one process, under two memory caps, memory shown.
+    Demo(demo::DemoArgs),
     /// List every adapter wgpu finds, on every backend.
     Devices(devices::DevicesArgs),
     /// Open, fill, compute and close sessions in a loop, and check that memory comes back after each close.
     Memcheck(memcheck::MemcheckArgs),
+    /// Train on .npy data: X [steps, batch, in], Y [steps, batch, out], W0 [in, out].
+    Train(train::TrainArgs),
     /// Run one operation on .npy files.
     #[command(subcommand)]
     Op(op::OpCommand),
@@ -72,10 +79,12 @@ fn main() {
     }
     let cli = Cli::parse();
     let outcome = match &cli.command {
+        Command::Demo(args) => demo::run(&cli.global, args),
         Command::Devices(args) => devices::run(args),
         Command::Memcheck(args) => memcheck::run(&cli.global, args),
         Command::Bench(args) => bench::run(&cli.global, args),
         Command::Op(command) => op::run(&cli.global, command),
+        Command::Train(args) => train::run(&cli.global, args),
         Command::Job => cli
             .global
             .session_options()

@@ -1,0 +1,189 @@
+//! `wgcompute demo`: the main job. The seed workload (x[10,10000]·W[10000,1000], softmax cross-entropy, Adam,
+//! 100 steps) runs twice in this process, first in a session capped at 10% of device memory, then at 50%, and
+//! the device memory before open, while open and after close shows that each session gives its memory back.
+
+use anyhow::{bail, Result};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+use wgcompute::workload::{run_seed, SeedConfig};
+use wgcompute::{ByteSize, DeviceMemory, MemoryLimit, MemoryStats, Session};
+
+use crate::GlobalOptions;
+
+#[derive(Args)]
+pub struct DemoArgs {
+    /// Training steps per run.
+    #[arg(long, default_value_t = 100)]
+    steps: usize,
+    /// Print one JSON document instead of a report.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Memory after close may exceed memory before open by this much before the demo calls it a leak.
+const RELEASE_TOLERANCE: u64 = 64 << 20;
+
+#[derive(Serialize)]
+struct Run {
+    memory_limit: u64,
+    memory_limit_rule: String,
+    first_loss: f32,
+    last_loss: f32,
+    steps: usize,
+    steps_per_second: f64,
+    pool: MemoryStats,
+    memory_before_open: DeviceMemory,
+    memory_while_open: DeviceMemory,
+    memory_after_close: DeviceMemory,
+    /// After close minus before open, where memory is known.
+    retained: Option<i64>,
+}
+
+/// The cap for a run: a fraction of device memory, or a byte figure where the adapter does not report it.
+fn cap(global: &GlobalOptions, fraction: f64, fallback: u64) -> Result<(u64, String)> {
+    let probe = Session::open(global.session_options()?)?;
+    let total = probe.device_memory_total();
+    probe.close();
+    Ok(match total {
+        Some(total) => (
+            (total as f64 * fraction) as u64,
+            format!("{:.0}% of device memory", fraction * 100.0),
+        ),
+        None => (
+            fallback,
+            format!("{} (device memory unknown)", ByteSize(fallback)),
+        ),
+    })
+}
+
+fn one_run(
+    global: &GlobalOptions,
+    args: &DemoArgs,
+    fraction: f64,
+    fallback: u64,
+) -> Result<(Run, wgcompute::AdapterSummary)> {
+    let (limit, rule) = cap(global, fraction, fallback)?;
+    let mut options = global.session_options()?;
+    options.memory_limit = Some(MemoryLimit::Bytes(limit));
+    let session = Session::open(options)?;
+    let adapter = session.adapter().clone();
+    let bar = if args.json {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(args.steps as u64)
+    };
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} steps, loss {msg} ({per_sec})")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let config = SeedConfig {
+        steps: args.steps,
+        ..SeedConfig::default()
+    };
+    let run = run_seed(&session, config, |_, cost| {
+        bar.set_message(format!("{cost:.4}"));
+        bar.inc(1);
+    })?;
+    bar.finish_and_clear();
+    let pool = session.memory_stats()?;
+    let memory_while_open = session.device_memory();
+    let report = session.close();
+    let retained = report
+        .memory_before_open
+        .used
+        .zip(report.memory_after_close.used)
+        .map(|(before, after)| after as i64 - before as i64);
+    Ok((
+        Run {
+            memory_limit: limit,
+            memory_limit_rule: rule,
+            first_loss: run.losses.first().copied().unwrap_or(f32::NAN),
+            last_loss: run.losses.last().copied().unwrap_or(f32::NAN),
+            steps: args.steps,
+            steps_per_second: run.steps_per_second,
+            pool,
+            memory_before_open: report.memory_before_open,
+            memory_while_open,
+            memory_after_close: report.memory_after_close,
+            retained,
+        },
+        adapter,
+    ))
+}
+
+pub fn run(global: &GlobalOptions, args: &DemoArgs) -> Result<()> {
+    if args.steps == 0 {
+        bail!("--steps must be at least 1");
+    }
+    let mut runs = Vec::new();
+    let mut adapter = None;
+    for (index, (fraction, fallback)) in [(0.10, 1u64 << 30), (0.50, 4u64 << 30)]
+        .into_iter()
+        .enumerate()
+    {
+        let (run, used) = one_run(global, args, fraction, fallback)?;
+        if !args.json {
+            if index == 0 {
+                println!(
+                    "adapter: {} ({}, {})",
+                    used.name, used.backend, used.device_type
+                );
+            }
+            println!(
+                "run {}: session capped at {} ({})",
+                index + 1,
+                ByteSize(run.memory_limit),
+                run.memory_limit_rule
+            );
+            println!(
+                "  loss: first step {:.6}, last step {:.6}",
+                run.first_loss, run.last_loss
+            );
+            println!(
+                "  {:.2} steps/s over {} steps",
+                run.steps_per_second, run.steps
+            );
+            println!(
+                "  pool peak: {} in use, {} reserved",
+                ByteSize(run.pool.peak_in_use),
+                ByteSize(run.pool.peak_reserved)
+            );
+            println!("  device memory before open: {}", run.memory_before_open);
+            println!("  device memory while open:  {}", run.memory_while_open);
+            println!("  device memory after close: {}", run.memory_after_close);
+        }
+        adapter.get_or_insert(used);
+        runs.push(run);
+    }
+    let leaked: Vec<i64> = runs
+        .iter()
+        .filter_map(|run| run.retained)
+        .filter(|&retained| retained > RELEASE_TOLERANCE as i64)
+        .collect();
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "adapter": adapter, "runs": runs }))?
+        );
+    } else {
+        for (index, run) in runs.iter().enumerate() {
+            match run.retained {
+                Some(retained) => println!(
+                    "run {}: memory after close minus before open: {:+.1} MiB",
+                    index + 1,
+                    retained as f64 / (1 << 20) as f64
+                ),
+                None => println!("run {}: this adapter does not report its memory", index + 1),
+            }
+        }
+    }
+    if !leaked.is_empty() {
+        bail!(
+            "a session kept {} MiB after close, over the {} tolerance",
+            leaked[0] >> 20,
+            ByteSize(RELEASE_TOLERANCE)
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,226 @@
+//! `wgcompute train`: the seed workload on the user's data. X [steps, batch, in] and Y [steps, batch, out] come
+//! from .npy files, step i uses X[i] and Y[i]; the cost before each update and the final weights are written back.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use wgcompute::{Adam, AdamConfig, Linear, Mlp, Optimizer, Session, Tape, Tensor};
+
+use crate::npy::{write_npy, Array};
+use crate::GlobalOptions;
+
+#[derive(Args)]
+pub struct TrainArgs {
+    /// Inputs, [steps, batch, in], float32.
+    #[arg(long)]
+    inputs: PathBuf,
+    /// Labels, [steps, batch, out], float32 (rows need not sum to 1).
+    #[arg(long)]
+    targets: PathBuf,
+    /// Initial weights of the output layer: [in, out], or [last hidden size, out] with --hidden. Required
+    /// without --hidden; with it, weights not given come from --seed.
+    #[arg(long)]
+    init: Option<PathBuf>,
+    /// Steps to train (at most the steps in the files; default: all of them).
+    #[arg(long)]
+    steps: Option<usize>,
+    /// Adam's learning rate (TensorFlow's AdamOptimizer otherwise: β1 0.9, β2 0.999, ε 1e-8).
+    #[arg(long, default_value_t = 0.001)]
+    lr: f32,
+    /// Where to write the final output-layer weights (hidden layers, if any, go beside it as
+    /// NAME.hiddenK.npy and NAME.hiddenK_bias.npy).
+    #[arg(long)]
+    save: PathBuf,
+    /// Where to write the cost before each update, [steps].
+    #[arg(long)]
+    losses: PathBuf,
+    /// Relu hidden layers between input and output, e.g. 512,256 (with biases).
+    #[arg(long, value_delimiter = ',')]
+    hidden: Vec<usize>,
+    /// Seed for the weights of hidden layers.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print one JSON document instead of a summary.
+    #[arg(long)]
+    json: bool,
+}
+
+fn expect_rank3(array: &Array) -> Result<(usize, usize, usize)> {
+    match array.shape[..] {
+        [steps, batch, width] => Ok((steps, batch, width)),
+        _ => bail!("{} must be [steps, batch, features]", array.described()),
+    }
+}
+
+fn sibling(path: &Path, suffix: &str) -> PathBuf {
+    let stem = path
+        .file_stem()
+        .map(|stem| stem.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    path.with_file_name(format!("{stem}.{suffix}.npy"))
+}
+
+enum Model {
+    Linear(Linear),
+    Mlp(Mlp),
+}
+
+pub fn run(global: &GlobalOptions, args: &TrainArgs) -> Result<()> {
+    let x = Array::read(&args.inputs)?;
+    let y = Array::read(&args.targets)?;
+    let (x_steps, x_batch, inputs) = expect_rank3(&x)?;
+    let (y_steps, y_batch, outputs) = expect_rank3(&y)?;
+    if x_steps != y_steps || x_batch != y_batch {
+        bail!(
+            "{} and {} must agree in steps and batch",
+            x.described(),
+            y.described()
+        );
+    }
+    let steps = args.steps.unwrap_or(x_steps);
+    if steps == 0 || steps > x_steps {
+        bail!(
+            "--steps {steps} must be between 1 and the {x_steps} steps in {}",
+            x.name()
+        );
+    }
+    let init = args.init.as_deref().map(Array::read).transpose()?;
+    let last_width = args.hidden.last().copied().unwrap_or(inputs);
+    match &init {
+        Some(w0) if w0.shape != [last_width, outputs] => bail!(
+            "{} must be [{last_width}, {outputs}] to map {} to {}",
+            w0.described(),
+            if args.hidden.is_empty() {
+                x.described()
+            } else {
+                format!("the last hidden layer ({last_width})")
+            },
+            y.described()
+        ),
+        None if args.hidden.is_empty() => bail!("--init is required without --hidden"),
+        _ => {}
+    }
+    if args.hidden.contains(&0) {
+        bail!("--hidden sizes must be at least 1");
+    }
+
+    let session = Session::open(global.session_options()?)?;
+    let outcome = train(
+        &session,
+        args,
+        &x,
+        &y,
+        init.as_ref(),
+        steps,
+        (x_batch, inputs, outputs),
+    );
+    session.close();
+    let (losses, layers, seconds) = outcome?;
+
+    write_npy(&args.losses, &[losses.len()], &losses)?;
+    let (output_layer, hidden_layers) =
+        layers.split_last().context("a model has an output layer")?;
+    write_npy(&args.save, &output_layer.0, &output_layer.1)?;
+    for (index, (shape, data, bias)) in hidden_layers.iter().map(|(s, d, b)| (s, d, b)).enumerate()
+    {
+        write_npy(&sibling(&args.save, &format!("hidden{index}")), shape, data)?;
+        if let Some(bias) = bias {
+            write_npy(
+                &sibling(&args.save, &format!("hidden{index}_bias")),
+                &[bias.len()],
+                bias,
+            )?;
+        }
+    }
+    if args.json {
+        let report = serde_json::json!({
+            "steps": steps,
+            "first_loss": losses.first(),
+            "last_loss": losses.last(),
+            "seconds": seconds,
+            "steps_per_second": steps as f64 / seconds.max(1e-9),
+            "losses": losses,
+        });
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!(
+            "trained {steps} steps in {seconds:.2} s: loss {:.6} → {:.6}; weights in {}, losses in {}",
+            losses.first().copied().unwrap_or(f32::NAN),
+            losses.last().copied().unwrap_or(f32::NAN),
+            args.save.display(),
+            args.losses.display()
+        );
+    }
+    Ok(())
+}
+
+type LayerData = (Vec<usize>, Vec<f32>, Option<Vec<f32>>);
+
+fn train(
+    session: &Session,
+    args: &TrainArgs,
+    x: &Array,
+    y: &Array,
+    init: Option<&Array>,
+    steps: usize,
+    (batch, inputs, outputs): (usize, usize, usize),
+) -> Result<(Vec<f32>, Vec<LayerData>, f64)> {
+    let model = if args.hidden.is_empty() {
+        let w0 = init.context("--init is required without --hidden")?;
+        Model::Linear(Linear::from_tensors(w0.upload(session)?, None))
+    } else {
+        let mlp = Mlp::new(session, inputs, &args.hidden, outputs, args.seed)?;
+        if let (Some(w0), Some(last)) = (init, mlp.layers.last()) {
+            last.weight
+                .write(&w0.data)
+                .with_context(|| format!("loading {}", w0.name()))?;
+        }
+        Model::Mlp(mlp)
+    };
+    let parameters = match &model {
+        Model::Linear(layer) => layer.parameters(),
+        Model::Mlp(mlp) => mlp.parameters(),
+    };
+    let mut optimizer = Adam::new(AdamConfig {
+        lr: args.lr,
+        ..AdamConfig::default()
+    });
+    let x_step = Arc::new(session.empty(&[batch, inputs])?);
+    let y_step = Arc::new(session.empty(&[batch, outputs])?);
+    let (x_len, y_len) = (batch * inputs, batch * outputs);
+    let mut losses = Vec::with_capacity(steps);
+    let start = Instant::now();
+    for step in 0..steps {
+        x_step.write(&x.data[step * x_len..(step + 1) * x_len])?;
+        y_step.write(&y.data[step * y_len..(step + 1) * y_len])?;
+        let mut tape = Tape::new();
+        let (xv, yv) = (tape.constant(&x_step), tape.constant(&y_step));
+        let logits = match &model {
+            Model::Linear(layer) => layer.forward(&mut tape, xv)?,
+            Model::Mlp(mlp) => mlp.forward(&mut tape, xv)?,
+        };
+        let per_row = tape.softmax_cross_entropy(logits, yv)?;
+        let cost = tape.mean(per_row)?;
+        losses.push(tape.value(cost)?.read_range(0..1)?[0]);
+        let gradients = tape.backward(cost)?;
+        optimizer.step(&parameters, &gradients)?;
+    }
+    session.sync()?;
+    let seconds = start.elapsed().as_secs_f64();
+    let read = |tensor: &Tensor| -> Result<Vec<f32>> { Ok(tensor.to_vec()?) };
+    let layers: Vec<LayerData> = match &model {
+        Model::Linear(layer) => vec![(layer.weight.shape().to_vec(), read(&layer.weight)?, None)],
+        Model::Mlp(mlp) => mlp
+            .layers
+            .iter()
+            .map(|layer| {
+                let bias = layer.bias.as_deref().map(read).transpose()?;
+                Ok((layer.weight.shape().to_vec(), read(&layer.weight)?, bias))
+            })
+            .collect::<Result<_>>()?,
+    };
+    Ok((losses, layers, seconds))
+}

@@ -1,0 +1,147 @@
+//! The seed workload that motivates the project, as one function: a linear layer x[10,10000]·W[10000,1000],
+//! softmax cross-entropy, TensorFlow's Adam, 100 steps, with x and y drawn on the device every step. The demo,
+//! the `seed_step` benchmark and the tests all run it from here.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::autograd::Tape;
+use crate::error::Result;
+use crate::kernels::optim::AdamConfig;
+use crate::nn::Linear;
+use crate::optim::{Adam, Optimizer};
+use crate::session::Session;
+
+/// The workload's shape and settings.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct SeedConfig {
+    pub batch: usize,
+    pub inputs: usize,
+    pub outputs: usize,
+    pub steps: usize,
+    pub lr: f32,
+    /// Seeds W (randn) and each step's x and y (uniform).
+    pub seed: u64,
+}
+
+impl Default for SeedConfig {
+    fn default() -> Self {
+        Self {
+            batch: 10,
+            inputs: 10_000,
+            outputs: 1_000,
+            steps: 100,
+            lr: 0.001,
+            seed: 1,
+        }
+    }
+}
+
+/// What a run of the workload measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct SeedRun {
+    /// Cost before each update.
+    pub losses: Vec<f32>,
+    pub seconds: f64,
+    pub steps_per_second: f64,
+}
+
+/// The model and its data buffers, ready to step.
+pub struct SeedJob {
+    config: SeedConfig,
+    layer: Linear,
+    x: Arc<crate::Tensor>,
+    y: Arc<crate::Tensor>,
+    optimizer: Adam,
+    step: usize,
+}
+
+impl SeedJob {
+    pub fn new(session: &Session, config: SeedConfig) -> Result<Self> {
+        let weight = session.randn(&[config.inputs, config.outputs], config.seed)?;
+        Ok(Self {
+            config,
+            layer: Linear::from_tensors(weight, None),
+            x: Arc::new(session.empty(&[config.batch, config.inputs])?),
+            y: Arc::new(session.empty(&[config.batch, config.outputs])?),
+            optimizer: Adam::new(AdamConfig {
+                lr: config.lr,
+                ..AdamConfig::default()
+            }),
+            step: 0,
+        })
+    }
+
+    /// One training step; returns the cost before the update (which waits for the device).
+    pub fn step(&mut self) -> Result<f32> {
+        let draw = self
+            .config
+            .seed
+            .wrapping_mul(1_000_003)
+            .wrapping_add(2 * self.step as u64 + 1);
+        self.x.fill_uniform_(draw, 0.0, 1.0)?;
+        self.y.fill_uniform_(draw + 1, 0.0, 1.0)?;
+        let mut tape = Tape::new();
+        let x = tape.constant(&self.x);
+        let y = tape.constant(&self.y);
+        let logits = self.layer.forward(&mut tape, x)?;
+        let losses = tape.softmax_cross_entropy(logits, y)?;
+        let cost = tape.mean(losses)?;
+        let cost_value = tape.value(cost)?.read_range(0..1)?[0];
+        let gradients = tape.backward(cost)?;
+        self.optimizer.step(&self.layer.parameters(), &gradients)?;
+        self.step += 1;
+        Ok(cost_value)
+    }
+
+    pub fn weight(&self) -> &crate::Tensor {
+        &self.layer.weight
+    }
+}
+
+/// Runs the workload for `config.steps` steps, calling `progress` after each with (step, cost).
+pub fn run_seed(
+    session: &Session,
+    config: SeedConfig,
+    mut progress: impl FnMut(usize, f32),
+) -> Result<SeedRun> {
+    let mut job = SeedJob::new(session, config)?;
+    session.sync()?;
+    let start = Instant::now();
+    let mut losses = Vec::with_capacity(config.steps);
+    for step in 0..config.steps {
+        let cost = job.step()?;
+        losses.push(cost);
+        progress(step, cost);
+    }
+    session.sync()?;
+    let seconds = start.elapsed().as_secs_f64();
+    Ok(SeedRun {
+        losses,
+        seconds,
+        steps_per_second: config.steps as f64 / seconds.max(1e-9),
+    })
+}
+
+/// Median milliseconds per step of the workload, after `warmup` untimed steps.
+pub fn time_steps(
+    session: &Session,
+    config: SeedConfig,
+    warmup: usize,
+    runs: usize,
+) -> Result<Duration> {
+    let mut job = SeedJob::new(session, config)?;
+    for _ in 0..warmup {
+        job.step()?;
+    }
+    let mut times = Vec::with_capacity(runs);
+    for _ in 0..runs.max(1) {
+        let start = Instant::now();
+        job.step()?;
+        times.push(start.elapsed());
+    }
+    times.sort();
+    Ok(times[times.len() / 2])
+}
