@@ -426,6 +426,128 @@ pub fn adam(session: &Session, len: usize, runs: usize) -> Result<BenchRow> {
     ))
 }
 
+/// Milliseconds per step of the seed workload (see [`crate::workload`]) beside the same step on the CPU:
+/// matrixmultiply for the two products, plain loops for softmax cross-entropy and Adam.
+pub fn seed_step(session: &Session, runs: usize) -> Result<BenchRow> {
+    let config = crate::workload::SeedConfig::default();
+    let gpu = crate::workload::time_steps(session, config, 2, runs)?;
+    let mut cpu_step = CpuSeedStep::new(config.batch, config.inputs, config.outputs);
+    let cpu = median_time(runs, || {
+        cpu_step.step();
+        Ok(())
+    })?;
+    Ok(BenchRow::timed(
+        "seed_step",
+        format!(
+            "{}x{}x{}, Adam",
+            config.batch, config.inputs, config.outputs
+        ),
+        "ms",
+        gpu.as_secs_f64() * 1e3,
+        format!(
+            "cpu step (matrixmultiply, {} threads, plain loops)",
+            sgemm_threads()
+        ),
+        cpu.as_secs_f64() * 1e3,
+    ))
+}
+
+/// The seed workload's step in plain Rust, the baseline `seed_step` is measured against.
+struct CpuSeedStep {
+    batch: usize,
+    inputs: usize,
+    outputs: usize,
+    weight: Vec<f32>,
+    m: Vec<f32>,
+    v: Vec<f32>,
+    x: Vec<f32>,
+    y: Vec<f32>,
+    logits: Vec<f32>,
+    grad_logits: Vec<f32>,
+    grad_weight: Vec<f32>,
+    step: u64,
+}
+
+impl CpuSeedStep {
+    fn new(batch: usize, inputs: usize, outputs: usize) -> Self {
+        Self {
+            batch,
+            inputs,
+            outputs,
+            weight: host_data(inputs * outputs, 6),
+            m: vec![0.0; inputs * outputs],
+            v: vec![0.0; inputs * outputs],
+            x: vec![0.0; batch * inputs],
+            y: vec![0.0; batch * outputs],
+            logits: vec![0.0; batch * outputs],
+            grad_logits: vec![0.0; batch * outputs],
+            grad_weight: vec![0.0; inputs * outputs],
+            step: 0,
+        }
+    }
+
+    fn step(&mut self) -> f32 {
+        let (b, i, o) = (self.batch, self.inputs, self.outputs);
+        self.step += 1;
+        let fresh = host_data(b * (i + o), 7 + self.step);
+        self.x.copy_from_slice(&fresh[..b * i]);
+        self.y.copy_from_slice(&fresh[b * i..]);
+        cpu_sgemm(&self.x, &self.weight, &mut self.logits, b, i, o);
+        let mut cost = 0.0f32;
+        for row in 0..b {
+            let logits = &self.logits[row * o..(row + 1) * o];
+            let labels = &self.y[row * o..(row + 1) * o];
+            let max = logits.iter().copied().fold(f32::MIN, f32::max);
+            let total: f32 = logits.iter().map(|x| (x - max).exp()).sum();
+            let label_sum: f32 = labels.iter().sum();
+            let weighted: f32 = labels.iter().zip(logits).map(|(y, x)| y * (x - max)).sum();
+            cost += (label_sum * total.ln() - weighted) / b as f32;
+            for ((grad, x), y) in self.grad_logits[row * o..(row + 1) * o]
+                .iter_mut()
+                .zip(logits)
+                .zip(labels)
+            {
+                *grad = ((x - max).exp() / total * label_sum - y) / b as f32;
+            }
+        }
+        // dW = xᵀ · dlogits: x read through transposed strides.
+        // SAFETY: x is b×i, grad_logits b×o and grad_weight i×o, as the strides say.
+        unsafe {
+            matrixmultiply::sgemm(
+                i,
+                b,
+                o,
+                1.0,
+                self.x.as_ptr(),
+                1,
+                i as isize,
+                self.grad_logits.as_ptr(),
+                o as isize,
+                1,
+                0.0,
+                self.grad_weight.as_mut_ptr(),
+                o as isize,
+                1,
+            );
+        }
+        let (beta1, beta2, lr, epsilon) = (0.9f32, 0.999f32, 0.001f32, 1e-8f32);
+        let t = self.step as i32;
+        let lr_t = lr * (1.0 - beta2.powi(t)).sqrt() / (1.0 - beta1.powi(t));
+        for (((w, g), m), v) in self
+            .weight
+            .iter_mut()
+            .zip(&self.grad_weight)
+            .zip(&mut self.m)
+            .zip(&mut self.v)
+        {
+            *m = beta1 * *m + (1.0 - beta1) * g;
+            *v = beta2 * *v + (1.0 - beta2) * g * g;
+            *w -= lr_t * *m / (v.sqrt() + epsilon);
+        }
+        cost
+    }
+}
+
 /// Prints rows as an aligned table.
 pub fn format_table(report: &BenchReport) -> String {
     let mut out = format!(

@@ -43,6 +43,7 @@ pub fn run(global: &GlobalOptions, args: &BenchArgs) -> Result<()> {
     results.extend(bench::matmul(&session, &shapes, runs)?);
     results.push(bench::sum(&session, 16 << 20, runs)?);
     results.push(bench::adam(&session, 10_000_000, runs)?);
+    results.push(bench::seed_step(&session, if args.quick { 3 } else { 10 })?);
     let report = BenchReport::new(&session, results);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
