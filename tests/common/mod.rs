@@ -2,6 +2,8 @@
 //! that measure process memory.
 #![allow(dead_code)]
 
+pub mod cli;
+
 use std::sync::{Mutex, MutexGuard};
 
 use wgcompute::{AdapterSelector, Session, SessionOptions};

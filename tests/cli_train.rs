@@ -1,0 +1,248 @@
+//! `wgcompute train` and `wgcompute demo` as scripts use them: trained weights and losses against an f64
+//! reference of the same math, clear errors naming the files, and the demo's memory coming back.
+
+mod common;
+
+use common::cli::{read_f32, Scratch};
+use common::Rng;
+
+/// The f64 reference: TensorFlow's Adam on cost = mean(softmax_xent(x·W, y)), exact gradient; returns the
+/// cost before each update and the final weights.
+fn reference(
+    x: &[f32],
+    y: &[f32],
+    w0: &[f32],
+    steps: usize,
+    batch: usize,
+    inputs: usize,
+    outputs: usize,
+    lr: f64,
+) -> (Vec<f64>, Vec<f64>) {
+    let mut w: Vec<f64> = w0.iter().map(|&v| v as f64).collect();
+    let (mut m, mut v) = (vec![0.0; w.len()], vec![0.0; w.len()]);
+    let (beta1, beta2, epsilon) = (0.9f64, 0.999f64, 1e-8f64);
+    let mut costs = Vec::new();
+    for step in 0..steps {
+        let xs = &x[step * batch * inputs..(step + 1) * batch * inputs];
+        let ys = &y[step * batch * outputs..(step + 1) * batch * outputs];
+        let mut grad_logits = vec![0.0f64; batch * outputs];
+        let mut cost = 0.0;
+        for row in 0..batch {
+            let logits: Vec<f64> = (0..outputs)
+                .map(|j| {
+                    (0..inputs)
+                        .map(|k| xs[row * inputs + k] as f64 * w[k * outputs + j])
+                        .sum()
+                })
+                .collect();
+            let max = logits.iter().copied().fold(f64::MIN, f64::max);
+            let total: f64 = logits.iter().map(|l| (l - max).exp()).sum();
+            let labels: Vec<f64> = (0..outputs).map(|j| ys[row * outputs + j] as f64).collect();
+            let label_sum: f64 = labels.iter().sum();
+            cost += labels
+                .iter()
+                .zip(&logits)
+                .map(|(l, z)| l * (max + total.ln() - z))
+                .sum::<f64>()
+                / batch as f64;
+            for j in 0..outputs {
+                grad_logits[row * outputs + j] =
+                    ((logits[j] - max).exp() / total * label_sum - labels[j]) / batch as f64;
+            }
+        }
+        costs.push(cost);
+        let t = (step + 1) as i32;
+        let lr_t = lr * (1.0 - beta2.powi(t)).sqrt() / (1.0 - beta1.powi(t));
+        for k in 0..inputs {
+            for j in 0..outputs {
+                let g: f64 = (0..batch)
+                    .map(|row| xs[row * inputs + k] as f64 * grad_logits[row * outputs + j])
+                    .sum();
+                let at = k * outputs + j;
+                m[at] = beta1 * m[at] + (1.0 - beta1) * g;
+                v[at] = beta2 * v[at] + (1.0 - beta2) * g * g;
+                w[at] -= lr_t * m[at] / (v[at].sqrt() + epsilon);
+            }
+        }
+    }
+    (costs, w)
+}
+
+#[test]
+fn train_matches_the_reference_in_every_loss_and_the_final_weights() {
+    let scratch = Scratch::new("train");
+    let mut rng = Rng::fresh("cli train");
+    let (steps, batch, inputs, outputs) = (6, 4, 13, 5);
+    let x = rng.vec(steps * batch * inputs, 0.0, 1.0);
+    let y = rng.vec(steps * batch * outputs, 0.0, 1.0);
+    let w0 = rng.vec(inputs * outputs, -1.0, 1.0);
+    let x_path = scratch.write("x.npy", &[steps, batch, inputs], &x);
+    let y_path = scratch.write("y.npy", &[steps, batch, outputs], &y);
+    let w_path = scratch.write("w0.npy", &[inputs, outputs], &w0);
+    let (save, losses) = (scratch.path("w.npy"), scratch.path("losses.npy"));
+    scratch.ok(&[
+        "train".as_ref(),
+        "--inputs".as_ref(),
+        x_path.as_os_str(),
+        "--targets".as_ref(),
+        y_path.as_os_str(),
+        "--init".as_ref(),
+        w_path.as_os_str(),
+        "--steps".as_ref(),
+        "6".as_ref(),
+        "--lr".as_ref(),
+        "0.01".as_ref(),
+        "--save".as_ref(),
+        save.as_os_str(),
+        "--losses".as_ref(),
+        losses.as_os_str(),
+    ]);
+    let (want_costs, want_w) = reference(&x, &y, &w0, steps, batch, inputs, outputs, 0.01);
+    let (loss_shape, got_costs) = read_f32(&losses);
+    assert_eq!(loss_shape, vec![steps]);
+    for (step, (got, want)) in got_costs.iter().zip(&want_costs).enumerate() {
+        assert!(
+            ((*got as f64 - want) / want).abs() < 1e-4,
+            "step {step}: cost {got} vs {want}"
+        );
+    }
+    let (w_shape, got_w) = read_f32(&save);
+    assert_eq!(w_shape, vec![inputs, outputs]);
+    let update_error: f64 = got_w
+        .iter()
+        .zip(&want_w)
+        .map(|(g, w)| (*g as f64 - w).powi(2))
+        .sum::<f64>()
+        .sqrt();
+    let update_norm: f64 = want_w
+        .iter()
+        .zip(&w0)
+        .map(|(w, w0)| (w - *w0 as f64).powi(2))
+        .sum::<f64>()
+        .sqrt();
+    assert!(
+        update_error / update_norm < 1e-3,
+        "relative error of the update {}",
+        update_error / update_norm
+    );
+}
+
+#[test]
+fn train_with_hidden_layers_writes_every_layer() {
+    let scratch = Scratch::new("train-hidden");
+    let mut rng = Rng::fresh("cli train hidden");
+    let (steps, batch, inputs, outputs) = (5, 3, 7, 4);
+    let x_path = scratch.write(
+        "x.npy",
+        &[steps, batch, inputs],
+        &rng.vec(steps * batch * inputs, 0.0, 1.0),
+    );
+    let y_path = scratch.write(
+        "y.npy",
+        &[steps, batch, outputs],
+        &rng.vec(steps * batch * outputs, 0.0, 1.0),
+    );
+    let (save, losses) = (scratch.path("w.npy"), scratch.path("losses.npy"));
+    scratch.ok(&[
+        "train".as_ref(),
+        "--inputs".as_ref(),
+        x_path.as_os_str(),
+        "--targets".as_ref(),
+        y_path.as_os_str(),
+        "--hidden".as_ref(),
+        "8,6".as_ref(),
+        "--seed".as_ref(),
+        "3".as_ref(),
+        "--save".as_ref(),
+        save.as_os_str(),
+        "--losses".as_ref(),
+        losses.as_os_str(),
+    ]);
+    let (_, costs) = read_f32(&losses);
+    assert_eq!(costs.len(), steps);
+    assert!(costs.iter().all(|cost| cost.is_finite()));
+    assert_eq!(read_f32(&save).0, vec![6, outputs]);
+    assert_eq!(read_f32(&scratch.path("w.hidden0.npy")).0, vec![inputs, 8]);
+    assert_eq!(read_f32(&scratch.path("w.hidden1.npy")).0, vec![8, 6]);
+    assert_eq!(read_f32(&scratch.path("w.hidden1_bias.npy")).0, vec![6]);
+}
+
+#[test]
+fn train_errors_name_the_files_and_their_shapes() {
+    let scratch = Scratch::new("train-errors");
+    let x = scratch.write("x.npy", &[3, 2, 4], &[0.5; 24]);
+    let y = scratch.write("y.npy", &[2, 2, 3], &[0.5; 12]);
+    let y_ok = scratch.write("y_ok.npy", &[3, 2, 3], &[0.5; 18]);
+    let w_bad = scratch.write("w_bad.npy", &[5, 3], &[0.1; 15]);
+    let text = scratch.path("notes.npy");
+    std::fs::write(&text, "not numpy").expect("write");
+    let (save, losses) = (scratch.path("w.npy"), scratch.path("l.npy"));
+    let base = |x: &std::path::Path,
+                y: &std::path::Path,
+                w: &std::path::Path|
+     -> Vec<std::ffi::OsString> {
+        ["train", "--inputs"]
+            .iter()
+            .map(Into::into)
+            .chain([x.as_os_str().to_owned()])
+            .chain([
+                "--targets".into(),
+                y.as_os_str().to_owned(),
+                "--init".into(),
+                w.as_os_str().to_owned(),
+            ])
+            .chain([
+                "--save".into(),
+                save.as_os_str().to_owned(),
+                "--losses".into(),
+                losses.as_os_str().to_owned(),
+            ])
+            .collect()
+    };
+    scratch.fails(
+        &base(&x, &y, &w_bad),
+        &["x.npy", "y.npy", "[3, 2, 4]", "[2, 2, 3]"],
+    );
+    scratch.fails(&base(&x, &y_ok, &w_bad), &["w_bad.npy", "[5, 3]"]);
+    scratch.fails(&base(&text, &y_ok, &w_bad), &["notes.npy"]);
+    assert!(
+        !save.exists() && !losses.exists(),
+        "a failed run writes nothing"
+    );
+}
+
+#[test]
+fn the_demo_runs_twice_and_gives_its_memory_back() {
+    let scratch = Scratch::new("demo");
+    let output = scratch.run(&["demo", "--steps", "3", "--json"]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: serde_json::Value =
+        serde_json::from_slice(&output.stdout).expect("one JSON document");
+    let runs = report["runs"].as_array().expect("runs");
+    assert_eq!(runs.len(), 2);
+    let limits: Vec<u64> = runs
+        .iter()
+        .map(|run| run["memory_limit"].as_u64().expect("limit"))
+        .collect();
+    assert!(
+        limits[1] > limits[0],
+        "the second run has the larger cap: {limits:?}"
+    );
+    for run in runs {
+        assert!(run["first_loss"].as_f64().is_some_and(f64::is_finite));
+        assert!(run["last_loss"].as_f64().is_some_and(f64::is_finite));
+        let retained = run["retained"].as_i64().expect("lavapipe reports memory");
+        assert!(
+            retained < 64 << 20,
+            "a run kept {retained} bytes after close"
+        );
+        assert!(
+            run["pool"]["peak_reserved"].as_u64().expect("peak")
+                <= run["memory_limit"].as_u64().expect("limit")
+        );
+    }
+}
