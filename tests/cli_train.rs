@@ -8,6 +8,7 @@ use common::Rng;
 
 /// The f64 reference: TensorFlow's Adam on cost = mean(softmax_xent(x·W, y)), exact gradient; returns the
 /// cost before each update and the final weights.
+#[allow(clippy::too_many_arguments)] // the data and the shape it is read with
 fn reference(
     x: &[f32],
     y: &[f32],
