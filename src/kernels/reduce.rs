@@ -179,8 +179,11 @@ fn strided_stage(
         vec![(0, len)]
     };
     let window_len = row_windows[0].1;
+    // Each window's partials start at window · stride: a multiple of 64 elements (256 bytes) keeps that offset
+    // bindable on every adapter.
     let stride = window_len
         .div_ceil(STRIDED_RUN)
+        .next_multiple_of(64)
         .clamp(1, u64::from(u32::MAX));
     let partials_per_row = stride * row_windows.len() as u64;
     let partial = scratch.take(gpu, outer * partials_per_row)?;
