@@ -96,6 +96,59 @@ fn matmul_vec4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_
     }
 }
 
+// C = Aᵀ·B with A stored [K, M] (M % 4 == 0) and B stored [K, N] (N % 4 == 0), any K: the gradient of a weight,
+// xᵀ·dY. For each k, the 8 rows of A this invocation needs are two neighbouring vec4s of A's row k.
+@compute @workgroup_size(64)
+fn matmul_vec4_at(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let m4s = params.m / 4u;
+    let n4s = params.n / 4u;
+    let wg_cols = 64u / params.wg_rows;
+    let row0 = ((wid.y * params.wg_rows) + lid / wg_cols) * 8u;
+    let col4 = ((wid.x * wg_cols) + lid % wg_cols) * 2u;
+    if (row0 >= params.m || col4 >= n4s) {
+        return;
+    }
+    let batch = wid.z;
+    let a_base = batch * (params.a_batch / 4u);
+    let b_base = batch * (params.b_batch / 4u);
+    let c_base = batch * (params.c_batch / 4u);
+    let row4_a = row0 / 4u;
+    let row4_b = min(row4_a + 1u, m4s - 1u);
+    let col_b = min(col4 + 1u, n4s - 1u);
+    var acc: array<vec4<f32>, 16>;
+    for (var k = params.k_begin; k < params.k_end; k = k + 1u) {
+        let a_lo = a4[a_base + k * m4s + row4_a];
+        let a_hi = a4[a_base + k * m4s + row4_b];
+        let brow = b_base + k * n4s;
+        let b0 = b4[brow + col4];
+        let b1 = b4[brow + col_b];
+        for (var i = 0u; i < 4u; i = i + 1u) {
+            acc[2u * i] = acc[2u * i] + a_lo[i] * b0;
+            acc[2u * i + 1u] = acc[2u * i + 1u] + a_lo[i] * b1;
+            acc[2u * i + 8u] = acc[2u * i + 8u] + a_hi[i] * b0;
+            acc[2u * i + 9u] = acc[2u * i + 9u] + a_hi[i] * b1;
+        }
+    }
+    for (var i = 0u; i < 8u; i = i + 1u) {
+        let row = row0 + i;
+        if (row < params.m) {
+            let at = c_base + row * n4s + col4;
+            if (params.accumulate == 1u) {
+                c4[at] = c4[at] + acc[2u * i];
+            } else {
+                c4[at] = acc[2u * i];
+            }
+            if (col4 + 1u < n4s) {
+                if (params.accumulate == 1u) {
+                    c4[at + 1u] = c4[at + 1u] + acc[2u * i + 1u];
+                } else {
+                    c4[at + 1u] = acc[2u * i + 1u];
+                }
+            }
+        }
+    }
+}
+
 @compute @workgroup_size(16, 16)
 fn matmul_strided(@builtin(global_invocation_id) id: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
     let m = params.m;

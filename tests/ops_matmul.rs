@@ -107,7 +107,7 @@ fn check(
 }
 
 /// (m, k, n) cases: ones, primes, around the 64×64 tile and the 8×8 block, vec4-friendly and not.
-const SIZES: [(usize, usize, usize); 12] = [
+const SIZES: [(usize, usize, usize); 13] = [
     (1, 1, 1),
     (1, 4, 4),
     (7, 13, 5),
@@ -120,6 +120,7 @@ const SIZES: [(usize, usize, usize); 12] = [
     (129, 31, 257),
     (8, 4, 12),
     (17, 1, 3),
+    (16, 9, 20),
 ];
 
 #[test]
@@ -203,6 +204,16 @@ fn the_seed_shape_and_a_long_k() {
         &[2, 100_000],
         false,
         &[100_000, 3],
+        false,
+        1e-4,
+    );
+    // A transposed left operand (a weight's gradient) with K split into passes.
+    check(
+        &session,
+        &mut rng,
+        &[5000, 8],
+        true,
+        &[5000, 12],
         false,
         1e-4,
     );

@@ -19,6 +19,11 @@ static MATMUL_VEC4: Kernel = Kernel {
     entry: "matmul_vec4",
     bindings: &[1, 2, 3],
 };
+static MATMUL_VEC4_AT: Kernel = Kernel {
+    family: &MATMUL,
+    entry: "matmul_vec4_at",
+    bindings: &[1, 2, 3],
+};
 static MATMUL_STRIDED: Kernel = Kernel {
     family: &MATMUL,
     entry: "matmul_strided",
@@ -198,6 +203,7 @@ impl Tensor {
             ..Params::default()
         };
         let vec4 = !transpose_self && !transpose_other && k % 4 == 0 && n % 4 == 0;
+        let vec4_at = transpose_self && !transpose_other && m % 4 == 0 && n % 4 == 0;
         let ranges = [self.range()?, other.range()?, out.range()?];
         self.with_gpu(|gpu| {
             for range in ranges {
@@ -210,7 +216,7 @@ impl Tensor {
                     message: format!("a batch of {batches} is over this adapter's {max_groups} workgroups per dimension"),
                 });
             }
-            if vec4 {
+            if vec4 || vec4_at {
                 // Spend the workgroup's 64 invocations on as many 8-row blocks as there are (up to 8), the rest
                 // along N, so short, wide products (a batch of 10 rows) leave no invocation idle.
                 let row_blocks = m.div_ceil(8);
@@ -222,7 +228,8 @@ impl Tensor {
                     row_blocks.div_ceil(wg_rows) as u32,
                     batches as u32,
                 ];
-                in_passes(gpu, &MATMUL_VEC4, params, k, &ranges, groups)
+                let kernel = if vec4 { &MATMUL_VEC4 } else { &MATMUL_VEC4_AT };
+                in_passes(gpu, kernel, params, k, &ranges, groups)
             } else {
                 let groups = [n.div_ceil(64) as u32, m.div_ceil(64) as u32, batches as u32];
                 in_passes(gpu, &MATMUL_STRIDED, params, k, &ranges, groups)
