@@ -8,25 +8,8 @@ use common::Rng;
 use std::ffi::OsStr;
 use std::fs;
 
-/// ‖got − want‖ / ‖want‖ (the absolute error where want is zero).
-fn relative_error(got: &[f32], want: &[f64]) -> f64 {
-    assert_eq!(got.len(), want.len(), "element counts differ");
-    let error: f64 = got
-        .iter()
-        .zip(want)
-        .map(|(&g, &w)| (g as f64 - w).powi(2))
-        .sum::<f64>()
-        .sqrt();
-    let norm: f64 = want.iter().map(|w| w * w).sum::<f64>().sqrt();
-    if norm == 0.0 {
-        error
-    } else {
-        error / norm
-    }
-}
-
 fn assert_close(what: &str, got: &[f32], want: &[f64], tolerance: f64) {
-    let error = relative_error(got, want);
+    let error = common::relative_error(got, want);
     assert!(
         error <= tolerance,
         "{what}: relative error {error:e} over {tolerance:e}\n got {:?}\nwant {:?}",

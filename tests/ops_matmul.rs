@@ -4,16 +4,7 @@
 mod common;
 
 use common::{backends, Rng};
-use wgcompute::{AdapterSelector, Error, Session, SessionOptions};
-
-fn session(selector: &AdapterSelector) -> Session {
-    Session::open(
-        SessionOptions::default()
-            .adapter(selector.clone())
-            .poison_outputs(true),
-    )
-    .expect("open")
-}
+use wgcompute::{Error, Session};
 
 /// Reference product of stored operands with transpose flags and optional batches, in f64.
 #[allow(clippy::too_many_arguments)]
@@ -67,20 +58,6 @@ fn reference(
     (out, shape)
 }
 
-fn relative_error(got: &[f32], want: &[f64]) -> f64 {
-    assert_eq!(got.len(), want.len());
-    if got.iter().any(|x| !x.is_finite()) {
-        return f64::INFINITY;
-    }
-    let diff: f64 = got
-        .iter()
-        .zip(want)
-        .map(|(g, w)| (*g as f64 - w).powi(2))
-        .sum();
-    let norm: f64 = want.iter().map(|w| w * w).sum();
-    (diff / norm.max(f64::MIN_POSITIVE)).sqrt()
-}
-
 fn check(
     session: &Session,
     rng: &mut Rng,
@@ -99,7 +76,7 @@ fn check(
         .unwrap_or_else(|error| panic!("{a_shape:?}ᵀ{ta} · {b_shape:?}ᵀ{tb}: {error}"));
     let (want, shape) = reference(&a_data, a_shape, ta, &b_data, b_shape, tb);
     assert_eq!(c.shape(), &shape[..]);
-    let error = relative_error(&c.to_vec().expect("read"), &want);
+    let error = common::relative_error(&c.to_vec().expect("read"), &want);
     assert!(
         error < tolerance,
         "{a_shape:?} (t={ta}) · {b_shape:?} (t={tb}): relative error {error}"
@@ -126,7 +103,7 @@ const SIZES: [(usize, usize, usize); 13] = [
 #[test]
 fn every_transpose_at_awkward_sizes() {
     for selector in backends() {
-        let session = session(&selector);
+        let session = common::poisoned(&selector);
         let mut rng = Rng::fresh("matmul sizes");
         for (m, k, n) in SIZES {
             for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
@@ -141,7 +118,7 @@ fn every_transpose_at_awkward_sizes() {
 #[test]
 fn batches_and_shared_operands() {
     for selector in backends() {
-        let session = session(&selector);
+        let session = common::poisoned(&selector);
         let mut rng = Rng::fresh("matmul batches");
         check(
             &session,
@@ -168,7 +145,7 @@ fn batches_and_shared_operands() {
 
 #[test]
 fn the_seed_shape_and_a_long_k() {
-    let session = session(&backends()[0]);
+    let session = common::poisoned(&backends()[0]);
     let mut rng = Rng::fresh("matmul large");
     check(
         &session,
@@ -230,7 +207,7 @@ fn the_seed_shape_and_a_long_k() {
 
 #[test]
 fn mismatched_shapes_are_errors_that_name_both() {
-    let session = session(&backends()[0]);
+    let session = common::poisoned(&backends()[0]);
     let a = session.zeros(&[3, 4]).expect("a");
     let b = session.zeros(&[5, 6]).expect("b");
     match a.matmul(&b) {

@@ -7,16 +7,7 @@
 mod common;
 
 use common::{backends, Rng};
-use wgcompute::{AdamConfig, AdapterSelector, EpsilonPlacement, Error, Session, SessionOptions};
-
-fn session(selector: &AdapterSelector) -> Session {
-    Session::open(
-        SessionOptions::default()
-            .adapter(selector.clone())
-            .poison_outputs(true),
-    )
-    .expect("open")
-}
+use wgcompute::{AdamConfig, EpsilonPlacement, Error, Session};
 
 const SHAPES: [&[usize]; 7] = [
     &[1],
@@ -199,7 +190,7 @@ fn run_adam(
 fn adam_variants_match_the_f64_reference_over_ten_steps() {
     let mut rng = Rng::fresh("adam");
     for selector in backends() {
-        let session = session(&selector);
+        let session = common::poisoned(&selector);
         for (name, config) in configs() {
             for &shape in &SHAPES {
                 run_adam(
@@ -267,7 +258,7 @@ fn the_reference_tells_the_variants_apart() {
 fn sgd_with_and_without_momentum_matches_the_f64_reference() {
     let mut rng = Rng::fresh("sgd");
     for selector in backends() {
-        let session = session(&selector);
+        let session = common::poisoned(&selector);
         for &(lr, momentum, random_buffer) in &[
             (0.01f32, 0.9f32, false),
             (0.1, 0.0, false),
@@ -354,7 +345,7 @@ fn sample_indices(rng: &mut Rng, len: usize, random: usize) -> Vec<usize> {
 #[test]
 fn adam_past_one_storage_binding_updates_every_window() {
     let selector = &backends()[0];
-    let session = session(selector);
+    let session = common::poisoned(selector);
     let mut rng = Rng::fresh("adam windows");
     let len = 40_000_003usize;
     let shape = [len];
@@ -420,8 +411,8 @@ fn adam_past_one_storage_binding_updates_every_window() {
 #[test]
 fn mismatched_shapes_step_zero_and_two_sessions_are_errors() {
     let selectors = backends();
-    let session = session(&selectors[0]);
-    let other = self::session(&selectors[0]);
+    let session = common::poisoned(&selectors[0]);
+    let other = self::common::poisoned(&selectors[0]);
     let mut rng = Rng::fresh("optimizer errors");
     let shape = [3, 4];
     let param_data = rng.vec(12, -1.0, 1.0);

@@ -7,16 +7,7 @@
 mod common;
 
 use common::{backends, Rng};
-use wgcompute::{AdapterSelector, Session, SessionOptions, Tensor};
-
-fn session(selector: &AdapterSelector) -> Session {
-    Session::open(
-        SessionOptions::default()
-            .adapter(selector.clone())
-            .poison_outputs(true),
-    )
-    .expect("open")
-}
+use wgcompute::Tensor;
 
 // ---- CPU reference: Philox4x32-10 (Salmon et al. 2011), written from the paper, not from the shader ----
 
@@ -200,7 +191,7 @@ fn rand_gives_the_reference_bits_for_every_seed_and_size() {
     let mut rng = Rng::fresh("rand bits");
     let seeds = seeds(&mut rng);
     for selector in backends() {
-        let session = session(&selector);
+        let session = common::poisoned(&selector);
         for &seed in &seeds {
             for &shape in &SIZES {
                 let len: usize = shape.iter().product();
@@ -234,7 +225,7 @@ fn randn_matches_box_muller_on_the_same_words() {
     let mut rng = Rng::fresh("randn");
     let seeds = seeds(&mut rng);
     for selector in backends() {
-        let session = session(&selector);
+        let session = common::poisoned(&selector);
         for &seed in &seeds {
             for &shape in &SIZES {
                 let tensor = session.randn(shape, seed).expect("randn");
@@ -271,7 +262,7 @@ fn randn_matches_box_muller_on_the_same_words() {
 fn fill_uniform_scales_to_its_range() {
     let mut rng = Rng::fresh("fill_uniform range");
     for selector in backends() {
-        let session = session(&selector);
+        let session = common::poisoned(&selector);
         for &(low, high) in &[(-2.0f32, 3.0f32), (0.25, 0.75), (-1e-3, 0.0)] {
             let seed = rng.next_u64();
             let len = 1_000_003;
@@ -311,7 +302,7 @@ fn seeds_repeat_differ_and_agree_across_backends() {
     let mut uniform_by_backend: Vec<(String, Vec<u32>)> = Vec::new();
     let mut normal_by_backend: Vec<(String, Vec<f32>)> = Vec::new();
     for selector in backends() {
-        let session = session(&selector);
+        let session = common::poisoned(&selector);
         // All kept alive, so no tensor reuses another's memory.
         let first = session.rand(&shape, seed).expect("rand");
         let again = session.rand(&shape, seed).expect("rand");
@@ -393,7 +384,7 @@ fn a_million_draws_have_the_right_statistics() {
     let mut rng = Rng::fresh("statistics");
     let len = 1 << 20;
     for selector in backends() {
-        let session = session(&selector);
+        let session = common::poisoned(&selector);
         let seed = rng.next_u64();
         let uniform = session
             .rand(&[len], seed)
@@ -471,7 +462,7 @@ fn sample_indices(rng: &mut Rng, len: usize, random: usize) -> Vec<usize> {
 #[test]
 fn a_fill_past_one_binding_continues_the_counter_across_windows() {
     let selector = &backends()[0];
-    let session = session(selector);
+    let session = common::poisoned(selector);
     let mut rng = Rng::fresh("random windows");
     let len = 40_000_003usize;
     let seed = rng.next_u64() | (1 << 40);
@@ -519,7 +510,7 @@ fn fill_uniform_stays_below_high_where_rounding_would_reach_it() {
         .find(|&index| block(seed, index)[(index % 4) as usize] >> 8 > (1 << 24) - 16)
         .expect("a draw near 1") as usize;
     for selector in backends() {
-        let session = session(&selector);
+        let session = common::poisoned(&selector);
         let tensor = session.full(&[index + 1], f32::NAN).expect("full");
         tensor
             .fill_uniform_(seed, low, high)
@@ -548,7 +539,7 @@ fn randn_is_accurate_where_u1_is_near_one() {
         })
         .expect("a draw of u1 near 1") as usize;
     for selector in backends() {
-        let session = session(&selector);
+        let session = common::poisoned(&selector);
         let tensor = session.randn(&[index + 2], seed).expect("randn");
         let got = tensor.read_range(index..index + 2).expect("read");
         for lane in 0..2 {

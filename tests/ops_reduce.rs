@@ -4,16 +4,7 @@
 mod common;
 
 use common::{backends, Rng};
-use wgcompute::{AdapterSelector, Error, Session, SessionOptions, Tensor};
-
-fn session(selector: &AdapterSelector) -> Session {
-    Session::open(
-        SessionOptions::default()
-            .adapter(selector.clone())
-            .poison_outputs(true),
-    )
-    .expect("open")
-}
+use wgcompute::{Error, Session, Tensor};
 
 #[derive(Clone, Copy, Debug)]
 enum Op {
@@ -82,18 +73,6 @@ fn argmax_reference(data: &[f32], shape: &[usize], axis: Option<usize>) -> Vec<u
     out
 }
 
-/// Relative Frobenius error of `got` against `want`.
-fn relative_error(got: &[f32], want: &[f64]) -> f64 {
-    assert_eq!(got.len(), want.len());
-    let diff: f64 = got
-        .iter()
-        .zip(want)
-        .map(|(g, w)| (*g as f64 - w).powi(2))
-        .sum();
-    let norm: f64 = want.iter().map(|w| w * w).sum();
-    (diff / norm.max(f64::MIN_POSITIVE)).sqrt()
-}
-
 /// Each sum's error as a share of the sum of the magnitudes it adds: f32 summation of mixed signs can only
 /// promise accuracy against that scale, not against a result that cancels to near zero.
 fn error_against_magnitudes(got: &[f32], want: &[f64], magnitudes: &[f64]) -> f64 {
@@ -112,7 +91,7 @@ fn check(session: &Session, rng: &mut Rng, shape: &[usize], label: &str) {
     for axis in std::iter::once(None).chain((0..shape.len()).map(Some)) {
         for op in [Op::Sum, Op::Mean] {
             let got = apply(&tensor, op, axis).to_vec().expect("read");
-            let error = relative_error(&got, &reference(&positive, shape, axis, op));
+            let error = common::relative_error(&got, &reference(&positive, shape, axis, op));
             assert!(
                 error < 1e-5,
                 "{label}: {op:?} over {axis:?} of positive {shape:?}: relative error {error}"
@@ -134,7 +113,7 @@ fn check(session: &Session, rng: &mut Rng, shape: &[usize], label: &str) {
                 Op::Sum | Op::Mean => {
                     error_against_magnitudes(&got, &want, &reference(&magnitudes, shape, axis, op))
                 }
-                Op::Max | Op::Min => relative_error(&got, &want),
+                Op::Max | Op::Min => common::relative_error(&got, &want),
             };
             assert!(
                 error < 1e-6,
@@ -157,7 +136,7 @@ fn check(session: &Session, rng: &mut Rng, shape: &[usize], label: &str) {
 #[test]
 fn awkward_shapes_along_every_axis() {
     for selector in backends() {
-        let session = session(&selector);
+        let session = common::poisoned(&selector);
         let mut rng = Rng::fresh("reduce shapes");
         for shape in [
             &[1][..],
@@ -181,7 +160,7 @@ fn awkward_shapes_along_every_axis() {
 #[test]
 fn large_inputs_past_the_dispatch_limit() {
     let selector = &backends()[0];
-    let session = session(selector);
+    let session = common::poisoned(selector);
     let mut rng = Rng::fresh("reduce large");
     // 2^24 + 1 elements: the count at which a grid of one invocation per 256 elements passes 65,535 groups.
     check(&session, &mut rng, &[16_777_217], "16M vector");
@@ -193,7 +172,7 @@ fn large_inputs_past_the_dispatch_limit() {
 #[test]
 fn a_sum_over_more_than_one_binding_is_windowed_and_repeatable() {
     let selector = &backends()[0];
-    let session = session(selector);
+    let session = common::poisoned(selector);
     let mut rng = Rng::fresh("reduce windows");
     let len = 48_000_000usize;
     let data = rng.vec(len, 0.0, 1.0);
@@ -228,7 +207,7 @@ fn a_sum_over_more_than_one_binding_is_windowed_and_repeatable() {
 
 #[test]
 fn bad_axes_are_shape_errors_and_the_session_goes_on() {
-    let session = session(&backends()[0]);
+    let session = common::poisoned(&backends()[0]);
     let tensor = session
         .upload(&[1.0, 2.0, 3.0, 4.0], &[2, 2])
         .expect("upload");

@@ -9,16 +9,7 @@
 mod common;
 
 use common::{backends, Rng};
-use wgcompute::{AdapterSelector, Error, Session, SessionOptions, Tensor};
-
-fn session(selector: &AdapterSelector) -> Session {
-    Session::open(
-        SessionOptions::default()
-            .adapter(selector.clone())
-            .poison_outputs(true),
-    )
-    .unwrap_or_else(|error| panic!("opening a poisoned session on {selector:?}: {error}"))
-}
+use wgcompute::{Error, Session, Tensor};
 
 fn count(shape: &[usize]) -> usize {
     shape.iter().product()
@@ -96,22 +87,6 @@ fn gradient_reference(logits: &[f32], labels: &[f32], cols: usize) -> Vec<f64> {
     out
 }
 
-/// Relative Frobenius error of `got` against `want`; the absolute error where `want` is all zeros.
-fn relative_error(got: &[f32], want: &[f64]) -> f64 {
-    assert_eq!(got.len(), want.len(), "lengths");
-    let diff: f64 = got
-        .iter()
-        .zip(want)
-        .map(|(&g, &w)| (g as f64 - w).powi(2))
-        .sum();
-    let norm: f64 = want.iter().map(|w| w * w).sum();
-    if norm == 0.0 {
-        diff.sqrt()
-    } else {
-        (diff / norm).sqrt()
-    }
-}
-
 fn assert_finite(got: &[f32], what: &str) {
     if let Some(index) = got.iter().position(|x| !x.is_finite()) {
         panic!(
@@ -155,7 +130,7 @@ fn check_softmax(session: &Session, data: &[f32], shape: &[usize], elementwise: 
     let got = read(&softmax, label);
     assert_finite(&got, &format!("{label}: softmax of {shape:?}"));
     let want = softmax_reference(data, cols);
-    let error = relative_error(&got, &want);
+    let error = common::relative_error(&got, &want);
     assert!(
         error < 1e-5,
         "{label}: softmax of {shape:?}: relative error {error}"
@@ -179,7 +154,7 @@ fn check_softmax(session: &Session, data: &[f32], shape: &[usize], elementwise: 
     let got_log = read(&log_softmax, label);
     assert_finite(&got_log, &format!("{label}: log_softmax of {shape:?}"));
     let want_log = log_softmax_reference(data, cols);
-    let error = relative_error(&got_log, &want_log);
+    let error = common::relative_error(&got_log, &want_log);
     assert!(
         error < 1e-5,
         "{label}: log_softmax of {shape:?}: relative error {error}"
@@ -215,7 +190,7 @@ fn check_softmax(session: &Session, data: &[f32], shape: &[usize], elementwise: 
 #[test]
 fn softmax_and_log_softmax_match_the_f64_reference_at_awkward_shapes() {
     for selector in backends() {
-        let session = session(&selector);
+        let session = common::poisoned(&selector);
         let mut rng = Rng::fresh("softmax shapes");
         let label = format!("{selector:?}");
         for &shape in SHAPES {
@@ -265,7 +240,7 @@ const EXTREME_ROWS: usize = 8;
 #[test]
 fn extreme_rows_stay_finite_and_correct() {
     for selector in backends() {
-        let session = session(&selector);
+        let session = common::poisoned(&selector);
         let mut rng = Rng::fresh("softmax extremes");
         for cols in [1usize, 2, 5, 256, 300, 1031] {
             let data = extreme_rows(&mut rng, cols);
@@ -307,7 +282,8 @@ fn extreme_rows_stay_finite_and_correct() {
                     "{label}: loss of extreme row {row} is {g}, want {w}"
                 );
                 let span = row * cols..(row + 1) * cols;
-                let error = relative_error(&got_gradient[span.clone()], &want_gradient[span]);
+                let error =
+                    common::relative_error(&got_gradient[span.clone()], &want_gradient[span]);
                 assert!(
                     error < 1e-5,
                     "{label}: gradient of extreme row {row}: relative error {error}"
@@ -382,12 +358,12 @@ fn check_cross_entropy(
     assert_finite(&got_gradient, &format!("{label}: gradient"));
 
     let want_loss = loss_reference(&logits_data, &labels_data, cols);
-    let error = relative_error(&got_loss, &want_loss);
+    let error = common::relative_error(&got_loss, &want_loss);
     assert!(error < 1e-5, "{label}: loss: relative error {error}");
 
     // (a) the analytic gradient, softmax * sum(labels) - labels.
     let want_gradient = gradient_reference(&logits_data, &labels_data, cols);
-    let error = relative_error(&got_gradient, &want_gradient);
+    let error = common::relative_error(&got_gradient, &want_gradient);
     assert!(error < 1e-5, "{label}: gradient: relative error {error}");
 
     // (b) a central difference of the f64 loss at sampled positions: the gradient is the true one.
@@ -434,7 +410,7 @@ fn check_cross_entropy(
             .zip(&labels_data)
             .map(|(&p, &y)| p - y as f64)
             .collect();
-        let error = relative_error(&got_gradient, &want);
+        let error = common::relative_error(&got_gradient, &want);
         assert!(
             error < 1e-5,
             "{label}: gradient vs softmax - labels: relative error {error}"
@@ -445,7 +421,7 @@ fn check_cross_entropy(
             .zip(&labels_data)
             .map(|(&p, &y)| p as f64 - y as f64)
             .collect();
-        let error = relative_error(&got_gradient, &from_gpu);
+        let error = common::relative_error(&got_gradient, &from_gpu);
         assert!(
             error < 1e-5,
             "{label}: gradient vs the GPU's softmax - labels: relative error {error}"
@@ -463,7 +439,7 @@ fn check_cross_entropy(
                 .zip(&labels_data)
                 .map(|(&p, &y)| p - y as f64)
                 .collect();
-            let error = relative_error(&got_gradient, &naive);
+            let error = common::relative_error(&got_gradient, &naive);
             assert!(
                 error > 1e-3,
                 "{label}: the gradient is softmax - labels on unnormalised labels (relative difference {error})"
@@ -475,7 +451,7 @@ fn check_cross_entropy(
 #[test]
 fn cross_entropy_loss_and_gradient_match_the_reference() {
     for selector in backends() {
-        let session = session(&selector);
+        let session = common::poisoned(&selector);
         let mut rng = Rng::fresh("softmax cross-entropy");
         let label = format!("{selector:?}");
         for shape in [
@@ -499,7 +475,7 @@ fn cross_entropy_loss_and_gradient_match_the_reference() {
 #[test]
 fn many_rows_use_the_two_dimensional_grid() {
     let selector = &backends()[0];
-    let session = session(selector);
+    let session = common::poisoned(selector);
     let mut rng = Rng::fresh("softmax many rows");
     let label = format!("{selector:?}");
     let shape = [65_537, 2];
@@ -518,7 +494,7 @@ fn many_rows_use_the_two_dimensional_grid() {
 fn cross_entropy_of_a_single_column_is_zero() {
     // One class: softmax is 1, so the loss is y * 0 and the gradient 1 * y - y, both exactly 0.
     for selector in backends() {
-        let session = session(&selector);
+        let session = common::poisoned(&selector);
         let mut rng = Rng::fresh("softmax one column");
         let logits_data = rng.vec(9, -50.0, 50.0);
         let labels_data = rng.vec(9, 0.0, 3.0);
@@ -541,8 +517,8 @@ fn cross_entropy_of_a_single_column_is_zero() {
 #[test]
 fn bad_shapes_dtypes_and_sessions_are_errors_and_the_session_goes_on() {
     for selector in backends() {
-        let session = session(&selector);
-        let other = self::session(&selector);
+        let session = common::poisoned(&selector);
+        let other = self::common::poisoned(&selector);
         let logits = session
             .upload(&(0..12).map(|v| v as f32).collect::<Vec<_>>(), &[3, 4])
             .expect("upload");
@@ -623,7 +599,7 @@ fn bad_shapes_dtypes_and_sessions_are_errors_and_the_session_goes_on() {
             .softmax_cross_entropy_with_logits(&labels)
             .expect("cross-entropy after errors");
         let logits_data: Vec<f32> = (0..12).map(|v| v as f32).collect();
-        let error = relative_error(
+        let error = common::relative_error(
             &read(&loss, "loss"),
             &loss_reference(&logits_data, &[0.25; 12], 4),
         );
@@ -631,7 +607,7 @@ fn bad_shapes_dtypes_and_sessions_are_errors_and_the_session_goes_on() {
             error < 1e-5,
             "{selector:?}: loss after errors: relative error {error}"
         );
-        let error = relative_error(
+        let error = common::relative_error(
             &read(&logits.softmax().expect("softmax after errors"), "softmax"),
             &softmax_reference(&logits_data, 4),
         );

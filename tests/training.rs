@@ -8,18 +8,8 @@ use std::sync::Arc;
 
 use common::{backends, Rng};
 use wgcompute::{
-    Adam, AdamConfig, AdapterSelector, EpsilonPlacement, Error, Linear, Mlp, Optimizer, Session,
-    SessionOptions, Sgd, Tape, Tensor,
+    Adam, AdamConfig, EpsilonPlacement, Error, Linear, Mlp, Optimizer, Session, Sgd, Tape, Tensor,
 };
-
-fn session(selector: &AdapterSelector) -> Session {
-    Session::open(
-        SessionOptions::default()
-            .adapter(selector.clone())
-            .poison_outputs(true),
-    )
-    .expect("open")
-}
 
 fn upload(session: &Session, data: &[f32], shape: &[usize]) -> Tensor {
     session.upload(data, shape).expect("upload")
@@ -226,7 +216,7 @@ fn numeric_gradient(f: &dyn Fn(&[Vec<f64>]) -> f64, params: &[Vec<f64>]) -> Vec<
 fn mlp_gradients_match_finite_differences() {
     let (batch, inputs, hidden, outputs) = (3, 5, 4, 3);
     for selector in backends() {
-        let session = session(&selector);
+        let session = common::poisoned(&selector);
         let mut rng = Rng::fresh("mlp gradients");
         // Redraw until no relu input is within 1e-3 of its kink and both sides of it occur.
         let (x, w1, b1, w2) = loop {
@@ -316,7 +306,7 @@ fn mlp_gradients_match_finite_differences() {
 fn matmul_transposes_gradients_match_finite_differences() {
     let (m, k, n) = (3, 4, 5);
     for selector in backends() {
-        let session = session(&selector);
+        let session = common::poisoned(&selector);
         let mut rng = Rng::fresh("matmul_t gradients");
         for (transpose_a, transpose_b) in
             [(false, false), (false, true), (true, false), (true, true)]
@@ -386,7 +376,7 @@ fn sub_and_axis_reductions_gradients_match_finite_differences() {
     let dims = [2, 3, 4];
     let len: usize = dims.iter().product();
     for selector in backends() {
-        let session = session(&selector);
+        let session = common::poisoned(&selector);
         let mut rng = Rng::fresh("sub and axis gradients");
         for axis in 0..3 {
             for take_mean in [true, false] {
@@ -456,7 +446,7 @@ fn sub_and_axis_reductions_gradients_match_finite_differences() {
 fn parameter_used_twice_accumulates_gradients() {
     let (batch, width) = (3, 4);
     for selector in backends() {
-        let session = session(&selector);
+        let session = common::poisoned(&selector);
         let mut rng = Rng::fresh("parameter used twice");
         let x = rng.vec(batch * width, -1.0, 1.0);
         let w = rng.vec(width * width, -0.7, 0.7);
@@ -529,7 +519,7 @@ fn parameter_used_twice_accumulates_gradients() {
 #[test]
 fn inputs_get_no_gradient_and_backward_needs_a_scalar() {
     for selector in backends() {
-        let session = session(&selector);
+        let session = common::poisoned(&selector);
         let mut rng = Rng::fresh("backward errors");
         let x = rng.vec(6, -1.0, 1.0);
         let w = rng.vec(6, -1.0, 1.0);
@@ -794,7 +784,7 @@ fn train_against_reference(
 #[test]
 fn adam_trains_a_linear_layer_like_tensorflow() {
     for selector in backends() {
-        let session = session(&selector);
+        let session = common::poisoned(&selector);
         let mut rng = Rng::fresh("adam linear 8x37x11");
         let problem = LinearProblem::random(&mut rng, 8, 37, 11, 0.5);
         let config = AdamConfig {
@@ -824,7 +814,7 @@ fn adam_trains_a_linear_layer_like_tensorflow() {
 #[test]
 fn adam_trains_a_wide_linear_layer_like_tensorflow() {
     let selector = backends().remove(0);
-    let session = session(&selector);
+    let session = common::poisoned(&selector);
     let mut rng = Rng::fresh("adam linear 10x1000x100");
     let problem = LinearProblem::random(&mut rng, 10, 1000, 100, 0.05);
     let config = AdamConfig {
@@ -854,7 +844,7 @@ fn mlp_learns_three_blobs() {
     const STEPS: usize = 300;
     const TARGET: f64 = 0.05;
     let selector = backends().remove(0);
-    let session = session(&selector);
+    let session = common::poisoned(&selector);
     let mut rng = Rng::fresh("mlp blobs");
     // Three unit discs around centres 3 from the origin, 120° apart: separable with a wide margin.
     let mut x = Vec::with_capacity(POINTS * 2);
@@ -944,7 +934,7 @@ fn mlp_learns_three_blobs() {
 #[test]
 fn sgd_with_momentum_matches_reference_and_lowers_the_cost() {
     for selector in backends() {
-        let session = session(&selector);
+        let session = common::poisoned(&selector);
         let mut rng = Rng::fresh("sgd momentum");
         // 37·11 elements take the scalar kernel, 36·12 the vec4 one.
         for (inputs, outputs) in [(37, 11), (36, 12)] {
@@ -989,7 +979,7 @@ fn sgd_with_momentum_matches_reference_and_lowers_the_cost() {
 #[test]
 fn adamw_first_step_matches_reference_and_training_lowers_the_cost() {
     for selector in backends() {
-        let session = session(&selector);
+        let session = common::poisoned(&selector);
         let mut rng = Rng::fresh("adamw");
         let problem = LinearProblem::random(&mut rng, 8, 37, 11, 0.5);
         let (lr, weight_decay) = (0.01f32, 0.1f32);
@@ -1040,7 +1030,7 @@ fn adamw_first_step_matches_reference_and_training_lowers_the_cost() {
 #[test]
 fn optimizer_refuses_a_changed_parameter_list() {
     let selector = backends().remove(0);
-    let session = session(&selector);
+    let session = common::poisoned(&selector);
     let mut rng = Rng::fresh("optimizer parameter list");
     let a = param(&session, &rng.vec(4, -1.0, 1.0), &[4]);
     let b = param(&session, &rng.vec(4, -1.0, 1.0), &[4]);

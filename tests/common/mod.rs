@@ -36,6 +36,35 @@ pub fn open(selector: &AdapterSelector) -> Session {
         .unwrap_or_else(|error| panic!("opening a session on {selector:?}: {error}"))
 }
 
+/// A session whose op outputs start NaN-filled, so that an element a kernel fails to write fails the test.
+pub fn poisoned(selector: &AdapterSelector) -> Session {
+    Session::open(
+        SessionOptions::default()
+            .adapter(selector.clone())
+            .poison_outputs(true),
+    )
+    .unwrap_or_else(|error| panic!("opening a poisoned session on {selector:?}: {error}"))
+}
+
+/// ‖got − want‖ / ‖want‖ (the absolute error where want is zero); any non-finite element is an infinite error.
+pub fn relative_error(got: &[f32], want: &[f64]) -> f64 {
+    assert_eq!(got.len(), want.len(), "element counts differ");
+    if got.iter().any(|x| !x.is_finite()) {
+        return f64::INFINITY;
+    }
+    let diff: f64 = got
+        .iter()
+        .zip(want)
+        .map(|(&g, &w)| (g as f64 - w).powi(2))
+        .sum();
+    let norm: f64 = want.iter().map(|w| w * w).sum();
+    if norm == 0.0 {
+        diff.sqrt()
+    } else {
+        (diff / norm).sqrt()
+    }
+}
+
 static MEMORY_LOCK: Mutex<()> = Mutex::new(());
 
 /// Serialises tests that read the process's resident memory, so other tests' buffers do not blur the figure.
