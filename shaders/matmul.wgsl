@@ -38,6 +38,15 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> b4: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read_write> c4: array<vec4<f32>>;
 
+// Writes (or, in a later pass over K, adds) four results of C.
+fn store4(at: u32, value: vec4<f32>) {
+    if (params.accumulate == 1u) {
+        c4[at] = c4[at] + value;
+    } else {
+        c4[at] = value;
+    }
+}
+
 @compute @workgroup_size(64)
 fn matmul_vec4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let m = params.m;
@@ -80,17 +89,9 @@ fn matmul_vec4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_
         let row = row0 + i;
         if (row < m) {
             let at = c_base + row * n4s + col4;
-            if (params.accumulate == 1u) {
-                c4[at] = c4[at] + acc[2u * i];
-            } else {
-                c4[at] = acc[2u * i];
-            }
+            store4(at, acc[2u * i]);
             if (col4 + 1u < n4s) {
-                if (params.accumulate == 1u) {
-                    c4[at + 1u] = c4[at + 1u] + acc[2u * i + 1u];
-                } else {
-                    c4[at + 1u] = acc[2u * i + 1u];
-                }
+                store4(at + 1u, acc[2u * i + 1u]);
             }
         }
     }
@@ -133,17 +134,9 @@ fn matmul_vec4_at(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocati
         let row = row0 + i;
         if (row < params.m) {
             let at = c_base + row * n4s + col4;
-            if (params.accumulate == 1u) {
-                c4[at] = c4[at] + acc[2u * i];
-            } else {
-                c4[at] = acc[2u * i];
-            }
+            store4(at, acc[2u * i]);
             if (col4 + 1u < n4s) {
-                if (params.accumulate == 1u) {
-                    c4[at + 1u] = c4[at + 1u] + acc[2u * i + 1u];
-                } else {
-                    c4[at + 1u] = acc[2u * i + 1u];
-                }
+                store4(at + 1u, acc[2u * i + 1u]);
             }
         }
     }
