@@ -567,6 +567,12 @@ pub fn format_table(report: &BenchReport) -> String {
             "{:<20} {:>24} {:>12.3} {:<8} {:>12.3}  {:>7.2}x  {}\n",
             row.name, row.case, row.value, row.unit, row.baseline_value, row.speedup, row.baseline
         ));
+        if let (Some(context), Some(value)) = (&row.context, row.context_value) {
+            out.push_str(&format!(
+                "{:>58.3} {:<8} ({context}, for context)\n",
+                value, row.unit
+            ));
+        }
     }
     out
 }
