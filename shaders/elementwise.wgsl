@@ -25,11 +25,6 @@ fn linear_index(id: vec3<u32>, groups: vec3<u32>) -> u32 {
     return id.x + id.y * groups.x * 256u;
 }
 
-// Invocations in the grid: each one steps through the elements by this much, so that a few hundred
-// workgroups cover any size (llvmpipe pays per workgroup) while neighbouring invocations read neighbours.
-fn grid_size(groups: vec3<u32>) -> u32 {
-    return groups.x * groups.y * 256u;
-}
 
 fn strided(global: u32, strides: vec4<u32>) -> u32 {
     let d = params.dims;
@@ -52,7 +47,10 @@ fn strided(global: u32, strides: vec4<u32>) -> u32 {
 // out = in0 (op) in1, with broadcasting. op: 0 add, 1 sub, 2 mul, 3 div.
 @compute @workgroup_size(256)
 fn binary(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-    for (var i = linear_index(id, groups); i < params.count; i = i + grid_size(groups)) {
+    let i = linear_index(id, groups);
+    if (i >= params.count) {
+        return;
+    }
     let global = params.base + i;
     var li = i;
     if ((params.windowed & 1u) == 0u) {
@@ -72,14 +70,16 @@ fn binary(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups)
         default: { r = x / y; }
     }
     out[i] = r;
-    }
 }
 
 // out = op(in0) with scalar a. op: 0 relu, 1 exp, 2 log, 3 sqrt, 4 neg, 5 x + a, 6 x * a, 7 x / a, 8 a - x,
 // 9 a / x, 10 x - a, 11 x (a copy).
 @compute @workgroup_size(256)
 fn unary(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-    for (var i = linear_index(id, groups); i < params.count; i = i + grid_size(groups)) {
+    let i = linear_index(id, groups);
+    if (i >= params.count) {
+        return;
+    }
     let x = in0[i];
     let a = params.a;
     var r: f32;
@@ -98,13 +98,13 @@ fn unary(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) 
         default: { r = x; }
     }
     out[i] = r;
-    }
 }
 
 // out = in1 where in0 > 0, else 0: the gradient of relu (in0: relu's input, in1: the incoming gradient).
 @compute @workgroup_size(256)
 fn relu_backward(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-    for (var i = linear_index(id, groups); i < params.count; i = i + grid_size(groups)) {
+    let i = linear_index(id, groups);
+    if (i < params.count) {
         out[i] = select(0.0, in1[i], in0[i] > 0.0);
     }
 }
@@ -114,7 +114,8 @@ fn relu_backward(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_work
 // out[i] = a
 @compute @workgroup_size(256)
 fn fill(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-    for (var i = linear_index(id, groups); i < params.count; i = i + grid_size(groups)) {
+    let i = linear_index(id, groups);
+    if (i < params.count) {
         out[i] = params.a;
     }
 }
@@ -122,7 +123,8 @@ fn fill(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) g
 // out[i] = out[i] * a + b
 @compute @workgroup_size(256)
 fn scale_add(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-    for (var i = linear_index(id, groups); i < params.count; i = i + grid_size(groups)) {
+    let i = linear_index(id, groups);
+    if (i < params.count) {
         out[i] = out[i] * params.a + params.b;
     }
 }

@@ -26,40 +26,58 @@ fn linear_index(id: vec3<u32>, groups: vec3<u32>) -> u32 {
     return id.x + id.y * groups.x * 256u;
 }
 
-// Each invocation steps through the elements by the grid's size (see elementwise.wgsl).
-fn grid_size(groups: vec3<u32>) -> u32 {
-    return groups.x * groups.y * 256u;
+// The hyperparameters, read once before any store: after a store to a storage buffer the compiler must assume
+// uniform memory changed too and reload it (on llvmpipe that alone costs a third of the pass).
+struct Hyper {
+    mode: u32,
+    beta1: f32,
+    beta2: f32,
+    epsilon: f32,
+    step_size: f32,
+    bias2_sqrt: f32,
+    decay: f32,
+}
+
+fn hyper() -> Hyper {
+    return Hyper(params.mode, params.beta1, params.beta2, params.epsilon, params.step_size, params.bias2_sqrt, params.decay);
 }
 
 @compute @workgroup_size(256)
 fn adam(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-    for (var i = linear_index(id, groups); i < params.count; i = i + grid_size(groups)) {
+    let i = linear_index(id, groups);
+    if (i >= params.count) {
+        return;
+    }
+    let h = hyper();
     let g = grad[i];
-    let m_new = params.beta1 * m[i] + (1.0 - params.beta1) * g;
-    let v_new = params.beta2 * v[i] + (1.0 - params.beta2) * g * g;
+    let m_new = h.beta1 * m[i] + (1.0 - h.beta1) * g;
+    let v_new = h.beta2 * v[i] + (1.0 - h.beta2) * g * g;
+    var p = param[i];
+    if (h.mode == 0u) {
+        p = p - h.step_size * m_new / (sqrt(v_new) + h.epsilon);
+    } else {
+        if (h.mode == 2u) {
+            p = p * h.decay;
+        }
+        p = p - h.step_size * m_new / (sqrt(v_new) / h.bias2_sqrt + h.epsilon);
+    }
     m[i] = m_new;
     v[i] = v_new;
-    var p = param[i];
-    if (params.mode == 0u) {
-        p = p - params.step_size * m_new / (sqrt(v_new) + params.epsilon);
-    } else {
-        if (params.mode == 2u) {
-            p = p * params.decay;
-        }
-        p = p - params.step_size * m_new / (sqrt(v_new) / params.bias2_sqrt + params.epsilon);
-    }
     param[i] = p;
-    }
 }
 
 // SGD with momentum (PyTorch's form): buffer = momentum * buffer + g; param -= lr * buffer. `m` is the buffer.
 @compute @workgroup_size(256)
 fn sgd(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-    for (var i = linear_index(id, groups); i < params.count; i = i + grid_size(groups)) {
-        let buffer = params.momentum * m[i] + grad[i];
-        m[i] = buffer;
-        param[i] = param[i] - params.lr * buffer;
+    let i = linear_index(id, groups);
+    if (i >= params.count) {
+        return;
     }
+    let lr = params.lr;
+    let buffer = params.momentum * m[i] + grad[i];
+    let p = param[i] - lr * buffer;
+    m[i] = buffer;
+    param[i] = p;
 }
 
 // The same updates four elements at a time, for tensors whose length is a multiple of 4: vec4 loads and
@@ -71,32 +89,37 @@ fn sgd(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) gr
 
 @compute @workgroup_size(256)
 fn adam_vec4(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-    let count4 = params.count / 4u;
-    for (var i = linear_index(id, groups); i < count4; i = i + grid_size(groups)) {
-        let g = grad4[i];
-        let m_new = params.beta1 * m4[i] + (1.0 - params.beta1) * g;
-        let v_new = params.beta2 * v4[i] + (1.0 - params.beta2) * g * g;
-        m4[i] = m_new;
-        v4[i] = v_new;
-        var p = param4[i];
-        if (params.mode == 0u) {
-            p = p - params.step_size * m_new / (sqrt(v_new) + params.epsilon);
-        } else {
-            if (params.mode == 2u) {
-                p = p * params.decay;
-            }
-            p = p - params.step_size * m_new / (sqrt(v_new) / params.bias2_sqrt + params.epsilon);
-        }
-        param4[i] = p;
+    let i = linear_index(id, groups);
+    if (i >= params.count / 4u) {
+        return;
     }
+    let h = hyper();
+    let g = grad4[i];
+    let m_new = h.beta1 * m4[i] + (1.0 - h.beta1) * g;
+    let v_new = h.beta2 * v4[i] + (1.0 - h.beta2) * g * g;
+    var p = param4[i];
+    if (h.mode == 0u) {
+        p = p - h.step_size * m_new / (sqrt(v_new) + h.epsilon);
+    } else {
+        if (h.mode == 2u) {
+            p = p * h.decay;
+        }
+        p = p - h.step_size * m_new / (sqrt(v_new) / h.bias2_sqrt + h.epsilon);
+    }
+    m4[i] = m_new;
+    v4[i] = v_new;
+    param4[i] = p;
 }
 
 @compute @workgroup_size(256)
 fn sgd_vec4(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-    let count4 = params.count / 4u;
-    for (var i = linear_index(id, groups); i < count4; i = i + grid_size(groups)) {
-        let buffer = params.momentum * m4[i] + grad4[i];
-        m4[i] = buffer;
-        param4[i] = param4[i] - params.lr * buffer;
+    let i = linear_index(id, groups);
+    if (i >= params.count / 4u) {
+        return;
     }
+    let lr = params.lr;
+    let buffer = params.momentum * m4[i] + grad4[i];
+    let p = param4[i] - lr * buffer;
+    m4[i] = buffer;
+    param4[i] = p;
 }

@@ -60,9 +60,12 @@ fn minus_log_unit(bits: u32) -> f32 {
 
 @compute @workgroup_size(256)
 fn random(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-    let grid = groups.x * groups.y * 256u;
-    for (var block = id.x + id.y * groups.x * 256u; block * 4u < params.count; block = block + grid) {
+    let block = id.x + id.y * groups.x * 256u;
     let first = block * 4u;
+    if (first >= params.count) {
+        return;
+    }
+    let count = params.count;
     let bits = philox(vec4<u32>(params.base / 4u + block, 0u, 0u, 0u), vec2<u32>(params.seed_lo, params.seed_hi));
     var values: vec4<f32>;
     if (params.op == 0u) {
@@ -80,9 +83,8 @@ fn random(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups)
             * params.high + params.low;
     }
     for (var j = 0u; j < 4u; j = j + 1u) {
-        if (first + j < params.count) {
+        if (first + j < count) {
             out[first + j] = values[j];
         }
-    }
     }
 }

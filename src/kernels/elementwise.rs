@@ -4,7 +4,7 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::{dispatch, dispatch_windows, expect_bindable, spread, windows, Family, Kernel};
+use super::{dispatch, dispatch_windows, expect_bindable, per_element, windows, Family, Kernel};
 use crate::error::{Error, Result};
 use crate::session::{BufferRange, Gpu};
 use crate::tensor::{DType, Tensor, MAX_RANK};
@@ -56,7 +56,7 @@ struct Params {
 }
 
 fn groups(gpu: &Gpu, count: u64) -> [u32; 3] {
-    spread(gpu, count)
+    per_element(gpu, count, 1)
 }
 
 /// Runs a kernel whose bindings are all windows over the same elements.
@@ -67,7 +67,7 @@ fn over_windows(
     elements: u64,
     params: Params,
 ) -> Result<()> {
-    dispatch_windows(gpu, kernel, ranges, elements, |first, count| Params {
+    dispatch_windows(gpu, kernel, ranges, elements, 1, |first, count| Params {
         count: count as u32,
         base: first as u32,
         ..params

@@ -150,16 +150,23 @@ impl Tensor {
         };
         let ranges = [self.range()?, grad.range()?, m.range()?, v.range()?];
         let elements = self.len() as u64;
-        let kernel = if elements.is_multiple_of(4) {
-            &ADAM_VEC4
+        let (kernel, per_invocation) = if elements.is_multiple_of(4) {
+            (&ADAM_VEC4, 4)
         } else {
-            &ADAM
+            (&ADAM, 1)
         };
         self.with_gpu(|gpu| {
-            dispatch_windows(gpu, kernel, &ranges, elements, |_, count| Params {
-                count: count as u32,
-                ..base
-            })
+            dispatch_windows(
+                gpu,
+                kernel,
+                &ranges,
+                elements,
+                per_invocation,
+                |_, count| Params {
+                    count: count as u32,
+                    ..base
+                },
+            )
         })
     }
 
@@ -184,16 +191,23 @@ impl Tensor {
         };
         let ranges = [self.range()?, grad.range()?, momentum_buffer.range()?];
         let elements = self.len() as u64;
-        let kernel = if elements.is_multiple_of(4) {
-            &SGD_VEC4
+        let (kernel, per_invocation) = if elements.is_multiple_of(4) {
+            (&SGD_VEC4, 4)
         } else {
-            &SGD
+            (&SGD, 1)
         };
         self.with_gpu(|gpu| {
-            dispatch_windows(gpu, kernel, &ranges, elements, |_, count| Params {
-                count: count as u32,
-                ..base
-            })
+            dispatch_windows(
+                gpu,
+                kernel,
+                &ranges,
+                elements,
+                per_invocation,
+                |_, count| Params {
+                    count: count as u32,
+                    ..base
+                },
+            )
         })
     }
 }

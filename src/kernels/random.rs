@@ -3,7 +3,7 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::{dispatch, spread, windows, Family, Kernel};
+use super::{dispatch, per_element, windows, Family, Kernel};
 use crate::error::Result;
 use crate::session::Session;
 use crate::tensor::{DType, Tensor};
@@ -67,7 +67,7 @@ fn fill_random(
                 high,
                 below_high: if op == 0 { next_below(high) } else { f32::MAX },
             };
-            let workgroups = spread(gpu, count.div_ceil(4));
+            let workgroups = per_element(gpu, count, 4);
             dispatch(
                 gpu,
                 &FILL_RANDOM,
