@@ -1,8 +1,8 @@
 // Reductions: sum, max, min and argmax, over a tensor viewed as [outer, len, inner] along its middle axis.
 // Deterministic: every sum has a fixed order (no atomics), so the same input gives the same bits on every run.
 //
-// `strided_*` kernels reduce long contiguous rows (inner = 1) into many partials, neighbouring invocations
-// reading neighbouring elements. `axis_*` kernels give one output per
+// `chunk_*` kernels reduce long contiguous rows (inner = 1) into many partials, one per run of neighbouring
+// elements. `axis_*` kernels give one output per
 // invocation, looping over one chunk of the axis; the host keeps chunks short and reduces the partial results
 // again, so every sum is a tree of short runs and its error stays near f32 rounding.
 
@@ -15,8 +15,8 @@ struct Params {
     chunks: u32,      // chunks per axis: output is [outer, chunks, inner]
     scale: f32,       // multiplies each output (1/len for a mean)
     indexed: u32,     // argmax: 1 if in_index carries the indices of `input`'s values
-    index_base: u32,  // strided_argmax: position of this window's first element within its row
-    blocks: u32,      // strided kernels: partials (and stride) per row
+    index_base: u32,  // chunk_argmax: position of this window's first element within its row
+    blocks: u32,      // chunk kernels: partials (chunks) per row
     _pad0: u32,
     _pad1: u32,
 }
@@ -53,57 +53,90 @@ fn linear_index(id: vec3<u32>, groups: vec3<u32>) -> u32 {
     return id.x + id.y * groups.x * 256u;
 }
 
-// Long contiguous rows (inner = 1): invocation g of a row reduces elements g, g + stride, g + 2·stride, … so
-// that neighbouring invocations (the SIMD lanes of llvmpipe, the threads of a GPU warp) read neighbouring
-// elements, with no barriers at all. out[row * stride + g].
+// Long contiguous rows (inner = 1): invocation g of a row reduces its own run of CHUNK neighbouring elements,
+// out[row * blocks + g]. On llvmpipe, where every invocation is a SIMD lane that loads on its own, a run that
+// is contiguous within the invocation reads fastest (faster than lanes striding over the row together).
+const CHUNK: u32 = 64u;
+
+@group(0) @binding(1) var<storage, read_write> input4: array<vec4<f32>>;
+
 @compute @workgroup_size(256)
-fn strided_reduce(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+fn chunk_reduce(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     let j = linear_index(id, groups);
-    let stride = params.blocks;
-    if (j >= params.outer * stride) {
+    let blocks = params.blocks;
+    let len = params.len;
+    let op = params.op;
+    if (j >= params.outer * blocks) {
         return;
     }
-    let row = j / stride;
-    let g = j % stride;
-    let op = params.op;
-    let base = row * params.len;
-    let last = params.len - 1u;
+    let row = j / blocks;
+    let first = (j % blocks) * CHUNK;
+    let last = min(first + CHUNK, len);
+    let base = row * len;
     let none = identity(op);
     var acc = vec4<f32>(none);
-    for (var e = g; e < params.len; e = e + 4u * stride) {
-        let e1 = e + stride;
-        let e2 = e1 + stride;
-        let e3 = e2 + stride;
+    for (var e = first; e < last; e = e + 4u) {
         acc.x = combine(op, acc.x, input[base + e]);
-        acc.y = combine(op, acc.y, select(none, input[base + min(e1, last)], e1 < params.len));
-        acc.z = combine(op, acc.z, select(none, input[base + min(e2, last)], e2 < params.len));
-        acc.w = combine(op, acc.w, select(none, input[base + min(e3, last)], e3 < params.len));
+        acc.y = combine(op, acc.y, select(none, input[base + min(e + 1u, last - 1u)], e + 1u < last));
+        acc.z = combine(op, acc.z, select(none, input[base + min(e + 2u, last - 1u)], e + 2u < last));
+        acc.w = combine(op, acc.w, select(none, input[base + min(e + 3u, last - 1u)], e + 3u < last));
     }
     out[j] = combine4(op, acc);
 }
 
-// As strided_reduce, keeping the index (within the row, plus index_base) of the largest value.
+// As chunk_reduce for rows whose length is a multiple of 4, reading vec4s.
 @compute @workgroup_size(256)
-fn strided_argmax(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+fn chunk_reduce_vec4(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     let j = linear_index(id, groups);
-    let stride = params.blocks;
-    if (j >= params.outer * stride) {
+    let blocks = params.blocks;
+    let len4 = params.len / 4u;
+    let op = params.op;
+    if (j >= params.outer * blocks) {
         return;
     }
-    let row = j / stride;
-    let g = j % stride;
-    let base = row * params.len;
-    var best = -3.40282347e38;
-    var best_index = 0xffffffffu;
-    for (var e = g; e < params.len; e = e + stride) {
+    let row = j / blocks;
+    let first = (j % blocks) * (CHUNK / 4u);
+    let last = min(first + CHUNK / 4u, len4);
+    let base = row * len4;
+    var acc = vec4<f32>(identity(op));
+    for (var e = first; e < last; e = e + 1u) {
+        let x = input4[base + e];
+        if (op == 0u) {
+            acc = acc + x;
+        } else if (op == 1u) {
+            acc = max(acc, x);
+        } else {
+            acc = min(acc, x);
+        }
+    }
+    out[j] = combine4(op, acc);
+}
+
+// As chunk_reduce, keeping the index (within the row, plus index_base) of the largest value.
+@compute @workgroup_size(256)
+fn chunk_argmax(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let j = linear_index(id, groups);
+    let blocks = params.blocks;
+    let len = params.len;
+    let index_base = params.index_base;
+    if (j >= params.outer * blocks) {
+        return;
+    }
+    let row = j / blocks;
+    let first = (j % blocks) * CHUNK;
+    let last = min(first + CHUNK, len);
+    let base = row * len;
+    var best = input[base + first];
+    var best_index = first;
+    for (var e = first + 1u; e < last; e = e + 1u) {
         let x = input[base + e];
-        if (x > best || best_index == 0xffffffffu) {
+        if (x > best) {
             best = x;
-            best_index = e + params.index_base;
+            best_index = e;
         }
     }
     out[j] = best;
-    out_index[j] = best_index;
+    out_index[j] = best_index + index_base;
 }
 
 // One invocation per output of [outer, chunks, inner]: reduces axis elements [c * chunk, (c + 1) * chunk).

@@ -1,7 +1,7 @@
 //! Reductions (shaders/reduce.wgsl): sum, mean, max, min and argmax over all elements or along any axis.
 //!
 //! A reduction runs as stages, each writing partial results that the next one reduces again: first, for
-//! long contiguous rows, a strided stage whose neighbouring invocations read neighbouring elements; then axis
+//! long contiguous rows, a chunk stage in which each invocation reduces its own run of neighbours; then axis
 //! stages over chunks of at most `AXIS_CHUNK` elements until one value per output is left. Every order is
 //! fixed, so results are bitwise repeatable, and sums are trees of short runs, so their error stays near f32
 //! rounding. Inputs larger than one storage binding are bound in windows when they are a single row (a
@@ -22,14 +22,19 @@ static REDUCE: Family = Family {
     source: include_str!("../../shaders/reduce.wgsl"),
 };
 
-static STRIDED_REDUCE: Kernel = Kernel {
+static CHUNK_REDUCE: Kernel = Kernel {
     family: &REDUCE,
-    entry: "strided_reduce",
+    entry: "chunk_reduce",
     bindings: &[1, 3],
 };
-static STRIDED_ARGMAX: Kernel = Kernel {
+static CHUNK_REDUCE_VEC4: Kernel = Kernel {
     family: &REDUCE,
-    entry: "strided_argmax",
+    entry: "chunk_reduce_vec4",
+    bindings: &[1, 3],
+};
+static CHUNK_ARGMAX: Kernel = Kernel {
+    family: &REDUCE,
+    entry: "chunk_argmax",
     bindings: &[1, 3, 4],
 };
 static AXIS_REDUCE: Kernel = Kernel {
@@ -43,11 +48,10 @@ static AXIS_ARGMAX: Kernel = Kernel {
     bindings: &[1, 2, 3, 4],
 };
 
-/// Rows longer than this take the strided stage first.
-const STRIDED_FROM: u64 = 4096;
-/// Elements each invocation of the strided stage reduces, at most: long enough to amortise the invocation,
-/// short enough that a plain f32 running sum stays accurate (and far under llvmpipe's 65,535-iteration loop cap).
-const STRIDED_RUN: u64 = 256;
+/// Rows longer than this take the chunk stage first.
+const CHUNK_FROM: u64 = 4096;
+/// Elements each invocation of the chunk stage reduces (the shader's CHUNK).
+const CHUNK: u64 = 64;
 /// Longest run one invocation of an axis stage reduces.
 const AXIS_CHUNK: u64 = 256;
 
@@ -158,8 +162,8 @@ fn groups(gpu: &Gpu, invocations: u64) -> [u32; 3] {
     grid(gpu, (invocations as u32).div_ceil(WORKGROUP_SIZE))
 }
 
-/// Long contiguous rows: `stride` partials per row, partial g reducing elements g, g + stride, …
-fn strided_stage(
+/// Long contiguous rows: one partial per run of `CHUNK` neighbouring elements.
+fn chunk_stage(
     gpu: &mut Gpu,
     scratch: &mut Scratch,
     op: Op,
@@ -167,8 +171,8 @@ fn strided_stage(
     name: &'static str,
 ) -> Result<Stage> {
     let View { outer, len, .. } = stage.view;
-    // A window holds a multiple of the stride, so every window's partials line up with the others'.
-    let max_window = max_binding_elements(gpu);
+    // A window holds whole 64-run blocks of 64 runs, so every window's partials start 256 bytes apart.
+    let max_window = (max_binding_elements(gpu) / (CHUNK * 64)).max(1) * CHUNK * 64;
     let row_windows: Vec<(u64, u64)> = if outer == 1 && len > max_window {
         (0..len)
             .step_by(max_window as usize)
@@ -178,21 +182,15 @@ fn strided_stage(
         expect_bindable(gpu, name, stage.values)?;
         vec![(0, len)]
     };
-    let window_len = row_windows[0].1;
-    // Each window's partials start at window · stride: a multiple of 64 elements (256 bytes) keeps that offset
-    // bindable on every adapter.
-    let stride = window_len
-        .div_ceil(STRIDED_RUN)
-        .next_multiple_of(64)
-        .clamp(1, u64::from(u32::MAX));
-    let partials_per_row = stride * row_windows.len() as u64;
-    let partial = scratch.take(gpu, outer * partials_per_row)?;
+    let blocks = len.div_ceil(CHUNK);
+    let partial = scratch.take(gpu, outer * blocks)?;
     let partial_indices = if op == Op::Argmax {
-        Some(scratch.take(gpu, outer * partials_per_row)?)
+        Some(scratch.take(gpu, outer * blocks)?)
     } else {
         None
     };
-    for (index, (first, count)) in row_windows.iter().copied().enumerate() {
+    for (first, count) in row_windows {
+        let window_blocks = count.div_ceil(CHUNK);
         let input = if outer == 1 {
             stage.values.elements(first, count)
         } else {
@@ -200,7 +198,7 @@ fn strided_stage(
         };
         let into = |range: BufferRange| {
             if outer == 1 {
-                range.elements(index as u64 * stride, stride)
+                range.elements(first / CHUNK, window_blocks)
             } else {
                 range
             }
@@ -210,24 +208,32 @@ fn strided_stage(
             len: count as u32,
             inner: 1,
             op: op as u32,
-            blocks: stride as u32,
+            blocks: window_blocks as u32,
             scale: 1.0,
             index_base: first as u32,
             ..Params::default()
         };
-        let workgroups = groups(gpu, outer * stride);
+        let workgroups = groups(gpu, outer * window_blocks);
+        let bytes = bytemuck::bytes_of(&params);
         match partial_indices {
             Some(indices) => dispatch(
                 gpu,
-                &STRIDED_ARGMAX,
-                bytemuck::bytes_of(&params),
+                &CHUNK_ARGMAX,
+                bytes,
                 &[input, into(partial), into(indices)],
+                workgroups,
+            )?,
+            None if count.is_multiple_of(4) => dispatch(
+                gpu,
+                &CHUNK_REDUCE_VEC4,
+                bytes,
+                &[input, into(partial)],
                 workgroups,
             )?,
             None => dispatch(
                 gpu,
-                &STRIDED_REDUCE,
-                bytemuck::bytes_of(&params),
+                &CHUNK_REDUCE,
+                bytes,
                 &[input, into(partial)],
                 workgroups,
             )?,
@@ -238,7 +244,7 @@ fn strided_stage(
         indices: partial_indices,
         view: View {
             outer,
-            len: partials_per_row,
+            len: blocks,
             inner: 1,
         },
     })
@@ -311,8 +317,9 @@ fn run(
     out: BufferRange,
     name: &'static str,
 ) -> Result<()> {
-    if stage.view.inner == 1 && stage.view.len > STRIDED_FROM {
-        stage = strided_stage(gpu, scratch, op, stage, name)?;
+    // Argmax's chunk kernel reads plain values, not (value, index) partials, so it runs once at most.
+    while stage.view.inner == 1 && stage.view.len > CHUNK_FROM && stage.indices.is_none() {
+        stage = chunk_stage(gpu, scratch, op, stage, name)?;
     }
     while stage.view.len > AXIS_CHUNK {
         let View { outer, len, inner } = stage.view;
