@@ -52,6 +52,8 @@ fn matmul_vec4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_
     let m = params.m;
     let k4s = params.k / 4u;
     let n4s = params.n / 4u;
+    let k4_begin = params.k_begin / 4u;
+    let k4_end = params.k_end / 4u;
     let wg_cols = 64u / params.wg_rows;
     let row0 = ((wid.y * params.wg_rows) + lid / wg_cols) * 8u;
     let col4 = ((wid.x * wg_cols) + lid % wg_cols) * 2u;
@@ -62,37 +64,169 @@ fn matmul_vec4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_
     let a_base = batch * (params.a_batch / 4u);
     let b_base = batch * (params.b_batch / 4u);
     let c_base = batch * (params.c_batch / 4u);
-    var rows: array<u32, 8>;
-    for (var i = 0u; i < 8u; i = i + 1u) {
-        rows[i] = a_base + min(row0 + i, m - 1u) * k4s;
-    }
+    // Written out rather than looped: llvmpipe keeps unrolled accumulators in registers, while indexing an
+    // array of them in a loop can push them to memory.
+    let r0 = a_base + min(row0 + 0u, m - 1u) * k4s;
+    let r1 = a_base + min(row0 + 1u, m - 1u) * k4s;
+    let r2 = a_base + min(row0 + 2u, m - 1u) * k4s;
+    let r3 = a_base + min(row0 + 3u, m - 1u) * k4s;
+    let r4 = a_base + min(row0 + 4u, m - 1u) * k4s;
+    let r5 = a_base + min(row0 + 5u, m - 1u) * k4s;
+    let r6 = a_base + min(row0 + 6u, m - 1u) * k4s;
+    let r7 = a_base + min(row0 + 7u, m - 1u) * k4s;
     let col_a = col4;
     let col_b = min(col4 + 1u, n4s - 1u);
-    var acc: array<vec4<f32>, 16>;
-    for (var k4 = params.k_begin / 4u; k4 < params.k_end / 4u; k4 = k4 + 1u) {
-        var av: array<vec4<f32>, 8>;
-        for (var i = 0u; i < 8u; i = i + 1u) {
-            av[i] = a4[rows[i] + k4];
-        }
-        for (var kk = 0u; kk < 4u; kk = kk + 1u) {
-            let brow = b_base + (k4 * 4u + kk) * n4s;
-            let b0 = b4[brow + col_a];
-            let b1 = b4[brow + col_b];
-            for (var i = 0u; i < 8u; i = i + 1u) {
-                let x = av[i][kk];
-                acc[2u * i] = acc[2u * i] + x * b0;
-                acc[2u * i + 1u] = acc[2u * i + 1u] + x * b1;
-            }
+    var c0 = vec4<f32>(0.0);
+    var c1 = vec4<f32>(0.0);
+    var c2 = vec4<f32>(0.0);
+    var c3 = vec4<f32>(0.0);
+    var c4 = vec4<f32>(0.0);
+    var c5 = vec4<f32>(0.0);
+    var c6 = vec4<f32>(0.0);
+    var c7 = vec4<f32>(0.0);
+    var c8 = vec4<f32>(0.0);
+    var c9 = vec4<f32>(0.0);
+    var c10 = vec4<f32>(0.0);
+    var c11 = vec4<f32>(0.0);
+    var c12 = vec4<f32>(0.0);
+    var c13 = vec4<f32>(0.0);
+    var c14 = vec4<f32>(0.0);
+    var c15 = vec4<f32>(0.0);
+    var b0: vec4<f32>;
+    var b1: vec4<f32>;
+    for (var k4 = k4_begin; k4 < k4_end; k4 = k4 + 1u) {
+        let av0 = a4[r0 + k4];
+        let av1 = a4[r1 + k4];
+        let av2 = a4[r2 + k4];
+        let av3 = a4[r3 + k4];
+        let av4 = a4[r4 + k4];
+        let av5 = a4[r5 + k4];
+        let av6 = a4[r6 + k4];
+        let av7 = a4[r7 + k4];
+        var brow = b_base + k4 * 4u * n4s;
+        b0 = b4[brow + col_a];
+        b1 = b4[brow + col_b];
+        c0 = c0 + av0.x * b0;
+        c1 = c1 + av0.x * b1;
+        c2 = c2 + av1.x * b0;
+        c3 = c3 + av1.x * b1;
+        c4 = c4 + av2.x * b0;
+        c5 = c5 + av2.x * b1;
+        c6 = c6 + av3.x * b0;
+        c7 = c7 + av3.x * b1;
+        c8 = c8 + av4.x * b0;
+        c9 = c9 + av4.x * b1;
+        c10 = c10 + av5.x * b0;
+        c11 = c11 + av5.x * b1;
+        c12 = c12 + av6.x * b0;
+        c13 = c13 + av6.x * b1;
+        c14 = c14 + av7.x * b0;
+        c15 = c15 + av7.x * b1;
+        brow = brow + n4s;
+        b0 = b4[brow + col_a];
+        b1 = b4[brow + col_b];
+        c0 = c0 + av0.y * b0;
+        c1 = c1 + av0.y * b1;
+        c2 = c2 + av1.y * b0;
+        c3 = c3 + av1.y * b1;
+        c4 = c4 + av2.y * b0;
+        c5 = c5 + av2.y * b1;
+        c6 = c6 + av3.y * b0;
+        c7 = c7 + av3.y * b1;
+        c8 = c8 + av4.y * b0;
+        c9 = c9 + av4.y * b1;
+        c10 = c10 + av5.y * b0;
+        c11 = c11 + av5.y * b1;
+        c12 = c12 + av6.y * b0;
+        c13 = c13 + av6.y * b1;
+        c14 = c14 + av7.y * b0;
+        c15 = c15 + av7.y * b1;
+        brow = brow + n4s;
+        b0 = b4[brow + col_a];
+        b1 = b4[brow + col_b];
+        c0 = c0 + av0.z * b0;
+        c1 = c1 + av0.z * b1;
+        c2 = c2 + av1.z * b0;
+        c3 = c3 + av1.z * b1;
+        c4 = c4 + av2.z * b0;
+        c5 = c5 + av2.z * b1;
+        c6 = c6 + av3.z * b0;
+        c7 = c7 + av3.z * b1;
+        c8 = c8 + av4.z * b0;
+        c9 = c9 + av4.z * b1;
+        c10 = c10 + av5.z * b0;
+        c11 = c11 + av5.z * b1;
+        c12 = c12 + av6.z * b0;
+        c13 = c13 + av6.z * b1;
+        c14 = c14 + av7.z * b0;
+        c15 = c15 + av7.z * b1;
+        brow = brow + n4s;
+        b0 = b4[brow + col_a];
+        b1 = b4[brow + col_b];
+        c0 = c0 + av0.w * b0;
+        c1 = c1 + av0.w * b1;
+        c2 = c2 + av1.w * b0;
+        c3 = c3 + av1.w * b1;
+        c4 = c4 + av2.w * b0;
+        c5 = c5 + av2.w * b1;
+        c6 = c6 + av3.w * b0;
+        c7 = c7 + av3.w * b1;
+        c8 = c8 + av4.w * b0;
+        c9 = c9 + av4.w * b1;
+        c10 = c10 + av5.w * b0;
+        c11 = c11 + av5.w * b1;
+        c12 = c12 + av6.w * b0;
+        c13 = c13 + av6.w * b1;
+        c14 = c14 + av7.w * b0;
+        c15 = c15 + av7.w * b1;
+        brow = brow + n4s;
+    }
+    if (row0 + 0u < m) {
+        store4(c_base + (row0 + 0u) * n4s + col4, c0);
+        if (col4 + 1u < n4s) {
+            store4(c_base + (row0 + 0u) * n4s + col4 + 1u, c1);
         }
     }
-    for (var i = 0u; i < 8u; i = i + 1u) {
-        let row = row0 + i;
-        if (row < m) {
-            let at = c_base + row * n4s + col4;
-            store4(at, acc[2u * i]);
-            if (col4 + 1u < n4s) {
-                store4(at + 1u, acc[2u * i + 1u]);
-            }
+    if (row0 + 1u < m) {
+        store4(c_base + (row0 + 1u) * n4s + col4, c2);
+        if (col4 + 1u < n4s) {
+            store4(c_base + (row0 + 1u) * n4s + col4 + 1u, c3);
+        }
+    }
+    if (row0 + 2u < m) {
+        store4(c_base + (row0 + 2u) * n4s + col4, c4);
+        if (col4 + 1u < n4s) {
+            store4(c_base + (row0 + 2u) * n4s + col4 + 1u, c5);
+        }
+    }
+    if (row0 + 3u < m) {
+        store4(c_base + (row0 + 3u) * n4s + col4, c6);
+        if (col4 + 1u < n4s) {
+            store4(c_base + (row0 + 3u) * n4s + col4 + 1u, c7);
+        }
+    }
+    if (row0 + 4u < m) {
+        store4(c_base + (row0 + 4u) * n4s + col4, c8);
+        if (col4 + 1u < n4s) {
+            store4(c_base + (row0 + 4u) * n4s + col4 + 1u, c9);
+        }
+    }
+    if (row0 + 5u < m) {
+        store4(c_base + (row0 + 5u) * n4s + col4, c10);
+        if (col4 + 1u < n4s) {
+            store4(c_base + (row0 + 5u) * n4s + col4 + 1u, c11);
+        }
+    }
+    if (row0 + 6u < m) {
+        store4(c_base + (row0 + 6u) * n4s + col4, c12);
+        if (col4 + 1u < n4s) {
+            store4(c_base + (row0 + 6u) * n4s + col4 + 1u, c13);
+        }
+    }
+    if (row0 + 7u < m) {
+        store4(c_base + (row0 + 7u) * n4s + col4, c14);
+        if (col4 + 1u < n4s) {
+            store4(c_base + (row0 + 7u) * n4s + col4 + 1u, c15);
         }
     }
 }
