@@ -250,28 +250,93 @@ fn matmul_vec4_at(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocati
     let row4_a = row0 / 4u;
     let row4_b = min(row4_a + 1u, m4s - 1u);
     let col_b = min(col4 + 1u, n4s - 1u);
-    var acc: array<vec4<f32>, 16>;
-    for (var k = params.k_begin; k < params.k_end; k = k + 1u) {
+    var c0 = vec4<f32>(0.0);
+    var c1 = vec4<f32>(0.0);
+    var c2 = vec4<f32>(0.0);
+    var c3 = vec4<f32>(0.0);
+    var c4 = vec4<f32>(0.0);
+    var c5 = vec4<f32>(0.0);
+    var c6 = vec4<f32>(0.0);
+    var c7 = vec4<f32>(0.0);
+    var c8 = vec4<f32>(0.0);
+    var c9 = vec4<f32>(0.0);
+    var c10 = vec4<f32>(0.0);
+    var c11 = vec4<f32>(0.0);
+    var c12 = vec4<f32>(0.0);
+    var c13 = vec4<f32>(0.0);
+    var c14 = vec4<f32>(0.0);
+    var c15 = vec4<f32>(0.0);
+    let k_end = params.k_end;
+    for (var k = params.k_begin; k < k_end; k = k + 1u) {
         let a_lo = a4[a_base + k * m4s + row4_a];
         let a_hi = a4[a_base + k * m4s + row4_b];
         let brow = b_base + k * n4s;
         let b0 = b4[brow + col4];
         let b1 = b4[brow + col_b];
-        for (var i = 0u; i < 4u; i = i + 1u) {
-            acc[2u * i] = acc[2u * i] + a_lo[i] * b0;
-            acc[2u * i + 1u] = acc[2u * i + 1u] + a_lo[i] * b1;
-            acc[2u * i + 8u] = acc[2u * i + 8u] + a_hi[i] * b0;
-            acc[2u * i + 9u] = acc[2u * i + 9u] + a_hi[i] * b1;
+        c0 = c0 + a_lo.x * b0;
+        c1 = c1 + a_lo.x * b1;
+        c8 = c8 + a_hi.x * b0;
+        c9 = c9 + a_hi.x * b1;
+        c2 = c2 + a_lo.y * b0;
+        c3 = c3 + a_lo.y * b1;
+        c10 = c10 + a_hi.y * b0;
+        c11 = c11 + a_hi.y * b1;
+        c4 = c4 + a_lo.z * b0;
+        c5 = c5 + a_lo.z * b1;
+        c12 = c12 + a_hi.z * b0;
+        c13 = c13 + a_hi.z * b1;
+        c6 = c6 + a_lo.w * b0;
+        c7 = c7 + a_lo.w * b1;
+        c14 = c14 + a_hi.w * b0;
+        c15 = c15 + a_hi.w * b1;
+    }
+    let m = params.m;
+    if (row0 + 0u < m) {
+        store4(c_base + (row0 + 0u) * n4s + col4, c0);
+        if (col4 + 1u < n4s) {
+            store4(c_base + (row0 + 0u) * n4s + col4 + 1u, c1);
         }
     }
-    for (var i = 0u; i < 8u; i = i + 1u) {
-        let row = row0 + i;
-        if (row < params.m) {
-            let at = c_base + row * n4s + col4;
-            store4(at, acc[2u * i]);
-            if (col4 + 1u < n4s) {
-                store4(at + 1u, acc[2u * i + 1u]);
-            }
+    if (row0 + 1u < m) {
+        store4(c_base + (row0 + 1u) * n4s + col4, c2);
+        if (col4 + 1u < n4s) {
+            store4(c_base + (row0 + 1u) * n4s + col4 + 1u, c3);
+        }
+    }
+    if (row0 + 2u < m) {
+        store4(c_base + (row0 + 2u) * n4s + col4, c4);
+        if (col4 + 1u < n4s) {
+            store4(c_base + (row0 + 2u) * n4s + col4 + 1u, c5);
+        }
+    }
+    if (row0 + 3u < m) {
+        store4(c_base + (row0 + 3u) * n4s + col4, c6);
+        if (col4 + 1u < n4s) {
+            store4(c_base + (row0 + 3u) * n4s + col4 + 1u, c7);
+        }
+    }
+    if (row0 + 4u < m) {
+        store4(c_base + (row0 + 4u) * n4s + col4, c8);
+        if (col4 + 1u < n4s) {
+            store4(c_base + (row0 + 4u) * n4s + col4 + 1u, c9);
+        }
+    }
+    if (row0 + 5u < m) {
+        store4(c_base + (row0 + 5u) * n4s + col4, c10);
+        if (col4 + 1u < n4s) {
+            store4(c_base + (row0 + 5u) * n4s + col4 + 1u, c11);
+        }
+    }
+    if (row0 + 6u < m) {
+        store4(c_base + (row0 + 6u) * n4s + col4, c12);
+        if (col4 + 1u < n4s) {
+            store4(c_base + (row0 + 6u) * n4s + col4 + 1u, c13);
+        }
+    }
+    if (row0 + 7u < m) {
+        store4(c_base + (row0 + 7u) * n4s + col4, c14);
+        if (col4 + 1u < n4s) {
+            store4(c_base + (row0 + 7u) * n4s + col4 + 1u, c15);
         }
     }
 }
