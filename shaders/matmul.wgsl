@@ -38,9 +38,10 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> b4: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read_write> c4: array<vec4<f32>>;
 
-// Writes (or, in a later pass over K, adds) four results of C.
-fn store4(at: u32, value: vec4<f32>) {
-    if (params.accumulate == 1u) {
+// Writes (or, in a later pass over K, adds) four results of C. `accumulate` is read from the uniforms once,
+// before any store: after a store the compiler must reload uniform memory.
+fn store4(at: u32, value: vec4<f32>, accumulate: bool) {
+    if (accumulate) {
         c4[at] = c4[at] + value;
     } else {
         c4[at] = value;
@@ -181,52 +182,53 @@ fn matmul_vec4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_
         c15 = c15 + av7.w * b1;
         brow = brow + n4s;
     }
+    let accumulate = params.accumulate == 1u;
     if (row0 + 0u < m) {
-        store4(c_base + (row0 + 0u) * n4s + col4, c0);
+        store4(c_base + (row0 + 0u) * n4s + col4, c0, accumulate);
         if (col4 + 1u < n4s) {
-            store4(c_base + (row0 + 0u) * n4s + col4 + 1u, c1);
+            store4(c_base + (row0 + 0u) * n4s + col4 + 1u, c1, accumulate);
         }
     }
     if (row0 + 1u < m) {
-        store4(c_base + (row0 + 1u) * n4s + col4, c2);
+        store4(c_base + (row0 + 1u) * n4s + col4, c2, accumulate);
         if (col4 + 1u < n4s) {
-            store4(c_base + (row0 + 1u) * n4s + col4 + 1u, c3);
+            store4(c_base + (row0 + 1u) * n4s + col4 + 1u, c3, accumulate);
         }
     }
     if (row0 + 2u < m) {
-        store4(c_base + (row0 + 2u) * n4s + col4, c4);
+        store4(c_base + (row0 + 2u) * n4s + col4, c4, accumulate);
         if (col4 + 1u < n4s) {
-            store4(c_base + (row0 + 2u) * n4s + col4 + 1u, c5);
+            store4(c_base + (row0 + 2u) * n4s + col4 + 1u, c5, accumulate);
         }
     }
     if (row0 + 3u < m) {
-        store4(c_base + (row0 + 3u) * n4s + col4, c6);
+        store4(c_base + (row0 + 3u) * n4s + col4, c6, accumulate);
         if (col4 + 1u < n4s) {
-            store4(c_base + (row0 + 3u) * n4s + col4 + 1u, c7);
+            store4(c_base + (row0 + 3u) * n4s + col4 + 1u, c7, accumulate);
         }
     }
     if (row0 + 4u < m) {
-        store4(c_base + (row0 + 4u) * n4s + col4, c8);
+        store4(c_base + (row0 + 4u) * n4s + col4, c8, accumulate);
         if (col4 + 1u < n4s) {
-            store4(c_base + (row0 + 4u) * n4s + col4 + 1u, c9);
+            store4(c_base + (row0 + 4u) * n4s + col4 + 1u, c9, accumulate);
         }
     }
     if (row0 + 5u < m) {
-        store4(c_base + (row0 + 5u) * n4s + col4, c10);
+        store4(c_base + (row0 + 5u) * n4s + col4, c10, accumulate);
         if (col4 + 1u < n4s) {
-            store4(c_base + (row0 + 5u) * n4s + col4 + 1u, c11);
+            store4(c_base + (row0 + 5u) * n4s + col4 + 1u, c11, accumulate);
         }
     }
     if (row0 + 6u < m) {
-        store4(c_base + (row0 + 6u) * n4s + col4, c12);
+        store4(c_base + (row0 + 6u) * n4s + col4, c12, accumulate);
         if (col4 + 1u < n4s) {
-            store4(c_base + (row0 + 6u) * n4s + col4 + 1u, c13);
+            store4(c_base + (row0 + 6u) * n4s + col4 + 1u, c13, accumulate);
         }
     }
     if (row0 + 7u < m) {
-        store4(c_base + (row0 + 7u) * n4s + col4, c14);
+        store4(c_base + (row0 + 7u) * n4s + col4, c14, accumulate);
         if (col4 + 1u < n4s) {
-            store4(c_base + (row0 + 7u) * n4s + col4 + 1u, c15);
+            store4(c_base + (row0 + 7u) * n4s + col4 + 1u, c15, accumulate);
         }
     }
 }
@@ -291,52 +293,53 @@ fn matmul_vec4_at(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocati
         c15 = c15 + a_hi.w * b1;
     }
     let m = params.m;
+    let accumulate = params.accumulate == 1u;
     if (row0 + 0u < m) {
-        store4(c_base + (row0 + 0u) * n4s + col4, c0);
+        store4(c_base + (row0 + 0u) * n4s + col4, c0, accumulate);
         if (col4 + 1u < n4s) {
-            store4(c_base + (row0 + 0u) * n4s + col4 + 1u, c1);
+            store4(c_base + (row0 + 0u) * n4s + col4 + 1u, c1, accumulate);
         }
     }
     if (row0 + 1u < m) {
-        store4(c_base + (row0 + 1u) * n4s + col4, c2);
+        store4(c_base + (row0 + 1u) * n4s + col4, c2, accumulate);
         if (col4 + 1u < n4s) {
-            store4(c_base + (row0 + 1u) * n4s + col4 + 1u, c3);
+            store4(c_base + (row0 + 1u) * n4s + col4 + 1u, c3, accumulate);
         }
     }
     if (row0 + 2u < m) {
-        store4(c_base + (row0 + 2u) * n4s + col4, c4);
+        store4(c_base + (row0 + 2u) * n4s + col4, c4, accumulate);
         if (col4 + 1u < n4s) {
-            store4(c_base + (row0 + 2u) * n4s + col4 + 1u, c5);
+            store4(c_base + (row0 + 2u) * n4s + col4 + 1u, c5, accumulate);
         }
     }
     if (row0 + 3u < m) {
-        store4(c_base + (row0 + 3u) * n4s + col4, c6);
+        store4(c_base + (row0 + 3u) * n4s + col4, c6, accumulate);
         if (col4 + 1u < n4s) {
-            store4(c_base + (row0 + 3u) * n4s + col4 + 1u, c7);
+            store4(c_base + (row0 + 3u) * n4s + col4 + 1u, c7, accumulate);
         }
     }
     if (row0 + 4u < m) {
-        store4(c_base + (row0 + 4u) * n4s + col4, c8);
+        store4(c_base + (row0 + 4u) * n4s + col4, c8, accumulate);
         if (col4 + 1u < n4s) {
-            store4(c_base + (row0 + 4u) * n4s + col4 + 1u, c9);
+            store4(c_base + (row0 + 4u) * n4s + col4 + 1u, c9, accumulate);
         }
     }
     if (row0 + 5u < m) {
-        store4(c_base + (row0 + 5u) * n4s + col4, c10);
+        store4(c_base + (row0 + 5u) * n4s + col4, c10, accumulate);
         if (col4 + 1u < n4s) {
-            store4(c_base + (row0 + 5u) * n4s + col4 + 1u, c11);
+            store4(c_base + (row0 + 5u) * n4s + col4 + 1u, c11, accumulate);
         }
     }
     if (row0 + 6u < m) {
-        store4(c_base + (row0 + 6u) * n4s + col4, c12);
+        store4(c_base + (row0 + 6u) * n4s + col4, c12, accumulate);
         if (col4 + 1u < n4s) {
-            store4(c_base + (row0 + 6u) * n4s + col4 + 1u, c13);
+            store4(c_base + (row0 + 6u) * n4s + col4 + 1u, c13, accumulate);
         }
     }
     if (row0 + 7u < m) {
-        store4(c_base + (row0 + 7u) * n4s + col4, c14);
+        store4(c_base + (row0 + 7u) * n4s + col4, c14, accumulate);
         if (col4 + 1u < n4s) {
-            store4(c_base + (row0 + 7u) * n4s + col4 + 1u, c15);
+            store4(c_base + (row0 + 7u) * n4s + col4 + 1u, c15, accumulate);
         }
     }
 }
