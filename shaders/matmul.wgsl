@@ -48,6 +48,20 @@ fn store4(at: u32, value: vec4<f32>, accumulate: bool) {
     }
 }
 
+// Writes an 8×8 block of C (8 rows of two vec4s) from the registers of one invocation, skipping rows past M and
+// a second vec4 past N.
+fn store_tile(c_base: u32, row0: u32, col4: u32, m: u32, n4s: u32, accumulate: bool, tile: array<vec4<f32>, 16>) {
+    for (var i = 0u; i < 8u; i = i + 1u) {
+        if (row0 + i < m) {
+            let at = c_base + (row0 + i) * n4s + col4;
+            store4(at, tile[2u * i], accumulate);
+            if (col4 + 1u < n4s) {
+                store4(at + 1u, tile[2u * i + 1u], accumulate);
+            }
+        }
+    }
+}
+
 @compute @workgroup_size(64)
 fn matmul_vec4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let m = params.m;
@@ -182,55 +196,8 @@ fn matmul_vec4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_
         c15 = c15 + av7.w * b1;
         brow = brow + n4s;
     }
-    let accumulate = params.accumulate == 1u;
-    if (row0 + 0u < m) {
-        store4(c_base + (row0 + 0u) * n4s + col4, c0, accumulate);
-        if (col4 + 1u < n4s) {
-            store4(c_base + (row0 + 0u) * n4s + col4 + 1u, c1, accumulate);
-        }
-    }
-    if (row0 + 1u < m) {
-        store4(c_base + (row0 + 1u) * n4s + col4, c2, accumulate);
-        if (col4 + 1u < n4s) {
-            store4(c_base + (row0 + 1u) * n4s + col4 + 1u, c3, accumulate);
-        }
-    }
-    if (row0 + 2u < m) {
-        store4(c_base + (row0 + 2u) * n4s + col4, c4, accumulate);
-        if (col4 + 1u < n4s) {
-            store4(c_base + (row0 + 2u) * n4s + col4 + 1u, c5, accumulate);
-        }
-    }
-    if (row0 + 3u < m) {
-        store4(c_base + (row0 + 3u) * n4s + col4, c6, accumulate);
-        if (col4 + 1u < n4s) {
-            store4(c_base + (row0 + 3u) * n4s + col4 + 1u, c7, accumulate);
-        }
-    }
-    if (row0 + 4u < m) {
-        store4(c_base + (row0 + 4u) * n4s + col4, c8, accumulate);
-        if (col4 + 1u < n4s) {
-            store4(c_base + (row0 + 4u) * n4s + col4 + 1u, c9, accumulate);
-        }
-    }
-    if (row0 + 5u < m) {
-        store4(c_base + (row0 + 5u) * n4s + col4, c10, accumulate);
-        if (col4 + 1u < n4s) {
-            store4(c_base + (row0 + 5u) * n4s + col4 + 1u, c11, accumulate);
-        }
-    }
-    if (row0 + 6u < m) {
-        store4(c_base + (row0 + 6u) * n4s + col4, c12, accumulate);
-        if (col4 + 1u < n4s) {
-            store4(c_base + (row0 + 6u) * n4s + col4 + 1u, c13, accumulate);
-        }
-    }
-    if (row0 + 7u < m) {
-        store4(c_base + (row0 + 7u) * n4s + col4, c14, accumulate);
-        if (col4 + 1u < n4s) {
-            store4(c_base + (row0 + 7u) * n4s + col4 + 1u, c15, accumulate);
-        }
-    }
+    store_tile(c_base, row0, col4, m, n4s, params.accumulate == 1u,
+        array<vec4<f32>, 16>(c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13, c14, c15));
 }
 
 // C = Aᵀ·B with A stored [K, M] (M % 4 == 0) and B stored [K, N] (N % 4 == 0), any K: the gradient of a weight,
@@ -293,55 +260,8 @@ fn matmul_vec4_at(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocati
         c15 = c15 + a_hi.w * b1;
     }
     let m = params.m;
-    let accumulate = params.accumulate == 1u;
-    if (row0 + 0u < m) {
-        store4(c_base + (row0 + 0u) * n4s + col4, c0, accumulate);
-        if (col4 + 1u < n4s) {
-            store4(c_base + (row0 + 0u) * n4s + col4 + 1u, c1, accumulate);
-        }
-    }
-    if (row0 + 1u < m) {
-        store4(c_base + (row0 + 1u) * n4s + col4, c2, accumulate);
-        if (col4 + 1u < n4s) {
-            store4(c_base + (row0 + 1u) * n4s + col4 + 1u, c3, accumulate);
-        }
-    }
-    if (row0 + 2u < m) {
-        store4(c_base + (row0 + 2u) * n4s + col4, c4, accumulate);
-        if (col4 + 1u < n4s) {
-            store4(c_base + (row0 + 2u) * n4s + col4 + 1u, c5, accumulate);
-        }
-    }
-    if (row0 + 3u < m) {
-        store4(c_base + (row0 + 3u) * n4s + col4, c6, accumulate);
-        if (col4 + 1u < n4s) {
-            store4(c_base + (row0 + 3u) * n4s + col4 + 1u, c7, accumulate);
-        }
-    }
-    if (row0 + 4u < m) {
-        store4(c_base + (row0 + 4u) * n4s + col4, c8, accumulate);
-        if (col4 + 1u < n4s) {
-            store4(c_base + (row0 + 4u) * n4s + col4 + 1u, c9, accumulate);
-        }
-    }
-    if (row0 + 5u < m) {
-        store4(c_base + (row0 + 5u) * n4s + col4, c10, accumulate);
-        if (col4 + 1u < n4s) {
-            store4(c_base + (row0 + 5u) * n4s + col4 + 1u, c11, accumulate);
-        }
-    }
-    if (row0 + 6u < m) {
-        store4(c_base + (row0 + 6u) * n4s + col4, c12, accumulate);
-        if (col4 + 1u < n4s) {
-            store4(c_base + (row0 + 6u) * n4s + col4 + 1u, c13, accumulate);
-        }
-    }
-    if (row0 + 7u < m) {
-        store4(c_base + (row0 + 7u) * n4s + col4, c14, accumulate);
-        if (col4 + 1u < n4s) {
-            store4(c_base + (row0 + 7u) * n4s + col4 + 1u, c15, accumulate);
-        }
-    }
+    store_tile(c_base, row0, col4, m, n4s, params.accumulate == 1u,
+        array<vec4<f32>, 16>(c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13, c14, c15));
 }
 
 @compute @workgroup_size(16, 16)
