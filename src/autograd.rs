@@ -4,7 +4,7 @@
 //! Values on the tape are `Arc<Tensor>`: parameters are shared with the layers that own them, intermediates
 //! belong to the tape alone. Like every tensor, none of them keeps GPU memory alive past its session.
 //!
-//! ```no_run
+//! ```
 //! use std::sync::Arc;
 //! use wgcompute::{Session, SessionOptions, Tape};
 //! # fn main() -> wgcompute::Result<()> {

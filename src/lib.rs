@@ -5,7 +5,7 @@
 //! device and instance) while the process goes on. Several sessions, each with its own memory cap, can be open
 //! at once.
 //!
-//! ```no_run
+//! ```
 //! use wgcompute::{MemoryLimit, Session, SessionOptions};
 //! # fn main() -> wgcompute::Result<()> {
 //! let session = Session::open(SessionOptions::default().memory_limit(MemoryLimit::Bytes(256 << 20)))?;

@@ -508,7 +508,7 @@ static NEXT_SESSION_ID: AtomicU64 = AtomicU64::new(1);
 
 /// A GPU session: the unit of ownership of device memory.
 ///
-/// ```no_run
+/// ```
 /// use wgcompute::{Session, SessionOptions};
 /// # fn main() -> wgcompute::Result<()> {
 /// let session = Session::open(SessionOptions::default())?;

@@ -31,6 +31,19 @@ impl std::fmt::Display for DType {
 ///
 /// Dropping it returns its range to the pool. Once its session is closed, every use answers
 /// [`Error::SessionClosed`] and dropping it does nothing.
+///
+/// ```
+/// use wgcompute::{Error, Session, SessionOptions};
+/// # fn main() -> wgcompute::Result<()> {
+/// let session = Session::open(SessionOptions::default())?;
+/// let batch = session.upload(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3])?;
+/// let bias = session.upload(&[10.0, 20.0, 30.0], &[3])?;
+/// let shifted = batch.add(&bias)?; // the bias row broadcasts over the batch
+/// assert_eq!(shifted.sum(Some(0))?.to_vec()?, vec![25.0, 47.0, 69.0]);
+/// session.close();
+/// assert!(matches!(shifted.to_vec(), Err(Error::SessionClosed)));
+/// # Ok(()) }
+/// ```
 pub struct Tensor {
     session: Weak<SessionInner>,
     session_id: u64,
