@@ -36,7 +36,9 @@ pub use kernels::optim::{AdamConfig, EpsilonPlacement};
 pub use nn::{Linear, Mlp};
 pub use optim::{Adam, Optimizer, Sgd};
 pub use pool::MemoryStats;
-pub use session::{AdapterSummary, CloseReport, MemoryLimit, Session, SessionOptions};
+pub use session::{
+    AdapterSummary, CloseReport, MatmulKernel, MemoryLimit, Session, SessionOptions,
+};
 pub use tensor::{DType, Tensor, MAX_RANK};
 /// The wgpu this crate is built on, for naming backends and device types.
 pub use wgpu;

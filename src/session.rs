@@ -66,6 +66,19 @@ impl FromStr for MemoryLimit {
     }
 }
 
+/// Matmul kernel families. GPUs reward staging tiles in workgroup memory; llvmpipe (a CPU adapter) pays more
+/// for the barriers than the staging saves, and runs register-tiled kernels best.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MatmulKernel {
+    /// Register tiles on CPU adapters, shared-memory tiles on GPUs.
+    #[default]
+    Auto,
+    /// Register-tiled kernels (vec4 where shapes allow).
+    Registers,
+    /// Shared-memory tiled kernel for every shape.
+    SharedTiles,
+}
+
 /// How to open a session.
 #[derive(Clone, Debug, Default)]
 pub struct SessionOptions {
@@ -74,6 +87,8 @@ pub struct SessionOptions {
     pub memory_limit: Option<MemoryLimit>,
     /// Reserve the whole cap when opening instead of growing on demand.
     pub reserve_up_front: bool,
+    /// Which matmul kernels to use; `Auto` picks by adapter type.
+    pub matmul_kernel: MatmulKernel,
     /// Fill every new op output with NaN before the op runs, so that an element a kernel fails to write shows
     /// up. For tests; it costs a fill per output.
     pub poison_outputs: bool,
@@ -87,6 +102,11 @@ impl SessionOptions {
 
     pub fn memory_limit(mut self, limit: MemoryLimit) -> Self {
         self.memory_limit = Some(limit);
+        self
+    }
+
+    pub fn matmul_kernel(mut self, kernel: MatmulKernel) -> Self {
+        self.matmul_kernel = kernel;
         self
     }
 
@@ -216,6 +236,8 @@ pub(crate) struct Gpu {
     pub kernels: KernelCache,
     pub limits: wgpu::Limits,
     pub poison_outputs: bool,
+    /// The matmul family this session uses, `Auto` resolved by adapter type.
+    pub matmul_kernel: MatmulKernel,
     batch: Batch,
     adapter: wgpu::Adapter,
     instance: wgpu::Instance,
@@ -607,6 +629,13 @@ impl Session {
             pool,
             limits,
             poison_outputs: options.poison_outputs,
+            matmul_kernel: match options.matmul_kernel {
+                MatmulKernel::Auto if info.device_type == wgpu::DeviceType::Cpu => {
+                    MatmulKernel::Registers
+                }
+                MatmulKernel::Auto => MatmulKernel::SharedTiles,
+                chosen => chosen,
+            },
             device,
             queue,
             adapter,

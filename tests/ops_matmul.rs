@@ -230,3 +230,52 @@ fn mismatched_shapes_are_errors_that_name_both() {
         .expect("after errors");
     assert_eq!(c.to_vec().expect("read"), vec![0.0; 18]);
 }
+
+/// The shared-memory kernel GPUs take, forced here so lavapipe and llvmpipe check its results too.
+#[test]
+fn shared_memory_tiles_at_every_transpose_batch_and_long_k() {
+    for selector in backends() {
+        let session = wgcompute::Session::open(
+            wgcompute::SessionOptions::default()
+                .adapter(selector.clone())
+                .poison_outputs(true)
+                .matmul_kernel(wgcompute::MatmulKernel::SharedTiles),
+        )
+        .expect("open");
+        let mut rng = Rng::fresh("matmul tiles");
+        for (m, k, n) in SIZES {
+            for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+                let a_shape = if ta { [k, m] } else { [m, k] };
+                let b_shape = if tb { [n, k] } else { [k, n] };
+                check(&session, &mut rng, &a_shape, ta, &b_shape, tb, 1e-5);
+            }
+        }
+        check(
+            &session,
+            &mut rng,
+            &[3, 5, 8],
+            false,
+            &[3, 8, 12],
+            false,
+            1e-5,
+        );
+        check(
+            &session,
+            &mut rng,
+            &[13, 6],
+            false,
+            &[2, 6, 16],
+            false,
+            1e-5,
+        );
+        check(
+            &session,
+            &mut rng,
+            &[3, 9000],
+            false,
+            &[9000, 70],
+            false,
+            1e-4,
+        );
+    }
+}

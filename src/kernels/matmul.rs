@@ -1,12 +1,13 @@
 //! Matrix products (shaders/matmul.wgsl): `C = op(A)·op(B)` with transpose flags and an optional leading batch
-//! dimension, at any size. Row-major operands whose inner sizes are multiples of 4 take the register-blocked
-//! vec4 kernel; anything else (odd sizes, transposed operands) takes the strided kernel.
+//! dimension, at any size. GPUs take a shared-memory tiled kernel. CPU adapters (llvmpipe) take register
+//! tiles: row-major operands whose sizes are multiples of 4 take a vec4 kernel (one for Aᵀ·B too), anything
+//! else the strided kernel.
 
 use bytemuck::{Pod, Zeroable};
 
 use super::{dispatch, expect_bindable, Family, Kernel};
 use crate::error::{Error, Result};
-use crate::session::{BufferRange, Gpu};
+use crate::session::{BufferRange, Gpu, MatmulKernel};
 use crate::tensor::{DType, Tensor};
 
 static MATMUL: Family = Family {
@@ -22,6 +23,11 @@ static MATMUL_VEC4: Kernel = Kernel {
 static MATMUL_VEC4_AT: Kernel = Kernel {
     family: &MATMUL,
     entry: "matmul_vec4_at",
+    bindings: &[1, 2, 3],
+};
+static MATMUL_TILED: Kernel = Kernel {
+    family: &MATMUL,
+    entry: "matmul_tiled",
     bindings: &[1, 2, 3],
 };
 static MATMUL_STRIDED: Kernel = Kernel {
@@ -216,7 +222,10 @@ impl Tensor {
                     message: format!("a batch of {batches} is over this adapter's {max_groups} workgroups per dimension"),
                 });
             }
-            if vec4 || vec4_at {
+            if gpu.matmul_kernel == MatmulKernel::SharedTiles {
+                let groups = [n.div_ceil(64) as u32, m.div_ceil(64) as u32, batches as u32];
+                in_passes(gpu, &MATMUL_TILED, params, k, &ranges, groups)
+            } else if vec4 || vec4_at {
                 // Spend the workgroup's 64 invocations on as many 8-row blocks as there are (up to 8), the rest
                 // along N, so short, wide products (a batch of 10 rows) leave no invocation idle.
                 let row_blocks = m.div_ceil(8);
