@@ -508,14 +508,27 @@ impl SessionInner {
 
     /// Runs `work` on the open device, or says why it cannot: closed, or lost.
     pub fn with_gpu<T>(&self, work: impl FnOnce(&mut Gpu) -> Result<T>) -> Result<T> {
+        self.with_gpu_or_undo(work, |_, _| {})
+    }
+
+    /// As `with_gpu`, handing a successful result to `undo` (under the same lock) when the driver reports an
+    /// error after all, so that what the work took (a pool range) is not lost with the result.
+    pub fn with_gpu_or_undo<T>(
+        &self,
+        work: impl FnOnce(&mut Gpu) -> Result<T>,
+        undo: impl FnOnce(&mut Gpu, T),
+    ) -> Result<T> {
         let mut guard = lock(&self.gpu);
         let gpu = guard.as_mut().ok_or(Error::SessionClosed)?;
         if self.alarms.is_lost() {
             self.alarms.check()?;
         }
-        let outcome = work(gpu);
-        self.alarms.check()?;
-        outcome
+        let outcome = work(gpu)?;
+        if let Err(alarm) = self.alarms.check() {
+            undo(gpu, outcome);
+            return Err(alarm);
+        }
+        Ok(outcome)
     }
 
     /// Gives a tensor's range back; a no-op once the session is closed (its slabs are gone already).

@@ -92,21 +92,24 @@ impl Tensor {
             })?;
         let mut dims = [0; MAX_RANK];
         dims[..shape.len()].copy_from_slice(shape);
-        let allocation = inner.with_gpu(|gpu| {
-            let allocation = gpu.allocate(bytes)?;
-            if poison && gpu.poison_outputs {
-                let range = BufferRange {
-                    slab: allocation.slab,
-                    offset: allocation.offset,
-                    bytes,
-                };
-                if let Err(error) = elementwise::fill(gpu, range, elements as u64, f32::NAN) {
-                    gpu.release(allocation);
-                    return Err(error);
+        let allocation = inner.with_gpu_or_undo(
+            |gpu| {
+                let allocation = gpu.allocate(bytes)?;
+                if poison && gpu.poison_outputs {
+                    let range = BufferRange {
+                        slab: allocation.slab,
+                        offset: allocation.offset,
+                        bytes,
+                    };
+                    if let Err(error) = elementwise::fill(gpu, range, elements as u64, f32::NAN) {
+                        gpu.release(allocation);
+                        return Err(error);
+                    }
                 }
-            }
-            Ok(allocation)
-        })?;
+                Ok(allocation)
+            },
+            |gpu, allocation| gpu.release(allocation),
+        )?;
         Ok(Tensor {
             session: Arc::downgrade(inner),
             session_id: inner.id(),
