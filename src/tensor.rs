@@ -265,6 +265,7 @@ impl Tensor {
 
     /// Downloads the elements in `elements` (flat, row-major indices).
     pub fn read_range(&self, elements: std::ops::Range<usize>) -> Result<Vec<f32>> {
+        self.expect_dtype("read_range", DType::F32)?;
         if elements.start > elements.end || elements.end > self.len() {
             return Err(Error::Shape {
                 op: "read_range",
@@ -287,6 +288,7 @@ impl Tensor {
 
     /// Overwrites every element with `data`.
     pub fn write(&self, data: &[f32]) -> Result<()> {
+        self.expect_dtype("write", DType::F32)?;
         if data.len() != self.len() {
             return Err(Error::Shape {
                 op: "write",
@@ -323,6 +325,7 @@ impl Tensor {
 
     /// Sets every element to `value`, in place.
     pub fn fill_(&self, value: f32) -> Result<()> {
+        self.expect_dtype("fill_", DType::F32)?;
         let range = self.range()?;
         let elements = self.len() as u64;
         self.with_gpu(|gpu| elementwise::fill(gpu, range, elements, value))
@@ -330,6 +333,7 @@ impl Tensor {
 
     /// `self = self * scale + shift`, in place.
     pub fn scale_add_(&self, scale: f32, shift: f32) -> Result<()> {
+        self.expect_dtype("scale_add_", DType::F32)?;
         let range = self.range()?;
         let elements = self.len() as u64;
         self.with_gpu(|gpu| elementwise::scale_add(gpu, range, elements, scale, shift))

@@ -216,6 +216,12 @@ fn bad_axes_are_shape_errors_and_the_session_goes_on() {
     assert!(matches!(empty.max(Some(1)), Err(Error::Shape { .. })));
     let indices = tensor.argmax(Some(1)).expect("argmax");
     assert!(matches!(indices.sum(None), Err(Error::DType { .. })));
+    assert!(matches!(indices.to_vec(), Err(Error::DType { .. })));
+    assert!(matches!(indices.fill_(1.0), Err(Error::DType { .. })));
+    assert!(matches!(
+        indices.write(&[1.0, 2.0]),
+        Err(Error::DType { .. })
+    ));
     assert_eq!(
         tensor.sum(Some(1)).expect("sum").to_vec().expect("read"),
         vec![3.0, 7.0]
