@@ -383,11 +383,17 @@ impl Tape {
                 }
             }
             Op::Add { a, b } => {
-                if self.nodes[b].wants_gradient {
-                    let copy = upstream.reshape(upstream.shape())?;
-                    self.accumulate(gradients, b, copy)?;
+                // Both operands receive the upstream gradient; it is copied only when both need it.
+                match (self.nodes[a].wants_gradient, self.nodes[b].wants_gradient) {
+                    (true, true) => {
+                        let copy = upstream.reshape(upstream.shape())?;
+                        self.accumulate(gradients, b, copy)?;
+                        self.accumulate(gradients, a, upstream)?;
+                    }
+                    (true, false) => self.accumulate(gradients, a, upstream)?,
+                    (false, true) => self.accumulate(gradients, b, upstream)?,
+                    (false, false) => {}
                 }
-                self.accumulate(gradients, a, upstream)?;
             }
             Op::Sub { a, b } => {
                 if self.nodes[b].wants_gradient {
