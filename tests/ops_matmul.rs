@@ -100,46 +100,42 @@ const SIZES: [(usize, usize, usize); 13] = [
     (16, 9, 20),
 ];
 
+/// Every transpose combination at every size in SIZES.
+fn every_transpose(session: &Session, rng: &mut Rng) {
+    for (m, k, n) in SIZES {
+        for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+            let a_shape = if ta { [k, m] } else { [m, k] };
+            let b_shape = if tb { [n, k] } else { [k, n] };
+            check(session, rng, &a_shape, ta, &b_shape, tb, 1e-5);
+        }
+    }
+}
+
+/// Batched products, with a 2-D operand shared by every batch on either side.
+fn batches(session: &Session, rng: &mut Rng) {
+    check(session, rng, &[3, 5, 8], false, &[3, 8, 12], false, 1e-5);
+    check(session, rng, &[4, 7, 9], false, &[9, 11], false, 1e-5);
+    check(session, rng, &[13, 6], false, &[2, 6, 16], false, 1e-5);
+    check(session, rng, &[2, 9, 7], true, &[2, 5, 9], true, 1e-5);
+}
+
 #[test]
 fn every_transpose_at_awkward_sizes() {
     for selector in backends() {
-        let session = common::poisoned(&selector);
-        let mut rng = Rng::fresh("matmul sizes");
-        for (m, k, n) in SIZES {
-            for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
-                let a_shape = if ta { [k, m] } else { [m, k] };
-                let b_shape = if tb { [n, k] } else { [k, n] };
-                check(&session, &mut rng, &a_shape, ta, &b_shape, tb, 1e-5);
-            }
-        }
+        every_transpose(
+            &common::poisoned(&selector),
+            &mut Rng::fresh("matmul sizes"),
+        );
     }
 }
 
 #[test]
 fn batches_and_shared_operands() {
     for selector in backends() {
-        let session = common::poisoned(&selector);
-        let mut rng = Rng::fresh("matmul batches");
-        check(
-            &session,
-            &mut rng,
-            &[3, 5, 8],
-            false,
-            &[3, 8, 12],
-            false,
-            1e-5,
+        batches(
+            &common::poisoned(&selector),
+            &mut Rng::fresh("matmul batches"),
         );
-        check(&session, &mut rng, &[4, 7, 9], false, &[9, 11], false, 1e-5);
-        check(
-            &session,
-            &mut rng,
-            &[13, 6],
-            false,
-            &[2, 6, 16],
-            false,
-            1e-5,
-        );
-        check(&session, &mut rng, &[2, 9, 7], true, &[2, 5, 9], true, 1e-5);
     }
 }
 
@@ -243,31 +239,8 @@ fn shared_memory_tiles_at_every_transpose_batch_and_long_k() {
         )
         .expect("open");
         let mut rng = Rng::fresh("matmul tiles");
-        for (m, k, n) in SIZES {
-            for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
-                let a_shape = if ta { [k, m] } else { [m, k] };
-                let b_shape = if tb { [n, k] } else { [k, n] };
-                check(&session, &mut rng, &a_shape, ta, &b_shape, tb, 1e-5);
-            }
-        }
-        check(
-            &session,
-            &mut rng,
-            &[3, 5, 8],
-            false,
-            &[3, 8, 12],
-            false,
-            1e-5,
-        );
-        check(
-            &session,
-            &mut rng,
-            &[13, 6],
-            false,
-            &[2, 6, 16],
-            false,
-            1e-5,
-        );
+        every_transpose(&session, &mut rng);
+        batches(&session, &mut rng);
         check(
             &session,
             &mut rng,

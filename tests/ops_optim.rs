@@ -329,19 +329,6 @@ fn sgd_with_and_without_momentum_matches_the_f64_reference() {
     }
 }
 
-/// Indices to check in a long tensor: both ends, both sides of every multiple of 2^25 (lavapipe's 128 MiB
-/// binding holds 2^25 values) and random ones.
-fn sample_indices(rng: &mut Rng, len: usize, random: usize) -> Vec<usize> {
-    let mut indices: Vec<usize> = (0..8).chain(len - 8..len).collect();
-    let mut boundary = 1usize << 25;
-    while boundary < len {
-        indices.extend(boundary - 8..(boundary + 8).min(len));
-        boundary += 1 << 25;
-    }
-    indices.extend((0..random).map(|_| (rng.next_u64() % len as u64) as usize));
-    indices
-}
-
 #[test]
 fn adam_past_one_storage_binding_updates_every_window() {
     let selector = &backends()[0];
@@ -349,7 +336,7 @@ fn adam_past_one_storage_binding_updates_every_window() {
     let mut rng = Rng::fresh("adam windows");
     let len = 40_000_003usize;
     let shape = [len];
-    let indices = sample_indices(&mut rng, len, 500);
+    let indices = common::sample_indices(&mut rng, len, 500);
     let pick = |data: &[f32]| indices.iter().map(|&i| data[i]).collect::<Vec<f32>>();
 
     // Non-zero moments to start, so every operand's windows matter from the first step.

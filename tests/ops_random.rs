@@ -446,19 +446,6 @@ fn a_million_draws_have_the_right_statistics() {
     }
 }
 
-/// Indices to check in a long tensor: both ends, both sides of every multiple of 2^25 (lavapipe's 128 MiB
-/// binding holds 2^25 values) and random ones.
-fn sample_indices(rng: &mut Rng, len: usize, random: usize) -> Vec<usize> {
-    let mut indices: Vec<usize> = (0..8).chain(len - 8..len).collect();
-    let mut boundary = 1usize << 25;
-    while boundary < len {
-        indices.extend(boundary - 8..(boundary + 8).min(len));
-        boundary += 1 << 25;
-    }
-    indices.extend((0..random).map(|_| (rng.next_u64() % len as u64) as usize));
-    indices
-}
-
 #[test]
 fn a_fill_past_one_binding_continues_the_counter_across_windows() {
     let selector = &backends()[0];
@@ -476,7 +463,7 @@ fn a_fill_past_one_binding_continues_the_counter_across_windows() {
             got[index]
         );
     }
-    let indices = sample_indices(&mut rng, len, 400);
+    let indices = common::sample_indices(&mut rng, len, 400);
     for &index in &indices {
         let want = uniform_reference(seed, index as u64);
         assert_eq!(

@@ -65,6 +65,19 @@ pub fn relative_error(got: &[f32], want: &[f64]) -> f64 {
     }
 }
 
+/// Indices to check in a long tensor: both ends, both sides of every multiple of 2^25 (lavapipe's 128 MiB
+/// binding holds 2^25 values) and `random` random ones.
+pub fn sample_indices(rng: &mut Rng, len: usize, random: usize) -> Vec<usize> {
+    let mut indices: Vec<usize> = (0..8).chain(len - 8..len).collect();
+    let mut boundary = 1usize << 25;
+    while boundary < len {
+        indices.extend(boundary - 8..(boundary + 8).min(len));
+        boundary += 1 << 25;
+    }
+    indices.extend((0..random).map(|_| (rng.next_u64() % len as u64) as usize));
+    indices
+}
+
 static MEMORY_LOCK: Mutex<()> = Mutex::new(());
 
 /// Serialises tests that read the process's resident memory, so other tests' buffers do not blur the figure.
