@@ -1,5 +1,7 @@
-// Reductions: sum, max, min and argmax, over a tensor viewed as [outer, len, inner] along its middle axis.
-// Deterministic: every sum has a fixed order (no atomics), so the same input gives the same bits on every run.
+// Reductions: sum, max, min, argmax and argmin, over a tensor viewed as [outer, len, inner] along its middle
+// axis. Deterministic: every sum has a fixed order (no atomics), so the same input gives the same bits on every
+// run. NaN follows NumPy: max and min of anything holding a NaN are NaN, argmax and argmin point at the first
+// NaN. NaN is tested by its bits, since a compiler may assume comparisons never see one.
 //
 // `chunk_*` kernels reduce long contiguous rows (inner = 1) into many partials, one per run of neighbouring
 // elements. `axis_*` kernels give one output per
@@ -10,15 +12,15 @@ struct Params {
     outer: u32,
     len: u32,
     inner: u32,
-    op: u32,          // 0 sum, 1 max, 2 min
+    op: u32,          // 0 sum, 1 max, 2 min; the arg kernels: 3 argmax, 4 argmin
     chunk: u32,       // axis elements per chunk (axis kernels)
     chunks: u32,      // chunks per axis: output is [outer, chunks, inner]
     scale: f32,       // multiplies each output (1/len for a mean)
     indexed: u32,     // argmax: 1 if in_index carries the indices of `input`'s values
     index_base: u32,  // chunk_argmax: position of this window's first element within its row
     blocks: u32,      // chunk kernels: partials (chunks) per row
-    _pad0: u32,
-    _pad1: u32,
+    infinity: f32,    // +inf, which WGSL cannot write as a literal: the identity of max (negated) and min
+    _pad: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -27,20 +29,54 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 @group(0) @binding(4) var<storage, read_write> out_index: array<u32>;
 
+fn is_nan(x: f32) -> bool {
+    return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;
+}
+
+fn is_nan4(x: vec4<f32>) -> vec4<bool> {
+    return (bitcast<vec4<u32>>(x) & vec4<u32>(0x7fffffffu)) > vec4<u32>(0x7f800000u);
+}
+
 fn identity(op: u32) -> f32 {
     switch op {
-        case 1u: { return -3.40282347e38; }
-        case 2u: { return 3.40282347e38; }
-        default: { return 0.0; }
+        case 0u: { return 0.0; }
+        case 1u: { return -params.infinity; }
+        case 2u: { return params.infinity; }
+        default: { return bitcast<f32>(0x7fc00000u); }
     }
 }
 
+// Which of two values max (op 1) or min (op 2) keeps: a NaN on either side wins.
+fn pick(op: u32, a: f32, b: f32) -> f32 {
+    let best = select(min(a, b), max(a, b), op == 1u);
+    return select(select(best, b, is_nan(b)), a, is_nan(a));
+}
+
+fn pick4(op: u32, a: vec4<f32>, b: vec4<f32>) -> vec4<f32> {
+    let best = select(min(a, b), max(a, b), op == 1u);
+    return select(select(best, b, is_nan4(b)), a, is_nan4(a));
+}
+
+// An unknown op gives NaN rather than another op's result.
 fn combine(op: u32, a: f32, b: f32) -> f32 {
     switch op {
-        case 1u: { return max(a, b); }
-        case 2u: { return min(a, b); }
-        default: { return a + b; }
+        case 0u: { return a + b; }
+        case 1u, 2u: { return pick(op, a, b); }
+        default: { return bitcast<f32>(0x7fc00000u); }
     }
+}
+
+// Whether x displaces `best` in argmax (op 3) or argmin (op 4): a NaN beats any number, as the first NaN is
+// NumPy's answer.
+fn beats(op: u32, x: f32, best: f32) -> bool {
+    if (is_nan(best)) {
+        return false;
+    }
+    return is_nan(x) || select((x < best), (x > best), op == 3u);
+}
+
+fn same(x: f32, best: f32) -> bool {
+    return x == best || (is_nan(x) && is_nan(best));
 }
 
 // Four interleaved accumulators: a run's sum then has the error of four runs a quarter as long, combined in
@@ -103,16 +139,15 @@ fn chunk_reduce_vec4(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_
         let x = input4[base + e];
         if (op == 0u) {
             acc = acc + x;
-        } else if (op == 1u) {
-            acc = max(acc, x);
         } else {
-            acc = min(acc, x);
+            acc = pick4(op, acc, x);
         }
     }
     out[j] = combine4(op, acc);
 }
 
-// As chunk_reduce, keeping the index (within the row, plus index_base) of the largest value.
+// As chunk_reduce, keeping the index (within the row, plus index_base) of the largest (argmax) or smallest
+// (argmin) value, the first one on ties.
 @compute @workgroup_size(256)
 fn chunk_argmax(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     let j = linear_index(id, groups);
@@ -126,11 +161,12 @@ fn chunk_argmax(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workg
     let first = (j % blocks) * CHUNK;
     let last = min(first + CHUNK, len);
     let base = row * len;
+    let op = params.op;
     var best = input[base + first];
     var best_index = first;
     for (var e = first + 1u; e < last; e = e + 1u) {
         let x = input[base + e];
-        if (x > best) {
+        if (beats(op, x, best)) {
             best = x;
             best_index = e;
         }
@@ -165,7 +201,7 @@ fn axis_reduce(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgr
     out[j] = combine4(op, acc) * params.scale;
 }
 
-// As axis_reduce for argmax; with `indexed`, values come with the indices they stand for.
+// As axis_reduce for argmax and argmin; with `indexed`, values come with the indices they stand for.
 @compute @workgroup_size(256)
 fn axis_argmax(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     let j = linear_index(id, groups);
@@ -178,7 +214,8 @@ fn axis_argmax(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgr
     let o = j / (params.inner * params.chunks);
     let first = c * params.chunk;
     let last = min(first + params.chunk, params.len);
-    var best = -3.40282347e38;
+    let op = params.op;
+    var best = 0.0;
     var best_index = 0xffffffffu;
     for (var k = first; k < last; k = k + 1u) {
         let at = (o * params.len + k) * params.inner + i;
@@ -188,7 +225,7 @@ fn axis_argmax(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgr
             index = in_index[at];
         }
         // Partials of a strided stage do not arrive in index order: ties go to the smaller index.
-        if (best_index == 0xffffffffu || x > best || (x == best && index < best_index)) {
+        if (best_index == 0xffffffffu || beats(op, x, best) || (same(x, best) && index < best_index)) {
             best = x;
             best_index = index;
         }

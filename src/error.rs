@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use crate::tensor::DType;
+
 /// Bytes shown the way people read them (`1.50 GiB`), used in error messages and reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ByteSize(pub u64);
@@ -58,18 +60,23 @@ pub enum Error {
     },
 
     // --- memory ---
-    /// A request did not fit under the session's memory cap (or the driver ran out). Freeing memory may help.
+    /// A request did not fit under the session's memory cap, or the driver refused the buffer the pool needed
+    /// for it (`by_driver`). Freeing memory may help.
     #[error(
-        "out of GPU memory: requested {requested}, in use {in_use}, reserved {reserved}, limit {limit}. \
+        "out of GPU memory{refused}: requested {requested}, in use {in_use}, reserved {reserved}, limit {limit}. \
          Drop tensors you no longer need, call Session::trim(), or open the session with a larger memory limit",
+        refused = if *by_driver { " (the driver refused a new buffer)" } else { "" },
         requested = ByteSize(*requested), in_use = ByteSize(*in_use), reserved = ByteSize(*reserved),
         limit = limit_text(limit)
     )]
     OutOfMemory {
+        /// The bytes the caller asked for.
         requested: u64,
         in_use: u64,
         reserved: u64,
         limit: Option<u64>,
+        /// The cap allowed the request, but the driver had no memory for the slab that would hold it.
+        by_driver: bool,
     },
     /// A single buffer larger than the adapter can ever create; retrying will not help.
     #[error("a single buffer of {} exceeds this adapter's maximum buffer size of {}; split the data", ByteSize(*requested), ByteSize(*max))]
@@ -86,8 +93,8 @@ pub enum Error {
     #[error("{op} takes {expected} tensors, but was given a {found} tensor")]
     DType {
         op: &'static str,
-        expected: String,
-        found: String,
+        expected: DType,
+        found: DType,
     },
     /// A tensor from another session was passed to this one.
     #[error(
@@ -122,6 +129,7 @@ mod tests {
             in_use: 10,
             reserved: 128 << 20,
             limit: Some(256 << 20),
+            by_driver: false,
         }
         .to_string();
         assert!(

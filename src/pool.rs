@@ -12,11 +12,20 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 
+/// Why storage could not create a slab.
+#[derive(Debug)]
+pub(crate) enum SlabError {
+    /// The driver has no memory for it; the pool reports this with its own figures.
+    OutOfMemory,
+    /// Anything else the driver said.
+    Other(Error),
+}
+
 /// Creates and destroys the large buffers the pool carves up.
 pub(crate) trait SlabStorage {
     type Buffer;
-    /// Creates a buffer of exactly `bytes`; a driver out-of-memory becomes [`Error::OutOfMemory`].
-    fn create(&mut self, bytes: u64) -> Result<Self::Buffer>;
+    /// Creates a buffer of exactly `bytes`.
+    fn create(&mut self, bytes: u64) -> Result<Self::Buffer, SlabError>;
     /// Gives the buffer's memory back to the driver now, whoever else still refers to it.
     fn destroy(&mut self, buffer: Self::Buffer);
 }
@@ -150,11 +159,16 @@ impl<S: SlabStorage> Pool<S> {
     }
 
     fn out_of_memory(&self, requested: u64) -> Error {
+        self.refusal(requested, false)
+    }
+
+    fn refusal(&self, requested: u64, by_driver: bool) -> Error {
         Error::OutOfMemory {
             requested,
             in_use: self.in_use,
             reserved: self.reserved,
             limit: self.config.limit,
+            by_driver,
         }
     }
 
@@ -170,13 +184,22 @@ impl<S: SlabStorage> Pool<S> {
         while self.reserved + self.config.alignment <= limit {
             let bytes = self.config.slab_bytes.min(limit - self.reserved);
             let bytes = bytes - bytes % self.config.alignment;
-            self.add_slab(bytes, false)?;
+            self.add_slab(bytes, false, bytes)?;
         }
         Ok(())
     }
 
-    fn add_slab(&mut self, bytes: u64, dedicated: bool) -> Result<SlabId> {
-        let buffer = self.storage.create(bytes)?;
+    /// Creates a slab of `bytes` for a request of `requested` bytes. When the driver is out of memory, empty
+    /// slabs are given back and the creation is tried once more before the request is refused.
+    fn add_slab(&mut self, bytes: u64, dedicated: bool, requested: u64) -> Result<SlabId> {
+        let buffer = match self.storage.create(bytes) {
+            Ok(buffer) => buffer,
+            Err(SlabError::OutOfMemory) if !self.release_empty_slabs().is_empty() => self
+                .storage
+                .create(bytes)
+                .map_err(|error| self.slab_error(error, requested))?,
+            Err(error) => return Err(self.slab_error(error, requested)),
+        };
         let id = self.next_slab;
         self.next_slab += 1;
         let mut units = (bytes / self.config.alignment).min(MAX_UNITS);
@@ -199,6 +222,13 @@ impl<S: SlabStorage> Pool<S> {
         self.reserved += bytes;
         self.peak_reserved = self.peak_reserved.max(self.reserved);
         Ok(id)
+    }
+
+    fn slab_error(&self, error: SlabError, requested: u64) -> Error {
+        match error {
+            SlabError::OutOfMemory => self.refusal(requested, true),
+            SlabError::Other(error) => error,
+        }
     }
 
     fn take_from(&mut self, id: SlabId, units: u64) -> Option<Allocation> {
@@ -271,7 +301,7 @@ impl<S: SlabStorage> Pool<S> {
                 }
             }
         }
-        let id = self.add_slab(slab_bytes, false)?;
+        let id = self.add_slab(slab_bytes, false, bytes)?;
         self.take_from(id, units)
             .ok_or_else(|| self.out_of_memory(bytes))
     }
@@ -289,7 +319,7 @@ impl<S: SlabStorage> Pool<S> {
                 max: MAX_UNITS * self.config.alignment,
             });
         }
-        let id = self.add_slab(aligned, true)?;
+        let id = self.add_slab(aligned, true, bytes)?;
         self.take_from(id, units)
             .ok_or_else(|| self.out_of_memory(bytes))
     }
@@ -385,17 +415,12 @@ pub(crate) mod tests {
 
     impl SlabStorage for HostStorage {
         type Buffer = u64;
-        fn create(&mut self, bytes: u64) -> Result<u64> {
+        fn create(&mut self, bytes: u64) -> Result<u64, SlabError> {
             if self
                 .driver_capacity
                 .is_some_and(|cap| self.live_bytes + bytes > cap)
             {
-                return Err(Error::OutOfMemory {
-                    requested: bytes,
-                    in_use: 0,
-                    reserved: self.live_bytes,
-                    limit: self.driver_capacity,
-                });
+                return Err(SlabError::OutOfMemory);
             }
             self.live_buffers += 1;
             self.live_bytes += bytes;
@@ -471,9 +496,39 @@ pub(crate) mod tests {
         };
         let mut pool = Pool::new(storage, config(None));
         let kept = pool.allocate(1 << 20).unwrap();
-        assert!(matches!(pool.allocate(256), Err(Error::OutOfMemory { .. })));
+        match pool.allocate(300) {
+            Err(Error::OutOfMemory {
+                requested,
+                in_use,
+                reserved,
+                limit,
+                by_driver,
+            }) => assert_eq!(
+                (requested, in_use, reserved, limit, by_driver),
+                (300, 1 << 20, 1 << 20, None, true),
+                "the pool's own figures and the caller's request, not the slab's"
+            ),
+            other => panic!("expected OutOfMemory, got {other:?}"),
+        }
         pool.free(kept);
         assert!(pool.allocate(256).is_ok());
+    }
+
+    #[test]
+    fn a_full_driver_gets_the_empty_slabs_back_before_the_request_is_refused() {
+        let storage = HostStorage {
+            driver_capacity: Some(3 << 20),
+            ..HostStorage::default()
+        };
+        let mut pool = Pool::new(storage, config(None));
+        let shared = pool.allocate(256).unwrap();
+        pool.free(shared);
+        // An empty 1 MiB shared slab stays reserved; a 3 MiB dedicated slab only fits once it is gone.
+        let big = pool
+            .allocate(3 << 20)
+            .expect("the empty slab makes room for the dedicated one");
+        assert_eq!(pool.stats().slabs, 1);
+        pool.free(big);
     }
 
     #[test]

@@ -15,7 +15,7 @@ use serde::Serialize;
 use crate::device::{self, AdapterSelector, DeviceMemory};
 use crate::error::{Error, Result};
 use crate::kernels::KernelCache;
-use crate::pool::{Allocation, MemoryStats, Pool, PoolConfig, SlabId, SlabStorage};
+use crate::pool::{Allocation, MemoryStats, Pool, PoolConfig, SlabError, SlabId, SlabStorage};
 use crate::tensor::Tensor;
 
 /// A cap on a session's GPU memory.
@@ -26,18 +26,24 @@ pub enum MemoryLimit {
     Fraction(f64),
 }
 
+/// The smallest cap a bare integer may give: below this, a bare number is far more likely a mistyped fraction
+/// or a forgotten unit than a real cap.
+const MIN_BARE_BYTES: u64 = 1 << 20;
+
 impl FromStr for MemoryLimit {
     type Err = Error;
 
-    /// Parses `2GiB`, `512MiB`, `1.5GB`, `1048576` (bytes) or a fraction such as `0.5`.
+    /// Parses a size with a unit (`2GiB`, `512MiB`, `1.5GB`), a bare integer byte count of at least 1 MiB
+    /// (`1048576`), or a fraction of device memory in (0, 1] written with a decimal point (`0.5`, `1.0`).
     fn from_str(text: &str) -> Result<Self> {
-        let invalid = || {
+        let invalid = |why: &str| {
             Error::InvalidArgument {
             what: "memory limit",
             given: text.to_string(),
-            expected: "bytes with an optional unit (2GiB, 512MiB, 1000000) or a fraction of device memory \
-                       between 0 and 1 (0.5)"
-                .to_string(),
+            expected: format!(
+                "{why}; give a size with a unit (2GiB, 512MiB, 1.5GB), a byte count of at least 1048576 \
+                 (1 MiB), or a fraction of device memory in (0, 1] with a decimal point (0.5, 1.0)"
+            ),
         }
         };
         let trimmed = text.trim();
@@ -45,13 +51,29 @@ impl FromStr for MemoryLimit {
             .find(|c: char| !(c.is_ascii_digit() || c == '.'))
             .unwrap_or(trimmed.len());
         let (number, unit) = trimmed.split_at(split);
-        let value: f64 = number.parse().map_err(|_| invalid())?;
+        let value: f64 = number.parse().map_err(|_| invalid("not a number"))?;
         if !value.is_finite() || value <= 0.0 {
-            return Err(invalid());
+            return Err(invalid("the limit must be above zero"));
         }
         let scale: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-            "" if value <= 1.0 && number.contains('.') => return Ok(Self::Fraction(value)),
-            "" | "b" => 1,
+            "" if number.contains('.') => {
+                return if value <= 1.0 {
+                    Ok(Self::Fraction(value))
+                } else {
+                    Err(invalid(
+                        "a bare number with a decimal point is a fraction, and this one is above 1",
+                    ))
+                };
+            }
+            "" => {
+                let bytes: u64 = number.parse().map_err(|_| invalid("not a byte count"))?;
+                return if bytes >= MIN_BARE_BYTES {
+                    Ok(Self::Bytes(bytes))
+                } else {
+                    Err(invalid("a bare byte count below 1 MiB"))
+                };
+            }
+            "b" => 1,
             "k" | "kb" => 1_000,
             "kib" => 1 << 10,
             "m" | "mb" => 1_000_000,
@@ -60,9 +82,39 @@ impl FromStr for MemoryLimit {
             "gib" => 1 << 30,
             "t" | "tb" => 1_000_000_000_000,
             "tib" => 1 << 40,
-            _ => return Err(invalid()),
+            _ => return Err(invalid("an unknown unit")),
         };
-        Ok(Self::Bytes((value * scale as f64).round() as u64))
+        let bytes = (value * scale as f64).round();
+        if bytes < 1.0 || bytes >= u64::MAX as f64 {
+            return Err(invalid("the size is out of range"));
+        }
+        Ok(Self::Bytes(bytes as u64))
+    }
+}
+
+impl MemoryLimit {
+    /// The cap in bytes on a device of `total` bytes (if known), or why it cannot be honoured.
+    fn resolve(self, total: Option<u64>) -> Result<u64> {
+        match self {
+            MemoryLimit::Bytes(0) => Err(Error::InvalidArgument {
+                what: "memory limit",
+                given: "0 bytes".to_string(),
+                expected: "at least one byte; give no limit at all for an uncapped session"
+                    .to_string(),
+            }),
+            MemoryLimit::Bytes(bytes) => Ok(bytes),
+            MemoryLimit::Fraction(fraction) if !(fraction > 0.0 && fraction <= 1.0) => {
+                Err(Error::InvalidArgument {
+                    what: "memory fraction",
+                    given: fraction.to_string(),
+                    expected: "a fraction in (0, 1]".to_string(),
+                })
+            }
+            MemoryLimit::Fraction(fraction) => match total {
+                Some(total) => Ok((total as f64 * fraction) as u64),
+                None => Err(Error::DeviceMemoryUnknown { fraction }),
+            },
+        }
     }
 }
 
@@ -156,7 +208,7 @@ const SLAB_USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
 impl SlabStorage for WgpuSlabs {
     type Buffer = wgpu::Buffer;
 
-    fn create(&mut self, bytes: u64) -> Result<wgpu::Buffer> {
+    fn create(&mut self, bytes: u64) -> Result<wgpu::Buffer, SlabError> {
         let out_of_memory = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
@@ -169,19 +221,14 @@ impl SlabStorage for WgpuSlabs {
         let full = pollster::block_on(out_of_memory.pop());
         if full.is_some() {
             buffer.destroy();
-            return Err(Error::OutOfMemory {
-                requested: bytes,
-                in_use: 0,
-                reserved: 0,
-                limit: None,
-            });
+            return Err(SlabError::OutOfMemory);
         }
         if let Some(error) = invalid {
             buffer.destroy();
-            return Err(Error::Driver {
+            return Err(SlabError::Other(Error::Driver {
                 op: "create slab",
                 message: error.to_string(),
-            });
+            }));
         }
         Ok(buffer)
     }
@@ -415,8 +462,9 @@ impl Gpu {
         match receiver.recv() {
             Ok(Ok(())) => {}
             Ok(Err(error)) => {
-                return Err(Error::DeviceLost {
-                    reason: format!("mapping the read-back buffer failed: {error}"),
+                return Err(Error::Driver {
+                    op: "read-back",
+                    message: format!("mapping the read-back buffer failed: {error}"),
                 })
             }
             Err(_) => {
@@ -594,23 +642,10 @@ impl Session {
         }));
 
         let memory_total = memory_before_open.total;
-        let limit = match options.memory_limit {
-            None => None,
-            Some(MemoryLimit::Bytes(bytes)) => Some(bytes),
-            Some(MemoryLimit::Fraction(fraction)) => match memory_total {
-                Some(total) if fraction > 0.0 && fraction <= 1.0 => {
-                    Some((total as f64 * fraction) as u64)
-                }
-                Some(_) => {
-                    return Err(Error::InvalidArgument {
-                        what: "memory fraction",
-                        given: fraction.to_string(),
-                        expected: "a fraction in (0, 1]".to_string(),
-                    })
-                }
-                None => return Err(Error::DeviceMemoryUnknown { fraction }),
-            },
-        };
+        let limit = options
+            .memory_limit
+            .map(|limit| limit.resolve(memory_total))
+            .transpose()?;
         let config = PoolConfig {
             limit,
             ..PoolConfig::for_limits(&limits)
@@ -847,15 +882,66 @@ mod tests {
             Some(MemoryLimit::Bytes(512 << 20))
         );
         assert_eq!(
-            "1000".parse::<MemoryLimit>().ok(),
+            "1048576".parse::<MemoryLimit>().ok(),
+            Some(MemoryLimit::Bytes(1 << 20))
+        );
+        assert_eq!(
+            "1000b".parse::<MemoryLimit>().ok(),
             Some(MemoryLimit::Bytes(1000))
         );
         assert_eq!(
             "0.5".parse::<MemoryLimit>().ok(),
             Some(MemoryLimit::Fraction(0.5))
         );
-        assert!("-1".parse::<MemoryLimit>().is_err());
-        assert!("2 parsecs".parse::<MemoryLimit>().is_err());
-        assert!("".parse::<MemoryLimit>().is_err());
+        assert_eq!(
+            "1.0".parse::<MemoryLimit>().ok(),
+            Some(MemoryLimit::Fraction(1.0))
+        );
+        assert_eq!(
+            "1.5GB".parse::<MemoryLimit>().ok(),
+            Some(MemoryLimit::Bytes(1_500_000_000))
+        );
+    }
+
+    #[test]
+    fn ambiguous_or_empty_memory_limits_are_refused_with_the_accepted_forms() {
+        for text in [
+            "1.5",
+            "1",
+            "1000",
+            "0",
+            "0.0",
+            "-1",
+            "2 parsecs",
+            "",
+            "0GiB",
+            "1e3",
+            "nan",
+            "1.2.3",
+        ] {
+            match text.parse::<MemoryLimit>() {
+                Err(Error::InvalidArgument { expected, .. }) => assert!(
+                    expected.contains("fraction") && expected.contains("unit"),
+                    "'{text}': {expected}"
+                ),
+                other => panic!("'{text}' should be refused, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn zero_bytes_and_fractions_outside_zero_to_one_are_refused_at_open() {
+        assert!(MemoryLimit::Bytes(0).resolve(Some(1 << 30)).is_err());
+        assert!(MemoryLimit::Fraction(1.5).resolve(Some(1 << 30)).is_err());
+        assert!(MemoryLimit::Fraction(f64::NAN).resolve(None).is_err());
+        assert!(matches!(
+            MemoryLimit::Fraction(0.5).resolve(None),
+            Err(Error::DeviceMemoryUnknown { .. })
+        ));
+        assert_eq!(
+            MemoryLimit::Fraction(0.5).resolve(Some(1000)).ok(),
+            Some(500)
+        );
+        assert_eq!(MemoryLimit::Bytes(7).resolve(None).ok(), Some(7));
     }
 }

@@ -149,8 +149,8 @@ impl Tensor {
         } else {
             Err(Error::DType {
                 op,
-                expected: dtype.to_string(),
-                found: self.dtype.to_string(),
+                expected: dtype,
+                found: self.dtype,
             })
         }
     }

@@ -334,6 +334,8 @@ impl Tensor {
     /// The gradient through relu: `gradient` where `self` (relu's input) is positive, else 0.
     pub fn relu_backward(&self, gradient: &Tensor) -> Result<Tensor> {
         self.expect_same_session("relu_backward", gradient)?;
+        self.expect_dtype("relu_backward", DType::F32)?;
+        gradient.expect_dtype("relu_backward", DType::F32)?;
         if self.shape() != gradient.shape() {
             return Err(Error::Shape {
                 op: "relu_backward",

@@ -85,6 +85,57 @@ impl Default for AdamConfig {
     }
 }
 
+/// Errors unless `value` lies in the range `accepted` describes (NaN never does).
+fn expect_hyperparameter(what: &'static str, value: f32, fits: bool, accepted: &str) -> Result<()> {
+    if fits && value.is_finite() {
+        Ok(())
+    } else {
+        Err(Error::InvalidArgument {
+            what,
+            given: value.to_string(),
+            expected: accepted.to_string(),
+        })
+    }
+}
+
+impl AdamConfig {
+    /// Errors unless every hyperparameter is usable: lr ≥ 0, β1 and β2 in [0, 1), ε ≥ 0, weight decay ≥ 0, all
+    /// finite. Every Adam step checks this before it runs.
+    pub fn validate(&self) -> Result<()> {
+        let in_unit = |beta: f32| (0.0..1.0).contains(&beta);
+        expect_hyperparameter(
+            "Adam learning rate",
+            self.lr,
+            self.lr >= 0.0,
+            "a finite number ≥ 0",
+        )?;
+        expect_hyperparameter(
+            "Adam beta1",
+            self.beta1,
+            in_unit(self.beta1),
+            "a number in [0, 1)",
+        )?;
+        expect_hyperparameter(
+            "Adam beta2",
+            self.beta2,
+            in_unit(self.beta2),
+            "a number in [0, 1)",
+        )?;
+        expect_hyperparameter(
+            "Adam epsilon",
+            self.epsilon,
+            self.epsilon >= 0.0,
+            "a finite number ≥ 0",
+        )?;
+        expect_hyperparameter(
+            "AdamW weight decay",
+            self.weight_decay,
+            self.weight_decay >= 0.0,
+            "a finite number ≥ 0",
+        )
+    }
+}
+
 fn expect_like(op: &'static str, param: &Tensor, others: &[(&str, &Tensor)]) -> Result<()> {
     param.expect_dtype(op, DType::F32)?;
     for (name, other) in others {
@@ -117,6 +168,7 @@ impl Tensor {
         config: &AdamConfig,
     ) -> Result<()> {
         const NAME: &str = "adam";
+        config.validate()?;
         expect_like(NAME, self, &[("grad", grad), ("m", m), ("v", v)])?;
         if step == 0 {
             return Err(Error::InvalidArgument {
@@ -179,6 +231,13 @@ impl Tensor {
         momentum: f32,
     ) -> Result<()> {
         const NAME: &str = "sgd";
+        expect_hyperparameter("SGD learning rate", lr, lr >= 0.0, "a finite number ≥ 0")?;
+        expect_hyperparameter(
+            "SGD momentum",
+            momentum,
+            momentum >= 0.0,
+            "a finite number ≥ 0",
+        )?;
         expect_like(
             NAME,
             self,

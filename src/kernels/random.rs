@@ -4,7 +4,7 @@
 use bytemuck::{Pod, Zeroable};
 
 use super::{dispatch, per_element, windows, Family, Kernel};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::session::Session;
 use crate::tensor::{DType, Tensor};
 
@@ -84,11 +84,25 @@ fn fill_random(
 impl Tensor {
     /// Fills with uniform numbers in `[low, high)` from the seed.
     pub fn fill_uniform_(&self, seed: u64, low: f32, high: f32) -> Result<()> {
+        if !(low.is_finite() && high.is_finite() && low <= high) {
+            return Err(Error::InvalidArgument {
+                what: "uniform range",
+                given: format!("[{low}, {high})"),
+                expected: "finite bounds with low ≤ high".to_string(),
+            });
+        }
         fill_random(self, seed, 0, low, high, "fill_uniform")
     }
 
     /// Fills with normal numbers of this mean and standard deviation from the seed.
     pub fn fill_normal_(&self, seed: u64, mean: f32, std: f32) -> Result<()> {
+        if !(mean.is_finite() && std.is_finite() && std >= 0.0) {
+            return Err(Error::InvalidArgument {
+                what: "normal distribution",
+                given: format!("mean {mean}, standard deviation {std}"),
+                expected: "a finite mean and a finite standard deviation ≥ 0".to_string(),
+            });
+        }
         fill_random(self, seed, 1, mean, std, "fill_normal")
     }
 }

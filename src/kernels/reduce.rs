@@ -1,4 +1,8 @@
-//! Reductions (shaders/reduce.wgsl): sum, mean, max, min and argmax over all elements or along any axis.
+//! Reductions (shaders/reduce.wgsl): sum, mean, max, min, argmax and argmin over all elements or along any axis.
+//!
+//! Edge cases follow NumPy: a NaN makes max and min NaN and is where argmax and argmin point (the first one);
+//! max of a row of −inf is −inf; the sum over an empty axis is 0 and the mean NaN, while max, min, argmax and
+//! argmin of nothing are errors.
 //!
 //! A reduction runs as stages, each writing partial results that the next one reduces again: first, for
 //! long contiguous rows, a chunk stage in which each invocation reduces its own run of neighbours; then axis
@@ -56,7 +60,7 @@ const CHUNK: u64 = 64;
 const AXIS_CHUNK: u64 = 256;
 
 #[repr(C)]
-#[derive(Clone, Copy, Default, Pod, Zeroable)]
+#[derive(Clone, Copy, Pod, Zeroable)]
 struct Params {
     outer: u32,
     len: u32,
@@ -68,15 +72,34 @@ struct Params {
     indexed: u32,
     index_base: u32,
     blocks: u32,
-    _pad: [u32; 2],
+    infinity: f32,
+    _pad: u32,
 }
 
+impl Default for Params {
+    fn default() -> Self {
+        Self {
+            infinity: f32::INFINITY,
+            ..<Params as Zeroable>::zeroed()
+        }
+    }
+}
+
+/// The shader's op codes.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Op {
     Sum = 0,
     Max = 1,
     Min = 2,
     Argmax = 3,
+    Argmin = 4,
+}
+
+impl Op {
+    /// Whether the op yields indices (and carries them through its stages).
+    fn is_arg(self) -> bool {
+        matches!(self, Op::Argmax | Op::Argmin)
+    }
 }
 
 /// A tensor seen as [outer, len, inner] around the reduced axis.
@@ -117,12 +140,6 @@ fn view(op: &'static str, shape: &[usize], axis: Option<usize>) -> Result<(View,
             })
         }
     };
-    if view.len == 0 {
-        return Err(Error::Shape {
-            op,
-            message: format!("cannot reduce over an empty axis (shape {shape:?}, axis {axis:?})"),
-        });
-    }
     Ok((view, out_shape))
 }
 
@@ -184,7 +201,7 @@ fn chunk_stage(
     };
     let blocks = len.div_ceil(CHUNK);
     let partial = scratch.take(gpu, outer * blocks)?;
-    let partial_indices = if op == Op::Argmax {
+    let partial_indices = if op.is_arg() {
         Some(scratch.take(gpu, outer * blocks)?)
     } else {
         None
@@ -325,7 +342,7 @@ fn run(
         let View { outer, len, inner } = stage.view;
         let partial_elements = outer * len.div_ceil(AXIS_CHUNK) * inner;
         let values = scratch.take(gpu, partial_elements)?;
-        let indices = if op == Op::Argmax {
+        let indices = if op.is_arg() {
             Some(scratch.take(gpu, partial_elements)?)
         } else {
             None
@@ -333,7 +350,7 @@ fn run(
         stage = axis_stage(gpu, op, stage, AXIS_CHUNK, 1.0, values, indices, name)?;
     }
     let outputs = stage.view.outer * stage.view.inner;
-    let (values, indices) = if op == Op::Argmax {
+    let (values, indices) = if op.is_arg() {
         (scratch.take(gpu, outputs)?, Some(out))
     } else {
         (out, None)
@@ -351,12 +368,26 @@ fn reduce(
 ) -> Result<Tensor> {
     input.expect_dtype(name, DType::F32)?;
     let (view, out_shape) = view(name, input.shape(), axis)?;
-    let dtype = if op == Op::Argmax {
-        DType::U32
-    } else {
-        DType::F32
-    };
+    if view.len == 0 && op != Op::Sum {
+        return Err(Error::Shape {
+            op: name,
+            message: format!(
+                "{name} of nothing is undefined (shape {:?}, axis {axis:?}); only sum (0) and mean (NaN) \
+                 reduce an empty axis",
+                input.shape()
+            ),
+        });
+    }
+    let dtype = if op.is_arg() { DType::U32 } else { DType::F32 };
     let out = input.output(name, &out_shape, dtype)?;
+    if view.len == 0 {
+        // NumPy's answers: the empty sum is 0, and the mean of nothing is 0/0.
+        out.fill_(if mean { f32::NAN } else { 0.0 })?;
+        return Ok(out);
+    }
+    if out.is_empty() {
+        return Ok(out);
+    }
     let scale = if mean {
         (1.0 / view.len as f64) as f32
     } else {
@@ -397,8 +428,13 @@ impl Tensor {
         reduce(self, axis, Op::Min, false, "min")
     }
 
-    /// Index of the largest element (the first on ties), as a u32 tensor.
+    /// Index of the largest element (the first on ties, the first NaN if any), as a u32 tensor.
     pub fn argmax(&self, axis: Option<usize>) -> Result<Tensor> {
         reduce(self, axis, Op::Argmax, false, "argmax")
+    }
+
+    /// Index of the smallest element (the first on ties, the first NaN if any), as a u32 tensor.
+    pub fn argmin(&self, axis: Option<usize>) -> Result<Tensor> {
+        reduce(self, axis, Op::Argmin, false, "argmin")
     }
 }
