@@ -6,6 +6,7 @@ mod devices;
 mod memcheck;
 mod npy;
 mod op;
+mod outputs;
 mod train;
 
 use anyhow::{Context, Result};
@@ -77,6 +78,7 @@ fn main() {
         let threads = std::thread::available_parallelism().map_or(1, |count| count.get());
         std::env::set_var("MATMUL_NUM_THREADS", threads.to_string());
     }
+    ignore_file_size_signal();
     let cli = Cli::parse();
     let outcome = match &cli.command {
         Command::Demo(args) => demo::run(&cli.global, args),
@@ -93,6 +95,19 @@ fn main() {
     if let Err(error) = outcome {
         eprintln!("wgcompute: {error:#}");
         std::process::exit(1);
+    }
+}
+
+/// A write past the file size limit (`ulimit -f`) then fails with EFBIG, which is reported and leaves no
+/// temporary file behind, instead of killing the process with SIGXFSZ halfway through an output.
+fn ignore_file_size_signal() {
+    #[cfg(unix)]
+    {
+        // SAFETY: setting a signal's disposition to SIG_IGN installs no handler; this runs at the start of main,
+        // before any other thread exists.
+        unsafe {
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+        }
     }
 }
 

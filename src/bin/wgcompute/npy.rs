@@ -1,13 +1,23 @@
-//! .npy files in and out: float32 arrays read with their shape, checked for dtype and order with errors that
-//! name the file and what was found; results written back as float32 or int64.
+//! .npy files in and out. Reading takes untrusted bytes from anywhere, so it is our own small reader: the header
+//! is bounded (10,000 bytes, NumPy's default `max_header_size`) and parsed by the flat dict grammar NumPy writes,
+//! with no nesting and so no way to make it slow; the element count and byte size come from checked arithmetic
+//! and are compared with the bytes the file really has before anything is allocated for them; reads stop one byte
+//! past what the header describes, so a pipe or `/dev/zero` costs no more memory than a real file would.
+//! Every error names the file and what was found. Results are written back as float32 or int64.
 
-use std::fs;
-use std::io::{BufWriter, Write};
+use std::fs::File;
+use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
-use anyhow::{anyhow, bail, Context, Result};
-use npyz::{TypeChar, WriterBuilder};
+use anyhow::{bail, Context, Result};
 use wgcompute::{Session, Tensor, MAX_RANK};
+
+/// NumPy's default `max_header_size`: a longer header is refused before it is read.
+pub const MAX_HEADER_BYTES: usize = 10_000;
+const MAGIC: &[u8; 6] = b"\x93NUMPY";
+/// How much is read at a time when the size of the source is not known in advance.
+const CHUNK: usize = 64 * 1024;
+const NEED_F32: &str = "wgcompute needs float32 ('<f4')";
 
 /// A float32 array read from a .npy file, remembered with its path for error messages.
 pub struct Array {
@@ -18,37 +28,10 @@ pub struct Array {
 
 impl Array {
     pub fn read(path: &Path) -> Result<Array> {
-        let name = path.display();
-        let bytes = fs::read(path).with_context(|| format!("cannot read {name}"))?;
-        let file = npyz::NpyFile::new(&bytes[..])
-            .map_err(|error| anyhow!("{name} is not a .npy file ({error})"))?;
-        let dtype = file.dtype();
-        let is_f32 = matches!(
-            &dtype,
-            npyz::DType::Plain(ty) if ty.type_char() == TypeChar::Float && ty.size_field() == 4
-        );
-        if !is_f32 {
-            bail!(
-                "{name} holds {}; wgcompute needs float32 ('<f4')",
-                describe_dtype(&dtype)
-            );
-        }
-        if file.order() == npyz::Order::Fortran {
-            bail!("{name} is stored in Fortran order; wgcompute needs C order (numpy.ascontiguousarray before saving)");
-        }
-        let shape = file
-            .shape()
-            .iter()
-            .map(|&dim| usize::try_from(dim))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|_| anyhow!("{name}: shape {:?} is too large", file.shape()))?;
-        let data = file.into_vec::<f32>().map_err(|error| {
-            if error.kind() == std::io::ErrorKind::UnexpectedEof {
-                anyhow!("{name} is truncated: its header gives shape {shape:?}, but the data ends early")
-            } else {
-                anyhow!("cannot read the data of {name}: {error}")
-            }
-        })?;
+        let (shape, values) = read_path(path, Want::Float32)?;
+        let Values::F32(data) = values else {
+            bail!("{} does not hold float32", path.display());
+        };
         Ok(Array {
             path: path.to_path_buf(),
             shape,
@@ -76,6 +59,22 @@ impl Array {
         Ok(())
     }
 
+    /// Refuses NaN and infinities, naming the first one's flat (C-order) index.
+    pub fn expect_finite(&self, what: &str) -> Result<()> {
+        if let Some((index, value)) = self
+            .data
+            .iter()
+            .enumerate()
+            .find(|(_, value)| !value.is_finite())
+        {
+            bail!(
+                "{} holds {value} at flat index {index}; {what} needs finite numbers",
+                self.described()
+            );
+        }
+        Ok(())
+    }
+
     pub fn upload(&self, session: &Session) -> Result<Tensor> {
         self.expect_rank_at_most(MAX_RANK, "a wgcompute tensor")?;
         session
@@ -84,50 +83,1264 @@ impl Array {
     }
 }
 
-/// How numpy would name a dtype: "float64 ('<f8')".
-fn describe_dtype(dtype: &npyz::DType) -> String {
-    let npyz::DType::Plain(ty) = dtype else {
-        return format!("a structured dtype ({})", dtype.descr());
-    };
-    let bits = ty.size_field() * 8;
-    let name = match ty.type_char() {
-        TypeChar::Float => format!("float{bits}"),
-        TypeChar::Int => format!("int{bits}"),
-        TypeChar::Uint => format!("uint{bits}"),
-        TypeChar::Complex => format!("complex{bits}"),
-        TypeChar::Bool => "bool".to_string(),
-        TypeChar::ByteStr | TypeChar::UnicodeStr => "strings".to_string(),
-        TypeChar::Object => "Python objects".to_string(),
-        TypeChar::TimeDelta => "timedelta64".to_string(),
-        TypeChar::DateTime => "datetime64".to_string(),
-        _ => "data".to_string(),
-    };
-    format!("{name} ('{ty}')")
+/// An integer array (any of int8…int64, uint8…uint64) read from a .npy file, widened to int64.
+#[allow(dead_code)] // for inputs such as class ids, which no command takes yet
+pub struct IntArray {
+    pub path: PathBuf,
+    pub shape: Vec<usize>,
+    pub data: Vec<i64>,
 }
 
-fn shape_u64(shape: &[usize]) -> Vec<u64> {
-    shape.iter().map(|&dim| dim as u64).collect()
+#[allow(dead_code)]
+impl IntArray {
+    pub fn read(path: &Path) -> Result<IntArray> {
+        let (shape, values) = read_path(path, Want::Integer)?;
+        let Values::I64(data) = values else {
+            bail!("{} does not hold integers", path.display());
+        };
+        Ok(IntArray {
+            path: path.to_path_buf(),
+            shape,
+            data,
+        })
+    }
 }
 
-pub fn write_npy<T: npyz::AutoSerialize + Copy>(
-    path: &Path,
+/// The element types a caller takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Want {
+    Float32,
+    #[cfg_attr(not(test), allow(dead_code))]
+    Integer,
+}
+
+/// The data of an array, as the caller asked for it.
+#[derive(Debug, PartialEq)]
+pub enum Values {
+    F32(Vec<f32>),
+    I64(Vec<i64>),
+}
+
+impl Values {
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        match self {
+            Values::F32(data) => data.len(),
+            Values::I64(data) => data.len(),
+        }
+    }
+}
+
+fn read_path(path: &Path, want: Want) -> Result<(Vec<usize>, Values)> {
+    let name = path.display().to_string();
+    let mut file = File::open(path).with_context(|| format!("cannot read {name}"))?;
+    let metadata = file
+        .metadata()
+        .with_context(|| format!("cannot read {name}"))?;
+    // Only a regular file's length says how many bytes there are; a pipe or a device says nothing.
+    let size = metadata.is_file().then_some(metadata.len());
+    parse(&mut file, size, &name, want)
+}
+
+/// Reads one .npy array from `reader`, whose total length is `size` bytes when known (a regular file). `name`
+/// names the source in errors. Never allocates more than the header (at most [`MAX_HEADER_BYTES`]) before the
+/// data is known to be there, and never reads more than one byte past what the header describes.
+pub fn parse(
+    reader: &mut impl Read,
+    size: Option<u64>,
+    name: &str,
+    want: Want,
+) -> Result<(Vec<usize>, Values)> {
+    let mut preamble = [0u8; 8];
+    let got = read_full(reader, &mut preamble).with_context(|| format!("cannot read {name}"))?;
+    if got < MAGIC.len() || preamble[..MAGIC.len()] != MAGIC[..] {
+        let why = match got {
+            0 => "it is empty".to_string(),
+            _ if got < MAGIC.len() && preamble[..got] == MAGIC[..got] => {
+                format!("it ends after {got} bytes")
+            }
+            _ => "it does not begin with \\x93NUMPY".to_string(),
+        };
+        bail!("{name} is not a .npy file ({why})");
+    }
+    if got < preamble.len() {
+        bail!("{name} is truncated: it ends inside the .npy preamble");
+    }
+    let (major, minor) = (preamble[6], preamble[7]);
+    let length_bytes = match (major, minor) {
+        (1, 0) => 2,
+        (2, 0) | (3, 0) => 4,
+        _ => bail!(
+            "{name} is a .npy file of format version {major}.{minor}; wgcompute reads versions 1.0, 2.0 and 3.0"
+        ),
+    };
+    let mut length = [0u8; 4];
+    if read_full(reader, &mut length[..length_bytes])
+        .with_context(|| format!("cannot read {name}"))?
+        < length_bytes
+    {
+        bail!("{name} is truncated: it ends inside the .npy preamble");
+    }
+    let header_length = u32::from_le_bytes(length);
+    if header_length as usize > MAX_HEADER_BYTES {
+        bail!(
+            "{name} has a .npy header of {header_length} bytes; headers over {MAX_HEADER_BYTES} bytes are refused \
+             (as NumPy does by default)"
+        );
+    }
+    let mut header = vec![0u8; header_length as usize];
+    if read_full(reader, &mut header).with_context(|| format!("cannot read {name}"))? < header.len()
+    {
+        bail!("{name} is truncated: it ends inside its .npy header");
+    }
+    // Versions 1 and 2 are latin-1, version 3 UTF-8; the grammar itself is ASCII either way.
+    let text = if major == 3 {
+        String::from_utf8(header).map_err(|_| {
+            anyhow::anyhow!("{name} has a version 3.0 .npy header that is not UTF-8")
+        })?
+    } else {
+        header.iter().map(|&byte| char::from(byte)).collect()
+    };
+    let header = match parse_header(&text) {
+        Ok(header) => header,
+        Err(HeaderError::Structured) => {
+            bail!(
+                "{name} holds a structured dtype (a list of fields); {}",
+                want.need()
+            )
+        }
+        Err(HeaderError::Malformed(why)) => bail!("{name} has a malformed .npy header: {why}"),
+    };
+    let element = Element::from_descr(&header.descr, want).ok_or_else(|| {
+        anyhow::anyhow!(
+            "{name} holds {}; {}",
+            describe_dtype(&header.descr),
+            want.need()
+        )
+    })?;
+    if header.fortran_order {
+        bail!("{name} is stored in Fortran order; wgcompute needs C order (numpy.ascontiguousarray before saving)");
+    }
+    let what = format!("shape {:?} of {}", header.shape, element.name());
+    let count = header
+        .shape
+        .iter()
+        .try_fold(1u64, |count, &dim| count.checked_mul(dim))
+        .with_context(|| format!("{name}: its header gives {what}, more than 2^64 elements"))?;
+    let bytes = count
+        .checked_mul(element.size() as u64)
+        .with_context(|| format!("{name}: its header gives {what}, more than 2^64 bytes"))?;
+    let data_start = (8 + length_bytes) as u64 + u64::from(header_length);
+    let available = size.map(|size| size.saturating_sub(data_start));
+    let what = format!("{what}, {bytes} bytes of data");
+    match available {
+        Some(available) if available < bytes => {
+            bail!("{name} is truncated: its header gives {what}, but only {available} bytes follow")
+        }
+        Some(available) if available > bytes => bail!(
+            "{name} has {} bytes after the data its header describes ({what}); a .npy file holds one array",
+            available - bytes
+        ),
+        _ => {}
+    }
+    let (Ok(count), Ok(bytes)) = (usize::try_from(count), usize::try_from(bytes)) else {
+        bail!("{name}: its header gives {what}, more than this machine can address");
+    };
+    let raw = read_data(reader, bytes, available.is_some(), name, &what)?;
+    let values = element.decode(&raw, name)?;
+    debug_assert_eq!(
+        match &values {
+            Values::F32(data) => data.len(),
+            Values::I64(data) => data.len(),
+        },
+        count
+    );
+    // Each dimension divides the element count, which fits in usize, unless another one is 0.
+    let shape = header
+        .shape
+        .iter()
+        .map(|&dim| usize::try_from(dim))
+        .collect::<Result<Vec<_>, _>>()
+        .with_context(|| format!("{name}: {what} has a dimension over this machine's usize"))?;
+    Ok((shape, values))
+}
+
+impl Want {
+    fn need(self) -> &'static str {
+        match self {
+            Want::Float32 => NEED_F32,
+            Want::Integer => "wgcompute needs an integer dtype (int8 to int64 or uint8 to uint64)",
+        }
+    }
+}
+
+/// Reads into `buffer` until it is full or the source ends; returns how many bytes were read.
+fn read_full(reader: &mut impl Read, buffer: &mut [u8]) -> io::Result<usize> {
+    let mut filled = 0;
+    while filled < buffer.len() {
+        match reader.read(&mut buffer[filled..]) {
+            Ok(0) => break,
+            Ok(read) => filled += read,
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(filled)
+}
+
+/// Reads the `bytes` bytes of data, and one more to find out whether there are too many. With a known size the
+/// buffer is allocated once (the file was seen to hold that much); otherwise it grows with what arrives.
+fn read_data(
+    reader: &mut impl Read,
+    bytes: usize,
+    size_known: bool,
+    name: &str,
+    what: &str,
+) -> Result<Vec<u8>> {
+    let limit = bytes.saturating_add(1);
+    let mut data = Vec::new();
+    let first = if size_known { limit } else { limit.min(CHUNK) };
+    data.try_reserve_exact(first)
+        .with_context(|| format!("cannot allocate memory for {name} ({what})"))?;
+    let mut chunk = vec![0u8; CHUNK];
+    while data.len() < limit {
+        let want = (limit - data.len()).min(CHUNK);
+        let read = match reader.read(&mut chunk[..want]) {
+            Ok(0) => break,
+            Ok(read) => read,
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+            Err(error) => return Err(error).with_context(|| format!("cannot read {name}")),
+        };
+        data.try_reserve(read)
+            .with_context(|| format!("cannot allocate memory for {name} ({what})"))?;
+        data.extend_from_slice(&chunk[..read]);
+    }
+    if data.len() < bytes {
+        bail!(
+            "{name} is truncated: its header gives {what}, but only {} bytes follow",
+            data.len()
+        );
+    }
+    if data.len() > bytes {
+        bail!(
+            "{name} has more bytes than its header describes ({what}); a .npy file holds one array"
+        );
+    }
+    Ok(data)
+}
+
+/// What a header says, once parsed.
+#[derive(Debug, PartialEq, Eq)]
+struct Header {
+    descr: String,
+    fortran_order: bool,
+    shape: Vec<u64>,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum HeaderError {
+    /// `descr` is a list (or other container): a structured dtype, refused without reading it.
+    Structured,
+    Malformed(String),
+}
+
+impl From<String> for HeaderError {
+    fn from(why: String) -> Self {
+        HeaderError::Malformed(why)
+    }
+}
+
+/// Parses the dict NumPy writes, and nothing more: `{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }`
+/// with keys and strings in single or double quotes (optionally `u`-prefixed), `True`/`False`, a tuple of
+/// non-negative integers (an `L` suffix from Python 2 allowed), whitespace and trailing commas, the three keys
+/// exactly once each in any order. One pass, no recursion: time is linear in the header's length.
+fn parse_header(text: &str) -> Result<Header, HeaderError> {
+    let mut cursor = Cursor { text, at: 0 };
+    let (mut descr, mut fortran_order, mut shape) = (None, None, None);
+    cursor.skip_space();
+    cursor.expect(b'{', "to open the header's dict")?;
+    loop {
+        cursor.skip_space();
+        if cursor.eat(b'}') {
+            break;
+        }
+        let key = cursor.string()?;
+        cursor.skip_space();
+        cursor.expect(b':', "after a key")?;
+        cursor.skip_space();
+        let repeated = match key {
+            "descr" => {
+                if matches!(cursor.peek(), Some(b'[' | b'(' | b'{')) {
+                    return Err(HeaderError::Structured);
+                }
+                descr.replace(cursor.string()?.to_string()).is_some()
+            }
+            "fortran_order" => fortran_order.replace(cursor.boolean()?).is_some(),
+            "shape" => shape.replace(cursor.shape()?).is_some(),
+            other => {
+                return Err(format!(
+                    "unexpected key '{}'; a .npy header holds only 'descr', 'fortran_order' and 'shape'",
+                    shorten(other)
+                )
+                .into())
+            }
+        };
+        if repeated {
+            return Err(format!("the key '{key}' appears twice").into());
+        }
+        cursor.skip_space();
+        if cursor.eat(b',') {
+            continue;
+        }
+        cursor.expect(b'}', "or ',' after a value")?;
+        break;
+    }
+    cursor.skip_space();
+    if cursor.at < text.len() {
+        return Err(format!("unexpected {} after the dict", cursor.found()).into());
+    }
+    let missing = |key: &str| HeaderError::Malformed(format!("it has no '{key}'"));
+    Ok(Header {
+        descr: descr.ok_or_else(|| missing("descr"))?,
+        fortran_order: fortran_order.ok_or_else(|| missing("fortran_order"))?,
+        shape: shape.ok_or_else(|| missing("shape"))?,
+    })
+}
+
+struct Cursor<'a> {
+    text: &'a str,
+    /// Always on a character boundary: only ASCII bytes and whole strings are stepped over.
+    at: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn peek(&self) -> Option<u8> {
+        self.text.as_bytes().get(self.at).copied()
+    }
+
+    fn eat(&mut self, byte: u8) -> bool {
+        let matched = self.peek() == Some(byte);
+        if matched {
+            self.at += 1;
+        }
+        matched
+    }
+
+    fn skip_space(&mut self) {
+        while matches!(
+            self.peek(),
+            Some(b' ' | b'\t' | b'\n' | b'\r' | b'\x0b' | b'\x0c')
+        ) {
+            self.at += 1;
+        }
+    }
+
+    /// What is at the cursor, for errors.
+    fn found(&self) -> String {
+        match self
+            .text
+            .get(self.at..)
+            .and_then(|rest| rest.chars().next())
+        {
+            None => "the end of the header".to_string(),
+            Some(next) => format!("{:?} at byte {}", next, self.at),
+        }
+    }
+
+    fn expect(&mut self, byte: u8, context: &str) -> Result<(), String> {
+        if self.eat(byte) {
+            Ok(())
+        } else {
+            Err(format!(
+                "expected '{}' {context}, found {}",
+                char::from(byte),
+                self.found()
+            ))
+        }
+    }
+
+    /// `'text'`, `"text"`, `u'text'`: no escapes, no line breaks.
+    fn string(&mut self) -> Result<&'a str, String> {
+        let start = self.at;
+        if matches!(self.peek(), Some(b'u' | b'U')) {
+            self.at += 1;
+        }
+        let quote = match self.peek() {
+            Some(quote @ (b'\'' | b'"')) => quote,
+            _ => {
+                self.at = start;
+                return Err(format!("expected a quoted string, found {}", self.found()));
+            }
+        };
+        self.at += 1;
+        let body = self.at;
+        loop {
+            match self.peek() {
+                None | Some(b'\n' | b'\r') => {
+                    return Err(format!("the string at byte {start} is not closed"))
+                }
+                Some(b'\\') => {
+                    return Err(format!(
+                    "the string at byte {start} holds an escape sequence, which NumPy never writes"
+                ))
+                }
+                Some(byte) if byte == quote => break,
+                Some(_) => self.at += 1,
+            }
+        }
+        let content = self
+            .text
+            .get(body..self.at)
+            .ok_or_else(|| format!("the string at byte {start} is not text"))?;
+        self.at += 1;
+        Ok(content)
+    }
+
+    fn boolean(&mut self) -> Result<bool, String> {
+        let rest = self.text.as_bytes().get(self.at..).unwrap_or_default();
+        for (word, value) in [(&b"True"[..], true), (&b"False"[..], false)] {
+            let follows = rest.get(word.len()).copied();
+            if rest.starts_with(word)
+                && !follows.is_some_and(|byte| byte.is_ascii_alphanumeric() || byte == b'_')
+            {
+                self.at += word.len();
+                return Ok(value);
+            }
+        }
+        Err(format!(
+            "'fortran_order' must be True or False, found {}",
+            self.found()
+        ))
+    }
+
+    /// `()`, `(5,)`, `(2, 3)`, `(2, 3,)`: non-negative integers that fit in u64.
+    fn shape(&mut self) -> Result<Vec<u64>, String> {
+        self.expect(b'(', "to open the shape (a tuple)")?;
+        let mut dims = Vec::new();
+        loop {
+            self.skip_space();
+            if self.eat(b')') {
+                break;
+            }
+            dims.push(self.dimension()?);
+            self.skip_space();
+            if self.eat(b',') {
+                continue;
+            }
+            self.expect(b')', "or ',' in the shape")?;
+            if dims.len() == 1 {
+                return Err(
+                    "the shape '(n)' is a number, not a tuple; NumPy writes '(n,)'".to_string(),
+                );
+            }
+            break;
+        }
+        Ok(dims)
+    }
+
+    fn dimension(&mut self) -> Result<u64, String> {
+        let start = self.at;
+        let mut value = 0u64;
+        while let Some(digit @ b'0'..=b'9') = self.peek() {
+            value = value
+                .checked_mul(10)
+                .and_then(|value| value.checked_add(u64::from(digit - b'0')))
+                .ok_or_else(|| format!("the dimension at byte {start} is over 2^64"))?;
+            self.at += 1;
+        }
+        if self.at == start {
+            return Err(format!(
+                "expected a non-negative integer in the shape, found {}",
+                self.found()
+            ));
+        }
+        // Python 2 wrote long integers as 5L; NumPy still reads them.
+        if matches!(self.peek(), Some(b'L' | b'l')) {
+            self.at += 1;
+        }
+        Ok(value)
+    }
+}
+
+/// At most 40 characters of `text`, escaped, for error messages.
+fn shorten(text: &str) -> String {
+    let mut short: String = text.chars().take(40).flat_map(char::escape_debug).collect();
+    if text.chars().count() > 40 {
+        short.push('…');
+    }
+    short
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ByteOrder {
+    Little,
+    Big,
+}
+
+/// The element types this reader decodes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Element {
+    F32(ByteOrder),
+    Int {
+        signed: bool,
+        size: usize,
+        order: ByteOrder,
+    },
+}
+
+/// A descr's parts: byte-order character (if any), kind, item size, and whatever follows (a datetime unit).
+fn split_descr(descr: &str) -> Option<(Option<char>, char, usize, &str)> {
+    let mut chars = descr.chars();
+    let mut first = chars.next()?;
+    let order = if matches!(first, '<' | '>' | '=' | '|') {
+        let order = first;
+        first = chars.next()?;
+        Some(order)
+    } else {
+        None
+    };
+    if !first.is_ascii_alphabetic() {
+        return None;
+    }
+    let rest = chars.as_str();
+    let digits = rest.len() - rest.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+    let size = if digits == 0 {
+        0
+    } else {
+        rest[..digits].parse().ok()?
+    };
+    let unit = &rest[digits..];
+    // Only datetimes carry anything after the size: a unit in brackets ('<M8[ns]').
+    if !unit.is_empty() && !unit.starts_with('[') {
+        return None;
+    }
+    Some((order, first, size, unit))
+}
+
+impl Element {
+    fn from_descr(descr: &str, want: Want) -> Option<Element> {
+        let (order, kind, size, rest) = split_descr(descr)?;
+        if !rest.is_empty() {
+            return None;
+        }
+        let order = match order {
+            Some('<') => ByteOrder::Little,
+            Some('>') => ByteOrder::Big,
+            // '=' is native order, '|' "not applicable"; NumPy reads both as native.
+            _ if cfg!(target_endian = "big") => ByteOrder::Big,
+            _ => ByteOrder::Little,
+        };
+        match (want, kind, size) {
+            (Want::Float32, 'f', 4) => Some(Element::F32(order)),
+            (Want::Integer, 'i' | 'u', 1 | 2 | 4 | 8) => Some(Element::Int {
+                signed: kind == 'i',
+                size,
+                order,
+            }),
+            _ => None,
+        }
+    }
+
+    fn size(self) -> usize {
+        match self {
+            Element::F32(_) => 4,
+            Element::Int { size, .. } => size,
+        }
+    }
+
+    fn name(self) -> String {
+        match self {
+            Element::F32(_) => "float32".to_string(),
+            Element::Int { signed, size, .. } => {
+                format!("{}int{}", if signed { "" } else { "u" }, size * 8)
+            }
+        }
+    }
+
+    fn decode(self, raw: &[u8], name: &str) -> Result<Values> {
+        Ok(match self {
+            Element::F32(order) => Values::F32(
+                raw.chunks_exact(4)
+                    .map(|bytes| {
+                        let bytes = [bytes[0], bytes[1], bytes[2], bytes[3]];
+                        match order {
+                            ByteOrder::Little => f32::from_le_bytes(bytes),
+                            ByteOrder::Big => f32::from_be_bytes(bytes),
+                        }
+                    })
+                    .collect(),
+            ),
+            Element::Int {
+                signed,
+                size,
+                order,
+            } => {
+                let mut values = Vec::with_capacity(raw.len() / size);
+                for (index, bytes) in raw.chunks_exact(size).enumerate() {
+                    let mut wide = [0u8; 8];
+                    match order {
+                        ByteOrder::Little => wide[..size].copy_from_slice(bytes),
+                        ByteOrder::Big => wide[..size]
+                            .iter_mut()
+                            .zip(bytes.iter().rev())
+                            .for_each(|(to, &from)| *to = from),
+                    }
+                    // Sign-extend from the element's width.
+                    let shift = 64 - 8 * size as u32;
+                    let unsigned = u64::from_le_bytes(wide);
+                    let value = if signed {
+                        ((unsigned << shift) as i64) >> shift
+                    } else {
+                        i64::try_from(unsigned).map_err(|_| {
+                            anyhow::anyhow!(
+                                "{name} holds {unsigned} at flat index {index}, beyond int64"
+                            )
+                        })?
+                    };
+                    values.push(value);
+                }
+                Values::I64(values)
+            }
+        })
+    }
+}
+
+/// How NumPy would name a dtype: "float64 ('<f8')".
+fn describe_dtype(descr: &str) -> String {
+    let shown = shorten(descr);
+    let Some((_, kind, size, _)) = split_descr(descr) else {
+        return format!("an unknown dtype ('{shown}')");
+    };
+    let bits = size * 8;
+    let name = match kind {
+        'f' => format!("float{bits}"),
+        'i' => format!("int{bits}"),
+        'u' => format!("uint{bits}"),
+        'c' => format!("complex{bits}"),
+        'b' => "bool".to_string(),
+        'S' | 'a' => "byte strings".to_string(),
+        'U' => "strings".to_string(),
+        'O' => "Python objects".to_string(),
+        'm' => "timedelta64".to_string(),
+        'M' => "datetime64".to_string(),
+        'V' => "raw bytes (void)".to_string(),
+        _ => "an unknown dtype".to_string(),
+    };
+    format!("{name} ('{shown}')")
+}
+
+/// The header NumPy would write for a C-order array: version 1.0 (2.0 if it does not fit), padded with spaces
+/// and a newline so that the data starts on a 64-byte boundary.
+fn header_bytes(descr: &str, shape: &[usize]) -> Vec<u8> {
+    let dims = match shape {
+        [dim] => format!("({dim},)"),
+        _ => format!(
+            "({})",
+            shape
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    let dict = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {dims}, }}");
+    let padded = |preamble: usize| {
+        let unpadded = preamble + dict.len() + 1;
+        dict.len() + 1 + (64 - unpadded % 64) % 64
+    };
+    let mut bytes = MAGIC.to_vec();
+    let length = padded(10);
+    if let Ok(short) = u16::try_from(length) {
+        bytes.extend_from_slice(&[1, 0]);
+        bytes.extend_from_slice(&short.to_le_bytes());
+    } else {
+        let length = padded(12);
+        bytes.extend_from_slice(&[2, 0]);
+        bytes.extend_from_slice(&(length as u32).to_le_bytes());
+    }
+    let start = bytes.len();
+    bytes.extend_from_slice(dict.as_bytes());
+    let length = padded(start);
+    bytes.resize(start + length - 1, b' ');
+    bytes.push(b'\n');
+    bytes
+}
+
+/// A type this module writes: its descr and little-endian bytes.
+pub trait NpyElement: Copy {
+    const DESCR: &'static str;
+    const SIZE: usize;
+    fn put(self, out: &mut Vec<u8>);
+}
+
+impl NpyElement for f32 {
+    const DESCR: &'static str = "<f4";
+    const SIZE: usize = 4;
+    fn put(self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_le_bytes());
+    }
+}
+
+impl NpyElement for i64 {
+    const DESCR: &'static str = "<i8";
+    const SIZE: usize = 8;
+    fn put(self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_le_bytes());
+    }
+}
+
+/// Writes a C-order .npy of `data` with `shape` to `writer`.
+pub fn write<T: NpyElement>(
+    writer: &mut impl Write,
     shape: &[usize],
     data: &[T],
-) -> Result<()> {
-    let name = path.display();
-    let file = fs::File::create(path).with_context(|| format!("cannot create {name}"))?;
-    let mut buffered = BufWriter::new(file);
-    let mut writer = npyz::WriteOptions::<T>::new()
-        .default_dtype()
-        .shape(&shape_u64(shape))
-        .writer(&mut buffered)
-        .begin_nd()
-        .with_context(|| format!("cannot write {name}"))?;
-    writer
-        .extend(data.iter().copied())
-        .and_then(|()| writer.finish())
-        .with_context(|| format!("cannot write {name}"))?;
-    buffered
-        .flush()
-        .with_context(|| format!("cannot write {name}"))
+) -> io::Result<()> {
+    writer.write_all(&header_bytes(T::DESCR, shape))?;
+    let mut buffer = Vec::with_capacity(CHUNK);
+    for chunk in data.chunks(CHUNK / T::SIZE) {
+        buffer.clear();
+        chunk.iter().for_each(|&value| value.put(&mut buffer));
+        writer.write_all(&buffer)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    fn npy(descr: &str, shape: &[usize], data: &[u8]) -> Vec<u8> {
+        let mut bytes = header_bytes(descr, shape);
+        bytes.extend_from_slice(data);
+        bytes
+    }
+
+    /// A file with this header text, exactly (version 1.0).
+    fn with_header(header: &str, data: &[u8]) -> Vec<u8> {
+        let mut bytes = MAGIC.to_vec();
+        bytes.extend_from_slice(&[1, 0]);
+        bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
+        bytes.extend_from_slice(header.as_bytes());
+        bytes.extend_from_slice(data);
+        bytes
+    }
+
+    fn f32_bytes(data: &[f32]) -> Vec<u8> {
+        data.iter().flat_map(|value| value.to_le_bytes()).collect()
+    }
+
+    fn parse_bytes(bytes: &[u8], want: Want) -> Result<(Vec<usize>, Values)> {
+        parse(&mut &bytes[..], Some(bytes.len() as u64), "x.npy", want)
+    }
+
+    /// Parses as a stream (no known size) too, and checks both ways agree.
+    fn parse_both(bytes: &[u8], want: Want) -> Result<(Vec<usize>, Values)> {
+        let sized = parse_bytes(bytes, want);
+        let streamed = parse(&mut &bytes[..], None, "x.npy", want);
+        assert_eq!(
+            sized.as_ref().ok(),
+            streamed.as_ref().ok(),
+            "a sized and a streamed read disagree"
+        );
+        sized
+    }
+
+    fn error(bytes: &[u8]) -> String {
+        match parse_both(bytes, Want::Float32) {
+            Ok(parsed) => panic!("parsed {parsed:?}"),
+            Err(error) => format!("{error:#}"),
+        }
+    }
+
+    #[test]
+    fn written_files_read_back() {
+        for shape in [&[][..], &[0], &[5], &[2, 3], &[1, 2, 3, 4]] {
+            let count: usize = shape.iter().product();
+            let data: Vec<f32> = (0..count).map(|i| i as f32 * 0.5 - 1.0).collect();
+            let mut bytes = Vec::new();
+            write(&mut bytes, shape, &data).expect("writing to memory");
+            assert_eq!(
+                (bytes.len() - data.len() * 4) % 64,
+                0,
+                "data is 64-byte aligned"
+            );
+            let (got_shape, values) = parse_both(&bytes, Want::Float32).expect("reads back");
+            assert_eq!(got_shape, shape);
+            assert_eq!(values, Values::F32(data));
+
+            let ints: Vec<i64> = (0..count as i64).map(|i| i * -3_000_000_000).collect();
+            let mut bytes = Vec::new();
+            write(&mut bytes, shape, &ints).expect("writing to memory");
+            assert_eq!(
+                parse_both(&bytes, Want::Integer).expect("reads back"),
+                (shape.to_vec(), Values::I64(ints))
+            );
+        }
+    }
+
+    #[test]
+    fn every_spelling_numpy_writes_or_reads_as_float32() {
+        let data = f32_bytes(&[1.5, -2.0]);
+        let headers = [
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }",
+            "{'descr': 'f4', 'fortran_order': False, 'shape': (2,), }",
+            "{'descr': '=f4', 'fortran_order': False, 'shape': (2,), }",
+            "{'descr': '|f4', 'fortran_order': False, 'shape': (2,), }",
+            "{'descr': u'<f4', 'fortran_order': False, 'shape': (2,), }",
+            "{u'descr': u'<f4', u'fortran_order': False, u'shape': (2L,)}",
+            "{\"descr\": \"<f4\", \"fortran_order\": False, \"shape\": (2,)}",
+            "{'shape': (2,), 'fortran_order': False, 'descr': '<f4'}",
+            "  {'descr':'<f4','fortran_order':False,'shape':(2 , ),}  \n",
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2), }",
+        ];
+        for header in headers {
+            let (shape, values) = parse_both(&with_header(header, &data), Want::Float32)
+                .unwrap_or_else(|error| panic!("{header}: {error:#}"));
+            assert_eq!(shape.iter().product::<usize>(), 2, "{header}");
+            assert_eq!(values, Values::F32(vec![1.5, -2.0]), "{header}");
+        }
+        let big: Vec<u8> = [1.5f32, -2.0]
+            .iter()
+            .flat_map(|value| value.to_be_bytes())
+            .collect();
+        let header = "{'descr': '>f4', 'fortran_order': False, 'shape': (2,), }";
+        assert_eq!(
+            parse_both(&with_header(header, &big), Want::Float32)
+                .expect(">f4")
+                .1,
+            Values::F32(vec![1.5, -2.0])
+        );
+    }
+
+    #[test]
+    fn versions_two_and_three() {
+        let data = f32_bytes(&[7.0]);
+        for version in [2u8, 3] {
+            let header = "{'descr': '<f4', 'fortran_order': False, 'shape': (), }\n";
+            let mut bytes = MAGIC.to_vec();
+            bytes.extend_from_slice(&[version, 0]);
+            bytes.extend_from_slice(&(header.len() as u32).to_le_bytes());
+            bytes.extend_from_slice(header.as_bytes());
+            bytes.extend_from_slice(&data);
+            assert_eq!(
+                parse_both(&bytes, Want::Float32).expect("reads"),
+                (vec![], Values::F32(vec![7.0]))
+            );
+        }
+        let mut bytes = npy("<f4", &[1], &data);
+        bytes[6] = 4;
+        assert!(error(&bytes).contains("version 4.0"));
+    }
+
+    #[test]
+    fn other_dtypes_are_named() {
+        for (descr, named) in [
+            ("<f8", "float64 ('<f8')"),
+            ("<f2", "float16 ('<f2')"),
+            ("<i4", "int32 ('<i4')"),
+            ("|u1", "uint8 ('|u1')"),
+            ("|b1", "bool ('|b1')"),
+            ("<c8", "complex64 ('<c8')"),
+            ("|O", "Python objects ('|O')"),
+            ("<U5", "strings ('<U5')"),
+            ("<M8[ns]", "datetime64 ('<M8[ns]')"),
+            ("float32", "an unknown dtype"),
+        ] {
+            let message = error(&npy(descr, &[1], &[0; 8]));
+            assert!(message.contains(named), "{descr}: {message}");
+            assert!(message.contains(NEED_F32), "{descr}: {message}");
+        }
+        let structured =
+            "{'descr': [('a', '<f4'), ('b', '<f4')], 'fortran_order': False, 'shape': (1,), }";
+        let message = error(&with_header(structured, &[0; 8]));
+        assert!(message.contains("structured dtype"), "{message}");
+        let fortran = "{'descr': '<f4', 'fortran_order': True, 'shape': (1, 1), }";
+        assert!(error(&with_header(fortran, &[0; 4])).contains("Fortran order"));
+    }
+
+    #[test]
+    fn integer_dtypes_widen_to_int64() {
+        let cases: [(&str, Vec<u8>, Vec<i64>); 8] = [
+            ("|i1", vec![0xff, 0x7f], vec![-1, 127]),
+            ("|u1", vec![0xff, 0x00], vec![255, 0]),
+            ("<i2", vec![0x00, 0x80, 0x01, 0x00], vec![-32768, 1]),
+            (">i2", vec![0x80, 0x00, 0x00, 0x01], vec![-32768, 1]),
+            ("<u2", vec![0xff, 0xff, 0x02, 0x00], vec![65535, 2]),
+            (
+                "<i4",
+                [-5i32, 7].iter().flat_map(|v| v.to_le_bytes()).collect(),
+                vec![-5, 7],
+            ),
+            (
+                ">u4",
+                [4_000_000_000u32, 3]
+                    .iter()
+                    .flat_map(|v| v.to_be_bytes())
+                    .collect(),
+                vec![4_000_000_000, 3],
+            ),
+            (
+                "<u8",
+                [u64::MAX / 2, 9]
+                    .iter()
+                    .flat_map(|v| v.to_le_bytes())
+                    .collect(),
+                vec![i64::MAX, 9],
+            ),
+        ];
+        for (descr, data, want) in cases {
+            assert_eq!(
+                parse_both(&npy(descr, &[2], &data), Want::Integer)
+                    .unwrap_or_else(|error| panic!("{descr}: {error:#}"))
+                    .1,
+                Values::I64(want),
+                "{descr}"
+            );
+        }
+        let too_big: Vec<u8> = [1u64, u64::MAX]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        let message = format!(
+            "{:#}",
+            parse_bytes(&npy("<u8", &[2], &too_big), Want::Integer).expect_err("beyond int64")
+        );
+        assert!(message.contains("flat index 1"), "{message}");
+        let message = format!(
+            "{:#}",
+            parse_bytes(&npy("<f4", &[1], &[0; 4]), Want::Integer).expect_err("float32")
+        );
+        assert!(
+            message.contains("float32 ('<f4')") && message.contains("integer"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn malformed_headers_are_errors() {
+        for header in [
+            "",
+            "{",
+            "{}",
+            "[]",
+            "{'descr': '<f4', 'fortran_order': False}",
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'x': 1}",
+            "{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (2,)}",
+            "{'descr': '<f4', 'fortran_order': 0, 'shape': (2,)}",
+            "{'descr': '<f4', 'fortran_order': Falsey, 'shape': (2,)}",
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (2)}",
+            "{'descr': '<f4', 'fortran_order': False, 'shape': [2]}",
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (-2,)}",
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (2,,)}",
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (,)}",
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (2.0,)}",
+            "{'descr': '<f\\x34', 'fortran_order': False, 'shape': (2,)}",
+            "{'descr': '<f4, 'fortran_order': False, 'shape': (2,)}",
+            "{'descr': '<f4' 'fortran_order': False, 'shape': (2,)}",
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (2,)} x",
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,)}",
+        ] {
+            let message = error(&with_header(header, &[0; 8]));
+            assert!(
+                message.starts_with("x.npy ") && !message.contains('\n'),
+                "{header}: {message}"
+            );
+        }
+    }
+
+    #[test]
+    fn sizes_are_checked_before_anything_is_allocated() {
+        let shaped = |shape: &str, data: &[u8]| {
+            with_header(
+                &format!("{{'descr': '<f4', 'fortran_order': False, 'shape': {shape}, }}"),
+                data,
+            )
+        };
+        let message = error(&shaped("(9223372036854775809, 2)", &[0; 8]));
+        assert!(message.contains("2^64 elements"), "{message}");
+        let message = error(&shaped("(4611686018427387904, 2)", &[0; 8]));
+        assert!(message.contains("2^64 bytes"), "{message}");
+        let message = error(&shaped("(1000000000000, 4)", &[0; 8]));
+        assert!(
+            message.contains("truncated") && message.contains("16000000000000 bytes"),
+            "{message}"
+        );
+        let message = error(&shaped("(3,)", &[0; 8]));
+        assert!(message.contains("truncated"), "{message}");
+        let message = error(&shaped("(1,)", &[0; 8]));
+        assert!(
+            message.contains("after the data") || message.contains("more bytes"),
+            "{message}"
+        );
+        // Empty arrays may have huge axes: no data, nothing to allocate.
+        assert_eq!(
+            parse_both(&shaped("(1000000000000, 0, 4)", &[]), Want::Float32).expect("empty"),
+            (vec![1_000_000_000_000, 0, 4], Values::F32(vec![]))
+        );
+        // A header over NumPy's limit is refused from its length alone.
+        let mut bytes = MAGIC.to_vec();
+        bytes.extend_from_slice(&[2, 0]);
+        bytes.extend_from_slice(&u32::MAX.to_le_bytes());
+        let message = error(&bytes);
+        assert!(message.contains("10000 bytes"), "{message}");
+    }
+
+    #[test]
+    fn files_devices_and_directories() {
+        let directory = tempfile::tempdir().expect("a scratch directory");
+        let path = directory.path().join("ids.npy");
+        let ids: Vec<u8> = [3i16, -1, 7].iter().flat_map(|v| v.to_le_bytes()).collect();
+        std::fs::write(&path, npy("<i2", &[3], &ids)).expect("writing ids");
+        let read = IntArray::read(&path).expect("int16 reads as integers");
+        assert_eq!((read.shape, read.data), (vec![3], vec![3, -1, 7]));
+        let message = format!(
+            "{:#}",
+            Array::read(&path).err().expect("int16 is not float32")
+        );
+        assert!(message.contains("ids.npy holds int16 ('<i2')"), "{message}");
+        let message = format!(
+            "{:#}",
+            Array::read(directory.path()).err().expect("a directory")
+        );
+        assert!(message.contains("cannot read"), "{message}");
+        if cfg!(unix) {
+            let start = Instant::now();
+            let message = format!(
+                "{:#}",
+                Array::read(Path::new("/dev/zero")).err().expect("zeros")
+            );
+            assert!(
+                message.contains("/dev/zero is not a .npy file"),
+                "{message}"
+            );
+            assert!(start.elapsed() < Duration::from_secs(1));
+        }
+    }
+
+    /// A source that never ends, counting what is read from it.
+    struct Endless {
+        prefix: Vec<u8>,
+        read: usize,
+    }
+
+    impl Read for Endless {
+        fn read(&mut self, buffer: &mut [u8]) -> io::Result<usize> {
+            for (index, byte) in buffer.iter_mut().enumerate() {
+                *byte = self.prefix.get(self.read + index).copied().unwrap_or(0);
+            }
+            self.read += buffer.len();
+            Ok(buffer.len())
+        }
+    }
+
+    #[test]
+    fn endless_sources_are_read_no_further_than_the_header_says() {
+        let mut zeros = Endless {
+            prefix: vec![],
+            read: 0,
+        };
+        let message = format!(
+            "{:#}",
+            parse(&mut zeros, None, "/dev/zero", Want::Float32).expect_err("zeros")
+        );
+        assert!(
+            message.contains("/dev/zero is not a .npy file"),
+            "{message}"
+        );
+        assert!(zeros.read <= 8, "read {} bytes", zeros.read);
+
+        let prefix = npy("<f4", &[1000], &[]);
+        let mut stream = Endless {
+            read: 0,
+            prefix: prefix.clone(),
+        };
+        let message = format!(
+            "{:#}",
+            parse(&mut stream, None, "pipe", Want::Float32).expect_err("too long")
+        );
+        assert!(message.contains("more bytes"), "{message}");
+        assert!(
+            stream.read <= prefix.len() + 4001,
+            "read {} bytes",
+            stream.read
+        );
+    }
+
+    #[test]
+    fn nested_headers_fail_fast() {
+        let start = Instant::now();
+        let nested = |depth: usize| format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+        let headers = [
+            format!(
+                "{{'descr': '<f4', 'fortran_order': False, 'shape': (1,), 'x': {}}}",
+                nested(24)
+            ),
+            format!(
+                "{{'x': {}, 'descr': '<f4', 'fortran_order': False, 'shape': (1,)}}",
+                nested(5000)
+            ),
+            format!(
+                "{{'descr': {}, 'fortran_order': False, 'shape': (1,)}}",
+                nested(12)
+            ),
+            format!(
+                "{{'descr': [('a', {}'<f4'{})], 'fortran_order': False, 'shape': (1,)}}",
+                "[('b', ".repeat(12),
+                ")]".repeat(12)
+            ),
+            format!(
+                "{{'descr': '<f4', 'fortran_order': False, 'shape': {}1,{}}}",
+                "(".repeat(24),
+                ")".repeat(24)
+            ),
+        ];
+        for header in &headers {
+            let message = error(&with_header(header, &[0; 4]));
+            assert!(!message.contains('\n'), "{message}");
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            start.elapsed()
+        );
+    }
+
+    /// A small seeded generator (xorshift), so the fuzz is the same on every run.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+
+        fn below(&mut self, bound: usize) -> usize {
+            (self.next() % bound.max(1) as u64) as usize
+        }
+    }
+
+    /// One random change to a valid file whose last `data` bytes are its data.
+    fn mutate(rng: &mut Rng, valid: &[u8], data: usize) -> Vec<u8> {
+        let mut bytes = valid.to_vec();
+        let header_end = bytes.len().min(128);
+        match rng.below(7) {
+            // Flip a few bytes, mostly in the header.
+            0 => {
+                for _ in 0..1 + rng.below(4) {
+                    let at = rng.below(header_end);
+                    bytes[at] ^= 1 << rng.below(8);
+                }
+            }
+            // Overwrite a byte with one the grammar cares about.
+            1 => {
+                let specials = b"{}()[],:'\"uLTF0123456789 \n\\<>=|";
+                let at = rng.below(header_end);
+                bytes[at] = specials[rng.below(specials.len())];
+            }
+            // Truncate anywhere.
+            2 => bytes.truncate(rng.below(bytes.len() + 1)),
+            // Change the header length.
+            3 => {
+                let length = match rng.below(4) {
+                    0 => rng.below(70) as u16,
+                    1 => u16::MAX,
+                    2 => 10_001,
+                    _ => (rng.next() & 0xffff) as u16,
+                };
+                bytes[8..10].copy_from_slice(&length.to_le_bytes());
+            }
+            // Edit the shape to huge, zero or odd dimensions.
+            4 => {
+                let dims = [
+                    "0",
+                    "1",
+                    "3",
+                    "18446744073709551615",
+                    "18446744073709551616",
+                    "9223372036854775809",
+                    "4611686018427387904",
+                    "1000000000000",
+                ];
+                let rank = rng.below(4);
+                let shape: Vec<&str> = (0..rank).map(|_| dims[rng.below(dims.len())]).collect();
+                let shape = format!("({}{})", shape.join(", "), if rank == 1 { "," } else { "" });
+                let header =
+                    format!("{{'descr': '<f4', 'fortran_order': False, 'shape': {shape}, }}");
+                bytes = with_header(&header, &valid[valid.len() - data..]);
+            }
+            // Append or remove data bytes.
+            5 => {
+                if rng.below(2) == 0 {
+                    bytes.extend((0..rng.below(9)).map(|_| rng.next() as u8));
+                } else {
+                    let keep = bytes.len().saturating_sub(1 + rng.below(8));
+                    bytes.truncate(keep);
+                }
+            }
+            // Change the version.
+            _ => {
+                bytes[6] = rng.below(5) as u8;
+                bytes[7] = rng.below(2) as u8;
+            }
+        }
+        bytes
+    }
+
+    #[test]
+    fn fuzzed_files_never_panic_hang_or_overread() {
+        let valid: Vec<(Vec<u8>, usize)> = [&[][..], &[3], &[2, 3], &[2, 1, 2]]
+            .iter()
+            .map(|shape| {
+                let data: Vec<f32> = (0..shape.iter().product()).map(|i| i as f32).collect();
+                let mut bytes = Vec::new();
+                write(&mut bytes, shape, &data).expect("writing to memory");
+                (bytes, data.len() * 4)
+            })
+            .collect();
+        let mut rng = Rng(0x6e70_795f_6675_7a7a);
+        let start = Instant::now();
+        let (mut accepted, mut refused) = (0, 0);
+        for case in 0..4000 {
+            let (original, data) = &valid[case % valid.len()];
+            let bytes = mutate(&mut rng, original, *data);
+            let before = Instant::now();
+            for want in [Want::Float32, Want::Integer] {
+                for size in [Some(bytes.len() as u64), None] {
+                    match parse(&mut &bytes[..], size, "fuzz.npy", want) {
+                        Ok((shape, values)) => {
+                            accepted += 1;
+                            let item = if want == Want::Float32 { 4 } else { 1 };
+                            assert!(values.len() * item <= bytes.len(), "case {case}: {bytes:?}");
+                            assert_eq!(shape.iter().product::<usize>(), values.len());
+                        }
+                        Err(error) => {
+                            refused += 1;
+                            let message = format!("{error:#}");
+                            assert!(
+                                message.contains("fuzz.npy") && !message.contains('\n'),
+                                "case {case}: {message}"
+                            );
+                        }
+                    }
+                }
+            }
+            assert!(
+                before.elapsed() < Duration::from_millis(200),
+                "case {case} took {:?}: {bytes:?}",
+                before.elapsed()
+            );
+        }
+        assert!(
+            accepted > 100 && refused > 1000,
+            "{accepted} accepted, {refused} refused"
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            start.elapsed()
+        );
+    }
 }

@@ -7,7 +7,8 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use wgcompute::{AdamConfig, Session, Tensor, MAX_RANK};
 
-use crate::npy::{write_npy, Array};
+use crate::npy::Array;
+use crate::outputs::{Contents, Outputs};
 use crate::GlobalOptions;
 
 #[derive(Subcommand)]
@@ -141,40 +142,26 @@ pub fn run(global: &GlobalOptions, command: &OpCommand) -> Result<()> {
     }
 }
 
-/// A result read back from the device, waiting to be written.
-enum Output {
-    F32(Vec<usize>, Vec<f32>),
-    I64(Vec<usize>, Vec<i64>),
+/// A float32 result read back from the device.
+fn f32_contents(tensor: &Tensor) -> Result<Contents> {
+    Ok(Contents::F32(tensor.shape().to_vec(), tensor.to_vec()?))
 }
 
-impl Output {
-    fn f32(tensor: &Tensor) -> Result<Output> {
-        Ok(Output::F32(tensor.shape().to_vec(), tensor.to_vec()?))
-    }
-
-    fn write(&self, path: &Path) -> Result<()> {
-        match self {
-            Output::F32(shape, data) => write_npy(path, shape, data),
-            Output::I64(shape, data) => write_npy(path, shape, data),
-        }
-    }
+/// The outputs of a command that writes one file, given by -o.
+fn single_output(path: &Path) -> Result<Outputs> {
+    Outputs::plan(&[("-o".to_string(), path)])
 }
 
-/// Opens a session, runs `work` in it, closes it, then writes each output to its path.
+/// Opens a session, runs `work` in it, closes it, then writes the results to the planned outputs, all or none.
 fn compute(
     global: &GlobalOptions,
-    work: impl FnOnce(&Session) -> Result<Vec<Output>>,
-    paths: &[&Path],
+    outputs: Outputs,
+    work: impl FnOnce(&Session) -> Result<Vec<Contents>>,
 ) -> Result<()> {
     let session = Session::open(global.session_options()?)?;
-    let outputs = work(&session);
+    let results = work(&session);
     session.close();
-    let outputs = outputs?;
-    debug_assert_eq!(outputs.len(), paths.len());
-    for (output, path) in outputs.iter().zip(paths) {
-        output.write(path)?;
-    }
-    Ok(())
+    outputs.write(&results?)
 }
 
 /// The [rows, cols] an operand of matmul multiplies as, after its optional transpose, and its batch size.
@@ -196,6 +183,7 @@ fn matmul_operand(array: &Array, transpose: bool) -> Result<(Option<usize>, usiz
 }
 
 fn matmul(global: &GlobalOptions, args: &MatmulArgs) -> Result<()> {
+    let outputs = single_output(&args.output)?;
     let a = Array::read(&args.a)?;
     let b = Array::read(&args.b)?;
     let (batch_a, _, inner_a) = matmul_operand(&a, args.transpose_a)?;
@@ -218,17 +206,13 @@ fn matmul(global: &GlobalOptions, args: &MatmulArgs) -> Result<()> {
             );
         }
     }
-    compute(
-        global,
-        |session| {
-            let product = a
-                .upload(session)?
-                .matmul_t(&b.upload(session)?, args.transpose_a, args.transpose_b)
-                .with_context(|| format!("matmul of {} and {}", a.name(), b.name()))?;
-            Ok(vec![Output::f32(&product)?])
-        },
-        &[&args.output],
-    )
+    compute(global, outputs, |session| {
+        let product = a
+            .upload(session)?
+            .matmul_t(&b.upload(session)?, args.transpose_a, args.transpose_b)
+            .with_context(|| format!("matmul of {} and {}", a.name(), b.name()))?;
+        Ok(vec![f32_contents(&product)?])
+    })
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -253,6 +237,7 @@ impl Reduction {
 }
 
 fn reduce(global: &GlobalOptions, args: &ReduceArgs, reduction: Reduction) -> Result<()> {
+    let outputs = single_output(&args.output)?;
     let input = Array::read(&args.input)?;
     let name = reduction.name();
     if let Some(axis) = args.axis {
@@ -264,31 +249,28 @@ fn reduce(global: &GlobalOptions, args: &ReduceArgs, reduction: Reduction) -> Re
             );
         }
     }
-    compute(
-        global,
-        |session| {
-            let tensor = input.upload(session)?;
-            let result = match reduction {
-                Reduction::Sum => tensor.sum(args.axis),
-                Reduction::Mean => tensor.mean(args.axis),
-                Reduction::Max => tensor.max(args.axis),
-                Reduction::Min => tensor.min(args.axis),
-                Reduction::Argmax => tensor.argmax(args.axis),
-            }
-            .with_context(|| format!("{name} of {}", input.name()))?;
-            let output = if reduction == Reduction::Argmax {
-                let indices = result.to_vec_u32()?.into_iter().map(i64::from).collect();
-                Output::I64(result.shape().to_vec(), indices)
-            } else {
-                Output::f32(&result)?
-            };
-            Ok(vec![output])
-        },
-        &[&args.output],
-    )
+    compute(global, outputs, |session| {
+        let tensor = input.upload(session)?;
+        let result = match reduction {
+            Reduction::Sum => tensor.sum(args.axis),
+            Reduction::Mean => tensor.mean(args.axis),
+            Reduction::Max => tensor.max(args.axis),
+            Reduction::Min => tensor.min(args.axis),
+            Reduction::Argmax => tensor.argmax(args.axis),
+        }
+        .with_context(|| format!("{name} of {}", input.name()))?;
+        let output = if reduction == Reduction::Argmax {
+            let indices = result.to_vec_u32()?.into_iter().map(i64::from).collect();
+            Contents::I64(result.shape().to_vec(), indices)
+        } else {
+            f32_contents(&result)?
+        };
+        Ok(vec![output])
+    })
 }
 
 fn rows(global: &GlobalOptions, args: &RowsArgs, log: bool) -> Result<()> {
+    let outputs = single_output(&args.output)?;
     let input = Array::read(&args.input)?;
     let name = if log { "log-softmax" } else { "softmax" };
     if input.shape.is_empty() {
@@ -297,23 +279,26 @@ fn rows(global: &GlobalOptions, args: &RowsArgs, log: bool) -> Result<()> {
             input.name()
         );
     }
-    compute(
-        global,
-        |session| {
-            let tensor = input.upload(session)?;
-            let result = if log {
-                tensor.log_softmax()
-            } else {
-                tensor.softmax()
-            }
-            .with_context(|| format!("{name} of {}", input.name()))?;
-            Ok(vec![Output::f32(&result)?])
-        },
-        &[&args.output],
-    )
+    compute(global, outputs, |session| {
+        let tensor = input.upload(session)?;
+        let result = if log {
+            tensor.log_softmax()
+        } else {
+            tensor.softmax()
+        }
+        .with_context(|| format!("{name} of {}", input.name()))?;
+        Ok(vec![f32_contents(&result)?])
+    })
 }
 
 fn softmax_xent(global: &GlobalOptions, args: &XentArgs) -> Result<()> {
+    let mut planned = vec![("-o".to_string(), args.output.as_path())];
+    planned.extend(
+        args.grad_out
+            .as_deref()
+            .map(|path| ("--grad-out".to_string(), path)),
+    );
+    let outputs = Outputs::plan(&planned)?;
     let logits = Array::read(&args.logits)?;
     let labels = Array::read(&args.labels)?;
     if logits.shape != labels.shape {
@@ -329,28 +314,66 @@ fn softmax_xent(global: &GlobalOptions, args: &XentArgs) -> Result<()> {
             logits.name()
         );
     }
-    let mut paths = vec![args.output.as_path()];
-    paths.extend(args.grad_out.as_deref());
-    compute(
-        global,
-        |session| {
-            let (loss, grad) = logits
-                .upload(session)?
-                .softmax_cross_entropy_with_logits(&labels.upload(session)?)
-                .with_context(|| {
-                    format!("softmax-xent of {} and {}", logits.name(), labels.name())
-                })?;
-            let mut outputs = vec![Output::f32(&loss)?];
-            if args.grad_out.is_some() {
-                outputs.push(Output::f32(&grad)?);
-            }
-            Ok(outputs)
-        },
-        &paths,
-    )
+    compute(global, outputs, |session| {
+        let (loss, grad) = logits
+            .upload(session)?
+            .softmax_cross_entropy_with_logits(&labels.upload(session)?)
+            .with_context(|| format!("softmax-xent of {} and {}", logits.name(), labels.name()))?;
+        let mut results = vec![f32_contents(&loss)?];
+        if args.grad_out.is_some() {
+            results.push(f32_contents(&grad)?);
+        }
+        Ok(results)
+    })
+}
+
+/// Adam's settings from the flags, each checked and named when out of range.
+fn adam_config(args: &AdamArgs) -> Result<AdamConfig> {
+    let defaults = AdamConfig::default();
+    let config = AdamConfig {
+        lr: args.lr.unwrap_or(defaults.lr),
+        beta1: args.beta1.unwrap_or(defaults.beta1),
+        beta2: args.beta2.unwrap_or(defaults.beta2),
+        epsilon: args.eps.unwrap_or(defaults.epsilon),
+        ..defaults
+    };
+    if !(config.lr.is_finite() && config.lr > 0.0) {
+        bail!(
+            "adam: --lr must be a finite number above 0; got {}",
+            config.lr
+        );
+    }
+    for (flag, beta) in [("--beta1", config.beta1), ("--beta2", config.beta2)] {
+        if !(0.0..1.0).contains(&beta) {
+            bail!("adam: {flag} must be in [0, 1); got {beta}");
+        }
+    }
+    if !(config.epsilon.is_finite() && config.epsilon >= 0.0) {
+        bail!(
+            "adam: --eps must be a finite number, 0 or more; got {}",
+            config.epsilon
+        );
+    }
+    Ok(config)
 }
 
 fn adam(global: &GlobalOptions, args: &AdamArgs) -> Result<()> {
+    if args.step == 0 {
+        bail!("adam: --step counts from 1; 0 is not a step");
+    }
+    let config = adam_config(args)?;
+    let mut planned = vec![("-o".to_string(), args.output.as_path())];
+    planned.extend(
+        args.m_out
+            .as_deref()
+            .map(|path| ("--m-out".to_string(), path)),
+    );
+    planned.extend(
+        args.v_out
+            .as_deref()
+            .map(|path| ("--v-out".to_string(), path)),
+    );
+    let outputs = Outputs::plan(&planned)?;
     let param = Array::read(&args.param)?;
     let grads = Array::read(&args.grads)?;
     let m = args.m.as_deref().map(Array::read).transpose()?;
@@ -377,48 +400,48 @@ fn adam(global: &GlobalOptions, args: &AdamArgs) -> Result<()> {
             );
         }
     }
-    if args.step == 0 {
-        bail!("adam: --step counts from 1; 0 is not a step");
+    let last_step = u64::try_from(updates.saturating_sub(1))
+        .ok()
+        .and_then(|later| args.step.checked_add(later));
+    if last_step.is_none() {
+        bail!(
+            "adam: --step {} with the {updates} updates in {} counts past {}",
+            args.step,
+            grads.described(),
+            u64::MAX
+        );
     }
-    let defaults = AdamConfig::default();
-    let config = AdamConfig {
-        lr: args.lr.unwrap_or(defaults.lr),
-        beta1: args.beta1.unwrap_or(defaults.beta1),
-        beta2: args.beta2.unwrap_or(defaults.beta2),
-        epsilon: args.eps.unwrap_or(defaults.epsilon),
-        ..defaults
-    };
-    let mut paths = vec![args.output.as_path()];
-    paths.extend(args.m_out.as_deref());
-    paths.extend(args.v_out.as_deref());
-    compute(
-        global,
-        |session| {
-            let state = |array: &Option<Array>| match array {
-                Some(array) => array.upload(session),
-                None => Ok(session.zeros(&param.shape)?),
-            };
-            let p = param.upload(session)?;
-            let (m_tensor, v_tensor) = (state(&m)?, state(&v)?);
-            let size = param.data.len();
-            for update in 0..updates {
-                let slice = &grads.data[update * size..(update + 1) * size];
-                let grad = session
-                    .upload(slice, &param.shape)
-                    .with_context(|| format!("uploading {}", grads.name()))?;
-                let step = args.step + update as u64;
-                p.adam_update_(&grad, &m_tensor, &v_tensor, step, &config)
-                    .with_context(|| format!("adam step {step} of {}", param.name()))?;
-            }
-            let mut outputs = vec![Output::f32(&p)?];
-            if args.m_out.is_some() {
-                outputs.push(Output::f32(&m_tensor)?);
-            }
-            if args.v_out.is_some() {
-                outputs.push(Output::f32(&v_tensor)?);
-            }
-            Ok(outputs)
-        },
-        &paths,
-    )
+    // An empty parameter is its own update, however many there are: nothing to compute, nothing to loop over.
+    let size = param.data.len();
+    let updates = if size == 0 { 0 } else { updates };
+    compute(global, outputs, |session| {
+        let state = |array: &Option<Array>| match array {
+            Some(array) => array.upload(session),
+            None => Ok(session.zeros(&param.shape)?),
+        };
+        let p = param.upload(session)?;
+        let (m_tensor, v_tensor) = (state(&m)?, state(&v)?);
+        // The reader checked that grads holds exactly updates × size elements.
+        for (update, slice) in grads
+            .data
+            .chunks_exact(size.max(1))
+            .take(updates)
+            .enumerate()
+        {
+            let grad = session
+                .upload(slice, &param.shape)
+                .with_context(|| format!("uploading {}", grads.name()))?;
+            let step = args.step + update as u64;
+            p.adam_update_(&grad, &m_tensor, &v_tensor, step, &config)
+                .with_context(|| format!("adam step {step} of {}", param.name()))?;
+        }
+        let mut results = vec![f32_contents(&p)?];
+        if args.m_out.is_some() {
+            results.push(f32_contents(&m_tensor)?);
+        }
+        if args.v_out.is_some() {
+            results.push(f32_contents(&v_tensor)?);
+        }
+        Ok(results)
+    })
 }

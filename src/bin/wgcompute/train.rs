@@ -9,7 +9,8 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use wgcompute::{Adam, AdamConfig, Linear, Mlp, Optimizer, Session, Tape, Tensor};
 
-use crate::npy::{write_npy, Array};
+use crate::npy::Array;
+use crate::outputs::{Contents, Outputs};
 use crate::GlobalOptions;
 
 #[derive(Args)]
@@ -68,11 +69,45 @@ enum Model {
     Mlp(Mlp),
 }
 
+/// The files `train` writes, in the order its results come: --losses, --save, then each hidden layer's weights
+/// and bias beside --save.
+fn planned_outputs(args: &TrainArgs) -> Vec<(String, PathBuf)> {
+    let mut planned = vec![
+        ("--losses".to_string(), args.losses.clone()),
+        ("--save".to_string(), args.save.clone()),
+    ];
+    for index in 0..args.hidden.len() {
+        for suffix in [format!("hidden{index}"), format!("hidden{index}_bias")] {
+            planned.push((
+                format!("--save's {suffix} file"),
+                sibling(&args.save, &suffix),
+            ));
+        }
+    }
+    planned
+}
+
 pub fn run(global: &GlobalOptions, args: &TrainArgs) -> Result<()> {
+    if !(args.lr.is_finite() && args.lr > 0.0) {
+        bail!("--lr must be a finite number above 0; got {}", args.lr);
+    }
+    if args.hidden.contains(&0) {
+        bail!("--hidden sizes must be at least 1");
+    }
+    if args.steps == Some(0) {
+        bail!("--steps must be at least 1");
+    }
+    let planned = planned_outputs(args);
+    let outputs = Outputs::plan(
+        &planned
+            .iter()
+            .map(|(option, path)| (option.clone(), path.as_path()))
+            .collect::<Vec<_>>(),
+    )?;
     let x = Array::read(&args.inputs)?;
     let y = Array::read(&args.targets)?;
     let (x_steps, x_batch, inputs) = expect_rank3(&x)?;
-    let (y_steps, y_batch, outputs) = expect_rank3(&y)?;
+    let (y_steps, y_batch, outputs_width) = expect_rank3(&y)?;
     if x_steps != y_steps || x_batch != y_batch {
         bail!(
             "{} and {} must agree in steps and batch",
@@ -80,8 +115,16 @@ pub fn run(global: &GlobalOptions, args: &TrainArgs) -> Result<()> {
             y.described()
         );
     }
+    for array in [&x, &y] {
+        if array.shape.contains(&0) {
+            bail!(
+                "{} has an empty axis; train needs at least one step, one row and one feature",
+                array.described()
+            );
+        }
+    }
     let steps = args.steps.unwrap_or(x_steps);
-    if steps == 0 || steps > x_steps {
+    if steps > x_steps {
         bail!(
             "--steps {steps} must be between 1 and the {x_steps} steps in {}",
             x.name()
@@ -90,8 +133,8 @@ pub fn run(global: &GlobalOptions, args: &TrainArgs) -> Result<()> {
     let init = args.init.as_deref().map(Array::read).transpose()?;
     let last_width = args.hidden.last().copied().unwrap_or(inputs);
     match &init {
-        Some(w0) if w0.shape != [last_width, outputs] => bail!(
-            "{} must be [{last_width}, {outputs}] to map {} to {}",
+        Some(w0) if w0.shape != [last_width, outputs_width] => bail!(
+            "{} must be [{last_width}, {outputs_width}] to map {} to {}",
             w0.described(),
             if args.hidden.is_empty() {
                 x.described()
@@ -103,8 +146,10 @@ pub fn run(global: &GlobalOptions, args: &TrainArgs) -> Result<()> {
         None if args.hidden.is_empty() => bail!("--init is required without --hidden"),
         _ => {}
     }
-    if args.hidden.contains(&0) {
-        bail!("--hidden sizes must be at least 1");
+    x.expect_finite("train")?;
+    y.expect_finite("train")?;
+    if let Some(w0) = &init {
+        w0.expect_finite("train")?;
     }
 
     let session = Session::open(global.session_options()?)?;
@@ -115,26 +160,23 @@ pub fn run(global: &GlobalOptions, args: &TrainArgs) -> Result<()> {
         &y,
         init.as_ref(),
         steps,
-        (x_batch, inputs, outputs),
+        (x_batch, inputs, outputs_width),
     );
     session.close();
     let (losses, layers, seconds) = outcome?;
 
-    write_npy(&args.losses, &[losses.len()], &losses)?;
-    let (output_layer, hidden_layers) =
-        layers.split_last().context("a model has an output layer")?;
-    write_npy(&args.save, &output_layer.0, &output_layer.1)?;
-    for (index, (shape, data, bias)) in hidden_layers.iter().map(|(s, d, b)| (s, d, b)).enumerate()
-    {
-        write_npy(&sibling(&args.save, &format!("hidden{index}")), shape, data)?;
-        if let Some(bias) = bias {
-            write_npy(
-                &sibling(&args.save, &format!("hidden{index}_bias")),
-                &[bias.len()],
-                bias,
-            )?;
-        }
+    let mut layers = layers.into_iter();
+    let (shape, data, _) = layers.next_back().context("a model has an output layer")?;
+    let mut results = vec![
+        Contents::F32(vec![losses.len()], losses.clone()),
+        Contents::F32(shape, data),
+    ];
+    for (shape, data, bias) in layers {
+        let bias = bias.context("a hidden layer has a bias")?;
+        results.push(Contents::F32(shape, data));
+        results.push(Contents::F32(vec![bias.len()], bias));
     }
+    outputs.write(&results)?;
     if args.json {
         let report = serde_json::json!({
             "steps": steps,
