@@ -2,9 +2,11 @@
 
 use std::ffi::OsStr;
 use std::fs;
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use npyz::WriterBuilder;
 
@@ -49,6 +51,114 @@ impl Scratch {
         let path = self.path(name);
         write_npy(&path, shape, data, npyz::Order::C);
         path
+    }
+
+    /// Writes raw bytes (a crafted file) and returns the path.
+    pub fn write_bytes(&self, name: &str, bytes: &[u8]) -> PathBuf {
+        let path = self.path(name);
+        fs::write(&path, bytes).expect("writing a crafted file");
+        path
+    }
+
+    /// Runs the binary, killing it and failing the test if it runs past `limit`. With `file_blocks`, runs it
+    /// under `ulimit -f` (512-byte blocks with dash, 1024 with bash), so that writing a large file fails.
+    pub fn run_within<S: AsRef<OsStr>>(
+        &self,
+        args: &[S],
+        limit: Duration,
+        file_blocks: Option<u64>,
+    ) -> Output {
+        let mut command = match file_blocks {
+            Some(blocks) => {
+                let mut command = Command::new("sh");
+                command
+                    .arg("-c")
+                    .arg(format!("ulimit -f {blocks} && exec \"$0\" \"$@\""))
+                    .arg(env!("CARGO_BIN_EXE_wgcompute"));
+                command
+            }
+            None => Command::new(env!("CARGO_BIN_EXE_wgcompute")),
+        };
+        let mut child = command
+            .args(args)
+            .env("WGCOMPUTE_ADAPTER", "vulkan")
+            .env("XDG_RUNTIME_DIR", &self.xdg)
+            .env("MESA_SHADER_CACHE_DISABLE", "true")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the binary starts");
+        let drain = |pipe: Option<Box<dyn Read + Send>>| {
+            std::thread::spawn(move || {
+                let mut bytes = Vec::new();
+                if let Some(mut pipe) = pipe {
+                    let _ = pipe.read_to_end(&mut bytes);
+                }
+                bytes
+            })
+        };
+        let stdout = drain(child.stdout.take().map(|pipe| Box::new(pipe) as _));
+        let stderr = drain(child.stderr.take().map(|pipe| Box::new(pipe) as _));
+        let start = Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("waiting for the binary") {
+                break status;
+            }
+            if start.elapsed() > limit {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("{:?} ran past {limit:?}", shown(args));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        Output {
+            status,
+            stdout: stdout.join().expect("stdout"),
+            stderr: stderr.join().expect("stderr"),
+        }
+    }
+
+    /// Runs a command that must fail within `limit` with exit status 1 (not a signal: no abort), no panic, and
+    /// exactly one error line, naming each of `names`; returns that line.
+    pub fn fails_within<S: AsRef<OsStr>>(
+        &self,
+        args: &[S],
+        limit: Duration,
+        names: &[&str],
+    ) -> String {
+        self.fails_checked(self.run_within(args, limit, None), args, names)
+    }
+
+    /// As `fails_within`, for an output already obtained.
+    pub fn fails_checked<S: AsRef<OsStr>>(
+        &self,
+        output: Output,
+        args: &[S],
+        names: &[&str],
+    ) -> String {
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        assert_eq!(
+            output.status.code(),
+            Some(1),
+            "{:?}: {:?}, {stderr}",
+            shown(args),
+            output.status
+        );
+        assert!(!stderr.contains("panicked"), "{:?}: {stderr}", shown(args));
+        let errors: Vec<&str> = stderr
+            .lines()
+            .filter(|line| line.starts_with("wgcompute:"))
+            .collect();
+        assert_eq!(errors.len(), 1, "{:?}: {stderr}", shown(args));
+        for name in names {
+            assert!(
+                errors[0].contains(name),
+                "{:?}: the error does not name {name}: {stderr}",
+                shown(args)
+            );
+        }
+        errors[0].to_string()
     }
 
     pub fn run<S: AsRef<OsStr>>(&self, args: &[S]) -> Output {
@@ -114,6 +224,28 @@ impl Drop for Scratch {
     fn drop(&mut self) {
         let _ = fs::remove_dir_all(&self.root);
     }
+}
+
+/// A version 1.0 .npy with exactly this header text, then `data`.
+pub fn npy_bytes(header: &str, data: &[u8]) -> Vec<u8> {
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    let length = u16::try_from(header.len()).expect("a header under 64 KiB");
+    bytes.extend_from_slice(&length.to_le_bytes());
+    bytes.extend_from_slice(header.as_bytes());
+    bytes.extend_from_slice(data);
+    bytes
+}
+
+/// The header NumPy writes, with `descr` and `shape` as Python source: `'<f4'`, `(2, 3)`.
+pub fn npy_header(descr: &str, shape: &str) -> String {
+    format!("{{'descr': {descr}, 'fortran_order': False, 'shape': {shape}, }}\n")
+}
+
+pub fn f32_bytes(values: &[f32]) -> Vec<u8> {
+    values
+        .iter()
+        .flat_map(|value| value.to_le_bytes())
+        .collect()
 }
 
 pub fn shown<S: AsRef<OsStr>>(args: &[S]) -> Vec<String> {
