@@ -111,8 +111,12 @@ fn ignore_file_size_signal() {
     }
 }
 
-/// Parses a byte count with an optional unit (4GiB, 512MiB, 1000).
+/// Parses a byte count with an optional unit (4GiB, 512MiB, 1000, 0). Unlike a memory limit, a bare integer
+/// of any size is bytes here: nothing else could be meant.
 pub fn parse_bytes(text: &str) -> Result<u64, String> {
+    if let Ok(bytes) = text.trim().parse::<u64>() {
+        return Ok(bytes);
+    }
     match text.parse::<MemoryLimit>() {
         Ok(MemoryLimit::Bytes(bytes)) => Ok(bytes),
         Ok(MemoryLimit::Fraction(_)) => {
