@@ -4,7 +4,7 @@
 mod common;
 
 use common::cli::{read_f32, read_npy, write_npy, Scratch};
-use common::Rng;
+use common::{widen, Rng};
 use std::ffi::OsStr;
 use std::fs;
 
@@ -16,10 +16,6 @@ fn assert_close(what: &str, got: &[f32], want: &[f64], tolerance: f64) {
         &got[..got.len().min(8)],
         &want[..want.len().min(8)]
     );
-}
-
-fn widen(data: &[f32]) -> Vec<f64> {
-    data.iter().map(|&x| x as f64).collect()
 }
 
 // --- matmul ---

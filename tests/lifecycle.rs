@@ -2,12 +2,12 @@
 
 mod common;
 
-use common::{backends, memory_lock, open, resident, Rng, MIB};
-use wgcompute::{AdapterSelector, Error, Session, SessionOptions};
+use common::{backends, for_each_backend, memory_lock, resident, Backend, Rng, MIB};
+use wgcompute::{Error, Session};
 
 /// One job: open, fill a buffer, compute over it, check a value, close. Returns the resident memory after close.
-fn cycle(selector: &AdapterSelector, bytes: u64, value: f32) -> u64 {
-    let session = open(selector);
+fn cycle(backend: &Backend, bytes: u64, value: f32) -> u64 {
+    let session = backend.open();
     let elements = (bytes / 4) as usize;
     let tensor = session.full(&[elements], value).expect("fill");
     tensor.scale_add_(2.0, 1.0).expect("compute");
@@ -26,37 +26,34 @@ fn cycle(selector: &AdapterSelector, bytes: u64, value: f32) -> u64 {
 #[test]
 fn many_open_fill_compute_close_cycles_leave_memory_flat() {
     let _serial = memory_lock();
-    for selector in backends() {
+    for_each_backend(|backend| {
         // GL contexts cost more to create on llvmpipe; fewer cycles still show a leak of any size that matters.
-        let cycles = if matches!(selector, AdapterSelector::Backend(wgpu::Backend::Gl)) {
-            40
-        } else {
-            200
-        };
-        let after_first = cycle(&selector, 256 * MIB, 0.0);
+        let cycles = if backend.is_gl() { 40 } else { 200 };
+        let after_first = cycle(backend, 256 * MIB, 0.0);
         let mut after_last = after_first;
         for index in 1..cycles {
-            after_last = cycle(&selector, 256 * MIB, index as f32);
+            after_last = cycle(backend, 256 * MIB, index as f32);
         }
         let growth = after_last as i64 - after_first as i64;
         eprintln!(
-            "{selector:?}: {cycles} cycles of 256 MiB; resident after first close {} MiB, after last {} MiB",
+            "{}: {cycles} cycles of 256 MiB; resident after first close {} MiB, after last {} MiB",
+            backend.name,
             after_first / MIB,
             after_last / MIB
         );
         assert!(
             growth < (16 * MIB) as i64,
-            "{selector:?}: resident memory grew by {growth} bytes over {cycles} cycles"
+            "resident memory grew by {growth} bytes over {cycles} cycles"
         );
-    }
+    });
 }
 
 #[test]
 fn tensors_held_past_close_hold_no_memory_and_say_so() {
     let _serial = memory_lock();
-    for selector in backends() {
+    for_each_backend(|backend| {
         let before = resident();
-        let session = open(&selector);
+        let session = backend.open();
         let mut rng = Rng::fresh("held tensors");
         let kept: Vec<_> = (0..1000)
             .map(|index| {
@@ -73,7 +70,7 @@ fn tensors_held_past_close_hold_no_memory_and_say_so() {
         let after = resident();
         assert!(
             after < before + 24 * MIB,
-            "{selector:?}: resident {after} after close vs {before} before open with 1001 tensors held"
+            "resident {after} after close vs {before} before open with 1001 tensors held"
         );
         for tensor in kept.iter().take(10).chain([&big]) {
             assert!(matches!(tensor.to_vec(), Err(Error::SessionClosed)));
@@ -84,19 +81,20 @@ fn tensors_held_past_close_hold_no_memory_and_say_so() {
         }
         drop(kept);
         drop(big);
-    }
+    });
 }
 
 #[test]
 fn two_sessions_are_isolated_and_one_closes_while_the_other_works() {
     let _serial = memory_lock();
-    let selectors = backends();
-    let (first, second) = (&selectors[0], selectors.last().expect("a backend"));
+    // Vulkan and GL where both are present.
+    let backends = backends();
+    let (first, second) = (&backends[0], backends.last().expect("a backend"));
     let mut rng = Rng::fresh("two sessions");
     let data_a = rng.vec(5003, -1.0, 1.0);
     let data_b = rng.vec(7919, -1.0, 1.0);
-    let session_a = open(first);
-    let session_b = open(second);
+    let session_a = first.open();
+    let session_b = second.open();
     let a = session_a
         .upload(&data_a, &[data_a.len()])
         .expect("upload a");
@@ -129,8 +127,8 @@ fn two_sessions_are_isolated_and_one_closes_while_the_other_works() {
     }
     // Memory caps are per session too.
     let capped = Session::open(
-        SessionOptions::default()
-            .adapter(first.clone())
+        first
+            .options()
             .memory_limit(wgcompute::MemoryLimit::Bytes(64 * MIB)),
     )
     .expect("capped");
@@ -147,9 +145,9 @@ fn two_sessions_are_isolated_and_one_closes_while_the_other_works() {
 #[test]
 fn a_lost_device_reports_itself_and_still_releases_memory() {
     let _serial = memory_lock();
-    for selector in backends() {
+    for_each_backend(|backend| {
         let before = resident();
-        let session = open(&selector);
+        let session = backend.open();
         let tensor = session
             .full(&[(128 * MIB / 4) as usize], 2.0)
             .expect("fill");
@@ -158,7 +156,7 @@ fn a_lost_device_reports_itself_and_still_releases_memory() {
         assert!(session.is_lost());
         match tensor.scale_add_(1.0, 1.0) {
             Err(Error::DeviceLost { .. }) => {}
-            other => panic!("{selector:?}: expected DeviceLost, got {other:?}"),
+            other => panic!("expected DeviceLost, got {other:?}"),
         }
         assert!(matches!(tensor.to_vec(), Err(Error::DeviceLost { .. })));
         assert!(matches!(session.zeros(&[4]), Err(Error::DeviceLost { .. })));
@@ -167,12 +165,12 @@ fn a_lost_device_reports_itself_and_still_releases_memory() {
         let after = resident();
         assert!(
             after < before + 24 * MIB,
-            "{selector:?}: resident {after} after closing a lost session vs {before}"
+            "resident {after} after closing a lost session vs {before}"
         );
         drop(tensor);
         // The process goes on: a new session works.
-        let fresh = open(&selector);
+        let fresh = backend.open();
         let again = fresh.full(&[3], 1.5).expect("fresh session");
         assert_eq!(again.to_vec().expect("read"), vec![1.5; 3]);
-    }
+    });
 }

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{backends, Rng};
+use common::{for_each_backend, on_vulkan, Rng};
 use wgcompute::{AdamConfig, DType, Error, Optimizer, Session, Sgd, Tape, Tensor};
 
 /// (outer, len, inner) of a shape around an axis (`None`: every element in one row).
@@ -80,8 +80,8 @@ fn max_min_argmax_argmin_propagate_nan_and_keep_infinities_like_numpy() {
     let mut rng = Rng::fresh("nan_and_infinities");
     // Lengths: one element, a prime, just over an axis chunk (256), and past the chunk stage (4096).
     let shapes: [&[usize]; 5] = [&[1], &[7, 13], &[3, 257, 2], &[2, 4099], &[5000]];
-    for selector in backends() {
-        let session = common::poisoned(&selector);
+    for_each_backend(|backend| {
+        let session = backend.poisoned();
         for shape in shapes {
             let len: usize = shape.iter().product();
             let mut data = spiked(&mut rng, len);
@@ -99,7 +99,7 @@ fn max_min_argmax_argmin_propagate_nan_and_keep_infinities_like_numpy() {
             let axes = std::iter::once(None).chain((0..shape.len()).map(Some));
             for axis in axes {
                 let lanes = lanes(&data, shape, axis);
-                let context = format!("{selector:?} shape {shape:?} axis {axis:?}");
+                let context = format!("shape {shape:?} axis {axis:?}");
                 for largest in [true, false] {
                     let want: Vec<f32> = lanes.iter().map(|l| numpy_extreme(l, largest)).collect();
                     let got = if largest {
@@ -137,13 +137,13 @@ fn max_min_argmax_argmin_propagate_nan_and_keep_infinities_like_numpy() {
             }
         }
         session.close();
-    }
+    });
 }
 
 #[test]
 fn empty_axes_sum_to_zero_average_to_nan_and_have_no_extreme() {
-    for selector in backends() {
-        let session = common::poisoned(&selector);
+    for_each_backend(|backend| {
+        let session = backend.poisoned();
         let empty = session.zeros(&[3, 0]).expect("empty tensor");
         let read = |tensor: wgcompute::Result<Tensor>| -> (Vec<usize>, Vec<f32>) {
             let tensor = tensor.expect("an empty reduction is defined");
@@ -171,7 +171,7 @@ fn empty_axes_sum_to_zero_average_to_nan_and_have_no_extreme() {
                 Err(Error::Shape { message, .. }) => {
                     assert!(message.contains("nothing"), "{name}: {message}")
                 }
-                other => panic!("{selector:?} {name} of nothing: {other:?}"),
+                other => panic!("{name} of nothing: {other:?}"),
             }
         }
         let after = session.upload(&[2.0, -1.0], &[2]).expect("upload");
@@ -180,7 +180,7 @@ fn empty_axes_sum_to_zero_average_to_nan_and_have_no_extreme() {
             Some(vec![2.0])
         );
         session.close();
-    }
+    });
 }
 
 /// PyTorch's (and TensorFlow's) softmax: shift by the row maximum, exponentiate, divide by the sum. Written
@@ -210,8 +210,8 @@ fn softmax_of_infinities_gives_what_pytorch_and_tensorflow_give() {
         &[2.0, f32::NAN, 1.0],
     ];
     let data: Vec<f32> = rows.iter().flat_map(|row| row.iter().copied()).collect();
-    for selector in backends() {
-        let session = common::poisoned(&selector);
+    for_each_backend(|backend| {
+        let session = backend.poisoned();
         let tensor = session.upload(&data, &[rows.len(), 3]).expect("upload");
         for log in [false, true] {
             let got = if log {
@@ -235,156 +235,160 @@ fn softmax_of_infinities_gives_what_pytorch_and_tensorflow_give() {
                     };
                     assert!(
                         fine,
-                        "{selector:?} log={log} row {row:?} column {column}: got {g}, want {w}"
+                        "log={log} row {row:?} column {column}: got {g}, want {w}"
                     );
                 }
             }
         }
         session.close();
-    }
+    });
 }
 
 #[test]
 fn unusable_hyperparameters_are_refused_before_any_work() {
-    let session = common::poisoned(&backends()[0]);
-    let param = session.upload(&[1.0, 2.0, 3.0], &[3]).expect("upload");
-    let grad = session.full(&[3], 0.5).expect("grad");
-    let (m, v) = (
-        session.zeros(&[3]).expect("m"),
-        session.zeros(&[3]).expect("v"),
-    );
-    let bad_configs = [
-        AdamConfig {
-            lr: f32::NAN,
-            ..AdamConfig::default()
-        },
-        AdamConfig {
-            lr: -0.1,
-            ..AdamConfig::default()
-        },
-        AdamConfig {
-            lr: f32::INFINITY,
-            ..AdamConfig::default()
-        },
-        AdamConfig {
-            beta1: 1.0,
-            ..AdamConfig::default()
-        },
-        AdamConfig {
-            beta1: -0.5,
-            ..AdamConfig::default()
-        },
-        AdamConfig {
-            beta2: 1.5,
-            ..AdamConfig::default()
-        },
-        AdamConfig {
-            beta2: f32::NAN,
-            ..AdamConfig::default()
-        },
-        AdamConfig {
-            epsilon: -1e-8,
-            ..AdamConfig::default()
-        },
-        AdamConfig {
-            weight_decay: -0.01,
-            ..AdamConfig::default()
-        },
-    ];
-    for config in bad_configs {
-        assert!(config.validate().is_err(), "{config:?}");
-        match param.adam_update_(&grad, &m, &v, 1, &config) {
-            Err(Error::InvalidArgument { .. }) => {}
-            other => panic!("{config:?}: {other:?}"),
+    on_vulkan(|backend| {
+        let session = backend.poisoned();
+        let param = session.upload(&[1.0, 2.0, 3.0], &[3]).expect("upload");
+        let grad = session.full(&[3], 0.5).expect("grad");
+        let (m, v) = (
+            session.zeros(&[3]).expect("m"),
+            session.zeros(&[3]).expect("v"),
+        );
+        let bad_configs = [
+            AdamConfig {
+                lr: f32::NAN,
+                ..AdamConfig::default()
+            },
+            AdamConfig {
+                lr: -0.1,
+                ..AdamConfig::default()
+            },
+            AdamConfig {
+                lr: f32::INFINITY,
+                ..AdamConfig::default()
+            },
+            AdamConfig {
+                beta1: 1.0,
+                ..AdamConfig::default()
+            },
+            AdamConfig {
+                beta1: -0.5,
+                ..AdamConfig::default()
+            },
+            AdamConfig {
+                beta2: 1.5,
+                ..AdamConfig::default()
+            },
+            AdamConfig {
+                beta2: f32::NAN,
+                ..AdamConfig::default()
+            },
+            AdamConfig {
+                epsilon: -1e-8,
+                ..AdamConfig::default()
+            },
+            AdamConfig {
+                weight_decay: -0.01,
+                ..AdamConfig::default()
+            },
+        ];
+        for config in bad_configs {
+            assert!(config.validate().is_err(), "{config:?}");
+            match param.adam_update_(&grad, &m, &v, 1, &config) {
+                Err(Error::InvalidArgument { .. }) => {}
+                other => panic!("{config:?}: {other:?}"),
+            }
         }
-    }
-    for (lr, momentum) in [
-        (f32::NAN, 0.0),
-        (-1.0, 0.0),
-        (0.1, -0.9),
-        (0.1, f32::INFINITY),
-    ] {
-        let mut sgd = Sgd::new(lr, momentum);
-        let weight = std::sync::Arc::new(session.upload(&[1.0, -1.0], &[1, 2]).expect("w"));
-        let mut tape = Tape::new();
-        let w = tape.param(&weight);
-        let cost = tape.sum(w, None).expect("sum");
-        let gradients = tape.backward(cost).expect("backward");
-        assert!(
-            matches!(
-                sgd.step(std::slice::from_ref(&weight), &gradients),
-                Err(Error::InvalidArgument { .. })
-            ),
-            "SGD lr {lr} momentum {momentum}"
-        );
+        for (lr, momentum) in [
+            (f32::NAN, 0.0),
+            (-1.0, 0.0),
+            (0.1, -0.9),
+            (0.1, f32::INFINITY),
+        ] {
+            let mut sgd = Sgd::new(lr, momentum);
+            let weight = std::sync::Arc::new(session.upload(&[1.0, -1.0], &[1, 2]).expect("w"));
+            let mut tape = Tape::new();
+            let w = tape.param(&weight);
+            let cost = tape.sum(w, None).expect("sum");
+            let gradients = tape.backward(cost).expect("backward");
+            assert!(
+                matches!(
+                    sgd.step(std::slice::from_ref(&weight), &gradients),
+                    Err(Error::InvalidArgument { .. })
+                ),
+                "SGD lr {lr} momentum {momentum}"
+            );
+            assert_eq!(
+                weight.to_vec().expect("read"),
+                vec![1.0, -1.0],
+                "nothing was changed"
+            );
+        }
+        for (low, high) in [(1.0, 0.0), (f32::NAN, 1.0), (0.0, f32::INFINITY)] {
+            assert!(
+                matches!(
+                    param.fill_uniform_(1, low, high),
+                    Err(Error::InvalidArgument { .. })
+                ),
+                "uniform [{low}, {high})"
+            );
+        }
+        assert!(matches!(
+            param.fill_normal_(1, 0.0, -1.0),
+            Err(Error::InvalidArgument { .. })
+        ));
         assert_eq!(
-            weight.to_vec().expect("read"),
-            vec![1.0, -1.0],
-            "nothing was changed"
+            param.to_vec().expect("read"),
+            vec![1.0, 2.0, 3.0],
+            "no fill ran"
         );
-    }
-    for (low, high) in [(1.0, 0.0), (f32::NAN, 1.0), (0.0, f32::INFINITY)] {
-        assert!(
-            matches!(
-                param.fill_uniform_(1, low, high),
-                Err(Error::InvalidArgument { .. })
-            ),
-            "uniform [{low}, {high})"
-        );
-    }
-    assert!(matches!(
-        param.fill_normal_(1, 0.0, -1.0),
-        Err(Error::InvalidArgument { .. })
-    ));
-    assert_eq!(
-        param.to_vec().expect("read"),
-        vec![1.0, 2.0, 3.0],
-        "no fill ran"
-    );
 
-    // The session still works, and a valid step still steps.
-    param
-        .adam_update_(&grad, &m, &v, 1, &AdamConfig::default())
-        .expect("a valid Adam step");
-    let moved = param.to_vec().expect("read");
-    assert!(
-        moved.iter().zip([1.0, 2.0, 3.0]).all(|(a, b)| *a < b),
-        "{moved:?}"
-    );
-    session.close();
+        // The session still works, and a valid step still steps.
+        param
+            .adam_update_(&grad, &m, &v, 1, &AdamConfig::default())
+            .expect("a valid Adam step");
+        let moved = param.to_vec().expect("read");
+        assert!(
+            moved.iter().zip([1.0, 2.0, 3.0]).all(|(a, b)| *a < b),
+            "{moved:?}"
+        );
+        session.close();
+    });
 }
 
 #[test]
 fn dtype_errors_name_the_dtypes_and_relu_backward_checks_them() {
-    let session: Session = common::poisoned(&backends()[0]);
-    let values = session.upload(&[1.0, -2.0, 3.0], &[3]).expect("upload");
-    let indices = values
-        .argmax(None)
-        .expect("argmax")
-        .reshape(&[1])
-        .expect("reshape");
-    let floats = session.upload(&[1.0], &[1]).expect("upload");
-    for outcome in [
-        indices.relu_backward(&floats),
-        floats.relu_backward(&indices),
-    ] {
-        match outcome {
-            Err(Error::DType {
-                op,
-                expected,
-                found,
-            }) => {
-                assert_eq!(
-                    (op, expected, found),
-                    ("relu_backward", DType::F32, DType::U32)
-                )
+    on_vulkan(|backend| {
+        let session: Session = backend.poisoned();
+        let values = session.upload(&[1.0, -2.0, 3.0], &[3]).expect("upload");
+        let indices = values
+            .argmax(None)
+            .expect("argmax")
+            .reshape(&[1])
+            .expect("reshape");
+        let floats = session.upload(&[1.0], &[1]).expect("upload");
+        for outcome in [
+            indices.relu_backward(&floats),
+            floats.relu_backward(&indices),
+        ] {
+            match outcome {
+                Err(Error::DType {
+                    op,
+                    expected,
+                    found,
+                }) => {
+                    assert_eq!(
+                        (op, expected, found),
+                        ("relu_backward", DType::F32, DType::U32)
+                    )
+                }
+                other => panic!("relu_backward on u32: {other:?}"),
             }
-            other => panic!("relu_backward on u32: {other:?}"),
         }
-    }
-    assert_eq!(
-        floats.relu_backward(&floats).and_then(|g| g.to_vec()).ok(),
-        Some(vec![1.0])
-    );
-    session.close();
+        assert_eq!(
+            floats.relu_backward(&floats).and_then(|g| g.to_vec()).ok(),
+            Some(vec![1.0])
+        );
+        session.close();
+    });
 }

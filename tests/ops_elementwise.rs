@@ -7,21 +7,8 @@
 
 mod common;
 
-use common::{backends, Rng};
-use wgcompute::{AdapterSelector, Error, Session, SessionOptions, Tensor};
-
-fn open_poisoned(selector: &AdapterSelector) -> Session {
-    Session::open(
-        SessionOptions::default()
-            .adapter(selector.clone())
-            .poison_outputs(true),
-    )
-    .unwrap_or_else(|error| panic!("opening a poisoned session on {selector:?}: {error}"))
-}
-
-fn count(shape: &[usize]) -> usize {
-    shape.iter().product()
-}
+use common::{count, for_each_backend, on_vulkan, Rng};
+use wgcompute::{Error, Session, Tensor};
 
 // --- the f64 reference ---
 
@@ -176,16 +163,12 @@ fn operand(rng: &mut Rng, len: usize, denominator: bool) -> Vec<f32> {
 /// Runs `op` on fresh random operands of these shapes and checks shape and every element against f64.
 fn check_binary(
     session: &Session,
-    selector: &AdapterSelector,
     rng: &mut Rng,
     op: Binary,
     lhs_shape: &[usize],
     rhs_shape: &[usize],
 ) {
-    let label = format!(
-        "{selector:?} {} {lhs_shape:?} with {rhs_shape:?}",
-        op.name()
-    );
+    let label = format!("{} {lhs_shape:?} with {rhs_shape:?}", op.name());
     let out_shape = broadcast_reference(lhs_shape, rhs_shape).expect("test shapes broadcast");
     let lhs_data = operand(rng, count(lhs_shape), false);
     let rhs_data = operand(rng, count(rhs_shape), matches!(op, Binary::Div));
@@ -267,15 +250,15 @@ fn binary_ops_at_same_shapes_match_f64() {
         &[2, 3, 5, 7],
         &[1_000_003],
     ];
-    for selector in backends() {
-        let session = open_poisoned(&selector);
+    for_each_backend(|backend| {
+        let session = backend.poisoned();
         let mut rng = Rng::fresh("binary_same_shapes");
         for shape in shapes {
             for op in BINARIES {
-                check_binary(&session, &selector, &mut rng, op, shape, shape);
+                check_binary(&session, &mut rng, op, shape, shape);
             }
         }
-    }
+    });
 }
 
 #[test]
@@ -299,16 +282,16 @@ fn binary_ops_broadcast_like_numpy_in_both_orders() {
         (&[0, 5], &[5]),
         (&[0], &[]),
     ];
-    for selector in backends() {
-        let session = open_poisoned(&selector);
+    for_each_backend(|backend| {
+        let session = backend.poisoned();
         let mut rng = Rng::fresh("binary_broadcast");
         for (lhs, rhs) in pairs {
             for op in BINARIES {
-                check_binary(&session, &selector, &mut rng, op, lhs, rhs);
-                check_binary(&session, &selector, &mut rng, op, rhs, lhs);
+                check_binary(&session, &mut rng, op, lhs, rhs);
+                check_binary(&session, &mut rng, op, rhs, lhs);
             }
         }
-    }
+    });
 }
 
 const AWKWARD_SHAPES: [&[usize]; 10] = [
@@ -396,12 +379,12 @@ impl Unary {
 #[test]
 fn unary_ops_match_f64() {
     let ops = [Unary::Relu, Unary::Exp, Unary::Log, Unary::Sqrt, Unary::Neg];
-    for selector in backends() {
-        let session = open_poisoned(&selector);
+    for_each_backend(|backend| {
+        let session = backend.poisoned();
         let mut rng = Rng::fresh("unary");
         for shape in AWKWARD_SHAPES {
             for op in ops {
-                let label = format!("{selector:?} {op:?} {shape:?}");
+                let label = format!("{op:?} {shape:?}");
                 let data = op.input(&mut rng, count(shape));
                 let x = session.upload(&data, shape).expect("upload");
                 let out = op
@@ -422,7 +405,7 @@ fn unary_ops_match_f64() {
                 );
             }
         }
-    }
+    });
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -469,15 +452,15 @@ fn scalar_ops_match_f64() {
         ScalarOp::ScalarSub,
         ScalarOp::ScalarDiv,
     ];
-    for selector in backends() {
-        let session = open_poisoned(&selector);
+    for_each_backend(|backend| {
+        let session = backend.poisoned();
         let mut rng = Rng::fresh("scalar");
         for shape in AWKWARD_SHAPES {
             for op in ops {
                 // The divisor (the scalar of div_scalar, the tensor of scalar_div) stays in ±[0.5, 2).
                 let data = operand(&mut rng, count(shape), matches!(op, ScalarOp::ScalarDiv));
                 let value = operand(&mut rng, 1, matches!(op, ScalarOp::DivScalar))[0];
-                let label = format!("{selector:?} {op:?}({value}) {shape:?}");
+                let label = format!("{op:?}({value}) {shape:?}");
                 let x = session.upload(&data, shape).expect("upload");
                 let out = op
                     .run(&x, value)
@@ -497,16 +480,16 @@ fn scalar_ops_match_f64() {
                 );
             }
         }
-    }
+    });
 }
 
 #[test]
 fn relu_backward_passes_the_gradient_where_the_input_is_positive() {
-    for selector in backends() {
-        let session = open_poisoned(&selector);
+    for_each_backend(|backend| {
+        let session = backend.poisoned();
         let mut rng = Rng::fresh("relu_backward");
         for shape in AWKWARD_SHAPES {
-            let label = format!("{selector:?} relu_backward {shape:?}");
+            let label = format!("relu_backward {shape:?}");
             let len = count(shape);
             let mut input = rng.vec(len, -1.0, 1.0);
             // Exact zeros and negative zeros: not positive, so the gradient stops there.
@@ -549,25 +532,25 @@ fn relu_backward_passes_the_gradient_where_the_input_is_positive() {
                 assert_eq!(op, "relu_backward");
                 assert!(
                     message.contains("[2, 3]") && message.contains("[3, 2]"),
-                    "{selector:?}: {message}"
+                    "{message}"
                 );
             }
-            other => panic!("{selector:?}: relu_backward [2, 3] with [3, 2] gave {other:?}"),
+            other => panic!("relu_backward [2, 3] with [3, 2] gave {other:?}"),
         }
-    }
+    });
 }
 
 /// A quick add on fresh data, checked: the session still computes.
-fn assert_still_works(session: &Session, selector: &AdapterSelector, rng: &mut Rng, after: &str) {
+fn assert_still_works(session: &Session, rng: &mut Rng, after: &str) {
     let lhs = rng.vec(257, -10.0, 10.0);
     let rhs = rng.vec(257, -10.0, 10.0);
     let out = session
         .upload(&lhs, &[257])
         .and_then(|a| session.upload(&rhs, &[257]).and_then(|b| a.add(&b)))
         .and_then(|sum| sum.to_vec())
-        .unwrap_or_else(|error| panic!("{selector:?}: an add after {after} failed: {error}"));
+        .unwrap_or_else(|error| panic!("an add after {after} failed: {error}"));
     check(
-        &format!("{selector:?} add after {after}"),
+        &format!("add after {after}"),
         &out,
         |i| f64::from(lhs[i]) + f64::from(rhs[i]),
         EXACTISH,
@@ -585,8 +568,8 @@ fn shapes_that_do_not_broadcast_are_shape_errors_naming_both() {
         (&[2, 3, 5, 7], &[3, 5, 6]),
         (&[2, 3, 5, 7], &[4, 1, 1, 1]),
     ];
-    for selector in backends() {
-        let session = open_poisoned(&selector);
+    for_each_backend(|backend| {
+        let session = backend.poisoned();
         let mut rng = Rng::fresh("shape_errors");
         for (lhs_shape, rhs_shape) in pairs {
             assert_eq!(broadcast_reference(lhs_shape, rhs_shape), None);
@@ -598,12 +581,7 @@ fn shapes_that_do_not_broadcast_are_shape_errors_naming_both() {
                 .expect("upload rhs");
             for op in BINARIES {
                 for (a, b) in [(&lhs, &rhs), (&rhs, &lhs)] {
-                    let label = format!(
-                        "{selector:?} {} {:?} with {:?}",
-                        op.name(),
-                        a.shape(),
-                        b.shape()
-                    );
+                    let label = format!("{} {:?} with {:?}", op.name(), a.shape(), b.shape());
                     match op.run(a, b) {
                         Err(Error::Shape { op: name, message }) => {
                             assert_eq!(name, op.name(), "{label}");
@@ -623,7 +601,7 @@ fn shapes_that_do_not_broadcast_are_shape_errors_naming_both() {
                     }
                 }
             }
-            assert_still_works(&session, &selector, &mut rng, "shape errors");
+            assert_still_works(&session, &mut rng, "shape errors");
             // And the operands of the failed ops are intact and usable.
             let sum = lhs
                 .add(&lhs)
@@ -632,20 +610,20 @@ fn shapes_that_do_not_broadcast_are_shape_errors_naming_both() {
                 .expect("download");
             let lhs_data = lhs.to_vec().expect("download lhs");
             check(
-                &format!("{selector:?} lhs + lhs after errors"),
+                "lhs + lhs after errors",
                 &sum,
                 |i| 2.0 * f64::from(lhs_data[i]),
                 EXACTISH,
             );
         }
-    }
+    });
 }
 
 #[test]
 fn tensors_from_two_sessions_are_rejected() {
-    for selector in backends() {
-        let first = open_poisoned(&selector);
-        let second = open_poisoned(&selector);
+    for_each_backend(|backend| {
+        let first = backend.poisoned();
+        let second = backend.poisoned();
         let mut rng = Rng::fresh("session_mismatch");
         let a = first
             .upload(&rng.vec(257, -1.0, 1.0), &[257])
@@ -657,7 +635,7 @@ fn tensors_from_two_sessions_are_rejected() {
             for (lhs, rhs) in [(&a, &b), (&b, &a)] {
                 match op.run(lhs, rhs) {
                     Err(Error::SessionMismatch { op: name }) => assert_eq!(name, op.name()),
-                    other => panic!("{selector:?}: {} across sessions gave {other:?}", op.name()),
+                    other => panic!("{} across sessions gave {other:?}", op.name()),
                 }
             }
         }
@@ -665,29 +643,19 @@ fn tensors_from_two_sessions_are_rejected() {
         let scalar = second.upload(&[2.0], &[]).expect("upload scalar");
         assert!(
             matches!(a.mul(&scalar), Err(Error::SessionMismatch { .. })),
-            "{selector:?}: a rank-0 tensor of another session"
+            "a rank-0 tensor of another session"
         );
         match a.relu_backward(&b) {
             Err(Error::SessionMismatch { op }) => assert_eq!(op, "relu_backward"),
-            other => panic!("{selector:?}: relu_backward across sessions gave {other:?}"),
+            other => panic!("relu_backward across sessions gave {other:?}"),
         }
-        assert_still_works(
-            &first,
-            &selector,
-            &mut rng,
-            "a session mismatch (first session)",
-        );
-        assert_still_works(
-            &second,
-            &selector,
-            &mut rng,
-            "a session mismatch (second session)",
-        );
+        assert_still_works(&first, &mut rng, "a session mismatch (first session)");
+        assert_still_works(&second, &mut rng, "a session mismatch (second session)");
         // The tensors themselves are unharmed: each still combines with its own session's tensors.
         let a_data = a.to_vec().expect("download a");
         let doubled = a.add(&a).expect("a + a").to_vec().expect("download");
         check(
-            &format!("{selector:?} a + a after mismatches"),
+            "a + a after mismatches",
             &doubled,
             |i| 2.0 * f64::from(a_data[i]),
             EXACTISH,
@@ -699,12 +667,12 @@ fn tensors_from_two_sessions_are_rejected() {
             .to_vec()
             .expect("download");
         check(
-            &format!("{selector:?} b * scalar after mismatches"),
+            "b * scalar after mismatches",
             &scaled,
             |i| 2.0 * f64::from(b_data[i]),
             EXACTISH,
         );
-    }
+    });
 }
 
 /// Elements one storage binding holds on the session's adapter (the window size the kernels must split at).
@@ -747,78 +715,76 @@ fn check_samples(label: &str, out: &Tensor, indices: &[usize], want: impl Fn(usi
 fn ops_on_tensors_larger_than_one_storage_binding() {
     // Vulkan only: lavapipe binds at most 128 MiB, so these span two windows, and their dispatches need the
     // second grid dimension (over 65,535 workgroups in a window).
-    let selector = backends()[0].clone();
-    let session = open_poisoned(&selector);
-    let mut rng = Rng::fresh("large");
-    let window = binding_elements(&session) as usize;
+    on_vulkan(|backend| {
+        let session = backend.poisoned();
+        let mut rng = Rng::fresh("large");
+        let window = binding_elements(&session) as usize;
 
-    // Same shapes: 40,000,003 elements, 160 MB each.
-    let len = 40_000_003;
-    assert!(
-        len > window,
-        "{len} elements fit one binding of {window}; the test would not window"
-    );
-    let lhs_data = rng.vec(len, -10.0, 10.0);
-    let rhs_data = rng.vec(len, -10.0, 10.0);
-    let lhs = session.upload(&lhs_data, &[len]).expect("upload lhs");
-    let rhs = session.upload(&rhs_data, &[len]).expect("upload rhs");
-    let sum = lhs.add(&rhs).expect("large add");
-    assert_eq!(sum.shape(), &[len]);
-    let indices = sample_indices(&mut rng, len, window);
-    check_samples(
-        &format!("{selector:?} add of {len} elements"),
-        &sum,
-        &indices,
-        |i| f64::from(lhs_data[i]) + f64::from(rhs_data[i]),
-    );
-    drop((sum, lhs, rhs, lhs_data, rhs_data));
+        // Same shapes: 40,000,003 elements, 160 MB each.
+        let len = 40_000_003;
+        assert!(
+            len > window,
+            "{len} elements fit one binding of {window}; the test would not window"
+        );
+        let lhs_data = rng.vec(len, -10.0, 10.0);
+        let rhs_data = rng.vec(len, -10.0, 10.0);
+        let lhs = session.upload(&lhs_data, &[len]).expect("upload lhs");
+        let rhs = session.upload(&rhs_data, &[len]).expect("upload rhs");
+        let sum = lhs.add(&rhs).expect("large add");
+        assert_eq!(sum.shape(), &[len]);
+        let indices = sample_indices(&mut rng, len, window);
+        check_samples(&format!("add of {len} elements"), &sum, &indices, |i| {
+            f64::from(lhs_data[i]) + f64::from(rhs_data[i])
+        });
+        drop((sum, lhs, rhs, lhs_data, rhs_data));
 
-    // A [1000] row over [40_003, 1000], in both orders (sub, so that the order shows).
-    let rows = 40_003;
-    let columns = 1000;
-    let len = rows * columns;
-    assert!(len > window);
-    let batch_data = rng.vec(len, -10.0, 10.0);
-    let batch = session
-        .upload(&batch_data, &[rows, columns])
-        .expect("upload batch");
-    let row_data = rng.vec(columns, -10.0, 10.0);
-    let row = session.upload(&row_data, &[columns]).expect("upload row");
-    let indices = sample_indices(&mut rng, len, window);
+        // A [1000] row over [40_003, 1000], in both orders (sub, so that the order shows).
+        let rows = 40_003;
+        let columns = 1000;
+        let len = rows * columns;
+        assert!(len > window);
+        let batch_data = rng.vec(len, -10.0, 10.0);
+        let batch = session
+            .upload(&batch_data, &[rows, columns])
+            .expect("upload batch");
+        let row_data = rng.vec(columns, -10.0, 10.0);
+        let row = session.upload(&row_data, &[columns]).expect("upload row");
+        let indices = sample_indices(&mut rng, len, window);
 
-    let out = batch.add(&row).expect("batch + row");
-    assert_eq!(out.shape(), &[rows, columns]);
-    check_samples(
-        &format!("{selector:?} [{rows}, {columns}] + [{columns}]"),
-        &out,
-        &indices,
-        |i| f64::from(batch_data[i]) + f64::from(row_data[i % columns]),
-    );
-    drop(out);
-    let out = row.sub(&batch).expect("row - batch");
-    assert_eq!(out.shape(), &[rows, columns]);
-    check_samples(
-        &format!("{selector:?} [{columns}] - [{rows}, {columns}]"),
-        &out,
-        &indices,
-        |i| f64::from(row_data[i % columns]) - f64::from(batch_data[i]),
-    );
-    drop(out);
+        let out = batch.add(&row).expect("batch + row");
+        assert_eq!(out.shape(), &[rows, columns]);
+        check_samples(
+            &format!("[{rows}, {columns}] + [{columns}]"),
+            &out,
+            &indices,
+            |i| f64::from(batch_data[i]) + f64::from(row_data[i % columns]),
+        );
+        drop(out);
+        let out = row.sub(&batch).expect("row - batch");
+        assert_eq!(out.shape(), &[rows, columns]);
+        check_samples(
+            &format!("[{columns}] - [{rows}, {columns}]"),
+            &out,
+            &indices,
+            |i| f64::from(row_data[i % columns]) - f64::from(batch_data[i]),
+        );
+        drop(out);
 
-    // Neither operand the output's size: a column times a row, 40,003,000 elements from 41,003 inputs.
-    let column_data = rng.vec(rows, -10.0, 10.0);
-    let column = session
-        .upload(&column_data, &[rows, 1])
-        .expect("upload column");
-    let wide = session
-        .upload(&row_data, &[1, columns])
-        .expect("upload row");
-    let out = column.mul(&wide).expect("column * row");
-    assert_eq!(out.shape(), &[rows, columns]);
-    check_samples(
-        &format!("{selector:?} [{rows}, 1] * [1, {columns}]"),
-        &out,
-        &indices,
-        |i| f64::from(column_data[i / columns]) * f64::from(row_data[i % columns]),
-    );
+        // Neither operand the output's size: a column times a row, 40,003,000 elements from 41,003 inputs.
+        let column_data = rng.vec(rows, -10.0, 10.0);
+        let column = session
+            .upload(&column_data, &[rows, 1])
+            .expect("upload column");
+        let wide = session
+            .upload(&row_data, &[1, columns])
+            .expect("upload row");
+        let out = column.mul(&wide).expect("column * row");
+        assert_eq!(out.shape(), &[rows, columns]);
+        check_samples(
+            &format!("[{rows}, 1] * [1, {columns}]"),
+            &out,
+            &indices,
+            |i| f64::from(column_data[i / columns]) * f64::from(row_data[i % columns]),
+        );
+    });
 }

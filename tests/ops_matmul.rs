@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{backends, Rng};
+use common::{for_each_backend, on_vulkan, Rng};
 use wgcompute::{Error, Session};
 
 /// Reference product of stored operands with transpose flags and optional batches, in f64.
@@ -121,119 +121,117 @@ fn batches(session: &Session, rng: &mut Rng) {
 
 #[test]
 fn every_transpose_at_awkward_sizes() {
-    for selector in backends() {
-        every_transpose(
-            &common::poisoned(&selector),
-            &mut Rng::fresh("matmul sizes"),
-        );
-    }
+    for_each_backend(|backend| {
+        every_transpose(&backend.poisoned(), &mut Rng::fresh("matmul sizes"));
+    });
 }
 
 #[test]
 fn batches_and_shared_operands() {
-    for selector in backends() {
-        batches(
-            &common::poisoned(&selector),
-            &mut Rng::fresh("matmul batches"),
-        );
-    }
+    for_each_backend(|backend| {
+        batches(&backend.poisoned(), &mut Rng::fresh("matmul batches"));
+    });
 }
 
 #[test]
 fn the_seed_shape_and_a_long_k() {
-    let session = common::poisoned(&backends()[0]);
-    let mut rng = Rng::fresh("matmul large");
-    check(
-        &session,
-        &mut rng,
-        &[10, 10000],
-        false,
-        &[10000, 1000],
-        false,
-        1e-4,
-    );
-    // The backward pass of the seed: xᵀ · dY and dY · Wᵀ.
-    check(
-        &session,
-        &mut rng,
-        &[10, 10000],
-        true,
-        &[10, 1000],
-        false,
-        1e-4,
-    );
-    check(
-        &session,
-        &mut rng,
-        &[10, 1000],
-        false,
-        &[10000, 1000],
-        true,
-        1e-4,
-    );
-    check(
-        &session,
-        &mut rng,
-        &[2, 100_000],
-        false,
-        &[100_000, 3],
-        false,
-        1e-4,
-    );
-    // A transposed left operand (a weight's gradient) with K split into passes.
-    check(
-        &session,
-        &mut rng,
-        &[5000, 8],
-        true,
-        &[5000, 12],
-        false,
-        1e-4,
-    );
-    check(
-        &session,
-        &mut rng,
-        &[257, 1024],
-        false,
-        &[1024, 260],
-        false,
-        1e-4,
-    );
+    on_vulkan(|backend| {
+        let session = backend.poisoned();
+        let mut rng = Rng::fresh("matmul large");
+        check(
+            &session,
+            &mut rng,
+            &[10, 10000],
+            false,
+            &[10000, 1000],
+            false,
+            1e-4,
+        );
+        // The backward pass of the seed: xᵀ · dY and dY · Wᵀ.
+        check(
+            &session,
+            &mut rng,
+            &[10, 10000],
+            true,
+            &[10, 1000],
+            false,
+            1e-4,
+        );
+        check(
+            &session,
+            &mut rng,
+            &[10, 1000],
+            false,
+            &[10000, 1000],
+            true,
+            1e-4,
+        );
+        check(
+            &session,
+            &mut rng,
+            &[2, 100_000],
+            false,
+            &[100_000, 3],
+            false,
+            1e-4,
+        );
+        // A transposed left operand (a weight's gradient) with K split into passes.
+        check(
+            &session,
+            &mut rng,
+            &[5000, 8],
+            true,
+            &[5000, 12],
+            false,
+            1e-4,
+        );
+        check(
+            &session,
+            &mut rng,
+            &[257, 1024],
+            false,
+            &[1024, 260],
+            false,
+            1e-4,
+        );
+    });
 }
 
 #[test]
 fn mismatched_shapes_are_errors_that_name_both() {
-    let session = common::poisoned(&backends()[0]);
-    let a = session.zeros(&[3, 4]).expect("a");
-    let b = session.zeros(&[5, 6]).expect("b");
-    match a.matmul(&b) {
-        Err(Error::Shape { message, .. }) => assert!(
-            message.contains("[3, 4]") && message.contains("[5, 6]"),
-            "{message}"
-        ),
-        other => panic!("expected a shape error, got {other:?}"),
-    }
-    let batched = session.zeros(&[2, 4, 5]).expect("batched");
-    let other_batch = session.zeros(&[3, 5, 2]).expect("other");
-    assert!(matches!(
-        batched.matmul(&other_batch),
-        Err(Error::Shape { .. })
-    ));
-    let vector = session.zeros(&[4]).expect("vector");
-    assert!(matches!(vector.matmul(&a), Err(Error::Shape { .. })));
-    let c = a
-        .matmul_t(&session.full(&[6, 4], 1.0).expect("c"), false, true)
-        .expect("after errors");
-    assert_eq!(c.to_vec().expect("read"), vec![0.0; 18]);
+    on_vulkan(|backend| {
+        let session = backend.poisoned();
+        let a = session.zeros(&[3, 4]).expect("a");
+        let b = session.zeros(&[5, 6]).expect("b");
+        match a.matmul(&b) {
+            Err(Error::Shape { message, .. }) => assert!(
+                message.contains("[3, 4]") && message.contains("[5, 6]"),
+                "{message}"
+            ),
+            other => panic!("expected a shape error, got {other:?}"),
+        }
+        let batched = session.zeros(&[2, 4, 5]).expect("batched");
+        let other_batch = session.zeros(&[3, 5, 2]).expect("other");
+        assert!(matches!(
+            batched.matmul(&other_batch),
+            Err(Error::Shape { .. })
+        ));
+        let vector = session.zeros(&[4]).expect("vector");
+        assert!(matches!(vector.matmul(&a), Err(Error::Shape { .. })));
+        let c = a
+            .matmul_t(&session.full(&[6, 4], 1.0).expect("c"), false, true)
+            .expect("after errors");
+        assert_eq!(c.to_vec().expect("read"), vec![0.0; 18]);
+    });
 }
 
 /// The shared-memory kernel GPUs take, forced here so lavapipe and llvmpipe check its results too.
 #[test]
 fn shared_memory_tiles_at_every_transpose_batch_and_long_k() {
-    for selector in backends() {
-        let session = wgcompute::Session::open(
-            wgcompute::SessionOptions::default()
-                .adapter(selector.clone())
+    for_each_backend(|backend| {
+        let session = Session::open(
+            backend
+                .options()
                 .poison_outputs(true)
                 .matmul_kernel(wgcompute::MatmulKernel::SharedTiles),
         )
@@ -250,5 +248,5 @@ fn shared_memory_tiles_at_every_transpose_batch_and_long_k() {
             false,
             1e-4,
         );
-    }
+    });
 }

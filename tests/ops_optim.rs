@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{backends, Rng};
+use common::{for_each_backend, on_vulkan, Rng};
 use wgcompute::{AdamConfig, EpsilonPlacement, Error, Session};
 
 const SHAPES: [&[usize]; 7] = [
@@ -189,18 +189,11 @@ fn run_adam(
 #[test]
 fn adam_variants_match_the_f64_reference_over_ten_steps() {
     let mut rng = Rng::fresh("adam");
-    for selector in backends() {
-        let session = common::poisoned(&selector);
+    for_each_backend(|backend| {
+        let session = backend.poisoned();
         for (name, config) in configs() {
             for &shape in &SHAPES {
-                run_adam(
-                    &session,
-                    &mut rng,
-                    shape,
-                    &config,
-                    1,
-                    &format!("{selector:?}: {name}"),
-                );
+                run_adam(&session, &mut rng, shape, &config, 1, name);
             }
         }
         // Late steps, where the bias corrections are nearly but not quite 1 (β2^5000 ≈ 0.0067).
@@ -211,10 +204,10 @@ fn adam_variants_match_the_f64_reference_over_ten_steps() {
                 &[1009],
                 &config,
                 5000,
-                &format!("{selector:?}: {name}, late"),
+                &format!("{name}, late"),
             );
         }
-    }
+    });
 }
 
 /// The variants differ by far more than the tolerance on these inputs, so the comparisons above tell them apart
@@ -257,8 +250,8 @@ fn the_reference_tells_the_variants_apart() {
 #[test]
 fn sgd_with_and_without_momentum_matches_the_f64_reference() {
     let mut rng = Rng::fresh("sgd");
-    for selector in backends() {
-        let session = common::poisoned(&selector);
+    for_each_backend(|backend| {
+        let session = backend.poisoned();
         for &(lr, momentum, random_buffer) in &[
             (0.01f32, 0.9f32, false),
             (0.1, 0.0, false),
@@ -266,7 +259,7 @@ fn sgd_with_and_without_momentum_matches_the_f64_reference() {
         ] {
             for &shape in &SHAPES {
                 let label = format!(
-                    "{selector:?}: SGD lr {lr} momentum {momentum}, shape {shape:?}{}",
+                    "SGD lr {lr} momentum {momentum}, shape {shape:?}{}",
                     if random_buffer {
                         ", random start buffer"
                     } else {
@@ -326,207 +319,207 @@ fn sgd_with_and_without_momentum_matches_the_f64_reference() {
                 }
             }
         }
-    }
+    });
 }
 
 #[test]
 fn adam_past_one_storage_binding_updates_every_window() {
-    let selector = &backends()[0];
-    let session = common::poisoned(selector);
-    let mut rng = Rng::fresh("adam windows");
-    let len = 40_000_003usize;
-    let shape = [len];
-    let indices = common::sample_indices(&mut rng, len, 500);
-    let pick = |data: &[f32]| indices.iter().map(|&i| data[i]).collect::<Vec<f32>>();
+    on_vulkan(|backend| {
+        let session = backend.poisoned();
+        let mut rng = Rng::fresh("adam windows");
+        let len = 40_000_003usize;
+        let shape = [len];
+        let indices = common::sample_indices(&mut rng, len, 500);
+        let pick = |data: &[f32]| indices.iter().map(|&i| data[i]).collect::<Vec<f32>>();
 
-    // Non-zero moments to start, so every operand's windows matter from the first step.
-    let upload = |rng: &mut Rng, low: f32, high: f32| {
-        let data = rng.vec(len, low, high);
-        let tensor = session.upload(&data, &shape).expect("upload 160 MB");
-        (tensor, pick(&data))
-    };
-    let (param, param_sample) = upload(&mut rng, -1.0, 1.0);
-    let (m, m_sample) = upload(&mut rng, -0.1, 0.1);
-    let (v, v_sample) = upload(&mut rng, 0.0, 0.01);
-    let mut reference = AdamReference::new(&param_sample, &m_sample, &v_sample);
-    let configs = [
-        AdamConfig::default(),
-        AdamConfig {
-            lr: 0.01,
-            weight_decay: 0.01,
-            ..AdamConfig::default()
-        },
-    ];
-    for (step, config) in (1..).zip(&configs) {
-        let (grad, grad_sample) = upload(&mut rng, -1.0, 1.0);
-        param
-            .adam_update_(&grad, &m, &v, step, config)
-            .expect("adam over 40M");
-        reference.step(&grad_sample, step, config);
-    }
-    let got: Vec<Vec<f32>> = [&param, &m, &v]
-        .iter()
-        .map(|tensor| pick(&tensor.to_vec().expect("read 160 MB")))
-        .collect();
-    for (k, &index) in indices.iter().enumerate() {
-        for (name, got, want, magnitude) in [
-            (
-                "param",
-                &got[0],
-                &reference.param,
-                &reference.param_magnitude,
-            ),
-            ("m", &got[1], &reference.m, &reference.m_magnitude),
-            ("v", &got[2], &reference.v, &reference.v),
-        ] {
-            let error = (got[k] as f64 - want[k]).abs() / magnitude[k].max(f64::MIN_POSITIVE);
-            assert!(
-                error < 2e-6,
-                "{selector:?}: {name}[{index}] of {len} is {}, the f64 reference {} (relative error {error})",
-                got[k],
-                want[k]
-            );
+        // Non-zero moments to start, so every operand's windows matter from the first step.
+        let upload = |rng: &mut Rng, low: f32, high: f32| {
+            let data = rng.vec(len, low, high);
+            let tensor = session.upload(&data, &shape).expect("upload 160 MB");
+            (tensor, pick(&data))
+        };
+        let (param, param_sample) = upload(&mut rng, -1.0, 1.0);
+        let (m, m_sample) = upload(&mut rng, -0.1, 0.1);
+        let (v, v_sample) = upload(&mut rng, 0.0, 0.01);
+        let mut reference = AdamReference::new(&param_sample, &m_sample, &v_sample);
+        let configs = [
+            AdamConfig::default(),
+            AdamConfig {
+                lr: 0.01,
+                weight_decay: 0.01,
+                ..AdamConfig::default()
+            },
+        ];
+        for (step, config) in (1..).zip(&configs) {
+            let (grad, grad_sample) = upload(&mut rng, -1.0, 1.0);
+            param
+                .adam_update_(&grad, &m, &v, step, config)
+                .expect("adam over 40M");
+            reference.step(&grad_sample, step, config);
         }
-    }
-    let error = relative_error(&got[0], &reference.param, &reference.param_magnitude);
-    assert!(
-        error < TOLERANCE,
-        "{selector:?}: sampled param relative error {error}"
-    );
+        let got: Vec<Vec<f32>> = [&param, &m, &v]
+            .iter()
+            .map(|tensor| pick(&tensor.to_vec().expect("read 160 MB")))
+            .collect();
+        for (k, &index) in indices.iter().enumerate() {
+            for (name, got, want, magnitude) in [
+                (
+                    "param",
+                    &got[0],
+                    &reference.param,
+                    &reference.param_magnitude,
+                ),
+                ("m", &got[1], &reference.m, &reference.m_magnitude),
+                ("v", &got[2], &reference.v, &reference.v),
+            ] {
+                let error = (got[k] as f64 - want[k]).abs() / magnitude[k].max(f64::MIN_POSITIVE);
+                assert!(
+                    error < 2e-6,
+                    "{name}[{index}] of {len} is {}, the f64 reference {} (relative error {error})",
+                    got[k],
+                    want[k]
+                );
+            }
+        }
+        let error = relative_error(&got[0], &reference.param, &reference.param_magnitude);
+        assert!(error < TOLERANCE, "sampled param relative error {error}");
+    });
 }
 
 #[test]
 fn mismatched_shapes_step_zero_and_two_sessions_are_errors() {
-    let selectors = backends();
-    let session = common::poisoned(&selectors[0]);
-    let other = self::common::poisoned(&selectors[0]);
-    let mut rng = Rng::fresh("optimizer errors");
-    let shape = [3, 4];
-    let param_data = rng.vec(12, -1.0, 1.0);
-    let param = session.upload(&param_data, &shape).expect("upload");
-    let grad_data = rng.vec(12, -1.0, 1.0);
-    let grad = session.upload(&grad_data, &shape).expect("upload");
-    let m = session.zeros(&shape).expect("zeros");
-    let v = session.zeros(&shape).expect("zeros");
-    let transposed = session.zeros(&[4, 3]).expect("zeros");
-    let flat = session.zeros(&[12]).expect("zeros");
-    let config = AdamConfig::default();
+    on_vulkan(|backend| {
+        let session = backend.poisoned();
+        let other = backend.poisoned();
+        let mut rng = Rng::fresh("optimizer errors");
+        let shape = [3, 4];
+        let param_data = rng.vec(12, -1.0, 1.0);
+        let param = session.upload(&param_data, &shape).expect("upload");
+        let grad_data = rng.vec(12, -1.0, 1.0);
+        let grad = session.upload(&grad_data, &shape).expect("upload");
+        let m = session.zeros(&shape).expect("zeros");
+        let v = session.zeros(&shape).expect("zeros");
+        let transposed = session.zeros(&[4, 3]).expect("zeros");
+        let flat = session.zeros(&[12]).expect("zeros");
+        let config = AdamConfig::default();
 
-    let expect_shape_error = |result: wgcompute::Result<()>, what: &str, wrong: &str| match result {
-        Err(error @ Error::Shape { .. }) => {
-            let text = error.to_string();
+        let expect_shape_error =
+            |result: wgcompute::Result<()>, what: &str, wrong: &str| match result {
+                Err(error @ Error::Shape { .. }) => {
+                    let text = error.to_string();
+                    assert!(
+                        text.contains(wrong) && text.contains("[3, 4]"),
+                        "{what}: the message names neither shape: {text}"
+                    );
+                }
+                other => panic!("{what}: expected a shape error, got {other:?}"),
+            };
+        expect_shape_error(
+            param.adam_update_(&transposed, &m, &v, 1, &config),
+            "adam grad [4, 3]",
+            "[4, 3]",
+        );
+        expect_shape_error(
+            param.adam_update_(&grad, &flat, &v, 1, &config),
+            "adam m [12]",
+            "[12]",
+        );
+        expect_shape_error(
+            param.adam_update_(&grad, &m, &transposed, 1, &config),
+            "adam v [4, 3]",
+            "[4, 3]",
+        );
+        expect_shape_error(
+            param.sgd_update_(&flat, &m, 0.1, 0.9),
+            "sgd grad [12]",
+            "[12]",
+        );
+        expect_shape_error(
+            param.sgd_update_(&grad, &transposed, 0.1, 0.9),
+            "sgd buffer [4, 3]",
+            "[4, 3]",
+        );
+
+        match param.adam_update_(&grad, &m, &v, 0, &config) {
+            Err(Error::InvalidArgument { .. }) => {}
+            other => panic!("adam step 0: expected an invalid argument, got {other:?}"),
+        }
+
+        let foreign = other.upload(&grad_data, &shape).expect("upload");
+        for (what, result) in [
+            (
+                "adam grad",
+                param.adam_update_(&foreign, &m, &v, 1, &config),
+            ),
+            (
+                "adam m",
+                param.adam_update_(&grad, &foreign, &v, 1, &config),
+            ),
+            (
+                "adam v",
+                param.adam_update_(&grad, &m, &foreign, 1, &config),
+            ),
+            ("sgd grad", param.sgd_update_(&foreign, &m, 0.1, 0.9)),
+            ("sgd buffer", param.sgd_update_(&grad, &foreign, 0.1, 0.9)),
+            (
+                "foreign param",
+                foreign.adam_update_(&grad, &m, &v, 1, &config),
+            ),
+        ] {
             assert!(
-                text.contains(wrong) && text.contains("[3, 4]"),
-                "{what}: the message names neither shape: {text}"
+                matches!(result, Err(Error::SessionMismatch { .. })),
+                "{what} from another session: expected a session mismatch, got {result:?}"
             );
         }
-        other => panic!("{what}: expected a shape error, got {other:?}"),
-    };
-    expect_shape_error(
-        param.adam_update_(&transposed, &m, &v, 1, &config),
-        "adam grad [4, 3]",
-        "[4, 3]",
-    );
-    expect_shape_error(
-        param.adam_update_(&grad, &flat, &v, 1, &config),
-        "adam m [12]",
-        "[12]",
-    );
-    expect_shape_error(
-        param.adam_update_(&grad, &m, &transposed, 1, &config),
-        "adam v [4, 3]",
-        "[4, 3]",
-    );
-    expect_shape_error(
-        param.sgd_update_(&flat, &m, 0.1, 0.9),
-        "sgd grad [12]",
-        "[12]",
-    );
-    expect_shape_error(
-        param.sgd_update_(&grad, &transposed, 0.1, 0.9),
-        "sgd buffer [4, 3]",
-        "[4, 3]",
-    );
 
-    match param.adam_update_(&grad, &m, &v, 0, &config) {
-        Err(Error::InvalidArgument { .. }) => {}
-        other => panic!("adam step 0: expected an invalid argument, got {other:?}"),
-    }
-
-    let foreign = other.upload(&grad_data, &shape).expect("upload");
-    for (what, result) in [
-        (
-            "adam grad",
-            param.adam_update_(&foreign, &m, &v, 1, &config),
-        ),
-        (
-            "adam m",
-            param.adam_update_(&grad, &foreign, &v, 1, &config),
-        ),
-        (
-            "adam v",
-            param.adam_update_(&grad, &m, &foreign, 1, &config),
-        ),
-        ("sgd grad", param.sgd_update_(&foreign, &m, 0.1, 0.9)),
-        ("sgd buffer", param.sgd_update_(&grad, &foreign, 0.1, 0.9)),
-        (
-            "foreign param",
-            foreign.adam_update_(&grad, &m, &v, 1, &config),
-        ),
-    ] {
+        // A dtype error too: argmax gives u32.
+        let indices = session
+            .upload(&param_data, &[12, 1])
+            .expect("upload")
+            .argmax(Some(1))
+            .expect("argmax")
+            .reshape(&shape)
+            .expect("reshape");
         assert!(
-            matches!(result, Err(Error::SessionMismatch { .. })),
-            "{what} from another session: expected a session mismatch, got {result:?}"
+            matches!(
+                param.adam_update_(&indices, &m, &v, 1, &config),
+                Err(Error::DType { .. })
+            ),
+            "a u32 gradient"
         );
-    }
 
-    // A dtype error too: argmax gives u32.
-    let indices = session
-        .upload(&param_data, &[12, 1])
-        .expect("upload")
-        .argmax(Some(1))
-        .expect("argmax")
-        .reshape(&shape)
-        .expect("reshape");
-    assert!(
-        matches!(
-            param.adam_update_(&indices, &m, &v, 1, &config),
-            Err(Error::DType { .. })
-        ),
-        "a u32 gradient"
-    );
-
-    // Nothing was touched, and both sessions still work.
-    assert_eq!(
-        param.to_vec().expect("read"),
-        param_data,
-        "param after the errors"
-    );
-    assert_eq!(
-        m.to_vec().expect("read"),
-        vec![0.0; 12],
-        "m after the errors"
-    );
-    assert_eq!(
-        v.to_vec().expect("read"),
-        vec![0.0; 12],
-        "v after the errors"
-    );
-    param
-        .adam_update_(&grad, &m, &v, 1, &config)
-        .expect("a good step");
-    let mut reference = AdamReference::new(&param_data, &[0.0; 12], &[0.0; 12]);
-    reference.step(&grad_data, 1, &config);
-    reference.check(
-        "after the errors",
-        &param.to_vec().expect("read"),
-        &m.to_vec().expect("read"),
-        &v.to_vec().expect("read"),
-        TOLERANCE,
-    );
-    assert_eq!(
-        foreign.to_vec().expect("read"),
-        grad_data,
-        "the other session"
-    );
+        // Nothing was touched, and both sessions still work.
+        assert_eq!(
+            param.to_vec().expect("read"),
+            param_data,
+            "param after the errors"
+        );
+        assert_eq!(
+            m.to_vec().expect("read"),
+            vec![0.0; 12],
+            "m after the errors"
+        );
+        assert_eq!(
+            v.to_vec().expect("read"),
+            vec![0.0; 12],
+            "v after the errors"
+        );
+        param
+            .adam_update_(&grad, &m, &v, 1, &config)
+            .expect("a good step");
+        let mut reference = AdamReference::new(&param_data, &[0.0; 12], &[0.0; 12]);
+        reference.step(&grad_data, 1, &config);
+        reference.check(
+            "after the errors",
+            &param.to_vec().expect("read"),
+            &m.to_vec().expect("read"),
+            &v.to_vec().expect("read"),
+            TOLERANCE,
+        );
+        assert_eq!(
+            foreign.to_vec().expect("read"),
+            grad_data,
+            "the other session"
+        );
+    });
 }

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{backends, Rng};
+use common::{for_each_backend, on_vulkan, Rng};
 use wgcompute::Tensor;
 
 // ---- CPU reference: Philox4x32-10 (Salmon et al. 2011), written from the paper, not from the shader ----
@@ -190,8 +190,8 @@ fn cpu_philox_matches_random123_known_answers() {
 fn rand_gives_the_reference_bits_for_every_seed_and_size() {
     let mut rng = Rng::fresh("rand bits");
     let seeds = seeds(&mut rng);
-    for selector in backends() {
-        let session = common::poisoned(&selector);
+    for_each_backend(|backend| {
+        let session = backend.poisoned();
         for &seed in &seeds {
             for &shape in &SIZES {
                 let len: usize = shape.iter().product();
@@ -199,7 +199,7 @@ fn rand_gives_the_reference_bits_for_every_seed_and_size() {
                 assert_eq!(tensor.shape(), shape);
                 let got = tensor.to_vec().expect("read");
                 expect_bits(
-                    &format!("{selector:?}: rand({shape:?}, seed {seed:#x})"),
+                    &format!("rand({shape:?}, seed {seed:#x})"),
                     &got,
                     &uniform_references(seed, len),
                 );
@@ -212,26 +212,26 @@ fn rand_gives_the_reference_bits_for_every_seed_and_size() {
             tensor.fill_uniform_(seed, 0.0, 1.0).expect("fill_uniform_");
             let len: usize = shape.iter().product();
             expect_bits(
-                &format!("{selector:?}: fill_uniform_ of {shape:?}, seed {seed:#x}"),
+                &format!("fill_uniform_ of {shape:?}, seed {seed:#x}"),
                 &tensor.to_vec().expect("read"),
                 &uniform_references(seed, len),
             );
         }
-    }
+    });
 }
 
 #[test]
 fn randn_matches_box_muller_on_the_same_words() {
     let mut rng = Rng::fresh("randn");
     let seeds = seeds(&mut rng);
-    for selector in backends() {
-        let session = common::poisoned(&selector);
+    for_each_backend(|backend| {
+        let session = backend.poisoned();
         for &seed in &seeds {
             for &shape in &SIZES {
                 let tensor = session.randn(shape, seed).expect("randn");
                 assert_eq!(tensor.shape(), shape);
                 expect_normals(
-                    &format!("{selector:?}: randn({shape:?}, seed {seed:#x})"),
+                    &format!("randn({shape:?}, seed {seed:#x})"),
                     &tensor.to_vec().expect("read"),
                     seed,
                     0.0,
@@ -247,7 +247,7 @@ fn randn_matches_box_muller_on_the_same_words() {
             let tensor = session.full(shape, f32::NAN).expect("full");
             tensor.fill_normal_(seed, mean, std).expect("fill_normal_");
             expect_normals(
-                &format!("{selector:?}: fill_normal_({mean}, {std}) of {shape:?}, seed {seed:#x}"),
+                &format!("fill_normal_({mean}, {std}) of {shape:?}, seed {seed:#x}"),
                 &tensor.to_vec().expect("read"),
                 seed,
                 mean as f64,
@@ -255,14 +255,14 @@ fn randn_matches_box_muller_on_the_same_words() {
                 1e-5 * (std as f64).max(1.0) + 2.0 * f32::EPSILON as f64 * mean.abs() as f64,
             );
         }
-    }
+    });
 }
 
 #[test]
 fn fill_uniform_scales_to_its_range() {
     let mut rng = Rng::fresh("fill_uniform range");
-    for selector in backends() {
-        let session = common::poisoned(&selector);
+    for_each_backend(|backend| {
+        let session = backend.poisoned();
         for &(low, high) in &[(-2.0f32, 3.0f32), (0.25, 0.75), (-1e-3, 0.0)] {
             let seed = rng.next_u64();
             let len = 1_000_003;
@@ -275,23 +275,23 @@ fn fill_uniform_scales_to_its_range() {
             for (index, &value) in got.iter().enumerate() {
                 assert!(
                     value >= low && value < high,
-                    "{selector:?}: fill_uniform_({low}, {high}), seed {seed:#x}: element {index} is {value}"
+                    "fill_uniform_({low}, {high}), seed {seed:#x}: element {index} is {value}"
                 );
                 let want = low as f64 + span * unit(block(seed, index as u64)[index % 4]);
                 let tolerance = 2.0 * f32::EPSILON as f64 * (low.abs().max(high.abs()) as f64);
                 assert!(
                     (value as f64 - want).abs() <= tolerance,
-                    "{selector:?}: fill_uniform_({low}, {high}), seed {seed:#x}: element {index} is {value}, want {want}"
+                    "fill_uniform_({low}, {high}), seed {seed:#x}: element {index} is {value}, want {want}"
                 );
             }
             let mean = got.iter().map(|&x| x as f64).sum::<f64>() / len as f64;
             let want_mean = (low as f64 + high as f64) / 2.0;
             assert!(
                 (mean - want_mean).abs() < 0.01 * span,
-                "{selector:?}: fill_uniform_({low}, {high}) has mean {mean}, want about {want_mean}"
+                "fill_uniform_({low}, {high}) has mean {mean}, want about {want_mean}"
             );
         }
-    }
+    });
 }
 
 #[test]
@@ -299,10 +299,10 @@ fn seeds_repeat_differ_and_agree_across_backends() {
     let mut rng = Rng::fresh("seeds");
     let seed = rng.next_u64();
     let shape = [1_000_003];
-    let mut uniform_by_backend: Vec<(String, Vec<u32>)> = Vec::new();
-    let mut normal_by_backend: Vec<(String, Vec<f32>)> = Vec::new();
-    for selector in backends() {
-        let session = common::poisoned(&selector);
+    let mut uniform_by_backend: Vec<(&str, Vec<u32>)> = Vec::new();
+    let mut normal_by_backend: Vec<(&str, Vec<f32>)> = Vec::new();
+    for_each_backend(|backend| {
+        let session = backend.poisoned();
         // All kept alive, so no tensor reuses another's memory.
         let first = session.rand(&shape, seed).expect("rand");
         let again = session.rand(&shape, seed).expect("rand");
@@ -310,11 +310,7 @@ fn seeds_repeat_differ_and_agree_across_backends() {
         let high_word = session.rand(&shape, seed ^ (1 << 32)).expect("rand");
         let first = first.to_vec().expect("read");
         let again = again.to_vec().expect("read");
-        expect_bits(
-            &format!("{selector:?}: the same seed twice"),
-            &again,
-            &first,
-        );
+        expect_bits("the same seed twice", &again, &first);
         for (other, name) in [
             (&next_seed, "seed + 1"),
             (&high_word, "seed with the high word changed"),
@@ -328,7 +324,7 @@ fn seeds_repeat_differ_and_agree_across_backends() {
             // Two independent 24-bit draws agree with probability 2^-24: about 0.06 of a million.
             assert!(
                 equal < 20,
-                "{selector:?}: {name} repeats {equal} of {} elements of seed {seed:#x}",
+                "{name} repeats {equal} of {} elements of seed {seed:#x}",
                 first.len()
             );
         }
@@ -336,16 +332,13 @@ fn seeds_repeat_differ_and_agree_across_backends() {
         let normal_b = session.randn(&shape, seed).expect("randn");
         let normal = normal_a.to_vec().expect("read");
         expect_bits(
-            &format!("{selector:?}: randn with the same seed twice"),
+            "randn with the same seed twice",
             &normal_b.to_vec().expect("read"),
             &normal,
         );
-        uniform_by_backend.push((
-            format!("{selector:?}"),
-            first.iter().map(|x| x.to_bits()).collect(),
-        ));
-        normal_by_backend.push((format!("{selector:?}"), normal));
-    }
+        uniform_by_backend.push((backend.name, first.iter().map(|x| x.to_bits()).collect()));
+        normal_by_backend.push((backend.name, normal));
+    });
     let (reference_name, reference) = &uniform_by_backend[0];
     for (name, bits) in &uniform_by_backend[1..] {
         let differ = reference.iter().zip(bits).filter(|(a, b)| a != b).count();
@@ -383,8 +376,8 @@ fn moments(values: &[f32]) -> (f64, f64) {
 fn a_million_draws_have_the_right_statistics() {
     let mut rng = Rng::fresh("statistics");
     let len = 1 << 20;
-    for selector in backends() {
-        let session = common::poisoned(&selector);
+    for_each_backend(|backend| {
+        let session = backend.poisoned();
         let seed = rng.next_u64();
         let uniform = session
             .rand(&[len], seed)
@@ -392,16 +385,16 @@ fn a_million_draws_have_the_right_statistics() {
             .to_vec()
             .expect("read");
         if let Some(bad) = uniform.iter().find(|x| !(**x >= 0.0 && **x < 1.0)) {
-            panic!("{selector:?}: rand, seed {seed:#x}: a value {bad} outside [0, 1)");
+            panic!("rand, seed {seed:#x}: a value {bad} outside [0, 1)");
         }
         let (mean, variance) = moments(&uniform);
         assert!(
             (mean - 0.5).abs() < 0.005,
-            "{selector:?}: rand, seed {seed:#x}: mean {mean}"
+            "rand, seed {seed:#x}: mean {mean}"
         );
         assert!(
             (variance - 1.0 / 12.0).abs() < 0.001,
-            "{selector:?}: rand, seed {seed:#x}: variance {variance}, want 1/12"
+            "rand, seed {seed:#x}: variance {variance}, want 1/12"
         );
         // Each tenth of [0, 1) holds about a tenth (σ ≈ 0.0003).
         let mut deciles = [0usize; 10];
@@ -412,7 +405,7 @@ fn a_million_draws_have_the_right_statistics() {
             let share = count as f64 / len as f64;
             assert!(
                 (share - 0.1).abs() < 0.003,
-                "{selector:?}: rand, seed {seed:#x}: decile {decile} holds {share}"
+                "rand, seed {seed:#x}: decile {decile} holds {share}"
             );
         }
 
@@ -423,17 +416,14 @@ fn a_million_draws_have_the_right_statistics() {
             .to_vec()
             .expect("read");
         if let Some(bad) = normal.iter().find(|x| !x.is_finite()) {
-            panic!("{selector:?}: randn, seed {seed:#x}: a value {bad}");
+            panic!("randn, seed {seed:#x}: a value {bad}");
         }
         let (mean, variance) = moments(&normal);
         let std = variance.sqrt();
-        assert!(
-            mean.abs() < 0.005,
-            "{selector:?}: randn, seed {seed:#x}: mean {mean}"
-        );
+        assert!(mean.abs() < 0.005, "randn, seed {seed:#x}: mean {mean}");
         assert!(
             (std - 1.0).abs() < 0.005,
-            "{selector:?}: randn, seed {seed:#x}: standard deviation {std}"
+            "randn, seed {seed:#x}: standard deviation {std}"
         );
         // Tails: P(|z| > 2) = 0.0455, P(|z| > 3) = 0.0027.
         let beyond =
@@ -441,50 +431,51 @@ fn a_million_draws_have_the_right_statistics() {
         let (two, three) = (beyond(2.0), beyond(3.0));
         assert!(
             (two - 0.0455).abs() < 0.002 && (three - 0.0027).abs() < 0.0005,
-            "{selector:?}: randn, seed {seed:#x}: P(|z| > 2) = {two}, P(|z| > 3) = {three}"
+            "randn, seed {seed:#x}: P(|z| > 2) = {two}, P(|z| > 3) = {three}"
         );
-    }
+    });
 }
 
 #[test]
 fn a_fill_past_one_binding_continues_the_counter_across_windows() {
-    let selector = &backends()[0];
-    let session = common::poisoned(selector);
-    let mut rng = Rng::fresh("random windows");
-    let len = 40_000_003usize;
-    let seed = rng.next_u64() | (1 << 40);
-    let tensor: Tensor = session.full(&[len], f32::NAN).expect("full, 160 MB");
-    tensor.fill_uniform_(seed, 0.0, 1.0).expect("fill_uniform_");
-    let got = tensor.to_vec().expect("read");
-    // Every element written (NaN fails), and in range.
-    if let Some(index) = got.iter().position(|x| !(*x >= 0.0 && *x < 1.0)) {
-        panic!(
-            "{selector:?}: element {index} of {len} is {} after fill_uniform_",
-            got[index]
-        );
-    }
-    let indices = common::sample_indices(&mut rng, len, 400);
-    for &index in &indices {
-        let want = uniform_reference(seed, index as u64);
-        assert_eq!(
-            got[index].to_bits(),
-            want.to_bits(),
-            "{selector:?}: element {index} of {len}, seed {seed:#x}: got {}, want {want}",
-            got[index]
-        );
-    }
-    drop(got);
+    on_vulkan(|backend| {
+        let session = backend.poisoned();
+        let mut rng = Rng::fresh("random windows");
+        let len = 40_000_003usize;
+        let seed = rng.next_u64() | (1 << 40);
+        let tensor: Tensor = session.full(&[len], f32::NAN).expect("full, 160 MB");
+        tensor.fill_uniform_(seed, 0.0, 1.0).expect("fill_uniform_");
+        let got = tensor.to_vec().expect("read");
+        // Every element written (NaN fails), and in range.
+        if let Some(index) = got.iter().position(|x| !(*x >= 0.0 && *x < 1.0)) {
+            panic!(
+                "element {index} of {len} is {} after fill_uniform_",
+                got[index]
+            );
+        }
+        let indices = common::sample_indices(&mut rng, len, 400);
+        for &index in &indices {
+            let want = uniform_reference(seed, index as u64);
+            assert_eq!(
+                got[index].to_bits(),
+                want.to_bits(),
+                "element {index} of {len}, seed {seed:#x}: got {}, want {want}",
+                got[index]
+            );
+        }
+        drop(got);
 
-    let normal = session.randn(&[len], seed).expect("randn");
-    let got = normal.to_vec().expect("read");
-    for &index in &indices {
-        let want = normal_reference(seed, index as u64);
-        assert!(
-            (got[index] as f64 - want).abs() <= 1e-5,
-            "{selector:?}: randn element {index} of {len}, seed {seed:#x}: got {}, want {want}",
-            got[index]
-        );
-    }
+        let normal = session.randn(&[len], seed).expect("randn");
+        let got = normal.to_vec().expect("read");
+        for &index in &indices {
+            let want = normal_reference(seed, index as u64);
+            assert!(
+                (got[index] as f64 - want).abs() <= 1e-5,
+                "randn element {index} of {len}, seed {seed:#x}: got {}, want {want}",
+                got[index]
+            );
+        }
+    });
 }
 
 #[test]
@@ -496,8 +487,8 @@ fn fill_uniform_stays_below_high_where_rounding_would_reach_it() {
     let index = (0..1u64 << 28)
         .find(|&index| block(seed, index)[(index % 4) as usize] >> 8 > (1 << 24) - 16)
         .expect("a draw near 1") as usize;
-    for selector in backends() {
-        let session = common::poisoned(&selector);
+    for_each_backend(|backend| {
+        let session = backend.poisoned();
         let tensor = session.full(&[index + 1], f32::NAN).expect("full");
         tensor
             .fill_uniform_(seed, low, high)
@@ -505,11 +496,11 @@ fn fill_uniform_stays_below_high_where_rounding_would_reach_it() {
         let value = tensor.read_range(index..index + 1).expect("read")[0];
         assert!(
             value >= low && value < high,
-            "{selector:?}: fill_uniform_(seed {seed}, {low}, {high}): element {index} (24-bit draw {:#x}) is {value}, \
+            "fill_uniform_(seed {seed}, {low}, {high}): element {index} (24-bit draw {:#x}) is {value}, \
              outside [{low}, {high})",
             block(seed, index as u64)[index % 4] >> 8
         );
-    }
+    });
 }
 
 #[test]
@@ -525,15 +516,15 @@ fn randn_is_accurate_where_u1_is_near_one() {
             (1u32 << 24) - 1 - top <= 8
         })
         .expect("a draw of u1 near 1") as usize;
-    for selector in backends() {
-        let session = common::poisoned(&selector);
+    for_each_backend(|backend| {
+        let session = backend.poisoned();
         let tensor = session.randn(&[index + 2], seed).expect("randn");
         let got = tensor.read_range(index..index + 2).expect("read");
         for lane in 0..2 {
             let want = normal_reference(seed, (index + lane) as u64);
             assert!(
                 (got[lane] as f64 - want).abs() <= 1e-5,
-                "{selector:?}: randn(seed {seed}) element {} is {}, the f64 Box–Muller reference {want} \
+                "randn(seed {seed}) element {} is {}, the f64 Box–Muller reference {want} \
                  (u1 = 1 − {}·2^-24, radius {})",
                 index + lane,
                 got[lane],
@@ -541,5 +532,5 @@ fn randn_is_accurate_where_u1_is_near_one() {
                 radius(seed, index as u64)
             );
         }
-    }
+    });
 }

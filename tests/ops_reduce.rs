@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{backends, Rng};
+use common::{for_each_backend, on_vulkan, Rng};
 use wgcompute::{Error, Session, Tensor};
 
 #[derive(Clone, Copy, Debug)]
@@ -135,8 +135,8 @@ fn check(session: &Session, rng: &mut Rng, shape: &[usize], label: &str) {
 
 #[test]
 fn awkward_shapes_along_every_axis() {
-    for selector in backends() {
-        let session = common::poisoned(&selector);
+    for_each_backend(|backend| {
+        let session = backend.poisoned();
         let mut rng = Rng::fresh("reduce shapes");
         for shape in [
             &[1][..],
@@ -152,78 +152,82 @@ fn awkward_shapes_along_every_axis() {
             &[3, 1, 4099],
             &[5, 300, 3],
         ] {
-            check(&session, &mut rng, shape, &format!("{selector:?}"));
+            check(&session, &mut rng, shape, "awkward shapes");
         }
-    }
+    });
 }
 
 #[test]
 fn large_inputs_past_the_dispatch_limit() {
-    let selector = &backends()[0];
-    let session = common::poisoned(selector);
-    let mut rng = Rng::fresh("reduce large");
-    // 2^24 + 1 elements: the count at which a grid of one invocation per 256 elements passes 65,535 groups.
-    check(&session, &mut rng, &[16_777_217], "16M vector");
-    check(&session, &mut rng, &[4096, 4096], "4096 square");
-    // A long axis with a few columns, and many short rows.
-    check(&session, &mut rng, &[1_000_003, 3], "long axis");
+    on_vulkan(|backend| {
+        let session = backend.poisoned();
+        let mut rng = Rng::fresh("reduce large");
+        // 2^24 + 1 elements: the count at which a grid of one invocation per 256 elements passes 65,535 groups.
+        check(&session, &mut rng, &[16_777_217], "16M vector");
+        check(&session, &mut rng, &[4096, 4096], "4096 square");
+        // A long axis with a few columns, and many short rows.
+        check(&session, &mut rng, &[1_000_003, 3], "long axis");
+    });
 }
 
 #[test]
 fn a_sum_over_more_than_one_binding_is_windowed_and_repeatable() {
-    let selector = &backends()[0];
-    let session = common::poisoned(selector);
-    let mut rng = Rng::fresh("reduce windows");
-    let len = 48_000_000usize;
-    let data = rng.vec(len, 0.0, 1.0);
-    let tensor = session.upload(&data, &[len]).expect("upload 192 MB");
-    let want: f64 = data.iter().map(|&x| x as f64).sum();
-    let first = tensor.sum(None).expect("sum").to_vec().expect("read")[0];
-    assert!(
-        ((first as f64 - want) / want).abs() < 1e-5,
-        "sum {first} vs {want}"
-    );
-    let again = tensor.sum(None).expect("sum").to_vec().expect("read")[0];
-    assert_eq!(
-        first.to_bits(),
-        again.to_bits(),
-        "the same input gives the same bits"
-    );
-    let want_max = data.iter().copied().fold(f32::MIN, f32::max);
-    assert_eq!(
-        tensor.max(None).expect("max").to_vec().expect("read")[0],
-        want_max
-    );
-    let want_index = argmax_reference(&data, &[len], None);
-    assert_eq!(
-        tensor
-            .argmax(None)
-            .expect("argmax")
-            .to_vec_u32()
-            .expect("read"),
-        want_index
-    );
+    on_vulkan(|backend| {
+        let session = backend.poisoned();
+        let mut rng = Rng::fresh("reduce windows");
+        let len = 48_000_000usize;
+        let data = rng.vec(len, 0.0, 1.0);
+        let tensor = session.upload(&data, &[len]).expect("upload 192 MB");
+        let want: f64 = data.iter().map(|&x| x as f64).sum();
+        let first = tensor.sum(None).expect("sum").to_vec().expect("read")[0];
+        assert!(
+            ((first as f64 - want) / want).abs() < 1e-5,
+            "sum {first} vs {want}"
+        );
+        let again = tensor.sum(None).expect("sum").to_vec().expect("read")[0];
+        assert_eq!(
+            first.to_bits(),
+            again.to_bits(),
+            "the same input gives the same bits"
+        );
+        let want_max = data.iter().copied().fold(f32::MIN, f32::max);
+        assert_eq!(
+            tensor.max(None).expect("max").to_vec().expect("read")[0],
+            want_max
+        );
+        let want_index = argmax_reference(&data, &[len], None);
+        assert_eq!(
+            tensor
+                .argmax(None)
+                .expect("argmax")
+                .to_vec_u32()
+                .expect("read"),
+            want_index
+        );
+    });
 }
 
 #[test]
 fn bad_axes_are_shape_errors_and_the_session_goes_on() {
-    let session = common::poisoned(&backends()[0]);
-    let tensor = session
-        .upload(&[1.0, 2.0, 3.0, 4.0], &[2, 2])
-        .expect("upload");
-    assert!(matches!(tensor.sum(Some(2)), Err(Error::Shape { .. })));
-    let empty = session.zeros(&[3, 0]).expect("empty tensor");
-    assert!(matches!(empty.max(Some(1)), Err(Error::Shape { .. })));
-    let indices = tensor.argmax(Some(1)).expect("argmax");
-    assert!(matches!(indices.sum(None), Err(Error::DType { .. })));
-    assert!(matches!(indices.to_vec(), Err(Error::DType { .. })));
-    assert!(matches!(indices.fill_(1.0), Err(Error::DType { .. })));
-    assert!(matches!(
-        indices.write(&[1.0, 2.0]),
-        Err(Error::DType { .. })
-    ));
-    assert_eq!(
-        tensor.sum(Some(1)).expect("sum").to_vec().expect("read"),
-        vec![3.0, 7.0]
-    );
+    on_vulkan(|backend| {
+        let session = backend.poisoned();
+        let tensor = session
+            .upload(&[1.0, 2.0, 3.0, 4.0], &[2, 2])
+            .expect("upload");
+        assert!(matches!(tensor.sum(Some(2)), Err(Error::Shape { .. })));
+        let empty = session.zeros(&[3, 0]).expect("empty tensor");
+        assert!(matches!(empty.max(Some(1)), Err(Error::Shape { .. })));
+        let indices = tensor.argmax(Some(1)).expect("argmax");
+        assert!(matches!(indices.sum(None), Err(Error::DType { .. })));
+        assert!(matches!(indices.to_vec(), Err(Error::DType { .. })));
+        assert!(matches!(indices.fill_(1.0), Err(Error::DType { .. })));
+        assert!(matches!(
+            indices.write(&[1.0, 2.0]),
+            Err(Error::DType { .. })
+        ));
+        assert_eq!(
+            tensor.sum(Some(1)).expect("sum").to_vec().expect("read"),
+            vec![3.0, 7.0]
+        );
+    });
 }

@@ -3,22 +3,17 @@
 
 mod common;
 
-use common::{backends, memory_lock, open, resident, Rng, MIB};
-use wgcompute::{Error, MemoryLimit, Session, SessionOptions, Tensor};
+use common::{for_each_backend, memory_lock, on_vulkan, resident, Backend, Rng, MIB};
+use wgcompute::{Error, MemoryLimit, Session, Tensor};
 
-fn capped(limit: MemoryLimit) -> Session {
-    Session::open(
-        SessionOptions::default()
-            .adapter(backends()[0].clone())
-            .memory_limit(limit),
-    )
-    .expect("open capped")
+fn capped(backend: &Backend, limit: MemoryLimit) -> Session {
+    Session::open(backend.options().memory_limit(limit)).expect("open capped")
 }
 
 #[test]
 fn interleaved_tensors_keep_their_data_when_neighbours_come_and_go() {
-    for selector in backends() {
-        let session = open(&selector);
+    for_each_backend(|backend| {
+        let session = backend.open();
         let mut rng = Rng::fresh("interleaved");
         let mut live: Vec<(Tensor, Vec<f32>)> = (0..300)
             .map(|_| {
@@ -49,22 +44,22 @@ fn interleaved_tensors_keep_their_data_when_neighbours_come_and_go() {
         assert_eq!(
             session.memory_stats().expect("stats").reserved,
             reserved_before,
-            "{selector:?}: new tensors no larger than the freed ones fit in the holes"
+            "new tensors no larger than the freed ones fit in the holes"
         );
         for (tensor, data) in &live {
             assert_eq!(
                 &tensor.to_vec().expect("read"),
                 data,
-                "{selector:?}: a tensor's data changed"
+                "a tensor's data changed"
             );
         }
-    }
+    });
 }
 
 #[test]
 fn a_range_freed_under_recorded_work_is_not_overwritten_by_an_upload() {
-    for selector in backends() {
-        let session = open(&selector);
+    for_each_backend(|backend| {
+        let session = backend.open();
         let mut rng = Rng::fresh("ordering");
         let len = 4099;
         let first = rng.vec(len, -1.0, 1.0);
@@ -79,7 +74,7 @@ fn a_range_freed_under_recorded_work_is_not_overwritten_by_an_upload() {
         assert_eq!(
             b.to_vec().expect("read b"),
             second,
-            "{selector:?}: b was overwritten by work recorded for a"
+            "b was overwritten by work recorded for a"
         );
 
         // The same hazard when overwriting a live tensor: the write must land after the recorded work.
@@ -88,139 +83,143 @@ fn a_range_freed_under_recorded_work_is_not_overwritten_by_an_upload() {
         assert_eq!(
             b.to_vec().expect("read b"),
             first,
-            "{selector:?}: recorded work ran after the write"
+            "recorded work ran after the write"
         );
-    }
+    });
 }
 
 #[test]
 fn a_request_over_the_cap_fails_with_figures_and_the_session_goes_on() {
-    let session = capped(MemoryLimit::Bytes(64 * MIB));
-    let first = session
-        .zeros(&[(40 * MIB / 4) as usize])
-        .expect("40 MiB under a 64 MiB cap");
-    match session.zeros(&[(40 * MIB / 4) as usize]) {
-        Err(Error::OutOfMemory {
-            requested,
-            in_use,
-            limit,
-            ..
-        }) => {
-            assert_eq!(requested, 40 * MIB);
-            assert!(in_use >= 40 * MIB);
-            assert_eq!(limit, Some(64 * MIB));
+    on_vulkan(|backend| {
+        let session = capped(backend, MemoryLimit::Bytes(64 * MIB));
+        let first = session
+            .zeros(&[(40 * MIB / 4) as usize])
+            .expect("40 MiB under a 64 MiB cap");
+        match session.zeros(&[(40 * MIB / 4) as usize]) {
+            Err(Error::OutOfMemory {
+                requested,
+                in_use,
+                limit,
+                ..
+            }) => {
+                assert_eq!(requested, 40 * MIB);
+                assert!(in_use >= 40 * MIB);
+                assert_eq!(limit, Some(64 * MIB));
+            }
+            other => panic!("expected OutOfMemory, got {other:?}"),
         }
-        other => panic!("expected OutOfMemory, got {other:?}"),
-    }
-    let small = session
-        .full(&[5], 2.0)
-        .expect("small allocations still work");
-    assert_eq!(small.to_vec().expect("read"), vec![2.0; 5]);
-    drop(first);
-    let second = session
-        .full(&[(40 * MIB / 4) as usize], 1.0)
-        .expect("after freeing, the same request succeeds");
-    assert_eq!(second.read_range(0..2).expect("read"), vec![1.0, 1.0]);
-    let stats = session.memory_stats().expect("stats");
-    assert!(stats.reserved <= 64 * MIB, "{stats:?}");
-    assert!(stats.peak_in_use >= 40 * MIB, "{stats:?}");
+        let small = session
+            .full(&[5], 2.0)
+            .expect("small allocations still work");
+        assert_eq!(small.to_vec().expect("read"), vec![2.0; 5]);
+        drop(first);
+        let second = session
+            .full(&[(40 * MIB / 4) as usize], 1.0)
+            .expect("after freeing, the same request succeeds");
+        assert_eq!(second.read_range(0..2).expect("read"), vec![1.0, 1.0]);
+        let stats = session.memory_stats().expect("stats");
+        assert!(stats.reserved <= 64 * MIB, "{stats:?}");
+        assert!(stats.peak_in_use >= 40 * MIB, "{stats:?}");
+    });
 }
 
 #[test]
 fn caps_as_fractions_and_reserved_up_front() {
-    let session = capped(MemoryLimit::Fraction(0.01));
-    let total = session
-        .device_memory_total()
-        .expect("lavapipe reports host memory");
-    let limit = session
-        .memory_stats()
-        .expect("stats")
-        .limit
-        .expect("a limit");
-    assert_eq!(limit, (total as f64 * 0.01) as u64);
-    drop(session);
+    on_vulkan(|backend| {
+        let session = capped(backend, MemoryLimit::Fraction(0.01));
+        let total = session
+            .device_memory_total()
+            .expect("lavapipe reports host memory");
+        let limit = session
+            .memory_stats()
+            .expect("stats")
+            .limit
+            .expect("a limit");
+        assert_eq!(limit, (total as f64 * 0.01) as u64);
+        drop(session);
 
-    let reserved = Session::open(
-        SessionOptions::default()
-            .adapter(backends()[0].clone())
-            .memory_limit(MemoryLimit::Bytes(300 * MIB))
-            .reserve_up_front(true),
-    )
-    .expect("reserve up front");
-    let stats = reserved.memory_stats().expect("stats");
-    assert_eq!(stats.reserved, 300 * MIB);
-    let tensor = reserved
-        .zeros(&[(100 * MIB / 4) as usize])
-        .expect("fits in the reservation");
-    assert_eq!(
-        reserved.memory_stats().expect("stats").slabs,
-        stats.slabs,
-        "no new slab"
-    );
-    drop(tensor);
+        let reserved = Session::open(
+            backend
+                .options()
+                .memory_limit(MemoryLimit::Bytes(300 * MIB))
+                .reserve_up_front(true),
+        )
+        .expect("reserve up front");
+        let stats = reserved.memory_stats().expect("stats");
+        assert_eq!(stats.reserved, 300 * MIB);
+        let tensor = reserved
+            .zeros(&[(100 * MIB / 4) as usize])
+            .expect("fits in the reservation");
+        assert_eq!(
+            reserved.memory_stats().expect("stats").slabs,
+            stats.slabs,
+            "no new slab"
+        );
+        drop(tensor);
 
-    let no_limit = Session::open(
-        SessionOptions::default()
-            .adapter(backends()[0].clone())
-            .reserve_up_front(true),
-    );
-    assert!(matches!(no_limit, Err(Error::InvalidArgument { .. })));
+        let no_limit = Session::open(backend.options().reserve_up_front(true));
+        assert!(matches!(no_limit, Err(Error::InvalidArgument { .. })));
+    });
 }
 
 #[test]
 fn a_buffer_larger_than_the_adapter_allows_is_too_big() {
-    let session = open(&backends()[0]);
-    let huge = [1usize << 20, 1 << 20];
-    assert!(matches!(
-        session.zeros(&huge),
-        Err(Error::BufferTooBig { .. })
-    ));
-    assert!(matches!(
-        session.upload(&[1.0, 2.0], &[3]),
-        Err(Error::Shape { .. })
-    ));
-    assert!(session.zeros(&[3]).is_ok(), "the session still works");
+    on_vulkan(|backend| {
+        let session = backend.open();
+        let huge = [1usize << 20, 1 << 20];
+        assert!(matches!(
+            session.zeros(&huge),
+            Err(Error::BufferTooBig { .. })
+        ));
+        assert!(matches!(
+            session.upload(&[1.0, 2.0], &[3]),
+            Err(Error::Shape { .. })
+        ));
+        assert!(session.zeros(&[3]).is_ok(), "the session still works");
+    });
 }
 
 #[test]
 fn trim_returns_empty_slabs_to_the_driver() {
     let _serial = memory_lock();
-    let session = open(&backends()[0]);
-    let tensors: Vec<_> = (0..6)
-        .map(|index| {
-            session
-                .full(&[(64 * MIB / 4) as usize], index as f32)
-                .expect("fill")
-        })
-        .collect();
-    session.sync().expect("sync");
-    let stats = session.memory_stats().expect("stats");
-    assert!(stats.reserved >= 384 * MIB, "{stats:?}");
-    drop(tensors);
-    let held = session.memory_stats().expect("stats");
-    assert_eq!(held.in_use, 0);
-    assert_eq!(
-        held.reserved, stats.reserved,
-        "freed ranges stay reserved until trim"
-    );
-    let resident_before = resident();
-    session.trim().expect("trim");
-    let trimmed = session.memory_stats().expect("stats");
-    assert_eq!(trimmed.reserved, 0);
-    assert_eq!(trimmed.slabs, 0);
-    let resident_after = resident();
-    assert!(
-        resident_before - resident_after >= 300 * MIB,
-        "trim should give back the slabs: resident {} MiB before, {} MiB after",
-        resident_before / MIB,
-        resident_after / MIB
-    );
-    let device = session.device_memory();
-    assert_eq!(
-        device.used.map(|used| used < resident_before),
-        Some(true),
-        "{device:?}"
-    );
-    session.reset_peak().expect("reset");
-    assert_eq!(session.memory_stats().expect("stats").peak_reserved, 0);
+    on_vulkan(|backend| {
+        let session = backend.open();
+        let tensors: Vec<_> = (0..6)
+            .map(|index| {
+                session
+                    .full(&[(64 * MIB / 4) as usize], index as f32)
+                    .expect("fill")
+            })
+            .collect();
+        session.sync().expect("sync");
+        let stats = session.memory_stats().expect("stats");
+        assert!(stats.reserved >= 384 * MIB, "{stats:?}");
+        drop(tensors);
+        let held = session.memory_stats().expect("stats");
+        assert_eq!(held.in_use, 0);
+        assert_eq!(
+            held.reserved, stats.reserved,
+            "freed ranges stay reserved until trim"
+        );
+        let resident_before = resident();
+        session.trim().expect("trim");
+        let trimmed = session.memory_stats().expect("stats");
+        assert_eq!(trimmed.reserved, 0);
+        assert_eq!(trimmed.slabs, 0);
+        let resident_after = resident();
+        assert!(
+            resident_before - resident_after >= 300 * MIB,
+            "trim should give back the slabs: resident {} MiB before, {} MiB after",
+            resident_before / MIB,
+            resident_after / MIB
+        );
+        let device = session.device_memory();
+        assert_eq!(
+            device.used.map(|used| used < resident_before),
+            Some(true),
+            "{device:?}"
+        );
+        session.reset_peak().expect("reset");
+        assert_eq!(session.memory_stats().expect("stats").peak_reserved, 0);
+    });
 }

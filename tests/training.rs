@@ -6,7 +6,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{backends, Rng};
+use common::{for_each_backend, on_vulkan, relative_error, widen, Rng};
 use wgcompute::{
     Adam, AdamConfig, EpsilonPlacement, Error, Linear, Mlp, Optimizer, Session, Sgd, Tape, Tensor,
 };
@@ -17,10 +17,6 @@ fn upload(session: &Session, data: &[f32], shape: &[usize]) -> Tensor {
 
 fn param(session: &Session, data: &[f32], shape: &[usize]) -> Arc<Tensor> {
     Arc::new(upload(session, data, shape))
-}
-
-fn widen(data: &[f32]) -> Vec<f64> {
-    data.iter().map(|&value| value as f64).collect()
 }
 
 fn read(tensor: &Tensor) -> Vec<f32> {
@@ -35,13 +31,6 @@ fn scalar(tape: &Tape, var: wgcompute::Var) -> f64 {
 
 fn norm(values: &[f64]) -> f64 {
     values.iter().map(|value| value * value).sum::<f64>().sqrt()
-}
-
-/// Relative Frobenius error of `got` against `want`.
-fn relative_error(got: &[f64], want: &[f64]) -> f64 {
-    assert_eq!(got.len(), want.len());
-    let diff: Vec<f64> = got.iter().zip(want).map(|(g, w)| g - w).collect();
-    norm(&diff) / norm(want).max(f64::MIN_POSITIVE)
 }
 
 /// The gradient the tape found for `parameter`, against a reference: shape and relative error.
@@ -215,8 +204,8 @@ fn numeric_gradient(f: &dyn Fn(&[Vec<f64>]) -> f64, params: &[Vec<f64>]) -> Vec<
 #[test]
 fn mlp_gradients_match_finite_differences() {
     let (batch, inputs, hidden, outputs) = (3, 5, 4, 3);
-    for selector in backends() {
-        let session = common::poisoned(&selector);
+    for_each_backend(|backend| {
+        let session = backend.poisoned();
         let mut rng = Rng::fresh("mlp gradients");
         // Redraw until no relu input is within 1e-3 of its kink and both sides of it occur.
         let (x, w1, b1, w2) = loop {
@@ -270,48 +259,30 @@ fn mlp_gradients_match_finite_differences() {
         let got_cost = scalar(&tape, total);
         assert!(
             (got_cost - want_cost).abs() <= 1e-5 * want_cost.abs(),
-            "{selector:?}: cost {got_cost} vs {want_cost}"
+            "cost {got_cost} vs {want_cost}"
         );
         let grads = tape.backward(total).expect("backward");
-        check_gradient(
-            &format!("{selector:?} dW1"),
-            &grads,
-            &w1_gpu,
-            &want[0],
-            1e-3,
-        );
-        check_gradient(
-            &format!("{selector:?} db1"),
-            &grads,
-            &b1_gpu,
-            &want[1],
-            1e-3,
-        );
-        check_gradient(
-            &format!("{selector:?} dW2"),
-            &grads,
-            &w2_gpu,
-            &want[2],
-            1e-3,
-        );
+        check_gradient("dW1", &grads, &w1_gpu, &want[0], 1e-3);
+        check_gradient("db1", &grads, &b1_gpu, &want[1], 1e-3);
+        check_gradient("dW2", &grads, &w2_gpu, &want[2], 1e-3);
         assert!(
             grads.of(&unregistered).is_none(),
             "a tensor never put on the tape has no gradient"
         );
         assert_eq!(grads.iter().count(), 3, "one gradient per parameter");
-    }
+    });
 }
 
 #[test]
 fn matmul_transposes_gradients_match_finite_differences() {
     let (m, k, n) = (3, 4, 5);
-    for selector in backends() {
-        let session = common::poisoned(&selector);
+    for_each_backend(|backend| {
+        let session = backend.poisoned();
         let mut rng = Rng::fresh("matmul_t gradients");
         for (transpose_a, transpose_b) in
             [(false, false), (false, true), (true, false), (true, true)]
         {
-            let label = format!("{selector:?} transpose_a {transpose_a} transpose_b {transpose_b}");
+            let label = format!("transpose_a {transpose_a} transpose_b {transpose_b}");
             let a_shape = if transpose_a { [k, m] } else { [m, k] };
             let b_shape = if transpose_b { [n, k] } else { [k, n] };
             let a = rng.vec(m * k, -1.0, 1.0);
@@ -348,7 +319,7 @@ fn matmul_transposes_gradients_match_finite_differences() {
             check_gradient(&format!("{label}: dA"), &grads, &a_gpu, &want[0], 1e-3);
             check_gradient(&format!("{label}: dB"), &grads, &b_gpu, &want[1], 1e-3);
         }
-    }
+    });
 }
 
 /// Reduces a [d0, d1, d2] array along `axis` (mean or sum) into a row-major matrix of the other two axes.
@@ -375,13 +346,13 @@ fn reduce_axis(data: &[f64], dims: [usize; 3], axis: usize, take_mean: bool) -> 
 fn sub_and_axis_reductions_gradients_match_finite_differences() {
     let dims = [2, 3, 4];
     let len: usize = dims.iter().product();
-    for selector in backends() {
-        let session = common::poisoned(&selector);
+    for_each_backend(|backend| {
+        let session = backend.poisoned();
         let mut rng = Rng::fresh("sub and axis gradients");
         for axis in 0..3 {
             for take_mean in [true, false] {
                 let label = format!(
-                    "{selector:?} {} over axis {axis}",
+                    "{} over axis {axis}",
                     if take_mean { "mean" } else { "sum" }
                 );
                 let kept: Vec<usize> = (0..3).filter(|&d| d != axis).map(|d| dims[d]).collect();
@@ -439,14 +410,14 @@ fn sub_and_axis_reductions_gradients_match_finite_differences() {
                 check_gradient(&format!("{label}: dQ"), &grads, &q_gpu, &want[1], 1e-3);
             }
         }
-    }
+    });
 }
 
 #[test]
 fn parameter_used_twice_accumulates_gradients() {
     let (batch, width) = (3, 4);
-    for selector in backends() {
-        let session = common::poisoned(&selector);
+    for_each_backend(|backend| {
+        let session = backend.poisoned();
         let mut rng = Rng::fresh("parameter used twice");
         let x = rng.vec(batch * width, -1.0, 1.0);
         let w = rng.vec(width * width, -0.7, 0.7);
@@ -492,34 +463,22 @@ fn parameter_used_twice_accumulates_gradients() {
         let got_cost = scalar(&tape, total);
         assert!(
             (got_cost - want_cost).abs() <= 1e-5 * want_cost.abs(),
-            "{selector:?}: cost {got_cost} vs {want_cost}"
+            "cost {got_cost} vs {want_cost}"
         );
         let grads = tape.backward(total).expect("backward");
-        check_gradient(
-            &format!("{selector:?} dW (used four times)"),
-            &grads,
-            &w_gpu,
-            &want[0],
-            1e-3,
-        );
-        check_gradient(
-            &format!("{selector:?} db (used twice)"),
-            &grads,
-            &b_gpu,
-            &want[1],
-            1e-3,
-        );
+        check_gradient("dW (used four times)", &grads, &w_gpu, &want[0], 1e-3);
+        check_gradient("db (used twice)", &grads, &b_gpu, &want[1], 1e-3);
         assert!(
             grads.of(&unused).is_none(),
             "a parameter that took no part in the result has no gradient"
         );
-    }
+    });
 }
 
 #[test]
 fn inputs_get_no_gradient_and_backward_needs_a_scalar() {
-    for selector in backends() {
-        let session = common::poisoned(&selector);
+    for_each_backend(|backend| {
+        let session = backend.poisoned();
         let mut rng = Rng::fresh("backward errors");
         let x = rng.vec(6, -1.0, 1.0);
         let w = rng.vec(6, -1.0, 1.0);
@@ -549,13 +508,7 @@ fn inputs_get_no_gradient_and_backward_needs_a_scalar() {
                 [column, column]
             })
             .collect();
-        check_gradient(
-            &format!("{selector:?} dW of a sum"),
-            &grads,
-            &w_gpu,
-            &want,
-            1e-5,
-        );
+        check_gradient("dW of a sum", &grads, &w_gpu, &want, 1e-5);
         assert_eq!(grads.iter().count(), 1);
 
         // backward from a non-scalar is a shape error.
@@ -581,7 +534,7 @@ fn inputs_get_no_gradient_and_backward_needs_a_scalar() {
         let foreign = first.input(upload(&session, &x, &[2, 3]));
         let mut second = Tape::new();
         assert!(second.relu(foreign).is_err(), "a variable of another tape");
-    }
+    });
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -783,8 +736,8 @@ fn train_against_reference(
 
 #[test]
 fn adam_trains_a_linear_layer_like_tensorflow() {
-    for selector in backends() {
-        let session = common::poisoned(&selector);
+    for_each_backend(|backend| {
+        let session = backend.poisoned();
         let mut rng = Rng::fresh("adam linear 8x37x11");
         let problem = LinearProblem::random(&mut rng, 8, 37, 11, 0.5);
         let config = AdamConfig {
@@ -799,7 +752,7 @@ fn adam_trains_a_linear_layer_like_tensorflow() {
         let mut optimizer = Adam::new(config);
         let mut reference = AdamRef::new(&config, problem.w0.len());
         let (first, last) = train_against_reference(
-            &format!("{selector:?} Adam [8, 37]·[37, 11]"),
+            "Adam [8, 37]·[37, 11]",
             &session,
             &problem,
             &mut optimizer,
@@ -808,30 +761,31 @@ fn adam_trains_a_linear_layer_like_tensorflow() {
         );
         assert_eq!(optimizer.steps(), 20);
         assert!(last < first, "Adam lowered the cost: {first} → {last}");
-    }
+    });
 }
 
 #[test]
 fn adam_trains_a_wide_linear_layer_like_tensorflow() {
-    let selector = backends().remove(0);
-    let session = common::poisoned(&selector);
-    let mut rng = Rng::fresh("adam linear 10x1000x100");
-    let problem = LinearProblem::random(&mut rng, 10, 1000, 100, 0.05);
-    let config = AdamConfig {
-        lr: 0.01,
-        ..AdamConfig::default()
-    };
-    let mut optimizer = Adam::new(config);
-    let mut reference = AdamRef::new(&config, problem.w0.len());
-    let (first, last) = train_against_reference(
-        &format!("{selector:?} Adam [10, 1000]·[1000, 100]"),
-        &session,
-        &problem,
-        &mut optimizer,
-        &mut |w, g| reference.step(w, g),
-        20,
-    );
-    assert!(last < first, "Adam lowered the cost: {first} → {last}");
+    on_vulkan(|backend| {
+        let session = backend.poisoned();
+        let mut rng = Rng::fresh("adam linear 10x1000x100");
+        let problem = LinearProblem::random(&mut rng, 10, 1000, 100, 0.05);
+        let config = AdamConfig {
+            lr: 0.01,
+            ..AdamConfig::default()
+        };
+        let mut optimizer = Adam::new(config);
+        let mut reference = AdamRef::new(&config, problem.w0.len());
+        let (first, last) = train_against_reference(
+            "Adam [10, 1000]·[1000, 100]",
+            &session,
+            &problem,
+            &mut optimizer,
+            &mut |w, g| reference.step(w, g),
+            20,
+        );
+        assert!(last < first, "Adam lowered the cost: {first} → {last}");
+    });
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -843,89 +797,90 @@ fn mlp_learns_three_blobs() {
     const CLASSES: usize = 3;
     const STEPS: usize = 300;
     const TARGET: f64 = 0.05;
-    let selector = backends().remove(0);
-    let session = common::poisoned(&selector);
-    let mut rng = Rng::fresh("mlp blobs");
-    // Three unit discs around centres 3 from the origin, 120° apart: separable with a wide margin.
-    let mut x = Vec::with_capacity(POINTS * 2);
-    let mut labels = vec![0.0f32; POINTS * CLASSES];
-    let mut classes = Vec::with_capacity(POINTS);
-    for point in 0..POINTS {
-        let class = (rng.next_u64() % CLASSES as u64) as usize;
-        let angle = class as f32 * std::f32::consts::TAU / CLASSES as f32;
-        let (dx, dy) = loop {
-            let (dx, dy) = (rng.uniform(-1.0, 1.0), rng.uniform(-1.0, 1.0));
-            if dx * dx + dy * dy <= 1.0 {
-                break (dx, dy);
-            }
-        };
-        x.push(3.0 * angle.cos() + dx);
-        x.push(3.0 * angle.sin() + dy);
-        labels[point * CLASSES + class] = 1.0;
-        classes.push(class as u32);
-    }
-    let x_gpu = upload(&session, &x, &[POINTS, 2]);
-    let y_gpu = upload(&session, &labels, &[POINTS, CLASSES]);
-    let mlp = Mlp::new(&session, 2, &[32, 16], CLASSES, rng.next_u64()).expect("mlp");
-    let parameters = mlp.parameters();
-    assert_eq!(
-        parameters.len(),
-        6,
-        "three layers, each with a weight and a bias"
-    );
-    let mut optimizer = Adam::new(AdamConfig {
-        lr: 0.01,
-        ..AdamConfig::default()
-    });
-
-    let cost_of = |tape: &mut Tape| {
-        let xv = tape.input(x_gpu.reshape(&[POINTS, 2]).expect("copy"));
-        let yv = tape.input(y_gpu.reshape(&[POINTS, CLASSES]).expect("copy"));
-        let logits = mlp.forward(tape, xv).expect("forward");
-        let losses = tape.softmax_cross_entropy(logits, yv).expect("xent");
-        (logits, tape.mean(losses).expect("mean"))
-    };
-    let mut initial = None;
-    let started = std::time::Instant::now();
-    for step in 0..STEPS {
-        let mut tape = Tape::new();
-        let (_, cost) = cost_of(&mut tape);
-        if step == 0 {
-            initial = Some(scalar(&tape, cost));
+    on_vulkan(|backend| {
+        let session = backend.poisoned();
+        let mut rng = Rng::fresh("mlp blobs");
+        // Three unit discs around centres 3 from the origin, 120° apart: separable with a wide margin.
+        let mut x = Vec::with_capacity(POINTS * 2);
+        let mut labels = vec![0.0f32; POINTS * CLASSES];
+        let mut classes = Vec::with_capacity(POINTS);
+        for point in 0..POINTS {
+            let class = (rng.next_u64() % CLASSES as u64) as usize;
+            let angle = class as f32 * std::f32::consts::TAU / CLASSES as f32;
+            let (dx, dy) = loop {
+                let (dx, dy) = (rng.uniform(-1.0, 1.0), rng.uniform(-1.0, 1.0));
+                if dx * dx + dy * dy <= 1.0 {
+                    break (dx, dy);
+                }
+            };
+            x.push(3.0 * angle.cos() + dx);
+            x.push(3.0 * angle.sin() + dy);
+            labels[point * CLASSES + class] = 1.0;
+            classes.push(class as u32);
         }
-        let grads = tape.backward(cost).expect("backward");
-        assert_eq!(grads.iter().count(), 6);
-        optimizer.step(&parameters, &grads).expect("step");
-    }
-    let initial = initial.unwrap();
-    let mut tape = Tape::new();
-    let (logits, cost) = cost_of(&mut tape);
-    let last = scalar(&tape, cost);
-    let predictions = tape
-        .value(logits)
-        .unwrap()
-        .argmax(Some(1))
-        .expect("argmax")
-        .to_vec_u32()
-        .expect("read");
-    let correct = predictions
-        .iter()
-        .zip(&classes)
-        .filter(|(p, c)| p == c)
-        .count();
-    eprintln!(
-        "{selector:?}: MLP cost {initial:.4} → {last:.5} in {STEPS} steps ({:.1?}); {correct}/{POINTS} correct",
-        started.elapsed()
-    );
-    assert!(initial > 0.3, "the problem starts unsolved: cost {initial}");
-    assert!(
-        last < TARGET,
-        "mean cross-entropy after {STEPS} Adam steps: {last} (want < {TARGET}, started at {initial})"
-    );
-    assert!(
-        correct * 100 >= POINTS * 98,
-        "{correct}/{POINTS} correct after training (want ≥ 98%)"
-    );
+        let x_gpu = upload(&session, &x, &[POINTS, 2]);
+        let y_gpu = upload(&session, &labels, &[POINTS, CLASSES]);
+        let mlp = Mlp::new(&session, 2, &[32, 16], CLASSES, rng.next_u64()).expect("mlp");
+        let parameters = mlp.parameters();
+        assert_eq!(
+            parameters.len(),
+            6,
+            "three layers, each with a weight and a bias"
+        );
+        let mut optimizer = Adam::new(AdamConfig {
+            lr: 0.01,
+            ..AdamConfig::default()
+        });
+
+        let cost_of = |tape: &mut Tape| {
+            let xv = tape.input(x_gpu.reshape(&[POINTS, 2]).expect("copy"));
+            let yv = tape.input(y_gpu.reshape(&[POINTS, CLASSES]).expect("copy"));
+            let logits = mlp.forward(tape, xv).expect("forward");
+            let losses = tape.softmax_cross_entropy(logits, yv).expect("xent");
+            (logits, tape.mean(losses).expect("mean"))
+        };
+        let mut initial = None;
+        let started = std::time::Instant::now();
+        for step in 0..STEPS {
+            let mut tape = Tape::new();
+            let (_, cost) = cost_of(&mut tape);
+            if step == 0 {
+                initial = Some(scalar(&tape, cost));
+            }
+            let grads = tape.backward(cost).expect("backward");
+            assert_eq!(grads.iter().count(), 6);
+            optimizer.step(&parameters, &grads).expect("step");
+        }
+        let initial = initial.unwrap();
+        let mut tape = Tape::new();
+        let (logits, cost) = cost_of(&mut tape);
+        let last = scalar(&tape, cost);
+        let predictions = tape
+            .value(logits)
+            .unwrap()
+            .argmax(Some(1))
+            .expect("argmax")
+            .to_vec_u32()
+            .expect("read");
+        let correct = predictions
+            .iter()
+            .zip(&classes)
+            .filter(|(p, c)| p == c)
+            .count();
+        eprintln!(
+            "MLP cost {initial:.4} → {last:.5} in {STEPS} steps ({:.1?}); {correct}/{POINTS} correct",
+            started.elapsed()
+        );
+        assert!(initial > 0.3, "the problem starts unsolved: cost {initial}");
+        assert!(
+            last < TARGET,
+            "mean cross-entropy after {STEPS} Adam steps: {last} (want < {TARGET}, started at {initial})"
+        );
+        assert!(
+            correct * 100 >= POINTS * 98,
+            "{correct}/{POINTS} correct after training (want ≥ 98%)"
+        );
+    });
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -933,8 +888,8 @@ fn mlp_learns_three_blobs() {
 
 #[test]
 fn sgd_with_momentum_matches_reference_and_lowers_the_cost() {
-    for selector in backends() {
-        let session = common::poisoned(&selector);
+    for_each_backend(|backend| {
+        let session = backend.poisoned();
         let mut rng = Rng::fresh("sgd momentum");
         // 37·11 elements take the scalar kernel, 36·12 the vec4 one.
         for (inputs, outputs) in [(37, 11), (36, 12)] {
@@ -946,7 +901,7 @@ fn sgd_with_momentum_matches_reference_and_lowers_the_cost() {
                 momentum: momentum as f64,
                 buffer: vec![0.0; problem.w0.len()],
             };
-            let label = format!("{selector:?} SGD momentum [8, {inputs}]·[{inputs}, {outputs}]");
+            let label = format!("SGD momentum [8, {inputs}]·[{inputs}, {outputs}]");
             // One step: p − lr·g exactly.
             {
                 let layer = problem.layer(&session);
@@ -973,17 +928,17 @@ fn sgd_with_momentum_matches_reference_and_lowers_the_cost() {
             );
             assert!(last < first, "{label}: cost {first} → {last}");
         }
-    }
+    });
 }
 
 #[test]
 fn adamw_first_step_matches_reference_and_training_lowers_the_cost() {
-    for selector in backends() {
-        let session = common::poisoned(&selector);
+    for_each_backend(|backend| {
+        let session = backend.poisoned();
         let mut rng = Rng::fresh("adamw");
         let problem = LinearProblem::random(&mut rng, 8, 37, 11, 0.5);
         let (lr, weight_decay) = (0.01f32, 0.1f32);
-        let label = format!("{selector:?} AdamW");
+        let label = "AdamW";
 
         // The first step alone, in f64: p·(1 − lr·wd) − lr·m̂/(sqrt(v̂)+ε) with m̂ = g, v̂ = g².
         {
@@ -1016,7 +971,7 @@ fn adamw_first_step_matches_reference_and_training_lowers_the_cost() {
         let mut optimizer = Adam::adamw(lr, weight_decay);
         let mut reference = AdamRef::new(&optimizer.config, problem.w0.len());
         let (first, last) = train_against_reference(
-            &label,
+            label,
             &session,
             &problem,
             &mut optimizer,
@@ -1024,34 +979,35 @@ fn adamw_first_step_matches_reference_and_training_lowers_the_cost() {
             20,
         );
         assert!(last < first, "{label}: cost {first} → {last}");
-    }
+    });
 }
 
 #[test]
 fn optimizer_refuses_a_changed_parameter_list() {
-    let selector = backends().remove(0);
-    let session = common::poisoned(&selector);
-    let mut rng = Rng::fresh("optimizer parameter list");
-    let a = param(&session, &rng.vec(4, -1.0, 1.0), &[4]);
-    let b = param(&session, &rng.vec(4, -1.0, 1.0), &[4]);
-    let mut tape = Tape::new();
-    let av = tape.param(&a);
-    let bv = tape.param(&b);
-    let both = tape.add(av, bv).unwrap();
-    let total = tape.sum(both, None).unwrap();
-    let grads = tape.backward(total).unwrap();
-    let mut adam = Adam::new(AdamConfig::default());
-    adam.step(&[Arc::clone(&a), Arc::clone(&b)], &grads)
-        .expect("first step");
-    assert!(matches!(
-        adam.step(&[Arc::clone(&a)], &grads),
-        Err(Error::InvalidArgument { .. })
-    ));
-    let mut sgd = Sgd::new(0.1, 0.0);
-    sgd.step(&[Arc::clone(&a), Arc::clone(&b)], &grads)
-        .expect("first step");
-    assert!(matches!(
-        sgd.step(&[Arc::clone(&a)], &grads),
-        Err(Error::InvalidArgument { .. })
-    ));
+    on_vulkan(|backend| {
+        let session = backend.poisoned();
+        let mut rng = Rng::fresh("optimizer parameter list");
+        let a = param(&session, &rng.vec(4, -1.0, 1.0), &[4]);
+        let b = param(&session, &rng.vec(4, -1.0, 1.0), &[4]);
+        let mut tape = Tape::new();
+        let av = tape.param(&a);
+        let bv = tape.param(&b);
+        let both = tape.add(av, bv).unwrap();
+        let total = tape.sum(both, None).unwrap();
+        let grads = tape.backward(total).unwrap();
+        let mut adam = Adam::new(AdamConfig::default());
+        adam.step(&[Arc::clone(&a), Arc::clone(&b)], &grads)
+            .expect("first step");
+        assert!(matches!(
+            adam.step(&[Arc::clone(&a)], &grads),
+            Err(Error::InvalidArgument { .. })
+        ));
+        let mut sgd = Sgd::new(0.1, 0.0);
+        sgd.step(&[Arc::clone(&a), Arc::clone(&b)], &grads)
+            .expect("first step");
+        assert!(matches!(
+            sgd.step(&[Arc::clone(&a)], &grads),
+            Err(Error::InvalidArgument { .. })
+        ));
+    });
 }

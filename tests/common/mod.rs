@@ -1,61 +1,193 @@
-//! Helpers shared by the integration tests: the backends to run on, seeded random data, and a lock for tests
-//! that measure process memory.
+//! Helpers shared by the integration tests: the backends to run a test on, seeded random data, comparisons with
+//! f64 references, and the lock that keeps other tests' buffers out of a memory measurement.
 #![allow(dead_code)]
 
 pub mod cli;
 
-use std::sync::{Mutex, MutexGuard};
+use std::any::Any;
+use std::cell::Cell;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use wgcompute::{AdapterSelector, Session, SessionOptions};
 
-/// Vulkan must be present (CI installs lavapipe, and a test never skips silently); GL runs too where present.
-pub fn backends() -> Vec<AdapterSelector> {
+/// A backend a test runs on: its name, which failures carry ("vulkan", "gl"), and the selector that opens
+/// sessions on it.
+#[derive(Clone, Debug)]
+pub struct Backend {
+    pub name: &'static str,
+    pub selector: AdapterSelector,
+}
+
+impl Backend {
+    fn new(name: &'static str, backend: wgpu::Backend) -> Self {
+        Self {
+            name,
+            selector: AdapterSelector::Backend(backend),
+        }
+    }
+
+    pub fn is_gl(&self) -> bool {
+        matches!(self.selector, AdapterSelector::Backend(wgpu::Backend::Gl))
+    }
+
+    /// Default options on this backend, to add to.
+    pub fn options(&self) -> SessionOptions {
+        SessionOptions::default().adapter(self.selector.clone())
+    }
+
+    pub fn open(&self) -> Session {
+        Session::open(self.options())
+            .unwrap_or_else(|error| panic!("opening a session on {}: {error}", self.name))
+    }
+
+    /// A session whose op outputs start NaN-filled, so that an element a kernel fails to write fails the test.
+    pub fn poisoned(&self) -> Session {
+        Session::open(self.options().poison_outputs(true))
+            .unwrap_or_else(|error| panic!("opening a poisoned session on {}: {error}", self.name))
+    }
+}
+
+/// The backends a test runs on. Vulkan must be present (CI installs lavapipe, and a test never skips silently)
+/// and comes first; GL follows where present, unless WGCOMPUTE_TEST_NO_GL is set.
+pub fn backends() -> Vec<Backend> {
     let adapters = wgcompute::list_adapters();
     assert!(
         adapters.iter().any(|adapter| adapter.backend == "vulkan"),
         "no Vulkan adapter found; install lavapipe (apt-get install mesa-vulkan-drivers). Found: {adapters:?}"
     );
-    let mut selectors = vec![AdapterSelector::Backend(wgpu_backend("vulkan"))];
+    let mut backends = vec![Backend::new("vulkan", wgpu::Backend::Vulkan)];
     if adapters.iter().any(|adapter| adapter.backend == "gl")
         && std::env::var_os("WGCOMPUTE_TEST_NO_GL").is_none()
     {
-        selectors.push(AdapterSelector::Backend(wgpu_backend("gl")));
+        backends.push(Backend::new("gl", wgpu::Backend::Gl));
     }
-    selectors
+    backends
 }
 
-fn wgpu_backend(name: &str) -> wgpu::Backend {
-    match name {
-        "gl" => wgpu::Backend::Gl,
-        _ => wgpu::Backend::Vulkan,
+/// Runs `body` on each backend of [`backends`] in turn. A failure on one backend does not stop the others; the
+/// test then fails with each failing backend's message, prefixed "on vulkan: " or "on gl: " (the original
+/// panic, with its location, is printed above it). Holds the memory lock shared, as every test that uses a
+/// device must.
+pub fn for_each_backend(mut body: impl FnMut(&Backend)) {
+    let _shared = memory_lock_shared();
+    let failures: Vec<String> = backends()
+        .iter()
+        .filter_map(|backend| {
+            panic::catch_unwind(AssertUnwindSafe(|| body(backend)))
+                .err()
+                .map(|payload| format!("on {}: {}", backend.name, panic_message(&*payload)))
+        })
+        .collect();
+    if !failures.is_empty() {
+        panic!("{}", failures.join("\n"));
     }
 }
 
-pub fn open(selector: &AdapterSelector) -> Session {
-    Session::open(SessionOptions::default().adapter(selector.clone()))
-        .unwrap_or_else(|error| panic!("opening a session on {selector:?}: {error}"))
+/// Runs `body` on Vulkan alone, for a test too large or too slow to repeat on GL; a failure is prefixed
+/// "on vulkan: ". Holds the memory lock shared.
+pub fn on_vulkan(body: impl FnOnce(&Backend)) {
+    let _shared = memory_lock_shared();
+    let vulkan = backends().swap_remove(0);
+    if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| body(&vulkan))) {
+        panic!("on {}: {}", vulkan.name, panic_message(&*payload));
+    }
 }
 
-/// A session whose op outputs start NaN-filled, so that an element a kernel fails to write fails the test.
-pub fn poisoned(selector: &AdapterSelector) -> Session {
-    Session::open(
-        SessionOptions::default()
-            .adapter(selector.clone())
-            .poison_outputs(true),
-    )
-    .unwrap_or_else(|error| panic!("opening a poisoned session on {selector:?}: {error}"))
+fn panic_message(payload: &(dyn Any + Send)) -> &str {
+    payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied())
+        .unwrap_or("a panic without a message")
+}
+
+// --- the memory lock ---
+
+/// Tests that read the process's resident memory hold this exclusively ([`memory_lock`]); every other test that
+/// allocates on a device holds it shared ([`for_each_backend`] and [`on_vulkan`] do), so that while a figure is
+/// read no other test's buffers come or go. All tests share one process.
+static MEMORY: RwLock<()> = RwLock::new(());
+
+thread_local! {
+    /// Whether this thread already holds MEMORY, shared or exclusive (a second acquisition could deadlock).
+    static HOLDS_MEMORY: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The exclusive hold of a test that measures the process's resident memory.
+pub struct MemoryLock {
+    _guard: RwLockWriteGuard<'static, ()>,
+}
+
+impl Drop for MemoryLock {
+    fn drop(&mut self) {
+        HOLDS_MEMORY.set(false);
+    }
+}
+
+/// Waits until no other test uses a device, and keeps them from starting until dropped. Take it first, before
+/// [`for_each_backend`] or [`on_vulkan`], which then run under it.
+pub fn memory_lock() -> MemoryLock {
+    assert!(
+        !HOLDS_MEMORY.get(),
+        "memory_lock inside for_each_backend or on_vulkan: take it first"
+    );
+    let guard = MEMORY.write().unwrap_or_else(PoisonError::into_inner);
+    HOLDS_MEMORY.set(true);
+    MemoryLock { _guard: guard }
+}
+
+/// A shared hold; nothing when this thread already holds the lock.
+pub struct MemoryLockShared {
+    guard: Option<RwLockReadGuard<'static, ()>>,
+}
+
+impl Drop for MemoryLockShared {
+    fn drop(&mut self) {
+        if self.guard.take().is_some() {
+            HOLDS_MEMORY.set(false);
+        }
+    }
+}
+
+/// For a test that uses a device outside [`for_each_backend`] and [`on_vulkan`]: waits while a memory
+/// measurement runs, and holds it off until dropped.
+pub fn memory_lock_shared() -> MemoryLockShared {
+    if HOLDS_MEMORY.get() {
+        return MemoryLockShared { guard: None };
+    }
+    let guard = MEMORY.read().unwrap_or_else(PoisonError::into_inner);
+    HOLDS_MEMORY.set(true);
+    MemoryLockShared { guard: Some(guard) }
+}
+
+pub fn resident() -> u64 {
+    wgcompute::device::process_resident_bytes().expect("resident memory is readable on Linux")
+}
+
+pub const MIB: u64 = 1 << 20;
+
+// --- comparisons and data ---
+
+/// The number of elements of a shape.
+pub fn count(shape: &[usize]) -> usize {
+    shape.iter().product()
+}
+
+pub fn widen(data: &[f32]) -> Vec<f64> {
+    data.iter().map(|&value| value as f64).collect()
 }
 
 /// ‖got − want‖ / ‖want‖ (the absolute error where want is zero); any non-finite element is an infinite error.
-pub fn relative_error(got: &[f32], want: &[f64]) -> f64 {
+pub fn relative_error<T: Copy + Into<f64>>(got: &[T], want: &[f64]) -> f64 {
     assert_eq!(got.len(), want.len(), "element counts differ");
-    if got.iter().any(|x| !x.is_finite()) {
+    if got.iter().any(|&x| !x.into().is_finite()) {
         return f64::INFINITY;
     }
     let diff: f64 = got
         .iter()
         .zip(want)
-        .map(|(&g, &w)| (g as f64 - w).powi(2))
+        .map(|(&g, &w)| (g.into() - w).powi(2))
         .sum();
     let norm: f64 = want.iter().map(|w| w * w).sum();
     if norm == 0.0 {
@@ -76,19 +208,6 @@ pub fn sample_indices(rng: &mut Rng, len: usize, random: usize) -> Vec<usize> {
     }
     indices.extend((0..random).map(|_| (rng.next_u64() % len as u64) as usize));
     indices
-}
-
-static MEMORY_LOCK: Mutex<()> = Mutex::new(());
-
-/// Serialises tests that read the process's resident memory, so other tests' buffers do not blur the figure.
-pub fn memory_lock() -> MutexGuard<'static, ()> {
-    MEMORY_LOCK
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-pub fn resident() -> u64 {
-    wgcompute::device::process_resident_bytes().expect("resident memory is readable on Linux")
 }
 
 /// SplitMix64: small, seedable, good enough for test data.
@@ -127,5 +246,3 @@ impl Rng {
         (0..len).map(|_| self.uniform(low, high)).collect()
     }
 }
-
-pub const MIB: u64 = 1 << 20;
