@@ -1,10 +1,8 @@
 //! `wgcompute train` and `wgcompute demo` as scripts use them: trained weights and losses against an f64
 //! reference of the same math, clear errors naming the files, and the demo's memory coming back.
 
-mod common;
-
-use common::cli::{read_f32, Scratch};
-use common::Rng;
+use crate::common::cli::{read_f32, Scratch};
+use crate::common::Rng;
 
 /// The f64 reference: TensorFlow's Adam on cost = mean(softmax_xent(x·W, y)), exact gradient; returns the
 /// cost before each update and the final weights.

@@ -1,11 +1,9 @@
 //! Runs the seed example (examples/seed.rs) as its user would, with fewer steps.
 
-mod common;
-
-use common::memory_lock_shared;
+use crate::common::memory_lock_shared;
 
 #[allow(dead_code)]
-#[path = "../examples/seed.rs"]
+#[path = "../../examples/seed.rs"]
 mod example;
 
 #[test]

@@ -1,8 +1,6 @@
 //! The promise: a session gives all of its memory back when it ends, whatever the user still holds.
 
-mod common;
-
-use common::{backends, for_each_backend, memory_lock, resident, Backend, Rng, MIB};
+use crate::common::{backends, for_each_backend, memory_lock, resident, Backend, Rng, MIB};
 use wgcompute::{Error, Session};
 
 /// One job: open, fill a buffer, compute over it, check a value, close. Returns the resident memory after close.

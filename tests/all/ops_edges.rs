@@ -2,9 +2,7 @@
 //! PyTorch/TensorFlow (softmax), checked against references computed here by those libraries' rules; and
 //! hyperparameters no optimizer or fill can use are refused before any work.
 
-mod common;
-
-use common::{for_each_backend, on_vulkan, Rng};
+use crate::common::{for_each_backend, on_vulkan, Rng};
 use wgcompute::{AdamConfig, DType, Error, Optimizer, Session, Sgd, Tape, Tensor};
 
 /// (outer, len, inner) of a shape around an axis (`None`: every element in one row).

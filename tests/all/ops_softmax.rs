@@ -6,9 +6,7 @@
 //! poisons its outputs with NaN, so an element a kernel fails to write fails the comparison. Also: the shape,
 //! dtype and session errors, and that the session still works after them.
 
-mod common;
-
-use common::{count, for_each_backend, on_vulkan, widen, Rng};
+use crate::common::{self, count, for_each_backend, on_vulkan, widen, Rng};
 use wgcompute::{Error, Session, Tensor};
 
 fn cols_of(shape: &[usize]) -> usize {

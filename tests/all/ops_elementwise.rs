@@ -5,9 +5,7 @@
 //! for tensors of two sessions (and that the session still works after them), and tensors larger than one
 //! storage binding, which the kernels must process in windows.
 
-mod common;
-
-use common::{count, for_each_backend, on_vulkan, Rng};
+use crate::common::{count, for_each_backend, on_vulkan, Rng};
 use wgcompute::{Error, Session, Tensor};
 
 // --- the f64 reference ---

@@ -2,11 +2,9 @@
 //! central finite differences, Adam (TensorFlow's form) training a linear layer step by step, an MLP learning
 //! a separable problem, and SGD with momentum and AdamW.
 
-mod common;
-
 use std::sync::Arc;
 
-use common::{for_each_backend, on_vulkan, relative_error, widen, Rng};
+use crate::common::{for_each_backend, on_vulkan, relative_error, widen, Rng};
 use wgcompute::{
     Adam, AdamConfig, EpsilonPlacement, Error, Linear, Mlp, Optimizer, Session, Sgd, Tape, Tensor,
 };

@@ -4,9 +4,7 @@
 // Parallel arrays (reference state, inputs, outputs) are indexed together.
 #![allow(clippy::needless_range_loop)]
 
-mod common;
-
-use common::{for_each_backend, on_vulkan, Rng};
+use crate::common::{self, for_each_backend, on_vulkan, Rng};
 use wgcompute::Tensor;
 
 // ---- CPU reference: Philox4x32-10 (Salmon et al. 2011), written from the paper, not from the shader ----

@@ -1,9 +1,7 @@
 //! Reductions against an f64 reference: all elements and every axis, awkward sizes, past the dispatch limit
 //! and past one storage binding; bitwise repeatable.
 
-mod common;
-
-use common::{for_each_backend, on_vulkan, Rng};
+use crate::common::{self, for_each_backend, on_vulkan, Rng};
 use wgcompute::{Error, Session, Tensor};
 
 #[derive(Clone, Copy, Debug)]

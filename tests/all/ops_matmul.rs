@@ -1,9 +1,7 @@
 //! Matrix products against an f64 reference: every transpose, batches, tile edges, primes, the seed shape and a
 //! very long K; outputs poisoned so an unwritten element fails.
 
-mod common;
-
-use common::{for_each_backend, on_vulkan, Rng};
+use crate::common::{self, for_each_backend, on_vulkan, Rng};
 use wgcompute::{Error, Session};
 
 /// Reference product of stored operands with transpose flags and optional batches, in f64.

@@ -1,10 +1,8 @@
 //! `wgcompute op` as scripts use it: .npy files in, .npy files out, each result checked against an f64
 //! reference computed here; bad inputs are clear errors on stderr with a non-zero exit, never panics.
 
-mod common;
-
-use common::cli::{read_f32, read_npy, write_npy, Scratch};
-use common::{widen, Rng};
+use crate::common::cli::{read_f32, read_npy, write_npy, Scratch};
+use crate::common::{self, widen, Rng};
 use std::ffi::OsStr;
 use std::fs;
 

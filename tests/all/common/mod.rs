@@ -1,6 +1,5 @@
 //! Helpers shared by the integration tests: the backends to run a test on, seeded random data, comparisons with
 //! f64 references, and the lock that keeps other tests' buffers out of a memory measurement.
-#![allow(dead_code)]
 
 pub mod cli;
 
@@ -84,8 +83,8 @@ pub fn for_each_backend(mut body: impl FnMut(&Backend)) {
     }
 }
 
-/// Runs `body` on Vulkan alone, for a test too large or too slow to repeat on GL; a failure is prefixed
-/// "on vulkan: ". Holds the memory lock shared.
+/// Runs `body` on Vulkan alone (a test too large or slow for llvmpipe's GL, or one whose point does not depend on
+/// the backend); a failure is prefixed "on vulkan: ". Holds the memory lock shared.
 pub fn on_vulkan(body: impl FnOnce(&Backend)) {
     let _shared = memory_lock_shared();
     let vulkan = backends().swap_remove(0);

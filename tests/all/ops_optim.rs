@@ -4,9 +4,7 @@
 // Parallel arrays (reference state, inputs, outputs) are indexed together.
 #![allow(clippy::needless_range_loop)]
 
-mod common;
-
-use common::{for_each_backend, on_vulkan, Rng};
+use crate::common::{self, for_each_backend, on_vulkan, Rng};
 use wgcompute::{AdamConfig, EpsilonPlacement, Error, Session};
 
 const SHAPES: [&[usize]; 7] = [

@@ -1,9 +1,7 @@
 //! The pool on a real device: ranges stay intact under churn, freed ranges are not reused too early, the cap
 //! holds and the session survives hitting it, and trim gives memory back.
 
-mod common;
-
-use common::{for_each_backend, memory_lock, on_vulkan, resident, Backend, Rng, MIB};
+use crate::common::{for_each_backend, memory_lock, on_vulkan, resident, Backend, Rng, MIB};
 use wgcompute::{Error, MemoryLimit, Session, Tensor};
 
 fn capped(backend: &Backend, limit: MemoryLimit) -> Session {

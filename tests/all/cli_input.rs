@@ -2,13 +2,11 @@
 //! that once hung, panicked or aborted it are clean errors, arguments are checked before any work, and outputs are
 //! written all or none, never leaving a half-written file or a temporary behind.
 
-mod common;
-
 use std::fs;
 use std::path::Path;
 use std::time::Duration;
 
-use common::cli::{f32_bytes, npy_bytes, npy_header, read_f32, read_npy, Scratch};
+use crate::common::cli::{f32_bytes, npy_bytes, npy_header, read_f32, read_npy, Scratch};
 
 /// Long enough for a loaded CI machine to start the binary and open a session; far shorter than any of the hangs
 /// these tests guard against.
