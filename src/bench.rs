@@ -198,8 +198,8 @@ pub fn pool_alloc_free(
             drop(tensor);
             Ok(())
         })?;
-        let buffer_ns = session.inner().with_gpu(|gpu| {
-            let device = gpu.device.clone();
+        let buffer_ns = session.with_raw_device(|device, _queue| {
+            let device = device.clone();
             time_per_call(budget, || {
                 let buffer = device.create_buffer(&wgpu::BufferDescriptor {
                     label: Some("bench"),
@@ -219,7 +219,7 @@ pub fn pool_alloc_free(
                         message: error.to_string(),
                     })
             })
-        })?;
+        })??;
         rows.push(BenchRow::timed(
             "pool_alloc_free",
             bytes.to_string(),
@@ -260,9 +260,9 @@ fn device_time(
 
 /// Median time of a device buffer-to-buffer copy of `bytes` (the copy engine, between two fresh buffers).
 fn buffer_copy_time(session: &Session, bytes: u64, runs: usize) -> Result<Duration> {
-    session.inner().with_gpu(|gpu| {
+    session.with_raw_device(|device, queue| {
         let make = |label| {
-            gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some(label),
                 size: bytes,
                 usage: wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
@@ -271,12 +271,11 @@ fn buffer_copy_time(session: &Session, bytes: u64, runs: usize) -> Result<Durati
         };
         let (source, target) = (make("bench copy source"), make("bench copy target"));
         let result = median_time(runs, || {
-            let mut encoder = gpu
-                .device
-                .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
+            let mut encoder =
+                device.create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
             encoder.copy_buffer_to_buffer(&source, 0, &target, 0, bytes);
-            gpu.queue.submit([encoder.finish()]);
-            gpu.device
+            queue.submit([encoder.finish()]);
+            device
                 .poll(wgpu::PollType::wait_indefinitely())
                 .map(drop)
                 .map_err(|error| crate::Error::DeviceLost {
@@ -286,7 +285,7 @@ fn buffer_copy_time(session: &Session, bytes: u64, runs: usize) -> Result<Durati
         source.destroy();
         target.destroy();
         result
-    })
+    })?
 }
 
 /// Threads the CPU sgemm baseline uses: matrixmultiply reads `MATMUL_NUM_THREADS` once, at its first product.

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::tensor::DType;
+use crate::dtype::DType;
 
 /// Bytes shown the way people read them (`1.50 GiB`), used in error messages and reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

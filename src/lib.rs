@@ -20,25 +20,28 @@
 pub mod autograd;
 pub mod bench;
 pub mod device;
+mod dtype;
 mod error;
-pub(crate) mod kernels;
+mod kernels;
 pub mod nn;
+mod ops;
 pub mod optim;
 pub mod pool;
+mod runtime;
 mod session;
+mod shape;
 mod tensor;
 pub mod workload;
 
 pub use autograd::{Gradients, Tape, Var};
 pub use device::{list_adapters, AdapterDescription, AdapterSelector, DeviceMemory, MemorySource};
 pub use error::{ByteSize, Error, Result};
-pub use kernels::optim::{AdamConfig, EpsilonPlacement};
 pub use nn::{Linear, Mlp};
+pub use ops::optim::{AdamConfig, EpsilonPlacement};
 pub use optim::{Adam, Optimizer, Sgd};
 pub use pool::MemoryStats;
-pub use session::{
-    AdapterSummary, CloseReport, MatmulKernel, MemoryLimit, Session, SessionOptions,
-};
+pub use runtime::MatmulKernel;
+pub use session::{AdapterSummary, CloseReport, MemoryLimit, Session, SessionOptions};
 pub use tensor::{DType, Tensor, MAX_RANK};
 /// The wgpu this crate is built on, for naming backends and device types.
 pub use wgpu;

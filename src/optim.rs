@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::autograd::Gradients;
 use crate::error::{Error, Result};
-use crate::kernels::optim::AdamConfig;
+use crate::ops::optim::AdamConfig;
 use crate::tensor::Tensor;
 
 /// Updates parameters from their gradients.

@@ -7,15 +7,15 @@
 //! adapter and instance, in that order.
 
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use serde::Serialize;
 
 use crate::device::{self, AdapterSelector, DeviceMemory};
 use crate::error::{Error, Result};
-use crate::kernels::KernelCache;
-use crate::pool::{Allocation, MemoryStats, Pool, PoolConfig, SlabError, SlabId, SlabStorage};
+use crate::pool::{MemoryStats, PoolConfig};
+use crate::runtime::{Alarms, MatmulKernel, Runtime, RuntimeSettings, SharedRuntime};
 use crate::tensor::Tensor;
 
 /// A cap on a session's GPU memory.
@@ -118,19 +118,6 @@ impl MemoryLimit {
     }
 }
 
-/// Matmul kernel families. GPUs reward staging tiles in workgroup memory; llvmpipe (a CPU adapter) pays more
-/// for the barriers than the staging saves, and runs register-tiled kernels best.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum MatmulKernel {
-    /// Register tiles on CPU adapters, shared-memory tiles on GPUs.
-    #[default]
-    Auto,
-    /// Register-tiled kernels (vec4 where shapes allow).
-    Registers,
-    /// Shared-memory tiled kernel for every shape.
-    SharedTiles,
-}
-
 /// How to open a session.
 #[derive(Clone, Debug, Default)]
 pub struct SessionOptions {
@@ -195,398 +182,6 @@ pub struct AdapterSummary {
     pub driver: String,
 }
 
-/// The pool's storage: wgpu buffers, created inside error scopes so a driver out-of-memory is an error, not a
-/// panic.
-pub(crate) struct WgpuSlabs {
-    device: wgpu::Device,
-}
-
-const SLAB_USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
-    .union(wgpu::BufferUsages::COPY_SRC)
-    .union(wgpu::BufferUsages::COPY_DST);
-
-impl SlabStorage for WgpuSlabs {
-    type Buffer = wgpu::Buffer;
-
-    fn create(&mut self, bytes: u64) -> Result<wgpu::Buffer, SlabError> {
-        let out_of_memory = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
-        let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("wgcompute slab"),
-            size: bytes,
-            usage: SLAB_USAGE,
-            mapped_at_creation: false,
-        });
-        let invalid = pollster::block_on(validation.pop());
-        let full = pollster::block_on(out_of_memory.pop());
-        if full.is_some() {
-            buffer.destroy();
-            return Err(SlabError::OutOfMemory);
-        }
-        if let Some(error) = invalid {
-            buffer.destroy();
-            return Err(SlabError::Other(Error::Driver {
-                op: "create slab",
-                message: error.to_string(),
-            }));
-        }
-        Ok(buffer)
-    }
-
-    fn destroy(&mut self, buffer: wgpu::Buffer) {
-        buffer.destroy();
-    }
-}
-
-/// A byte range of a slab, as kernels bind it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct BufferRange {
-    pub slab: SlabId,
-    pub offset: u64,
-    pub bytes: u64,
-}
-
-impl BufferRange {
-    /// The part holding 4-byte elements `first..first + count`.
-    pub fn elements(&self, first: u64, count: u64) -> BufferRange {
-        BufferRange {
-            slab: self.slab,
-            offset: self.offset + first * 4,
-            bytes: count * 4,
-        }
-    }
-}
-
-/// Uniform parameters of one dispatch live in one slot of a ring, bound with a dynamic offset.
-pub(crate) const PARAM_SLOT_BYTES: u64 = 256;
-/// Slots per batch; a full ring submits the batch. 64 KiB is the smallest max uniform binding in WebGPU.
-const PARAM_SLOTS: u64 = 256;
-/// Dispatches per batch before it is submitted even if nothing waits on it, so the GPU is never starved.
-const MAX_RECORDED_PER_BATCH: u32 = 192;
-
-/// Commands recorded but not yet submitted, with what must wait for their submission.
-struct Batch {
-    encoder: Option<wgpu::CommandEncoder>,
-    params: Vec<u8>,
-    params_buffer: wgpu::Buffer,
-    recorded: u32,
-    /// Ranges freed while recorded commands may still use them: returned to the pool only after submission, so
-    /// an upload (which the queue runs before the next submission's commands) cannot overwrite them early.
-    deferred_frees: Vec<Allocation>,
-}
-
-/// Everything that exists only while the session is open.
-pub(crate) struct Gpu {
-    pub device: wgpu::Device,
-    pub queue: wgpu::Queue,
-    pub pool: Pool<WgpuSlabs>,
-    pub kernels: KernelCache,
-    pub limits: wgpu::Limits,
-    pub poison_outputs: bool,
-    /// The matmul family this session uses, `Auto` resolved by adapter type.
-    pub matmul_kernel: MatmulKernel,
-    batch: Batch,
-    adapter: wgpu::Adapter,
-    instance: wgpu::Instance,
-}
-
-impl Gpu {
-    /// Allocates from the pool; if the cap is hit while freed ranges wait on a submission, submits and retries.
-    pub fn allocate(&mut self, bytes: u64) -> Result<Allocation> {
-        match self.pool.allocate(bytes) {
-            Err(Error::OutOfMemory { .. }) if !self.batch.deferred_frees.is_empty() => {
-                self.flush()?;
-                self.pool.allocate(bytes)
-            }
-            other => other,
-        }
-    }
-
-    /// Returns a range to the pool, after the batch that may use it is submitted.
-    pub fn release(&mut self, allocation: Allocation) {
-        if self.batch.recorded == 0 {
-            self.free_now(allocation);
-        } else {
-            self.batch.deferred_frees.push(allocation);
-        }
-    }
-
-    fn free_now(&mut self, allocation: Allocation) {
-        if let Some(gone) = self.pool.free(allocation) {
-            self.kernels.forget_slabs(&[gone]);
-        }
-    }
-
-    pub fn buffer(&self, slab: SlabId) -> Result<&wgpu::Buffer> {
-        self.pool.buffer(slab).ok_or_else(|| Error::Driver {
-            op: "bind",
-            message: format!("slab {slab} no longer exists"),
-        })
-    }
-
-    /// The encoder of the open batch, and a fresh parameter slot holding `params`: (encoder, dynamic offset).
-    pub fn record(&mut self, params: &[u8]) -> Result<(&mut wgpu::CommandEncoder, u32)> {
-        if self.batch.recorded >= MAX_RECORDED_PER_BATCH
-            || self.batch.params.len() as u64 >= PARAM_SLOTS * PARAM_SLOT_BYTES
-        {
-            self.flush()?;
-        }
-        if params.len() as u64 > PARAM_SLOT_BYTES {
-            return Err(Error::Driver {
-                op: "record",
-                message: format!("{} bytes of parameters exceed one slot", params.len()),
-            });
-        }
-        let offset = self.batch.params.len() as u32;
-        self.batch.params.extend_from_slice(params);
-        self.batch
-            .params
-            .resize((offset as u64 + PARAM_SLOT_BYTES) as usize, 0);
-        self.batch.recorded += 1;
-        let device = &self.device;
-        let encoder = self.batch.encoder.get_or_insert_with(|| {
-            device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                label: Some("wgcompute batch"),
-            })
-        });
-        Ok((encoder, offset))
-    }
-
-    pub fn params_buffer(&self) -> &wgpu::Buffer {
-        &self.batch.params_buffer
-    }
-
-    /// Submits the open batch, then returns the ranges that waited on it.
-    pub fn flush(&mut self) -> Result<()> {
-        if let Some(encoder) = self.batch.encoder.take() {
-            if !self.batch.params.is_empty() {
-                self.queue
-                    .write_buffer(&self.batch.params_buffer, 0, &self.batch.params);
-            }
-            self.queue.submit([encoder.finish()]);
-        }
-        self.batch.params.clear();
-        self.batch.recorded = 0;
-        for allocation in std::mem::take(&mut self.batch.deferred_frees) {
-            self.free_now(allocation);
-        }
-        Ok(())
-    }
-
-    /// Submits and waits until the device has finished everything.
-    pub fn sync(&mut self) -> Result<()> {
-        self.flush()?;
-        self.wait()
-    }
-
-    fn wait(&self) -> Result<()> {
-        self.device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map(|_| ())
-            .map_err(|error| Error::DeviceLost {
-                reason: error.to_string(),
-            })
-    }
-
-    /// Writes bytes into a range. A range that recorded commands may read is written only after they are
-    /// submitted, since the queue runs writes before the next submission's commands.
-    pub fn write(&mut self, range: BufferRange, bytes: &[u8], fresh: bool) -> Result<()> {
-        if !fresh && self.batch.recorded > 0 {
-            self.flush()?;
-        }
-        if bytes.is_empty() {
-            return Ok(());
-        }
-        let buffer = self.buffer(range.slab)?;
-        self.queue.write_buffer(buffer, range.offset, bytes);
-        Ok(())
-    }
-
-    /// Copies bytes between ranges of different slabs through the command stream (the copy engine cannot copy
-    /// within one buffer).
-    pub fn copy(&mut self, from: BufferRange, to: BufferRange) -> Result<()> {
-        if from.bytes == 0 {
-            return Ok(());
-        }
-        let source = self.buffer(from.slab)?.clone();
-        let target = self.buffer(to.slab)?.clone();
-        let (encoder, _) = self.record(&[])?;
-        encoder.copy_buffer_to_buffer(&source, from.offset, &target, to.offset, from.bytes);
-        Ok(())
-    }
-
-    /// Fills a range with zeros through the command stream (ordered with the recorded commands).
-    pub fn clear(&mut self, range: BufferRange) -> Result<()> {
-        if range.bytes == 0 {
-            return Ok(());
-        }
-        let buffer = self.buffer(range.slab)?.clone();
-        let (encoder, _) = self.record(&[])?;
-        encoder.clear_buffer(&buffer, range.offset, Some(range.bytes));
-        Ok(())
-    }
-
-    /// The one read-back path: copies a range to a mappable buffer, waits, and returns its bytes.
-    pub fn read(&mut self, range: BufferRange) -> Result<Vec<u8>> {
-        if range.bytes == 0 {
-            return Ok(Vec::new());
-        }
-        self.flush()?;
-        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("wgcompute read-back"),
-            size: range.bytes,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        let result = self.read_through(range, &staging);
-        staging.destroy();
-        result
-    }
-
-    fn read_through(&mut self, range: BufferRange, staging: &wgpu::Buffer) -> Result<Vec<u8>> {
-        let source = self.buffer(range.slab)?;
-        let mut encoder = self
-            .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                label: Some("wgcompute read-back"),
-            });
-        encoder.copy_buffer_to_buffer(source, range.offset, staging, 0, range.bytes);
-        self.queue.submit([encoder.finish()]);
-        let (sender, receiver) = std::sync::mpsc::channel();
-        let slice = staging.slice(..);
-        slice.map_async(wgpu::MapMode::Read, move |outcome| {
-            // The receiver waits below; if it is gone there is no one to tell.
-            let _ = sender.send(outcome);
-        });
-        self.wait()?;
-        match receiver.recv() {
-            Ok(Ok(())) => {}
-            Ok(Err(error)) => {
-                return Err(Error::Driver {
-                    op: "read-back",
-                    message: format!("mapping the read-back buffer failed: {error}"),
-                })
-            }
-            Err(_) => {
-                return Err(Error::DeviceLost {
-                    reason: "the read-back never completed".to_string(),
-                })
-            }
-        }
-        let bytes = {
-            let view = slice.get_mapped_range().map_err(|error| Error::Driver {
-                op: "read-back",
-                message: error.to_string(),
-            })?;
-            view.to_vec()
-        };
-        staging.unmap();
-        Ok(bytes)
-    }
-}
-
-/// What the driver tells a session from outside any call: device loss, and errors raised outside an error
-/// scope (wgpu's default handler would panic on them). One atomic flag keeps the common path to a single load.
-#[derive(Default)]
-struct Alarms {
-    raised: AtomicBool,
-    lost: Mutex<Option<String>>,
-    uncaptured: Mutex<Vec<String>>,
-}
-
-impl Alarms {
-    fn device_lost(&self, reason: String) {
-        let mut lost = lock(&self.lost);
-        if lost.is_none() {
-            *lost = Some(reason);
-        }
-        self.raised.store(true, Ordering::Release);
-    }
-
-    fn uncaptured(&self, message: String) {
-        lock(&self.uncaptured).push(message);
-        self.raised.store(true, Ordering::Release);
-    }
-
-    fn is_lost(&self) -> bool {
-        self.raised.load(Ordering::Acquire) && lock(&self.lost).is_some()
-    }
-
-    /// The error to report instead of a result, if the driver raised one.
-    fn check(&self) -> Result<()> {
-        if !self.raised.load(Ordering::Acquire) {
-            return Ok(());
-        }
-        if let Some(reason) = lock(&self.lost).clone() {
-            return Err(Error::DeviceLost { reason });
-        }
-        let mut uncaptured = lock(&self.uncaptured);
-        let message = uncaptured.pop();
-        if uncaptured.is_empty() {
-            self.raised.store(false, Ordering::Release);
-        }
-        match message {
-            Some(message) => Err(Error::Driver {
-                op: "device",
-                message,
-            }),
-            None => Ok(()),
-        }
-    }
-}
-
-/// State shared, weakly, with every tensor of the session.
-pub(crate) struct SessionInner {
-    gpu: Mutex<Option<Gpu>>,
-    alarms: Arc<Alarms>,
-    id: u64,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic while holding the lock leaves plain data behind; the state is still usable for release.
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-impl SessionInner {
-    pub fn id(&self) -> u64 {
-        self.id
-    }
-
-    /// Runs `work` on the open device, or says why it cannot: closed, or lost.
-    pub fn with_gpu<T>(&self, work: impl FnOnce(&mut Gpu) -> Result<T>) -> Result<T> {
-        self.with_gpu_or_undo(work, |_, _| {})
-    }
-
-    /// As `with_gpu`, handing a successful result to `undo` (under the same lock) when the driver reports an
-    /// error after all, so that what the work took (a pool range) is not lost with the result.
-    pub fn with_gpu_or_undo<T>(
-        &self,
-        work: impl FnOnce(&mut Gpu) -> Result<T>,
-        undo: impl FnOnce(&mut Gpu, T),
-    ) -> Result<T> {
-        let mut guard = lock(&self.gpu);
-        let gpu = guard.as_mut().ok_or(Error::SessionClosed)?;
-        if self.alarms.is_lost() {
-            self.alarms.check()?;
-        }
-        let outcome = work(gpu)?;
-        if let Err(alarm) = self.alarms.check() {
-            undo(gpu, outcome);
-            return Err(alarm);
-        }
-        Ok(outcome)
-    }
-
-    /// Gives a tensor's range back; a no-op once the session is closed (its slabs are gone already).
-    pub fn release(&self, allocation: Allocation) {
-        if let Some(gpu) = lock(&self.gpu).as_mut() {
-            gpu.release(allocation);
-        }
-    }
-}
-
 static NEXT_SESSION_ID: AtomicU64 = AtomicU64::new(1);
 
 /// A GPU session: the unit of ownership of device memory.
@@ -603,7 +198,7 @@ static NEXT_SESSION_ID: AtomicU64 = AtomicU64::new(1);
 /// # Ok(()) }
 /// ```
 pub struct Session {
-    inner: Arc<SessionInner>,
+    inner: Arc<SharedRuntime>,
     adapter: AdapterSummary,
     adapter_info: wgpu::AdapterInfo,
     memory_before_open: DeviceMemory,
@@ -646,36 +241,13 @@ impl Session {
             .memory_limit
             .map(|limit| limit.resolve(memory_total))
             .transpose()?;
-        let config = PoolConfig {
-            limit,
-            ..PoolConfig::for_limits(&limits)
-        };
-        let mut pool = Pool::new(
-            WgpuSlabs {
-                device: device.clone(),
+        let settings = RuntimeSettings {
+            pool: PoolConfig {
+                limit,
+                ..PoolConfig::for_limits(&limits)
             },
-            config,
-        );
-        if options.reserve_up_front {
-            pool.reserve_up_to_limit()?;
-        }
-        let params_buffer = device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("wgcompute parameters"),
-            size: PARAM_SLOTS * PARAM_SLOT_BYTES,
-            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        let gpu = Gpu {
-            kernels: KernelCache::default(),
-            batch: Batch {
-                encoder: None,
-                params: Vec::new(),
-                params_buffer,
-                recorded: 0,
-                deferred_frees: Vec::new(),
-            },
-            pool,
             limits,
+            reserve_up_front: options.reserve_up_front,
             poison_outputs: options.poison_outputs,
             matmul_kernel: match options.matmul_kernel {
                 MatmulKernel::Auto if info.device_type == wgpu::DeviceType::Cpu => {
@@ -684,17 +256,14 @@ impl Session {
                 MatmulKernel::Auto => MatmulKernel::SharedTiles,
                 chosen => chosen,
             },
-            device,
-            queue,
-            adapter,
-            instance,
         };
+        let runtime = Runtime::new(instance, adapter, device, queue, settings)?;
         Ok(Session {
-            inner: Arc::new(SessionInner {
-                gpu: Mutex::new(Some(gpu)),
+            inner: Arc::new(SharedRuntime::new(
+                runtime,
                 alarms,
-                id: NEXT_SESSION_ID.fetch_add(1, Ordering::Relaxed),
-            }),
+                NEXT_SESSION_ID.fetch_add(1, Ordering::Relaxed),
+            )),
             adapter: AdapterSummary {
                 name: info.name.clone(),
                 backend: device::backend_name(info.backend),
@@ -708,8 +277,15 @@ impl Session {
         })
     }
 
-    pub(crate) fn inner(&self) -> &Arc<SessionInner> {
-        &self.inner
+    /// The session's wgpu device and queue for the duration of `work`, for benchmarks that measure raw wgpu
+    /// beside the session. Whatever `work` makes on the device must be destroyed before it returns.
+    #[doc(hidden)]
+    pub fn with_raw_device<T>(
+        &self,
+        work: impl FnOnce(&wgpu::Device, &wgpu::Queue) -> T,
+    ) -> Result<T> {
+        self.inner
+            .with_runtime(|runtime| Ok(runtime.with_raw_device(work)))
     }
 
     pub fn adapter(&self) -> &AdapterSummary {
@@ -718,10 +294,10 @@ impl Session {
 
     /// The device's memory as the driver (or, on CPU adapters, the OS) reports it; see [`DeviceMemory`].
     pub fn device_memory(&self) -> DeviceMemory {
-        if let Some(gpu) = lock(&self.inner.gpu).as_ref() {
-            return device::device_memory(&gpu.adapter);
-        }
-        device::device_memory_of(&self.adapter_info)
+        self.inner.peek(|runtime| match runtime {
+            Some(runtime) => device::device_memory(runtime.adapter()),
+            None => device::device_memory_of(&self.adapter_info),
+        })
     }
 
     /// The device's total memory, where known.
@@ -731,65 +307,78 @@ impl Session {
 
     /// The pool's figures. After close: [`Error::SessionClosed`].
     pub fn memory_stats(&self) -> Result<MemoryStats> {
-        self.inner.with_gpu(|gpu| Ok(gpu.pool.stats()))
+        self.inner
+            .with_runtime(|runtime| Ok(runtime.memory_stats()))
     }
 
     /// Starts the peak figures again from the current ones.
     pub fn reset_peak(&self) -> Result<()> {
-        self.inner.with_gpu(|gpu| {
-            gpu.pool.reset_peak();
+        self.inner.with_runtime(|runtime| {
+            runtime.reset_peak();
             Ok(())
         })
     }
 
     /// Destroys empty slabs, giving their memory back to the driver (PyTorch's `empty_cache`).
     pub fn trim(&self) -> Result<()> {
-        self.inner.with_gpu(|gpu| {
-            gpu.sync()?;
-            let gone = gpu.pool.trim();
-            gpu.kernels.forget_slabs(&gone);
-            Ok(())
-        })
+        self.inner.with_runtime(|runtime| runtime.trim())
     }
 
     /// Submits recorded work and waits for the device to finish it.
     pub fn sync(&self) -> Result<()> {
-        self.inner.with_gpu(|gpu| gpu.sync())
+        self.inner.with_runtime(|runtime| runtime.sync())
     }
 
     /// Whether the device has been lost. A lost session still releases its memory on close.
     pub fn is_lost(&self) -> bool {
-        self.inner.alarms.is_lost()
+        self.inner.alarms().is_lost()
     }
 
     /// Destroys the device as a driver reset would, so that recovery paths can be tested.
     pub fn simulate_device_loss(&self) {
-        if let Some(gpu) = lock(&self.inner.gpu).as_ref() {
-            gpu.device.destroy();
-        }
+        self.inner.peek(|runtime| {
+            if let Some(runtime) = runtime {
+                runtime.destroy_device();
+            }
+        });
         self.inner
-            .alarms
+            .alarms()
             .device_lost("simulated device loss".to_string());
     }
 
-    /// Uploads f32 data as a new tensor of this shape.
+    /// Uploads f32 data, which must hold exactly as many values as `shape` has elements, as a new tensor.
     pub fn upload(&self, data: &[f32], shape: &[usize]) -> Result<Tensor> {
-        Tensor::from_slice(self, data, shape)
+        Tensor::from_slice(&self.inner, data, shape)
     }
 
-    /// A new tensor with unspecified contents; see [`Tensor::empty`].
+    /// A new tensor whose contents are whatever its range last held (like `torch.empty`): for outputs that a
+    /// kernel overwrites anyway.
     pub fn empty(&self, shape: &[usize]) -> Result<Tensor> {
-        Tensor::empty(self, shape)
+        Tensor::empty(&self.inner, shape)
     }
 
     /// A new tensor of zeros.
     pub fn zeros(&self, shape: &[usize]) -> Result<Tensor> {
-        Tensor::zeros(self, shape)
+        Tensor::zeros(&self.inner, shape)
     }
 
     /// A new tensor filled with `value`.
     pub fn full(&self, shape: &[usize], value: f32) -> Result<Tensor> {
-        Tensor::full(self, shape, value)
+        Tensor::full(&self.inner, shape, value)
+    }
+
+    /// Uniform in [0, 1), the same numbers for the same seed on every adapter.
+    pub fn rand(&self, shape: &[usize], seed: u64) -> Result<Tensor> {
+        let tensor = self.empty(shape)?;
+        tensor.fill_uniform_(seed, 0.0, 1.0)?;
+        Ok(tensor)
+    }
+
+    /// Standard normal, from the same generator through Box–Muller.
+    pub fn randn(&self, shape: &[usize], seed: u64) -> Result<Tensor> {
+        let tensor = self.empty(shape)?;
+        tensor.fill_normal_(seed, 0.0, 1.0)?;
+        Ok(tensor)
     }
 
     /// Waits for pending work, destroys every buffer and the device, drops queue, device, adapter and instance,
@@ -802,11 +391,10 @@ impl Session {
         self.closed = true;
         let memory_while_open = self.device_memory();
         let device_lost = self.is_lost();
-        let taken = lock(&self.inner.gpu).take();
         let mut pool_stats = MemoryStats::default();
-        if let Some(gpu) = taken {
-            pool_stats = gpu.pool.stats();
-            release(gpu, device_lost);
+        if let Some(runtime) = self.inner.take() {
+            pool_stats = runtime.memory_stats();
+            runtime.shut_down(device_lost);
         }
         CloseReport {
             memory_before_open: self.memory_before_open,
@@ -816,38 +404,6 @@ impl Session {
             device_lost,
         }
     }
-}
-
-/// The release order, spelled out: finish work, destroy buffers, destroy the device, let wgpu reclaim, drop.
-fn release(mut gpu: Gpu, device_lost: bool) {
-    if !device_lost && gpu.sync().is_err() {
-        // A device lost while closing still has its buffers destroyed below.
-    }
-    gpu.batch.encoder = None;
-    gpu.batch.deferred_frees.clear();
-    gpu.pool.destroy_all();
-    gpu.batch.params_buffer.destroy();
-    gpu.kernels.clear();
-    gpu.device.destroy();
-    // wgpu frees destroyed resources when the device is polled; a lost device may refuse, which is fine.
-    let _ = gpu.device.poll(wgpu::PollType::wait_indefinitely());
-    let Gpu {
-        device,
-        queue,
-        pool,
-        kernels,
-        batch,
-        adapter,
-        instance,
-        ..
-    } = gpu;
-    drop(kernels);
-    drop(batch);
-    drop(pool);
-    drop(queue);
-    drop(device);
-    drop(adapter);
-    drop(instance);
 }
 
 impl Drop for Session {
@@ -861,7 +417,7 @@ impl Drop for Session {
 impl std::fmt::Debug for Session {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Session")
-            .field("id", &self.inner.id)
+            .field("id", &self.inner.id())
             .field("adapter", &self.adapter.name)
             .finish()
     }

@@ -3,29 +3,13 @@
 
 use std::sync::{Arc, Weak};
 
+pub use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::kernels::elementwise;
 use crate::pool::Allocation;
-use crate::session::{BufferRange, Gpu, Session, SessionInner};
-
-/// Highest rank a tensor may have.
-pub const MAX_RANK: usize = 4;
-
-/// Element types. Computation is in f32; u32 holds indices (argmax) and labels.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DType {
-    F32,
-    U32,
-}
-
-impl std::fmt::Display for DType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            DType::F32 => "f32",
-            DType::U32 => "u32",
-        })
-    }
-}
+use crate::runtime::{BufferRange, Runtime, SharedRuntime};
+use crate::shape::element_count;
+pub use crate::shape::MAX_RANK;
 
 /// A row-major tensor (f32 unless made by an op that says otherwise) living in a session's pool.
 ///
@@ -45,7 +29,7 @@ impl std::fmt::Display for DType {
 /// # Ok(()) }
 /// ```
 pub struct Tensor {
-    session: Weak<SessionInner>,
+    session: Weak<SharedRuntime>,
     session_id: u64,
     allocation: Option<Allocation>,
     // Inline, so that making a tensor allocates nothing on the host beyond its pool range.
@@ -54,30 +38,11 @@ pub struct Tensor {
     dtype: DType,
 }
 
-fn element_count(op: &'static str, shape: &[usize]) -> Result<usize> {
-    if shape.len() > MAX_RANK {
-        return Err(Error::Shape {
-            op,
-            message: format!(
-                "rank {} of shape {shape:?} is over the maximum of {MAX_RANK}",
-                shape.len()
-            ),
-        });
-    }
-    shape
-        .iter()
-        .try_fold(1usize, |total, &dim| total.checked_mul(dim))
-        .ok_or_else(|| Error::Shape {
-            op,
-            message: format!("shape {shape:?} has more elements than memory can hold"),
-        })
-}
-
 impl Tensor {
     /// A new tensor of this shape in the session behind `inner`; its contents are unspecified, or NaN when the
     /// session poisons outputs.
     pub(crate) fn allocate_in(
-        inner: &Arc<SessionInner>,
+        inner: &Arc<SharedRuntime>,
         op: &'static str,
         shape: &[usize],
         dtype: DType,
@@ -92,23 +57,24 @@ impl Tensor {
             })?;
         let mut dims = [0; MAX_RANK];
         dims[..shape.len()].copy_from_slice(shape);
-        let allocation = inner.with_gpu_or_undo(
-            |gpu| {
-                let allocation = gpu.allocate(bytes)?;
-                if poison && gpu.poison_outputs {
+        let allocation = inner.with_runtime_or_undo(
+            |runtime| {
+                let allocation = runtime.allocate(bytes)?;
+                if poison && runtime.poison_outputs() {
                     let range = BufferRange {
                         slab: allocation.slab,
                         offset: allocation.offset,
                         bytes,
                     };
-                    if let Err(error) = elementwise::fill(gpu, range, elements as u64, f32::NAN) {
-                        gpu.release(allocation);
+                    if let Err(error) = elementwise::fill(runtime, range, elements as u64, f32::NAN)
+                    {
+                        runtime.release(allocation);
                         return Err(error);
                     }
                 }
                 Ok(allocation)
             },
-            |gpu, allocation| gpu.release(allocation),
+            |runtime, allocation| runtime.release(allocation),
         )?;
         Ok(Tensor {
             session: Arc::downgrade(inner),
@@ -121,13 +87,13 @@ impl Tensor {
     }
 
     fn allocate(
-        session: &Session,
+        session: &Arc<SharedRuntime>,
         op: &'static str,
         shape: &[usize],
     ) -> Result<(Tensor, BufferRange)> {
         // Not poisoned: an upload is written by the queue ahead of recorded commands, so a recorded poison fill
         // would land on top of it.
-        let tensor = Self::allocate_in(session.inner(), op, shape, DType::F32, false)?;
+        let tensor = Self::allocate_in(session, op, shape, DType::F32, false)?;
         let range = tensor.range()?;
         Ok((tensor, range))
     }
@@ -165,7 +131,11 @@ impl Tensor {
     }
 
     /// Uploads `data`, which must hold exactly as many values as `shape` has elements.
-    pub fn from_slice(session: &Session, data: &[f32], shape: &[usize]) -> Result<Tensor> {
+    pub(crate) fn from_slice(
+        session: &Arc<SharedRuntime>,
+        data: &[f32],
+        shape: &[usize],
+    ) -> Result<Tensor> {
         let elements = element_count("upload", shape)?;
         if elements != data.len() {
             return Err(Error::Shape {
@@ -177,26 +147,30 @@ impl Tensor {
             });
         }
         let (tensor, range) = Self::allocate(session, "upload", shape)?;
-        tensor.with_gpu(|gpu| gpu.write(range, bytemuck::cast_slice(data), true))?;
+        tensor.with_runtime(|runtime| runtime.write_fresh(range, bytemuck::cast_slice(data)))?;
         Ok(tensor)
     }
 
     /// A tensor whose contents are whatever its range last held (like `torch.empty`): for outputs that a
     /// kernel overwrites anyway.
-    pub fn empty(session: &Session, shape: &[usize]) -> Result<Tensor> {
+    pub(crate) fn empty(session: &Arc<SharedRuntime>, shape: &[usize]) -> Result<Tensor> {
         Ok(Self::allocate(session, "empty", shape)?.0)
     }
 
-    pub fn zeros(session: &Session, shape: &[usize]) -> Result<Tensor> {
+    pub(crate) fn zeros(session: &Arc<SharedRuntime>, shape: &[usize]) -> Result<Tensor> {
         let (tensor, range) = Self::allocate(session, "zeros", shape)?;
-        tensor.with_gpu(|gpu| gpu.clear(range))?;
+        tensor.with_runtime(|runtime| runtime.clear(range))?;
         Ok(tensor)
     }
 
-    pub fn full(session: &Session, shape: &[usize], value: f32) -> Result<Tensor> {
+    pub(crate) fn full(
+        session: &Arc<SharedRuntime>,
+        shape: &[usize],
+        value: f32,
+    ) -> Result<Tensor> {
         let (tensor, range) = Self::allocate(session, "full", shape)?;
         let elements = tensor.len() as u64;
-        tensor.with_gpu(|gpu| elementwise::fill(gpu, range, elements, value))?;
+        tensor.with_runtime(|runtime| elementwise::fill(runtime, range, elements, value))?;
         Ok(tensor)
     }
 
@@ -223,9 +197,12 @@ impl Tensor {
     }
 
     /// Runs `work` on this tensor's open session.
-    pub(crate) fn with_gpu<T>(&self, work: impl FnOnce(&mut Gpu) -> Result<T>) -> Result<T> {
+    pub(crate) fn with_runtime<T>(
+        &self,
+        work: impl FnOnce(&mut Runtime) -> Result<T>,
+    ) -> Result<T> {
         let inner = self.session.upgrade().ok_or(Error::SessionClosed)?;
-        inner.with_gpu(work)
+        inner.with_runtime(work)
     }
 
     /// Downloads every element.
@@ -238,7 +215,7 @@ impl Tensor {
     pub fn to_vec_u32(&self) -> Result<Vec<u32>> {
         self.expect_dtype("to_vec_u32", DType::U32)?;
         let range = self.range()?;
-        let bytes = self.with_gpu(|gpu| gpu.read(range))?;
+        let bytes = self.with_runtime(|runtime| runtime.read(range))?;
         Ok(bytemuck::pod_collect_to_vec(&bytes))
     }
 
@@ -259,7 +236,7 @@ impl Tensor {
         let out = self.output("reshape", shape, self.dtype)?;
         let (from, to) = (self.range()?, out.range()?);
         let elements = self.len() as u64;
-        self.with_gpu(|gpu| elementwise::copy(gpu, from, to, elements))?;
+        self.with_runtime(|runtime| elementwise::copy(runtime, from, to, elements))?;
         Ok(out)
     }
 
@@ -282,7 +259,7 @@ impl Tensor {
             offset: whole.offset + elements.start as u64 * 4,
             bytes: (elements.end - elements.start) as u64 * 4,
         };
-        let bytes = self.with_gpu(|gpu| gpu.read(range))?;
+        let bytes = self.with_runtime(|runtime| runtime.read(range))?;
         Ok(bytemuck::pod_collect_to_vec(&bytes))
     }
 
@@ -300,7 +277,7 @@ impl Tensor {
             });
         }
         let range = self.range()?;
-        self.with_gpu(|gpu| gpu.write(range, bytemuck::cast_slice(data), false))
+        self.with_runtime(|runtime| runtime.write(range, bytemuck::cast_slice(data)))
     }
 
     /// Copies `source` (same element count and dtype) into this tensor through the command stream.
@@ -320,7 +297,7 @@ impl Tensor {
         }
         let (from, to) = (source.range()?, self.range()?);
         let elements = self.len() as u64;
-        self.with_gpu(|gpu| elementwise::copy(gpu, from, to, elements))
+        self.with_runtime(|runtime| elementwise::copy(runtime, from, to, elements))
     }
 
     /// Sets every element to `value`, in place.
@@ -328,7 +305,7 @@ impl Tensor {
         self.expect_dtype("fill_", DType::F32)?;
         let range = self.range()?;
         let elements = self.len() as u64;
-        self.with_gpu(|gpu| elementwise::fill(gpu, range, elements, value))
+        self.with_runtime(|runtime| elementwise::fill(runtime, range, elements, value))
     }
 
     /// `self = self * scale + shift`, in place.
@@ -336,7 +313,7 @@ impl Tensor {
         self.expect_dtype("scale_add_", DType::F32)?;
         let range = self.range()?;
         let elements = self.len() as u64;
-        self.with_gpu(|gpu| elementwise::scale_add(gpu, range, elements, scale, shift))
+        self.with_runtime(|runtime| elementwise::scale_add(runtime, range, elements, scale, shift))
     }
 }
 

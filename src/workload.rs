@@ -9,8 +9,8 @@ use serde::Serialize;
 
 use crate::autograd::Tape;
 use crate::error::Result;
-use crate::kernels::optim::AdamConfig;
 use crate::nn::Linear;
+use crate::ops::optim::AdamConfig;
 use crate::optim::{Adam, Optimizer};
 use crate::session::Session;
 

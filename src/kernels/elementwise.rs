@@ -1,41 +1,40 @@
 //! Elementwise kernels (shaders/elementwise.wgsl): binary arithmetic with broadcasting, unary maths and scalar
-//! forms, relu's gradient, fill and in-place scale-and-add. Operands the size of the output are bound in
+//! forms, relu's gradient, fill and in-place scale-and-add, over buffer ranges. Operands the size of the output are bound in
 //! windows, so every one of these works on tensors larger than one storage binding.
 
 use bytemuck::{Pod, Zeroable};
 
-use super::{dispatch, dispatch_windows, expect_bindable, per_element, windows, Family, Kernel};
-use crate::error::{Error, Result};
-use crate::session::{BufferRange, Gpu};
-use crate::tensor::{DType, Tensor, MAX_RANK};
+use crate::error::Result;
+use crate::runtime::{BufferRange, Kernel, Runtime, Shader};
+use crate::shape::{broadcast_strides, dims4};
 
-static ELEMENTWISE: Family = Family {
+static ELEMENTWISE: Shader = Shader {
     name: "elementwise",
     source: include_str!("../../shaders/elementwise.wgsl"),
 };
 
 static BINARY: Kernel = Kernel {
-    family: &ELEMENTWISE,
+    shader: &ELEMENTWISE,
     entry: "binary",
     bindings: &[1, 2, 3],
 };
 static UNARY: Kernel = Kernel {
-    family: &ELEMENTWISE,
+    shader: &ELEMENTWISE,
     entry: "unary",
     bindings: &[1, 3],
 };
 static RELU_BACKWARD: Kernel = Kernel {
-    family: &ELEMENTWISE,
+    shader: &ELEMENTWISE,
     entry: "relu_backward",
     bindings: &[1, 2, 3],
 };
 static FILL: Kernel = Kernel {
-    family: &ELEMENTWISE,
+    shader: &ELEMENTWISE,
     entry: "fill",
     bindings: &[3],
 };
 static SCALE_ADD: Kernel = Kernel {
-    family: &ELEMENTWISE,
+    shader: &ELEMENTWISE,
     entry: "scale_add",
     bindings: &[3],
 };
@@ -55,19 +54,19 @@ struct Params {
     rhs_strides: [u32; 4],
 }
 
-fn groups(gpu: &Gpu, count: u64) -> [u32; 3] {
-    per_element(gpu, count, 1)
+fn groups(runtime: &Runtime, count: u64) -> [u32; 3] {
+    runtime.per_element(count, 1)
 }
 
 /// Runs a kernel whose bindings are all windows over the same elements.
 fn over_windows(
-    gpu: &mut Gpu,
+    runtime: &mut Runtime,
     kernel: &'static Kernel,
     ranges: &[BufferRange],
     elements: u64,
     params: Params,
 ) -> Result<()> {
-    dispatch_windows(gpu, kernel, ranges, elements, 1, |first, count| Params {
+    runtime.dispatch_windows(kernel, ranges, elements, 1, |first, count| Params {
         count: count as u32,
         base: first as u32,
         ..params
@@ -75,17 +74,22 @@ fn over_windows(
 }
 
 /// out = value
-pub(crate) fn fill(gpu: &mut Gpu, range: BufferRange, elements: u64, value: f32) -> Result<()> {
+pub(crate) fn fill(
+    runtime: &mut Runtime,
+    range: BufferRange,
+    elements: u64,
+    value: f32,
+) -> Result<()> {
     let params = Params {
         a: value,
         ..Params::default()
     };
-    over_windows(gpu, &FILL, &[range], elements, params)
+    over_windows(runtime, &FILL, &[range], elements, params)
 }
 
 /// out = out * scale + shift
 pub(crate) fn scale_add(
-    gpu: &mut Gpu,
+    runtime: &mut Runtime,
     range: BufferRange,
     elements: u64,
     scale: f32,
@@ -96,20 +100,25 @@ pub(crate) fn scale_add(
         b: shift,
         ..Params::default()
     };
-    over_windows(gpu, &SCALE_ADD, &[range], elements, params)
+    over_windows(runtime, &SCALE_ADD, &[range], elements, params)
 }
 
 /// Copies `elements` values between ranges: by the copy engine across buffers, by a kernel within one buffer
 /// (WebGPU forbids a buffer copy onto its own buffer, and tensors share slabs).
-pub(crate) fn copy(gpu: &mut Gpu, from: BufferRange, to: BufferRange, elements: u64) -> Result<()> {
+pub(crate) fn copy(
+    runtime: &mut Runtime,
+    from: BufferRange,
+    to: BufferRange,
+    elements: u64,
+) -> Result<()> {
     if from.slab != to.slab {
-        return gpu.copy(from, to);
+        return runtime.copy(from, to);
     }
     let params = Params {
         op: UnaryOp::Copy as u32,
         ..Params::default()
     };
-    over_windows(gpu, &UNARY, &[from, to], elements, params)
+    over_windows(runtime, &UNARY, &[from, to], elements, params)
 }
 
 #[derive(Clone, Copy)]
@@ -136,248 +145,121 @@ pub(crate) enum UnaryOp {
     Copy = 11,
 }
 
-/// The shape two shapes broadcast to (NumPy's rules: aligned at the right, 1 stretches).
-pub(crate) fn broadcast_shape(
-    op: &'static str,
-    lhs: &[usize],
-    rhs: &[usize],
-) -> Result<Vec<usize>> {
-    let rank = lhs.len().max(rhs.len());
-    let mut shape = vec![0; rank];
-    for axis in 0..rank {
-        let left = if axis + lhs.len() >= rank {
-            lhs[axis + lhs.len() - rank]
-        } else {
-            1
-        };
-        let right = if axis + rhs.len() >= rank {
-            rhs[axis + rhs.len() - rank]
-        } else {
-            1
-        };
-        shape[axis] = match (left, right) {
-            (l, r) if l == r => l,
-            (1, r) => r,
-            (l, 1) => l,
-            _ => {
-                return Err(Error::Shape {
-                    op,
-                    message: format!("shapes {lhs:?} and {rhs:?} do not broadcast together"),
-                })
-            }
-        };
-    }
-    Ok(shape)
+/// An operand of a broadcasting op: its range and shape.
+pub(crate) struct Operand<'a> {
+    pub range: BufferRange,
+    pub shape: &'a [usize],
 }
 
-/// Pads a shape at the front to rank 4.
-fn dims4(shape: &[usize]) -> [u32; 4] {
-    let mut dims = [1u32; MAX_RANK];
-    dims[MAX_RANK - shape.len()..]
-        .iter_mut()
-        .zip(shape)
-        .for_each(|(dim, &size)| *dim = size as u32);
-    dims
-}
-
-/// Strides that read an operand of `shape` at an output's coordinates (0 along broadcast axes).
-fn broadcast_strides(shape: &[usize]) -> [u32; 4] {
-    let dims = dims4(shape);
-    let mut strides = [0u32; 4];
-    let mut stride = 1u32;
-    for axis in (0..MAX_RANK).rev() {
-        // A size-1 axis is read at coordinate 0 whatever the output's coordinate.
-        strides[axis] = if dims[axis] == 1 { 0 } else { stride };
-        stride *= dims[axis];
-    }
-    strides
-}
-
-fn binary(lhs: &Tensor, rhs: &Tensor, op: BinaryOp, name: &'static str) -> Result<Tensor> {
-    lhs.expect_same_session(name, rhs)?;
-    lhs.expect_dtype(name, DType::F32)?;
-    rhs.expect_dtype(name, DType::F32)?;
-    let shape = broadcast_shape(name, lhs.shape(), rhs.shape())?;
-    let out = lhs.output(name, &shape, DType::F32)?;
-    let elements = out.len() as u64;
-    let (left, right, target) = (lhs.range()?, rhs.range()?, out.range()?);
-    let dims = dims4(&shape);
-    let left_windowed = lhs.len() == out.len();
-    let right_windowed = rhs.len() == out.len();
+/// out = lhs (op) rhs, broadcasting both to `out_shape`. Operands as large as the output are bound in windows
+/// with it; a broadcast operand is bound whole.
+pub(crate) fn binary(
+    runtime: &mut Runtime,
+    name: &'static str,
+    op: BinaryOp,
+    lhs: Operand,
+    rhs: Operand,
+    out: BufferRange,
+    out_shape: &[usize],
+) -> Result<()> {
+    let elements: u64 = out_shape.iter().map(|&dim| dim as u64).product();
+    let count = |shape: &[usize]| shape.iter().map(|&dim| dim as u64).product::<u64>();
+    let left_windowed = count(lhs.shape) == elements;
+    let right_windowed = count(rhs.shape) == elements;
     let params = Params {
         op: op as u32,
         windowed: u32::from(left_windowed) | (u32::from(right_windowed) << 1),
-        dims,
-        lhs_strides: broadcast_strides(lhs.shape()),
-        rhs_strides: broadcast_strides(rhs.shape()),
+        dims: dims4(out_shape),
+        lhs_strides: broadcast_strides(lhs.shape),
+        rhs_strides: broadcast_strides(rhs.shape),
         ..Params::default()
     };
-    lhs.with_gpu(|gpu| {
-        for (range, windowed) in [(left, left_windowed), (right, right_windowed)] {
-            if !windowed {
-                expect_bindable(gpu, name, range)?;
+    for (range, windowed) in [(lhs.range, left_windowed), (rhs.range, right_windowed)] {
+        if !windowed {
+            runtime.expect_bindable(name, range)?;
+        }
+    }
+    for (first, count) in runtime.windows(elements) {
+        let pick = |range: BufferRange, windowed: bool| {
+            if windowed {
+                range.elements(first, count)
+            } else {
+                range
             }
-        }
-        for (first, count) in windows(gpu, elements) {
-            let pick = |range: BufferRange, windowed: bool| {
-                if windowed {
-                    range.elements(first, count)
-                } else {
-                    range
-                }
-            };
-            let ranges = [
-                pick(left, left_windowed),
-                pick(right, right_windowed),
-                target.elements(first, count),
-            ];
-            let params = Params {
-                count: count as u32,
-                base: first as u32,
-                ..params
-            };
-            dispatch(
-                gpu,
-                &BINARY,
-                bytemuck::bytes_of(&params),
-                &ranges,
-                groups(gpu, count),
-            )?;
-        }
-        Ok(())
-    })?;
-    Ok(out)
+        };
+        let ranges = [
+            pick(lhs.range, left_windowed),
+            pick(rhs.range, right_windowed),
+            out.elements(first, count),
+        ];
+        let params = Params {
+            count: count as u32,
+            base: first as u32,
+            ..params
+        };
+        let workgroups = groups(runtime, count);
+        runtime.dispatch(&BINARY, bytemuck::bytes_of(&params), &ranges, workgroups)?;
+    }
+    Ok(())
 }
 
-fn unary(input: &Tensor, op: UnaryOp, scalar: f32, name: &'static str) -> Result<Tensor> {
-    input.expect_dtype(name, DType::F32)?;
-    let out = input.output(name, input.shape(), DType::F32)?;
-    let ranges = [input.range()?, out.range()?];
+/// out = op(input, scalar) over `elements` elements.
+pub(crate) fn unary(
+    runtime: &mut Runtime,
+    op: UnaryOp,
+    scalar: f32,
+    input: BufferRange,
+    out: BufferRange,
+    elements: u64,
+) -> Result<()> {
     let params = Params {
         op: op as u32,
         a: scalar,
         ..Params::default()
     };
-    let elements = input.len() as u64;
-    input.with_gpu(|gpu| over_windows(gpu, &UNARY, &ranges, elements, params))?;
-    Ok(out)
+    over_windows(runtime, &UNARY, &[input, out], elements, params)
 }
 
-/// Elementwise arithmetic, maths and their scalar forms.
-impl Tensor {
-    /// `self + other`, broadcasting as NumPy does (a bias row over a batch, say).
-    pub fn add(&self, other: &Tensor) -> Result<Tensor> {
-        binary(self, other, BinaryOp::Add, "add")
-    }
-
-    /// `self - other`, broadcasting.
-    pub fn sub(&self, other: &Tensor) -> Result<Tensor> {
-        binary(self, other, BinaryOp::Sub, "sub")
-    }
-
-    /// `self * other` elementwise, broadcasting.
-    pub fn mul(&self, other: &Tensor) -> Result<Tensor> {
-        binary(self, other, BinaryOp::Mul, "mul")
-    }
-
-    /// `self / other` elementwise, broadcasting.
-    pub fn div(&self, other: &Tensor) -> Result<Tensor> {
-        binary(self, other, BinaryOp::Div, "div")
-    }
-
-    pub fn add_scalar(&self, value: f32) -> Result<Tensor> {
-        unary(self, UnaryOp::AddScalar, value, "add_scalar")
-    }
-
-    pub fn sub_scalar(&self, value: f32) -> Result<Tensor> {
-        unary(self, UnaryOp::SubScalar, value, "sub_scalar")
-    }
-
-    pub fn mul_scalar(&self, value: f32) -> Result<Tensor> {
-        unary(self, UnaryOp::MulScalar, value, "mul_scalar")
-    }
-
-    pub fn div_scalar(&self, value: f32) -> Result<Tensor> {
-        unary(self, UnaryOp::DivScalar, value, "div_scalar")
-    }
-
-    /// `value - self`.
-    pub fn scalar_sub(&self, value: f32) -> Result<Tensor> {
-        unary(self, UnaryOp::ScalarSub, value, "scalar_sub")
-    }
-
-    /// `value / self`.
-    pub fn scalar_div(&self, value: f32) -> Result<Tensor> {
-        unary(self, UnaryOp::ScalarDiv, value, "scalar_div")
-    }
-
-    pub fn relu(&self) -> Result<Tensor> {
-        unary(self, UnaryOp::Relu, 0.0, "relu")
-    }
-
-    pub fn exp(&self) -> Result<Tensor> {
-        unary(self, UnaryOp::Exp, 0.0, "exp")
-    }
-
-    pub fn log(&self) -> Result<Tensor> {
-        unary(self, UnaryOp::Log, 0.0, "log")
-    }
-
-    pub fn sqrt(&self) -> Result<Tensor> {
-        unary(self, UnaryOp::Sqrt, 0.0, "sqrt")
-    }
-
-    pub fn neg(&self) -> Result<Tensor> {
-        unary(self, UnaryOp::Neg, 0.0, "neg")
-    }
-
-    /// The gradient through relu: `gradient` where `self` (relu's input) is positive, else 0.
-    pub fn relu_backward(&self, gradient: &Tensor) -> Result<Tensor> {
-        self.expect_same_session("relu_backward", gradient)?;
-        self.expect_dtype("relu_backward", DType::F32)?;
-        gradient.expect_dtype("relu_backward", DType::F32)?;
-        if self.shape() != gradient.shape() {
-            return Err(Error::Shape {
-                op: "relu_backward",
-                message: format!(
-                    "input {:?} and gradient {:?} differ",
-                    self.shape(),
-                    gradient.shape()
-                ),
-            });
-        }
-        let out = self.output("relu_backward", self.shape(), DType::F32)?;
-        let ranges = [self.range()?, gradient.range()?, out.range()?];
-        let elements = self.len() as u64;
-        self.with_gpu(|gpu| {
-            over_windows(gpu, &RELU_BACKWARD, &ranges, elements, Params::default())
-        })?;
-        Ok(out)
-    }
+/// out = gradient where input > 0, else 0.
+pub(crate) fn relu_backward(
+    runtime: &mut Runtime,
+    input: BufferRange,
+    gradient: BufferRange,
+    out: BufferRange,
+    elements: u64,
+) -> Result<()> {
+    over_windows(
+        runtime,
+        &RELU_BACKWARD,
+        &[input, gradient, out],
+        elements,
+        Params::default(),
+    )
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod layout {
     use super::*;
 
-    #[test]
-    fn shapes_broadcast_like_numpy() {
-        assert_eq!(
-            broadcast_shape("t", &[10, 1000], &[1000]).ok(),
-            Some(vec![10, 1000])
-        );
-        assert_eq!(
-            broadcast_shape("t", &[3, 1], &[1, 4]).ok(),
-            Some(vec![3, 4])
-        );
-        assert_eq!(broadcast_shape("t", &[], &[2, 2]).ok(), Some(vec![2, 2]));
-        assert!(broadcast_shape("t", &[3], &[4]).is_err());
+    /// Every kernel of this family, and its `Params` as (size, [(field, offset)]), for the reflection test.
+    pub(crate) fn kernels() -> Vec<&'static Kernel> {
+        vec![&BINARY, &UNARY, &RELU_BACKWARD, &FILL, &SCALE_ADD]
     }
 
-    #[test]
-    fn broadcast_strides_are_zero_along_stretched_axes() {
-        assert_eq!(broadcast_strides(&[4]), [0, 0, 0, 1]);
-        assert_eq!(broadcast_strides(&[2, 1, 4]), [0, 4, 0, 1]);
-        assert_eq!(broadcast_strides(&[2, 3, 4]), [0, 12, 4, 1]);
+    pub(crate) fn params() -> (usize, Vec<(&'static str, usize)>) {
+        (
+            std::mem::size_of::<Params>(),
+            vec![
+                ("count", std::mem::offset_of!(Params, count)),
+                ("base", std::mem::offset_of!(Params, base)),
+                ("op", std::mem::offset_of!(Params, op)),
+                ("windowed", std::mem::offset_of!(Params, windowed)),
+                ("a", std::mem::offset_of!(Params, a)),
+                ("b", std::mem::offset_of!(Params, b)),
+                ("dims", std::mem::offset_of!(Params, dims)),
+                ("lhs_strides", std::mem::offset_of!(Params, lhs_strides)),
+                ("rhs_strides", std::mem::offset_of!(Params, rhs_strides)),
+            ],
+        )
     }
 }

@@ -5,33 +5,31 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::{dispatch, expect_bindable, Family, Kernel};
 use crate::error::{Error, Result};
-use crate::session::{BufferRange, Gpu, MatmulKernel};
-use crate::tensor::{DType, Tensor};
+use crate::runtime::{BufferRange, Kernel, MatmulKernel, Runtime, Shader};
 
-static MATMUL: Family = Family {
+static MATMUL: Shader = Shader {
     name: "matmul",
     source: include_str!("../../shaders/matmul.wgsl"),
 };
 
 static MATMUL_VEC4: Kernel = Kernel {
-    family: &MATMUL,
+    shader: &MATMUL,
     entry: "matmul_vec4",
     bindings: &[1, 2, 3],
 };
 static MATMUL_VEC4_AT: Kernel = Kernel {
-    family: &MATMUL,
+    shader: &MATMUL,
     entry: "matmul_vec4_at",
     bindings: &[1, 2, 3],
 };
 static MATMUL_TILED: Kernel = Kernel {
-    family: &MATMUL,
+    shader: &MATMUL,
     entry: "matmul_tiled",
     bindings: &[1, 2, 3],
 };
 static MATMUL_STRIDED: Kernel = Kernel {
-    family: &MATMUL,
+    shader: &MATMUL,
     entry: "matmul_strided",
     bindings: &[1, 2, 3],
 };
@@ -60,58 +58,9 @@ struct Params {
 /// many stays far below that on every path (a multiple of 4 for the vec4 kernel).
 const K_PER_PASS: usize = 4096;
 
-/// An operand as (batch, rows, cols) after its transpose flag, with element strides into its storage.
-struct Operand {
-    batch: Option<usize>,
-    rows: usize,
-    cols: usize,
-    batch_stride: usize,
-    row_stride: usize,
-    col_stride: usize,
-}
-
-fn operand(op: &'static str, name: &str, tensor: &Tensor, transpose: bool) -> Result<Operand> {
-    let (batch, stored_rows, stored_cols) = match *tensor.shape() {
-        [rows, cols] => (None, rows, cols),
-        [batch, rows, cols] => (Some(batch), rows, cols),
-        ref other => {
-            return Err(Error::Shape {
-                op,
-                message: format!(
-                    "{name} must be [rows, cols] or [batch, rows, cols]; got {other:?}"
-                ),
-            })
-        }
-    };
-    let batch_stride = if batch.is_some() {
-        stored_rows * stored_cols
-    } else {
-        0
-    };
-    Ok(if transpose {
-        Operand {
-            batch,
-            rows: stored_cols,
-            cols: stored_rows,
-            batch_stride,
-            row_stride: 1,
-            col_stride: stored_cols,
-        }
-    } else {
-        Operand {
-            batch,
-            rows: stored_rows,
-            cols: stored_cols,
-            batch_stride,
-            row_stride: stored_cols,
-            col_stride: 1,
-        }
-    })
-}
-
 /// Dispatches `kernel` once per slice of K, each pass after the first adding to C.
 fn in_passes(
-    gpu: &mut Gpu,
+    runtime: &mut Runtime,
     kernel: &'static Kernel,
     params: Params,
     k: usize,
@@ -125,125 +74,143 @@ fn in_passes(
             accumulate: u32::from(begin > 0),
             ..params
         };
-        dispatch(gpu, kernel, bytemuck::bytes_of(&pass), ranges, groups)?;
+        runtime.dispatch(kernel, bytemuck::bytes_of(&pass), ranges, groups)?;
     }
     Ok(())
 }
 
-/// Matrix products.
-impl Tensor {
-    /// `self · other`.
-    pub fn matmul(&self, other: &Tensor) -> Result<Tensor> {
-        self.matmul_t(other, false, false)
+/// How an operand's elements are laid out: element strides between batches, rows and columns of the matrix
+/// the product reads (after any transpose).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Layout {
+    pub batch_stride: usize,
+    pub row_stride: usize,
+    pub col_stride: usize,
+}
+
+impl Layout {
+    /// Row-major storage of [rows, cols] (per batch when `batched`), read transposed or not.
+    pub fn of(rows: usize, cols: usize, batched: bool, transpose: bool) -> Layout {
+        let batch_stride = if batched { rows * cols } else { 0 };
+        if transpose {
+            Layout {
+                batch_stride,
+                row_stride: 1,
+                col_stride: cols,
+            }
+        } else {
+            Layout {
+                batch_stride,
+                row_stride: cols,
+                col_stride: 1,
+            }
+        }
     }
 
-    /// `op(self) · op(other)`, where op transposes the last two axes when its flag is set. Either operand may
-    /// carry a leading batch dimension; a 2-D operand is shared by every batch.
-    pub fn matmul_t(
-        &self,
-        other: &Tensor,
-        transpose_self: bool,
-        transpose_other: bool,
-    ) -> Result<Tensor> {
-        const NAME: &str = "matmul";
-        self.expect_same_session(NAME, other)?;
-        self.expect_dtype(NAME, DType::F32)?;
-        other.expect_dtype(NAME, DType::F32)?;
-        let a = operand(NAME, "the left operand", self, transpose_self)?;
-        let b = operand(NAME, "the right operand", other, transpose_other)?;
-        if a.cols != b.rows {
-            return Err(Error::Shape {
-                op: NAME,
-                message: format!(
-                    "inner sizes differ: {:?}{} · {:?}{} multiplies [{}, {}] by [{}, {}]",
-                    self.shape(),
-                    if transpose_self { "ᵀ" } else { "" },
-                    other.shape(),
-                    if transpose_other { "ᵀ" } else { "" },
-                    a.rows,
-                    a.cols,
-                    b.rows,
-                    b.cols
-                ),
-            });
-        }
-        let batch = match (a.batch, b.batch) {
-            (Some(x), Some(y)) if x != y => {
-                return Err(Error::Shape {
-                    op: NAME,
-                    message: format!(
-                        "batch sizes differ: {:?} and {:?}",
-                        self.shape(),
-                        other.shape()
-                    ),
-                })
-            }
-            (x, y) => x.or(y),
-        };
-        let (m, k, n) = (a.rows, a.cols, b.cols);
-        let out_shape: Vec<usize> = match batch {
-            Some(batch) => vec![batch, m, n],
-            None => vec![m, n],
-        };
-        let out = self.output(NAME, &out_shape, DType::F32)?;
-        if out.is_empty() {
-            return Ok(out);
-        }
-        if k == 0 {
-            out.fill_(0.0)?;
-            return Ok(out);
-        }
-        let batches = batch.unwrap_or(1);
+    fn is_row_major(&self) -> bool {
+        self.col_stride == 1
+    }
+}
+
+/// C[batch, m, n] = A[batch, m, k] · B[batch, k, n], for k ≥ 1 and a non-empty C; C is row-major.
+#[allow(clippy::too_many_arguments)] // a product is fully described by these; a struct would only rename them
+pub(crate) fn matmul(
+    runtime: &mut Runtime,
+    (a, a_layout): (BufferRange, Layout),
+    (b, b_layout): (BufferRange, Layout),
+    c: BufferRange,
+    batches: usize,
+    (m, k, n): (usize, usize, usize),
+) -> Result<()> {
+    const NAME: &str = "matmul";
+    let params = Params {
+        m: m as u32,
+        n: n as u32,
+        k: k as u32,
+        wg_rows: 1,
+        a_batch: a_layout.batch_stride as u32,
+        a_row: a_layout.row_stride as u32,
+        a_col: a_layout.col_stride as u32,
+        b_batch: b_layout.batch_stride as u32,
+        b_row: b_layout.row_stride as u32,
+        b_col: b_layout.col_stride as u32,
+        c_batch: (m * n) as u32,
+        ..Params::default()
+    };
+    let vec4 = a_layout.is_row_major() && b_layout.is_row_major() && k % 4 == 0 && n % 4 == 0;
+    let vec4_at = !a_layout.is_row_major() && b_layout.is_row_major() && m % 4 == 0 && n % 4 == 0;
+    let ranges = [a, b, c];
+    for range in ranges {
+        runtime.expect_bindable(NAME, range)?;
+    }
+    let max_groups = runtime.limits().max_compute_workgroups_per_dimension as usize;
+    if batches > max_groups {
+        return Err(Error::Shape {
+            op: NAME,
+            message: format!(
+                "a batch of {batches} is over this adapter's {max_groups} workgroups per dimension"
+            ),
+        });
+    }
+    if runtime.matmul_kernel() == MatmulKernel::SharedTiles {
+        let groups = [n.div_ceil(64) as u32, m.div_ceil(64) as u32, batches as u32];
+        in_passes(runtime, &MATMUL_TILED, params, k, &ranges, groups)
+    } else if vec4 || vec4_at {
+        // Spend the workgroup's 64 invocations on as many 8-row blocks as there are (up to 8), the rest
+        // along N, so short, wide products (a batch of 10 rows) leave no invocation idle.
+        let row_blocks = m.div_ceil(8);
+        let wg_rows = row_blocks.next_power_of_two().min(8);
+        let wg_cols = 64 / wg_rows;
         let params = Params {
-            m: m as u32,
-            n: n as u32,
-            k: k as u32,
-            wg_rows: 1,
-            a_batch: a.batch_stride as u32,
-            a_row: a.row_stride as u32,
-            a_col: a.col_stride as u32,
-            b_batch: b.batch_stride as u32,
-            b_row: b.row_stride as u32,
-            b_col: b.col_stride as u32,
-            c_batch: (m * n) as u32,
-            ..Params::default()
+            wg_rows: wg_rows as u32,
+            ..params
         };
-        let vec4 = !transpose_self && !transpose_other && k % 4 == 0 && n % 4 == 0;
-        let vec4_at = transpose_self && !transpose_other && m % 4 == 0 && n % 4 == 0;
-        let ranges = [self.range()?, other.range()?, out.range()?];
-        self.with_gpu(|gpu| {
-            for range in ranges {
-                expect_bindable(gpu, NAME, range)?;
-            }
-            let max_groups = gpu.limits.max_compute_workgroups_per_dimension as usize;
-            if batches > max_groups {
-                return Err(Error::Shape {
-                    op: NAME,
-                    message: format!("a batch of {batches} is over this adapter's {max_groups} workgroups per dimension"),
-                });
-            }
-            if gpu.matmul_kernel == MatmulKernel::SharedTiles {
-                let groups = [n.div_ceil(64) as u32, m.div_ceil(64) as u32, batches as u32];
-                in_passes(gpu, &MATMUL_TILED, params, k, &ranges, groups)
-            } else if vec4 || vec4_at {
-                // Spend the workgroup's 64 invocations on as many 8-row blocks as there are (up to 8), the rest
-                // along N, so short, wide products (a batch of 10 rows) leave no invocation idle.
-                let row_blocks = m.div_ceil(8);
-                let wg_rows = row_blocks.next_power_of_two().min(8);
-                let wg_cols = 64 / wg_rows;
-                let params = Params { wg_rows: wg_rows as u32, ..params };
-                let groups = [
-                    (n / 4).div_ceil(2).div_ceil(wg_cols) as u32,
-                    row_blocks.div_ceil(wg_rows) as u32,
-                    batches as u32,
-                ];
-                let kernel = if vec4 { &MATMUL_VEC4 } else { &MATMUL_VEC4_AT };
-                in_passes(gpu, kernel, params, k, &ranges, groups)
-            } else {
-                let groups = [n.div_ceil(64) as u32, m.div_ceil(64) as u32, batches as u32];
-                in_passes(gpu, &MATMUL_STRIDED, params, k, &ranges, groups)
-            }
-        })?;
-        Ok(out)
+        let groups = [
+            (n / 4).div_ceil(2).div_ceil(wg_cols) as u32,
+            row_blocks.div_ceil(wg_rows) as u32,
+            batches as u32,
+        ];
+        let kernel = if vec4 { &MATMUL_VEC4 } else { &MATMUL_VEC4_AT };
+        in_passes(runtime, kernel, params, k, &ranges, groups)
+    } else {
+        let groups = [n.div_ceil(64) as u32, m.div_ceil(64) as u32, batches as u32];
+        in_passes(runtime, &MATMUL_STRIDED, params, k, &ranges, groups)
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod layout {
+    use super::*;
+
+    /// Every kernel of this family, and its `Params` as (size, [(field, offset)]), for the reflection test.
+    pub(crate) fn kernels() -> Vec<&'static Kernel> {
+        vec![
+            &MATMUL_VEC4,
+            &MATMUL_VEC4_AT,
+            &MATMUL_TILED,
+            &MATMUL_STRIDED,
+        ]
+    }
+
+    pub(crate) fn params() -> (usize, Vec<(&'static str, usize)>) {
+        (
+            std::mem::size_of::<Params>(),
+            vec![
+                ("m", std::mem::offset_of!(Params, m)),
+                ("n", std::mem::offset_of!(Params, n)),
+                ("k", std::mem::offset_of!(Params, k)),
+                ("wg_rows", std::mem::offset_of!(Params, wg_rows)),
+                ("a_batch", std::mem::offset_of!(Params, a_batch)),
+                ("a_row", std::mem::offset_of!(Params, a_row)),
+                ("a_col", std::mem::offset_of!(Params, a_col)),
+                ("b_batch", std::mem::offset_of!(Params, b_batch)),
+                ("b_row", std::mem::offset_of!(Params, b_row)),
+                ("b_col", std::mem::offset_of!(Params, b_col)),
+                ("c_batch", std::mem::offset_of!(Params, c_batch)),
+                ("k_begin", std::mem::offset_of!(Params, k_begin)),
+                ("k_end", std::mem::offset_of!(Params, k_end)),
+                ("accumulate", std::mem::offset_of!(Params, accumulate)),
+            ],
+        )
     }
 }

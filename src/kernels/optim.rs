@@ -4,32 +4,31 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::{dispatch_windows, Family, Kernel};
-use crate::error::{Error, Result};
-use crate::tensor::{DType, Tensor};
+use crate::error::Result;
+use crate::runtime::{BufferRange, Kernel, Runtime, Shader};
 
-static OPTIM: Family = Family {
+static OPTIM: Shader = Shader {
     name: "optim",
     source: include_str!("../../shaders/optim.wgsl"),
 };
 
 static ADAM: Kernel = Kernel {
-    family: &OPTIM,
+    shader: &OPTIM,
     entry: "adam",
     bindings: &[1, 2, 3, 4],
 };
 static ADAM_VEC4: Kernel = Kernel {
-    family: &OPTIM,
+    shader: &OPTIM,
     entry: "adam_vec4",
     bindings: &[1, 2, 3, 4],
 };
 static SGD_VEC4: Kernel = Kernel {
-    family: &OPTIM,
+    shader: &OPTIM,
     entry: "sgd_vec4",
     bindings: &[1, 2, 3],
 };
 static SGD: Kernel = Kernel {
-    family: &OPTIM,
+    shader: &OPTIM,
     entry: "sgd",
     bindings: &[1, 2, 3],
 };
@@ -50,223 +49,114 @@ struct Params {
     _pad: [u32; 2],
 }
 
-/// Where Adam adds epsilon.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum EpsilonPlacement {
-    /// TensorFlow's AdamOptimizer: `lr_t = lr·sqrt(1−β2^t)/(1−β1^t)`, `p −= lr_t·m/(sqrt(v)+ε)`.
-    #[default]
-    TensorFlow,
-    /// Kingma & Ba (and PyTorch): `p −= lr·m̂/(sqrt(v̂)+ε)` with bias-corrected `m̂`, `v̂`.
-    KingmaBa,
-}
-
-/// Adam's hyperparameters. `weight_decay > 0` makes it AdamW (decoupled decay, Kingma & Ba's epsilon).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct AdamConfig {
+/// One Adam step's numbers, as the shader takes them: `mode` 0 is TensorFlow's epsilon placement, 1 Kingma &
+/// Ba's, 2 AdamW's decoupled decay; the host has folded the bias corrections into `step_size` and `bias2_sqrt`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct AdamStep {
+    pub mode: u32,
     pub lr: f32,
     pub beta1: f32,
     pub beta2: f32,
     pub epsilon: f32,
-    pub epsilon_placement: EpsilonPlacement,
-    pub weight_decay: f32,
+    pub step_size: f32,
+    pub bias2_sqrt: f32,
+    pub decay: f32,
 }
 
-impl Default for AdamConfig {
-    /// TensorFlow's defaults: lr 0.001, β1 0.9, β2 0.999, ε 1e-8.
-    fn default() -> Self {
-        Self {
-            lr: 0.001,
-            beta1: 0.9,
-            beta2: 0.999,
-            epsilon: 1e-8,
-            epsilon_placement: EpsilonPlacement::TensorFlow,
-            weight_decay: 0.0,
-        }
-    }
-}
-
-/// Errors unless `value` lies in the range `accepted` describes (NaN never does).
-fn expect_hyperparameter(what: &'static str, value: f32, fits: bool, accepted: &str) -> Result<()> {
-    if fits && value.is_finite() {
-        Ok(())
+/// Windows of same-sized operands, vec4 when the element count allows.
+fn run(
+    runtime: &mut Runtime,
+    (vec4, scalar): (&'static Kernel, &'static Kernel),
+    ranges: &[BufferRange],
+    elements: u64,
+    base: Params,
+) -> Result<()> {
+    let (kernel, per_invocation) = if elements.is_multiple_of(4) {
+        (vec4, 4)
     } else {
-        Err(Error::InvalidArgument {
-            what,
-            given: value.to_string(),
-            expected: accepted.to_string(),
-        })
-    }
+        (scalar, 1)
+    };
+    runtime.dispatch_windows(kernel, ranges, elements, per_invocation, |_, count| {
+        Params {
+            count: count as u32,
+            ..base
+        }
+    })
 }
 
-impl AdamConfig {
-    /// Errors unless every hyperparameter is usable: lr ≥ 0, β1 and β2 in [0, 1), ε ≥ 0, weight decay ≥ 0, all
-    /// finite. Every Adam step checks this before it runs.
-    pub fn validate(&self) -> Result<()> {
-        let in_unit = |beta: f32| (0.0..1.0).contains(&beta);
-        expect_hyperparameter(
-            "Adam learning rate",
-            self.lr,
-            self.lr >= 0.0,
-            "a finite number ≥ 0",
-        )?;
-        expect_hyperparameter(
-            "Adam beta1",
-            self.beta1,
-            in_unit(self.beta1),
-            "a number in [0, 1)",
-        )?;
-        expect_hyperparameter(
-            "Adam beta2",
-            self.beta2,
-            in_unit(self.beta2),
-            "a number in [0, 1)",
-        )?;
-        expect_hyperparameter(
-            "Adam epsilon",
-            self.epsilon,
-            self.epsilon >= 0.0,
-            "a finite number ≥ 0",
-        )?;
-        expect_hyperparameter(
-            "AdamW weight decay",
-            self.weight_decay,
-            self.weight_decay >= 0.0,
-            "a finite number ≥ 0",
+/// Adam over `elements` elements of param, grad, m and v, in place.
+pub(crate) fn adam(
+    runtime: &mut Runtime,
+    [param, grad, m, v]: [BufferRange; 4],
+    elements: u64,
+    step: AdamStep,
+) -> Result<()> {
+    let base = Params {
+        mode: step.mode,
+        lr: step.lr,
+        beta1: step.beta1,
+        beta2: step.beta2,
+        epsilon: step.epsilon,
+        step_size: step.step_size,
+        bias2_sqrt: step.bias2_sqrt,
+        decay: step.decay,
+        ..Params::default()
+    };
+    run(
+        runtime,
+        (&ADAM_VEC4, &ADAM),
+        &[param, grad, m, v],
+        elements,
+        base,
+    )
+}
+
+/// SGD with momentum over `elements` elements of param, grad and the momentum buffer, in place.
+pub(crate) fn sgd(
+    runtime: &mut Runtime,
+    [param, grad, buffer]: [BufferRange; 3],
+    elements: u64,
+    lr: f32,
+    momentum: f32,
+) -> Result<()> {
+    let base = Params {
+        lr,
+        momentum,
+        ..Params::default()
+    };
+    run(
+        runtime,
+        (&SGD_VEC4, &SGD),
+        &[param, grad, buffer],
+        elements,
+        base,
+    )
+}
+
+#[cfg(test)]
+pub(crate) mod layout {
+    use super::*;
+
+    /// Every kernel of this family, and its `Params` as (size, [(field, offset)]), for the reflection test.
+    pub(crate) fn kernels() -> Vec<&'static Kernel> {
+        vec![&ADAM, &ADAM_VEC4, &SGD_VEC4, &SGD]
+    }
+
+    pub(crate) fn params() -> (usize, Vec<(&'static str, usize)>) {
+        (
+            std::mem::size_of::<Params>(),
+            vec![
+                ("count", std::mem::offset_of!(Params, count)),
+                ("mode", std::mem::offset_of!(Params, mode)),
+                ("lr", std::mem::offset_of!(Params, lr)),
+                ("beta1", std::mem::offset_of!(Params, beta1)),
+                ("beta2", std::mem::offset_of!(Params, beta2)),
+                ("epsilon", std::mem::offset_of!(Params, epsilon)),
+                ("step_size", std::mem::offset_of!(Params, step_size)),
+                ("bias2_sqrt", std::mem::offset_of!(Params, bias2_sqrt)),
+                ("decay", std::mem::offset_of!(Params, decay)),
+                ("momentum", std::mem::offset_of!(Params, momentum)),
+            ],
         )
-    }
-}
-
-fn expect_like(op: &'static str, param: &Tensor, others: &[(&str, &Tensor)]) -> Result<()> {
-    param.expect_dtype(op, DType::F32)?;
-    for (name, other) in others {
-        param.expect_same_session(op, other)?;
-        other.expect_dtype(op, DType::F32)?;
-        if other.shape() != param.shape() {
-            return Err(Error::Shape {
-                op,
-                message: format!(
-                    "{name} has shape {:?}, the parameter {:?}",
-                    other.shape(),
-                    param.shape()
-                ),
-            });
-        }
-    }
-    Ok(())
-}
-
-/// Optimizer steps, in place on the parameter and its state.
-impl Tensor {
-    /// One Adam step (number `step`, counted from 1) on this parameter: updates `m`, `v` and the parameter in one
-    /// fused pass.
-    pub fn adam_update_(
-        &self,
-        grad: &Tensor,
-        m: &Tensor,
-        v: &Tensor,
-        step: u64,
-        config: &AdamConfig,
-    ) -> Result<()> {
-        const NAME: &str = "adam";
-        config.validate()?;
-        expect_like(NAME, self, &[("grad", grad), ("m", m), ("v", v)])?;
-        if step == 0 {
-            return Err(Error::InvalidArgument {
-                what: "Adam step",
-                given: "0".to_string(),
-                expected: "a step count starting at 1".to_string(),
-            });
-        }
-        let t = step.min(i32::MAX as u64) as i32;
-        let bias1 = 1.0 - (config.beta1 as f64).powi(t);
-        let bias2_sqrt = (1.0 - (config.beta2 as f64).powi(t)).sqrt();
-        let lr = config.lr as f64;
-        let (mode, step_size) = if config.weight_decay != 0.0 {
-            (2, lr / bias1)
-        } else {
-            match config.epsilon_placement {
-                EpsilonPlacement::TensorFlow => (0, lr * bias2_sqrt / bias1),
-                EpsilonPlacement::KingmaBa => (1, lr / bias1),
-            }
-        };
-        let base = Params {
-            mode,
-            lr: config.lr,
-            beta1: config.beta1,
-            beta2: config.beta2,
-            epsilon: config.epsilon,
-            step_size: step_size as f32,
-            bias2_sqrt: bias2_sqrt as f32,
-            decay: (1.0 - lr * config.weight_decay as f64) as f32,
-            ..Params::default()
-        };
-        let ranges = [self.range()?, grad.range()?, m.range()?, v.range()?];
-        let elements = self.len() as u64;
-        let (kernel, per_invocation) = if elements.is_multiple_of(4) {
-            (&ADAM_VEC4, 4)
-        } else {
-            (&ADAM, 1)
-        };
-        self.with_gpu(|gpu| {
-            dispatch_windows(
-                gpu,
-                kernel,
-                &ranges,
-                elements,
-                per_invocation,
-                |_, count| Params {
-                    count: count as u32,
-                    ..base
-                },
-            )
-        })
-    }
-
-    /// One SGD step with momentum (PyTorch's form): `buffer = momentum·buffer + grad; param −= lr·buffer`.
-    pub fn sgd_update_(
-        &self,
-        grad: &Tensor,
-        momentum_buffer: &Tensor,
-        lr: f32,
-        momentum: f32,
-    ) -> Result<()> {
-        const NAME: &str = "sgd";
-        expect_hyperparameter("SGD learning rate", lr, lr >= 0.0, "a finite number ≥ 0")?;
-        expect_hyperparameter(
-            "SGD momentum",
-            momentum,
-            momentum >= 0.0,
-            "a finite number ≥ 0",
-        )?;
-        expect_like(
-            NAME,
-            self,
-            &[("grad", grad), ("momentum buffer", momentum_buffer)],
-        )?;
-        let base = Params {
-            lr,
-            momentum,
-            ..Params::default()
-        };
-        let ranges = [self.range()?, grad.range()?, momentum_buffer.range()?];
-        let elements = self.len() as u64;
-        let (kernel, per_invocation) = if elements.is_multiple_of(4) {
-            (&SGD_VEC4, 4)
-        } else {
-            (&SGD, 1)
-        };
-        self.with_gpu(|gpu| {
-            dispatch_windows(
-                gpu,
-                kernel,
-                &ranges,
-                elements,
-                per_invocation,
-                |_, count| Params {
-                    count: count as u32,
-                    ..base
-                },
-            )
-        })
     }
 }

@@ -3,18 +3,16 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::{dispatch, per_element, windows, Family, Kernel};
-use crate::error::{Error, Result};
-use crate::session::Session;
-use crate::tensor::{DType, Tensor};
+use crate::error::Result;
+use crate::runtime::{BufferRange, Kernel, Runtime, Shader};
 
-static RANDOM: Family = Family {
+static RANDOM: Shader = Shader {
     name: "random",
     source: include_str!("../../shaders/random.wgsl"),
 };
 
 static FILL_RANDOM: Kernel = Kernel {
-    family: &RANDOM,
+    shader: &RANDOM,
     entry: "random",
     bindings: &[1],
 };
@@ -43,83 +41,77 @@ fn next_below(value: f32) -> f32 {
     }
 }
 
-fn fill_random(
-    tensor: &Tensor,
+/// Which distribution a fill draws from.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Distribution {
+    /// In `[low, high)`.
+    Uniform {
+        low: f32,
+        high: f32,
+    },
+    Normal {
+        mean: f32,
+        std: f32,
+    },
+}
+
+/// Fills `elements` elements of `range` from the seed, counted by element from the start of the range.
+pub(crate) fn fill(
+    runtime: &mut Runtime,
+    range: BufferRange,
+    elements: u64,
     seed: u64,
-    op: u32,
-    low: f32,
-    high: f32,
-    name: &'static str,
+    distribution: Distribution,
 ) -> Result<()> {
-    tensor.expect_dtype(name, DType::F32)?;
-    let range = tensor.range()?;
-    let elements = tensor.len() as u64;
-    tensor.with_gpu(|gpu| {
-        // Windows start at aligned offsets, which are multiples of 4 elements, as the counter needs.
-        for (first, count) in windows(gpu, elements) {
-            let params = Params {
-                count: count as u32,
-                base: first as u32,
-                seed_lo: seed as u32,
-                seed_hi: (seed >> 32) as u32,
-                op,
-                low,
-                high,
-                below_high: if op == 0 { next_below(high) } else { f32::MAX },
-            };
-            let workgroups = per_element(gpu, count, 4);
-            dispatch(
-                gpu,
-                &FILL_RANDOM,
-                bytemuck::bytes_of(&params),
-                &[range.elements(first, count)],
-                workgroups,
-            )?;
-        }
-        Ok(())
-    })
+    let (op, low, high, below_high) = match distribution {
+        Distribution::Uniform { low, high } => (0, low, high, next_below(high)),
+        Distribution::Normal { mean, std } => (1, mean, std, f32::MAX),
+    };
+    // Windows start at aligned offsets, which are multiples of 4 elements, as the counter needs.
+    for (first, count) in runtime.windows(elements) {
+        let params = Params {
+            count: count as u32,
+            base: first as u32,
+            seed_lo: seed as u32,
+            seed_hi: (seed >> 32) as u32,
+            op,
+            low,
+            high,
+            below_high,
+        };
+        let workgroups = runtime.per_element(count, 4);
+        runtime.dispatch(
+            &FILL_RANDOM,
+            bytemuck::bytes_of(&params),
+            &[range.elements(first, count)],
+            workgroups,
+        )?;
+    }
+    Ok(())
 }
 
-/// Random fills, in place.
-impl Tensor {
-    /// Fills with uniform numbers in `[low, high)` from the seed.
-    pub fn fill_uniform_(&self, seed: u64, low: f32, high: f32) -> Result<()> {
-        if !(low.is_finite() && high.is_finite() && low <= high) {
-            return Err(Error::InvalidArgument {
-                what: "uniform range",
-                given: format!("[{low}, {high})"),
-                expected: "finite bounds with low ≤ high".to_string(),
-            });
-        }
-        fill_random(self, seed, 0, low, high, "fill_uniform")
+#[cfg(test)]
+pub(crate) mod layout {
+    use super::*;
+
+    /// Every kernel of this family, and its `Params` as (size, [(field, offset)]), for the reflection test.
+    pub(crate) fn kernels() -> Vec<&'static Kernel> {
+        vec![&FILL_RANDOM]
     }
 
-    /// Fills with normal numbers of this mean and standard deviation from the seed.
-    pub fn fill_normal_(&self, seed: u64, mean: f32, std: f32) -> Result<()> {
-        if !(mean.is_finite() && std.is_finite() && std >= 0.0) {
-            return Err(Error::InvalidArgument {
-                what: "normal distribution",
-                given: format!("mean {mean}, standard deviation {std}"),
-                expected: "a finite mean and a finite standard deviation ≥ 0".to_string(),
-            });
-        }
-        fill_random(self, seed, 1, mean, std, "fill_normal")
-    }
-}
-
-/// Random tensors.
-impl Session {
-    /// Uniform in [0, 1), the same numbers for the same seed on every adapter.
-    pub fn rand(&self, shape: &[usize], seed: u64) -> Result<Tensor> {
-        let tensor = self.empty(shape)?;
-        tensor.fill_uniform_(seed, 0.0, 1.0)?;
-        Ok(tensor)
-    }
-
-    /// Standard normal, from the same generator through Box–Muller.
-    pub fn randn(&self, shape: &[usize], seed: u64) -> Result<Tensor> {
-        let tensor = self.empty(shape)?;
-        tensor.fill_normal_(seed, 0.0, 1.0)?;
-        Ok(tensor)
+    pub(crate) fn params() -> (usize, Vec<(&'static str, usize)>) {
+        (
+            std::mem::size_of::<Params>(),
+            vec![
+                ("count", std::mem::offset_of!(Params, count)),
+                ("base", std::mem::offset_of!(Params, base)),
+                ("seed_lo", std::mem::offset_of!(Params, seed_lo)),
+                ("seed_hi", std::mem::offset_of!(Params, seed_hi)),
+                ("op", std::mem::offset_of!(Params, op)),
+                ("low", std::mem::offset_of!(Params, low)),
+                ("high", std::mem::offset_of!(Params, high)),
+                ("below_high", std::mem::offset_of!(Params, below_high)),
+            ],
+        )
     }
 }

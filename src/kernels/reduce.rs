@@ -13,41 +13,38 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::{
-    dispatch, expect_bindable, grid, max_binding_elements, Family, Kernel, WORKGROUP_SIZE,
-};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::pool::Allocation;
-use crate::session::{BufferRange, Gpu};
-use crate::tensor::{DType, Tensor};
+use crate::runtime::{BufferRange, Kernel, Runtime, Shader, WORKGROUP_SIZE};
+use crate::shape::Lanes;
 
-static REDUCE: Family = Family {
+static REDUCE: Shader = Shader {
     name: "reduce",
     source: include_str!("../../shaders/reduce.wgsl"),
 };
 
 static CHUNK_REDUCE: Kernel = Kernel {
-    family: &REDUCE,
+    shader: &REDUCE,
     entry: "chunk_reduce",
     bindings: &[1, 3],
 };
 static CHUNK_REDUCE_VEC4: Kernel = Kernel {
-    family: &REDUCE,
+    shader: &REDUCE,
     entry: "chunk_reduce_vec4",
     bindings: &[1, 3],
 };
 static CHUNK_ARGMAX: Kernel = Kernel {
-    family: &REDUCE,
+    shader: &REDUCE,
     entry: "chunk_argmax",
     bindings: &[1, 3, 4],
 };
 static AXIS_REDUCE: Kernel = Kernel {
-    family: &REDUCE,
+    shader: &REDUCE,
     entry: "axis_reduce",
     bindings: &[1, 3],
 };
 static AXIS_ARGMAX: Kernel = Kernel {
-    family: &REDUCE,
+    shader: &REDUCE,
     entry: "axis_argmax",
     bindings: &[1, 2, 3, 4],
 };
@@ -87,7 +84,7 @@ impl Default for Params {
 
 /// The shader's op codes.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Op {
+pub(crate) enum Op {
     Sum = 0,
     Max = 1,
     Min = 2,
@@ -97,50 +94,9 @@ enum Op {
 
 impl Op {
     /// Whether the op yields indices (and carries them through its stages).
-    fn is_arg(self) -> bool {
+    pub fn is_arg(self) -> bool {
         matches!(self, Op::Argmax | Op::Argmin)
     }
-}
-
-/// A tensor seen as [outer, len, inner] around the reduced axis.
-#[derive(Clone, Copy, Debug)]
-struct View {
-    outer: u64,
-    len: u64,
-    inner: u64,
-}
-
-fn view(op: &'static str, shape: &[usize], axis: Option<usize>) -> Result<(View, Vec<usize>)> {
-    let count = |dims: &[usize]| dims.iter().product::<usize>() as u64;
-    let (view, out_shape) = match axis {
-        None => (
-            View {
-                outer: 1,
-                len: count(shape),
-                inner: 1,
-            },
-            Vec::new(),
-        ),
-        Some(axis) if axis < shape.len() => {
-            let mut out_shape = shape.to_vec();
-            out_shape.remove(axis);
-            (
-                View {
-                    outer: count(&shape[..axis]),
-                    len: shape[axis] as u64,
-                    inner: count(&shape[axis + 1..]),
-                },
-                out_shape,
-            )
-        }
-        Some(axis) => {
-            return Err(Error::Shape {
-                op,
-                message: format!("axis {axis} is out of range for shape {shape:?}"),
-            })
-        }
-    };
-    Ok((view, out_shape))
 }
 
 /// Temporary ranges of one reduction, given back to the pool when it ends (after the batch that uses them).
@@ -149,8 +105,8 @@ struct Scratch {
 }
 
 impl Scratch {
-    fn take(&mut self, gpu: &mut Gpu, elements: u64) -> Result<BufferRange> {
-        let allocation = gpu.allocate(elements * 4)?;
+    fn take(&mut self, runtime: &mut Runtime, elements: u64) -> Result<BufferRange> {
+        let allocation = runtime.allocate(elements * 4)?;
         let range = BufferRange {
             slab: allocation.slab,
             offset: allocation.offset,
@@ -160,9 +116,9 @@ impl Scratch {
         Ok(range)
     }
 
-    fn release(self, gpu: &mut Gpu) {
+    fn release(self, runtime: &mut Runtime) {
         for allocation in self.allocations {
-            gpu.release(allocation);
+            runtime.release(allocation);
         }
     }
 }
@@ -172,37 +128,37 @@ impl Scratch {
 struct Stage {
     values: BufferRange,
     indices: Option<BufferRange>,
-    view: View,
+    view: Lanes,
 }
 
-fn groups(gpu: &Gpu, invocations: u64) -> [u32; 3] {
-    grid(gpu, (invocations as u32).div_ceil(WORKGROUP_SIZE))
+fn groups(runtime: &Runtime, invocations: u64) -> [u32; 3] {
+    runtime.grid((invocations as u32).div_ceil(WORKGROUP_SIZE))
 }
 
 /// Long contiguous rows: one partial per run of `CHUNK` neighbouring elements.
 fn chunk_stage(
-    gpu: &mut Gpu,
+    runtime: &mut Runtime,
     scratch: &mut Scratch,
     op: Op,
     stage: Stage,
     name: &'static str,
 ) -> Result<Stage> {
-    let View { outer, len, .. } = stage.view;
+    let Lanes { outer, len, .. } = stage.view;
     // A window holds whole 64-run blocks of 64 runs, so every window's partials start 256 bytes apart.
-    let max_window = (max_binding_elements(gpu) / (CHUNK * 64)).max(1) * CHUNK * 64;
+    let max_window = (runtime.max_binding_elements() / (CHUNK * 64)).max(1) * CHUNK * 64;
     let row_windows: Vec<(u64, u64)> = if outer == 1 && len > max_window {
         (0..len)
             .step_by(max_window as usize)
             .map(|first| (first, max_window.min(len - first)))
             .collect()
     } else {
-        expect_bindable(gpu, name, stage.values)?;
+        runtime.expect_bindable(name, stage.values)?;
         vec![(0, len)]
     };
     let blocks = len.div_ceil(CHUNK);
-    let partial = scratch.take(gpu, outer * blocks)?;
+    let partial = scratch.take(runtime, outer * blocks)?;
     let partial_indices = if op.is_arg() {
-        Some(scratch.take(gpu, outer * blocks)?)
+        Some(scratch.take(runtime, outer * blocks)?)
     } else {
         None
     };
@@ -230,36 +186,28 @@ fn chunk_stage(
             index_base: first as u32,
             ..Params::default()
         };
-        let workgroups = groups(gpu, outer * window_blocks);
+        let workgroups = groups(runtime, outer * window_blocks);
         let bytes = bytemuck::bytes_of(&params);
         match partial_indices {
-            Some(indices) => dispatch(
-                gpu,
+            Some(indices) => runtime.dispatch(
                 &CHUNK_ARGMAX,
                 bytes,
                 &[input, into(partial), into(indices)],
                 workgroups,
             )?,
-            None if count.is_multiple_of(4) => dispatch(
-                gpu,
+            None if count.is_multiple_of(4) => runtime.dispatch(
                 &CHUNK_REDUCE_VEC4,
                 bytes,
                 &[input, into(partial)],
                 workgroups,
             )?,
-            None => dispatch(
-                gpu,
-                &CHUNK_REDUCE,
-                bytes,
-                &[input, into(partial)],
-                workgroups,
-            )?,
+            None => runtime.dispatch(&CHUNK_REDUCE, bytes, &[input, into(partial)], workgroups)?,
         }
     }
     Ok(Stage {
         values: partial,
         indices: partial_indices,
-        view: View {
+        view: Lanes {
             outer,
             len: blocks,
             inner: 1,
@@ -270,7 +218,7 @@ fn chunk_stage(
 /// One output per (outer, chunk, inner), into `values` (and `indices` for argmax).
 #[allow(clippy::too_many_arguments)] // one stage is fully described by these; a struct would only rename them
 fn axis_stage(
-    gpu: &mut Gpu,
+    runtime: &mut Runtime,
     op: Op,
     stage: Stage,
     chunk: u64,
@@ -279,8 +227,8 @@ fn axis_stage(
     indices: Option<BufferRange>,
     name: &'static str,
 ) -> Result<Stage> {
-    let View { outer, len, inner } = stage.view;
-    expect_bindable(gpu, name, stage.values)?;
+    let Lanes { outer, len, inner } = stage.view;
+    runtime.expect_bindable(name, stage.values)?;
     let chunks = len.div_ceil(chunk);
     let params = Params {
         outer: outer as u32,
@@ -293,21 +241,19 @@ fn axis_stage(
         indexed: u32::from(stage.indices.is_some()),
         ..Params::default()
     };
-    let workgroups = groups(gpu, outer * chunks * inner);
+    let workgroups = groups(runtime, outer * chunks * inner);
     match indices {
         Some(indices) => {
             // Without carried indices the kernel ignores binding 2; bind the values there.
             let carried = stage.indices.unwrap_or(stage.values);
-            dispatch(
-                gpu,
+            runtime.dispatch(
                 &AXIS_ARGMAX,
                 bytemuck::bytes_of(&params),
                 &[stage.values, carried, values, indices],
                 workgroups,
             )?;
         }
-        None => dispatch(
-            gpu,
+        None => runtime.dispatch(
             &AXIS_REDUCE,
             bytemuck::bytes_of(&params),
             &[stage.values, values],
@@ -317,7 +263,7 @@ fn axis_stage(
     Ok(Stage {
         values,
         indices,
-        view: View {
+        view: Lanes {
             outer,
             len: chunks,
             inner,
@@ -325,8 +271,8 @@ fn axis_stage(
     })
 }
 
-fn run(
-    gpu: &mut Gpu,
+fn run_stages(
+    runtime: &mut Runtime,
     scratch: &mut Scratch,
     op: Op,
     mut stage: Stage,
@@ -336,105 +282,93 @@ fn run(
 ) -> Result<()> {
     // Argmax's chunk kernel reads plain values, not (value, index) partials, so it runs once at most.
     while stage.view.inner == 1 && stage.view.len > CHUNK_FROM && stage.indices.is_none() {
-        stage = chunk_stage(gpu, scratch, op, stage, name)?;
+        stage = chunk_stage(runtime, scratch, op, stage, name)?;
     }
     while stage.view.len > AXIS_CHUNK {
-        let View { outer, len, inner } = stage.view;
+        let Lanes { outer, len, inner } = stage.view;
         let partial_elements = outer * len.div_ceil(AXIS_CHUNK) * inner;
-        let values = scratch.take(gpu, partial_elements)?;
+        let values = scratch.take(runtime, partial_elements)?;
         let indices = if op.is_arg() {
-            Some(scratch.take(gpu, partial_elements)?)
+            Some(scratch.take(runtime, partial_elements)?)
         } else {
             None
         };
-        stage = axis_stage(gpu, op, stage, AXIS_CHUNK, 1.0, values, indices, name)?;
+        stage = axis_stage(runtime, op, stage, AXIS_CHUNK, 1.0, values, indices, name)?;
     }
     let outputs = stage.view.outer * stage.view.inner;
     let (values, indices) = if op.is_arg() {
-        (scratch.take(gpu, outputs)?, Some(out))
+        (scratch.take(runtime, outputs)?, Some(out))
     } else {
         (out, None)
     };
-    axis_stage(gpu, op, stage, stage.view.len, scale, values, indices, name)?;
+    axis_stage(
+        runtime,
+        op,
+        stage,
+        stage.view.len,
+        scale,
+        values,
+        indices,
+        name,
+    )?;
     Ok(())
 }
 
-fn reduce(
-    input: &Tensor,
-    axis: Option<usize>,
-    op: Op,
-    mean: bool,
+/// Reduces `input`, seen as `lanes`, along the lanes' middle axis into `out` (one value, or one u32 index for
+/// argmax and argmin, per lane), each value multiplied by `scale`. Lanes must be non-empty.
+pub(crate) fn reduce(
+    runtime: &mut Runtime,
     name: &'static str,
-) -> Result<Tensor> {
-    input.expect_dtype(name, DType::F32)?;
-    let (view, out_shape) = view(name, input.shape(), axis)?;
-    if view.len == 0 && op != Op::Sum {
-        return Err(Error::Shape {
-            op: name,
-            message: format!(
-                "{name} of nothing is undefined (shape {:?}, axis {axis:?}); only sum (0) and mean (NaN) \
-                 reduce an empty axis",
-                input.shape()
-            ),
-        });
-    }
-    let dtype = if op.is_arg() { DType::U32 } else { DType::F32 };
-    let out = input.output(name, &out_shape, dtype)?;
-    if view.len == 0 {
-        // NumPy's answers: the empty sum is 0, and the mean of nothing is 0/0.
-        out.fill_(if mean { f32::NAN } else { 0.0 })?;
-        return Ok(out);
-    }
-    if out.is_empty() {
-        return Ok(out);
-    }
-    let scale = if mean {
-        (1.0 / view.len as f64) as f32
-    } else {
-        1.0
+    op: Op,
+    input: BufferRange,
+    lanes: Lanes,
+    scale: f32,
+    out: BufferRange,
+) -> Result<()> {
+    let mut scratch = Scratch {
+        allocations: Vec::new(),
     };
-    let (source, target) = (input.range()?, out.range()?);
-    input.with_gpu(|gpu| {
-        let mut scratch = Scratch {
-            allocations: Vec::new(),
-        };
-        let stage = Stage {
-            values: source,
-            indices: None,
-            view,
-        };
-        let outcome = run(gpu, &mut scratch, op, stage, scale, target, name);
-        scratch.release(gpu);
-        outcome
-    })?;
-    Ok(out)
+    let stage = Stage {
+        values: input,
+        indices: None,
+        view: lanes,
+    };
+    let outcome = run_stages(runtime, &mut scratch, op, stage, scale, out, name);
+    scratch.release(runtime);
+    outcome
 }
 
-/// Reductions. `axis: None` reduces over all elements into a 0-d tensor; `Some(axis)` removes that axis.
-impl Tensor {
-    pub fn sum(&self, axis: Option<usize>) -> Result<Tensor> {
-        reduce(self, axis, Op::Sum, false, "sum")
+#[cfg(test)]
+pub(crate) mod layout {
+    use super::*;
+
+    /// Every kernel of this family, and its `Params` as (size, [(field, offset)]), for the reflection test.
+    pub(crate) fn kernels() -> Vec<&'static Kernel> {
+        vec![
+            &CHUNK_REDUCE,
+            &CHUNK_REDUCE_VEC4,
+            &CHUNK_ARGMAX,
+            &AXIS_REDUCE,
+            &AXIS_ARGMAX,
+        ]
     }
 
-    pub fn mean(&self, axis: Option<usize>) -> Result<Tensor> {
-        reduce(self, axis, Op::Sum, true, "mean")
-    }
-
-    pub fn max(&self, axis: Option<usize>) -> Result<Tensor> {
-        reduce(self, axis, Op::Max, false, "max")
-    }
-
-    pub fn min(&self, axis: Option<usize>) -> Result<Tensor> {
-        reduce(self, axis, Op::Min, false, "min")
-    }
-
-    /// Index of the largest element (the first on ties, the first NaN if any), as a u32 tensor.
-    pub fn argmax(&self, axis: Option<usize>) -> Result<Tensor> {
-        reduce(self, axis, Op::Argmax, false, "argmax")
-    }
-
-    /// Index of the smallest element (the first on ties, the first NaN if any), as a u32 tensor.
-    pub fn argmin(&self, axis: Option<usize>) -> Result<Tensor> {
-        reduce(self, axis, Op::Argmin, false, "argmin")
+    pub(crate) fn params() -> (usize, Vec<(&'static str, usize)>) {
+        (
+            std::mem::size_of::<Params>(),
+            vec![
+                ("outer", std::mem::offset_of!(Params, outer)),
+                ("len", std::mem::offset_of!(Params, len)),
+                ("inner", std::mem::offset_of!(Params, inner)),
+                ("op", std::mem::offset_of!(Params, op)),
+                ("chunk", std::mem::offset_of!(Params, chunk)),
+                ("chunks", std::mem::offset_of!(Params, chunks)),
+                ("scale", std::mem::offset_of!(Params, scale)),
+                ("indexed", std::mem::offset_of!(Params, indexed)),
+                ("index_base", std::mem::offset_of!(Params, index_base)),
+                ("blocks", std::mem::offset_of!(Params, blocks)),
+                ("infinity", std::mem::offset_of!(Params, infinity)),
+            ],
+        )
     }
 }

@@ -3,22 +3,21 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::{dispatch, expect_bindable, grid, Family, Kernel};
-use crate::error::{Error, Result};
-use crate::tensor::{DType, Tensor};
+use crate::error::Result;
+use crate::runtime::{BufferRange, Kernel, Runtime, Shader};
 
-static SOFTMAX: Family = Family {
+static SOFTMAX: Shader = Shader {
     name: "softmax",
     source: include_str!("../../shaders/softmax.wgsl"),
 };
 
 static SOFTMAX_ROWS: Kernel = Kernel {
-    family: &SOFTMAX,
+    shader: &SOFTMAX,
     entry: "softmax_rows",
     bindings: &[1, 3],
 };
 static SOFTMAX_XENT: Kernel = Kernel {
-    family: &SOFTMAX,
+    shader: &SOFTMAX,
     entry: "softmax_xent",
     bindings: &[1, 2, 3, 4],
 };
@@ -34,114 +33,74 @@ struct Params {
 
 /// Longest row: each of a row's 256 threads loops over cols / 256 elements, and llvmpipe ends any loop after
 /// 65,535 iterations.
-const MAX_COLS: usize = 256 * 65_535;
+pub(crate) const MAX_COLS: usize = 256 * 65_535;
 
-/// (rows, cols) of a tensor read as rows along its last axis.
-fn rows_and_cols(op: &'static str, tensor: &Tensor) -> Result<(usize, usize)> {
-    match tensor.shape().split_last() {
-        Some((&cols, _)) if cols > MAX_COLS => Err(Error::Shape {
-            op,
-            message: format!(
-                "a last axis of {cols} is longer than the {MAX_COLS} supported; reshape into rows"
-            ),
-        }),
-        Some((&cols, rest)) if cols > 0 => Ok((rest.iter().product(), cols)),
-        _ => Err(Error::Shape {
-            op,
-            message: format!(
-                "needs a last axis of at least one element; got shape {:?}",
-                tensor.shape()
-            ),
-        }),
-    }
-}
-
-fn softmax_rows(input: &Tensor, log: bool, name: &'static str) -> Result<Tensor> {
-    input.expect_dtype(name, DType::F32)?;
-    let (rows, cols) = rows_and_cols(name, input)?;
-    let out = input.output(name, input.shape(), DType::F32)?;
-    let ranges = [input.range()?, out.range()?];
+/// Softmax (or log-softmax) of each of `rows` rows of `cols` elements.
+pub(crate) fn softmax_rows(
+    runtime: &mut Runtime,
+    name: &'static str,
+    log: bool,
+    input: BufferRange,
+    out: BufferRange,
+    (rows, cols): (usize, usize),
+) -> Result<()> {
     let params = Params {
         rows: rows as u32,
         cols: cols as u32,
         op: u32::from(log),
         _pad: 0,
     };
-    input.with_gpu(|gpu| {
-        expect_bindable(gpu, name, ranges[0])?;
-        let workgroups = grid(gpu, rows as u32);
-        dispatch(
-            gpu,
-            &SOFTMAX_ROWS,
-            bytemuck::bytes_of(&params),
-            &ranges,
-            workgroups,
-        )
-    })?;
-    Ok(out)
+    runtime.expect_bindable(name, input)?;
+    let workgroups = runtime.grid(rows as u32);
+    runtime.dispatch(
+        &SOFTMAX_ROWS,
+        bytemuck::bytes_of(&params),
+        &[input, out],
+        workgroups,
+    )
 }
 
-/// Softmax along the last axis.
-impl Tensor {
-    /// `exp(x) / sum(exp(x))` along the last axis, computed from `x - max(x)` so large inputs stay finite.
-    pub fn softmax(&self) -> Result<Tensor> {
-        softmax_rows(self, false, "softmax")
+/// Per row: the loss into `loss`, and the exact gradient of the summed loss into `gradient`.
+pub(crate) fn softmax_xent(
+    runtime: &mut Runtime,
+    name: &'static str,
+    (logits, labels): (BufferRange, BufferRange),
+    (gradient, loss): (BufferRange, BufferRange),
+    (rows, cols): (usize, usize),
+) -> Result<()> {
+    let params = Params {
+        rows: rows as u32,
+        cols: cols as u32,
+        op: 0,
+        _pad: 0,
+    };
+    runtime.expect_bindable(name, logits)?;
+    let workgroups = runtime.grid(rows as u32);
+    runtime.dispatch(
+        &SOFTMAX_XENT,
+        bytemuck::bytes_of(&params),
+        &[logits, labels, gradient, loss],
+        workgroups,
+    )
+}
+
+#[cfg(test)]
+pub(crate) mod layout {
+    use super::*;
+
+    /// Every kernel of this family, and its `Params` as (size, [(field, offset)]), for the reflection test.
+    pub(crate) fn kernels() -> Vec<&'static Kernel> {
+        vec![&SOFTMAX_ROWS, &SOFTMAX_XENT]
     }
 
-    /// `x - logsumexp(x)` along the last axis.
-    pub fn log_softmax(&self) -> Result<Tensor> {
-        softmax_rows(self, true, "log_softmax")
-    }
-
-    /// TensorFlow's `softmax_cross_entropy_with_logits(labels, logits)`: the loss per row,
-    /// `sum_j labels_j * (logsumexp(logits) - logits_j)`, together with the exact gradient of the summed loss
-    /// with respect to the logits, `softmax(logits) * sum_j labels_j - labels`.
-    ///
-    /// Labels need not sum to 1. TensorFlow back-propagates `softmax - labels`, which equals this gradient only
-    /// when every label row sums to 1; on unnormalised labels the two differ, and this one is the true gradient.
-    /// Returns `(loss, gradient)`: loss has the logits' shape without the last axis.
-    pub fn softmax_cross_entropy_with_logits(&self, labels: &Tensor) -> Result<(Tensor, Tensor)> {
-        const NAME: &str = "softmax_cross_entropy_with_logits";
-        self.expect_same_session(NAME, labels)?;
-        self.expect_dtype(NAME, DType::F32)?;
-        labels.expect_dtype(NAME, DType::F32)?;
-        if self.shape() != labels.shape() {
-            return Err(Error::Shape {
-                op: NAME,
-                message: format!(
-                    "logits {:?} and labels {:?} must have the same shape",
-                    self.shape(),
-                    labels.shape()
-                ),
-            });
-        }
-        let (rows, cols) = rows_and_cols(NAME, self)?;
-        let loss_shape = &self.shape()[..self.shape().len() - 1];
-        let loss = self.output(NAME, loss_shape, DType::F32)?;
-        let gradient = self.output(NAME, self.shape(), DType::F32)?;
-        let ranges = [
-            self.range()?,
-            labels.range()?,
-            gradient.range()?,
-            loss.range()?,
-        ];
-        let params = Params {
-            rows: rows as u32,
-            cols: cols as u32,
-            op: 0,
-            _pad: 0,
-        };
-        self.with_gpu(|gpu| {
-            expect_bindable(gpu, NAME, ranges[0])?;
-            let workgroups = grid(gpu, rows as u32);
-            dispatch(
-                gpu,
-                &SOFTMAX_XENT,
-                bytemuck::bytes_of(&params),
-                &ranges,
-                workgroups,
-            )
-        })?;
-        Ok((loss, gradient))
+    pub(crate) fn params() -> (usize, Vec<(&'static str, usize)>) {
+        (
+            std::mem::size_of::<Params>(),
+            vec![
+                ("rows", std::mem::offset_of!(Params, rows)),
+                ("cols", std::mem::offset_of!(Params, cols)),
+                ("op", std::mem::offset_of!(Params, op)),
+            ],
+        )
     }
 }

@@ -1,0 +1,9 @@
+//! Every public tensor operation: validate the operands, infer the output's shape, allocate it, call a kernel.
+//! One module per op family, each an `impl Tensor` block.
+
+mod elementwise;
+mod matmul;
+pub(crate) mod optim;
+mod random;
+mod reduce;
+mod softmax;

@@ -1,0 +1,84 @@
+//! Softmax family: softmax and log-softmax along the last axis, and TensorFlow's softmax cross-entropy fused
+//! with its exact gradient.
+
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::kernels::softmax::{self, MAX_COLS};
+use crate::tensor::Tensor;
+
+/// (rows, cols) of a tensor read as rows along its last axis.
+fn rows_and_cols(op: &'static str, tensor: &Tensor) -> Result<(usize, usize)> {
+    match tensor.shape().split_last() {
+        Some((&cols, _)) if cols > MAX_COLS => Err(Error::Shape {
+            op,
+            message: format!(
+                "a last axis of {cols} is longer than the {MAX_COLS} supported; reshape into rows"
+            ),
+        }),
+        Some((&cols, rest)) if cols > 0 => Ok((rest.iter().product(), cols)),
+        _ => Err(Error::Shape {
+            op,
+            message: format!(
+                "needs a last axis of at least one element; got shape {:?}",
+                tensor.shape()
+            ),
+        }),
+    }
+}
+
+fn softmax_rows(input: &Tensor, log: bool, name: &'static str) -> Result<Tensor> {
+    input.expect_dtype(name, DType::F32)?;
+    let shape = rows_and_cols(name, input)?;
+    let out = input.output(name, input.shape(), DType::F32)?;
+    let (source, target) = (input.range()?, out.range()?);
+    input
+        .with_runtime(|runtime| softmax::softmax_rows(runtime, name, log, source, target, shape))?;
+    Ok(out)
+}
+
+/// Softmax along the last axis.
+impl Tensor {
+    /// `exp(x) / sum(exp(x))` along the last axis, computed from `x - max(x)` so large inputs stay finite.
+    pub fn softmax(&self) -> Result<Tensor> {
+        softmax_rows(self, false, "softmax")
+    }
+
+    /// `x - logsumexp(x)` along the last axis.
+    pub fn log_softmax(&self) -> Result<Tensor> {
+        softmax_rows(self, true, "log_softmax")
+    }
+
+    /// TensorFlow's `softmax_cross_entropy_with_logits(labels, logits)`: the loss per row,
+    /// `sum_j labels_j * (logsumexp(logits) - logits_j)`, together with the exact gradient of the summed loss
+    /// with respect to the logits, `softmax(logits) * sum_j labels_j - labels`.
+    ///
+    /// Labels need not sum to 1. TensorFlow back-propagates `softmax - labels`, which equals this gradient only
+    /// when every label row sums to 1; on unnormalised labels the two differ, and this one is the true gradient.
+    /// Returns `(loss, gradient)`: loss has the logits' shape without the last axis.
+    pub fn softmax_cross_entropy_with_logits(&self, labels: &Tensor) -> Result<(Tensor, Tensor)> {
+        const NAME: &str = "softmax_cross_entropy_with_logits";
+        self.expect_same_session(NAME, labels)?;
+        self.expect_dtype(NAME, DType::F32)?;
+        labels.expect_dtype(NAME, DType::F32)?;
+        if self.shape() != labels.shape() {
+            return Err(Error::Shape {
+                op: NAME,
+                message: format!(
+                    "logits {:?} and labels {:?} must have the same shape",
+                    self.shape(),
+                    labels.shape()
+                ),
+            });
+        }
+        let (rows, cols) = rows_and_cols(NAME, self)?;
+        let loss_shape = &self.shape()[..self.shape().len() - 1];
+        let loss = self.output(NAME, loss_shape, DType::F32)?;
+        let gradient = self.output(NAME, self.shape(), DType::F32)?;
+        let inputs = (self.range()?, labels.range()?);
+        let outputs = (gradient.range()?, loss.range()?);
+        self.with_runtime(|runtime| {
+            softmax::softmax_xent(runtime, NAME, inputs, outputs, (rows, cols))
+        })?;
+        Ok((loss, gradient))
+    }
+}

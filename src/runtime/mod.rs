@@ -1,0 +1,582 @@
+//! The runtime: what a session is while it is open. It owns the device, the pool's wgpu storage, the command
+//! stream (recorded work submitted in batches, with a uniform ring for each dispatch's parameters), the
+//! pipeline cache and the one read-back path. Kernels use it through a small API (allocate, release, dispatch,
+//! write, read, limits) and never see its fields.
+
+mod pipelines;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::error::{Error, Result};
+use crate::pool::{Allocation, MemoryStats, Pool, PoolConfig, SlabError, SlabId, SlabStorage};
+
+pub(crate) use pipelines::{Kernel, PipelineCache, Shader, WORKGROUP_SIZE};
+
+/// Matmul kernel families. GPUs reward staging tiles in workgroup memory; llvmpipe (a CPU adapter) pays more
+/// for the barriers than the staging saves, and runs register-tiled kernels best.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MatmulKernel {
+    /// Register tiles on CPU adapters, shared-memory tiles on GPUs.
+    #[default]
+    Auto,
+    /// Register-tiled kernels (vec4 where shapes allow).
+    Registers,
+    /// Shared-memory tiled kernel for every shape.
+    SharedTiles,
+}
+
+/// The pool's storage: wgpu buffers, created inside error scopes so a driver out-of-memory is an error, not a
+/// panic.
+pub(crate) struct WgpuSlabs {
+    device: wgpu::Device,
+}
+
+const SLAB_USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
+    .union(wgpu::BufferUsages::COPY_SRC)
+    .union(wgpu::BufferUsages::COPY_DST);
+
+impl SlabStorage for WgpuSlabs {
+    type Buffer = wgpu::Buffer;
+
+    fn create(&mut self, bytes: u64) -> Result<wgpu::Buffer, SlabError> {
+        let out_of_memory = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("wgcompute slab"),
+            size: bytes,
+            usage: SLAB_USAGE,
+            mapped_at_creation: false,
+        });
+        let invalid = pollster::block_on(validation.pop());
+        let full = pollster::block_on(out_of_memory.pop());
+        if full.is_some() {
+            buffer.destroy();
+            return Err(SlabError::OutOfMemory);
+        }
+        if let Some(error) = invalid {
+            buffer.destroy();
+            return Err(SlabError::Other(Error::Driver {
+                op: "create slab",
+                message: error.to_string(),
+            }));
+        }
+        Ok(buffer)
+    }
+
+    fn destroy(&mut self, buffer: wgpu::Buffer) {
+        buffer.destroy();
+    }
+}
+
+/// A byte range of a slab, as kernels bind it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct BufferRange {
+    pub slab: SlabId,
+    pub offset: u64,
+    pub bytes: u64,
+}
+
+impl BufferRange {
+    /// The part holding 4-byte elements `first..first + count`.
+    pub fn elements(&self, first: u64, count: u64) -> BufferRange {
+        BufferRange {
+            slab: self.slab,
+            offset: self.offset + first * 4,
+            bytes: count * 4,
+        }
+    }
+}
+
+/// Uniform parameters of one dispatch live in one slot of a ring, bound with a dynamic offset.
+pub(crate) const PARAM_SLOT_BYTES: u64 = 256;
+/// Slots per batch; a full ring submits the batch. 64 KiB is the smallest max uniform binding in WebGPU.
+const PARAM_SLOTS: u64 = 256;
+/// Dispatches per batch before it is submitted even if nothing waits on it, so the GPU is never starved.
+const MAX_RECORDED_PER_BATCH: u32 = 192;
+
+/// Commands recorded but not yet submitted, with what must wait for their submission.
+struct Batch {
+    encoder: Option<wgpu::CommandEncoder>,
+    params: Vec<u8>,
+    params_buffer: wgpu::Buffer,
+    recorded: u32,
+    /// Ranges freed while recorded commands may still use them: returned to the pool only after submission, so
+    /// an upload (which the queue runs before the next submission's commands) cannot overwrite them early.
+    deferred_frees: Vec<Allocation>,
+}
+
+/// The open state of a session, on a GPU or a CPU adapter alike: the device and everything made on it. Kernels
+/// reach the device only through its methods.
+pub(crate) struct Runtime {
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+    pool: Pool<WgpuSlabs>,
+    pipelines: PipelineCache,
+    limits: wgpu::Limits,
+    poison_outputs: bool,
+    matmul_kernel: MatmulKernel,
+    batch: Batch,
+    adapter: wgpu::Adapter,
+    instance: wgpu::Instance,
+}
+
+/// What a runtime is opened with, besides the device itself.
+pub(crate) struct RuntimeSettings {
+    pub limits: wgpu::Limits,
+    pub pool: PoolConfig,
+    pub reserve_up_front: bool,
+    pub poison_outputs: bool,
+    /// `Auto` already resolved by adapter type.
+    pub matmul_kernel: MatmulKernel,
+}
+
+impl Runtime {
+    /// Takes ownership of an opened device and sets up its pool and parameter ring.
+    pub fn new(
+        instance: wgpu::Instance,
+        adapter: wgpu::Adapter,
+        device: wgpu::Device,
+        queue: wgpu::Queue,
+        settings: RuntimeSettings,
+    ) -> Result<Runtime> {
+        let mut pool = Pool::new(
+            WgpuSlabs {
+                device: device.clone(),
+            },
+            settings.pool,
+        );
+        if settings.reserve_up_front {
+            pool.reserve_up_to_limit()?;
+        }
+        let params_buffer = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("wgcompute parameters"),
+            size: PARAM_SLOTS * PARAM_SLOT_BYTES,
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        Ok(Runtime {
+            pipelines: PipelineCache::default(),
+            batch: Batch {
+                encoder: None,
+                params: Vec::new(),
+                params_buffer,
+                recorded: 0,
+                deferred_frees: Vec::new(),
+            },
+            pool,
+            limits: settings.limits,
+            poison_outputs: settings.poison_outputs,
+            matmul_kernel: settings.matmul_kernel,
+            device,
+            queue,
+            adapter,
+            instance,
+        })
+    }
+
+    pub fn limits(&self) -> &wgpu::Limits {
+        &self.limits
+    }
+
+    /// Whether new op outputs are NaN-filled before their op runs (tests).
+    pub fn poison_outputs(&self) -> bool {
+        self.poison_outputs
+    }
+
+    pub fn matmul_kernel(&self) -> MatmulKernel {
+        self.matmul_kernel
+    }
+
+    pub fn adapter(&self) -> &wgpu::Adapter {
+        &self.adapter
+    }
+
+    pub fn memory_stats(&self) -> MemoryStats {
+        self.pool.stats()
+    }
+
+    pub fn reset_peak(&mut self) {
+        self.pool.reset_peak();
+    }
+
+    /// Waits for the device, then destroys empty slabs.
+    pub fn trim(&mut self) -> Result<()> {
+        self.sync()?;
+        let gone = self.pool.trim();
+        self.pipelines.forget_slabs(&gone);
+        Ok(())
+    }
+
+    /// Destroys the device as a driver reset would.
+    pub fn destroy_device(&self) {
+        self.device.destroy();
+    }
+
+    /// The device and queue, for the duration of `work` only: for baselines measured against raw wgpu.
+    pub fn with_raw_device<T>(&self, work: impl FnOnce(&wgpu::Device, &wgpu::Queue) -> T) -> T {
+        work(&self.device, &self.queue)
+    }
+
+    /// Allocates from the pool; if the cap is hit while freed ranges wait on a submission, submits and retries.
+    pub fn allocate(&mut self, bytes: u64) -> Result<Allocation> {
+        match self.pool.allocate(bytes) {
+            Err(Error::OutOfMemory { .. }) if !self.batch.deferred_frees.is_empty() => {
+                self.flush()?;
+                self.pool.allocate(bytes)
+            }
+            other => other,
+        }
+    }
+
+    /// Returns a range to the pool, after the batch that may use it is submitted.
+    pub fn release(&mut self, allocation: Allocation) {
+        if self.batch.recorded == 0 {
+            self.free_now(allocation);
+        } else {
+            self.batch.deferred_frees.push(allocation);
+        }
+    }
+
+    fn free_now(&mut self, allocation: Allocation) {
+        if let Some(gone) = self.pool.free(allocation) {
+            self.pipelines.forget_slabs(&[gone]);
+        }
+    }
+
+    fn buffer(&self, slab: SlabId) -> Result<&wgpu::Buffer> {
+        self.pool.buffer(slab).ok_or_else(|| Error::Driver {
+            op: "bind",
+            message: format!("slab {slab} no longer exists"),
+        })
+    }
+
+    /// The encoder of the open batch, and a fresh parameter slot holding `params`: (encoder, dynamic offset).
+    fn record(&mut self, params: &[u8]) -> Result<(&mut wgpu::CommandEncoder, u32)> {
+        if self.batch.recorded >= MAX_RECORDED_PER_BATCH
+            || self.batch.params.len() as u64 >= PARAM_SLOTS * PARAM_SLOT_BYTES
+        {
+            self.flush()?;
+        }
+        if params.len() as u64 > PARAM_SLOT_BYTES {
+            return Err(Error::Driver {
+                op: "record",
+                message: format!("{} bytes of parameters exceed one slot", params.len()),
+            });
+        }
+        let offset = self.batch.params.len() as u32;
+        self.batch.params.extend_from_slice(params);
+        self.batch
+            .params
+            .resize((offset as u64 + PARAM_SLOT_BYTES) as usize, 0);
+        self.batch.recorded += 1;
+        let device = &self.device;
+        let encoder = self.batch.encoder.get_or_insert_with(|| {
+            device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("wgcompute batch"),
+            })
+        });
+        Ok((encoder, offset))
+    }
+
+    fn params_buffer(&self) -> &wgpu::Buffer {
+        &self.batch.params_buffer
+    }
+
+    /// Submits the open batch, then returns the ranges that waited on it.
+    pub fn flush(&mut self) -> Result<()> {
+        if let Some(encoder) = self.batch.encoder.take() {
+            if !self.batch.params.is_empty() {
+                self.queue
+                    .write_buffer(&self.batch.params_buffer, 0, &self.batch.params);
+            }
+            self.queue.submit([encoder.finish()]);
+        }
+        self.batch.params.clear();
+        self.batch.recorded = 0;
+        for allocation in std::mem::take(&mut self.batch.deferred_frees) {
+            self.free_now(allocation);
+        }
+        Ok(())
+    }
+
+    /// Submits and waits until the device has finished everything.
+    pub fn sync(&mut self) -> Result<()> {
+        self.flush()?;
+        self.wait()
+    }
+
+    fn wait(&self) -> Result<()> {
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map(|_| ())
+            .map_err(|error| Error::DeviceLost {
+                reason: error.to_string(),
+            })
+    }
+
+    /// Writes bytes into a range that recorded commands may read: they are submitted first, since the queue runs
+    /// writes before the next submission's commands.
+    pub fn write(&mut self, range: BufferRange, bytes: &[u8]) -> Result<()> {
+        if self.batch.recorded > 0 {
+            self.flush()?;
+        }
+        self.write_fresh(range, bytes)
+    }
+
+    /// Writes bytes into a range just allocated, which no recorded command can use yet: no flush needed.
+    pub fn write_fresh(&mut self, range: BufferRange, bytes: &[u8]) -> Result<()> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        let buffer = self.buffer(range.slab)?;
+        self.queue.write_buffer(buffer, range.offset, bytes);
+        Ok(())
+    }
+
+    /// Copies bytes between ranges of different slabs through the command stream (the copy engine cannot copy
+    /// within one buffer).
+    pub fn copy(&mut self, from: BufferRange, to: BufferRange) -> Result<()> {
+        if from.bytes == 0 {
+            return Ok(());
+        }
+        let source = self.buffer(from.slab)?.clone();
+        let target = self.buffer(to.slab)?.clone();
+        let (encoder, _) = self.record(&[])?;
+        encoder.copy_buffer_to_buffer(&source, from.offset, &target, to.offset, from.bytes);
+        Ok(())
+    }
+
+    /// Fills a range with zeros through the command stream (ordered with the recorded commands).
+    pub fn clear(&mut self, range: BufferRange) -> Result<()> {
+        if range.bytes == 0 {
+            return Ok(());
+        }
+        let buffer = self.buffer(range.slab)?.clone();
+        let (encoder, _) = self.record(&[])?;
+        encoder.clear_buffer(&buffer, range.offset, Some(range.bytes));
+        Ok(())
+    }
+
+    /// The one read-back path: copies a range to a mappable buffer, waits, and returns its bytes.
+    pub fn read(&mut self, range: BufferRange) -> Result<Vec<u8>> {
+        if range.bytes == 0 {
+            return Ok(Vec::new());
+        }
+        self.flush()?;
+        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("wgcompute read-back"),
+            size: range.bytes,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let result = self.read_through(range, &staging);
+        staging.destroy();
+        result
+    }
+
+    fn read_through(&mut self, range: BufferRange, staging: &wgpu::Buffer) -> Result<Vec<u8>> {
+        let source = self.buffer(range.slab)?;
+        let mut encoder = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("wgcompute read-back"),
+            });
+        encoder.copy_buffer_to_buffer(source, range.offset, staging, 0, range.bytes);
+        self.queue.submit([encoder.finish()]);
+        let (sender, receiver) = std::sync::mpsc::channel();
+        let slice = staging.slice(..);
+        slice.map_async(wgpu::MapMode::Read, move |outcome| {
+            // The receiver waits below; if it is gone there is no one to tell.
+            let _ = sender.send(outcome);
+        });
+        self.wait()?;
+        match receiver.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => {
+                return Err(Error::Driver {
+                    op: "read-back",
+                    message: format!("mapping the read-back buffer failed: {error}"),
+                })
+            }
+            Err(_) => {
+                return Err(Error::DeviceLost {
+                    reason: "the read-back never completed".to_string(),
+                })
+            }
+        }
+        let bytes = {
+            let view = slice.get_mapped_range().map_err(|error| Error::Driver {
+                op: "read-back",
+                message: error.to_string(),
+            })?;
+            view.to_vec()
+        };
+        staging.unmap();
+        Ok(bytes)
+    }
+}
+
+/// What the driver tells a session from outside any call: device loss, and errors raised outside an error
+/// scope (wgpu's default handler would panic on them). One atomic flag keeps the common path to a single load.
+#[derive(Default)]
+pub(crate) struct Alarms {
+    raised: AtomicBool,
+    lost: Mutex<Option<String>>,
+    uncaptured: Mutex<Vec<String>>,
+}
+
+impl Alarms {
+    pub fn device_lost(&self, reason: String) {
+        let mut lost = lock(&self.lost);
+        if lost.is_none() {
+            *lost = Some(reason);
+        }
+        self.raised.store(true, Ordering::Release);
+    }
+
+    pub fn uncaptured(&self, message: String) {
+        lock(&self.uncaptured).push(message);
+        self.raised.store(true, Ordering::Release);
+    }
+
+    pub fn is_lost(&self) -> bool {
+        self.raised.load(Ordering::Acquire) && lock(&self.lost).is_some()
+    }
+
+    /// The error to report instead of a result, if the driver raised one.
+    pub fn check(&self) -> Result<()> {
+        if !self.raised.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        if let Some(reason) = lock(&self.lost).clone() {
+            return Err(Error::DeviceLost { reason });
+        }
+        let mut uncaptured = lock(&self.uncaptured);
+        let message = uncaptured.pop();
+        if uncaptured.is_empty() {
+            self.raised.store(false, Ordering::Release);
+        }
+        match message {
+            Some(message) => Err(Error::Driver {
+                op: "device",
+                message,
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A session's runtime behind its lock, with the driver's alarms: held strongly by the session alone and weakly
+/// by each of its tensors.
+pub(crate) struct SharedRuntime {
+    runtime: Mutex<Option<Runtime>>,
+    alarms: Arc<Alarms>,
+    id: u64,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding the lock leaves plain data behind; the state is still usable for release.
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl SharedRuntime {
+    pub fn new(runtime: Runtime, alarms: Arc<Alarms>, id: u64) -> Self {
+        Self {
+            runtime: Mutex::new(Some(runtime)),
+            alarms,
+            id,
+        }
+    }
+
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    pub fn alarms(&self) -> &Alarms {
+        &self.alarms
+    }
+
+    /// Reads the runtime (if open) without the alarm checks: for figures that must work on a lost device too.
+    pub fn peek<T>(&self, read: impl FnOnce(Option<&Runtime>) -> T) -> T {
+        read(lock(&self.runtime).as_ref())
+    }
+
+    /// Takes the runtime out, closing the session for every tensor.
+    pub fn take(&self) -> Option<Runtime> {
+        lock(&self.runtime).take()
+    }
+
+    /// Runs `work` on the open device, or says why it cannot: closed, or lost.
+    pub fn with_runtime<T>(&self, work: impl FnOnce(&mut Runtime) -> Result<T>) -> Result<T> {
+        self.with_runtime_or_undo(work, |_, _| {})
+    }
+
+    /// As `with_runtime`, handing a successful result to `undo` (under the same lock) when the driver reports an
+    /// error after all, so that what the work took (a pool range) is not lost with the result.
+    pub fn with_runtime_or_undo<T>(
+        &self,
+        work: impl FnOnce(&mut Runtime) -> Result<T>,
+        undo: impl FnOnce(&mut Runtime, T),
+    ) -> Result<T> {
+        let mut guard = lock(&self.runtime);
+        let runtime = guard.as_mut().ok_or(Error::SessionClosed)?;
+        if self.alarms.is_lost() {
+            self.alarms.check()?;
+        }
+        let outcome = work(runtime)?;
+        if let Err(alarm) = self.alarms.check() {
+            undo(runtime, outcome);
+            return Err(alarm);
+        }
+        Ok(outcome)
+    }
+
+    /// Gives a tensor's range back; a no-op once the session is closed (its slabs are gone already).
+    pub fn release(&self, allocation: Allocation) {
+        if let Some(runtime) = lock(&self.runtime).as_mut() {
+            runtime.release(allocation);
+        }
+    }
+}
+
+/// The release order, spelled out: finish work, destroy buffers, destroy the device, let wgpu reclaim, drop.
+impl Runtime {
+    /// Gives everything back, in the order `release_all` spells out.
+    pub fn shut_down(self, device_lost: bool) {
+        release_all(self, device_lost);
+    }
+}
+
+fn release_all(mut runtime: Runtime, device_lost: bool) {
+    if !device_lost && runtime.sync().is_err() {
+        // A device lost while closing still has its buffers destroyed below.
+    }
+    runtime.batch.encoder = None;
+    runtime.batch.deferred_frees.clear();
+    runtime.pool.destroy_all();
+    runtime.batch.params_buffer.destroy();
+    runtime.pipelines.clear();
+    runtime.device.destroy();
+    // wgpu frees destroyed resources when the device is polled; a lost device may refuse, which is fine.
+    let _ = runtime.device.poll(wgpu::PollType::wait_indefinitely());
+    let Runtime {
+        device,
+        queue,
+        pool,
+        pipelines,
+        batch,
+        adapter,
+        instance,
+        ..
+    } = runtime;
+    drop(pipelines);
+    drop(batch);
+    drop(pool);
+    drop(queue);
+    drop(device);
+    drop(adapter);
+    drop(instance);
+}
