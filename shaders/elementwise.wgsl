@@ -21,10 +21,6 @@ struct Params {
 
 @group(0) @binding(0) var<uniform> params: Params;
 
-fn linear_index(id: vec3<u32>, groups: vec3<u32>) -> u32 {
-    return id.x + id.y * groups.x * 256u;
-}
-
 
 fn strided(global: u32, strides: vec4<u32>) -> u32 {
     let d = params.dims;
@@ -44,8 +40,8 @@ fn strided(global: u32, strides: vec4<u32>) -> u32 {
 @group(0) @binding(2) var<storage, read_write> in1: array<f32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 
-// out = in0 (op) in1, with broadcasting. op: 0 add, 1 sub, 2 mul, 3 div.
-@compute @workgroup_size(256)
+// out = in0 (op) in1, with broadcasting; binary_op is generated from the op table in Rust.
+@compute @workgroup_size(WORKGROUP_SIZE)
 fn binary(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     let i = linear_index(id, groups);
     if (i >= params.count) {
@@ -62,46 +58,21 @@ fn binary(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups)
     }
     let x = in0[li];
     let y = in1[ri];
-    var r: f32;
-    switch params.op {
-        case 0u: { r = x + y; }
-        case 1u: { r = x - y; }
-        case 2u: { r = x * y; }
-        default: { r = x / y; }
-    }
-    out[i] = r;
+    out[i] = binary_op(params.op, x, y);
 }
 
-// out = op(in0) with scalar a. op: 0 relu, 1 exp, 2 log, 3 sqrt, 4 neg, 5 x + a, 6 x * a, 7 x / a, 8 a - x,
-// 9 a / x, 10 x - a, 11 x (a copy).
-@compute @workgroup_size(256)
+// out = op(in0) with scalar a; unary_op is generated from the op table in Rust.
+@compute @workgroup_size(WORKGROUP_SIZE)
 fn unary(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     let i = linear_index(id, groups);
     if (i >= params.count) {
         return;
     }
-    let x = in0[i];
-    let a = params.a;
-    var r: f32;
-    switch params.op {
-        case 0u: { r = max(x, 0.0); }
-        case 1u: { r = exp(x); }
-        case 2u: { r = log(x); }
-        case 3u: { r = sqrt(x); }
-        case 4u: { r = -x; }
-        case 5u: { r = x + a; }
-        case 6u: { r = x * a; }
-        case 7u: { r = x / a; }
-        case 8u: { r = a - x; }
-        case 9u: { r = a / x; }
-        case 10u: { r = x - a; }
-        default: { r = x; }
-    }
-    out[i] = r;
+    out[i] = unary_op(params.op, in0[i], params.a);
 }
 
 // out = in1 where in0 > 0, else 0: the gradient of relu (in0: relu's input, in1: the incoming gradient).
-@compute @workgroup_size(256)
+@compute @workgroup_size(WORKGROUP_SIZE)
 fn relu_backward(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     let i = linear_index(id, groups);
     if (i < params.count) {
@@ -112,7 +83,7 @@ fn relu_backward(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_work
 // --- in place over `out`: fill and scale_add ---
 
 // out[i] = a
-@compute @workgroup_size(256)
+@compute @workgroup_size(WORKGROUP_SIZE)
 fn fill(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     let i = linear_index(id, groups);
     if (i < params.count) {
@@ -121,7 +92,7 @@ fn fill(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) g
 }
 
 // out[i] = out[i] * a + b
-@compute @workgroup_size(256)
+@compute @workgroup_size(WORKGROUP_SIZE)
 fn scale_add(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     let i = linear_index(id, groups);
     if (i < params.count) {

@@ -3,14 +3,14 @@
 
 struct Params {
     count: u32,
-    mode: u32,          // adam: 0 TensorFlow epsilon placement, 1 Kingma & Ba / PyTorch, 2 AdamW (decoupled decay)
+    mode: u32,          // adam: MODE_TENSORFLOW, MODE_KINGMA_BA or MODE_ADAMW (decoupled decay)
     lr: f32,
     beta1: f32,
     beta2: f32,
     epsilon: f32,
-    step_size: f32,     // mode 0: lr * sqrt(1 - beta2^t) / (1 - beta1^t); modes 1, 2: lr / (1 - beta1^t)
+    step_size: f32,     // MODE_TENSORFLOW: lr * sqrt(1 - beta2^t) / (1 - beta1^t); else lr / (1 - beta1^t)
     bias2_sqrt: f32,    // sqrt(1 - beta2^t)
-    decay: f32,         // mode 2: 1 - lr * weight_decay
+    decay: f32,         // MODE_ADAMW: 1 - lr * weight_decay
     momentum: f32,      // sgd
     _pad0: u32,
     _pad1: u32,
@@ -22,9 +22,6 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> m: array<f32>;
 @group(0) @binding(4) var<storage, read_write> v: array<f32>;
 
-fn linear_index(id: vec3<u32>, groups: vec3<u32>) -> u32 {
-    return id.x + id.y * groups.x * 256u;
-}
 
 // The hyperparameters, read once before any store: after a store to a storage buffer the compiler must assume
 // uniform memory changed too and reload it (on llvmpipe that alone costs a third of the pass).
@@ -42,7 +39,7 @@ fn hyper() -> Hyper {
     return Hyper(params.mode, params.beta1, params.beta2, params.epsilon, params.step_size, params.bias2_sqrt, params.decay);
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WORKGROUP_SIZE)
 fn adam(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     let i = linear_index(id, groups);
     if (i >= params.count) {
@@ -53,10 +50,10 @@ fn adam(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) g
     let m_new = h.beta1 * m[i] + (1.0 - h.beta1) * g;
     let v_new = h.beta2 * v[i] + (1.0 - h.beta2) * g * g;
     var p = param[i];
-    if (h.mode == 0u) {
+    if (h.mode == MODE_TENSORFLOW) {
         p = p - h.step_size * m_new / (sqrt(v_new) + h.epsilon);
     } else {
-        if (h.mode == 2u) {
+        if (h.mode == MODE_ADAMW) {
             p = p * h.decay;
         }
         p = p - h.step_size * m_new / (sqrt(v_new) / h.bias2_sqrt + h.epsilon);
@@ -67,7 +64,7 @@ fn adam(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) g
 }
 
 // SGD with momentum (PyTorch's form): buffer = momentum * buffer + g; param -= lr * buffer. `m` is the buffer.
-@compute @workgroup_size(256)
+@compute @workgroup_size(WORKGROUP_SIZE)
 fn sgd(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     let i = linear_index(id, groups);
     if (i >= params.count) {
@@ -87,7 +84,7 @@ fn sgd(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) gr
 @group(0) @binding(3) var<storage, read_write> m4: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read_write> v4: array<vec4<f32>>;
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WORKGROUP_SIZE)
 fn adam_vec4(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     let i = linear_index(id, groups);
     if (i >= params.count / 4u) {
@@ -98,10 +95,10 @@ fn adam_vec4(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgrou
     let m_new = h.beta1 * m4[i] + (1.0 - h.beta1) * g;
     let v_new = h.beta2 * v4[i] + (1.0 - h.beta2) * g * g;
     var p = param4[i];
-    if (h.mode == 0u) {
+    if (h.mode == MODE_TENSORFLOW) {
         p = p - h.step_size * m_new / (sqrt(v_new) + h.epsilon);
     } else {
-        if (h.mode == 2u) {
+        if (h.mode == MODE_ADAMW) {
             p = p * h.decay;
         }
         p = p - h.step_size * m_new / (sqrt(v_new) / h.bias2_sqrt + h.epsilon);
@@ -111,7 +108,7 @@ fn adam_vec4(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgrou
     param4[i] = p;
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WORKGROUP_SIZE)
 fn sgd_vec4(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     let i = linear_index(id, groups);
     if (i >= params.count / 4u) {

@@ -58,9 +58,9 @@ fn minus_log_unit(bits: u32) -> f32 {
     return -log(1.0 - x);
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WORKGROUP_SIZE)
 fn random(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-    let block = id.x + id.y * groups.x * 256u;
+    let block = linear_index(id, groups);
     let first = block * 4u;
     if (first >= params.count) {
         return;
@@ -68,7 +68,7 @@ fn random(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups)
     let count = params.count;
     let bits = philox(vec4<u32>(params.base / 4u + block, 0u, 0u, 0u), vec2<u32>(params.seed_lo, params.seed_hi));
     var values: vec4<f32>;
-    if (params.op == 0u) {
+    if (params.op == UNIFORM) {
         let span = params.high - params.low;
         values = vec4<f32>(unit(bits.x), unit(bits.y), unit(bits.z), unit(bits.w)) * span + params.low;
         values = min(values, vec4<f32>(params.below_high));

@@ -12,7 +12,7 @@ struct Params {
     outer: u32,
     len: u32,
     inner: u32,
-    op: u32,          // 0 sum, 1 max, 2 min; the arg kernels: 3 argmax, 4 argmin
+    op: u32,          // OP_SUM, OP_MAX, OP_MIN; the arg kernels: OP_ARGMAX, OP_ARGMIN
     chunk: u32,       // axis elements per chunk (axis kernels)
     chunks: u32,      // chunks per axis: output is [outer, chunks, inner]
     scale: f32,       // multiplies each output (1/len for a mean)
@@ -39,40 +39,40 @@ fn is_nan4(x: vec4<f32>) -> vec4<bool> {
 
 fn identity(op: u32) -> f32 {
     switch op {
-        case 0u: { return 0.0; }
-        case 1u: { return -params.infinity; }
-        case 2u: { return params.infinity; }
-        default: { return bitcast<f32>(0x7fc00000u); }
+        case OP_SUM: { return 0.0; }
+        case OP_MAX: { return -params.infinity; }
+        case OP_MIN: { return params.infinity; }
+        default: { return nan(); }
     }
 }
 
-// Which of two values max (op 1) or min (op 2) keeps: a NaN on either side wins.
+// Which of two values max or min keeps: a NaN on either side wins.
 fn pick(op: u32, a: f32, b: f32) -> f32 {
-    let best = select(min(a, b), max(a, b), op == 1u);
+    let best = select(min(a, b), max(a, b), op == OP_MAX);
     return select(select(best, b, is_nan(b)), a, is_nan(a));
 }
 
 fn pick4(op: u32, a: vec4<f32>, b: vec4<f32>) -> vec4<f32> {
-    let best = select(min(a, b), max(a, b), op == 1u);
+    let best = select(min(a, b), max(a, b), op == OP_MAX);
     return select(select(best, b, is_nan4(b)), a, is_nan4(a));
 }
 
 // An unknown op gives NaN rather than another op's result.
 fn combine(op: u32, a: f32, b: f32) -> f32 {
     switch op {
-        case 0u: { return a + b; }
-        case 1u, 2u: { return pick(op, a, b); }
-        default: { return bitcast<f32>(0x7fc00000u); }
+        case OP_SUM: { return a + b; }
+        case OP_MAX, OP_MIN: { return pick(op, a, b); }
+        default: { return nan(); }
     }
 }
 
-// Whether x displaces `best` in argmax (op 3) or argmin (op 4): a NaN beats any number, as the first NaN is
+// Whether x displaces `best` in argmax or argmin: a NaN beats any number, as the first NaN is
 // NumPy's answer.
 fn beats(op: u32, x: f32, best: f32) -> bool {
     if (is_nan(best)) {
         return false;
     }
-    return is_nan(x) || select((x < best), (x > best), op == 3u);
+    return is_nan(x) || select((x < best), (x > best), op == OP_ARGMAX);
 }
 
 fn same(x: f32, best: f32) -> bool {
@@ -85,9 +85,6 @@ fn combine4(op: u32, a: vec4<f32>) -> f32 {
     return combine(op, combine(op, a.x, a.y), combine(op, a.z, a.w));
 }
 
-fn linear_index(id: vec3<u32>, groups: vec3<u32>) -> u32 {
-    return id.x + id.y * groups.x * 256u;
-}
 
 // Long contiguous rows (inner = 1): invocation g of a row reduces its own run of CHUNK neighbouring elements,
 // out[row * blocks + g]. On llvmpipe, where every invocation is a SIMD lane that loads on its own, a run that
@@ -96,7 +93,7 @@ const CHUNK: u32 = 64u;
 
 @group(0) @binding(1) var<storage, read_write> input4: array<vec4<f32>>;
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WORKGROUP_SIZE)
 fn chunk_reduce(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     let j = linear_index(id, groups);
     let blocks = params.blocks;
@@ -121,7 +118,7 @@ fn chunk_reduce(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workg
 }
 
 // As chunk_reduce for rows whose length is a multiple of 4, reading vec4s.
-@compute @workgroup_size(256)
+@compute @workgroup_size(WORKGROUP_SIZE)
 fn chunk_reduce_vec4(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     let j = linear_index(id, groups);
     let blocks = params.blocks;
@@ -137,7 +134,7 @@ fn chunk_reduce_vec4(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_
     var acc = vec4<f32>(identity(op));
     for (var e = first; e < last; e = e + 1u) {
         let x = input4[base + e];
-        if (op == 0u) {
+        if (op == OP_SUM) {
             acc = acc + x;
         } else {
             acc = pick4(op, acc, x);
@@ -148,7 +145,7 @@ fn chunk_reduce_vec4(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_
 
 // As chunk_reduce, keeping the index (within the row, plus index_base) of the largest (argmax) or smallest
 // (argmin) value, the first one on ties.
-@compute @workgroup_size(256)
+@compute @workgroup_size(WORKGROUP_SIZE)
 fn chunk_argmax(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     let j = linear_index(id, groups);
     let blocks = params.blocks;
@@ -176,7 +173,7 @@ fn chunk_argmax(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workg
 }
 
 // One invocation per output of [outer, chunks, inner]: reduces axis elements [c * chunk, (c + 1) * chunk).
-@compute @workgroup_size(256)
+@compute @workgroup_size(WORKGROUP_SIZE)
 fn axis_reduce(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     let j = linear_index(id, groups);
     let total = params.outer * params.chunks * params.inner;
@@ -202,7 +199,7 @@ fn axis_reduce(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgr
 }
 
 // As axis_reduce for argmax and argmin; with `indexed`, values come with the indices they stand for.
-@compute @workgroup_size(256)
+@compute @workgroup_size(WORKGROUP_SIZE)
 fn axis_argmax(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     let j = linear_index(id, groups);
     let total = params.outer * params.chunks * params.inner;

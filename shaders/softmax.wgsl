@@ -4,7 +4,7 @@
 struct Params {
     rows: u32,
     cols: u32,
-    op: u32, // softmax_rows: 0 softmax, 1 log-softmax
+    op: u32, // softmax_rows: SOFTMAX or LOG_SOFTMAX
     _pad: u32,
 }
 
@@ -14,11 +14,11 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 @group(0) @binding(4) var<storage, read_write> loss: array<f32>;
 
-const THREADS: u32 = 256u;
+const THREADS: u32 = WORKGROUP_SIZE;
 
-var<workgroup> tree_a: array<f32, 256>;
-var<workgroup> tree_b: array<f32, 256>;
-var<workgroup> tree_c: array<f32, 256>;
+var<workgroup> tree_a: array<f32, WORKGROUP_SIZE>;
+var<workgroup> tree_b: array<f32, WORKGROUP_SIZE>;
+var<workgroup> tree_c: array<f32, WORKGROUP_SIZE>;
 
 fn row_of(wid: vec3<u32>, groups: vec3<u32>) -> u32 {
     return wid.x + wid.y * groups.x;
@@ -56,7 +56,7 @@ fn tree_sums(t: u32) {
     }
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WORKGROUP_SIZE)
 fn softmax_rows(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) groups: vec3<u32>,
@@ -80,7 +80,7 @@ fn softmax_rows(
     let log_total = log(total);
     for (var c = t; c < params.cols; c = c + THREADS) {
         let shifted = logits[base + c] - m;
-        if (params.op == 1u) {
+        if (params.op == LOG_SOFTMAX) {
             out[base + c] = shifted - log_total;
         } else {
             out[base + c] = exp(shifted) / total;
@@ -91,7 +91,7 @@ fn softmax_rows(
 // TensorFlow's softmax_cross_entropy_with_logits per row: loss = sum_j labels_j * (logsumexp(logits) - logits_j),
 // with labels not required to sum to 1; `out` receives the exact gradient of the loss,
 // softmax(logits) * sum_j labels_j - labels.
-@compute @workgroup_size(256)
+@compute @workgroup_size(WORKGROUP_SIZE)
 fn softmax_xent(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) groups: vec3<u32>,

@@ -26,6 +26,8 @@
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
+use crate::kernels::elementwise::{for_each_binary_op, for_each_unary_op, BinaryOp, UnaryOp};
+use crate::ops::matmul::Transpose;
 use crate::tensor::Tensor;
 
 /// A value recorded on a [`Tape`].
@@ -41,19 +43,19 @@ enum Op {
     MatMul {
         a: usize,
         b: usize,
-        transpose_a: bool,
-        transpose_b: bool,
+        transpose: Transpose,
     },
-    Add {
-        a: usize,
-        b: usize,
-    },
-    Sub {
-        a: usize,
-        b: usize,
-    },
-    Relu {
+    /// Any row of the unary op table, with its scalar argument (0 where it takes none).
+    Unary {
+        op: UnaryOp,
         x: usize,
+        scalar: f32,
+    },
+    /// Any row of the binary op table, broadcasting.
+    Binary {
+        op: BinaryOp,
+        a: usize,
+        b: usize,
     },
     /// Softmax cross-entropy per row; the fused kernel's gradient of the summed loss is kept for backward.
     SoftmaxCrossEntropy {
@@ -201,62 +203,49 @@ impl Tape {
 
     /// `a · b`.
     pub fn matmul(&mut self, a: Var, b: Var) -> Result<Var> {
-        self.matmul_t(a, b, false, false)
+        self.matmul_t(a, b, Transpose::Neither)
     }
 
     /// `op(a) · op(b)` with transpose flags.
-    pub fn matmul_t(
-        &mut self,
-        a: Var,
-        b: Var,
-        transpose_a: bool,
-        transpose_b: bool,
-    ) -> Result<Var> {
-        let value = self
-            .value(a)?
-            .matmul_t(self.value(b)?, transpose_a, transpose_b)?;
+    pub fn matmul_t(&mut self, a: Var, b: Var, transpose: Transpose) -> Result<Var> {
+        let value = self.value(a)?.matmul_t(self.value(b)?, transpose)?;
         let wants = self.wants(&[a, b])?;
         let op = Op::MatMul {
             a: a.index,
             b: b.index,
-            transpose_a,
-            transpose_b,
+            transpose,
         };
         Ok(self.push(value, op, wants))
     }
 
-    /// `a + b` with broadcasting (a bias row over a batch).
-    pub fn add(&mut self, a: Var, b: Var) -> Result<Var> {
-        let value = self.value(a)?.add(self.value(b)?)?;
-        let wants = self.wants(&[a, b])?;
-        Ok(self.push(
-            value,
-            Op::Add {
-                a: a.index,
-                b: b.index,
-            },
-            wants,
-        ))
-    }
-
-    /// `a - b` with broadcasting.
-    pub fn sub(&mut self, a: Var, b: Var) -> Result<Var> {
-        let value = self.value(a)?.sub(self.value(b)?)?;
-        let wants = self.wants(&[a, b])?;
-        Ok(self.push(
-            value,
-            Op::Sub {
-                a: a.index,
-                b: b.index,
-            },
-            wants,
-        ))
-    }
-
-    pub fn relu(&mut self, x: Var) -> Result<Var> {
-        let value = self.value(x)?.relu()?;
+    /// Records `op` of `x` (with its scalar argument).
+    pub fn unary(&mut self, op: UnaryOp, x: Var, scalar: f32) -> Result<Var> {
+        let value = self.value(x)?.unary(op, scalar)?;
         let wants = self.wants(&[x])?;
-        Ok(self.push(value, Op::Relu { x: x.index }, wants))
+        Ok(self.push(
+            value,
+            Op::Unary {
+                op,
+                x: x.index,
+                scalar,
+            },
+            wants,
+        ))
+    }
+
+    /// Records `a (op) b`, broadcasting.
+    pub fn binary(&mut self, op: BinaryOp, a: Var, b: Var) -> Result<Var> {
+        let value = self.value(a)?.binary(op, self.value(b)?)?;
+        let wants = self.wants(&[a, b])?;
+        Ok(self.push(
+            value,
+            Op::Binary {
+                op,
+                a: a.index,
+                b: b.index,
+            },
+            wants,
+        ))
     }
 
     /// TensorFlow's softmax cross-entropy per row (see [`Tensor::softmax_cross_entropy_with_logits`]); labels
@@ -356,54 +345,42 @@ impl Tape {
     ) -> Result<()> {
         match node.op {
             Op::Leaf => {}
-            Op::MatMul {
-                a,
-                b,
-                transpose_a,
-                transpose_b,
-            } => {
+            Op::MatMul { a, b, transpose } => {
                 let (a_value, b_value) = (&self.nodes[a].value, &self.nodes[b].value);
                 if self.nodes[a].wants_gradient {
-                    let da = match (transpose_a, transpose_b) {
-                        (false, false) => upstream.matmul_t(b_value, false, true)?,
-                        (false, true) => upstream.matmul_t(b_value, false, false)?,
-                        (true, false) => b_value.matmul_t(&upstream, false, true)?,
-                        (true, true) => b_value.matmul_t(&upstream, true, true)?,
+                    let da = match transpose {
+                        Transpose::Neither => upstream.matmul_t(b_value, Transpose::Right)?,
+                        Transpose::Right => upstream.matmul_t(b_value, Transpose::Neither)?,
+                        Transpose::Left => b_value.matmul_t(&upstream, Transpose::Right)?,
+                        Transpose::Both => b_value.matmul_t(&upstream, Transpose::Both)?,
                     };
                     self.accumulate(gradients, a, da)?;
                 }
                 if self.nodes[b].wants_gradient {
-                    let db = match (transpose_a, transpose_b) {
-                        (false, false) => a_value.matmul_t(&upstream, true, false)?,
-                        (false, true) => upstream.matmul_t(a_value, true, false)?,
-                        (true, false) => a_value.matmul_t(&upstream, false, false)?,
-                        (true, true) => upstream.matmul_t(a_value, true, true)?,
+                    let db = match transpose {
+                        Transpose::Neither => a_value.matmul_t(&upstream, Transpose::Left)?,
+                        Transpose::Right => upstream.matmul_t(a_value, Transpose::Left)?,
+                        Transpose::Left => a_value.matmul_t(&upstream, Transpose::Neither)?,
+                        Transpose::Both => upstream.matmul_t(a_value, Transpose::Both)?,
                     };
                     self.accumulate(gradients, b, db)?;
                 }
             }
-            Op::Add { a, b } => {
-                // Both operands receive the upstream gradient; it is copied only when both need it.
-                match (self.nodes[a].wants_gradient, self.nodes[b].wants_gradient) {
-                    (true, true) => {
-                        let copy = upstream.reshape(upstream.shape())?;
-                        self.accumulate(gradients, b, copy)?;
-                        self.accumulate(gradients, a, upstream)?;
-                    }
-                    (true, false) => self.accumulate(gradients, a, upstream)?,
-                    (false, true) => self.accumulate(gradients, b, upstream)?,
-                    (false, false) => {}
-                }
-            }
-            Op::Sub { a, b } => {
-                if self.nodes[b].wants_gradient {
-                    self.accumulate(gradients, b, upstream.neg()?)?;
-                }
-                self.accumulate(gradients, a, upstream)?;
-            }
-            Op::Relu { x } => {
-                let dx = self.nodes[x].value.relu_backward(&upstream)?;
+            Op::Unary { op, x, scalar } => {
+                let input = &self.nodes[x].value;
+                let dx = unary_gradient(op, scalar, input, &node.value, upstream)?;
                 self.accumulate(gradients, x, dx)?;
+            }
+            Op::Binary { op, a, b } => {
+                let wants = (self.nodes[a].wants_gradient, self.nodes[b].wants_gradient);
+                let (lhs, rhs) = (&self.nodes[a].value, &self.nodes[b].value);
+                let (da, db) = binary_gradients(op, wants, lhs, rhs, &node.value, upstream)?;
+                if let Some(da) = da {
+                    self.accumulate(gradients, a, da)?;
+                }
+                if let Some(db) = db {
+                    self.accumulate(gradients, b, db)?;
+                }
             }
             Op::SoftmaxCrossEntropy { logits, gradient } => {
                 let Some(gradient) = gradient else {
@@ -440,6 +417,73 @@ impl Tape {
     }
 }
 
+/// The gradient of `output = op(input, scalar)` with respect to `input`, given the upstream gradient: the one
+/// match a new unary op adds an arm to.
+fn unary_gradient(
+    op: UnaryOp,
+    scalar: f32,
+    input: &Tensor,
+    output: &Tensor,
+    upstream: Tensor,
+) -> Result<Tensor> {
+    match op {
+        UnaryOp::Relu => input.relu_backward(&upstream),
+        UnaryOp::Exp => upstream.mul(output),
+        UnaryOp::Log => upstream.div(input),
+        // d sqrt(x) = 1 / (2 sqrt(x))
+        UnaryOp::Sqrt => upstream.div(output)?.mul_scalar(0.5),
+        UnaryOp::Neg | UnaryOp::ScalarSub => upstream.neg(),
+        UnaryOp::AddScalar | UnaryOp::SubScalar | UnaryOp::Copy => Ok(upstream),
+        UnaryOp::MulScalar => upstream.mul_scalar(scalar),
+        UnaryOp::DivScalar => upstream.div_scalar(scalar),
+        // d (a / x) = −a / x² = −(a / x) / x
+        UnaryOp::ScalarDiv => upstream.mul(output)?.div(input)?.neg(),
+    }
+}
+
+/// The gradients of `output = lhs (op) rhs` with respect to each operand that `wants` one, before they are
+/// summed back over broadcast axes: the one match a new binary op adds an arm to.
+fn binary_gradients(
+    op: BinaryOp,
+    wants: (bool, bool),
+    lhs: &Tensor,
+    rhs: &Tensor,
+    output: &Tensor,
+    upstream: Tensor,
+) -> Result<(Option<Tensor>, Option<Tensor>)> {
+    let (left, right) = wants;
+    Ok(match op {
+        // Both operands receive the upstream gradient itself; it is copied only when both need it.
+        BinaryOp::Add => match wants {
+            (true, true) => (Some(upstream.try_clone()?), Some(upstream)),
+            (true, false) => (Some(upstream), None),
+            (false, true) => (None, Some(upstream)),
+            (false, false) => (None, None),
+        },
+        BinaryOp::Sub => {
+            let db = if right { Some(upstream.neg()?) } else { None };
+            (left.then_some(upstream), db)
+        }
+        BinaryOp::Mul => (
+            if left { Some(upstream.mul(rhs)?) } else { None },
+            if right {
+                Some(upstream.mul(lhs)?)
+            } else {
+                None
+            },
+        ),
+        // d (a / b) / db = −(a / b) / b
+        BinaryOp::Div => (
+            if left { Some(upstream.div(rhs)?) } else { None },
+            if right {
+                Some(upstream.mul(output)?.div(rhs)?.neg()?)
+            } else {
+                None
+            },
+        ),
+    })
+}
+
 /// `value` repeated to `shape` (broadcasting rules).
 fn broadcast_to(value: &Tensor, shape: &[usize]) -> Result<Tensor> {
     let zeros = value.output("broadcast", shape, crate::DType::F32)?;
@@ -468,3 +512,45 @@ fn reduce_to_shape(gradient: Tensor, shape: &[usize]) -> Result<Tensor> {
     }
     Ok(current)
 }
+
+macro_rules! tape_unary_methods {
+    ($($vis:ident $variant:ident $method:ident [$($arg:ident)?] $wgsl:literal $doc:literal;)*) => {
+        /// Unary elementwise ops on the tape, one method per row of the op table.
+        impl Tape {
+            $(tape_unary_method!($vis $variant $method [$($arg)?] $doc);)*
+        }
+    };
+}
+
+macro_rules! tape_unary_method {
+    (pub $variant:ident $method:ident [] $doc:literal) => {
+        #[doc = $doc]
+        pub fn $method(&mut self, x: Var) -> Result<Var> {
+            self.unary(UnaryOp::$variant, x, 0.0)
+        }
+    };
+    (pub $variant:ident $method:ident [$arg:ident] $doc:literal) => {
+        #[doc = $doc]
+        pub fn $method(&mut self, x: Var, value: f32) -> Result<Var> {
+            self.unary(UnaryOp::$variant, x, value)
+        }
+    };
+    (internal $($rest:tt)*) => {};
+}
+
+macro_rules! tape_binary_methods {
+    ($($variant:ident $method:ident $wgsl:literal $doc:literal;)*) => {
+        /// Binary elementwise ops on the tape (broadcasting), one method per row of the op table.
+        impl Tape {
+            $(
+                #[doc = $doc]
+                pub fn $method(&mut self, a: Var, b: Var) -> Result<Var> {
+                    self.binary(BinaryOp::$variant, a, b)
+                }
+            )*
+        }
+    };
+}
+
+for_each_unary_op!(tape_unary_methods);
+for_each_binary_op!(tape_binary_methods);

@@ -233,7 +233,16 @@ impl Tensor {
                 ),
             });
         }
-        let out = self.output("reshape", shape, self.dtype)?;
+        self.copy_as("reshape", shape)
+    }
+
+    /// A copy of this tensor, in the same session. Not `Clone`: a copy takes pool memory, and may fail.
+    pub fn try_clone(&self) -> Result<Tensor> {
+        self.copy_as("try_clone", self.shape())
+    }
+
+    fn copy_as(&self, op: &'static str, shape: &[usize]) -> Result<Tensor> {
+        let out = self.output(op, shape, self.dtype)?;
         let (from, to) = (self.range()?, out.range()?);
         let elements = self.len() as u64;
         self.with_runtime(|runtime| elementwise::copy(runtime, from, to, elements))?;

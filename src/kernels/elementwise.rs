@@ -11,6 +11,7 @@ use crate::shape::{broadcast_strides, dims4};
 static ELEMENTWISE: Shader = Shader {
     name: "elementwise",
     source: include_str!("../../shaders/elementwise.wgsl"),
+    generated,
 };
 
 static BINARY: Kernel = Kernel {
@@ -121,28 +122,115 @@ pub(crate) fn copy(
     over_windows(runtime, &UNARY, &[from, to], elements, params)
 }
 
-#[derive(Clone, Copy)]
-pub(crate) enum BinaryOp {
-    Add = 0,
-    Sub = 1,
-    Mul = 2,
-    Div = 3,
+/// Every elementwise op, declared once. Each row of `for_each_unary_op!` is
+/// `visibility Variant method [argument] "WGSL of x (and a)" "doc"`, each of `for_each_binary_op!`
+/// `Variant method "WGSL of x and y" "doc"`. The op codes, the shader's switch, the public `Tensor` methods
+/// (src/ops/elementwise.rs) and the `Tape` methods (src/autograd.rs) all follow from these rows; a gradient
+/// arm in the tape's one match completes a new op.
+macro_rules! for_each_unary_op {
+    ($callback:ident) => {
+        $callback! {
+            pub Relu relu [] "max(x, 0.0)" "`max(x, 0)` elementwise.";
+            pub Exp exp [] "exp(x)" "`e^x` elementwise.";
+            pub Log log [] "log(x)" "The natural logarithm, elementwise.";
+            pub Sqrt sqrt [] "sqrt(x)" "The square root, elementwise.";
+            pub Neg neg [] "-x" "`-x` elementwise.";
+            pub AddScalar add_scalar [a] "x + a" "`x + value` elementwise.";
+            pub SubScalar sub_scalar [a] "x - a" "`x - value` elementwise.";
+            pub MulScalar mul_scalar [a] "x * a" "`x * value` elementwise.";
+            pub DivScalar div_scalar [a] "x / a" "`x / value` elementwise.";
+            pub ScalarSub scalar_sub [a] "a - x" "`value - x` elementwise.";
+            pub ScalarDiv scalar_div [a] "a / x" "`value / x` elementwise.";
+            internal Copy copy [] "x" "A copy within one buffer.";
+        }
+    };
 }
 
-#[derive(Clone, Copy)]
-pub(crate) enum UnaryOp {
-    Relu = 0,
-    Exp = 1,
-    Log = 2,
-    Sqrt = 3,
-    Neg = 4,
-    AddScalar = 5,
-    MulScalar = 6,
-    DivScalar = 7,
-    ScalarSub = 8,
-    ScalarDiv = 9,
-    SubScalar = 10,
-    Copy = 11,
+macro_rules! for_each_binary_op {
+    ($callback:ident) => {
+        $callback! {
+            Add add "x + y" "`self + other`, broadcasting as NumPy does (a bias row over a batch, say).";
+            Sub sub "x - y" "`self - other`, broadcasting.";
+            Mul mul "x * y" "`self * other` elementwise, broadcasting.";
+            Div div "x / y" "`self / other` elementwise, broadcasting.";
+        }
+    };
+}
+
+pub(crate) use {for_each_binary_op, for_each_unary_op};
+
+macro_rules! unary_enum {
+    ($($vis:ident $variant:ident $method:ident [$($arg:ident)?] $wgsl:literal $doc:literal;)*) => {
+        /// Unary elementwise ops; the discriminant is the shader's op code.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        #[non_exhaustive]
+        pub enum UnaryOp {
+            $(#[doc = $doc] $variant,)*
+        }
+
+        impl UnaryOp {
+            /// Every op with its WGSL expression of `x` (and the scalar `a`).
+            pub(crate) const ALL: &'static [(UnaryOp, &'static str)] = &[$((UnaryOp::$variant, $wgsl),)*];
+
+            /// The name of the op, as its method is called.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(UnaryOp::$variant => stringify!($method),)*
+                }
+            }
+
+            /// Every unary op, in op-code order (tests sweep them all, so a new row is tested too).
+            pub fn all() -> impl Iterator<Item = UnaryOp> {
+                Self::ALL.iter().map(|&(op, _)| op)
+            }
+        }
+    };
+}
+
+macro_rules! binary_enum {
+    ($($variant:ident $method:ident $wgsl:literal $doc:literal;)*) => {
+        /// Binary elementwise ops (with broadcasting); the discriminant is the shader's op code.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        #[non_exhaustive]
+        pub enum BinaryOp {
+            $(#[doc = $doc] $variant,)*
+        }
+
+        impl BinaryOp {
+            /// Every op with its WGSL expression of `x` and `y`.
+            pub(crate) const ALL: &'static [(BinaryOp, &'static str)] = &[$((BinaryOp::$variant, $wgsl),)*];
+
+            /// The name of the op, as its method is called.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(BinaryOp::$variant => stringify!($method),)*
+                }
+            }
+
+            /// Every binary op, in op-code order.
+            pub fn all() -> impl Iterator<Item = BinaryOp> {
+                Self::ALL.iter().map(|&(op, _)| op)
+            }
+        }
+    };
+}
+
+for_each_unary_op!(unary_enum);
+for_each_binary_op!(binary_enum);
+
+/// The shader's `unary_op` and `binary_op` functions, one case per table row; an unknown code yields NaN.
+fn generated() -> String {
+    let cases = |rows: Vec<(u32, &str)>| -> String {
+        rows.iter()
+            .map(|(code, expression)| format!("        case {code}u: {{ return {expression}; }}\n"))
+            .collect()
+    };
+    format!(
+        "fn unary_op(op: u32, x: f32, a: f32) -> f32 {{\n    switch op {{\n{}        default: {{ return nan(); }}\n    }}\n}}\n\n\
+         fn binary_op(op: u32, x: f32, y: f32) -> f32 {{\n    switch op {{\n{}        default: {{ return nan(); }}\n    }}\n}}\n",
+        cases(UnaryOp::ALL.iter().map(|&(op, wgsl)| (op as u32, wgsl)).collect()),
+        cases(BinaryOp::ALL.iter().map(|&(op, wgsl)| (op as u32, wgsl)).collect()),
+    )
 }
 
 /// An operand of a broadcasting op: its range and shape.

@@ -6,11 +6,12 @@
 use bytemuck::{Pod, Zeroable};
 
 use crate::error::{Error, Result};
-use crate::runtime::{BufferRange, Kernel, MatmulKernel, Runtime, Shader};
+use crate::runtime::{nothing_generated, BufferRange, Kernel, MatmulKernel, Runtime, Shader};
 
 static MATMUL: Shader = Shader {
     name: "matmul",
     source: include_str!("../../shaders/matmul.wgsl"),
+    generated: nothing_generated,
 };
 
 static MATMUL_VEC4: Kernel = Kernel {

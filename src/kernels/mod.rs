@@ -49,9 +49,60 @@ mod reflection {
     }
 
     fn parse(shader: &Shader) -> naga::Module {
-        naga::front::wgsl::parse_str(shader.source).unwrap_or_else(|error| {
-            panic!("{}: {}", shader.name, error.emit_to_string(shader.source))
-        })
+        let source = shader.assembled();
+        naga::front::wgsl::parse_str(&source)
+            .unwrap_or_else(|error| panic!("{}: {}", shader.name, error.emit_to_string(&source)))
+    }
+
+    #[test]
+    fn every_shader_file_is_used_and_validates_as_assembled() {
+        let mut used: Vec<&str> = families()
+            .iter()
+            .map(|(kernels, _)| kernels[0].shader.name)
+            .collect();
+        used.sort_unstable();
+        let folder = concat!(env!("CARGO_MANIFEST_DIR"), "/shaders");
+        let mut files: Vec<String> = std::fs::read_dir(folder)
+            .expect("the shaders folder")
+            .filter_map(|entry| {
+                let name = entry.ok()?.file_name().into_string().ok()?;
+                name.strip_suffix(".wgsl").map(str::to_string)
+            })
+            .collect();
+        files.sort_unstable();
+        assert_eq!(
+            files, used,
+            "every shaders/*.wgsl is one kernel family, and back"
+        );
+        for (kernels, _) in families() {
+            let shader = kernels[0].shader;
+            let module = parse(shader);
+            naga::valid::Validator::new(
+                naga::valid::ValidationFlags::all(),
+                naga::valid::Capabilities::empty(),
+            )
+            .validate(&module)
+            .unwrap_or_else(|error| {
+                panic!(
+                    "{}: {}",
+                    shader.name,
+                    error.emit_to_string(&shader.assembled())
+                )
+            });
+        }
+    }
+
+    #[test]
+    fn an_unknown_elementwise_op_code_is_nan_not_another_op() {
+        let generated = (super::elementwise::layout::kernels()[0].shader.generated)();
+        for function in ["fn unary_op", "fn binary_op"] {
+            let body = &generated[generated.find(function).expect(function)..];
+            let body = &body[..body.find("\n}\n").expect("the function ends")];
+            assert!(
+                body.contains("default: { return nan(); }"),
+                "{function}: {body}"
+            );
+        }
     }
 
     /// group 0 bindings of the module's storage and uniform variables, each with its type.

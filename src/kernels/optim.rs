@@ -5,12 +5,30 @@
 use bytemuck::{Pod, Zeroable};
 
 use crate::error::Result;
-use crate::runtime::{BufferRange, Kernel, Runtime, Shader};
+use crate::runtime::{wgsl_constants, BufferRange, Kernel, Runtime, Shader};
 
 static OPTIM: Shader = Shader {
     name: "optim",
     source: include_str!("../../shaders/optim.wgsl"),
+    generated: || {
+        wgsl_constants(&[
+            ("MODE_TENSORFLOW", AdamMode::TensorFlow as u32),
+            ("MODE_KINGMA_BA", AdamMode::KingmaBa as u32),
+            ("MODE_ADAMW", AdamMode::AdamW as u32),
+        ])
+    },
 };
+
+/// Where Adam adds epsilon and how it decays weights; the discriminant is the shader's mode code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AdamMode {
+    /// `p −= lr·sqrt(1−β2^t)/(1−β1^t) · m/(sqrt(v)+ε)`.
+    TensorFlow = 0,
+    /// `p −= lr/(1−β1^t) · m/(sqrt(v)/sqrt(1−β2^t)+ε)`.
+    KingmaBa = 1,
+    /// Kingma & Ba's placement after decoupled decay `p ·= 1 − lr·wd`.
+    AdamW = 2,
+}
 
 static ADAM: Kernel = Kernel {
     shader: &OPTIM,
@@ -49,11 +67,11 @@ struct Params {
     _pad: [u32; 2],
 }
 
-/// One Adam step's numbers, as the shader takes them: `mode` 0 is TensorFlow's epsilon placement, 1 Kingma &
-/// Ba's, 2 AdamW's decoupled decay; the host has folded the bias corrections into `step_size` and `bias2_sqrt`.
+/// One Adam step's numbers, as the shader takes them; the host has folded the bias corrections into
+/// `step_size` and `bias2_sqrt`.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct AdamStep {
-    pub mode: u32,
+    pub mode: AdamMode,
     pub lr: f32,
     pub beta1: f32,
     pub beta2: f32,
@@ -92,7 +110,7 @@ pub(crate) fn adam(
     step: AdamStep,
 ) -> Result<()> {
     let base = Params {
-        mode: step.mode,
+        mode: step.mode as u32,
         lr: step.lr,
         beta1: step.beta1,
         beta2: step.beta2,

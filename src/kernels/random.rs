@@ -4,12 +4,17 @@
 use bytemuck::{Pod, Zeroable};
 
 use crate::error::Result;
-use crate::runtime::{BufferRange, Kernel, Runtime, Shader};
+use crate::runtime::{wgsl_constants, BufferRange, Kernel, Runtime, Shader};
 
 static RANDOM: Shader = Shader {
     name: "random",
     source: include_str!("../../shaders/random.wgsl"),
+    generated: || wgsl_constants(&[("UNIFORM", UNIFORM), ("NORMAL", NORMAL)]),
 };
+
+/// The shader's distribution codes.
+const UNIFORM: u32 = 0;
+const NORMAL: u32 = 1;
 
 static FILL_RANDOM: Kernel = Kernel {
     shader: &RANDOM,
@@ -64,8 +69,8 @@ pub(crate) fn fill(
     distribution: Distribution,
 ) -> Result<()> {
     let (op, low, high, below_high) = match distribution {
-        Distribution::Uniform { low, high } => (0, low, high, next_below(high)),
-        Distribution::Normal { mean, std } => (1, mean, std, f32::MAX),
+        Distribution::Uniform { low, high } => (UNIFORM, low, high, next_below(high)),
+        Distribution::Normal { mean, std } => (NORMAL, mean, std, f32::MAX),
     };
     // Windows start at aligned offsets, which are multiples of 4 elements, as the counter needs.
     for (first, count) in runtime.windows(elements) {

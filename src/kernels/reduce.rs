@@ -15,12 +15,21 @@ use bytemuck::{Pod, Zeroable};
 
 use crate::error::Result;
 use crate::pool::Allocation;
-use crate::runtime::{BufferRange, Kernel, Runtime, Shader, WORKGROUP_SIZE};
+use crate::runtime::{wgsl_constants, BufferRange, Kernel, Runtime, Shader, WORKGROUP_SIZE};
 use crate::shape::Lanes;
 
 static REDUCE: Shader = Shader {
     name: "reduce",
     source: include_str!("../../shaders/reduce.wgsl"),
+    generated: || {
+        wgsl_constants(&[
+            ("OP_SUM", Op::Sum as u32),
+            ("OP_MAX", Op::Max as u32),
+            ("OP_MIN", Op::Min as u32),
+            ("OP_ARGMAX", Op::Argmax as u32),
+            ("OP_ARGMIN", Op::Argmin as u32),
+        ])
+    },
 };
 
 static CHUNK_REDUCE: Kernel = Kernel {

@@ -4,12 +4,17 @@
 use bytemuck::{Pod, Zeroable};
 
 use crate::error::Result;
-use crate::runtime::{BufferRange, Kernel, Runtime, Shader};
+use crate::runtime::{wgsl_constants, BufferRange, Kernel, Runtime, Shader};
 
 static SOFTMAX: Shader = Shader {
     name: "softmax",
     source: include_str!("../../shaders/softmax.wgsl"),
+    generated: || wgsl_constants(&[("SOFTMAX", SOFTMAX_OP), ("LOG_SOFTMAX", LOG_SOFTMAX_OP)]),
 };
+
+/// The shader's codes for `softmax_rows`.
+const SOFTMAX_OP: u32 = 0;
+const LOG_SOFTMAX_OP: u32 = 1;
 
 static SOFTMAX_ROWS: Kernel = Kernel {
     shader: &SOFTMAX,
@@ -47,7 +52,7 @@ pub(crate) fn softmax_rows(
     let params = Params {
         rows: rows as u32,
         cols: cols as u32,
-        op: u32::from(log),
+        op: if log { LOG_SOFTMAX_OP } else { SOFTMAX_OP },
         _pad: 0,
     };
     runtime.expect_bindable(name, input)?;

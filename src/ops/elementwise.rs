@@ -2,7 +2,9 @@
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::kernels::elementwise::{self, BinaryOp, Operand, UnaryOp};
+use crate::kernels::elementwise::{
+    self, for_each_binary_op, for_each_unary_op, BinaryOp, Operand, UnaryOp,
+};
 use crate::shape::broadcast_shape;
 use crate::tensor::Tensor;
 
@@ -44,72 +46,59 @@ fn unary(input: &Tensor, op: UnaryOp, scalar: f32, name: &'static str) -> Result
     Ok(out)
 }
 
-/// Elementwise arithmetic, maths and their scalar forms.
+macro_rules! unary_methods {
+    ($($vis:ident $variant:ident $method:ident [$($arg:ident)?] $wgsl:literal $doc:literal;)*) => {
+        /// Unary elementwise maths and scalar forms, one method per row of the op table.
+        impl Tensor {
+            $(unary_method!($vis $variant $method [$($arg)?] $doc);)*
+        }
+    };
+}
+
+macro_rules! unary_method {
+    (pub $variant:ident $method:ident [] $doc:literal) => {
+        #[doc = $doc]
+        pub fn $method(&self) -> Result<Tensor> {
+            unary(self, UnaryOp::$variant, 0.0, stringify!($method))
+        }
+    };
+    (pub $variant:ident $method:ident [$arg:ident] $doc:literal) => {
+        #[doc = $doc]
+        pub fn $method(&self, value: f32) -> Result<Tensor> {
+            unary(self, UnaryOp::$variant, value, stringify!($method))
+        }
+    };
+    (internal $($rest:tt)*) => {};
+}
+
+macro_rules! binary_methods {
+    ($($variant:ident $method:ident $wgsl:literal $doc:literal;)*) => {
+        /// Binary elementwise arithmetic with NumPy broadcasting, one method per row of the op table.
+        impl Tensor {
+            $(
+                #[doc = $doc]
+                pub fn $method(&self, other: &Tensor) -> Result<Tensor> {
+                    binary(self, other, BinaryOp::$variant, stringify!($method))
+                }
+            )*
+        }
+    };
+}
+
+for_each_unary_op!(unary_methods);
+for_each_binary_op!(binary_methods);
+
+/// The op tables' rows by value, and relu's gradient.
 impl Tensor {
-    /// `self + other`, broadcasting as NumPy does (a bias row over a batch, say).
-    pub fn add(&self, other: &Tensor) -> Result<Tensor> {
-        binary(self, other, BinaryOp::Add, "add")
+    /// `op` of every element with the scalar argument (which ops without one ignore); the method named after
+    /// the op does the same.
+    pub fn unary(&self, op: UnaryOp, scalar: f32) -> Result<Tensor> {
+        unary(self, op, scalar, op.name())
     }
 
-    /// `self - other`, broadcasting.
-    pub fn sub(&self, other: &Tensor) -> Result<Tensor> {
-        binary(self, other, BinaryOp::Sub, "sub")
-    }
-
-    /// `self * other` elementwise, broadcasting.
-    pub fn mul(&self, other: &Tensor) -> Result<Tensor> {
-        binary(self, other, BinaryOp::Mul, "mul")
-    }
-
-    /// `self / other` elementwise, broadcasting.
-    pub fn div(&self, other: &Tensor) -> Result<Tensor> {
-        binary(self, other, BinaryOp::Div, "div")
-    }
-
-    pub fn add_scalar(&self, value: f32) -> Result<Tensor> {
-        unary(self, UnaryOp::AddScalar, value, "add_scalar")
-    }
-
-    pub fn sub_scalar(&self, value: f32) -> Result<Tensor> {
-        unary(self, UnaryOp::SubScalar, value, "sub_scalar")
-    }
-
-    pub fn mul_scalar(&self, value: f32) -> Result<Tensor> {
-        unary(self, UnaryOp::MulScalar, value, "mul_scalar")
-    }
-
-    pub fn div_scalar(&self, value: f32) -> Result<Tensor> {
-        unary(self, UnaryOp::DivScalar, value, "div_scalar")
-    }
-
-    /// `value - self`.
-    pub fn scalar_sub(&self, value: f32) -> Result<Tensor> {
-        unary(self, UnaryOp::ScalarSub, value, "scalar_sub")
-    }
-
-    /// `value / self`.
-    pub fn scalar_div(&self, value: f32) -> Result<Tensor> {
-        unary(self, UnaryOp::ScalarDiv, value, "scalar_div")
-    }
-
-    pub fn relu(&self) -> Result<Tensor> {
-        unary(self, UnaryOp::Relu, 0.0, "relu")
-    }
-
-    pub fn exp(&self) -> Result<Tensor> {
-        unary(self, UnaryOp::Exp, 0.0, "exp")
-    }
-
-    pub fn log(&self) -> Result<Tensor> {
-        unary(self, UnaryOp::Log, 0.0, "log")
-    }
-
-    pub fn sqrt(&self) -> Result<Tensor> {
-        unary(self, UnaryOp::Sqrt, 0.0, "sqrt")
-    }
-
-    pub fn neg(&self) -> Result<Tensor> {
-        unary(self, UnaryOp::Neg, 0.0, "neg")
+    /// `self (op) other`, broadcasting; the method named after the op does the same.
+    pub fn binary(&self, op: BinaryOp, other: &Tensor) -> Result<Tensor> {
+        binary(self, other, op, op.name())
     }
 
     /// The gradient through relu: `gradient` where `self` (relu's input) is positive, else 0.

@@ -5,6 +5,42 @@ use crate::error::{Error, Result};
 use crate::kernels::matmul::{self, Layout};
 use crate::tensor::Tensor;
 
+/// Which operands of a matrix product are read with their last two axes swapped.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Transpose {
+    /// `a · b`.
+    #[default]
+    Neither,
+    /// `aᵀ · b` (a weight's gradient, xᵀ·dY).
+    Left,
+    /// `a · bᵀ`.
+    Right,
+    /// `aᵀ · bᵀ`.
+    Both,
+}
+
+impl Transpose {
+    /// From one flag per operand, as a command line gives them.
+    pub fn from_flags(left: bool, right: bool) -> Self {
+        match (left, right) {
+            (false, false) => Self::Neither,
+            (true, false) => Self::Left,
+            (false, true) => Self::Right,
+            (true, true) => Self::Both,
+        }
+    }
+
+    /// (left transposed, right transposed).
+    pub fn flags(self) -> (bool, bool) {
+        match self {
+            Self::Neither => (false, false),
+            Self::Left => (true, false),
+            Self::Right => (false, true),
+            Self::Both => (true, true),
+        }
+    }
+}
+
 /// An operand as (batch, rows, cols) after its transpose flag, with its stored shape.
 struct Operand {
     batch: Option<usize>,
@@ -45,17 +81,13 @@ fn operand(op: &'static str, name: &str, tensor: &Tensor, transpose: bool) -> Re
 impl Tensor {
     /// `self · other`.
     pub fn matmul(&self, other: &Tensor) -> Result<Tensor> {
-        self.matmul_t(other, false, false)
+        self.matmul_t(other, Transpose::Neither)
     }
 
-    /// `op(self) · op(other)`, where op transposes the last two axes when its flag is set. Either operand may
+    /// `op(self) · op(other)`, where `transpose` says which operands are read with their last two axes swapped. Either operand may
     /// carry a leading batch dimension; a 2-D operand is shared by every batch.
-    pub fn matmul_t(
-        &self,
-        other: &Tensor,
-        transpose_self: bool,
-        transpose_other: bool,
-    ) -> Result<Tensor> {
+    pub fn matmul_t(&self, other: &Tensor, transpose: Transpose) -> Result<Tensor> {
+        let (transpose_self, transpose_other) = transpose.flags();
         const NAME: &str = "matmul";
         self.expect_same_session(NAME, other)?;
         self.expect_dtype(NAME, DType::F32)?;

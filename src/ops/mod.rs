@@ -2,7 +2,7 @@
 //! One module per op family, each an `impl Tensor` block.
 
 mod elementwise;
-mod matmul;
+pub(crate) mod matmul;
 pub(crate) mod optim;
 mod random;
 mod reduce;

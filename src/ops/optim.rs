@@ -3,7 +3,7 @@
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::kernels::optim::{self, AdamStep};
+use crate::kernels::optim::{self, AdamMode, AdamStep};
 use crate::tensor::Tensor;
 
 /// Where Adam adds epsilon.
@@ -138,11 +138,11 @@ impl Tensor {
         let bias2_sqrt = (1.0 - (config.beta2 as f64).powi(t)).sqrt();
         let lr = config.lr as f64;
         let (mode, step_size) = if config.weight_decay != 0.0 {
-            (2, lr / bias1)
+            (AdamMode::AdamW, lr / bias1)
         } else {
             match config.epsilon_placement {
-                EpsilonPlacement::TensorFlow => (0, lr * bias2_sqrt / bias1),
-                EpsilonPlacement::KingmaBa => (1, lr / bias1),
+                EpsilonPlacement::TensorFlow => (AdamMode::TensorFlow, lr * bias2_sqrt / bias1),
+                EpsilonPlacement::KingmaBa => (AdamMode::KingmaBa, lr / bias1),
             }
         };
         let adam_step = AdamStep {

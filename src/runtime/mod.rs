@@ -11,7 +11,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::error::{Error, Result};
 use crate::pool::{Allocation, MemoryStats, Pool, PoolConfig, SlabError, SlabId, SlabStorage};
 
-pub(crate) use pipelines::{Kernel, PipelineCache, Shader, WORKGROUP_SIZE};
+pub(crate) use pipelines::{
+    nothing_generated, wgsl_constants, Kernel, PipelineCache, Shader, WORKGROUP_SIZE,
+};
 
 /// Matmul kernel families. GPUs reward staging tiles in workgroup memory; llvmpipe (a CPU adapter) pays more
 /// for the barriers than the staging saves, and runs register-tiled kernels best.

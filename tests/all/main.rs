@@ -4,6 +4,7 @@
 
 mod common;
 
+mod autograd_ops;
 mod cli;
 mod cli_input;
 mod cli_op;
@@ -18,5 +19,4 @@ mod ops_random;
 mod ops_reduce;
 mod ops_softmax;
 mod pool;
-mod shaders;
 mod training;

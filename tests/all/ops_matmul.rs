@@ -2,7 +2,7 @@
 //! very long K; outputs poisoned so an unwritten element fails.
 
 use crate::common::{self, for_each_backend, on_vulkan, Rng};
-use wgcompute::{Error, Session};
+use wgcompute::{Error, Session, Transpose};
 
 /// Reference product of stored operands with transpose flags and optional batches, in f64.
 #[allow(clippy::too_many_arguments)]
@@ -70,7 +70,7 @@ fn check(
     let a = session.upload(&a_data, a_shape).expect("upload a");
     let b = session.upload(&b_data, b_shape).expect("upload b");
     let c = a
-        .matmul_t(&b, ta, tb)
+        .matmul_t(&b, Transpose::from_flags(ta, tb))
         .unwrap_or_else(|error| panic!("{a_shape:?}ᵀ{ta} · {b_shape:?}ᵀ{tb}: {error}"));
     let (want, shape) = reference(&a_data, a_shape, ta, &b_data, b_shape, tb);
     assert_eq!(c.shape(), &shape[..]);
@@ -217,7 +217,7 @@ fn mismatched_shapes_are_errors_that_name_both() {
         let vector = session.zeros(&[4]).expect("vector");
         assert!(matches!(vector.matmul(&a), Err(Error::Shape { .. })));
         let c = a
-            .matmul_t(&session.full(&[6, 4], 1.0).expect("c"), false, true)
+            .matmul_t(&session.full(&[6, 4], 1.0).expect("c"), Transpose::Right)
             .expect("after errors");
         assert_eq!(c.to_vec().expect("read"), vec![0.0; 18]);
     });

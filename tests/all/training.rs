@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crate::common::{for_each_backend, on_vulkan, relative_error, widen, Rng};
 use wgcompute::{
     Adam, AdamConfig, EpsilonPlacement, Error, Linear, Mlp, Optimizer, Session, Sgd, Tape, Tensor,
+    Transpose,
 };
 
 fn upload(session: &Session, data: &[f32], shape: &[usize]) -> Tensor {
@@ -304,7 +305,9 @@ fn matmul_transposes_gradients_match_finite_differences() {
             let av = tape.param(&a_gpu);
             let bv = tape.param(&b_gpu);
             let yv = tape.input(upload(&session, &labels, &[m, n]));
-            let product = tape.matmul_t(av, bv, transpose_a, transpose_b).unwrap();
+            let product = tape
+                .matmul_t(av, bv, Transpose::from_flags(transpose_a, transpose_b))
+                .unwrap();
             assert_eq!(tape.value(product).unwrap().shape(), &[m, n], "{label}");
             let losses = tape.softmax_cross_entropy(product, yv).unwrap();
             let total = tape.sum(losses, None).unwrap();
@@ -451,7 +454,7 @@ fn parameter_used_twice_accumulates_gradients() {
         let bv = tape.param(&b_gpu);
         let _unused = tape.param(&unused);
         let h = tape.matmul(xv, w1).unwrap();
-        let gram = tape.matmul_t(w2, w1, true, false).unwrap();
+        let gram = tape.matmul_t(w2, w1, Transpose::Left).unwrap();
         let hg = tape.matmul(h, gram).unwrap();
         let logits = tape.add(h, hg).unwrap();
         let logits = tape.add(logits, bv).unwrap();
@@ -654,8 +657,8 @@ impl LinearProblem {
     ) -> f64 {
         let mut tape = Tape::new();
         // The data is uploaded once; the tape takes a copy of each (inputs are owned by the tape).
-        let xv = tape.input(x.reshape(x.shape()).expect("copy x"));
-        let yv = tape.input(y.reshape(y.shape()).expect("copy y"));
+        let xv = tape.input(x.try_clone().expect("copy x"));
+        let yv = tape.input(y.try_clone().expect("copy y"));
         let logits = layer.forward(&mut tape, xv).expect("forward");
         let losses = tape.softmax_cross_entropy(logits, yv).expect("xent");
         let cost = tape.mean(losses).expect("mean");
@@ -670,8 +673,8 @@ impl LinearProblem {
     /// The cost at the layer's current weights, on the GPU.
     fn gpu_cost(&self, layer: &Linear, x: &Arc<Tensor>, y: &Arc<Tensor>) -> f64 {
         let mut tape = Tape::new();
-        let xv = tape.input(x.reshape(x.shape()).expect("copy x"));
-        let yv = tape.input(y.reshape(y.shape()).expect("copy y"));
+        let xv = tape.input(x.try_clone().expect("copy x"));
+        let yv = tape.input(y.try_clone().expect("copy y"));
         let logits = layer.forward(&mut tape, xv).expect("forward");
         let losses = tape.softmax_cross_entropy(logits, yv).expect("xent");
         let cost = tape.mean(losses).expect("mean");

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
-use wgcompute::{AdamConfig, Session, Tensor, MAX_RANK};
+use wgcompute::{AdamConfig, Session, Tensor, Transpose, MAX_RANK};
 
 use crate::npy::Array;
 use crate::outputs::{Contents, Outputs};
@@ -209,7 +209,10 @@ fn matmul(global: &GlobalOptions, args: &MatmulArgs) -> Result<()> {
     compute(global, outputs, |session| {
         let product = a
             .upload(session)?
-            .matmul_t(&b.upload(session)?, args.transpose_a, args.transpose_b)
+            .matmul_t(
+                &b.upload(session)?,
+                Transpose::from_flags(args.transpose_a, args.transpose_b),
+            )
             .with_context(|| format!("matmul of {} and {}", a.name(), b.name()))?;
         Ok(vec![f32_contents(&product)?])
     })

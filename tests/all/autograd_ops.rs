@@ -1,0 +1,188 @@
+//! Every row of the elementwise op tables, forward and backward: the value against an f64 reference of the op,
+//! and the tape's gradient against a central finite difference of that reference. The sweep takes every op
+//! the tables declare, so a new row is tested as soon as it exists (its reference below must be added).
+
+use std::sync::Arc;
+
+use crate::common::{for_each_backend, relative_error, Rng};
+use wgcompute::{BinaryOp, Tape, UnaryOp};
+
+/// The op in f64: what the kernel computes, as the reference for values and finite differences.
+fn unary_reference(op: UnaryOp, x: f64, a: f64) -> f64 {
+    match op {
+        UnaryOp::Relu => x.max(0.0),
+        UnaryOp::Exp => x.exp(),
+        UnaryOp::Log => x.ln(),
+        UnaryOp::Sqrt => x.sqrt(),
+        UnaryOp::Neg => -x,
+        UnaryOp::AddScalar => x + a,
+        UnaryOp::SubScalar => x - a,
+        UnaryOp::MulScalar => x * a,
+        UnaryOp::DivScalar => x / a,
+        UnaryOp::ScalarSub => a - x,
+        UnaryOp::ScalarDiv => a / x,
+        UnaryOp::Copy => x,
+        other => panic!("no reference for {other:?}: add one"),
+    }
+}
+
+fn binary_reference(op: BinaryOp, x: f64, y: f64) -> f64 {
+    match op {
+        BinaryOp::Add => x + y,
+        BinaryOp::Sub => x - y,
+        BinaryOp::Mul => x * y,
+        BinaryOp::Div => x / y,
+        other => panic!("no reference for {other:?}: add one"),
+    }
+}
+
+/// Values in ±[0.5, 2]: away from 0 (where relu bends and division blows up); positive where the op needs it.
+fn inputs(rng: &mut Rng, len: usize, positive: bool) -> Vec<f32> {
+    (0..len)
+        .map(|_| {
+            let magnitude = rng.uniform(0.5, 2.0);
+            if positive || rng.next_u64().is_multiple_of(2) {
+                magnitude
+            } else {
+                -magnitude
+            }
+        })
+        .collect()
+}
+
+/// d/dx of Σ w·f(x) by central differences of the f64 reference.
+fn numeric_gradient(f: impl Fn(f64) -> f64, x: f64, weight: f64) -> f64 {
+    let h = 1e-6 * x.abs().max(1.0);
+    weight * (f(x + h) - f(x - h)) / (2.0 * h)
+}
+
+#[test]
+fn every_unary_op_matches_its_reference_forward_and_backward() {
+    let mut rng = Rng::fresh("unary ops");
+    let shape = [7, 37];
+    let len = 7 * 37;
+    for_each_backend(|backend| {
+        let session = backend.poisoned();
+        for op in UnaryOp::all() {
+            let positive = matches!(op, UnaryOp::Log | UnaryOp::Sqrt);
+            let x = inputs(&mut rng, len, positive);
+            let weights = rng.vec(len, -1.0, 1.0);
+            let scalar = rng.uniform(0.5, 2.0);
+            let x_tensor = Arc::new(session.upload(&x, &shape).expect("x"));
+            let w_tensor = Arc::new(session.upload(&weights, &shape).expect("weights"));
+            let mut tape = Tape::new();
+            let xv = tape.param(&x_tensor);
+            let wv = tape.constant(&w_tensor);
+            let y = tape.unary(op, xv, scalar).expect("forward");
+            let weighted = tape.mul(y, wv).expect("weighting");
+            let cost = tape.sum(weighted, None).expect("sum");
+            let value = tape.value(y).expect("y").to_vec().expect("read y");
+            let gradients = tape.backward(cost).expect("backward");
+            let gradient = gradients
+                .of(&x_tensor)
+                .expect("x took part")
+                .to_vec()
+                .expect("read the gradient");
+
+            let reference = |x: f64| unary_reference(op, x, scalar as f64);
+            let want_value: Vec<f64> = x.iter().map(|&x| reference(x as f64)).collect();
+            let want_gradient: Vec<f64> = x
+                .iter()
+                .zip(&weights)
+                .map(|(&x, &w)| numeric_gradient(reference, x as f64, w as f64))
+                .collect();
+            let value_error = relative_error(&value, &want_value);
+            let gradient_error = relative_error(&gradient, &want_gradient);
+            assert!(
+                value_error < 1e-5,
+                "{op:?} forward: relative error {value_error:e}"
+            );
+            assert!(
+                gradient_error < 1e-4,
+                "{op:?} gradient: relative error {gradient_error:e}\n got {:?}\nwant {:?}",
+                &gradient[..6],
+                &want_gradient[..6]
+            );
+        }
+        session.close();
+    });
+}
+
+#[test]
+fn every_binary_op_matches_its_reference_forward_and_backward_with_broadcasting() {
+    let mut rng = Rng::fresh("binary ops");
+    let out_shape = [5, 33];
+    let len = 5 * 33;
+    for_each_backend(|backend| {
+        let session = backend.poisoned();
+        // Same shapes, a broadcast row on the right, a broadcast column on the left.
+        for (lhs_shape, rhs_shape) in [
+            (&[5usize, 33][..], &[5usize, 33][..]),
+            (&[5, 33], &[33]),
+            (&[5, 1], &[5, 33]),
+        ] {
+            for op in BinaryOp::all() {
+                let lhs_len: usize = lhs_shape.iter().product();
+                let rhs_len: usize = rhs_shape.iter().product();
+                let lhs = inputs(&mut rng, lhs_len, false);
+                let rhs = inputs(&mut rng, rhs_len, false);
+                let weights = rng.vec(len, -1.0, 1.0);
+                let a = Arc::new(session.upload(&lhs, lhs_shape).expect("lhs"));
+                let b = Arc::new(session.upload(&rhs, rhs_shape).expect("rhs"));
+                let w = Arc::new(session.upload(&weights, &out_shape).expect("weights"));
+                let mut tape = Tape::new();
+                let (av, bv, wv) = (tape.param(&a), tape.param(&b), tape.constant(&w));
+                let y = tape.binary(op, av, bv).expect("forward");
+                let weighted = tape.mul(y, wv).expect("weighting");
+                let cost = tape.sum(weighted, None).expect("sum");
+                let value = tape.value(y).expect("y").to_vec().expect("read y");
+                let gradients = tape.backward(cost).expect("backward");
+                let read = |t: &Arc<wgcompute::Tensor>| {
+                    gradients.of(t).expect("took part").to_vec().expect("read")
+                };
+                let (da, db) = (read(&a), read(&b));
+
+                // Output element (i, j) reads lhs and rhs at their broadcast coordinates.
+                let at = |shape: &[usize], i: usize, j: usize| -> usize {
+                    match shape {
+                        [rows, cols] => {
+                            (if *rows == 1 { 0 } else { i }) * cols + if *cols == 1 { 0 } else { j }
+                        }
+                        [cols] => {
+                            if *cols == 1 {
+                                0
+                            } else {
+                                j
+                            }
+                        }
+                        _ => unreachable!(),
+                    }
+                };
+                let mut want_value = vec![0.0; len];
+                let mut want_da = vec![0.0; lhs_len];
+                let mut want_db = vec![0.0; rhs_len];
+                for i in 0..5 {
+                    for j in 0..33 {
+                        let (l, r) = (at(lhs_shape, i, j), at(rhs_shape, i, j));
+                        let (x, y, weight) =
+                            (lhs[l] as f64, rhs[r] as f64, weights[i * 33 + j] as f64);
+                        want_value[i * 33 + j] = binary_reference(op, x, y);
+                        want_da[l] += numeric_gradient(|x| binary_reference(op, x, y), x, weight);
+                        want_db[r] += numeric_gradient(|y| binary_reference(op, x, y), y, weight);
+                    }
+                }
+                let context = format!("{op:?} {lhs_shape:?} {rhs_shape:?}");
+                let value_error = relative_error(&value, &want_value);
+                assert!(value_error < 1e-5, "{context} forward: {value_error:e}");
+                for (name, got, want) in [("lhs", &da, &want_da), ("rhs", &db, &want_db)] {
+                    let error = relative_error(got, want);
+                    assert!(
+                        error < 1e-4,
+                        "{context} gradient of {name}: relative error {error:e}"
+                    );
+                }
+            }
+        }
+        session.close();
+    });
+}
