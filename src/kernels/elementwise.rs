@@ -4,6 +4,8 @@
 
 use bytemuck::{Pod, Zeroable};
 
+use super::dispatch_windows;
+use super::plan::Limits;
 use crate::error::Result;
 use crate::runtime::{BufferRange, Kernel, Runtime, Shader};
 use crate::shape::{broadcast_strides, dims4};
@@ -56,7 +58,7 @@ struct Params {
 }
 
 fn groups(runtime: &Runtime, count: u64) -> [u32; 3] {
-    runtime.per_element(count, 1)
+    Limits::of(runtime.limits()).per_element(count, 1)
 }
 
 /// Runs a kernel whose bindings are all windows over the same elements.
@@ -67,10 +69,12 @@ fn over_windows(
     elements: u64,
     params: Params,
 ) -> Result<()> {
-    runtime.dispatch_windows(kernel, ranges, elements, 1, |first, count| Params {
-        count: count as u32,
-        base: first as u32,
-        ..params
+    dispatch_windows(runtime, kernel, ranges, elements, 1, |first, count| {
+        Params {
+            count: count as u32,
+            base: first as u32,
+            ..params
+        }
     })
 }
 
@@ -264,10 +268,10 @@ pub(crate) fn binary(
     };
     for (range, windowed) in [(lhs.range, left_windowed), (rhs.range, right_windowed)] {
         if !windowed {
-            runtime.expect_bindable(name, range)?;
+            Limits::of(runtime.limits()).expect_bindable(name, range)?;
         }
     }
-    for (first, count) in runtime.windows(elements) {
+    for (first, count) in Limits::of(runtime.limits()).windows(elements) {
         let pick = |range: BufferRange, windowed: bool| {
             if windowed {
                 range.elements(first, count)

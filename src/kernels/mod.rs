@@ -4,9 +4,40 @@
 pub(crate) mod elementwise;
 pub(crate) mod matmul;
 pub(crate) mod optim;
+pub(crate) mod plan;
 pub(crate) mod random;
 pub(crate) mod reduce;
 pub(crate) mod softmax;
+
+use crate::error::Result;
+use crate::runtime::{BufferRange, Kernel, Runtime};
+
+/// Runs `kernel` over `elements` elements of same-sized operands, one dispatch per window and one invocation
+/// per `per_invocation` elements; `params` gives each window's uniform block from (first element, count).
+pub(crate) fn dispatch_windows<P: bytemuck::Pod>(
+    runtime: &mut Runtime,
+    kernel: &'static Kernel,
+    ranges: &[BufferRange],
+    elements: u64,
+    per_invocation: u64,
+    params: impl Fn(u64, u64) -> P,
+) -> Result<()> {
+    let limits = plan::Limits::of(runtime.limits());
+    for (first, count) in limits.windows(elements) {
+        let windows: Vec<BufferRange> = ranges
+            .iter()
+            .map(|range| range.elements(first, count))
+            .collect();
+        let workgroups = limits.per_element(count, per_invocation);
+        runtime.dispatch(
+            kernel,
+            bytemuck::bytes_of(&params(first, count)),
+            &windows,
+            workgroups,
+        )?;
+    }
+    Ok(())
+}
 
 #[cfg(test)]
 mod reflection {

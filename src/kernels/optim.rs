@@ -4,6 +4,7 @@
 
 use bytemuck::{Pod, Zeroable};
 
+use super::dispatch_windows;
 use crate::error::Result;
 use crate::runtime::{wgsl_constants, BufferRange, Kernel, Runtime, Shader};
 
@@ -94,12 +95,17 @@ fn run(
     } else {
         (scalar, 1)
     };
-    runtime.dispatch_windows(kernel, ranges, elements, per_invocation, |_, count| {
-        Params {
+    dispatch_windows(
+        runtime,
+        kernel,
+        ranges,
+        elements,
+        per_invocation,
+        |_, count| Params {
             count: count as u32,
             ..base
-        }
-    })
+        },
+    )
 }
 
 /// Adam over `elements` elements of param, grad, m and v, in place.

@@ -3,6 +3,7 @@
 
 use bytemuck::{Pod, Zeroable};
 
+use super::plan::Limits;
 use crate::error::Result;
 use crate::runtime::{wgsl_constants, BufferRange, Kernel, Runtime, Shader};
 
@@ -73,7 +74,7 @@ pub(crate) fn fill(
         Distribution::Normal { mean, std } => (NORMAL, mean, std, f32::MAX),
     };
     // Windows start at aligned offsets, which are multiples of 4 elements, as the counter needs.
-    for (first, count) in runtime.windows(elements) {
+    for (first, count) in Limits::of(runtime.limits()).windows(elements) {
         let params = Params {
             count: count as u32,
             base: first as u32,
@@ -84,7 +85,7 @@ pub(crate) fn fill(
             high,
             below_high,
         };
-        let workgroups = runtime.per_element(count, 4);
+        let workgroups = Limits::of(runtime.limits()).per_element(count, 4);
         runtime.dispatch(
             &FILL_RANDOM,
             bytemuck::bytes_of(&params),

@@ -13,6 +13,7 @@
 
 use bytemuck::{Pod, Zeroable};
 
+use super::plan::Limits;
 use crate::error::Result;
 use crate::pool::Allocation;
 use crate::runtime::{wgsl_constants, BufferRange, Kernel, Runtime, Shader, WORKGROUP_SIZE};
@@ -141,7 +142,7 @@ struct Stage {
 }
 
 fn groups(runtime: &Runtime, invocations: u64) -> [u32; 3] {
-    runtime.grid((invocations as u32).div_ceil(WORKGROUP_SIZE))
+    Limits::of(runtime.limits()).grid((invocations as u32).div_ceil(WORKGROUP_SIZE))
 }
 
 /// Long contiguous rows: one partial per run of `CHUNK` neighbouring elements.
@@ -154,14 +155,15 @@ fn chunk_stage(
 ) -> Result<Stage> {
     let Lanes { outer, len, .. } = stage.view;
     // A window holds whole 64-run blocks of 64 runs, so every window's partials start 256 bytes apart.
-    let max_window = (runtime.max_binding_elements() / (CHUNK * 64)).max(1) * CHUNK * 64;
+    let max_window =
+        (Limits::of(runtime.limits()).max_binding_elements / (CHUNK * 64)).max(1) * CHUNK * 64;
     let row_windows: Vec<(u64, u64)> = if outer == 1 && len > max_window {
         (0..len)
             .step_by(max_window as usize)
             .map(|first| (first, max_window.min(len - first)))
             .collect()
     } else {
-        runtime.expect_bindable(name, stage.values)?;
+        Limits::of(runtime.limits()).expect_bindable(name, stage.values)?;
         vec![(0, len)]
     };
     let blocks = len.div_ceil(CHUNK);
@@ -237,7 +239,7 @@ fn axis_stage(
     name: &'static str,
 ) -> Result<Stage> {
     let Lanes { outer, len, inner } = stage.view;
-    runtime.expect_bindable(name, stage.values)?;
+    Limits::of(runtime.limits()).expect_bindable(name, stage.values)?;
     let chunks = len.div_ceil(chunk);
     let params = Params {
         outer: outer as u32,
@@ -280,6 +282,31 @@ fn axis_stage(
     })
 }
 
+/// One stage of a reduction, as planned from the lanes alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StagePlan {
+    /// Long contiguous rows: each invocation reduces a run of `CHUNK` neighbours.
+    Chunk,
+    /// Each invocation reduces `chunk` elements along the axis (the last stage: the whole remaining axis).
+    Axis { chunk: u64 },
+}
+
+/// The stages that reduce `lanes` to one value per lane, each with the lanes it reads. Argmax's and argmin's
+/// chunk kernel reads plain values, not (value, index) partials, so it runs once at most.
+fn plan_stages(mut lanes: Lanes, op: Op) -> Vec<(StagePlan, Lanes)> {
+    let mut stages = Vec::new();
+    while lanes.inner == 1 && lanes.len > CHUNK_FROM && (stages.is_empty() || !op.is_arg()) {
+        stages.push((StagePlan::Chunk, lanes));
+        lanes.len = lanes.len.div_ceil(CHUNK);
+    }
+    while lanes.len > AXIS_CHUNK {
+        stages.push((StagePlan::Axis { chunk: AXIS_CHUNK }, lanes));
+        lanes.len = lanes.len.div_ceil(AXIS_CHUNK);
+    }
+    stages.push((StagePlan::Axis { chunk: lanes.len }, lanes));
+    stages
+}
+
 fn run_stages(
     runtime: &mut Runtime,
     scratch: &mut Scratch,
@@ -289,38 +316,94 @@ fn run_stages(
     out: BufferRange,
     name: &'static str,
 ) -> Result<()> {
-    // Argmax's chunk kernel reads plain values, not (value, index) partials, so it runs once at most.
-    while stage.view.inner == 1 && stage.view.len > CHUNK_FROM && stage.indices.is_none() {
-        stage = chunk_stage(runtime, scratch, op, stage, name)?;
-    }
-    while stage.view.len > AXIS_CHUNK {
-        let Lanes { outer, len, inner } = stage.view;
-        let partial_elements = outer * len.div_ceil(AXIS_CHUNK) * inner;
-        let values = scratch.take(runtime, partial_elements)?;
-        let indices = if op.is_arg() {
-            Some(scratch.take(runtime, partial_elements)?)
-        } else {
-            None
+    let plan = plan_stages(stage.view, op);
+    let last = plan.len() - 1;
+    for (index, (step, lanes)) in plan.into_iter().enumerate() {
+        debug_assert_eq!(lanes.len, stage.view.len);
+        stage = match step {
+            StagePlan::Chunk => chunk_stage(runtime, scratch, op, stage, name)?,
+            StagePlan::Axis { chunk } if index < last => {
+                let Lanes { outer, len, inner } = stage.view;
+                let partial_elements = outer * len.div_ceil(chunk) * inner;
+                let values = scratch.take(runtime, partial_elements)?;
+                let indices = if op.is_arg() {
+                    Some(scratch.take(runtime, partial_elements)?)
+                } else {
+                    None
+                };
+                axis_stage(runtime, op, stage, chunk, 1.0, values, indices, name)?
+            }
+            StagePlan::Axis { chunk } => {
+                let outputs = stage.view.outer * stage.view.inner;
+                let (values, indices) = if op.is_arg() {
+                    (scratch.take(runtime, outputs)?, Some(out))
+                } else {
+                    (out, None)
+                };
+                axis_stage(runtime, op, stage, chunk, scale, values, indices, name)?
+            }
         };
-        stage = axis_stage(runtime, op, stage, AXIS_CHUNK, 1.0, values, indices, name)?;
     }
-    let outputs = stage.view.outer * stage.view.inner;
-    let (values, indices) = if op.is_arg() {
-        (scratch.take(runtime, outputs)?, Some(out))
-    } else {
-        (out, None)
-    };
-    axis_stage(
-        runtime,
-        op,
-        stage,
-        stage.view.len,
-        scale,
-        values,
-        indices,
-        name,
-    )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stages_shrink_every_lane_to_one_value_in_short_runs() {
+        let shapes = [
+            (1, 1, 1),
+            (1, 7, 1),
+            (3, 256, 5),
+            (3, 257, 5),
+            (1, 4096, 1),
+            (1, 4097, 1),
+            (4096, 16, 1),
+            (16, 1 << 20, 1),
+            (1, 3 << 26, 1),
+            (2, 100_000, 3),
+        ];
+        for (outer, len, inner) in shapes {
+            for op in [Op::Sum, Op::Max, Op::Argmax, Op::Argmin] {
+                let lanes = Lanes { outer, len, inner };
+                let stages = plan_stages(lanes, op);
+                let context = format!("{lanes:?} {}", op as u32);
+                let mut expected = lanes;
+                for (index, &(step, read)) in stages.iter().enumerate() {
+                    assert_eq!(
+                        read, expected,
+                        "{context}: stage {index} reads what the last one wrote"
+                    );
+                    assert_eq!(
+                        (read.outer, read.inner),
+                        (outer, inner),
+                        "{context}: lanes keep their number"
+                    );
+                    expected.len = match step {
+                        StagePlan::Chunk => {
+                            assert!(
+                                inner == 1 && read.len > CHUNK_FROM,
+                                "{context}: chunks on long rows only"
+                            );
+                            assert!(
+                                !op.is_arg() || index == 0,
+                                "{context}: one arg chunk stage at most"
+                            );
+                            read.len.div_ceil(CHUNK)
+                        }
+                        StagePlan::Axis { chunk } => {
+                            assert!(chunk <= AXIS_CHUNK, "{context}: a run of {chunk}");
+                            read.len.div_ceil(chunk)
+                        }
+                    };
+                }
+                assert_eq!(expected.len, 1, "{context}: one value per lane at the end");
+                assert!(stages.len() <= 6, "{context}: {} stages", stages.len());
+            }
+        }
+    }
 }
 
 /// Reduces `input`, seen as `lanes`, along the lanes' middle axis into `out` (one value, or one u32 index for

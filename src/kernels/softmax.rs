@@ -3,6 +3,7 @@
 
 use bytemuck::{Pod, Zeroable};
 
+use super::plan::Limits;
 use crate::error::Result;
 use crate::runtime::{wgsl_constants, BufferRange, Kernel, Runtime, Shader};
 
@@ -55,8 +56,8 @@ pub(crate) fn softmax_rows(
         op: if log { LOG_SOFTMAX_OP } else { SOFTMAX_OP },
         _pad: 0,
     };
-    runtime.expect_bindable(name, input)?;
-    let workgroups = runtime.grid(rows as u32);
+    Limits::of(runtime.limits()).expect_bindable(name, input)?;
+    let workgroups = Limits::of(runtime.limits()).grid(rows as u32);
     runtime.dispatch(
         &SOFTMAX_ROWS,
         bytemuck::bytes_of(&params),
@@ -79,8 +80,8 @@ pub(crate) fn softmax_xent(
         op: 0,
         _pad: 0,
     };
-    runtime.expect_bindable(name, logits)?;
-    let workgroups = runtime.grid(rows as u32);
+    Limits::of(runtime.limits()).expect_bindable(name, logits)?;
+    let workgroups = Limits::of(runtime.limits()).grid(rows as u32);
     runtime.dispatch(
         &SOFTMAX_XENT,
         bytemuck::bytes_of(&params),

@@ -251,24 +251,6 @@ fn bind_group(
 }
 
 impl Runtime {
-    /// Spreads `groups` workgroups over x and y, since one dimension stops at 65,535. Kernels rebuild the linear
-    /// index from `num_workgroups`, and must bounds-check it: x·y can exceed `groups`.
-    pub fn grid(&self, groups: u32) -> [u32; 3] {
-        let max = self.limits().max_compute_workgroups_per_dimension.max(1);
-        if groups <= max {
-            [groups.max(1), 1, 1]
-        } else {
-            [max, groups.div_ceil(max), 1]
-        }
-    }
-
-    /// Workgroups for a kernel with one invocation per `per_invocation` elements. Each invocation handles its own
-    /// elements and nothing more: on llvmpipe a loop striding over the grid ran three times slower than this.
-    pub fn per_element(&self, elements: u64, per_invocation: u64) -> [u32; 3] {
-        let invocations = elements.div_ceil(per_invocation.max(1));
-        self.grid(invocations.div_ceil(u64::from(WORKGROUP_SIZE)) as u32)
-    }
-
     /// Records one dispatch of `kernel` over `ranges` with `params` as its uniform block.
     pub fn dispatch(
         &mut self,
@@ -293,69 +275,5 @@ impl Runtime {
         pass.set_bind_group(0, &group, &[params_offset]);
         pass.dispatch_workgroups(workgroups[0], workgroups[1], workgroups[2]);
         Ok(())
-    }
-
-    /// Splits `elements` 4-byte values into windows that each bind within the adapter's largest storage binding,
-    /// every window starting at an aligned offset (given an aligned start). Yields (first element, element count).
-    pub fn windows(&self, elements: u64) -> Vec<(u64, u64)> {
-        let window_elements = self.max_binding_elements();
-        let mut out = Vec::new();
-        let mut first = 0;
-        while first < elements {
-            let count = window_elements.min(elements - first);
-            out.push((first, count));
-            first += count;
-        }
-        out
-    }
-
-    /// Runs `kernel` over `elements` elements of same-sized operands, one dispatch per window and one invocation
-    /// per `per_invocation` elements; `params` gives each window's uniform block from (first element, count).
-    pub fn dispatch_windows<P: bytemuck::Pod>(
-        &mut self,
-        kernel: &'static Kernel,
-        ranges: &[BufferRange],
-        elements: u64,
-        per_invocation: u64,
-        params: impl Fn(u64, u64) -> P,
-    ) -> Result<()> {
-        for (first, count) in self.windows(elements) {
-            let windows: Vec<BufferRange> = ranges
-                .iter()
-                .map(|range| range.elements(first, count))
-                .collect();
-            let workgroups = self.per_element(count, per_invocation);
-            self.dispatch(
-                kernel,
-                bytemuck::bytes_of(&params(first, count)),
-                &windows,
-                workgroups,
-            )?;
-        }
-        Ok(())
-    }
-
-    /// The most 4-byte values one storage binding may hold on this adapter, rounded down to the offset alignment.
-    pub fn max_binding_elements(&self) -> u64 {
-        let alignment = u64::from(self.limits().min_storage_buffer_offset_alignment).max(4);
-        let max_bytes = self.limits().max_storage_buffer_binding_size;
-        (max_bytes - max_bytes % alignment).max(alignment) / 4
-    }
-
-    /// Errors unless a range bound whole fits one storage binding.
-    pub fn expect_bindable(&self, op: &'static str, range: BufferRange) -> Result<()> {
-        if range.bytes / 4 <= self.max_binding_elements() {
-            Ok(())
-        } else {
-            Err(Error::Shape {
-                op,
-                message: format!(
-                    "an operand of {} bytes is larger than one storage binding ({} bytes) on this adapter, and this \
-                     operand cannot be split into windows; split the data",
-                    range.bytes,
-                    self.limits().max_storage_buffer_binding_size
-                ),
-            })
-        }
     }
 }
