@@ -2,15 +2,24 @@
 
 use std::time::Duration;
 
-use wgcompute::bench::{self, BenchReport};
 use wgcompute::{Session, SessionOptions};
+
+// The command's bench rows (and the seed workload they use), so both report the same rows the same way.
+#[allow(dead_code)]
+#[path = "../src/bin/wgcompute/rows.rs"]
+mod rows;
+#[allow(dead_code)]
+#[path = "../src/bin/wgcompute/workload.rs"]
+mod workload;
+
+use rows::BenchReport;
 
 fn main() -> anyhow::Result<()> {
     let session = Session::open(SessionOptions::default())?;
-    let results = bench::pool_alloc_free(&session, &bench::POOL_SIZES, Duration::from_millis(600))?;
+    let results = rows::pool_alloc_free(&session, &rows::POOL_SIZES, Duration::from_millis(600))?;
     print!(
         "{}",
-        bench::format_table(&BenchReport::new(&session, results))
+        rows::format_table(&BenchReport::new(&session, results))
     );
     Ok(())
 }

@@ -3,17 +3,26 @@
 
 use std::path::Path;
 
-use wgcompute::bench::{self, BenchReport};
 use wgcompute::{Session, SessionOptions};
+
+// The command's bench rows (and the seed workload they use), so both report the same rows the same way.
+#[allow(dead_code)]
+#[path = "../src/bin/wgcompute/rows.rs"]
+mod rows;
+#[allow(dead_code)]
+#[path = "../src/bin/wgcompute/workload.rs"]
+mod workload;
+
+use rows::BenchReport;
 
 fn main() -> anyhow::Result<()> {
     let options = SessionOptions::default();
     let exe = Path::new(env!("CARGO_BIN_EXE_wgcompute"));
-    let row = bench::session_open_close(&options, 15, || bench::child_job(exe, None))?;
+    let row = rows::session_open_close(&options, 15, || rows::child_job(exe, None))?;
     let session = Session::open(options)?;
     print!(
         "{}",
-        bench::format_table(&BenchReport::new(&session, vec![row]))
+        rows::format_table(&BenchReport::new(&session, vec![row]))
     );
     Ok(())
 }

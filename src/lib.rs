@@ -18,7 +18,6 @@
 //! ```
 
 pub mod autograd;
-pub mod bench;
 pub mod device;
 mod dtype;
 mod error;
@@ -31,7 +30,6 @@ mod runtime;
 mod session;
 mod shape;
 mod tensor;
-pub mod workload;
 
 pub use autograd::{Gradients, Tape, Var};
 pub use device::{list_adapters, AdapterDescription, AdapterSelector, DeviceMemory, MemorySource};

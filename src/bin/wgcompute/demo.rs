@@ -6,9 +6,9 @@ use anyhow::{bail, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
-use wgcompute::workload::{run_seed, SeedConfig};
 use wgcompute::{ByteSize, DeviceMemory, MemoryLimit, MemoryStats, Session};
 
+use crate::workload::{run_seed, SeedConfig};
 use crate::GlobalOptions;
 
 #[derive(Args)]

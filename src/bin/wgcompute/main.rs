@@ -1,4 +1,6 @@
-//! The `wgcompute` command: one file per subcommand; this one parses the command line and dispatches.
+//! The `wgcompute` command: one file per subcommand; this one parses the command line and dispatches. Shared by
+//! several: npy.rs (.npy in and out), outputs.rs (outputs written all or none), rows.rs (the bench rows, also used by
+//! benches/) and workload.rs (the seed workload of `demo` and the `seed_step` row).
 
 mod bench;
 mod demo;
@@ -7,7 +9,9 @@ mod memcheck;
 mod npy;
 mod op;
 mod outputs;
+mod rows;
 mod train;
+mod workload;
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
@@ -90,7 +94,7 @@ fn main() {
         Command::Job => cli
             .global
             .session_options()
-            .and_then(|options| Ok(wgcompute::bench::small_job(&options)?)),
+            .and_then(|options| rows::small_job(&options)),
     };
     if let Err(error) = outcome {
         eprintln!("wgcompute: {error:#}");

@@ -1,18 +1,13 @@
 //! The seed workload that motivates the project, as one function: a linear layer x[10,10000]·W[10000,1000],
-//! softmax cross-entropy, TensorFlow's Adam, 100 steps, with x and y drawn on the device every step. The demo,
-//! the `seed_step` benchmark and the tests all run it from here.
+//! softmax cross-entropy, TensorFlow's Adam, 100 steps, with x and y drawn on the device every step. `demo` and
+//! the `seed_step` bench row run it from here, through the library's public API only.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::autograd::Tape;
-use crate::error::Result;
-use crate::nn::Linear;
-use crate::ops::optim::AdamConfig;
-use crate::optim::{Adam, Optimizer};
-use crate::session::Session;
+use wgcompute::{Adam, AdamConfig, Linear, Optimizer, Result, Session, Tape, Tensor};
 
 /// The workload's shape and settings.
 #[derive(Clone, Copy, Debug, Serialize)]
@@ -52,8 +47,8 @@ pub struct SeedRun {
 pub struct SeedJob {
     config: SeedConfig,
     layer: Linear,
-    x: Arc<crate::Tensor>,
-    y: Arc<crate::Tensor>,
+    x: Arc<Tensor>,
+    y: Arc<Tensor>,
     optimizer: Adam,
     step: usize,
 }
@@ -94,10 +89,6 @@ impl SeedJob {
         self.optimizer.step(&self.layer.parameters(), &gradients)?;
         self.step += 1;
         Ok(cost_value)
-    }
-
-    pub fn weight(&self) -> &crate::Tensor {
-        &self.layer.weight
     }
 }
 

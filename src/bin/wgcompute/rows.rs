@@ -1,12 +1,15 @@
-//! Benchmarks shared by `wgcompute bench` and benches/: every row is measured beside a baseline in the same run,
-//! since the machines these run on are shared and noisy, and reports both figures and their ratio.
+//! Bench rows shared by `wgcompute bench` and benches/ (which include this file, and workload.rs, by path): every
+//! row is measured beside a baseline in the same run, since the machines these run on are shared and noisy, and
+//! reports both figures and their ratio. Only the library's public API, plus its `#[doc(hidden)]`
+//! `Session::with_raw_device` for the raw-wgpu baselines.
 
 use std::time::{Duration, Instant};
 
+use anyhow::{bail, ensure, Context, Result};
 use serde::Serialize;
+use wgcompute::{AdamConfig, Session, SessionOptions};
 
-use crate::error::Result;
-use crate::session::{Session, SessionOptions};
+use crate::workload::{time_steps, SeedConfig};
 
 /// One measured figure beside its same-run baseline.
 #[derive(Clone, Debug, Serialize)]
@@ -111,13 +114,9 @@ pub fn child_job(exe: &std::path::Path, adapter: Option<&str>) -> Result<()> {
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .status();
-    match status {
-        Ok(status) if status.success() => Ok(()),
-        other => Err(crate::Error::Driver {
-            op: "bench child process",
-            message: format!("{} job: {other:?}", exe.display()),
-        }),
-    }
+    let status = status.with_context(|| format!("running {} job", exe.display()))?;
+    ensure!(status.success(), "{} job: {status}", exe.display());
+    Ok(())
 }
 
 /// The median of `runs` timings of `work`, after one untimed warm-up.
@@ -140,10 +139,7 @@ pub fn small_job(options: &SessionOptions) -> Result<()> {
     values.scale_add_(2.0, 1.0)?;
     let first = values.read_range(0..1)?;
     if first != [3.0] {
-        return Err(crate::Error::Driver {
-            op: "bench",
-            message: format!("small job computed {first:?} instead of [3.0]"),
-        });
+        bail!("small job computed {first:?} instead of [3.0]");
     }
     drop(values);
     session.close();
@@ -213,11 +209,8 @@ pub fn pool_alloc_free(
                 // wgpu reclaims a destroyed buffer's memory only when the device is polled.
                 device
                     .poll(wgpu::PollType::Poll)
-                    .map(|_| ())
-                    .map_err(|error| crate::Error::Driver {
-                        op: "bench",
-                        message: error.to_string(),
-                    })
+                    .map(drop)
+                    .context("polling the device")
             })
         })??;
         rows.push(BenchRow::timed(
@@ -250,11 +243,11 @@ fn time_per_call(budget: Duration, mut call: impl FnMut() -> Result<()>) -> Resu
 fn device_time(
     session: &Session,
     runs: usize,
-    mut work: impl FnMut() -> Result<()>,
+    mut work: impl FnMut() -> wgcompute::Result<()>,
 ) -> Result<Duration> {
     median_time(runs, || {
         work()?;
-        session.sync()
+        Ok(session.sync()?)
     })
 }
 
@@ -278,9 +271,7 @@ fn buffer_copy_time(session: &Session, bytes: u64, runs: usize) -> Result<Durati
             device
                 .poll(wgpu::PollType::wait_indefinitely())
                 .map(drop)
-                .map_err(|error| crate::Error::DeviceLost {
-                    reason: error.to_string(),
-                })
+                .context("waiting for the device")
         });
         source.destroy();
         target.destroy();
@@ -404,7 +395,7 @@ pub fn adam(session: &Session, len: usize, runs: usize) -> Result<BenchRow> {
     let param = session.upload(&host_data(len, 4), &[len])?;
     let grad = session.upload(&host_data(len, 5), &[len])?;
     let (m, v) = (session.zeros(&[len])?, session.zeros(&[len])?);
-    let config = crate::AdamConfig::default();
+    let config = AdamConfig::default();
     let mut step = 0;
     let updated = device_time(session, runs, || {
         step += 1;
@@ -425,11 +416,11 @@ pub fn adam(session: &Session, len: usize, runs: usize) -> Result<BenchRow> {
     ))
 }
 
-/// Milliseconds per step of the seed workload (see [`crate::workload`]) beside the same step on the CPU:
-/// matrixmultiply for the two products, plain loops for softmax cross-entropy and Adam.
+/// Milliseconds per step of the seed workload (see workload.rs) beside the same step on the CPU: matrixmultiply
+/// for the two products, plain loops for softmax cross-entropy and Adam.
 pub fn seed_step(session: &Session, runs: usize) -> Result<BenchRow> {
-    let config = crate::workload::SeedConfig::default();
-    let gpu = crate::workload::time_steps(session, config, 2, runs)?;
+    let config = SeedConfig::default();
+    let gpu = time_steps(session, config, 2, runs)?;
     let mut cpu_step = CpuSeedStep::new(config.batch, config.inputs, config.outputs);
     let cpu = median_time(runs, || {
         cpu_step.step();
