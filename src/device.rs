@@ -2,8 +2,6 @@
 
 use std::str::FromStr;
 
-use serde::Serialize;
-
 use crate::error::{Error, Result};
 
 /// The environment variable that picks an adapter when the code does not (like `CUDA_VISIBLE_DEVICES`).
@@ -115,8 +113,12 @@ pub(crate) fn device_type_name(kind: wgpu::DeviceType) -> &'static str {
 }
 
 /// Where a memory figure comes from, so a reader knows how far to trust it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize),
+    serde(rename_all = "snake_case")
+)]
 pub enum MemorySource {
     /// The adapter renders on the CPU, so its memory is this process's resident memory (VmRSS),
     /// and its capacity is the host's RAM.
@@ -128,7 +130,8 @@ pub enum MemorySource {
 }
 
 /// Memory as the driver or the operating system reports it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct DeviceMemory {
     pub source: MemorySource,
     /// Bytes in use, where known.
@@ -312,7 +315,8 @@ fn host_total_bytes() -> Option<u64> {
 }
 
 /// One adapter as `wgcompute devices` shows it.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct AdapterDescription {
     pub index: usize,
     pub name: String,

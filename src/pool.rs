@@ -8,8 +8,6 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
-
 use crate::error::{Error, Result};
 
 /// Why storage could not create a slab.
@@ -34,7 +32,8 @@ pub(crate) trait SlabStorage {
 pub(crate) type SlabId = u64;
 
 /// How a pool is shaped, from the adapter's limits and the session's options.
-#[derive(Clone, Copy, Debug, Serialize)]
+#[derive(Clone, Copy, Debug)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct PoolConfig {
     /// Size of a shared slab. No larger than the adapter's max storage binding, so that any range carved
     /// from it binds in one window.
@@ -99,7 +98,8 @@ struct Slab<B> {
 }
 
 /// The pool's figures, as `Session::memory_stats` reports them.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct MemoryStats {
     /// Bytes held by live tensors (each rounded up to the alignment).
     pub in_use: u64,

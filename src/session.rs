@@ -10,8 +10,6 @@ use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use serde::Serialize;
-
 use crate::device::{self, AdapterSelector, DeviceMemory};
 use crate::error::{Error, Result};
 use crate::pool::{MemoryStats, PoolConfig};
@@ -161,7 +159,8 @@ impl SessionOptions {
 }
 
 /// What closing a session did, with the memory figures that show it.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct CloseReport {
     pub memory_before_open: DeviceMemory,
     /// Taken at close, just before anything is released.
@@ -174,7 +173,8 @@ pub struct CloseReport {
 }
 
 /// The adapter a session runs on.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct AdapterSummary {
     pub name: String,
     pub backend: &'static str,

@@ -1,13 +1,18 @@
 //! Every integration test, in one binary: it links once rather than once per file, and the files are its
 //! modules. `common` holds what they share: the backends to run on, seeded random data, f64 comparisons, the
-//! memory lock, and running the `wgcompute` binary.
+//! memory lock, and running the `wgcompute` binary. The tests of the binary need its `cli` feature (on by
+//! default); without it, `cargo test --no-default-features` runs the library's tests alone.
 
 mod common;
 
 mod autograd_ops;
+#[cfg(feature = "cli")]
 mod cli;
+#[cfg(feature = "cli")]
 mod cli_input;
+#[cfg(feature = "cli")]
 mod cli_op;
+#[cfg(feature = "cli")]
 mod cli_train;
 mod example_seed;
 mod lifecycle;

@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests: the backends to run a test on, seeded random data, comparisons with
 //! f64 references, and the lock that keeps other tests' buffers out of a memory measurement.
 
+#[cfg(feature = "cli")]
 pub mod cli;
 
 use std::any::Any;
@@ -213,6 +214,8 @@ pub fn sample_indices(rng: &mut Rng, len: usize, random: usize) -> Vec<usize> {
 pub struct Rng(u64);
 
 impl Rng {
+    /// A fixed seed. Only the binary's tests use one, so without the `cli` feature nothing does.
+    #[cfg_attr(not(feature = "cli"), allow(dead_code))]
     pub fn new(seed: u64) -> Self {
         Self(seed)
     }
