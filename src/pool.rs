@@ -2,9 +2,10 @@
 //! statistics, and gives empty slabs back on `trim`.
 //!
 //! Policy (which range, which slab, whether the cap allows it) lives here; storage (creating and destroying the
-//! buffers themselves) sits behind [`SlabStorage`], so the whole policy is tested on a CPU stand-in without a GPU.
-//! Ranges within a slab come from `offset-allocator`, a TLSF-style allocator with O(1) allocate and free that
-//! coalesces neighbours, counted in units of the adapter's storage offset alignment so every range is aligned.
+//! buffers themselves) sits behind the crate-private `SlabStorage` trait, so the whole policy is tested on a CPU
+//! stand-in without a GPU. Ranges within a slab come from `offset-allocator`, a TLSF-style allocator with O(1)
+//! allocate and free that coalesces neighbours, counted in units of the adapter's storage offset alignment so
+//! every range is aligned.
 
 use std::collections::BTreeMap;
 
