@@ -195,7 +195,6 @@ pub fn pool_alloc_free(
             Ok(())
         })?;
         let buffer_ns = session.with_raw_device(|device, _queue| {
-            let device = device.clone();
             time_per_call(budget, || {
                 let buffer = device.create_buffer(&wgpu::BufferDescriptor {
                     label: Some("bench"),
