@@ -329,29 +329,11 @@ pub(crate) fn relu_backward(
     )
 }
 
-#[cfg(test)]
-pub(crate) mod layout {
-    use super::*;
-
-    /// Every kernel of this family, and its `Params` as (size, [(field, offset)]), for the reflection test.
-    pub(crate) fn kernels() -> Vec<&'static Kernel> {
-        vec![&BINARY, &UNARY, &RELU_BACKWARD, &FILL, &SCALE_ADD]
+reflected_layout!(
+    kernels: [
+        BINARY, UNARY, RELU_BACKWARD, FILL, SCALE_ADD
+    ],
+    params: {
+        count, base, op, windowed, a, b, dims, lhs_strides, rhs_strides
     }
-
-    pub(crate) fn params() -> (usize, Vec<(&'static str, usize)>) {
-        (
-            std::mem::size_of::<Params>(),
-            vec![
-                ("count", std::mem::offset_of!(Params, count)),
-                ("base", std::mem::offset_of!(Params, base)),
-                ("op", std::mem::offset_of!(Params, op)),
-                ("windowed", std::mem::offset_of!(Params, windowed)),
-                ("a", std::mem::offset_of!(Params, a)),
-                ("b", std::mem::offset_of!(Params, b)),
-                ("dims", std::mem::offset_of!(Params, dims)),
-                ("lhs_strides", std::mem::offset_of!(Params, lhs_strides)),
-                ("rhs_strides", std::mem::offset_of!(Params, rhs_strides)),
-            ],
-        )
-    }
-}
+);

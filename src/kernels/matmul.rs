@@ -102,7 +102,6 @@ impl Layout {
 }
 
 /// C[batch, m, n] = A[batch, m, k] · B[batch, k, n], for k ≥ 1 and a non-empty C; C is row-major.
-#[allow(clippy::too_many_arguments)] // a product is fully described by these; a struct would only rename them
 pub(crate) fn matmul(
     runtime: &mut Runtime,
     (a, a_layout): (BufferRange, Layout),
@@ -319,39 +318,12 @@ mod tests {
     }
 }
 
-#[cfg(test)]
-pub(crate) mod layout {
-    use super::*;
-
-    /// Every kernel of this family, and its `Params` as (size, [(field, offset)]), for the reflection test.
-    pub(crate) fn kernels() -> Vec<&'static Kernel> {
-        vec![
-            &MATMUL_VEC4,
-            &MATMUL_VEC4_AT,
-            &MATMUL_TILED,
-            &MATMUL_STRIDED,
-        ]
+reflected_layout!(
+    kernels: [
+        MATMUL_VEC4, MATMUL_VEC4_AT, MATMUL_TILED, MATMUL_STRIDED
+    ],
+    params: {
+        m, n, k, wg_rows, a_batch, a_row, a_col, b_batch, b_row, b_col, c_batch, k_begin, k_end,
+        accumulate
     }
-
-    pub(crate) fn params() -> (usize, Vec<(&'static str, usize)>) {
-        (
-            std::mem::size_of::<Params>(),
-            vec![
-                ("m", std::mem::offset_of!(Params, m)),
-                ("n", std::mem::offset_of!(Params, n)),
-                ("k", std::mem::offset_of!(Params, k)),
-                ("wg_rows", std::mem::offset_of!(Params, wg_rows)),
-                ("a_batch", std::mem::offset_of!(Params, a_batch)),
-                ("a_row", std::mem::offset_of!(Params, a_row)),
-                ("a_col", std::mem::offset_of!(Params, a_col)),
-                ("b_batch", std::mem::offset_of!(Params, b_batch)),
-                ("b_row", std::mem::offset_of!(Params, b_row)),
-                ("b_col", std::mem::offset_of!(Params, b_col)),
-                ("c_batch", std::mem::offset_of!(Params, c_batch)),
-                ("k_begin", std::mem::offset_of!(Params, k_begin)),
-                ("k_end", std::mem::offset_of!(Params, k_end)),
-                ("accumulate", std::mem::offset_of!(Params, accumulate)),
-            ],
-        )
-    }
-}
+);

@@ -1,6 +1,28 @@
 //! Kernels: one module per op family, each owning its shaders/*.wgsl. A kernel takes the runtime, buffer
 //! ranges and shapes, never a `Tensor` or a `Session`; validation and output allocation are the ops layer's.
 
+/// For the reflection test below: a family's kernels, and its `Params` as (size, [(field, offset)]) for the
+/// fields the WGSL struct must hold at the same offsets.
+macro_rules! reflected_layout {
+    (kernels: [$($kernel:ident),*], params: { $($field:ident),* }) => {
+        #[cfg(test)]
+        pub(crate) mod layout {
+            use super::*;
+
+            pub(crate) fn kernels() -> Vec<&'static Kernel> {
+                vec![$(&$kernel),*]
+            }
+
+            pub(crate) fn params() -> (usize, Vec<(&'static str, usize)>) {
+                (
+                    std::mem::size_of::<Params>(),
+                    vec![$((stringify!($field), std::mem::offset_of!(Params, $field))),*],
+                )
+            }
+        }
+    };
+}
+
 pub(crate) mod elementwise;
 pub(crate) mod matmul;
 pub(crate) mod optim;

@@ -157,30 +157,11 @@ pub(crate) fn sgd(
     )
 }
 
-#[cfg(test)]
-pub(crate) mod layout {
-    use super::*;
-
-    /// Every kernel of this family, and its `Params` as (size, [(field, offset)]), for the reflection test.
-    pub(crate) fn kernels() -> Vec<&'static Kernel> {
-        vec![&ADAM, &ADAM_VEC4, &SGD_VEC4, &SGD]
+reflected_layout!(
+    kernels: [
+        ADAM, ADAM_VEC4, SGD_VEC4, SGD
+    ],
+    params: {
+        count, mode, lr, beta1, beta2, epsilon, step_size, bias2_sqrt, decay, momentum
     }
-
-    pub(crate) fn params() -> (usize, Vec<(&'static str, usize)>) {
-        (
-            std::mem::size_of::<Params>(),
-            vec![
-                ("count", std::mem::offset_of!(Params, count)),
-                ("mode", std::mem::offset_of!(Params, mode)),
-                ("lr", std::mem::offset_of!(Params, lr)),
-                ("beta1", std::mem::offset_of!(Params, beta1)),
-                ("beta2", std::mem::offset_of!(Params, beta2)),
-                ("epsilon", std::mem::offset_of!(Params, epsilon)),
-                ("step_size", std::mem::offset_of!(Params, step_size)),
-                ("bias2_sqrt", std::mem::offset_of!(Params, bias2_sqrt)),
-                ("decay", std::mem::offset_of!(Params, decay)),
-                ("momentum", std::mem::offset_of!(Params, momentum)),
-            ],
-        )
-    }
-}
+);

@@ -96,28 +96,11 @@ pub(crate) fn fill(
     Ok(())
 }
 
-#[cfg(test)]
-pub(crate) mod layout {
-    use super::*;
-
-    /// Every kernel of this family, and its `Params` as (size, [(field, offset)]), for the reflection test.
-    pub(crate) fn kernels() -> Vec<&'static Kernel> {
-        vec![&FILL_RANDOM]
+reflected_layout!(
+    kernels: [
+        FILL_RANDOM
+    ],
+    params: {
+        count, base, seed_lo, seed_hi, op, low, high, below_high
     }
-
-    pub(crate) fn params() -> (usize, Vec<(&'static str, usize)>) {
-        (
-            std::mem::size_of::<Params>(),
-            vec![
-                ("count", std::mem::offset_of!(Params, count)),
-                ("base", std::mem::offset_of!(Params, base)),
-                ("seed_lo", std::mem::offset_of!(Params, seed_lo)),
-                ("seed_hi", std::mem::offset_of!(Params, seed_hi)),
-                ("op", std::mem::offset_of!(Params, op)),
-                ("low", std::mem::offset_of!(Params, low)),
-                ("high", std::mem::offset_of!(Params, high)),
-                ("below_high", std::mem::offset_of!(Params, below_high)),
-            ],
-        )
-    }
-}
+);

@@ -430,37 +430,11 @@ pub(crate) fn reduce(
     outcome
 }
 
-#[cfg(test)]
-pub(crate) mod layout {
-    use super::*;
-
-    /// Every kernel of this family, and its `Params` as (size, [(field, offset)]), for the reflection test.
-    pub(crate) fn kernels() -> Vec<&'static Kernel> {
-        vec![
-            &CHUNK_REDUCE,
-            &CHUNK_REDUCE_VEC4,
-            &CHUNK_ARGMAX,
-            &AXIS_REDUCE,
-            &AXIS_ARGMAX,
-        ]
+reflected_layout!(
+    kernels: [
+        CHUNK_REDUCE, CHUNK_REDUCE_VEC4, CHUNK_ARGMAX, AXIS_REDUCE, AXIS_ARGMAX
+    ],
+    params: {
+        outer, len, inner, op, chunk, chunks, scale, indexed, index_base, blocks, infinity
     }
-
-    pub(crate) fn params() -> (usize, Vec<(&'static str, usize)>) {
-        (
-            std::mem::size_of::<Params>(),
-            vec![
-                ("outer", std::mem::offset_of!(Params, outer)),
-                ("len", std::mem::offset_of!(Params, len)),
-                ("inner", std::mem::offset_of!(Params, inner)),
-                ("op", std::mem::offset_of!(Params, op)),
-                ("chunk", std::mem::offset_of!(Params, chunk)),
-                ("chunks", std::mem::offset_of!(Params, chunks)),
-                ("scale", std::mem::offset_of!(Params, scale)),
-                ("indexed", std::mem::offset_of!(Params, indexed)),
-                ("index_base", std::mem::offset_of!(Params, index_base)),
-                ("blocks", std::mem::offset_of!(Params, blocks)),
-                ("infinity", std::mem::offset_of!(Params, infinity)),
-            ],
-        )
-    }
-}
+);

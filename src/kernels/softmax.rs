@@ -90,23 +90,11 @@ pub(crate) fn softmax_xent(
     )
 }
 
-#[cfg(test)]
-pub(crate) mod layout {
-    use super::*;
-
-    /// Every kernel of this family, and its `Params` as (size, [(field, offset)]), for the reflection test.
-    pub(crate) fn kernels() -> Vec<&'static Kernel> {
-        vec![&SOFTMAX_ROWS, &SOFTMAX_XENT]
+reflected_layout!(
+    kernels: [
+        SOFTMAX_ROWS, SOFTMAX_XENT
+    ],
+    params: {
+        rows, cols, op
     }
-
-    pub(crate) fn params() -> (usize, Vec<(&'static str, usize)>) {
-        (
-            std::mem::size_of::<Params>(),
-            vec![
-                ("rows", std::mem::offset_of!(Params, rows)),
-                ("cols", std::mem::offset_of!(Params, cols)),
-                ("op", std::mem::offset_of!(Params, op)),
-            ],
-        )
-    }
-}
+);
