@@ -40,6 +40,12 @@ pub enum Error {
     /// The session this object belongs to was closed or dropped; its memory has been released.
     #[error("the session was closed; its GPU memory has been released. Open a new session and upload the data again")]
     SessionClosed,
+    /// The session is suspended: its tensors are kept in host memory and it holds no device. Resume it first.
+    #[error("the session is suspended: its tensors are kept in host memory and it holds no GPU memory. Call Session::resume() (or resume_on) before using them")]
+    Suspended,
+    /// `resume` was called on a session that is not suspended.
+    #[error("the session is not suspended, so there is nothing to resume; call Session::suspend() first")]
+    NotSuspended,
     /// The GPU device was lost (driver reset, device removed, or destroyed). Close the session; its memory is still released.
     #[error("the GPU device was lost ({reason}); close this session and open a new one")]
     DeviceLost { reason: String },

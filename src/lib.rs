@@ -41,7 +41,9 @@ pub use ops::optim::{AdamConfig, EpsilonPlacement};
 pub use optim::{Adam, Optimizer, Sgd};
 pub use pool::MemoryStats;
 pub use runtime::MatmulKernel;
-pub use session::{AdapterSummary, CloseReport, MemoryLimit, Session, SessionOptions};
+pub use session::{
+    AdapterSummary, CloseReport, MemoryLimit, ResumeReport, Session, SessionOptions, SuspendReport,
+};
 pub use tensor::{DType, Tensor, MAX_RANK};
 /// The wgpu this crate is built on, for naming backends and device types.
 pub use wgpu;

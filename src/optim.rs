@@ -65,6 +65,12 @@ impl Adam {
     pub fn steps(&self) -> u64 {
         self.step
     }
+
+    /// The first and second moments, one pair per parameter in the order the steps saw them (empty before the
+    /// first step).
+    pub fn moments(&self) -> &[(Tensor, Tensor)] {
+        &self.moments
+    }
 }
 
 impl Optimizer for Adam {

@@ -50,7 +50,8 @@ pub struct PoolConfig {
 impl PoolConfig {
     /// The shape a session's pool takes on an adapter with these limits, before any cap.
     pub fn for_limits(limits: &wgpu::Limits) -> Self {
-        let alignment = u64::from(limits.min_storage_buffer_offset_alignment).max(4);
+        let alignment =
+            u64::from(limits.min_storage_buffer_offset_alignment).max(PORTABLE_ALIGNMENT);
         let slab_bytes = limits
             .max_storage_buffer_binding_size
             .min(limits.max_buffer_size)
@@ -63,6 +64,11 @@ impl PoolConfig {
         }
     }
 }
+
+/// Ranges start at multiples of at least this: the coarsest offset alignment WebGPU lets an adapter demand, so
+/// that a suspended session's layout is valid on whichever adapter it resumes on. It costs a small tensor at
+/// most 252 bytes more than the adapter's own alignment would.
+const PORTABLE_ALIGNMENT: u64 = 256;
 
 /// Shared slabs are as large as one storage binding allows (so that any range in them binds whole), but no
 /// larger than this, so that a session grows in steps a small job does not notice.
@@ -95,7 +101,49 @@ struct Slab<B> {
     /// A slab made for one request larger than a shared slab; destroyed as soon as that request is freed.
     dedicated: bool,
     ranges: offset_allocator::Allocator,
-    live: u32,
+    /// Offset → bytes of every live range, so that a suspend can copy exactly what tensors hold.
+    live: BTreeMap<u64, u64>,
+}
+
+impl<B> Slab<B> {
+    fn with_buffer<C>(self, buffer: C) -> Slab<C> {
+        Slab {
+            buffer,
+            bytes: self.bytes,
+            dedicated: self.dedicated,
+            ranges: self.ranges,
+            live: self.live,
+        }
+    }
+
+    /// The buffer, and the slab's layout without it.
+    fn split(self) -> (B, Slab<()>) {
+        let Slab {
+            buffer,
+            bytes,
+            dedicated,
+            ranges,
+            live,
+        } = self;
+        let layout = Slab {
+            buffer: (),
+            bytes,
+            dedicated,
+            ranges,
+            live,
+        };
+        (buffer, layout)
+    }
+}
+
+/// The host-side figures of a pool, kept across a suspend.
+#[derive(Clone, Copy, Default)]
+struct Counters {
+    in_use: u64,
+    reserved: u64,
+    peak_in_use: u64,
+    peak_reserved: u64,
+    total_allocations: u64,
 }
 
 /// The pool's figures, as `Session::memory_stats` reports them.
@@ -125,11 +173,7 @@ pub(crate) struct Pool<S: SlabStorage> {
     config: PoolConfig,
     slabs: BTreeMap<SlabId, Slab<S::Buffer>>,
     next_slab: SlabId,
-    in_use: u64,
-    reserved: u64,
-    peak_in_use: u64,
-    peak_reserved: u64,
-    total_allocations: u64,
+    counters: Counters,
 }
 
 /// offset-allocator counts in u32 units; this many allocation units fit one allocator.
@@ -142,11 +186,7 @@ impl<S: SlabStorage> Pool<S> {
             config,
             slabs: BTreeMap::new(),
             next_slab: 0,
-            in_use: 0,
-            reserved: 0,
-            peak_in_use: 0,
-            peak_reserved: 0,
-            total_allocations: 0,
+            counters: Counters::default(),
         }
     }
 
@@ -166,8 +206,8 @@ impl<S: SlabStorage> Pool<S> {
     fn refusal(&self, requested: u64, by_driver: bool) -> Error {
         Error::OutOfMemory {
             requested,
-            in_use: self.in_use,
-            reserved: self.reserved,
+            in_use: self.counters.in_use,
+            reserved: self.counters.reserved,
             limit: self.config.limit,
             by_driver,
         }
@@ -182,8 +222,8 @@ impl<S: SlabStorage> Pool<S> {
                 expected: "a memory limit, since the pool reserves exactly the limit".to_string(),
             });
         };
-        while self.reserved + self.config.alignment <= limit {
-            let bytes = self.config.slab_bytes.min(limit - self.reserved);
+        while self.counters.reserved + self.config.alignment <= limit {
+            let bytes = self.config.slab_bytes.min(limit - self.counters.reserved);
             let bytes = bytes - bytes % self.config.alignment;
             self.add_slab(bytes, false, bytes)?;
         }
@@ -217,11 +257,11 @@ impl<S: SlabStorage> Pool<S> {
                 bytes,
                 dedicated,
                 ranges: offset_allocator::Allocator::new(units),
-                live: 0,
+                live: BTreeMap::new(),
             },
         );
-        self.reserved += bytes;
-        self.peak_reserved = self.peak_reserved.max(self.reserved);
+        self.counters.reserved += bytes;
+        self.counters.peak_reserved = self.counters.peak_reserved.max(self.counters.reserved);
         Ok(id)
     }
 
@@ -236,7 +276,8 @@ impl<S: SlabStorage> Pool<S> {
         let alignment = self.config.alignment;
         let slab = self.slabs.get_mut(&id)?;
         let handle = slab.ranges.allocate(units as u32)?;
-        slab.live += 1;
+        slab.live
+            .insert(u64::from(handle.offset) * alignment, units * alignment);
         Some(self.account(id, handle, alignment, units))
     }
 
@@ -248,9 +289,9 @@ impl<S: SlabStorage> Pool<S> {
         units: u64,
     ) -> Allocation {
         let bytes = units * alignment;
-        self.in_use += bytes;
-        self.peak_in_use = self.peak_in_use.max(self.in_use);
-        self.total_allocations += 1;
+        self.counters.in_use += bytes;
+        self.counters.peak_in_use = self.counters.peak_in_use.max(self.counters.in_use);
+        self.counters.total_allocations += 1;
         Allocation {
             slab,
             offset: u64::from(handle.offset) * alignment,
@@ -262,7 +303,29 @@ impl<S: SlabStorage> Pool<S> {
     fn fits_under_limit(&self, bytes: u64) -> bool {
         self.config
             .limit
-            .is_none_or(|limit| self.reserved + bytes <= limit)
+            .is_none_or(|limit| self.counters.reserved + bytes <= limit)
+    }
+
+    /// Changes the cap. Empty slabs are given back if that makes room; if the slabs still reserved exceed the
+    /// new cap, it is refused and the old one stays. Returns the ids of slabs given back.
+    pub fn set_limit(&mut self, limit: Option<u64>) -> Result<Vec<SlabId>> {
+        let mut gone = Vec::new();
+        if let Some(limit) = limit {
+            if self.counters.reserved > limit {
+                gone = self.release_empty_slabs();
+            }
+            if self.counters.reserved > limit {
+                return Err(Error::OutOfMemory {
+                    requested: self.counters.reserved,
+                    in_use: self.counters.in_use,
+                    reserved: self.counters.reserved,
+                    limit: Some(limit),
+                    by_driver: false,
+                });
+            }
+        }
+        self.config.limit = limit;
+        Ok(gone)
     }
 
     /// Hands out an aligned range of at least `bytes`.
@@ -276,7 +339,7 @@ impl<S: SlabStorage> Pool<S> {
             });
         }
         if let Some(limit) = self.config.limit {
-            if self.in_use + aligned > limit {
+            if self.counters.in_use + aligned > limit {
                 return Err(self.out_of_memory(bytes));
             }
         }
@@ -286,7 +349,8 @@ impl<S: SlabStorage> Pool<S> {
         let alignment = self.config.alignment;
         for (&id, slab) in self.slabs.iter_mut().filter(|(_, slab)| !slab.dedicated) {
             if let Some(handle) = slab.ranges.allocate(units as u32) {
-                slab.live += 1;
+                slab.live
+                    .insert(u64::from(handle.offset) * alignment, units * alignment);
                 return Ok(self.account(id, handle, alignment, units));
             }
         }
@@ -295,7 +359,7 @@ impl<S: SlabStorage> Pool<S> {
         if let Some(limit) = self.config.limit {
             if !self.fits_under_limit(slab_bytes) {
                 self.release_empty_slabs();
-                let room = limit.saturating_sub(self.reserved);
+                let room = limit.saturating_sub(self.counters.reserved);
                 slab_bytes = (room - room % self.config.alignment).min(slab_bytes);
                 if slab_bytes < aligned {
                     return Err(self.out_of_memory(bytes));
@@ -328,20 +392,17 @@ impl<S: SlabStorage> Pool<S> {
     /// Returns a range. A dedicated slab goes back to the driver with it; its id is returned so that caches
     /// over it can forget it.
     pub fn free(&mut self, allocation: Allocation) -> Option<SlabId> {
-        let slab = self.slabs.get_mut(&allocation.slab)?;
-        slab.ranges.free(allocation.handle);
-        slab.live -= 1;
-        self.in_use -= allocation.bytes;
-        if slab.dedicated && slab.live == 0 {
-            self.remove_slab(allocation.slab);
-            return Some(allocation.slab);
+        let slab = allocation.slab;
+        if free_range(&mut self.slabs, &mut self.counters, allocation)? {
+            self.remove_slab(slab);
+            return Some(slab);
         }
         None
     }
 
     fn remove_slab(&mut self, id: SlabId) {
         if let Some(slab) = self.slabs.remove(&id) {
-            self.reserved -= slab.bytes;
+            self.counters.reserved -= slab.bytes;
             self.storage.destroy(slab.buffer);
         }
     }
@@ -350,13 +411,23 @@ impl<S: SlabStorage> Pool<S> {
         let empty: Vec<SlabId> = self
             .slabs
             .iter()
-            .filter(|(_, slab)| slab.live == 0)
+            .filter(|(_, slab)| slab.live.is_empty())
             .map(|(id, _)| *id)
             .collect();
         for id in &empty {
             self.remove_slab(*id);
         }
         empty
+    }
+
+    /// The live ranges of each slab, in slab and offset order: (slab, offset, bytes).
+    pub fn live_ranges(&self) -> impl Iterator<Item = (SlabId, u64, u64)> + '_ {
+        live_ranges(&self.slabs)
+    }
+
+    /// The size of a slab's buffer, if the slab exists.
+    pub fn slab_bytes(&self, slab: SlabId) -> Option<u64> {
+        self.slabs.get(&slab).map(|slab| slab.bytes)
     }
 
     /// Destroys every empty slab and returns the ids that are gone.
@@ -370,12 +441,12 @@ impl<S: SlabStorage> Pool<S> {
         for id in ids {
             self.remove_slab(id);
         }
-        self.in_use = 0;
+        self.counters.in_use = 0;
     }
 
     pub fn reset_peak(&mut self) {
-        self.peak_in_use = self.in_use;
-        self.peak_reserved = self.reserved;
+        self.counters.peak_in_use = self.counters.in_use;
+        self.counters.peak_reserved = self.counters.reserved;
     }
 
     pub fn stats(&self) -> MemoryStats {
@@ -388,16 +459,221 @@ impl<S: SlabStorage> Pool<S> {
             .max()
             .unwrap_or(0);
         MemoryStats {
-            in_use: self.in_use,
-            reserved: self.reserved,
-            peak_in_use: self.peak_in_use,
-            peak_reserved: self.peak_reserved,
-            allocations: self.slabs.values().map(|slab| u64::from(slab.live)).sum(),
-            total_allocations: self.total_allocations,
+            in_use: self.counters.in_use,
+            reserved: self.counters.reserved,
+            peak_in_use: self.counters.peak_in_use,
+            peak_reserved: self.counters.peak_reserved,
+            allocations: self.slabs.values().map(|slab| slab.live.len() as u64).sum(),
+            total_allocations: self.counters.total_allocations,
             slabs: self.slabs.len() as u64,
             largest_free_range,
             limit: self.config.limit,
         }
+    }
+}
+
+fn live_ranges<B>(
+    slabs: &BTreeMap<SlabId, Slab<B>>,
+) -> impl Iterator<Item = (SlabId, u64, u64)> + '_ {
+    slabs.iter().flat_map(|(&id, slab)| {
+        slab.live
+            .iter()
+            .map(move |(&offset, &bytes)| (id, offset, bytes))
+    })
+}
+
+/// Where a slab's last live range ends.
+fn high_water<B>(slab: &Slab<B>) -> u64 {
+    slab.live
+        .last_key_value()
+        .map_or(0, |(offset, bytes)| offset + bytes)
+}
+
+/// Returns a range to its slab's allocator and the counters. `Some(true)` when the slab is now unneeded: a
+/// dedicated slab is made for one range only.
+fn free_range<B>(
+    slabs: &mut BTreeMap<SlabId, Slab<B>>,
+    counters: &mut Counters,
+    allocation: Allocation,
+) -> Option<bool> {
+    let slab = slabs.get_mut(&allocation.slab)?;
+    slab.ranges.free(allocation.handle);
+    slab.live.remove(&allocation.offset);
+    counters.in_use -= allocation.bytes;
+    Some(slab.dedicated && slab.live.is_empty())
+}
+
+/// A pool whose storage is gone: every slab's size and allocator, kept on the host while a session is
+/// suspended. Restored onto new storage, its slabs get the same ids, sizes and ranges, so every `Allocation`
+/// (and so every tensor handle) is valid again without being told.
+pub(crate) struct PoolLayout {
+    config: PoolConfig,
+    slabs: BTreeMap<SlabId, Slab<()>>,
+    next_slab: SlabId,
+    counters: Counters,
+}
+
+impl PoolLayout {
+    pub fn allocations(&self) -> u64 {
+        self.slabs.values().map(|slab| slab.live.len() as u64).sum()
+    }
+
+    /// Returns a range freed while suspended; a slab left empty will not be recreated.
+    pub fn free(&mut self, allocation: Allocation) {
+        let id = allocation.slab;
+        if free_range(&mut self.slabs, &mut self.counters, allocation).is_none() {
+            return;
+        }
+        let Some(slab) = self.slabs.get_mut(&id) else {
+            return;
+        };
+        if slab.live.is_empty() {
+            self.counters.reserved -= slab.bytes;
+            self.slabs.remove(&id);
+        } else if slab.dedicated {
+            // A cut slab ends with its last live range, wherever that now is.
+            let end = high_water(slab);
+            self.counters.reserved -= slab.bytes - end;
+            slab.bytes = end;
+        }
+    }
+}
+
+impl<S: SlabStorage> Pool<S> {
+    /// Gives every slab back to storage, keeping the layout of their ranges on the host. Empty slabs are
+    /// dropped from the layout, since nothing needs them back, and each slab is cut to end with its last live
+    /// range, so that a restore reserves only what tensors hold. A slab so cut serves no new ranges (as a
+    /// dedicated one) and goes back to storage once its last range is freed.
+    pub fn detach(&mut self) -> PoolLayout {
+        self.release_empty_slabs();
+        let mut slabs = BTreeMap::new();
+        for (id, slab) in std::mem::take(&mut self.slabs) {
+            let (buffer, mut layout) = slab.split();
+            self.storage.destroy(buffer);
+            let end = high_water(&layout);
+            if end < layout.bytes {
+                self.counters.reserved -= layout.bytes - end;
+                layout.bytes = end;
+                layout.dedicated = true;
+            }
+            slabs.insert(id, layout);
+        }
+        let layout = PoolLayout {
+            config: self.config,
+            slabs,
+            next_slab: self.next_slab,
+            counters: self.counters,
+        };
+        self.counters.in_use = 0;
+        self.counters.reserved = 0;
+        layout
+    }
+
+    /// A pool on `storage` with `layout`'s slabs recreated, under the limits of `fresh` (the new adapter's
+    /// config and cap). On failure nothing is kept on the storage and the layout comes back unchanged.
+    #[allow(clippy::result_large_err)] // once per resume; the layout must come back whole on failure
+    pub fn restore(
+        mut storage: S,
+        layout: PoolLayout,
+        fresh: PoolConfig,
+    ) -> std::result::Result<Self, (Error, PoolLayout)> {
+        let alignment = layout.config.alignment;
+        if !alignment.is_multiple_of(fresh.alignment) {
+            let error = Error::InvalidArgument {
+                what: "adapter to resume on",
+                given: format!(
+                    "one that aligns storage ranges to {} bytes",
+                    fresh.alignment
+                ),
+                expected: format!(
+                    "an adapter whose alignment divides {alignment} bytes, the session's layout"
+                ),
+            };
+            return Err((error, layout));
+        }
+        if let Some(largest) = layout.slabs.values().map(|slab| slab.bytes).max() {
+            if largest > fresh.max_buffer_bytes {
+                let error = Error::BufferTooBig {
+                    requested: largest,
+                    max: fresh.max_buffer_bytes,
+                };
+                return Err((error, layout));
+            }
+        }
+        if fresh
+            .limit
+            .is_some_and(|limit| layout.counters.reserved > limit)
+        {
+            let error = Error::OutOfMemory {
+                requested: layout.counters.reserved,
+                in_use: 0,
+                reserved: 0,
+                limit: fresh.limit,
+                by_driver: false,
+            };
+            return Err((error, layout));
+        }
+        let PoolLayout {
+            config: saved_config,
+            slabs: saved,
+            next_slab,
+            counters,
+        } = layout;
+        let mut slabs = BTreeMap::new();
+        let mut failure = None;
+        let mut pending = saved.into_iter();
+        for (id, slab) in pending.by_ref() {
+            match storage.create(slab.bytes) {
+                Ok(buffer) => {
+                    slabs.insert(id, slab.with_buffer(buffer));
+                }
+                Err(error) => {
+                    failure = Some((id, slab, error));
+                    break;
+                }
+            }
+        }
+        let config = PoolConfig {
+            slab_bytes: fresh.slab_bytes - fresh.slab_bytes % alignment,
+            alignment,
+            ..fresh
+        };
+        let Some((failed_id, failed_slab, error)) = failure else {
+            return Ok(Pool {
+                storage,
+                config,
+                slabs,
+                next_slab,
+                counters,
+            });
+        };
+        let error = match error {
+            SlabError::OutOfMemory => Error::OutOfMemory {
+                requested: counters.reserved,
+                in_use: 0,
+                reserved: 0,
+                limit: fresh.limit,
+                by_driver: true,
+            },
+            SlabError::Other(error) => error,
+        };
+        let mut kept = BTreeMap::new();
+        for (id, slab) in slabs {
+            let (buffer, layout) = slab.split();
+            storage.destroy(buffer);
+            kept.insert(id, layout);
+        }
+        kept.insert(failed_id, failed_slab);
+        kept.extend(pending);
+        Err((
+            error,
+            PoolLayout {
+                config: saved_config,
+                slabs: kept,
+                next_slab,
+                counters,
+            },
+        ))
     }
 }
 
@@ -572,6 +848,170 @@ pub(crate) mod tests {
             pool.allocate(2 << 30),
             Err(Error::BufferTooBig { .. })
         ));
+    }
+
+    #[test]
+    fn a_detached_pool_restores_with_the_same_ranges_and_figures() {
+        let mut pool = Pool::new(HostStorage::default(), config(None));
+        let kept: Vec<Allocation> = [10, 300, 3 << 20, 4096]
+            .iter()
+            .map(|&bytes| pool.allocate(bytes).unwrap())
+            .collect();
+        let dropped = pool.allocate(256).unwrap();
+        pool.free(dropped);
+        let before = pool.stats();
+        let ranges: Vec<_> = pool.live_ranges().collect();
+
+        let layout = pool.detach();
+        assert_eq!(
+            pool.storage.live_buffers, 0,
+            "detach gives every buffer back"
+        );
+        assert_eq!(pool.storage.live_bytes, 0);
+        assert_eq!(layout.allocations(), kept.len() as u64);
+
+        let mut restored = match Pool::restore(HostStorage::default(), layout, config(None)) {
+            Ok(pool) => pool,
+            Err((error, _)) => panic!("restore failed: {error}"),
+        };
+        assert_eq!(restored.live_ranges().collect::<Vec<_>>(), ranges);
+        let after = restored.stats();
+        assert_eq!(
+            (after.in_use, after.allocations, after.slabs),
+            (before.in_use, before.allocations, before.slabs)
+        );
+        assert_eq!(
+            after.reserved,
+            before.reserved - (1 << 20) + (256 + 512 + 4096),
+            "the shared slab is cut to end with its last live range"
+        );
+        assert_eq!(restored.storage.live_bytes, after.reserved);
+        for allocation in &kept {
+            assert!(restored.buffer(allocation.slab).is_some());
+        }
+        // New ranges do not land on restored ones, and the restored ones free as before.
+        let fresh = restored.allocate(300).unwrap();
+        assert!(kept.iter().all(|old| old.slab != fresh.slab
+            || old.offset + old.bytes <= fresh.offset
+            || fresh.offset + fresh.bytes <= old.offset));
+        restored.free(fresh);
+        for allocation in kept {
+            restored.free(allocation);
+        }
+        assert_eq!(restored.stats().in_use, 0);
+        assert_eq!(
+            restored.stats().slabs,
+            1,
+            "the dedicated slab left with its range"
+        );
+    }
+
+    #[test]
+    fn ranges_freed_while_detached_are_not_restored_and_empty_slabs_not_recreated() {
+        let mut pool = Pool::new(HostStorage::default(), config(None));
+        let small = pool.allocate(300).unwrap();
+        let big = pool.allocate(3 << 20).unwrap();
+        let last = pool.allocate(300).unwrap();
+        let mut layout = pool.detach();
+        assert_eq!(layout.counters.reserved, (3 << 20) + 1024);
+        layout.free(last);
+        assert_eq!(
+            layout.counters.reserved,
+            (3 << 20) + 512,
+            "a cut slab is cut again to its new last range"
+        );
+        layout.free(big);
+        layout.free(small);
+        assert_eq!(layout.allocations(), 0);
+        assert_eq!(layout.counters.reserved, 0);
+        let restored = match Pool::restore(HostStorage::default(), layout, config(None)) {
+            Ok(pool) => pool,
+            Err((error, _)) => panic!("restore failed: {error}"),
+        };
+        assert_eq!(restored.stats().reserved, 0);
+        assert_eq!(restored.storage.live_buffers, 0);
+    }
+
+    #[test]
+    fn a_restore_that_does_not_fit_gives_the_layout_back_and_keeps_nothing() {
+        let mut pool = Pool::new(HostStorage::default(), config(None));
+        let kept = [pool.allocate(300).unwrap(), pool.allocate(3 << 20).unwrap()];
+        let layout = pool.detach();
+        // The dedicated slab, and the shared one cut to its one range.
+        let reserved = (3 << 20) + 512;
+
+        let layout = match Pool::restore(HostStorage::default(), layout, config(Some(reserved - 1)))
+        {
+            Err((
+                Error::OutOfMemory {
+                    requested,
+                    limit,
+                    by_driver: false,
+                    ..
+                },
+                layout,
+            )) => {
+                assert_eq!((requested, limit), (reserved, Some(reserved - 1)));
+                layout
+            }
+            Err((other, _)) => panic!("expected OutOfMemory, got {other}"),
+            Ok(_) => panic!("a cap below the layout was accepted"),
+        };
+        let full_driver = HostStorage {
+            driver_capacity: Some(reserved - 1),
+            ..HostStorage::default()
+        };
+        let layout = match Pool::restore(full_driver, layout, config(None)) {
+            Err((
+                Error::OutOfMemory {
+                    by_driver: true, ..
+                },
+                layout,
+            )) => layout,
+            Err((other, _)) => panic!("expected OutOfMemory by the driver, got {other}"),
+            Ok(_) => panic!("a full driver was not noticed"),
+        };
+        let coarse = PoolConfig {
+            alignment: 512,
+            ..config(None)
+        };
+        let layout = match Pool::restore(HostStorage::default(), layout, coarse) {
+            Err((Error::InvalidArgument { .. }, layout)) => layout,
+            Err((other, _)) => panic!("expected an alignment refusal, got {other}"),
+            Ok(_) => panic!("a layout was restored onto a coarser alignment"),
+        };
+        let mut restored =
+            match Pool::restore(HostStorage::default(), layout, config(Some(reserved))) {
+                Ok(pool) => pool,
+                Err((error, _)) => panic!("restore with room failed: {error}"),
+            };
+        assert_eq!(restored.stats().allocations, 2);
+        assert_eq!(restored.stats().limit, Some(reserved));
+        for allocation in kept {
+            restored.free(allocation);
+        }
+    }
+
+    #[test]
+    fn a_lower_cap_gives_empty_slabs_back_or_is_refused() {
+        let mut pool = Pool::new(HostStorage::default(), config(None));
+        let kept = pool.allocate(300).unwrap();
+        let emptied = pool.allocate(3 << 20).unwrap();
+        let spare = pool.allocate(900 << 10).unwrap();
+        pool.free(spare);
+        pool.free(emptied);
+        assert!(matches!(
+            pool.set_limit(Some(1000)),
+            Err(Error::OutOfMemory { .. })
+        ));
+        assert_eq!(pool.stats().limit, None, "a refused cap leaves the old one");
+        assert!(pool.set_limit(Some(1 << 20)).is_ok());
+        assert_eq!(pool.stats().limit, Some(1 << 20));
+        assert!(matches!(
+            pool.allocate(1 << 20),
+            Err(Error::OutOfMemory { .. })
+        ));
+        pool.free(kept);
     }
 
     #[derive(Debug, Clone)]

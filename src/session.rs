@@ -13,7 +13,7 @@ use std::sync::Arc;
 use crate::device::{self, AdapterSelector, DeviceMemory};
 use crate::error::{Error, Result};
 use crate::pool::{MemoryStats, PoolConfig};
-use crate::runtime::{Alarms, MatmulKernel, Runtime, RuntimeSettings, SharedRuntime};
+use crate::runtime::{Alarms, MatmulKernel, OpenedDevice, Runtime, RuntimeSettings, SharedRuntime};
 use crate::tensor::Tensor;
 
 /// A cap on a session's GPU memory.
@@ -182,6 +182,33 @@ pub struct AdapterSummary {
     pub driver: String,
 }
 
+/// What suspending a session kept, with the device memory that shows what it gave back.
+#[derive(Clone, Debug)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct SuspendReport {
+    /// Bytes of tensor contents now held in host memory.
+    pub host_bytes: u64,
+    /// Live tensors (and other pool ranges) kept.
+    pub tensors: u64,
+    pub memory_before_suspend: DeviceMemory,
+    /// Taken once the device, queue, adapter and instance are gone.
+    pub memory_while_suspended: DeviceMemory,
+    pub seconds: f64,
+}
+
+/// What resuming a session wrote back, and where.
+#[derive(Clone, Debug)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct ResumeReport {
+    /// The adapter the session now runs on.
+    pub adapter: AdapterSummary,
+    pub bytes_uploaded: u64,
+    pub tensors: u64,
+    pub memory_while_suspended: DeviceMemory,
+    pub memory_after_resume: DeviceMemory,
+    pub seconds: f64,
+}
+
 static NEXT_SESSION_ID: AtomicU64 = AtomicU64::new(1);
 
 /// A GPU session: the unit of ownership of device memory.
@@ -199,6 +226,8 @@ static NEXT_SESSION_ID: AtomicU64 = AtomicU64::new(1);
 /// ```
 pub struct Session {
     inner: Arc<SharedRuntime>,
+    /// As opened, with the cap as last set: what a resume opens with.
+    options: SessionOptions,
     adapter: AdapterSummary,
     adapter_info: wgpu::AdapterInfo,
     memory_before_open: DeviceMemory,
@@ -206,75 +235,210 @@ pub struct Session {
     closed: bool,
 }
 
+/// A device opened for a session, with the settings its runtime takes.
+struct Opened {
+    device: OpenedDevice,
+    settings: RuntimeSettings,
+    info: wgpu::AdapterInfo,
+    memory_before_open: DeviceMemory,
+    memory_total: Option<u64>,
+}
+
+/// Opens a device on the adapter `selector` names, with the adapter's real limits and `options`' cap and
+/// kernels resolved for it.
+fn open_device(options: &SessionOptions, selector: &AdapterSelector) -> Result<Opened> {
+    let (instance, adapter) = device::open_adapter(selector)?;
+    let info = adapter.get_info();
+    let memory_before_open = device::device_memory(&adapter);
+    let memory_total = memory_before_open.total;
+    let limit = options
+        .memory_limit
+        .map(|limit| limit.resolve(memory_total))
+        .transpose()?;
+    let limits = device::requested_limits(&adapter);
+    let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+        label: Some("wgcompute"),
+        required_features: wgpu::Features::empty(),
+        required_limits: limits.clone(),
+        experimental_features: wgpu::ExperimentalFeatures::disabled(),
+        memory_hints: wgpu::MemoryHints::Performance,
+        trace: wgpu::Trace::Off,
+    }))
+    .map_err(|error| Error::RequestDevice {
+        adapter: info.name.clone(),
+        reason: error.to_string(),
+    })?;
+
+    // Fresh alarms per device: a destroyed device reports itself lost, which must not reach its successor.
+    let alarms = Arc::new(Alarms::default());
+    let on_lost = Arc::clone(&alarms);
+    device.set_device_lost_callback(move |reason, message| {
+        on_lost.device_lost(format!("{reason:?}: {message}"));
+    });
+    let on_error = Arc::clone(&alarms);
+    device.on_uncaptured_error(Arc::new(move |error: wgpu::Error| {
+        on_error.uncaptured(error.to_string());
+    }));
+
+    let settings = RuntimeSettings {
+        pool: PoolConfig {
+            limit,
+            ..PoolConfig::for_limits(&limits)
+        },
+        limits,
+        reserve_up_front: options.reserve_up_front,
+        poison_outputs: options.poison_outputs,
+        matmul_kernel: match options.matmul_kernel {
+            MatmulKernel::Auto if info.device_type == wgpu::DeviceType::Cpu => {
+                MatmulKernel::Registers
+            }
+            MatmulKernel::Auto => MatmulKernel::SharedTiles,
+            chosen => chosen,
+        },
+    };
+    Ok(Opened {
+        device: OpenedDevice {
+            instance,
+            adapter,
+            device,
+            queue,
+            alarms,
+        },
+        settings,
+        info,
+        memory_before_open,
+        memory_total,
+    })
+}
+
+fn summary(info: &wgpu::AdapterInfo) -> AdapterSummary {
+    AdapterSummary {
+        name: info.name.clone(),
+        backend: device::backend_name(info.backend),
+        device_type: device::device_type_name(info.device_type),
+        driver: info.driver.clone(),
+    }
+}
+
 impl Session {
     /// Opens a device on the chosen adapter with the adapter's real limits.
     pub fn open(options: SessionOptions) -> Result<Session> {
-        let (instance, adapter) = device::open_adapter(&options.adapter)?;
-        let info = adapter.get_info();
-        let memory_before_open = device::device_memory(&adapter);
-        let limits = device::requested_limits(&adapter);
-        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
-            label: Some("wgcompute"),
-            required_features: wgpu::Features::empty(),
-            required_limits: limits.clone(),
-            experimental_features: wgpu::ExperimentalFeatures::disabled(),
-            memory_hints: wgpu::MemoryHints::Performance,
-            trace: wgpu::Trace::Off,
-        }))
-        .map_err(|error| Error::RequestDevice {
-            adapter: info.name.clone(),
-            reason: error.to_string(),
-        })?;
-
-        let alarms = Arc::new(Alarms::default());
-        let on_lost = Arc::clone(&alarms);
-        device.set_device_lost_callback(move |reason, message| {
-            on_lost.device_lost(format!("{reason:?}: {message}"));
-        });
-        let on_error = Arc::clone(&alarms);
-        device.on_uncaptured_error(Arc::new(move |error: wgpu::Error| {
-            on_error.uncaptured(error.to_string());
-        }));
-
-        let memory_total = memory_before_open.total;
-        let limit = options
-            .memory_limit
-            .map(|limit| limit.resolve(memory_total))
-            .transpose()?;
-        let settings = RuntimeSettings {
-            pool: PoolConfig {
-                limit,
-                ..PoolConfig::for_limits(&limits)
-            },
-            limits,
-            reserve_up_front: options.reserve_up_front,
-            poison_outputs: options.poison_outputs,
-            matmul_kernel: match options.matmul_kernel {
-                MatmulKernel::Auto if info.device_type == wgpu::DeviceType::Cpu => {
-                    MatmulKernel::Registers
-                }
-                MatmulKernel::Auto => MatmulKernel::SharedTiles,
-                chosen => chosen,
-            },
-        };
-        let runtime = Runtime::new(instance, adapter, device, queue, settings)?;
+        let opened = open_device(&options, &options.adapter)?;
+        let runtime = Runtime::new(opened.device, opened.settings)?;
         Ok(Session {
             inner: Arc::new(SharedRuntime::new(
                 runtime,
-                alarms,
                 NEXT_SESSION_ID.fetch_add(1, Ordering::Relaxed),
             )),
-            adapter: AdapterSummary {
-                name: info.name.clone(),
-                backend: device::backend_name(info.backend),
-                device_type: device::device_type_name(info.device_type),
-                driver: info.driver.clone(),
-            },
-            adapter_info: info,
-            memory_before_open,
-            memory_total,
+            options,
+            adapter: summary(&opened.info),
+            adapter_info: opened.info,
+            memory_before_open: opened.memory_before_open,
+            memory_total: opened.memory_total,
             closed: false,
         })
+    }
+
+    /// Gives every byte of device memory back while keeping the session's work: waits for pending work, copies
+    /// every live tensor to host memory, then releases buffers, device, queue, adapter and instance as
+    /// [`close`](Self::close) does. Every tensor handle stays valid; until [`resume`](Self::resume), using one
+    /// answers [`Error::Suspended`].
+    ///
+    /// On failure (a lost device) nothing is released and the session is as it was.
+    ///
+    /// ```
+    /// use wgcompute::{Error, Session, SessionOptions};
+    /// # fn main() -> wgcompute::Result<()> {
+    /// let mut session = Session::open(SessionOptions::default())?;
+    /// let weights = session.upload(&[1.0, 2.0, 3.0], &[3])?;
+    /// let report = session.suspend()?;
+    /// assert_eq!(report.host_bytes, 256); // one range of the pool's alignment
+    /// assert!(matches!(weights.to_vec(), Err(Error::Suspended)));
+    /// session.resume()?;
+    /// assert_eq!(weights.to_vec()?, vec![1.0, 2.0, 3.0]);
+    /// # Ok(()) }
+    /// ```
+    pub fn suspend(&mut self) -> Result<SuspendReport> {
+        let started = std::time::Instant::now();
+        let memory_before_suspend = self.device_memory();
+        let figures = self.inner.suspend()?;
+        Ok(SuspendReport {
+            host_bytes: figures.host_bytes,
+            tensors: figures.tensors,
+            memory_before_suspend,
+            memory_while_suspended: self.device_memory(),
+            seconds: started.elapsed().as_secs_f64(),
+        })
+    }
+
+    /// Resumes a suspended session on the adapter it was opened with; see [`resume_on`](Self::resume_on).
+    pub fn resume(&mut self) -> Result<ResumeReport> {
+        let adapter = self.options.adapter.clone();
+        self.resume_on(adapter)
+    }
+
+    /// Resumes a suspended session on the adapter `adapter` names (another GPU, another backend, or a CPU
+    /// adapter): opens a device, applies the session's memory cap, writes every tensor back and so makes every
+    /// handle valid again, bit for bit. Kernel choices are made afresh for the adapter.
+    ///
+    /// If the tensors do not fit under the cap or on the device, this fails with [`Error::OutOfMemory`] and the
+    /// session stays suspended with nothing lost: it can be resumed later, under another cap
+    /// ([`set_memory_limit`](Self::set_memory_limit)) or on another adapter.
+    pub fn resume_on(&mut self, adapter: AdapterSelector) -> Result<ResumeReport> {
+        if !self.inner.is_suspended() {
+            return Err(if self.closed {
+                Error::SessionClosed
+            } else {
+                Error::NotSuspended
+            });
+        }
+        let started = std::time::Instant::now();
+        let memory_while_suspended = self.device_memory();
+        let opened = open_device(&self.options, &adapter)?;
+        let Opened {
+            device,
+            settings,
+            info,
+            memory_before_open,
+            memory_total,
+        } = opened;
+        let figures = self.inner.resume(device, settings)?;
+        self.adapter = summary(&info);
+        self.adapter_info = info;
+        self.memory_before_open = memory_before_open;
+        self.memory_total = memory_total;
+        Ok(ResumeReport {
+            adapter: self.adapter.clone(),
+            bytes_uploaded: figures.bytes_uploaded,
+            tensors: figures.tensors,
+            memory_while_suspended,
+            memory_after_resume: self.device_memory(),
+            seconds: started.elapsed().as_secs_f64(),
+        })
+    }
+
+    /// Whether the session is suspended.
+    pub fn is_suspended(&self) -> bool {
+        self.inner.is_suspended()
+    }
+
+    /// Sets the session's memory cap (`None`: no cap). On an open session it applies at once: empty slabs are
+    /// given back if that makes room, and a cap below what live tensors need is refused with
+    /// [`Error::OutOfMemory`], leaving the old cap. On a suspended session it applies at the next resume; a
+    /// fraction is of the memory of the device resumed on.
+    pub fn set_memory_limit(&mut self, limit: Option<MemoryLimit>) -> Result<()> {
+        if self.closed {
+            return Err(Error::SessionClosed);
+        }
+        let bytes = limit
+            .map(|limit| limit.resolve(self.memory_total))
+            .transpose()?;
+        if !self.inner.is_suspended() {
+            self.inner
+                .with_runtime(|runtime| runtime.set_limit(bytes))?;
+        }
+        self.options.memory_limit = limit;
+        Ok(())
     }
 
     /// The session's wgpu device and queue for the duration of `work`, for benchmarks that measure raw wgpu
@@ -331,19 +495,16 @@ impl Session {
 
     /// Whether the device has been lost. A lost session still releases its memory on close.
     pub fn is_lost(&self) -> bool {
-        self.inner.alarms().is_lost()
+        self.inner.is_lost()
     }
 
     /// Destroys the device as a driver reset would, so that recovery paths can be tested.
     pub fn simulate_device_loss(&self) {
         self.inner.peek(|runtime| {
             if let Some(runtime) = runtime {
-                runtime.destroy_device();
+                runtime.simulate_device_loss();
             }
         });
-        self.inner
-            .alarms()
-            .device_lost("simulated device loss".to_string());
     }
 
     /// Uploads f32 data, which must hold exactly as many values as `shape` has elements, as a new tensor.

@@ -4,6 +4,7 @@
 //! write, read, limits) and never see its fields.
 
 mod pipelines;
+mod suspend;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -14,6 +15,7 @@ use crate::pool::{Allocation, MemoryStats, Pool, PoolConfig, SlabError, SlabId, 
 pub(crate) use pipelines::{
     nothing_generated, wgsl_constants, Kernel, PipelineCache, Shader, WORKGROUP_SIZE,
 };
+pub(crate) use suspend::{ResumeFigures, SuspendFigures, Suspension};
 
 /// Matmul kernel families. GPUs reward staging tiles in workgroup memory; llvmpipe (a CPU adapter) pays more
 /// for the barriers than the staging saves, and runs register-tiled kernels best.
@@ -118,9 +120,20 @@ pub(crate) struct Runtime {
     limits: wgpu::Limits,
     poison_outputs: bool,
     matmul_kernel: MatmulKernel,
+    reserve_up_front: bool,
     batch: Batch,
+    alarms: Arc<Alarms>,
     adapter: wgpu::Adapter,
     instance: wgpu::Instance,
+}
+
+/// A device just opened, with everything it needs kept alive and the alarms its callbacks raise.
+pub(crate) struct OpenedDevice {
+    pub instance: wgpu::Instance,
+    pub adapter: wgpu::Adapter,
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    pub alarms: Arc<Alarms>,
 }
 
 /// What a runtime is opened with, besides the device itself.
@@ -135,29 +148,35 @@ pub(crate) struct RuntimeSettings {
 
 impl Runtime {
     /// Takes ownership of an opened device and sets up its pool and parameter ring.
-    pub fn new(
-        instance: wgpu::Instance,
-        adapter: wgpu::Adapter,
-        device: wgpu::Device,
-        queue: wgpu::Queue,
-        settings: RuntimeSettings,
-    ) -> Result<Runtime> {
-        let mut pool = Pool::new(
+    pub fn new(opened: OpenedDevice, settings: RuntimeSettings) -> Result<Runtime> {
+        let pool = Pool::new(
             WgpuSlabs {
-                device: device.clone(),
+                device: opened.device.clone(),
             },
             settings.pool,
         );
-        if settings.reserve_up_front {
-            pool.reserve_up_to_limit()?;
+        let mut runtime = Self::around(opened, settings, pool);
+        if runtime.reserve_up_front {
+            runtime.pool.reserve_up_to_limit()?;
         }
+        Ok(runtime)
+    }
+
+    fn around(opened: OpenedDevice, settings: RuntimeSettings, pool: Pool<WgpuSlabs>) -> Runtime {
+        let OpenedDevice {
+            instance,
+            adapter,
+            device,
+            queue,
+            alarms,
+        } = opened;
         let params_buffer = device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("wgcompute parameters"),
             size: PARAM_SLOTS * PARAM_SLOT_BYTES,
             usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        Ok(Runtime {
+        Runtime {
             pipelines: PipelineCache::default(),
             batch: Batch {
                 encoder: None,
@@ -170,11 +189,13 @@ impl Runtime {
             limits: settings.limits,
             poison_outputs: settings.poison_outputs,
             matmul_kernel: settings.matmul_kernel,
+            reserve_up_front: settings.reserve_up_front,
+            alarms,
             device,
             queue,
             adapter,
             instance,
-        })
+        }
     }
 
     pub fn limits(&self) -> &wgpu::Limits {
@@ -202,6 +223,14 @@ impl Runtime {
         self.pool.reset_peak();
     }
 
+    /// Changes the pool's cap; see `Pool::set_limit`.
+    pub fn set_limit(&mut self, limit: Option<u64>) -> Result<()> {
+        self.sync()?;
+        let gone = self.pool.set_limit(limit)?;
+        self.pipelines.forget_slabs(&gone);
+        Ok(())
+    }
+
     /// Waits for the device, then destroys empty slabs.
     pub fn trim(&mut self) -> Result<()> {
         self.sync()?;
@@ -210,9 +239,14 @@ impl Runtime {
         Ok(())
     }
 
-    /// Destroys the device as a driver reset would.
-    pub fn destroy_device(&self) {
+    /// Destroys the device as a driver reset would, and raises the alarm a driver would.
+    pub fn simulate_device_loss(&self) {
         self.device.destroy();
+        self.alarms.device_lost("simulated device loss".to_string());
+    }
+
+    pub fn is_lost(&self) -> bool {
+        self.alarms.is_lost()
     }
 
     /// The device and queue, for the duration of `work` only: for baselines measured against raw wgpu.
@@ -386,6 +420,11 @@ impl Runtime {
             });
         encoder.copy_buffer_to_buffer(source, range.offset, staging, 0, range.bytes);
         self.queue.submit([encoder.finish()]);
+        self.map_and_read(staging)
+    }
+
+    /// Maps a read-back buffer whose copies are submitted, waits, and returns its bytes.
+    fn map_and_read(&self, staging: &wgpu::Buffer) -> Result<Vec<u8>> {
         let (sender, receiver) = std::sync::mpsc::channel();
         let slice = staging.slice(..);
         slice.map_async(wgpu::MapMode::Read, move |outcome| {
@@ -469,11 +508,16 @@ impl Alarms {
     }
 }
 
-/// A session's runtime behind its lock, with the driver's alarms: held strongly by the session alone and weakly
-/// by each of its tensors.
+/// Where a session stands: open on a device, suspended with its tensors on the host, or closed.
+enum State {
+    Open(Box<Runtime>),
+    Suspended(Suspension),
+    Closed,
+}
+
+/// A session's state behind its lock: held strongly by the session alone and weakly by each of its tensors.
 pub(crate) struct SharedRuntime {
-    runtime: Mutex<Option<Runtime>>,
-    alarms: Arc<Alarms>,
+    state: Mutex<State>,
     id: u64,
 }
 
@@ -485,10 +529,9 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl SharedRuntime {
-    pub fn new(runtime: Runtime, alarms: Arc<Alarms>, id: u64) -> Self {
+    pub fn new(runtime: Runtime, id: u64) -> Self {
         Self {
-            runtime: Mutex::new(Some(runtime)),
-            alarms,
+            state: Mutex::new(State::Open(Box::new(runtime))),
             id,
         }
     }
@@ -497,21 +540,28 @@ impl SharedRuntime {
         self.id
     }
 
-    pub fn alarms(&self) -> &Alarms {
-        &self.alarms
-    }
-
     /// Reads the runtime (if open) without the alarm checks: for figures that must work on a lost device too.
     pub fn peek<T>(&self, read: impl FnOnce(Option<&Runtime>) -> T) -> T {
-        read(lock(&self.runtime).as_ref())
+        match &*lock(&self.state) {
+            State::Open(runtime) => read(Some(runtime)),
+            _ => read(None),
+        }
     }
 
-    /// Takes the runtime out, closing the session for every tensor.
+    pub fn is_suspended(&self) -> bool {
+        matches!(&*lock(&self.state), State::Suspended(_))
+    }
+
+    /// Closes the session for every tensor, handing back the runtime if it was open. A suspended session's host
+    /// copies go with it.
     pub fn take(&self) -> Option<Runtime> {
-        lock(&self.runtime).take()
+        match std::mem::replace(&mut *lock(&self.state), State::Closed) {
+            State::Open(runtime) => Some(*runtime),
+            State::Suspended(_) | State::Closed => None,
+        }
     }
 
-    /// Runs `work` on the open device, or says why it cannot: closed, or lost.
+    /// Runs `work` on the open device, or says why it cannot: suspended, closed, or lost.
     pub fn with_runtime<T>(&self, work: impl FnOnce(&mut Runtime) -> Result<T>) -> Result<T> {
         self.with_runtime_or_undo(work, |_, _| {})
     }
@@ -523,24 +573,91 @@ impl SharedRuntime {
         work: impl FnOnce(&mut Runtime) -> Result<T>,
         undo: impl FnOnce(&mut Runtime, T),
     ) -> Result<T> {
-        let mut guard = lock(&self.runtime);
-        let runtime = guard.as_mut().ok_or(Error::SessionClosed)?;
-        if self.alarms.is_lost() {
-            self.alarms.check()?;
+        let mut guard = lock(&self.state);
+        let runtime = match &mut *guard {
+            State::Open(runtime) => runtime,
+            State::Suspended(_) => return Err(Error::Suspended),
+            State::Closed => return Err(Error::SessionClosed),
+        };
+        if runtime.alarms.is_lost() {
+            runtime.alarms.check()?;
         }
         let outcome = work(runtime)?;
-        if let Err(alarm) = self.alarms.check() {
+        if let Err(alarm) = runtime.alarms.check() {
             undo(runtime, outcome);
             return Err(alarm);
         }
         Ok(outcome)
     }
 
-    /// Gives a tensor's range back; a no-op once the session is closed (its slabs are gone already).
+    /// Gives a tensor's range back; while suspended only the layout forgets it; a no-op once closed.
     pub fn release(&self, allocation: Allocation) {
-        if let Some(runtime) = lock(&self.runtime).as_mut() {
-            runtime.release(allocation);
+        match &mut *lock(&self.state) {
+            State::Open(runtime) => runtime.release(allocation),
+            State::Suspended(suspension) => suspension.release(allocation),
+            State::Closed => {}
         }
+    }
+
+    /// Copies every live range to the host and releases the device. On failure the session stays open (or
+    /// lost) and nothing is released.
+    pub fn suspend(&self) -> Result<SuspendFigures> {
+        let mut guard = lock(&self.state);
+        match std::mem::replace(&mut *guard, State::Closed) {
+            State::Open(runtime) => match (*runtime).suspend() {
+                Ok((suspension, figures)) => {
+                    *guard = State::Suspended(suspension);
+                    Ok(figures)
+                }
+                Err((runtime, error)) => {
+                    *guard = State::Open(runtime);
+                    Err(error)
+                }
+            },
+            State::Suspended(suspension) => {
+                *guard = State::Suspended(suspension);
+                Err(Error::Suspended)
+            }
+            State::Closed => Err(Error::SessionClosed),
+        }
+    }
+
+    /// Brings a suspended session back on `device`. On failure the device is released and the session stays
+    /// suspended with every host copy kept.
+    pub fn resume(&self, device: OpenedDevice, settings: RuntimeSettings) -> Result<ResumeFigures> {
+        let mut guard = lock(&self.state);
+        match std::mem::replace(&mut *guard, State::Closed) {
+            State::Suspended(suspension) => {
+                let figures = ResumeFigures {
+                    bytes_uploaded: suspension.host_bytes(),
+                    tensors: suspension.layout.allocations(),
+                };
+                match Runtime::restore(device, settings, suspension) {
+                    Ok(runtime) => {
+                        *guard = State::Open(Box::new(runtime));
+                        Ok(figures)
+                    }
+                    Err((error, suspension)) => {
+                        *guard = State::Suspended(suspension);
+                        Err(error)
+                    }
+                }
+            }
+            State::Open(runtime) => {
+                *guard = State::Open(runtime);
+                suspend::release_opened(device);
+                Err(Error::NotSuspended)
+            }
+            State::Closed => {
+                suspend::release_opened(device);
+                Err(Error::SessionClosed)
+            }
+        }
+    }
+
+    /// Whether the open device has been lost.
+    pub fn is_lost(&self) -> bool {
+        self.peek(|runtime| runtime.is_some_and(Runtime::is_lost))
     }
 }
 

@@ -24,4 +24,5 @@ mod ops_random;
 mod ops_reduce;
 mod ops_softmax;
 mod pool;
+mod suspend;
 mod training;

@@ -1,0 +1,286 @@
+//! Suspend and resume: a runtime's live ranges copied to the host and the device released as a close releases
+//! it; later, a device opened anew (on the same adapter or another) with the same slabs, and the ranges written
+//! back. The pool's layout survives on the host, so every tensor's `Allocation` is valid again without being
+//! re-pointed one by one.
+
+use crate::error::{Error, Result};
+use crate::pool::{Allocation, Pool, PoolLayout, SlabId};
+
+use super::{release_all, OpenedDevice, Runtime, RuntimeSettings, WgpuSlabs};
+
+/// Bytes read back (or written) through one staging buffer: large enough that few round trips are needed,
+/// small enough that a GPU's host-visible heap has room for it beside the slabs.
+const STAGING_BYTES: u64 = 64 << 20;
+
+/// A piece of a slab's contents, kept on the host.
+struct SavedPiece {
+    slab: SlabId,
+    offset: u64,
+    bytes: Vec<u8>,
+}
+
+/// A suspended session: its pool's layout and the contents of every range that was live at the suspend.
+pub(crate) struct Suspension {
+    pub(super) layout: PoolLayout,
+    saved: Vec<SavedPiece>,
+}
+
+impl Suspension {
+    /// Forgets a range a tensor dropped while suspended. Its bytes stay on the host until resume, where a
+    /// write into free space does no harm; a slab left empty is not recreated at all.
+    pub fn release(&mut self, allocation: Allocation) {
+        self.layout.free(allocation);
+    }
+
+    /// Bytes held on the host.
+    pub fn host_bytes(&self) -> u64 {
+        self.saved
+            .iter()
+            .map(|piece| piece.bytes.len() as u64)
+            .sum()
+    }
+}
+
+/// What a suspend kept.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SuspendFigures {
+    pub host_bytes: u64,
+    pub tensors: u64,
+}
+
+/// What a resume wrote back.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ResumeFigures {
+    pub bytes_uploaded: u64,
+    pub tensors: u64,
+}
+
+/// Splits live ranges into pieces no larger than the staging buffer, joining neighbours so that a pool full of
+/// small tensors costs few copies: (slab, offset, bytes).
+fn pieces(live: impl Iterator<Item = (SlabId, u64, u64)>) -> Vec<(SlabId, u64, u64)> {
+    let mut joined: Vec<(SlabId, u64, u64)> = Vec::new();
+    for (slab, offset, bytes) in live {
+        match joined.last_mut() {
+            Some(last) if last.0 == slab && last.1 + last.2 == offset => last.2 += bytes,
+            _ => joined.push((slab, offset, bytes)),
+        }
+    }
+    let mut pieces = Vec::with_capacity(joined.len());
+    for (slab, mut offset, mut bytes) in joined {
+        while bytes > 0 {
+            let take = bytes.min(STAGING_BYTES);
+            pieces.push((slab, offset, take));
+            offset += take;
+            bytes -= take;
+        }
+    }
+    pieces
+}
+
+/// Groups pieces so that each group fits one staging buffer.
+fn staging_groups(pieces: &[(SlabId, u64, u64)]) -> Vec<&[(SlabId, u64, u64)]> {
+    let mut groups = Vec::new();
+    let mut start = 0;
+    let mut filled = 0;
+    for (index, piece) in pieces.iter().enumerate() {
+        if filled + piece.2 > STAGING_BYTES && index > start {
+            groups.push(&pieces[start..index]);
+            start = index;
+            filled = 0;
+        }
+        filled += piece.2;
+    }
+    if start < pieces.len() {
+        groups.push(&pieces[start..]);
+    }
+    groups
+}
+
+impl Runtime {
+    /// Copies every live range to the host, then releases everything as a close does. On failure the runtime
+    /// comes back untouched.
+    pub(super) fn suspend(
+        mut self,
+    ) -> std::result::Result<(Suspension, SuspendFigures), (Box<Runtime>, Error)> {
+        let saved = match self.save_live_ranges() {
+            Ok(saved) => saved,
+            Err(error) => return Err((Box::new(self), error)),
+        };
+        let layout = self.pool.detach();
+        let figures = SuspendFigures {
+            host_bytes: saved.iter().map(|piece| piece.bytes.len() as u64).sum(),
+            tensors: layout.allocations(),
+        };
+        release_all(self, false);
+        Ok((Suspension { layout, saved }, figures))
+    }
+
+    fn save_live_ranges(&mut self) -> Result<Vec<SavedPiece>> {
+        self.alarms.check()?;
+        self.sync()?;
+        let pieces = pieces(self.pool.live_ranges());
+        let mut saved = Vec::with_capacity(pieces.len());
+        for group in staging_groups(&pieces) {
+            let total: u64 = group.iter().map(|piece| piece.2).sum();
+            let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("wgcompute suspend"),
+                size: total,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            });
+            let read = self.read_group(group, &staging);
+            staging.destroy();
+            let bytes = read?;
+            let mut at = 0usize;
+            for &(slab, offset, length) in group {
+                let end = at + length as usize;
+                saved.push(SavedPiece {
+                    slab,
+                    offset,
+                    bytes: bytes[at..end].to_vec(),
+                });
+                at = end;
+            }
+        }
+        self.alarms.check()?;
+        Ok(saved)
+    }
+
+    /// Copies each piece of `group` into `staging`, back to back, and returns the staging buffer's bytes.
+    fn read_group(
+        &mut self,
+        group: &[(SlabId, u64, u64)],
+        staging: &wgpu::Buffer,
+    ) -> Result<Vec<u8>> {
+        let mut encoder = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("wgcompute suspend"),
+            });
+        let mut at = 0;
+        for &(slab, offset, length) in group {
+            encoder.copy_buffer_to_buffer(self.buffer(slab)?, offset, staging, at, length);
+            at += length;
+        }
+        self.queue.submit([encoder.finish()]);
+        self.map_and_read(staging)
+    }
+
+    /// Opens a runtime on `opened` with the suspended layout's slabs and writes their contents back. On failure
+    /// the new device is released and the suspension comes back with nothing lost.
+    #[allow(clippy::result_large_err)] // once per resume; the suspension must come back whole on failure
+    pub(crate) fn restore(
+        opened: OpenedDevice,
+        settings: RuntimeSettings,
+        suspension: Suspension,
+    ) -> std::result::Result<Runtime, (Error, Suspension)> {
+        let Suspension { layout, saved } = suspension;
+        let storage = WgpuSlabs {
+            device: opened.device.clone(),
+        };
+        let pool = match Pool::restore(storage, layout, settings.pool) {
+            Ok(pool) => pool,
+            Err((error, layout)) => {
+                release_opened(opened);
+                return Err((error, Suspension { layout, saved }));
+            }
+        };
+        let mut runtime = Runtime::around(opened, settings, pool);
+        match runtime.write_back(&saved) {
+            Ok(()) => Ok(runtime),
+            Err(error) => {
+                let layout = runtime.pool.detach();
+                release_all(runtime, false);
+                Err((error, Suspension { layout, saved }))
+            }
+        }
+    }
+
+    fn write_back(&mut self, saved: &[SavedPiece]) -> Result<()> {
+        for piece in saved {
+            // Ranges dropped while suspended may have taken their slab, or its end, with them; their bytes are
+            // not needed, and the rest of a piece lands on free space or on the ranges still live.
+            let (Some(buffer), Some(slab_bytes)) = (
+                self.pool.buffer(piece.slab),
+                self.pool.slab_bytes(piece.slab),
+            ) else {
+                continue;
+            };
+            let kept = slab_bytes
+                .saturating_sub(piece.offset)
+                .min(piece.bytes.len() as u64);
+            if kept > 0 {
+                self.queue
+                    .write_buffer(buffer, piece.offset, &piece.bytes[..kept as usize]);
+            }
+        }
+        self.sync()?;
+        if self.reserve_up_front {
+            self.pool.reserve_up_to_limit()?;
+        }
+        self.alarms.check()
+    }
+}
+
+/// Releases a device that never became a runtime, in the same order a close uses.
+pub(super) fn release_opened(opened: OpenedDevice) {
+    let OpenedDevice {
+        instance,
+        adapter,
+        device,
+        queue,
+        alarms,
+    } = opened;
+    device.destroy();
+    let _ = device.poll(wgpu::PollType::wait_indefinitely());
+    drop(queue);
+    drop(device);
+    drop(adapter);
+    drop(instance);
+    drop(alarms);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn neighbouring_ranges_join_and_large_ones_split_at_the_staging_size() {
+        let live = [
+            (0, 0, 256),
+            (0, 256, 512),
+            (0, 1024, 256),
+            (1, 0, STAGING_BYTES + 256),
+            (2, 0, 256),
+        ];
+        assert_eq!(
+            pieces(live.into_iter()),
+            vec![
+                (0, 0, 768),
+                (0, 1024, 256),
+                (1, 0, STAGING_BYTES),
+                (1, STAGING_BYTES, 256),
+                (2, 0, 256),
+            ]
+        );
+    }
+
+    #[test]
+    fn staging_groups_never_exceed_the_staging_size_and_keep_every_piece_in_order() {
+        let pieces = vec![
+            (0, 0, STAGING_BYTES / 2),
+            (0, STAGING_BYTES, STAGING_BYTES / 2),
+            (1, 0, 256),
+            (2, 0, STAGING_BYTES),
+            (3, 0, 256),
+        ];
+        let groups = staging_groups(&pieces);
+        assert_eq!(groups.concat(), pieces);
+        for group in &groups {
+            let total: u64 = group.iter().map(|piece| piece.2).sum();
+            assert!(total <= STAGING_BYTES, "{group:?}");
+        }
+        assert_eq!(groups.len(), 3);
+        assert!(staging_groups(&[]).is_empty());
+    }
+}

@@ -1,0 +1,426 @@
+//! Suspend and resume: every byte of device memory given back mid-job, every handle kept, the job continued on
+//! the same adapter (bit for bit) or another one.
+
+use std::sync::Arc;
+
+use crate::common::{
+    backends, for_each_backend, memory_lock, on_vulkan, resident, Backend, Rng, MIB,
+};
+use wgcompute::{
+    Adam, AdamConfig, Error, Gradients, MemoryLimit, Mlp, Optimizer, Session, Tape, Tensor,
+};
+
+fn random(rng: &mut Rng, count: usize) -> Vec<f32> {
+    rng.vec(count, -3.0, 3.0)
+}
+
+fn bits(values: &[f32]) -> Vec<u32> {
+    values.iter().map(|value| value.to_bits()).collect()
+}
+
+#[test]
+fn every_handle_reads_back_bit_identical_after_a_resume() {
+    for_each_backend(|backend| {
+        let mut session = backend.poisoned();
+        let mut rng = Rng::fresh("suspend contents");
+        // Awkward sizes: one element, a prime, just over a workgroup, and one larger than a staging piece
+        // would join with its neighbours.
+        let shapes: [&[usize]; 5] = [&[1], &[7], &[257], &[3, 1009], &[300_007]];
+        let mut kept: Vec<(Tensor, Vec<f32>)> = Vec::new();
+        for shape in shapes {
+            let data = random(&mut rng, shape.iter().product());
+            let tensor = session.upload(&data, shape).expect("upload");
+            kept.push((tensor, data));
+        }
+        // An op output and a u32 tensor, so that work recorded just before the suspend is part of what is kept.
+        let scaled = kept[3].0.mul_scalar(3.0).expect("scale");
+        let argmax = kept[3].0.argmax(Some(1)).expect("argmax");
+        let scaled_before = scaled.to_vec().expect("read scaled");
+        let argmax_before = argmax.to_vec_u32().expect("read argmax");
+        // A tensor dropped before the suspend is not kept.
+        drop(session.zeros(&[4096]).expect("zeros"));
+
+        let report = session.suspend().expect("suspend");
+        let live_bytes: u64 = kept
+            .iter()
+            .map(|(_, data)| 4 * data.len() as u64)
+            .sum::<u64>()
+            + 4 * (scaled_before.len() + argmax_before.len()) as u64;
+        assert_eq!(report.tensors, kept.len() as u64 + 2, "{}", backend.name);
+        assert!(
+            report.host_bytes >= live_bytes && report.host_bytes < live_bytes + 256 * 8,
+            "{}: {} bytes kept for {live_bytes} live",
+            backend.name,
+            report.host_bytes
+        );
+        assert!(session.is_suspended());
+
+        let resumed = session.resume().expect("resume");
+        assert_eq!(resumed.tensors, report.tensors);
+        assert_eq!(resumed.bytes_uploaded, report.host_bytes);
+        assert!(!session.is_suspended());
+        for (tensor, data) in &kept {
+            assert_eq!(
+                bits(&tensor.to_vec().expect("read after resume")),
+                bits(data),
+                "{}: shape {:?}",
+                backend.name,
+                tensor.shape()
+            );
+        }
+        assert_eq!(
+            bits(&scaled.to_vec().expect("scaled")),
+            bits(&scaled_before)
+        );
+        assert_eq!(argmax.to_vec_u32().expect("argmax"), argmax_before);
+        // The resumed session computes, and new tensors do not land on kept ones.
+        let fresh = session.full(&[300_007], 2.0).expect("new tensor");
+        let sum = kept[4].0.add(&fresh).expect("add after resume");
+        let expected: Vec<f32> = kept[4].1.iter().map(|value| value + 2.0).collect();
+        assert_eq!(bits(&sum.to_vec().expect("sum")), bits(&expected));
+        assert_eq!(bits(&kept[0].0.to_vec().expect("first")), bits(&kept[0].1));
+    });
+}
+
+#[test]
+fn every_use_of_a_suspended_session_answers_suspended_and_nothing_is_lost() {
+    on_vulkan(|backend| {
+        let mut session = backend.open();
+        let a = Arc::new(session.upload(&[1.0, 2.0, 3.0, 4.0], &[2, 2]).expect("a"));
+        let b = session.upload(&[0.5, -1.0], &[2]).expect("b");
+        let labels = session
+            .upload(&[1.0, 0.0, 0.0, 1.0], &[2, 2])
+            .expect("labels");
+        let dropped_while_suspended = session.full(&[1 << 20], 1.0).expect("big");
+        session.suspend().expect("suspend");
+
+        let suspended = |outcome: Result<Tensor, Error>, what: &str| match outcome {
+            Err(Error::Suspended) => {}
+            Err(other) => panic!("{what}: expected Suspended, got {other}"),
+            Ok(_) => panic!("{what}: ran on a suspended session"),
+        };
+        suspended(a.add(&b), "add");
+        suspended(a.add_scalar(1.0), "add_scalar");
+        suspended(a.matmul(&a), "matmul");
+        suspended(a.sum(Some(0)), "sum");
+        suspended(a.max(None), "max");
+        suspended(a.softmax(), "softmax");
+        suspended(
+            a.softmax_cross_entropy_with_logits(&labels)
+                .map(|pair| pair.0),
+            "softmax_cross_entropy_with_logits",
+        );
+        suspended(a.exp(), "exp");
+        suspended(a.argmax(Some(1)), "argmax");
+        suspended(a.try_clone(), "try_clone");
+        suspended(a.reshape(&[4]), "reshape");
+        suspended(session.upload(&[1.0], &[1]), "upload");
+        suspended(session.zeros(&[3]), "zeros");
+        suspended(session.empty(&[3]), "empty");
+        suspended(session.rand(&[3], 1), "rand");
+        assert!(matches!(a.to_vec(), Err(Error::Suspended)));
+        assert!(matches!(a.read_range(0..1), Err(Error::Suspended)));
+        assert!(matches!(a.write(&[0.0; 4]), Err(Error::Suspended)));
+        assert!(matches!(a.copy_from(&labels), Err(Error::Suspended)));
+        assert!(matches!(a.fill_(0.0), Err(Error::Suspended)));
+        assert!(matches!(a.scale_add_(2.0, 0.0), Err(Error::Suspended)));
+        assert!(matches!(a.fill_normal_(1, 0.0, 1.0), Err(Error::Suspended)));
+        assert!(matches!(session.memory_stats(), Err(Error::Suspended)));
+        assert!(matches!(session.sync(), Err(Error::Suspended)));
+        assert!(matches!(session.trim(), Err(Error::Suspended)));
+        assert!(matches!(session.suspend(), Err(Error::Suspended)));
+        let mut tape = Tape::new();
+        let x = tape.param(&a);
+        assert!(matches!(tape.relu(x), Err(Error::Suspended)));
+        // A tensor dropped while suspended is not brought back, and its slab is not recreated.
+        drop(dropped_while_suspended);
+        // Shapes need no device.
+        assert_eq!(a.shape(), &[2, 2]);
+
+        session.resume().expect("resume");
+        assert!(matches!(session.resume(), Err(Error::NotSuspended)));
+        let stats = session.memory_stats().expect("stats");
+        assert_eq!(stats.allocations, 3, "{stats:?}");
+        assert!(
+            stats.reserved < 1 << 20,
+            "the dropped tensor's slab came back: {stats:?}"
+        );
+        assert_eq!(
+            a.add(&b).expect("add").to_vec().expect("read"),
+            vec![1.5, 1.0, 3.5, 3.0]
+        );
+    });
+}
+
+/// A small classifier's job: an MLP, Adam, fixed data.
+struct Job {
+    model: Mlp,
+    adam: Adam,
+    inputs: Arc<Tensor>,
+    labels: Arc<Tensor>,
+}
+
+impl Job {
+    fn new(session: &Session) -> Job {
+        let mut rng = Rng::new(0x5eed);
+        let (batch, features, classes) = (33, 17, 5);
+        let inputs = session
+            .upload(&rng.vec(batch * features, -1.0, 1.0), &[batch, features])
+            .expect("inputs");
+        let mut one_hot = vec![0.0; batch * classes];
+        for row in 0..batch {
+            one_hot[row * classes + (rng.next_u64() % classes as u64) as usize] = 1.0;
+        }
+        let labels = session.upload(&one_hot, &[batch, classes]).expect("labels");
+        Job {
+            model: Mlp::new(session, features, &[23], classes, 11).expect("model"),
+            adam: Adam::new(AdamConfig {
+                lr: 0.01,
+                ..AdamConfig::default()
+            }),
+            inputs: Arc::new(inputs),
+            labels: Arc::new(labels),
+        }
+    }
+
+    /// One step; returns the cost before the update and the gradients.
+    fn step(&mut self) -> (f32, Gradients) {
+        let mut tape = Tape::new();
+        let x = tape.constant(&self.inputs);
+        let y = tape.constant(&self.labels);
+        let logits = self.model.forward(&mut tape, x).expect("forward");
+        let losses = tape.softmax_cross_entropy(logits, y).expect("loss");
+        let cost = tape.mean(losses).expect("mean");
+        let value = tape.value(cost).expect("cost").to_vec().expect("read cost")[0];
+        let gradients = tape.backward(cost).expect("backward");
+        self.adam
+            .step(&self.model.parameters(), &gradients)
+            .expect("adam");
+        (value, gradients)
+    }
+
+    /// Every parameter and Adam moment, read back.
+    fn state(&self) -> Vec<Vec<f32>> {
+        let parameters = self.model.parameters();
+        let moments = self.adam.moments().iter().flat_map(|(m, v)| [m, v]);
+        parameters
+            .iter()
+            .map(|tensor| tensor.as_ref())
+            .chain(moments)
+            .map(|tensor| tensor.to_vec().expect("read state"))
+            .collect()
+    }
+}
+
+const STEPS: usize = 12;
+
+fn uninterrupted(backend: &Backend) -> (Vec<f32>, Vec<Vec<f32>>) {
+    let session = backend.open();
+    let mut job = Job::new(&session);
+    let losses = (0..STEPS).map(|_| job.step().0).collect();
+    (losses, job.state())
+}
+
+#[test]
+fn training_suspended_every_few_steps_matches_an_uninterrupted_run_bit_for_bit() {
+    on_vulkan(|backend| {
+        let (want_losses, want_state) = uninterrupted(backend);
+        let mut session = backend.open();
+        let mut job = Job::new(&session);
+        let mut losses = Vec::new();
+        for step in 0..STEPS {
+            let (loss, gradients) = job.step();
+            losses.push(loss);
+            if step % 3 == 2 {
+                let held: Vec<Vec<f32>> = gradients
+                    .iter()
+                    .map(|(_, gradient)| gradient.to_vec().expect("gradient"))
+                    .collect();
+                let state = job.state();
+                session.suspend().expect("suspend");
+                session.resume().expect("resume");
+                // Handles held across the suspend: gradients, parameters and Adam's moments.
+                let after: Vec<Vec<f32>> = gradients
+                    .iter()
+                    .map(|(_, gradient)| gradient.to_vec().expect("gradient after resume"))
+                    .collect();
+                assert_eq!(held.len(), 4);
+                assert!(held.iter().zip(&after).all(|(a, b)| bits(a) == bits(b)));
+                assert!(state
+                    .iter()
+                    .zip(job.state())
+                    .all(|(a, b)| bits(a) == bits(&b)));
+            }
+        }
+        assert_eq!(bits(&losses), bits(&want_losses), "losses differ");
+        assert!(
+            want_losses[STEPS - 1] < want_losses[0],
+            "the job learns: {want_losses:?}"
+        );
+        for (index, (got, want)) in job.state().iter().zip(&want_state).enumerate() {
+            assert_eq!(bits(got), bits(want), "state tensor {index} differs");
+        }
+    });
+}
+
+#[test]
+fn a_job_moves_from_vulkan_to_gl_and_back_and_keeps_learning() {
+    let all = backends();
+    let Some(gl) = all.iter().find(|backend| backend.is_gl()).cloned() else {
+        eprintln!("no GL adapter here (or WGCOMPUTE_TEST_NO_GL is set): only Vulkan runs");
+        return;
+    };
+    on_vulkan(|vulkan| {
+        let (want_losses, want_state) = uninterrupted(vulkan);
+        let mut session = vulkan.open();
+        let mut job = Job::new(&session);
+        let mut losses = Vec::new();
+        let mut on_gl = false;
+        for step in 0..STEPS {
+            losses.push(job.step().0);
+            if step % 4 == 3 {
+                let state = job.state();
+                session.suspend().expect("suspend");
+                let target = if on_gl { vulkan } else { &gl };
+                let report = session.resume_on(target.selector.clone()).expect("resume");
+                on_gl = !on_gl;
+                assert_eq!(report.adapter.backend, target.name);
+                assert_eq!(session.adapter().backend, target.name);
+                assert!(
+                    state
+                        .iter()
+                        .zip(job.state())
+                        .all(|(a, b)| bits(a) == bits(&b)),
+                    "contents moved to {} bit for bit",
+                    target.name
+                );
+            }
+        }
+        let error = |got: &[f32], want: &[f32]| {
+            got.iter()
+                .zip(want)
+                .map(|(g, w)| ((g - w).abs() / w.abs().max(1e-3)) as f64)
+                .fold(0.0, f64::max)
+        };
+        assert!(
+            error(&losses, &want_losses) < 1e-4,
+            "{losses:?} vs {want_losses:?}"
+        );
+        for (got, want) in job.state().iter().zip(&want_state) {
+            let worst = got
+                .iter()
+                .zip(want)
+                .map(|(g, w)| (g - w).abs())
+                .fold(0.0, f32::max);
+            assert!(worst < 1e-4, "state differs by {worst}");
+        }
+    });
+}
+
+#[test]
+fn a_resume_under_too_small_a_cap_fails_cleanly_and_a_later_one_with_room_succeeds() {
+    for_each_backend(|backend| {
+        let mut session = backend.open();
+        let mut rng = Rng::fresh("suspend cap");
+        let data = random(&mut rng, 3 << 18); // 3 MiB
+        let tensor = session.upload(&data, &[3 << 18]).expect("upload");
+        session.suspend().expect("suspend");
+        session
+            .set_memory_limit(Some(MemoryLimit::Bytes(2 << 20)))
+            .expect("a cap is recorded while suspended");
+        match session.resume() {
+            Err(Error::OutOfMemory {
+                requested, limit, ..
+            }) => {
+                assert!(requested >= 3 << 20);
+                assert_eq!(limit, Some(2 << 20));
+            }
+            Err(other) => panic!("{}: expected OutOfMemory, got {other}", backend.name),
+            Ok(_) => panic!("{}: resumed over the cap", backend.name),
+        }
+        assert!(
+            session.is_suspended(),
+            "a failed resume leaves the session suspended"
+        );
+        assert!(matches!(tensor.to_vec(), Err(Error::Suspended)));
+        session
+            .set_memory_limit(Some(MemoryLimit::Bytes(8 << 20)))
+            .expect("a larger cap");
+        session.resume().expect("resume with room");
+        assert_eq!(bits(&tensor.to_vec().expect("read")), bits(&data));
+        assert_eq!(session.memory_stats().expect("stats").limit, Some(8 << 20));
+        // The cap holds on the resumed session.
+        assert!(matches!(
+            session.zeros(&[6 << 18]),
+            Err(Error::OutOfMemory { .. })
+        ));
+        assert!(session.zeros(&[1 << 18]).is_ok());
+    });
+}
+
+#[test]
+fn a_suspended_session_closes_and_drops_cleanly_and_its_host_copies_go() {
+    let _serial = memory_lock();
+    on_vulkan(|backend| {
+        let mut session = backend.open();
+        let tensor = session
+            .full(&[(96 * MIB / 4) as usize], 1.5)
+            .expect("96 MiB");
+        session.sync().expect("sync");
+        let report = session.suspend().expect("suspend");
+        assert!(report.host_bytes >= 96 * MIB);
+        let suspended = resident();
+        let closed = session.close();
+        assert!(!closed.device_lost);
+        let after = resident();
+        assert!(
+            after + 64 * MIB < suspended,
+            "closing a suspended session kept its host copies: {} MiB resident before, {} MiB after",
+            suspended / MIB,
+            after / MIB
+        );
+        assert!(matches!(tensor.to_vec(), Err(Error::SessionClosed)));
+        drop(tensor);
+
+        let mut dropped = backend.open();
+        let _kept = dropped.full(&[1000], 2.0).expect("tensor");
+        dropped.suspend().expect("suspend");
+        drop(dropped);
+    });
+}
+
+#[test]
+fn two_hundred_suspend_resume_cycles_keep_resident_memory_flat() {
+    let _serial = memory_lock();
+    on_vulkan(|backend| {
+        let mut session = backend.open();
+        let mut rng = Rng::fresh("suspend cycles");
+        let data = random(&mut rng, (16 * MIB / 4) as usize);
+        let tensor = session.upload(&data, &[data.len()]).expect("16 MiB");
+        let cycle = |session: &mut Session| {
+            session.suspend().expect("suspend");
+            session.resume().expect("resume");
+            tensor.scale_add_(1.0, 0.0).expect("compute after resume");
+            session.sync().expect("sync");
+            resident()
+        };
+        for _ in 0..10 {
+            cycle(&mut session);
+        }
+        let after_warm_up = resident();
+        let mut after_last = after_warm_up;
+        for _ in 0..200 {
+            after_last = cycle(&mut session);
+        }
+        eprintln!(
+            "200 suspend/resume cycles of 16 MiB: resident after warm-up {} MiB, after the last {} MiB",
+            after_warm_up / MIB,
+            after_last / MIB
+        );
+        assert!(
+            (after_last as i64 - after_warm_up as i64) < (16 * MIB) as i64,
+            "resident memory grew from {after_warm_up} to {after_last} bytes"
+        );
+        assert_eq!(bits(&tensor.to_vec().expect("read")), bits(&data));
+    });
+}
