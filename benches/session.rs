@@ -1,5 +1,6 @@
 //! Session open + small kernel + read-back + close, in this process, beside the same job in a child process
-//! (the workaround users have today). Run: cargo bench --bench session
+//! (the workaround users have today); and suspend + resume of the seed workload's state beside close, reopen
+//! and upload. Run: cargo bench --bench session
 
 use std::path::Path;
 
@@ -18,11 +19,11 @@ use rows::BenchReport;
 fn main() -> anyhow::Result<()> {
     let options = SessionOptions::default();
     let exe = Path::new(env!("CARGO_BIN_EXE_wgcompute"));
-    let row = rows::session_open_close(&options, 15, || rows::child_job(exe, None))?;
+    let rows = vec![
+        rows::session_open_close(&options, 15, || rows::child_job(exe, None))?,
+        rows::suspend_resume(&options, 7)?,
+    ];
     let session = Session::open(options)?;
-    print!(
-        "{}",
-        rows::format_table(&BenchReport::new(&session, vec![row]))
-    );
+    print!("{}", rows::format_table(&BenchReport::new(&session, rows)));
     Ok(())
 }

@@ -360,6 +360,8 @@ impl Session {
     /// ```
     pub fn suspend(&mut self) -> Result<SuspendReport> {
         let started = std::time::Instant::now();
+        // Pending work first, so that the figure before counts the memory it touches.
+        self.inner.with_runtime(|runtime| runtime.sync())?;
         let memory_before_suspend = self.device_memory();
         let figures = self.inner.suspend()?;
         Ok(SuspendReport {

@@ -27,6 +27,10 @@ pub fn run(global: &GlobalOptions, args: &BenchArgs) -> Result<()> {
     let mut results = vec![rows::session_open_close(&options, runs, || {
         rows::child_job(&exe, global.adapter.as_deref())
     })?];
+    results.push(rows::suspend_resume(
+        &options,
+        if args.quick { 3 } else { 7 },
+    )?);
     let session = Session::open(options)?;
     let budget = Duration::from_millis(if args.quick { 150 } else { 600 });
     results.extend(rows::pool_alloc_free(&session, &rows::POOL_SIZES, budget)?);

@@ -1,6 +1,8 @@
 //! `wgcompute demo`: the main job. The seed workload (x[10,10000]·W[10000,1000], softmax cross-entropy, Adam,
 //! 100 steps) runs twice in this process, first in a session capped at 10% of device memory, then at 50%, and
 //! the device memory before open, while open and after close shows that each session gives its memory back.
+//! With `--suspend`, a third run suspends half way (device memory shown while suspended), resumes and must end
+//! on the first run's loss, bit for bit.
 
 use anyhow::{bail, Result};
 use clap::Args;
@@ -8,7 +10,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use wgcompute::{ByteSize, DeviceMemory, MemoryLimit, MemoryStats, Session};
 
-use crate::workload::{run_seed, SeedConfig};
+use crate::workload::{run_seed, SeedConfig, SeedJob};
 use crate::GlobalOptions;
 
 #[derive(Args)]
@@ -16,9 +18,63 @@ pub struct DemoArgs {
     /// Training steps per run.
     #[arg(long, default_value_t = 100)]
     steps: usize,
+    /// Add a third part: train half the steps, suspend (every byte of device memory given back, the state kept
+    /// in host memory), resume, train the rest, and check the final loss against the first run's.
+    #[arg(long)]
+    suspend: bool,
     /// Print one JSON document instead of a report.
     #[arg(long)]
     json: bool,
+}
+
+/// The third part: one run of the workload with a suspend and resume half way.
+#[derive(Serialize)]
+struct SuspendedRun {
+    memory_limit: u64,
+    steps_before_suspend: usize,
+    suspend: wgcompute::SuspendReport,
+    resume: wgcompute::ResumeReport,
+    last_loss: f32,
+    /// Whether the last loss is bit-identical to the uninterrupted first run's.
+    matches_uninterrupted: bool,
+    memory_after_close: DeviceMemory,
+}
+
+fn suspended_run(
+    global: &GlobalOptions,
+    args: &DemoArgs,
+    limit: u64,
+    uninterrupted_last_loss: f32,
+) -> Result<SuspendedRun> {
+    let mut options = global.session_options()?;
+    options.memory_limit = Some(MemoryLimit::Bytes(limit));
+    let mut session = Session::open(options)?;
+    let config = SeedConfig {
+        steps: args.steps,
+        ..SeedConfig::default()
+    };
+    let mut job = SeedJob::new(&session, config)?;
+    let steps_before_suspend = args.steps / 2;
+    let mut last_loss = f32::NAN;
+    for _ in 0..steps_before_suspend {
+        last_loss = job.step()?;
+    }
+    let suspend = session.suspend()?;
+    let resume = session.resume()?;
+    for _ in steps_before_suspend..args.steps {
+        last_loss = job.step()?;
+    }
+    drop(job);
+    let report = session.close();
+    Ok(SuspendedRun {
+        memory_limit: limit,
+        steps_before_suspend,
+        suspend,
+        resume,
+        last_loss,
+        matches_uninterrupted: last_loss.to_bits() == uninterrupted_last_loss.to_bits(),
+        memory_after_close: report.memory_after_close,
+    })
 }
 
 /// Memory after close may exceed memory before open by this much before the demo calls it a leak.
@@ -156,6 +212,51 @@ pub fn run(global: &GlobalOptions, args: &DemoArgs) -> Result<()> {
         adapter.get_or_insert(used);
         runs.push(run);
     }
+    let suspended = if args.suspend {
+        let first = &runs[0];
+        let part = suspended_run(global, args, first.memory_limit, first.last_loss)?;
+        if !args.json {
+            println!(
+                "run 3: session capped at {}, suspended after {} of {} steps",
+                ByteSize(part.memory_limit),
+                part.steps_before_suspend,
+                args.steps
+            );
+            println!(
+                "  suspend: {} of tensors kept in host memory, {:.3} s",
+                ByteSize(part.suspend.host_bytes),
+                part.suspend.seconds
+            );
+            println!(
+                "  device memory before suspend:  {}",
+                part.suspend.memory_before_suspend
+            );
+            println!(
+                "  device memory while suspended: {}",
+                part.suspend.memory_while_suspended
+            );
+            println!(
+                "  device memory after resume:    {} ({:.3} s)",
+                part.resume.memory_after_resume, part.resume.seconds
+            );
+            println!(
+                "  loss: last step {:.6}, {} run 1's uninterrupted last step",
+                part.last_loss,
+                if part.matches_uninterrupted {
+                    "bit-identical to"
+                } else {
+                    "DIFFERENT from"
+                }
+            );
+            println!(
+                "  device memory after close:     {}",
+                part.memory_after_close
+            );
+        }
+        Some(part)
+    } else {
+        None
+    };
     let leaked: Vec<i64> = runs
         .iter()
         .filter_map(|run| run.retained)
@@ -164,7 +265,9 @@ pub fn run(global: &GlobalOptions, args: &DemoArgs) -> Result<()> {
     if args.json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&serde_json::json!({ "adapter": adapter, "runs": runs }))?
+            serde_json::to_string_pretty(
+                &serde_json::json!({ "adapter": adapter, "runs": runs, "suspended_run": suspended })
+            )?
         );
     } else {
         for (index, run) in runs.iter().enumerate() {
@@ -176,6 +279,15 @@ pub fn run(global: &GlobalOptions, args: &DemoArgs) -> Result<()> {
                 ),
                 None => println!("run {}: this adapter does not report its memory", index + 1),
             }
+        }
+    }
+    if let Some(part) = &suspended {
+        if !part.matches_uninterrupted {
+            bail!(
+                "the suspended run's last loss {} differs from the uninterrupted run's {}",
+                part.last_loss,
+                runs[0].last_loss
+            );
         }
     }
     if !leaked.is_empty() {

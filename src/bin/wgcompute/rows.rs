@@ -9,7 +9,7 @@ use anyhow::{bail, ensure, Context, Result};
 use serde::Serialize;
 use wgcompute::{AdamConfig, Session, SessionOptions};
 
-use crate::workload::{time_steps, SeedConfig};
+use crate::workload::{time_steps, SeedConfig, SeedJob};
 
 /// One measured figure beside its same-run baseline.
 #[derive(Clone, Debug, Serialize)]
@@ -162,6 +162,63 @@ pub fn session_open_close(
         in_process.as_secs_f64() * 1e3,
         "child process per job".to_string(),
         in_child.as_secs_f64() * 1e3,
+    ))
+}
+
+/// Milliseconds to suspend a session holding the seed workload's state (W and Adam's m and v, 120 MB, plus the
+/// step's buffers) and resume it on the same adapter, beside what a user does without suspend: close the
+/// session, open a new one and upload the same bytes again from host copies.
+pub fn suspend_resume(options: &SessionOptions, runs: usize) -> Result<BenchRow> {
+    let config = SeedConfig::default();
+    let mut session = Session::open(options.clone())?;
+    let mut job = SeedJob::new(&session, config)?;
+    job.step()?;
+    session.sync()?;
+    let mut kept = 0;
+    let suspended = median_time(runs, || {
+        kept = session.suspend()?.host_bytes;
+        session.resume()?;
+        Ok(())
+    })?;
+    let loss_after = job.step()?;
+    ensure!(
+        loss_after.is_finite(),
+        "the resumed job computed {loss_after}"
+    );
+    drop(job);
+    session.close();
+
+    let state = [
+        host_data(config.inputs * config.outputs, 1),
+        host_data(config.inputs * config.outputs, 2),
+        host_data(config.inputs * config.outputs, 3),
+    ];
+    let shape = [config.inputs, config.outputs];
+    let mut current = Some(Session::open(options.clone())?);
+    let reopened = median_time(runs, || {
+        if let Some(old) = current.take() {
+            old.close();
+        }
+        let session = Session::open(options.clone())?;
+        let tensors = state
+            .iter()
+            .map(|data| session.upload(data, &shape))
+            .collect::<wgcompute::Result<Vec<_>>>()?;
+        session.sync()?;
+        drop(tensors);
+        current = Some(session);
+        Ok(())
+    })?;
+    if let Some(session) = current {
+        session.close();
+    }
+    Ok(BenchRow::timed(
+        "suspend_resume",
+        format!("seed state, {:.0} MB", kept as f64 / 1e6),
+        "ms",
+        suspended.as_secs_f64() * 1e3,
+        "close, open, upload the same bytes".to_string(),
+        reopened.as_secs_f64() * 1e3,
     ))
 }
 
