@@ -420,11 +420,11 @@ impl Runtime {
             });
         encoder.copy_buffer_to_buffer(source, range.offset, staging, 0, range.bytes);
         self.queue.submit([encoder.finish()]);
-        self.map_and_read(staging)
+        self.map_and_read(staging, <[u8]>::to_vec)
     }
 
-    /// Maps a read-back buffer whose copies are submitted, waits, and returns its bytes.
-    fn map_and_read(&self, staging: &wgpu::Buffer) -> Result<Vec<u8>> {
+    /// Maps a read-back buffer whose copies are submitted, waits, and hands its bytes to `read`.
+    fn map_and_read<T>(&self, staging: &wgpu::Buffer, read: impl FnOnce(&[u8]) -> T) -> Result<T> {
         let (sender, receiver) = std::sync::mpsc::channel();
         let slice = staging.slice(..);
         slice.map_async(wgpu::MapMode::Read, move |outcome| {
@@ -446,15 +446,15 @@ impl Runtime {
                 })
             }
         }
-        let bytes = {
+        let outcome = {
             let view = slice.get_mapped_range().map_err(|error| Error::Driver {
                 op: "read-back",
                 message: error.to_string(),
             })?;
-            view.to_vec()
+            read(&view)
         };
         staging.unmap();
-        Ok(bytes)
+        Ok(outcome)
     }
 }
 

