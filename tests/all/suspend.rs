@@ -424,3 +424,42 @@ fn two_hundred_suspend_resume_cycles_keep_resident_memory_flat() {
         assert_eq!(bits(&tensor.to_vec().expect("read")), bits(&data));
     });
 }
+
+#[test]
+fn a_lost_device_cannot_be_suspended_and_its_session_still_closes() {
+    on_vulkan(|backend| {
+        let mut session = backend.open();
+        let tensor = session.full(&[1000], 1.0).expect("tensor");
+        session.simulate_device_loss();
+        assert!(matches!(session.suspend(), Err(Error::DeviceLost { .. })));
+        assert!(!session.is_suspended());
+        assert!(matches!(session.resume(), Err(Error::NotSuspended)));
+        assert!(matches!(tensor.to_vec(), Err(Error::DeviceLost { .. })));
+        let report = session.close();
+        assert!(report.device_lost);
+    });
+}
+
+#[test]
+fn the_cap_of_an_open_session_changes_unless_live_tensors_need_more() {
+    on_vulkan(|backend| {
+        let mut session = backend.open();
+        let kept = session.zeros(&[1 << 20]).expect("4 MiB");
+        match session.set_memory_limit(Some(MemoryLimit::Bytes(2 << 20))) {
+            Err(Error::OutOfMemory { limit, .. }) => assert_eq!(limit, Some(2 << 20)),
+            other => panic!("a cap below the live tensors: {other:?}"),
+        }
+        assert_eq!(session.memory_stats().expect("stats").limit, None);
+        drop(kept);
+        session
+            .set_memory_limit(Some(MemoryLimit::Bytes(2 << 20)))
+            .expect("room once the tensor is gone");
+        assert_eq!(session.memory_stats().expect("stats").limit, Some(2 << 20));
+        assert!(matches!(
+            session.zeros(&[1 << 20]),
+            Err(Error::OutOfMemory { .. })
+        ));
+        session.set_memory_limit(None).expect("uncapped");
+        assert!(session.zeros(&[1 << 20]).is_ok());
+    });
+}
