@@ -7,7 +7,8 @@ use crate::common::{
     backends, for_each_backend, memory_lock, on_vulkan, resident, Backend, Rng, MIB,
 };
 use wgcompute::{
-    Adam, AdamConfig, Error, Gradients, MemoryLimit, Mlp, Optimizer, Session, Tape, Tensor,
+    Adam, AdamConfig, BinaryOp, Error, Gradients, MemoryLimit, Mlp, Optimizer, Session, Tape,
+    Tensor, UnaryOp,
 };
 
 fn random(rng: &mut Rng, count: usize) -> Vec<f32> {
@@ -110,7 +111,12 @@ fn every_use_of_a_suspended_session_answers_suspended_and_nothing_is_lost() {
                 .map(|pair| pair.0),
             "softmax_cross_entropy_with_logits",
         );
-        suspended(a.exp(), "exp");
+        for op in UnaryOp::all() {
+            suspended(a.unary(op, 0.5), op.name());
+        }
+        for op in BinaryOp::all() {
+            suspended(a.binary(op, &b), op.name());
+        }
         suspended(a.argmax(Some(1)), "argmax");
         suspended(a.try_clone(), "try_clone");
         suspended(a.reshape(&[4]), "reshape");
