@@ -39,7 +39,8 @@ pub struct PoolConfig {
     /// Size of a shared slab. No larger than the adapter's max storage binding, so that any range carved
     /// from it binds in one window.
     pub slab_bytes: u64,
-    /// Every range starts at a multiple of this (the adapter's `min_storage_buffer_offset_alignment`).
+    /// Every range starts at a multiple of this: 256 bytes, or the adapter's
+    /// `min_storage_buffer_offset_alignment` if that is coarser (see `PORTABLE_ALIGNMENT`).
     pub alignment: u64,
     /// The adapter's largest single buffer.
     pub max_buffer_bytes: u64,
@@ -103,6 +104,10 @@ struct Slab<B> {
     ranges: offset_allocator::Allocator,
     /// Offset → bytes of every live range, so that a suspend can copy exactly what tensors hold.
     live: BTreeMap<u64, u64>,
+    /// Where the allocator's ranges stop being backed by the buffer: at its end, unless the slab was cut at a
+    /// suspend; then the ranges from the cut on are held by `fences` so that they are never handed out.
+    fenced_from: u64,
+    fences: Vec<offset_allocator::Allocation>,
 }
 
 impl<B> Slab<B> {
@@ -113,26 +118,23 @@ impl<B> Slab<B> {
             dedicated: self.dedicated,
             ranges: self.ranges,
             live: self.live,
+            fenced_from: self.fenced_from,
+            fences: self.fences,
         }
     }
 
     /// The buffer, and the slab's layout without it.
     fn split(self) -> (B, Slab<()>) {
-        let Slab {
-            buffer,
-            bytes,
-            dedicated,
-            ranges,
-            live,
-        } = self;
         let layout = Slab {
             buffer: (),
-            bytes,
-            dedicated,
-            ranges,
-            live,
+            bytes: self.bytes,
+            dedicated: self.dedicated,
+            ranges: self.ranges,
+            live: self.live,
+            fenced_from: self.fenced_from,
+            fences: self.fences,
         };
-        (buffer, layout)
+        (self.buffer, layout)
     }
 }
 
@@ -258,6 +260,8 @@ impl<S: SlabStorage> Pool<S> {
                 dedicated,
                 ranges: offset_allocator::Allocator::new(units),
                 live: BTreeMap::new(),
+                fenced_from: bytes,
+                fences: Vec::new(),
             },
         );
         self.counters.reserved += bytes;
@@ -482,6 +486,40 @@ fn live_ranges<B>(
     })
 }
 
+/// Makes sure the allocator of a cut shared slab never hands out a range past the buffer's end: the free
+/// range from the cut to the allocator's end is taken by fences. The allocator bins sizes, so the fences are
+/// requested in power-of-two pieces, which it places exactly; and it picks which free range serves a request,
+/// so if a piece does not land where the fence goes, the slab serves no new ranges at all (as a dedicated one).
+fn fence_off_past_the_end<B>(slab: &mut Slab<B>, alignment: u64) {
+    if slab.dedicated || slab.bytes >= slab.fenced_from {
+        return;
+    }
+    let mut placed = Vec::new();
+    let mut at = slab.bytes;
+    while at < slab.fenced_from {
+        let remaining = (slab.fenced_from - at) / alignment;
+        let piece = 1u64 << (63 - remaining.leading_zeros());
+        match slab.ranges.allocate(piece as u32) {
+            Some(fence) if u64::from(fence.offset) * alignment == at => {
+                placed.push(fence);
+                at += piece * alignment;
+            }
+            other => {
+                if let Some(elsewhere) = other {
+                    slab.ranges.free(elsewhere);
+                }
+                for fence in placed {
+                    slab.ranges.free(fence);
+                }
+                slab.dedicated = true;
+                return;
+            }
+        }
+    }
+    slab.fences.extend(placed);
+    slab.fenced_from = slab.bytes;
+}
+
 /// Where a slab's last live range ends.
 fn high_water<B>(slab: &Slab<B>) -> u64 {
     slab.live
@@ -514,6 +552,20 @@ pub(crate) struct PoolLayout {
 }
 
 impl PoolLayout {
+    /// The size a slab will have when restored, if it is still needed.
+    pub fn slab_bytes(&self, slab: SlabId) -> Option<u64> {
+        self.slabs.get(&slab).map(|slab| slab.bytes)
+    }
+
+    /// Cuts every slab to end with its last live range, so that a restore reserves only what tensors hold.
+    fn cut(&mut self) {
+        for slab in self.slabs.values_mut() {
+            let end = high_water(slab);
+            self.counters.reserved -= slab.bytes - end;
+            slab.bytes = end;
+        }
+    }
+
     pub fn allocations(&self) -> u64 {
         self.slabs.values().map(|slab| slab.live.len() as u64).sum()
     }
@@ -530,32 +582,19 @@ impl PoolLayout {
         if slab.live.is_empty() {
             self.counters.reserved -= slab.bytes;
             self.slabs.remove(&id);
-        } else if slab.dedicated {
-            // A cut slab ends with its last live range, wherever that now is.
-            let end = high_water(slab);
-            self.counters.reserved -= slab.bytes - end;
-            slab.bytes = end;
         }
     }
 }
 
 impl<S: SlabStorage> Pool<S> {
     /// Gives every slab back to storage, keeping the layout of their ranges on the host. Empty slabs are
-    /// dropped from the layout, since nothing needs them back, and each slab is cut to end with its last live
-    /// range, so that a restore reserves only what tensors hold. A slab so cut serves no new ranges (as a
-    /// dedicated one) and goes back to storage once its last range is freed.
+    /// dropped from the layout, since nothing needs them back.
     pub fn detach(&mut self) -> PoolLayout {
         self.release_empty_slabs();
         let mut slabs = BTreeMap::new();
         for (id, slab) in std::mem::take(&mut self.slabs) {
-            let (buffer, mut layout) = slab.split();
+            let (buffer, layout) = slab.split();
             self.storage.destroy(buffer);
-            let end = high_water(&layout);
-            if end < layout.bytes {
-                self.counters.reserved -= layout.bytes - end;
-                layout.bytes = end;
-                layout.dedicated = true;
-            }
             slabs.insert(id, layout);
         }
         let layout = PoolLayout {
@@ -570,7 +609,10 @@ impl<S: SlabStorage> Pool<S> {
     }
 
     /// A pool on `storage` with `layout`'s slabs recreated, under the limits of `fresh` (the new adapter's
-    /// config and cap). On failure nothing is kept on the storage and the layout comes back unchanged.
+    /// config and cap): as they were, or, when that would not fit under the cap or the adapter's largest
+    /// buffer, each cut to end with its last live range. A cut shared slab goes on serving new ranges below its
+    /// cut; the allocator's ranges past it are fenced off. On failure nothing is kept on the storage and the
+    /// layout comes back, perhaps cut.
     #[allow(clippy::result_large_err)] // once per resume; the layout must come back whole on failure
     pub fn restore(
         mut storage: S,
@@ -590,6 +632,15 @@ impl<S: SlabStorage> Pool<S> {
                 ),
             };
             return Err((error, layout));
+        }
+        let mut layout = layout;
+        let largest = layout.slabs.values().map(|slab| slab.bytes).max();
+        if fresh
+            .limit
+            .is_some_and(|limit| layout.counters.reserved > limit)
+            || largest.is_some_and(|largest| largest > fresh.max_buffer_bytes)
+        {
+            layout.cut();
         }
         if let Some(largest) = layout.slabs.values().map(|slab| slab.bytes).max() {
             if largest > fresh.max_buffer_bytes {
@@ -639,6 +690,9 @@ impl<S: SlabStorage> Pool<S> {
             ..fresh
         };
         let Some((failed_id, failed_slab, error)) = failure else {
+            for slab in slabs.values_mut() {
+                fence_off_past_the_end(slab, alignment);
+            }
             return Ok(Pool {
                 storage,
                 config,
@@ -875,22 +929,21 @@ pub(crate) mod tests {
             Err((error, _)) => panic!("restore failed: {error}"),
         };
         assert_eq!(restored.live_ranges().collect::<Vec<_>>(), ranges);
-        let after = restored.stats();
         assert_eq!(
-            (after.in_use, after.allocations, after.slabs),
-            (before.in_use, before.allocations, before.slabs)
+            restored.stats(),
+            before,
+            "with room, the slabs come back as they were"
         );
-        assert_eq!(
-            after.reserved,
-            before.reserved - (1 << 20) + (256 + 512 + 4096),
-            "the shared slab is cut to end with its last live range"
-        );
-        assert_eq!(restored.storage.live_bytes, after.reserved);
+        assert_eq!(restored.storage.live_bytes, before.reserved);
         for allocation in &kept {
             assert!(restored.buffer(allocation.slab).is_some());
         }
         // New ranges do not land on restored ones, and the restored ones free as before.
         let fresh = restored.allocate(300).unwrap();
+        assert_eq!(
+            fresh.slab, kept[0].slab,
+            "the shared slab serves new ranges"
+        );
         assert!(kept.iter().all(|old| old.slab != fresh.slab
             || old.offset + old.bytes <= fresh.offset
             || fresh.offset + fresh.bytes <= old.offset));
@@ -911,16 +964,14 @@ pub(crate) mod tests {
         let mut pool = Pool::new(HostStorage::default(), config(None));
         let small = pool.allocate(300).unwrap();
         let big = pool.allocate(3 << 20).unwrap();
-        let last = pool.allocate(300).unwrap();
         let mut layout = pool.detach();
-        assert_eq!(layout.counters.reserved, (3 << 20) + 1024);
-        layout.free(last);
+        assert_eq!(layout.counters.reserved, (3 << 20) + (1 << 20));
+        layout.free(big);
         assert_eq!(
             layout.counters.reserved,
-            (3 << 20) + 512,
-            "a cut slab is cut again to its new last range"
+            1 << 20,
+            "the dedicated slab is not needed"
         );
-        layout.free(big);
         layout.free(small);
         assert_eq!(layout.allocations(), 0);
         assert_eq!(layout.counters.reserved, 0);
@@ -993,6 +1044,49 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_cut_slab_serves_new_ranges_below_its_cut_and_none_past_it() {
+        let mut pool = Pool::new(HostStorage::default(), config(Some(1 << 20)));
+        let a = pool.allocate(300 << 10).unwrap();
+        let b = pool.allocate(300 << 10).unwrap();
+        let c = pool.allocate(100 << 10).unwrap();
+        pool.free(c);
+        let layout = pool.detach();
+        // The slab as it was (1 MiB) does not fit a 700 KiB cap; cut to its last range (600 KiB), it does.
+        let cap = 700 << 10;
+        let mut pool = match Pool::restore(HostStorage::default(), layout, config(Some(cap))) {
+            Ok(pool) => pool,
+            Err((error, _)) => panic!("restore failed: {error}"),
+        };
+        let cut = pool.stats().reserved;
+        assert_eq!(cut, b.offset + b.bytes);
+        assert_eq!(pool.storage.live_bytes, cut);
+        assert!(
+            !pool.slabs[&b.slab].dedicated && !pool.slabs[&b.slab].fences.is_empty(),
+            "the cut slab stays shared, fenced past its cut"
+        );
+        pool.free(a);
+        // (An exact fit may miss: the allocator bins sizes, rounding requests up and free ranges down.)
+        let again = pool
+            .allocate(200 << 10)
+            .expect("the hole below the cut is reused under the cap");
+        assert_eq!(
+            (again.slab, again.offset),
+            (b.slab, 0),
+            "the new range lands in the hole"
+        );
+        // Past the cut there is only a new slab, never a range of the fenced-off part.
+        let past = pool.allocate(90 << 10).unwrap();
+        assert!(past.slab != b.slab || past.offset + past.bytes <= cut);
+        assert!(matches!(
+            pool.allocate(200 << 10),
+            Err(Error::OutOfMemory { .. })
+        ));
+        for allocation in [again, past, b] {
+            pool.free(allocation);
+        }
+    }
+
+    #[test]
     fn a_lower_cap_gives_empty_slabs_back_or_is_refused() {
         let mut pool = Pool::new(HostStorage::default(), config(None));
         let kept = pool.allocate(300).unwrap();
@@ -1019,6 +1113,9 @@ pub(crate) mod tests {
         Allocate(u64),
         Free(usize),
         Trim,
+        /// Detach (a suspend), free some ranges while detached, restore (under a cap so tight that every slab
+        /// must be cut, when asked).
+        SuspendResume(usize, bool),
     }
 
     fn step() -> impl Strategy<Value = Step> {
@@ -1027,6 +1124,7 @@ pub(crate) mod tests {
             1 => (1u64..4096).prop_map(Step::Allocate),
             4 => any::<usize>().prop_map(Step::Free),
             1 => Just(Step::Trim),
+            1 => (0usize..3, any::<bool>()).prop_map(|(frees, tight)| Step::SuspendResume(frees, tight)),
         ]
     }
 
@@ -1057,6 +1155,26 @@ pub(crate) mod tests {
                     }
                     Step::Free(_) => {}
                     Step::Trim => { pool.trim(); }
+                    Step::SuspendResume(frees, tight) => {
+                        let mut layout = pool.detach();
+                        prop_assert_eq!(pool.storage.live_buffers, 0);
+                        for _ in 0..frees.min(live.len()) {
+                            layout.free(live.swap_remove(0));
+                        }
+                        let cut: u64 = layout.slabs.values().map(high_water).sum();
+                        let cap = if tight { Some(cut.max(1)) } else { limit };
+                        pool = match Pool::restore(HostStorage::default(), layout, config(cap)) {
+                            Ok(restored) => restored,
+                            Err((error, _)) => {
+                                prop_assert!(false, "restore failed: {error}");
+                                unreachable!()
+                            }
+                        };
+                        if tight {
+                            prop_assert_eq!(pool.stats().reserved, cut);
+                            prop_assert!(pool.set_limit(limit).is_ok());
+                        }
+                    }
                 }
                 let stats = pool.stats();
                 prop_assert_eq!(stats.in_use, live.iter().map(|a| a.bytes).sum::<u64>());

@@ -432,6 +432,13 @@ impl Session {
         if self.closed {
             return Err(Error::SessionClosed);
         }
+        if limit.is_none() && self.options.reserve_up_front {
+            return Err(Error::InvalidArgument {
+                what: "memory limit",
+                given: "none".to_string(),
+                expected: "a limit: this session reserves its whole limit up front".to_string(),
+            });
+        }
         let bytes = limit
             .map(|limit| limit.resolve(self.memory_total))
             .transpose()?;

@@ -44,33 +44,57 @@ impl SlabStorage for WgpuSlabs {
     type Buffer = wgpu::Buffer;
 
     fn create(&mut self, bytes: u64) -> Result<wgpu::Buffer, SlabError> {
-        let out_of_memory = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
-        let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("wgcompute slab"),
-            size: bytes,
-            usage: SLAB_USAGE,
-            mapped_at_creation: false,
+        let (buffer, refusal) = within_error_scopes(&self.device, || {
+            self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("wgcompute slab"),
+                size: bytes,
+                usage: SLAB_USAGE,
+                mapped_at_creation: false,
+            })
         });
-        let invalid = pollster::block_on(validation.pop());
-        let full = pollster::block_on(out_of_memory.pop());
-        if full.is_some() {
-            buffer.destroy();
-            return Err(SlabError::OutOfMemory);
+        match refusal {
+            None => Ok(buffer),
+            Some(refusal) => {
+                buffer.destroy();
+                Err(match refusal {
+                    Refusal::OutOfMemory => SlabError::OutOfMemory,
+                    Refusal::Invalid(message) => SlabError::Other(Error::Driver {
+                        op: "create slab",
+                        message,
+                    }),
+                })
+            }
         }
-        if let Some(error) = invalid {
-            buffer.destroy();
-            return Err(SlabError::Other(Error::Driver {
-                op: "create slab",
-                message: error.to_string(),
-            }));
-        }
-        Ok(buffer)
     }
 
     fn destroy(&mut self, buffer: wgpu::Buffer) {
         buffer.destroy();
     }
+}
+
+/// What the driver refused inside error scopes.
+pub(crate) enum Refusal {
+    OutOfMemory,
+    Invalid(String),
+}
+
+/// Runs `work` inside out-of-memory and validation error scopes, so that what the driver refuses comes back
+/// here instead of being raised as an alarm that a later, unrelated call would report.
+pub(crate) fn within_error_scopes<T>(
+    device: &wgpu::Device,
+    work: impl FnOnce() -> T,
+) -> (T, Option<Refusal>) {
+    let out_of_memory = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+    let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);
+    let value = work();
+    let invalid = pollster::block_on(validation.pop());
+    let full = pollster::block_on(out_of_memory.pop());
+    let refusal = match (full, invalid) {
+        (Some(_), _) => Some(Refusal::OutOfMemory),
+        (None, Some(error)) => Some(Refusal::Invalid(error.to_string())),
+        (None, None) => None,
+    };
+    (value, refusal)
 }
 
 /// A byte range of a slab, as kernels bind it.
@@ -108,6 +132,8 @@ struct Batch {
     /// Ranges freed while recorded commands may still use them: returned to the pool only after submission, so
     /// an upload (which the queue runs before the next submission's commands) cannot overwrite them early.
     deferred_frees: Vec<Allocation>,
+    /// Queue writes not yet submitted: a wait submits them first, so that it covers them too.
+    writes_pending: bool,
 }
 
 /// The open state of a session, on a GPU or a CPU adapter alike: the device and everything made on it. Kernels
@@ -184,6 +210,7 @@ impl Runtime {
                 params_buffer,
                 recorded: 0,
                 deferred_frees: Vec::new(),
+                writes_pending: false,
             },
             pool,
             limits: settings.limits,
@@ -327,7 +354,11 @@ impl Runtime {
                     .write_buffer(&self.batch.params_buffer, 0, &self.batch.params);
             }
             self.queue.submit([encoder.finish()]);
+        } else if self.batch.writes_pending {
+            // wgpu hands queue writes to the device with the next submission, even an empty one.
+            self.queue.submit([]);
         }
+        self.batch.writes_pending = false;
         self.batch.params.clear();
         self.batch.recorded = 0;
         for allocation in std::mem::take(&mut self.batch.deferred_frees) {
@@ -367,6 +398,7 @@ impl Runtime {
         }
         let buffer = self.buffer(range.slab)?;
         self.queue.write_buffer(buffer, range.offset, bytes);
+        self.batch.writes_pending = true;
         Ok(())
     }
 

@@ -6,7 +6,9 @@
 use crate::error::{Error, Result};
 use crate::pool::{Allocation, Pool, PoolLayout, SlabId};
 
-use super::{release_all, OpenedDevice, Runtime, RuntimeSettings, WgpuSlabs};
+use super::{
+    release_all, within_error_scopes, OpenedDevice, Refusal, Runtime, RuntimeSettings, WgpuSlabs,
+};
 
 /// Bytes read back (or written) through one staging buffer: large enough that few round trips are needed,
 /// small enough that a GPU's host-visible heap has room for it beside the slabs.
@@ -26,10 +28,16 @@ pub(crate) struct Suspension {
 }
 
 impl Suspension {
-    /// Forgets a range a tensor dropped while suspended. Its bytes stay on the host until resume, where a
-    /// write into free space does no harm; a slab left empty is not recreated at all.
+    /// Forgets a range a tensor dropped while suspended. A slab left empty is not recreated, and its bytes are
+    /// freed now; a range in a slab still needed keeps its bytes on the host until resume, where they are
+    /// written into free space, which does no harm.
     pub fn release(&mut self, allocation: Allocation) {
+        let slab = allocation.slab;
         self.layout.free(allocation);
+        if self.layout.slab_bytes(slab).is_none() {
+            // The slab will not come back, so neither will any of its bytes.
+            self.saved.retain(|piece| piece.slab != slab);
+        }
     }
 
     /// Bytes held on the host.
@@ -97,6 +105,23 @@ fn staging_groups(pieces: &[(SlabId, u64, u64)]) -> Vec<&[(SlabId, u64, u64)]> {
 }
 
 impl Runtime {
+    /// The error for a buffer of `bytes` the driver refused during a suspend or resume.
+    fn refused(&self, op: &'static str, bytes: u64, refusal: Refusal) -> Error {
+        match refusal {
+            Refusal::OutOfMemory => {
+                let stats = self.pool.stats();
+                Error::OutOfMemory {
+                    requested: bytes,
+                    in_use: stats.in_use,
+                    reserved: stats.reserved,
+                    limit: stats.limit,
+                    by_driver: true,
+                }
+            }
+            Refusal::Invalid(message) => Error::Driver { op, message },
+        }
+    }
+
     /// Copies every live range to the host, then releases everything as a close does. On failure the runtime
     /// comes back untouched.
     pub(super) fn suspend(
@@ -129,12 +154,18 @@ impl Runtime {
             return Ok(saved);
         };
         // One staging buffer, reused by every group: its memory is touched once, not once per group.
-        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("wgcompute suspend"),
-            size: largest,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
+        let (staging, refusal) = within_error_scopes(&self.device, || {
+            self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("wgcompute suspend"),
+                size: largest,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            })
         });
+        if let Some(refusal) = refusal {
+            staging.destroy();
+            return Err(self.refused("suspend", largest, refusal));
+        }
         let mut outcome = Ok(());
         for group in groups {
             match self.read_group(group, &staging) {
@@ -216,23 +247,47 @@ impl Runtime {
         }
     }
 
+    /// Writes the pieces back a staging buffer's worth at a time, each group submitted and waited for, so that
+    /// the queue's staging copies never hold more than that at once and a refusal is an error, not an alarm.
     fn write_back(&mut self, saved: &[SavedPiece]) -> Result<()> {
-        for piece in saved {
-            // Ranges dropped while suspended may have taken their slab, or its end, with them; their bytes are
-            // not needed, and the rest of a piece lands on free space or on the ranges still live.
-            let (Some(buffer), Some(slab_bytes)) = (
-                self.pool.buffer(piece.slab),
-                self.pool.slab_bytes(piece.slab),
-            ) else {
-                continue;
-            };
-            let kept = slab_bytes
-                .saturating_sub(piece.offset)
-                .min(piece.bytes.len() as u64);
-            if kept > 0 {
-                self.queue
-                    .write_buffer(buffer, piece.offset, &piece.bytes[..kept as usize]);
+        let mut start = 0;
+        while start < saved.len() {
+            let mut end = start;
+            let mut bytes = 0;
+            while end < saved.len()
+                && (end == start || bytes + saved[end].bytes.len() as u64 <= STAGING_BYTES)
+            {
+                bytes += saved[end].bytes.len() as u64;
+                end += 1;
             }
+            let ((), refusal) = within_error_scopes(&self.device, || {
+                for piece in &saved[start..end] {
+                    // A cut may have taken the end of a piece's slab with it: those bytes were free space.
+                    let (Some(buffer), Some(slab_bytes)) = (
+                        self.pool.buffer(piece.slab),
+                        self.pool.slab_bytes(piece.slab),
+                    ) else {
+                        continue;
+                    };
+                    let kept = slab_bytes
+                        .saturating_sub(piece.offset)
+                        .min(piece.bytes.len() as u64);
+                    if kept > 0 {
+                        self.queue.write_buffer(
+                            buffer,
+                            piece.offset,
+                            &piece.bytes[..kept as usize],
+                        );
+                    }
+                }
+                // wgpu hands queue writes to the device with the next submission, even an empty one.
+                self.queue.submit([]);
+            });
+            if let Some(refusal) = refusal {
+                return Err(self.refused("resume", bytes, refusal));
+            }
+            self.wait()?;
+            start = end;
         }
         self.sync()?;
         if self.reserve_up_front {

@@ -37,7 +37,10 @@ struct SuspendedRun {
     last_loss: f32,
     /// Whether the last loss is bit-identical to the uninterrupted first run's.
     matches_uninterrupted: bool,
+    memory_before_open: DeviceMemory,
     memory_after_close: DeviceMemory,
+    /// After close minus before open, where memory is known.
+    retained: Option<i64>,
 }
 
 fn suspended_run(
@@ -73,6 +76,12 @@ fn suspended_run(
         resume,
         last_loss,
         matches_uninterrupted: last_loss.to_bits() == uninterrupted_last_loss.to_bits(),
+        retained: report
+            .memory_before_open
+            .used
+            .zip(report.memory_after_close.used)
+            .map(|(before, after)| after as i64 - before as i64),
+        memory_before_open: report.memory_before_open,
         memory_after_close: report.memory_after_close,
     })
 }
@@ -260,6 +269,7 @@ pub fn run(global: &GlobalOptions, args: &DemoArgs) -> Result<()> {
     let leaked: Vec<i64> = runs
         .iter()
         .filter_map(|run| run.retained)
+        .chain(suspended.iter().filter_map(|part| part.retained))
         .filter(|&retained| retained > RELEASE_TOLERANCE as i64)
         .collect();
     if args.json {
@@ -279,6 +289,12 @@ pub fn run(global: &GlobalOptions, args: &DemoArgs) -> Result<()> {
                 ),
                 None => println!("run {}: this adapter does not report its memory", index + 1),
             }
+        }
+        if let Some(retained) = suspended.as_ref().and_then(|part| part.retained) {
+            println!(
+                "run 3: memory after close minus before open: {:+.1} MiB",
+                retained as f64 / (1 << 20) as f64
+            );
         }
     }
     if let Some(part) = &suspended {
