@@ -18,6 +18,7 @@ mod example_seed;
 mod lifecycle;
 mod ops_edges;
 mod ops_elementwise;
+mod ops_layout;
 mod ops_matmul;
 mod ops_optim;
 mod ops_random;
