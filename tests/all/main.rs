@@ -5,6 +5,7 @@
 
 mod common;
 
+mod autograd_layout;
 mod autograd_ops;
 #[cfg(feature = "cli")]
 mod cli;
