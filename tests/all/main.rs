@@ -7,6 +7,7 @@ mod common;
 
 mod autograd_layout;
 mod autograd_ops;
+mod checkpoint;
 #[cfg(feature = "cli")]
 mod cli;
 #[cfg(feature = "cli")]
