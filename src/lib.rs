@@ -19,6 +19,7 @@
 
 pub mod autograd;
 pub mod checkpoint;
+pub mod data;
 pub mod device;
 mod dtype;
 mod error;

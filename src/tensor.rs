@@ -169,6 +169,12 @@ impl Tensor {
         )
     }
 
+    /// Uploads u32 `data` as a 1-D tensor in this tensor's session.
+    pub(crate) fn upload_u32_beside(&self, data: &[u32]) -> Result<Tensor> {
+        let inner = self.session.upgrade().ok_or(Error::SessionClosed)?;
+        Self::from_u32_slice(&inner, data, &[data.len()])
+    }
+
     fn from_words(
         session: &Arc<SharedRuntime>,
         op: &'static str,

@@ -16,6 +16,7 @@ mod cli_input;
 mod cli_op;
 #[cfg(feature = "cli")]
 mod cli_train;
+mod data;
 mod example_seed;
 mod lifecycle;
 mod ops_edges;
