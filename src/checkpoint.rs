@@ -57,6 +57,25 @@ pub fn save_with_metadata(
     extra: &[(&str, String)],
 ) -> Result<()> {
     let path = path.as_ref();
+    let bytes = encode(path, model, optimizer, extra)?;
+    write_whole(path, &bytes)
+}
+
+/// The bytes [`save_with_metadata`] writes, for a caller that writes files its own way.
+pub fn to_bytes(
+    model: &Mlp,
+    optimizer: Option<&dyn Optimizer>,
+    extra: &[(&str, String)],
+) -> Result<Vec<u8>> {
+    encode(Path::new("(in memory)"), model, optimizer, extra)
+}
+
+fn encode(
+    path: &Path,
+    model: &Mlp,
+    optimizer: Option<&dyn Optimizer>,
+    extra: &[(&str, String)],
+) -> Result<Vec<u8>> {
     let mut named: Vec<(String, &Tensor)> = Vec::new();
     let parameters = model.named_parameters();
     for (name, tensor) in &parameters {
@@ -107,9 +126,8 @@ pub fn save_with_metadata(
                 .map_err(|error| failure(path, format!("tensor {name}: {error}")))
         })
         .collect::<Result<Vec<_>>>()?;
-    let bytes = safetensors::tensor::serialize(views, Some(metadata))
-        .map_err(|error| failure(path, error.to_string()))?;
-    write_whole(path, &bytes)
+    safetensors::tensor::serialize(views, Some(metadata))
+        .map_err(|error| failure(path, error.to_string()))
 }
 
 fn write_whole(path: &Path, bytes: &[u8]) -> Result<()> {

@@ -11,6 +11,8 @@ mod checkpoint;
 #[cfg(feature = "cli")]
 mod cli;
 #[cfg(feature = "cli")]
+mod cli_fit;
+#[cfg(feature = "cli")]
 mod cli_input;
 #[cfg(feature = "cli")]
 mod cli_op;
