@@ -11,6 +11,7 @@ mod npy;
 mod op;
 mod outputs;
 mod rows;
+mod rows_fit;
 mod train;
 mod workload;
 
