@@ -4,6 +4,7 @@
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::kernels::elementwise;
 use crate::kernels::layout::{self, contiguous_strides, Cast, Strided};
 use crate::shape::{element_count, MAX_RANK};
 use crate::tensor::Tensor;
@@ -223,8 +224,15 @@ impl Tensor {
         if out.is_empty() {
             return Ok(out);
         }
-        let row_words = row_shape.iter().product();
         let (table, index_range, target) = (self.range()?, indices.range()?, out.range()?);
+        if self.is_empty() {
+            // Every index is past the end of an empty table. (A dispatch over an empty binding runs nothing.)
+            let words = out.len() as u64;
+            return self
+                .with_runtime(|runtime| elementwise::fill(runtime, target, words, f32::NAN))
+                .map(|()| out);
+        }
+        let row_words = row_shape.iter().product();
         self.with_runtime(|runtime| {
             layout::gather_rows(runtime, NAME, table, (rows, row_words), index_range, target)
         })?;

@@ -368,6 +368,17 @@ fn fit_and_predict_errors_name_the_files() {
     ];
     args.extend([os("--resume"), save.as_os_str()]);
     scratch.fails(&args, &["wide_six.npy", "8 features", "takes 3"]);
+    fit(
+        &x,
+        &y,
+        &[
+            "--resume",
+            save.to_str().expect("a UTF-8 path"),
+            "--optimizer",
+            "sgd",
+        ],
+        &["adam", "same optimizer"],
+    );
     let junk = scratch.write_bytes("junk.safetensors", b"not a model");
     scratch.fails(
         &[

@@ -218,7 +218,8 @@ fn gather_rows_picks_rows_by_index_with_repeats_and_nan_past_the_end() {
     for_each_backend(|backend| {
         let session = backend.poisoned();
         for (table_shape, index_shape) in [
-            (&[1usize][..], &[1usize][..]),
+            (&[0usize, 3][..], &[4usize][..]),
+            (&[1], &[1]),
             (&[10], &[257]),
             (&[97, 13], &[31]),
             (&[300, 1], &[5, 7]),
@@ -231,7 +232,7 @@ fn gather_rows_picks_rows_by_index_with_repeats_and_nan_past_the_end() {
             // Every fifth index points past the table, to check it gives NaN rather than another row.
             let indices: Vec<u32> = (0..count)
                 .map(|k| {
-                    if k % 5 == 4 {
+                    if k % 5 == 4 || rows == 0 {
                         (rows + (rng.next_u64() % 3) as usize) as u32
                     } else {
                         (rng.next_u64() % rows as u64) as u32
@@ -263,6 +264,9 @@ fn gather_rows_picks_rows_by_index_with_repeats_and_nan_past_the_end() {
                         "index {index} past {rows} rows"
                     );
                 }
+            }
+            if rows == 0 {
+                continue;
             }
             // u32 tables gather too (a label column drawn with the same indices as its inputs).
             let labels: Vec<u32> = (0..rows as u32).map(|k| k * 3 + 1).collect();

@@ -301,6 +301,7 @@ impl EpochReport {
 
 /// Metadata keys fit adds to the checkpoint.
 const EPOCHS_KEY: &str = "fit.epochs";
+const OPTIMIZER_KEY: &str = "fit.optimizer";
 
 pub fn fit(global: &GlobalOptions, args: &FitArgs) -> Result<()> {
     let lr = args.lr.unwrap_or(args.optimizer.default_lr());
@@ -336,6 +337,14 @@ pub fn fit(global: &GlobalOptions, args: &FitArgs) -> Result<()> {
                     args.hidden,
                     args.resume.as_deref().map(Path::display).expect("resumed")
                 );
+            }
+            if let Some(saved) = file.metadata().get(OPTIMIZER_KEY) {
+                if saved != args.optimizer.name() {
+                    bail!(
+                        "{} was trained with --optimizer {saved}; resume it with the same optimizer",
+                        args.resume.as_deref().map(Path::display).expect("resumed")
+                    );
+                }
             }
             let epochs = file
                 .metadata()
@@ -518,7 +527,7 @@ fn train(
     let seconds = start.elapsed().as_secs_f64();
     let metadata = [
         (EPOCHS_KEY, (done_epochs + args.epochs as u64).to_string()),
-        ("fit.optimizer", args.optimizer.name().to_string()),
+        (OPTIMIZER_KEY, args.optimizer.name().to_string()),
         ("fit.lr", lr.to_string()),
     ];
     let bytes = checkpoint::to_bytes(&model, Some(optimizer.as_ref()), &metadata)?;
