@@ -285,6 +285,22 @@ fn gather_rows_picks_rows_by_index_with_repeats_and_nan_past_the_end() {
             );
         }
         session.close();
+
+        // Without poisoning, an empty table still gives NaN, not what the output's range last held.
+        let plain = backend.open();
+        drop(plain.full(&[64], 5.0).expect("a range to recycle"));
+        let empty = plain.zeros(&[0, 3]).expect("empty table");
+        let ids = plain.upload_u32(&[0, 1], &[2]).expect("ids");
+        let got = empty
+            .gather_rows(&ids)
+            .expect("gather")
+            .to_vec()
+            .expect("read");
+        assert!(
+            got.len() == 6 && got.iter().all(|value| value.is_nan()),
+            "{got:?}"
+        );
+        plain.close();
     });
 }
 
