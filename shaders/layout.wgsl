@@ -11,11 +11,12 @@ struct Params {
     dims: vec4<u32>,
     src_strides: vec4<u32>,
     dst_strides: vec4<u32>,
-    // gather: words per row, and rows in the table; one-hot: classes
+    // gather: words per row, rows in the bound window of the table, the window's first row, and the table's
+    // rows; one-hot: classes (in `rows`)
     row_words: u32,
     rows: u32,
-    _pad0: u32,
-    _pad1: u32,
+    first_row: u32,
+    total_rows: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -52,7 +53,9 @@ fn strided_copy(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workg
         words_in[params.src_offset + strided(i, params.src_strides)];
 }
 
-// output row r = input row indices[r]; an index past the table's rows gives a row of NaN.
+// output row r = input row indices[r]; an index past the table's rows gives a row of NaN. A table larger than
+// one binding is bound in windows of whole rows, one dispatch each: a dispatch writes the output rows whose index
+// falls in its window, and the first also those past the end.
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn gather_rows(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     let i = linear_index(id, groups);
@@ -62,9 +65,9 @@ fn gather_rows(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgr
     let row = i / params.row_words;
     let column = i % params.row_words;
     let index = indices[row];
-    if (index < params.rows) {
-        words_out[i] = words_in[index * params.row_words + column];
-    } else {
+    if (index >= params.first_row && index - params.first_row < params.rows) {
+        words_out[i] = words_in[(index - params.first_row) * params.row_words + column];
+    } else if (index >= params.total_rows && params.first_row == 0u) {
         words_out[i] = NAN_BITS;
     }
 }

@@ -6,7 +6,7 @@ use bytemuck::{Pod, Zeroable};
 
 use super::dispatch_windows;
 use super::plan::Limits;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::runtime::{nothing_generated, BufferRange, Kernel, Runtime, Shader};
 use crate::shape::{dims4, MAX_RANK};
 
@@ -54,7 +54,8 @@ struct Params {
     dst_strides: [u32; 4],
     row_words: u32,
     rows: u32,
-    _pad: [u32; 2],
+    first_row: u32,
+    total_rows: u32,
 }
 
 /// Element strides of a contiguous row-major tensor of `shape`.
@@ -117,7 +118,8 @@ pub(crate) fn strided_copy(
     )
 }
 
-/// target row r = table row indices[r], for a table of `rows` rows of `row_words` words.
+/// target row r = table row indices[r], for a table of `rows` rows of `row_words` words. A table larger than
+/// one binding is bound in windows of whole rows whose starts honour the storage offset alignment.
 pub(crate) fn gather_rows(
     runtime: &mut Runtime,
     op: &'static str,
@@ -127,23 +129,59 @@ pub(crate) fn gather_rows(
     target: BufferRange,
 ) -> Result<()> {
     let limits = Limits::of(runtime.limits());
-    for range in [table, indices, target] {
+    for range in [indices, target] {
         limits.expect_bindable(op, range)?;
     }
+    let alignment_words =
+        (u64::from(runtime.limits().min_storage_buffer_offset_alignment) / 4).max(1);
+    let per_window = rows_per_window(limits.max_binding_elements, row_words as u64, alignment_words)
+        .ok_or_else(|| Error::Shape {
+            op,
+            message: format!(
+                "a row of {row_words} values does not fit one storage binding ({} values) on this adapter",
+                limits.max_binding_elements
+            ),
+        })?;
     let count = target.bytes / 4;
-    let params = Params {
-        count: count as u32,
-        row_words: row_words as u32,
-        rows: rows as u32,
-        ..Params::default()
-    };
     let workgroups = limits.per_element(count, 1);
-    runtime.dispatch(
-        &GATHER_ROWS,
-        bytemuck::bytes_of(&params),
-        &[table, indices, target],
-        workgroups,
-    )
+    let mut first = 0u64;
+    while first < rows as u64 {
+        let window = per_window.min(rows as u64 - first);
+        let params = Params {
+            count: count as u32,
+            row_words: row_words as u32,
+            rows: window as u32,
+            first_row: first as u32,
+            total_rows: rows as u32,
+            ..Params::default()
+        };
+        let range = table.elements(first * row_words as u64, window * row_words as u64);
+        runtime.dispatch(
+            &GATHER_ROWS,
+            bytemuck::bytes_of(&params),
+            &[range, indices, target],
+            workgroups,
+        )?;
+        first += window;
+    }
+    Ok(())
+}
+
+/// The most whole rows of `row_words` words one binding of `max_words` holds such that a window of them starts
+/// aligned after any number of windows (a multiple of `alignment_words` words); None if not even one fits.
+fn rows_per_window(max_words: u64, row_words: u64, alignment_words: u64) -> Option<u64> {
+    fn gcd(a: u64, b: u64) -> u64 {
+        if b == 0 {
+            a
+        } else {
+            gcd(b, a % b)
+        }
+    }
+    let row_words = row_words.max(1);
+    let step = alignment_words / gcd(row_words, alignment_words);
+    let rows = max_words / row_words;
+    let aligned = rows - rows % step;
+    (aligned > 0).then_some(aligned)
 }
 
 /// target[r, k] = (indices[r] == k) as f32, over `classes` columns.
@@ -212,13 +250,34 @@ reflected_layout!(
         STRIDED_COPY, GATHER_ROWS, ONE_HOT, F32_TO_U32, U32_TO_F32
     ],
     params: {
-        count, base, src_offset, dst_offset, dims, src_strides, dst_strides, row_words, rows
+        count, base, src_offset, dst_offset, dims, src_strides, dst_strides, row_words, rows, first_row,
+        total_rows
     }
 );
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gather_windows_hold_whole_rows_and_start_aligned() {
+        // lavapipe: 2^25 words a binding, 64-word (256-byte) alignment.
+        for row_words in [1u64, 3, 64, 100, 257, 4096] {
+            let rows = rows_per_window(1 << 25, row_words, 64).expect("fits");
+            assert!(rows * row_words <= 1 << 25, "{row_words}");
+            assert_eq!(rows * row_words % 64, 0, "{row_words}");
+            assert!(
+                (rows + 64) * row_words > 1 << 25,
+                "{row_words}: not wasteful"
+            );
+        }
+        assert_eq!(rows_per_window(100, 101, 64), None);
+        assert_eq!(
+            rows_per_window(100, 3, 64),
+            None,
+            "64 rows of 3 are needed for alignment"
+        );
+    }
 
     #[test]
     fn contiguous_strides_are_row_major() {

@@ -197,7 +197,8 @@ impl Tensor {
 
     /// Rows of this tensor picked by a u32 index tensor: the result has the indices' shape followed by this
     /// tensor's shape after its first axis (an embedding lookup, or a minibatch drawn from a dataset). An index
-    /// past the last row gives a row of NaN.
+    /// past the last row gives a row of NaN. The table may be larger than one storage binding; the indices and
+    /// the result may not.
     ///
     /// ```
     /// use wgcompute::{Session, SessionOptions};

@@ -2,7 +2,7 @@
 //! uploads and single values, each against a host reference (exact: nothing is computed) at awkward shapes,
 //! with outputs poisoned, on every backend; and the clear errors of bad arguments.
 
-use crate::common::{for_each_backend, Rng};
+use crate::common::{for_each_backend, on_vulkan, Rng};
 use wgcompute::{DType, Error, Session, Tensor};
 
 /// Row-major strides of a shape.
@@ -301,6 +301,51 @@ fn gather_rows_picks_rows_by_index_with_repeats_and_nan_past_the_end() {
             "{got:?}"
         );
         plain.close();
+    });
+}
+
+#[test]
+fn gather_rows_reads_a_table_larger_than_one_binding() {
+    let mut rng = Rng::fresh("gather past a binding");
+    on_vulkan(|backend| {
+        let session = backend.poisoned();
+        // lavapipe binds 2^25 values at most: a table of 64-value rows just past that takes two windows.
+        let width = 64;
+        let rows = (1 << 25) / width + 37;
+        let table: Vec<f32> = (0..rows * width)
+            .map(|k| (k / width) as f32 + (k % width) as f32 / 64.0)
+            .collect();
+        let tensor = session
+            .upload(&table, &[rows, width])
+            .expect("a large table");
+        let boundary = (1 << 25) / width;
+        let mut ids: Vec<u32> = vec![
+            0,
+            1,
+            boundary as u32 - 1,
+            boundary as u32,
+            rows as u32 - 1,
+            rows as u32,
+        ];
+        ids.extend((0..50).map(|_| (rng.next_u64() % rows as u64) as u32));
+        let got = tensor
+            .gather_rows(&session.upload_u32(&ids, &[ids.len()]).expect("ids"))
+            .expect("gather")
+            .to_vec()
+            .expect("read");
+        for (r, &id) in ids.iter().enumerate() {
+            let row = &got[r * width..(r + 1) * width];
+            if (id as usize) < rows {
+                let want = &table[id as usize * width..(id as usize + 1) * width];
+                assert_eq!(bits(row), bits(want), "row {id}");
+            } else {
+                assert!(
+                    row.iter().all(|value| value.is_nan()),
+                    "row {id} is past the end"
+                );
+            }
+        }
+        session.close();
     });
 }
 
