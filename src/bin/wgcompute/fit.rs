@@ -515,11 +515,8 @@ fn train(
         };
         if !args.json {
             let line = report.line(args.epochs);
-            if terminal {
-                bar.println(line);
-            } else {
-                println!("{line}");
-            }
+            // On stdout either way (the bar is on stderr), so redirecting stdout keeps the figures.
+            bar.suspend(|| println!("{line}"));
         }
         reports.push(report);
     }

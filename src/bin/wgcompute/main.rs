@@ -1,6 +1,6 @@
 //! The `wgcompute` command: one file per subcommand; this one parses the command line and dispatches. Shared by
-//! several: npy.rs (.npy in and out), outputs.rs (outputs written all or none), rows.rs (the bench rows, also used by
-//! benches/) and workload.rs (the seed workload of `demo` and the `seed_step` row).
+//! several: npy.rs (.npy in and out), outputs.rs (outputs written all or none), rows.rs and rows_fit.rs (the bench
+//! rows, also used by benches/) and workload.rs (the seed workload of `demo` and the `seed_step` row).
 
 mod bench;
 mod demo;
