@@ -207,6 +207,17 @@ impl Dataset {
                 "at least 1".to_string(),
             ));
         }
+        if let Some((position, &index)) = order
+            .iter()
+            .enumerate()
+            .find(|(_, &index)| index as usize >= self.len())
+        {
+            return Err(invalid(
+                "batch order",
+                format!("sample index {index} at position {position}"),
+                format!("indices below the {} samples", self.len()),
+            ));
+        }
         let session_order = self.inputs.upload_u32_beside(order)?;
         Ok(Batches {
             dataset: self,

@@ -171,6 +171,9 @@ fn datasets_that_do_not_fit_are_clear_errors() {
             data.batches(&[0, 1], 0),
             Err(Error::InvalidArgument { .. })
         ));
+        assert!(
+            matches!(data.batches(&[0, 4], 2), Err(Error::InvalidArgument { given, .. }) if given.contains('4'))
+        );
         assert!(matches!(
             Dataset::upload(&session, &x, 3, Labels::Probabilities(&[0.5; 3]), 2),
             Err(Error::Shape { .. })
