@@ -40,6 +40,25 @@ fn strided(global: u32, strides: vec4<u32>) -> u32 {
 @group(0) @binding(2) var<storage, read_write> in1: array<f32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 
+// WGSL's tanh loses its relative accuracy near 0 and can return NaN past |x| ≈ 88 (where exp overflows). A
+// Taylor series serves |x| < 0.25 (the first omitted term is below 1e-8 of the value); beyond it,
+// (1 - e^-2|x|) / (1 + e^-2|x|) has no cancellation worth the name and tends to 1, never to inf / inf.
+fn stable_tanh(x: f32) -> f32 {
+    let m = abs(x);
+    if (m < 0.25) {
+        let x2 = x * x;
+        return x * (1.0 + x2 * (-1.0 / 3.0 + x2 * (2.0 / 15.0 + x2 * (-17.0 / 315.0 + x2 * (62.0 / 2835.0)))));
+    }
+    let e = exp(-2.0 * m);
+    return sign(x) * ((1.0 - e) / (1.0 + e));
+}
+
+// 1 / (1 + e^-x) from e^-|x|, which never overflows: e / (1 + e) for negative x.
+fn stable_sigmoid(x: f32) -> f32 {
+    let e = exp(-abs(x));
+    return select(e / (1.0 + e), 1.0 / (1.0 + e), x >= 0.0);
+}
+
 // out = in0 (op) in1, with broadcasting; binary_op is generated from the op table in Rust.
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn binary(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {

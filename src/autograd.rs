@@ -62,6 +62,34 @@ enum Op {
         logits: usize,
         gradient: Option<Tensor>,
     },
+    /// Softmax (or log-softmax) along the last axis.
+    Softmax {
+        x: usize,
+        log: bool,
+    },
+    /// Rows of `table` picked by the u32 tensor of node `indices`.
+    GatherRows {
+        table: usize,
+        indices: usize,
+    },
+    /// Parts joined along an axis.
+    Concat {
+        parts: Vec<usize>,
+        axis: usize,
+    },
+    /// Entries `start..` along an axis.
+    Narrow {
+        x: usize,
+        axis: usize,
+        start: usize,
+    },
+    Permute {
+        x: usize,
+        axes: Vec<usize>,
+    },
+    Reshape {
+        x: usize,
+    },
     Mean {
         x: usize,
         axis: Option<usize>,
@@ -279,6 +307,107 @@ impl Tape {
         Ok(self.push(value, Op::Sum { x: x.index, axis }, wants))
     }
 
+    /// Softmax along the last axis.
+    pub fn softmax(&mut self, x: Var) -> Result<Var> {
+        self.softmax_rows(x, false)
+    }
+
+    /// Log-softmax along the last axis.
+    pub fn log_softmax(&mut self, x: Var) -> Result<Var> {
+        self.softmax_rows(x, true)
+    }
+
+    fn softmax_rows(&mut self, x: Var, log: bool) -> Result<Var> {
+        let input = self.value(x)?;
+        let value = if log {
+            input.log_softmax()?
+        } else {
+            input.softmax()?
+        };
+        let wants = self.wants(&[x])?;
+        Ok(self.push(value, Op::Softmax { x: x.index, log }, wants))
+    }
+
+    /// Rows of `table` picked by the u32 tensor `indices` holds (see [`Tensor::gather_rows`]): an embedding
+    /// lookup. The gradient of a row picked more than once is the sum of its uses.
+    pub fn gather_rows(&mut self, table: Var, indices: Var) -> Result<Var> {
+        let value = self.value(table)?.gather_rows(self.value(indices)?)?;
+        let wants = self.wants(&[table])?;
+        let op = Op::GatherRows {
+            table: table.index,
+            indices: indices.index,
+        };
+        Ok(self.push(value, op, wants))
+    }
+
+    /// The parts joined along `axis` (see [`Tensor::concat`]).
+    pub fn concat(&mut self, parts: &[Var], axis: usize) -> Result<Var> {
+        let values = parts
+            .iter()
+            .map(|&part| self.value(part))
+            .collect::<Result<Vec<_>>>()?;
+        let value = Tensor::concat(&values, axis)?;
+        let wants = self.wants(parts)?;
+        let op = Op::Concat {
+            parts: parts.iter().map(|part| part.index).collect(),
+            axis,
+        };
+        Ok(self.push(value, op, wants))
+    }
+
+    /// The `len` entries from `start` along `axis` (see [`Tensor::narrow`]).
+    pub fn narrow(&mut self, x: Var, axis: usize, start: usize, len: usize) -> Result<Var> {
+        let value = self.value(x)?.narrow(axis, start, len)?;
+        let wants = self.wants(&[x])?;
+        Ok(self.push(
+            value,
+            Op::Narrow {
+                x: x.index,
+                axis,
+                start,
+            },
+            wants,
+        ))
+    }
+
+    /// The axes reordered (see [`Tensor::permute`]).
+    pub fn permute(&mut self, x: Var, axes: &[usize]) -> Result<Var> {
+        let value = self.value(x)?.permute(axes)?;
+        let wants = self.wants(&[x])?;
+        let op = Op::Permute {
+            x: x.index,
+            axes: axes.to_vec(),
+        };
+        Ok(self.push(value, op, wants))
+    }
+
+    /// Axes `first` and `second` swapped.
+    pub fn transpose(&mut self, x: Var, first: usize, second: usize) -> Result<Var> {
+        let rank = self.value(x)?.shape().len();
+        let mut axes: Vec<usize> = (0..rank).collect();
+        if first < rank && second < rank {
+            axes.swap(first, second);
+        } else {
+            // Out-of-range axes: let permute name the problem.
+            axes = vec![first, second];
+        }
+        self.permute(x, &axes)
+    }
+
+    /// The same values in another shape of the same element count.
+    pub fn reshape(&mut self, x: Var, shape: &[usize]) -> Result<Var> {
+        let value = self.value(x)?.reshape(shape)?;
+        let wants = self.wants(&[x])?;
+        Ok(self.push(value, Op::Reshape { x: x.index }, wants))
+    }
+
+    /// The mean squared error `mean((prediction - target)²)` over all elements, as a 0-d value.
+    pub fn mse(&mut self, prediction: Var, target: Var) -> Result<Var> {
+        let difference = self.sub(prediction, target)?;
+        let squared = self.square(difference)?;
+        self.mean(squared)
+    }
+
     /// Differentiates the scalar `output` with respect to every parameter on the tape. The tape is consumed:
     /// each intermediate is dropped (its range returned to the pool) as soon as the walk has passed it.
     pub fn backward(mut self, output: Var) -> Result<Gradients> {
@@ -392,6 +521,65 @@ impl Tape {
                 let scale = upstream.reshape(&column)?;
                 self.accumulate(gradients, logits, gradient.mul(&scale)?)?;
             }
+            Op::Softmax { x, log } => {
+                let last = node.value.shape().len() - 1;
+                let mut kept = node.value.shape().to_vec();
+                kept[last] = 1;
+                let dx = if log {
+                    // d log_softmax: g - softmax(x) · Σ g
+                    let total = upstream.sum(Some(last))?.reshape(&kept)?;
+                    upstream.sub(&node.value.exp()?.mul(&total)?)?
+                } else {
+                    // d softmax: y ⊙ (g - Σ g ⊙ y)
+                    let total = upstream.mul(&node.value)?.sum(Some(last))?.reshape(&kept)?;
+                    upstream.sub(&total)?.mul(&node.value)?
+                };
+                self.accumulate(gradients, x, dx)?;
+            }
+            Op::GatherRows { table, indices } => {
+                // d table = one_hot(indices)ᵀ · upstream: each row sums the gradients of its picks, in a fixed
+                // order (no atomics), through matmul.
+                let table_shape = self.nodes[table].value.shape().to_vec();
+                let rows = table_shape[0];
+                let row_words: usize = table_shape[1..].iter().product();
+                let picks = self.nodes[indices].value.len();
+                let ids = self.nodes[indices].value.reshape(&[picks])?;
+                let one_hot = ids.one_hot(rows)?;
+                let upstream = upstream.reshape(&[picks, row_words])?;
+                let dtable = one_hot.matmul_t(&upstream, Transpose::Left)?;
+                self.accumulate(gradients, table, dtable.reshape(&table_shape)?)?;
+            }
+            Op::Concat { parts, axis } => {
+                let mut start = 0;
+                for part in parts {
+                    let len = self.nodes[part].value.shape()[axis];
+                    if self.nodes[part].wants_gradient {
+                        self.accumulate(gradients, part, upstream.narrow(axis, start, len)?)?;
+                    }
+                    start += len;
+                }
+            }
+            Op::Narrow { x, axis, start } => {
+                let dx = self.nodes[x].value.output(
+                    "narrow backward",
+                    self.nodes[x].value.shape(),
+                    crate::DType::F32,
+                )?;
+                dx.fill_(0.0)?;
+                upstream.write_into(&dx, axis, start)?;
+                self.accumulate(gradients, x, dx)?;
+            }
+            Op::Permute { x, axes } => {
+                let mut inverse = vec![0; axes.len()];
+                for (position, &axis) in axes.iter().enumerate() {
+                    inverse[axis] = position;
+                }
+                self.accumulate(gradients, x, upstream.permute(&inverse)?)?;
+            }
+            Op::Reshape { x } => {
+                let shape = self.nodes[x].value.shape().to_vec();
+                self.accumulate(gradients, x, upstream.reshape(&shape)?)?;
+            }
             Op::Mean { x, axis } | Op::Sum { x, axis } => {
                 let input_shape = self.nodes[x].value.shape().to_vec();
                 let count = match axis {
@@ -433,6 +621,11 @@ fn unary_gradient(
         // d sqrt(x) = 1 / (2 sqrt(x))
         UnaryOp::Sqrt => upstream.div(output)?.mul_scalar(0.5),
         UnaryOp::Neg | UnaryOp::ScalarSub => upstream.neg(),
+        // d tanh = 1 - tanh²
+        UnaryOp::Tanh => output.square()?.scalar_sub(1.0)?.mul(&upstream),
+        // d σ = σ (1 - σ)
+        UnaryOp::Sigmoid => output.scalar_sub(1.0)?.mul(output)?.mul(&upstream),
+        UnaryOp::Square => input.mul_scalar(2.0)?.mul(&upstream),
         UnaryOp::AddScalar | UnaryOp::SubScalar | UnaryOp::Copy => Ok(upstream),
         UnaryOp::MulScalar => upstream.mul_scalar(scalar),
         UnaryOp::DivScalar => upstream.div_scalar(scalar),

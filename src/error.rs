@@ -108,6 +108,11 @@ pub enum Error {
     )]
     SessionMismatch { op: &'static str },
 
+    // --- checkpoints ---
+    /// A checkpoint could not be written or read, or does not fit the model it is loaded into.
+    #[error("checkpoint {path}: {message}")]
+    Checkpoint { path: String, message: String },
+
     // --- driver ---
     /// The driver reported an error wgcompute did not expect (a validation or internal error).
     #[error("GPU driver error in {op}: {message}")]

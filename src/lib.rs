@@ -18,6 +18,8 @@
 //! ```
 
 pub mod autograd;
+pub mod checkpoint;
+pub mod data;
 pub mod device;
 mod dtype;
 mod error;
@@ -38,7 +40,7 @@ pub use kernels::elementwise::{BinaryOp, UnaryOp};
 pub use nn::{Linear, Mlp};
 pub use ops::matmul::Transpose;
 pub use ops::optim::{AdamConfig, EpsilonPlacement};
-pub use optim::{Adam, Optimizer, Sgd};
+pub use optim::{Adam, Optimizer, OptimizerState, Sgd};
 pub use pool::MemoryStats;
 pub use runtime::MatmulKernel;
 pub use session::{

@@ -1,5 +1,6 @@
 //! Layers: `Linear` (weight and optional bias) and an MLP of linear layers with relu between them. Their
-//! parameters are `Arc<Tensor>`s in the session's pool, shared with the tape during a forward pass.
+//! parameters are `Arc<Tensor>`s in the session's pool, shared with the tape during a forward pass. `infer` runs
+//! the same forward pass on tensors directly, with no tape: for inference, where nothing is kept for a backward.
 
 use std::sync::Arc;
 
@@ -58,6 +59,15 @@ impl Linear {
         }
     }
 
+    /// `x·W (+ b)` on tensors, without a tape.
+    pub fn infer(&self, x: &Tensor) -> Result<Tensor> {
+        let product = x.matmul(&self.weight)?;
+        match &self.bias {
+            Some(bias) => product.add(bias),
+            None => Ok(product),
+        }
+    }
+
     pub fn parameters(&self) -> Vec<Arc<Tensor>> {
         std::iter::once(Arc::clone(&self.weight))
             .chain(self.bias.iter().cloned())
@@ -110,7 +120,66 @@ impl Mlp {
         Ok(current)
     }
 
+    /// The forward pass on tensors, without a tape: the logits of a batch, say.
+    ///
+    /// ```
+    /// use wgcompute::{Mlp, Session, SessionOptions};
+    /// # fn main() -> wgcompute::Result<()> {
+    /// let session = Session::open(SessionOptions::default())?;
+    /// let model = Mlp::new(&session, 4, &[16], 3, 7)?;
+    /// let batch = session.rand(&[10, 4], 1)?;
+    /// let classes = model.infer(&batch)?.argmax(Some(1))?;
+    /// assert_eq!(classes.to_vec_u32()?.len(), 10);
+    /// # Ok(()) }
+    /// ```
+    pub fn infer(&self, x: &Tensor) -> Result<Tensor> {
+        let mut current: Option<Tensor> = None;
+        for (index, layer) in self.layers.iter().enumerate() {
+            let output = layer.infer(current.as_ref().unwrap_or(x))?;
+            current = Some(if index + 1 < self.layers.len() {
+                output.relu()?
+            } else {
+                output
+            });
+        }
+        match current {
+            Some(output) => Ok(output),
+            None => x.try_clone(),
+        }
+    }
+
+    /// The widths of the layers' inputs and the last output: `[inputs, hidden…, outputs]`.
+    pub fn sizes(&self) -> Vec<usize> {
+        let mut sizes: Vec<usize> = self
+            .layers
+            .iter()
+            .map(|layer| layer.weight.shape()[0])
+            .collect();
+        if let Some(last) = self.layers.last() {
+            sizes.push(last.weight.shape()[1]);
+        }
+        sizes
+    }
+
     pub fn parameters(&self) -> Vec<Arc<Tensor>> {
         self.layers.iter().flat_map(Linear::parameters).collect()
+    }
+
+    /// The parameters with the names checkpoints give them: `layers.0.weight` ([inputs, outputs]),
+    /// `layers.0.bias`, and so on.
+    pub fn named_parameters(&self) -> Vec<(String, Arc<Tensor>)> {
+        self.layers
+            .iter()
+            .enumerate()
+            .flat_map(|(index, layer)| {
+                std::iter::once((format!("layers.{index}.weight"), Arc::clone(&layer.weight)))
+                    .chain(
+                        layer
+                            .bias
+                            .iter()
+                            .map(move |bias| (format!("layers.{index}.bias"), Arc::clone(bias))),
+                    )
+            })
+            .collect()
     }
 }

@@ -14,6 +14,58 @@ pub trait Optimizer {
     /// One step over `parameters`, in the same order every call (state is kept per position). A parameter
     /// without a gradient is left as it is.
     fn step(&mut self, parameters: &[Arc<Tensor>], gradients: &Gradients) -> Result<()>;
+
+    /// What a checkpoint keeps of this optimizer: its kind, its step count, and its tensors by slot ("m", "v",
+    /// "momentum"), each in parameter order (empty before the first step). An optimizer without state to
+    /// keep need not say more than the default.
+    fn state(&self) -> OptimizerState<'_> {
+        OptimizerState {
+            kind: "stateless",
+            steps: 0,
+            slots: Vec::new(),
+        }
+    }
+
+    /// Takes back the state of a checkpoint: the step count and, per slot of [`Optimizer::state`], one tensor
+    /// per parameter (of its shape, in its session).
+    fn restore(&mut self, _steps: u64, slots: Vec<(String, Vec<Tensor>)>) -> Result<()> {
+        if slots.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::InvalidArgument {
+                what: "optimizer state",
+                given: format!("{} slots", slots.len()),
+                expected: "none: this optimizer keeps no state".to_string(),
+            })
+        }
+    }
+}
+
+/// An optimizer's state, borrowed for a checkpoint.
+pub struct OptimizerState<'a> {
+    /// "adam" or "sgd".
+    pub kind: &'static str,
+    pub steps: u64,
+    pub slots: Vec<(&'static str, Vec<&'a Tensor>)>,
+}
+
+fn take_slot(
+    kind: &'static str,
+    slots: &mut Vec<(String, Vec<Tensor>)>,
+    name: &str,
+) -> Result<Vec<Tensor>> {
+    let position = slots
+        .iter()
+        .position(|(slot, _)| slot == name)
+        .ok_or_else(|| Error::InvalidArgument {
+            what: "optimizer state",
+            given: format!(
+                "slots {:?}",
+                slots.iter().map(|(slot, _)| slot).collect::<Vec<_>>()
+            ),
+            expected: format!("the '{name}' slot of {kind}"),
+        })?;
+    Ok(slots.swap_remove(position).1)
 }
 
 fn zeros_like(tensor: &Tensor) -> Result<Tensor> {
@@ -90,6 +142,32 @@ impl Optimizer for Adam {
         }
         Ok(())
     }
+
+    fn state(&self) -> OptimizerState<'_> {
+        OptimizerState {
+            kind: "adam",
+            steps: self.step,
+            slots: vec![
+                ("m", self.moments.iter().map(|(m, _)| m).collect()),
+                ("v", self.moments.iter().map(|(_, v)| v).collect()),
+            ],
+        }
+    }
+
+    fn restore(&mut self, steps: u64, mut slots: Vec<(String, Vec<Tensor>)>) -> Result<()> {
+        let m = take_slot("Adam", &mut slots, "m")?;
+        let v = take_slot("Adam", &mut slots, "v")?;
+        if m.len() != v.len() {
+            return Err(Error::InvalidArgument {
+                what: "Adam state",
+                given: format!("{} first and {} second moments", m.len(), v.len()),
+                expected: "one of each per parameter".to_string(),
+            });
+        }
+        self.moments = m.into_iter().zip(v).collect();
+        self.step = steps;
+        Ok(())
+    }
 }
 
 /// SGD with momentum (PyTorch's form); momentum 0 is plain SGD.
@@ -122,6 +200,19 @@ impl Optimizer for Sgd {
                 parameter.sgd_update_(gradient, buffer, self.lr, self.momentum)?;
             }
         }
+        Ok(())
+    }
+
+    fn state(&self) -> OptimizerState<'_> {
+        OptimizerState {
+            kind: "sgd",
+            steps: 0,
+            slots: vec![("momentum", self.buffers.iter().collect())],
+        }
+    }
+
+    fn restore(&mut self, _steps: u64, mut slots: Vec<(String, Vec<Tensor>)>) -> Result<()> {
+        self.buffers = take_slot("SGD", &mut slots, "momentum")?;
         Ok(())
     }
 }

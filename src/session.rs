@@ -521,6 +521,11 @@ impl Session {
         Tensor::from_slice(&self.inner, data, shape)
     }
 
+    /// Uploads u32 data (class ids, row indices for [`Tensor::gather_rows`]) as a new u32 tensor.
+    pub fn upload_u32(&self, data: &[u32], shape: &[usize]) -> Result<Tensor> {
+        Tensor::from_u32_slice(&self.inner, data, shape)
+    }
+
     /// A new tensor whose contents are whatever its range last held (like `torch.empty`): for outputs that a
     /// kernel overwrites anyway.
     pub fn empty(&self, shape: &[usize]) -> Result<Tensor> {

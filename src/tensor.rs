@@ -91,9 +91,18 @@ impl Tensor {
         op: &'static str,
         shape: &[usize],
     ) -> Result<(Tensor, BufferRange)> {
+        Self::allocate_typed(session, op, shape, DType::F32)
+    }
+
+    fn allocate_typed(
+        session: &Arc<SharedRuntime>,
+        op: &'static str,
+        shape: &[usize],
+        dtype: DType,
+    ) -> Result<(Tensor, BufferRange)> {
         // Not poisoned: an upload is written by the queue ahead of recorded commands, so a recorded poison fill
         // would land on top of it.
-        let tensor = Self::allocate_in(session, op, shape, DType::F32, false)?;
+        let tensor = Self::allocate_in(session, op, shape, dtype, false)?;
         let range = tensor.range()?;
         Ok((tensor, range))
     }
@@ -136,18 +145,55 @@ impl Tensor {
         data: &[f32],
         shape: &[usize],
     ) -> Result<Tensor> {
-        let elements = element_count("upload", shape)?;
-        if elements != data.len() {
+        Self::from_words(
+            session,
+            "upload",
+            bytemuck::cast_slice(data),
+            shape,
+            DType::F32,
+        )
+    }
+
+    /// Uploads u32 `data` (class ids, row indices), exactly as many values as `shape` has elements.
+    pub(crate) fn from_u32_slice(
+        session: &Arc<SharedRuntime>,
+        data: &[u32],
+        shape: &[usize],
+    ) -> Result<Tensor> {
+        Self::from_words(
+            session,
+            "upload_u32",
+            bytemuck::cast_slice(data),
+            shape,
+            DType::U32,
+        )
+    }
+
+    /// Uploads u32 `data` as a 1-D tensor in this tensor's session.
+    pub(crate) fn upload_u32_beside(&self, data: &[u32]) -> Result<Tensor> {
+        let inner = self.session.upgrade().ok_or(Error::SessionClosed)?;
+        Self::from_u32_slice(&inner, data, &[data.len()])
+    }
+
+    fn from_words(
+        session: &Arc<SharedRuntime>,
+        op: &'static str,
+        bytes: &[u8],
+        shape: &[usize],
+        dtype: DType,
+    ) -> Result<Tensor> {
+        let elements = element_count(op, shape)?;
+        if elements != bytes.len() / 4 {
             return Err(Error::Shape {
-                op: "upload",
+                op,
                 message: format!(
                     "{} values given for shape {shape:?}, which holds {elements}",
-                    data.len()
+                    bytes.len() / 4
                 ),
             });
         }
-        let (tensor, range) = Self::allocate(session, "upload", shape)?;
-        tensor.with_runtime(|runtime| runtime.write_fresh(range, bytemuck::cast_slice(data)))?;
+        let (tensor, range) = Self::allocate_typed(session, op, shape, dtype)?;
+        tensor.with_runtime(|runtime| runtime.write_fresh(range, bytes))?;
         Ok(tensor)
     }
 

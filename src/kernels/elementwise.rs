@@ -139,6 +139,9 @@ macro_rules! for_each_unary_op {
             pub Log log [] "log(x)" "The natural logarithm, elementwise.";
             pub Sqrt sqrt [] "sqrt(x)" "The square root, elementwise.";
             pub Neg neg [] "-x" "`-x` elementwise.";
+            pub Tanh tanh [] "stable_tanh(x)" "The hyperbolic tangent, elementwise, accurate near 0 and finite at any size.";
+            pub Sigmoid sigmoid [] "stable_sigmoid(x)" "The logistic function `1 / (1 + e^-x)`, elementwise, finite at any size.";
+            pub Square square [] "x * x" "`x²` elementwise.";
             pub AddScalar add_scalar [a] "x + a" "`x + value` elementwise.";
             pub SubScalar sub_scalar [a] "x - a" "`x - value` elementwise.";
             pub MulScalar mul_scalar [a] "x * a" "`x * value` elementwise.";

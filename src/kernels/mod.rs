@@ -24,6 +24,7 @@ macro_rules! reflected_layout {
 }
 
 pub(crate) mod elementwise;
+pub(crate) mod layout;
 pub(crate) mod matmul;
 pub(crate) mod optim;
 pub(crate) mod plan;
@@ -77,6 +78,10 @@ mod reflection {
             (
                 super::elementwise::layout::kernels(),
                 super::elementwise::layout::params(),
+            ),
+            (
+                super::layout::layout::kernels(),
+                super::layout::layout::params(),
             ),
             (
                 super::matmul::layout::kernels(),

@@ -2,6 +2,7 @@
 //! One module per op family, each an `impl Tensor` block.
 
 mod elementwise;
+mod layout;
 pub(crate) mod matmul;
 pub(crate) mod optim;
 mod random;

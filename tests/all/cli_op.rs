@@ -162,10 +162,15 @@ fn reduce_reference(
                 "mean" => values.iter().sum::<f64>() / len as f64,
                 "max" => values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
                 "min" => values.iter().copied().fold(f64::INFINITY, f64::min),
-                "argmax" => {
+                "argmax" | "argmin" => {
                     let mut best = 0;
                     for (index, &value) in values.iter().enumerate() {
-                        if value > values[best] {
+                        let better = if op == "argmax" {
+                            value > values[best]
+                        } else {
+                            value < values[best]
+                        };
+                        if better {
                             best = index;
                         }
                     }
@@ -185,7 +190,8 @@ fn check_reduction(op: &str, seed: u64) {
     let mut rng = Rng::new(seed);
     let len = REDUCE_SHAPE.iter().product();
     let mut data = rng.vec(len, -1.0, 1.0);
-    if op == "argmax" {
+    let arg = op == "argmax" || op == "argmin";
+    if arg {
         // Few distinct values, so that ties are common and "the first index on ties" is checked.
         for value in &mut data {
             *value = (*value * 2.0).round();
@@ -207,11 +213,11 @@ fn check_reduction(op: &str, seed: u64) {
         }
         scratch.ok(&args);
         let (want_shape, want) = reduce_reference(&data, &REDUCE_SHAPE, axis, op);
-        if op == "argmax" {
+        if arg {
             let (shape, got) = read_npy::<i64>(&output, "<i8");
-            assert_eq!(shape, want_shape, "argmax axis {axis:?}");
+            assert_eq!(shape, want_shape, "{op} axis {axis:?}");
             let want: Vec<i64> = want.iter().map(|&index| index as i64).collect();
-            assert_eq!(got, want, "argmax axis {axis:?}");
+            assert_eq!(got, want, "{op} axis {axis:?}");
         } else {
             let (shape, got) = read_f32(&output);
             assert_eq!(shape, want_shape, "{op} axis {axis:?}");
@@ -247,6 +253,11 @@ fn min_over_everything_and_each_axis() {
 #[test]
 fn argmax_is_int64_and_takes_the_first_of_ties() {
     check_reduction("argmax", 5);
+}
+
+#[test]
+fn argmin_is_int64_and_takes_the_first_of_ties() {
+    check_reduction("argmin", 6);
 }
 
 #[test]

@@ -164,6 +164,10 @@ fn train_with_hidden_layers_writes_every_layer() {
     assert_eq!(read_f32(&scratch.path("w.hidden0.npy")).0, vec![inputs, 8]);
     assert_eq!(read_f32(&scratch.path("w.hidden1.npy")).0, vec![8, 6]);
     assert_eq!(read_f32(&scratch.path("w.hidden1_bias.npy")).0, vec![6]);
+    // The output layer's bias, which Adam moved away from its zero start.
+    let (shape, bias) = read_f32(&scratch.path("w.bias.npy"));
+    assert_eq!(shape, vec![outputs]);
+    assert!(bias.iter().all(|value| value.is_finite()) && bias.iter().any(|&value| value != 0.0));
 }
 
 #[test]

@@ -5,19 +5,25 @@
 
 mod common;
 
+mod autograd_layout;
 mod autograd_ops;
+mod checkpoint;
 #[cfg(feature = "cli")]
 mod cli;
+#[cfg(feature = "cli")]
+mod cli_fit;
 #[cfg(feature = "cli")]
 mod cli_input;
 #[cfg(feature = "cli")]
 mod cli_op;
 #[cfg(feature = "cli")]
 mod cli_train;
+mod data;
 mod example_seed;
 mod lifecycle;
 mod ops_edges;
 mod ops_elementwise;
+mod ops_layout;
 mod ops_matmul;
 mod ops_optim;
 mod ops_random;

@@ -7,6 +7,7 @@ use clap::Args;
 use wgcompute::Session;
 
 use crate::rows::{self, BenchReport};
+use crate::rows_fit;
 use crate::GlobalOptions;
 
 #[derive(Args)]
@@ -44,6 +45,10 @@ pub fn run(global: &GlobalOptions, args: &BenchArgs) -> Result<()> {
     results.push(rows::sum(&session, 16 << 20, runs)?);
     results.push(rows::adam(&session, 10_000_000, runs)?);
     results.push(rows::seed_step(&session, if args.quick { 3 } else { 10 })?);
+    results.push(rows_fit::mlp_fit_epoch(
+        &session,
+        if args.quick { 1 } else { 3 },
+    )?);
     let report = BenchReport::new(&session, results);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

@@ -1,15 +1,17 @@
 //! The `wgcompute` command: one file per subcommand; this one parses the command line and dispatches. Shared by
-//! several: npy.rs (.npy in and out), outputs.rs (outputs written all or none), rows.rs (the bench rows, also used by
-//! benches/) and workload.rs (the seed workload of `demo` and the `seed_step` row).
+//! several: npy.rs (.npy in and out), outputs.rs (outputs written all or none), rows.rs and rows_fit.rs (the bench
+//! rows, also used by benches/) and workload.rs (the seed workload of `demo` and the `seed_step` row).
 
 mod bench;
 mod demo;
 mod devices;
+mod fit;
 mod memcheck;
 mod npy;
 mod op;
 mod outputs;
 mod rows;
+mod rows_fit;
 mod train;
 mod workload;
 
@@ -65,6 +67,11 @@ enum Command {
     Memcheck(memcheck::MemcheckArgs),
     /// Train on .npy data: X [steps, batch, in], Y [steps, batch, out], W0 [in, out].
     Train(train::TrainArgs),
+    /// Train a classifier on a dataset (X [N, features], Y [N] class ids or [N, classes]) and save it as
+    /// safetensors.
+    Fit(fit::FitArgs),
+    /// Class probabilities (and ids) for inputs, from a model saved by fit.
+    Predict(fit::PredictArgs),
     /// Run one operation on .npy files.
     #[command(subcommand)]
     Op(op::OpCommand),
@@ -91,6 +98,8 @@ fn main() {
         Command::Bench(args) => bench::run(&cli.global, args),
         Command::Op(command) => op::run(&cli.global, command),
         Command::Train(args) => train::run(&cli.global, args),
+        Command::Fit(args) => fit::fit(&cli.global, args),
+        Command::Predict(args) => fit::predict(&cli.global, args),
         Command::Job => cli
             .global
             .session_options()

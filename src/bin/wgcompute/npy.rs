@@ -84,14 +84,12 @@ impl Array {
 }
 
 /// An integer array (any of int8…int64, uint8…uint64) read from a .npy file, widened to int64.
-#[allow(dead_code)] // for inputs such as class ids, which no command takes yet
 pub struct IntArray {
     pub path: PathBuf,
     pub shape: Vec<usize>,
     pub data: Vec<i64>,
 }
 
-#[allow(dead_code)]
 impl IntArray {
     pub fn read(path: &Path) -> Result<IntArray> {
         let (shape, values) = read_path(path, Want::Integer)?;

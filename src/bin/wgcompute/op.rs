@@ -26,6 +26,9 @@ pub enum OpCommand {
     /// Index of the largest element (the first on ties), as int64: over all elements (a 0-d result, the
     /// flat C-order index) or along --axis.
     Argmax(ReduceArgs),
+    /// Index of the smallest element (the first on ties), as int64: over all elements (a 0-d result, the
+    /// flat C-order index) or along --axis.
+    Argmin(ReduceArgs),
     /// Softmax along the last axis.
     Softmax(RowsArgs),
     /// Log-softmax along the last axis.
@@ -135,6 +138,7 @@ pub fn run(global: &GlobalOptions, command: &OpCommand) -> Result<()> {
         OpCommand::Max(args) => reduce(global, args, Reduction::Max),
         OpCommand::Min(args) => reduce(global, args, Reduction::Min),
         OpCommand::Argmax(args) => reduce(global, args, Reduction::Argmax),
+        OpCommand::Argmin(args) => reduce(global, args, Reduction::Argmin),
         OpCommand::Softmax(args) => rows(global, args, false),
         OpCommand::LogSoftmax(args) => rows(global, args, true),
         OpCommand::SoftmaxXent(args) => softmax_xent(global, args),
@@ -225,6 +229,7 @@ enum Reduction {
     Max,
     Min,
     Argmax,
+    Argmin,
 }
 
 impl Reduction {
@@ -235,6 +240,7 @@ impl Reduction {
             Reduction::Max => "max",
             Reduction::Min => "min",
             Reduction::Argmax => "argmax",
+            Reduction::Argmin => "argmin",
         }
     }
 }
@@ -260,9 +266,10 @@ fn reduce(global: &GlobalOptions, args: &ReduceArgs, reduction: Reduction) -> Re
             Reduction::Max => tensor.max(args.axis),
             Reduction::Min => tensor.min(args.axis),
             Reduction::Argmax => tensor.argmax(args.axis),
+            Reduction::Argmin => tensor.argmin(args.axis),
         }
         .with_context(|| format!("{name} of {}", input.name()))?;
-        let output = if reduction == Reduction::Argmax {
+        let output = if matches!(reduction, Reduction::Argmax | Reduction::Argmin) {
             let indices = result.to_vec_u32()?.into_iter().map(i64::from).collect();
             Contents::I64(result.shape().to_vec(), indices)
         } else {

@@ -16,6 +16,8 @@ use crate::npy;
 pub enum Contents {
     F32(Vec<usize>, Vec<f32>),
     I64(Vec<usize>, Vec<i64>),
+    /// A file in another format, already encoded (a safetensors checkpoint).
+    Bytes(Vec<u8>),
 }
 
 impl Contents {
@@ -23,6 +25,7 @@ impl Contents {
         match self {
             Contents::F32(shape, data) => npy::write(writer, shape, data),
             Contents::I64(shape, data) => npy::write(writer, shape, data),
+            Contents::Bytes(bytes) => writer.write_all(bytes),
         }
     }
 }

@@ -31,8 +31,8 @@ pub struct TrainArgs {
     /// Adam's learning rate (TensorFlow's AdamOptimizer otherwise: β1 0.9, β2 0.999, ε 1e-8).
     #[arg(long, default_value_t = 0.001)]
     lr: f32,
-    /// Where to write the final output-layer weights (hidden layers, if any, go beside it as
-    /// NAME.hiddenK.npy and NAME.hiddenK_bias.npy).
+    /// Where to write the final output-layer weights (with --hidden, the output layer's bias goes beside it as
+    /// NAME.bias.npy, and the hidden layers as NAME.hiddenK.npy and NAME.hiddenK_bias.npy).
     #[arg(long)]
     save: PathBuf,
     /// Where to write the cost before each update, [steps].
@@ -96,6 +96,12 @@ fn planned_outputs(args: &TrainArgs) -> Vec<(String, PathBuf)> {
                 sibling(&args.save, &suffix),
             ));
         }
+    }
+    if !args.hidden.is_empty() {
+        planned.push((
+            "--save's bias file".to_string(),
+            sibling(&args.save, "bias"),
+        ));
     }
     planned
 }
@@ -182,7 +188,7 @@ pub fn run(global: &GlobalOptions, args: &TrainArgs) -> Result<()> {
     let (losses, layers, seconds, suspensions) = outcome?;
 
     let mut layers = layers.into_iter();
-    let (shape, data, _) = layers.next_back().context("a model has an output layer")?;
+    let (shape, data, output_bias) = layers.next_back().context("a model has an output layer")?;
     let mut results = vec![
         Contents::F32(vec![losses.len()], losses.clone()),
         Contents::F32(shape, data),
@@ -190,6 +196,9 @@ pub fn run(global: &GlobalOptions, args: &TrainArgs) -> Result<()> {
     for (shape, data, bias) in layers {
         let bias = bias.context("a hidden layer has a bias")?;
         results.push(Contents::F32(shape, data));
+        results.push(Contents::F32(vec![bias.len()], bias));
+    }
+    if let Some(bias) = output_bias {
         results.push(Contents::F32(vec![bias.len()], bias));
     }
     outputs.write(&results)?;

@@ -1,0 +1,643 @@
+//! `wgcompute fit` and `wgcompute predict`: a classifier trained on a dataset (epochs of shuffled minibatches
+//! drawn on the device, an optional validation split) and saved as a safetensors checkpoint; then class
+//! probabilities and ids for new inputs from that checkpoint. Inputs are read and checked before a session
+//! opens; outputs are written all or none at the end.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use wgcompute::checkpoint::{self, Checkpoint};
+use wgcompute::data::{shuffled_order, Dataset, Figures, Labels};
+use wgcompute::{Adam, AdamConfig, Mlp, Optimizer, Session, Sgd};
+
+use crate::npy::{Array, IntArray};
+use crate::outputs::{Contents, Outputs};
+use crate::GlobalOptions;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum OptimizerKind {
+    Adam,
+    Adamw,
+    Sgd,
+}
+
+impl OptimizerKind {
+    fn name(self) -> &'static str {
+        match self {
+            OptimizerKind::Adam => "adam",
+            OptimizerKind::Adamw => "adamw",
+            OptimizerKind::Sgd => "sgd",
+        }
+    }
+
+    fn default_lr(self) -> f32 {
+        match self {
+            OptimizerKind::Adam | OptimizerKind::Adamw => 0.001,
+            OptimizerKind::Sgd => 0.01,
+        }
+    }
+
+    fn build(self, lr: f32) -> Box<dyn Optimizer> {
+        match self {
+            OptimizerKind::Adam => Box::new(Adam::new(AdamConfig {
+                lr,
+                ..AdamConfig::default()
+            })),
+            OptimizerKind::Adamw => Box::new(Adam::adamw(lr, ADAMW_WEIGHT_DECAY)),
+            OptimizerKind::Sgd => Box::new(Sgd::new(lr, SGD_MOMENTUM)),
+        }
+    }
+}
+
+/// PyTorch's default for AdamW.
+const ADAMW_WEIGHT_DECAY: f32 = 0.01;
+/// The momentum most SGD recipes use.
+const SGD_MOMENTUM: f32 = 0.9;
+/// Rows evaluated or predicted per batch: bounds the device memory of inference, whatever the dataset.
+const INFERENCE_BATCH: usize = 4096;
+/// Class ids at or above this are refused (an id is a width of the output layer).
+const MAX_CLASSES: i64 = 1 << 20;
+
+#[derive(Args)]
+pub struct FitArgs {
+    /// Inputs, [N, features] float32.
+    #[arg(long)]
+    inputs: PathBuf,
+    /// Labels: [N] integer class ids (any integer dtype) or [N, classes] float32 target rows.
+    #[arg(long)]
+    labels: PathBuf,
+    /// Where to write the trained model, a safetensors file (with the optimizer's state, for --resume).
+    #[arg(long)]
+    save: PathBuf,
+    /// Widths of the relu hidden layers, e.g. 128,64. Default: 128 (or the --resume model's).
+    #[arg(long, value_delimiter = ',')]
+    hidden: Vec<usize>,
+    /// Passes over the training samples.
+    #[arg(long, default_value_t = 10)]
+    epochs: usize,
+    /// Samples per minibatch.
+    #[arg(long, default_value_t = 64)]
+    batch: usize,
+    /// Learning rate. Default: 0.001 for adam and adamw, 0.01 for sgd (with momentum 0.9).
+    #[arg(long)]
+    lr: Option<f32>,
+    #[arg(long, value_enum, default_value_t = OptimizerKind::Adam)]
+    optimizer: OptimizerKind,
+    /// Fraction of the samples (drawn at random by --seed) held out to measure validation loss and accuracy.
+    #[arg(long, default_value_t = 0.0)]
+    val_split: f64,
+    /// Seed of the weights, the validation split and each epoch's order.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Continue training a model saved by fit (its architecture and optimizer state).
+    #[arg(long)]
+    resume: Option<PathBuf>,
+    /// Print one JSON document with the per-epoch figures instead of lines.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+pub struct PredictArgs {
+    /// A model saved by `wgcompute fit`.
+    #[arg(long)]
+    model: PathBuf,
+    /// Inputs, [N, features] float32.
+    #[arg(long)]
+    inputs: PathBuf,
+    /// Where to write the class probabilities, [N, classes] float32.
+    #[arg(short, long)]
+    output: PathBuf,
+    /// Where to write the most probable class of each sample, [N] int64.
+    #[arg(long)]
+    classes: Option<PathBuf>,
+    /// True labels ([N] integer ids or [N, classes] float32), to print the accuracy.
+    #[arg(long)]
+    labels: Option<PathBuf>,
+    /// Print one JSON document instead of a summary.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Labels as read: class ids or target rows.
+enum LabelFile {
+    Ids(Vec<u32>),
+    Rows { classes: usize, data: Vec<f32> },
+}
+
+impl LabelFile {
+    /// The class count the labels need at least.
+    fn classes(&self) -> usize {
+        match self {
+            LabelFile::Ids(ids) => ids.iter().max().map_or(0, |&max| max as usize + 1),
+            LabelFile::Rows { classes, .. } => *classes,
+        }
+    }
+
+    /// The class of each sample: its id, or its row's largest target (the first on ties).
+    fn class_of_each(&self) -> Vec<usize> {
+        match self {
+            LabelFile::Ids(ids) => ids.iter().map(|&id| id as usize).collect(),
+            LabelFile::Rows { classes, data } => data
+                .chunks(*classes)
+                .map(|row| {
+                    row.iter().enumerate().fold(
+                        0,
+                        |best, (index, &value)| if value > row[best] { index } else { best },
+                    )
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Reads inputs: a 2-D float32 array of finite numbers with at least one row and one feature.
+fn read_inputs(path: &Path) -> Result<(Array, usize, usize)> {
+    let inputs = Array::read(path)?;
+    let [samples, features] = inputs.shape[..] else {
+        bail!("{} must be [samples, features]", inputs.described());
+    };
+    if samples == 0 || features == 0 {
+        bail!(
+            "{} has an empty axis; it needs at least one sample and one feature",
+            inputs.described()
+        );
+    }
+    inputs.expect_finite("a classifier")?;
+    Ok((inputs, samples, features))
+}
+
+/// Reads labels for `samples` samples: [N] integer ids, or [N, classes] float32 rows.
+fn read_labels(path: &Path, samples: usize) -> Result<LabelFile> {
+    let labels = match IntArray::read(path) {
+        Ok(ids) => {
+            if ids.shape != [samples] {
+                bail!(
+                    "{} {:?} must hold one class id per sample: [{samples}]",
+                    ids.path.display(),
+                    ids.shape
+                );
+            }
+            if let Some((index, id)) = ids
+                .data
+                .iter()
+                .enumerate()
+                .find(|(_, &id)| !(0..MAX_CLASSES).contains(&id))
+            {
+                bail!(
+                    "{} holds class id {id} at index {index}; ids must be from 0 to {}",
+                    ids.path.display(),
+                    MAX_CLASSES - 1
+                );
+            }
+            LabelFile::Ids(ids.data.iter().map(|&id| id as u32).collect())
+        }
+        Err(as_integers) => {
+            let Ok(rows) = Array::read(path) else {
+                return Err(as_integers.context(
+                    "labels must be integer class ids [N] (any integer dtype) or float32 rows [N, classes]",
+                ));
+            };
+            let [count, classes] = rows.shape[..] else {
+                bail!(
+                    "{} is float32, so it must be target rows [samples, classes]; class ids must be an integer \
+                     dtype",
+                    rows.described()
+                );
+            };
+            if count != samples || classes == 0 {
+                bail!(
+                    "{} must be [{samples}, classes] with at least one class",
+                    rows.described()
+                );
+            }
+            rows.expect_finite("labels")?;
+            LabelFile::Rows {
+                classes,
+                data: rows.data,
+            }
+        }
+    };
+    Ok(labels)
+}
+
+/// The rows of a row-major [samples, width] array at `picks`.
+fn pick_rows<T: Copy>(data: &[T], width: usize, picks: &[u32]) -> Vec<T> {
+    picks
+        .iter()
+        .flat_map(|&pick| {
+            data[pick as usize * width..(pick as usize + 1) * width]
+                .iter()
+                .copied()
+        })
+        .collect()
+}
+
+fn upload_part(
+    session: &Session,
+    inputs: &Array,
+    features: usize,
+    labels: &LabelFile,
+    classes: usize,
+    picks: &[u32],
+) -> Result<Dataset> {
+    let x = pick_rows(&inputs.data, features, picks);
+    let dataset = match labels {
+        LabelFile::Ids(ids) => Dataset::upload(
+            session,
+            &x,
+            features,
+            Labels::Classes(&pick_rows(ids, 1, picks)),
+            classes,
+        ),
+        LabelFile::Rows {
+            classes: width,
+            data,
+        } => Dataset::upload(
+            session,
+            &x,
+            features,
+            Labels::Probabilities(&pick_rows(data, *width, picks)),
+            classes,
+        ),
+    };
+    Ok(dataset?)
+}
+
+#[derive(serde::Serialize)]
+struct EpochReport {
+    epoch: usize,
+    loss: f64,
+    accuracy: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    val_loss: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    val_accuracy: Option<f64>,
+    seconds: f64,
+}
+
+impl EpochReport {
+    fn line(&self, epochs: usize) -> String {
+        let mut line = format!(
+            "epoch {}/{epochs}: loss {:.4}, accuracy {:.2}%",
+            self.epoch,
+            self.loss,
+            self.accuracy * 100.0
+        );
+        if let (Some(loss), Some(accuracy)) = (self.val_loss, self.val_accuracy) {
+            line.push_str(&format!(
+                ", val loss {loss:.4}, val accuracy {:.2}%",
+                accuracy * 100.0
+            ));
+        }
+        line.push_str(&format!(" ({:.2} s)", self.seconds));
+        line
+    }
+}
+
+/// Metadata keys fit adds to the checkpoint.
+const EPOCHS_KEY: &str = "fit.epochs";
+const OPTIMIZER_KEY: &str = "fit.optimizer";
+
+pub fn fit(global: &GlobalOptions, args: &FitArgs) -> Result<()> {
+    let lr = args.lr.unwrap_or(args.optimizer.default_lr());
+    if !(lr.is_finite() && lr > 0.0) {
+        bail!("--lr must be a finite number above 0; got {lr}");
+    }
+    if args.hidden.contains(&0) {
+        bail!("--hidden sizes must be at least 1");
+    }
+    if args.epochs == 0 {
+        bail!("--epochs must be at least 1");
+    }
+    if args.batch == 0 {
+        bail!("--batch must be at least 1");
+    }
+    if !(0.0..1.0).contains(&args.val_split) {
+        bail!(
+            "--val-split must be at least 0 and below 1; got {}",
+            args.val_split
+        );
+    }
+    let outputs = Outputs::plan(&[("--save".to_string(), args.save.as_path())])?;
+    let (inputs, samples, features) = read_inputs(&args.inputs)?;
+    let labels = read_labels(&args.labels, samples)?;
+    let resumed = args.resume.as_deref().map(Checkpoint::read).transpose()?;
+    let (sizes, done_epochs) = match &resumed {
+        Some(file) => {
+            let sizes = file.sizes()?;
+            let hidden = &sizes[1..sizes.len() - 1];
+            if !args.hidden.is_empty() && args.hidden != hidden {
+                bail!(
+                    "--hidden {:?} differs from the hidden layers {hidden:?} of {}",
+                    args.hidden,
+                    args.resume.as_deref().map(Path::display).expect("resumed")
+                );
+            }
+            if let Some(saved) = file.metadata().get(OPTIMIZER_KEY) {
+                if saved != args.optimizer.name() {
+                    bail!(
+                        "{} was trained with --optimizer {saved}; resume it with the same optimizer",
+                        args.resume.as_deref().map(Path::display).expect("resumed")
+                    );
+                }
+            }
+            let epochs = file
+                .metadata()
+                .get(EPOCHS_KEY)
+                .and_then(|text| text.parse().ok())
+                .unwrap_or(0);
+            (sizes, epochs)
+        }
+        None => {
+            let hidden = if args.hidden.is_empty() {
+                vec![128]
+            } else {
+                args.hidden.clone()
+            };
+            let classes = labels.classes().max(2);
+            let sizes: Vec<usize> = std::iter::once(features)
+                .chain(hidden)
+                .chain([classes])
+                .collect();
+            (sizes, 0u64)
+        }
+    };
+    let classes = *sizes.last().expect("at least two sizes");
+    if sizes[0] != features {
+        bail!(
+            "{} has {features} features but the model of --resume takes {}",
+            inputs.described(),
+            sizes[0]
+        );
+    }
+    if labels.classes() > classes {
+        bail!(
+            "{} needs {} classes but the model of --resume has {classes}",
+            args.labels.display(),
+            labels.classes()
+        );
+    }
+    let validation = (samples as f64 * args.val_split).round() as usize;
+    if args.val_split > 0.0 && (validation == 0 || validation >= samples) {
+        bail!(
+            "--val-split {} of {samples} samples leaves {validation} for validation and {} for training; each \
+             needs at least one",
+            args.val_split,
+            samples - validation.min(samples)
+        );
+    }
+
+    let session = Session::open(global.session_options()?)?;
+    let outcome = train(
+        &session,
+        args,
+        (&inputs, features),
+        &labels,
+        (&sizes, classes),
+        lr,
+        resumed.as_ref(),
+        (validation, done_epochs),
+    );
+    session.close();
+    let (reports, bytes, seconds) = outcome?;
+    outputs.write(&[Contents::Bytes(bytes)])?;
+    let per_epoch = seconds / args.epochs as f64;
+    if args.json {
+        let report = serde_json::json!({
+            "samples": samples,
+            "train_samples": samples - validation,
+            "val_samples": validation,
+            "features": features,
+            "classes": classes,
+            "sizes": sizes,
+            "optimizer": args.optimizer.name(),
+            "lr": lr,
+            "batch": args.batch,
+            "seed": args.seed,
+            "epochs": reports,
+            "seconds": seconds,
+            "seconds_per_epoch": per_epoch,
+            "model": args.save.display().to_string(),
+        });
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!(
+            "trained {} epochs in {seconds:.2} s ({per_epoch:.3} s per epoch); model {} saved to {}",
+            args.epochs,
+            sizes.iter().map(usize::to_string).collect::<Vec<_>>().join(" → "),
+            args.save.display()
+        );
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn train(
+    session: &Session,
+    args: &FitArgs,
+    (inputs, features): (&Array, usize),
+    labels: &LabelFile,
+    (sizes, classes): (&[usize], usize),
+    lr: f32,
+    resumed: Option<&Checkpoint>,
+    (validation, done_epochs): (usize, u64),
+) -> Result<(Vec<EpochReport>, Vec<u8>, f64)> {
+    let samples = inputs.shape[0];
+    // The validation samples are a seeded draw, the same on every run with this seed.
+    let order = shuffled_order(samples, args.seed, u64::MAX);
+    let (held_out, kept) = order.split_at(validation);
+    let train_set = upload_part(session, inputs, features, labels, classes, kept)?;
+    let val_set = if held_out.is_empty() {
+        None
+    } else {
+        Some(upload_part(
+            session, inputs, features, labels, classes, held_out,
+        )?)
+    };
+    let mut optimizer = args.optimizer.build(lr);
+    let model = match resumed {
+        Some(file) => {
+            let model = file.model(session)?;
+            file.restore_optimizer(session, &model, optimizer.as_mut())
+                .context("--resume")?;
+            model
+        }
+        None => Mlp::new(
+            session,
+            sizes[0],
+            &sizes[1..sizes.len() - 1],
+            classes,
+            args.seed,
+        )?,
+    };
+    let terminal = !args.json && std::io::stderr().is_terminal();
+    let batches = train_set.len().div_ceil(args.batch) as u64;
+    let bar = if terminal {
+        ProgressBar::new(batches)
+    } else {
+        ProgressBar::hidden()
+    };
+    bar.set_style(
+        ProgressStyle::with_template("epoch {msg} {bar:40} {pos}/{len} batches ({per_sec})")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let mut reports = Vec::with_capacity(args.epochs);
+    let start = Instant::now();
+    for epoch in 0..args.epochs {
+        let epoch_start = Instant::now();
+        bar.reset();
+        bar.set_message(format!("{}/{}", epoch + 1, args.epochs));
+        let seed_epoch = done_epochs + epoch as u64;
+        let trained: Figures = train_set.train_epoch(
+            &model,
+            optimizer.as_mut(),
+            args.batch,
+            args.seed,
+            seed_epoch,
+            |_| bar.inc(1),
+        )?;
+        let validated = val_set
+            .as_ref()
+            .map(|set| set.evaluate(&model, INFERENCE_BATCH))
+            .transpose()?;
+        let report = EpochReport {
+            epoch: epoch + 1,
+            loss: trained.loss,
+            accuracy: trained.accuracy,
+            val_loss: validated.map(|figures| figures.loss),
+            val_accuracy: validated.map(|figures| figures.accuracy),
+            seconds: epoch_start.elapsed().as_secs_f64(),
+        };
+        if !args.json {
+            let line = report.line(args.epochs);
+            // On stdout either way (the bar is on stderr), so redirecting stdout keeps the figures.
+            bar.suspend(|| println!("{line}"));
+        }
+        reports.push(report);
+    }
+    bar.finish_and_clear();
+    let seconds = start.elapsed().as_secs_f64();
+    let metadata = [
+        (EPOCHS_KEY, (done_epochs + args.epochs as u64).to_string()),
+        (OPTIMIZER_KEY, args.optimizer.name().to_string()),
+        ("fit.lr", lr.to_string()),
+    ];
+    let bytes = checkpoint::to_bytes(&model, Some(optimizer.as_ref()), &metadata)?;
+    Ok((reports, bytes, seconds))
+}
+
+pub fn predict(global: &GlobalOptions, args: &PredictArgs) -> Result<()> {
+    let mut planned = vec![("-o".to_string(), args.output.as_path())];
+    if let Some(path) = &args.classes {
+        planned.push(("--classes".to_string(), path.as_path()));
+    }
+    let outputs = Outputs::plan(&planned)?;
+    let file = Checkpoint::read(&args.model)?;
+    let sizes = file.sizes()?;
+    let (inputs, samples, features) = read_inputs(&args.inputs)?;
+    if sizes[0] != features {
+        bail!(
+            "{} has {features} features but the model {} takes {}",
+            inputs.described(),
+            args.model.display(),
+            sizes[0]
+        );
+    }
+    let classes = *sizes.last().expect("at least two sizes");
+    let labels = args
+        .labels
+        .as_deref()
+        .map(|path| read_labels(path, samples))
+        .transpose()?;
+    if let Some(labels) = &labels {
+        if labels.classes() > classes {
+            bail!(
+                "{} needs {} classes but the model {} has {classes}",
+                args.labels.as_deref().map(Path::display).expect("labels"),
+                labels.classes(),
+                args.model.display()
+            );
+        }
+    }
+
+    let start = Instant::now();
+    let session = Session::open(global.session_options()?)?;
+    let outcome = infer(&session, &file, &inputs, features);
+    session.close();
+    let (probabilities, predicted) = outcome?;
+    let seconds = start.elapsed().as_secs_f64();
+    let accuracy = labels.map(|labels| {
+        let right = labels
+            .class_of_each()
+            .iter()
+            .zip(&predicted)
+            .filter(|(want, got)| **want as i64 == **got)
+            .count();
+        right as f64 / samples as f64
+    });
+    let mut results = vec![Contents::F32(vec![samples, classes], probabilities)];
+    if args.classes.is_some() {
+        results.push(Contents::I64(vec![samples], predicted));
+    }
+    outputs.write(&results)?;
+    if args.json {
+        let mut report = serde_json::json!({
+            "samples": samples,
+            "classes": classes,
+            "seconds": seconds,
+        });
+        if let Some(accuracy) = accuracy {
+            report["accuracy"] = accuracy.into();
+        }
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        let mut line = format!(
+            "predicted {samples} samples in {seconds:.2} s; probabilities in {}",
+            args.output.display()
+        );
+        if let Some(path) = &args.classes {
+            line.push_str(&format!(", classes in {}", path.display()));
+        }
+        if let Some(accuracy) = accuracy {
+            line.push_str(&format!("; accuracy {:.2}%", accuracy * 100.0));
+        }
+        println!("{line}");
+    }
+    Ok(())
+}
+
+/// Probabilities [samples, classes] and the class of each sample, `INFERENCE_BATCH` rows at a time.
+fn infer(
+    session: &Session,
+    file: &Checkpoint,
+    inputs: &Array,
+    features: usize,
+) -> Result<(Vec<f32>, Vec<i64>)> {
+    let model = file.model(session)?;
+    let samples = inputs.shape[0];
+    let mut probabilities =
+        Vec::with_capacity(samples * model.sizes().last().copied().unwrap_or(0));
+    let mut predicted = Vec::with_capacity(samples);
+    for first in (0..samples).step_by(INFERENCE_BATCH) {
+        let rows = INFERENCE_BATCH.min(samples - first);
+        let batch = session.upload(
+            &inputs.data[first * features..(first + rows) * features],
+            &[rows, features],
+        )?;
+        let logits = model.infer(&batch)?;
+        probabilities.extend(logits.softmax()?.to_vec()?);
+        predicted.extend(
+            logits
+                .argmax(Some(1))?
+                .to_vec_u32()?
+                .into_iter()
+                .map(i64::from),
+        );
+    }
+    Ok((probabilities, predicted))
+}

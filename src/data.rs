@@ -1,0 +1,364 @@
+//! A device-resident input pipeline: a labelled dataset uploaded once, drawn each epoch as shuffled minibatches
+//! by gathering rows with an index tensor (one upload of the epoch's order, then no host round trip per step),
+//! and an epoch of classifier training or evaluation that reads its figures back once at the end.
+//!
+//! ```
+//! use wgcompute::data::{Dataset, Labels};
+//! use wgcompute::{Adam, AdamConfig, Mlp, Session, SessionOptions};
+//! # fn main() -> wgcompute::Result<()> {
+//! let session = Session::open(SessionOptions::default())?;
+//! // Four points of two classes: the class is whether x > 0.
+//! let x = [-1.0, 0.5, -0.8, -0.3, 0.9, 0.1, 0.7, -0.6];
+//! let data = Dataset::upload(&session, &x, 2, Labels::Classes(&[0, 0, 1, 1]), 2)?;
+//! let model = Mlp::new(&session, 2, &[8], 2, 1)?;
+//! let mut optimizer = Adam::new(AdamConfig { lr: 0.05, ..AdamConfig::default() });
+//! for epoch in 0..60 {
+//!     data.train_epoch(&model, &mut optimizer, 2, 7, epoch, |_| {})?;
+//! }
+//! assert_eq!(data.evaluate(&model, 4)?.accuracy, 1.0);
+//! # Ok(()) }
+//! ```
+
+use crate::autograd::Tape;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::nn::Mlp;
+use crate::optim::Optimizer;
+use crate::session::Session;
+use crate::tensor::Tensor;
+
+/// Labels on the host, for [`Dataset::upload`].
+pub enum Labels<'a> {
+    /// A class id per sample, each below the class count.
+    Classes(&'a [u32]),
+    /// A row of `classes` target probabilities per sample (one-hot or soft).
+    Probabilities(&'a [f32]),
+}
+
+/// Inputs [samples, features] and their labels, in one session's memory.
+pub struct Dataset {
+    inputs: Tensor,
+    /// u32 [samples] class ids, or f32 [samples, classes] rows.
+    labels: Tensor,
+    classes: usize,
+}
+
+/// The mean loss and the accuracy over an epoch or a dataset.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Figures {
+    /// Mean softmax cross-entropy per sample.
+    pub loss: f64,
+    /// The fraction of samples whose largest logit is at their label (the largest target, for rows).
+    pub accuracy: f64,
+}
+
+/// How far an epoch has gone, for a progress display.
+#[derive(Clone, Copy, Debug)]
+pub struct Progress {
+    pub batch: usize,
+    pub batches: usize,
+}
+
+fn invalid(what: &'static str, given: String, expected: String) -> Error {
+    Error::InvalidArgument {
+        what,
+        given,
+        expected,
+    }
+}
+
+/// SplitMix64, for the seeded shuffles: the same seed and epoch give the same order everywhere.
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
+
+/// The sample order of an epoch: a Fisher–Yates shuffle of `0..samples` keyed by the seed and the epoch.
+pub fn shuffled_order(samples: usize, seed: u64, epoch: u64) -> Vec<u32> {
+    let mut rng = SplitMix(seed ^ epoch.wrapping_mul(0xD1B5_4A32_D192_ED03));
+    let mut order: Vec<u32> = (0..samples as u32).collect();
+    for last in (1..samples).rev() {
+        let pick = (rng.next() % (last as u64 + 1)) as usize;
+        order.swap(last, pick);
+    }
+    order
+}
+
+impl Dataset {
+    /// Uploads `inputs` (samples × `features`, row-major) and their labels for `classes` classes.
+    pub fn upload(
+        session: &Session,
+        inputs: &[f32],
+        features: usize,
+        labels: Labels,
+        classes: usize,
+    ) -> Result<Self> {
+        if features == 0 || !inputs.len().is_multiple_of(features) {
+            return Err(invalid(
+                "dataset inputs",
+                format!("{} values in rows of {features}", inputs.len()),
+                "a whole number of rows of at least one feature".to_string(),
+            ));
+        }
+        let samples = inputs.len() / features;
+        let labels = match labels {
+            Labels::Classes(ids) => {
+                if ids.len() != samples {
+                    return Err(invalid(
+                        "dataset labels",
+                        format!("{} class ids", ids.len()),
+                        format!("one per sample: {samples}"),
+                    ));
+                }
+                if let Some((index, id)) = ids
+                    .iter()
+                    .enumerate()
+                    .find(|(_, &id)| id as usize >= classes)
+                {
+                    return Err(invalid(
+                        "dataset labels",
+                        format!("class id {id} at sample {index}"),
+                        format!("ids below the class count, {classes}"),
+                    ));
+                }
+                session.upload_u32(ids, &[samples])?
+            }
+            Labels::Probabilities(rows) => session.upload(rows, &[samples, classes])?,
+        };
+        Self::from_tensors(
+            session.upload(inputs, &[samples, features])?,
+            labels,
+            classes,
+        )
+    }
+
+    /// A dataset over tensors already on the device: inputs f32 [samples, features]; labels u32 [samples] of
+    /// ids below `classes`, or f32 [samples, classes].
+    pub fn from_tensors(inputs: Tensor, labels: Tensor, classes: usize) -> Result<Self> {
+        inputs.expect_same_session("dataset", &labels)?;
+        inputs.expect_dtype("dataset", DType::F32)?;
+        let fits = match (inputs.shape(), labels.dtype(), labels.shape()) {
+            ([samples, features], DType::U32, [count]) => count == samples && *features > 0,
+            ([samples, features], DType::F32, [count, width]) => {
+                count == samples && *width == classes && *features > 0
+            }
+            _ => false,
+        };
+        if !fits || classes == 0 {
+            return Err(Error::Shape {
+                op: "dataset",
+                message: format!(
+                    "inputs {:?} and {} labels {:?} for {classes} classes: inputs must be [samples, features] and \
+                     labels [samples] (u32 ids) or [samples, classes] (f32)",
+                    inputs.shape(),
+                    labels.dtype(),
+                    labels.shape()
+                ),
+            });
+        }
+        Ok(Self {
+            inputs,
+            labels,
+            classes,
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.inputs.shape()[0]
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn features(&self) -> usize {
+        self.inputs.shape()[1]
+    }
+
+    pub fn classes(&self) -> usize {
+        self.classes
+    }
+
+    /// The samples picked by a u32 index tensor: (inputs [picks, features], target rows [picks, classes]).
+    pub fn gather(&self, indices: &Tensor) -> Result<(Tensor, Tensor)> {
+        let inputs = self.inputs.gather_rows(indices)?;
+        let labels = self.labels.gather_rows(indices)?;
+        let targets = match labels.dtype() {
+            DType::U32 => labels.one_hot(self.classes)?,
+            DType::F32 => labels,
+        };
+        Ok((inputs, targets))
+    }
+
+    /// The minibatches of one epoch in order `order` (sample indices), each at most `batch` samples: the order
+    /// is uploaded once, and each batch gathers its rows on the device.
+    pub fn batches(&self, order: &[u32], batch: usize) -> Result<Batches<'_>> {
+        if batch == 0 {
+            return Err(invalid(
+                "batch size",
+                "0".to_string(),
+                "at least 1".to_string(),
+            ));
+        }
+        if let Some((position, &index)) = order
+            .iter()
+            .enumerate()
+            .find(|(_, &index)| index as usize >= self.len())
+        {
+            return Err(invalid(
+                "batch order",
+                format!("sample index {index} at position {position}"),
+                format!("indices below the {} samples", self.len()),
+            ));
+        }
+        let session_order = self.inputs.upload_u32_beside(order)?;
+        Ok(Batches {
+            dataset: self,
+            order: session_order,
+            batch,
+            next: 0,
+        })
+    }
+
+    /// One epoch of training `model` on shuffled minibatches of softmax cross-entropy (the order from `seed`
+    /// and `epoch`), calling `progress` after each step. The figures are those of the batches as trained
+    /// (before each step's update), read back once at the end.
+    pub fn train_epoch(
+        &self,
+        model: &Mlp,
+        optimizer: &mut dyn Optimizer,
+        batch: usize,
+        seed: u64,
+        epoch: u64,
+        mut progress: impl FnMut(Progress),
+    ) -> Result<Figures> {
+        let order = shuffled_order(self.len(), seed, epoch);
+        let parameters = model.parameters();
+        let batches = self.batches(&order, batch)?;
+        let count = batches.count_batches();
+        let mut totals = Totals::default();
+        for (index, drawn) in batches.enumerate() {
+            let (inputs, targets) = drawn?;
+            let mut tape = Tape::new();
+            let x = tape.input(inputs);
+            let y = tape.input(targets);
+            let logits = model.forward(&mut tape, x)?;
+            let losses = tape.softmax_cross_entropy(logits, y)?;
+            let cost = tape.mean(losses)?;
+            totals.add(tape.value(losses)?, tape.value(logits)?, tape.value(y)?)?;
+            let gradients = tape.backward(cost)?;
+            optimizer.step(&parameters, &gradients)?;
+            progress(Progress {
+                batch: index + 1,
+                batches: count,
+            });
+        }
+        totals.figures(self.len())
+    }
+
+    /// The loss and accuracy of `model` over the whole dataset, `batch` samples at a time, without a tape.
+    pub fn evaluate(&self, model: &Mlp, batch: usize) -> Result<Figures> {
+        let order: Vec<u32> = (0..self.len() as u32).collect();
+        let mut totals = Totals::default();
+        for drawn in self.batches(&order, batch)? {
+            let (inputs, targets) = drawn?;
+            let logits = model.infer(&inputs)?;
+            let (losses, _) = logits.softmax_cross_entropy_with_logits(&targets)?;
+            totals.add(&losses, &logits, &targets)?;
+        }
+        totals.figures(self.len())
+    }
+}
+
+/// Running sums of loss and correct answers, kept on the device.
+#[derive(Default)]
+struct Totals {
+    loss: Option<Tensor>,
+    correct: Option<Tensor>,
+}
+
+impl Totals {
+    fn add(&mut self, losses: &Tensor, logits: &Tensor, targets: &Tensor) -> Result<()> {
+        let classes = logits.shape()[1];
+        let predicted = logits.argmax(Some(1))?.one_hot(classes)?;
+        let wanted = targets.argmax(Some(1))?.one_hot(classes)?;
+        let correct = predicted.mul(&wanted)?.sum(None)?;
+        let loss = losses.sum(None)?;
+        self.loss = Some(match self.loss.take() {
+            Some(total) => total.add(&loss)?,
+            None => loss,
+        });
+        self.correct = Some(match self.correct.take() {
+            Some(total) => total.add(&correct)?,
+            None => correct,
+        });
+        Ok(())
+    }
+
+    fn figures(&self, samples: usize) -> Result<Figures> {
+        let read = |total: &Option<Tensor>| -> Result<f64> {
+            Ok(match total {
+                Some(tensor) => tensor.item()? as f64,
+                None => 0.0,
+            })
+        };
+        let samples = samples.max(1) as f64;
+        Ok(Figures {
+            loss: read(&self.loss)? / samples,
+            accuracy: read(&self.correct)? / samples,
+        })
+    }
+}
+
+/// The minibatches of one epoch: (inputs [≤ batch, features], targets [≤ batch, classes]) each.
+pub struct Batches<'a> {
+    dataset: &'a Dataset,
+    order: Tensor,
+    batch: usize,
+    next: usize,
+}
+
+impl Batches<'_> {
+    fn count_batches(&self) -> usize {
+        self.order.len().div_ceil(self.batch)
+    }
+}
+
+impl Iterator for Batches<'_> {
+    type Item = Result<(Tensor, Tensor)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let total = self.order.len();
+        if self.next >= total {
+            return None;
+        }
+        let len = self.batch.min(total - self.next);
+        let indices = self.order.narrow(0, self.next, len);
+        self.next += len;
+        Some(indices.and_then(|indices| self.dataset.gather(&indices)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_epochs_order_is_a_permutation_repeatable_by_seed_and_epoch() {
+        let order = shuffled_order(1000, 7, 3);
+        let mut sorted = order.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..1000).collect::<Vec<u32>>());
+        assert_eq!(order, shuffled_order(1000, 7, 3));
+        assert_ne!(order, shuffled_order(1000, 7, 4));
+        assert_ne!(order, shuffled_order(1000, 8, 3));
+        assert_ne!(order, sorted);
+    }
+}

@@ -1,0 +1,289 @@
+//! Layout kernels (shaders/layout.wgsl): strided copies (permute, narrow, concatenate and their gradients), row
+//! gathers, one-hot, and the casts between f32 and u32. They move 4-byte words, so they serve f32 and u32
+//! tensors alike. Strided copies and gathers bind their operands whole; one-hot and the casts go in windows.
+
+use bytemuck::{Pod, Zeroable};
+
+use super::dispatch_windows;
+use super::plan::Limits;
+use crate::error::{Error, Result};
+use crate::runtime::{nothing_generated, BufferRange, Kernel, Runtime, Shader};
+use crate::shape::{dims4, MAX_RANK};
+
+static LAYOUT: Shader = Shader {
+    name: "layout",
+    source: include_str!("../../shaders/layout.wgsl"),
+    generated: nothing_generated,
+};
+
+static STRIDED_COPY: Kernel = Kernel {
+    shader: &LAYOUT,
+    entry: "strided_copy",
+    bindings: &[1, 3],
+};
+static GATHER_ROWS: Kernel = Kernel {
+    shader: &LAYOUT,
+    entry: "gather_rows",
+    bindings: &[1, 2, 3],
+};
+static ONE_HOT: Kernel = Kernel {
+    shader: &LAYOUT,
+    entry: "one_hot",
+    bindings: &[2, 3],
+};
+static F32_TO_U32: Kernel = Kernel {
+    shader: &LAYOUT,
+    entry: "f32_to_u32",
+    bindings: &[1, 3],
+};
+static U32_TO_F32: Kernel = Kernel {
+    shader: &LAYOUT,
+    entry: "u32_to_f32",
+    bindings: &[1, 3],
+};
+
+#[repr(C)]
+#[derive(Clone, Copy, Default, Pod, Zeroable)]
+struct Params {
+    count: u32,
+    base: u32,
+    src_offset: u32,
+    dst_offset: u32,
+    dims: [u32; 4],
+    src_strides: [u32; 4],
+    dst_strides: [u32; 4],
+    row_words: u32,
+    rows: u32,
+    first_row: u32,
+    total_rows: u32,
+}
+
+/// Element strides of a contiguous row-major tensor of `shape`.
+pub(crate) fn contiguous_strides(shape: &[usize]) -> Vec<usize> {
+    let mut strides = vec![1; shape.len()];
+    for axis in (0..shape.len().saturating_sub(1)).rev() {
+        strides[axis] = strides[axis + 1] * shape[axis + 1];
+    }
+    strides
+}
+
+/// Pads strides at the front with 0 to rank 4, beside [`dims4`] of the same shape.
+fn strides4(strides: &[usize]) -> [u32; 4] {
+    let mut out = [0u32; MAX_RANK];
+    out[MAX_RANK - strides.len()..]
+        .iter_mut()
+        .zip(strides)
+        .for_each(|(slot, &stride)| *slot = stride as u32);
+    out
+}
+
+/// One side of a strided copy: a range bound whole, the element where the block starts, and the element
+/// strides along each axis of the block.
+pub(crate) struct Strided<'a> {
+    pub range: BufferRange,
+    pub offset: usize,
+    pub strides: &'a [usize],
+}
+
+/// Copies the block `dims` from `source` to `target`, each read at its own offset and strides.
+pub(crate) fn strided_copy(
+    runtime: &mut Runtime,
+    op: &'static str,
+    source: Strided,
+    target: Strided,
+    dims: &[usize],
+) -> Result<()> {
+    let limits = Limits::of(runtime.limits());
+    limits.expect_bindable(op, source.range)?;
+    limits.expect_bindable(op, target.range)?;
+    let count: u64 = dims.iter().map(|&dim| dim as u64).product();
+    if count == 0 {
+        return Ok(());
+    }
+    let params = Params {
+        count: count as u32,
+        src_offset: source.offset as u32,
+        dst_offset: target.offset as u32,
+        dims: dims4(dims),
+        src_strides: strides4(source.strides),
+        dst_strides: strides4(target.strides),
+        ..Params::default()
+    };
+    let workgroups = limits.per_element(count, 1);
+    runtime.dispatch(
+        &STRIDED_COPY,
+        bytemuck::bytes_of(&params),
+        &[source.range, target.range],
+        workgroups,
+    )
+}
+
+/// target row r = table row indices[r], for a table of `rows` rows of `row_words` words. A table larger than
+/// one binding is bound in windows of whole rows whose starts honour the storage offset alignment.
+pub(crate) fn gather_rows(
+    runtime: &mut Runtime,
+    op: &'static str,
+    table: BufferRange,
+    (rows, row_words): (usize, usize),
+    indices: BufferRange,
+    target: BufferRange,
+) -> Result<()> {
+    let limits = Limits::of(runtime.limits());
+    for range in [indices, target] {
+        limits.expect_bindable(op, range)?;
+    }
+    let alignment_words =
+        (u64::from(runtime.limits().min_storage_buffer_offset_alignment) / 4).max(1);
+    let per_window = rows_per_window(limits.max_binding_elements, row_words as u64, alignment_words)
+        .ok_or_else(|| Error::Shape {
+            op,
+            message: format!(
+                "a row of {row_words} values does not fit one storage binding ({} values) on this adapter",
+                limits.max_binding_elements
+            ),
+        })?;
+    let count = target.bytes / 4;
+    let workgroups = limits.per_element(count, 1);
+    let mut first = 0u64;
+    while first < rows as u64 {
+        let window = per_window.min(rows as u64 - first);
+        let params = Params {
+            count: count as u32,
+            row_words: row_words as u32,
+            rows: window as u32,
+            first_row: first as u32,
+            total_rows: rows as u32,
+            ..Params::default()
+        };
+        let range = table.elements(first * row_words as u64, window * row_words as u64);
+        runtime.dispatch(
+            &GATHER_ROWS,
+            bytemuck::bytes_of(&params),
+            &[range, indices, target],
+            workgroups,
+        )?;
+        first += window;
+    }
+    Ok(())
+}
+
+/// The most whole rows of `row_words` words one binding of `max_words` holds such that a window of them starts
+/// aligned after any number of windows (a multiple of `alignment_words` words); None if not even one fits.
+fn rows_per_window(max_words: u64, row_words: u64, alignment_words: u64) -> Option<u64> {
+    fn gcd(a: u64, b: u64) -> u64 {
+        if b == 0 {
+            a
+        } else {
+            gcd(b, a % b)
+        }
+    }
+    let row_words = row_words.max(1);
+    let step = alignment_words / gcd(row_words, alignment_words);
+    let rows = max_words / row_words;
+    let aligned = rows - rows % step;
+    (aligned > 0).then_some(aligned)
+}
+
+/// target[r, k] = (indices[r] == k) as f32, over `classes` columns.
+pub(crate) fn one_hot(
+    runtime: &mut Runtime,
+    op: &'static str,
+    indices: BufferRange,
+    classes: usize,
+    target: BufferRange,
+) -> Result<()> {
+    Limits::of(runtime.limits()).expect_bindable(op, indices)?;
+    let elements = target.bytes / 4;
+    let limits = Limits::of(runtime.limits());
+    for (first, count) in limits.windows(elements) {
+        let params = Params {
+            count: count as u32,
+            base: first as u32,
+            rows: classes as u32,
+            ..Params::default()
+        };
+        let workgroups = limits.per_element(count, 1);
+        runtime.dispatch(
+            &ONE_HOT,
+            bytemuck::bytes_of(&params),
+            &[indices, target.elements(first, count)],
+            workgroups,
+        )?;
+    }
+    Ok(())
+}
+
+/// Which way a cast goes.
+#[derive(Clone, Copy)]
+pub(crate) enum Cast {
+    F32ToU32,
+    U32ToF32,
+}
+
+/// target = source cast elementwise.
+pub(crate) fn cast(
+    runtime: &mut Runtime,
+    cast: Cast,
+    source: BufferRange,
+    target: BufferRange,
+) -> Result<()> {
+    let kernel = match cast {
+        Cast::F32ToU32 => &F32_TO_U32,
+        Cast::U32ToF32 => &U32_TO_F32,
+    };
+    dispatch_windows(
+        runtime,
+        kernel,
+        &[source, target],
+        source.bytes / 4,
+        1,
+        |first, count| Params {
+            count: count as u32,
+            base: first as u32,
+            ..Params::default()
+        },
+    )
+}
+
+reflected_layout!(
+    kernels: [
+        STRIDED_COPY, GATHER_ROWS, ONE_HOT, F32_TO_U32, U32_TO_F32
+    ],
+    params: {
+        count, base, src_offset, dst_offset, dims, src_strides, dst_strides, row_words, rows, first_row,
+        total_rows
+    }
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gather_windows_hold_whole_rows_and_start_aligned() {
+        // lavapipe: 2^25 words a binding, 64-word (256-byte) alignment.
+        for row_words in [1u64, 3, 64, 100, 257, 4096] {
+            let rows = rows_per_window(1 << 25, row_words, 64).expect("fits");
+            assert!(rows * row_words <= 1 << 25, "{row_words}");
+            assert_eq!(rows * row_words % 64, 0, "{row_words}");
+            assert!(
+                (rows + 64) * row_words > 1 << 25,
+                "{row_words}: not wasteful"
+            );
+        }
+        assert_eq!(rows_per_window(100, 101, 64), None);
+        assert_eq!(
+            rows_per_window(100, 3, 64),
+            None,
+            "64 rows of 3 are needed for alignment"
+        );
+    }
+
+    #[test]
+    fn contiguous_strides_are_row_major() {
+        assert_eq!(contiguous_strides(&[2, 3, 4]), vec![12, 4, 1]);
+        assert_eq!(contiguous_strides(&[5]), vec![1]);
+        assert!(contiguous_strides(&[]).is_empty());
+        assert_eq!(strides4(&[12, 4, 1]), [0, 12, 4, 1]);
+    }
+}
