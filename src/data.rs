@@ -239,6 +239,23 @@ impl Dataset {
         epoch: u64,
         mut progress: impl FnMut(Progress),
     ) -> Result<Figures> {
+        self.train_epoch_with(model, optimizer, batch, seed, epoch, |step| {
+            progress(step);
+            Ok(())
+        })
+    }
+
+    /// As [`train_epoch`](Self::train_epoch), with a step callback that may stop the epoch with an error (one
+    /// that suspends and resumes the session between steps, say).
+    pub fn train_epoch_with(
+        &self,
+        model: &Mlp,
+        optimizer: &mut dyn Optimizer,
+        batch: usize,
+        seed: u64,
+        epoch: u64,
+        mut progress: impl FnMut(Progress) -> Result<()>,
+    ) -> Result<Figures> {
         let order = shuffled_order(self.len(), seed, epoch);
         let parameters = model.parameters();
         let batches = self.batches(&order, batch)?;
@@ -258,7 +275,7 @@ impl Dataset {
             progress(Progress {
                 batch: index + 1,
                 batches: count,
-            });
+            })?;
         }
         totals.figures(self.len())
     }

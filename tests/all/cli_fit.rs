@@ -228,6 +228,79 @@ fn fit_trains_a_classifier_that_predict_reloads_in_a_new_process() {
 }
 
 #[test]
+fn fit_suspended_every_few_steps_saves_the_same_tensors_as_an_uninterrupted_fit() {
+    let scratch = Scratch::new("fit-suspend");
+    let mut rng = Rng::new(11);
+    let files = dataset(&scratch, &mut rng);
+    let fit = |name: &str, extra: &[&str]| {
+        let model = scratch.path(&format!("{name}.safetensors"));
+        let mut args = vec![
+            os("fit"),
+            os("--inputs"),
+            files.x.as_os_str(),
+            os("--labels"),
+            files.y.as_os_str(),
+            os("--save"),
+            model.as_os_str(),
+            os("--hidden"),
+            os("16"),
+            os("--epochs"),
+            os("2"),
+            os("--batch"),
+            os("100"),
+            os("--val-split"),
+            os("0.1"),
+            os("--json"),
+        ];
+        args.extend(extra.iter().map(|arg| os(arg)));
+        let report = json(&scratch, &args);
+        (report, std::fs::read(&model).expect("model file"))
+    };
+    let (plain, plain_bytes) = fit("plain", &[]);
+    let (suspended, suspended_bytes) = fit("suspended", &["--suspend-every", "4"]);
+    // 900 training samples in batches of 100: 9 steps an epoch, 18 in all.
+    let after: Vec<u64> = suspended["suspensions"]
+        .as_array()
+        .expect("suspensions")
+        .iter()
+        .map(|entry| entry["after_step"].as_u64().expect("step"))
+        .collect();
+    assert_eq!(after, vec![4, 8, 12, 16]);
+    for (a, b) in plain["epochs"]
+        .as_array()
+        .expect("epochs")
+        .iter()
+        .zip(suspended["epochs"].as_array().expect("epochs"))
+    {
+        for key in ["loss", "accuracy", "val_loss", "val_accuracy"] {
+            assert_eq!(a[key], b[key], "{key} differs");
+        }
+    }
+    // Tensor by tensor: the header's key order is the writer's business.
+    let (plain_file, suspended_file) = (
+        safetensors::SafeTensors::deserialize(&plain_bytes).expect("plain model"),
+        safetensors::SafeTensors::deserialize(&suspended_bytes).expect("suspended model"),
+    );
+    let mut names = plain_file.names();
+    names.sort();
+    assert!(
+        names.len() >= 4 + 2 * 4,
+        "weights, biases and Adam's moments: {names:?}"
+    );
+    let mut suspended_names = suspended_file.names();
+    suspended_names.sort();
+    assert_eq!(names, suspended_names);
+    for name in names {
+        let (a, b) = (
+            plain_file.tensor(name).expect("plain tensor"),
+            suspended_file.tensor(name).expect("suspended tensor"),
+        );
+        assert_eq!(a.shape(), b.shape(), "{name}");
+        assert!(a.data() == b.data(), "{name} differs after suspends");
+    }
+}
+
+#[test]
 fn fit_takes_float_target_rows_and_every_optimizer() {
     let scratch = Scratch::new("fit-rows");
     let mut rng = Rng::new(5);

@@ -96,9 +96,21 @@ pub struct FitArgs {
     /// Continue training a model saved by fit (its architecture and optimizer state).
     #[arg(long)]
     resume: Option<PathBuf>,
+    /// Suspend the session after every K steps (all tensors to host memory, every byte of device memory
+    /// given back) and resume it at once, printing device memory while suspended.
+    #[arg(long, value_name = "K")]
+    suspend_every: Option<usize>,
     /// Print one JSON document with the per-epoch figures instead of lines.
     #[arg(long)]
     json: bool,
+}
+
+/// One suspend and resume during training.
+#[derive(serde::Serialize)]
+struct Suspension {
+    after_step: u64,
+    report: wgcompute::SuspendReport,
+    resumed: wgcompute::ResumeReport,
 }
 
 #[derive(Args)]
@@ -392,9 +404,12 @@ pub fn fit(global: &GlobalOptions, args: &FitArgs) -> Result<()> {
         );
     }
 
-    let session = Session::open(global.session_options()?)?;
+    if args.suspend_every == Some(0) {
+        bail!("--suspend-every must be at least 1");
+    }
+    let mut session = Session::open(global.session_options()?)?;
     let outcome = train(
-        &session,
+        &mut session,
         args,
         (&inputs, features),
         &labels,
@@ -404,7 +419,7 @@ pub fn fit(global: &GlobalOptions, args: &FitArgs) -> Result<()> {
         (validation, done_epochs),
     );
     session.close();
-    let (reports, bytes, seconds) = outcome?;
+    let (reports, bytes, seconds, suspensions) = outcome?;
     outputs.write(&[Contents::Bytes(bytes)])?;
     let per_epoch = seconds / args.epochs as f64;
     if args.json {
@@ -423,6 +438,7 @@ pub fn fit(global: &GlobalOptions, args: &FitArgs) -> Result<()> {
             "seconds": seconds,
             "seconds_per_epoch": per_epoch,
             "model": args.save.display().to_string(),
+            "suspensions": suspensions,
         });
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -436,9 +452,12 @@ pub fn fit(global: &GlobalOptions, args: &FitArgs) -> Result<()> {
     Ok(())
 }
 
+/// Per-epoch figures, the saved model's bytes, the seconds taken, and the suspensions made.
+type Fitted = (Vec<EpochReport>, Vec<u8>, f64, Vec<Suspension>);
+
 #[allow(clippy::too_many_arguments)]
 fn train(
-    session: &Session,
+    session: &mut Session,
     args: &FitArgs,
     (inputs, features): (&Array, usize),
     labels: &LabelFile,
@@ -446,7 +465,7 @@ fn train(
     lr: f32,
     resumed: Option<&Checkpoint>,
     (validation, done_epochs): (usize, u64),
-) -> Result<(Vec<EpochReport>, Vec<u8>, f64)> {
+) -> Result<Fitted> {
     let samples = inputs.shape[0];
     // The validation samples are a seeded draw, the same on every run with this seed.
     let order = shuffled_order(samples, args.seed, u64::MAX);
@@ -487,19 +506,36 @@ fn train(
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let mut reports = Vec::with_capacity(args.epochs);
+    let mut suspensions = Vec::new();
+    let mut steps = 0u64;
     let start = Instant::now();
     for epoch in 0..args.epochs {
         let epoch_start = Instant::now();
         bar.reset();
         bar.set_message(format!("{}/{}", epoch + 1, args.epochs));
         let seed_epoch = done_epochs + epoch as u64;
-        let trained: Figures = train_set.train_epoch(
+        let trained: Figures = train_set.train_epoch_with(
             &model,
             optimizer.as_mut(),
             args.batch,
             args.seed,
             seed_epoch,
-            |_| bar.inc(1),
+            |_| {
+                bar.inc(1);
+                steps += 1;
+                if args
+                    .suspend_every
+                    .is_some_and(|every| steps.is_multiple_of(every as u64))
+                {
+                    let suspension = suspend_and_resume(session, steps)?;
+                    if !args.json {
+                        let line = suspension.line();
+                        bar.suspend(|| println!("{line}"));
+                    }
+                    suspensions.push(suspension);
+                }
+                Ok(())
+            },
         )?;
         let validated = val_set
             .as_ref()
@@ -528,7 +564,32 @@ fn train(
         ("fit.lr", lr.to_string()),
     ];
     let bytes = checkpoint::to_bytes(&model, Some(optimizer.as_ref()), &metadata)?;
-    Ok((reports, bytes, seconds))
+    Ok((reports, bytes, seconds, suspensions))
+}
+
+fn suspend_and_resume(session: &mut Session, after_step: u64) -> wgcompute::Result<Suspension> {
+    let report = session.suspend()?;
+    let resumed = session.resume()?;
+    Ok(Suspension {
+        after_step,
+        report,
+        resumed,
+    })
+}
+
+impl Suspension {
+    fn line(&self) -> String {
+        format!(
+            "after step {}: suspended, {} on the host; device memory {} → {} while suspended; resumed on {} in \
+             {:.3} s",
+            self.after_step,
+            wgcompute::ByteSize(self.report.host_bytes),
+            self.report.memory_before_suspend,
+            self.report.memory_while_suspended,
+            self.resumed.adapter.name,
+            self.report.seconds + self.resumed.seconds
+        )
+    }
 }
 
 pub fn predict(global: &GlobalOptions, args: &PredictArgs) -> Result<()> {
