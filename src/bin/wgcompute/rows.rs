@@ -374,6 +374,42 @@ pub fn sum(session: &Session, len: usize, runs: usize) -> Result<BenchRow> {
     .with_context("cpu sum, 1 thread, 16 accumulators".to_string(), gbps(cpu)))
 }
 
+/// Softmax cross-entropy (loss and gradient) of `rows`×`cols` logits in milliseconds, beside one elementwise op
+/// (`exp`) over the same logits: a fused row-wise op should cost about as much as reading its input once.
+pub fn softmax_xent(session: &Session, rows: usize, cols: usize, runs: usize) -> Result<BenchRow> {
+    let logits = session.upload(&host_data(rows * cols, 8), &[rows, cols])?;
+    let labels = session.upload(&host_data(rows * cols, 9), &[rows, cols])?;
+    let fused = device_time(session, runs, || {
+        logits.softmax_cross_entropy_with_logits(&labels).map(drop)
+    })?;
+    let elementwise = device_time(session, runs, || logits.exp().map(drop))?;
+    Ok(BenchRow::timed(
+        "softmax_xent",
+        format!("{rows}x{cols}"),
+        "ms",
+        fused.as_secs_f64() * 1e3,
+        "exp over the same logits".to_string(),
+        elementwise.as_secs_f64() * 1e3,
+    ))
+}
+
+/// A sum along the last axis of [rows, cols], in GB/s of input, beside a device copy of the same input.
+pub fn sum_axis(session: &Session, rows: usize, cols: usize, runs: usize) -> Result<BenchRow> {
+    let input = session.upload(&host_data(rows * cols, 10), &[rows, cols])?;
+    let summed = device_time(session, runs, || input.sum(Some(1)).map(drop))?;
+    let copied = buffer_copy_time(session, (rows * cols * 4) as u64, runs)?;
+    let bytes = (rows * cols * 4) as f64;
+    let gbps = |time: Duration| bytes / time.as_secs_f64() / 1e9;
+    Ok(BenchRow::rate(
+        "sum_axis",
+        format!("{rows}x{cols}"),
+        "GB/s",
+        gbps(summed),
+        "device copy of the input".to_string(),
+        gbps(copied),
+    ))
+}
+
 /// Sixteen independent accumulators, so the loop vectorises (a plain `iter().sum()` must keep its order and
 /// does not).
 fn cpu_sum(data: &[f32]) -> f32 {
