@@ -34,6 +34,12 @@ pub(crate) mod softmax;
 use crate::error::Result;
 use crate::runtime::{BufferRange, Kernel, Runtime};
 
+/// Every kernel family with variants, and its variants' names: what `SessionOptions::force_variant` accepts and
+/// tuning records name.
+pub fn kernel_variants() -> Vec<(&'static str, &'static [&'static str])> {
+    vec![(softmax::FAMILY, softmax::VARIANTS)]
+}
+
 /// Runs `kernel` over `elements` elements of same-sized operands, one dispatch per window and one invocation
 /// per `per_invocation` elements; `params` gives each window's uniform block from (first element, count).
 pub(crate) fn dispatch_windows<P: bytemuck::Pod>(

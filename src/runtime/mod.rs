@@ -4,6 +4,7 @@
 //! write, read, limits) and never see its fields.
 
 mod pipelines;
+mod tuner;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -13,6 +14,11 @@ use crate::pool::{Allocation, MemoryStats, Pool, PoolConfig, SlabError, SlabId, 
 
 pub(crate) use pipelines::{
     nothing_generated, wgsl_constants, Kernel, PipelineCache, Shader, WORKGROUP_SIZE,
+};
+pub(crate) use tuner::{adapter_key, cache_file, size_bucket, Tuner};
+pub use tuner::{
+    tuning_cache_dir, tuning_cache_file, PickSource, Tuning, TuningRecord, VariantTime,
+    CACHE_DIR_ENV, TUNING_ENV,
 };
 
 /// Matmul kernel families. GPUs reward staging tiles in workgroup memory; llvmpipe (a CPU adapter) pays more
@@ -118,6 +124,7 @@ pub(crate) struct Runtime {
     limits: wgpu::Limits,
     poison_outputs: bool,
     matmul_kernel: MatmulKernel,
+    tuner: Tuner,
     batch: Batch,
     adapter: wgpu::Adapter,
     instance: wgpu::Instance,
@@ -131,6 +138,8 @@ pub(crate) struct RuntimeSettings {
     pub poison_outputs: bool,
     /// `Auto` already resolved by adapter type.
     pub matmul_kernel: MatmulKernel,
+    /// Chooses kernel variants; per runtime, so a runtime on another adapter chooses afresh.
+    pub tuner: Tuner,
 }
 
 impl Runtime {
@@ -170,6 +179,7 @@ impl Runtime {
             limits: settings.limits,
             poison_outputs: settings.poison_outputs,
             matmul_kernel: settings.matmul_kernel,
+            tuner: settings.tuner,
             device,
             queue,
             adapter,

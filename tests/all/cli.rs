@@ -6,6 +6,7 @@ fn wgcompute(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_wgcompute"))
         .args(args)
         .env("WGCOMPUTE_ADAPTER", "vulkan")
+        .env("WGCOMPUTE_TUNING", "defaults")
         .output()
         .expect("the binary runs")
 }

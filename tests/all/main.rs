@@ -25,3 +25,4 @@ mod ops_reduce;
 mod ops_softmax;
 mod pool;
 mod training;
+mod tuning;
