@@ -316,13 +316,7 @@ impl Session {
             reserve_up_front: options.reserve_up_front,
             poison_outputs: options.poison_outputs,
             tuner: options.tuner(&info)?,
-            matmul_kernel: match options.matmul_kernel {
-                MatmulKernel::Auto if info.device_type == wgpu::DeviceType::Cpu => {
-                    MatmulKernel::Registers
-                }
-                MatmulKernel::Auto => MatmulKernel::SharedTiles,
-                chosen => chosen,
-            },
+            matmul_kernel: options.matmul_kernel,
         };
         let runtime = Runtime::new(instance, adapter, device, queue, settings)?;
         Ok(Session {

@@ -12,9 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::error::{Error, Result};
 use crate::pool::{Allocation, MemoryStats, Pool, PoolConfig, SlabError, SlabId, SlabStorage};
 
-pub(crate) use pipelines::{
-    nothing_generated, wgsl_constants, Kernel, PipelineCache, Shader, WORKGROUP_SIZE,
-};
+pub(crate) use pipelines::{wgsl_constants, Kernel, PipelineCache, Shader, WORKGROUP_SIZE};
 pub(crate) use tuner::{adapter_key, cache_file, size_bucket, Tuner};
 pub use tuner::{
     tuning_cache_dir, tuning_cache_file, PickSource, Tuning, TuningRecord, VariantTime,
@@ -25,7 +23,8 @@ pub use tuner::{
 /// for the barriers than the staging saves, and runs register-tiled kernels best.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum MatmulKernel {
-    /// Register tiles on CPU adapters, shared-memory tiles on GPUs.
+    /// Register tiles on CPU adapters, shared-memory tiles on GPUs by default; the tuner may pick either
+    /// family's variants.
     #[default]
     Auto,
     /// Register-tiled kernels (vec4 where shapes allow).
@@ -136,7 +135,7 @@ pub(crate) struct RuntimeSettings {
     pub pool: PoolConfig,
     pub reserve_up_front: bool,
     pub poison_outputs: bool,
-    /// `Auto` already resolved by adapter type.
+    /// `Auto`: by adapter type by default, and the tuner may try the other family.
     pub matmul_kernel: MatmulKernel,
     /// Chooses kernel variants; per runtime, so a runtime on another adapter chooses afresh.
     pub tuner: Tuner,
