@@ -40,6 +40,8 @@ pub fn kernel_variants() -> Vec<(&'static str, &'static [&'static str])> {
     vec![
         (softmax::FAMILY, softmax::VARIANTS),
         (matmul::FAMILY, matmul::VARIANTS),
+        (reduce::CHUNK_FAMILY, reduce::CHUNK_VARIANTS),
+        (reduce::AXIS_FAMILY, reduce::AXIS_VARIANTS),
     ]
 }
 

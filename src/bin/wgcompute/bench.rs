@@ -36,6 +36,8 @@ pub const MATMUL_SHAPES: [(usize, usize, usize); 5] = [
     (2048, 2048, 2048),
     (10, 10000, 1000),
 ];
+/// Elements of the `sum` row.
+pub const SUM_LEN: usize = 16 << 20;
 /// [rows, cols] of the `sum_axis` rows: many narrow rows, and few wide ones.
 pub const SUM_AXIS_SHAPES: [(usize, usize); 2] = [(4096, 16), (16, 1 << 20)];
 /// [rows, cols] of the `softmax_xent` rows: a 4-class classifier's batch, and the seed workload's logits.
@@ -84,7 +86,7 @@ pub fn run(global: &GlobalOptions, args: &BenchArgs) -> Result<()> {
         results.extend(rows::matmul(&session, &shapes, runs)?);
     }
     if args.wants("sum") {
-        results.push(rows::sum(&session, 16 << 20, runs)?);
+        results.push(rows::sum(&session, SUM_LEN, runs)?);
     }
     if args.wants("sum_axis") {
         for (rows_, cols) in SUM_AXIS_SHAPES {

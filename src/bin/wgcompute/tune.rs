@@ -27,6 +27,7 @@ pub fn run(global: &GlobalOptions, args: &TuneArgs) -> Result<()> {
     for (rows, cols) in SUM_AXIS_SHAPES {
         session.rand(&[rows, cols], 3)?.sum(Some(1))?;
     }
+    session.rand(&[crate::bench::SUM_LEN], 3)?.sum(None)?;
     for (m, k, n) in crate::bench::MATMUL_SHAPES {
         let a = session.rand(&[m, k], 4)?;
         let b = session.rand(&[k, n], 5)?;
