@@ -60,7 +60,99 @@ const fn register_tile(
 /// The WGSL of every generated register tile: written out in full (no arrays of accumulators), since llvmpipe
 /// keeps named accumulators in registers but may spill an indexed array to memory.
 fn register_tile_kernels() -> String {
-    REGISTER_TILES.iter().map(register_tile_source).collect()
+    REGISTER_TILES
+        .iter()
+        .map(register_tile_source)
+        .chain([transposed_right_source()])
+        .collect()
+}
+
+/// A·Bᵀ with both operands row-major along K (K % 4 == 0): a weight's input gradient, dY·Wᵀ. Each invocation
+/// keeps a 4×4 block of C as 16 vec4 partial dot products along K, reading rows of A and of B as vec4s; the
+/// four lanes of each are added at the end.
+static MATMUL_VEC4_BT: Kernel = Kernel {
+    shader: &MATMUL,
+    entry: "matmul_vec4_bt",
+    bindings: &[1, 2, 3],
+};
+/// Rows (and columns) of C per invocation of `matmul_vec4_bt`, and invocations per workgroup along each.
+const BT_TILE: usize = 4;
+const BT_INVOCATIONS: usize = 8;
+
+fn transposed_right_source() -> String {
+    let tile = BT_TILE;
+    let mut body = String::new();
+    let mut line = |text: String| {
+        body.push_str("    ");
+        body.push_str(&text);
+        body.push('\n');
+    };
+    for i in 0..tile {
+        line(format!(
+            "let a{i} = a_base + min(row0 + {i}u, m - 1u) * k4s;"
+        ));
+        line(format!(
+            "let b{i} = b_base + min(col0 + {i}u, n - 1u) * k4s;"
+        ));
+    }
+    for i in 0..tile {
+        for j in 0..tile {
+            line(format!("var c{i}_{j} = vec4<f32>(0.0);"));
+        }
+    }
+    line("for (var k4 = k4_begin; k4 < k4_end; k4 = k4 + 1u) {".to_string());
+    for i in 0..tile {
+        line(format!("    let x{i} = a4[a{i} + k4];"));
+        line(format!("    let y{i} = b4[b{i} + k4];"));
+    }
+    for i in 0..tile {
+        for j in 0..tile {
+            line(format!("    c{i}_{j} = c{i}_{j} + x{i} * y{j};"));
+        }
+    }
+    line("}".to_string());
+    line("let accumulate = params.accumulate == 1u;".to_string());
+    for i in 0..tile {
+        line(format!("if (row0 + {i}u < m) {{"));
+        for j in 0..tile {
+            line(format!(
+                "    if (col0 + {j}u < n) {{ store1(c_base + (row0 + {i}u) * n + col0 + {j}u, \
+                 (c{i}_{j}.x + c{i}_{j}.y) + (c{i}_{j}.z + c{i}_{j}.w), accumulate); }}"
+            ));
+        }
+        line("}".to_string());
+    }
+    format!(
+        "
+fn store1(at: u32, value: f32, accumulate: bool) {{
+    if (accumulate) {{
+        c[at] = c[at] + value;
+    }} else {{
+        c[at] = value;
+    }}
+}}
+
+// C = A·Bᵀ, A stored [M, K] and B stored [N, K], K % 4 == 0: {tile}×{tile} of C per invocation, {inv}×{inv}
+// invocations per workgroup.
+@compute @workgroup_size(64)
+fn matmul_vec4_bt(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
+    let m = params.m;
+    let n = params.n;
+    let k4s = params.k / 4u;
+    let k4_begin = params.k_begin / 4u;
+    let k4_end = params.k_end / 4u;
+    let row0 = (wid.y * {inv}u + lid / {inv}u) * {tile}u;
+    let col0 = (wid.x * {inv}u + lid % {inv}u) * {tile}u;
+    if (row0 >= m || col0 >= n) {{
+        return;
+    }}
+    let a_base = wid.z * (params.a_batch / 4u);
+    let b_base = wid.z * (params.b_batch / 4u);
+    let c_base = wid.z * params.c_batch;
+{body}}}
+",
+        inv = BT_INVOCATIONS
+    )
 }
 
 fn register_tile_source(tile: &RegisterTile) -> String {
@@ -242,6 +334,7 @@ impl Layout {
 pub(crate) const FAMILY: &str = "matmul";
 const VEC4_8X8: &str = "vec4_8x8";
 const VEC4_AT: &str = "vec4_at_8x8";
+const VEC4_BT: &str = "vec4_bt_4x4";
 const STRIDED: &str = "strided_4x4";
 const SHARED_TILES: &str = "shared_tiles";
 /// Every variant, by name: register tiles for row-major operands (rows x columns of C per invocation), the
@@ -253,6 +346,7 @@ pub(crate) const VARIANTS: &[&str] = &[
     REGISTER_TILES[2].variant,
     REGISTER_TILES[3].variant,
     VEC4_AT,
+    VEC4_BT,
     STRIDED,
     SHARED_TILES,
 ];
@@ -334,6 +428,8 @@ pub(crate) fn matmul(
         "row-major"
     } else if eligible.contains(&VEC4_AT) {
         "at-b"
+    } else if eligible.contains(&VEC4_BT) {
+        "a-bt"
     } else {
         "strided"
     };
@@ -366,6 +462,8 @@ fn candidates(
             .collect()
     } else if vec4_at {
         vec![VEC4_AT]
+    } else if a.is_row_major() && b.row_stride == 1 && k % 4 == 0 {
+        vec![VEC4_BT, STRIDED]
     } else {
         vec![STRIDED]
     };
@@ -391,6 +489,18 @@ fn plan(variant: &str, batches: usize, (m, n): (usize, usize)) -> Plan {
     let (kernel, rows, vec4s, shared_rows) = match variant {
         VEC4_8X8 => (&MATMUL_VEC4, 8, 2, false),
         VEC4_AT => (&MATMUL_VEC4_AT, 8, 2, false),
+        VEC4_BT => {
+            let span = BT_TILE * BT_INVOCATIONS;
+            return Plan {
+                kernel: &MATMUL_VEC4_BT,
+                groups: [
+                    n.div_ceil(span) as u32,
+                    m.div_ceil(span) as u32,
+                    batches as u32,
+                ],
+                wg_rows: 1,
+            };
+        }
         SHARED_TILES => {
             return Plan {
                 kernel: &MATMUL_TILED,
@@ -485,6 +595,10 @@ mod tests {
         );
         assert_eq!(
             entry(Registers, true, (false, true), (8, 8, 8)),
+            "matmul_vec4_bt"
+        );
+        assert_eq!(
+            entry(Registers, true, (false, true), (8, 7, 8)),
             "matmul_strided"
         );
         assert_eq!(
@@ -509,7 +623,12 @@ mod tests {
                     assert_eq!(auto.len(), registers.len() + 1, "{transpose:?} {shape:?}");
                     assert_eq!(auto[0] == SHARED_TILES, !cpu);
                     let vec4 = !transpose.0 && !transpose.1 && shape.1 % 4 == 0 && shape.2 % 4 == 0;
-                    assert_eq!(registers.len() > 1, vec4, "{transpose:?} {shape:?}");
+                    let transposed_right = !transpose.0 && transpose.1 && shape.1 % 4 == 0;
+                    assert_eq!(
+                        registers.len() > 1,
+                        vec4 || transposed_right,
+                        "{transpose:?} {shape:?}"
+                    );
                     assert!(auto.iter().all(|variant| VARIANTS.contains(variant)));
                 }
             }
@@ -530,6 +649,7 @@ mod tests {
                 let plan = plan(variant, 1, (m, n));
                 let (rows, cols) = match variant {
                     SHARED_TILES | STRIDED => (64, 64),
+                    VEC4_BT => (BT_TILE * BT_INVOCATIONS, BT_TILE * BT_INVOCATIONS),
                     _ => {
                         let (rows, vec4s) =
                             match REGISTER_TILES.iter().find(|tile| tile.variant == variant) {
@@ -563,7 +683,7 @@ mod tests {
 
 reflected_layout!(
     kernels: [
-        MATMUL_VEC4, MATMUL_VEC4_AT, MATMUL_TILED, MATMUL_STRIDED, REGISTER_TILES[0].kernel,
+        MATMUL_VEC4, MATMUL_VEC4_AT, MATMUL_VEC4_BT, MATMUL_TILED, MATMUL_STRIDED, REGISTER_TILES[0].kernel,
         REGISTER_TILES[1].kernel, REGISTER_TILES[2].kernel, REGISTER_TILES[3].kernel
     ],
     params: {

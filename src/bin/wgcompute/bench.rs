@@ -44,7 +44,7 @@ pub const SUM_AXIS_SHAPES: [(usize, usize); 2] = [(4096, 16), (16, 1 << 20)];
 pub const SOFTMAX_XENT_SHAPES: [(usize, usize); 2] = [(1000, 4), (10, 1000)];
 
 /// Every row's name, in the order they run.
-const ROWS: [&str; 8] = [
+const ROWS: [&str; 9] = [
     "session_open_close",
     "pool_alloc_free",
     "matmul",
@@ -53,6 +53,7 @@ const ROWS: [&str; 8] = [
     "softmax_xent",
     "adam",
     "seed_step",
+    "mlp_step",
 ];
 
 pub fn run(global: &GlobalOptions, args: &BenchArgs) -> Result<()> {
@@ -103,6 +104,9 @@ pub fn run(global: &GlobalOptions, args: &BenchArgs) -> Result<()> {
     }
     if args.wants("seed_step") {
         results.push(rows::seed_step(&session, if args.quick { 3 } else { 10 })?);
+    }
+    if args.wants("mlp_step") {
+        results.push(rows::mlp_step(&session, if args.quick { 3 } else { 10 })?);
     }
     let report = BenchReport::new(&session, results);
     if args.json {

@@ -1,4 +1,4 @@
-//! `wgcompute tune`: times the kernel variants of every shape class the bench rows and the seed workload use,
+//! `wgcompute tune`: times the kernel variants of every shape class the bench rows and the workloads use,
 //! on this adapter, and caches the picks, so that later processes start tuned.
 
 use anyhow::Result;
@@ -6,7 +6,7 @@ use clap::Args;
 use wgcompute::{Session, Tuning, TuningRecord};
 
 use crate::bench::{SOFTMAX_XENT_SHAPES, SUM_AXIS_SHAPES};
-use crate::workload::{SeedConfig, SeedJob};
+use crate::workload::{MlpConfig, MlpJob, SeedConfig, SeedJob};
 use crate::GlobalOptions;
 
 #[derive(Args)]
@@ -35,6 +35,7 @@ pub fn run(global: &GlobalOptions, args: &TuneArgs) -> Result<()> {
     }
     let mut seed = SeedJob::new(&session, SeedConfig::default())?;
     seed.step()?;
+    MlpJob::new(&session, MlpConfig::default())?.step()?;
     session.sync()?;
     let records = session.tuning_report()?;
     let cache = session.tuning_cache_file();
