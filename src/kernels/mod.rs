@@ -42,6 +42,7 @@ pub fn kernel_variants() -> Vec<(&'static str, &'static [&'static str])> {
         (matmul::FAMILY, matmul::VARIANTS),
         (reduce::CHUNK_FAMILY, reduce::CHUNK_VARIANTS),
         (reduce::AXIS_FAMILY, reduce::AXIS_VARIANTS),
+        (elementwise::FAMILY, elementwise::VARIANTS),
     ]
 }
 
