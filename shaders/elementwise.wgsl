@@ -61,6 +61,17 @@ fn binary(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups)
     out[i] = binary_op(params.op, x, y);
 }
 
+// out = in0 (op) in1 where in1 is a row repeated along the leading axes (a bias over a batch), its length in
+// rhs_strides.x: in1's index is the output's global index modulo that length, with no division per axis.
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn binary_rows(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let i = params.start + linear_index(id, groups);
+    if (i >= params.count) {
+        return;
+    }
+    out[i] = binary_op(params.op, in0[i], in1[(params.base + i) % params.rhs_strides.x]);
+}
+
 // out = op(in0) with scalar a; unary_op is generated from the op table in Rust.
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn unary(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
@@ -150,5 +161,16 @@ fn scale_add_vec4(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_wor
     let span = vec4_span(id, groups);
     for (var q = span.x; q < span.y; q = q + 1u) {
         out4[q] = out4[q] * params.a + params.b;
+    }
+}
+
+// As binary_rows, for rows whose length is a multiple of 4 (windows start at multiples of 4 elements too).
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn binary_rows_vec4(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let span = vec4_span(id, groups);
+    let row4s = params.rhs_strides.x / 4u;
+    let base4 = params.base / 4u;
+    for (var q = span.x; q < span.y; q = q + 1u) {
+        out4[q] = binary_op4(params.op, in0_4[q], in1_4[(base4 + q) % row4s]);
     }
 }

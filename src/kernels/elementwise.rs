@@ -40,6 +40,16 @@ static SCALE_ADD: Kernel = Kernel {
     entry: "scale_add",
     bindings: &[3],
 };
+static BINARY_ROWS: Kernel = Kernel {
+    shader: &ELEMENTWISE,
+    entry: "binary_rows",
+    bindings: &[1, 2, 3],
+};
+static BINARY_ROWS_VEC4: Kernel = Kernel {
+    shader: &ELEMENTWISE,
+    entry: "binary_rows_vec4",
+    bindings: &[1, 2, 3],
+};
 static BINARY_VEC4: Kernel = Kernel {
     shader: &ELEMENTWISE,
     entry: "binary_vec4",
@@ -110,12 +120,30 @@ fn over_windows(
     elements: u64,
     params: Params,
 ) -> Result<()> {
+    let windowed: Vec<(BufferRange, bool)> = ranges.iter().map(|&range| (range, true)).collect();
+    over_windows_with(runtime, forms, &windowed, elements, params)
+}
+
+/// As `over_windows`, with some ranges bound whole (those paired with false) rather than windowed.
+fn over_windows_with(
+    runtime: &mut Runtime,
+    forms: Forms,
+    ranges: &[(BufferRange, bool)],
+    elements: u64,
+    params: Params,
+) -> Result<()> {
     let limits = Limits::of(runtime.limits());
     let record = |runtime: &mut Runtime, variant: &str| {
         for (first, count) in limits.windows(elements) {
             let windows: Vec<BufferRange> = ranges
                 .iter()
-                .map(|range| range.elements(first, count))
+                .map(|&(range, windowed)| {
+                    if windowed {
+                        range.elements(first, count)
+                    } else {
+                        range
+                    }
+                })
                 .collect();
             let params = Params {
                 count: count as u32,
@@ -395,6 +423,33 @@ pub(crate) fn binary(
             Limits::of(runtime.limits()).expect_bindable(name, range)?;
         }
     }
+    // A row repeated along the leading axes (a bias over a batch) whose length is a multiple of 4: its index is
+    // the output's modulo that length.
+    let rhs_dims: Vec<usize> = rhs
+        .shape
+        .iter()
+        .copied()
+        .skip_while(|&dim| dim == 1)
+        .collect();
+    let period = count(&rhs_dims);
+    if left_windowed && !rhs_dims.is_empty() && out_shape.ends_with(&rhs_dims) && period % 4 == 0 {
+        let forms = Forms {
+            name: "binary_rows",
+            scalar: &BINARY_ROWS,
+            vec4: &BINARY_ROWS_VEC4,
+        };
+        let params = Params {
+            rhs_strides: [period as u32, 0, 0, 0],
+            ..params
+        };
+        return over_windows_with(
+            runtime,
+            forms,
+            &[(lhs.range, true), (rhs.range, false), (out, true)],
+            elements,
+            params,
+        );
+    }
     for (first, count) in Limits::of(runtime.limits()).windows(elements) {
         let pick = |range: BufferRange, windowed: bool| {
             if windowed {
@@ -460,7 +515,7 @@ pub(crate) fn relu_backward(
 
 reflected_layout!(
     kernels: [
-        BINARY, UNARY, RELU_BACKWARD, FILL, SCALE_ADD, BINARY_VEC4, UNARY_VEC4, RELU_BACKWARD_VEC4,
+        BINARY, UNARY, RELU_BACKWARD, FILL, SCALE_ADD, BINARY_ROWS, BINARY_ROWS_VEC4, BINARY_VEC4, UNARY_VEC4, RELU_BACKWARD_VEC4,
         FILL_VEC4, SCALE_ADD_VEC4
     ],
     params: {

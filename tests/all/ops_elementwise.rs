@@ -278,9 +278,12 @@ fn binary_ops_at_same_shapes_match_f64() {
 
 #[test]
 fn binary_ops_broadcast_like_numpy_in_both_orders() {
-    let pairs: [(&[usize], &[usize]); 13] = [
-        // a bias row over a batch
+    let pairs: [(&[usize], &[usize]); 16] = [
+        // a bias row over a batch (rows whose length is a multiple of 4 take their own kernels)
         (&[10, 1000], &[1000]),
+        (&[257, 12], &[12]),
+        (&[7, 3, 4], &[3, 4]),
+        (&[5, 1, 8], &[1, 8]),
         (&[3, 1], &[1, 4]),
         (&[2, 3, 5, 7], &[3, 1, 7]),
         // a rank-0 tensor with a matrix
@@ -298,14 +301,15 @@ fn binary_ops_broadcast_like_numpy_in_both_orders() {
         (&[0], &[]),
     ];
     for_each_backend(|backend| {
-        let session = backend.poisoned();
         let mut rng = Rng::fresh("binary_broadcast");
-        for (lhs, rhs) in pairs {
-            for op in BINARIES {
-                check_binary(&session, &mut rng, op, lhs, rhs);
-                check_binary(&session, &mut rng, op, rhs, lhs);
+        each_variant(backend, |session, _| {
+            for (lhs, rhs) in pairs {
+                for op in BINARIES {
+                    check_binary(session, &mut rng, op, lhs, rhs);
+                    check_binary(session, &mut rng, op, rhs, lhs);
+                }
             }
-        }
+        });
     });
 }
 
