@@ -312,6 +312,32 @@ impl Tuner {
         pick
     }
 
+    /// The variant of `family` for `class` without timing anything, for kernels that must not run more than once
+    /// (in-place updates): the forced variant, else this session's or the cache's pick for `class` (which a
+    /// kernel can name after a timed kernel of the same shapes), else the default. Decides nothing.
+    pub fn peek(
+        &self,
+        family: &'static str,
+        class: &str,
+        candidates: &[&'static str],
+    ) -> &'static str {
+        let named = |name: &str| candidates.iter().copied().find(|&variant| variant == name);
+        self.forced
+            .iter()
+            .filter(|(forced_family, _)| forced_family == family)
+            .find_map(|(_, variant)| named(variant))
+            .or_else(|| {
+                self.decided
+                    .get(&(family, class.to_string()))
+                    .and_then(|&variant| named(variant))
+            })
+            .or_else(|| {
+                let cached = self.cached.get(&(family.to_string(), class.to_string()))?;
+                named(cached).filter(|_| matches!(self.mode, Tuning::Tune | Tuning::CacheOnly))
+            })
+            .unwrap_or(candidates[0])
+    }
+
     /// Writes a timed pick to the cache file. A cache that cannot be written only means the next process
     /// times again, so failures are not errors.
     fn remember(&mut self, family: &str, class: &str, variant: &str) {
@@ -429,6 +455,16 @@ impl Runtime {
         });
         self.tuner = tuner;
         pick
+    }
+
+    /// The variant of `family` for `class`, never timed here: see [`Tuner::peek`].
+    pub fn peek_variant(
+        &self,
+        family: &'static str,
+        class: &str,
+        candidates: &[&'static str],
+    ) -> &'static str {
+        self.tuner.peek(family, class, candidates)
     }
 
     pub fn tuning_cache_file(&self) -> Option<PathBuf> {
@@ -707,6 +743,34 @@ mod tests {
             forced.choose("other", "a".into(), &["only"], &mut never),
             "only"
         );
+    }
+
+    #[test]
+    fn an_untimed_choice_borrows_a_decided_or_cached_pick_and_never_measures() {
+        let dir = scratch_dir("peek");
+        let mut tuner = tuner_in(&dir, Tuning::Tune);
+        assert_eq!(tuner.peek("family", "class", CANDIDATES), "default");
+        let mut timer =
+            FakeTimer::new(&[("default", &[1000]), ("fast", &[100]), ("faster", &[900])]);
+        tuner.choose("family", "class".into(), CANDIDATES, |v| timer.measure(v));
+        assert_eq!(tuner.peek("family", "class", CANDIDATES), "fast");
+        assert_eq!(tuner.peek("family", "other", CANDIDATES), "default");
+        assert_eq!(tuner.records().len(), 1, "peeking records nothing");
+        let next = tuner_in(&dir, Tuning::Tune);
+        assert_eq!(
+            next.peek("family", "class", CANDIDATES),
+            "fast",
+            "from the cache"
+        );
+        let defaults = tuner_in(&dir, Tuning::Defaults);
+        assert_eq!(defaults.peek("family", "class", CANDIDATES), "default");
+        let forced = Tuner::new(
+            Tuning::Defaults,
+            vec![("family".to_string(), "faster".to_string())],
+            None,
+        );
+        assert_eq!(forced.peek("family", "class", CANDIDATES), "faster");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
