@@ -297,7 +297,10 @@ impl Tuner {
             (None, incumbent, _) => {
                 let times = time_candidates(candidates, &mut measure);
                 let pick = decide(&times, incumbent.unwrap_or(default));
-                self.remember(family, &class, pick);
+                // Nothing ran (a lost device, say): nothing was learnt worth keeping for the next process.
+                if times.iter().any(|time| time.micros.is_some()) {
+                    self.remember(family, &class, pick);
+                }
                 (pick, PickSource::Timed, times)
             }
         };
@@ -364,12 +367,15 @@ impl Tuner {
 fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
+    // Unique per process and per write, so that two sessions writing at once do not share a temporary file.
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let temporary = dir.join(format!(
-        ".{}.{}.tmp",
+        ".{}.{}.{}.tmp",
         path.file_name()
             .map(|name| name.to_string_lossy())
             .unwrap_or_default(),
-        std::process::id()
+        std::process::id(),
+        WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     ));
     std::fs::write(&temporary, text)?;
     std::fs::rename(&temporary, path).inspect_err(|_| {
@@ -719,6 +725,21 @@ mod tests {
         });
         assert_eq!(pick, "fast");
         assert_eq!(tuner.records()[0].times[2].micros, None);
+
+        // When no candidate runs at all, the default stands for this session and nothing is cached.
+        let dir = scratch_dir("all-fail");
+        let mut failing = tuner_in(&dir, Tuning::Tune);
+        let pick = failing.choose("family", "class".into(), CANDIDATES, |_| {
+            Err(Error::DeviceLost {
+                reason: "test".into(),
+            })
+        });
+        assert_eq!(pick, "default");
+        assert!(
+            !cache_file(&dir, "test adapter").exists(),
+            "nothing learnt, nothing cached"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
 
         let mut forced = Tuner::new(
             Tuning::Tune,
