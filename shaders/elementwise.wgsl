@@ -11,8 +11,8 @@ struct Params {
     windowed: u32,
     a: f32,
     b: f32,
-    _pad0: u32,
-    _pad1: u32,
+    start: u32,   // scalar kernels: the first element this dispatch writes (the tail after a vec4 dispatch)
+    vec4s: u32,   // vec4 kernels: vec4s per invocation
     // output dims, padded at the front with 1 to rank 4
     dims: vec4<u32>,
     lhs_strides: vec4<u32>,
@@ -59,10 +59,24 @@ fn stable_sigmoid(x: f32) -> f32 {
     return select(e / (1.0 + e), 1.0 / (1.0 + e), x >= 0.0);
 }
 
+// The same two, four lanes at a time, with the same arithmetic per lane (so the same bits as the scalar forms).
+fn stable_tanh4(x: vec4<f32>) -> vec4<f32> {
+    let m = abs(x);
+    let x2 = x * x;
+    let series = x * (1.0 + x2 * (-1.0 / 3.0 + x2 * (2.0 / 15.0 + x2 * (-17.0 / 315.0 + x2 * (62.0 / 2835.0)))));
+    let e = exp(-2.0 * m);
+    return select(sign(x) * ((1.0 - e) / (1.0 + e)), series, m < vec4<f32>(0.25));
+}
+
+fn stable_sigmoid4(x: vec4<f32>) -> vec4<f32> {
+    let e = exp(-abs(x));
+    return select(e / (1.0 + e), 1.0 / (1.0 + e), x >= vec4<f32>(0.0));
+}
+
 // out = in0 (op) in1, with broadcasting; binary_op is generated from the op table in Rust.
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn binary(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-    let i = linear_index(id, groups);
+    let i = params.start + linear_index(id, groups);
     if (i >= params.count) {
         return;
     }
@@ -80,10 +94,21 @@ fn binary(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups)
     out[i] = binary_op(params.op, x, y);
 }
 
+// out = in0 (op) in1 where in1 is a row repeated along the leading axes (a bias over a batch), its length in
+// rhs_strides.x: in1's index is the output's global index modulo that length, with no division per axis.
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn binary_rows(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let i = params.start + linear_index(id, groups);
+    if (i >= params.count) {
+        return;
+    }
+    out[i] = binary_op(params.op, in0[i], in1[(params.base + i) % params.rhs_strides.x]);
+}
+
 // out = op(in0) with scalar a; unary_op is generated from the op table in Rust.
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn unary(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-    let i = linear_index(id, groups);
+    let i = params.start + linear_index(id, groups);
     if (i >= params.count) {
         return;
     }
@@ -93,7 +118,7 @@ fn unary(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) 
 // out = in1 where in0 > 0, else 0: the gradient of relu (in0: relu's input, in1: the incoming gradient).
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn relu_backward(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-    let i = linear_index(id, groups);
+    let i = params.start + linear_index(id, groups);
     if (i < params.count) {
         out[i] = select(0.0, in1[i], in0[i] > 0.0);
     }
@@ -104,7 +129,7 @@ fn relu_backward(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_work
 // out[i] = a
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn fill(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-    let i = linear_index(id, groups);
+    let i = params.start + linear_index(id, groups);
     if (i < params.count) {
         out[i] = params.a;
     }
@@ -113,8 +138,72 @@ fn fill(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) g
 // out[i] = out[i] * a + b
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn scale_add(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-    let i = linear_index(id, groups);
+    let i = params.start + linear_index(id, groups);
     if (i < params.count) {
         out[i] = out[i] * params.a + params.b;
+    }
+}
+
+// --- vec4 variants: each invocation takes `vec4s` neighbouring vec4s of operands as large as the output; the
+// host runs the scalar kernel over the last count % 4 elements ---
+
+@group(0) @binding(1) var<storage, read_write> in0_4: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read_write> in1_4: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read_write> out4: array<vec4<f32>>;
+
+// The vec4s of invocation `id`: [first, end).
+fn vec4_span(id: vec3<u32>, groups: vec3<u32>) -> vec2<u32> {
+    let first = linear_index(id, groups) * params.vec4s;
+    return vec2<u32>(first, min(first + params.vec4s, params.count / 4u));
+}
+
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn binary_vec4(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let span = vec4_span(id, groups);
+    for (var q = span.x; q < span.y; q = q + 1u) {
+        out4[q] = binary_op4(params.op, in0_4[q], in1_4[q]);
+    }
+}
+
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn unary_vec4(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let span = vec4_span(id, groups);
+    for (var q = span.x; q < span.y; q = q + 1u) {
+        out4[q] = unary_op4(params.op, in0_4[q], params.a);
+    }
+}
+
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn relu_backward_vec4(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let span = vec4_span(id, groups);
+    for (var q = span.x; q < span.y; q = q + 1u) {
+        out4[q] = select(vec4<f32>(0.0), in1_4[q], in0_4[q] > vec4<f32>(0.0));
+    }
+}
+
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn fill_vec4(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let span = vec4_span(id, groups);
+    for (var q = span.x; q < span.y; q = q + 1u) {
+        out4[q] = vec4<f32>(params.a);
+    }
+}
+
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn scale_add_vec4(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let span = vec4_span(id, groups);
+    for (var q = span.x; q < span.y; q = q + 1u) {
+        out4[q] = out4[q] * params.a + params.b;
+    }
+}
+
+// As binary_rows, for rows whose length is a multiple of 4 (windows start at multiples of 4 elements too).
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn binary_rows_vec4(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let span = vec4_span(id, groups);
+    let row4s = params.rhs_strides.x / 4u;
+    let base4 = params.base / 4u;
+    for (var q = span.x; q < span.y; q = q + 1u) {
+        out4[q] = binary_op4(params.op, in0_4[q], in1_4[(base4 + q) % row4s]);
     }
 }

@@ -230,3 +230,69 @@ fn axis_argmax(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgr
     out[j] = best;
     out_index[j] = best_index;
 }
+
+// --- variants for GPUs, where neighbouring invocations should read neighbouring addresses ---
+
+// As chunk_reduce, but invocation g of a row reduces elements g, g + blocks, g + 2·blocks, ... (CHUNK of them):
+// a row's invocations read neighbouring elements together.
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn chunk_reduce_strided(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let j = linear_index(id, groups);
+    let blocks = params.blocks;
+    let len = params.len;
+    let op = params.op;
+    if (j >= params.outer * blocks) {
+        return;
+    }
+    let row = j / blocks;
+    let base = row * len;
+    let none = identity(op);
+    var acc = vec4<f32>(none);
+    for (var e = j % blocks; e < len; e = e + 4u * blocks) {
+        acc.x = combine(op, acc.x, input[base + e]);
+        let e1 = e + blocks;
+        let e2 = e1 + blocks;
+        let e3 = e2 + blocks;
+        acc.y = combine(op, acc.y, select(none, input[base + min(e1, len - 1u)], e1 < len));
+        acc.z = combine(op, acc.z, select(none, input[base + min(e2, len - 1u)], e2 < len));
+        acc.w = combine(op, acc.w, select(none, input[base + min(e3, len - 1u)], e3 < len));
+    }
+    out[j] = combine4(op, acc);
+}
+
+// As axis_reduce for contiguous runs (inner = 1), with OUTPUT_LANES invocations per output: lane l reduces
+// elements l, l + OUTPUT_LANES, ... of its run, and the lanes combine as a tree in workgroup memory.
+const OUTPUT_LANES: u32 = 16u;
+var<workgroup> lanes_tree: array<f32, WORKGROUP_SIZE>;
+
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn axis_reduce_lanes(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+) {
+    let j = (wid.x + wid.y * groups.x) * (WORKGROUP_SIZE / OUTPUT_LANES) + t / OUTPUT_LANES;
+    let lane = t % OUTPUT_LANES;
+    let total = params.outer * params.chunks;
+    let c = j % params.chunks;
+    let o = j / params.chunks;
+    let first = c * params.chunk;
+    let last = select(first, min(first + params.chunk, params.len), j < total);
+    let op = params.op;
+    var acc = identity(op);
+    let row = o * params.len;
+    for (var k = first + lane; k < last; k = k + OUTPUT_LANES) {
+        acc = combine(op, acc, input[row + k]);
+    }
+    lanes_tree[t] = acc;
+    workgroupBarrier();
+    for (var stride = OUTPUT_LANES / 2u; stride > 0u; stride = stride >> 1u) {
+        if (lane < stride) {
+            lanes_tree[t] = combine(op, lanes_tree[t], lanes_tree[t + stride]);
+        }
+        workgroupBarrier();
+    }
+    if (lane == 0u && j < total) {
+        out[j] = lanes_tree[t] * params.scale;
+    }
+}

@@ -1,4 +1,5 @@
-// Softmax, log-softmax and softmax cross-entropy along the last axis: one workgroup per row. Rows are shifted by
+// Softmax, log-softmax and softmax cross-entropy along the last axis, in three variants: one workgroup per row
+// (wide rows), ROW_LANES invocations per row (rows per workgroup), one invocation per row. Rows are shifted by
 // their maximum before exponentiating, so rows of ±80 (or ±1e30) stay finite.
 
 struct Params {
@@ -124,6 +125,178 @@ fn softmax_xent(
         loss[row] = labels_sum * log(total) - tree_c[0];
     }
     for (var c = t; c < params.cols; c = c + THREADS) {
+        let p = exp(logits[base + c] - m) / total;
+        out[base + c] = p * labels_sum - labels[base + c];
+    }
+}
+
+// --- rows per workgroup: ROW_LANES invocations per row, WORKGROUP_SIZE / ROW_LANES rows per workgroup ---
+// For rows too short to keep a workgroup busy. Each row's lanes reduce through their own segment of the trees;
+// invocations past the last row take part in the barriers only.
+
+const ROW_LANES: u32 = 16u;
+
+// The row of invocation t, and its lane within the row.
+fn segment_row(wid: vec3<u32>, groups: vec3<u32>, t: u32) -> u32 {
+    return row_of(wid, groups) * (THREADS / ROW_LANES) + t / ROW_LANES;
+}
+
+// The maximum over the segment of invocation t (lane `lane`), in every lane.
+fn segment_max(t: u32, lane: u32, value: f32) -> f32 {
+    tree_a[t] = value;
+    workgroupBarrier();
+    for (var stride = ROW_LANES / 2u; stride > 0u; stride = stride >> 1u) {
+        if (lane < stride) {
+            tree_a[t] = max(tree_a[t], tree_a[t + stride]);
+        }
+        workgroupBarrier();
+    }
+    let result = tree_a[t - lane];
+    workgroupBarrier();
+    return result;
+}
+
+// Sums tree_a, tree_b and tree_c over each segment in a fixed order; the totals end in each segment's lane 0.
+fn segment_sums(t: u32, lane: u32) {
+    workgroupBarrier();
+    for (var stride = ROW_LANES / 2u; stride > 0u; stride = stride >> 1u) {
+        if (lane < stride) {
+            tree_a[t] = tree_a[t] + tree_a[t + stride];
+            tree_b[t] = tree_b[t] + tree_b[t + stride];
+            tree_c[t] = tree_c[t] + tree_c[t + stride];
+        }
+        workgroupBarrier();
+    }
+}
+
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn softmax_rows_segmented(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+) {
+    let row = segment_row(wid, groups, t);
+    let lane = t % ROW_LANES;
+    let cols = select(0u, params.cols, row < params.rows);
+    let base = row * params.cols;
+    var m = -3.40282347e38;
+    for (var c = lane; c < cols; c = c + ROW_LANES) {
+        m = max(m, logits[base + c]);
+    }
+    m = segment_max(t, lane, m);
+    var s = 0.0;
+    for (var c = lane; c < cols; c = c + ROW_LANES) {
+        s = s + exp(logits[base + c] - m);
+    }
+    tree_a[t] = s;
+    tree_b[t] = 0.0;
+    tree_c[t] = 0.0;
+    segment_sums(t, lane);
+    let total = tree_a[t - lane];
+    let log_total = log(total);
+    for (var c = lane; c < cols; c = c + ROW_LANES) {
+        let shifted = logits[base + c] - m;
+        if (params.op == LOG_SOFTMAX) {
+            out[base + c] = shifted - log_total;
+        } else {
+            out[base + c] = exp(shifted) / total;
+        }
+    }
+}
+
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn softmax_xent_segmented(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+) {
+    let row = segment_row(wid, groups, t);
+    let lane = t % ROW_LANES;
+    let cols = select(0u, params.cols, row < params.rows);
+    let base = row * params.cols;
+    var m = -3.40282347e38;
+    for (var c = lane; c < cols; c = c + ROW_LANES) {
+        m = max(m, logits[base + c]);
+    }
+    m = segment_max(t, lane, m);
+    var s = 0.0;
+    var label_total = 0.0;
+    var weighted = 0.0;
+    for (var c = lane; c < cols; c = c + ROW_LANES) {
+        let shifted = logits[base + c] - m;
+        let y = labels[base + c];
+        s = s + exp(shifted);
+        label_total = label_total + y;
+        weighted = weighted + y * shifted;
+    }
+    tree_a[t] = s;
+    tree_b[t] = label_total;
+    tree_c[t] = weighted;
+    segment_sums(t, lane);
+    let total = tree_a[t - lane];
+    let labels_sum = tree_b[t - lane];
+    if (lane == 0u && row < params.rows) {
+        loss[row] = labels_sum * log(total) - tree_c[t];
+    }
+    for (var c = lane; c < cols; c = c + ROW_LANES) {
+        let p = exp(logits[base + c] - m) / total;
+        out[base + c] = p * labels_sum - labels[base + c];
+    }
+}
+
+// --- one row per invocation: for short rows, with no barriers at all; sums run left to right ---
+
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn softmax_rows_per_invocation(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let row = linear_index(id, groups);
+    if (row >= params.rows) {
+        return;
+    }
+    let cols = params.cols;
+    let base = row * cols;
+    var m = -3.40282347e38;
+    for (var c = 0u; c < cols; c = c + 1u) {
+        m = max(m, logits[base + c]);
+    }
+    var total = 0.0;
+    for (var c = 0u; c < cols; c = c + 1u) {
+        total = total + exp(logits[base + c] - m);
+    }
+    let log_total = log(total);
+    for (var c = 0u; c < cols; c = c + 1u) {
+        let shifted = logits[base + c] - m;
+        if (params.op == LOG_SOFTMAX) {
+            out[base + c] = shifted - log_total;
+        } else {
+            out[base + c] = exp(shifted) / total;
+        }
+    }
+}
+
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn softmax_xent_per_invocation(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let row = linear_index(id, groups);
+    if (row >= params.rows) {
+        return;
+    }
+    let cols = params.cols;
+    let base = row * cols;
+    var m = -3.40282347e38;
+    for (var c = 0u; c < cols; c = c + 1u) {
+        m = max(m, logits[base + c]);
+    }
+    var total = 0.0;
+    var labels_sum = 0.0;
+    var weighted = 0.0;
+    for (var c = 0u; c < cols; c = c + 1u) {
+        let shifted = logits[base + c] - m;
+        let y = labels[base + c];
+        total = total + exp(shifted);
+        labels_sum = labels_sum + y;
+        weighted = weighted + y * shifted;
+    }
+    loss[row] = labels_sum * log(total) - weighted;
+    for (var c = 0u; c < cols; c = c + 1u) {
         let p = exp(logits[base + c] - m) / total;
         out[base + c] = p * labels_sum - labels[base + c];
     }

@@ -37,12 +37,16 @@ pub use autograd::{Gradients, Tape, Var};
 pub use device::{list_adapters, AdapterDescription, AdapterSelector, DeviceMemory, MemorySource};
 pub use error::{ByteSize, Error, Result};
 pub use kernels::elementwise::{BinaryOp, UnaryOp};
+pub use kernels::kernel_variants;
 pub use nn::{Linear, Mlp};
 pub use ops::matmul::Transpose;
 pub use ops::optim::{AdamConfig, EpsilonPlacement};
 pub use optim::{Adam, Optimizer, OptimizerState, Sgd};
 pub use pool::MemoryStats;
-pub use runtime::MatmulKernel;
+pub use runtime::{
+    tuning_cache_dir, tuning_cache_file, MatmulKernel, PickSource, Tuning, TuningRecord,
+    VariantTime, CACHE_DIR_ENV, TUNING_ENV,
+};
 pub use session::{
     AdapterSummary, CloseReport, MemoryLimit, ResumeReport, Session, SessionOptions, SuspendReport,
 };

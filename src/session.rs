@@ -13,7 +13,10 @@ use std::sync::Arc;
 use crate::device::{self, AdapterSelector, DeviceMemory};
 use crate::error::{Error, Result};
 use crate::pool::{MemoryStats, PoolConfig};
-use crate::runtime::{Alarms, MatmulKernel, OpenedDevice, Runtime, RuntimeSettings, SharedRuntime};
+use crate::runtime::{
+    Alarms, MatmulKernel, OpenedDevice, Runtime, RuntimeSettings, SharedRuntime, Tuner, Tuning,
+    TuningRecord,
+};
 use crate::tensor::Tensor;
 
 /// A cap on a session's GPU memory.
@@ -129,6 +132,13 @@ pub struct SessionOptions {
     /// Fill every new op output with NaN before the op runs, so that an element a kernel fails to write shows
     /// up. For tests; it costs a fill per output.
     pub poison_outputs: bool,
+    /// How kernel variants are chosen; None: `$WGCOMPUTE_TUNING`, else [`Tuning::Tune`].
+    pub tuning: Option<Tuning>,
+    /// (family, variant) pairs: that variant wherever it can run, whatever the tuning (see
+    /// [`crate::kernel_variants`]).
+    pub forced_variants: Vec<(String, String)>,
+    /// Where tuned picks are cached instead of [`crate::tuning_cache_dir`].
+    pub tuning_cache_dir: Option<std::path::PathBuf>,
 }
 
 impl SessionOptions {
@@ -155,6 +165,63 @@ impl SessionOptions {
     pub fn reserve_up_front(mut self, reserve: bool) -> Self {
         self.reserve_up_front = reserve;
         self
+    }
+
+    pub fn tuning(mut self, tuning: Tuning) -> Self {
+        self.tuning = Some(tuning);
+        self
+    }
+
+    pub fn tuning_cache_dir(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
+        self.tuning_cache_dir = Some(dir.into());
+        self
+    }
+
+    /// Runs `variant` of `family` wherever the shape allows it (elsewhere the family's choice as usual); an
+    /// unknown name is `Error::InvalidArgument` at open.
+    pub fn force_variant(mut self, family: &str, variant: &str) -> Self {
+        self.forced_variants
+            .push((family.to_string(), variant.to_string()));
+        self
+    }
+
+    /// The tuner these options ask for, with `info`'s cache file.
+    fn tuner(&self, info: &wgpu::AdapterInfo) -> Result<Tuner> {
+        for (family, variant) in &self.forced_variants {
+            let known = crate::kernel_variants();
+            let Some((_, variants)) = known.iter().find(|(name, _)| name == family) else {
+                return Err(Error::InvalidArgument {
+                    what: "kernel family",
+                    given: family.clone(),
+                    expected: format!(
+                        "one of {}",
+                        known
+                            .iter()
+                            .map(|(name, _)| *name)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                });
+            };
+            if !variants.contains(&variant.as_str()) {
+                return Err(Error::InvalidArgument {
+                    what: "kernel variant",
+                    given: format!("{family}/{variant}"),
+                    expected: format!("one of {} for {family}", variants.join(", ")),
+                });
+            }
+        }
+        let mode = match self.tuning {
+            Some(mode) => mode,
+            None => Tuning::from_env()?,
+        };
+        let key = crate::runtime::adapter_key(info);
+        let cache = self
+            .tuning_cache_dir
+            .clone()
+            .or_else(crate::runtime::tuning_cache_dir)
+            .map(|dir| (crate::runtime::cache_file(&dir, &key), key));
+        Ok(Tuner::new(mode, self.forced_variants.clone(), cache))
     }
 }
 
@@ -288,13 +355,9 @@ fn open_device(options: &SessionOptions, selector: &AdapterSelector) -> Result<O
         limits,
         reserve_up_front: options.reserve_up_front,
         poison_outputs: options.poison_outputs,
-        matmul_kernel: match options.matmul_kernel {
-            MatmulKernel::Auto if info.device_type == wgpu::DeviceType::Cpu => {
-                MatmulKernel::Registers
-            }
-            MatmulKernel::Auto => MatmulKernel::SharedTiles,
-            chosen => chosen,
-        },
+        // Per adapter: a session resumed on another one tunes (or reads the cache) for that one.
+        tuner: options.tuner(&info)?,
+        matmul_kernel: options.matmul_kernel,
     };
     Ok(Opened {
         device: OpenedDevice {
@@ -495,6 +558,20 @@ impl Session {
     /// Destroys empty slabs, giving their memory back to the driver (PyTorch's `empty_cache`).
     pub fn trim(&self) -> Result<()> {
         self.inner.with_runtime(|runtime| runtime.trim())
+    }
+
+    /// How the session has chosen kernel variants so far: per op family and shape class, the pick, where it came
+    /// from, and each candidate's time where it was timed.
+    pub fn tuning_report(&self) -> Result<Vec<TuningRecord>> {
+        self.inner
+            .with_runtime(|runtime| Ok(runtime.tuning_records()))
+    }
+
+    /// The file this session reads and writes tuned picks in (it exists once something was tuned there); None
+    /// where there is no cache directory, under `Tuning::Defaults`, and after close.
+    pub fn tuning_cache_file(&self) -> Option<std::path::PathBuf> {
+        self.inner
+            .peek(|runtime| runtime.and_then(Runtime::tuning_cache_file))
     }
 
     /// Submits recorded work and waits for the device to finish it.

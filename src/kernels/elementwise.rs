@@ -4,10 +4,9 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::dispatch_windows;
 use super::plan::Limits;
 use crate::error::Result;
-use crate::runtime::{BufferRange, Kernel, Runtime, Shader};
+use crate::runtime::{size_bucket, BufferRange, Kernel, Runtime, Shader};
 use crate::shape::{broadcast_strides, dims4};
 
 static ELEMENTWISE: Shader = Shader {
@@ -41,6 +40,59 @@ static SCALE_ADD: Kernel = Kernel {
     entry: "scale_add",
     bindings: &[3],
 };
+static BINARY_ROWS: Kernel = Kernel {
+    shader: &ELEMENTWISE,
+    entry: "binary_rows",
+    bindings: &[1, 2, 3],
+};
+static BINARY_ROWS_VEC4: Kernel = Kernel {
+    shader: &ELEMENTWISE,
+    entry: "binary_rows_vec4",
+    bindings: &[1, 2, 3],
+};
+static BINARY_VEC4: Kernel = Kernel {
+    shader: &ELEMENTWISE,
+    entry: "binary_vec4",
+    bindings: &[1, 2, 3],
+};
+static UNARY_VEC4: Kernel = Kernel {
+    shader: &ELEMENTWISE,
+    entry: "unary_vec4",
+    bindings: &[1, 3],
+};
+static RELU_BACKWARD_VEC4: Kernel = Kernel {
+    shader: &ELEMENTWISE,
+    entry: "relu_backward_vec4",
+    bindings: &[1, 2, 3],
+};
+static FILL_VEC4: Kernel = Kernel {
+    shader: &ELEMENTWISE,
+    entry: "fill_vec4",
+    bindings: &[3],
+};
+static SCALE_ADD_VEC4: Kernel = Kernel {
+    shader: &ELEMENTWISE,
+    entry: "scale_add_vec4",
+    bindings: &[3],
+};
+
+/// The family's name in tuning records, the cache and `SessionOptions::force_variant`: how many elements one
+/// invocation takes, and whether as vec4s. Every variant computes each element the same way, so they all give
+/// the same bits.
+pub(crate) const FAMILY: &str = "elementwise";
+const SCALAR: &str = "scalar";
+const VEC4: &str = "vec4";
+const VEC4X4: &str = "vec4x4";
+pub(crate) const VARIANTS: &[&str] = &[SCALAR, VEC4, VEC4X4];
+
+/// A kernel in its scalar form (one element per invocation, from `start`) and its vec4 form.
+struct Forms {
+    name: &'static str,
+    scalar: &'static Kernel,
+    vec4: &'static Kernel,
+    /// Reads what it writes, so it must run once: never timed.
+    in_place: bool,
+}
 
 #[repr(C)]
 #[derive(Clone, Copy, Default, Pod, Zeroable)]
@@ -51,7 +103,8 @@ struct Params {
     windowed: u32,
     a: f32,
     b: f32,
-    _pad: [u32; 2],
+    start: u32,
+    vec4s: u32,
     dims: [u32; 4],
     lhs_strides: [u32; 4],
     rhs_strides: [u32; 4],
@@ -61,22 +114,92 @@ fn groups(runtime: &Runtime, count: u64) -> [u32; 3] {
     Limits::of(runtime.limits()).per_element(count, 1)
 }
 
-/// Runs a kernel whose bindings are all windows over the same elements.
+/// Runs a kernel whose bindings are all windows over the same elements, in the variant the tuner picks.
 fn over_windows(
     runtime: &mut Runtime,
-    kernel: &'static Kernel,
+    forms: Forms,
     ranges: &[BufferRange],
     elements: u64,
     params: Params,
 ) -> Result<()> {
-    dispatch_windows(runtime, kernel, ranges, elements, 1, |first, count| {
-        Params {
-            count: count as u32,
-            base: first as u32,
-            ..params
-        }
-    })
+    let windowed: Vec<(BufferRange, bool)> = ranges.iter().map(|&range| (range, true)).collect();
+    over_windows_with(runtime, forms, &windowed, elements, params)
 }
+
+/// As `over_windows`, with some ranges bound whole (those paired with false) rather than windowed.
+fn over_windows_with(
+    runtime: &mut Runtime,
+    forms: Forms,
+    ranges: &[(BufferRange, bool)],
+    elements: u64,
+    params: Params,
+) -> Result<()> {
+    let limits = Limits::of(runtime.limits());
+    let record = |runtime: &mut Runtime, variant: &str| {
+        for (first, count) in limits.windows(elements) {
+            let windows: Vec<BufferRange> = ranges
+                .iter()
+                .map(|&(range, windowed)| {
+                    if windowed {
+                        range.elements(first, count)
+                    } else {
+                        range
+                    }
+                })
+                .collect();
+            let params = Params {
+                count: count as u32,
+                base: first as u32,
+                ..params
+            };
+            let vec4s = match variant {
+                VEC4 => 1,
+                VEC4X4 => 4,
+                _ => 0,
+            };
+            let whole = if vec4s == 0 { 0 } else { count / 4 };
+            if whole > 0 {
+                let vec4_params = Params { vec4s, ..params };
+                runtime.dispatch(
+                    forms.vec4,
+                    bytemuck::bytes_of(&vec4_params),
+                    &windows,
+                    limits.per_element(whole, u64::from(vec4s)),
+                )?;
+            }
+            let start = whole * 4;
+            if start < count {
+                let tail = Params {
+                    start: start as u32,
+                    ..params
+                };
+                runtime.dispatch(
+                    forms.scalar,
+                    bytemuck::bytes_of(&tail),
+                    &windows,
+                    limits.per_element(count - start, 1),
+                )?;
+            }
+        }
+        Ok(())
+    };
+    let class = format!("{} n<={}", forms.name, size_bucket(elements as usize));
+    let variant = if forms.in_place {
+        // Timing runs would apply the update again and again: take the pick of a unary op of this size.
+        let class = format!("{} n<={}", UNARY_FORMS.name, size_bucket(elements as usize));
+        runtime.peek_variant(FAMILY, &class, VARIANTS)
+    } else {
+        runtime.choose_variant(FAMILY, class, VARIANTS, record)
+    };
+    record(runtime, variant)
+}
+
+const UNARY_FORMS: Forms = Forms {
+    name: "unary",
+    scalar: &UNARY,
+    vec4: &UNARY_VEC4,
+    in_place: false,
+};
 
 /// out = value
 pub(crate) fn fill(
@@ -89,7 +212,13 @@ pub(crate) fn fill(
         a: value,
         ..Params::default()
     };
-    over_windows(runtime, &FILL, &[range], elements, params)
+    let forms = Forms {
+        name: "fill",
+        scalar: &FILL,
+        vec4: &FILL_VEC4,
+        in_place: false,
+    };
+    over_windows(runtime, forms, &[range], elements, params)
 }
 
 /// out = out * scale + shift
@@ -105,7 +234,13 @@ pub(crate) fn scale_add(
         b: shift,
         ..Params::default()
     };
-    over_windows(runtime, &SCALE_ADD, &[range], elements, params)
+    let forms = Forms {
+        name: "scale_add",
+        scalar: &SCALE_ADD,
+        vec4: &SCALE_ADD_VEC4,
+        in_place: true,
+    };
+    over_windows(runtime, forms, &[range], elements, params)
 }
 
 /// Copies `elements` values between ranges: by the copy engine across buffers, by a kernel within one buffer
@@ -123,18 +258,19 @@ pub(crate) fn copy(
         op: UnaryOp::Copy as u32,
         ..Params::default()
     };
-    over_windows(runtime, &UNARY, &[from, to], elements, params)
+    over_windows(runtime, UNARY_FORMS, &[from, to], elements, params)
 }
 
 /// Every elementwise op, declared once. Each row of `for_each_unary_op!` is
 /// `visibility Variant method [argument] "WGSL of x (and a)" "doc"`, each of `for_each_binary_op!`
-/// `Variant method "WGSL of x and y" "doc"`. The op codes, the shader's switch, the public `Tensor` methods
+/// `Variant method "WGSL of x and y" "doc"`; the WGSL serves scalars and vec4s alike (`a` is a scalar, `zero` is
+/// 0 of x's type). The op codes, the shader's switch, the public `Tensor` methods
 /// (src/ops/elementwise.rs) and the `Tape` methods (src/autograd.rs) all follow from these rows; a gradient
 /// arm in the tape's one match completes a new op.
 macro_rules! for_each_unary_op {
     ($callback:ident) => {
         $callback! {
-            pub Relu relu [] "max(x, 0.0)" "`max(x, 0)` elementwise.";
+            pub Relu relu [] "max(x, zero)" "`max(x, 0)` elementwise.";
             pub Exp exp [] "exp(x)" "`e^x` elementwise.";
             pub Log log [] "log(x)" "The natural logarithm, elementwise.";
             pub Sqrt sqrt [] "sqrt(x)" "The square root, elementwise.";
@@ -225,18 +361,43 @@ macro_rules! binary_enum {
 for_each_unary_op!(unary_enum);
 for_each_binary_op!(binary_enum);
 
-/// The shader's `unary_op` and `binary_op` functions, one case per table row; an unknown code yields NaN.
+/// Helpers of shaders/elementwise.wgsl that table rows call, and their vec4 twins.
+const VEC4_TWINS: [(&str, &str); 2] = [
+    ("stable_tanh(", "stable_tanh4("),
+    ("stable_sigmoid(", "stable_sigmoid4("),
+];
+
+/// The shader's `unary_op` and `binary_op` functions and their vec4 forms, one case per table row; an unknown
+/// code yields NaN.
 fn generated() -> String {
     let cases = |rows: Vec<(u32, &str)>| -> String {
         rows.iter()
             .map(|(code, expression)| format!("        case {code}u: {{ return {expression}; }}\n"))
             .collect()
     };
+    let unary = cases(
+        UnaryOp::ALL
+            .iter()
+            .map(|&(op, wgsl)| (op as u32, wgsl))
+            .collect(),
+    );
+    // WGSL has no overloading: a helper a row calls has a vec4 twin named with a 4, which the vec4 form calls.
+    let unary4 = VEC4_TWINS
+        .iter()
+        .fold(unary.clone(), |cases, (scalar, vector)| {
+            cases.replace(scalar, vector)
+        });
+    let binary = cases(
+        BinaryOp::ALL
+            .iter()
+            .map(|&(op, wgsl)| (op as u32, wgsl))
+            .collect(),
+    );
     format!(
-        "fn unary_op(op: u32, x: f32, a: f32) -> f32 {{\n    switch op {{\n{}        default: {{ return nan(); }}\n    }}\n}}\n\n\
-         fn binary_op(op: u32, x: f32, y: f32) -> f32 {{\n    switch op {{\n{}        default: {{ return nan(); }}\n    }}\n}}\n",
-        cases(UnaryOp::ALL.iter().map(|&(op, wgsl)| (op as u32, wgsl)).collect()),
-        cases(BinaryOp::ALL.iter().map(|&(op, wgsl)| (op as u32, wgsl)).collect()),
+        "fn unary_op(op: u32, x: f32, a: f32) -> f32 {{\n    let zero = 0.0;\n    switch op {{\n{unary}        default: {{ return nan(); }}\n    }}\n}}\n\n\
+         fn binary_op(op: u32, x: f32, y: f32) -> f32 {{\n    switch op {{\n{binary}        default: {{ return nan(); }}\n    }}\n}}\n\n\
+         fn unary_op4(op: u32, x: vec4<f32>, a: f32) -> vec4<f32> {{\n    let zero = vec4<f32>(0.0);\n    switch op {{\n{unary4}        default: {{ return vec4<f32>(nan()); }}\n    }}\n}}\n\n\
+         fn binary_op4(op: u32, x: vec4<f32>, y: vec4<f32>) -> vec4<f32> {{\n    switch op {{\n{binary}        default: {{ return vec4<f32>(nan()); }}\n    }}\n}}\n",
     )
 }
 
@@ -269,10 +430,53 @@ pub(crate) fn binary(
         rhs_strides: broadcast_strides(rhs.shape),
         ..Params::default()
     };
+    if left_windowed && right_windowed {
+        let forms = Forms {
+            name: "binary",
+            scalar: &BINARY,
+            vec4: &BINARY_VEC4,
+            in_place: false,
+        };
+        return over_windows(
+            runtime,
+            forms,
+            &[lhs.range, rhs.range, out],
+            elements,
+            params,
+        );
+    }
     for (range, windowed) in [(lhs.range, left_windowed), (rhs.range, right_windowed)] {
         if !windowed {
             Limits::of(runtime.limits()).expect_bindable(name, range)?;
         }
+    }
+    // A row repeated along the leading axes (a bias over a batch) whose length is a multiple of 4: its index is
+    // the output's modulo that length.
+    let rhs_dims: Vec<usize> = rhs
+        .shape
+        .iter()
+        .copied()
+        .skip_while(|&dim| dim == 1)
+        .collect();
+    let period = count(&rhs_dims);
+    if left_windowed && !rhs_dims.is_empty() && out_shape.ends_with(&rhs_dims) && period % 4 == 0 {
+        let forms = Forms {
+            name: "binary_rows",
+            scalar: &BINARY_ROWS,
+            vec4: &BINARY_ROWS_VEC4,
+            in_place: false,
+        };
+        let params = Params {
+            rhs_strides: [period as u32, 0, 0, 0],
+            ..params
+        };
+        return over_windows_with(
+            runtime,
+            forms,
+            &[(lhs.range, true), (rhs.range, false), (out, true)],
+            elements,
+            params,
+        );
     }
     for (first, count) in Limits::of(runtime.limits()).windows(elements) {
         let pick = |range: BufferRange, windowed: bool| {
@@ -312,7 +516,7 @@ pub(crate) fn unary(
         a: scalar,
         ..Params::default()
     };
-    over_windows(runtime, &UNARY, &[input, out], elements, params)
+    over_windows(runtime, UNARY_FORMS, &[input, out], elements, params)
 }
 
 /// out = gradient where input > 0, else 0.
@@ -323,9 +527,15 @@ pub(crate) fn relu_backward(
     out: BufferRange,
     elements: u64,
 ) -> Result<()> {
+    let forms = Forms {
+        name: "relu_backward",
+        scalar: &RELU_BACKWARD,
+        vec4: &RELU_BACKWARD_VEC4,
+        in_place: false,
+    };
     over_windows(
         runtime,
-        &RELU_BACKWARD,
+        forms,
         &[input, gradient, out],
         elements,
         Params::default(),
@@ -334,9 +544,10 @@ pub(crate) fn relu_backward(
 
 reflected_layout!(
     kernels: [
-        BINARY, UNARY, RELU_BACKWARD, FILL, SCALE_ADD
+        BINARY, UNARY, RELU_BACKWARD, FILL, SCALE_ADD, BINARY_ROWS, BINARY_ROWS_VEC4, BINARY_VEC4, UNARY_VEC4, RELU_BACKWARD_VEC4,
+        FILL_VEC4, SCALE_ADD_VEC4
     ],
     params: {
-        count, base, op, windowed, a, b, dims, lhs_strides, rhs_strides
+        count, base, op, windowed, a, b, start, vec4s, dims, lhs_strides, rhs_strides
     }
 );

@@ -7,13 +7,242 @@ use bytemuck::{Pod, Zeroable};
 
 use super::plan::Limits;
 use crate::error::{Error, Result};
-use crate::runtime::{nothing_generated, BufferRange, Kernel, MatmulKernel, Runtime, Shader};
+use crate::runtime::{size_bucket, BufferRange, Kernel, MatmulKernel, Runtime, Shader};
 
 static MATMUL: Shader = Shader {
     name: "matmul",
     source: include_str!("../../shaders/matmul.wgsl"),
-    generated: nothing_generated,
+    generated: register_tile_kernels,
 };
+
+/// A register-tiled vec4 kernel generated from Rust: each invocation keeps `rows` × `vec4s`·4 of C in
+/// registers. Every tile shape (and the hand-written 8×8 `matmul_vec4`) adds up each element of C over K in the
+/// same order.
+struct RegisterTile {
+    variant: &'static str,
+    rows: u32,
+    vec4s: u32,
+    /// All 64 invocations of a workgroup share their rows (of A and C) and spread along N: A's addresses then
+    /// depend on the workgroup alone, which a compiler can load once for many invocations (on llvmpipe 15 it
+    /// measured no faster than `vec4_8x8` at 1024³; faster for a few rows over a long K, the seed workload's).
+    shared_rows: bool,
+    kernel: Kernel,
+}
+
+/// The generated tile shapes, beside the hand-written 8×8 one (`VEC4_8X8`).
+static REGISTER_TILES: [RegisterTile; 4] = [
+    register_tile("vec4_4x16", "matmul_vec4_4x16", 4, 4, false),
+    register_tile("shared_rows_8x4", "matmul_shared_rows_8x4", 8, 1, true),
+    register_tile("shared_rows_8x8", "matmul_shared_rows_8x8", 8, 2, true),
+    register_tile("shared_rows_4x16", "matmul_shared_rows_4x16", 4, 4, true),
+];
+
+const fn register_tile(
+    variant: &'static str,
+    entry: &'static str,
+    rows: u32,
+    vec4s: u32,
+    shared_rows: bool,
+) -> RegisterTile {
+    RegisterTile {
+        variant,
+        rows,
+        vec4s,
+        shared_rows,
+        kernel: Kernel {
+            shader: &MATMUL,
+            entry,
+            bindings: &[1, 2, 3],
+        },
+    }
+}
+
+/// The WGSL of every generated register tile: written out in full (no arrays of accumulators), since llvmpipe
+/// keeps named accumulators in registers but may spill an indexed array to memory.
+fn register_tile_kernels() -> String {
+    REGISTER_TILES
+        .iter()
+        .map(register_tile_source)
+        .chain([transposed_right_source()])
+        .collect()
+}
+
+/// A·Bᵀ with both operands row-major along K (K % 4 == 0): a weight's input gradient, dY·Wᵀ. Each invocation
+/// keeps a 4×4 block of C as 16 vec4 partial dot products along K, reading rows of A and of B as vec4s; the
+/// four lanes of each are added at the end.
+static MATMUL_VEC4_BT: Kernel = Kernel {
+    shader: &MATMUL,
+    entry: "matmul_vec4_bt",
+    bindings: &[1, 2, 3],
+};
+/// Rows (and columns) of C per invocation of `matmul_vec4_bt`, and invocations per workgroup along each.
+const BT_TILE: usize = 4;
+const BT_INVOCATIONS: usize = 8;
+
+fn transposed_right_source() -> String {
+    let tile = BT_TILE;
+    let mut body = String::new();
+    let mut line = |text: String| {
+        body.push_str("    ");
+        body.push_str(&text);
+        body.push('\n');
+    };
+    for i in 0..tile {
+        line(format!(
+            "let a{i} = a_base + min(row0 + {i}u, m - 1u) * k4s;"
+        ));
+        line(format!(
+            "let b{i} = b_base + min(col0 + {i}u, n - 1u) * k4s;"
+        ));
+    }
+    for i in 0..tile {
+        for j in 0..tile {
+            line(format!("var c{i}_{j} = vec4<f32>(0.0);"));
+        }
+    }
+    line("for (var k4 = k4_begin; k4 < k4_end; k4 = k4 + 1u) {".to_string());
+    for i in 0..tile {
+        line(format!("    let x{i} = a4[a{i} + k4];"));
+        line(format!("    let y{i} = b4[b{i} + k4];"));
+    }
+    for i in 0..tile {
+        for j in 0..tile {
+            line(format!("    c{i}_{j} = c{i}_{j} + x{i} * y{j};"));
+        }
+    }
+    line("}".to_string());
+    line("let accumulate = params.accumulate == 1u;".to_string());
+    for i in 0..tile {
+        line(format!("if (row0 + {i}u < m) {{"));
+        for j in 0..tile {
+            line(format!(
+                "    if (col0 + {j}u < n) {{ store1(c_base + (row0 + {i}u) * n + col0 + {j}u, \
+                 (c{i}_{j}.x + c{i}_{j}.y) + (c{i}_{j}.z + c{i}_{j}.w), accumulate); }}"
+            ));
+        }
+        line("}".to_string());
+    }
+    format!(
+        "
+fn store1(at: u32, value: f32, accumulate: bool) {{
+    if (accumulate) {{
+        c[at] = c[at] + value;
+    }} else {{
+        c[at] = value;
+    }}
+}}
+
+// C = A·Bᵀ, A stored [M, K] and B stored [N, K], K % 4 == 0: {tile}×{tile} of C per invocation, {inv}×{inv}
+// invocations per workgroup.
+@compute @workgroup_size(64)
+fn matmul_vec4_bt(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
+    let m = params.m;
+    let n = params.n;
+    let k4s = params.k / 4u;
+    let k4_begin = params.k_begin / 4u;
+    let k4_end = params.k_end / 4u;
+    let row0 = (wid.y * {inv}u + lid / {inv}u) * {tile}u;
+    let col0 = (wid.x * {inv}u + lid % {inv}u) * {tile}u;
+    if (row0 >= m || col0 >= n) {{
+        return;
+    }}
+    let a_base = wid.z * (params.a_batch / 4u);
+    let b_base = wid.z * (params.b_batch / 4u);
+    let c_base = wid.z * params.c_batch;
+{body}}}
+",
+        inv = BT_INVOCATIONS
+    )
+}
+
+fn register_tile_source(tile: &RegisterTile) -> String {
+    let (entry, rows, vec4s) = (tile.kernel.entry, tile.rows, tile.vec4s);
+    let (first_row, first_col4, layout) = if tile.shared_rows {
+        (
+            format!("wid.y * {rows}u"),
+            format!("(wid.x * 64u + lid) * {vec4s}u"),
+            "the workgroup's 64 invocations share their rows and spread along N",
+        )
+    } else {
+        (
+            format!("((wid.y * params.wg_rows) + lid / wg_cols) * {rows}u"),
+            format!("((wid.x * wg_cols) + lid % wg_cols) * {vec4s}u"),
+            "workgroups as in matmul_vec4",
+        )
+    };
+    let mut body = String::new();
+    let mut line = |text: String| {
+        body.push_str("    ");
+        body.push_str(&text);
+        body.push('\n');
+    };
+    for i in 0..rows {
+        line(format!(
+            "let r{i} = a_base + min(row0 + {i}u, m - 1u) * k4s;"
+        ));
+    }
+    for j in 0..vec4s {
+        line(format!("let col{j} = min(col4 + {j}u, n4s - 1u);"));
+    }
+    for i in 0..rows {
+        for j in 0..vec4s {
+            line(format!("var c{i}_{j} = vec4<f32>(0.0);"));
+        }
+    }
+    line("for (var k4 = k4_begin; k4 < k4_end; k4 = k4 + 1u) {".to_string());
+    for i in 0..rows {
+        line(format!("    let av{i} = a4[r{i} + k4];"));
+    }
+    line("    var brow = b_base + k4 * 4u * n4s;".to_string());
+    for component in ["x", "y", "z", "w"] {
+        for j in 0..vec4s {
+            line(format!("    let b{component}{j} = b4[brow + col{j}];"));
+        }
+        for i in 0..rows {
+            for j in 0..vec4s {
+                line(format!(
+                    "    c{i}_{j} = c{i}_{j} + av{i}.{component} * b{component}{j};"
+                ));
+            }
+        }
+        line("    brow = brow + n4s;".to_string());
+    }
+    line("}".to_string());
+    line("let accumulate = params.accumulate == 1u;".to_string());
+    for i in 0..rows {
+        line(format!("if (row0 + {i}u < m) {{"));
+        line(format!("    let at = c_base + (row0 + {i}u) * n4s + col4;"));
+        for j in 0..vec4s {
+            line(format!(
+                "    if (col4 + {j}u < n4s) {{ store4(at + {j}u, c{i}_{j}, accumulate); }}"
+            ));
+        }
+        line("}".to_string());
+    }
+    format!(
+        "
+// {rows} rows x {vec4s} vec4 columns of C per invocation; {layout}.
+@compute @workgroup_size(64)
+fn {entry}(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
+    let m = params.m;
+    let k4s = params.k / 4u;
+    let n4s = params.n / 4u;
+    let k4_begin = params.k_begin / 4u;
+    let k4_end = params.k_end / 4u;
+    let wg_cols = 64u / params.wg_rows;
+    let row0 = {first_row};
+    let col4 = {first_col4};
+    if (row0 >= m || col4 >= n4s) {{
+        return;
+    }}
+    let batch = wid.z;
+    let a_base = batch * (params.a_batch / 4u);
+    let b_base = batch * (params.b_batch / 4u);
+    let c_base = batch * (params.c_batch / 4u);
+{body}}}
+"
+    )
+}
 
 static MATMUL_VEC4: Kernel = Kernel {
     shader: &MATMUL,
@@ -101,6 +330,31 @@ impl Layout {
     }
 }
 
+/// The family's name in tuning records, the cache and `SessionOptions::force_variant`.
+pub(crate) const FAMILY: &str = "matmul";
+const VEC4_8X8: &str = "vec4_8x8";
+const VEC4_AT: &str = "vec4_at_8x8";
+const VEC4_BT: &str = "vec4_bt_4x4";
+const STRIDED: &str = "strided_4x4";
+const SHARED_TILES: &str = "shared_tiles";
+/// Every variant, by name: register tiles for row-major operands (rows x columns of C per invocation), the
+/// Aᵀ·B and any-stride register kernels, and the shared-memory tiles.
+pub(crate) const VARIANTS: &[&str] = &[
+    VEC4_8X8,
+    REGISTER_TILES[0].variant,
+    REGISTER_TILES[1].variant,
+    REGISTER_TILES[2].variant,
+    REGISTER_TILES[3].variant,
+    VEC4_AT,
+    VEC4_BT,
+    STRIDED,
+    SHARED_TILES,
+];
+
+/// Multiply-adds a timing run may take at most: a large product is timed on its first rows only, so that tuning
+/// stays short even on a CPU adapter.
+const TIMING_MULTIPLY_ADDS: usize = 1 << 27;
+
 /// C[batch, m, n] = A[batch, m, k] · B[batch, k, n], for k ≥ 1 and a non-empty C; C is row-major.
 pub(crate) fn matmul(
     runtime: &mut Runtime,
@@ -129,52 +383,6 @@ pub(crate) fn matmul(
     for range in [a, b, c] {
         limits.expect_bindable(NAME, range)?;
     }
-    let plan = plan(
-        runtime.matmul_kernel(),
-        (a_layout, b_layout),
-        batches,
-        (m, k, n),
-        limits,
-    )?;
-    let params = Params {
-        wg_rows: plan.wg_rows,
-        ..params
-    };
-    for (begin, end) in passes(k) {
-        let pass = Params {
-            k_begin: begin as u32,
-            k_end: end as u32,
-            accumulate: u32::from(begin > 0),
-            ..params
-        };
-        runtime.dispatch(
-            plan.kernel,
-            bytemuck::bytes_of(&pass),
-            &[a, b, c],
-            plan.groups,
-        )?;
-    }
-    Ok(())
-}
-
-/// Which kernel a product takes and how its workgroups are laid out.
-struct Plan {
-    kernel: &'static Kernel,
-    groups: [u32; 3],
-    /// vec4 kernels: 8-row blocks per workgroup.
-    wg_rows: u32,
-}
-
-/// Chooses the kernel from the family in use and the operands' layouts and sizes: shared-memory tiles on
-/// GPUs; on CPU adapters vec4 register tiles where rows are contiguous and sizes are multiples of 4 (Aᵀ·B
-/// too), else the strided kernel.
-fn plan(
-    family: MatmulKernel,
-    (a, b): (Layout, Layout),
-    batches: usize,
-    (m, k, n): (usize, usize, usize),
-    limits: Limits,
-) -> Result<Plan> {
     let max_groups = limits.max_workgroups_per_dimension as usize;
     if batches > max_groups {
         return Err(Error::Shape {
@@ -184,110 +392,278 @@ fn plan(
             ),
         });
     }
+    let cpu = runtime.adapter().get_info().device_type == wgpu::DeviceType::Cpu;
+    let eligible = candidates(
+        runtime.matmul_kernel(),
+        cpu,
+        (a_layout, b_layout),
+        (m, k, n),
+    );
+    // `rows` of C, the first ones (timing runs take fewer).
+    let record = |runtime: &mut Runtime, variant: &str, rows: usize| {
+        let plan = plan(variant, batches, (rows, n));
+        let params = Params {
+            m: rows as u32,
+            wg_rows: plan.wg_rows,
+            ..params
+        };
+        for (begin, end) in passes(k) {
+            let pass = Params {
+                k_begin: begin as u32,
+                k_end: end as u32,
+                accumulate: u32::from(begin > 0),
+                ..params
+            };
+            runtime.dispatch(
+                plan.kernel,
+                bytemuck::bytes_of(&pass),
+                &[a, b, c],
+                plan.groups,
+            )?;
+        }
+        Ok(())
+    };
+    let timed_rows = m.min((TIMING_MULTIPLY_ADDS / (k * n * batches).max(1)).max(64));
+    let path = if eligible.contains(&VEC4_8X8) {
+        "row-major"
+    } else if eligible.contains(&VEC4_AT) {
+        "at-b"
+    } else if eligible.contains(&VEC4_BT) {
+        "a-bt"
+    } else {
+        "strided"
+    };
+    let class = format!(
+        "{path} m<={} k<={} n<={}",
+        size_bucket(m),
+        size_bucket(k),
+        size_bucket(n)
+    );
+    let variant = runtime.choose_variant(FAMILY, class, &eligible, |runtime, variant| {
+        record(runtime, variant, timed_rows)
+    });
+    record(runtime, variant, m)
+}
+
+/// The variants that can compute a product of these layouts and sizes, the default first: on CPU adapters
+/// (llvmpipe, where barriers cost more than staging saves) the register tiles, on GPUs the shared-memory tiles;
+/// `Auto` lets the tuner try the others.
+fn candidates(
+    setting: MatmulKernel,
+    cpu: bool,
+    (a, b): (Layout, Layout),
+    (m, k, n): (usize, usize, usize),
+) -> Vec<&'static str> {
     let vec4 = a.is_row_major() && b.is_row_major() && k % 4 == 0 && n % 4 == 0;
     let vec4_at = !a.is_row_major() && b.is_row_major() && m % 4 == 0 && n % 4 == 0;
-    let tiles = [n.div_ceil(64) as u32, m.div_ceil(64) as u32, batches as u32];
-    Ok(if family == MatmulKernel::SharedTiles {
-        Plan {
-            kernel: &MATMUL_TILED,
-            groups: tiles,
-            wg_rows: 1,
-        }
-    } else if vec4 || vec4_at {
-        // Spend the workgroup's 64 invocations on as many 8-row blocks as there are (up to 8), the rest
-        // along N, so short, wide products (a batch of 10 rows) leave no invocation idle.
-        let row_blocks = m.div_ceil(8);
-        let wg_rows = row_blocks.next_power_of_two().min(8);
-        let wg_cols = 64 / wg_rows;
-        Plan {
-            kernel: if vec4 { &MATMUL_VEC4 } else { &MATMUL_VEC4_AT },
-            groups: [
-                (n / 4).div_ceil(2).div_ceil(wg_cols) as u32,
-                row_blocks.div_ceil(wg_rows) as u32,
-                batches as u32,
-            ],
-            wg_rows: wg_rows as u32,
-        }
+    let registers: Vec<&'static str> = if vec4 {
+        std::iter::once(VEC4_8X8)
+            .chain(REGISTER_TILES.iter().map(|tile| tile.variant))
+            .collect()
+    } else if vec4_at {
+        vec![VEC4_AT]
+    } else if a.is_row_major() && b.row_stride == 1 && k % 4 == 0 {
+        vec![VEC4_BT, STRIDED]
     } else {
-        Plan {
-            kernel: &MATMUL_STRIDED,
-            groups: tiles,
-            wg_rows: 1,
+        vec![STRIDED]
+    };
+    match setting {
+        MatmulKernel::Registers => registers,
+        MatmulKernel::SharedTiles => vec![SHARED_TILES],
+        MatmulKernel::Auto if cpu => registers.into_iter().chain([SHARED_TILES]).collect(),
+        MatmulKernel::Auto => std::iter::once(SHARED_TILES).chain(registers).collect(),
+    }
+}
+
+/// Which kernel a product takes and how its workgroups are laid out.
+struct Plan {
+    kernel: &'static Kernel,
+    groups: [u32; 3],
+    /// Register tiles: row blocks per workgroup.
+    wg_rows: u32,
+}
+
+/// The kernel and grid of `variant` for `batches` products of `m` rows and `n` columns.
+fn plan(variant: &str, batches: usize, (m, n): (usize, usize)) -> Plan {
+    let tiles = [n.div_ceil(64) as u32, m.div_ceil(64) as u32, batches as u32];
+    let (kernel, rows, vec4s, shared_rows) = match variant {
+        VEC4_8X8 => (&MATMUL_VEC4, 8, 2, false),
+        VEC4_AT => (&MATMUL_VEC4_AT, 8, 2, false),
+        VEC4_BT => {
+            let span = BT_TILE * BT_INVOCATIONS;
+            return Plan {
+                kernel: &MATMUL_VEC4_BT,
+                groups: [
+                    n.div_ceil(span) as u32,
+                    m.div_ceil(span) as u32,
+                    batches as u32,
+                ],
+                wg_rows: 1,
+            };
         }
-    })
+        SHARED_TILES => {
+            return Plan {
+                kernel: &MATMUL_TILED,
+                groups: tiles,
+                wg_rows: 1,
+            }
+        }
+        _ => match REGISTER_TILES.iter().find(|tile| tile.variant == variant) {
+            Some(tile) => (
+                &tile.kernel,
+                tile.rows as usize,
+                tile.vec4s as usize,
+                tile.shared_rows,
+            ),
+            None => {
+                return Plan {
+                    kernel: &MATMUL_STRIDED,
+                    groups: tiles,
+                    wg_rows: 1,
+                }
+            }
+        },
+    };
+    // Spend the workgroup's 64 invocations on as many row blocks as there are (up to 8), the rest along N, so
+    // short, wide products (a batch of 10 rows) leave no invocation idle.
+    let row_blocks = m.div_ceil(rows);
+    let wg_rows = if shared_rows {
+        1
+    } else {
+        row_blocks.next_power_of_two().min(8)
+    };
+    let wg_cols = 64 / wg_rows;
+    Plan {
+        kernel,
+        groups: [
+            (n / 4).div_ceil(vec4s).div_ceil(wg_cols) as u32,
+            row_blocks.div_ceil(wg_rows) as u32,
+            batches as u32,
+        ],
+        wg_rows: wg_rows as u32,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn limits() -> Limits {
-        Limits {
-            max_binding_elements: 1 << 25,
-            max_workgroups_per_dimension: 65_535,
-        }
+    fn layouts(transpose: (bool, bool), (m, k, n): (usize, usize, usize)) -> (Layout, Layout) {
+        let a = if transpose.0 { (k, m) } else { (m, k) };
+        let b = if transpose.1 { (n, k) } else { (k, n) };
+        (
+            Layout::of(a.0, a.1, false, transpose.0),
+            Layout::of(b.0, b.1, false, transpose.1),
+        )
     }
 
+    /// The default kernel of a product on a CPU adapter (or a GPU, `cpu` false).
     fn pick(
-        family: MatmulKernel,
+        setting: MatmulKernel,
+        cpu: bool,
         transpose: (bool, bool),
         (m, k, n): (usize, usize, usize),
     ) -> Plan {
-        let a = if transpose.0 { (k, m) } else { (m, k) };
-        let b = if transpose.1 { (n, k) } else { (k, n) };
-        let layouts = (
-            Layout::of(a.0, a.1, false, transpose.0),
-            Layout::of(b.0, b.1, false, transpose.1),
-        );
-        plan(family, layouts, 1, (m, k, n), limits()).expect("a plan")
+        let eligible = candidates(setting, cpu, layouts(transpose, (m, k, n)), (m, k, n));
+        plan(eligible[0], 1, (m, n))
     }
 
     #[test]
     fn cpu_adapters_take_vec4_tiles_where_sizes_allow_and_gpus_take_shared_tiles() {
-        use MatmulKernel::{Registers, SharedTiles};
+        use MatmulKernel::{Auto, Registers, SharedTiles};
+        let entry =
+            |setting, cpu, transpose, shape| pick(setting, cpu, transpose, shape).kernel.entry;
         assert_eq!(
-            pick(Registers, (false, false), (10, 10_000, 1_000))
-                .kernel
-                .entry,
+            entry(Registers, false, (false, false), (10, 10_000, 1_000)),
             "matmul_vec4"
         );
         assert_eq!(
-            pick(Registers, (true, false), (12, 10, 8)).kernel.entry,
+            entry(Auto, true, (false, false), (10, 10_000, 1_000)),
+            "matmul_vec4"
+        );
+        assert_eq!(
+            entry(Auto, false, (false, false), (10, 10_000, 1_000)),
+            "matmul_tiled"
+        );
+        assert_eq!(
+            entry(Registers, true, (true, false), (12, 10, 8)),
             "matmul_vec4_at"
         );
         assert_eq!(
-            pick(Registers, (false, false), (10, 7, 8)).kernel.entry,
+            entry(Registers, true, (false, false), (10, 7, 8)),
             "matmul_strided"
         );
         assert_eq!(
-            pick(Registers, (false, true), (8, 8, 8)).kernel.entry,
+            entry(Registers, true, (false, true), (8, 8, 8)),
+            "matmul_vec4_bt"
+        );
+        assert_eq!(
+            entry(Registers, true, (false, true), (8, 7, 8)),
             "matmul_strided"
         );
         assert_eq!(
-            pick(SharedTiles, (false, false), (10, 10_000, 1_000))
-                .kernel
-                .entry,
+            entry(SharedTiles, true, (false, false), (10, 10_000, 1_000)),
             "matmul_tiled"
         );
     }
 
     #[test]
-    fn workgroups_cover_the_output() {
-        for (m, n) in [(1, 1), (10, 1000), (64, 64), (65, 130), (1000, 4)] {
-            let tiled = pick(MatmulKernel::SharedTiles, (false, false), (m, 8, n));
-            assert!(tiled.groups[0] as usize * 64 >= n && tiled.groups[1] as usize * 64 >= m);
-            let vec4 = pick(MatmulKernel::Registers, (false, false), (m, 8, n));
-            if vec4.kernel.entry == "matmul_vec4" {
-                // Each invocation writes an 8×8 tile (two vec4 columns of 4): 64 invocations per workgroup.
-                let cols = 64 / vec4.wg_rows as usize;
+    fn every_setting_offers_only_variants_that_fit_and_auto_offers_both_families() {
+        for transpose in [(false, false), (true, false), (false, true), (true, true)] {
+            for shape in [(1, 1, 1), (10, 7, 8), (12, 12, 12), (64, 4096, 64)] {
+                let layouts = layouts(transpose, shape);
+                for cpu in [true, false] {
+                    let registers = candidates(MatmulKernel::Registers, cpu, layouts, shape);
+                    let auto = candidates(MatmulKernel::Auto, cpu, layouts, shape);
+                    assert_eq!(
+                        candidates(MatmulKernel::SharedTiles, cpu, layouts, shape),
+                        [SHARED_TILES]
+                    );
+                    assert!(!registers.contains(&SHARED_TILES));
+                    assert_eq!(auto.len(), registers.len() + 1, "{transpose:?} {shape:?}");
+                    assert_eq!(auto[0] == SHARED_TILES, !cpu);
+                    let vec4 = !transpose.0 && !transpose.1 && shape.1 % 4 == 0 && shape.2 % 4 == 0;
+                    let transposed_right = !transpose.0 && transpose.1 && shape.1 % 4 == 0;
+                    assert_eq!(
+                        registers.len() > 1,
+                        vec4 || transposed_right,
+                        "{transpose:?} {shape:?}"
+                    );
+                    assert!(auto.iter().all(|variant| VARIANTS.contains(variant)));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn workgroups_of_every_variant_cover_the_output() {
+        for (m, n) in [
+            (1, 4),
+            (10, 1000),
+            (64, 64),
+            (65, 132),
+            (1000, 4),
+            (3, 4096),
+        ] {
+            for &variant in VARIANTS {
+                let plan = plan(variant, 1, (m, n));
+                let (rows, cols) = match variant {
+                    SHARED_TILES | STRIDED => (64, 64),
+                    VEC4_BT => (BT_TILE * BT_INVOCATIONS, BT_TILE * BT_INVOCATIONS),
+                    _ => {
+                        let (rows, vec4s) =
+                            match REGISTER_TILES.iter().find(|tile| tile.variant == variant) {
+                                Some(tile) => (tile.rows as usize, tile.vec4s as usize),
+                                None => (8, 2),
+                            };
+                        let wg_rows = plan.wg_rows as usize;
+                        (rows * wg_rows, 64 / wg_rows * vec4s * 4)
+                    }
+                };
                 assert!(
-                    vec4.groups[0] as usize * cols * 8 >= n,
-                    "{m}×{n}: {:?}",
-                    vec4.groups
-                );
-                assert!(
-                    vec4.groups[1] as usize * vec4.wg_rows as usize * 8 >= m,
-                    "{m}×{n}"
+                    plan.groups[0] as usize * cols >= n && plan.groups[1] as usize * rows >= m,
+                    "{variant}: {m}×{n} in {:?}",
+                    plan.groups
                 );
             }
         }
@@ -303,24 +679,12 @@ mod tests {
             assert!(passes.iter().all(|(begin, end)| end - begin <= K_PER_PASS));
         }
     }
-
-    #[test]
-    fn a_batch_over_the_grid_is_a_shape_error() {
-        let layout = Layout::of(2, 2, true, false);
-        let outcome = plan(
-            MatmulKernel::Registers,
-            (layout, layout),
-            70_000,
-            (2, 2, 2),
-            limits(),
-        );
-        assert!(matches!(outcome, Err(Error::Shape { .. })));
-    }
 }
 
 reflected_layout!(
     kernels: [
-        MATMUL_VEC4, MATMUL_VEC4_AT, MATMUL_TILED, MATMUL_STRIDED
+        MATMUL_VEC4, MATMUL_VEC4_AT, MATMUL_VEC4_BT, MATMUL_TILED, MATMUL_STRIDED, REGISTER_TILES[0].kernel,
+        REGISTER_TILES[1].kernel, REGISTER_TILES[2].kernel, REGISTER_TILES[3].kernel
     ],
     params: {
         m, n, k, wg_rows, a_batch, a_row, a_col, b_batch, b_row, b_col, c_batch, k_begin, k_end,

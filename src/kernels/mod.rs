@@ -4,7 +4,7 @@
 /// For the reflection test below: a family's kernels, and its `Params` as (size, [(field, offset)]) for the
 /// fields the WGSL struct must hold at the same offsets.
 macro_rules! reflected_layout {
-    (kernels: [$($kernel:ident),*], params: { $($field:ident),* }) => {
+    (kernels: [$($kernel:expr),*], params: { $($field:ident),* }) => {
         #[cfg(test)]
         pub(crate) mod layout {
             use super::*;
@@ -34,6 +34,18 @@ pub(crate) mod softmax;
 
 use crate::error::Result;
 use crate::runtime::{BufferRange, Kernel, Runtime};
+
+/// Every kernel family with variants, and its variants' names: what `SessionOptions::force_variant` accepts and
+/// tuning records name.
+pub fn kernel_variants() -> Vec<(&'static str, &'static [&'static str])> {
+    vec![
+        (softmax::FAMILY, softmax::VARIANTS),
+        (matmul::FAMILY, matmul::VARIANTS),
+        (reduce::CHUNK_FAMILY, reduce::CHUNK_VARIANTS),
+        (reduce::AXIS_FAMILY, reduce::AXIS_VARIANTS),
+        (elementwise::FAMILY, elementwise::VARIANTS),
+    ]
+}
 
 /// Runs `kernel` over `elements` elements of same-sized operands, one dispatch per window and one invocation
 /// per `per_invocation` elements; `params` gives each window's uniform block from (first element, count).

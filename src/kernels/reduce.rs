@@ -10,13 +10,21 @@
 //! fixed, so results are bitwise repeatable, and sums are trees of short runs, so their error stays near f32
 //! rounding. Inputs larger than one storage binding are bound in windows when they are a single row (a
 //! reduction over all elements).
+//!
+//! Sums, max and min come in variants the tuner picks from: the chunk stage reads contiguous runs per invocation
+//! (what llvmpipe likes) or strided runs (neighbouring invocations read neighbouring elements, what GPUs like);
+//! an axis stage over contiguous rows gives each output one invocation or 16 lanes combined as a tree. Each
+//! variant has its own fixed order, so results can differ in the last bits between variants, never between
+//! runs of one.
 
 use bytemuck::{Pod, Zeroable};
 
 use super::plan::Limits;
 use crate::error::Result;
 use crate::pool::Allocation;
-use crate::runtime::{wgsl_constants, BufferRange, Kernel, Runtime, Shader, WORKGROUP_SIZE};
+use crate::runtime::{
+    size_bucket, wgsl_constants, BufferRange, Kernel, Runtime, Shader, WORKGROUP_SIZE,
+};
 use crate::shape::Lanes;
 
 static REDUCE: Shader = Shader {
@@ -58,6 +66,44 @@ static AXIS_ARGMAX: Kernel = Kernel {
     entry: "axis_argmax",
     bindings: &[1, 2, 3, 4],
 };
+static CHUNK_REDUCE_STRIDED: Kernel = Kernel {
+    shader: &REDUCE,
+    entry: "chunk_reduce_strided",
+    bindings: &[1, 3],
+};
+static AXIS_REDUCE_LANES: Kernel = Kernel {
+    shader: &REDUCE,
+    entry: "axis_reduce_lanes",
+    bindings: &[1, 3],
+};
+
+/// The chunk stage's variants (family `reduce_chunk`): each invocation reduces a contiguous run, or a run
+/// strided by the number of runs.
+pub(crate) const CHUNK_FAMILY: &str = "reduce_chunk";
+const CONTIGUOUS: &str = "contiguous_runs";
+const STRIDED: &str = "strided_runs";
+pub(crate) const CHUNK_VARIANTS: &[&str] = &[CONTIGUOUS, STRIDED];
+/// The variants of an axis stage over contiguous rows (family `reduce_axis`): one invocation per output, or
+/// `OUTPUT_LANES` lanes per output.
+pub(crate) const AXIS_FAMILY: &str = "reduce_axis";
+const INVOCATION_PER_OUTPUT: &str = "invocation_per_output";
+const LANES_PER_OUTPUT: &str = "lanes_per_output";
+pub(crate) const AXIS_VARIANTS: &[&str] = &[INVOCATION_PER_OUTPUT, LANES_PER_OUTPUT];
+/// Invocations per output of `axis_reduce_lanes` (the shader's OUTPUT_LANES).
+const OUTPUT_LANES: u64 = 16;
+
+/// `first` (what llvmpipe and other CPU adapters run best) on CPU adapters, `second` first elsewhere.
+fn by_adapter(
+    runtime: &Runtime,
+    cpu_first: &'static str,
+    gpu_first: &'static str,
+) -> Vec<&'static str> {
+    if runtime.adapter().get_info().device_type == wgpu::DeviceType::Cpu {
+        vec![cpu_first, gpu_first]
+    } else {
+        vec![gpu_first, cpu_first]
+    }
+}
 
 /// Rows longer than this take the chunk stage first.
 const CHUNK_FROM: u64 = 4096;
@@ -173,12 +219,60 @@ fn chunk_stage(
     } else {
         None
     };
-    for (first, count) in row_windows {
+    let variant = if op.is_arg() {
+        CONTIGUOUS
+    } else {
+        let class = format!(
+            "rows<={} len<={}",
+            size_bucket(outer as usize),
+            size_bucket(len as usize)
+        );
+        let candidates = by_adapter(runtime, CONTIGUOUS, STRIDED);
+        runtime.choose_variant(CHUNK_FAMILY, class, &candidates, |runtime, variant| {
+            chunk_windows(
+                runtime,
+                op,
+                variant,
+                stage.values,
+                (outer, &row_windows),
+                (partial, partial_indices),
+            )
+        })
+    };
+    chunk_windows(
+        runtime,
+        op,
+        variant,
+        stage.values,
+        (outer, &row_windows),
+        (partial, partial_indices),
+    )?;
+    Ok(Stage {
+        values: partial,
+        indices: partial_indices,
+        view: Lanes {
+            outer,
+            len: blocks,
+            inner: 1,
+        },
+    })
+}
+
+/// Records the chunk stage of `variant` over each window of the rows.
+fn chunk_windows(
+    runtime: &mut Runtime,
+    op: Op,
+    variant: &str,
+    values: BufferRange,
+    (outer, row_windows): (u64, &[(u64, u64)]),
+    (partial, partial_indices): (BufferRange, Option<BufferRange>),
+) -> Result<()> {
+    for &(first, count) in row_windows {
         let window_blocks = count.div_ceil(CHUNK);
         let input = if outer == 1 {
-            stage.values.elements(first, count)
+            values.elements(first, count)
         } else {
-            stage.values
+            values
         };
         let into = |range: BufferRange| {
             if outer == 1 {
@@ -206,6 +300,12 @@ fn chunk_stage(
                 &[input, into(partial), into(indices)],
                 workgroups,
             )?,
+            None if variant == STRIDED => runtime.dispatch(
+                &CHUNK_REDUCE_STRIDED,
+                bytes,
+                &[input, into(partial)],
+                workgroups,
+            )?,
             None if count.is_multiple_of(4) => runtime.dispatch(
                 &CHUNK_REDUCE_VEC4,
                 bytes,
@@ -215,15 +315,7 @@ fn chunk_stage(
             None => runtime.dispatch(&CHUNK_REDUCE, bytes, &[input, into(partial)], workgroups)?,
         }
     }
-    Ok(Stage {
-        values: partial,
-        indices: partial_indices,
-        view: Lanes {
-            outer,
-            len: blocks,
-            inner: 1,
-        },
-    })
+    Ok(())
 }
 
 /// One output per (outer, chunk, inner), into `values` (and `indices` for argmax).
@@ -263,6 +355,32 @@ fn axis_stage(
                 &[stage.values, carried, values, indices],
                 workgroups,
             )?;
+        }
+        None if inner == 1 && chunk > 1 => {
+            let class = format!(
+                "outputs<={} run<={}",
+                size_bucket((outer * chunks) as usize),
+                size_bucket(chunk as usize)
+            );
+            let candidates = by_adapter(runtime, INVOCATION_PER_OUTPUT, LANES_PER_OUTPUT);
+            let limits = Limits::of(runtime.limits());
+            let record = |runtime: &mut Runtime, variant: &str| {
+                let (kernel, workgroups) = if variant == LANES_PER_OUTPUT {
+                    let outputs_per_group = u64::from(WORKGROUP_SIZE) / OUTPUT_LANES;
+                    let groups = (outer * chunks).div_ceil(outputs_per_group);
+                    (&AXIS_REDUCE_LANES, limits.grid(groups as u32))
+                } else {
+                    (&AXIS_REDUCE, workgroups)
+                };
+                runtime.dispatch(
+                    kernel,
+                    bytemuck::bytes_of(&params),
+                    &[stage.values, values],
+                    workgroups,
+                )
+            };
+            let variant = runtime.choose_variant(AXIS_FAMILY, class, &candidates, record);
+            record(runtime, variant)?;
         }
         None => runtime.dispatch(
             &AXIS_REDUCE,
@@ -432,7 +550,8 @@ pub(crate) fn reduce(
 
 reflected_layout!(
     kernels: [
-        CHUNK_REDUCE, CHUNK_REDUCE_VEC4, CHUNK_ARGMAX, AXIS_REDUCE, AXIS_ARGMAX
+        CHUNK_REDUCE, CHUNK_REDUCE_VEC4, CHUNK_ARGMAX, AXIS_REDUCE, AXIS_ARGMAX, CHUNK_REDUCE_STRIDED,
+        AXIS_REDUCE_LANES
     ],
     params: {
         outer, len, inner, op, chunk, chunks, scale, indexed, index_base, blocks, infinity

@@ -1,11 +1,18 @@
 //! Softmax family (shaders/softmax.wgsl): softmax and log-softmax along the last axis, and TensorFlow's
 //! softmax cross-entropy fused with its exact gradient.
+//!
+//! Three variants, each for both kernels: a workgroup per row (256 invocations share a row: wide rows), rows
+//! per workgroup (16 invocations per row, 16 rows per workgroup) and a row per invocation (short rows: no
+//! barriers, no workgroup memory). They sum in different orders, so their results can differ in the last bits;
+//! each is deterministic. The tuner picks among those that suit the shape.
 
 use bytemuck::{Pod, Zeroable};
 
 use super::plan::Limits;
 use crate::error::Result;
-use crate::runtime::{wgsl_constants, BufferRange, Kernel, Runtime, Shader};
+use crate::runtime::{
+    size_bucket, wgsl_constants, BufferRange, Kernel, Runtime, Shader, WORKGROUP_SIZE,
+};
 
 static SOFTMAX: Shader = Shader {
     name: "softmax",
@@ -27,6 +34,89 @@ static SOFTMAX_XENT: Kernel = Kernel {
     entry: "softmax_xent",
     bindings: &[1, 2, 3, 4],
 };
+static SOFTMAX_ROWS_SEGMENTED: Kernel = Kernel {
+    shader: &SOFTMAX,
+    entry: "softmax_rows_segmented",
+    bindings: &[1, 3],
+};
+static SOFTMAX_XENT_SEGMENTED: Kernel = Kernel {
+    shader: &SOFTMAX,
+    entry: "softmax_xent_segmented",
+    bindings: &[1, 2, 3, 4],
+};
+static SOFTMAX_ROWS_PER_INVOCATION: Kernel = Kernel {
+    shader: &SOFTMAX,
+    entry: "softmax_rows_per_invocation",
+    bindings: &[1, 3],
+};
+static SOFTMAX_XENT_PER_INVOCATION: Kernel = Kernel {
+    shader: &SOFTMAX,
+    entry: "softmax_xent_per_invocation",
+    bindings: &[1, 2, 3, 4],
+};
+
+/// The family's name in tuning records, the cache and `SessionOptions::force_variant`.
+pub(crate) const FAMILY: &str = "softmax";
+const WORKGROUP_PER_ROW: &str = "workgroup_per_row";
+const ROWS_PER_WORKGROUP: &str = "rows_per_workgroup";
+const ROW_PER_INVOCATION: &str = "row_per_invocation";
+/// Every variant, by name.
+pub(crate) const VARIANTS: &[&str] = &[WORKGROUP_PER_ROW, ROWS_PER_WORKGROUP, ROW_PER_INVOCATION];
+
+/// Invocations per row of the rows-per-workgroup variant (the shader's ROW_LANES).
+const ROW_LANES: usize = 16;
+/// Longest row one invocation takes alone: its loops stay short, and its left-to-right sums accurate.
+const MAX_COLS_PER_INVOCATION: usize = 1024;
+/// Longest row the rows-per-workgroup variant takes: past this a whole workgroup per row is never slower.
+const MAX_COLS_SEGMENTED: usize = 16 * 4096;
+
+/// The variants that suit rows of `cols`, the default first: a row per invocation up to 32 columns, 16
+/// invocations per row up to 512, a workgroup per row beyond.
+fn candidates(cols: usize) -> Vec<&'static str> {
+    let mut eligible = vec![WORKGROUP_PER_ROW];
+    if cols <= MAX_COLS_SEGMENTED {
+        eligible.push(ROWS_PER_WORKGROUP);
+    }
+    if cols <= MAX_COLS_PER_INVOCATION {
+        eligible.push(ROW_PER_INVOCATION);
+    }
+    let default = if cols <= 32 {
+        ROW_PER_INVOCATION
+    } else if cols <= 512 {
+        ROWS_PER_WORKGROUP
+    } else {
+        WORKGROUP_PER_ROW
+    };
+    eligible.retain(|&variant| variant != default);
+    eligible.insert(0, default);
+    eligible
+}
+
+/// Shape classes: rows and columns each rounded up to a power of 4; `xent` and softmax are tuned apart.
+fn class(kind: &str, rows: usize, cols: usize) -> String {
+    format!(
+        "{kind} rows<={} cols<={}",
+        size_bucket(rows),
+        size_bucket(cols)
+    )
+}
+
+/// The kernel and workgroups of `variant` for `rows` rows.
+fn plan(
+    limits: Limits,
+    variant: &str,
+    rows: usize,
+    (per_row, segmented, per_invocation): (&'static Kernel, &'static Kernel, &'static Kernel),
+) -> (&'static Kernel, [u32; 3]) {
+    match variant {
+        ROW_PER_INVOCATION => (per_invocation, limits.per_element(rows as u64, 1)),
+        ROWS_PER_WORKGROUP => (
+            segmented,
+            limits.grid(rows.div_ceil(WORKGROUP_SIZE as usize / ROW_LANES) as u32),
+        ),
+        _ => (per_row, limits.grid(rows as u32)),
+    }
+}
 
 #[repr(C)]
 #[derive(Clone, Copy, Default, Pod, Zeroable)]
@@ -56,14 +146,29 @@ pub(crate) fn softmax_rows(
         op: if log { LOG_SOFTMAX_OP } else { SOFTMAX_OP },
         _pad: 0,
     };
-    Limits::of(runtime.limits()).expect_bindable(name, input)?;
-    let workgroups = Limits::of(runtime.limits()).grid(rows as u32);
-    runtime.dispatch(
+    let limits = Limits::of(runtime.limits());
+    limits.expect_bindable(name, input)?;
+    let kernels = (
         &SOFTMAX_ROWS,
-        bytemuck::bytes_of(&params),
-        &[input, out],
-        workgroups,
-    )
+        &SOFTMAX_ROWS_SEGMENTED,
+        &SOFTMAX_ROWS_PER_INVOCATION,
+    );
+    let record = |runtime: &mut Runtime, variant: &str| {
+        let (kernel, workgroups) = plan(limits, variant, rows, kernels);
+        runtime.dispatch(
+            kernel,
+            bytemuck::bytes_of(&params),
+            &[input, out],
+            workgroups,
+        )
+    };
+    let variant = runtime.choose_variant(
+        FAMILY,
+        class("softmax", rows, cols),
+        &candidates(cols),
+        record,
+    );
+    record(runtime, variant)
 }
 
 /// Per row: the loss into `loss`, and the exact gradient of the summed loss into `gradient`.
@@ -80,21 +185,114 @@ pub(crate) fn softmax_xent(
         op: 0,
         _pad: 0,
     };
-    Limits::of(runtime.limits()).expect_bindable(name, logits)?;
-    let workgroups = Limits::of(runtime.limits()).grid(rows as u32);
-    runtime.dispatch(
+    let limits = Limits::of(runtime.limits());
+    limits.expect_bindable(name, logits)?;
+    let kernels = (
         &SOFTMAX_XENT,
-        bytemuck::bytes_of(&params),
-        &[logits, labels, gradient, loss],
-        workgroups,
-    )
+        &SOFTMAX_XENT_SEGMENTED,
+        &SOFTMAX_XENT_PER_INVOCATION,
+    );
+    let record = |runtime: &mut Runtime, variant: &str| {
+        let (kernel, workgroups) = plan(limits, variant, rows, kernels);
+        runtime.dispatch(
+            kernel,
+            bytemuck::bytes_of(&params),
+            &[logits, labels, gradient, loss],
+            workgroups,
+        )
+    };
+    let variant =
+        runtime.choose_variant(FAMILY, class("xent", rows, cols), &candidates(cols), record);
+    record(runtime, variant)
 }
 
 reflected_layout!(
     kernels: [
-        SOFTMAX_ROWS, SOFTMAX_XENT
+        SOFTMAX_ROWS, SOFTMAX_XENT, SOFTMAX_ROWS_SEGMENTED, SOFTMAX_XENT_SEGMENTED,
+        SOFTMAX_ROWS_PER_INVOCATION, SOFTMAX_XENT_PER_INVOCATION
     ],
     params: {
         rows, cols, op
     }
 );
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_width_has_its_default_first_and_only_variants_that_can_take_it() {
+        for cols in [
+            1,
+            4,
+            32,
+            33,
+            512,
+            513,
+            1024,
+            1025,
+            MAX_COLS_SEGMENTED,
+            MAX_COLS_SEGMENTED + 1,
+            MAX_COLS,
+        ] {
+            let eligible = candidates(cols);
+            assert!(eligible.contains(&WORKGROUP_PER_ROW), "{cols}");
+            assert_eq!(
+                eligible.contains(&ROW_PER_INVOCATION),
+                cols <= MAX_COLS_PER_INVOCATION,
+                "{cols}"
+            );
+            assert_eq!(
+                eligible.contains(&ROWS_PER_WORKGROUP),
+                cols <= MAX_COLS_SEGMENTED,
+                "{cols}"
+            );
+            let mut unique = eligible.clone();
+            unique.dedup();
+            assert_eq!(unique.len(), eligible.len(), "{cols}: {eligible:?}");
+            assert!(eligible.iter().all(|variant| VARIANTS.contains(variant)));
+        }
+        assert_eq!(candidates(4)[0], ROW_PER_INVOCATION);
+        assert_eq!(candidates(100)[0], ROWS_PER_WORKGROUP);
+        assert_eq!(candidates(1000)[0], WORKGROUP_PER_ROW);
+    }
+
+    #[test]
+    fn every_variant_covers_every_row() {
+        let limits = Limits {
+            max_binding_elements: 1 << 25,
+            max_workgroups_per_dimension: 65_535,
+        };
+        let kernels = (
+            &SOFTMAX_ROWS,
+            &SOFTMAX_ROWS_SEGMENTED,
+            &SOFTMAX_ROWS_PER_INVOCATION,
+        );
+        for rows in [
+            1usize,
+            15,
+            16,
+            17,
+            255,
+            256,
+            257,
+            65_535,
+            65_536 * 16 + 1,
+            20_000_000,
+        ] {
+            for &variant in VARIANTS {
+                let (_, [x, y, z]) = plan(limits, variant, rows, kernels);
+                let rows_per_group = match variant {
+                    ROW_PER_INVOCATION => WORKGROUP_SIZE as usize,
+                    ROWS_PER_WORKGROUP => WORKGROUP_SIZE as usize / ROW_LANES,
+                    _ => 1,
+                };
+                assert!(
+                    (x as usize) * (y as usize) * (z as usize) * rows_per_group >= rows,
+                    "{variant}: {rows} rows in {x}x{y}x{z}"
+                );
+                assert!(x <= 65_535 && y <= 65_535, "{variant}: {rows}");
+            }
+        }
+    }
+}

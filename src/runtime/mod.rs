@@ -5,6 +5,7 @@
 
 mod pipelines;
 mod suspend;
+mod tuner;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -16,12 +17,18 @@ pub(crate) use pipelines::{
     nothing_generated, wgsl_constants, Kernel, PipelineCache, Shader, WORKGROUP_SIZE,
 };
 pub(crate) use suspend::{ResumeFigures, SuspendFigures, Suspension};
+pub(crate) use tuner::{adapter_key, cache_file, size_bucket, Tuner};
+pub use tuner::{
+    tuning_cache_dir, tuning_cache_file, PickSource, Tuning, TuningRecord, VariantTime,
+    CACHE_DIR_ENV, TUNING_ENV,
+};
 
 /// Matmul kernel families. GPUs reward staging tiles in workgroup memory; llvmpipe (a CPU adapter) pays more
 /// for the barriers than the staging saves, and runs register-tiled kernels best.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum MatmulKernel {
-    /// Register tiles on CPU adapters, shared-memory tiles on GPUs.
+    /// Register tiles on CPU adapters, shared-memory tiles on GPUs by default; the tuner may pick either
+    /// family's variants.
     #[default]
     Auto,
     /// Register-tiled kernels (vec4 where shapes allow).
@@ -147,6 +154,7 @@ pub(crate) struct Runtime {
     poison_outputs: bool,
     matmul_kernel: MatmulKernel,
     reserve_up_front: bool,
+    tuner: Tuner,
     batch: Batch,
     alarms: Arc<Alarms>,
     adapter: wgpu::Adapter,
@@ -168,8 +176,10 @@ pub(crate) struct RuntimeSettings {
     pub pool: PoolConfig,
     pub reserve_up_front: bool,
     pub poison_outputs: bool,
-    /// `Auto` already resolved by adapter type.
+    /// `Auto`: by adapter type by default, and the tuner may try the other family.
     pub matmul_kernel: MatmulKernel,
+    /// Chooses kernel variants; per runtime, so a runtime on another adapter chooses afresh.
+    pub tuner: Tuner,
 }
 
 impl Runtime {
@@ -218,6 +228,7 @@ impl Runtime {
             matmul_kernel: settings.matmul_kernel,
             reserve_up_front: settings.reserve_up_front,
             alarms,
+            tuner: settings.tuner,
             device,
             queue,
             adapter,

@@ -6,6 +6,7 @@ fn wgcompute(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_wgcompute"))
         .args(args)
         .env("WGCOMPUTE_ADAPTER", "vulkan")
+        .env("WGCOMPUTE_TUNING", "defaults")
         .output()
         .expect("the binary runs")
 }
@@ -119,4 +120,70 @@ fn bench_quick_json_has_the_documented_rows() {
         8
     );
     assert!(report["adapter"]["backend"].is_string());
+}
+
+/// `devices --json` says where tuned picks are cached (here `WGCOMPUTE_CACHE_DIR`) and which file is each
+/// adapter's; a process that tunes writes its picks there for the next one.
+#[test]
+fn devices_shows_the_tuning_cache_that_a_tuning_process_fills() {
+    let scratch = crate::common::cli::Scratch::new("tuning-cache");
+    let cache = scratch.path("cache");
+    let run = |args: &[&std::ffi::OsStr], tuning: &str| {
+        Command::new(env!("CARGO_BIN_EXE_wgcompute"))
+            .args(args)
+            .env("WGCOMPUTE_ADAPTER", "vulkan")
+            .env("WGCOMPUTE_TUNING", tuning)
+            .env("WGCOMPUTE_CACHE_DIR", &cache)
+            .env("XDG_RUNTIME_DIR", &scratch.xdg)
+            .output()
+            .expect("the binary runs")
+    };
+    let report = json(&run(&["devices".as_ref(), "--json".as_ref()], "defaults"));
+    assert_eq!(
+        report["tuning_cache_dir"].as_str(),
+        cache.to_str(),
+        "{report}"
+    );
+    let vulkan = report["adapters"]
+        .as_array()
+        .expect("adapters")
+        .iter()
+        .find(|adapter| adapter["backend"] == "vulkan")
+        .expect("a Vulkan adapter");
+    let file = std::path::PathBuf::from(
+        vulkan["tuning_cache_file"]
+            .as_str()
+            .expect("a cache file per adapter"),
+    );
+    assert!(file.starts_with(&cache), "{file:?}");
+    assert!(!file.exists(), "nothing tuned yet");
+
+    let logits: Vec<f32> = (0..4000).map(|i| (i % 13) as f32 * 0.3 - 2.0).collect();
+    let labels: Vec<f32> = (0..4000).map(|i| f32::from(i % 4 == 1)).collect();
+    let logits = scratch.write("logits.npy", &[1000, 4], &logits);
+    let labels = scratch.write("labels.npy", &[1000, 4], &labels);
+    let loss = scratch.path("loss.npy");
+    let args = [
+        "op".as_ref(),
+        "softmax-xent".as_ref(),
+        logits.as_os_str(),
+        labels.as_os_str(),
+        "-o".as_ref(),
+        loss.as_os_str(),
+    ];
+    let output = run(&args, "tune");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = std::fs::read_to_string(&file).expect("the tuning process wrote the cache");
+    assert!(
+        text.contains("softmax\txent rows<=1024 cols<=4\t"),
+        "{text}"
+    );
+    // A cache-only process reads it and leaves it as it was.
+    let output = run(&args, "cache");
+    assert!(output.status.success());
+    assert_eq!(std::fs::read_to_string(&file).expect("still there"), text);
 }

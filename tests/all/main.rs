@@ -32,3 +32,4 @@ mod ops_softmax;
 mod pool;
 mod suspend;
 mod training;
+mod tuning;

@@ -5,8 +5,24 @@
 //! for tensors of two sessions (and that the session still works after them), and tensors larger than one
 //! storage binding, which the kernels must process in windows.
 
-use crate::common::{count, for_each_backend, on_vulkan, Rng};
+use crate::common::{count, for_each_backend, on_vulkan, Backend, Rng};
 use wgcompute::{Error, Session, Tensor};
+
+/// Runs `body` once per variant of the elementwise family (scalar, vec4, four vec4s per invocation), each forced
+/// in its own poisoned session.
+fn each_variant(backend: &Backend, mut body: impl FnMut(&Session, &str)) {
+    let families = wgcompute::kernel_variants();
+    let (_, variants) = families
+        .iter()
+        .find(|(family, _)| *family == "elementwise")
+        .expect("the elementwise family has variants");
+    assert!(variants.len() >= 3, "{variants:?}");
+    for variant in variants.iter() {
+        // Shown with a failure: which variant was forced.
+        eprintln!("elementwise variant {variant} on {}", backend.name);
+        body(&backend.poisoned_with("elementwise", variant), variant);
+    }
+}
 
 // --- the f64 reference ---
 
@@ -249,21 +265,25 @@ fn binary_ops_at_same_shapes_match_f64() {
         &[1_000_003],
     ];
     for_each_backend(|backend| {
-        let session = backend.poisoned();
         let mut rng = Rng::fresh("binary_same_shapes");
-        for shape in shapes {
-            for op in BINARIES {
-                check_binary(&session, &mut rng, op, shape, shape);
+        each_variant(backend, |session, _| {
+            for shape in shapes {
+                for op in BINARIES {
+                    check_binary(session, &mut rng, op, shape, shape);
+                }
             }
-        }
+        });
     });
 }
 
 #[test]
 fn binary_ops_broadcast_like_numpy_in_both_orders() {
-    let pairs: [(&[usize], &[usize]); 13] = [
-        // a bias row over a batch
+    let pairs: [(&[usize], &[usize]); 16] = [
+        // a bias row over a batch (rows whose length is a multiple of 4 take their own kernels)
         (&[10, 1000], &[1000]),
+        (&[257, 12], &[12]),
+        (&[7, 3, 4], &[3, 4]),
+        (&[5, 1, 8], &[1, 8]),
         (&[3, 1], &[1, 4]),
         (&[2, 3, 5, 7], &[3, 1, 7]),
         // a rank-0 tensor with a matrix
@@ -281,14 +301,15 @@ fn binary_ops_broadcast_like_numpy_in_both_orders() {
         (&[0], &[]),
     ];
     for_each_backend(|backend| {
-        let session = backend.poisoned();
         let mut rng = Rng::fresh("binary_broadcast");
-        for (lhs, rhs) in pairs {
-            for op in BINARIES {
-                check_binary(&session, &mut rng, op, lhs, rhs);
-                check_binary(&session, &mut rng, op, rhs, lhs);
+        each_variant(backend, |session, _| {
+            for (lhs, rhs) in pairs {
+                for op in BINARIES {
+                    check_binary(session, &mut rng, op, lhs, rhs);
+                    check_binary(session, &mut rng, op, rhs, lhs);
+                }
             }
-        }
+        });
     });
 }
 
@@ -378,31 +399,32 @@ impl Unary {
 fn unary_ops_match_f64() {
     let ops = [Unary::Relu, Unary::Exp, Unary::Log, Unary::Sqrt, Unary::Neg];
     for_each_backend(|backend| {
-        let session = backend.poisoned();
         let mut rng = Rng::fresh("unary");
-        for shape in AWKWARD_SHAPES {
-            for op in ops {
-                let label = format!("{op:?} {shape:?}");
-                let data = op.input(&mut rng, count(shape));
-                let x = session.upload(&data, shape).expect("upload");
-                let out = op
-                    .run(&x)
-                    .unwrap_or_else(|error| panic!("{label}: {error}"));
-                assert_eq!(out.shape(), shape, "{label}: output shape");
-                let got = out.to_vec().expect("download");
-                check(
-                    &label,
-                    &got,
-                    |i| op.reference(f64::from(data[i])),
-                    op.tolerance(),
-                );
-                assert_eq!(
-                    x.to_vec().expect("read input"),
-                    data,
-                    "{label}: input changed"
-                );
+        each_variant(backend, |session, _| {
+            for shape in AWKWARD_SHAPES {
+                for op in ops {
+                    let label = format!("{op:?} {shape:?}");
+                    let data = op.input(&mut rng, count(shape));
+                    let x = session.upload(&data, shape).expect("upload");
+                    let out = op
+                        .run(&x)
+                        .unwrap_or_else(|error| panic!("{label}: {error}"));
+                    assert_eq!(out.shape(), shape, "{label}: output shape");
+                    let got = out.to_vec().expect("download");
+                    check(
+                        &label,
+                        &got,
+                        |i| op.reference(f64::from(data[i])),
+                        op.tolerance(),
+                    );
+                    assert_eq!(
+                        x.to_vec().expect("read input"),
+                        data,
+                        "{label}: input changed"
+                    );
+                }
             }
-        }
+        });
     });
 }
 
@@ -451,77 +473,80 @@ fn scalar_ops_match_f64() {
         ScalarOp::ScalarDiv,
     ];
     for_each_backend(|backend| {
-        let session = backend.poisoned();
         let mut rng = Rng::fresh("scalar");
-        for shape in AWKWARD_SHAPES {
-            for op in ops {
-                // The divisor (the scalar of div_scalar, the tensor of scalar_div) stays in ±[0.5, 2).
-                let data = operand(&mut rng, count(shape), matches!(op, ScalarOp::ScalarDiv));
-                let value = operand(&mut rng, 1, matches!(op, ScalarOp::DivScalar))[0];
-                let label = format!("{op:?}({value}) {shape:?}");
-                let x = session.upload(&data, shape).expect("upload");
-                let out = op
-                    .run(&x, value)
-                    .unwrap_or_else(|error| panic!("{label}: {error}"));
-                assert_eq!(out.shape(), shape, "{label}: output shape");
-                let got = out.to_vec().expect("download");
-                check(
-                    &label,
-                    &got,
-                    |i| op.reference(f64::from(data[i]), f64::from(value)),
-                    EXACTISH,
-                );
-                assert_eq!(
-                    x.to_vec().expect("read input"),
-                    data,
-                    "{label}: input changed"
-                );
+        each_variant(backend, |session, _| {
+            for shape in AWKWARD_SHAPES {
+                for op in ops {
+                    // The divisor (the scalar of div_scalar, the tensor of scalar_div) stays in ±[0.5, 2).
+                    let data = operand(&mut rng, count(shape), matches!(op, ScalarOp::ScalarDiv));
+                    let value = operand(&mut rng, 1, matches!(op, ScalarOp::DivScalar))[0];
+                    let label = format!("{op:?}({value}) {shape:?}");
+                    let x = session.upload(&data, shape).expect("upload");
+                    let out = op
+                        .run(&x, value)
+                        .unwrap_or_else(|error| panic!("{label}: {error}"));
+                    assert_eq!(out.shape(), shape, "{label}: output shape");
+                    let got = out.to_vec().expect("download");
+                    check(
+                        &label,
+                        &got,
+                        |i| op.reference(f64::from(data[i]), f64::from(value)),
+                        EXACTISH,
+                    );
+                    assert_eq!(
+                        x.to_vec().expect("read input"),
+                        data,
+                        "{label}: input changed"
+                    );
+                }
             }
-        }
+        });
     });
 }
 
 #[test]
 fn relu_backward_passes_the_gradient_where_the_input_is_positive() {
     for_each_backend(|backend| {
-        let session = backend.poisoned();
         let mut rng = Rng::fresh("relu_backward");
-        for shape in AWKWARD_SHAPES {
-            let label = format!("relu_backward {shape:?}");
-            let len = count(shape);
-            let mut input = rng.vec(len, -1.0, 1.0);
-            // Exact zeros and negative zeros: not positive, so the gradient stops there.
-            for (index, value) in input.iter_mut().enumerate() {
-                match index % 7 {
-                    3 => *value = 0.0,
-                    5 => *value = -0.0,
-                    _ => {}
-                }
-            }
-            let gradient = rng.vec(len, -10.0, 10.0);
-            let x = session.upload(&input, shape).expect("upload input");
-            let g = session.upload(&gradient, shape).expect("upload gradient");
-            let out = x
-                .relu_backward(&g)
-                .unwrap_or_else(|error| panic!("{label}: {error}"));
-            assert_eq!(out.shape(), shape, "{label}: output shape");
-            let got = out.to_vec().expect("download");
-            check(
-                &label,
-                &got,
-                |i| {
-                    if input[i] > 0.0 {
-                        f64::from(gradient[i])
-                    } else {
-                        0.0
+        each_variant(backend, |session, _| {
+            for shape in AWKWARD_SHAPES {
+                let label = format!("relu_backward {shape:?}");
+                let len = count(shape);
+                let mut input = rng.vec(len, -1.0, 1.0);
+                // Exact zeros and negative zeros: not positive, so the gradient stops there.
+                for (index, value) in input.iter_mut().enumerate() {
+                    match index % 7 {
+                        3 => *value = 0.0,
+                        5 => *value = -0.0,
+                        _ => {}
                     }
-                },
-                Tolerance {
-                    relative: 0.0,
-                    absolute: 0.0,
-                },
-            );
-        }
+                }
+                let gradient = rng.vec(len, -10.0, 10.0);
+                let x = session.upload(&input, shape).expect("upload input");
+                let g = session.upload(&gradient, shape).expect("upload gradient");
+                let out = x
+                    .relu_backward(&g)
+                    .unwrap_or_else(|error| panic!("{label}: {error}"));
+                assert_eq!(out.shape(), shape, "{label}: output shape");
+                let got = out.to_vec().expect("download");
+                check(
+                    &label,
+                    &got,
+                    |i| {
+                        if input[i] > 0.0 {
+                            f64::from(gradient[i])
+                        } else {
+                            0.0
+                        }
+                    },
+                    Tolerance {
+                        relative: 0.0,
+                        absolute: 0.0,
+                    },
+                );
+            }
+        });
+        let session = backend.poisoned();
         // A gradient of another shape is a shape error naming both.
         let x = session.upload(&[1.0; 6], &[2, 3]).expect("upload");
         let g = session.upload(&[1.0; 6], &[3, 2]).expect("upload");
@@ -784,5 +809,34 @@ fn ops_on_tensors_larger_than_one_storage_binding() {
             &indices,
             |i| f64::from(column_data[i / columns]) * f64::from(row_data[i % columns]),
         );
+    });
+}
+
+/// fill_ and scale_add_ (in place) in every elementwise variant, at awkward sizes: every element written once,
+/// the tail after the last whole vec4 included.
+#[test]
+fn fill_and_scale_add_in_every_variant() {
+    for_each_backend(|backend| {
+        let mut rng = Rng::fresh("fill and scale_add");
+        each_variant(backend, |session, variant| {
+            for shape in AWKWARD_SHAPES {
+                let label = format!("{variant}: {shape:?}");
+                let data = rng.vec(count(shape), -10.0, 10.0);
+                let x = session.upload(&data, shape).expect("upload");
+                x.scale_add_(-2.5, 0.75).expect("scale_add_");
+                let got = x.to_vec().expect("read");
+                check(
+                    &format!("{label} scale_add_"),
+                    &got,
+                    |i| f64::from(data[i] * -2.5 + 0.75),
+                    EXACTISH,
+                );
+                x.fill_(3.25).expect("fill_");
+                assert!(
+                    x.to_vec().expect("read").iter().all(|&v| v == 3.25),
+                    "{label}: fill_"
+                );
+            }
+        });
     });
 }

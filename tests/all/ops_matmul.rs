@@ -248,3 +248,60 @@ fn shared_memory_tiles_at_every_transpose_batch_and_long_k() {
         );
     });
 }
+
+/// Every matmul variant forced in turn (a variant runs where the operands' layout allows it, and the default
+/// elsewhere): row-major operands at sizes that leave partial tiles on both sides, K in several passes, and a
+/// batch, so every register tile shape and its edges are checked on both backends.
+#[test]
+fn every_matmul_variant_at_partial_tiles_long_k_and_a_batch() {
+    let families = wgcompute::kernel_variants();
+    let (_, variants) = families
+        .iter()
+        .find(|(family, _)| *family == "matmul")
+        .expect("matmul has variants");
+    assert!(variants.len() >= 5, "{variants:?}");
+    for_each_backend(|backend| {
+        let mut rng = Rng::fresh("matmul variants");
+        for variant in variants.iter() {
+            // Shown with a failure: which variant was forced.
+            eprintln!("matmul variant {variant} on {}", backend.name);
+            let session = backend.poisoned_with("matmul", variant);
+            for (m, k, n) in [
+                (1, 4, 4),
+                (7, 8, 12),
+                (10, 12, 1000),
+                (65, 64, 132),
+                (129, 36, 260),
+                (9, 4104, 8),
+            ] {
+                let tolerance = if k > 1000 { 1e-4 } else { 1e-5 };
+                check(
+                    &session,
+                    &mut rng,
+                    &[m, k],
+                    false,
+                    &[k, n],
+                    false,
+                    tolerance,
+                );
+            }
+            check(
+                &session,
+                &mut rng,
+                &[3, 5, 8],
+                false,
+                &[3, 8, 12],
+                false,
+                1e-5,
+            );
+            check(&session, &mut rng, &[12, 8], true, &[12, 16], false, 1e-5);
+            check(&session, &mut rng, &[7, 9], false, &[9, 5], false, 1e-5);
+            check(&session, &mut rng, &[66, 12], false, &[70, 12], true, 1e-5);
+            let report = session.tuning_report().expect("report");
+            assert!(
+                report.iter().any(|record| record.pick == *variant),
+                "{variant} never ran: {report:?}"
+            );
+        }
+    });
+}

@@ -229,3 +229,57 @@ fn bad_axes_are_shape_errors_and_the_session_goes_on() {
         );
     });
 }
+
+/// Every variant of the reduction stages forced in turn (the chunk stage's contiguous and strided runs, the axis
+/// stage's invocation or lanes per output; argmax and argmin keep their own kernels): awkward shapes through
+/// each kind of stage, and a NaN in one row of max and min.
+#[test]
+fn every_reduction_variant_at_awkward_shapes_and_with_nan() {
+    let families = wgcompute::kernel_variants();
+    for_each_backend(|backend| {
+        let mut rng = Rng::fresh("reduce variants");
+        for family in ["reduce_chunk", "reduce_axis"] {
+            let (_, variants) = families
+                .iter()
+                .find(|(name, _)| *name == family)
+                .expect("the family has variants");
+            assert!(variants.len() >= 2, "{family}: {variants:?}");
+            for variant in variants.iter() {
+                let session = backend.poisoned_with(family, variant);
+                let label = format!("{family}/{variant}");
+                for shape in [
+                    &[1][..],
+                    &[17],
+                    &[4097],
+                    &[70_001],
+                    &[4096, 16],
+                    &[13, 257],
+                    &[3, 8_195],
+                    &[5, 300, 3],
+                ] {
+                    check(&session, &mut rng, shape, &label);
+                }
+                let (rows, cols) = (5, 9_001);
+                let mut data = rng.vec(rows * cols, -1.0, 1.0);
+                data[2 * cols + 4_321] = f32::NAN;
+                let tensor = session.upload(&data, &[rows, cols]).expect("upload");
+                for op in [Op::Max, Op::Min] {
+                    let got = apply(&tensor, op, Some(1)).to_vec().expect("read");
+                    let want = reference(&data, &[rows, cols], Some(1), op);
+                    for (row, (&g, &w)) in got.iter().zip(&want).enumerate() {
+                        if row == 2 {
+                            assert!(g.is_nan(), "{label}: {op:?} of the row with a NaN is {g}");
+                        } else {
+                            assert_eq!(g as f64, w, "{label}: {op:?} of row {row}");
+                        }
+                    }
+                }
+                let report = session.tuning_report().expect("report");
+                assert!(
+                    report.iter().any(|record| record.pick == *variant),
+                    "{label} never ran: {report:?}"
+                );
+            }
+        }
+    });
+}

@@ -13,11 +13,19 @@ pub struct DevicesArgs {
 
 pub fn run(args: &DevicesArgs) -> Result<()> {
     let adapters = wgcompute::list_adapters();
+    let cache_dir = wgcompute::tuning_cache_dir();
     if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({ "adapters": adapters }))?
-        );
+        let mut described = Vec::with_capacity(adapters.len());
+        for adapter in &adapters {
+            let mut value = serde_json::to_value(adapter)?;
+            value["tuning_cache_file"] = serde_json::json!(wgcompute::tuning_cache_file(adapter));
+            described.push(value);
+        }
+        let document = serde_json::json!({
+            "adapters": described,
+            "tuning_cache_dir": cache_dir,
+        });
+        println!("{}", serde_json::to_string_pretty(&document)?);
         return Ok(());
     }
     if adapters.is_empty() {
@@ -40,6 +48,10 @@ pub fn run(args: &DevicesArgs) -> Result<()> {
             ByteSize(adapter.max_storage_binding_size).to_string(),
             adapter.memory
         );
+    }
+    match cache_dir {
+        Some(dir) => println!("tuned kernel picks are cached in {}", dir.display()),
+        None => println!("no cache directory: kernel picks are tuned anew in each process"),
     }
     Ok(())
 }

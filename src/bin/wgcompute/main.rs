@@ -13,6 +13,7 @@ mod outputs;
 mod rows;
 mod rows_fit;
 mod train;
+mod tune;
 mod workload;
 
 use anyhow::{Context, Result};
@@ -77,6 +78,8 @@ enum Command {
     Op(op::OpCommand),
     /// Measure against same-run baselines.
     Bench(bench::BenchArgs),
+    /// Time the kernel variants of the bench's and the seed workload's shapes on this adapter, cache the picks.
+    Tune(tune::TuneArgs),
     /// One small job (open, kernel, read back, close); the child-process side of `bench`.
     #[command(hide = true)]
     Job,
@@ -96,6 +99,7 @@ fn main() {
         Command::Devices(args) => devices::run(args),
         Command::Memcheck(args) => memcheck::run(&cli.global, args),
         Command::Bench(args) => bench::run(&cli.global, args),
+        Command::Tune(args) => tune::run(&cli.global, args),
         Command::Op(command) => op::run(&cli.global, command),
         Command::Train(args) => train::run(&cli.global, args),
         Command::Fit(args) => fit::fit(&cli.global, args),

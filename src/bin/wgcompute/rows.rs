@@ -9,7 +9,7 @@ use anyhow::{bail, ensure, Context, Result};
 use serde::Serialize;
 use wgcompute::{AdamConfig, Session, SessionOptions};
 
-use crate::workload::{time_steps, SeedConfig, SeedJob};
+use crate::workload::{time_steps, MlpConfig, MlpJob, SeedConfig, SeedJob};
 
 /// One measured figure beside its same-run baseline.
 #[derive(Clone, Debug, Serialize)]
@@ -431,6 +431,42 @@ pub fn sum(session: &Session, len: usize, runs: usize) -> Result<BenchRow> {
     .with_context("cpu sum, 1 thread, 16 accumulators".to_string(), gbps(cpu)))
 }
 
+/// Softmax cross-entropy (loss and gradient) of `rows`×`cols` logits in milliseconds, beside one elementwise op
+/// (`exp`) over the same logits: a fused row-wise op should cost about as much as reading its input once.
+pub fn softmax_xent(session: &Session, rows: usize, cols: usize, runs: usize) -> Result<BenchRow> {
+    let logits = session.upload(&host_data(rows * cols, 8), &[rows, cols])?;
+    let labels = session.upload(&host_data(rows * cols, 9), &[rows, cols])?;
+    let fused = device_time(session, runs, || {
+        logits.softmax_cross_entropy_with_logits(&labels).map(drop)
+    })?;
+    let elementwise = device_time(session, runs, || logits.exp().map(drop))?;
+    Ok(BenchRow::timed(
+        "softmax_xent",
+        format!("{rows}x{cols}"),
+        "ms",
+        fused.as_secs_f64() * 1e3,
+        "exp over the same logits".to_string(),
+        elementwise.as_secs_f64() * 1e3,
+    ))
+}
+
+/// A sum along the last axis of [rows, cols], in GB/s of input, beside a device copy of the same input.
+pub fn sum_axis(session: &Session, rows: usize, cols: usize, runs: usize) -> Result<BenchRow> {
+    let input = session.upload(&host_data(rows * cols, 10), &[rows, cols])?;
+    let summed = device_time(session, runs, || input.sum(Some(1)).map(drop))?;
+    let copied = buffer_copy_time(session, (rows * cols * 4) as u64, runs)?;
+    let bytes = (rows * cols * 4) as f64;
+    let gbps = |time: Duration| bytes / time.as_secs_f64() / 1e9;
+    Ok(BenchRow::rate(
+        "sum_axis",
+        format!("{rows}x{cols}"),
+        "GB/s",
+        gbps(summed),
+        "device copy of the input".to_string(),
+        gbps(copied),
+    ))
+}
+
 /// Sixteen independent accumulators, so the loop vectorises (a plain `iter().sum()` must keep its order and
 /// does not).
 fn cpu_sum(data: &[f32]) -> f32 {
@@ -589,6 +625,254 @@ impl CpuSeedStep {
             *m = beta1 * *m + (1.0 - beta1) * g;
             *v = beta2 * *v + (1.0 - beta2) * g * g;
             *w -= lr_t * *m / (v.sqrt() + epsilon);
+        }
+        cost
+    }
+}
+
+/// Milliseconds per step of a classifier MLP (see `MlpConfig`: 64 → 128 → 128 → 10, batch 1000, forward,
+/// backward, Adam) beside the same step on the CPU: matrixmultiply for the products, plain loops for the rest.
+pub fn mlp_step(session: &Session, runs: usize) -> Result<BenchRow> {
+    let config = MlpConfig::default();
+    let mut job = MlpJob::new(session, config)?;
+    let gpu = median_time(runs, || {
+        job.step()?;
+        Ok(())
+    })?;
+    let mut cpu_step = CpuMlpStep::new(config);
+    let cpu = median_time(runs, || {
+        std::hint::black_box(cpu_step.step());
+        Ok(())
+    })?;
+    let [h1, h2] = config.hidden;
+    Ok(BenchRow::timed(
+        "mlp_step",
+        format!(
+            "{}x{}-{h1}-{h2}-{}, Adam",
+            config.batch, config.inputs, config.classes
+        ),
+        "ms",
+        gpu.as_secs_f64() * 1e3,
+        format!(
+            "cpu step (matrixmultiply, {} threads, plain loops)",
+            sgemm_threads()
+        ),
+        cpu.as_secs_f64() * 1e3,
+    ))
+}
+
+/// C[m×n] = A·B (+ C if `add`), A and B read through the given (row, column) strides.
+#[allow(clippy::too_many_arguments)] // the BLAS signature: sizes, then each operand with its strides
+fn gemm(
+    (m, k, n): (usize, usize, usize),
+    a: &[f32],
+    (a_row, a_col): (usize, usize),
+    b: &[f32],
+    (b_row, b_col): (usize, usize),
+    c: &mut [f32],
+    add: bool,
+) {
+    assert!(c.len() >= m * n);
+    assert!(m == 0 || k == 0 || (m - 1) * a_row + (k - 1) * a_col < a.len());
+    assert!(k == 0 || n == 0 || (k - 1) * b_row + (n - 1) * b_col < b.len());
+    // SAFETY: the asserts above keep every strided access within the slices.
+    unsafe {
+        matrixmultiply::sgemm(
+            m,
+            k,
+            n,
+            1.0,
+            a.as_ptr(),
+            a_row as isize,
+            a_col as isize,
+            b.as_ptr(),
+            b_row as isize,
+            b_col as isize,
+            if add { 1.0 } else { 0.0 },
+            c.as_mut_ptr(),
+            n as isize,
+            1,
+        );
+    }
+}
+
+/// One dense layer's parameters and Adam state on the host.
+struct CpuLayer {
+    inputs: usize,
+    outputs: usize,
+    weight: Vec<f32>,
+    bias: Vec<f32>,
+    grad_weight: Vec<f32>,
+    grad_bias: Vec<f32>,
+    moments: Vec<(Vec<f32>, Vec<f32>)>,
+}
+
+impl CpuLayer {
+    fn new(inputs: usize, outputs: usize, seed: u64) -> Self {
+        Self {
+            inputs,
+            outputs,
+            weight: host_data(inputs * outputs, seed),
+            bias: vec![0.0; outputs],
+            grad_weight: vec![0.0; inputs * outputs],
+            grad_bias: vec![0.0; outputs],
+            moments: vec![
+                (vec![0.0; inputs * outputs], vec![0.0; inputs * outputs]),
+                (vec![0.0; outputs], vec![0.0; outputs]),
+            ],
+        }
+    }
+
+    /// out = input·W + b, with relu when `relu`.
+    fn forward(&self, input: &[f32], batch: usize, out: &mut [f32], relu: bool) {
+        for row in out.chunks_mut(self.outputs) {
+            row.copy_from_slice(&self.bias);
+        }
+        gemm(
+            (batch, self.inputs, self.outputs),
+            input,
+            (self.inputs, 1),
+            &self.weight,
+            (self.outputs, 1),
+            out,
+            true,
+        );
+        if relu {
+            out.iter_mut().for_each(|value| *value = value.max(0.0));
+        }
+    }
+
+    /// Gradients of W and b from the input and the output gradient; the input gradient into `grad_input`.
+    fn backward(
+        &mut self,
+        input: &[f32],
+        grad_out: &[f32],
+        batch: usize,
+        grad_input: Option<&mut [f32]>,
+    ) {
+        let (i, o) = (self.inputs, self.outputs);
+        gemm(
+            (i, batch, o),
+            input,
+            (1, i),
+            grad_out,
+            (o, 1),
+            &mut self.grad_weight,
+            false,
+        );
+        self.grad_bias.fill(0.0);
+        for row in grad_out.chunks(o) {
+            for (total, value) in self.grad_bias.iter_mut().zip(row) {
+                *total += value;
+            }
+        }
+        if let Some(grad_input) = grad_input {
+            gemm(
+                (batch, o, i),
+                grad_out,
+                (o, 1),
+                &self.weight,
+                (1, o),
+                grad_input,
+                false,
+            );
+        }
+    }
+
+    fn adam(&mut self, step: i32) {
+        let (beta1, beta2, lr, epsilon) = (0.9f32, 0.999f32, 0.001f32, 1e-8f32);
+        let lr_t = lr * (1.0 - beta2.powi(step)).sqrt() / (1.0 - beta1.powi(step));
+        let parameters = [
+            (&mut self.weight, &self.grad_weight),
+            (&mut self.bias, &self.grad_bias),
+        ];
+        for ((values, grads), (m, v)) in parameters.into_iter().zip(&mut self.moments) {
+            for (((w, g), m), v) in values
+                .iter_mut()
+                .zip(grads.iter())
+                .zip(m.iter_mut())
+                .zip(v.iter_mut())
+            {
+                *m = beta1 * *m + (1.0 - beta1) * g;
+                *v = beta2 * *v + (1.0 - beta2) * g * g;
+                *w -= lr_t * *m / (v.sqrt() + epsilon);
+            }
+        }
+    }
+}
+
+/// The `mlp_step` row's step in plain Rust: the baseline it is measured against.
+struct CpuMlpStep {
+    batch: usize,
+    classes: usize,
+    layers: [CpuLayer; 3],
+    x: Vec<f32>,
+    y: Vec<f32>,
+    activations: [Vec<f32>; 3],
+    grads: [Vec<f32>; 3],
+    step: i32,
+}
+
+impl CpuMlpStep {
+    fn new(config: MlpConfig) -> Self {
+        let [h1, h2] = config.hidden;
+        let (b, c) = (config.batch, config.classes);
+        Self {
+            batch: b,
+            classes: c,
+            layers: [
+                CpuLayer::new(config.inputs, h1, 21),
+                CpuLayer::new(h1, h2, 22),
+                CpuLayer::new(h2, c, 23),
+            ],
+            x: host_data(b * config.inputs, 24),
+            y: (0..b * c)
+                .map(|index| f32::from((index / c * 7 + 3) % c == index % c))
+                .collect(),
+            activations: [vec![0.0; b * h1], vec![0.0; b * h2], vec![0.0; b * c]],
+            grads: [vec![0.0; b * h1], vec![0.0; b * h2], vec![0.0; b * c]],
+            step: 0,
+        }
+    }
+
+    fn step(&mut self) -> f32 {
+        let (b, c) = (self.batch, self.classes);
+        self.step += 1;
+        let [a1, a2, logits] = &mut self.activations;
+        self.layers[0].forward(&self.x, b, a1, true);
+        self.layers[1].forward(a1, b, a2, true);
+        self.layers[2].forward(a2, b, logits, false);
+        let [g1, g2, g_logits] = &mut self.grads;
+        let mut cost = 0.0f32;
+        for ((row, labels), grad) in logits
+            .chunks(c)
+            .zip(self.y.chunks(c))
+            .zip(g_logits.chunks_mut(c))
+        {
+            let max = row.iter().copied().fold(f32::MIN, f32::max);
+            let total: f32 = row.iter().map(|x| (x - max).exp()).sum();
+            let label_sum: f32 = labels.iter().sum();
+            let weighted: f32 = labels.iter().zip(row).map(|(y, x)| y * (x - max)).sum();
+            cost += (label_sum * total.ln() - weighted) / b as f32;
+            for ((g, x), y) in grad.iter_mut().zip(row).zip(labels) {
+                *g = ((x - max).exp() / total * label_sum - y) / b as f32;
+            }
+        }
+        self.layers[2].backward(a2, g_logits, b, Some(g2));
+        for (g, a) in g2.iter_mut().zip(a2.iter()) {
+            if *a <= 0.0 {
+                *g = 0.0;
+            }
+        }
+        self.layers[1].backward(a1, g2, b, Some(g1));
+        for (g, a) in g1.iter_mut().zip(a1.iter()) {
+            if *a <= 0.0 {
+                *g = 0.0;
+            }
+        }
+        self.layers[0].backward(&self.x, g1, b, None);
+        for layer in &mut self.layers {
+            layer.adam(self.step);
         }
         cost
     }

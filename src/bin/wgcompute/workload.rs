@@ -136,3 +136,72 @@ pub fn time_steps(
     times.sort();
     Ok(times[times.len() / 2])
 }
+
+/// The `mlp_step` bench row's model: a classifier MLP with two hidden layers, trained with Adam on one fixed
+/// batch (one-hot labels). Its products are small and its logits narrow: the shapes a real classifier has.
+#[derive(Clone, Copy, Debug)]
+pub struct MlpConfig {
+    pub batch: usize,
+    pub inputs: usize,
+    pub hidden: [usize; 2],
+    pub classes: usize,
+}
+
+impl Default for MlpConfig {
+    fn default() -> Self {
+        Self {
+            batch: 1000,
+            inputs: 64,
+            hidden: [128, 128],
+            classes: 10,
+        }
+    }
+}
+
+/// The MLP, its batch and its optimizer on the device.
+pub struct MlpJob {
+    model: wgcompute::Mlp,
+    x: Arc<Tensor>,
+    y: Arc<Tensor>,
+    optimizer: Adam,
+}
+
+impl MlpJob {
+    pub fn new(session: &Session, config: MlpConfig) -> Result<Self> {
+        let model =
+            wgcompute::Mlp::new(session, config.inputs, &config.hidden, config.classes, 11)?;
+        let x = session.randn(&[config.batch, config.inputs], 12)?;
+        let labels: Vec<f32> = (0..config.batch * config.classes)
+            .map(|index| {
+                let (row, class) = (index / config.classes, index % config.classes);
+                if (row * 7 + 3) % config.classes == class {
+                    1.0
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        let y = session.upload(&labels, &[config.batch, config.classes])?;
+        Ok(Self {
+            model,
+            x: Arc::new(x),
+            y: Arc::new(y),
+            optimizer: Adam::new(AdamConfig::default()),
+        })
+    }
+
+    /// Forward, backward and an Adam update; returns the cost before the update (which waits for the device).
+    pub fn step(&mut self) -> Result<f32> {
+        let mut tape = Tape::new();
+        let x = tape.constant(&self.x);
+        let y = tape.constant(&self.y);
+        let logits = self.model.forward(&mut tape, x)?;
+        let losses = tape.softmax_cross_entropy(logits, y)?;
+        let cost = tape.mean(losses)?;
+        // Kept past the backward pass (which consumes the tape), and read once the update is recorded too.
+        let cost_value = tape.value(cost)?.try_clone()?;
+        let gradients = tape.backward(cost)?;
+        self.optimizer.step(&self.model.parameters(), &gradients)?;
+        Ok(cost_value.read_range(0..1)?[0])
+    }
+}

@@ -82,6 +82,7 @@ impl Scratch {
         let mut child = command
             .args(args)
             .env("WGCOMPUTE_ADAPTER", "vulkan")
+            .env("WGCOMPUTE_TUNING", "defaults")
             .env("XDG_RUNTIME_DIR", &self.xdg)
             .env("MESA_SHADER_CACHE_DISABLE", "true")
             .stdin(Stdio::null())
@@ -165,6 +166,7 @@ impl Scratch {
         Command::new(env!("CARGO_BIN_EXE_wgcompute"))
             .args(args)
             .env("WGCOMPUTE_ADAPTER", "vulkan")
+            .env("WGCOMPUTE_TUNING", "defaults")
             .env("XDG_RUNTIME_DIR", &self.xdg)
             .output()
             .expect("the binary runs")

@@ -9,7 +9,7 @@ use std::cell::Cell;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use wgcompute::{AdapterSelector, Session, SessionOptions};
+use wgcompute::{AdapterSelector, Session, SessionOptions, Tuning};
 
 /// A backend a test runs on: its name, which failures carry ("vulkan", "gl"), and the selector that opens
 /// sessions on it.
@@ -31,14 +31,32 @@ impl Backend {
         matches!(self.selector, AdapterSelector::Backend(wgpu::Backend::Gl))
     }
 
-    /// Default options on this backend, to add to.
+    /// Default options on this backend, to add to: the default kernel variants, untimed and uncached, so that a
+    /// test runs the same kernels on every machine.
     pub fn options(&self) -> SessionOptions {
-        SessionOptions::default().adapter(self.selector.clone())
+        SessionOptions::default()
+            .adapter(self.selector.clone())
+            .tuning(Tuning::Defaults)
     }
 
     pub fn open(&self) -> Session {
         Session::open(self.options())
             .unwrap_or_else(|error| panic!("opening a session on {}: {error}", self.name))
+    }
+
+    /// A poisoned session that runs `variant` of kernel `family` wherever the shape allows it.
+    pub fn poisoned_with(&self, family: &str, variant: &str) -> Session {
+        Session::open(
+            self.options()
+                .poison_outputs(true)
+                .force_variant(family, variant),
+        )
+        .unwrap_or_else(|error| {
+            panic!(
+                "opening a poisoned session with {family}/{variant} on {}: {error}",
+                self.name
+            )
+        })
     }
 
     /// A session whose op outputs start NaN-filled, so that an element a kernel fails to write fails the test.

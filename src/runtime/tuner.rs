@@ -1,0 +1,810 @@
+//! Kernel variants chosen by measurement on the adapter they run on.
+//!
+//! A kernel family (softmax, matmul, ...) offers variants for a shape class (a bucket of shapes that behave
+//! alike); the first candidate is the family's default for that class. At the first use of a (family, class) in
+//! a session, the tuner times the candidates on the real operands within a small budget and keeps the winner
+//! for the rest of the session; the pick is written to a cache file per adapter (name, backend, driver, crate
+//! version) in the user's cache directory, so that the next process starts tuned.
+//!
+//! Picks are sticky: the incumbent (the cached pick, else the default) gives way only to a candidate that is
+//! clearly faster, so timing noise does not flip a choice from run to run. Every variant is deterministic, so
+//! the same pick gives the same bits on every run.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use super::Runtime;
+use crate::error::{Error, Result};
+
+/// How a session chooses among the variants of a kernel family. The environment variable `WGCOMPUTE_TUNING`
+/// (`tune`, `cache`, `defaults` or `retune`) gives it where `SessionOptions::tuning` does not.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Tuning {
+    /// The cached pick of this adapter where there is one; elsewhere time the candidates at first use and cache
+    /// the winner.
+    #[default]
+    Tune,
+    /// Cached picks where there are, the default variants elsewhere; never time, never write the cache.
+    CacheOnly,
+    /// The default variants, chosen by shape alone: no timing, no cache. What tests use.
+    Defaults,
+    /// Time every shape class again at its first use in this session; a cached pick stays unless a new
+    /// candidate wins clearly.
+    Retune,
+}
+
+/// The environment variable that chooses [`Tuning`] when `SessionOptions::tuning` is unset.
+pub const TUNING_ENV: &str = "WGCOMPUTE_TUNING";
+/// The environment variable that moves the tuning cache (default: the user's cache directory + `wgcompute`).
+pub const CACHE_DIR_ENV: &str = "WGCOMPUTE_CACHE_DIR";
+
+impl FromStr for Tuning {
+    type Err = Error;
+
+    fn from_str(text: &str) -> Result<Self> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "tune" => Ok(Tuning::Tune),
+            "cache" | "cache-only" => Ok(Tuning::CacheOnly),
+            "defaults" | "default" => Ok(Tuning::Defaults),
+            "retune" => Ok(Tuning::Retune),
+            _ => Err(Error::InvalidArgument {
+                what: "tuning mode",
+                given: text.to_string(),
+                expected: "one of tune, cache, defaults, retune".to_string(),
+            }),
+        }
+    }
+}
+
+impl Tuning {
+    /// `WGCOMPUTE_TUNING` if set (an error if it names no mode), else `Tune`.
+    pub fn from_env() -> Result<Tuning> {
+        match std::env::var(TUNING_ENV) {
+            Ok(text) if !text.trim().is_empty() => {
+                text.parse().map_err(|_| Error::InvalidArgument {
+                    what: "WGCOMPUTE_TUNING",
+                    given: text,
+                    expected: "one of tune, cache, defaults, retune (or unset it)".to_string(),
+                })
+            }
+            _ => Ok(Tuning::Tune),
+        }
+    }
+}
+
+/// Where a pick came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+pub enum PickSource {
+    /// The family's default for the shape class (`Tuning::Defaults`, or nothing cached under `CacheOnly`).
+    Default,
+    /// `SessionOptions::force_variant`.
+    Forced,
+    /// This adapter's tuning cache.
+    Cache,
+    /// Timed in this session.
+    Timed,
+}
+
+/// One variant's measured time.
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct VariantTime {
+    pub variant: &'static str,
+    /// The best of its timed runs, in microseconds; None if it failed to run.
+    pub micros: Option<f64>,
+}
+
+/// How a session decided one (family, shape class).
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct TuningRecord {
+    pub family: &'static str,
+    pub class: String,
+    pub pick: &'static str,
+    pub source: PickSource,
+    /// Each candidate's time, in the order timed; empty unless `source` is `Timed`.
+    pub times: Vec<VariantTime>,
+}
+
+/// The directory of the tuning cache: `$WGCOMPUTE_CACHE_DIR` if set, else `wgcompute` in the user's cache
+/// directory (`$XDG_CACHE_HOME` or `~/.cache` on Linux, `~/Library/Caches` on macOS, `%LOCALAPPDATA%` on
+/// Windows). None where there is no such directory.
+pub fn tuning_cache_dir() -> Option<PathBuf> {
+    let set = |name: &str| std::env::var_os(name).filter(|value| !value.is_empty());
+    if let Some(dir) = set(CACHE_DIR_ENV) {
+        return Some(PathBuf::from(dir));
+    }
+    let base = if cfg!(target_os = "windows") {
+        set("LOCALAPPDATA").map(PathBuf::from)
+    } else if cfg!(target_os = "macos") {
+        set("HOME").map(|home| PathBuf::from(home).join("Library").join("Caches"))
+    } else {
+        set("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .filter(|dir| dir.is_absolute())
+            .or_else(|| set("HOME").map(|home| PathBuf::from(home).join(".cache")))
+    };
+    base.map(|dir| dir.join("wgcompute"))
+}
+
+/// What identifies an adapter's picks: they hold for this adapter, driver and crate version only.
+pub(crate) fn adapter_key(info: &wgpu::AdapterInfo) -> String {
+    key_of(
+        &info.name,
+        crate::device::backend_name(info.backend),
+        &info.driver,
+        &info.driver_info,
+    )
+}
+
+fn key_of(name: &str, backend: &str, driver: &str, driver_info: &str) -> String {
+    format!(
+        "{name} | {backend} | {driver} {driver_info} | wgcompute {}",
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
+/// The file that holds an adapter's tuned picks under [`tuning_cache_dir`] (the file exists once something was
+/// tuned there).
+pub fn tuning_cache_file(adapter: &crate::device::AdapterDescription) -> Option<PathBuf> {
+    let key = key_of(
+        &adapter.name,
+        adapter.backend,
+        &adapter.driver,
+        &adapter.driver_info,
+    );
+    tuning_cache_dir().map(|dir| cache_file(&dir, &key))
+}
+
+/// The cache file of an adapter within `dir`: named by a hash of its key, which the file also holds.
+pub(crate) fn cache_file(dir: &Path, adapter_key: &str) -> PathBuf {
+    // FNV-1a: stable across Rust versions, unlike the standard library's hasher.
+    let hash = adapter_key
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325u64, |hash, byte| {
+            (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+        });
+    dir.join(format!("tuning-{hash:016x}.txt"))
+}
+
+const CACHE_HEADER: &str = "wgcompute tuning cache 1";
+
+/// Picks as the cache file holds them: (family, class) → variant.
+type Picks = HashMap<(String, String), String>;
+
+/// The picks in `text`, or None if it is not a whole, well-formed cache of this adapter (a corrupt or foreign
+/// file is ignored, then overwritten).
+fn parse_cache(text: &str, adapter_key: &str) -> Option<Picks> {
+    let mut lines = text.lines();
+    if lines.next()? != CACHE_HEADER || lines.next()?.strip_prefix("adapter\t")? != adapter_key {
+        return None;
+    }
+    let mut picks = Picks::new();
+    for line in lines.filter(|line| !line.is_empty()) {
+        let fields: Vec<&str> = line.split('\t').collect();
+        let [family, class, variant] = fields[..] else {
+            return None;
+        };
+        if [family, class, variant]
+            .iter()
+            .any(|field| field.is_empty())
+        {
+            return None;
+        }
+        picks.insert((family.to_string(), class.to_string()), variant.to_string());
+    }
+    Some(picks)
+}
+
+fn format_cache(picks: &Picks, adapter_key: &str) -> String {
+    let mut lines: Vec<String> = picks
+        .iter()
+        .map(|((family, class), variant)| format!("{family}\t{class}\t{variant}"))
+        .collect();
+    lines.sort();
+    format!(
+        "{CACHE_HEADER}\nadapter\t{adapter_key}\n{}\n",
+        lines.join("\n")
+    )
+}
+
+/// A candidate displaces the incumbent only when it takes less than this fraction of the incumbent's time.
+const CLEAR_WIN: f64 = 0.8;
+/// Timed runs per candidate at most, after one untimed warm-up (which also builds its pipelines).
+const MAX_SAMPLES: usize = 5;
+/// A candidate stops collecting samples once its runs have taken this long.
+const SAMPLE_BUDGET: Duration = Duration::from_millis(15);
+
+/// Chooses variants for one runtime and remembers its choices; reads and writes the adapter's cache file.
+#[derive(Default)]
+pub(crate) struct Tuner {
+    mode: Tuning,
+    /// (family, variant) pairs from `SessionOptions::force_variant`.
+    forced: Vec<(String, String)>,
+    /// The cache file and the key it must hold; None: no cache.
+    cache: Option<(PathBuf, String)>,
+    cached: Picks,
+    decided: HashMap<(&'static str, String), &'static str>,
+    records: Vec<TuningRecord>,
+}
+
+impl Tuner {
+    /// A tuner in `mode` whose cache is `cache` (file, adapter key), loaded now unless the mode ignores it.
+    pub fn new(
+        mode: Tuning,
+        forced: Vec<(String, String)>,
+        cache: Option<(PathBuf, String)>,
+    ) -> Tuner {
+        let cache = cache.filter(|_| mode != Tuning::Defaults);
+        let cached = cache
+            .as_ref()
+            .and_then(|(path, key)| parse_cache(&std::fs::read_to_string(path).ok()?, key))
+            .unwrap_or_default();
+        Tuner {
+            mode,
+            forced,
+            cache,
+            cached,
+            decided: HashMap::new(),
+            records: Vec::new(),
+        }
+    }
+
+    pub fn records(&self) -> &[TuningRecord] {
+        &self.records
+    }
+
+    pub fn cache_path(&self) -> Option<&Path> {
+        self.cache.as_ref().map(|(path, _)| path.as_path())
+    }
+
+    /// The variant of `family` for `class` among `candidates` (non-empty; the first is the default), timing
+    /// them with `measure` (one run's time) when the mode calls for it. Decided once per session.
+    pub fn choose(
+        &mut self,
+        family: &'static str,
+        class: String,
+        candidates: &[&'static str],
+        mut measure: impl FnMut(&'static str) -> Result<Duration>,
+    ) -> &'static str {
+        let default = candidates[0];
+        if let Some(&pick) = self.decided.get(&(family, class.clone())) {
+            return pick;
+        }
+        let named = |name: &str| candidates.iter().copied().find(|&variant| variant == name);
+        let forced = self
+            .forced
+            .iter()
+            .filter(|(forced_family, _)| forced_family == family)
+            .find_map(|(_, variant)| named(variant));
+        let cached = self
+            .cached
+            .get(&(family.to_string(), class.clone()))
+            .and_then(|variant| named(variant));
+        let (pick, source, times) = match (forced, cached, self.mode) {
+            (Some(variant), _, _) => (variant, PickSource::Forced, Vec::new()),
+            _ if candidates.len() == 1 || self.mode == Tuning::Defaults => {
+                (default, PickSource::Default, Vec::new())
+            }
+            (None, Some(variant), Tuning::Tune | Tuning::CacheOnly) => {
+                (variant, PickSource::Cache, Vec::new())
+            }
+            (None, None, Tuning::CacheOnly) => (default, PickSource::Default, Vec::new()),
+            (None, incumbent, _) => {
+                let times = time_candidates(candidates, &mut measure);
+                let pick = decide(&times, incumbent.unwrap_or(default));
+                // Nothing ran (a lost device, say): nothing was learnt worth keeping for the next process.
+                if times.iter().any(|time| time.micros.is_some()) {
+                    self.remember(family, &class, pick);
+                }
+                (pick, PickSource::Timed, times)
+            }
+        };
+        self.decided.insert((family, class.clone()), pick);
+        self.records.push(TuningRecord {
+            family,
+            class,
+            pick,
+            source,
+            times,
+        });
+        pick
+    }
+
+    /// The variant of `family` for `class` without timing anything, for kernels that must not run more than once
+    /// (in-place updates): the forced variant, else this session's or the cache's pick for `class` (which a
+    /// kernel can name after a timed kernel of the same shapes), else the default. Decides nothing.
+    pub fn peek(
+        &self,
+        family: &'static str,
+        class: &str,
+        candidates: &[&'static str],
+    ) -> &'static str {
+        let named = |name: &str| candidates.iter().copied().find(|&variant| variant == name);
+        self.forced
+            .iter()
+            .filter(|(forced_family, _)| forced_family == family)
+            .find_map(|(_, variant)| named(variant))
+            .or_else(|| {
+                self.decided
+                    .get(&(family, class.to_string()))
+                    .and_then(|&variant| named(variant))
+            })
+            .or_else(|| {
+                let cached = self.cached.get(&(family.to_string(), class.to_string()))?;
+                named(cached).filter(|_| matches!(self.mode, Tuning::Tune | Tuning::CacheOnly))
+            })
+            .unwrap_or(candidates[0])
+    }
+
+    /// Writes a timed pick to the cache file. A cache that cannot be written only means the next process
+    /// times again, so failures are not errors.
+    fn remember(&mut self, family: &str, class: &str, variant: &str) {
+        let Some((path, key)) = &self.cache else {
+            return;
+        };
+        // Picks another process wrote meanwhile are kept.
+        if let Some(on_disk) = std::fs::read_to_string(path)
+            .ok()
+            .and_then(|text| parse_cache(&text, key))
+        {
+            for (entry, pick) in on_disk {
+                self.cached.entry(entry).or_insert(pick);
+            }
+        }
+        self.cached
+            .insert((family.to_string(), class.to_string()), variant.to_string());
+        let text = format_cache(&self.cached, key);
+        let _ = write_atomically(path, &text);
+    }
+}
+
+/// Writes to a temporary file beside `path` and renames it over `path`, so a reader never sees half a file.
+fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    // Unique per process and per write, so that two sessions writing at once do not share a temporary file.
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let temporary = dir.join(format!(
+        ".{}.{}.{}.tmp",
+        path.file_name()
+            .map(|name| name.to_string_lossy())
+            .unwrap_or_default(),
+        std::process::id(),
+        WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    std::fs::write(&temporary, text)?;
+    std::fs::rename(&temporary, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&temporary);
+    })
+}
+
+/// Each candidate's best time: an untimed warm-up run (which also builds its pipelines), then up to
+/// `MAX_SAMPLES` runs within `SAMPLE_BUDGET`. A candidate whose first timed run is over four times the best so
+/// far gets no more runs: it cannot win.
+fn time_candidates(
+    candidates: &[&'static str],
+    measure: &mut impl FnMut(&'static str) -> Result<Duration>,
+) -> Vec<VariantTime> {
+    let mut best_so_far = f64::INFINITY;
+    candidates
+        .iter()
+        .map(|&variant| {
+            let micros = (|| -> Result<f64> {
+                measure(variant)?;
+                let mut best = f64::INFINITY;
+                let mut spent = Duration::ZERO;
+                for _ in 0..MAX_SAMPLES {
+                    let time = measure(variant)?;
+                    spent += time;
+                    best = best.min(time.as_secs_f64() * 1e6);
+                    if spent >= SAMPLE_BUDGET || best > 4.0 * best_so_far {
+                        break;
+                    }
+                }
+                Ok(best)
+            })()
+            .ok();
+            if let Some(micros) = micros {
+                best_so_far = best_so_far.min(micros);
+            }
+            VariantTime { variant, micros }
+        })
+        .collect()
+}
+
+/// The fastest candidate if it beats `incumbent` clearly (or the incumbent failed), else the incumbent.
+fn decide(times: &[VariantTime], incumbent: &'static str) -> &'static str {
+    let fastest = times
+        .iter()
+        .filter_map(|time| Some((time.variant, time.micros?)))
+        .min_by(|a, b| a.1.total_cmp(&b.1));
+    let incumbent_time = times
+        .iter()
+        .find(|time| time.variant == incumbent)
+        .and_then(|time| time.micros);
+    match (fastest, incumbent_time) {
+        (Some((variant, micros)), Some(incumbent_micros))
+            if micros < CLEAR_WIN * incumbent_micros =>
+        {
+            variant
+        }
+        (Some((variant, _)), None) => variant,
+        _ => incumbent,
+    }
+}
+
+impl Runtime {
+    /// The variant of `family` to run for `class`: the tuner's pick, timed here on the real operands by running
+    /// `run` (which records one variant's work) when the pick is not yet known. Work recorded before is
+    /// finished first, so that it is not timed.
+    pub fn choose_variant(
+        &mut self,
+        family: &'static str,
+        class: String,
+        candidates: &[&'static str],
+        mut run: impl FnMut(&mut Runtime, &'static str) -> Result<()>,
+    ) -> &'static str {
+        let mut tuner = std::mem::take(&mut self.tuner);
+        // A failure while timing (a device lost, say) drops that candidate; the real dispatch that follows
+        // reports it.
+        let pick = tuner.choose(family, class, candidates, |variant| {
+            self.sync()?;
+            let start = Instant::now();
+            run(self, variant)?;
+            self.sync()?;
+            Ok(start.elapsed())
+        });
+        self.tuner = tuner;
+        pick
+    }
+
+    /// The variant of `family` for `class`, never timed here: see [`Tuner::peek`].
+    pub fn peek_variant(
+        &self,
+        family: &'static str,
+        class: &str,
+        candidates: &[&'static str],
+    ) -> &'static str {
+        self.tuner.peek(family, class, candidates)
+    }
+
+    pub fn tuning_cache_file(&self) -> Option<PathBuf> {
+        self.tuner.cache_path().map(Path::to_path_buf)
+    }
+
+    /// How this runtime has decided each (family, shape class) so far.
+    pub fn tuning_records(&self) -> Vec<TuningRecord> {
+        self.tuner.records().to_vec()
+    }
+}
+
+/// A shape class from sizes: each size rounded up to a power of 4, so that shapes within a factor of 4 share
+/// their pick.
+pub(crate) fn size_bucket(size: usize) -> usize {
+    let mut bucket = 1usize;
+    while bucket < size {
+        bucket = bucket.saturating_mul(4);
+    }
+    bucket
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CANDIDATES: &[&str] = &["default", "fast", "faster"];
+
+    /// A fake timer: each variant's runs take the given microseconds, in turn (the last repeats); counts runs.
+    struct FakeTimer {
+        times: HashMap<&'static str, Vec<u64>>,
+        runs: HashMap<&'static str, usize>,
+    }
+
+    impl FakeTimer {
+        fn new(times: &[(&'static str, &[u64])]) -> Self {
+            Self {
+                times: times.iter().map(|&(v, t)| (v, t.to_vec())).collect(),
+                runs: HashMap::new(),
+            }
+        }
+
+        fn measure(&mut self, variant: &'static str) -> Result<Duration> {
+            let run = self.runs.entry(variant).or_default();
+            let times = &self.times[variant];
+            let micros = times[(*run).min(times.len() - 1)];
+            *run += 1;
+            Ok(Duration::from_micros(micros))
+        }
+
+        fn total_runs(&self) -> usize {
+            self.runs.values().sum()
+        }
+    }
+
+    fn scratch_dir(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("wgcompute-tuner-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    fn tuner_in(dir: &Path, mode: Tuning) -> Tuner {
+        Tuner::new(
+            mode,
+            Vec::new(),
+            Some((cache_file(dir, "test adapter"), "test adapter".to_string())),
+        )
+    }
+
+    #[test]
+    fn it_picks_the_fastest_and_keeps_the_pick_for_the_session() {
+        let dir = scratch_dir("fastest");
+        let mut tuner = tuner_in(&dir, Tuning::Tune);
+        let mut timer =
+            FakeTimer::new(&[("default", &[1000]), ("fast", &[500]), ("faster", &[200])]);
+        let pick = tuner.choose("family", "class".into(), CANDIDATES, |v| timer.measure(v));
+        assert_eq!(pick, "faster");
+        let runs = timer.total_runs();
+        assert!(runs >= 3, "each candidate ran: {runs}");
+        // The same class again: decided, no more timing, even if the times change.
+        timer.times.insert("default", vec![1]);
+        let again = tuner.choose("family", "class".into(), CANDIDATES, |v| timer.measure(v));
+        assert_eq!(again, "faster");
+        assert_eq!(
+            timer.total_runs(),
+            runs,
+            "a decided class is not timed again"
+        );
+        // Another class is timed on its own.
+        let other = tuner.choose("family", "other".into(), CANDIDATES, |v| timer.measure(v));
+        assert_eq!(other, "default");
+        let records = tuner.records();
+        assert_eq!(records.len(), 2);
+        assert_eq!(records[0].source, PickSource::Timed);
+        assert_eq!(records[0].times.len(), 3);
+        assert_eq!(records[0].times[2].micros, Some(200.0));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_noisy_near_tie_keeps_the_incumbent() {
+        let dir = scratch_dir("near-tie");
+        let mut tuner = tuner_in(&dir, Tuning::Tune);
+        // "fast" is 10% faster than the default: within noise, so the default stays.
+        let mut timer = FakeTimer::new(&[
+            ("default", &[1000, 1000]),
+            ("fast", &[900]),
+            ("faster", &[950]),
+        ]);
+        assert_eq!(
+            tuner.choose("family", "class".into(), CANDIDATES, |v| timer.measure(v)),
+            "default"
+        );
+        // A clear win (2x) does displace it.
+        let mut timer =
+            FakeTimer::new(&[("default", &[1000]), ("fast", &[500]), ("faster", &[950])]);
+        assert_eq!(
+            tuner.choose("family", "clear".into(), CANDIDATES, |v| timer.measure(v)),
+            "fast"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn picks_persist_for_the_next_process_and_retune_keeps_them_unless_beaten_clearly() {
+        let dir = scratch_dir("persist");
+        let mut first = tuner_in(&dir, Tuning::Tune);
+        let mut timer =
+            FakeTimer::new(&[("default", &[1000]), ("fast", &[300]), ("faster", &[900])]);
+        assert_eq!(
+            first.choose("family", "class".into(), CANDIDATES, |v| timer.measure(v)),
+            "fast"
+        );
+
+        // A new process: the cached pick, without timing.
+        let mut second = tuner_in(&dir, Tuning::Tune);
+        let mut never =
+            |_: &'static str| -> Result<Duration> { panic!("a cached pick is not timed") };
+        assert_eq!(
+            second.choose("family", "class".into(), CANDIDATES, &mut never),
+            "fast"
+        );
+        assert_eq!(second.records()[0].source, PickSource::Cache);
+        // Cache-only uses it too, and its default where nothing is cached.
+        let mut cache_only = tuner_in(&dir, Tuning::CacheOnly);
+        assert_eq!(
+            cache_only.choose("family", "class".into(), CANDIDATES, &mut never),
+            "fast"
+        );
+        assert_eq!(
+            cache_only.choose("family", "new".into(), CANDIDATES, &mut never),
+            "default"
+        );
+        // Defaults ignore the cache.
+        let mut defaults = tuner_in(&dir, Tuning::Defaults);
+        assert_eq!(
+            defaults.choose("family", "class".into(), CANDIDATES, &mut never),
+            "default"
+        );
+
+        // Retune with "faster" slightly ahead: the cached pick stays.
+        let mut retune = tuner_in(&dir, Tuning::Retune);
+        let mut timer =
+            FakeTimer::new(&[("default", &[1000]), ("fast", &[300]), ("faster", &[280])]);
+        assert_eq!(
+            retune.choose("family", "class".into(), CANDIDATES, |v| timer.measure(v)),
+            "fast"
+        );
+        // Retune with "faster" clearly ahead: it takes over, and is cached.
+        let mut retune = tuner_in(&dir, Tuning::Retune);
+        let mut timer =
+            FakeTimer::new(&[("default", &[1000]), ("fast", &[300]), ("faster", &[100])]);
+        assert_eq!(
+            retune.choose("family", "class".into(), CANDIDATES, |v| timer.measure(v)),
+            "faster"
+        );
+        let mut third = tuner_in(&dir, Tuning::Tune);
+        assert_eq!(
+            third.choose("family", "class".into(), CANDIDATES, &mut never),
+            "faster"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_corrupt_or_foreign_cache_file_is_ignored_and_replaced() {
+        let dir = scratch_dir("corrupt");
+        let path = cache_file(&dir, "test adapter");
+        std::fs::create_dir_all(&dir).expect("scratch dir");
+        let valid = format!("{CACHE_HEADER}\nadapter\ttest adapter\nfamily\tclass\tfast\n");
+        let foreign = format!("{CACHE_HEADER}\nadapter\tanother adapter\nfamily\tclass\tfast\n");
+        for text in [
+            "\u{0}\u{1}garbage".to_string(),
+            String::new(),
+            valid.replace("fast\n", "fast\textra\n"),
+            valid.replace("\tfast", "\t"),
+            valid[..valid.len() - 9].to_string(),
+            foreign,
+            // A variant this build does not have: the default, then timing.
+            valid.replace("fast", "gone"),
+        ] {
+            std::fs::write(&path, &text).expect("write the cache");
+            let mut tuner = tuner_in(&dir, Tuning::Tune);
+            let mut timer =
+                FakeTimer::new(&[("default", &[1000]), ("fast", &[900]), ("faster", &[100])]);
+            let pick = tuner.choose("family", "class".into(), CANDIDATES, |v| timer.measure(v));
+            assert_eq!(pick, "faster", "{text:?}: timed afresh");
+            assert_eq!(tuner.records()[0].source, PickSource::Timed, "{text:?}");
+            let rewritten = std::fs::read_to_string(&path).expect("the cache is rewritten");
+            assert_eq!(
+                parse_cache(&rewritten, "test adapter").and_then(|picks| picks
+                    .get(&("family".to_string(), "class".to_string()))
+                    .cloned()),
+                Some("faster".to_string()),
+                "{text:?}"
+            );
+        }
+        // A cache directory that cannot be made (a file is in the way): tuning still works.
+        let blocked = dir.join("blocked");
+        std::fs::write(&blocked, "a file").expect("write");
+        let mut tuner = Tuner::new(
+            Tuning::Tune,
+            Vec::new(),
+            Some((cache_file(&blocked, "k"), "k".to_string())),
+        );
+        let mut timer =
+            FakeTimer::new(&[("default", &[1000]), ("fast", &[100]), ("faster", &[900])]);
+        assert_eq!(
+            tuner.choose("family", "class".into(), CANDIDATES, |v| timer.measure(v)),
+            "fast"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_failing_candidate_is_skipped_and_forced_variants_win_where_eligible() {
+        let mut tuner = Tuner::new(Tuning::Tune, Vec::new(), None);
+        let pick = tuner.choose("family", "class".into(), CANDIDATES, |variant| {
+            if variant == "faster" {
+                Err(Error::Driver {
+                    op: "test",
+                    message: "refused".into(),
+                })
+            } else {
+                Ok(Duration::from_micros(if variant == "fast" {
+                    10
+                } else {
+                    1000
+                }))
+            }
+        });
+        assert_eq!(pick, "fast");
+        assert_eq!(tuner.records()[0].times[2].micros, None);
+
+        // When no candidate runs at all, the default stands for this session and nothing is cached.
+        let dir = scratch_dir("all-fail");
+        let mut failing = tuner_in(&dir, Tuning::Tune);
+        let pick = failing.choose("family", "class".into(), CANDIDATES, |_| {
+            Err(Error::DeviceLost {
+                reason: "test".into(),
+            })
+        });
+        assert_eq!(pick, "default");
+        assert!(
+            !cache_file(&dir, "test adapter").exists(),
+            "nothing learnt, nothing cached"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+
+        let mut forced = Tuner::new(
+            Tuning::Tune,
+            vec![("family".to_string(), "faster".to_string())],
+            None,
+        );
+        let mut never =
+            |_: &'static str| -> Result<Duration> { panic!("a forced pick is not timed") };
+        assert_eq!(
+            forced.choose("family", "a".into(), CANDIDATES, &mut never),
+            "faster"
+        );
+        assert_eq!(forced.records()[0].source, PickSource::Forced);
+        // Where the forced variant is no candidate, the class is decided as if nothing were forced.
+        let mut timer = FakeTimer::new(&[("default", &[1000]), ("fast", &[100])]);
+        assert_eq!(
+            forced.choose("family", "b".into(), &["default", "fast"], |v| timer
+                .measure(v)),
+            "fast"
+        );
+        assert_eq!(
+            forced.choose("other", "a".into(), &["only"], &mut never),
+            "only"
+        );
+    }
+
+    #[test]
+    fn an_untimed_choice_borrows_a_decided_or_cached_pick_and_never_measures() {
+        let dir = scratch_dir("peek");
+        let mut tuner = tuner_in(&dir, Tuning::Tune);
+        assert_eq!(tuner.peek("family", "class", CANDIDATES), "default");
+        let mut timer =
+            FakeTimer::new(&[("default", &[1000]), ("fast", &[100]), ("faster", &[900])]);
+        tuner.choose("family", "class".into(), CANDIDATES, |v| timer.measure(v));
+        assert_eq!(tuner.peek("family", "class", CANDIDATES), "fast");
+        assert_eq!(tuner.peek("family", "other", CANDIDATES), "default");
+        assert_eq!(tuner.records().len(), 1, "peeking records nothing");
+        let next = tuner_in(&dir, Tuning::Tune);
+        assert_eq!(
+            next.peek("family", "class", CANDIDATES),
+            "fast",
+            "from the cache"
+        );
+        let defaults = tuner_in(&dir, Tuning::Defaults);
+        assert_eq!(defaults.peek("family", "class", CANDIDATES), "default");
+        let forced = Tuner::new(
+            Tuning::Defaults,
+            vec![("family".to_string(), "faster".to_string())],
+            None,
+        );
+        assert_eq!(forced.peek("family", "class", CANDIDATES), "faster");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn modes_parse_and_buckets_round_up_to_powers_of_four() {
+        assert_eq!("tune".parse::<Tuning>().ok(), Some(Tuning::Tune));
+        assert_eq!("Cache".parse::<Tuning>().ok(), Some(Tuning::CacheOnly));
+        assert_eq!("defaults".parse::<Tuning>().ok(), Some(Tuning::Defaults));
+        assert_eq!("retune".parse::<Tuning>().ok(), Some(Tuning::Retune));
+        assert!("fast".parse::<Tuning>().is_err());
+        let buckets: Vec<usize> = [0, 1, 2, 4, 5, 16, 17, 1000, 1024, 1025]
+            .iter()
+            .map(|&size| size_bucket(size))
+            .collect();
+        assert_eq!(buckets, [1, 1, 4, 4, 16, 16, 64, 1024, 1024, 4096]);
+    }
+}

@@ -1,0 +1,161 @@
+//! The tuner on a real adapter: it times the candidates at first use, keeps the winner for the session, writes
+//! it to the cache directory it is given, and a later session starts from the cache without timing; the tuned
+//! result matches the f64 reference and the same pick repeats its bits. Forcing an unknown family or variant is
+//! an error at open. The tuner's decisions themselves are unit-tested with a fake timer (src/runtime/tuner.rs).
+
+use crate::common::{for_each_backend, on_vulkan, relative_error, Rng};
+use wgcompute::{Error, PickSource, Session, Tuning};
+
+fn scratch_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("wgcompute-tuning-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// Softmax cross-entropy's loss per row, in f64, for comparison.
+fn loss_reference(logits: &[f32], labels: &[f32], cols: usize) -> Vec<f64> {
+    logits
+        .chunks(cols)
+        .zip(labels.chunks(cols))
+        .map(|(x, y)| {
+            let m = x
+                .iter()
+                .map(|&v| v as f64)
+                .fold(f64::NEG_INFINITY, f64::max);
+            let log_total = x.iter().map(|&v| (v as f64 - m).exp()).sum::<f64>().ln();
+            x.iter()
+                .zip(y)
+                .map(|(&x, &y)| y as f64 * (m - x as f64 + log_total))
+                .sum()
+        })
+        .collect()
+}
+
+#[test]
+fn the_first_use_is_timed_cached_and_the_next_session_starts_from_the_cache() {
+    on_vulkan(|backend| {
+        let dir = scratch_dir("cache");
+        let mut rng = Rng::fresh("tuning cache");
+        let (rows, cols) = (1000, 4);
+        let logits_data = rng.vec(rows * cols, -5.0, 5.0);
+        let labels_data = rng.vec(rows * cols, 0.0, 1.0);
+        let want = loss_reference(&logits_data, &labels_data, cols);
+        let mut results = Vec::new();
+        for (round, expected_source) in [(0, PickSource::Timed), (1, PickSource::Cache)] {
+            let session = Session::open(
+                backend
+                    .options()
+                    .tuning(Tuning::Tune)
+                    .tuning_cache_dir(&dir)
+                    .poison_outputs(true),
+            )
+            .expect("open");
+            let logits = session.upload(&logits_data, &[rows, cols]).expect("upload");
+            let labels = session.upload(&labels_data, &[rows, cols]).expect("upload");
+            for _ in 0..2 {
+                let (loss, _) = logits
+                    .softmax_cross_entropy_with_logits(&labels)
+                    .expect("cross-entropy");
+                let got = loss.to_vec().expect("read");
+                let error = relative_error(&got, &want);
+                assert!(error < 1e-5, "round {round}: relative error {error}");
+                results.push(got);
+            }
+            let report: Vec<_> = session
+                .tuning_report()
+                .expect("report")
+                .into_iter()
+                .filter(|record| record.family == "softmax")
+                .collect();
+            assert_eq!(
+                report.len(),
+                1,
+                "round {round}: one class decided once: {report:?}"
+            );
+            let record = &report[0];
+            assert_eq!(record.source, expected_source, "round {round}: {record:?}");
+            if expected_source == PickSource::Timed {
+                assert!(record.times.len() >= 2, "{record:?}");
+                assert!(
+                    record
+                        .times
+                        .iter()
+                        .all(|time| time.micros.is_some_and(|t| t > 0.0)),
+                    "{record:?}"
+                );
+            }
+            let file = session.tuning_cache_file().expect("a cache file");
+            assert!(file.starts_with(&dir), "{file:?}");
+            let text = std::fs::read_to_string(&file).expect("the cache was written");
+            assert!(text.contains(record.pick), "{text}");
+            session.close();
+        }
+        // The same pick, in both sessions: the same bits every time.
+        assert!(results.windows(2).all(|pair| pair[0] == pair[1]));
+        let _ = std::fs::remove_dir_all(&dir);
+    });
+}
+
+#[test]
+fn unknown_families_and_variants_are_refused_at_open() {
+    for_each_backend(|backend| {
+        for (family, variant) in [
+            ("softmax", "fastest"),
+            ("no_such_family", "row_per_invocation"),
+        ] {
+            match Session::open(backend.options().force_variant(family, variant)) {
+                Err(Error::InvalidArgument {
+                    given, expected, ..
+                }) => {
+                    assert!(given.contains(family) || given.contains(variant), "{given}");
+                    assert!(expected.contains("one of"), "{expected}");
+                }
+                other => panic!("{family}/{variant}: {:?}", other.map(|_| "a session")),
+            }
+        }
+        // The session after a refused one opens fine, and forced variants show in its report.
+        let session = backend.poisoned_with("softmax", "rows_per_workgroup");
+        let x = session.upload(&[1.0, 2.0, 3.0], &[1, 3]).expect("upload");
+        x.softmax().expect("softmax");
+        let report = session.tuning_report().expect("report");
+        let softmax = report
+            .iter()
+            .find(|record| record.family == "softmax")
+            .expect("softmax was decided");
+        assert_eq!(softmax.pick, "rows_per_workgroup");
+        assert_eq!(softmax.source, PickSource::Forced);
+    });
+}
+
+/// An in-place update must run once, even at the first use of its shape class while the session tunes: it is
+/// never timed, and takes the pick of a unary op of its size where there is one.
+#[test]
+fn in_place_updates_run_once_while_tuning() {
+    on_vulkan(|backend| {
+        let dir = scratch_dir("in-place");
+        let session = Session::open(
+            backend
+                .options()
+                .tuning(Tuning::Tune)
+                .tuning_cache_dir(&dir),
+        )
+        .expect("open");
+        for len in [1024, 4099, 100_000] {
+            let x = session.full(&[len], 1.0).expect("full");
+            x.scale_add_(2.0, 1.0).expect("scale_add_");
+            assert!(
+                x.to_vec().expect("read").iter().all(|&v| v == 3.0),
+                "{len}: scale_add_ ran more than once"
+            );
+            // After a timed unary op of the same size, scale_add_ takes its pick, once.
+            x.exp().expect("exp");
+            x.scale_add_(2.0, 1.0).expect("scale_add_");
+            assert!(
+                x.to_vec().expect("read").iter().all(|&v| v == 7.0),
+                "{len}: scale_add_ after tuning"
+            );
+        }
+        session.close();
+        let _ = std::fs::remove_dir_all(&dir);
+    });
+}
