@@ -468,9 +468,15 @@ impl Session {
             memory_total,
         } = opened;
         let figures = self.inner.resume(device, settings)?;
+        let same_adapter =
+            self.adapter_info.name == info.name && self.adapter_info.backend == info.backend;
+        if !same_adapter {
+            // What a close compares with is the device it closes; on the same one, the figure from before the
+            // first open still is (the one from before this resume counts the host copies of a CPU adapter).
+            self.memory_before_open = memory_before_open;
+        }
         self.adapter = summary(&info);
         self.adapter_info = info;
-        self.memory_before_open = memory_before_open;
         self.memory_total = memory_total;
         Ok(ResumeReport {
             adapter: self.adapter.clone(),
