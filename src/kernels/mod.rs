@@ -44,6 +44,7 @@ pub fn kernel_variants() -> Vec<(&'static str, &'static [&'static str])> {
         (reduce::CHUNK_FAMILY, reduce::CHUNK_VARIANTS),
         (reduce::AXIS_FAMILY, reduce::AXIS_VARIANTS),
         (elementwise::FAMILY, elementwise::VARIANTS),
+        (optim::FAMILY, optim::VARIANTS),
     ]
 }
 
