@@ -491,6 +491,11 @@ impl Runtime {
         pick
     }
 
+    /// Whether the device was opened with subgroup operations (kernels using them are candidates only then).
+    pub fn has_subgroups(&self) -> bool {
+        self.device.features().contains(wgpu::Features::SUBGROUP)
+    }
+
     /// Whether [`Runtime::choose_variant`] would time `family`'s candidates for `class` now.
     pub fn would_time_variants(
         &self,
