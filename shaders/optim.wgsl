@@ -12,8 +12,8 @@ struct Params {
     bias2_sqrt: f32,    // sqrt(1 - beta2^t)
     decay: f32,         // MODE_ADAMW: 1 - lr * weight_decay
     momentum: f32,      // sgd
-    _pad0: u32,
-    _pad1: u32,
+    start: u32,         // scalar kernels: the first element (after the vec4 kernel's part)
+    vec4s: u32,         // vec4 kernels: vec4s per invocation
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -41,7 +41,7 @@ fn hyper() -> Hyper {
 
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn adam(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-    let i = linear_index(id, groups);
+    let i = params.start + linear_index(id, groups);
     if (i >= params.count) {
         return;
     }
@@ -66,7 +66,7 @@ fn adam(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) g
 // SGD with momentum (PyTorch's form): buffer = momentum * buffer + g; param -= lr * buffer. `m` is the buffer.
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn sgd(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-    let i = linear_index(id, groups);
+    let i = params.start + linear_index(id, groups);
     if (i >= params.count) {
         return;
     }
@@ -77,46 +77,52 @@ fn sgd(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) gr
     param[i] = p;
 }
 
-// The same updates four elements at a time, for tensors whose length is a multiple of 4: vec4 loads and
-// stores cut the per-element cost of addressing, which dominates these memory-bound passes.
+// The same updates on vec4s, `vec4s` neighbouring ones per invocation, over the first count / 4 * 4 elements
+// (the host runs the scalar kernel over the rest): vec4 loads and stores cut the per-element cost of addressing,
+// which dominates these memory-bound passes. Each element is computed as in the scalar kernels.
 @group(0) @binding(1) var<storage, read_write> param4: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> grad4: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read_write> m4: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read_write> v4: array<vec4<f32>>;
 
+// The vec4s of invocation `id`: [first, end).
+fn vec4_span(id: vec3<u32>, groups: vec3<u32>) -> vec2<u32> {
+    let first = linear_index(id, groups) * params.vec4s;
+    return vec2<u32>(first, min(first + params.vec4s, params.count / 4u));
+}
+
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn adam_vec4(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-    let i = linear_index(id, groups);
-    if (i >= params.count / 4u) {
-        return;
-    }
+    let span = vec4_span(id, groups);
     let h = hyper();
-    let g = grad4[i];
-    let m_new = h.beta1 * m4[i] + (1.0 - h.beta1) * g;
-    let v_new = h.beta2 * v4[i] + (1.0 - h.beta2) * g * g;
-    var p = param4[i];
-    if (h.mode == MODE_TENSORFLOW) {
-        p = p - h.step_size * m_new / (sqrt(v_new) + h.epsilon);
-    } else {
-        if (h.mode == MODE_ADAMW) {
-            p = p * h.decay;
+    for (var i = span.x; i < span.y; i = i + 1u) {
+        let g = grad4[i];
+        let m_new = h.beta1 * m4[i] + (1.0 - h.beta1) * g;
+        let v_new = h.beta2 * v4[i] + (1.0 - h.beta2) * g * g;
+        var p = param4[i];
+        if (h.mode == MODE_TENSORFLOW) {
+            p = p - h.step_size * m_new / (sqrt(v_new) + h.epsilon);
+        } else {
+            if (h.mode == MODE_ADAMW) {
+                p = p * h.decay;
+            }
+            p = p - h.step_size * m_new / (sqrt(v_new) / h.bias2_sqrt + h.epsilon);
         }
-        p = p - h.step_size * m_new / (sqrt(v_new) / h.bias2_sqrt + h.epsilon);
+        m4[i] = m_new;
+        v4[i] = v_new;
+        param4[i] = p;
     }
-    m4[i] = m_new;
-    v4[i] = v_new;
-    param4[i] = p;
 }
 
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn sgd_vec4(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-    let i = linear_index(id, groups);
-    if (i >= params.count / 4u) {
-        return;
-    }
+    let span = vec4_span(id, groups);
     let lr = params.lr;
-    let buffer = params.momentum * m4[i] + grad4[i];
-    let p = param4[i] - lr * buffer;
-    m4[i] = buffer;
-    param4[i] = p;
+    let momentum = params.momentum;
+    for (var i = span.x; i < span.y; i = i + 1u) {
+        let buffer = momentum * m4[i] + grad4[i];
+        let p = param4[i] - lr * buffer;
+        m4[i] = buffer;
+        param4[i] = p;
+    }
 }

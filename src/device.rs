@@ -326,6 +326,8 @@ pub struct AdapterDescription {
     pub driver_info: String,
     pub max_buffer_size: u64,
     pub max_storage_binding_size: u64,
+    /// Whether it has subgroup operations: a session on it requests them, and a reduction variant uses them.
+    pub subgroups: bool,
     pub memory: DeviceMemory,
     /// How a session's pool would be shaped on this adapter.
     pub pool: crate::pool::PoolConfig,
@@ -354,6 +356,7 @@ fn describe(index: usize, adapter: &wgpu::Adapter) -> AdapterDescription {
         driver_info: info.driver_info.clone(),
         max_buffer_size: limits.max_buffer_size,
         max_storage_binding_size: limits.max_storage_buffer_binding_size,
+        subgroups: adapter.features().contains(wgpu::Features::SUBGROUP),
         memory: device_memory(adapter),
         pool: crate::pool::PoolConfig::for_limits(&limits),
     }

@@ -325,7 +325,8 @@ fn open_device(options: &SessionOptions, selector: &AdapterSelector) -> Result<O
     let limits = device::requested_limits(&adapter);
     let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
         label: Some("wgcompute"),
-        required_features: wgpu::Features::empty(),
+        // Subgroup operations where the adapter has them: a reduction variant uses them.
+        required_features: adapter.features() & wgpu::Features::SUBGROUP,
         required_limits: limits.clone(),
         experimental_features: wgpu::ExperimentalFeatures::disabled(),
         memory_hints: wgpu::MemoryHints::Performance,

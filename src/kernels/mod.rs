@@ -44,6 +44,7 @@ pub fn kernel_variants() -> Vec<(&'static str, &'static [&'static str])> {
         (reduce::CHUNK_FAMILY, reduce::CHUNK_VARIANTS),
         (reduce::AXIS_FAMILY, reduce::AXIS_VARIANTS),
         (elementwise::FAMILY, elementwise::VARIANTS),
+        (optim::FAMILY, optim::VARIANTS),
     ]
 }
 
@@ -112,6 +113,10 @@ mod reflection {
                 super::reduce::layout::params(),
             ),
             (
+                super::reduce::subgroup::layout::kernels(),
+                super::reduce::subgroup::layout::params(),
+            ),
+            (
                 super::softmax::layout::kernels(),
                 super::softmax::layout::params(),
             ),
@@ -147,18 +152,32 @@ mod reflection {
         for (kernels, _) in families() {
             let shader = kernels[0].shader;
             let module = parse(shader);
-            naga::valid::Validator::new(
-                naga::valid::ValidationFlags::all(),
-                naga::valid::Capabilities::empty(),
-            )
-            .validate(&module)
-            .unwrap_or_else(|error| {
-                panic!(
-                    "{}: {}",
-                    shader.name,
-                    error.emit_to_string(&shader.assembled())
+            // Only the subgroup module may use subgroup operations: the others must build on every device.
+            let subgroups = std::ptr::eq(shader, &super::reduce::REDUCE_SUBGROUP);
+            let (capabilities, stages, operations) = if subgroups {
+                (
+                    naga::valid::Capabilities::SUBGROUP,
+                    naga::valid::ShaderStages::COMPUTE,
+                    naga::valid::SubgroupOperationSet::all(),
                 )
-            });
+            } else {
+                (
+                    naga::valid::Capabilities::empty(),
+                    naga::valid::ShaderStages::empty(),
+                    naga::valid::SubgroupOperationSet::empty(),
+                )
+            };
+            naga::valid::Validator::new(naga::valid::ValidationFlags::all(), capabilities)
+                .subgroup_stages(stages)
+                .subgroup_operations(operations)
+                .validate(&module)
+                .unwrap_or_else(|error| {
+                    panic!(
+                        "{}: {}",
+                        shader.name,
+                        error.emit_to_string(&shader.assembled())
+                    )
+                });
         }
     }
 

@@ -1,12 +1,17 @@
 //! Optimizer updates (shaders/optim.wgsl): Adam in one fused in-place pass over param, grad, m and v, with
 //! TensorFlow's or Kingma & Ba's epsilon placement and AdamW's decoupled weight decay; SGD with momentum.
 //! Operands are bound in windows, so parameters larger than one storage binding update too.
+//!
+//! Each update comes in variants the tuner picks from (family `optim`): one element per invocation, one vec4, or
+//! four vec4s. Every variant computes each element the same way, so they all give the same bits. The updates are
+//! in place, so the tuner times them on scratch operands of the same size, never on the real ones.
 
 use bytemuck::{Pod, Zeroable};
 
-use super::dispatch_windows;
+use super::plan::Limits;
 use crate::error::Result;
-use crate::runtime::{wgsl_constants, BufferRange, Kernel, Runtime, Shader};
+use crate::pool::Allocation;
+use crate::runtime::{size_bucket, wgsl_constants, BufferRange, Kernel, Runtime, Shader};
 
 static OPTIM: Shader = Shader {
     name: "optim",
@@ -65,8 +70,17 @@ struct Params {
     bias2_sqrt: f32,
     decay: f32,
     momentum: f32,
-    _pad: [u32; 2],
+    start: u32,
+    vec4s: u32,
 }
+
+/// The family's name in tuning records, the cache and `SessionOptions::force_variant`.
+pub(crate) const FAMILY: &str = "optim";
+const SCALAR: &str = "scalar";
+const VEC4: &str = "vec4";
+const VEC4X4: &str = "vec4x4";
+/// The first is the default.
+pub(crate) const VARIANTS: &[&str] = &[VEC4, SCALAR, VEC4X4];
 
 /// One Adam step's numbers, as the shader takes them; the host has folded the bias corrections into
 /// `step_size` and `bias2_sqrt`.
@@ -82,30 +96,121 @@ pub(crate) struct AdamStep {
     pub decay: f32,
 }
 
-/// Windows of same-sized operands, vec4 when the element count allows.
+/// An update in its scalar form (one element per invocation, from `start`) and its vec4 form.
+#[derive(Clone, Copy)]
+struct Forms {
+    name: &'static str,
+    scalar: &'static Kernel,
+    vec4: &'static Kernel,
+}
+
+/// Records the update over windows of same-sized operands in `variant`: the vec4 kernel over the whole vec4s
+/// of each window (none for the scalar variant), the scalar kernel over the rest.
+fn record(
+    runtime: &mut Runtime,
+    forms: Forms,
+    ranges: &[BufferRange],
+    elements: u64,
+    base: Params,
+    variant: &str,
+) -> Result<()> {
+    let limits = Limits::of(runtime.limits());
+    let vec4s = match variant {
+        VEC4 => 1,
+        VEC4X4 => 4,
+        _ => 0,
+    };
+    for (first, count) in limits.windows(elements) {
+        let windows: Vec<BufferRange> = ranges
+            .iter()
+            .map(|range| range.elements(first, count))
+            .collect();
+        let params = Params {
+            count: count as u32,
+            vec4s,
+            ..base
+        };
+        let whole = if vec4s == 0 { 0 } else { count / 4 };
+        if whole > 0 {
+            runtime.dispatch(
+                forms.vec4,
+                bytemuck::bytes_of(&params),
+                &windows,
+                limits.per_element(whole, u64::from(vec4s)),
+            )?;
+        }
+        let start = whole * 4;
+        if start < count {
+            let tail = Params {
+                start: start as u32,
+                ..params
+            };
+            runtime.dispatch(
+                forms.scalar,
+                bytemuck::bytes_of(&tail),
+                &windows,
+                limits.per_element(count - start, 1),
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// `operands` scratch allocations of `elements` floats each, or None if the session has no room for them.
+fn scratch(runtime: &mut Runtime, operands: usize, elements: u64) -> Option<Vec<Allocation>> {
+    let mut allocations = Vec::with_capacity(operands);
+    for _ in 0..operands {
+        match runtime.allocate(elements * 4) {
+            Ok(allocation) => allocations.push(allocation),
+            Err(_) => {
+                allocations
+                    .into_iter()
+                    .for_each(|allocation| runtime.release(allocation));
+                return None;
+            }
+        }
+    }
+    Some(allocations)
+}
+
+/// Runs the update in the variant the tuner picks; when it must time them, it does so on zeroed scratch
+/// operands (a zero state stays finite under both updates), or takes the default where there is no room.
 fn run(
     runtime: &mut Runtime,
-    (vec4, scalar): (&'static Kernel, &'static Kernel),
+    forms: Forms,
     ranges: &[BufferRange],
     elements: u64,
     base: Params,
 ) -> Result<()> {
-    let (kernel, per_invocation) = if elements.is_multiple_of(4) {
-        (vec4, 4)
+    let class = format!("{} n<={}", forms.name, size_bucket(elements as usize));
+    let variant = if !runtime.would_time_variants(FAMILY, &class, VARIANTS) {
+        // Forced, cached, pinned or decided already: the closure that would time is never called.
+        runtime.choose_variant(FAMILY, class, VARIANTS, |_, _| Ok(()))
+    } else if let Some(allocations) = scratch(runtime, ranges.len(), elements) {
+        let scratch_ranges: Vec<BufferRange> = allocations
+            .iter()
+            .map(|allocation| BufferRange {
+                slab: allocation.slab,
+                offset: allocation.offset,
+                bytes: elements * 4,
+            })
+            .collect();
+        let cleared = scratch_ranges
+            .iter()
+            .try_for_each(|&range| runtime.clear(range));
+        let variant = cleared.map(|()| {
+            runtime.choose_variant(FAMILY, class, VARIANTS, |runtime, variant| {
+                record(runtime, forms, &scratch_ranges, elements, base, variant)
+            })
+        });
+        allocations
+            .into_iter()
+            .for_each(|allocation| runtime.release(allocation));
+        variant?
     } else {
-        (scalar, 1)
+        runtime.peek_variant(FAMILY, &class, VARIANTS)
     };
-    dispatch_windows(
-        runtime,
-        kernel,
-        ranges,
-        elements,
-        per_invocation,
-        |_, count| Params {
-            count: count as u32,
-            ..base
-        },
-    )
+    record(runtime, forms, ranges, elements, base, variant)
 }
 
 /// Adam over `elements` elements of param, grad, m and v, in place.
@@ -126,13 +231,12 @@ pub(crate) fn adam(
         decay: step.decay,
         ..Params::default()
     };
-    run(
-        runtime,
-        (&ADAM_VEC4, &ADAM),
-        &[param, grad, m, v],
-        elements,
-        base,
-    )
+    let forms = Forms {
+        name: "adam",
+        scalar: &ADAM,
+        vec4: &ADAM_VEC4,
+    };
+    run(runtime, forms, &[param, grad, m, v], elements, base)
 }
 
 /// SGD with momentum over `elements` elements of param, grad and the momentum buffer, in place.
@@ -148,13 +252,12 @@ pub(crate) fn sgd(
         momentum,
         ..Params::default()
     };
-    run(
-        runtime,
-        (&SGD_VEC4, &SGD),
-        &[param, grad, buffer],
-        elements,
-        base,
-    )
+    let forms = Forms {
+        name: "sgd",
+        scalar: &SGD,
+        vec4: &SGD_VEC4,
+    };
+    run(runtime, forms, &[param, grad, buffer], elements, base)
 }
 
 reflected_layout!(
@@ -162,6 +265,6 @@ reflected_layout!(
         ADAM, ADAM_VEC4, SGD_VEC4, SGD
     ],
     params: {
-        count, mode, lr, beta1, beta2, epsilon, step_size, bias2_sqrt, decay, momentum
+        count, mode, lr, beta1, beta2, epsilon, step_size, bias2_sqrt, decay, momentum, start, vec4s
     }
 );

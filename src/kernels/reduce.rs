@@ -30,16 +30,29 @@ use crate::shape::Lanes;
 static REDUCE: Shader = Shader {
     name: "reduce",
     source: include_str!("../../shaders/reduce.wgsl"),
-    generated: || {
-        wgsl_constants(&[
-            ("OP_SUM", Op::Sum as u32),
-            ("OP_MAX", Op::Max as u32),
-            ("OP_MIN", Op::Min as u32),
-            ("OP_ARGMAX", Op::Argmax as u32),
-            ("OP_ARGMIN", Op::Argmin as u32),
-        ])
-    },
+    generated: reduce_constants,
 };
+
+/// reduce.wgsl with the kernels that use subgroup operations, as a module of its own: built only on devices
+/// that have them (a module using them fails to build elsewhere).
+pub(crate) static REDUCE_SUBGROUP: Shader = Shader {
+    name: "reduce_subgroup",
+    source: concat!(
+        include_str!("../../shaders/reduce.wgsl"),
+        include_str!("../../shaders/reduce_subgroup.wgsl")
+    ),
+    generated: reduce_constants,
+};
+
+fn reduce_constants() -> String {
+    wgsl_constants(&[
+        ("OP_SUM", Op::Sum as u32),
+        ("OP_MAX", Op::Max as u32),
+        ("OP_MIN", Op::Min as u32),
+        ("OP_ARGMAX", Op::Argmax as u32),
+        ("OP_ARGMIN", Op::Argmin as u32),
+    ])
+}
 
 static CHUNK_REDUCE: Kernel = Kernel {
     shader: &REDUCE,
@@ -76,6 +89,11 @@ static AXIS_REDUCE_LANES: Kernel = Kernel {
     entry: "axis_reduce_lanes",
     bindings: &[1, 3],
 };
+static AXIS_REDUCE_SUBGROUP: Kernel = Kernel {
+    shader: &REDUCE_SUBGROUP,
+    entry: "axis_reduce_subgroup",
+    bindings: &[1, 3],
+};
 
 /// The chunk stage's variants (family `reduce_chunk`): each invocation reduces a contiguous run, or a run
 /// strided by the number of runs.
@@ -84,11 +102,14 @@ const CONTIGUOUS: &str = "contiguous_runs";
 const STRIDED: &str = "strided_runs";
 pub(crate) const CHUNK_VARIANTS: &[&str] = &[CONTIGUOUS, STRIDED];
 /// The variants of an axis stage over contiguous rows (family `reduce_axis`): one invocation per output, or
-/// `OUTPUT_LANES` lanes per output.
+/// `OUTPUT_LANES` lanes per output, or one subgroup per output (a candidate only on devices with subgroup
+/// operations).
 pub(crate) const AXIS_FAMILY: &str = "reduce_axis";
 const INVOCATION_PER_OUTPUT: &str = "invocation_per_output";
 const LANES_PER_OUTPUT: &str = "lanes_per_output";
-pub(crate) const AXIS_VARIANTS: &[&str] = &[INVOCATION_PER_OUTPUT, LANES_PER_OUTPUT];
+const SUBGROUP_PER_OUTPUT: &str = "subgroup_per_output";
+pub(crate) const AXIS_VARIANTS: &[&str] =
+    &[INVOCATION_PER_OUTPUT, LANES_PER_OUTPUT, SUBGROUP_PER_OUTPUT];
 /// Invocations per output of `axis_reduce_lanes` (the shader's OUTPUT_LANES).
 const OUTPUT_LANES: u64 = 16;
 
@@ -362,15 +383,27 @@ fn axis_stage(
                 size_bucket((outer * chunks) as usize),
                 size_bucket(chunk as usize)
             );
-            let candidates = by_adapter(runtime, INVOCATION_PER_OUTPUT, LANES_PER_OUTPUT);
+            let mut candidates = by_adapter(runtime, INVOCATION_PER_OUTPUT, LANES_PER_OUTPUT);
+            if runtime.has_subgroups() {
+                candidates.push(SUBGROUP_PER_OUTPUT);
+            }
             let limits = Limits::of(runtime.limits());
+            // Enough workgroups for a subgroup per output even at the largest subgroup size.
+            let largest_subgroup = u64::from(runtime.adapter().get_info().subgroup_max_size)
+                .clamp(1, u64::from(WORKGROUP_SIZE));
             let record = |runtime: &mut Runtime, variant: &str| {
-                let (kernel, workgroups) = if variant == LANES_PER_OUTPUT {
-                    let outputs_per_group = u64::from(WORKGROUP_SIZE) / OUTPUT_LANES;
-                    let groups = (outer * chunks).div_ceil(outputs_per_group);
-                    (&AXIS_REDUCE_LANES, limits.grid(groups as u32))
-                } else {
-                    (&AXIS_REDUCE, workgroups)
+                let (kernel, workgroups) = match variant {
+                    LANES_PER_OUTPUT => {
+                        let outputs_per_group = u64::from(WORKGROUP_SIZE) / OUTPUT_LANES;
+                        let groups = (outer * chunks).div_ceil(outputs_per_group);
+                        (&AXIS_REDUCE_LANES, limits.grid(groups as u32))
+                    }
+                    SUBGROUP_PER_OUTPUT => {
+                        let outputs_per_group = u64::from(WORKGROUP_SIZE) / largest_subgroup;
+                        let groups = (outer * chunks).div_ceil(outputs_per_group);
+                        (&AXIS_REDUCE_SUBGROUP, limits.grid(groups as u32))
+                    }
+                    _ => (&AXIS_REDUCE, workgroups),
                 };
                 runtime.dispatch(
                     kernel,
@@ -557,3 +590,18 @@ reflected_layout!(
         outer, len, inner, op, chunk, chunks, scale, indexed, index_base, blocks, infinity
     }
 );
+
+/// The kernels of reduce_subgroup.wgsl, reflected on their own since they are a module of their own.
+pub(crate) mod subgroup {
+    #[cfg(test)]
+    use super::*;
+
+    reflected_layout!(
+        kernels: [
+            AXIS_REDUCE_SUBGROUP
+        ],
+        params: {
+            outer, len, inner, op, chunk, chunks, scale, indexed, index_base, blocks, infinity
+        }
+    );
+}

@@ -315,6 +315,34 @@ impl Tuner {
         pick
     }
 
+    /// Whether `choose` would time the candidates of `family` for `class` now, so that a caller timing on
+    /// scratch operands allocates them only then.
+    pub fn would_time(
+        &self,
+        family: &'static str,
+        class: &str,
+        candidates: &[&'static str],
+    ) -> bool {
+        let named = |name: &str| candidates.contains(&name);
+        let decided = self.decided.contains_key(&(family, class.to_string()));
+        let forced = self
+            .forced
+            .iter()
+            .any(|(forced_family, variant)| forced_family == family && named(variant));
+        let cached = self
+            .cached
+            .get(&(family.to_string(), class.to_string()))
+            .is_some_and(|variant| named(variant));
+        !decided
+            && !forced
+            && candidates.len() > 1
+            && match self.mode {
+                Tuning::Defaults | Tuning::CacheOnly => false,
+                Tuning::Tune => !cached,
+                Tuning::Retune => true,
+            }
+    }
+
     /// The variant of `family` for `class` without timing anything, for kernels that must not run more than once
     /// (in-place updates): the forced variant, else this session's or the cache's pick for `class` (which a
     /// kernel can name after a timed kernel of the same shapes), else the default. Decides nothing.
@@ -463,6 +491,21 @@ impl Runtime {
         pick
     }
 
+    /// Whether the device was opened with subgroup operations (kernels using them are candidates only then).
+    pub fn has_subgroups(&self) -> bool {
+        self.device.features().contains(wgpu::Features::SUBGROUP)
+    }
+
+    /// Whether [`Runtime::choose_variant`] would time `family`'s candidates for `class` now.
+    pub fn would_time_variants(
+        &self,
+        family: &'static str,
+        class: &str,
+        candidates: &[&'static str],
+    ) -> bool {
+        self.tuner.would_time(family, class, candidates)
+    }
+
     /// The variant of `family` for `class`, never timed here: see [`Tuner::peek`].
     pub fn peek_variant(
         &self,
@@ -568,6 +611,31 @@ mod tests {
         assert_eq!(records[0].source, PickSource::Timed);
         assert_eq!(records[0].times.len(), 3);
         assert_eq!(records[0].times[2].micros, Some(200.0));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn would_time_agrees_with_whether_choose_times() {
+        let dir = scratch_dir("would-time");
+        let mut timer =
+            FakeTimer::new(&[("default", &[1000]), ("fast", &[300]), ("faster", &[900])]);
+        let mut tune = tuner_in(&dir, Tuning::Tune);
+        assert!(tune.would_time("family", "class", CANDIDATES));
+        assert!(!tune.would_time("family", "class", &["default"]));
+        tune.choose("family", "class".into(), CANDIDATES, |v| timer.measure(v));
+        assert!(!tune.would_time("family", "class", CANDIDATES), "decided");
+        // The next process finds the pick cached: Tune takes it, Retune times again.
+        assert!(!tuner_in(&dir, Tuning::Tune).would_time("family", "class", CANDIDATES));
+        assert!(tuner_in(&dir, Tuning::Retune).would_time("family", "class", CANDIDATES));
+        assert!(!tuner_in(&dir, Tuning::Defaults).would_time("family", "other", CANDIDATES));
+        assert!(!tuner_in(&dir, Tuning::CacheOnly).would_time("family", "other", CANDIDATES));
+        let forced = Tuner::new(
+            Tuning::Retune,
+            vec![("family".to_string(), "fast".to_string())],
+            None,
+        );
+        assert!(!forced.would_time("family", "class", CANDIDATES));
+        assert!(forced.would_time("another", "class", CANDIDATES));
         let _ = std::fs::remove_dir_all(&dir);
     }
 

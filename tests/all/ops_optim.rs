@@ -4,8 +4,24 @@
 // Parallel arrays (reference state, inputs, outputs) are indexed together.
 #![allow(clippy::needless_range_loop)]
 
-use crate::common::{self, for_each_backend, on_vulkan, Rng};
+use crate::common::{self, for_each_backend, on_vulkan, Backend, Rng};
 use wgcompute::{AdamConfig, EpsilonPlacement, Error, Session};
+
+/// Runs `body` once per variant of the optimizer family (scalar, vec4, four vec4s per invocation), each forced in
+/// its own poisoned session.
+fn each_variant(backend: &Backend, mut body: impl FnMut(&Session, &str)) {
+    let families = wgcompute::kernel_variants();
+    let (_, variants) = families
+        .iter()
+        .find(|(family, _)| *family == "optim")
+        .expect("the optimizer family has variants");
+    assert!(variants.len() >= 3, "{variants:?}");
+    for variant in variants.iter() {
+        // Shown with a failure: which variant was forced.
+        eprintln!("optim variant {variant} on {}", backend.name);
+        body(&backend.poisoned_with("optim", variant), variant);
+    }
+}
 
 const SHAPES: [&[usize]; 7] = [
     &[1],
@@ -188,24 +204,70 @@ fn run_adam(
 fn adam_variants_match_the_f64_reference_over_ten_steps() {
     let mut rng = Rng::fresh("adam");
     for_each_backend(|backend| {
-        let session = backend.poisoned();
-        for (name, config) in configs() {
-            for &shape in &SHAPES {
-                run_adam(&session, &mut rng, shape, &config, 1, name);
+        each_variant(backend, |session, kernel| {
+            for (name, config) in configs() {
+                for &shape in &SHAPES {
+                    let label = format!("{name}, {kernel} kernel");
+                    run_adam(session, &mut rng, shape, &config, 1, &label);
+                }
             }
-        }
-        // Late steps, where the bias corrections are nearly but not quite 1 (β2^5000 ≈ 0.0067).
-        for (name, config) in configs() {
-            run_adam(
-                &session,
-                &mut rng,
-                &[1009],
-                &config,
-                5000,
-                &format!("{name}, late"),
-            );
-        }
+            // Late steps, where the bias corrections are nearly but not quite 1 (β2^5000 ≈ 0.0067).
+            for (name, config) in configs() {
+                run_adam(
+                    session,
+                    &mut rng,
+                    &[1009],
+                    &config,
+                    5000,
+                    &format!("{name}, {kernel} kernel, late"),
+                );
+            }
+        });
     });
+}
+
+/// Every kernel variant computes each element the same way, so a pick changes speed only, never bits.
+#[test]
+fn optimizer_kernel_variants_give_identical_bits() {
+    let mut rng = Rng::fresh("optim variants");
+    for len in [7usize, 1031, 100_003] {
+        let param_data = rng.vec(len, -1.0, 1.0);
+        let grads: Vec<Vec<f32>> = (0..3).map(|_| rng.vec(len, -1.0, 1.0)).collect();
+        let config = custom(EpsilonPlacement::KingmaBa, 0.1);
+        on_vulkan(|backend| {
+            let mut results: Vec<(String, Vec<u32>)> = Vec::new();
+            each_variant(backend, |session, kernel| {
+                let param = session.upload(&param_data, &[len]).expect("upload");
+                let m = session.zeros(&[len]).expect("zeros");
+                let v = session.zeros(&[len]).expect("zeros");
+                let sgd_param = session.upload(&param_data, &[len]).expect("upload");
+                let buffer = session.zeros(&[len]).expect("zeros");
+                for (step, grad_data) in grads.iter().enumerate() {
+                    let grad = session.upload(grad_data, &[len]).expect("upload");
+                    param
+                        .adam_update_(&grad, &m, &v, step as u64 + 1, &config)
+                        .expect("adam");
+                    sgd_param
+                        .sgd_update_(&grad, &buffer, 0.01, 0.9)
+                        .expect("sgd");
+                }
+                let bits: Vec<u32> = [&param, &m, &v, &sgd_param, &buffer]
+                    .iter()
+                    .flat_map(|tensor| tensor.to_vec().expect("read"))
+                    .map(f32::to_bits)
+                    .collect();
+                results.push((kernel.to_string(), bits));
+            });
+            let (first, first_bits) = &results[0];
+            for (kernel, bits) in &results[1..] {
+                let differ = bits.iter().zip(first_bits).filter(|(a, b)| a != b).count();
+                assert_eq!(
+                    differ, 0,
+                    "length {len}: {kernel} and {first} differ in {differ} values"
+                );
+            }
+        });
+    }
 }
 
 /// The variants differ by far more than the tolerance on these inputs, so the comparisons above tell them apart
@@ -249,74 +311,77 @@ fn the_reference_tells_the_variants_apart() {
 fn sgd_with_and_without_momentum_matches_the_f64_reference() {
     let mut rng = Rng::fresh("sgd");
     for_each_backend(|backend| {
-        let session = backend.poisoned();
-        for &(lr, momentum, random_buffer) in &[
-            (0.01f32, 0.9f32, false),
-            (0.1, 0.0, false),
-            (0.003, 0.5, true),
-        ] {
-            for &shape in &SHAPES {
-                let label = format!(
-                    "SGD lr {lr} momentum {momentum}, shape {shape:?}{}",
-                    if random_buffer {
-                        ", random start buffer"
+        each_variant(backend, |session, kernel| {
+            for &(lr, momentum, random_buffer) in &[
+                (0.01f32, 0.9f32, false),
+                (0.1, 0.0, false),
+                (0.003, 0.5, true),
+            ] {
+                for &shape in &SHAPES {
+                    let label = format!(
+                        "SGD ({kernel} kernel) lr {lr} momentum {momentum}, shape {shape:?}{}",
+                        if random_buffer {
+                            ", random start buffer"
+                        } else {
+                            ""
+                        }
+                    );
+                    let len: usize = shape.iter().product();
+                    let param_data = rng.vec(len, -1.0, 1.0);
+                    let buffer_data = if random_buffer {
+                        rng.vec(len, -1.0, 1.0)
                     } else {
-                        ""
+                        vec![0.0; len]
+                    };
+                    let param = session.upload(&param_data, shape).expect("upload");
+                    let buffer = session.upload(&buffer_data, shape).expect("upload");
+                    let mut want_param: Vec<f64> = param_data.iter().map(|&x| x as f64).collect();
+                    let mut param_magnitude: Vec<f64> =
+                        want_param.iter().map(|x| x.abs()).collect();
+                    let mut want_buffer: Vec<f64> = buffer_data.iter().map(|&x| x as f64).collect();
+                    let mut buffer_magnitude: Vec<f64> =
+                        want_buffer.iter().map(|x| x.abs()).collect();
+                    let mut last_grad = Vec::new();
+                    for step in 0..STEPS {
+                        let grad_data = rng.vec(len, -1.0, 1.0);
+                        let grad = session.upload(&grad_data, shape).expect("upload");
+                        param
+                            .sgd_update_(&grad, &buffer, lr, momentum)
+                            .unwrap_or_else(|error| panic!("{label}: step {step}: {error}"));
+                        let (lr, momentum) = (lr as f64, momentum as f64);
+                        for i in 0..len {
+                            let g = grad_data[i] as f64;
+                            want_buffer[i] = momentum * want_buffer[i] + g;
+                            buffer_magnitude[i] = momentum * buffer_magnitude[i] + g.abs();
+                            want_param[i] -= lr * want_buffer[i];
+                            param_magnitude[i] += lr * buffer_magnitude[i];
+                        }
+                        last_grad = grad_data;
                     }
-                );
-                let len: usize = shape.iter().product();
-                let param_data = rng.vec(len, -1.0, 1.0);
-                let buffer_data = if random_buffer {
-                    rng.vec(len, -1.0, 1.0)
-                } else {
-                    vec![0.0; len]
-                };
-                let param = session.upload(&param_data, shape).expect("upload");
-                let buffer = session.upload(&buffer_data, shape).expect("upload");
-                let mut want_param: Vec<f64> = param_data.iter().map(|&x| x as f64).collect();
-                let mut param_magnitude: Vec<f64> = want_param.iter().map(|x| x.abs()).collect();
-                let mut want_buffer: Vec<f64> = buffer_data.iter().map(|&x| x as f64).collect();
-                let mut buffer_magnitude: Vec<f64> = want_buffer.iter().map(|x| x.abs()).collect();
-                let mut last_grad = Vec::new();
-                for step in 0..STEPS {
-                    let grad_data = rng.vec(len, -1.0, 1.0);
-                    let grad = session.upload(&grad_data, shape).expect("upload");
-                    param
-                        .sgd_update_(&grad, &buffer, lr, momentum)
-                        .unwrap_or_else(|error| panic!("{label}: step {step}: {error}"));
-                    let (lr, momentum) = (lr as f64, momentum as f64);
-                    for i in 0..len {
-                        let g = grad_data[i] as f64;
-                        want_buffer[i] = momentum * want_buffer[i] + g;
-                        buffer_magnitude[i] = momentum * buffer_magnitude[i] + g.abs();
-                        want_param[i] -= lr * want_buffer[i];
-                        param_magnitude[i] += lr * buffer_magnitude[i];
+                    let got_param = param.to_vec().expect("read");
+                    let got_buffer = buffer.to_vec().expect("read");
+                    let error = relative_error(&got_param, &want_param, &param_magnitude);
+                    assert!(
+                        error < TOLERANCE,
+                        "{label}: param has relative error {error}"
+                    );
+                    let error = relative_error(&got_buffer, &want_buffer, &buffer_magnitude);
+                    assert!(
+                        error < TOLERANCE,
+                        "{label}: buffer has relative error {error}"
+                    );
+                    if momentum == 0.0 {
+                        // 0·buffer + g is g exactly.
+                        let differ = got_buffer
+                            .iter()
+                            .zip(&last_grad)
+                            .filter(|(a, b)| a.to_bits() != b.to_bits())
+                            .count();
+                        assert_eq!(differ, 0, "{label}: the buffer is not the last gradient");
                     }
-                    last_grad = grad_data;
-                }
-                let got_param = param.to_vec().expect("read");
-                let got_buffer = buffer.to_vec().expect("read");
-                let error = relative_error(&got_param, &want_param, &param_magnitude);
-                assert!(
-                    error < TOLERANCE,
-                    "{label}: param has relative error {error}"
-                );
-                let error = relative_error(&got_buffer, &want_buffer, &buffer_magnitude);
-                assert!(
-                    error < TOLERANCE,
-                    "{label}: buffer has relative error {error}"
-                );
-                if momentum == 0.0 {
-                    // 0·buffer + g is g exactly.
-                    let differ = got_buffer
-                        .iter()
-                        .zip(&last_grad)
-                        .filter(|(a, b)| a.to_bits() != b.to_bits())
-                        .count();
-                    assert_eq!(differ, 0, "{label}: the buffer is not the last gradient");
                 }
             }
-        }
+        });
     });
 }
 

@@ -1,7 +1,8 @@
 //! The tuner on a real adapter: it times the candidates at first use, keeps the winner for the session, writes
 //! it to the cache directory it is given, and a later session starts from the cache without timing; the tuned
 //! result matches the f64 reference and the same pick repeats its bits. Forcing an unknown family or variant is
-//! an error at open. The tuner's decisions themselves are unit-tested with a fake timer (src/runtime/tuner.rs).
+//! an error at open. In-place optimizer updates are timed on scratch operands, so a timed step is still one
+//! step. The tuner's decisions themselves are unit-tested with a fake timer (src/runtime/tuner.rs).
 
 use crate::common::{for_each_backend, on_vulkan, relative_error, Rng};
 use wgcompute::{Error, PickSource, Session, Tuning};
@@ -155,6 +156,62 @@ fn in_place_updates_run_once_while_tuning() {
                 "{len}: scale_add_ after tuning"
             );
         }
+        session.close();
+        let _ = std::fs::remove_dir_all(&dir);
+    });
+}
+
+/// Optimizer updates are in place, so the tuner times them on scratch operands: a tuned session's first SGD step
+/// (timed, every candidate run several times) still applies exactly one step to the real tensors.
+#[test]
+fn timing_an_in_place_update_leaves_the_real_operands_to_one_step() {
+    on_vulkan(|backend| {
+        let dir = scratch_dir("optim");
+        let mut rng = Rng::fresh("tuning optim");
+        let len = 1_003;
+        let param_data = rng.vec(len, -1.0, 1.0);
+        let grad_data = rng.vec(len, -1.0, 1.0);
+        let buffer_data = rng.vec(len, -1.0, 1.0);
+        let (lr, momentum) = (0.1f32, 0.5f32);
+        let session = Session::open(
+            backend
+                .options()
+                .tuning(Tuning::Retune)
+                .tuning_cache_dir(&dir),
+        )
+        .expect("open");
+        let param = session.upload(&param_data, &[len]).expect("upload");
+        let grad = session.upload(&grad_data, &[len]).expect("upload");
+        let buffer = session.upload(&buffer_data, &[len]).expect("upload");
+        param
+            .sgd_update_(&grad, &buffer, lr, momentum)
+            .expect("sgd");
+        let report: Vec<_> = session
+            .tuning_report()
+            .expect("report")
+            .into_iter()
+            .filter(|record| record.family == "optim")
+            .collect();
+        assert_eq!(report.len(), 1, "{report:?}");
+        assert_eq!(report[0].source, PickSource::Timed, "{report:?}");
+        assert!(
+            report[0].times.iter().all(|time| time.micros.is_some()),
+            "{report:?}"
+        );
+        let want_buffer: Vec<f64> = buffer_data
+            .iter()
+            .zip(&grad_data)
+            .map(|(&b, &g)| momentum as f64 * b as f64 + g as f64)
+            .collect();
+        let want_param: Vec<f64> = param_data
+            .iter()
+            .zip(&want_buffer)
+            .map(|(&p, &b)| p as f64 - lr as f64 * b)
+            .collect();
+        let got_buffer = buffer.to_vec().expect("read");
+        let got_param = param.to_vec().expect("read");
+        assert!(relative_error(&got_buffer, &want_buffer) < 1e-6);
+        assert!(relative_error(&got_param, &want_param) < 1e-6);
         session.close();
         let _ = std::fs::remove_dir_all(&dir);
     });

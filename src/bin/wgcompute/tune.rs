@@ -36,6 +36,17 @@ pub fn run(global: &GlobalOptions, args: &TuneArgs) -> Result<()> {
     let mut seed = SeedJob::new(&session, SeedConfig::default())?;
     seed.step()?;
     MlpJob::new(&session, MlpConfig::default())?.step()?;
+    // The workloads train with Adam; SGD, with momentum, over the MLP's weight and bias sizes.
+    let mlp = MlpConfig::default();
+    let widths = [mlp.inputs, mlp.hidden[0], mlp.hidden[1], mlp.classes];
+    for pair in widths.windows(2) {
+        for shape in [vec![pair[0], pair[1]], vec![pair[1]]] {
+            let param = session.rand(&shape, 6)?;
+            let grad = session.rand(&shape, 7)?;
+            let buffer = session.zeros(&shape)?;
+            param.sgd_update_(&grad, &buffer, 0.01, 0.9)?;
+        }
+    }
     session.sync()?;
     let records = session.tuning_report()?;
     let cache = session.tuning_cache_file();
