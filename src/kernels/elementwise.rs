@@ -5,6 +5,7 @@
 use bytemuck::{Pod, Zeroable};
 
 use super::plan::Limits;
+use super::{dispatch_vec4_then_tail, vec4s_per_invocation, SCALAR, VEC4, VEC4X4};
 use crate::error::Result;
 use crate::runtime::{size_bucket, BufferRange, Kernel, Runtime, Shader};
 use crate::shape::{broadcast_strides, dims4};
@@ -80,9 +81,6 @@ static SCALE_ADD_VEC4: Kernel = Kernel {
 /// invocation takes, and whether as vec4s. Every variant computes each element the same way, so they all give
 /// the same bits.
 pub(crate) const FAMILY: &str = "elementwise";
-const SCALAR: &str = "scalar";
-const VEC4: &str = "vec4";
-const VEC4X4: &str = "vec4x4";
 pub(crate) const VARIANTS: &[&str] = &[SCALAR, VEC4, VEC4X4];
 
 /// A kernel in its scalar form (one element per invocation, from `start`) and its vec4 form.
@@ -152,34 +150,17 @@ fn over_windows_with(
                 base: first as u32,
                 ..params
             };
-            let vec4s = match variant {
-                VEC4 => 1,
-                VEC4X4 => 4,
-                _ => 0,
-            };
-            let whole = if vec4s == 0 { 0 } else { count / 4 };
-            if whole > 0 {
-                let vec4_params = Params { vec4s, ..params };
-                runtime.dispatch(
-                    forms.vec4,
-                    bytemuck::bytes_of(&vec4_params),
-                    &windows,
-                    limits.per_element(whole, u64::from(vec4s)),
-                )?;
-            }
-            let start = whole * 4;
-            if start < count {
-                let tail = Params {
-                    start: start as u32,
-                    ..params
-                };
-                runtime.dispatch(
-                    forms.scalar,
-                    bytemuck::bytes_of(&tail),
-                    &windows,
-                    limits.per_element(count - start, 1),
-                )?;
-            }
+            let vec4s = vec4s_per_invocation(variant);
+            dispatch_vec4_then_tail(
+                runtime,
+                &limits,
+                (forms.vec4, forms.scalar),
+                &windows,
+                count,
+                vec4s,
+                Params { vec4s, ..params },
+                |start| Params { start, ..params },
+            )?;
         }
         Ok(())
     };

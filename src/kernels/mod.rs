@@ -48,6 +48,55 @@ pub fn kernel_variants() -> Vec<(&'static str, &'static [&'static str])> {
     ]
 }
 
+/// The variants of the families with a scalar and a vec4 form (elementwise, optimizer updates).
+pub(crate) const SCALAR: &str = "scalar";
+pub(crate) const VEC4: &str = "vec4";
+pub(crate) const VEC4X4: &str = "vec4x4";
+
+/// How many vec4s one invocation of such a variant handles: none for the scalar one.
+pub(crate) fn vec4s_per_invocation(variant: &str) -> u32 {
+    match variant {
+        VEC4 => 1,
+        VEC4X4 => 4,
+        _ => 0,
+    }
+}
+
+/// Records one window of `count` elements of an op with a vec4 and a scalar form: the vec4 kernel over the
+/// window's whole vec4s, `vec4s` of them per invocation (none when 0), with `body` as parameters; then the
+/// scalar kernel over the rest, with the parameters `tail` gives for the first element it starts at.
+#[allow(clippy::too_many_arguments)] // one window of one op, fully described; a struct would only rename them
+pub(crate) fn dispatch_vec4_then_tail<P: bytemuck::Pod>(
+    runtime: &mut Runtime,
+    limits: &plan::Limits,
+    (vec4, scalar): (&'static Kernel, &'static Kernel),
+    windows: &[BufferRange],
+    count: u64,
+    vec4s: u32,
+    body: P,
+    tail: impl FnOnce(u32) -> P,
+) -> Result<()> {
+    let whole = if vec4s == 0 { 0 } else { count / 4 };
+    if whole > 0 {
+        runtime.dispatch(
+            vec4,
+            bytemuck::bytes_of(&body),
+            windows,
+            limits.per_element(whole, u64::from(vec4s)),
+        )?;
+    }
+    let start = whole * 4;
+    if start < count {
+        runtime.dispatch(
+            scalar,
+            bytemuck::bytes_of(&tail(start as u32)),
+            windows,
+            limits.per_element(count - start, 1),
+        )?;
+    }
+    Ok(())
+}
+
 /// Runs `kernel` over `elements` elements of same-sized operands, one dispatch per window and one invocation
 /// per `per_invocation` elements; `params` gives each window's uniform block from (first element, count).
 pub(crate) fn dispatch_windows<P: bytemuck::Pod>(

@@ -9,6 +9,7 @@
 use bytemuck::{Pod, Zeroable};
 
 use super::plan::Limits;
+use super::{dispatch_vec4_then_tail, vec4s_per_invocation, SCALAR, VEC4, VEC4X4};
 use crate::error::Result;
 use crate::pool::Allocation;
 use crate::runtime::{size_bucket, wgsl_constants, BufferRange, Kernel, Runtime, Shader};
@@ -76,9 +77,6 @@ struct Params {
 
 /// The family's name in tuning records, the cache and `SessionOptions::force_variant`.
 pub(crate) const FAMILY: &str = "optim";
-const SCALAR: &str = "scalar";
-const VEC4: &str = "vec4";
-const VEC4X4: &str = "vec4x4";
 /// The first is the default.
 pub(crate) const VARIANTS: &[&str] = &[VEC4, SCALAR, VEC4X4];
 
@@ -115,11 +113,7 @@ fn record(
     variant: &str,
 ) -> Result<()> {
     let limits = Limits::of(runtime.limits());
-    let vec4s = match variant {
-        VEC4 => 1,
-        VEC4X4 => 4,
-        _ => 0,
-    };
+    let vec4s = vec4s_per_invocation(variant);
     for (first, count) in limits.windows(elements) {
         let windows: Vec<BufferRange> = ranges
             .iter()
@@ -130,28 +124,16 @@ fn record(
             vec4s,
             ..base
         };
-        let whole = if vec4s == 0 { 0 } else { count / 4 };
-        if whole > 0 {
-            runtime.dispatch(
-                forms.vec4,
-                bytemuck::bytes_of(&params),
-                &windows,
-                limits.per_element(whole, u64::from(vec4s)),
-            )?;
-        }
-        let start = whole * 4;
-        if start < count {
-            let tail = Params {
-                start: start as u32,
-                ..params
-            };
-            runtime.dispatch(
-                forms.scalar,
-                bytemuck::bytes_of(&tail),
-                &windows,
-                limits.per_element(count - start, 1),
-            )?;
-        }
+        dispatch_vec4_then_tail(
+            runtime,
+            &limits,
+            (forms.vec4, forms.scalar),
+            &windows,
+            count,
+            vec4s,
+            params,
+            |start| Params { start, ..params },
+        )?;
     }
     Ok(())
 }
