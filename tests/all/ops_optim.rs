@@ -4,7 +4,7 @@
 // Parallel arrays (reference state, inputs, outputs) are indexed together.
 #![allow(clippy::needless_range_loop)]
 
-use crate::common::{self, for_each_backend, on_vulkan, Backend, Rng};
+use crate::common::{self, error_against_magnitude, for_each_backend, on_vulkan, Backend, Rng};
 use wgcompute::{AdamConfig, EpsilonPlacement, Error, Session};
 
 /// Runs `body` once per variant of the optimizer family (scalar, vec4, four vec4s per invocation), each forced in
@@ -32,24 +32,6 @@ const SHAPES: [&[usize]; 7] = [
     &[3, 5, 7],
     &[1_000_003],
 ];
-
-/// Relative Frobenius error of `got` against `want`, measured against `magnitude`: for each element, the sum of
-/// the absolute values of the terms that formed it. Where no cancellation happened that is the value itself; where
-/// terms cancelled (a moment that crossed zero, a size-1 parameter that stepped to near zero) it is the scale that
-/// f32 rounding errors are proportional to, so the measure does not flake on a fresh seed.
-fn relative_error(got: &[f32], want: &[f64], magnitude: &[f64]) -> f64 {
-    assert_eq!(got.len(), want.len());
-    let diff: f64 = got
-        .iter()
-        .zip(want)
-        .map(|(g, w)| (*g as f64 - w).powi(2))
-        .sum();
-    let norm: f64 = magnitude.iter().map(|w| w * w).sum();
-    if diff.is_nan() {
-        return f64::INFINITY;
-    }
-    (diff / norm.max(f64::MIN_POSITIVE)).sqrt()
-}
 
 /// Adam's state in f64, with the magnitudes the error is measured against.
 #[derive(Clone)]
@@ -114,7 +96,7 @@ impl AdamReference {
             ("m", m, &self.m, &self.m_magnitude),
             ("v", v, &self.v, &self.v),
         ] {
-            let error = relative_error(got, want, magnitude);
+            let error = error_against_magnitude(got, want, magnitude);
             assert!(
                 error < tolerance,
                 "{label}: {name} has relative error {error} against the f64 reference (first element {} vs {})",
@@ -298,7 +280,8 @@ fn the_reference_tells_the_variants_apart() {
                 continue;
             }
             let as_f32: Vec<f32> = reference_b.param.iter().map(|&x| x as f32).collect();
-            let error = relative_error(&as_f32, &reference_a.param, &reference_a.param_magnitude);
+            let error =
+                error_against_magnitude(&as_f32, &reference_a.param, &reference_a.param_magnitude);
             assert!(
                 error > 10.0 * TOLERANCE,
                 "{name_a} and {name_b} differ by only {error}"
@@ -360,12 +343,13 @@ fn sgd_with_and_without_momentum_matches_the_f64_reference() {
                     }
                     let got_param = param.to_vec().expect("read");
                     let got_buffer = buffer.to_vec().expect("read");
-                    let error = relative_error(&got_param, &want_param, &param_magnitude);
+                    let error = error_against_magnitude(&got_param, &want_param, &param_magnitude);
                     assert!(
                         error < TOLERANCE,
                         "{label}: param has relative error {error}"
                     );
-                    let error = relative_error(&got_buffer, &want_buffer, &buffer_magnitude);
+                    let error =
+                        error_against_magnitude(&got_buffer, &want_buffer, &buffer_magnitude);
                     assert!(
                         error < TOLERANCE,
                         "{label}: buffer has relative error {error}"
@@ -444,7 +428,7 @@ fn adam_past_one_storage_binding_updates_every_window() {
                 );
             }
         }
-        let error = relative_error(&got[0], &reference.param, &reference.param_magnitude);
+        let error = error_against_magnitude(&got[0], &reference.param, &reference.param_magnitude);
         assert!(error < TOLERANCE, "sampled param relative error {error}");
     });
 }

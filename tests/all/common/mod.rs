@@ -215,6 +215,25 @@ pub fn relative_error<T: Copy + Into<f64>>(got: &[T], want: &[f64]) -> f64 {
     }
 }
 
+/// Relative Frobenius error of `got` against `want`, measured against `magnitude`: for each element, the sum of
+/// the absolute values of the terms that formed it. Where no cancellation happened that is the value itself; where
+/// terms cancelled (a moment that crossed zero, a gradient `p·Σy − y` whose two terms nearly agree) it is the
+/// scale that f32 rounding errors are proportional to, so the measure does not flake on a fresh seed.
+pub fn error_against_magnitude(got: &[f32], want: &[f64], magnitude: &[f64]) -> f64 {
+    assert_eq!(got.len(), want.len(), "element counts differ");
+    assert_eq!(got.len(), magnitude.len(), "element counts differ");
+    if got.iter().any(|x| !x.is_finite()) {
+        return f64::INFINITY;
+    }
+    let diff: f64 = got
+        .iter()
+        .zip(want)
+        .map(|(&g, w)| (g as f64 - w).powi(2))
+        .sum();
+    let norm: f64 = magnitude.iter().map(|m| m * m).sum();
+    (diff / norm.max(f64::MIN_POSITIVE)).sqrt()
+}
+
 /// Indices to check in a long tensor: both ends, both sides of every multiple of 2^25 (lavapipe's 128 MiB
 /// binding holds 2^25 values) and `random` random ones.
 pub fn sample_indices(rng: &mut Rng, len: usize, random: usize) -> Vec<usize> {
