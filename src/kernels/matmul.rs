@@ -64,7 +64,209 @@ fn register_tile_kernels() -> String {
         .iter()
         .map(register_tile_source)
         .chain([transposed_right_source()])
+        .chain(SHARED_TILE_SHAPES.iter().map(shared_tile_source))
         .collect()
+}
+
+/// A shared-memory tile for GPUs, generated from Rust beside the hand-written `matmul_tiled` (64×64 of C per
+/// 16×16 workgroup, 4×4 per invocation, 16 deep): a workgroup of `threads_x`·`threads_y` invocations computes
+/// `block_rows` × `block_cols` of C, staging `block_rows` × `depth` of A and `depth` × `block_cols` of B in
+/// workgroup memory per step along K. GPUs differ in which of these fills them best (registers per invocation,
+/// workgroup memory, occupancy), so the tuner measures them. Each element of C adds its products over K in
+/// the same order in every shape.
+struct SharedTile {
+    variant: &'static str,
+    block_rows: u32,
+    block_cols: u32,
+    depth: u32,
+    threads_x: u32,
+    threads_y: u32,
+    kernel: Kernel,
+}
+
+static SHARED_TILE_SHAPES: [SharedTile; 4] = [
+    // 64 invocations: small products fill more workgroups, and a 64-wide wave is one workgroup on AMD.
+    shared_tile(
+        "shared_tiles_32x32",
+        "matmul_shared_32x32",
+        (32, 32, 16),
+        (8, 8),
+    ),
+    // 8×4 of C per invocation: more reuse of each B value in registers than `matmul_tiled`'s 4×4.
+    shared_tile(
+        "shared_tiles_64x64_8x4",
+        "matmul_shared_64x64",
+        (64, 64, 16),
+        (16, 8),
+    ),
+    shared_tile(
+        "shared_tiles_128x64",
+        "matmul_shared_128x64",
+        (128, 64, 8),
+        (16, 16),
+    ),
+    // 8×8 of C per invocation, for GPUs with registers to spare.
+    shared_tile(
+        "shared_tiles_128x128",
+        "matmul_shared_128x128",
+        (128, 128, 8),
+        (16, 16),
+    ),
+];
+
+const fn shared_tile(
+    variant: &'static str,
+    entry: &'static str,
+    (block_rows, block_cols, depth): (u32, u32, u32),
+    (threads_x, threads_y): (u32, u32),
+) -> SharedTile {
+    SharedTile {
+        variant,
+        block_rows,
+        block_cols,
+        depth,
+        threads_x,
+        threads_y,
+        kernel: Kernel {
+            shader: &MATMUL,
+            entry,
+            bindings: &[1, 2, 3],
+        },
+    }
+}
+
+impl SharedTile {
+    /// Rows and columns of C per invocation.
+    fn per_invocation(&self) -> (u32, u32) {
+        (
+            self.block_rows / self.threads_y,
+            self.block_cols / self.threads_x,
+        )
+    }
+}
+
+fn shared_tile_source(tile: &SharedTile) -> String {
+    let entry = tile.kernel.entry;
+    let (bm, bn, bk) = (tile.block_rows, tile.block_cols, tile.depth);
+    let (tx, ty) = (tile.threads_x, tile.threads_y);
+    let threads = tx * ty;
+    let (rows, cols) = tile.per_invocation();
+    let vec4s = cols / 4;
+    let mut body = String::new();
+    let mut line = |indent: usize, text: String| {
+        body.push_str(&" ".repeat(4 * indent));
+        body.push_str(&text);
+        body.push('\n');
+    };
+    for i in 0..rows {
+        for j in 0..vec4s {
+            line(1, format!("var c{i}_{j} = vec4<f32>(0.0);"));
+        }
+    }
+    line(
+        1,
+        format!("for (var k0 = k_begin; k0 < k_end; k0 = k0 + {bk}u) {{"),
+    );
+    for l in 0..bm * bk / threads {
+        line(2, format!("let a_index{l} = t + {}u;", l * threads));
+        line(2, format!("let ar{l} = row_base + a_index{l} / {bk}u;"));
+        line(2, format!("let ak{l} = k0 + a_index{l} % {bk}u;"));
+        line(
+            2,
+            format!(
+                "{entry}_a[a_index{l}] = select(0.0, a[a_base + min(ar{l}, m - 1u) * a_row + min(ak{l}, k_end - 1u) \
+                 * a_col], ar{l} < m && ak{l} < k_end);"
+            ),
+        );
+    }
+    for l in 0..bn * bk / threads {
+        line(2, format!("let b_index{l} = t + {}u;", l * threads));
+        line(2, format!("let bk{l} = k0 + b_index{l} / {bn}u;"));
+        line(2, format!("let bc{l} = col_base + b_index{l} % {bn}u;"));
+        line(
+            2,
+            format!(
+                "{entry}_b[b_index{l}] = select(0.0, b[b_base + min(bk{l}, k_end - 1u) * b_row + min(bc{l}, n - 1u) \
+                 * b_col], bk{l} < k_end && bc{l} < n);"
+            ),
+        );
+    }
+    line(2, "workgroupBarrier();".to_string());
+    line(2, format!("for (var kk = 0u; kk < {bk}u; kk = kk + 1u) {{"));
+    for j in 0..vec4s {
+        line(
+            3,
+            format!("let bb{j} = kk * {bn}u + lid.x * {cols}u + {}u;", 4 * j),
+        );
+        line(
+            3,
+            format!(
+                "let bv{j} = vec4<f32>({entry}_b[bb{j}], {entry}_b[bb{j} + 1u], {entry}_b[bb{j} + 2u], \
+                 {entry}_b[bb{j} + 3u]);"
+            ),
+        );
+    }
+    for i in 0..rows {
+        line(
+            3,
+            format!("let av{i} = {entry}_a[(lid.y * {rows}u + {i}u) * {bk}u + kk];"),
+        );
+        for j in 0..vec4s {
+            line(3, format!("c{i}_{j} = c{i}_{j} + av{i} * bv{j};"));
+        }
+    }
+    line(2, "}".to_string());
+    line(2, "workgroupBarrier();".to_string());
+    line(1, "}".to_string());
+    line(1, format!("let col0 = col_base + lid.x * {cols}u;"));
+    for i in 0..rows {
+        line(
+            1,
+            format!("let row{i} = row_base + lid.y * {rows}u + {i}u;"),
+        );
+        line(1, format!("if (row{i} < m) {{"));
+        for j in 0..vec4s {
+            for (lane, component) in ["x", "y", "z", "w"].iter().enumerate() {
+                let col = 4 * j + lane as u32;
+                line(
+                    2,
+                    format!(
+                        "if (col0 + {col}u < n) {{ store1(c_base + row{i} * n + col0 + {col}u, c{i}_{j}.{component}, \
+                         accumulate); }}"
+                    ),
+                );
+            }
+        }
+        line(1, "}".to_string());
+    }
+    format!(
+        "
+// {bm}×{bn} of C per {tx}×{ty} workgroup, {rows}×{cols} per invocation, {bk} deep along K per step.
+var<workgroup> {entry}_a: array<f32, {a_len}>;
+var<workgroup> {entry}_b: array<f32, {b_len}>;
+
+@compute @workgroup_size({tx}, {ty})
+fn {entry}(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {{
+    let m = params.m;
+    let n = params.n;
+    let k_begin = params.k_begin;
+    let k_end = params.k_end;
+    let a_row = params.a_row;
+    let a_col = params.a_col;
+    let b_row = params.b_row;
+    let b_col = params.b_col;
+    let accumulate = params.accumulate == 1u;
+    let a_base = wid.z * params.a_batch;
+    let b_base = wid.z * params.b_batch;
+    let c_base = wid.z * params.c_batch;
+    let row_base = wid.y * {bm}u;
+    let col_base = wid.x * {bn}u;
+    let t = lid.y * {tx}u + lid.x;
+{body}}}
+",
+        a_len = bm * bk,
+        b_len = bk * bn,
+    )
 }
 
 /// A·Bᵀ with both operands row-major along K (K % 4 == 0): a weight's input gradient, dY·Wᵀ. Each invocation
@@ -349,7 +551,17 @@ pub(crate) const VARIANTS: &[&str] = &[
     VEC4_BT,
     STRIDED,
     SHARED_TILES,
+    SHARED_TILE_SHAPES[0].variant,
+    SHARED_TILE_SHAPES[1].variant,
+    SHARED_TILE_SHAPES[2].variant,
+    SHARED_TILE_SHAPES[3].variant,
 ];
+
+/// The shared-memory tiles, the hand-written one (every adapter's fallback) first. They take any strides and
+/// sizes.
+fn shared_tiles() -> impl Iterator<Item = &'static str> {
+    std::iter::once(SHARED_TILES).chain(SHARED_TILE_SHAPES.iter().map(|tile| tile.variant))
+}
 
 /// Multiply-adds a timing run may take at most: a large product is timed on its first rows only, so that tuning
 /// stays short even on a CPU adapter.
@@ -393,12 +605,22 @@ pub(crate) fn matmul(
         });
     }
     let cpu = runtime.adapter().get_info().device_type == wgpu::DeviceType::Cpu;
-    let eligible = candidates(
+    let mut eligible = candidates(
         runtime.matmul_kernel(),
         cpu,
         (a_layout, b_layout),
         (m, k, n),
     );
+    // A CPU adapter times only the hand-written shared tile (the others lose there too, and would only make
+    // tuning slower); a forced one still runs, so that every variant can be checked on every adapter.
+    let forced_shared_tile = runtime
+        .forced_variant(FAMILY)
+        .and_then(|forced| shared_tiles().find(|&variant| variant == forced));
+    if let Some(forced) = forced_shared_tile {
+        if !eligible.contains(&forced) && runtime.matmul_kernel() != MatmulKernel::Registers {
+            eligible.push(forced);
+        }
+    }
     // `rows` of C, the first ones (timing runs take fewer).
     let record = |runtime: &mut Runtime, variant: &str, rows: usize| {
         let plan = plan(variant, batches, (rows, n));
@@ -446,8 +668,8 @@ pub(crate) fn matmul(
 }
 
 /// The variants that can compute a product of these layouts and sizes, the default first: on CPU adapters
-/// (llvmpipe, where barriers cost more than staging saves) the register tiles, on GPUs the shared-memory tiles;
-/// `Auto` lets the tuner try the others.
+/// (llvmpipe, where barriers cost more than staging saves) the register tiles and one shared tile, on GPUs
+/// every shared-memory tile and then the register tiles; `Auto` lets the tuner try them all.
 fn candidates(
     setting: MatmulKernel,
     cpu: bool,
@@ -469,9 +691,10 @@ fn candidates(
     };
     match setting {
         MatmulKernel::Registers => registers,
-        MatmulKernel::SharedTiles => vec![SHARED_TILES],
+        MatmulKernel::SharedTiles if cpu => vec![SHARED_TILES],
+        MatmulKernel::SharedTiles => shared_tiles().collect(),
         MatmulKernel::Auto if cpu => registers.into_iter().chain([SHARED_TILES]).collect(),
-        MatmulKernel::Auto => std::iter::once(SHARED_TILES).chain(registers).collect(),
+        MatmulKernel::Auto => shared_tiles().chain(registers).collect(),
     }
 }
 
@@ -486,6 +709,20 @@ struct Plan {
 /// The kernel and grid of `variant` for `batches` products of `m` rows and `n` columns.
 fn plan(variant: &str, batches: usize, (m, n): (usize, usize)) -> Plan {
     let tiles = [n.div_ceil(64) as u32, m.div_ceil(64) as u32, batches as u32];
+    if let Some(tile) = SHARED_TILE_SHAPES
+        .iter()
+        .find(|tile| tile.variant == variant)
+    {
+        return Plan {
+            kernel: &tile.kernel,
+            groups: [
+                n.div_ceil(tile.block_cols as usize) as u32,
+                m.div_ceil(tile.block_rows as usize) as u32,
+                batches as u32,
+            ],
+            wg_rows: 1,
+        };
+    }
     let (kernel, rows, vec4s, shared_rows) = match variant {
         VEC4_8X8 => (&MATMUL_VEC4, 8, 2, false),
         VEC4_AT => (&MATMUL_VEC4_AT, 8, 2, false),
@@ -615,12 +852,17 @@ mod tests {
                 for cpu in [true, false] {
                     let registers = candidates(MatmulKernel::Registers, cpu, layouts, shape);
                     let auto = candidates(MatmulKernel::Auto, cpu, layouts, shape);
+                    let shared = candidates(MatmulKernel::SharedTiles, cpu, layouts, shape);
+                    assert_eq!(shared[0], SHARED_TILES);
+                    assert_eq!(shared.len(), if cpu { 1 } else { 5 });
+                    assert!(registers
+                        .iter()
+                        .all(|variant| !shared_tiles().any(|s| s == *variant)));
                     assert_eq!(
-                        candidates(MatmulKernel::SharedTiles, cpu, layouts, shape),
-                        [SHARED_TILES]
+                        auto.len(),
+                        registers.len() + shared.len(),
+                        "{transpose:?} {shape:?}"
                     );
-                    assert!(!registers.contains(&SHARED_TILES));
-                    assert_eq!(auto.len(), registers.len() + 1, "{transpose:?} {shape:?}");
                     assert_eq!(auto[0] == SHARED_TILES, !cpu);
                     let vec4 = !transpose.0 && !transpose.1 && shape.1 % 4 == 0 && shape.2 % 4 == 0;
                     let transposed_right = !transpose.0 && transpose.1 && shape.1 % 4 == 0;
@@ -647,8 +889,14 @@ mod tests {
         ] {
             for &variant in VARIANTS {
                 let plan = plan(variant, 1, (m, n));
+                let shared = SHARED_TILE_SHAPES
+                    .iter()
+                    .find(|tile| tile.variant == variant);
                 let (rows, cols) = match variant {
                     SHARED_TILES | STRIDED => (64, 64),
+                    _ if shared.is_some() => shared
+                        .map(|tile| (tile.block_rows as usize, tile.block_cols as usize))
+                        .unwrap_or_default(),
                     VEC4_BT => (BT_TILE * BT_INVOCATIONS, BT_TILE * BT_INVOCATIONS),
                     _ => {
                         let (rows, vec4s) =
@@ -684,7 +932,9 @@ mod tests {
 reflected_layout!(
     kernels: [
         MATMUL_VEC4, MATMUL_VEC4_AT, MATMUL_VEC4_BT, MATMUL_TILED, MATMUL_STRIDED, REGISTER_TILES[0].kernel,
-        REGISTER_TILES[1].kernel, REGISTER_TILES[2].kernel, REGISTER_TILES[3].kernel
+        REGISTER_TILES[1].kernel, REGISTER_TILES[2].kernel, REGISTER_TILES[3].kernel,
+        SHARED_TILE_SHAPES[0].kernel, SHARED_TILE_SHAPES[1].kernel, SHARED_TILE_SHAPES[2].kernel,
+        SHARED_TILE_SHAPES[3].kernel
     ],
     params: {
         m, n, k, wg_rows, a_batch, a_row, a_col, b_batch, b_row, b_col, c_batch, k_begin, k_end,

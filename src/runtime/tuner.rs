@@ -315,6 +315,14 @@ impl Tuner {
         pick
     }
 
+    /// The variant of `family` that is forced, if any.
+    pub fn forced(&self, family: &str) -> Option<&str> {
+        self.forced
+            .iter()
+            .find(|(forced_family, _)| forced_family == family)
+            .map(|(_, variant)| variant.as_str())
+    }
+
     /// Whether `choose` would time the candidates of `family` for `class` now, so that a caller timing on
     /// scratch operands allocates them only then.
     pub fn would_time(
@@ -489,6 +497,11 @@ impl Runtime {
         });
         self.tuner = tuner;
         pick
+    }
+
+    /// The variant of `family` that `SessionOptions::force_variant` names, if any.
+    pub fn forced_variant(&self, family: &str) -> Option<&str> {
+        self.tuner.forced(family)
     }
 
     /// Whether the device was opened with subgroup operations (kernels using them are candidates only then).
