@@ -1112,7 +1112,7 @@ mod tests {
                 message.contains("/dev/zero is not a .npy file"),
                 "{message}"
             );
-            assert!(start.elapsed() < Duration::from_secs(1));
+            assert!(start.elapsed() < Duration::from_secs(10));
         }
     }
 
@@ -1198,7 +1198,7 @@ mod tests {
             assert!(!message.contains('\n'), "{message}");
         }
         assert!(
-            start.elapsed() < Duration::from_secs(1),
+            start.elapsed() < Duration::from_secs(60),
             "{:?}",
             start.elapsed()
         );
@@ -1325,8 +1325,10 @@ mod tests {
                     }
                 }
             }
+            // Loose enough for a busy shared machine: the bound catches a parse that hangs or grows
+            // quadratically, not a slow one.
             assert!(
-                before.elapsed() < Duration::from_millis(200),
+                before.elapsed() < Duration::from_secs(2),
                 "case {case} took {:?}: {bytes:?}",
                 before.elapsed()
             );
