@@ -16,10 +16,11 @@
 //! # Ok(()) }
 //! ```
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
 use std::path::Path;
 
-use safetensors::tensor::{Dtype, SafeTensors, TensorView};
+use safetensors::tensor::{Dtype, SafeTensors};
 
 use crate::error::{Error, Result};
 use crate::nn::{Linear, Mlp};
@@ -81,7 +82,7 @@ fn encode(
     for (name, tensor) in &parameters {
         named.push((name.clone(), tensor));
     }
-    let mut metadata: HashMap<String, String> = extra
+    let mut metadata: BTreeMap<String, String> = extra
         .iter()
         .map(|(key, value)| (key.to_string(), value.clone()))
         .collect();
@@ -115,19 +116,76 @@ fn encode(
     let mut data = Vec::with_capacity(named.len());
     for (name, tensor) in &named {
         tensor.expect_dtype("checkpoint save", DType::F32)?;
-        let bytes: Vec<u8> = bytemuck::cast_slice(&tensor.to_vec()?).to_vec();
-        data.push((name.clone(), tensor.shape().to_vec(), bytes));
+        data.push((name.clone(), tensor.shape().to_vec(), tensor.to_vec()?));
     }
-    let views = data
-        .iter()
-        .map(|(name, shape, bytes)| {
-            TensorView::new(Dtype::F32, shape.clone(), bytes)
-                .map(|view| (name.clone(), view))
-                .map_err(|error| failure(path, format!("tensor {name}: {error}")))
-        })
-        .collect::<Result<Vec<_>>>()?;
-    safetensors::tensor::serialize(views, Some(metadata))
-        .map_err(|error| failure(path, error.to_string()))
+    Ok(serialize(&metadata, &data))
+}
+
+/// The safetensors layout, written here rather than by the `safetensors` crate, whose header lists the
+/// metadata in a hash map's order: the same model and settings then give the same bytes on every save, so a
+/// checkpoint can be compared or hashed. The layout: the header's length (u64, little-endian), the header (JSON:
+/// `__metadata__` in key order, then each tensor's dtype, shape and byte range in `tensors`' order, padded with
+/// spaces to a multiple of 8 bytes), then the tensors' bytes.
+fn serialize(
+    metadata: &BTreeMap<String, String>,
+    tensors: &[(String, Vec<usize>, Vec<f32>)],
+) -> Vec<u8> {
+    let mut header = String::from("{\"__metadata__\":{");
+    for (index, (key, value)) in metadata.iter().enumerate() {
+        if index > 0 {
+            header.push(',');
+        }
+        push_json_string(&mut header, key);
+        header.push(':');
+        push_json_string(&mut header, value);
+    }
+    header.push('}');
+    let mut offset = 0usize;
+    for (name, shape, values) in tensors {
+        let bytes = std::mem::size_of_val(values.as_slice());
+        header.push(',');
+        push_json_string(&mut header, name);
+        let shape: Vec<String> = shape.iter().map(usize::to_string).collect();
+        let _ = write!(
+            header,
+            ":{{\"dtype\":\"F32\",\"shape\":[{}],\"data_offsets\":[{offset},{}]}}",
+            shape.join(","),
+            offset + bytes
+        );
+        offset += bytes;
+    }
+    header.push('}');
+    while header.len() % 8 != 0 {
+        header.push(' ');
+    }
+    let mut out = Vec::with_capacity(8 + header.len() + offset);
+    out.extend_from_slice(&(header.len() as u64).to_le_bytes());
+    out.extend_from_slice(header.as_bytes());
+    for (_, _, values) in tensors {
+        for value in values {
+            out.extend_from_slice(&value.to_le_bytes());
+        }
+    }
+    out
+}
+
+/// `text` as a JSON string: quotes, backslashes and control characters escaped, everything else as UTF-8.
+fn push_json_string(out: &mut String, text: &str) {
+    out.push('"');
+    for character in text.chars() {
+        match character {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            control if (control as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", control as u32);
+            }
+            other => out.push(other),
+        }
+    }
+    out.push('"');
 }
 
 fn write_whole(path: &Path, bytes: &[u8]) -> Result<()> {

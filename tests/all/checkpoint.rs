@@ -134,6 +134,37 @@ fn a_saved_model_and_optimizer_load_into_a_new_session_and_continue_identically(
     std::fs::remove_file(&path).ok();
 }
 
+/// Two saves of one model with the same settings give the same bytes (the header lists metadata in key order,
+/// not a hash map's), and metadata with quotes, backslashes, control and non-ASCII characters reads back whole.
+#[test]
+fn saves_are_byte_identical_and_metadata_survives_escaping() {
+    on_vulkan(|backend| {
+        let session = backend.open();
+        let model = Mlp::new(&session, 6, &[5, 4], 3, 9).expect("model");
+        let tricky = "a \"quoted\" C:\\path\n\ttab \u{1} ünïcødé ✓".to_string();
+        let extra = [
+            ("zeta", "last".to_string()),
+            ("alpha", tricky.clone()),
+            ("mid", String::new()),
+        ];
+        let first = checkpoint::to_bytes(&model, None, &extra).expect("bytes");
+        let reordered = [extra[2].clone(), extra[0].clone(), extra[1].clone()];
+        for _ in 0..3 {
+            let again = checkpoint::to_bytes(&model, None, &reordered).expect("bytes");
+            assert!(again == first, "a second save gave other bytes");
+        }
+        let (_, header) = safetensors::SafeTensors::read_metadata(&first).expect("header");
+        let metadata = header.metadata().clone().expect("metadata");
+        assert_eq!(metadata.get("alpha"), Some(&tricky));
+        assert_eq!(metadata.get("mid").map(String::as_str), Some(""));
+        assert_eq!(metadata.get("zeta").map(String::as_str), Some("last"));
+        // The tensors start 8-byte aligned, as the format's readers expect.
+        let header_length = u64::from_le_bytes(first[..8].try_into().expect("8 bytes"));
+        assert_eq!(header_length % 8, 0);
+        session.close();
+    });
+}
+
 #[test]
 fn a_second_reader_finds_our_names_shapes_values_and_metadata() {
     let path = temp_path("second-reader");
