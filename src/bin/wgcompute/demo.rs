@@ -139,7 +139,7 @@ fn one_run(
         ProgressBar::new(args.steps as u64)
     };
     bar.set_style(
-        ProgressStyle::with_template("{bar:40} {pos}/{len} steps, loss {msg} ({per_sec})")
+        ProgressStyle::with_template("{bar:40} {pos}/{len} steps, loss {msg} ({per_sec:1})")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let config = SeedConfig {

@@ -502,7 +502,7 @@ fn train(
         ProgressBar::hidden()
     };
     bar.set_style(
-        ProgressStyle::with_template("epoch {msg} {bar:40} {pos}/{len} batches ({per_sec})")
+        ProgressStyle::with_template("epoch {msg} {bar:40} {pos}/{len} batches ({per_sec:1})")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let mut reports = Vec::with_capacity(args.epochs);
