@@ -96,11 +96,13 @@ static AXIS_REDUCE_SUBGROUP: Kernel = Kernel {
 };
 
 /// The chunk stage's variants (family `reduce_chunk`): each invocation reduces a contiguous run, or a run
-/// strided by the number of runs.
+/// strided by the number of runs, or a subgroup reduces each run (its lanes reading neighbouring elements,
+/// combined by shuffles; a candidate only on devices with subgroup operations).
 pub(crate) const CHUNK_FAMILY: &str = "reduce_chunk";
 const CONTIGUOUS: &str = "contiguous_runs";
 const STRIDED: &str = "strided_runs";
-pub(crate) const CHUNK_VARIANTS: &[&str] = &[CONTIGUOUS, STRIDED];
+const SUBGROUP_RUNS: &str = "subgroup_runs";
+pub(crate) const CHUNK_VARIANTS: &[&str] = &[CONTIGUOUS, STRIDED, SUBGROUP_RUNS];
 /// The variants of an axis stage over contiguous rows (family `reduce_axis`): one invocation per output, or
 /// `OUTPUT_LANES` lanes per output, or one subgroup per output (a candidate only on devices with subgroup
 /// operations).
@@ -212,6 +214,14 @@ fn groups(runtime: &Runtime, invocations: u64) -> [u32; 3] {
     Limits::of(runtime.limits()).grid((invocations as u32).div_ceil(WORKGROUP_SIZE))
 }
 
+/// Workgroups for one subgroup per output, enough even at the adapter's largest subgroup size.
+fn subgroup_workgroups(runtime: &Runtime, outputs: u64) -> [u32; 3] {
+    let largest_subgroup = u64::from(runtime.adapter().get_info().subgroup_max_size)
+        .clamp(1, u64::from(WORKGROUP_SIZE));
+    let outputs_per_group = u64::from(WORKGROUP_SIZE) / largest_subgroup;
+    Limits::of(runtime.limits()).grid(outputs.div_ceil(outputs_per_group) as u32)
+}
+
 /// Long contiguous rows: one partial per run of `CHUNK` neighbouring elements.
 fn chunk_stage(
     runtime: &mut Runtime,
@@ -248,7 +258,10 @@ fn chunk_stage(
             size_bucket(outer as usize),
             size_bucket(len as usize)
         );
-        let candidates = by_adapter(runtime, CONTIGUOUS, STRIDED);
+        let mut candidates = by_adapter(runtime, CONTIGUOUS, STRIDED);
+        if runtime.has_subgroups() {
+            candidates.push(SUBGROUP_RUNS);
+        }
         runtime.choose_variant(CHUNK_FAMILY, class, &candidates, |runtime, variant| {
             chunk_windows(
                 runtime,
@@ -315,6 +328,20 @@ fn chunk_windows(
         let workgroups = groups(runtime, outer * window_blocks);
         let bytes = bytemuck::bytes_of(&params);
         match partial_indices {
+            // The axis stage's subgroup kernel over runs of CHUNK: the same partials, one subgroup per run.
+            None if variant == SUBGROUP_RUNS => {
+                let runs = Params {
+                    chunk: CHUNK as u32,
+                    chunks: window_blocks as u32,
+                    ..params
+                };
+                runtime.dispatch(
+                    &AXIS_REDUCE_SUBGROUP,
+                    bytemuck::bytes_of(&runs),
+                    &[input, into(partial)],
+                    subgroup_workgroups(runtime, outer * window_blocks),
+                )?
+            }
             Some(indices) => runtime.dispatch(
                 &CHUNK_ARGMAX,
                 bytes,
@@ -388,9 +415,6 @@ fn axis_stage(
                 candidates.push(SUBGROUP_PER_OUTPUT);
             }
             let limits = Limits::of(runtime.limits());
-            // Enough workgroups for a subgroup per output even at the largest subgroup size.
-            let largest_subgroup = u64::from(runtime.adapter().get_info().subgroup_max_size)
-                .clamp(1, u64::from(WORKGROUP_SIZE));
             let record = |runtime: &mut Runtime, variant: &str| {
                 let (kernel, workgroups) = match variant {
                     LANES_PER_OUTPUT => {
@@ -398,11 +422,10 @@ fn axis_stage(
                         let groups = (outer * chunks).div_ceil(outputs_per_group);
                         (&AXIS_REDUCE_LANES, limits.grid(groups as u32))
                     }
-                    SUBGROUP_PER_OUTPUT => {
-                        let outputs_per_group = u64::from(WORKGROUP_SIZE) / largest_subgroup;
-                        let groups = (outer * chunks).div_ceil(outputs_per_group);
-                        (&AXIS_REDUCE_SUBGROUP, limits.grid(groups as u32))
-                    }
+                    SUBGROUP_PER_OUTPUT => (
+                        &AXIS_REDUCE_SUBGROUP,
+                        subgroup_workgroups(runtime, outer * chunks),
+                    ),
                     _ => (&AXIS_REDUCE, workgroups),
                 };
                 runtime.dispatch(
