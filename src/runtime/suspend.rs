@@ -28,16 +28,28 @@ pub(crate) struct Suspension {
 }
 
 impl Suspension {
-    /// Forgets a range a tensor dropped while suspended. A slab left empty is not recreated, and its bytes are
-    /// freed now; a range in a slab still needed keeps its bytes on the host until resume, where they are
-    /// written into free space, which does no harm.
+    /// Forgets a range a tensor dropped while suspended, and the host copy of its bytes. A slab left empty is
+    /// not recreated, and its bytes are freed. A range inside a piece that also holds live neighbours is cut
+    /// out of it when it is at least a quarter of the piece (the neighbours are copied into pieces of their
+    /// own, so the copying stays under three times the bytes freed); a smaller one keeps its bytes until
+    /// resume, where they are written into free space, which does no harm.
     pub fn release(&mut self, allocation: Allocation) {
-        let slab = allocation.slab;
+        let (slab, start, end) = (
+            allocation.slab,
+            allocation.offset,
+            allocation.offset + allocation.bytes,
+        );
         self.layout.free(allocation);
         if self.layout.slab_bytes(slab).is_none() {
             // The slab will not come back, so neither will any of its bytes.
             self.saved.retain(|piece| piece.slab != slab);
+            return;
         }
+        let mut kept = Vec::with_capacity(self.saved.len() + 1);
+        for piece in std::mem::take(&mut self.saved) {
+            kept.extend(piece.without(slab, start..end));
+        }
+        self.saved = kept;
     }
 
     /// Bytes held on the host.
@@ -46,6 +58,37 @@ impl Suspension {
             .iter()
             .map(|piece| piece.bytes.len() as u64)
             .sum()
+    }
+}
+
+impl SavedPiece {
+    /// This piece without the bytes of `range` in `slab`, where that frees enough to be worth a copy of the
+    /// rest (see `Suspension::release`): nothing, one piece or two.
+    fn without(self, slab: SlabId, range: std::ops::Range<u64>) -> Vec<SavedPiece> {
+        let end = self.offset + self.bytes.len() as u64;
+        let (cut_start, cut_end) = (range.start.max(self.offset), range.end.min(end));
+        let length = self.bytes.len() as u64;
+        if self.slab != slab || cut_start >= cut_end || 4 * (cut_end - cut_start) < length {
+            return vec![self];
+        }
+        let before = (cut_start - self.offset) as usize;
+        let after = (cut_end - self.offset) as usize;
+        let mut parts = Vec::with_capacity(2);
+        if before > 0 {
+            parts.push(SavedPiece {
+                slab,
+                offset: self.offset,
+                bytes: self.bytes[..before].to_vec(),
+            });
+        }
+        if after < self.bytes.len() {
+            parts.push(SavedPiece {
+                slab,
+                offset: cut_end,
+                bytes: self.bytes[after..].to_vec(),
+            });
+        }
+        parts
     }
 }
 
@@ -337,6 +380,43 @@ mod tests {
                 (1, STAGING_BYTES, 256),
                 (2, 0, 256),
             ]
+        );
+    }
+
+    fn piece(offset: u64, length: usize) -> SavedPiece {
+        SavedPiece {
+            slab: 3,
+            offset,
+            bytes: (0..length).map(|byte| byte as u8).collect(),
+        }
+    }
+
+    fn spans(pieces: &[SavedPiece]) -> Vec<(u64, u64)> {
+        pieces
+            .iter()
+            .map(|piece| (piece.offset, piece.offset + piece.bytes.len() as u64))
+            .collect()
+    }
+
+    #[test]
+    fn a_dropped_range_is_cut_out_of_its_piece_when_it_frees_a_quarter() {
+        // The whole piece: nothing is left.
+        assert!(piece(256, 512).without(3, 256..768).is_empty());
+        // The middle half: the two neighbours stay, with their own bytes.
+        let parts = piece(0, 1024).without(3, 256..768);
+        assert_eq!(spans(&parts), vec![(0, 256), (768, 1024)]);
+        assert_eq!(parts[0].bytes, piece(0, 1024).bytes[..256]);
+        assert_eq!(parts[1].bytes, piece(0, 1024).bytes[768..]);
+        // The head or the tail.
+        assert_eq!(spans(&piece(0, 1024).without(3, 0..256)), vec![(256, 1024)]);
+        assert_eq!(spans(&piece(0, 1024).without(3, 768..1024)), vec![(0, 768)]);
+        // Under a quarter of the piece: kept whole, its bytes written back into free space at resume.
+        assert_eq!(spans(&piece(0, 1024).without(3, 256..480)), vec![(0, 1024)]);
+        // Another slab, or a range beside the piece: untouched.
+        assert_eq!(spans(&piece(0, 1024).without(4, 0..1024)), vec![(0, 1024)]);
+        assert_eq!(
+            spans(&piece(0, 1024).without(3, 1024..2048)),
+            vec![(0, 1024)]
         );
     }
 

@@ -192,6 +192,48 @@ fn every_use_of_a_suspended_session_answers_suspended_and_nothing_is_lost() {
     });
 }
 
+/// A tensor dropped while suspended gives back its host copy even when its slab is shared with live tensors, so
+/// resume writes back only what is still held; the neighbours come back whole.
+#[test]
+fn a_tensor_dropped_while_suspended_gives_back_its_host_copy() {
+    on_vulkan(|backend| {
+        let mut session = backend.open();
+        let mut rng = Rng::fresh("drop while suspended");
+        let quarter = (MIB / 4) as usize;
+        let values: Vec<Vec<f32>> = (0..3).map(|_| random(&mut rng, quarter)).collect();
+        let mut tensors: Vec<Option<Tensor>> = values
+            .iter()
+            .map(|data| Some(session.upload(data, &[quarter]).expect("upload")))
+            .collect();
+        let small = session.upload(&[7.0], &[1]).expect("small");
+        let stats = session.memory_stats().expect("stats");
+        assert_eq!(stats.slabs, 1, "one shared slab holds them all: {stats:?}");
+        let suspended = session.suspend().expect("suspend");
+        assert_eq!(suspended.host_bytes, 3 * MIB + 256);
+
+        // The middle one: its neighbours no longer join through it.
+        tensors[1] = None;
+        // A small one in a large piece keeps its bytes until resume (cutting it out would copy the piece).
+        drop(small);
+        let resumed = session.resume().expect("resume");
+        assert_eq!(resumed.bytes_uploaded, 2 * MIB + 256);
+        for (index, tensor) in tensors.iter().enumerate() {
+            if let Some(tensor) = tensor {
+                assert_eq!(
+                    bits(&tensor.to_vec().expect("read")),
+                    bits(&values[index]),
+                    "tensor {index}"
+                );
+            }
+        }
+        let stats = session.memory_stats().expect("stats");
+        assert_eq!(stats.in_use, 2 * MIB, "{stats:?}");
+        // The freed range is usable again.
+        let again = session.upload(&values[1], &[quarter]).expect("upload");
+        assert_eq!(bits(&again.to_vec().expect("read")), bits(&values[1]));
+    });
+}
+
 /// A small classifier's job: an MLP, Adam, fixed data.
 struct Job {
     model: Mlp,
