@@ -50,7 +50,10 @@ fn dataset(scratch: &Scratch, rng: &mut Rng) -> Files {
     files
 }
 
-fn json(scratch: &Scratch, args: &[&std::ffi::OsStr]) -> serde_json::Value {
+fn json<S: AsRef<std::ffi::OsStr> + std::fmt::Debug>(
+    scratch: &Scratch,
+    args: &[S],
+) -> serde_json::Value {
     let output = scratch.run(args);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{args:?} failed: {stderr}");
@@ -276,7 +279,9 @@ fn fit_suspended_every_few_steps_saves_the_same_tensors_as_an_uninterrupted_fit(
             assert_eq!(a[key], b[key], "{key} differs");
         }
     }
-    // Tensor by tensor: the header's key order is the writer's business.
+    // Byte for byte (checkpoints are written in a fixed order), and tensor by tensor, so that a failure names
+    // what differs.
+    let identical = plain_bytes == suspended_bytes;
     let (plain_file, suspended_file) = (
         safetensors::SafeTensors::deserialize(&plain_bytes).expect("plain model"),
         safetensors::SafeTensors::deserialize(&suspended_bytes).expect("suspended model"),
@@ -298,6 +303,105 @@ fn fit_suspended_every_few_steps_saves_the_same_tensors_as_an_uninterrupted_fit(
         assert_eq!(a.shape(), b.shape(), "{name}");
         assert!(a.data() == b.data(), "{name} differs after suspends");
     }
+    assert!(identical, "the files differ outside their tensors");
+}
+
+/// `--checkpoint-every` writes `--save` as training goes: the final file is byte for byte the one a fit without
+/// checkpoints writes; a fit killed mid-run leaves a whole checkpoint of the epochs it finished, and resuming
+/// from it gives the same bytes as a fit that ran those epochs and one more without a stop.
+#[test]
+fn fit_checkpoints_every_epoch_and_an_interrupted_fit_resumes_where_it_stopped() {
+    let scratch = Scratch::new("fit-checkpoint");
+    let mut rng = Rng::new(12);
+    let files = dataset(&scratch, &mut rng);
+    let args = |model: &Path, epochs: &str| -> Vec<std::ffi::OsString> {
+        [
+            os("fit"),
+            os("--inputs"),
+            files.x.as_os_str(),
+            os("--labels"),
+            files.y.as_os_str(),
+            os("--save"),
+            model.as_os_str(),
+            os("--hidden"),
+            os("16"),
+            os("--epochs"),
+            os(epochs),
+            os("--batch"),
+            os("100"),
+            os("--val-split"),
+            os("0.1"),
+        ]
+        .iter()
+        .map(|arg| arg.to_os_string())
+        .collect()
+    };
+    let plain = scratch.path("plain.safetensors");
+    json(
+        &scratch,
+        &[args(&plain, "3"), vec!["--json".into()]].concat(),
+    );
+    let checkpointed = scratch.path("checkpointed.safetensors");
+    let report = json(
+        &scratch,
+        &[
+            args(&checkpointed, "3"),
+            vec!["--checkpoint-every".into(), "1".into(), "--json".into()],
+        ]
+        .concat(),
+    );
+    assert_eq!(report["checkpoints"], serde_json::json!([1, 2]));
+    assert!(
+        std::fs::read(&plain).expect("plain")
+            == std::fs::read(&checkpointed).expect("checkpointed"),
+        "checkpoints changed the final model"
+    );
+
+    // A long fit, killed once its first checkpoint is there.
+    let interrupted = scratch.path("interrupted.safetensors");
+    let mut child = scratch.spawn(
+        &[
+            args(&interrupted, "100000"),
+            vec!["--checkpoint-every".into(), "1".into()],
+        ]
+        .concat(),
+    );
+    let started = std::time::Instant::now();
+    while !interrupted.exists() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(120),
+            "no checkpoint after two minutes"
+        );
+        if let Some(status) = child.try_wait().expect("wait") {
+            panic!("fit ended ({status}) before writing a checkpoint");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    child.kill().expect("kill");
+    child.wait().expect("wait");
+    let file = Checkpoint::read(&interrupted).expect("the checkpoint is whole");
+    let done: u64 = file.metadata()["fit.epochs"].parse().expect("epochs");
+    assert!((1..100_000).contains(&done), "{done} epochs");
+    eprintln!("fit killed after {done} epochs checkpointed");
+
+    let resumed = scratch.path("resumed.safetensors");
+    let mut resume = args(&resumed, "1");
+    resume.extend(["--resume".into(), interrupted.into_os_string()]);
+    json(&scratch, &[resume, vec!["--json".into()]].concat());
+    let straight = scratch.path("straight.safetensors");
+    json(
+        &scratch,
+        &[
+            args(&straight, &(done + 1).to_string()),
+            vec!["--json".into()],
+        ]
+        .concat(),
+    );
+    assert!(
+        std::fs::read(&resumed).expect("resumed") == std::fs::read(&straight).expect("straight"),
+        "resuming after {done} epochs differs from {} epochs without a stop",
+        done + 1
+    );
 }
 
 #[test]

@@ -100,6 +100,10 @@ pub struct FitArgs {
     /// given back) and resume it at once, printing device memory while suspended.
     #[arg(long, value_name = "K")]
     suspend_every: Option<usize>,
+    /// Also write --save after every N epochs, each time whole (a temporary renamed over it), so that an
+    /// interrupted fit loses at most N epochs and continues with --resume.
+    #[arg(long, value_name = "N")]
+    checkpoint_every: Option<usize>,
     /// Print one JSON document with the per-epoch figures instead of lines.
     #[arg(long)]
     json: bool,
@@ -290,6 +294,9 @@ struct EpochReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     val_accuracy: Option<f64>,
     seconds: f64,
+    /// Whether --save was written after this epoch (the last epoch's is written at the end, always).
+    #[serde(skip)]
+    checkpointed: bool,
 }
 
 impl EpochReport {
@@ -407,6 +414,9 @@ pub fn fit(global: &GlobalOptions, args: &FitArgs) -> Result<()> {
     if args.suspend_every == Some(0) {
         bail!("--suspend-every must be at least 1");
     }
+    if args.checkpoint_every == Some(0) {
+        bail!("--checkpoint-every must be at least 1");
+    }
     let mut session = Session::open(global.session_options()?)?;
     let outcome = train(
         &mut session,
@@ -417,6 +427,7 @@ pub fn fit(global: &GlobalOptions, args: &FitArgs) -> Result<()> {
         lr,
         resumed.as_ref(),
         (validation, done_epochs),
+        &outputs,
     );
     session.close();
     let (reports, bytes, seconds, suspensions) = outcome?;
@@ -438,6 +449,11 @@ pub fn fit(global: &GlobalOptions, args: &FitArgs) -> Result<()> {
             "seconds": seconds,
             "seconds_per_epoch": per_epoch,
             "model": args.save.display().to_string(),
+            "checkpoints": reports
+                .iter()
+                .filter(|report| report.checkpointed)
+                .map(|report| report.epoch)
+                .collect::<Vec<_>>(),
             "suspensions": suspensions,
         });
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -465,6 +481,7 @@ fn train(
     lr: f32,
     resumed: Option<&Checkpoint>,
     (validation, done_epochs): (usize, u64),
+    outputs: &Outputs,
 ) -> Result<Fitted> {
     let samples = inputs.shape[0];
     // The validation samples are a seeded draw, the same on every run with this seed.
@@ -541,6 +558,18 @@ fn train(
             .as_ref()
             .map(|set| set.evaluate(&model, INFERENCE_BATCH))
             .transpose()?;
+        // The last epoch's model is written with the other outputs, below.
+        let checkpointed = epoch + 1 < args.epochs
+            && args
+                .checkpoint_every
+                .is_some_and(|every| (epoch + 1).is_multiple_of(every));
+        if checkpointed {
+            let done = done_epochs + epoch as u64 + 1;
+            let bytes = checkpoint_bytes(&model, optimizer.as_ref(), args, lr, done)?;
+            outputs
+                .write_one(0, &Contents::Bytes(bytes))
+                .context("--checkpoint-every")?;
+        }
         let report = EpochReport {
             epoch: epoch + 1,
             loss: trained.loss,
@@ -548,9 +577,13 @@ fn train(
             val_loss: validated.map(|figures| figures.loss),
             val_accuracy: validated.map(|figures| figures.accuracy),
             seconds: epoch_start.elapsed().as_secs_f64(),
+            checkpointed,
         };
         if !args.json {
-            let line = report.line(args.epochs);
+            let mut line = report.line(args.epochs);
+            if checkpointed {
+                line.push_str(&format!("; checkpoint written to {}", args.save.display()));
+            }
             // On stdout either way (the bar is on stderr), so redirecting stdout keeps the figures.
             bar.suspend(|| println!("{line}"));
         }
@@ -558,13 +591,25 @@ fn train(
     }
     bar.finish_and_clear();
     let seconds = start.elapsed().as_secs_f64();
+    let done = done_epochs + args.epochs as u64;
+    let bytes = checkpoint_bytes(&model, optimizer.as_ref(), args, lr, done)?;
+    Ok((reports, bytes, seconds, suspensions))
+}
+
+/// The model and optimizer as `--save` holds them, with the settings `--resume` needs and the epochs done.
+fn checkpoint_bytes(
+    model: &Mlp,
+    optimizer: &dyn wgcompute::Optimizer,
+    args: &FitArgs,
+    lr: f32,
+    epochs_done: u64,
+) -> wgcompute::Result<Vec<u8>> {
     let metadata = [
-        (EPOCHS_KEY, (done_epochs + args.epochs as u64).to_string()),
+        (EPOCHS_KEY, epochs_done.to_string()),
         (OPTIMIZER_KEY, args.optimizer.name().to_string()),
         ("fit.lr", lr.to_string()),
     ];
-    let bytes = checkpoint::to_bytes(&model, Some(optimizer.as_ref()), &metadata)?;
-    Ok((reports, bytes, seconds, suspensions))
+    checkpoint::to_bytes(model, Some(optimizer), &metadata)
 }
 
 fn suspend_and_resume(session: &mut Session, after_step: u64) -> wgcompute::Result<Suspension> {

@@ -114,6 +114,22 @@ impl Outputs {
     }
 }
 
+impl Outputs {
+    /// Writes the output planned at `index` now, whole or not at all (a temporary renamed over it): a
+    /// checkpoint a long command rewrites as it goes.
+    pub fn write_one(&self, index: usize, contents: &Contents) -> Result<()> {
+        let target = self
+            .targets
+            .get(index)
+            .with_context(|| format!("no output planned at {index}"))?;
+        let temporary = stage(target, contents)?;
+        temporary
+            .persist(&target.resolved)
+            .map_err(|error| anyhow!("cannot write {}: {}", target.named(), error.error))?;
+        Ok(())
+    }
+}
+
 /// Where `path` is written: an existing file (or link to one) by its canonical path, a new one as its canonical
 /// directory joined with its name.
 fn resolve(option: &str, path: &Path) -> Result<PathBuf> {

@@ -172,6 +172,19 @@ impl Scratch {
             .expect("the binary runs")
     }
 
+    /// Starts a command as `run` would, without waiting for it: for a test that interrupts it.
+    pub fn spawn<S: AsRef<OsStr>>(&self, args: &[S]) -> std::process::Child {
+        Command::new(env!("CARGO_BIN_EXE_wgcompute"))
+            .args(args)
+            .env("WGCOMPUTE_ADAPTER", "vulkan")
+            .env("WGCOMPUTE_TUNING", "defaults")
+            .env("XDG_RUNTIME_DIR", &self.xdg)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("the binary starts")
+    }
+
     /// Runs a command that must succeed quietly.
     pub fn ok<S: AsRef<OsStr>>(&self, args: &[S]) {
         let output = self.run(args);
