@@ -120,6 +120,14 @@ const fn shared_tile(
     (block_rows, block_cols, depth): (u32, u32, u32),
     (threads_x, threads_y): (u32, u32),
 ) -> SharedTile {
+    // What the generated source assumes: whole vec4s of C per invocation, tiles that the workgroup loads in
+    // whole rounds, and WebGPU's default limits on invocations and workgroup memory.
+    assert!(block_rows % threads_y == 0 && block_cols % threads_x == 0);
+    assert!((block_cols / threads_x) % 4 == 0);
+    assert!((block_rows * depth) % (threads_x * threads_y) == 0);
+    assert!((depth * block_cols) % (threads_x * threads_y) == 0);
+    assert!(threads_x * threads_y <= 256);
+    assert!((block_rows + block_cols) * depth * 4 <= 16384);
     SharedTile {
         variant,
         block_rows,
@@ -613,13 +621,32 @@ pub(crate) fn matmul(
     );
     // A CPU adapter times only the hand-written shared tile (the others lose there too, and would only make
     // tuning slower); a forced one still runs, so that every variant can be checked on every adapter.
-    let forced_shared_tile = runtime
-        .forced_variant(FAMILY)
-        .and_then(|forced| shared_tiles().find(|&variant| variant == forced));
-    if let Some(forced) = forced_shared_tile {
-        if !eligible.contains(&forced) && runtime.matmul_kernel() != MatmulKernel::Registers {
-            eligible.push(forced);
+    if runtime.matmul_kernel() != MatmulKernel::Registers {
+        let forced: Vec<&'static str> = runtime
+            .forced_variants(FAMILY)
+            .filter_map(|forced| shared_tiles().find(|&variant| variant == forced))
+            .collect();
+        for variant in forced {
+            if !eligible.contains(&variant) {
+                eligible.push(variant);
+            }
         }
+    }
+    // A grid past the adapter's workgroups per dimension would not run: a variant whose tiles are too small for
+    // a very long side drops out, and a product that no variant covers is a shape error.
+    eligible.retain(|&variant| {
+        plan(variant, batches, (m, n))
+            .groups
+            .iter()
+            .all(|&groups| groups as usize <= max_groups)
+    });
+    if eligible.is_empty() {
+        return Err(Error::Shape {
+            op: "matmul",
+            message: format!(
+                "a {m}×{n} product needs more than this adapter's {max_groups} workgroups per dimension"
+            ),
+        });
     }
     // `rows` of C, the first ones (timing runs take fewer).
     let record = |runtime: &mut Runtime, variant: &str, rows: usize| {

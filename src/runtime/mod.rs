@@ -671,14 +671,14 @@ impl SharedRuntime {
         let mut guard = lock(&self.state);
         match std::mem::replace(&mut *guard, State::Closed) {
             State::Suspended(suspension) => {
-                let figures = ResumeFigures {
-                    bytes_uploaded: suspension.host_bytes(),
-                    tensors: suspension.layout.allocations(),
-                };
+                let tensors = suspension.layout.allocations();
                 match Runtime::restore(device, settings, suspension) {
-                    Ok(runtime) => {
+                    Ok((runtime, bytes_uploaded)) => {
                         *guard = State::Open(Box::new(runtime));
-                        Ok(figures)
+                        Ok(ResumeFigures {
+                            bytes_uploaded,
+                            tensors,
+                        })
                     }
                     Err((error, suspension)) => {
                         *guard = State::Suspended(suspension);

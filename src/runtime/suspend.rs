@@ -51,14 +51,6 @@ impl Suspension {
         }
         self.saved = kept;
     }
-
-    /// Bytes held on the host.
-    pub fn host_bytes(&self) -> u64 {
-        self.saved
-            .iter()
-            .map(|piece| piece.bytes.len() as u64)
-            .sum()
-    }
 }
 
 impl SavedPiece {
@@ -260,14 +252,15 @@ impl Runtime {
         })
     }
 
-    /// Opens a runtime on `opened` with the suspended layout's slabs and writes their contents back. On failure
-    /// the new device is released and the suspension comes back with nothing lost.
+    /// Opens a runtime on `opened` with the suspended layout's slabs and writes their contents back; returns it
+    /// with the bytes written. On failure the new device is released and the suspension comes back with nothing
+    /// lost.
     #[allow(clippy::result_large_err)] // once per resume; the suspension must come back whole on failure
     pub(crate) fn restore(
         opened: OpenedDevice,
         settings: RuntimeSettings,
         suspension: Suspension,
-    ) -> std::result::Result<Runtime, (Error, Suspension)> {
+    ) -> std::result::Result<(Runtime, u64), (Error, Suspension)> {
         let Suspension { layout, saved } = suspension;
         let storage = WgpuSlabs {
             device: opened.device.clone(),
@@ -281,7 +274,7 @@ impl Runtime {
         };
         let mut runtime = Runtime::around(opened, settings, pool);
         match runtime.write_back(&saved) {
-            Ok(()) => Ok(runtime),
+            Ok(written) => Ok((runtime, written)),
             Err(error) => {
                 let layout = runtime.pool.detach();
                 release_all(runtime, false);
@@ -292,7 +285,9 @@ impl Runtime {
 
     /// Writes the pieces back a staging buffer's worth at a time, each group submitted and waited for, so that
     /// the queue's staging copies never hold more than that at once and a refusal is an error, not an alarm.
-    fn write_back(&mut self, saved: &[SavedPiece]) -> Result<()> {
+    /// Returns the bytes written (a slab cut at the restore leaves out the free space past its cut).
+    fn write_back(&mut self, saved: &[SavedPiece]) -> Result<u64> {
+        let mut written = 0;
         let mut start = 0;
         while start < saved.len() {
             let mut end = start;
@@ -316,6 +311,7 @@ impl Runtime {
                         .saturating_sub(piece.offset)
                         .min(piece.bytes.len() as u64);
                     if kept > 0 {
+                        written += kept;
                         self.queue.write_buffer(
                             buffer,
                             piece.offset,
@@ -336,7 +332,8 @@ impl Runtime {
         if self.reserve_up_front {
             self.pool.reserve_up_to_limit()?;
         }
-        self.alarms.check()
+        self.alarms.check()?;
+        Ok(written)
     }
 }
 

@@ -315,11 +315,11 @@ impl Tuner {
         pick
     }
 
-    /// The variant of `family` that is forced, if any.
-    pub fn forced(&self, family: &str) -> Option<&str> {
+    /// The variants of `family` that are forced.
+    pub fn forced<'a>(&'a self, family: &'a str) -> impl Iterator<Item = &'a str> + 'a {
         self.forced
             .iter()
-            .find(|(forced_family, _)| forced_family == family)
+            .filter(move |(forced_family, _)| forced_family == family)
             .map(|(_, variant)| variant.as_str())
     }
 
@@ -499,8 +499,8 @@ impl Runtime {
         pick
     }
 
-    /// The variant of `family` that `SessionOptions::force_variant` names, if any.
-    pub fn forced_variant(&self, family: &str) -> Option<&str> {
+    /// The variants of `family` that `SessionOptions::force_variant` names.
+    pub fn forced_variants<'a>(&'a self, family: &'a str) -> impl Iterator<Item = &'a str> + 'a {
         self.tuner.forced(family)
     }
 

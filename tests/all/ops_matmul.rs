@@ -305,3 +305,44 @@ fn every_matmul_variant_at_partial_tiles_long_k_and_a_batch() {
         }
     });
 }
+
+/// A side so long that a variant's grid would pass the adapter's 65,535 workgroups per dimension: that variant
+/// is passed over (even when forced) for one that covers it, and a product that none covers is a shape error
+/// after which the session goes on.
+#[test]
+fn grids_past_the_workgroup_limit_take_another_variant_or_are_shape_errors() {
+    on_vulkan(|backend| {
+        let mut rng = Rng::fresh("matmul grid limit");
+        // 2,200,000 columns: 68,750 tiles of 32 along N, 34,375 of 64.
+        let session = backend.poisoned_with("matmul", "shared_tiles_32x32");
+        check(
+            &session,
+            &mut rng,
+            &[1, 4],
+            false,
+            &[4, 2_200_000],
+            false,
+            1e-5,
+        );
+        let report = session.tuning_report().expect("report");
+        assert!(
+            report
+                .iter()
+                .all(|record| record.pick != "shared_tiles_32x32"),
+            "{report:?}"
+        );
+        // 5,000,000 rows with K = 1: only the strided and 64-row tiles could take it, 78,125 rows of tiles.
+        let a = session.zeros(&[5_000_000, 1]).expect("a");
+        let b = session.zeros(&[1, 1]).expect("b");
+        match a.matmul(&b) {
+            Err(Error::Shape { message, .. }) => {
+                assert!(message.contains("workgroups"), "{message}")
+            }
+            other => panic!(
+                "expected a shape error, got {:?}",
+                other.map(|c| c.shape().to_vec())
+            ),
+        }
+        check(&session, &mut rng, &[7, 9], false, &[9, 5], false, 1e-5);
+    });
+}

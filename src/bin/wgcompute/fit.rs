@@ -1,7 +1,8 @@
 //! `wgcompute fit` and `wgcompute predict`: a classifier trained on a dataset (epochs of shuffled minibatches
 //! drawn on the device, an optional validation split) and saved as a safetensors checkpoint; then class
 //! probabilities and ids for new inputs from that checkpoint. Inputs are read and checked before a session
-//! opens; outputs are written all or none at the end.
+//! opens; outputs are written all or none at the end (and, with `--checkpoint-every`, the model also after
+//! every N epochs, whole each time).
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -101,7 +102,8 @@ pub struct FitArgs {
     #[arg(long, value_name = "K")]
     suspend_every: Option<usize>,
     /// Also write --save after every N epochs, each time whole (a temporary renamed over it), so that an
-    /// interrupted fit loses at most N epochs and continues with --resume.
+    /// interrupted fit loses at most N epochs and continues with --resume. A fit killed while writing one may
+    /// leave its temporary (.NAME.*.tmp) beside --save.
     #[arg(long, value_name = "N")]
     checkpoint_every: Option<usize>,
     /// Print one JSON document with the per-epoch figures instead of lines.

@@ -1,7 +1,8 @@
 //! The files a command writes. They are checked before any work starts (each one's directory exists, none is a
 //! directory, no two name the same file), and written at the end all or none: every output goes to a temporary
 //! file beside its target, and only when all of them are complete are they renamed over their targets. A failure
-//! before that leaves every target as it was and removes the temporaries.
+//! before that leaves every target as it was and removes the temporaries. A checkpoint that a long command
+//! rewrites as it goes (`write_one`) is whole each time, through the same temporary and rename.
 
 use std::fs;
 use std::io::{BufWriter, Write};

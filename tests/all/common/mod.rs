@@ -231,7 +231,12 @@ pub fn error_against_magnitude(got: &[f32], want: &[f64], magnitude: &[f64]) -> 
         .map(|(&g, w)| (g as f64 - w).powi(2))
         .sum();
     let norm: f64 = magnitude.iter().map(|m| m * m).sum();
-    (diff / norm.max(f64::MIN_POSITIVE)).sqrt()
+    if norm == 0.0 {
+        // Nothing to be relative to: the absolute error, as `relative_error` gives.
+        diff.sqrt()
+    } else {
+        (diff / norm).sqrt()
+    }
 }
 
 /// Indices to check in a long tensor: both ends, both sides of every multiple of 2^25 (lavapipe's 128 MiB
