@@ -23,18 +23,21 @@ struct RegisterTile {
     rows: u32,
     vec4s: u32,
     /// All 64 invocations of a workgroup share their rows (of A and C) and spread along N: A's addresses then
-    /// depend on the workgroup alone, which a compiler can load once for many invocations (on llvmpipe 15 it
-    /// measured no faster than `vec4_8x8` at 1024³; faster for a few rows over a long K, the seed workload's).
+    /// depend on the workgroup alone, which a compiler can load once for many invocations (llvmpipe does), so
+    /// tall tiles pay off: each invocation's loads of B (its own addresses) feed `rows` multiply-adds each.
     shared_rows: bool,
     kernel: Kernel,
 }
 
-/// The generated tile shapes, beside the hand-written 8×8 one (`VEC4_8X8`).
-static REGISTER_TILES: [RegisterTile; 4] = [
+/// The generated tile shapes, beside the hand-written 8×8 one (`VEC4_8X8`). On llvmpipe the large shared-row
+/// tiles run a 1024³ product about twice as fast as 8×8 (more multiply-adds per B element each invocation
+/// loads, while A's loads are shared), and 12×8 a few rows over a long K (the seed workload's 10 rows) 1.7×.
+static REGISTER_TILES: [RegisterTile; 5] = [
     register_tile("vec4_4x16", "matmul_vec4_4x16", 4, 4, false),
-    register_tile("shared_rows_8x4", "matmul_shared_rows_8x4", 8, 1, true),
     register_tile("shared_rows_8x8", "matmul_shared_rows_8x8", 8, 2, true),
-    register_tile("shared_rows_4x16", "matmul_shared_rows_4x16", 4, 4, true),
+    register_tile("shared_rows_12x8", "matmul_shared_rows_12x8", 12, 2, true),
+    register_tile("shared_rows_16x16", "matmul_shared_rows_16x16", 16, 4, true),
+    register_tile("shared_rows_24x16", "matmul_shared_rows_24x16", 24, 4, true),
 ];
 
 const fn register_tile(
@@ -392,7 +395,7 @@ fn register_tile_source(tile: &RegisterTile) -> String {
         ));
     }
     for j in 0..vec4s {
-        line(format!("let col{j} = min(col4 + {j}u, n4s - 1u);"));
+        line(format!("let b_col{j} = min(col4 + {j}u, n4s - 1u);"));
     }
     for i in 0..rows {
         for j in 0..vec4s {
@@ -406,7 +409,7 @@ fn register_tile_source(tile: &RegisterTile) -> String {
     line("    var brow = b_base + k4 * 4u * n4s;".to_string());
     for component in ["x", "y", "z", "w"] {
         for j in 0..vec4s {
-            line(format!("    let b{component}{j} = b4[brow + col{j}];"));
+            line(format!("    let b{component}{j} = b4[brow + b_col{j}];"));
         }
         for i in 0..rows {
             for j in 0..vec4s {
@@ -555,6 +558,7 @@ pub(crate) const VARIANTS: &[&str] = &[
     REGISTER_TILES[1].variant,
     REGISTER_TILES[2].variant,
     REGISTER_TILES[3].variant,
+    REGISTER_TILES[4].variant,
     VEC4_AT,
     VEC4_BT,
     STRIDED,
@@ -960,6 +964,7 @@ reflected_layout!(
     kernels: [
         MATMUL_VEC4, MATMUL_VEC4_AT, MATMUL_VEC4_BT, MATMUL_TILED, MATMUL_STRIDED, REGISTER_TILES[0].kernel,
         REGISTER_TILES[1].kernel, REGISTER_TILES[2].kernel, REGISTER_TILES[3].kernel,
+        REGISTER_TILES[4].kernel,
         SHARED_TILE_SHAPES[0].kernel, SHARED_TILE_SHAPES[1].kernel, SHARED_TILE_SHAPES[2].kernel,
         SHARED_TILE_SHAPES[3].kernel
     ],
