@@ -40,6 +40,32 @@ static REGISTER_TILES: [RegisterTile; 5] = [
     register_tile("shared_rows_24x16", "matmul_shared_rows_24x16", 24, 4, true),
 ];
 
+/// Shared-row tiles of Aᵀ·B (A stored [K, M]): a weight's gradient, xᵀ·dY. For each k, the workgroup's rows
+/// of A are neighbouring vec4s of A's row k, loaded at addresses shared by all 64 invocations.
+static TRANSPOSED_LEFT_TILES: [RegisterTile; 3] = [
+    register_tile(
+        "at_shared_rows_8x16",
+        "matmul_at_shared_rows_8x16",
+        8,
+        4,
+        true,
+    ),
+    register_tile(
+        "at_shared_rows_24x16",
+        "matmul_at_shared_rows_24x16",
+        24,
+        4,
+        true,
+    ),
+    register_tile(
+        "at_shared_rows_16x16",
+        "matmul_at_shared_rows_16x16",
+        16,
+        4,
+        true,
+    ),
+];
+
 const fn register_tile(
     variant: &'static str,
     entry: &'static str,
@@ -67,6 +93,7 @@ fn register_tile_kernels() -> String {
         .iter()
         .map(register_tile_source)
         .chain([transposed_right_source()])
+        .chain(TRANSPOSED_LEFT_TILES.iter().map(transposed_left_source))
         .chain(SHARED_TILE_SHAPES.iter().map(shared_tile_source))
         .collect()
 }
@@ -368,6 +395,84 @@ fn matmul_vec4_bt(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocati
     )
 }
 
+/// The WGSL of a shared-row Aᵀ·B tile (`rows` a multiple of 4): as `register_tile_source`, with A read along
+/// its rows of K.
+fn transposed_left_source(tile: &RegisterTile) -> String {
+    let (entry, rows, vec4s) = (tile.kernel.entry, tile.rows, tile.vec4s);
+    let mut body = String::new();
+    let mut line = |text: String| {
+        body.push_str("    ");
+        body.push_str(&text);
+        body.push('\n');
+    };
+    for group in 0..rows / 4 {
+        line(format!(
+            "let a_row4_{group} = min(row0 / 4u + {group}u, m4s - 1u);"
+        ));
+    }
+    for j in 0..vec4s {
+        line(format!("let b_col{j} = min(col4 + {j}u, n4s - 1u);"));
+    }
+    for i in 0..rows {
+        for j in 0..vec4s {
+            line(format!("var c{i}_{j} = vec4<f32>(0.0);"));
+        }
+    }
+    line("for (var k = params.k_begin; k < params.k_end; k = k + 1u) {".to_string());
+    line("    let a_row = a_base + k * m4s;".to_string());
+    for group in 0..rows / 4 {
+        line(format!(
+            "    let a_vec{group} = a4[a_row + a_row4_{group}];"
+        ));
+    }
+    line("    let b_row = b_base + k * n4s;".to_string());
+    for j in 0..vec4s {
+        line(format!("    let b_vec{j} = b4[b_row + b_col{j}];"));
+    }
+    for i in 0..rows {
+        let component = ["x", "y", "z", "w"][(i % 4) as usize];
+        for j in 0..vec4s {
+            line(format!(
+                "    c{i}_{j} = c{i}_{j} + a_vec{group}.{component} * b_vec{j};",
+                group = i / 4
+            ));
+        }
+    }
+    line("}".to_string());
+    line("let accumulate = params.accumulate == 1u;".to_string());
+    for i in 0..rows {
+        line(format!("if (row0 + {i}u < m) {{"));
+        line(format!("    let at = c_base + (row0 + {i}u) * n4s + col4;"));
+        for j in 0..vec4s {
+            line(format!(
+                "    if (col4 + {j}u < n4s) {{ store4(at + {j}u, c{i}_{j}, accumulate); }}"
+            ));
+        }
+        line("}".to_string());
+    }
+    format!(
+        "
+// C = Aᵀ·B with A stored [K, M] (M % 4 == 0) and B stored [K, N] (N % 4 == 0): {rows} rows x {vec4s} vec4
+// columns of C per invocation; the workgroup's 64 invocations share their rows and spread along N.
+@compute @workgroup_size(64)
+fn {entry}(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
+    let m = params.m;
+    let m4s = params.m / 4u;
+    let n4s = params.n / 4u;
+    let row0 = wid.y * {rows}u;
+    let col4 = (wid.x * 64u + lid) * {vec4s}u;
+    if (row0 >= m || col4 >= n4s) {{
+        return;
+    }}
+    let batch = wid.z;
+    let a_base = batch * (params.a_batch / 4u);
+    let b_base = batch * (params.b_batch / 4u);
+    let c_base = batch * (params.c_batch / 4u);
+{body}}}
+"
+    )
+}
+
 fn register_tile_source(tile: &RegisterTile) -> String {
     let (entry, rows, vec4s) = (tile.kernel.entry, tile.rows, tile.vec4s);
     let (first_row, first_col4, layout) = if tile.shared_rows {
@@ -560,6 +665,9 @@ pub(crate) const VARIANTS: &[&str] = &[
     REGISTER_TILES[3].variant,
     REGISTER_TILES[4].variant,
     VEC4_AT,
+    TRANSPOSED_LEFT_TILES[0].variant,
+    TRANSPOSED_LEFT_TILES[1].variant,
+    TRANSPOSED_LEFT_TILES[2].variant,
     VEC4_BT,
     STRIDED,
     SHARED_TILES,
@@ -714,7 +822,9 @@ fn candidates(
             .chain(REGISTER_TILES.iter().map(|tile| tile.variant))
             .collect()
     } else if vec4_at {
-        vec![VEC4_AT]
+        std::iter::once(VEC4_AT)
+            .chain(TRANSPOSED_LEFT_TILES.iter().map(|tile| tile.variant))
+            .collect()
     } else if a.is_row_major() && b.row_stride == 1 && k % 4 == 0 {
         vec![VEC4_BT, STRIDED]
     } else {
@@ -776,7 +886,11 @@ fn plan(variant: &str, batches: usize, (m, n): (usize, usize)) -> Plan {
                 wg_rows: 1,
             }
         }
-        _ => match REGISTER_TILES.iter().find(|tile| tile.variant == variant) {
+        _ => match REGISTER_TILES
+            .iter()
+            .chain(&TRANSPOSED_LEFT_TILES)
+            .find(|tile| tile.variant == variant)
+        {
             Some(tile) => (
                 &tile.kernel,
                 tile.rows as usize,
@@ -897,9 +1011,11 @@ mod tests {
                     assert_eq!(auto[0] == SHARED_TILES, !cpu);
                     let vec4 = !transpose.0 && !transpose.1 && shape.1 % 4 == 0 && shape.2 % 4 == 0;
                     let transposed_right = !transpose.0 && transpose.1 && shape.1 % 4 == 0;
+                    let transposed_left =
+                        transpose.0 && !transpose.1 && shape.0 % 4 == 0 && shape.2 % 4 == 0;
                     assert_eq!(
                         registers.len() > 1,
-                        vec4 || transposed_right,
+                        vec4 || transposed_right || transposed_left,
                         "{transpose:?} {shape:?}"
                     );
                     assert!(auto.iter().all(|variant| VARIANTS.contains(variant)));
@@ -930,11 +1046,14 @@ mod tests {
                         .unwrap_or_default(),
                     VEC4_BT => (BT_TILE * BT_INVOCATIONS, BT_TILE * BT_INVOCATIONS),
                     _ => {
-                        let (rows, vec4s) =
-                            match REGISTER_TILES.iter().find(|tile| tile.variant == variant) {
-                                Some(tile) => (tile.rows as usize, tile.vec4s as usize),
-                                None => (8, 2),
-                            };
+                        let (rows, vec4s) = match REGISTER_TILES
+                            .iter()
+                            .chain(&TRANSPOSED_LEFT_TILES)
+                            .find(|tile| tile.variant == variant)
+                        {
+                            Some(tile) => (tile.rows as usize, tile.vec4s as usize),
+                            None => (8, 2),
+                        };
                         let wg_rows = plan.wg_rows as usize;
                         (rows * wg_rows, 64 / wg_rows * vec4s * 4)
                     }
@@ -964,7 +1083,8 @@ reflected_layout!(
     kernels: [
         MATMUL_VEC4, MATMUL_VEC4_AT, MATMUL_VEC4_BT, MATMUL_TILED, MATMUL_STRIDED, REGISTER_TILES[0].kernel,
         REGISTER_TILES[1].kernel, REGISTER_TILES[2].kernel, REGISTER_TILES[3].kernel,
-        REGISTER_TILES[4].kernel,
+        REGISTER_TILES[4].kernel, TRANSPOSED_LEFT_TILES[0].kernel, TRANSPOSED_LEFT_TILES[1].kernel,
+        TRANSPOSED_LEFT_TILES[2].kernel,
         SHARED_TILE_SHAPES[0].kernel, SHARED_TILE_SHAPES[1].kernel, SHARED_TILE_SHAPES[2].kernel,
         SHARED_TILE_SHAPES[3].kernel
     ],

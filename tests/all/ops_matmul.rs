@@ -295,6 +295,26 @@ fn every_matmul_variant_at_partial_tiles_long_k_and_a_batch() {
                 1e-5,
             );
             check(&session, &mut rng, &[12, 8], true, &[12, 16], false, 1e-5);
+            // Aᵀ·B tiles: partial row and column tiles, K in two passes, a batch.
+            check(&session, &mut rng, &[37, 20], true, &[37, 12], false, 1e-5);
+            check(
+                &session,
+                &mut rng,
+                &[4500, 8],
+                true,
+                &[4500, 4],
+                false,
+                1e-4,
+            );
+            check(
+                &session,
+                &mut rng,
+                &[2, 9, 12],
+                true,
+                &[2, 9, 8],
+                false,
+                1e-5,
+            );
             check(&session, &mut rng, &[7, 9], false, &[9, 5], false, 1e-5);
             check(&session, &mut rng, &[66, 12], false, &[70, 12], true, 1e-5);
             let report = session.tuning_report().expect("report");
