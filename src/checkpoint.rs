@@ -1,7 +1,9 @@
 //! Checkpoints in the safetensors format (the one Hugging Face, candle and Burn share): an [`Mlp`]'s parameters
 //! named `layers.0.weight` ([inputs, outputs]), `layers.0.bias` and so on, the architecture in the file's
 //! metadata, and optionally an optimizer's state (`optimizer.m.layers.0.weight`, ...). A file loads into a new
-//! session on any adapter, and Python reads it with `safetensors.numpy.load_file`.
+//! session on any adapter, and Python reads it with `safetensors.numpy.load_file`. Any other model saves its
+//! tensors by name with [`save_tensors`] and reads them back with [`Checkpoint::tensor`] or
+//! [`Checkpoint::load_tensor_into`].
 //!
 //! ```
 //! use wgcompute::{checkpoint, Mlp, Session, SessionOptions};
@@ -113,12 +115,100 @@ fn encode(
             }
         }
     }
+    encode_named(path, &named, &metadata)
+}
+
+/// Writes named tensors (f32 or u32: the parameters and state of any model built on the tape) and metadata to
+/// `path` in the safetensors format, whole or not at all. Names must be unique, non-empty and not
+/// `__metadata__`; [`Checkpoint::tensor`] reads them back.
+pub fn save_tensors(
+    path: impl AsRef<Path>,
+    tensors: &[(&str, &Tensor)],
+    metadata: &[(&str, String)],
+) -> Result<()> {
+    let path = path.as_ref();
+    let bytes = encode_tensors(path, tensors, metadata)?;
+    write_whole(path, &bytes)
+}
+
+/// The bytes [`save_tensors`] writes.
+pub fn tensors_to_bytes(
+    tensors: &[(&str, &Tensor)],
+    metadata: &[(&str, String)],
+) -> Result<Vec<u8>> {
+    encode_tensors(Path::new("(in memory)"), tensors, metadata)
+}
+
+fn encode_tensors(
+    path: &Path,
+    tensors: &[(&str, &Tensor)],
+    metadata: &[(&str, String)],
+) -> Result<Vec<u8>> {
+    let named: Vec<(String, &Tensor)> = tensors
+        .iter()
+        .map(|&(name, tensor)| (name.to_string(), tensor))
+        .collect();
+    let metadata: BTreeMap<String, String> = metadata
+        .iter()
+        .map(|(key, value)| (key.to_string(), value.clone()))
+        .collect();
+    encode_named(path, &named, &metadata)
+}
+
+fn encode_named(
+    path: &Path,
+    named: &[(String, &Tensor)],
+    metadata: &BTreeMap<String, String>,
+) -> Result<Vec<u8>> {
+    let mut seen = std::collections::HashSet::new();
     let mut data = Vec::with_capacity(named.len());
-    for (name, tensor) in &named {
-        tensor.expect_dtype("checkpoint save", DType::F32)?;
-        data.push((name.clone(), tensor.shape().to_vec(), tensor.to_vec()?));
+    for (name, tensor) in named {
+        if name.is_empty() || name == "__metadata__" {
+            return Err(failure(
+                path,
+                format!("'{name}' cannot name a tensor in safetensors"),
+            ));
+        }
+        if !seen.insert(name.as_str()) {
+            return Err(failure(
+                path,
+                format!("two tensors are named '{name}'; each needs its own name"),
+            ));
+        }
+        let (dtype, bytes): (&'static str, Vec<u8>) = match tensor.dtype() {
+            DType::F32 => (
+                "F32",
+                tensor
+                    .to_vec()?
+                    .iter()
+                    .flat_map(|v| v.to_le_bytes())
+                    .collect(),
+            ),
+            DType::U32 => (
+                "U32",
+                tensor
+                    .to_vec_u32()?
+                    .iter()
+                    .flat_map(|v| v.to_le_bytes())
+                    .collect(),
+            ),
+        };
+        data.push(StoredTensor {
+            name: name.clone(),
+            dtype,
+            shape: tensor.shape().to_vec(),
+            bytes,
+        });
     }
-    Ok(serialize(&metadata, &data))
+    Ok(serialize(metadata, &data))
+}
+
+/// One tensor as the file stores it: its elements' little-endian bytes.
+struct StoredTensor {
+    name: String,
+    dtype: &'static str,
+    shape: Vec<usize>,
+    bytes: Vec<u8>,
 }
 
 /// The safetensors layout, written here rather than by the `safetensors` crate, whose header lists the
@@ -126,10 +216,7 @@ fn encode(
 /// checkpoint can be compared or hashed. The layout: the header's length (u64, little-endian), the header (JSON:
 /// `__metadata__` in key order, then each tensor's dtype, shape and byte range in `tensors`' order, padded with
 /// spaces to a multiple of 8 bytes), then the tensors' bytes.
-fn serialize(
-    metadata: &BTreeMap<String, String>,
-    tensors: &[(String, Vec<usize>, Vec<f32>)],
-) -> Vec<u8> {
+fn serialize(metadata: &BTreeMap<String, String>, tensors: &[StoredTensor]) -> Vec<u8> {
     let mut header = String::from("{\"__metadata__\":{");
     for (index, (key, value)) in metadata.iter().enumerate() {
         if index > 0 {
@@ -141,14 +228,15 @@ fn serialize(
     }
     header.push('}');
     let mut offset = 0usize;
-    for (name, shape, values) in tensors {
-        let bytes = std::mem::size_of_val(values.as_slice());
+    for tensor in tensors {
+        let bytes = tensor.bytes.len();
         header.push(',');
-        push_json_string(&mut header, name);
-        let shape: Vec<String> = shape.iter().map(usize::to_string).collect();
+        push_json_string(&mut header, &tensor.name);
+        let shape: Vec<String> = tensor.shape.iter().map(usize::to_string).collect();
         let _ = write!(
             header,
-            ":{{\"dtype\":\"F32\",\"shape\":[{}],\"data_offsets\":[{offset},{}]}}",
+            ":{{\"dtype\":\"{}\",\"shape\":[{}],\"data_offsets\":[{offset},{}]}}",
+            tensor.dtype,
             shape.join(","),
             offset + bytes
         );
@@ -161,10 +249,8 @@ fn serialize(
     let mut out = Vec::with_capacity(8 + header.len() + offset);
     out.extend_from_slice(&(header.len() as u64).to_le_bytes());
     out.extend_from_slice(header.as_bytes());
-    for (_, _, values) in tensors {
-        for value in values {
-            out.extend_from_slice(&value.to_le_bytes());
-        }
+    for tensor in tensors {
+        out.extend_from_slice(&tensor.bytes);
     }
     out
 }
@@ -200,6 +286,20 @@ fn write_whole(path: &Path, bytes: &[u8]) -> Result<()> {
             format!("cannot write it ({error}); check the folder exists and is writable"),
         )
     })
+}
+
+fn f32_values(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks_exact(4)
+        .map(|word| f32::from_le_bytes([word[0], word[1], word[2], word[3]]))
+        .collect()
+}
+
+fn u32_values(bytes: &[u8]) -> Vec<u32> {
+    bytes
+        .chunks_exact(4)
+        .map(|word| u32::from_le_bytes([word[0], word[1], word[2], word[3]]))
+        .collect()
 }
 
 fn join(sizes: &[usize]) -> String {
@@ -250,6 +350,65 @@ impl Checkpoint {
     /// The file's metadata.
     pub fn metadata(&self) -> &HashMap<String, String> {
         &self.metadata
+    }
+
+    /// The names of the file's tensors, sorted.
+    pub fn names(&self) -> Result<Vec<String>> {
+        let tensors = self.tensors()?;
+        let mut names: Vec<String> = tensors.names().into_iter().map(str::to_string).collect();
+        names.sort_unstable();
+        Ok(names)
+    }
+
+    /// A new tensor in `session` holding the file's tensor `name` (F32 or U32, of the shape it has there).
+    pub fn tensor(&self, session: &Session, name: &str) -> Result<Tensor> {
+        let tensors = self.tensors()?;
+        let view = self.view(&tensors, name)?;
+        let shape = view.shape().to_vec();
+        match view.dtype() {
+            Dtype::F32 => session.upload(&f32_values(view.data()), &shape),
+            Dtype::U32 => session.upload_u32(&u32_values(view.data()), &shape),
+            other => Err(failure(
+                &self.path,
+                format!("tensor '{name}' is {other:?}; only F32 and U32 tensors load"),
+            )),
+        }
+    }
+
+    /// Overwrites `tensor` with the file's tensor `name`, which must have its dtype and shape; otherwise an
+    /// error that names it, and `tensor` is unchanged.
+    pub fn load_tensor_into(&self, name: &str, tensor: &Tensor) -> Result<()> {
+        let tensors = self.tensors()?;
+        let view = self.view(&tensors, name)?;
+        let want = match tensor.dtype() {
+            DType::F32 => Dtype::F32,
+            DType::U32 => Dtype::U32,
+        };
+        if view.dtype() != want || view.shape() != tensor.shape() {
+            return Err(failure(
+                &self.path,
+                format!(
+                    "tensor '{name}' is {:?} {:?}, not the {want:?} {:?} it is loaded into",
+                    view.dtype(),
+                    view.shape(),
+                    tensor.shape()
+                ),
+            ));
+        }
+        match want {
+            Dtype::F32 => tensor.write(&f32_values(view.data())),
+            _ => tensor.write_u32(&u32_values(view.data())),
+        }
+    }
+
+    fn view<'a>(
+        &self,
+        tensors: &'a SafeTensors<'a>,
+        name: &str,
+    ) -> Result<safetensors::tensor::TensorView<'a>> {
+        tensors
+            .tensor(name)
+            .map_err(|_| failure(&self.path, format!("has no tensor '{name}'")))
     }
 
     /// The architecture the metadata names: `[inputs, hidden…, outputs]`.
@@ -389,7 +548,7 @@ impl Checkpoint {
                 ),
             ));
         }
-        Ok(bytemuck::pod_collect_to_vec(view.data()))
+        Ok(f32_values(view.data()))
     }
 
     fn upload(&self, session: &Session, name: &str, shape: &[usize]) -> Result<Tensor> {

@@ -320,19 +320,39 @@ impl Tensor {
 
     /// Overwrites every element with `data`.
     pub fn write(&self, data: &[f32]) -> Result<()> {
-        self.expect_dtype("write", DType::F32)?;
-        if data.len() != self.len() {
+        self.write_words("write", DType::F32, data.len(), bytemuck::cast_slice(data))
+    }
+
+    /// Overwrites every element of a u32 tensor with `data`.
+    pub fn write_u32(&self, data: &[u32]) -> Result<()> {
+        self.write_words(
+            "write_u32",
+            DType::U32,
+            data.len(),
+            bytemuck::cast_slice(data),
+        )
+    }
+
+    /// Overwrites every element with `count` values of `dtype`, given as their bytes.
+    fn write_words(
+        &self,
+        op: &'static str,
+        dtype: DType,
+        count: usize,
+        bytes: &[u8],
+    ) -> Result<()> {
+        self.expect_dtype(op, dtype)?;
+        if count != self.len() {
             return Err(Error::Shape {
-                op: "write",
+                op,
                 message: format!(
-                    "{} values given for a tensor of shape {:?}",
-                    data.len(),
+                    "{count} values given for a tensor of shape {:?}",
                     self.shape()
                 ),
             });
         }
         let range = self.range()?;
-        self.with_runtime(|runtime| runtime.write(range, bytemuck::cast_slice(data)))
+        self.with_runtime(|runtime| runtime.write(range, bytes))
     }
 
     /// Copies `source` (same element count and dtype) into this tensor through the command stream.

@@ -256,3 +256,119 @@ fn files_that_do_not_fit_are_errors_naming_the_tensor() {
     });
     std::fs::remove_file(&path).ok();
 }
+
+/// Any model's tensors (f32 and u32, any shapes) save by name and load back bit for bit, into a session on
+/// another backend or into tensors that exist; names, dtypes and shapes that do not fit are errors naming the
+/// tensor, and nothing changes.
+#[test]
+fn named_tensors_of_any_model_save_and_load_bit_for_bit() {
+    let path = temp_path("named");
+    let refused = temp_path("named-refused");
+    let mut rng = Rng::fresh("named tensors");
+    let last = crate::common::backends().pop().expect("a backend");
+    on_vulkan(|vulkan| {
+        let source = vulkan.poisoned();
+        let values = [
+            ("embedding", vec![7, 3], rng.vec(21, -1.0, 1.0)),
+            ("scale", vec![1], rng.vec(1, -1.0, 1.0)),
+            ("blocks.0.cube", vec![2, 3, 4], rng.vec(24, -1e30, 1e30)),
+        ];
+        let floats: Vec<wgcompute::Tensor> = values
+            .iter()
+            .map(|(_, shape, data)| source.upload(data, shape).expect("upload"))
+            .collect();
+        let ids = source
+            .upload_u32(&[4, 0, 6, 2, u32::MAX], &[5])
+            .expect("ids");
+        let mut named: Vec<(&str, &wgcompute::Tensor)> = values
+            .iter()
+            .zip(&floats)
+            .map(|((name, _, _), tensor)| (*name, tensor))
+            .collect();
+        named.push(("ids", &ids));
+        checkpoint::save_tensors(&path, &named, &[("model", "toy".to_string())]).expect("save");
+        let file = Checkpoint::read(&path).expect("read");
+        assert_eq!(
+            file.names().expect("names"),
+            ["blocks.0.cube", "embedding", "ids", "scale"]
+        );
+        assert_eq!(
+            file.metadata().get("model").map(String::as_str),
+            Some("toy")
+        );
+        // The crate's own parser sees the u32 tensor as U32.
+        let bytes = std::fs::read(&path).expect("bytes");
+        let parsed = safetensors::SafeTensors::deserialize(&bytes).expect("parses");
+        assert_eq!(
+            parsed.tensor("ids").expect("ids").dtype(),
+            safetensors::Dtype::U32
+        );
+
+        // Into a session on the last backend (GL where present).
+        let target = last.poisoned();
+        for (name, shape, data) in &values {
+            let loaded = file.tensor(&target, name).expect("load");
+            assert_eq!(loaded.shape(), &shape[..], "{name}");
+            let got = loaded.to_vec().expect("read");
+            assert!(
+                got.iter()
+                    .zip(data)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{name} changed"
+            );
+        }
+        assert_eq!(
+            file.tensor(&target, "ids")
+                .expect("ids")
+                .to_vec_u32()
+                .expect("read"),
+            vec![4, 0, 6, 2, u32::MAX]
+        );
+        let existing = target.zeros(&[7, 3]).expect("zeros");
+        file.load_tensor_into("embedding", &existing)
+            .expect("load into");
+        assert_eq!(existing.to_vec().expect("read"), values[0].2);
+
+        // What does not fit is refused, naming the tensor, and the target keeps its values.
+        let wrong_shape = target.zeros(&[3, 7]).expect("zeros");
+        let wrong_dtype = target.upload_u32(&[0; 21], &[7, 3]).expect("u32");
+        for (name, tensor) in [("embedding", &wrong_shape), ("embedding", &wrong_dtype)] {
+            match file.load_tensor_into(name, tensor) {
+                Err(Error::Checkpoint { message, .. }) => {
+                    assert!(message.contains(name), "{message}")
+                }
+                other => panic!("expected a checkpoint error, got {other:?}"),
+            }
+        }
+        assert!(wrong_shape
+            .to_vec()
+            .expect("read")
+            .iter()
+            .all(|&v| v == 0.0));
+        assert!(matches!(
+            file.tensor(&target, "missing"),
+            Err(Error::Checkpoint { message, .. }) if message.contains("missing")
+        ));
+        for bad in [
+            vec![("twice", &floats[0]), ("twice", &floats[1])],
+            vec![("", &floats[0])],
+            vec![("__metadata__", &floats[0])],
+        ] {
+            assert!(matches!(
+                checkpoint::save_tensors(&refused, &bad, &[]),
+                Err(Error::Checkpoint { .. })
+            ));
+            assert!(!refused.exists(), "a refused save wrote a file");
+        }
+        // The session goes on.
+        assert_eq!(
+            target
+                .upload(&[1.0], &[1])
+                .expect("upload")
+                .item()
+                .expect("item"),
+            1.0
+        );
+    });
+    std::fs::remove_file(&path).ok();
+}
