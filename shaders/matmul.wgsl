@@ -4,7 +4,9 @@
 // keeps an 8×8 block of C in registers (8 rows × two vec4 columns) and reads A as vec4 along K and B as vec4
 // along N. It stages nothing in workgroup memory: on llvmpipe barriers cost more than they save, and register
 // blocking is what pays. `matmul_strided` takes any strides (transposed operands, odd sizes) with a 4×4 block.
-// Rows and columns past the edge are clamped on load and skipped on store.
+// Rows and columns past the edge are clamped on load and skipped on store. The other register tiles and the
+// shared-memory tiles for GPUs are generated from their shapes in src/kernels/matmul.rs and built with this
+// file.
 //
 // llvmpipe stops any loop after 65,535 iterations, so the host splits K into passes of at most a few thousand;
 // every pass after the first adds to C (a fixed order, so results stay repeatable).
@@ -303,75 +305,6 @@ fn matmul_strided(@builtin(global_invocation_id) id: vec3<u32>, @builtin(workgro
                     } else {
                         c[at] = acc[i][j];
                     }
-                }
-            }
-        }
-    }
-}
-
-// Shared-memory tiling for GPUs: a 16×16 workgroup computes a 64×64 block of C, each invocation 4×4 of it,
-// staging 64×16 of A and 16×64 of B in workgroup memory per step along K. Any strides (so any transpose) and
-// any sizes: out-of-range elements load as 0 and are not stored. On llvmpipe the barriers cost more than the
-// staging saves, so CPU adapters take the register-tiled kernels above.
-var<workgroup> tile_a: array<f32, 1024>;
-var<workgroup> tile_b: array<f32, 1024>;
-
-@compute @workgroup_size(16, 16)
-fn matmul_tiled(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
-    let m = params.m;
-    let n = params.n;
-    let k_begin = params.k_begin;
-    let k_end = params.k_end;
-    let a_row = params.a_row;
-    let a_col = params.a_col;
-    let b_row = params.b_row;
-    let b_col = params.b_col;
-    let accumulate = params.accumulate == 1u;
-    let a_base = wid.z * params.a_batch;
-    let b_base = wid.z * params.b_batch;
-    let c_base = wid.z * params.c_batch;
-    let row_base = wid.y * 64u;
-    let col_base = wid.x * 64u;
-    let t = lid.y * 16u + lid.x;
-    var acc0 = vec4<f32>(0.0);
-    var acc1 = vec4<f32>(0.0);
-    var acc2 = vec4<f32>(0.0);
-    var acc3 = vec4<f32>(0.0);
-    for (var k0 = k_begin; k0 < k_end; k0 = k0 + 16u) {
-        for (var l = 0u; l < 4u; l = l + 1u) {
-            let index = t + l * 256u;
-            let ar = row_base + index / 16u;
-            let ak = k0 + index % 16u;
-            let a_at = a_base + min(ar, m - 1u) * a_row + min(ak, k_end - 1u) * a_col;
-            tile_a[index] = select(0.0, a[a_at], ar < m && ak < k_end);
-            let bk = k0 + index / 64u;
-            let bc = col_base + index % 64u;
-            let b_at = b_base + min(bk, k_end - 1u) * b_row + min(bc, n - 1u) * b_col;
-            tile_b[index] = select(0.0, b[b_at], bk < k_end && bc < n);
-        }
-        workgroupBarrier();
-        for (var kk = 0u; kk < 16u; kk = kk + 1u) {
-            let bb = kk * 64u + lid.x * 4u;
-            let bv = vec4<f32>(tile_b[bb], tile_b[bb + 1u], tile_b[bb + 2u], tile_b[bb + 3u]);
-            let ab = lid.y * 64u + kk;
-            acc0 = acc0 + tile_a[ab] * bv;
-            acc1 = acc1 + tile_a[ab + 16u] * bv;
-            acc2 = acc2 + tile_a[ab + 32u] * bv;
-            acc3 = acc3 + tile_a[ab + 48u] * bv;
-        }
-        workgroupBarrier();
-    }
-    let rows = array<vec4<f32>, 4>(acc0, acc1, acc2, acc3);
-    for (var i = 0u; i < 4u; i = i + 1u) {
-        let row = row_base + lid.y * 4u + i;
-        for (var j = 0u; j < 4u; j = j + 1u) {
-            let col = col_base + lid.x * 4u + j;
-            if (row < m && col < n) {
-                let at = c_base + row * n + col;
-                if (accumulate) {
-                    c[at] = c[at] + rows[i][j];
-                } else {
-                    c[at] = rows[i][j];
                 }
             }
         }

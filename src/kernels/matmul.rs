@@ -98,10 +98,10 @@ fn register_tile_kernels() -> String {
         .collect()
 }
 
-/// A shared-memory tile for GPUs, generated from Rust beside the hand-written `matmul_tiled` (64×64 of C per
-/// 16×16 workgroup, 4×4 per invocation, 16 deep): a workgroup of `threads_x`·`threads_y` invocations computes
-/// `block_rows` × `block_cols` of C, staging `block_rows` × `depth` of A and `depth` × `block_cols` of B in
-/// workgroup memory per step along K. GPUs differ in which of these fills them best (registers per invocation,
+/// A shared-memory tile for GPUs, generated from Rust: a workgroup of `threads_x`·`threads_y` invocations
+/// computes `block_rows` × `block_cols` of C, staging `block_rows` × `depth` of A and `depth` × `block_cols` of
+/// B in workgroup memory per step along K. Any strides (so any transpose) and any sizes: out-of-range elements
+/// load as 0 and are not stored. GPUs differ in which shape fills them best (registers per invocation,
 /// workgroup memory, occupancy), so the tuner measures them. Each element of C adds its products over K in
 /// the same order in every shape.
 struct SharedTile {
@@ -114,7 +114,9 @@ struct SharedTile {
     kernel: Kernel,
 }
 
-static SHARED_TILE_SHAPES: [SharedTile; 4] = [
+static SHARED_TILE_SHAPES: [SharedTile; 5] = [
+    // Every adapter's fallback: 64×64 of C per 16×16 workgroup, 4×4 per invocation.
+    shared_tile(SHARED_TILES, "matmul_tiled", (64, 64, 16), (16, 16)),
     // 64 invocations: small products fill more workgroups, and a 64-wide wave is one workgroup on AMD.
     shared_tile(
         "shared_tiles_32x32",
@@ -122,7 +124,7 @@ static SHARED_TILE_SHAPES: [SharedTile; 4] = [
         (32, 32, 16),
         (8, 8),
     ),
-    // 8×4 of C per invocation: more reuse of each B value in registers than `matmul_tiled`'s 4×4.
+    // 8×4 of C per invocation: more reuse of each B value in registers than 4×4.
     shared_tile(
         "shared_tiles_64x64_8x4",
         "matmul_shared_64x64",
@@ -395,29 +397,63 @@ fn matmul_vec4_bt(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocati
     )
 }
 
+/// One line of a generated kernel's body.
+fn push_line(body: &mut String, text: String) {
+    body.push_str("    ");
+    body.push_str(&text);
+    body.push('\n');
+}
+
+/// A register tile's clamped columns of B (`b_col0`, ...) and its zeroed accumulators (`c{row}_{vec4}`).
+fn push_columns_and_accumulators(body: &mut String, rows: u32, vec4s: u32) {
+    for j in 0..vec4s {
+        push_line(body, format!("let b_col{j} = min(col4 + {j}u, n4s - 1u);"));
+    }
+    for i in 0..rows {
+        for j in 0..vec4s {
+            push_line(body, format!("var c{i}_{j} = vec4<f32>(0.0);"));
+        }
+    }
+}
+
+/// A register tile's stores: each accumulator written (or added, in a later pass over K) where its row and
+/// vec4 column are inside C.
+fn push_tile_stores(body: &mut String, rows: u32, vec4s: u32) {
+    push_line(
+        body,
+        "let accumulate = params.accumulate == 1u;".to_string(),
+    );
+    for i in 0..rows {
+        push_line(body, format!("if (row0 + {i}u < m) {{"));
+        push_line(
+            body,
+            format!("    let at = c_base + (row0 + {i}u) * n4s + col4;"),
+        );
+        for j in 0..vec4s {
+            push_line(
+                body,
+                format!(
+                    "    if (col4 + {j}u < n4s) {{ store4(at + {j}u, c{i}_{j}, accumulate); }}"
+                ),
+            );
+        }
+        push_line(body, "}".to_string());
+    }
+}
+
 /// The WGSL of a shared-row Aᵀ·B tile (`rows` a multiple of 4): as `register_tile_source`, with A read along
 /// its rows of K.
 fn transposed_left_source(tile: &RegisterTile) -> String {
     let (entry, rows, vec4s) = (tile.kernel.entry, tile.rows, tile.vec4s);
     let mut body = String::new();
-    let mut line = |text: String| {
-        body.push_str("    ");
-        body.push_str(&text);
-        body.push('\n');
-    };
     for group in 0..rows / 4 {
-        line(format!(
-            "let a_row4_{group} = min(row0 / 4u + {group}u, m4s - 1u);"
-        ));
+        push_line(
+            &mut body,
+            format!("let a_row4_{group} = min(row0 / 4u + {group}u, m4s - 1u);"),
+        );
     }
-    for j in 0..vec4s {
-        line(format!("let b_col{j} = min(col4 + {j}u, n4s - 1u);"));
-    }
-    for i in 0..rows {
-        for j in 0..vec4s {
-            line(format!("var c{i}_{j} = vec4<f32>(0.0);"));
-        }
-    }
+    push_columns_and_accumulators(&mut body, rows, vec4s);
+    let mut line = |text: String| push_line(&mut body, text);
     line("for (var k = params.k_begin; k < params.k_end; k = k + 1u) {".to_string());
     line("    let a_row = a_base + k * m4s;".to_string());
     for group in 0..rows / 4 {
@@ -439,17 +475,7 @@ fn transposed_left_source(tile: &RegisterTile) -> String {
         }
     }
     line("}".to_string());
-    line("let accumulate = params.accumulate == 1u;".to_string());
-    for i in 0..rows {
-        line(format!("if (row0 + {i}u < m) {{"));
-        line(format!("    let at = c_base + (row0 + {i}u) * n4s + col4;"));
-        for j in 0..vec4s {
-            line(format!(
-                "    if (col4 + {j}u < n4s) {{ store4(at + {j}u, c{i}_{j}, accumulate); }}"
-            ));
-        }
-        line("}".to_string());
-    }
+    push_tile_stores(&mut body, rows, vec4s);
     format!(
         "
 // C = Aᵀ·B with A stored [K, M] (M % 4 == 0) and B stored [K, N] (N % 4 == 0): {rows} rows x {vec4s} vec4
@@ -489,24 +515,14 @@ fn register_tile_source(tile: &RegisterTile) -> String {
         )
     };
     let mut body = String::new();
-    let mut line = |text: String| {
-        body.push_str("    ");
-        body.push_str(&text);
-        body.push('\n');
-    };
     for i in 0..rows {
-        line(format!(
-            "let r{i} = a_base + min(row0 + {i}u, m - 1u) * k4s;"
-        ));
+        push_line(
+            &mut body,
+            format!("let r{i} = a_base + min(row0 + {i}u, m - 1u) * k4s;"),
+        );
     }
-    for j in 0..vec4s {
-        line(format!("let b_col{j} = min(col4 + {j}u, n4s - 1u);"));
-    }
-    for i in 0..rows {
-        for j in 0..vec4s {
-            line(format!("var c{i}_{j} = vec4<f32>(0.0);"));
-        }
-    }
+    push_columns_and_accumulators(&mut body, rows, vec4s);
+    let mut line = |text: String| push_line(&mut body, text);
     line("for (var k4 = k4_begin; k4 < k4_end; k4 = k4 + 1u) {".to_string());
     for i in 0..rows {
         line(format!("    let av{i} = a4[r{i} + k4];"));
@@ -526,17 +542,7 @@ fn register_tile_source(tile: &RegisterTile) -> String {
         line("    brow = brow + n4s;".to_string());
     }
     line("}".to_string());
-    line("let accumulate = params.accumulate == 1u;".to_string());
-    for i in 0..rows {
-        line(format!("if (row0 + {i}u < m) {{"));
-        line(format!("    let at = c_base + (row0 + {i}u) * n4s + col4;"));
-        for j in 0..vec4s {
-            line(format!(
-                "    if (col4 + {j}u < n4s) {{ store4(at + {j}u, c{i}_{j}, accumulate); }}"
-            ));
-        }
-        line("}".to_string());
-    }
+    push_tile_stores(&mut body, rows, vec4s);
     format!(
         "
 // {rows} rows x {vec4s} vec4 columns of C per invocation; {layout}.
@@ -570,11 +576,6 @@ static MATMUL_VEC4: Kernel = Kernel {
 static MATMUL_VEC4_AT: Kernel = Kernel {
     shader: &MATMUL,
     entry: "matmul_vec4_at",
-    bindings: &[1, 2, 3],
-};
-static MATMUL_TILED: Kernel = Kernel {
-    shader: &MATMUL,
-    entry: "matmul_tiled",
     bindings: &[1, 2, 3],
 };
 static MATMUL_STRIDED: Kernel = Kernel {
@@ -670,17 +671,17 @@ pub(crate) const VARIANTS: &[&str] = &[
     TRANSPOSED_LEFT_TILES[2].variant,
     VEC4_BT,
     STRIDED,
-    SHARED_TILES,
     SHARED_TILE_SHAPES[0].variant,
     SHARED_TILE_SHAPES[1].variant,
     SHARED_TILE_SHAPES[2].variant,
     SHARED_TILE_SHAPES[3].variant,
+    SHARED_TILE_SHAPES[4].variant,
 ];
 
 /// The shared-memory tiles, the hand-written one (every adapter's fallback) first. They take any strides and
 /// sizes.
 fn shared_tiles() -> impl Iterator<Item = &'static str> {
-    std::iter::once(SHARED_TILES).chain(SHARED_TILE_SHAPES.iter().map(|tile| tile.variant))
+    SHARED_TILE_SHAPES.iter().map(|tile| tile.variant)
 }
 
 /// Multiply-adds a timing run may take at most: a large product is timed on its first rows only, so that tuning
@@ -879,13 +880,6 @@ fn plan(variant: &str, batches: usize, (m, n): (usize, usize)) -> Plan {
                 wg_rows: 1,
             };
         }
-        SHARED_TILES => {
-            return Plan {
-                kernel: &MATMUL_TILED,
-                groups: tiles,
-                wg_rows: 1,
-            }
-        }
         _ => match REGISTER_TILES
             .iter()
             .chain(&TRANSPOSED_LEFT_TILES)
@@ -1081,12 +1075,12 @@ mod tests {
 
 reflected_layout!(
     kernels: [
-        MATMUL_VEC4, MATMUL_VEC4_AT, MATMUL_VEC4_BT, MATMUL_TILED, MATMUL_STRIDED, REGISTER_TILES[0].kernel,
+        MATMUL_VEC4, MATMUL_VEC4_AT, MATMUL_VEC4_BT, MATMUL_STRIDED, REGISTER_TILES[0].kernel,
         REGISTER_TILES[1].kernel, REGISTER_TILES[2].kernel, REGISTER_TILES[3].kernel,
         REGISTER_TILES[4].kernel, TRANSPOSED_LEFT_TILES[0].kernel, TRANSPOSED_LEFT_TILES[1].kernel,
         TRANSPOSED_LEFT_TILES[2].kernel,
         SHARED_TILE_SHAPES[0].kernel, SHARED_TILE_SHAPES[1].kernel, SHARED_TILE_SHAPES[2].kernel,
-        SHARED_TILE_SHAPES[3].kernel
+        SHARED_TILE_SHAPES[3].kernel, SHARED_TILE_SHAPES[4].kernel
     ],
     params: {
         m, n, k, wg_rows, a_batch, a_row, a_col, b_batch, b_row, b_col, c_batch, k_begin, k_end,
