@@ -69,6 +69,30 @@ fn os(text: &str) -> &std::ffi::OsStr {
     text.as_ref()
 }
 
+/// `fit` of a 16-wide hidden layer over the dataset in batches of 100, a tenth held out, into `model`.
+fn small_fit(files: &Files, model: &Path, epochs: &str) -> Vec<std::ffi::OsString> {
+    [
+        os("fit"),
+        os("--inputs"),
+        files.x.as_os_str(),
+        os("--labels"),
+        files.y.as_os_str(),
+        os("--save"),
+        model.as_os_str(),
+        os("--hidden"),
+        os("16"),
+        os("--epochs"),
+        os(epochs),
+        os("--batch"),
+        os("100"),
+        os("--val-split"),
+        os("0.1"),
+    ]
+    .iter()
+    .map(|arg| arg.to_os_string())
+    .collect()
+}
+
 fn predict(
     scratch: &Scratch,
     model: &Path,
@@ -237,25 +261,9 @@ fn fit_suspended_every_few_steps_saves_the_same_tensors_as_an_uninterrupted_fit(
     let files = dataset(&scratch, &mut rng);
     let fit = |name: &str, extra: &[&str]| {
         let model = scratch.path(&format!("{name}.safetensors"));
-        let mut args = vec![
-            os("fit"),
-            os("--inputs"),
-            files.x.as_os_str(),
-            os("--labels"),
-            files.y.as_os_str(),
-            os("--save"),
-            model.as_os_str(),
-            os("--hidden"),
-            os("16"),
-            os("--epochs"),
-            os("2"),
-            os("--batch"),
-            os("100"),
-            os("--val-split"),
-            os("0.1"),
-            os("--json"),
-        ];
-        args.extend(extra.iter().map(|arg| os(arg)));
+        let mut args = small_fit(&files, &model, "2");
+        args.push("--json".into());
+        args.extend(extra.iter().map(|arg| arg.into()));
         let report = json(&scratch, &args);
         (report, std::fs::read(&model).expect("model file"))
     };
@@ -314,28 +322,7 @@ fn fit_checkpoints_every_epoch_and_an_interrupted_fit_resumes_where_it_stopped()
     let scratch = Scratch::new("fit-checkpoint");
     let mut rng = Rng::new(12);
     let files = dataset(&scratch, &mut rng);
-    let args = |model: &Path, epochs: &str| -> Vec<std::ffi::OsString> {
-        [
-            os("fit"),
-            os("--inputs"),
-            files.x.as_os_str(),
-            os("--labels"),
-            files.y.as_os_str(),
-            os("--save"),
-            model.as_os_str(),
-            os("--hidden"),
-            os("16"),
-            os("--epochs"),
-            os(epochs),
-            os("--batch"),
-            os("100"),
-            os("--val-split"),
-            os("0.1"),
-        ]
-        .iter()
-        .map(|arg| arg.to_os_string())
-        .collect()
-    };
+    let args = |model: &Path, epochs: &str| small_fit(&files, model, epochs);
     let plain = scratch.path("plain.safetensors");
     json(
         &scratch,
