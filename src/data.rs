@@ -139,8 +139,8 @@ impl Dataset {
         )
     }
 
-    /// A dataset over tensors already on the device: inputs f32 [samples, features]; labels u32 [samples] of
-    /// ids below `classes`, or f32 [samples, classes].
+    /// A dataset over tensors already on the device: inputs f32 `[samples, features]`; labels u32 `[samples]`
+    /// of ids below `classes`, or f32 `[samples, classes]`.
     pub fn from_tensors(inputs: Tensor, labels: Tensor, classes: usize) -> Result<Self> {
         inputs.expect_same_session("dataset", &labels)?;
         inputs.expect_dtype("dataset", DType::F32)?;
