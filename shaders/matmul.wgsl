@@ -28,8 +28,10 @@ struct Params {
     k_begin: u32,
     k_end: u32,
     accumulate: u32,
+    // the first row of workgroups this dispatch covers: a product taller than the adapter's workgroups per
+    // dimension runs as several dispatches
+    group_row_offset: u32,
     _pad0: u32,
-    _pad1: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -72,7 +74,7 @@ fn matmul_vec4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_
     let k4_begin = params.k_begin / 4u;
     let k4_end = params.k_end / 4u;
     let wg_cols = 64u / params.wg_rows;
-    let row0 = ((wid.y * params.wg_rows) + lid / wg_cols) * 8u;
+    let row0 = (((wid.y + params.group_row_offset) * params.wg_rows) + lid / wg_cols) * 8u;
     let col4 = ((wid.x * wg_cols) + lid % wg_cols) * 2u;
     if (row0 >= m || col4 >= n4s) {
         return;
@@ -209,7 +211,7 @@ fn matmul_vec4_at(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocati
     let m4s = params.m / 4u;
     let n4s = params.n / 4u;
     let wg_cols = 64u / params.wg_rows;
-    let row0 = ((wid.y * params.wg_rows) + lid / wg_cols) * 8u;
+    let row0 = (((wid.y + params.group_row_offset) * params.wg_rows) + lid / wg_cols) * 8u;
     let col4 = ((wid.x * wg_cols) + lid % wg_cols) * 2u;
     if (row0 >= params.m || col4 >= n4s) {
         return;
@@ -270,7 +272,7 @@ fn matmul_vec4_at(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocati
 fn matmul_strided(@builtin(global_invocation_id) id: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
     let m = params.m;
     let n = params.n;
-    let row0 = id.y * 4u;
+    let row0 = (id.y + params.group_row_offset * 16u) * 4u;
     let col0 = id.x * 4u;
     if (row0 >= m || col0 >= n) {
         return;

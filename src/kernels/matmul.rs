@@ -299,7 +299,7 @@ fn {entry}(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) 
     let a_base = wid.z * params.a_batch;
     let b_base = wid.z * params.b_batch;
     let c_base = wid.z * params.c_batch;
-    let row_base = wid.y * {bm}u;
+    let row_base = (wid.y + params.group_row_offset) * {bm}u;
     let col_base = wid.x * {bn}u;
     let t = lid.y * {tx}u + lid.x;
 {body}}}
@@ -383,7 +383,7 @@ fn matmul_vec4_bt(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocati
     let k4s = params.k / 4u;
     let k4_begin = params.k_begin / 4u;
     let k4_end = params.k_end / 4u;
-    let row0 = (wid.y * {inv}u + lid / {inv}u) * {tile}u;
+    let row0 = ((wid.y + params.group_row_offset) * {inv}u + lid / {inv}u) * {tile}u;
     let col0 = (wid.x * {inv}u + lid % {inv}u) * {tile}u;
     if (row0 >= m || col0 >= n) {{
         return;
@@ -485,7 +485,7 @@ fn {entry}(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_inde
     let m = params.m;
     let m4s = params.m / 4u;
     let n4s = params.n / 4u;
-    let row0 = wid.y * {rows}u;
+    let row0 = (wid.y + params.group_row_offset) * {rows}u;
     let col4 = (wid.x * 64u + lid) * {vec4s}u;
     if (row0 >= m || col4 >= n4s) {{
         return;
@@ -503,13 +503,15 @@ fn register_tile_source(tile: &RegisterTile) -> String {
     let (entry, rows, vec4s) = (tile.kernel.entry, tile.rows, tile.vec4s);
     let (first_row, first_col4, layout) = if tile.shared_rows {
         (
-            format!("wid.y * {rows}u"),
+            format!("(wid.y + params.group_row_offset) * {rows}u"),
             format!("(wid.x * 64u + lid) * {vec4s}u"),
             "the workgroup's 64 invocations share their rows and spread along N",
         )
     } else {
         (
-            format!("((wid.y * params.wg_rows) + lid / wg_cols) * {rows}u"),
+            format!(
+                "(((wid.y + params.group_row_offset) * params.wg_rows) + lid / wg_cols) * {rows}u"
+            ),
             format!("((wid.x * wg_cols) + lid % wg_cols) * {vec4s}u"),
             "workgroups as in matmul_vec4",
         )
@@ -601,7 +603,10 @@ struct Params {
     k_begin: u32,
     k_end: u32,
     accumulate: u32,
-    _pad: [u32; 2],
+    /// The first row of workgroups a dispatch covers: a product taller than the adapter allows in one grid
+    /// runs in turns.
+    group_row_offset: u32,
+    _pad: u32,
 }
 
 /// K per pass: llvmpipe ends any shader loop after 65,535 iterations, inner loops included; a pass of this
@@ -745,19 +750,16 @@ pub(crate) fn matmul(
             }
         }
     }
-    // A grid past the adapter's workgroups per dimension would not run: a variant whose tiles are too small for
-    // a very long side drops out, and a product that no variant covers is a shape error.
-    eligible.retain(|&variant| {
-        plan(variant, batches, (m, n))
-            .groups
-            .iter()
-            .all(|&groups| groups as usize <= max_groups)
-    });
+    // A grid past the adapter's workgroups per dimension would not run. Along M the rows of workgroups are
+    // dispatched in turns; along N a variant whose tiles are too narrow drops out, and a product that no
+    // variant covers is a shape error.
+    eligible.retain(|&variant| plan(variant, batches, (m, n)).groups[0] as usize <= max_groups);
     if eligible.is_empty() {
         return Err(Error::Shape {
             op: "matmul",
             message: format!(
-                "a {m}×{n} product needs more than this adapter's {max_groups} workgroups per dimension"
+                "a product {n} columns wide needs more than this adapter's {max_groups} workgroups per \
+                 dimension"
             ),
         });
     }
@@ -776,12 +778,15 @@ pub(crate) fn matmul(
                 accumulate: u32::from(begin > 0),
                 ..params
             };
-            runtime.dispatch(
-                plan.kernel,
-                bytemuck::bytes_of(&pass),
-                &[a, b, c],
-                plan.groups,
-            )?;
+            let [x, rows_of_groups, z] = plan.groups;
+            for first in (0..rows_of_groups).step_by(max_groups) {
+                let turn = Params {
+                    group_row_offset: first,
+                    ..pass
+                };
+                let groups = [x, (rows_of_groups - first).min(max_groups as u32), z];
+                runtime.dispatch(plan.kernel, bytemuck::bytes_of(&turn), &[a, b, c], groups)?;
+            }
         }
         Ok(())
     };
@@ -1084,6 +1089,6 @@ reflected_layout!(
     ],
     params: {
         m, n, k, wg_rows, a_batch, a_row, a_col, b_batch, b_row, b_col, c_batch, k_begin, k_end,
-        accumulate
+        accumulate, group_row_offset
     }
 );

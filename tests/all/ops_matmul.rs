@@ -326,17 +326,63 @@ fn every_matmul_variant_at_partial_tiles_long_k_and_a_batch() {
     });
 }
 
-/// A side so long that a variant's grid would pass the adapter's 65,535 workgroups per dimension: that variant
-/// is passed over (even when forced) for one that covers it, and a product that none covers is a shape error
-/// after which the session goes on.
+/// Rows of C at `rows` (sampled: the product is large) against the f64 reference, measured against the sum
+/// of the terms' sizes.
+fn check_rows(
+    c: &[f32],
+    a: &[f32],
+    b: &[f32],
+    (k, n): (usize, usize),
+    rows: &[usize],
+    label: &str,
+) {
+    for &row in rows {
+        for col in 0..n {
+            let terms = (0..k).map(|kk| a[row * k + kk] as f64 * b[kk * n + col] as f64);
+            let want: f64 = terms.clone().sum();
+            let size: f64 = terms.map(f64::abs).sum();
+            let got = c[row * n + col] as f64;
+            assert!(
+                (got - want).abs() <= 1e-6 * size.max(1e-30),
+                "{label}: C[{row}, {col}] is {got}, want {want}"
+            );
+        }
+    }
+}
+
+/// A side so long that a variant's grid would pass the adapter's 65,535 workgroups per dimension. Along M the
+/// rows of workgroups run in turns (checked at the turn boundary); along N a variant that cannot cover it is
+/// passed over (even when forced), and a product that none covers is a shape error after which the session
+/// goes on.
 #[test]
-fn grids_past_the_workgroup_limit_take_another_variant_or_are_shape_errors() {
+fn grids_past_the_workgroup_limit_run_in_turns_take_another_variant_or_are_shape_errors() {
     on_vulkan(|backend| {
         let mut rng = Rng::fresh("matmul grid limit");
-        // 2,200,000 columns: 68,750 tiles of 32 along N, 34,375 of 64.
-        let session = backend.poisoned_with("matmul", "shared_tiles_32x32");
+        // Tall: 64 rows per row of workgroups in both kernels, so the first turn ends at row 65,535 · 64.
+        let boundary = 65_535 * 64;
+        let session = backend.poisoned();
+        for (m, k, n, label) in [
+            (5_000_000, 1, 2, "strided, 5M rows"),
+            (4_300_000, 4, 4, "vec4, 4.3M rows"),
+        ] {
+            let a = rng.vec(m * k, -1.0, 1.0);
+            let b = rng.vec(k * n, -1.0, 1.0);
+            let c = session
+                .upload(&a, &[m, k])
+                .expect("a")
+                .matmul(&session.upload(&b, &[k, n]).expect("b"))
+                .unwrap_or_else(|error| panic!("{label}: {error}"))
+                .to_vec()
+                .expect("read");
+            let mut rows: Vec<usize> = (boundary - 70..boundary + 70).chain(m - 70..m).collect();
+            rows.extend(common::sample_indices(&mut rng, m, 200));
+            check_rows(&c, &a, &b, (k, n), &rows, label);
+        }
+
+        // Wide: 2,200,000 columns are 68,750 tiles of 32, 34,375 of 64.
+        let forced = backend.poisoned_with("matmul", "shared_tiles_32x32");
         check(
-            &session,
+            &forced,
             &mut rng,
             &[1, 4],
             false,
@@ -344,16 +390,16 @@ fn grids_past_the_workgroup_limit_take_another_variant_or_are_shape_errors() {
             false,
             1e-5,
         );
-        let report = session.tuning_report().expect("report");
+        let report = forced.tuning_report().expect("report");
         assert!(
             report
                 .iter()
                 .all(|record| record.pick != "shared_tiles_32x32"),
             "{report:?}"
         );
-        // 5,000,000 rows with K = 1: only the strided and 64-row tiles could take it, 78,125 rows of tiles.
-        let a = session.zeros(&[5_000_000, 1]).expect("a");
-        let b = session.zeros(&[1, 1]).expect("b");
+        // 5,000,000 columns with K = 1: only the strided and 64-wide tiles could take it, 78,125 of them.
+        let a = session.zeros(&[1, 1]).expect("a");
+        let b = session.zeros(&[1, 5_000_000]).expect("b");
         match a.matmul(&b) {
             Err(Error::Shape { message, .. }) => {
                 assert!(message.contains("workgroups"), "{message}")
