@@ -476,18 +476,33 @@ fn transposed_left_source(tile: &RegisterTile) -> String {
     }
     line("}".to_string());
     push_tile_stores(&mut body, rows, vec4s);
-    format!(
-        "
-// C = Aᵀ·B with A stored [K, M] (M % 4 == 0) and B stored [K, N] (N % 4 == 0): {rows} rows x {vec4s} vec4
-// columns of C per invocation; the workgroup's 64 invocations share their rows and spread along N.
-@compute @workgroup_size(64)
-fn {entry}(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
-    let m = params.m;
-    let m4s = params.m / 4u;
+    tile_entry_point(
+        entry,
+        &format!(
+            "C = Aᵀ·B with A stored [K, M] (M % 4 == 0) and B stored [K, N] (N % 4 == 0): {rows} rows x {vec4s} vec4
+// columns of C per invocation; the workgroup's 64 invocations share their rows and spread along N."
+        ),
+        &format!(
+            "    let m4s = params.m / 4u;
     let n4s = params.n / 4u;
     let row0 = (wid.y + params.group_row_offset) * {rows}u;
     let col4 = (wid.x * 64u + lid) * {vec4s}u;
-    if (row0 >= m || col4 >= n4s) {{
+"
+        ),
+        &body,
+    )
+}
+
+/// A register tile's entry point: `setup` defines `row0` and `col4` (the tile's first row and vec4 column of
+/// C) and whatever `body` needs besides `m`, the batch's bases and the bindings.
+fn tile_entry_point(entry: &str, comment: &str, setup: &str, body: &str) -> String {
+    format!(
+        "
+// {comment}
+@compute @workgroup_size(64)
+fn {entry}(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
+    let m = params.m;
+{setup}    if (row0 >= m || col4 >= n4s) {{
         return;
     }}
     let batch = wid.z;
@@ -545,28 +560,20 @@ fn register_tile_source(tile: &RegisterTile) -> String {
     }
     line("}".to_string());
     push_tile_stores(&mut body, rows, vec4s);
-    format!(
-        "
-// {rows} rows x {vec4s} vec4 columns of C per invocation; {layout}.
-@compute @workgroup_size(64)
-fn {entry}(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
-    let m = params.m;
-    let k4s = params.k / 4u;
+    tile_entry_point(
+        entry,
+        &format!("{rows} rows x {vec4s} vec4 columns of C per invocation; {layout}."),
+        &format!(
+            "    let k4s = params.k / 4u;
     let n4s = params.n / 4u;
     let k4_begin = params.k_begin / 4u;
     let k4_end = params.k_end / 4u;
     let wg_cols = 64u / params.wg_rows;
     let row0 = {first_row};
     let col4 = {first_col4};
-    if (row0 >= m || col4 >= n4s) {{
-        return;
-    }}
-    let batch = wid.z;
-    let a_base = batch * (params.a_batch / 4u);
-    let b_base = batch * (params.b_batch / 4u);
-    let c_base = batch * (params.c_batch / 4u);
-{body}}}
 "
+        ),
+        &body,
     )
 }
 
