@@ -224,7 +224,12 @@ impl<S: SlabStorage> Pool<S> {
                 expected: "a memory limit, since the pool reserves exactly the limit".to_string(),
             });
         };
-        while self.counters.reserved + self.config.alignment <= limit {
+        while self
+            .counters
+            .reserved
+            .checked_add(self.config.alignment)
+            .is_some_and(|reserved| reserved <= limit)
+        {
             let bytes = self.config.slab_bytes.min(limit - self.counters.reserved);
             let bytes = bytes - bytes % self.config.alignment;
             self.add_slab(bytes, false, bytes)?;
@@ -235,6 +240,9 @@ impl<S: SlabStorage> Pool<S> {
     /// Creates a slab of `bytes` for a request of `requested` bytes. When the driver is out of memory, empty
     /// slabs are given back and the creation is tried once more before the request is refused.
     fn add_slab(&mut self, bytes: u64, dedicated: bool, requested: u64) -> Result<SlabId> {
+        if self.counters.reserved.checked_add(bytes).is_none() {
+            return Err(self.out_of_memory(requested));
+        }
         let buffer = match self.storage.create(bytes) {
             Ok(buffer) => buffer,
             Err(SlabError::OutOfMemory) if !self.release_empty_slabs().is_empty() => self
@@ -276,13 +284,14 @@ impl<S: SlabStorage> Pool<S> {
         }
     }
 
-    fn take_from(&mut self, id: SlabId, units: u64) -> Option<Allocation> {
+    /// A range of `units` (`aligned` bytes, their product, which the caller has checked) from slab `id`.
+    fn take_from(&mut self, id: SlabId, units: u64, aligned: u64) -> Option<Allocation> {
         let alignment = self.config.alignment;
         let slab = self.slabs.get_mut(&id)?;
         let handle = slab.ranges.allocate(units as u32)?;
         slab.live
-            .insert(u64::from(handle.offset) * alignment, units * alignment);
-        Some(self.account(id, handle, alignment, units))
+            .insert(u64::from(handle.offset) * alignment, aligned);
+        Some(self.account(id, handle, alignment, aligned))
     }
 
     fn account(
@@ -290,24 +299,28 @@ impl<S: SlabStorage> Pool<S> {
         slab: SlabId,
         handle: offset_allocator::Allocation,
         alignment: u64,
-        units: u64,
+        aligned: u64,
     ) -> Allocation {
-        let bytes = units * alignment;
-        self.counters.in_use += bytes;
+        // No overflow: every live range lies within a slab, so in_use stays at most reserved, which `add_slab`
+        // keeps within u64.
+        self.counters.in_use += aligned;
         self.counters.peak_in_use = self.counters.peak_in_use.max(self.counters.in_use);
         self.counters.total_allocations += 1;
         Allocation {
             slab,
             offset: u64::from(handle.offset) * alignment,
-            bytes,
+            bytes: aligned,
             handle,
         }
     }
 
     fn fits_under_limit(&self, bytes: u64) -> bool {
-        self.config
-            .limit
-            .is_none_or(|limit| self.counters.reserved + bytes <= limit)
+        self.config.limit.is_none_or(|limit| {
+            self.counters
+                .reserved
+                .checked_add(bytes)
+                .is_some_and(|reserved| reserved <= limit)
+        })
     }
 
     /// Changes the cap. Empty slabs are given back if that makes room; if the slabs still reserved exceed the
@@ -335,15 +348,29 @@ impl<S: SlabStorage> Pool<S> {
     /// Hands out an aligned range of at least `bytes`.
     pub fn allocate(&mut self, bytes: u64) -> Result<Allocation> {
         let units = self.units(bytes);
-        let aligned = units * self.config.alignment;
-        if aligned > self.config.max_buffer_bytes {
+        // Checked first, so that a request no buffer can ever hold is reported as such, not as out of memory.
+        // The largest range: the adapter's largest buffer, or what one allocator counts if that is less.
+        let largest = self
+            .config
+            .max_buffer_bytes
+            .min(MAX_UNITS.saturating_mul(self.config.alignment));
+        // A request near u64::MAX rounded up to the alignment would wrap to a tiny range.
+        let Some(aligned) = units
+            .checked_mul(self.config.alignment)
+            .filter(|&aligned| aligned <= largest)
+        else {
             return Err(Error::BufferTooBig {
                 requested: bytes,
-                max: self.config.max_buffer_bytes,
+                max: largest,
             });
-        }
+        };
         if let Some(limit) = self.config.limit {
-            if self.counters.in_use + aligned > limit {
+            if self
+                .counters
+                .in_use
+                .checked_add(aligned)
+                .is_none_or(|in_use| in_use > limit)
+            {
                 return Err(self.out_of_memory(bytes));
             }
         }
@@ -354,8 +381,8 @@ impl<S: SlabStorage> Pool<S> {
         for (&id, slab) in self.slabs.iter_mut().filter(|(_, slab)| !slab.dedicated) {
             if let Some(handle) = slab.ranges.allocate(units as u32) {
                 slab.live
-                    .insert(u64::from(handle.offset) * alignment, units * alignment);
-                return Ok(self.account(id, handle, alignment, units));
+                    .insert(u64::from(handle.offset) * alignment, aligned);
+                return Ok(self.account(id, handle, alignment, aligned));
             }
         }
         // No room: a new shared slab, shrunk if the cap leaves less than a full one.
@@ -371,7 +398,7 @@ impl<S: SlabStorage> Pool<S> {
             }
         }
         let id = self.add_slab(slab_bytes, false, bytes)?;
-        self.take_from(id, units)
+        self.take_from(id, units, aligned)
             .ok_or_else(|| self.out_of_memory(bytes))
     }
 
@@ -382,14 +409,9 @@ impl<S: SlabStorage> Pool<S> {
                 return Err(self.out_of_memory(bytes));
             }
         }
-        if units > MAX_UNITS {
-            return Err(Error::BufferTooBig {
-                requested: bytes,
-                max: MAX_UNITS * self.config.alignment,
-            });
-        }
+        // `allocate` refused more units than one allocator counts.
         let id = self.add_slab(aligned, true, bytes)?;
-        self.take_from(id, units)
+        self.take_from(id, units, aligned)
             .ok_or_else(|| self.out_of_memory(bytes))
     }
 
@@ -902,6 +924,45 @@ pub(crate) mod tests {
             pool.allocate(2 << 30),
             Err(Error::BufferTooBig { .. })
         ));
+    }
+
+    #[test]
+    fn a_request_near_u64_max_is_too_big_not_a_wrapped_small_range() {
+        let unbounded_adapter = PoolConfig {
+            max_buffer_bytes: u64::MAX,
+            ..config(None)
+        };
+        for pool_config in [
+            config(None),
+            config(Some(u64::MAX)),
+            unbounded_adapter,
+            PoolConfig {
+                limit: Some(u64::MAX),
+                ..unbounded_adapter
+            },
+        ] {
+            let mut pool = Pool::new(HostStorage::default(), pool_config);
+            let kept = pool.allocate(300).unwrap();
+            for bytes in [u64::MAX, u64::MAX - 3, 1 << 63, u64::MAX - 255] {
+                match pool.allocate(bytes) {
+                    Err(Error::BufferTooBig { requested, .. }) => {
+                        assert_eq!(requested, bytes, "{pool_config:?}")
+                    }
+                    other => panic!("{bytes} under {pool_config:?}: {other:?}"),
+                }
+            }
+            let stats = pool.stats();
+            assert_eq!(
+                (stats.in_use, stats.reserved, stats.allocations),
+                (512, 1 << 20, 1),
+                "{pool_config:?}: the refusals took nothing"
+            );
+            assert_eq!(pool.storage.live_bytes, 1 << 20);
+            let another = pool.allocate(256).unwrap();
+            assert_eq!(another.bytes, 256);
+            pool.free(another);
+            pool.free(kept);
+        }
     }
 
     #[test]

@@ -187,3 +187,43 @@ fn devices_shows_the_tuning_cache_that_a_tuning_process_fills() {
     assert!(output.status.success());
     assert_eq!(std::fs::read_to_string(&file).expect("still there"), text);
 }
+
+/// A `--size` no buffer can hold (near u64::MAX once rounded to the pool's alignment, or past what the adapter
+/// allows) is refused before anything is allocated for it: one error line naming the size, exit status 1, no
+/// panic and no abort.
+#[test]
+fn memcheck_with_a_size_no_buffer_can_hold_is_a_clean_error() {
+    let scratch = crate::common::cli::Scratch::new("memcheck-huge-size");
+    for size in [
+        "18446744073709551612",
+        "18446744073709551615",
+        "9223372036854775808",
+        "18446744073709551360",
+    ] {
+        scratch.fails_within(
+            &["memcheck", "--cycles", "1", "--size", size],
+            std::time::Duration::from_secs(120),
+            &["--size", size],
+        );
+    }
+}
+
+/// Any tolerance a u64 can hold means what it says: the largest passes whatever the growth, and the report shows
+/// it as given.
+#[test]
+fn memcheck_takes_the_largest_tolerance_at_its_word() {
+    let tolerance = u64::MAX.to_string();
+    let report = json(&wgcompute(&[
+        "memcheck",
+        "--cycles",
+        "2",
+        "--size",
+        "4096",
+        "--tolerance",
+        &tolerance,
+        "--json",
+    ]));
+    assert_eq!(report["tolerance"].as_u64(), Some(u64::MAX), "{report}");
+    assert_eq!(report["passed"], true, "{report}");
+    assert!(report["growth"].is_i64(), "{report}");
+}

@@ -177,6 +177,30 @@ fn a_buffer_larger_than_the_adapter_allows_is_too_big() {
     });
 }
 
+/// A request whose bytes, rounded up to the pool's alignment, pass u64::MAX is too big, never a wrapped small
+/// range that a fill would then run over.
+#[cfg(target_pointer_width = "64")]
+#[test]
+fn a_tensor_of_nearly_u64_max_bytes_is_too_big_not_a_wrapped_range() {
+    on_vulkan(|backend| {
+        let session = backend.open();
+        for elements in [(1usize << 62) - 1, 1 << 61, (1 << 62) - 64] {
+            for created in [session.full(&[elements], 1.0), session.zeros(&[elements])] {
+                match created {
+                    Err(Error::BufferTooBig { requested, .. }) => {
+                        assert_eq!(requested, elements as u64 * 4)
+                    }
+                    other => panic!("{elements} elements: {:?}", other.map(|_| "a tensor")),
+                }
+            }
+        }
+        let stats = session.memory_stats().expect("stats");
+        assert_eq!((stats.in_use, stats.allocations), (0, 0));
+        let small = session.full(&[3], 2.0).expect("the session still works");
+        assert_eq!(small.to_vec().expect("read"), [2.0; 3]);
+    });
+}
+
 #[test]
 fn trim_returns_empty_slabs_to_the_driver() {
     let _serial = memory_lock();

@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde::Serialize;
 use wgcompute::{ByteSize, DeviceMemory, MemoryStats, Session};
@@ -42,8 +42,9 @@ struct Report {
     tolerance: u64,
     memory_before_first_open: Option<DeviceMemory>,
     cycles: Vec<Cycle>,
-    /// Memory after the last close minus memory after the first close, where memory is known.
-    growth: Option<i64>,
+    /// Memory after the last close minus memory after the first close, where memory is known. Wider than the
+    /// figures, so that neither the difference nor its comparison with any tolerance can wrap.
+    growth: Option<i128>,
     passed: bool,
 }
 
@@ -53,14 +54,18 @@ fn one_cycle(
     bytes: u64,
 ) -> Result<(Cycle, wgcompute::AdapterSummary, DeviceMemory)> {
     let start = Instant::now();
-    let session = Session::open(global.session_options()?)?;
-    let adapter = session.adapter().clone();
-    let elements = (bytes / 4) as usize;
+    let elements = usize::try_from(bytes / 4)
+        .with_context(|| format!("--size {bytes}: more elements than this machine can count"))?;
     if elements == 0 {
         bail!("--size must be at least 4 bytes");
     }
+    let session = Session::open(global.session_options()?)?;
+    let adapter = session.adapter().clone();
     let value = cycle as f32;
-    let tensor = session.full(&[elements], value)?;
+    // The pool refuses a size no buffer can hold before anything is allocated for it.
+    let tensor = session
+        .full(&[elements], value)
+        .with_context(|| format!("--size {bytes}"))?;
     tensor.scale_add_(2.0, 1.0)?;
     let want = 2.0 * value + 1.0;
     for index in [0, elements / 2, elements - 1] {
@@ -122,8 +127,8 @@ pub fn run(global: &GlobalOptions, args: &MemcheckArgs) -> Result<()> {
         .and_then(|cycle| cycle.memory_after_close.used);
     let growth = first
         .zip(last)
-        .map(|(first, last)| last as i64 - first as i64);
-    let passed = growth.is_none_or(|growth| growth <= args.tolerance as i64);
+        .map(|(first, last)| i128::from(last) - i128::from(first));
+    let passed = growth.is_none_or(|growth| growth <= i128::from(args.tolerance));
     let report = Report {
         adapter: adapter.expect("at least one cycle ran"),
         size: args.size,
@@ -150,7 +155,7 @@ pub fn run(global: &GlobalOptions, args: &MemcheckArgs) -> Result<()> {
     if !passed {
         bail!(
             "memory grew by {} across {} cycles, over the tolerance of {}",
-            ByteSize(growth.unwrap_or(0).max(0) as u64),
+            ByteSize(u64::try_from(growth.unwrap_or(0).max(0)).unwrap_or(u64::MAX)),
             args.cycles,
             ByteSize(args.tolerance)
         );
