@@ -113,6 +113,19 @@ pub enum Error {
     #[error("checkpoint {path}: {message}")]
     Checkpoint { path: String, message: String },
 
+    // --- tuning ---
+    /// The tuning cache file could not be written (`Session::write_tuning_cache`). Tuned picks still hold for
+    /// the session; the next process times its kernels again.
+    #[error(
+        "could not write the tuning cache {}: {message}. Point WGCOMPUTE_CACHE_DIR at a directory you can write \
+         (or remove what is in the way of that file); until then every process times its kernels again",
+        .path.display()
+    )]
+    TuningCache {
+        path: std::path::PathBuf,
+        message: String,
+    },
+
     // --- driver ---
     /// The driver reported an error wgcompute did not expect (a validation or internal error).
     #[error("GPU driver error in {op}: {message}")]

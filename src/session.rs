@@ -221,7 +221,12 @@ impl SessionOptions {
             .clone()
             .or_else(crate::runtime::tuning_cache_dir)
             .map(|dir| (crate::runtime::cache_file(&dir, &key), key));
-        Ok(Tuner::new(mode, self.forced_variants.clone(), cache))
+        Ok(Tuner::new(
+            mode,
+            self.forced_variants.clone(),
+            cache,
+            crate::kernel_variants(),
+        ))
     }
 }
 
@@ -579,6 +584,16 @@ impl Session {
     pub fn tuning_cache_file(&self) -> Option<std::path::PathBuf> {
         self.inner
             .peek(|runtime| runtime.and_then(Runtime::tuning_cache_file))
+    }
+
+    /// Writes the picks this session holds to its tuning cache file now and says whether that worked: the file
+    /// written, None where there is nothing to write (no cache directory, `Tuning::Defaults` or
+    /// `Tuning::CacheOnly`), or `Error::TuningCache` naming the file and the system's reason. Sessions write the
+    /// cache as they tune and ignore failures there (a cache not written only costs the next process its
+    /// timing); this is for a caller whose job is the cache, such as `wgcompute tune`.
+    pub fn write_tuning_cache(&self) -> Result<Option<std::path::PathBuf>> {
+        self.inner
+            .with_runtime(|runtime| runtime.write_tuning_cache())
     }
 
     /// Submits recorded work and waits for the device to finish it.

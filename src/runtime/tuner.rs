@@ -6,11 +6,16 @@
 //! for the rest of the session; the pick is written to a cache file per adapter (name, backend, driver, crate
 //! version) in the user's cache directory, so that the next process starts tuned.
 //!
+//! The cache file is untrusted input (anyone who can write the cache directory controls it): only a regular
+//! file of at most `MAX_CACHE_BYTES` is read, and one that is not a whole, well-formed cache of this adapter is
+//! ignored and never merged into what is written back.
+//!
 //! Picks are sticky: the incumbent (the cached pick, else the default) gives way only to a candidate that is
 //! clearly faster, so timing noise does not flip a choice from run to run. Every variant is deterministic, so
 //! the same pick gives the same bits on every run.
 
 use std::collections::HashMap;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::{Duration, Instant};
@@ -176,13 +181,54 @@ const CACHE_HEADER: &str = "wgcompute tuning cache 1";
 /// Picks as the cache file holds them: (family, class) → variant.
 type Picks = HashMap<(String, String), String>;
 
+/// The kernel families a tuner can be asked about, each with every variant it has (`crate::kernel_variants`).
+pub(crate) type KnownVariants = Vec<(&'static str, &'static [&'static str])>;
+
+/// The most a cache file may hold. The real one is a few KiB (a line per shape class tuned); anything larger is
+/// not one this crate wrote, and reading it whole would cost memory and time in every process that opens a
+/// session.
+const MAX_CACHE_BYTES: u64 = 64 << 10;
+
+/// The picks in the cache file at `path`, or None where it is not a whole, well-formed cache of this adapter.
+/// The file is untrusted input: whatever sits at the path (a FIFO, a device, a huge or binary file) must neither
+/// block, nor cost more than `MAX_CACHE_BYTES` to read, nor be written back.
+fn read_cache(path: &Path, adapter_key: &str, known: &KnownVariants) -> Option<Picks> {
+    // Checked before opening: opening a FIFO blocks until a writer comes, and a device such as /dev/zero never
+    // ends. Following symlinks, since a link to a regular cache file is fine.
+    let is_small_file =
+        |metadata: &std::fs::Metadata| metadata.is_file() && metadata.len() <= MAX_CACHE_BYTES;
+    if !is_small_file(&std::fs::metadata(path).ok()?) {
+        return None;
+    }
+    let file = std::fs::File::open(path).ok()?;
+    // The path may have been replaced between the check and the open.
+    if !is_small_file(&file.metadata().ok()?) {
+        return None;
+    }
+    // A file growing while it is read is cut off here; one byte more than the limit tells that it happened.
+    let mut bytes = Vec::new();
+    file.take(MAX_CACHE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .ok()?;
+    if bytes.len() as u64 > MAX_CACHE_BYTES {
+        return None;
+    }
+    parse_cache(&String::from_utf8(bytes).ok()?, adapter_key, known)
+}
+
 /// The picks in `text`, or None if it is not a whole, well-formed cache of this adapter (a corrupt or foreign
-/// file is ignored, then overwritten).
-fn parse_cache(text: &str, adapter_key: &str) -> Option<Picks> {
+/// file is ignored, then overwritten). Picks of a family or variant not in `known` are dropped: no lookup could
+/// ever use them, and they would otherwise be carried into every rewrite of the file.
+fn parse_cache(text: &str, adapter_key: &str, known: &KnownVariants) -> Option<Picks> {
     let mut lines = text.lines();
     if lines.next()? != CACHE_HEADER || lines.next()?.strip_prefix("adapter\t")? != adapter_key {
         return None;
     }
+    let is_known = |family: &str, variant: &str| {
+        known
+            .iter()
+            .any(|(name, variants)| *name == family && variants.contains(&variant))
+    };
     let mut picks = Picks::new();
     for line in lines.filter(|line| !line.is_empty()) {
         let fields: Vec<&str> = line.split('\t').collect();
@@ -195,7 +241,9 @@ fn parse_cache(text: &str, adapter_key: &str) -> Option<Picks> {
         {
             return None;
         }
-        picks.insert((family.to_string(), class.to_string()), variant.to_string());
+        if is_known(family, variant) {
+            picks.insert((family.to_string(), class.to_string()), variant.to_string());
+        }
     }
     Some(picks)
 }
@@ -227,27 +275,32 @@ pub(crate) struct Tuner {
     forced: Vec<(String, String)>,
     /// The cache file and the key it must hold; None: no cache.
     cache: Option<(PathBuf, String)>,
+    /// What a cached pick may name; others are dropped as the cache is read.
+    known: KnownVariants,
     cached: Picks,
     decided: HashMap<(&'static str, String), &'static str>,
     records: Vec<TuningRecord>,
 }
 
 impl Tuner {
-    /// A tuner in `mode` whose cache is `cache` (file, adapter key), loaded now unless the mode ignores it.
+    /// A tuner in `mode` whose cache is `cache` (file, adapter key), loaded now unless the mode ignores it; picks
+    /// are kept only of the families and variants in `known`.
     pub fn new(
         mode: Tuning,
         forced: Vec<(String, String)>,
         cache: Option<(PathBuf, String)>,
+        known: KnownVariants,
     ) -> Tuner {
         let cache = cache.filter(|_| mode != Tuning::Defaults);
         let cached = cache
             .as_ref()
-            .and_then(|(path, key)| parse_cache(&std::fs::read_to_string(path).ok()?, key))
+            .and_then(|(path, key)| read_cache(path, key, &known))
             .unwrap_or_default();
         Tuner {
             mode,
             forced,
             cache,
+            known,
             cached,
             decided: HashMap::new(),
             records: Vec::new(),
@@ -378,24 +431,34 @@ impl Tuner {
     }
 
     /// Writes a timed pick to the cache file. A cache that cannot be written only means the next process
-    /// times again, so failures are not errors.
+    /// times again, so failures are not errors here; `write_cache` reports them to a caller that cares.
     fn remember(&mut self, family: &str, class: &str, variant: &str) {
+        self.cached
+            .insert((family.to_string(), class.to_string()), variant.to_string());
+        let _ = self.write_cache();
+    }
+
+    /// Writes the picks this tuner holds to the cache file, keeping the ones another process wrote meanwhile
+    /// (this tuner's own win where both have one). Returns the file, or None where there is no cache to write:
+    /// no cache directory, `Tuning::Defaults`, or `Tuning::CacheOnly` (which never writes).
+    pub fn write_cache(&mut self) -> Result<Option<PathBuf>> {
         let Some((path, key)) = &self.cache else {
-            return;
+            return Ok(None);
         };
-        // Picks another process wrote meanwhile are kept.
-        if let Some(on_disk) = std::fs::read_to_string(path)
-            .ok()
-            .and_then(|text| parse_cache(&text, key))
-        {
+        if self.mode == Tuning::CacheOnly {
+            return Ok(None);
+        }
+        if let Some(on_disk) = read_cache(path, key, &self.known) {
             for (entry, pick) in on_disk {
                 self.cached.entry(entry).or_insert(pick);
             }
         }
-        self.cached
-            .insert((family.to_string(), class.to_string()), variant.to_string());
         let text = format_cache(&self.cached, key);
-        let _ = write_atomically(path, &text);
+        write_atomically(path, &text).map_err(|error| Error::TuningCache {
+            path: path.clone(),
+            message: error.to_string(),
+        })?;
+        Ok(Some(path.clone()))
     }
 }
 
@@ -533,6 +596,11 @@ impl Runtime {
         self.tuner.cache_path().map(Path::to_path_buf)
     }
 
+    /// See [`Tuner::write_cache`].
+    pub fn write_tuning_cache(&mut self) -> Result<Option<PathBuf>> {
+        self.tuner.write_cache()
+    }
+
     /// How this runtime has decided each (family, shape class) so far.
     pub fn tuning_records(&self) -> Vec<TuningRecord> {
         self.tuner.records().to_vec()
@@ -589,11 +657,17 @@ mod tests {
         dir
     }
 
+    /// The families the tests' tuners know.
+    fn known() -> KnownVariants {
+        vec![("family", CANDIDATES)]
+    }
+
     fn tuner_in(dir: &Path, mode: Tuning) -> Tuner {
         Tuner::new(
             mode,
             Vec::new(),
             Some((cache_file(dir, "test adapter"), "test adapter".to_string())),
+            known(),
         )
     }
 
@@ -646,6 +720,7 @@ mod tests {
             Tuning::Retune,
             vec![("family".to_string(), "fast".to_string())],
             None,
+            Vec::new(),
         );
         assert!(!forced.would_time("family", "class", CANDIDATES));
         assert!(forced.would_time("another", "class", CANDIDATES));
@@ -763,7 +838,7 @@ mod tests {
             assert_eq!(tuner.records()[0].source, PickSource::Timed, "{text:?}");
             let rewritten = std::fs::read_to_string(&path).expect("the cache is rewritten");
             assert_eq!(
-                parse_cache(&rewritten, "test adapter").and_then(|picks| picks
+                parse_cache(&rewritten, "test adapter", &known()).and_then(|picks| picks
                     .get(&("family".to_string(), "class".to_string()))
                     .cloned()),
                 Some("faster".to_string()),
@@ -777,6 +852,7 @@ mod tests {
             Tuning::Tune,
             Vec::new(),
             Some((cache_file(&blocked, "k"), "k".to_string())),
+            known(),
         );
         let mut timer =
             FakeTimer::new(&[("default", &[1000]), ("fast", &[100]), ("faster", &[900])]);
@@ -787,9 +863,209 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// Runs `work` on a thread and fails the test if it takes longer than a few seconds: reading a cache that
+    /// blocks (a FIFO) must fail the test, not hang it.
+    fn within_seconds<T: Send + 'static>(
+        what: &str,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> T {
+        let (sender, receiver) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            // The receiver is gone only once the test has failed already.
+            let _ = sender.send(work());
+        });
+        match receiver.recv_timeout(Duration::from_secs(5)) {
+            Ok(outcome) => outcome,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                panic!("{what}: still at the cache after 5 s")
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => panic!("{what}: panicked"),
+        }
+    }
+
+    /// A fresh tuner on whatever sits at the cache path times a class (and so rewrites the cache), quickly;
+    /// returns the source of its pick and what the cache file holds afterwards, if it is a file.
+    fn tune_once_over(dir: &Path, what: &str) -> (PickSource, Option<String>) {
+        let dir = dir.to_path_buf();
+        within_seconds(what, move || {
+            let mut tuner = tuner_in(&dir, Tuning::Tune);
+            let mut timer =
+                FakeTimer::new(&[("default", &[1000]), ("fast", &[900]), ("faster", &[100])]);
+            let pick = tuner.choose("family", "class".into(), CANDIDATES, |v| timer.measure(v));
+            assert_eq!(pick, "faster");
+            let path = cache_file(&dir, "test adapter");
+            let rewritten = std::fs::metadata(&path)
+                .is_ok_and(|metadata| metadata.is_file())
+                .then(|| std::fs::read_to_string(&path).expect("read the cache"));
+            (tuner.records()[0].source, rewritten)
+        })
+    }
+
+    #[cfg(unix)]
+    fn make_fifo(path: &Path) {
+        let status = std::process::Command::new("mkfifo")
+            .arg(path)
+            .status()
+            .expect("mkfifo runs");
+        assert!(status.success(), "mkfifo {path:?}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_at_the_cache_path_is_never_opened() {
+        let dir = scratch_dir("fifo");
+        std::fs::create_dir_all(&dir).expect("scratch dir");
+        let path = cache_file(&dir, "test adapter");
+        make_fifo(&path);
+        let cache_only = dir.clone();
+        within_seconds("a cache-only tuner over a FIFO", move || {
+            tuner_in(&cache_only, Tuning::CacheOnly);
+        });
+        let (source, rewritten) = tune_once_over(&dir, "a tuner over a FIFO");
+        assert_eq!(source, PickSource::Timed);
+        // The FIFO was replaced, never written into (that too would block without a reader).
+        let rewritten = rewritten.expect("a regular cache file took the FIFO's place");
+        assert!(rewritten.contains("family\tclass\tfaster"), "{rewritten}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_device_or_directory_at_the_cache_path_is_not_read() {
+        let dir = scratch_dir("device");
+        std::fs::create_dir_all(&dir).expect("scratch dir");
+        let path = cache_file(&dir, "test adapter");
+        for device in ["/dev/zero", "/dev/urandom"] {
+            let _ = std::fs::remove_file(&path);
+            std::os::unix::fs::symlink(device, &path).expect("symlink");
+            let (source, rewritten) = tune_once_over(&dir, device);
+            assert_eq!(source, PickSource::Timed, "{device}");
+            // The link was replaced by the new cache, not followed to the device.
+            assert!(
+                rewritten.is_some_and(|text| text.contains("family\tclass\tfaster")),
+                "{device}"
+            );
+        }
+        std::fs::remove_file(&path).expect("remove the cache");
+        std::fs::create_dir(&path).expect("a directory where the cache goes");
+        let (source, rewritten) = tune_once_over(&dir, "a directory");
+        assert_eq!((source, rewritten), (PickSource::Timed, None));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn an_oversized_or_non_utf8_cache_is_discarded_whole_and_not_written_back() {
+        let dir = scratch_dir("oversized");
+        std::fs::create_dir_all(&dir).expect("scratch dir");
+        let path = cache_file(&dir, "test adapter");
+        let valid = format!("{CACHE_HEADER}\nadapter\ttest adapter\nfamily\tclass\tfast\n");
+        let padding = |bytes: usize| {
+            let line = "family\tpadding class 0000000\tdefault\n";
+            (0..bytes.div_ceil(line.len()))
+                .map(|index| format!("family\tpadding class {index:07}\tdefault\n"))
+                .collect::<String>()
+        };
+        let over = format!("{valid}{}", padding(MAX_CACHE_BYTES as usize));
+        assert!(over.len() as u64 > MAX_CACHE_BYTES);
+        let mut non_utf8 = valid.clone().into_bytes();
+        non_utf8.extend_from_slice(b"family\tclass \xff\xfe\tfast\n");
+        for (name, bytes) in [
+            ("over the limit", over.into_bytes()),
+            ("not UTF-8", non_utf8),
+        ] {
+            std::fs::write(&path, &bytes).expect("write the cache");
+            let (source, rewritten) = tune_once_over(&dir, name);
+            assert_eq!(
+                source,
+                PickSource::Timed,
+                "{name}: the cached pick is not taken"
+            );
+            let rewritten = rewritten.expect("the cache is rewritten");
+            assert_eq!(
+                rewritten,
+                format!("{CACHE_HEADER}\nadapter\ttest adapter\nfamily\tclass\tfaster\n"),
+                "{name}: nothing of the discarded file is written back"
+            );
+        }
+        // A file of exactly the limit is a cache like any other.
+        let mut at_limit = format!("{valid}{}", padding(MAX_CACHE_BYTES as usize - 2048));
+        while at_limit.len() < MAX_CACHE_BYTES as usize {
+            at_limit.push('\n');
+        }
+        assert_eq!(at_limit.len() as u64, MAX_CACHE_BYTES);
+        std::fs::write(&path, &at_limit).expect("write the cache");
+        let mut cached = tuner_in(&dir, Tuning::Tune);
+        let mut never =
+            |_: &'static str| -> Result<Duration> { panic!("a cached pick is not timed") };
+        assert_eq!(
+            cached.choose("family", "class".into(), CANDIDATES, &mut never),
+            "fast"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn picks_of_unknown_families_or_variants_are_dropped_and_the_rest_kept() {
+        let dir = scratch_dir("unknown-family");
+        std::fs::create_dir_all(&dir).expect("scratch dir");
+        let path = cache_file(&dir, "test adapter");
+        std::fs::write(
+            &path,
+            format!(
+                "{CACHE_HEADER}\nadapter\ttest adapter\nfamily\tclass\tfast\nretired\tclass\tfast\n\
+                 family\tgone\tno_such_variant\n"
+            ),
+        )
+        .expect("write the cache");
+        let mut tuner = tuner_in(&dir, Tuning::Tune);
+        assert_eq!(
+            tuner.cached.keys().collect::<Vec<_>>(),
+            [&("family".to_string(), "class".to_string())]
+        );
+        let mut timer =
+            FakeTimer::new(&[("default", &[1000]), ("fast", &[900]), ("faster", &[100])]);
+        tuner.choose("family", "new".into(), CANDIDATES, |v| timer.measure(v));
+        assert_eq!(
+            std::fs::read_to_string(&path).expect("the cache"),
+            format!(
+                "{CACHE_HEADER}\nadapter\ttest adapter\nfamily\tclass\tfast\nfamily\tnew\tfaster\n"
+            )
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn writing_the_cache_explicitly_reports_where_it_went_or_why_not() {
+        let dir = scratch_dir("explicit");
+        let mut tuner = tuner_in(&dir, Tuning::Retune);
+        let path = cache_file(&dir, "test adapter");
+        assert_eq!(tuner.write_cache().ok().flatten(), Some(path.clone()));
+        assert!(path.is_file());
+        for mode in [Tuning::CacheOnly, Tuning::Defaults] {
+            assert_eq!(
+                tuner_in(&dir, mode).write_cache().ok().flatten(),
+                None,
+                "{mode:?}"
+            );
+        }
+        std::fs::remove_file(&path).expect("remove the cache");
+        std::fs::create_dir(&path).expect("a directory where the cache goes");
+        match tuner.write_cache() {
+            Err(Error::TuningCache {
+                path: named,
+                message,
+            }) => {
+                assert_eq!(named, path);
+                assert!(!message.is_empty());
+            }
+            other => panic!("expected a TuningCache error, got {other:?}"),
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn a_failing_candidate_is_skipped_and_forced_variants_win_where_eligible() {
-        let mut tuner = Tuner::new(Tuning::Tune, Vec::new(), None);
+        let mut tuner = Tuner::new(Tuning::Tune, Vec::new(), None, Vec::new());
         let pick = tuner.choose("family", "class".into(), CANDIDATES, |variant| {
             if variant == "faster" {
                 Err(Error::Driver {
@@ -826,6 +1102,7 @@ mod tests {
             Tuning::Tune,
             vec![("family".to_string(), "faster".to_string())],
             None,
+            Vec::new(),
         );
         let mut never =
             |_: &'static str| -> Result<Duration> { panic!("a forced pick is not timed") };
@@ -870,6 +1147,7 @@ mod tests {
             Tuning::Defaults,
             vec![("family".to_string(), "faster".to_string())],
             None,
+            Vec::new(),
         );
         assert_eq!(forced.peek("family", "class", CANDIDATES), "faster");
         let _ = std::fs::remove_dir_all(&dir);

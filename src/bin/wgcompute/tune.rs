@@ -18,6 +18,9 @@ pub struct TuneArgs {
 
 pub fn run(global: &GlobalOptions, args: &TuneArgs) -> Result<()> {
     let session = Session::open(global.session_options()?.tuning(Tuning::Retune))?;
+    // Sessions ignore a cache they cannot write (it only costs the next process its timing), but the cache is
+    // this command's whole point: its failure is the command's, found out before the timing rather than after.
+    session.write_tuning_cache()?;
     for (rows, cols) in SOFTMAX_XENT_SHAPES {
         let logits = session.rand(&[rows, cols], 1)?;
         let labels = session.rand(&[rows, cols], 2)?;
@@ -49,7 +52,7 @@ pub fn run(global: &GlobalOptions, args: &TuneArgs) -> Result<()> {
     }
     session.sync()?;
     let records = session.tuning_report()?;
-    let cache = session.tuning_cache_file();
+    let cache = session.write_tuning_cache()?;
     if args.json {
         let document = serde_json::json!({
             "adapter": session.adapter(),
