@@ -16,7 +16,9 @@ pub trait Optimizer {
     fn step(&mut self, parameters: &[Arc<Tensor>], gradients: &Gradients) -> Result<()>;
 
     /// What a checkpoint keeps of this optimizer: its kind, its step count, and its tensors by slot ("m", "v",
-    /// "momentum"), each in parameter order (empty before the first step). An optimizer without state to
+    /// "momentum"), each in parameter order (empty before the first step). The step count is above 0 whenever
+    /// a slot holds tensors: a checkpoint reader refuses slot tensors at step 0, and refuses a step count above
+    /// 0 without every slot, since either means the file lost part of the state. An optimizer without state to
     /// keep need not say more than the default.
     fn state(&self) -> OptimizerState<'_> {
         OptimizerState {
@@ -27,7 +29,7 @@ pub trait Optimizer {
     }
 
     /// Takes back the state of a checkpoint: the step count and, per slot of [`Optimizer::state`], one tensor
-    /// per parameter (of its shape, in its session).
+    /// per parameter (of its shape, in its session). A slot it does not keep is an error.
     fn restore(&mut self, _steps: u64, slots: Vec<(String, Vec<Tensor>)>) -> Result<()> {
         if slots.is_empty() {
             Ok(())
@@ -49,6 +51,42 @@ pub struct OptimizerState<'a> {
     pub slots: Vec<(&'static str, Vec<&'a Tensor>)>,
 }
 
+/// One slot of a built-in optimizer's saved state, as a checkpoint reader checks it before any session work.
+pub(crate) struct SavedSlot {
+    pub name: &'static str,
+    /// Whether every value must be at least 0 (Adam's second moments are running means of squares, so a
+    /// negative one can only come from a damaged or altered file, and would make its square root NaN).
+    pub non_negative: bool,
+}
+
+const ADAM_KIND: &str = "adam";
+const ADAM_FIRST_MOMENTS: SavedSlot = SavedSlot {
+    name: "m",
+    non_negative: false,
+};
+const ADAM_SECOND_MOMENTS: SavedSlot = SavedSlot {
+    name: "v",
+    non_negative: true,
+};
+const ADAM_SLOTS: &[SavedSlot] = &[ADAM_FIRST_MOMENTS, ADAM_SECOND_MOMENTS];
+const SGD_KIND: &str = "sgd";
+const SGD_MOMENTUM: SavedSlot = SavedSlot {
+    name: "momentum",
+    non_negative: false,
+};
+const SGD_SLOTS: &[SavedSlot] = &[SGD_MOMENTUM];
+
+/// The slots a built-in optimizer of `kind` saves, so a checkpoint can be checked when it is read rather than
+/// when the optimizer is built; `None` for another kind (an optimizer defined outside this crate), whose
+/// state is checked only against the optimizer it is restored into.
+pub(crate) fn saved_slots(kind: &str) -> Option<&'static [SavedSlot]> {
+    match kind {
+        ADAM_KIND => Some(ADAM_SLOTS),
+        SGD_KIND => Some(SGD_SLOTS),
+        _ => None,
+    }
+}
+
 fn take_slot(
     kind: &'static str,
     slots: &mut Vec<(String, Vec<Tensor>)>,
@@ -66,6 +104,32 @@ fn take_slot(
             expected: format!("the '{name}' slot of {kind}"),
         })?;
     Ok(slots.swap_remove(position).1)
+}
+
+/// Refuses slots left after an optimizer took its own: state it does not keep would otherwise be dropped
+/// without a word.
+fn refuse_other_slots(
+    kind: &'static str,
+    kept: &[SavedSlot],
+    slots: &[(String, Vec<Tensor>)],
+) -> Result<()> {
+    if slots.is_empty() {
+        return Ok(());
+    }
+    Err(Error::InvalidArgument {
+        what: "optimizer state",
+        given: format!(
+            "slots {:?}",
+            slots.iter().map(|(slot, _)| slot).collect::<Vec<_>>()
+        ),
+        expected: format!(
+            "only the slots {kind} keeps ({})",
+            kept.iter()
+                .map(|slot| slot.name)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    })
 }
 
 fn zeros_like(tensor: &Tensor) -> Result<Tensor> {
@@ -145,18 +209,25 @@ impl Optimizer for Adam {
 
     fn state(&self) -> OptimizerState<'_> {
         OptimizerState {
-            kind: "adam",
+            kind: ADAM_KIND,
             steps: self.step,
             slots: vec![
-                ("m", self.moments.iter().map(|(m, _)| m).collect()),
-                ("v", self.moments.iter().map(|(_, v)| v).collect()),
+                (
+                    ADAM_FIRST_MOMENTS.name,
+                    self.moments.iter().map(|(m, _)| m).collect(),
+                ),
+                (
+                    ADAM_SECOND_MOMENTS.name,
+                    self.moments.iter().map(|(_, v)| v).collect(),
+                ),
             ],
         }
     }
 
     fn restore(&mut self, steps: u64, mut slots: Vec<(String, Vec<Tensor>)>) -> Result<()> {
-        let m = take_slot("Adam", &mut slots, "m")?;
-        let v = take_slot("Adam", &mut slots, "v")?;
+        let m = take_slot("Adam", &mut slots, ADAM_FIRST_MOMENTS.name)?;
+        let v = take_slot("Adam", &mut slots, ADAM_SECOND_MOMENTS.name)?;
+        refuse_other_slots("Adam", ADAM_SLOTS, &slots)?;
         if m.len() != v.len() {
             return Err(Error::InvalidArgument {
                 what: "Adam state",
@@ -175,6 +246,9 @@ pub struct Sgd {
     pub lr: f32,
     pub momentum: f32,
     buffers: Vec<Tensor>,
+    /// Counted only for checkpoints: SGD's update does not depend on it, but a file that says steps were
+    /// taken and holds no momentum buffers is then known to have lost them.
+    step: u64,
 }
 
 impl Sgd {
@@ -183,7 +257,13 @@ impl Sgd {
             lr,
             momentum,
             buffers: Vec::new(),
+            step: 0,
         }
+    }
+
+    /// Steps taken so far.
+    pub fn steps(&self) -> u64 {
+        self.step
     }
 }
 
@@ -195,6 +275,7 @@ impl Optimizer for Sgd {
                 self.buffers.push(zeros_like(parameter)?);
             }
         }
+        self.step += 1;
         for (parameter, buffer) in parameters.iter().zip(&self.buffers) {
             if let Some(gradient) = gradients.of(parameter) {
                 parameter.sgd_update_(gradient, buffer, self.lr, self.momentum)?;
@@ -205,14 +286,66 @@ impl Optimizer for Sgd {
 
     fn state(&self) -> OptimizerState<'_> {
         OptimizerState {
-            kind: "sgd",
-            steps: 0,
-            slots: vec![("momentum", self.buffers.iter().collect())],
+            kind: SGD_KIND,
+            steps: self.step,
+            slots: vec![(SGD_MOMENTUM.name, self.buffers.iter().collect())],
         }
     }
 
-    fn restore(&mut self, _steps: u64, mut slots: Vec<(String, Vec<Tensor>)>) -> Result<()> {
-        self.buffers = take_slot("SGD", &mut slots, "momentum")?;
+    fn restore(&mut self, steps: u64, mut slots: Vec<(String, Vec<Tensor>)>) -> Result<()> {
+        let buffers = take_slot("SGD", &mut slots, SGD_MOMENTUM.name)?;
+        refuse_other_slots("SGD", SGD_SLOTS, &slots)?;
+        self.buffers = buffers;
+        self.step = steps;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A checkpoint is checked against `saved_slots` when it is read and restored by `state`'s names, so the
+    /// two must agree.
+    #[test]
+    fn the_saved_slots_table_names_what_each_optimizer_saves() {
+        let adam = Adam::new(AdamConfig::default());
+        let sgd = Sgd::new(0.1, 0.9);
+        for state in [adam.state(), sgd.state()] {
+            let table: Vec<&str> = saved_slots(state.kind)
+                .expect("a built-in kind")
+                .iter()
+                .map(|slot| slot.name)
+                .collect();
+            let saved: Vec<&str> = state.slots.iter().map(|(name, _)| *name).collect();
+            assert_eq!(table, saved, "{}", state.kind);
+        }
+        assert!(saved_slots("adamw").is_none());
+    }
+
+    #[test]
+    fn restoring_a_slot_the_optimizer_does_not_keep_is_an_error() {
+        let slots = |names: &[&str]| -> Vec<(String, Vec<Tensor>)> {
+            names
+                .iter()
+                .map(|name| (name.to_string(), Vec::new()))
+                .collect()
+        };
+        let mut adam = Adam::new(AdamConfig::default());
+        assert!(adam.restore(2, slots(&["m", "v"])).is_ok());
+        assert_eq!(adam.steps(), 2);
+        for refused in [&["m", "v", "momentum"][..], &["m"], &["v", "x"]] {
+            assert!(
+                matches!(
+                    adam.restore(2, slots(refused)),
+                    Err(Error::InvalidArgument { .. })
+                ),
+                "{refused:?}"
+            );
+        }
+        let mut sgd = Sgd::new(0.1, 0.9);
+        assert!(sgd.restore(4, slots(&["momentum"])).is_ok());
+        assert_eq!(sgd.steps(), 4);
+        assert!(sgd.restore(4, slots(&["momentum", "m"])).is_err());
     }
 }

@@ -1,7 +1,11 @@
 //! Inference without a tape, and safetensors checkpoints: a model and its optimizer saved and loaded into a new
 //! session give the same outputs and the same next step; the file read back by the safetensors crate's own
 //! parser holds our names, shapes, values and metadata; files that do not fit are errors naming the tensor.
+//! Checkpoints are untrusted input: only regular files are read, never past their size; a file whose metadata,
+//! tensors and optimizer state disagree, or whose values are not finite, is refused naming what disagrees; and
+//! fuzzed metadata either is refused or loads exactly what was saved.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::common::{for_each_backend, on_vulkan, relative_error, widen, Rng};
@@ -118,9 +122,7 @@ fn a_saved_model_and_optimizer_load_into_a_new_session_and_continue_identically(
             assert!(file
                 .restore_optimizer(&fresh, &loaded, resumed.as_mut())
                 .expect("restore"));
-            if use_adam {
-                assert_eq!(resumed.state().steps, 3);
-            }
+            assert_eq!(resumed.state().steps, 3, "adam {use_adam}");
             step(&fresh, &loaded, resumed.as_mut(), &x2, &labels2, batch);
             let after = loaded.infer(&input).expect("infer").to_vec().expect("read");
             let error = relative_error(&after, &widen(&continued));
@@ -369,6 +371,843 @@ fn named_tensors_of_any_model_save_and_load_bit_for_bit() {
                 .expect("item"),
             1.0
         );
+    });
+    std::fs::remove_file(&path).ok();
+}
+
+// --- untrusted files ---
+
+/// A safetensors file taken apart, to be altered and put back together: what a damaged or edited checkpoint
+/// would hold.
+#[derive(Clone)]
+struct Parts {
+    metadata: BTreeMap<String, String>,
+    tensors: Vec<Stored>,
+}
+
+#[derive(Clone)]
+struct Stored {
+    name: String,
+    dtype: String,
+    shape: Vec<usize>,
+    data: Vec<u8>,
+}
+
+impl Parts {
+    /// Parsed by the safetensors crate, so the parts are what any reader sees.
+    fn of(bytes: &[u8]) -> Self {
+        let (_, header) = safetensors::SafeTensors::read_metadata(bytes).expect("header");
+        let file = safetensors::SafeTensors::deserialize(bytes).expect("safetensors");
+        let tensors = header
+            .offset_keys()
+            .into_iter()
+            .map(|name| {
+                let view = file.tensor(&name).expect("listed");
+                Stored {
+                    dtype: format!("{:?}", view.dtype()),
+                    shape: view.shape().to_vec(),
+                    data: view.data().to_vec(),
+                    name,
+                }
+            })
+            .collect();
+        Self {
+            metadata: header
+                .metadata()
+                .clone()
+                .unwrap_or_default()
+                .into_iter()
+                .collect(),
+            tensors,
+        }
+    }
+
+    /// The header written by hand (serde_json for the JSON), so that anything at all can be put in it.
+    fn bytes(&self) -> Vec<u8> {
+        let mut header = serde_json::Map::new();
+        header.insert(
+            "__metadata__".into(),
+            serde_json::to_value(&self.metadata).expect("metadata"),
+        );
+        let mut offset = 0;
+        for tensor in &self.tensors {
+            let end = offset + tensor.data.len();
+            header.insert(
+                tensor.name.clone(),
+                serde_json::json!({"dtype": tensor.dtype, "shape": tensor.shape, "data_offsets": [offset, end]}),
+            );
+            offset = end;
+        }
+        let mut text = serde_json::Value::Object(header).to_string();
+        while !text.len().is_multiple_of(8) {
+            text.push(' ');
+        }
+        let mut bytes = (text.len() as u64).to_le_bytes().to_vec();
+        bytes.extend_from_slice(text.as_bytes());
+        for tensor in &self.tensors {
+            bytes.extend_from_slice(&tensor.data);
+        }
+        bytes
+    }
+
+    fn with_metadata(&self, key: &str, value: Option<&str>) -> Self {
+        let mut altered = self.clone();
+        match value {
+            Some(value) => altered.metadata.insert(key.into(), value.into()),
+            None => altered.metadata.remove(key),
+        };
+        altered
+    }
+
+    fn without_tensors(&self, drop: impl Fn(&str) -> bool) -> Self {
+        let mut altered = self.clone();
+        altered.tensors.retain(|tensor| !drop(&tensor.name));
+        altered
+    }
+
+    fn tensor_mut(&mut self, name: &str) -> &mut Stored {
+        self.tensors
+            .iter_mut()
+            .find(|tensor| tensor.name == name)
+            .unwrap_or_else(|| panic!("no tensor {name}"))
+    }
+
+    /// With element `index` of f32 tensor `name` set to `value`.
+    fn with_value(&self, name: &str, index: usize, value: f32) -> Self {
+        let mut altered = self.clone();
+        altered.tensor_mut(name).data[index * 4..index * 4 + 4]
+            .copy_from_slice(&value.to_le_bytes());
+        altered
+    }
+
+    fn with_tensor(&self, tensor: Stored) -> Self {
+        let mut altered = self.clone();
+        altered.tensors.push(tensor);
+        altered
+    }
+
+    fn copy_of(&self, name: &str, renamed: &str) -> Stored {
+        let mut copy = self
+            .tensors
+            .iter()
+            .find(|tensor| tensor.name == name)
+            .unwrap_or_else(|| panic!("no tensor {name}"))
+            .clone();
+        copy.name = renamed.into();
+        copy
+    }
+}
+
+fn config() -> AdamConfig {
+    AdamConfig {
+        lr: 0.05,
+        ..AdamConfig::default()
+    }
+}
+
+/// An 8→32→4 model after two Adam steps, the optimizer, and its checkpoint's bytes.
+fn trained(session: &Session) -> (Mlp, Adam, Vec<u8>) {
+    let mut rng = Rng::new(17);
+    let model = Mlp::new(session, 8, &[32], 4, 3).expect("model");
+    let mut adam = Adam::new(config());
+    let (x, labels) = problem(&mut rng, 6, 8, 4);
+    for _ in 0..2 {
+        step(session, &model, &mut adam, &x, &labels, 6);
+    }
+    let bytes = checkpoint::to_bytes(&model, Some(&adam), &[]).expect("bytes");
+    (model, adam, bytes)
+}
+
+/// The message of the `Error::Checkpoint` that reading `bytes` as a file gives; any other outcome fails.
+fn refused_on_read(path: &std::path::Path, bytes: &[u8]) -> String {
+    std::fs::write(path, bytes).expect("write");
+    match Checkpoint::read(path) {
+        Err(Error::Checkpoint {
+            path: named,
+            message,
+        }) => {
+            assert_eq!(named, path.display().to_string());
+            message
+        }
+        Err(other) => panic!("expected a checkpoint error, got {other}"),
+        Ok(_) => panic!("read a file it should refuse"),
+    }
+}
+
+fn assert_names(message: &str, names: &[&str]) {
+    for name in names {
+        assert!(
+            message.contains(name),
+            "the error does not name {name:?}: {message}"
+        );
+    }
+}
+
+#[test]
+fn only_regular_files_are_read_and_never_past_their_size() {
+    let valid = temp_path("regular-valid");
+    let scratch = temp_path("regular-scratch");
+    let fifo = temp_path("regular-fifo");
+    let link = temp_path("regular-link");
+    on_vulkan(|backend| {
+        let session = backend.open();
+        let (_, _, bytes) = trained(&session);
+        session.close();
+        std::fs::write(&valid, &bytes).expect("write");
+
+        let refused = |path: &std::path::Path| match Checkpoint::read(path) {
+            Err(Error::Checkpoint { message, .. }) => message,
+            other => panic!(
+                "{}: expected a checkpoint error, got {:?}",
+                path.display(),
+                other.err()
+            ),
+        };
+        // A device is refused before it is opened: /dev/zero would never end.
+        assert_names(
+            &refused("/dev/zero".as_ref()),
+            &["character device", "regular file"],
+        );
+        assert_names(&refused(&std::env::temp_dir()), &["folder", "regular file"]);
+
+        // A FIFO is never opened (opening one waits for a writer), so the read returns at once.
+        std::fs::remove_file(&fifo).ok();
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .expect("mkfifo");
+        assert!(made.success(), "mkfifo failed");
+        let (sender, receiver) = std::sync::mpsc::channel();
+        let fifo_path = fifo.clone();
+        std::thread::spawn(move || {
+            let outcome = Checkpoint::read(&fifo_path)
+                .err()
+                .map(|error| error.to_string());
+            let _ = sender.send(outcome);
+        });
+        match receiver.recv_timeout(std::time::Duration::from_secs(20)) {
+            Ok(Some(message)) => assert_names(&message, &["FIFO", "regular file"]),
+            Ok(None) => panic!("read a FIFO"),
+            Err(_) => {
+                // Lets the blocked open go, so the thread ends.
+                let _ = std::fs::OpenOptions::new().write(true).open(&fifo);
+                panic!("reading a FIFO hung");
+            }
+        }
+
+        // A link is judged by what it points at.
+        std::fs::remove_file(&link).ok();
+        std::os::unix::fs::symlink("/dev/zero", &link).expect("symlink");
+        assert_names(&refused(&link), &["character device"]);
+        std::fs::remove_file(&link).ok();
+        std::os::unix::fs::symlink(&valid, &link).expect("symlink");
+        assert_eq!(
+            Checkpoint::read(&link)
+                .expect("a link to a checkpoint")
+                .sizes()
+                .expect("sizes"),
+            [8, 32, 4]
+        );
+
+        assert_names(
+            &refused_on_read(&scratch, b"short"),
+            &["5 bytes", "too short"],
+        );
+        let after_length = bytes.len() as u64 - 8;
+        let mut overlong = bytes.clone();
+        overlong[..8].copy_from_slice(&(after_length + 1).to_le_bytes());
+        assert_names(
+            &refused_on_read(&scratch, &overlong),
+            &[
+                &format!("{} bytes", after_length + 1),
+                &format!("only {after_length} follow"),
+                "truncated",
+            ],
+        );
+        assert_names(
+            &refused_on_read(&scratch, &bytes[..bytes.len() - 4]),
+            &["not a valid safetensors"],
+        );
+        let mut longer = bytes.clone();
+        longer.extend_from_slice(&[0; 8]);
+        assert_names(
+            &refused_on_read(&scratch, &longer),
+            &["not a valid safetensors"],
+        );
+
+        // A header length over safetensors' 100 MB in a (sparse) file long enough to hold it is refused before
+        // anything past the length is read.
+        {
+            use std::io::Write as _;
+            let mut file = std::fs::File::create(&scratch).expect("create");
+            file.write_all(&150_000_000u64.to_le_bytes())
+                .expect("write");
+            file.set_len(200_000_000).expect("sparse length");
+        }
+        assert_names(&refused(&scratch), &["150000000", "100000000"]);
+    });
+    for path in [&valid, &scratch, &fifo, &link] {
+        std::fs::remove_file(path).ok();
+    }
+}
+
+#[test]
+fn metadata_that_disagrees_with_the_tensors_is_refused_naming_what_disagrees() {
+    let path = temp_path("disagrees");
+    on_vulkan(|backend| {
+        let session = backend.open();
+        let (model, _, bytes) = trained(&session);
+        let parts = Parts::of(&bytes);
+        // Put back together untouched, the file reads and loads: the refusals below are the alterations'.
+        std::fs::write(&path, parts.bytes()).expect("write");
+        let file = Checkpoint::read(&path).expect("an untouched file");
+        assert_eq!(file.model(&session).expect("model").sizes(), model.sizes());
+
+        for (sizes, names) in [
+            ("8,32", &["layers.1.", "'8,32'", "1 layer"][..]),
+            ("8,32,4,4", &["layers.2.weight", "'8,32,4,4'"]),
+            ("8,32,5", &["layers.1.bias", "[5]"]),
+            ("4,32,8", &["layers.0.weight", "[4, 32]"]),
+            (
+                "99999999999,32,4",
+                &["layers.0.weight", "[99999999999, 32]"],
+            ),
+            (
+                "8,32,99999999999999999999",
+                &["sizes", "99999999999999999999"],
+            ),
+            (" 8,32,4", &["sizes", "' 8,32,4'"]),
+            ("8,32,4,", &["sizes"]),
+            ("+8,32,4", &["sizes"]),
+            ("8,0,4", &["sizes"]),
+            ("8", &["sizes"]),
+            ("", &["sizes"]),
+        ] {
+            let message =
+                refused_on_read(&path, &parts.with_metadata("sizes", Some(sizes)).bytes());
+            assert_names(&message, names);
+        }
+        assert_names(
+            &refused_on_read(&path, &parts.with_metadata("sizes", None).bytes()),
+            &["no 'sizes'"],
+        );
+
+        let transposed = {
+            let mut altered = parts.clone();
+            altered.tensor_mut("layers.0.weight").shape = vec![32, 8];
+            altered
+        };
+        assert_names(
+            &refused_on_read(&path, &transposed.bytes()),
+            &["layers.0.weight", "[32, 8]", "[8, 32]"],
+        );
+        let as_u32 = {
+            let mut altered = parts.clone();
+            altered.tensor_mut("layers.1.bias").dtype = "U32".into();
+            altered
+        };
+        assert_names(
+            &refused_on_read(&path, &as_u32.bytes()),
+            &["layers.1.bias", "U32"],
+        );
+        for extra in [
+            "junk",
+            "layers.2.weight",
+            "layers.01.weight",
+            "layers.0.scale",
+            "optimizer.m.layers.2.bias",
+            "optimizer..layers.0.bias",
+            "optimizer.layers.0.bias",
+        ] {
+            let altered = parts.with_tensor(parts.copy_of("layers.0.bias", extra));
+            assert_names(
+                &refused_on_read(&path, &altered.bytes()),
+                &[&format!("'{extra}'")],
+            );
+        }
+        for missing in ["layers.0.weight", "layers.1.bias"] {
+            let altered = parts.without_tensors(|name| name == missing);
+            assert_names(
+                &refused_on_read(&path, &altered.bytes()),
+                &[&format!("no tensor '{missing}'")],
+            );
+        }
+
+        for activation in ["tanh", "sigmoid", "", "Relu", "relu "] {
+            let altered = parts.with_metadata("activation", Some(activation));
+            assert_names(
+                &refused_on_read(&path, &altered.bytes()),
+                &["activation", &format!("'{activation}'")],
+            );
+        }
+        assert_names(
+            &refused_on_read(&path, &parts.with_metadata("activation", None).bytes()),
+            &["no 'activation'"],
+        );
+
+        for steps in [
+            "-5",
+            "abc",
+            "1e9",
+            "99999999999999999999",
+            "18446744073709551616",
+            "",
+            " 2",
+            "+2",
+            "2.0",
+        ] {
+            let altered = parts.with_metadata("optimizer.steps", Some(steps));
+            assert_names(
+                &refused_on_read(&path, &altered.bytes()),
+                &["optimizer.steps", &format!("'{steps}'")],
+            );
+        }
+        assert_names(
+            &refused_on_read(&path, &parts.with_metadata("optimizer.steps", None).bytes()),
+            &["no 'optimizer.steps'"],
+        );
+        // A step count without the optimizer it counts.
+        let model_only = parts
+            .with_metadata("optimizer", None)
+            .without_tensors(|name| name.starts_with("optimizer."));
+        assert_names(
+            &refused_on_read(&path, &model_only.bytes()),
+            &["'optimizer.steps' is '2'", "no 'optimizer'"],
+        );
+        std::fs::write(
+            &path,
+            model_only.with_metadata("optimizer.steps", None).bytes(),
+        )
+        .expect("write");
+        assert!(Checkpoint::read(&path)
+            .expect("a model alone")
+            .model(&session)
+            .is_ok());
+        session.close();
+    });
+    std::fs::remove_file(&path).ok();
+}
+
+/// An optimizer outside this crate, with one slot, so that the checks a checkpoint makes against the optimizer
+/// it is restored into (rather than against the built-in kinds it knows) are seen.
+struct Tally {
+    steps: u64,
+    counts: Vec<wgcompute::Tensor>,
+}
+
+impl Optimizer for Tally {
+    fn step(
+        &mut self,
+        _: &[Arc<wgcompute::Tensor>],
+        _: &wgcompute::Gradients,
+    ) -> wgcompute::Result<()> {
+        self.steps += 1;
+        Ok(())
+    }
+
+    fn state(&self) -> wgcompute::OptimizerState<'_> {
+        wgcompute::OptimizerState {
+            kind: "tally",
+            steps: self.steps,
+            slots: vec![("count", self.counts.iter().collect())],
+        }
+    }
+
+    fn restore(
+        &mut self,
+        steps: u64,
+        mut slots: Vec<(String, Vec<wgcompute::Tensor>)>,
+    ) -> wgcompute::Result<()> {
+        self.steps = steps;
+        self.counts = slots.pop().map(|(_, tensors)| tensors).unwrap_or_default();
+        Ok(())
+    }
+}
+
+#[test]
+fn optimizer_state_must_be_whole_and_agree_with_its_step_count() {
+    let path = temp_path("optimizer-state");
+    on_vulkan(|backend| {
+        let session = backend.open();
+        let (model, _, bytes) = trained(&session);
+        let parts = Parts::of(&bytes);
+        let slot = |prefix: &'static str| move |name: &str| name.starts_with(prefix);
+
+        let no_moments = parts.without_tensors(slot("optimizer."));
+        assert_names(
+            &refused_on_read(&path, &no_moments.bytes()),
+            &["'optimizer.steps' is 2", "no 'm'"],
+        );
+        let no_v = parts.without_tensors(slot("optimizer.v."));
+        assert_names(&refused_on_read(&path, &no_v.bytes()), &["no 'v'"]);
+        let one_missing = parts.without_tensors(|name| name == "optimizer.m.layers.1.bias");
+        assert_names(
+            &refused_on_read(&path, &one_missing.bytes()),
+            &["'optimizer.m.layers.1.bias'"],
+        );
+        let mut momentum = parts.clone();
+        for tensor in parts
+            .tensors
+            .iter()
+            .filter(|tensor| tensor.name.starts_with("layers."))
+        {
+            let renamed = format!("optimizer.momentum.{}", tensor.name);
+            momentum = momentum.with_tensor(parts.copy_of(&tensor.name, &renamed));
+        }
+        assert_names(
+            &refused_on_read(&path, &momentum.bytes()),
+            &["'momentum'", "'adam'"],
+        );
+        assert_names(
+            &refused_on_read(
+                &path,
+                &parts.with_metadata("optimizer.steps", Some("0")).bytes(),
+            ),
+            &["'optimizer.steps' is 0", "'m'"],
+        );
+        assert_names(
+            &refused_on_read(&path, &parts.with_metadata("optimizer", None).bytes()),
+            &["no 'optimizer'"],
+        );
+        assert_names(
+            &refused_on_read(
+                &path,
+                &parts.with_metadata("optimizer", Some("sgd")).bytes(),
+            ),
+            &["'m'", "'sgd'", "momentum"],
+        );
+
+        // A kind this crate does not know is checked against the optimizer it is restored into.
+        std::fs::write(
+            &path,
+            parts.with_metadata("optimizer", Some("adamw")).bytes(),
+        )
+        .expect("write");
+        let file = Checkpoint::read(&path).expect("an unknown kind reads");
+        let loaded = file.model(&session).expect("model");
+        let mut adam = Adam::new(config());
+        assert!(matches!(
+            file.restore_optimizer(&session, &loaded, &mut adam),
+            Err(Error::Checkpoint { message, .. }) if message.contains("'adamw'")
+        ));
+        let other = Mlp::new(&session, 8, &[16], 4, 1).expect("another model");
+        std::fs::write(&path, &bytes).expect("write");
+        let file = Checkpoint::read(&path).expect("read");
+        assert!(matches!(
+            file.restore_optimizer(&session, &other, &mut adam),
+            Err(Error::Checkpoint { message, .. }) if message.contains("[8, 32, 4]")
+        ));
+        assert_eq!(
+            adam.steps(),
+            0,
+            "a refused restore leaves the optimizer as it was"
+        );
+
+        let counts: Vec<wgcompute::Tensor> = model
+            .named_parameters()
+            .iter()
+            .map(|(_, tensor)| session.zeros(tensor.shape()).expect("zeros"))
+            .collect();
+        let tally = Tally { steps: 3, counts };
+        let tallied = Parts::of(&checkpoint::to_bytes(&model, Some(&tally), &[]).expect("bytes"));
+        let restore = |parts: &Parts| {
+            std::fs::write(&path, parts.bytes()).expect("write");
+            let file = Checkpoint::read(&path).expect("read");
+            let loaded = file.model(&session).expect("model");
+            let mut fresh = Tally {
+                steps: 0,
+                counts: Vec::new(),
+            };
+            file.restore_optimizer(&session, &loaded, &mut fresh)
+                .map(|_| fresh.steps)
+        };
+        assert_eq!(restore(&tallied).expect("restore"), 3);
+        assert!(matches!(
+            restore(&tallied.without_tensors(slot("optimizer."))),
+            Err(Error::Checkpoint { message, .. }) if message.contains("no 'count'")
+        ));
+        let renamed = {
+            let mut altered = tallied.clone();
+            for tensor in &mut altered.tensors {
+                tensor.name = tensor.name.replace("optimizer.count.", "optimizer.other.");
+            }
+            altered
+        };
+        assert!(matches!(
+            restore(&renamed),
+            Err(Error::Checkpoint { message, .. }) if message.contains("'other'")
+        ));
+
+        // SGD counts its steps, so its momentum cannot go missing unseen either.
+        let mut sgd = Sgd::new(0.1, 0.9);
+        let (x, labels) = problem(&mut Rng::new(3), 6, 8, 4);
+        for _ in 0..2 {
+            step(&session, &model, &mut sgd, &x, &labels, 6);
+        }
+        let sgd_parts = Parts::of(&checkpoint::to_bytes(&model, Some(&sgd), &[]).expect("bytes"));
+        assert_eq!(
+            sgd_parts
+                .metadata
+                .get("optimizer.steps")
+                .map(String::as_str),
+            Some("2")
+        );
+        assert_names(
+            &refused_on_read(
+                &path,
+                &sgd_parts.without_tensors(slot("optimizer.")).bytes(),
+            ),
+            &["no 'momentum'"],
+        );
+        session.close();
+    });
+    std::fs::remove_file(&path).ok();
+}
+
+#[test]
+fn values_that_are_not_finite_and_negative_second_moments_are_refused() {
+    let path = temp_path("values");
+    on_vulkan(|backend| {
+        let session = backend.open();
+        let (_, _, bytes) = trained(&session);
+        let parts = Parts::of(&bytes);
+        for (name, index, value, shown) in [
+            ("layers.0.weight", 5, f32::NAN, "NaN"),
+            ("layers.1.bias", 0, f32::INFINITY, "inf"),
+            ("optimizer.m.layers.0.bias", 3, f32::NEG_INFINITY, "-inf"),
+            ("optimizer.v.layers.1.weight", 7, f32::NAN, "NaN"),
+            ("optimizer.v.layers.1.weight", 7, -1e-3, "-0.001"),
+        ] {
+            let message = refused_on_read(&path, &parts.with_value(name, index, value).bytes());
+            assert_names(
+                &message,
+                &[&format!("'{name}'"), shown, &format!("flat index {index}")],
+            );
+        }
+        // First moments may be negative; -0 is not below 0.
+        for (name, value) in [
+            ("optimizer.m.layers.1.weight", -2.5),
+            ("optimizer.v.layers.0.bias", -0.0),
+        ] {
+            std::fs::write(&path, parts.with_value(name, 1, value).bytes()).expect("write");
+            let file = Checkpoint::read(&path).expect("read");
+            let loaded = file.model(&session).expect("model");
+            assert!(file
+                .restore_optimizer(&session, &loaded, &mut Adam::new(config()))
+                .expect("restore"));
+        }
+
+        // Any other file's tensors load as they are, NaN included: only a checkpoint of ours is held to this.
+        let table = session
+            .upload(&[f32::NAN, 1.0, f32::INFINITY, -2.0], &[2, 2])
+            .expect("upload");
+        checkpoint::save_tensors(
+            &path,
+            &[("layers.0.weight", &table)],
+            &[("model", "toy".into())],
+        )
+        .expect("save");
+        let file = Checkpoint::read(&path).expect("a generic file");
+        let loaded = file
+            .tensor(&session, "layers.0.weight")
+            .expect("tensor")
+            .to_vec()
+            .expect("read");
+        let bits = |values: &[f32]| {
+            values
+                .iter()
+                .map(|value| value.to_bits())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(bits(&loaded), bits(&[f32::NAN, 1.0, f32::INFINITY, -2.0]));
+        assert!(
+            matches!(file.sizes(), Err(Error::Checkpoint { message, .. }) if message.contains("format"))
+        );
+        session.close();
+    });
+    std::fs::remove_file(&path).ok();
+}
+
+/// Metadata values to try for each key the library reads: the valid one first, then near misses.
+fn fuzz_values(key: &str) -> &'static [&'static str] {
+    match key {
+        "format" => &[
+            "wgcompute.mlp",
+            "wgcompute.mlp ",
+            "WGCOMPUTE.MLP",
+            "",
+            "wgcompute",
+            "wgcompute.mlp\0",
+        ],
+        "sizes" => &[
+            "8,32,4",
+            "08,32,4",
+            " 8,32,4",
+            "8,32,4 ",
+            "8,32",
+            "8,32,4,",
+            "8,,32,4",
+            "8,32,4,4",
+            "4,32,8",
+            "8,32,-4",
+            "8,32,4.0",
+            "99999999999,32,4",
+            "8;32;4",
+            "８,32,4",
+            "",
+        ],
+        "activation" => &["relu", "tanh", "sigmoid", "", "Relu", "relu ", "rélu"],
+        "optimizer" => &["adam", "sgd", "adamw", "", "Adam", " adam", "stateless"],
+        // Another plain count ("1", "3") reads as a valid file that stepped another number of times, which no
+        // reader can tell from the truth, so the fuzz does not offer one.
+        "optimizer.steps" => &[
+            "2",
+            "02",
+            "0",
+            "1e3",
+            "-1",
+            "",
+            " 2",
+            "+2",
+            "2.0",
+            "abc",
+            "18446744073709551616",
+            "99999999999999999999",
+            "٢",
+        ],
+        _ => &["", "x"],
+    }
+}
+
+fn fuzz_text(rng: &mut Rng) -> String {
+    const PIECES: [&str; 18] = [
+        "0", "2", "8", "32", "4", ",", "-", "+", " ", ".", "e", "a", "é", "✓", "３", "\0", "\"",
+        "\\",
+    ];
+    let length = rng.next_u64() % 12;
+    (0..length)
+        .map(|_| PIECES[(rng.next_u64() % PIECES.len() as u64) as usize])
+        .collect()
+}
+
+fn fuzz_digits(rng: &mut Rng) -> String {
+    let length = 21 + rng.next_u64() % 40;
+    let mut digits = String::from("1");
+    for _ in 1..length {
+        digits.push(char::from(b'0' + (rng.next_u64() % 10) as u8));
+    }
+    digits
+}
+
+#[test]
+fn fuzzed_metadata_is_refused_or_loads_exactly_what_was_saved() {
+    const CASES: usize = 200;
+    const READ_KEYS: [&str; 5] = [
+        "format",
+        "sizes",
+        "activation",
+        "optimizer",
+        "optimizer.steps",
+    ];
+    let path = temp_path("fuzz");
+    let mut rng = Rng::fresh("checkpoint fuzz");
+    on_vulkan(|backend| {
+        let session = backend.open();
+        let (model, adam, bytes) = trained(&session);
+        let parts = Parts::of(&bytes);
+        let bits = |tensor: &wgcompute::Tensor| {
+            tensor
+                .to_vec()
+                .expect("read")
+                .iter()
+                .map(|value| value.to_bits())
+                .collect::<Vec<_>>()
+        };
+        let parameters: Vec<(String, Vec<u32>)> = model
+            .named_parameters()
+            .iter()
+            .map(|(name, tensor)| (name.clone(), bits(tensor)))
+            .collect();
+        let moments: Vec<(Vec<u32>, Vec<u32>)> = adam
+            .moments()
+            .iter()
+            .map(|(m, v)| (bits(m), bits(v)))
+            .collect();
+        let (mut accepted, mut refused) = (0, 0);
+        for case in 0..CASES {
+            let mut altered = parts.clone();
+            let mut changes = Vec::new();
+            for _ in 0..1 + rng.next_u64() % 3 {
+                let key = READ_KEYS[(rng.next_u64() % READ_KEYS.len() as u64) as usize];
+                let choice = rng.next_u64() % 10;
+                let value = match choice {
+                    0 | 1 => None,
+                    2..=5 => {
+                        let values = fuzz_values(key);
+                        Some(values[(rng.next_u64() % values.len() as u64) as usize].to_string())
+                    }
+                    6 => Some(fuzz_text(&mut rng)),
+                    7 => Some(fuzz_digits(&mut rng)),
+                    _ => {
+                        let added = format!("extra.{}", fuzz_text(&mut rng));
+                        let value = fuzz_text(&mut rng);
+                        changes.push(format!("{added:?} = {value:?}"));
+                        altered.metadata.insert(added, value);
+                        continue;
+                    }
+                };
+                changes.push(format!("{key:?} = {value:?}"));
+                altered = altered.with_metadata(key, value.as_deref());
+            }
+            std::fs::write(&path, altered.bytes()).expect("write");
+            let loaded = Checkpoint::read(&path).and_then(|file| {
+                let sizes = file.sizes()?;
+                let loaded = file.model(&session)?;
+                let mut resumed = Adam::new(config());
+                let restored = file.restore_optimizer(&session, &loaded, &mut resumed)?;
+                Ok((sizes, loaded, resumed, restored))
+            });
+            match loaded {
+                Err(Error::Checkpoint { .. }) => refused += 1,
+                Err(other) => panic!("case {case} ({changes:?}): not a checkpoint error: {other}"),
+                Ok((sizes, loaded, resumed, restored)) => {
+                    accepted += 1;
+                    assert_eq!(sizes, [8, 32, 4], "case {case} ({changes:?})");
+                    assert_eq!(loaded.sizes(), sizes, "case {case} ({changes:?})");
+                    for ((name, tensor), (saved_name, saved)) in
+                        loaded.named_parameters().iter().zip(&parameters)
+                    {
+                        assert_eq!(name, saved_name, "case {case} ({changes:?})");
+                        assert!(
+                            bits(tensor) == *saved,
+                            "case {case} ({changes:?}): {name} changed"
+                        );
+                    }
+                    assert!(
+                        restored,
+                        "case {case} ({changes:?}): optimizer state left out"
+                    );
+                    assert_eq!(resumed.steps(), 2, "case {case} ({changes:?})");
+                    assert_eq!(
+                        resumed.moments().len(),
+                        moments.len(),
+                        "case {case} ({changes:?})"
+                    );
+                    for ((m, v), (saved_m, saved_v)) in resumed.moments().iter().zip(&moments) {
+                        assert!(
+                            bits(m) == *saved_m && bits(v) == *saved_v,
+                            "case {case} ({changes:?}): moments"
+                        );
+                    }
+                }
+            }
+        }
+        eprintln!("checkpoint fuzz: {accepted} of {CASES} accepted, {refused} refused");
+        assert!(
+            accepted > 0 && refused > 0,
+            "{accepted} accepted, {refused} refused: the fuzz missed a side"
+        );
+        session.close();
     });
     std::fs::remove_file(&path).ok();
 }
