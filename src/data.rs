@@ -246,7 +246,8 @@ impl Dataset {
     }
 
     /// As [`train_epoch`](Self::train_epoch), with a step callback that may stop the epoch with an error (one
-    /// that suspends and resumes the session between steps, say).
+    /// that suspends and resumes the session between steps, say). An epoch in which a step's loss is NaN or
+    /// infinite ends in [`Error::Diverged`] naming the first such step.
     pub fn train_epoch_with(
         &self,
         model: &Mlp,
@@ -260,7 +261,7 @@ impl Dataset {
         let parameters = model.parameters();
         let batches = self.batches(&order, batch)?;
         let count = batches.count_batches();
-        let mut totals = Totals::default();
+        let mut totals = Totals::tracking_steps();
         for (index, drawn) in batches.enumerate() {
             let (inputs, targets) = drawn?;
             let mut tape = Tape::new();
@@ -294,20 +295,45 @@ impl Dataset {
     }
 }
 
-/// Running sums of loss and correct answers, kept on the device.
+/// Steps whose losses are joined into one tensor: the per-step record costs a few bytes a step, not a pool
+/// range each.
+const STEP_LOSS_CHUNK: usize = 256;
+
+/// Running sums of loss and correct answers, kept on the device; in training also each step's loss, so that
+/// a loss that stops being a number is traced to its step without a read-back per step.
 #[derive(Default)]
 struct Totals {
     loss: Option<Tensor>,
     correct: Option<Tensor>,
+    track_steps: bool,
+    /// Per-step loss sums, [1] each, not yet joined.
+    recent_steps: Vec<Tensor>,
+    /// Per-step loss sums, joined `STEP_LOSS_CHUNK` at a time.
+    step_chunks: Vec<Tensor>,
 }
 
 impl Totals {
+    fn tracking_steps() -> Totals {
+        Totals {
+            track_steps: true,
+            ..Totals::default()
+        }
+    }
+
     fn add(&mut self, losses: &Tensor, logits: &Tensor, targets: &Tensor) -> Result<()> {
         let classes = logits.shape()[1];
         let predicted = logits.argmax(Some(1))?.one_hot(classes)?;
         let wanted = targets.argmax(Some(1))?.one_hot(classes)?;
         let correct = predicted.mul(&wanted)?.sum(None)?;
         let loss = losses.sum(None)?;
+        if self.track_steps {
+            self.recent_steps.push(loss.reshape(&[1])?);
+            if self.recent_steps.len() == STEP_LOSS_CHUNK {
+                let parts: Vec<&Tensor> = self.recent_steps.iter().collect();
+                self.step_chunks.push(Tensor::concat(&parts, 0)?);
+                self.recent_steps.clear();
+            }
+        }
         self.loss = Some(match self.loss.take() {
             Some(total) => total.add(&loss)?,
             None => loss,
@@ -327,9 +353,31 @@ impl Totals {
             })
         };
         let samples = samples.max(1) as f64;
+        let loss = read(&self.loss)?;
+        if self.track_steps && !loss.is_finite() {
+            return Err(self.first_non_finite_step()?);
+        }
         Ok(Figures {
-            loss: read(&self.loss)? / samples,
+            loss: loss / samples,
             accuracy: read(&self.correct)? / samples,
+        })
+    }
+
+    /// The divergence of the first step whose loss is not finite (read back only once the epoch's sum is not).
+    fn first_non_finite_step(&self) -> Result<Error> {
+        let mut step = 0;
+        for tensor in self.step_chunks.iter().chain(&self.recent_steps) {
+            for loss in tensor.to_vec()? {
+                step += 1;
+                if !loss.is_finite() {
+                    return Ok(Error::Diverged { step, loss });
+                }
+            }
+        }
+        // Each step's sum was finite but their total overflowed.
+        Ok(Error::Diverged {
+            step,
+            loss: f32::INFINITY,
         })
     }
 }

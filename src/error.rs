@@ -108,6 +108,11 @@ pub enum Error {
     )]
     SessionMismatch { op: &'static str },
 
+    // --- training ---
+    /// A training step's loss was NaN or infinite: the model's parameters are no longer numbers worth keeping.
+    #[error("training diverged: the loss of step {step} of the epoch is {loss}; lower the learning rate, or look for huge values in the inputs")]
+    Diverged { step: usize, loss: f32 },
+
     // --- checkpoints ---
     /// A checkpoint could not be written or read, or does not fit the model it is loaded into.
     #[error("checkpoint {path}: {message}")]

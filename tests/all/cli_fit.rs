@@ -226,7 +226,7 @@ fn fit_trains_a_classifier_that_predict_reloads_in_a_new_process() {
         os("--resume"),
         model.as_os_str(),
         os("--epochs"),
-        os("1"),
+        os("5"),
         os("--lr"),
         os("0.01"),
     ]);
@@ -239,7 +239,7 @@ fn fit_trains_a_classifier_that_predict_reloads_in_a_new_process() {
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines.len(), 2, "an epoch line and a summary: {stdout}");
     assert!(
-        lines[0].starts_with("epoch 1/1: loss ") && lines[0].contains("accuracy"),
+        lines[0].starts_with("epoch 5/5: loss ") && lines[0].contains("accuracy"),
         "{stdout}"
     );
     let file = Checkpoint::read(&resumed).expect("resumed model");
@@ -372,7 +372,7 @@ fn fit_checkpoints_every_epoch_and_an_interrupted_fit_resumes_where_it_stopped()
     eprintln!("fit killed after {done} epochs checkpointed");
 
     let resumed = scratch.path("resumed.safetensors");
-    let mut resume = args(&resumed, "1");
+    let mut resume = args(&resumed, &(done + 1).to_string());
     resume.extend(["--resume".into(), interrupted.into_os_string()]);
     json(&scratch, &[resume, vec!["--json".into()]].concat());
     let straight = scratch.path("straight.safetensors");

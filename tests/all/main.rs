@@ -13,6 +13,8 @@ mod cli;
 #[cfg(feature = "cli")]
 mod cli_fit;
 #[cfg(feature = "cli")]
+mod cli_hardening;
+#[cfg(feature = "cli")]
 mod cli_input;
 #[cfg(feature = "cli")]
 mod cli_op;

@@ -4,7 +4,7 @@
 //! With `--suspend`, a third run suspends half way (device memory shown while suspended), resumes and must end
 //! on the first run's loss, bit for bit.
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
@@ -12,6 +12,9 @@ use wgcompute::{ByteSize, DeviceMemory, MemoryLimit, MemoryStats, Session};
 
 use crate::workload::{run_seed, SeedConfig, SeedJob};
 use crate::GlobalOptions;
+
+/// More steps than this would outlast any machine; the bound keeps the step counts far from overflow.
+const MAX_STEPS: usize = 1_000_000_000;
 
 #[derive(Args)]
 pub struct DemoArgs {
@@ -105,11 +108,17 @@ struct Run {
     retained: Option<i64>,
 }
 
-/// The cap for a run: a fraction of device memory, or a byte figure where the adapter does not report it.
+/// The cap for a run: `--memory-limit` where it is given (every run then obeys it), else a fraction of device
+/// memory, or a byte figure where the adapter does not report it.
 fn cap(global: &GlobalOptions, fraction: f64, fallback: u64) -> Result<(u64, String)> {
     let probe = Session::open(global.session_options()?)?;
     let total = probe.device_memory_total();
+    let given = probe.memory_stats().map(|stats| stats.limit);
     probe.close();
+    if let Some(text) = &global.memory_limit {
+        let limit = given?.context("--memory-limit gave the session no limit")?;
+        return Ok((limit, format!("--memory-limit {text}")));
+    }
     Ok(match total {
         Some(total) => (
             (total as f64 * fraction) as u64,
@@ -178,8 +187,8 @@ fn one_run(
 }
 
 pub fn run(global: &GlobalOptions, args: &DemoArgs) -> Result<()> {
-    if args.steps == 0 {
-        bail!("--steps must be at least 1");
+    if !(1..=MAX_STEPS).contains(&args.steps) {
+        bail!("--steps must be from 1 to {MAX_STEPS}; got {}", args.steps);
     }
     let mut runs = Vec::new();
     let mut adapter = None;

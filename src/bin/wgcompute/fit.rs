@@ -60,6 +60,9 @@ const ADAMW_WEIGHT_DECAY: f32 = 0.01;
 const SGD_MOMENTUM: f32 = 0.9;
 /// Rows evaluated or predicted per batch: bounds the device memory of inference, whatever the dataset.
 const INFERENCE_BATCH: usize = 4096;
+/// More epochs than this would outlast any machine (a billion passes at a millisecond each are eleven days);
+/// the bound keeps every count derived from it far from overflow.
+const MAX_EPOCHS: usize = 1_000_000_000;
 /// Class ids at or above this are refused (an id is a width of the output layer).
 const MAX_CLASSES: i64 = 1 << 20;
 
@@ -77,26 +80,34 @@ pub struct FitArgs {
     /// Widths of the relu hidden layers, e.g. 128,64. Default: 128 (or the --resume model's).
     #[arg(long, value_delimiter = ',')]
     hidden: Vec<usize>,
-    /// Passes over the training samples.
-    #[arg(long, default_value_t = 10)]
-    epochs: usize,
-    /// Samples per minibatch.
-    #[arg(long, default_value_t = 64)]
-    batch: usize,
-    /// Learning rate. Default: 0.001 for adam and adamw, 0.01 for sgd (with momentum 0.9).
+    /// Passes over the training samples, in all: with --resume, training goes on from the epochs already done
+    /// up to this many. Default: 10, or with --resume the total the resumed fit was given.
+    #[arg(long)]
+    epochs: Option<usize>,
+    /// Samples per minibatch. Default: 64, or the resumed fit's.
+    #[arg(long)]
+    batch: Option<usize>,
+    /// Learning rate. Default: 0.001 for adam and adamw, 0.01 for sgd (with momentum 0.9), or the resumed fit's.
     #[arg(long)]
     lr: Option<f32>,
-    #[arg(long, value_enum, default_value_t = OptimizerKind::Adam)]
-    optimizer: OptimizerKind,
+    /// Default: adam, or the resumed fit's.
+    #[arg(long, value_enum)]
+    optimizer: Option<OptimizerKind>,
     /// Fraction of the samples (drawn at random by --seed) held out to measure validation loss and accuracy.
-    #[arg(long, default_value_t = 0.0)]
-    val_split: f64,
-    /// Seed of the weights, the validation split and each epoch's order.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// Continue training a model saved by fit (its architecture and optimizer state).
+    /// Default: 0, or the resumed fit's.
+    #[arg(long)]
+    val_split: Option<f64>,
+    /// Seed of the weights, the validation split and each epoch's order. Default: 1, or the resumed fit's.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Continue training a model saved by fit: its architecture, optimizer state and settings (--lr, --batch,
+    /// --seed, --val-split), so the result is the one an uninterrupted fit gives. It may be --save itself.
     #[arg(long)]
     resume: Option<PathBuf>,
+    /// With --resume: let --lr, --batch, --seed or --val-split differ from the resumed fit's (the training then
+    /// leaves the trajectory it was on).
+    #[arg(long = "override", requires = "resume")]
+    override_settings: bool,
     /// Suspend the session after every K steps (all tensors to host memory, every byte of device memory
     /// given back) and resume it at once, printing device memory while suspended.
     #[arg(long, value_name = "K")]
@@ -153,6 +164,23 @@ impl LabelFile {
         match self {
             LabelFile::Ids(ids) => ids.iter().max().map_or(0, |&max| max as usize + 1),
             LabelFile::Rows { classes, .. } => *classes,
+        }
+    }
+
+    /// Refuses labels that do not fit a model of `classes` outputs: an id at or past them, or target rows of
+    /// another width.
+    fn expect_classes(&self, path: &Path, classes: usize, model: &str) -> Result<()> {
+        match self {
+            LabelFile::Rows { classes: width, .. } if *width != classes => bail!(
+                "{} holds rows of {width} targets, but {model} has {classes} classes; give one target per class",
+                path.display()
+            ),
+            _ if self.classes() > classes => bail!(
+                "{} needs {} classes but {model} has {classes}",
+                path.display(),
+                self.classes()
+            ),
+            _ => Ok(()),
         }
     }
 
@@ -227,9 +255,16 @@ fn read_labels(path: &Path, samples: usize) -> Result<LabelFile> {
                     rows.described()
                 );
             };
-            if count != samples || classes == 0 {
+            if count != samples {
                 bail!(
-                    "{} must be [{samples}, classes] with at least one class",
+                    "{} must be [{samples}, classes]: one row of targets per sample",
+                    rows.described()
+                );
+            }
+            if classes < 2 {
+                bail!(
+                    "{} has {classes} target per row, but softmax cross-entropy needs at least 2 classes: give \
+                     rows [{samples}, classes] with 2 or more, or integer class ids [{samples}]",
                     rows.described()
                 );
             }
@@ -320,35 +355,178 @@ impl EpochReport {
     }
 }
 
-/// Metadata keys fit adds to the checkpoint.
+/// Metadata keys fit adds to the checkpoint: the epochs done, and the settings a resume goes on with.
 const EPOCHS_KEY: &str = "fit.epochs";
+const TARGET_EPOCHS_KEY: &str = "fit.target_epochs";
 const OPTIMIZER_KEY: &str = "fit.optimizer";
+const LR_KEY: &str = "fit.lr";
+const BATCH_KEY: &str = "fit.batch";
+const SEED_KEY: &str = "fit.seed";
+const VAL_SPLIT_KEY: &str = "fit.val_split";
+
+/// What a fit trains with: from the flags, or from the checkpoint it resumes.
+struct Settings {
+    optimizer: OptimizerKind,
+    lr: f32,
+    batch: usize,
+    seed: u64,
+    val_split: f64,
+    /// The epoch count to reach.
+    target_epochs: usize,
+    /// Epochs the resumed model has trained already.
+    done_epochs: usize,
+}
+
+/// A setting saved in a resumed checkpoint, parsed strictly: a value that does not parse is an error, never a
+/// default.
+fn saved<T: std::str::FromStr>(
+    file: Option<&Checkpoint>,
+    path: &Path,
+    key: &str,
+) -> Result<Option<T>> {
+    let Some(text) = file.and_then(|file| file.metadata().get(key)) else {
+        return Ok(None);
+    };
+    let plain = !text.is_empty()
+        && text
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || b".-_".contains(&byte));
+    match text.parse() {
+        Ok(value) if plain => Ok(Some(value)),
+        _ => bail!(
+            "{}: its metadata '{key}' is '{text}', which is not a valid value; the file was not written by \
+             `wgcompute fit` or was altered",
+            path.display()
+        ),
+    }
+}
+
+/// `given` (a flag) or `saved` (the resumed fit's), refusing a flag that contradicts the checkpoint unless
+/// `--override` allows it.
+fn setting<T: PartialEq + std::fmt::Display + Copy>(
+    flag: &str,
+    given: Option<T>,
+    saved: Option<T>,
+    resumed: Option<&Path>,
+    allow_change: bool,
+) -> Result<Option<T>> {
+    if let (Some(given), Some(saved), Some(path)) = (given, saved, resumed) {
+        if given != saved && !allow_change {
+            bail!(
+                "{flag} {given} differs from the {saved} that {} was trained with; leave {flag} out to go on as \
+                 before, or add --override to change it",
+                path.display()
+            );
+        }
+    }
+    Ok(given.or(saved))
+}
+
+impl Settings {
+    fn resolve(args: &FitArgs, resumed: Option<&Checkpoint>) -> Result<Settings> {
+        let path = args.resume.as_deref().unwrap_or(Path::new(""));
+        let resumed_path = args.resume.as_deref().filter(|_| resumed.is_some());
+        let saved_optimizer = match saved::<String>(resumed, path, OPTIMIZER_KEY)? {
+            Some(name) => Some(clap::ValueEnum::from_str(&name, false).ok().with_context(|| {
+                format!(
+                    "{}: its metadata '{OPTIMIZER_KEY}' names '{name}', which is not an optimizer fit knows",
+                    path.display()
+                )
+            })?),
+            None => None,
+        };
+        let optimizer = match (args.optimizer, saved_optimizer) {
+            (Some(given), Some(saved)) if given != saved => bail!(
+                "{} was trained with --optimizer {}; resume it with the same optimizer",
+                path.display(),
+                saved.name()
+            ),
+            (given, saved) => given.or(saved).unwrap_or(OptimizerKind::Adam),
+        };
+        let override_settings = args.override_settings;
+        let lr = setting(
+            "--lr",
+            args.lr,
+            saved(resumed, path, LR_KEY)?,
+            resumed_path,
+            override_settings,
+        )?
+        .unwrap_or(optimizer.default_lr());
+        let batch = setting(
+            "--batch",
+            args.batch,
+            saved(resumed, path, BATCH_KEY)?,
+            resumed_path,
+            override_settings,
+        )?
+        .unwrap_or(64);
+        let seed = setting(
+            "--seed",
+            args.seed,
+            saved(resumed, path, SEED_KEY)?,
+            resumed_path,
+            override_settings,
+        )?
+        .unwrap_or(1);
+        let val_split = setting(
+            "--val-split",
+            args.val_split,
+            saved(resumed, path, VAL_SPLIT_KEY)?,
+            resumed_path,
+            override_settings,
+        )?
+        .unwrap_or(0.0);
+        let done_epochs: usize = saved(resumed, path, EPOCHS_KEY)?.unwrap_or(0);
+        let target_epochs = args
+            .epochs
+            .or(saved(resumed, path, TARGET_EPOCHS_KEY)?)
+            .unwrap_or(10);
+        if !(1..=MAX_EPOCHS).contains(&target_epochs) {
+            bail!("--epochs must be from 1 to {MAX_EPOCHS}; got {target_epochs}");
+        }
+        Ok(Settings {
+            optimizer,
+            lr,
+            batch,
+            seed,
+            val_split,
+            target_epochs,
+            done_epochs,
+        })
+    }
+}
 
 pub fn fit(global: &GlobalOptions, args: &FitArgs) -> Result<()> {
-    let lr = args.lr.unwrap_or(args.optimizer.default_lr());
-    if !(lr.is_finite() && lr > 0.0) {
-        bail!("--lr must be a finite number above 0; got {lr}");
-    }
     if args.hidden.contains(&0) {
         bail!("--hidden sizes must be at least 1");
     }
-    if args.epochs == 0 {
-        bail!("--epochs must be at least 1");
+    // --resume may name --save: it is read whole before the session opens, and --save is only ever replaced
+    // whole, so continuing a checkpoint in place loses nothing.
+    let outputs = Outputs::plan(
+        &[("--save".to_string(), args.save.as_path())],
+        &[
+            ("--inputs".to_string(), args.inputs.as_path()),
+            ("--labels".to_string(), args.labels.as_path()),
+        ],
+    )?;
+    let resumed = args.resume.as_deref().map(Checkpoint::read).transpose()?;
+    let settings = Settings::resolve(args, resumed.as_ref())?;
+    let lr = settings.lr;
+    if !(lr.is_finite() && lr > 0.0) {
+        bail!("--lr must be a finite number above 0; got {lr}");
     }
-    if args.batch == 0 {
+    if settings.batch == 0 {
         bail!("--batch must be at least 1");
     }
-    if !(0.0..1.0).contains(&args.val_split) {
+    if !(0.0..1.0).contains(&settings.val_split) {
         bail!(
             "--val-split must be at least 0 and below 1; got {}",
-            args.val_split
+            settings.val_split
         );
     }
-    let outputs = Outputs::plan(&[("--save".to_string(), args.save.as_path())])?;
     let (inputs, samples, features) = read_inputs(&args.inputs)?;
     let labels = read_labels(&args.labels, samples)?;
-    let resumed = args.resume.as_deref().map(Checkpoint::read).transpose()?;
-    let (sizes, done_epochs) = match &resumed {
+    let sizes = match &resumed {
         Some(file) => {
             let sizes = file.sizes()?;
             let hidden = &sizes[1..sizes.len() - 1];
@@ -356,23 +534,10 @@ pub fn fit(global: &GlobalOptions, args: &FitArgs) -> Result<()> {
                 bail!(
                     "--hidden {:?} differs from the hidden layers {hidden:?} of {}",
                     args.hidden,
-                    args.resume.as_deref().map(Path::display).expect("resumed")
+                    file_name(&args.resume)
                 );
             }
-            if let Some(saved) = file.metadata().get(OPTIMIZER_KEY) {
-                if saved != args.optimizer.name() {
-                    bail!(
-                        "{} was trained with --optimizer {saved}; resume it with the same optimizer",
-                        args.resume.as_deref().map(Path::display).expect("resumed")
-                    );
-                }
-            }
-            let epochs = file
-                .metadata()
-                .get(EPOCHS_KEY)
-                .and_then(|text| text.parse().ok())
-                .unwrap_or(0);
-            (sizes, epochs)
+            sizes
         }
         None => {
             let hidden = if args.hidden.is_empty() {
@@ -381,14 +546,13 @@ pub fn fit(global: &GlobalOptions, args: &FitArgs) -> Result<()> {
                 args.hidden.clone()
             };
             let classes = labels.classes().max(2);
-            let sizes: Vec<usize> = std::iter::once(features)
+            std::iter::once(features)
                 .chain(hidden)
                 .chain([classes])
-                .collect();
-            (sizes, 0u64)
+                .collect()
         }
     };
-    let classes = *sizes.last().expect("at least two sizes");
+    let classes = *sizes.last().context("a model has an output width")?;
     if sizes[0] != features {
         bail!(
             "{} has {features} features but the model of --resume takes {}",
@@ -396,19 +560,23 @@ pub fn fit(global: &GlobalOptions, args: &FitArgs) -> Result<()> {
             sizes[0]
         );
     }
-    if labels.classes() > classes {
+    labels.expect_classes(&args.labels, classes, "the model of --resume")?;
+    if settings.done_epochs >= settings.target_epochs {
         bail!(
-            "{} needs {} classes but the model of --resume has {classes}",
-            args.labels.display(),
-            labels.classes()
+            "{} has trained {} epochs already and --epochs is {}; --epochs is the total to reach, so give more \
+             than {} to train on",
+            file_name(&args.resume),
+            settings.done_epochs,
+            settings.target_epochs,
+            settings.done_epochs
         );
     }
-    let validation = (samples as f64 * args.val_split).round() as usize;
-    if args.val_split > 0.0 && (validation == 0 || validation >= samples) {
+    let validation = (samples as f64 * settings.val_split).round() as usize;
+    if settings.val_split > 0.0 && (validation == 0 || validation >= samples) {
         bail!(
             "--val-split {} of {samples} samples leaves {validation} for validation and {} for training; each \
              needs at least one",
-            args.val_split,
+            settings.val_split,
             samples - validation.min(samples)
         );
     }
@@ -423,18 +591,19 @@ pub fn fit(global: &GlobalOptions, args: &FitArgs) -> Result<()> {
     let outcome = train(
         &mut session,
         args,
+        &settings,
         (&inputs, features),
         &labels,
         (&sizes, classes),
-        lr,
         resumed.as_ref(),
-        (validation, done_epochs),
+        validation,
         &outputs,
     );
     session.close();
     let (reports, bytes, seconds, suspensions) = outcome?;
     outputs.write(&[Contents::Bytes(bytes)])?;
-    let per_epoch = seconds / args.epochs as f64;
+    let epochs_run = settings.target_epochs - settings.done_epochs;
+    let per_epoch = seconds / epochs_run as f64;
     if args.json {
         let report = serde_json::json!({
             "samples": samples,
@@ -443,10 +612,12 @@ pub fn fit(global: &GlobalOptions, args: &FitArgs) -> Result<()> {
             "features": features,
             "classes": classes,
             "sizes": sizes,
-            "optimizer": args.optimizer.name(),
+            "optimizer": settings.optimizer.name(),
             "lr": lr,
-            "batch": args.batch,
-            "seed": args.seed,
+            "batch": settings.batch,
+            "seed": settings.seed,
+            "first_epoch": settings.done_epochs + 1,
+            "target_epochs": settings.target_epochs,
             "epochs": reports,
             "seconds": seconds,
             "seconds_per_epoch": per_epoch,
@@ -461,8 +632,7 @@ pub fn fit(global: &GlobalOptions, args: &FitArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         println!(
-            "trained {} epochs in {seconds:.2} s ({per_epoch:.3} s per epoch); model {} saved to {}",
-            args.epochs,
+            "trained {epochs_run} epochs in {seconds:.2} s ({per_epoch:.3} s per epoch); model {} saved to {}",
             sizes.iter().map(usize::to_string).collect::<Vec<_>>().join(" → "),
             args.save.display()
         );
@@ -477,17 +647,17 @@ type Fitted = (Vec<EpochReport>, Vec<u8>, f64, Vec<Suspension>);
 fn train(
     session: &mut Session,
     args: &FitArgs,
+    settings: &Settings,
     (inputs, features): (&Array, usize),
     labels: &LabelFile,
     (sizes, classes): (&[usize], usize),
-    lr: f32,
     resumed: Option<&Checkpoint>,
-    (validation, done_epochs): (usize, u64),
+    validation: usize,
     outputs: &Outputs,
 ) -> Result<Fitted> {
     let samples = inputs.shape[0];
     // The validation samples are a seeded draw, the same on every run with this seed.
-    let order = shuffled_order(samples, args.seed, u64::MAX);
+    let order = shuffled_order(samples, settings.seed, u64::MAX);
     let (held_out, kept) = order.split_at(validation);
     let train_set = upload_part(session, inputs, features, labels, classes, kept)?;
     let val_set = if held_out.is_empty() {
@@ -497,7 +667,7 @@ fn train(
             session, inputs, features, labels, classes, held_out,
         )?)
     };
-    let mut optimizer = args.optimizer.build(lr);
+    let mut optimizer = settings.optimizer.build(settings.lr);
     let model = match resumed {
         Some(file) => {
             let model = file.model(session)?;
@@ -510,11 +680,11 @@ fn train(
             sizes[0],
             &sizes[1..sizes.len() - 1],
             classes,
-            args.seed,
+            settings.seed,
         )?,
     };
     let terminal = !args.json && std::io::stderr().is_terminal();
-    let batches = train_set.len().div_ceil(args.batch) as u64;
+    let batches = train_set.len().div_ceil(settings.batch) as u64;
     let bar = if terminal {
         ProgressBar::new(batches)
     } else {
@@ -524,21 +694,23 @@ fn train(
         ProgressStyle::with_template("epoch {msg} {bar:40} {pos}/{len} batches ({per_sec:1})")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
-    let mut reports = Vec::with_capacity(args.epochs);
+    let target = settings.target_epochs;
+    // Grows with the epochs run, so a huge --epochs costs nothing up front.
+    let mut reports = Vec::new();
     let mut suspensions = Vec::new();
     let mut steps = 0u64;
+    let mut last_checkpoint: Option<usize> = None;
     let start = Instant::now();
-    for epoch in 0..args.epochs {
+    for epoch in settings.done_epochs..target {
         let epoch_start = Instant::now();
         bar.reset();
-        bar.set_message(format!("{}/{}", epoch + 1, args.epochs));
-        let seed_epoch = done_epochs + epoch as u64;
-        let trained: Figures = train_set.train_epoch_with(
+        bar.set_message(format!("{}/{target}", epoch + 1));
+        let trained = train_set.train_epoch_with(
             &model,
             optimizer.as_mut(),
-            args.batch,
-            args.seed,
-            seed_epoch,
+            settings.batch,
+            settings.seed,
+            epoch as u64,
             |_| {
                 bar.inc(1);
                 steps += 1;
@@ -555,22 +727,40 @@ fn train(
                 }
                 Ok(())
             },
-        )?;
+        );
+        let trained: Figures = match trained {
+            Err(diverged @ wgcompute::Error::Diverged { .. }) => {
+                bar.finish_and_clear();
+                let kept = match (last_checkpoint, resumed) {
+                    (Some(done), _) => format!(
+                        "{} keeps the checkpoint written after epoch {done}",
+                        args.save.display()
+                    ),
+                    (None, Some(_)) if same_file(args.resume.as_deref(), &args.save) => format!(
+                        "{} keeps the model it was resumed from",
+                        args.save.display()
+                    ),
+                    _ => format!("{} was not written", args.save.display()),
+                };
+                bail!("epoch {}/{target}: {diverged}; {kept}", epoch + 1);
+            }
+            other => other?,
+        };
         let validated = val_set
             .as_ref()
             .map(|set| set.evaluate(&model, INFERENCE_BATCH))
             .transpose()?;
         // The last epoch's model is written with the other outputs, below.
-        let checkpointed = epoch + 1 < args.epochs
+        let checkpointed = epoch + 1 < target
             && args
                 .checkpoint_every
                 .is_some_and(|every| (epoch + 1).is_multiple_of(every));
         if checkpointed {
-            let done = done_epochs + epoch as u64 + 1;
-            let bytes = checkpoint_bytes(&model, optimizer.as_ref(), args, lr, done)?;
+            let bytes = checkpoint_bytes(&model, optimizer.as_ref(), settings, epoch + 1)?;
             outputs
                 .write_one(0, &Contents::Bytes(bytes))
                 .context("--checkpoint-every")?;
+            last_checkpoint = Some(epoch + 1);
         }
         let report = EpochReport {
             epoch: epoch + 1,
@@ -582,7 +772,7 @@ fn train(
             checkpointed,
         };
         if !args.json {
-            let mut line = report.line(args.epochs);
+            let mut line = report.line(target);
             if checkpointed {
                 line.push_str(&format!("; checkpoint written to {}", args.save.display()));
             }
@@ -593,8 +783,7 @@ fn train(
     }
     bar.finish_and_clear();
     let seconds = start.elapsed().as_secs_f64();
-    let done = done_epochs + args.epochs as u64;
-    let bytes = checkpoint_bytes(&model, optimizer.as_ref(), args, lr, done)?;
+    let bytes = checkpoint_bytes(&model, optimizer.as_ref(), settings, target)?;
     Ok((reports, bytes, seconds, suspensions))
 }
 
@@ -602,16 +791,33 @@ fn train(
 fn checkpoint_bytes(
     model: &Mlp,
     optimizer: &dyn wgcompute::Optimizer,
-    args: &FitArgs,
-    lr: f32,
-    epochs_done: u64,
+    settings: &Settings,
+    epochs_done: usize,
 ) -> wgcompute::Result<Vec<u8>> {
+    // Display of f32 and f64 gives the shortest text that parses back to the same bits.
     let metadata = [
         (EPOCHS_KEY, epochs_done.to_string()),
-        (OPTIMIZER_KEY, args.optimizer.name().to_string()),
-        ("fit.lr", lr.to_string()),
+        (TARGET_EPOCHS_KEY, settings.target_epochs.to_string()),
+        (OPTIMIZER_KEY, settings.optimizer.name().to_string()),
+        (LR_KEY, settings.lr.to_string()),
+        (BATCH_KEY, settings.batch.to_string()),
+        (SEED_KEY, settings.seed.to_string()),
+        (VAL_SPLIT_KEY, settings.val_split.to_string()),
     ];
     checkpoint::to_bytes(model, Some(optimizer), &metadata)
+}
+
+/// Whether `a` and `b` name one existing file.
+fn same_file(a: Option<&Path>, b: &Path) -> bool {
+    match (a.map(std::fs::canonicalize), std::fs::canonicalize(b)) {
+        (Some(Ok(a)), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// A path option for messages.
+fn file_name(path: &Option<PathBuf>) -> std::path::Display<'_> {
+    path.as_deref().unwrap_or(Path::new("")).display()
 }
 
 fn suspend_and_resume(session: &mut Session, after_step: u64) -> wgcompute::Result<Suspension> {
@@ -644,7 +850,16 @@ pub fn predict(global: &GlobalOptions, args: &PredictArgs) -> Result<()> {
     if let Some(path) = &args.classes {
         planned.push(("--classes".to_string(), path.as_path()));
     }
-    let outputs = Outputs::plan(&planned)?;
+    let mut inputs = vec![
+        ("--model".to_string(), args.model.as_path()),
+        ("--inputs".to_string(), args.inputs.as_path()),
+    ];
+    inputs.extend(
+        args.labels
+            .as_deref()
+            .map(|path| ("--labels".to_string(), path)),
+    );
+    let outputs = Outputs::plan(&planned, &inputs)?;
     let file = Checkpoint::read(&args.model)?;
     let sizes = file.sizes()?;
     let (inputs, samples, features) = read_inputs(&args.inputs)?;
@@ -656,21 +871,18 @@ pub fn predict(global: &GlobalOptions, args: &PredictArgs) -> Result<()> {
             sizes[0]
         );
     }
-    let classes = *sizes.last().expect("at least two sizes");
+    let classes = *sizes.last().context("a model has an output width")?;
     let labels = args
         .labels
         .as_deref()
         .map(|path| read_labels(path, samples))
         .transpose()?;
-    if let Some(labels) = &labels {
-        if labels.classes() > classes {
-            bail!(
-                "{} needs {} classes but the model {} has {classes}",
-                args.labels.as_deref().map(Path::display).expect("labels"),
-                labels.classes(),
-                args.model.display()
-            );
-        }
+    if let (Some(labels), Some(path)) = (&labels, &args.labels) {
+        labels.expect_classes(
+            path,
+            classes,
+            &format!("the model {}", args.model.display()),
+        )?;
     }
 
     let start = Instant::now();

@@ -42,7 +42,7 @@ pub struct GlobalOptions {
     adapter: Option<String>,
     /// Cap on each session's GPU memory: bytes (2GiB, 512MiB) or a fraction of device memory (0.5).
     #[arg(long, global = true)]
-    memory_limit: Option<String>,
+    pub memory_limit: Option<String>,
 }
 
 impl GlobalOptions {

@@ -151,9 +151,13 @@ fn f32_contents(tensor: &Tensor) -> Result<Contents> {
     Ok(Contents::F32(tensor.shape().to_vec(), tensor.to_vec()?))
 }
 
-/// The outputs of a command that writes one file, given by -o.
-fn single_output(path: &Path) -> Result<Outputs> {
-    Outputs::plan(&[("-o".to_string(), path)])
+/// The outputs of a command that writes one file, given by -o, and reads `inputs` (positional arguments).
+fn single_output(path: &Path, inputs: &[&Path]) -> Result<Outputs> {
+    let inputs: Vec<(String, &Path)> = inputs
+        .iter()
+        .map(|&input| ("argument".to_string(), input))
+        .collect();
+    Outputs::plan(&[("-o".to_string(), path)], &inputs)
 }
 
 /// Opens a session, runs `work` in it, closes it, then writes the results to the planned outputs, all or none.
@@ -187,7 +191,7 @@ fn matmul_operand(array: &Array, transpose: bool) -> Result<(Option<usize>, usiz
 }
 
 fn matmul(global: &GlobalOptions, args: &MatmulArgs) -> Result<()> {
-    let outputs = single_output(&args.output)?;
+    let outputs = single_output(&args.output, &[&args.a, &args.b])?;
     let a = Array::read(&args.a)?;
     let b = Array::read(&args.b)?;
     let (batch_a, _, inner_a) = matmul_operand(&a, args.transpose_a)?;
@@ -246,7 +250,7 @@ impl Reduction {
 }
 
 fn reduce(global: &GlobalOptions, args: &ReduceArgs, reduction: Reduction) -> Result<()> {
-    let outputs = single_output(&args.output)?;
+    let outputs = single_output(&args.output, &[&args.input])?;
     let input = Array::read(&args.input)?;
     let name = reduction.name();
     if let Some(axis) = args.axis {
@@ -280,7 +284,7 @@ fn reduce(global: &GlobalOptions, args: &ReduceArgs, reduction: Reduction) -> Re
 }
 
 fn rows(global: &GlobalOptions, args: &RowsArgs, log: bool) -> Result<()> {
-    let outputs = single_output(&args.output)?;
+    let outputs = single_output(&args.output, &[&args.input])?;
     let input = Array::read(&args.input)?;
     let name = if log { "log-softmax" } else { "softmax" };
     if input.shape.is_empty() {
@@ -308,7 +312,13 @@ fn softmax_xent(global: &GlobalOptions, args: &XentArgs) -> Result<()> {
             .as_deref()
             .map(|path| ("--grad-out".to_string(), path)),
     );
-    let outputs = Outputs::plan(&planned)?;
+    let outputs = Outputs::plan(
+        &planned,
+        &[
+            ("argument".to_string(), args.logits.as_path()),
+            ("argument".to_string(), args.labels.as_path()),
+        ],
+    )?;
     let logits = Array::read(&args.logits)?;
     let labels = Array::read(&args.labels)?;
     if logits.shape != labels.shape {
@@ -383,7 +393,13 @@ fn adam(global: &GlobalOptions, args: &AdamArgs) -> Result<()> {
             .as_deref()
             .map(|path| ("--v-out".to_string(), path)),
     );
-    let outputs = Outputs::plan(&planned)?;
+    let mut inputs = vec![
+        ("argument".to_string(), args.param.as_path()),
+        ("argument".to_string(), args.grads.as_path()),
+    ];
+    inputs.extend(args.m.as_deref().map(|path| ("--m".to_string(), path)));
+    inputs.extend(args.v.as_deref().map(|path| ("--v".to_string(), path)));
+    let outputs = Outputs::plan(&planned, &inputs)?;
     let param = Array::read(&args.param)?;
     let grads = Array::read(&args.grads)?;
     let m = args.m.as_deref().map(Array::read).transpose()?;

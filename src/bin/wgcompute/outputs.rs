@@ -1,8 +1,13 @@
-//! The files a command writes. They are checked before any work starts (each one's directory exists, none is a
-//! directory, no two name the same file), and written at the end all or none: every output goes to a temporary
-//! file beside its target, and only when all of them are complete are they renamed over their targets. A failure
-//! before that leaves every target as it was and removes the temporaries. A checkpoint that a long command
-//! rewrites as it goes (`write_one`) is whole each time, through the same temporary and rename.
+//! The files a command writes. They are checked before any work starts (each one's directory exists, each is a
+//! regular file or not there yet, no two name the same file, none is one of the command's inputs), and written
+//! at the end all or none: every output goes to a temporary file beside its target, and only when all of them
+//! are complete are they renamed over their targets. A failure before that leaves every target as it was and
+//! removes the temporaries. A checkpoint that a long command rewrites as it goes (`write_one`) is whole each
+//! time, through the same temporary and rename.
+//!
+//! Files are compared by what they are, not by how their paths are spelled: a symbolic link, a `..` or a hard
+//! link to an input is that input. A device, FIFO or socket is refused rather than replaced by a regular file,
+//! since the rename would put a file where the device was (as root, `-o /dev/null` would replace the system's).
 
 use std::fs;
 use std::io::{BufWriter, Write};
@@ -38,6 +43,43 @@ struct Target {
     given: PathBuf,
     /// Where it is written: symbolic links followed, the directory made absolute.
     resolved: PathBuf,
+    /// The file it names today, if it exists.
+    identity: Option<FileIdentity>,
+}
+
+/// What a file is, whatever path reaches it: its device and inode where the platform has them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum FileIdentity {
+    #[cfg(unix)]
+    Inode { device: u64, inode: u64 },
+    #[cfg(not(unix))]
+    Canonical(PathBuf),
+}
+
+impl FileIdentity {
+    /// The identity of the file at `path` (links followed), or None if there is none.
+    fn of(path: &Path) -> Option<FileIdentity> {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            let metadata = fs::metadata(path).ok()?;
+            Some(FileIdentity::Inode {
+                device: metadata.dev(),
+                inode: metadata.ino(),
+            })
+        }
+        #[cfg(not(unix))]
+        {
+            fs::canonicalize(path).ok().map(FileIdentity::Canonical)
+        }
+    }
+}
+
+/// An input of the command, which no output may name.
+struct Input {
+    option: String,
+    given: PathBuf,
+    identity: FileIdentity,
 }
 
 impl Target {
@@ -49,31 +91,63 @@ impl Target {
 /// A command's outputs, checked and waiting for their contents.
 pub struct Outputs {
     targets: Vec<Target>,
+    inputs: Vec<Input>,
 }
 
 impl Outputs {
-    /// Checks each (option, path) a command will write, before the command does any work.
-    pub fn plan(outputs: &[(String, &Path)]) -> Result<Outputs> {
+    /// Checks each (option, path) a command will write against each other and against the (option, path) of
+    /// every file it reads, before the command does any work. An input that does not exist is left for its
+    /// reader to report.
+    pub fn plan(outputs: &[(String, &Path)], inputs: &[(String, &Path)]) -> Result<Outputs> {
+        let inputs: Vec<Input> = inputs
+            .iter()
+            .filter_map(|(option, path)| {
+                Some(Input {
+                    option: option.clone(),
+                    given: path.to_path_buf(),
+                    identity: FileIdentity::of(path)?,
+                })
+            })
+            .collect();
         let mut targets: Vec<Target> = Vec::with_capacity(outputs.len());
         for (option, path) in outputs {
+            let resolved = resolve(option, path)?;
             let target = Target {
                 option: option.clone(),
                 given: path.to_path_buf(),
-                resolved: resolve(option, path)?,
+                identity: FileIdentity::of(&resolved),
+                resolved,
             };
-            if let Some(earlier) = targets
-                .iter()
-                .find(|earlier| earlier.resolved == target.resolved)
-            {
+            if let Some(earlier) = targets.iter().find(|earlier| {
+                earlier.resolved == target.resolved
+                    || (earlier.identity.is_some() && earlier.identity == target.identity)
+            }) {
                 bail!(
                     "{} and {} name the same file; each output needs its own",
                     earlier.named(),
                     target.named()
                 );
             }
+            check_not_an_input(&target, target.identity.as_ref(), &inputs)?;
             targets.push(target);
         }
-        Ok(Outputs { targets })
+        Ok(Outputs { targets, inputs })
+    }
+
+    /// The checks of `plan` again, on the targets as they are now: any of them may have been replaced while
+    /// the command ran.
+    fn recheck(&self, target: &Target) -> Result<()> {
+        match fs::metadata(&target.resolved) {
+            Ok(metadata) => {
+                expect_regular(&target.named(), &metadata)?;
+                check_not_an_input(
+                    target,
+                    FileIdentity::of(&target.resolved).as_ref(),
+                    &self.inputs,
+                )
+            }
+            Err(_) => Ok(()),
+        }
     }
 
     /// Writes `contents` (one per planned output, in order): all to temporaries first, then each renamed over its
@@ -93,11 +167,8 @@ impl Outputs {
             .zip(contents)
             .map(|(target, contents)| stage(target, contents))
             .collect::<Result<Vec<_>>>()?;
-        // A target may have changed while the command ran; a directory in the way would fail the rename.
         for target in &self.targets {
-            if target.resolved.is_dir() {
-                bail!("cannot write {}: it is a directory", target.named());
-            }
+            self.recheck(target)?;
         }
         let mut written: Vec<String> = Vec::new();
         for (target, temporary) in self.targets.iter().zip(staged) {
@@ -124,6 +195,7 @@ impl Outputs {
             .get(index)
             .with_context(|| format!("no output planned at {index}"))?;
         let temporary = stage(target, contents)?;
+        self.recheck(target)?;
         temporary
             .persist(&target.resolved)
             .map_err(|error| anyhow!("cannot write {}: {}", target.named(), error.error))?;
@@ -141,9 +213,7 @@ fn resolve(option: &str, path: &Path) -> Result<PathBuf> {
                 fs::canonicalize(path).with_context(|| format!("cannot write {named}"))?;
             let metadata =
                 fs::metadata(&resolved).with_context(|| format!("cannot write {named}"))?;
-            if metadata.is_dir() {
-                bail!("cannot write {named}: it is a directory");
-            }
+            expect_regular(&named, &metadata)?;
             if metadata.permissions().readonly() {
                 bail!("cannot write {named}: it is read-only");
             }
@@ -170,6 +240,63 @@ fn resolve(option: &str, path: &Path) -> Result<PathBuf> {
         }
         Err(error) => Err(error).with_context(|| format!("cannot write {named}")),
     }
+}
+
+/// Refuses anything but a regular file: a rename over a device, FIFO or socket would replace it.
+fn expect_regular(named: &str, metadata: &fs::Metadata) -> Result<()> {
+    if metadata.is_file() {
+        return Ok(());
+    }
+    if metadata.is_dir() {
+        bail!("cannot write {named}: it is a directory");
+    }
+    let kind = {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::FileTypeExt;
+            let file_type = metadata.file_type();
+            if file_type.is_char_device() {
+                "a character device"
+            } else if file_type.is_block_device() {
+                "a block device"
+            } else if file_type.is_fifo() {
+                "a FIFO"
+            } else if file_type.is_socket() {
+                "a socket"
+            } else {
+                "not a regular file"
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            "not a regular file"
+        }
+    };
+    bail!(
+        "cannot write {named}: it is {kind}; outputs are regular files (written whole, then renamed into \
+         place), so name a file"
+    )
+}
+
+/// Refuses a target that is one of the command's inputs.
+fn check_not_an_input(
+    target: &Target,
+    identity: Option<&FileIdentity>,
+    inputs: &[Input],
+) -> Result<()> {
+    let Some(identity) = identity else {
+        return Ok(());
+    };
+    if let Some(input) = inputs.iter().find(|input| &input.identity == identity) {
+        bail!(
+            "{} names the same file as the input {} {}; writing it would destroy the input, so give the output \
+             another name",
+            target.named(),
+            input.option,
+            input.given.display()
+        );
+    }
+    Ok(())
 }
 
 /// Writes `contents` to a new temporary file beside `target`, flushed to disk.
@@ -246,8 +373,11 @@ mod tests {
             directory.path().join("b.npy"),
         );
         fs::write(&first, b"old contents").expect("an old file");
-        let outputs =
-            Outputs::plan(&[("-o".into(), &first), ("--grad-out".into(), &second)]).expect("plan");
+        let outputs = Outputs::plan(
+            &[("-o".into(), &first), ("--grad-out".into(), &second)],
+            &[],
+        )
+        .expect("plan");
         // Something gets in the way of the second output after the plan was made.
         fs::create_dir(&second).expect("a directory in the way");
         let message = format!(
@@ -266,10 +396,13 @@ mod tests {
         );
 
         fs::remove_dir(&second).expect("clearing the way");
-        Outputs::plan(&[("-o".into(), &first), ("--grad-out".into(), &second)])
-            .expect("plan")
-            .write(&[small(), Contents::I64(vec![], vec![7])])
-            .expect("writes");
+        Outputs::plan(
+            &[("-o".into(), &first), ("--grad-out".into(), &second)],
+            &[],
+        )
+        .expect("plan")
+        .write(&[small(), Contents::I64(vec![], vec![7])])
+        .expect("writes");
         assert_eq!(listing(directory.path()), ["a.npy", "b.npy"]);
         let (shape, values) = npy::parse(
             &mut fs::File::open(&second).expect("b.npy"),
@@ -289,8 +422,8 @@ mod tests {
         let second = directory.path().join("sub").join("b.npy");
         fs::write(&first, b"old contents").expect("an old file");
         fs::create_dir(directory.path().join("sub")).expect("sub");
-        let outputs =
-            Outputs::plan(&[("-o".into(), &first), ("--m-out".into(), &second)]).expect("plan");
+        let outputs = Outputs::plan(&[("-o".into(), &first), ("--m-out".into(), &second)], &[])
+            .expect("plan");
         // The second directory goes away: its temporary cannot be made, after the first one was.
         fs::remove_dir(directory.path().join("sub")).expect("removing sub");
         let message = format!(
@@ -312,7 +445,7 @@ mod tests {
         let new = directory.path().join("new.npy");
         let new_again = directory.path().join(".").join("new.npy");
         let refused = |outputs: &[(String, &Path)], names: &[&str]| {
-            let message = match Outputs::plan(outputs) {
+            let message = match Outputs::plan(outputs, &[]) {
                 Ok(_) => panic!("{names:?}: planned"),
                 Err(error) => format!("{error:#}"),
             };
@@ -355,12 +488,12 @@ mod tests {
         symlink(&real, &link).expect("a link");
         let message = format!(
             "{:#}",
-            Outputs::plan(&[("-o".into(), &link), ("--v-out".into(), &real)])
+            Outputs::plan(&[("-o".into(), &link), ("--v-out".into(), &real)], &[])
                 .err()
                 .expect("the same file")
         );
         assert!(message.contains("same file"), "{message}");
-        Outputs::plan(&[("-o".into(), &link)])
+        Outputs::plan(&[("-o".into(), &link)], &[])
             .expect("plan")
             .write(&[small()])
             .expect("writes");
@@ -373,5 +506,56 @@ mod tests {
             fs::metadata(&real).expect("real").permissions().mode() & 0o777,
             0o640
         );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn inputs_devices_and_fifos_are_never_targets() {
+        use std::os::unix::fs::symlink;
+        let directory = tempfile::tempdir().expect("a scratch directory");
+        let input = directory.path().join("x.npy");
+        fs::write(&input, b"precious").expect("an input");
+        let hard = directory.path().join("hard.npy");
+        fs::hard_link(&input, &hard).expect("a hard link");
+        let soft = directory.path().join("soft.npy");
+        symlink(&input, &soft).expect("a symbolic link");
+        let fifo = directory.path().join("fifo");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .expect("mkfifo runs");
+        assert!(made.success(), "mkfifo failed");
+        let to_null = directory.path().join("null.npy");
+        symlink("/dev/null", &to_null).expect("a link to /dev/null");
+        let inputs = [("--inputs".to_string(), input.as_path())];
+        for (output, words) in [
+            (&input, &["--inputs", "same file"][..]),
+            (&hard, &["--inputs", "same file"]),
+            (&soft, &["--inputs", "same file"]),
+            (&fifo, &["FIFO"]),
+            (&to_null, &["character device"]),
+            (&PathBuf::from("/dev/null"), &["character device"]),
+        ] {
+            let message = match Outputs::plan(&[("-o".into(), output)], &inputs) {
+                Ok(_) => panic!("{} was planned", output.display()),
+                Err(error) => format!("{error:#}"),
+            };
+            for word in words {
+                assert!(message.contains(word), "{message} lacks {word}");
+            }
+        }
+        let other = directory.path().join("other.npy");
+        let message = format!(
+            "{:#}",
+            Outputs::plan(&[("-o".into(), &input), ("--classes".into(), &hard)], &[])
+                .err()
+                .expect("two names of one file")
+        );
+        assert!(message.contains("same file"), "{message}");
+        Outputs::plan(&[("-o".into(), &other)], &inputs)
+            .expect("plan")
+            .write(&[small()])
+            .expect("writes");
+        assert_eq!(fs::read(&input).expect("the input"), b"precious");
     }
 }

@@ -125,6 +125,17 @@ pub fn run(global: &GlobalOptions, args: &TrainArgs) -> Result<()> {
             .iter()
             .map(|(option, path)| (option.clone(), path.as_path()))
             .collect::<Vec<_>>(),
+        &[
+            ("--inputs".to_string(), args.inputs.as_path()),
+            ("--targets".to_string(), args.targets.as_path()),
+        ]
+        .into_iter()
+        .chain(
+            args.init
+                .as_deref()
+                .map(|path| ("--init".to_string(), path)),
+        )
+        .collect::<Vec<_>>(),
     )?;
     let x = Array::read(&args.inputs)?;
     let y = Array::read(&args.targets)?;
@@ -170,6 +181,14 @@ pub fn run(global: &GlobalOptions, args: &TrainArgs) -> Result<()> {
     }
     x.expect_finite("train")?;
     y.expect_finite("train")?;
+    // A negative target makes softmax cross-entropy unbounded below: a "loss" that falls forever.
+    if let Some((index, value)) = y.data.iter().enumerate().find(|(_, &value)| value < 0.0) {
+        bail!(
+            "{} holds {value} at flat index {index}; targets are class probabilities (or weights) and must be 0 \
+             or more",
+            y.described()
+        );
+    }
     if let Some(w0) = &init {
         w0.expect_finite("train")?;
     }
@@ -260,7 +279,7 @@ fn train(
     let x_step = Arc::new(session.empty(&[batch, inputs])?);
     let y_step = Arc::new(session.empty(&[batch, outputs])?);
     let (x_len, y_len) = (batch * inputs, batch * outputs);
-    let mut losses = Vec::with_capacity(steps);
+    let mut losses = Vec::new();
     let mut suspensions = Vec::new();
     let start = Instant::now();
     for step in 0..steps {
@@ -291,7 +310,14 @@ fn train(
         };
         let per_row = tape.softmax_cross_entropy(logits, yv)?;
         let cost = tape.mean(per_row)?;
-        losses.push(tape.value(cost)?.read_range(0..1)?[0]);
+        let loss = tape.value(cost)?.read_range(0..1)?[0];
+        if !loss.is_finite() {
+            bail!(
+                "step {}: the loss is {loss}, so training diverged; nothing was written (try a lower --lr)",
+                step + 1
+            );
+        }
+        losses.push(loss);
         let gradients = tape.backward(cost)?;
         optimizer.step(&parameters, &gradients)?;
     }

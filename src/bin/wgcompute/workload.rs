@@ -101,7 +101,7 @@ pub fn run_seed(
     let mut job = SeedJob::new(session, config)?;
     session.sync()?;
     let start = Instant::now();
-    let mut losses = Vec::with_capacity(config.steps);
+    let mut losses = Vec::new();
     for step in 0..config.steps {
         let cost = job.step()?;
         losses.push(cost);
