@@ -5,8 +5,10 @@
 //! tensors by name with [`save_tensors`] and reads them back with [`Checkpoint::tensor`] or
 //! [`Checkpoint::load_tensor_into`].
 //!
-//! A file is read as untrusted input: only a regular file (or a link to one) is opened, its header length
-//! must fit the file and safetensors' 100 MB limit, and no more than its size is read. A file of ours
+//! A file is read as untrusted input: only a regular file (or a link to one) is opened, and without blocking;
+//! its header length must fit the file and safetensors' 100 MB limit; and the file must be exactly as long as
+//! its header says, which is checked before the tensors' bytes are read, so a file extended to any length costs
+//! nothing. The header is parsed once, when the file is read. A file of ours
 //! (format=wgcompute.mlp) must agree with itself when it is read, or it is refused naming what disagrees:
 //! activation "relu"; `sizes` in plain digits; exactly the tensors `layers.<i>.weight` `[sizes[i],
 //! sizes[i+1]]` and `layers.<i>.bias` `[sizes[i+1]]`, F32, plus `optimizer.<slot>.<parameter>` of the same
@@ -31,9 +33,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
 use std::path::Path;
 
-use safetensors::tensor::{Dtype, SafeTensors};
+use safetensors::tensor::{Dtype, Metadata as SafetensorsHeader};
 
 use crate::error::{Error, Result};
+use crate::files::{Refusal, RegularFile};
 use crate::nn::{Linear, Mlp};
 use crate::optim::Optimizer;
 use crate::session::Session;
@@ -68,7 +71,9 @@ fn failure(path: &Path, message: impl Into<String>) -> Error {
 }
 
 /// Writes `model`'s parameters (and `optimizer`'s state, if given) to `path` in the safetensors format. The
-/// file is written beside `path` first and renamed over it, so a failed save leaves an older file whole.
+/// file is written beside `path` first and renamed over it, so a failed save leaves an older file whole. A
+/// parameter or optimizer state holding inf or NaN (training diverged) is an error naming the tensor and the
+/// element, and nothing is written: the file could not be read back.
 pub fn save(path: impl AsRef<Path>, model: &Mlp, optimizer: Option<&dyn Optimizer>) -> Result<()> {
     save_with_metadata(path, model, optimizer, &[])
 }
@@ -136,7 +141,17 @@ fn encode(
             }
         }
     }
-    encode_named(path, &named, &metadata)
+    encode_named(path, &named, &metadata, Values::Finite)
+}
+
+/// Which values a file may hold.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Values {
+    /// Any: a generic file's tensors mean whatever their model makes them mean.
+    Any,
+    /// Only finite ones: the reader refuses a model (format=wgcompute.mlp) holding anything else, so a save
+    /// that wrote one would leave a file nothing can load.
+    Finite,
 }
 
 /// Writes named tensors (f32 or u32: the parameters and state of any model built on the tape) and metadata to
@@ -173,13 +188,14 @@ fn encode_tensors(
         .iter()
         .map(|(key, value)| (key.to_string(), value.clone()))
         .collect();
-    encode_named(path, &named, &metadata)
+    encode_named(path, &named, &metadata, Values::Any)
 }
 
 fn encode_named(
     path: &Path,
     named: &[(String, &Tensor)],
     metadata: &BTreeMap<String, String>,
+    allowed: Values,
 ) -> Result<Vec<u8>> {
     let mut seen = std::collections::HashSet::new();
     let mut data = Vec::with_capacity(named.len());
@@ -197,14 +213,26 @@ fn encode_named(
             ));
         }
         let (dtype, bytes): (&'static str, Vec<u8>) = match tensor.dtype() {
-            DType::F32 => (
-                "F32",
-                tensor
-                    .to_vec()?
-                    .iter()
-                    .flat_map(|v| v.to_le_bytes())
-                    .collect(),
-            ),
+            DType::F32 => {
+                let values = tensor.to_vec()?;
+                if allowed == Values::Finite {
+                    if let Some((index, value)) = values
+                        .iter()
+                        .enumerate()
+                        .find(|(_, value)| !value.is_finite())
+                    {
+                        return Err(failure(
+                            path,
+                            format!(
+                                "tensor '{name}' holds {value} at flat index {index}: the model is not finite, so \
+                                 it is not saved; training diverged: lower the learning rate, or keep an earlier \
+                                 checkpoint"
+                            ),
+                        ));
+                    }
+                }
+                ("F32", values.iter().flat_map(|v| v.to_le_bytes()).collect())
+            }
             DType::U32 => (
                 "U32",
                 tensor
@@ -295,18 +323,40 @@ fn push_json_string(out: &mut String, text: &str) {
     out.push('"');
 }
 
+/// Writes `bytes` to a temporary file beside `path`, then renames it over `path`: a reader never sees half a
+/// file, a failed write leaves an older file whole, and saves racing to one path (from threads or processes)
+/// each write their own temporary file, the last rename winning whole.
 fn write_whole(path: &Path, bytes: &[u8]) -> Result<()> {
-    let mut partial = path.as_os_str().to_owned();
-    partial.push(format!(".partial-{}", std::process::id()));
-    let partial = std::path::PathBuf::from(partial);
-    let written = std::fs::write(&partial, bytes).and_then(|()| std::fs::rename(&partial, path));
-    written.map_err(|error| {
-        let _ = std::fs::remove_file(&partial);
+    use std::io::Write as _;
+    let cannot_write = |error: std::io::Error| {
         failure(
             path,
             format!("cannot write it ({error}); check the folder exists and is writable"),
         )
-    })
+    };
+    let folder = match path.parent() {
+        Some(folder) if !folder.as_os_str().is_empty() => folder,
+        _ => Path::new("."),
+    };
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(".wgcompute-checkpoint.").suffix(".partial");
+    #[cfg(unix)]
+    {
+        // The mode a plain create gives (the umask applies) or the replaced file's, not the temporary file's
+        // owner-only default: a checkpoint is meant to be shared.
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(path)
+            .map(|metadata| metadata.permissions().mode() & 0o777)
+            .unwrap_or(0o666);
+        builder.permissions(std::fs::Permissions::from_mode(mode));
+    }
+    // Removed on drop, so an error below leaves nothing behind.
+    let mut partial = builder.tempfile_in(folder).map_err(cannot_write)?;
+    partial.write_all(bytes).map_err(cannot_write)?;
+    partial
+        .persist(path)
+        .map_err(|error| cannot_write(error.error))?;
+    Ok(())
 }
 
 fn f32_values(bytes: &[u8]) -> Vec<f32> {
@@ -337,7 +387,9 @@ fn join(sizes: &[usize]) -> String {
 /// state it holds, and every parameter and moment to be finite.
 pub struct Checkpoint {
     path: std::path::PathBuf,
-    bytes: Vec<u8>,
+    layout: StoredLayout,
+    /// The tensors' bytes: the file after its header.
+    data: Vec<u8>,
     metadata: HashMap<String, String>,
     /// What a file of ours holds, as checked when it was read; `None` for any other safetensors file.
     mlp: Option<MlpContents>,
@@ -441,77 +493,59 @@ fn first_f32_where(bytes: &[u8], bad: impl Fn(f32) -> bool) -> Option<(usize, f3
         .find(|&(_, value)| bad(value))
 }
 
-#[cfg(unix)]
-fn file_kind(kind: &std::fs::FileType) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    if kind.is_fifo() {
-        "a FIFO"
-    } else if kind.is_char_device() {
-        "a character device"
-    } else if kind.is_block_device() {
-        "a block device"
-    } else if kind.is_socket() {
-        "a socket"
-    } else if kind.is_dir() {
-        "a folder"
-    } else {
-        "something other than a file"
-    }
-}
+/// What a file for [`Checkpoint::read`] must be and is not.
+const GIVE_A_CHECKPOINT: &str = "give a file written by checkpoint::save or `wgcompute fit --save`";
 
-#[cfg(not(unix))]
-fn file_kind(kind: &std::fs::FileType) -> &'static str {
-    if kind.is_dir() {
-        "a folder"
-    } else {
-        "something other than a file"
-    }
-}
-
-/// The bytes of the regular file at `path`, no more than its size when it was opened. A FIFO or device is
-/// refused before it is opened (opening a FIFO waits for a writer; `/dev/zero` never ends), and the header
-/// length is checked against the file's size and safetensors' limit before the rest is read.
-fn read_regular_file(path: &Path) -> Result<Vec<u8>> {
-    use std::io::Read as _;
+/// The safetensors file at `path` as its parsed header and the tensors' bytes. Only a regular file is opened,
+/// and without blocking (see crate::files); the header length is checked against the file's size and
+/// safetensors' limit before the header is read, and the header is parsed before the data is read, so that a
+/// file whose size is not the one its header gives is refused before memory is reserved for its data.
+fn read_safetensors(path: &Path) -> Result<(StoredLayout, Vec<u8>)> {
     let cannot_read = |error: std::io::Error| {
         failure(
             path,
             format!("cannot read it ({error}); check the path and that it is readable"),
         )
     };
-    // fs::metadata follows symlinks, so a link is judged by what it points at.
-    let described = std::fs::metadata(path).map_err(cannot_read)?;
-    if !described.is_file() {
-        return Err(failure(
+    let mut file = RegularFile::open(path).map_err(|refusal| match refusal {
+        Refusal::NotRegular { kind } => failure(
             path,
-            format!(
-                "is {}, not a regular file; give the path of a checkpoint file written by checkpoint::save or \
-                 `wgcompute fit --save`",
-                file_kind(&described.file_type())
-            ),
-        ));
-    }
-    let size = described.len();
+            format!("is {kind}, not a regular file; {GIVE_A_CHECKPOINT}"),
+        ),
+        Refusal::Io(error) => cannot_read(error),
+    })?;
+    let size = file.size();
     if size < HEADER_LENGTH_BYTES {
         return Err(failure(
             path,
             format!(
                 "is {size} bytes, too short for a safetensors file (which starts with an 8-byte header length); \
-                 give a file written by checkpoint::save or `wgcompute fit --save`"
+                 {GIVE_A_CHECKPOINT}"
             ),
         ));
     }
-    let mut file = std::fs::File::open(path).map_err(cannot_read)?;
-    let opened = file.metadata().map_err(cannot_read)?;
-    if !opened.is_file() || opened.len() != size {
-        return Err(failure(
+    let changed = |read: u64, expected: u64| {
+        failure(
             path,
-            "changed between being looked at and being opened; read it again once nothing is writing it",
-        ));
-    }
-    let mut length = [0u8; HEADER_LENGTH_BYTES as usize];
-    file.read_exact(&mut length).map_err(cannot_read)?;
-    let header_bytes = u64::from_le_bytes(length);
+            format!(
+                "gave {read} bytes where {expected} were due: it changed while being read; read it again once \
+                 nothing is writing it"
+            ),
+        )
+    };
+    let mut read_exactly = |count: u64, into: &mut Vec<u8>| -> Result<()> {
+        let read = file.read_at_most(count, into).map_err(cannot_read)?;
+        if read != count {
+            return Err(changed(read, count));
+        }
+        Ok(())
+    };
+
+    let mut length = Vec::with_capacity(HEADER_LENGTH_BYTES as usize);
+    read_exactly(HEADER_LENGTH_BYTES, &mut length)?;
+    let mut length_bytes = [0u8; HEADER_LENGTH_BYTES as usize];
+    length_bytes.copy_from_slice(&length);
+    let header_bytes = u64::from_le_bytes(length_bytes);
     let after_length = size - HEADER_LENGTH_BYTES;
     if header_bytes > after_length {
         return Err(failure(
@@ -532,32 +566,112 @@ fn read_regular_file(path: &Path) -> Result<Vec<u8>> {
             ),
         ));
     }
-    let too_large = || {
+    let too_large = |bytes: u64| {
         failure(
             path,
-            format!("is {size} bytes, more than this process can hold in memory; free memory, or use a smaller file"),
+            format!(
+                "needs {bytes} bytes in memory, more than this process can hold; free memory, or use a smaller \
+                 file"
+            ),
         )
     };
-    let whole = usize::try_from(size).map_err(|_| too_large())?;
-    let mut bytes = Vec::new();
-    bytes.try_reserve_exact(whole).map_err(|_| too_large())?;
-    bytes.extend_from_slice(&length);
-    // One byte more than the size promised, so that a file growing as it is read is seen rather than cut.
-    (&mut file)
-        .take(after_length + 1)
-        .read_to_end(&mut bytes)
-        .map_err(cannot_read)?;
-    if bytes.len() as u64 != size {
+    let mut header = Vec::new();
+    // At most MAX_HEADER_BYTES, which fits in memory wherever the crate builds.
+    header
+        .try_reserve_exact(header_bytes as usize)
+        .map_err(|_| too_large(header_bytes))?;
+    read_exactly(header_bytes, &mut header)?;
+    let layout = StoredLayout::parse(&header).map_err(|problem| {
+        failure(
+            path,
+            format!("not a valid safetensors file ({problem}); {GIVE_A_CHECKPOINT}"),
+        )
+    })?;
+    drop(header);
+
+    let data_bytes = layout.data_bytes;
+    // A sum that overflows is a length no file can have.
+    let implied = data_bytes
+        .checked_add(HEADER_LENGTH_BYTES + header_bytes)
+        .filter(|&implied| implied == size);
+    if implied.is_none() {
         return Err(failure(
             path,
             format!(
-                "gave {} bytes where its size said {size}: it changed while being read; read it again once \
-                 nothing is writing it",
-                bytes.len()
+                "not a valid safetensors file: it is {size} bytes, but its header gives its tensors {data_bytes} \
+                 bytes after the {header_bytes}-byte header, a file of {} bytes; it is truncated, extended or \
+                 damaged; {GIVE_A_CHECKPOINT}",
+                (HEADER_LENGTH_BYTES + header_bytes).saturating_add(data_bytes)
             ),
         ));
     }
-    Ok(bytes)
+    let whole = usize::try_from(data_bytes).map_err(|_| too_large(data_bytes))?;
+    let mut data = Vec::new();
+    data.try_reserve_exact(whole)
+        .map_err(|_| too_large(data_bytes))?;
+    // One byte more than the header gives, so that a file growing as it is read is seen rather than cut.
+    let read = file
+        .read_at_most(data_bytes + 1, &mut data)
+        .map_err(cannot_read)?;
+    if read != data_bytes {
+        return Err(changed(HEADER_LENGTH_BYTES + header_bytes + read, size));
+    }
+    Ok((layout, data))
+}
+
+/// A file's safetensors header, parsed once when it is read: the metadata, and each tensor's dtype, shape and
+/// byte range within the data, found by name without parsing the JSON again.
+struct StoredLayout {
+    header: SafetensorsHeader,
+    /// Where the last tensor's bytes end: the data's whole length, as the format keeps tensors contiguous.
+    data_bytes: u64,
+}
+
+impl StoredLayout {
+    /// Parsed and checked as the safetensors crate does (`SafeTensors::read_metadata`): UTF-8 JSON whose
+    /// tensors, sorted by offset, tile the data from 0 with no gap or overlap, each as long as its dtype and
+    /// shape make it. The crate checks the data's length against a buffer holding the whole file; here the
+    /// caller checks it against the file's size, before reading the data.
+    fn parse(header: &[u8]) -> std::result::Result<Self, String> {
+        let text = std::str::from_utf8(header)
+            .map_err(|error| format!("its header is not UTF-8: {error}"))?;
+        let header: SafetensorsHeader = serde_json::from_str(text)
+            .map_err(|error| format!("its header is not valid: {error}"))?;
+        #[cfg(test)]
+        tests::HEADERS_PARSED.with(|count| count.set(count.get() + 1));
+        let data_bytes = header.data_len() as u64;
+        Ok(Self { header, data_bytes })
+    }
+
+    fn metadata(&self) -> HashMap<String, String> {
+        self.header.metadata().clone().unwrap_or_default()
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.header.offset_keys()
+    }
+
+    fn has(&self, name: &str) -> bool {
+        self.header.info(name).is_some()
+    }
+
+    /// Tensor `name` in `data`, the bytes after the header this layout was parsed from.
+    fn tensor<'a>(&'a self, data: &'a [u8], name: &str) -> Option<StoredView<'a>> {
+        let info = self.header.info(name)?;
+        let (start, end) = info.data_offsets;
+        Some(StoredView {
+            dtype: info.dtype,
+            shape: &info.shape,
+            data: data.get(start..end)?,
+        })
+    }
+}
+
+/// One tensor as a file holds it.
+struct StoredView<'a> {
+    dtype: Dtype,
+    shape: &'a [usize],
+    data: &'a [u8],
 }
 
 /// The architecture a file of ours names, checked against its tensors: every tensor is a parameter of
@@ -566,7 +680,8 @@ fn read_regular_file(path: &Path) -> Result<Vec<u8>> {
 /// anything is allocated in proportion to the sizes, so absurd sizes cost nothing.
 fn check_mlp(
     path: &Path,
-    tensors: &SafeTensors<'_>,
+    layout: &StoredLayout,
+    data: &[u8],
     metadata: &HashMap<String, String>,
 ) -> Result<MlpContents> {
     match metadata.get(ACTIVATION_KEY) {
@@ -601,11 +716,11 @@ fn check_mlp(
         .and_then(|(kind, _)| crate::optim::saved_slots(kind));
 
     // Sorted, so that of several problems the same one is reported every time.
-    let mut names = tensors.names();
+    let mut names = layout.names();
     names.sort_unstable();
     let mut parameters_found = 0usize;
     let mut slot_tensors: BTreeMap<&str, usize> = BTreeMap::new();
-    for name in names {
+    for name in &names {
         let Some(role) = role_of(name) else {
             return Err(failure(
                 path,
@@ -632,21 +747,21 @@ fn check_mlp(
             Part::Weight => &[inputs, outputs],
             Part::Bias => &[outputs],
         };
-        let view = tensors
-            .tensor(name)
-            .map_err(|_| failure(path, format!("has no tensor '{name}'")))?;
-        if view.dtype() != Dtype::F32 || view.shape() != expected {
+        let view = layout
+            .tensor(data, name)
+            .ok_or_else(|| failure(path, format!("has no tensor '{name}'")))?;
+        if view.dtype != Dtype::F32 || view.shape != expected {
             return Err(failure(
                 path,
                 format!(
                     "tensor '{name}' is {:?} {:?}, but metadata '{SIZES_KEY}' = '{sizes_shown}' makes it F32 \
                      {expected:?}: the metadata and the tensors disagree; {DAMAGED}",
-                    view.dtype(),
-                    view.shape()
+                    view.dtype,
+                    view.shape
                 ),
             ));
         }
-        if let Some((index, value)) = first_f32_where(view.data(), |value| !value.is_finite()) {
+        if let Some((index, value)) = first_f32_where(view.data, |value| !value.is_finite()) {
             return Err(failure(
                 path,
                 format!(
@@ -662,7 +777,7 @@ fn check_mlp(
         };
         let rule = slot_rules.and_then(|rules| rules.iter().find(|rule| rule.name == slot));
         if rule.is_some_and(|rule| rule.non_negative) {
-            if let Some((index, value)) = first_f32_where(view.data(), |value| value < 0.0) {
+            if let Some((index, value)) = first_f32_where(view.data, |value| value < 0.0) {
                 return Err(failure(
                     path,
                     format!(
@@ -679,7 +794,7 @@ fn check_mlp(
     if parameters_found != parameters {
         let missing = (0..layers)
             .flat_map(|layer| Part::BOTH.map(|part| parameter_name(layer, part)))
-            .find(|name| tensors.tensor(name).is_err())
+            .find(|name| !layout.has(name))
             .unwrap_or_default();
         return Err(failure(
             path,
@@ -719,7 +834,7 @@ fn check_mlp(
                     let missing = (0..layers)
                         .flat_map(|layer| Part::BOTH.map(|part| parameter_name(layer, part)))
                         .map(|parameter| format!("{SLOT_PREFIX}{slot}.{parameter}"))
-                        .find(|name| tensors.tensor(name).is_err())
+                        .find(|name| !layout.has(name))
                         .unwrap_or_default();
                     return Err(failure(
                         path,
@@ -859,37 +974,19 @@ impl Checkpoint {
     /// [`Error::Checkpoint`] naming what is wrong, before any session work.
     pub fn read(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
-        let bytes = read_regular_file(path)?;
-        let not_safetensors = |error: safetensors::SafeTensorError| {
-            failure(
-                path,
-                format!("not a valid safetensors file ({error}); give a file written by save or `wgcompute fit`"),
-            )
-        };
-        let (_, header) = SafeTensors::read_metadata(&bytes).map_err(not_safetensors)?;
-        let metadata = header.metadata().clone().unwrap_or_default();
-        let mlp = {
-            let tensors = SafeTensors::deserialize(&bytes).map_err(not_safetensors)?;
-            if metadata.get(FORMAT_KEY).map(String::as_str) == Some(FORMAT) {
-                Some(check_mlp(path, &tensors, &metadata)?)
-            } else {
-                None
-            }
+        let (layout, data) = read_safetensors(path)?;
+        let metadata = layout.metadata();
+        let mlp = if metadata.get(FORMAT_KEY).map(String::as_str) == Some(FORMAT) {
+            Some(check_mlp(path, &layout, &data, &metadata)?)
+        } else {
+            None
         };
         Ok(Self {
             path: path.to_path_buf(),
-            bytes,
+            layout,
+            data,
             metadata,
             mlp,
-        })
-    }
-
-    fn tensors(&self) -> Result<SafeTensors<'_>> {
-        SafeTensors::deserialize(&self.bytes).map_err(|error| {
-            failure(
-                &self.path,
-                format!("not a valid safetensors file ({error})"),
-            )
         })
     }
 
@@ -906,20 +1003,17 @@ impl Checkpoint {
 
     /// The names of the file's tensors, sorted.
     pub fn names(&self) -> Result<Vec<String>> {
-        let tensors = self.tensors()?;
-        let mut names: Vec<String> = tensors.names().into_iter().map(str::to_string).collect();
+        let mut names = self.layout.names();
         names.sort_unstable();
         Ok(names)
     }
 
     /// A new tensor in `session` holding the file's tensor `name` (F32 or U32, of the shape it has there).
     pub fn tensor(&self, session: &Session, name: &str) -> Result<Tensor> {
-        let tensors = self.tensors()?;
-        let view = self.view(&tensors, name)?;
-        let shape = view.shape().to_vec();
-        match view.dtype() {
-            Dtype::F32 => session.upload(&f32_values(view.data()), &shape),
-            Dtype::U32 => session.upload_u32(&u32_values(view.data()), &shape),
+        let view = self.view(name)?;
+        match view.dtype {
+            Dtype::F32 => session.upload(&f32_values(view.data), view.shape),
+            Dtype::U32 => session.upload_u32(&u32_values(view.data), view.shape),
             other => Err(failure(
                 &self.path,
                 format!("tensor '{name}' is {other:?}; only F32 and U32 tensors load"),
@@ -930,37 +1024,32 @@ impl Checkpoint {
     /// Overwrites `tensor` with the file's tensor `name`, which must have its dtype and shape; otherwise an
     /// error that names it, and `tensor` is unchanged.
     pub fn load_tensor_into(&self, name: &str, tensor: &Tensor) -> Result<()> {
-        let tensors = self.tensors()?;
-        let view = self.view(&tensors, name)?;
+        let view = self.view(name)?;
         let want = match tensor.dtype() {
             DType::F32 => Dtype::F32,
             DType::U32 => Dtype::U32,
         };
-        if view.dtype() != want || view.shape() != tensor.shape() {
+        if view.dtype != want || view.shape != tensor.shape() {
             return Err(failure(
                 &self.path,
                 format!(
                     "tensor '{name}' is {:?} {:?}, not the {want:?} {:?} it is loaded into",
-                    view.dtype(),
-                    view.shape(),
+                    view.dtype,
+                    view.shape,
                     tensor.shape()
                 ),
             ));
         }
         match want {
-            Dtype::F32 => tensor.write(&f32_values(view.data())),
-            _ => tensor.write_u32(&u32_values(view.data())),
+            Dtype::F32 => tensor.write(&f32_values(view.data)),
+            _ => tensor.write_u32(&u32_values(view.data)),
         }
     }
 
-    fn view<'a>(
-        &self,
-        tensors: &'a SafeTensors<'a>,
-        name: &str,
-    ) -> Result<safetensors::tensor::TensorView<'a>> {
-        tensors
-            .tensor(name)
-            .map_err(|_| failure(&self.path, format!("has no tensor '{name}'")))
+    fn view(&self, name: &str) -> Result<StoredView<'_>> {
+        self.layout
+            .tensor(&self.data, name)
+            .ok_or_else(|| failure(&self.path, format!("has no tensor '{name}'")))
     }
 
     fn not_ours(&self) -> Error {
@@ -1093,40 +1182,149 @@ impl Checkpoint {
 
     /// The values of tensor `name`, which must be finite f32 of `shape`.
     fn values(&self, name: &str, shape: &[usize]) -> Result<Vec<f32>> {
-        let tensors = self.tensors()?;
-        let view = tensors.tensor(name).map_err(|_| {
+        let view = self.layout.tensor(&self.data, name).ok_or_else(|| {
             failure(
                 &self.path,
                 format!("has no tensor '{name}', which the model needs"),
             )
         })?;
-        if view.dtype() != Dtype::F32 {
+        if view.dtype != Dtype::F32 {
             return Err(failure(
                 &self.path,
-                format!("tensor '{name}' is {:?}, not F32", view.dtype()),
+                format!("tensor '{name}' is {:?}, not F32", view.dtype),
             ));
         }
-        if view.shape() != shape {
+        if view.shape != shape {
             return Err(failure(
                 &self.path,
                 format!(
                     "tensor '{name}' has shape {:?} but the model's is {shape:?}: the file is of another \
                      architecture",
-                    view.shape()
+                    view.shape
                 ),
             ));
         }
-        if let Some((index, value)) = first_f32_where(view.data(), |value| !value.is_finite()) {
+        if let Some((index, value)) = first_f32_where(view.data, |value| !value.is_finite()) {
             return Err(failure(
                 &self.path,
                 format!("tensor '{name}' holds {value} at flat index {index}; a model's parameters must be finite"),
             ));
         }
-        Ok(f32_values(view.data()))
+        Ok(f32_values(view.data))
     }
 
     fn upload(&self, session: &Session, name: &str, shape: &[usize]) -> Result<Tensor> {
         let values = self.values(name, shape)?;
         session.upload(&values, shape)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    thread_local! {
+        /// Headers parsed on this thread: a file's header is parsed once, when it is read.
+        pub(super) static HEADERS_PARSED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+
+    fn stored(name: String, shape: Vec<usize>) -> StoredTensor {
+        let elements: usize = shape.iter().product();
+        StoredTensor {
+            name,
+            dtype: "F32",
+            bytes: (0..elements)
+                .flat_map(|index| (index as f32 * 0.25).to_le_bytes())
+                .collect(),
+            shape,
+        }
+    }
+
+    /// Every tensor of a file read, as model() and load_into read them, parses its header no more than the
+    /// read did; before, each tensor re-parsed the whole JSON (a 90 MB metadata value made `predict` take 31 s).
+    #[test]
+    fn a_files_header_is_parsed_once_however_many_tensors_are_read() {
+        const LAYERS: usize = 40;
+        let sizes = vec![3; LAYERS + 1];
+        let mut metadata = BTreeMap::new();
+        metadata.insert(FORMAT_KEY.to_string(), FORMAT.to_string());
+        metadata.insert(SIZES_KEY.to_string(), join(&sizes));
+        metadata.insert(ACTIVATION_KEY.to_string(), ACTIVATION.to_string());
+        metadata.insert("notes".to_string(), "x".repeat(1 << 20));
+        let tensors: Vec<StoredTensor> = (0..LAYERS)
+            .flat_map(|layer| {
+                [
+                    stored(parameter_name(layer, Part::Weight), vec![3, 3]),
+                    stored(parameter_name(layer, Part::Bias), vec![3]),
+                ]
+            })
+            .collect();
+        let path = std::env::temp_dir().join(format!(
+            "wgcompute-parsed-once-{}.safetensors",
+            std::process::id()
+        ));
+        std::fs::write(&path, serialize(&metadata, &tensors)).expect("write");
+
+        HEADERS_PARSED.with(|count| count.set(0));
+        let checkpoint = Checkpoint::read(&path).expect("read");
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(HEADERS_PARSED.with(std::cell::Cell::get), 1);
+        assert_eq!(checkpoint.sizes().expect("ours"), sizes);
+        assert_eq!(checkpoint.names().expect("names").len(), 2 * LAYERS);
+        for tensor in &tensors {
+            let values = checkpoint
+                .values(&tensor.name, &tensor.shape)
+                .expect("a parameter");
+            assert_eq!(values, f32_values(&tensor.bytes), "{}", tensor.name);
+        }
+        assert_eq!(HEADERS_PARSED.with(std::cell::Cell::get), 1);
+    }
+
+    fn layout_of(header: &str) -> std::result::Result<StoredLayout, String> {
+        StoredLayout::parse(header.as_bytes())
+    }
+
+    /// The layout is checked as the safetensors crate checks it, with the header alone: tensors tile the data
+    /// from 0, each as long as its dtype and shape make it.
+    #[test]
+    fn a_header_alone_gives_the_datas_length_or_is_refused() {
+        let two = concat!(
+            r#"{"b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]},"#,
+            r#""a":{"dtype":"U8","shape":[8],"data_offsets":[0,8]}}"#
+        );
+        let layout = layout_of(two).expect("two contiguous tensors");
+        assert_eq!(layout.data_bytes, 16);
+        assert_eq!(layout.names(), ["a", "b"]);
+        assert_eq!(
+            layout_of(r#"{"__metadata__":{"k":"v"}}"#)
+                .expect("no tensors")
+                .data_bytes,
+            0
+        );
+        for (header, problem) in [
+            (
+                r#"{"a":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}}"#,
+                "a gap before the first",
+            ),
+            (
+                concat!(
+                    r#"{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"#,
+                    r#""b":{"dtype":"F32","shape":[2],"data_offsets":[16,24]}}"#
+                ),
+                "a gap between two",
+            ),
+            (
+                r#"{"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}"#,
+                "a length its shape does not make",
+            ),
+            (
+                r#"{"a":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,8]}}"#,
+                "a shape whose size overflows",
+            ),
+            ("{\"a\":", "broken JSON"),
+        ] {
+            assert!(layout_of(header).is_err(), "{problem}: {header}");
+        }
+        assert!(StoredLayout::parse(b"{\"\xff\":1}").is_err_and(|error| error.contains("UTF-8")));
     }
 }

@@ -23,6 +23,7 @@ pub mod data;
 pub mod device;
 mod dtype;
 mod error;
+mod files;
 mod kernels;
 pub mod nn;
 mod ops;

@@ -15,7 +15,6 @@
 //! the same pick gives the same bits on every run.
 
 use std::collections::HashMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::{Duration, Instant};
@@ -193,23 +192,13 @@ const MAX_CACHE_BYTES: u64 = 64 << 10;
 /// The file is untrusted input: whatever sits at the path (a FIFO, a device, a huge or binary file) must neither
 /// block, nor cost more than `MAX_CACHE_BYTES` to read, nor be written back.
 fn read_cache(path: &Path, adapter_key: &str, known: &KnownVariants) -> Option<Picks> {
-    // Checked before opening: opening a FIFO blocks until a writer comes, and a device such as /dev/zero never
-    // ends. Following symlinks, since a link to a regular cache file is fine.
-    let is_small_file =
-        |metadata: &std::fs::Metadata| metadata.is_file() && metadata.len() <= MAX_CACHE_BYTES;
-    if !is_small_file(&std::fs::metadata(path).ok()?) {
+    let mut file = crate::files::RegularFile::open(path).ok()?;
+    if file.size() > MAX_CACHE_BYTES {
         return None;
     }
-    let file = std::fs::File::open(path).ok()?;
-    // The path may have been replaced between the check and the open.
-    if !is_small_file(&file.metadata().ok()?) {
-        return None;
-    }
-    // A file growing while it is read is cut off here; one byte more than the limit tells that it happened.
+    // A file growing after it was opened is cut off here; one byte more than the limit tells that it happened.
     let mut bytes = Vec::new();
-    file.take(MAX_CACHE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .ok()?;
+    file.read_at_most(MAX_CACHE_BYTES + 1, &mut bytes).ok()?;
     if bytes.len() as u64 > MAX_CACHE_BYTES {
         return None;
     }

@@ -1,9 +1,11 @@
 //! Inference without a tape, and safetensors checkpoints: a model and its optimizer saved and loaded into a new
 //! session give the same outputs and the same next step; the file read back by the safetensors crate's own
 //! parser holds our names, shapes, values and metadata; files that do not fit are errors naming the tensor.
-//! Checkpoints are untrusted input: only regular files are read, never past their size; a file whose metadata,
-//! tensors and optimizer state disagree, or whose values are not finite, is refused naming what disagrees; and
-//! fuzzed metadata either is refused or loads exactly what was saved.
+//! Checkpoints are untrusted input: only regular files are read, never past their size, and one of another size
+//! than its header gives is refused before its data is read; a large header is not parsed again per tensor; a
+//! file whose metadata, tensors and optimizer state disagree, or whose values are not finite, is refused naming
+//! what disagrees; and fuzzed metadata either is refused or loads exactly what was saved. A model that is not
+//! finite is not saved, and saves racing to one path each leave a whole file.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -1210,4 +1212,278 @@ fn fuzzed_metadata_is_refused_or_loads_exactly_what_was_saved() {
         session.close();
     });
     std::fs::remove_file(&path).ok();
+}
+
+/// A small checkpoint of ours (a 2→3 model), written by hand so that no session is needed.
+fn small_checkpoint_bytes() -> Vec<u8> {
+    let values = |count: usize| -> Vec<u8> {
+        (0..count)
+            .flat_map(|index| (index as f32 * 0.5 - 1.0).to_le_bytes())
+            .collect()
+    };
+    let metadata = [
+        ("format", "wgcompute.mlp"),
+        ("sizes", "2,3"),
+        ("activation", "relu"),
+    ]
+    .into_iter()
+    .map(|(key, value)| (key.to_string(), value.to_string()))
+    .collect();
+    Parts {
+        metadata,
+        tensors: vec![
+            Stored {
+                name: "layers.0.weight".into(),
+                dtype: "F32".into(),
+                shape: vec![2, 3],
+                data: values(6),
+            },
+            Stored {
+                name: "layers.0.bias".into(),
+                dtype: "F32".into(),
+                shape: vec![3],
+                data: values(3),
+            },
+        ],
+    }
+    .bytes()
+}
+
+/// The size the header gives is checked before the data is read: a valid checkpoint extended (sparsely) to
+/// 64 GiB would otherwise have 64 GiB reserved (which overcommit grants) and read.
+#[test]
+fn a_file_of_another_size_than_its_header_gives_is_refused_before_its_data_is_read() {
+    let path = temp_path("extended");
+    let bytes = small_checkpoint_bytes();
+    std::fs::write(&path, &bytes).expect("write");
+    assert_eq!(
+        Checkpoint::read(&path)
+            .expect("the small checkpoint")
+            .sizes()
+            .expect("sizes"),
+        [2, 3]
+    );
+    let extended_to: u64 = 64 << 30;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .expect("open")
+        .set_len(extended_to)
+        .expect("a sparse 64 GiB file");
+    let start = std::time::Instant::now();
+    let refused = Checkpoint::read(&path);
+    let elapsed = start.elapsed();
+    std::fs::remove_file(&path).ok();
+    match refused {
+        Err(Error::Checkpoint {
+            path: named,
+            message,
+        }) => {
+            assert_eq!(named, path.display().to_string());
+            assert_names(
+                &message,
+                &[
+                    &format!("{extended_to} bytes"),
+                    &format!("a file of {} bytes", bytes.len()),
+                    "not a valid safetensors",
+                ],
+            );
+        }
+        Err(other) => panic!("expected a checkpoint error, got {other}"),
+        Ok(_) => panic!("read a file 64 GiB longer than its header gives"),
+    }
+    assert!(
+        elapsed < std::time::Duration::from_secs(2),
+        "refusing the extended file took {elapsed:?}: its data was read"
+    );
+
+    // One cut short is refused the same way, naming both sizes.
+    let short = &bytes[..bytes.len() - 4];
+    assert_names(
+        &refused_on_read(&path, short),
+        &[
+            &format!("it is {} bytes", short.len()),
+            &format!("a file of {} bytes", bytes.len()),
+        ],
+    );
+    std::fs::remove_file(&path).ok();
+}
+
+/// A header of megabytes is parsed once when the file is read, not again for every tensor loaded (a 90 MB
+/// metadata value and 300 layers took 31 s). The time bound only guards against a hang; the count of parses
+/// is checked by the crate's unit test.
+#[test]
+fn a_large_header_loads_a_deep_model_without_being_parsed_per_tensor() {
+    let path = temp_path("large-header");
+    on_vulkan(|backend| {
+        let session = backend.open();
+        let model = Mlp::new(&session, 4, &[4; 49], 3, 11).expect("a 50-layer model");
+        let notes = "n".repeat(20 << 20);
+        checkpoint::save_with_metadata(&path, &model, None, &[("notes", notes.clone())])
+            .expect("save");
+        let start = std::time::Instant::now();
+        let file = Checkpoint::read(&path).expect("read");
+        let loaded = file.model(&session).expect("model");
+        let elapsed = start.elapsed();
+        assert!(
+            elapsed < std::time::Duration::from_secs(20),
+            "reading a 20 MB header and 50 layers took {elapsed:?}"
+        );
+        assert_eq!(file.metadata()["notes"].len(), notes.len());
+        assert_eq!(loaded.sizes(), model.sizes());
+        for ((name, saved), (_, restored)) in model
+            .named_parameters()
+            .iter()
+            .zip(loaded.named_parameters())
+        {
+            assert_eq!(
+                saved.to_vec().expect("saved"),
+                restored.to_vec().expect("restored"),
+                "{name}"
+            );
+        }
+        session.close();
+    });
+    std::fs::remove_file(&path).ok();
+}
+
+/// The reader refuses a model holding inf or NaN, so the writers refuse to write one: a diverged model saved
+/// would be a file nothing can load, and would replace a good one.
+#[test]
+fn a_model_or_optimizer_state_that_is_not_finite_is_not_saved() {
+    let path = temp_path("not-finite");
+    on_vulkan(|backend| {
+        let session = backend.open();
+        let model = Mlp::new(&session, 3, &[5], 2, 7).expect("model");
+        checkpoint::save(&path, &model, None).expect("a finite model saves");
+        let good = std::fs::read(&path).expect("the saved file");
+
+        let refused = |outcome: wgcompute::Result<()>, names: &[&str]| match outcome {
+            Err(Error::Checkpoint {
+                path: named,
+                message,
+            }) => {
+                assert_eq!(named, path.display().to_string());
+                assert_names(&message, names);
+                assert_names(
+                    &message,
+                    &["not finite", "learning rate", "earlier checkpoint"],
+                );
+            }
+            Err(other) => panic!("expected a checkpoint error, got {other}"),
+            Ok(()) => panic!("saved a model that is not finite"),
+        };
+        let parameters = model.named_parameters();
+        let (_, weight) = parameters
+            .iter()
+            .find(|(name, _)| name == "layers.1.weight")
+            .expect("layers.1.weight");
+        let finite = weight.to_vec().expect("weight");
+        let mut diverged = finite.clone();
+        diverged[4] = f32::INFINITY;
+        weight.write(&diverged).expect("write inf");
+        refused(
+            checkpoint::save(&path, &model, None),
+            &["layers.1.weight", "inf at flat index 4"],
+        );
+        refused(
+            checkpoint::save_with_metadata(&path, &model, None, &[("note", "x".into())]),
+            &["layers.1.weight"],
+        );
+        match checkpoint::to_bytes(&model, None, &[]) {
+            Err(Error::Checkpoint { message, .. }) => assert_names(&message, &["layers.1.weight"]),
+            other => panic!("to_bytes of a model that is not finite: {:?}", other.err()),
+        }
+        assert_eq!(
+            std::fs::read(&path).expect("the file"),
+            good,
+            "the earlier file was changed"
+        );
+        // A generic file means what its model makes it mean, so it keeps any value.
+        let generic = temp_path("not-finite-generic");
+        checkpoint::save_tensors(&generic, &[("table", weight.as_ref())], &[])
+            .expect("save_tensors writes any value");
+        std::fs::remove_file(&generic).ok();
+        weight.write(&finite).expect("restore the weight");
+
+        let mut rng = Rng::new(3);
+        let mut adam = Adam::new(config());
+        let (x, labels) = problem(&mut rng, 4, 3, 2);
+        step(&session, &model, &mut adam, &x, &labels, 4);
+        checkpoint::save(&path, &model, Some(&adam)).expect("a finite state saves");
+        let good = std::fs::read(&path).expect("the saved file");
+        {
+            let state = adam.state();
+            let (_, moments) = state
+                .slots
+                .iter()
+                .find(|(slot, _)| *slot == "m")
+                .expect("Adam keeps m");
+            // In the order of named_parameters: layers.0.weight, layers.0.bias, ...
+            moments[1]
+                .write(&[0.0, f32::NAN, 0.0, 0.0, 0.0])
+                .expect("write NaN");
+        }
+        refused(
+            checkpoint::save(&path, &model, Some(&adam)),
+            &["optimizer.m.layers.0.bias", "NaN at flat index 1"],
+        );
+        assert_eq!(
+            std::fs::read(&path).expect("the file"),
+            good,
+            "the earlier file was changed"
+        );
+        session.close();
+    });
+    std::fs::remove_file(&path).ok();
+}
+
+/// Saves racing to one path each write their own temporary file: both succeed, and the file is one of the two
+/// whole (a temporary name shared by the process's threads made one save fail or mixed their bytes).
+#[test]
+fn two_threads_saving_one_path_at_once_both_succeed_and_leave_one_whole_file() {
+    let folder = temp_path("racing-saves");
+    std::fs::remove_dir_all(&folder).ok();
+    std::fs::create_dir_all(&folder).expect("a folder of its own");
+    let path = folder.join("model.safetensors");
+    on_vulkan(|backend| {
+        let session = backend.open();
+        let first = Mlp::new(&session, 6, &[16], 3, 1).expect("first");
+        let second = Mlp::new(&session, 6, &[16], 3, 2).expect("second");
+        let first_bytes = checkpoint::to_bytes(&first, None, &[]).expect("bytes");
+        let second_bytes = checkpoint::to_bytes(&second, None, &[]).expect("bytes");
+        for round in 0..20 {
+            let start = std::sync::Barrier::new(2);
+            let save = |model: &Mlp| {
+                start.wait();
+                checkpoint::save(&path, model, None)
+            };
+            let (a, b) = std::thread::scope(|scope| {
+                let a = scope.spawn(|| save(&first));
+                let b = scope.spawn(|| save(&second));
+                (
+                    a.join().expect("first saver"),
+                    b.join().expect("second saver"),
+                )
+            });
+            a.unwrap_or_else(|error| panic!("round {round}: the first save failed: {error}"));
+            b.unwrap_or_else(|error| panic!("round {round}: the second save failed: {error}"));
+            let on_disk = std::fs::read(&path).expect("the file");
+            assert!(
+                on_disk == first_bytes || on_disk == second_bytes,
+                "round {round}: the file is neither save whole"
+            );
+        }
+        session.close();
+    });
+    let left: Vec<_> = std::fs::read_dir(&folder)
+        .expect("the folder")
+        .map(|entry| entry.expect("an entry").file_name())
+        .collect();
+    assert_eq!(
+        left,
+        ["model.safetensors"],
+        "temporary files were left behind"
+    );
+    std::fs::remove_dir_all(&folder).ok();
 }
