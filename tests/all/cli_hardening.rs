@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 
-use crate::common::cli::{write_npy, Scratch};
+use crate::common::cli::{read_f32, write_npy, Scratch};
 use crate::common::Rng;
 
 /// Long enough for a session to open on a loaded machine; a hang on a FIFO would pass it.
@@ -303,6 +303,12 @@ fn counts_that_cannot_be_honoured_are_refused_before_any_work() {
             &["--epochs"],
         );
     }
+    // Added to the 8 that fit_args gives: [8, 2^64 - 1] weights cannot be counted.
+    scratch.fails_within(
+        &fit_args(&x, &y, &save, &["--hidden", "18446744073709551615,4"]),
+        LIMIT,
+        &["--hidden"],
+    );
     for steps in ["18446744073709551615", "0"] {
         scratch.fails_within(&[os("demo"), os("--steps"), os(steps)], LIMIT, &["--steps"]);
     }
@@ -476,6 +482,31 @@ fn training_that_diverges_stops_with_an_error_and_writes_nothing() {
         assert!(finite, "{name} holds a value that is not finite");
     }
 
+    // One step an epoch: the step's loss is finite, the update it makes is not; such a model is never saved.
+    let huge: Vec<f32> = read_f32(&x).1.iter().map(|value| value * 1e3).collect();
+    let huge_x = scratch.write("huge_x.npy", &[64, 8], &huge);
+    let never = scratch.path("never.safetensors");
+    scratch.fails_within(
+        &fit_args(
+            &huge_x,
+            &y,
+            &never,
+            &[
+                "--epochs",
+                "1",
+                "--batch",
+                "64",
+                "--optimizer",
+                "sgd",
+                "--lr",
+                "1e38",
+            ],
+        ),
+        LIMIT,
+        &["epoch 1/1", "not written", "not finite"],
+    );
+    assert!(!never.exists());
+
     // `train` likewise: nothing written.
     let x3 = scratch.write("x3.npy", &[4, 8, 5], &rng.vec(160, -1.0, 1.0));
     let y3 = scratch.write("y3.npy", &[4, 8, 3], &rng.vec(96, 0.0, 1.0));
@@ -514,6 +545,14 @@ fn labels_that_do_not_fit_say_what_is_wrong_with_them() {
         &fit_args(&x, &narrow, &save, &[]),
         LIMIT,
         &["rows1.npy", "at least 2 classes"],
+    );
+    let mut negative = vec![0.25f32; 30 * 4];
+    negative[9] = -1.0;
+    let negative = scratch.write("negative.npy", &[30, 4], &negative);
+    scratch.fails_within(
+        &fit_args(&x, &negative, &save, &[]),
+        LIMIT,
+        &["negative.npy", "-1", "index 9", "0 or more"],
     );
     fit_json(
         &scratch,
@@ -710,37 +749,103 @@ fn resume_refuses_fit_settings_it_cannot_read_and_never_defaults_them() {
         "∞",
     ];
     let save = scratch.path("resumed.safetensors");
-    // Bounded: a dozen random (key, value) pairs a run, drawn afresh each time.
-    for _ in 0..12 {
-        let key = keys[(rng.next_u64() % keys.len() as u64) as usize];
-        let value = bad_values[(rng.next_u64() % bad_values.len() as u64) as usize];
-        // A value the key accepts is not a fault: skip it.
-        let valid = match key {
-            "fit.lr" | "fit.val_split" => value.parse::<f64>().is_ok(),
-            "fit.optimizer" => false,
-            _ => value.parse::<u64>().is_ok() && !value.starts_with('+'),
-        };
-        if valid {
-            continue;
-        }
-        let crafted = scratch.write_bytes(
-            "crafted.safetensors",
-            &with_metadata(&bytes, |metadata| {
-                metadata.insert(key.to_string(), serde_json::Value::from(value));
-            }),
-        );
-        let mut command = fit_args(&x, &y, &save, &["--epochs", "5"]);
+    let resume_with = |name: &str, crafted: Vec<u8>| -> (Option<i32>, String) {
+        let crafted = scratch.write_bytes(name, &crafted);
+        let mut command = fit_args(&x, &y, &save, &[]);
         command.extend([os("--resume"), crafted.into_os_string()]);
         let output = scratch.run_within(&command, LIMIT, None);
         let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-        assert!(!stderr.contains("panicked"), "{key}={value:?}: {stderr}");
-        assert_eq!(output.status.code(), Some(1), "{key}={value:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{name}: {stderr}");
+        (output.status.code(), stderr)
+    };
+    // Every key with every value fit never writes (each refused before a session opens), and every key missing.
+    for key in keys {
+        for value in bad_values {
+            let valid = match key {
+                "fit.lr" | "fit.val_split" => value.parse::<f64>().is_ok(),
+                "fit.optimizer" => false,
+                _ => value.parse::<u64>().is_ok() && !value.starts_with('+'),
+            };
+            if valid {
+                continue;
+            }
+            let crafted = with_metadata(&bytes, |metadata| {
+                metadata.insert(key.to_string(), serde_json::Value::from(value));
+            });
+            let (code, stderr) = resume_with("crafted.safetensors", crafted);
+            assert_eq!(code, Some(1), "{key}={value:?}: {stderr}");
+            assert!(
+                stderr.contains(key),
+                "{key}={value:?}: the error does not name the key: {stderr}"
+            );
+        }
+        let crafted = with_metadata(&bytes, |metadata| {
+            metadata.remove(key);
+        });
+        let (code, stderr) = resume_with("missing.safetensors", crafted);
+        assert_eq!(code, Some(1), "without {key}: {stderr}");
+        let flag = match key {
+            "fit.epochs" => "how many epochs",
+            "fit.target_epochs" => "--epochs",
+            "fit.val_split" => "--val-split",
+            other => other.trim_start_matches("fit."),
+        };
         assert!(
-            stderr.contains(key),
-            "{key}={value:?}: the error does not name the key: {stderr}"
+            stderr.contains(flag) && stderr.contains("does not record"),
+            "without {key}: {stderr}"
         );
-        assert!(!save.exists(), "{key}={value:?}: a model was saved");
     }
+    // Values of a form fit writes, but out of range or disagreeing with the library's own record.
+    for (key, value, named) in [
+        ("fit.batch", "0", "fit.batch"),
+        ("fit.lr", "inf", "fit.lr"),
+        ("fit.lr", "-0.5", "fit.lr"),
+        ("fit.val_split", "1.5", "fit.val_split"),
+        ("fit.target_epochs", "0", "fit.target_epochs"),
+        ("fit.optimizer", "sgd", "'adam'"),
+    ] {
+        let crafted = with_metadata(&bytes, |metadata| {
+            metadata.insert(key.to_string(), serde_json::Value::from(value));
+        });
+        let (code, stderr) = resume_with("crafted.safetensors", crafted);
+        assert_eq!(code, Some(1), "{key}={value:?}: {stderr}");
+        assert!(stderr.contains(named), "{key}={value:?}: {stderr}");
+    }
+    assert!(!save.exists(), "a model was saved");
+}
+
+#[cfg(unix)]
+#[test]
+fn an_output_that_is_where_standard_output_goes_is_refused() {
+    let scratch = Scratch::new("stdout");
+    let mut rng = Rng::fresh("stdout");
+    let x = scratch.write("x.npy", &[5, 3], &rng.vec(15, -1.0, 1.0));
+    let log = scratch.write_bytes("log.txt", b"precious\n");
+    for output in [PathBuf::from("/dev/stdout"), log.clone()] {
+        let redirected = fs::OpenOptions::new()
+            .append(true)
+            .open(&log)
+            .expect("the log");
+        let ran = std::process::Command::new(env!("CARGO_BIN_EXE_wgcompute"))
+            .args([os("op"), os("sum"), x.clone().into_os_string(), os("-o")])
+            .arg(&output)
+            .env("WGCOMPUTE_ADAPTER", "vulkan")
+            .env("WGCOMPUTE_TUNING", "defaults")
+            .env("XDG_RUNTIME_DIR", &scratch.xdg)
+            .stdout(redirected)
+            .output()
+            .expect("the binary runs");
+        let stderr = String::from_utf8_lossy(&ran.stderr);
+        assert_eq!(
+            ran.status.code(),
+            Some(1),
+            "-o {}: {stderr}",
+            output.display()
+        );
+        assert!(stderr.contains("standard output"), "{stderr}");
+        assert_eq!(fs::read(&log).expect("the log"), b"precious\n");
+    }
+    assert_eq!(scratch.files(), ["log.txt", "x.npy"], "no temporary left");
 }
 
 #[test]
@@ -780,9 +885,9 @@ fn demo_obeys_the_memory_limit_it_is_given() {
     assert_eq!(runs.len(), 2, "{report}");
     for run in runs {
         assert_eq!(run["memory_limit"], 256u64 << 20, "{run}");
-        assert!(
-            run["pool"]["peak_reserved"].as_u64() <= Some(256 << 20),
-            "{run}"
-        );
+        let peak = run["pool"]["peak_reserved"]
+            .as_u64()
+            .expect("peak_reserved");
+        assert!(peak <= 256 << 20, "{run}");
     }
 }

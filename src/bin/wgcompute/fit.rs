@@ -4,8 +4,10 @@
 //! opens; outputs are written all or none at the end (and, with `--checkpoint-every`, the model also after
 //! every N epochs, whole each time).
 
+use std::fmt::Display;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
+use std::str::FromStr;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
@@ -51,6 +53,20 @@ impl OptimizerKind {
             OptimizerKind::Adamw => Box::new(Adam::adamw(lr, ADAMW_WEIGHT_DECAY)),
             OptimizerKind::Sgd => Box::new(Sgd::new(lr, SGD_MOMENTUM)),
         }
+    }
+}
+
+impl Display for OptimizerKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for OptimizerKind {
+    type Err = String;
+
+    fn from_str(text: &str) -> std::result::Result<Self, String> {
+        clap::ValueEnum::from_str(text, false)
     }
 }
 
@@ -269,6 +285,7 @@ fn read_labels(path: &Path, samples: usize) -> Result<LabelFile> {
                 );
             }
             rows.expect_finite("labels")?;
+            rows.expect_non_negative("target rows (class probabilities or weights)")?;
             LabelFile::Rows {
                 classes,
                 data: rows.data,
@@ -377,111 +394,159 @@ struct Settings {
     done_epochs: usize,
 }
 
-/// A setting saved in a resumed checkpoint, parsed strictly: a value that does not parse is an error, never a
-/// default.
-fn saved<T: std::str::FromStr>(
-    file: Option<&Checkpoint>,
-    path: &Path,
-    key: &str,
-) -> Result<Option<T>> {
-    let Some(text) = file.and_then(|file| file.metadata().get(key)) else {
-        return Ok(None);
-    };
-    let plain = !text.is_empty()
-        && text
-            .bytes()
-            .all(|byte| byte.is_ascii_alphanumeric() || b".-_".contains(&byte));
-    match text.parse() {
-        Ok(value) if plain => Ok(Some(value)),
-        _ => bail!(
-            "{}: its metadata '{key}' is '{text}', which is not a valid value; the file was not written by \
-             `wgcompute fit` or was altered",
-            path.display()
-        ),
+/// The checkpoint a fit resumes, for the settings it was trained with.
+struct Resumed<'a> {
+    file: &'a Checkpoint,
+    path: &'a Path,
+}
+
+impl Resumed<'_> {
+    /// The setting `key` as saved. It must read back exactly as fit writes it (the value's `Display`) and be
+    /// `valid`; anything else is an error naming the key, never a default. None where the file lacks the key.
+    fn saved<T: FromStr + Display>(
+        &self,
+        key: &str,
+        valid: impl Fn(&T) -> bool,
+    ) -> Result<Option<T>> {
+        let Some(text) = self.file.metadata().get(key) else {
+            return Ok(None);
+        };
+        match text.parse::<T>() {
+            Ok(value) if value.to_string() == *text && valid(&value) => Ok(Some(value)),
+            _ => {
+                let shown: String = text.chars().take(40).collect();
+                let cut = if shown.len() < text.len() { "…" } else { "" };
+                bail!(
+                    "{}: its metadata '{key}' is '{shown}{cut}', which fit never writes; the file was altered or \
+                     not written by `wgcompute fit`",
+                    self.path.display()
+                )
+            }
+        }
+    }
+
+    /// A resumed file without `key` cannot say what it was trained with: the flag must.
+    fn lacks(&self, flag: &str) -> anyhow::Error {
+        anyhow::anyhow!(
+            "{} does not record the {flag} it was trained with (it was saved by checkpoint::save or an older \
+             wgcompute); give {flag} to resume it",
+            self.path.display()
+        )
     }
 }
 
-/// `given` (a flag) or `saved` (the resumed fit's), refusing a flag that contradicts the checkpoint unless
-/// `--override` allows it.
-fn setting<T: PartialEq + std::fmt::Display + Copy>(
-    flag: &str,
+/// A training setting: the flag where given, else the resumed fit's, else `default` for a new fit. A flag that
+/// contradicts the checkpoint is refused unless `allow_change`.
+fn setting<T: FromStr + Display + PartialEq + Copy>(
+    resumed: Option<&Resumed>,
+    (flag, key): (&str, &str),
     given: Option<T>,
-    saved: Option<T>,
-    resumed: Option<&Path>,
+    valid: impl Fn(&T) -> bool,
     allow_change: bool,
-) -> Result<Option<T>> {
-    if let (Some(given), Some(saved), Some(path)) = (given, saved, resumed) {
-        if given != saved && !allow_change {
-            bail!(
-                "{flag} {given} differs from the {saved} that {} was trained with; leave {flag} out to go on as \
-                 before, or add --override to change it",
-                path.display()
-            );
-        }
+    default: T,
+) -> Result<T> {
+    let Some(resumed) = resumed else {
+        return Ok(given.unwrap_or(default));
+    };
+    match (given, resumed.saved(key, valid)?) {
+        (Some(given), Some(saved)) if given != saved && !allow_change => bail!(
+            "{flag} {given} differs from the {saved} that {} was trained with; leave {flag} out to go on as \
+             before, or add --override to change it",
+            resumed.path.display()
+        ),
+        (Some(given), _) => Ok(given),
+        (None, Some(saved)) => Ok(saved),
+        (None, None) => Err(resumed.lacks(flag)),
     }
-    Ok(given.or(saved))
 }
 
 impl Settings {
-    fn resolve(args: &FitArgs, resumed: Option<&Checkpoint>) -> Result<Settings> {
-        let path = args.resume.as_deref().unwrap_or(Path::new(""));
-        let resumed_path = args.resume.as_deref().filter(|_| resumed.is_some());
-        let saved_optimizer = match saved::<String>(resumed, path, OPTIMIZER_KEY)? {
-            Some(name) => Some(clap::ValueEnum::from_str(&name, false).ok().with_context(|| {
-                format!(
-                    "{}: its metadata '{OPTIMIZER_KEY}' names '{name}', which is not an optimizer fit knows",
-                    path.display()
-                )
-            })?),
-            None => None,
+    fn resolve(args: &FitArgs, file: Option<&Checkpoint>) -> Result<Settings> {
+        let resumed = file
+            .zip(args.resume.as_deref())
+            .map(|(file, path)| Resumed { file, path });
+        let resumed = resumed.as_ref();
+        let optimizer = match (args.optimizer, resumed) {
+            (given, None) => given.unwrap_or(OptimizerKind::Adam),
+            (given, Some(resumed)) => match (given, resumed.saved(OPTIMIZER_KEY, |_| true)?) {
+                (Some(given), Some(saved)) if given != saved => bail!(
+                    "{} was trained with --optimizer {saved}; resume it with the same optimizer",
+                    resumed.path.display()
+                ),
+                (_, Some(kind)) | (Some(kind), None) => kind,
+                (None, None) => return Err(resumed.lacks("--optimizer")),
+            },
         };
-        let optimizer = match (args.optimizer, saved_optimizer) {
-            (Some(given), Some(saved)) if given != saved => bail!(
-                "{} was trained with --optimizer {}; resume it with the same optimizer",
-                path.display(),
-                saved.name()
-            ),
-            (given, saved) => given.or(saved).unwrap_or(OptimizerKind::Adam),
-        };
-        let override_settings = args.override_settings;
+        if let Some(resumed) = resumed {
+            // The library's own record of the state it holds must be of this optimizer, before any work.
+            let kind = optimizer.build(optimizer.default_lr()).state().kind;
+            if let Some(held) = resumed.file.metadata().get("optimizer") {
+                if held != kind {
+                    bail!(
+                        "{} holds the state of a '{held}' optimizer, but it says it was trained with --optimizer \
+                         {optimizer}: the file disagrees with itself",
+                        resumed.path.display()
+                    );
+                }
+            }
+        }
+        let change = args.override_settings;
         let lr = setting(
-            "--lr",
+            resumed,
+            ("--lr", LR_KEY),
             args.lr,
-            saved(resumed, path, LR_KEY)?,
-            resumed_path,
-            override_settings,
-        )?
-        .unwrap_or(optimizer.default_lr());
+            |lr: &f32| lr.is_finite() && *lr > 0.0,
+            change,
+            optimizer.default_lr(),
+        )?;
         let batch = setting(
-            "--batch",
+            resumed,
+            ("--batch", BATCH_KEY),
             args.batch,
-            saved(resumed, path, BATCH_KEY)?,
-            resumed_path,
-            override_settings,
-        )?
-        .unwrap_or(64);
+            |&batch: &usize| batch >= 1,
+            change,
+            64,
+        )?;
         let seed = setting(
-            "--seed",
+            resumed,
+            ("--seed", SEED_KEY),
             args.seed,
-            saved(resumed, path, SEED_KEY)?,
-            resumed_path,
-            override_settings,
-        )?
-        .unwrap_or(1);
+            |_| true,
+            change,
+            1,
+        )?;
         let val_split = setting(
-            "--val-split",
+            resumed,
+            ("--val-split", VAL_SPLIT_KEY),
             args.val_split,
-            saved(resumed, path, VAL_SPLIT_KEY)?,
-            resumed_path,
-            override_settings,
-        )?
-        .unwrap_or(0.0);
-        let done_epochs: usize = saved(resumed, path, EPOCHS_KEY)?.unwrap_or(0);
-        let target_epochs = args
-            .epochs
-            .or(saved(resumed, path, TARGET_EPOCHS_KEY)?)
-            .unwrap_or(10);
-        if !(1..=MAX_EPOCHS).contains(&target_epochs) {
+            |split: &f64| (0.0..1.0).contains(split),
+            change,
+            0.0,
+        )?;
+        let epochs_in_range = |&epochs: &usize| (1..=MAX_EPOCHS).contains(&epochs);
+        let (target_epochs, done_epochs) = match resumed {
+            None => (args.epochs.unwrap_or(10), 0),
+            Some(resumed) => {
+                let target = match args.epochs {
+                    Some(epochs) => epochs,
+                    None => resumed
+                        .saved(TARGET_EPOCHS_KEY, epochs_in_range)?
+                        .ok_or_else(|| resumed.lacks("--epochs"))?,
+                };
+                let done = match resumed.saved(EPOCHS_KEY, |&done: &usize| done <= MAX_EPOCHS)? {
+                    Some(done) => done,
+                    // A model that has never been stepped has trained no epochs: a fact, not a default.
+                    None if resumed.file.optimizer_steps().unwrap_or(0) == 0 => 0,
+                    None => bail!(
+                        "{} does not record how many epochs it has trained (its optimizer has taken steps); it was \
+                         not written by `wgcompute fit`, so it cannot be resumed by it",
+                        resumed.path.display()
+                    ),
+                };
+                (target, done)
+            }
+        };
+        if !epochs_in_range(&target_epochs) {
             bail!("--epochs must be from 1 to {MAX_EPOCHS}; got {target_epochs}");
         }
         Ok(Settings {
@@ -553,6 +618,18 @@ pub fn fit(global: &GlobalOptions, args: &FitArgs) -> Result<()> {
         }
     };
     let classes = *sizes.last().context("a model has an output width")?;
+    if let Some(pair) = sizes.windows(2).find(|pair| {
+        pair[0]
+            .checked_mul(pair[1])
+            .and_then(|weights| weights.checked_mul(4))
+            .is_none()
+    }) {
+        bail!(
+            "--hidden: a layer of [{}, {}] has more weights than can be counted; give smaller widths",
+            pair[0],
+            pair[1]
+        );
+    }
     if sizes[0] != features {
         bail!(
             "{} has {features} features but the model of --resume takes {}",
@@ -701,6 +778,25 @@ fn train(
     let mut steps = 0u64;
     let mut last_checkpoint: Option<usize> = None;
     let start = Instant::now();
+    // What --save holds when training cannot go on: never a model that is not finite.
+    let kept = |last_checkpoint: Option<usize>| match last_checkpoint {
+        Some(done) => format!(
+            "{} keeps the checkpoint written after epoch {done}",
+            args.save.display()
+        ),
+        None if resumed.is_some()
+            && args
+                .resume
+                .as_deref()
+                .is_some_and(|resume| crate::outputs::same_file(resume, &args.save)) =>
+        {
+            format!(
+                "{} keeps the model it was resumed from",
+                args.save.display()
+            )
+        }
+        None => format!("{} was not written", args.save.display()),
+    };
     for epoch in settings.done_epochs..target {
         let epoch_start = Instant::now();
         bar.reset();
@@ -731,18 +827,11 @@ fn train(
         let trained: Figures = match trained {
             Err(diverged @ wgcompute::Error::Diverged { .. }) => {
                 bar.finish_and_clear();
-                let kept = match (last_checkpoint, resumed) {
-                    (Some(done), _) => format!(
-                        "{} keeps the checkpoint written after epoch {done}",
-                        args.save.display()
-                    ),
-                    (None, Some(_)) if same_file(args.resume.as_deref(), &args.save) => format!(
-                        "{} keeps the model it was resumed from",
-                        args.save.display()
-                    ),
-                    _ => format!("{} was not written", args.save.display()),
-                };
-                bail!("epoch {}/{target}: {diverged}; {kept}", epoch + 1);
+                bail!(
+                    "epoch {}/{target}: {diverged}; {}",
+                    epoch + 1,
+                    kept(last_checkpoint)
+                );
             }
             other => other?,
         };
@@ -756,7 +845,10 @@ fn train(
                 .checkpoint_every
                 .is_some_and(|every| (epoch + 1).is_multiple_of(every));
         if checkpointed {
-            let bytes = checkpoint_bytes(&model, optimizer.as_ref(), settings, epoch + 1)?;
+            let bytes = checkpoint_bytes(&model, optimizer.as_ref(), settings, epoch + 1)
+                .with_context(|| {
+                    format!("epoch {}/{target}: {}", epoch + 1, kept(last_checkpoint))
+                })?;
             outputs
                 .write_one(0, &Contents::Bytes(bytes))
                 .context("--checkpoint-every")?;
@@ -783,7 +875,8 @@ fn train(
     }
     bar.finish_and_clear();
     let seconds = start.elapsed().as_secs_f64();
-    let bytes = checkpoint_bytes(&model, optimizer.as_ref(), settings, target)?;
+    let bytes = checkpoint_bytes(&model, optimizer.as_ref(), settings, target)
+        .with_context(|| format!("epoch {target}/{target}: {}", kept(last_checkpoint)))?;
     Ok((reports, bytes, seconds, suspensions))
 }
 
@@ -805,14 +898,6 @@ fn checkpoint_bytes(
         (VAL_SPLIT_KEY, settings.val_split.to_string()),
     ];
     checkpoint::to_bytes(model, Some(optimizer), &metadata)
-}
-
-/// Whether `a` and `b` name one existing file.
-fn same_file(a: Option<&Path>, b: &Path) -> bool {
-    match (a.map(std::fs::canonicalize), std::fs::canonicalize(b)) {
-        (Some(Ok(a)), Ok(b)) => a == b,
-        _ => false,
-    }
 }
 
 /// A path option for messages.

@@ -75,6 +75,18 @@ impl Array {
         Ok(())
     }
 
+    /// Refuses negative values (targets of softmax cross-entropy, whose loss a negative one makes unbounded
+    /// below), naming the first one's flat index.
+    pub fn expect_non_negative(&self, what: &str) -> Result<()> {
+        if let Some((index, value)) = self.data.iter().enumerate().find(|(_, &value)| value < 0.0) {
+            bail!(
+                "{} holds {value} at flat index {index}; {what} must be 0 or more",
+                self.described()
+            );
+        }
+        Ok(())
+    }
+
     pub fn upload(&self, session: &Session) -> Result<Tensor> {
         self.expect_rank_at_most(MAX_RANK, "a wgcompute tensor")?;
         session

@@ -75,11 +75,56 @@ impl FileIdentity {
     }
 }
 
-/// An input of the command, which no output may name.
+/// Whether `a` and `b` name one existing file, by what it is rather than how its paths are spelled.
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    match (FileIdentity::of(a), FileIdentity::of(b)) {
+        (Some(a), Some(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// A file the command reads or writes other than through its outputs (an input, or what its standard streams
+/// are connected to), which no output may name.
 struct Input {
-    option: String,
-    given: PathBuf,
+    /// For errors: "the input --inputs x.npy", "standard output".
+    described: String,
     identity: FileIdentity,
+}
+
+/// What the standard streams are connected to: `-o /dev/stdout` resolves to the file stdout is redirected to,
+/// and renaming over it would replace that file.
+fn standard_streams() -> Vec<Input> {
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsFd;
+        use std::os::unix::fs::MetadataExt;
+        let identity = |stream: std::os::fd::BorrowedFd<'_>| -> Option<FileIdentity> {
+            let metadata = fs::File::from(stream.try_clone_to_owned().ok()?)
+                .metadata()
+                .ok()?;
+            Some(FileIdentity::Inode {
+                device: metadata.dev(),
+                inode: metadata.ino(),
+            })
+        };
+        [
+            ("standard input", identity(std::io::stdin().as_fd())),
+            ("standard output", identity(std::io::stdout().as_fd())),
+            ("standard error", identity(std::io::stderr().as_fd())),
+        ]
+        .into_iter()
+        .filter_map(|(described, identity)| {
+            Some(Input {
+                described: described.to_string(),
+                identity: identity?,
+            })
+        })
+        .collect()
+    }
+    #[cfg(not(unix))]
+    {
+        Vec::new()
+    }
 }
 
 impl Target {
@@ -99,16 +144,16 @@ impl Outputs {
     /// every file it reads, before the command does any work. An input that does not exist is left for its
     /// reader to report.
     pub fn plan(outputs: &[(String, &Path)], inputs: &[(String, &Path)]) -> Result<Outputs> {
-        let inputs: Vec<Input> = inputs
+        let mut inputs: Vec<Input> = inputs
             .iter()
             .filter_map(|(option, path)| {
                 Some(Input {
-                    option: option.clone(),
-                    given: path.to_path_buf(),
+                    described: format!("the input {option} {}", path.display()),
                     identity: FileIdentity::of(path)?,
                 })
             })
             .collect();
+        inputs.extend(standard_streams());
         let mut targets: Vec<Target> = Vec::with_capacity(outputs.len());
         for (option, path) in outputs {
             let resolved = resolve(option, path)?;
@@ -289,11 +334,9 @@ fn check_not_an_input(
     };
     if let Some(input) = inputs.iter().find(|input| &input.identity == identity) {
         bail!(
-            "{} names the same file as the input {} {}; writing it would destroy the input, so give the output \
-             another name",
+            "{} names the same file as {}; writing it would destroy that, so give the output another name",
             target.named(),
-            input.option,
-            input.given.display()
+            input.described
         );
     }
     Ok(())

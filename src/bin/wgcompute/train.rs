@@ -181,14 +181,7 @@ pub fn run(global: &GlobalOptions, args: &TrainArgs) -> Result<()> {
     }
     x.expect_finite("train")?;
     y.expect_finite("train")?;
-    // A negative target makes softmax cross-entropy unbounded below: a "loss" that falls forever.
-    if let Some((index, value)) = y.data.iter().enumerate().find(|(_, &value)| value < 0.0) {
-        bail!(
-            "{} holds {value} at flat index {index}; targets are class probabilities (or weights) and must be 0 \
-             or more",
-            y.described()
-        );
-    }
+    y.expect_non_negative("targets (class probabilities or weights)")?;
     if let Some(w0) = &init {
         w0.expect_finite("train")?;
     }
