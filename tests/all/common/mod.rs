@@ -262,12 +262,20 @@ impl Rng {
         Self(seed)
     }
 
-    /// A seed that differs per run, printed so that a failure can be replayed.
+    /// A seed that differs per run, printed so that a failure can be replayed: `WGCOMPUTE_TEST_SEED=<seed>`
+    /// gives every fresh generator that seed (run the one failing test with it).
     pub fn fresh(test: &str) -> Self {
-        let seed = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|elapsed| elapsed.as_nanos() as u64)
-            .unwrap_or(1);
+        let replayed = std::env::var("WGCOMPUTE_TEST_SEED").ok().map(|text| {
+            text.trim().parse::<u64>().unwrap_or_else(|_| {
+                panic!("WGCOMPUTE_TEST_SEED is '{text}', not a seed printed by a test")
+            })
+        });
+        let seed = replayed.unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|elapsed| elapsed.as_nanos() as u64)
+                .unwrap_or(1)
+        });
         eprintln!("{test}: seed {seed}");
         Self(seed)
     }
