@@ -1158,6 +1158,18 @@ fn fuzzed_metadata_is_refused_or_loads_exactly_what_was_saved() {
                         continue;
                     }
                 };
+                // Another plain count reads as a file that stepped another number of times, which no reader
+                // can tell from the truth (see fuzz_values); random text can spell one ("8" + "32").
+                let another_count = key == "optimizer.steps"
+                    && value.as_deref().is_some_and(|text| {
+                        text != "2"
+                            && !text.starts_with('0')
+                            && text.bytes().all(|byte| byte.is_ascii_digit())
+                            && text.parse::<u64>().is_ok()
+                    });
+                if another_count {
+                    continue;
+                }
                 changes.push(format!("{key:?} = {value:?}"));
                 altered = altered.with_metadata(key, value.as_deref());
             }
