@@ -1,7 +1,11 @@
-// Reductions: sum, max, min, argmax and argmin, over a tensor viewed as [outer, len, inner] along its middle
-// axis. Deterministic: every sum has a fixed order (no atomics), so the same input gives the same bits on every
-// run. NaN follows NumPy: max and min of anything holding a NaN are NaN, argmax and argmin point at the first
-// NaN. NaN is tested by its bits, since a compiler may assume comparisons never see one.
+// Reductions: the value reductions of the op table in src/kernels/reduce.rs (sum, mean, max, min, prod) and
+// argmax and argmin, over a tensor viewed as [outer, len, inner] along its middle axis; and prod's gradient.
+// The table generates `identity`, `combine` (f32) and `accumulate4` (the vec4 chunk loop, one loop per op so
+// the op is not switched on per element): every value kernel goes through them,
+// so a new row reaches every kernel and stage, and an unknown op code yields NaN, never another op's result.
+// Deterministic: every sum has a fixed order (no atomics), so the same input gives the same bits on every run.
+// NaN follows NumPy: every value reduction of anything holding a NaN is NaN, argmax and argmin point at the
+// first NaN. NaN is tested by its bits, since a compiler may assume comparisons never see one.
 //
 // `chunk_*` kernels reduce long contiguous rows (inner = 1) into many partials, one per run of neighbouring
 // elements. `axis_*` kernels give one output per
@@ -12,13 +16,13 @@ struct Params {
     outer: u32,
     len: u32,
     inner: u32,
-    op: u32,          // OP_SUM, OP_MAX, OP_MIN; the arg kernels: OP_ARGMAX, OP_ARGMIN
+    op: u32,          // a row's op code; the arg kernels: OP_ARGMAX, OP_ARGMIN
     chunk: u32,       // axis elements per chunk (axis kernels)
     chunks: u32,      // chunks per axis: output is [outer, chunks, inner]
     scale: f32,       // multiplies each output (1/len for a mean)
     indexed: u32,     // argmax: 1 if in_index carries the indices of `input`'s values
-    index_base: u32,  // chunk_argmax: position of this window's first element within its row
-    blocks: u32,      // chunk kernels: partials (chunks) per row
+    index_base: u32,  // this window's first element: its position in its row (chunk_argmax), in the tensor (prod_backward)
+    blocks: u32,      // chunk kernels: partials (chunks) per row; prod_backward: elements in this window
     infinity: f32,    // +inf, which WGSL cannot write as a literal: the identity of max (negated) and min
     _pad: u32,
 }
@@ -37,33 +41,21 @@ fn is_nan4(x: vec4<f32>) -> vec4<bool> {
     return (bitcast<vec4<u32>>(x) & vec4<u32>(0x7fffffffu)) > vec4<u32>(0x7f800000u);
 }
 
-fn identity(op: u32) -> f32 {
-    switch op {
-        case OP_SUM: { return 0.0; }
-        case OP_MAX: { return -params.infinity; }
-        case OP_MIN: { return params.infinity; }
-        default: { return nan(); }
-    }
+// max and min for the table's rows: a NaN on either side wins.
+fn max_nan(a: f32, b: f32) -> f32 {
+    return select(select(max(a, b), b, is_nan(b)), a, is_nan(a));
 }
 
-// Which of two values max or min keeps: a NaN on either side wins.
-fn pick(op: u32, a: f32, b: f32) -> f32 {
-    let best = select(min(a, b), max(a, b), op == OP_MAX);
-    return select(select(best, b, is_nan(b)), a, is_nan(a));
+fn min_nan(a: f32, b: f32) -> f32 {
+    return select(select(min(a, b), b, is_nan(b)), a, is_nan(a));
 }
 
-fn pick4(op: u32, a: vec4<f32>, b: vec4<f32>) -> vec4<f32> {
-    let best = select(min(a, b), max(a, b), op == OP_MAX);
-    return select(select(best, b, is_nan4(b)), a, is_nan4(a));
+fn max_nan4(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> {
+    return select(select(max(a, b), b, is_nan4(b)), a, is_nan4(a));
 }
 
-// An unknown op gives NaN rather than another op's result.
-fn combine(op: u32, a: f32, b: f32) -> f32 {
-    switch op {
-        case OP_SUM: { return a + b; }
-        case OP_MAX, OP_MIN: { return pick(op, a, b); }
-        default: { return nan(); }
-    }
+fn min_nan4(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> {
+    return select(select(min(a, b), b, is_nan4(b)), a, is_nan4(a));
 }
 
 // Whether x displaces `best` in argmax or argmin: a NaN beats any number, as the first NaN is
@@ -81,7 +73,7 @@ fn same(x: f32, best: f32) -> bool {
 
 // Four interleaved accumulators: a run's sum then has the error of four runs a quarter as long, combined in
 // pairs, instead of one long sequential chain.
-fn combine4(op: u32, a: vec4<f32>) -> f32 {
+fn combine_lanes(op: u32, a: vec4<f32>) -> f32 {
     return combine(op, combine(op, a.x, a.y), combine(op, a.z, a.w));
 }
 
@@ -114,7 +106,7 @@ fn chunk_reduce(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workg
         acc.z = combine(op, acc.z, select(none, input[base + min(e + 2u, last - 1u)], e + 2u < last));
         acc.w = combine(op, acc.w, select(none, input[base + min(e + 3u, last - 1u)], e + 3u < last));
     }
-    out[j] = combine4(op, acc);
+    out[j] = combine_lanes(op, acc);
 }
 
 // As chunk_reduce for rows whose length is a multiple of 4, reading vec4s.
@@ -131,16 +123,7 @@ fn chunk_reduce_vec4(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_
     let first = (j % blocks) * (CHUNK / 4u);
     let last = min(first + CHUNK / 4u, len4);
     let base = row * len4;
-    var acc = vec4<f32>(identity(op));
-    for (var e = first; e < last; e = e + 1u) {
-        let x = input4[base + e];
-        if (op == OP_SUM) {
-            acc = acc + x;
-        } else {
-            acc = pick4(op, acc, x);
-        }
-    }
-    out[j] = combine4(op, acc);
+    out[j] = combine_lanes(op, accumulate4(op, base, first, last));
 }
 
 // As chunk_reduce, keeping the index (within the row, plus index_base) of the largest (argmax) or smallest
@@ -195,7 +178,7 @@ fn axis_reduce(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgr
         acc.z = combine(op, acc.z, select(none, input[(row + min(k + 2u, last - 1u)) * params.inner + i], k + 2u < last));
         acc.w = combine(op, acc.w, select(none, input[(row + min(k + 3u, last - 1u)) * params.inner + i], k + 3u < last));
     }
-    out[j] = combine4(op, acc) * params.scale;
+    out[j] = combine_lanes(op, acc) * params.scale;
 }
 
 // As axis_reduce for argmax and argmin; with `indexed`, values come with the indices they stand for.
@@ -257,7 +240,7 @@ fn chunk_reduce_strided(@builtin(global_invocation_id) id: vec3<u32>, @builtin(n
         acc.z = combine(op, acc.z, select(none, input[base + min(e2, len - 1u)], e2 < len));
         acc.w = combine(op, acc.w, select(none, input[base + min(e3, len - 1u)], e3 < len));
     }
-    out[j] = combine4(op, acc);
+    out[j] = combine_lanes(op, acc);
 }
 
 // As axis_reduce for contiguous runs (inner = 1), with OUTPUT_LANES invocations per output: lane l reduces
@@ -295,4 +278,57 @@ fn axis_reduce_lanes(
     if (lane == 0u && j < total) {
         out[j] = lanes_tree[t] * params.scale;
     }
+}
+
+// --- prod's gradient ---
+// d prod / d x_e is the product of the other elements of e's lane. That is prod / x_e only where the lane holds
+// no zero: with one zero, the zero's is the product of the rest and every other element's is 0; with two or
+// more, every one is 0. The host takes each lane's product of non-zeros and count of zeros from the value
+// reductions of what zeros_to_ones and zero_indicator write, then prod_backward gives each element its own.
+
+// out = input with each 0 replaced by 1, over `len` elements.
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn zeros_to_ones(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let j = linear_index(id, groups);
+    if (j >= params.len) {
+        return;
+    }
+    let x = input[j];
+    out[j] = select(x, 1.0, x == 0.0);
+}
+
+// out = 1 where input is 0, else 0, over `len` elements.
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn zero_indicator(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let j = linear_index(id, groups);
+    if (j >= params.len) {
+        return;
+    }
+    out[j] = select(0.0, 1.0, input[j] == 0.0);
+}
+
+// Per lane of [outer, inner]: the upstream gradient times the product of the lane's non-zero elements, and the
+// lane's count of zeros.
+@group(0) @binding(5) var<storage, read_write> lane_scale: array<f32>;
+@group(0) @binding(6) var<storage, read_write> lane_zeros: array<f32>;
+
+// out = the gradient of each of `blocks` elements of [outer, len, inner], from element index_base on.
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn prod_backward(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let j = linear_index(id, groups);
+    if (j >= params.blocks) {
+        return;
+    }
+    let e = params.index_base + j;
+    let lane = (e / (params.len * params.inner)) * params.inner + e % params.inner;
+    let x = input[j];
+    let scale = lane_scale[lane];
+    let zeros = lane_zeros[lane];
+    var gradient = 0.0;
+    if (zeros == 0.0) {
+        gradient = scale / x;
+    } else if (zeros == 1.0 && x == 0.0) {
+        gradient = scale;
+    }
+    out[j] = gradient;
 }

@@ -27,6 +27,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::kernels::elementwise::{for_each_binary_op, for_each_unary_op, BinaryOp, UnaryOp};
+use crate::kernels::reduce::ReduceOp;
 use crate::ops::matmul::Transpose;
 use crate::tensor::Tensor;
 
@@ -90,11 +91,9 @@ enum Op {
     Reshape {
         x: usize,
     },
-    Mean {
-        x: usize,
-        axis: Option<usize>,
-    },
-    Sum {
+    /// A row of the value-reduction table over all elements (`None`) or along an axis.
+    Reduce {
+        op: ReduceOp,
         x: usize,
         axis: Option<usize>,
     },
@@ -290,21 +289,41 @@ impl Tape {
         Ok(self.push(loss, op, wants))
     }
 
-    /// Mean over all elements (`None`) or along an axis.
+    /// Records `op` over all elements (`None`) or along an axis. Private: only the reductions with a
+    /// gradient (the methods below) are recorded.
+    fn reduce(&mut self, op: ReduceOp, x: Var, axis: Option<usize>) -> Result<Var> {
+        let value = self.value(x)?.reduce(op, axis)?;
+        let wants = self.wants(&[x])?;
+        Ok(self.push(
+            value,
+            Op::Reduce {
+                op,
+                x: x.index,
+                axis,
+            },
+            wants,
+        ))
+    }
+
+    /// The mean over all elements, as a 0-d value.
     pub fn mean(&mut self, x: Var) -> Result<Var> {
         self.mean_axis(x, None)
     }
 
+    /// The mean over all elements (`None`) or along an axis.
     pub fn mean_axis(&mut self, x: Var, axis: Option<usize>) -> Result<Var> {
-        let value = self.value(x)?.mean(axis)?;
-        let wants = self.wants(&[x])?;
-        Ok(self.push(value, Op::Mean { x: x.index, axis }, wants))
+        self.reduce(ReduceOp::Mean, x, axis)
     }
 
+    /// The sum over all elements (`None`) or along an axis.
     pub fn sum(&mut self, x: Var, axis: Option<usize>) -> Result<Var> {
-        let value = self.value(x)?.sum(axis)?;
-        let wants = self.wants(&[x])?;
-        Ok(self.push(value, Op::Sum { x: x.index, axis }, wants))
+        self.reduce(ReduceOp::Sum, x, axis)
+    }
+
+    /// The product over all elements (`None`) or along an axis. Its gradient is each element's product of the
+    /// others, exact where a lane holds zeros.
+    pub fn prod(&mut self, x: Var, axis: Option<usize>) -> Result<Var> {
+        self.reduce(ReduceOp::Prod, x, axis)
     }
 
     /// Softmax along the last axis.
@@ -580,28 +599,48 @@ impl Tape {
                 let shape = self.nodes[x].value.shape().to_vec();
                 self.accumulate(gradients, x, upstream.reshape(&shape)?)?;
             }
-            Op::Mean { x, axis } | Op::Sum { x, axis } => {
-                let input_shape = self.nodes[x].value.shape().to_vec();
-                let count = match axis {
-                    None => input_shape.iter().product::<usize>(),
-                    Some(axis) => input_shape[axis],
-                };
-                let mut kept = input_shape.clone();
-                match axis {
-                    None => kept.iter_mut().for_each(|dim| *dim = 1),
-                    Some(axis) => kept[axis] = 1,
-                }
-                let upstream = upstream.reshape(&kept)?;
-                let spread = broadcast_to(&upstream, &input_shape)?;
-                let dx = if matches!(node.op, Op::Mean { .. }) {
-                    spread.mul_scalar((1.0 / count as f64) as f32)?
-                } else {
-                    spread
-                };
+            Op::Reduce { op, x, axis } => {
+                let dx = reduce_gradient(op, axis, &self.nodes[x].value, upstream)?;
                 self.accumulate(gradients, x, dx)?;
             }
         }
         Ok(())
+    }
+}
+
+/// The gradient of `op(input)` over `axis` with respect to `input`, given the upstream gradient (of the
+/// reduced shape): the one match a new reduction adds an arm to.
+fn reduce_gradient(
+    op: ReduceOp,
+    axis: Option<usize>,
+    input: &Tensor,
+    upstream: Tensor,
+) -> Result<Tensor> {
+    let input_shape = input.shape();
+    // The upstream gradient back over the reduced axis: every element of a lane gets its lane's.
+    let spread = |upstream: Tensor| -> Result<Tensor> {
+        let mut kept = input_shape.to_vec();
+        match axis {
+            None => kept.iter_mut().for_each(|dim| *dim = 1),
+            Some(axis) => kept[axis] = 1,
+        }
+        broadcast_to(&upstream.reshape(&kept)?, input_shape)
+    };
+    match op {
+        ReduceOp::Sum => spread(upstream),
+        ReduceOp::Mean => {
+            let count = match axis {
+                None => input.len(),
+                Some(axis) => input_shape[axis],
+            };
+            spread(upstream)?.mul_scalar((1.0 / count as f64) as f32)
+        }
+        ReduceOp::Prod => input.prod_backward(axis, &upstream),
+        ReduceOp::Max | ReduceOp::Min => Err(Error::InvalidArgument {
+            what: "reduction on the tape",
+            given: op.name().to_string(),
+            expected: "sum, mean or prod: the tape records no other reduction".to_string(),
+        }),
     }
 }
 

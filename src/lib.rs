@@ -39,6 +39,7 @@ pub use device::{list_adapters, AdapterDescription, AdapterSelector, DeviceMemor
 pub use error::{ByteSize, Error, Result};
 pub use kernels::elementwise::{BinaryOp, UnaryOp};
 pub use kernels::kernel_variants;
+pub use kernels::reduce::ReduceOp;
 pub use nn::{Linear, Mlp};
 pub use ops::matmul::Transpose;
 pub use ops::optim::{AdamConfig, EpsilonPlacement};

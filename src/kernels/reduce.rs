@@ -1,8 +1,9 @@
-//! Reductions (shaders/reduce.wgsl): sum, mean, max, min, argmax and argmin over all elements or along any axis.
+//! Reductions (shaders/reduce.wgsl): the value reductions of the op table below (sum, mean, max, min, prod),
+//! and argmax and argmin, over all elements or along any axis; and prod's gradient.
 //!
-//! Edge cases follow NumPy: a NaN makes max and min NaN and is where argmax and argmin point (the first one);
-//! max of a row of −inf is −inf; the sum over an empty axis is 0 and the mean NaN, while max, min, argmax and
-//! argmin of nothing are errors.
+//! Edge cases follow NumPy: a NaN makes every value reduction NaN and is where argmax and argmin point (the
+//! first one); max of a row of −inf is −inf; over an empty axis the sum is 0, the product 1 and the mean NaN,
+//! while max, min, argmax and argmin of nothing are errors.
 //!
 //! A reduction runs as stages, each writing partial results that the next one reduces again: first, for
 //! long contiguous rows, a chunk stage in which each invocation reduces its own run of neighbours; then axis
@@ -11,7 +12,7 @@
 //! rounding. Inputs larger than one storage binding are bound in windows when they are a single row (a
 //! reduction over all elements).
 //!
-//! Sums, max and min come in variants the tuner picks from: the chunk stage reads contiguous runs per invocation
+//! Value reductions come in variants the tuner picks from: the chunk stage reads contiguous runs per invocation
 //! (what llvmpipe likes) or strided runs (neighbouring invocations read neighbouring elements, what GPUs like);
 //! an axis stage over contiguous rows gives each output one invocation or 16 lanes combined as a tree. Each
 //! variant has its own fixed order, so results can differ in the last bits between variants, never between
@@ -19,6 +20,7 @@
 
 use bytemuck::{Pod, Zeroable};
 
+use super::dispatch_windows;
 use super::plan::Limits;
 use crate::error::Result;
 use crate::pool::Allocation;
@@ -30,7 +32,7 @@ use crate::shape::Lanes;
 static REDUCE: Shader = Shader {
     name: "reduce",
     source: include_str!("../../shaders/reduce.wgsl"),
-    generated: reduce_constants,
+    generated,
 };
 
 /// reduce.wgsl with the kernels that use subgroup operations, as a module of its own: built only on devices
@@ -41,17 +43,168 @@ pub(crate) static REDUCE_SUBGROUP: Shader = Shader {
         include_str!("../../shaders/reduce.wgsl"),
         include_str!("../../shaders/reduce_subgroup.wgsl")
     ),
-    generated: reduce_constants,
+    generated,
 };
 
-fn reduce_constants() -> String {
-    wgsl_constants(&[
-        ("OP_SUM", Op::Sum as u32),
-        ("OP_MAX", Op::Max as u32),
-        ("OP_MIN", Op::Min as u32),
-        ("OP_ARGMAX", Op::Argmax as u32),
-        ("OP_ARGMIN", Op::Argmin as u32),
-    ])
+/// Every value reduction, declared once. Each row of `for_each_reduce_op!` is
+/// `Variant method { identity, combine, combine4, empty, divide_by_count } "doc"`:
+/// - `identity`: the WGSL value a lane starts from (`params.infinity` is +inf, which WGSL cannot write);
+/// - `combine`: the WGSL merging `a` and `b`, f32s that are elements or partial results, so it must be
+///   associative and commutative up to rounding (stages merge partials in trees of their own order);
+/// - `combine4`: the same over vec4s, lane by lane (the vec4 chunk loop's; WGSL has no overloading, so
+///   helpers have vec4 twins, `max_nan4` beside `max_nan`);
+/// - `empty`: the result over an empty axis, NumPy's (`None`: an error, as for the max of nothing);
+/// - `divide_by_count`: whether the result is divided by the lane's length (a mean is a sum, scaled).
+///
+/// The op codes, the shader's `identity`, `combine` and `accumulate4` switches (an unknown code yields NaN, never
+/// another op's result), `ReduceOp` and the `Tensor` methods (src/ops/reduce.rs) follow from these rows; an
+/// arm in `reduce_gradient` (src/autograd.rs) and a reference in tests/all/ops_reduce.rs complete a new one.
+macro_rules! for_each_reduce_op {
+    ($callback:ident) => {
+        $callback! {
+            Sum sum { identity: "0.0", combine: "a + b", combine4: "a + b", empty: Some(0.0), divide_by_count: false }
+                "The sum of the elements (0 over an empty axis).";
+            Mean mean { identity: "0.0", combine: "a + b", combine4: "a + b", empty: Some(f32::NAN), divide_by_count: true }
+                "The arithmetic mean of the elements (NaN over an empty axis, as NumPy's 0/0).";
+            Max max { identity: "-params.infinity", combine: "max_nan(a, b)", combine4: "max_nan4(a, b)", empty: None, divide_by_count: false }
+                "The largest element (NaN if any is NaN; an error over an empty axis).";
+            Min min { identity: "params.infinity", combine: "min_nan(a, b)", combine4: "min_nan4(a, b)", empty: None, divide_by_count: false }
+                "The smallest element (NaN if any is NaN; an error over an empty axis).";
+            Prod prod { identity: "1.0", combine: "a * b", combine4: "a * b", empty: Some(1.0), divide_by_count: false }
+                "The product of the elements (1 over an empty axis).";
+        }
+    };
+}
+
+pub(crate) use for_each_reduce_op;
+
+/// One row of the value-reduction table.
+pub(crate) struct ReduceRow {
+    pub op: ReduceOp,
+    pub identity: &'static str,
+    pub combine: &'static str,
+    pub combine4: &'static str,
+    pub empty: Option<f32>,
+    pub divide_by_count: bool,
+}
+
+macro_rules! reduce_enum {
+    ($($variant:ident $method:ident {
+        identity: $identity:literal,
+        combine: $combine:literal,
+        combine4: $combine4:literal,
+        empty: $empty:expr,
+        divide_by_count: $divide:literal
+    } $doc:literal;)*) => {
+        /// Value reductions over all elements or along an axis; the discriminant is the shader's op code.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        #[non_exhaustive]
+        pub enum ReduceOp {
+            $(#[doc = $doc] $variant,)*
+        }
+
+        impl ReduceOp {
+            /// Every row, in op-code order.
+            pub(crate) const ALL: &'static [ReduceRow] = &[$(ReduceRow {
+                op: ReduceOp::$variant,
+                identity: $identity,
+                combine: $combine,
+                combine4: $combine4,
+                empty: $empty,
+                divide_by_count: $divide,
+            },)*];
+
+            /// The name of the op, as its method is called.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(ReduceOp::$variant => stringify!($method),)*
+                }
+            }
+
+            /// Every value reduction, in op-code order (tests sweep them all, so a new row is tested too).
+            pub fn all() -> impl Iterator<Item = ReduceOp> {
+                Self::ALL.iter().map(|row| row.op)
+            }
+
+            pub(crate) fn row(self) -> &'static ReduceRow {
+                // The rows are listed in the enum's order, so the discriminant is the row's position.
+                &Self::ALL[self as usize]
+            }
+        }
+    };
+}
+
+for_each_reduce_op!(reduce_enum);
+
+/// What a reduction computes: a value of the table, or the position of the largest or smallest element.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Reduction {
+    Value(ReduceOp),
+    Argmax,
+    Argmin,
+}
+
+/// Argmax's and argmin's op codes: past every value op's, so the value switches answer them with NaN.
+const ARGMAX_CODE: u32 = 0x100;
+const ARGMIN_CODE: u32 = 0x101;
+
+impl Reduction {
+    /// The shader's op code.
+    fn code(self) -> u32 {
+        match self {
+            Reduction::Value(op) => op as u32,
+            Reduction::Argmax => ARGMAX_CODE,
+            Reduction::Argmin => ARGMIN_CODE,
+        }
+    }
+
+    /// Whether the op yields indices (and carries them through its stages).
+    pub fn is_arg(self) -> bool {
+        matches!(self, Reduction::Argmax | Reduction::Argmin)
+    }
+}
+
+/// The arg op codes, and the shader's `identity`, `combine` and `accumulate4` (the vec4 chunk loop, over
+/// `combine4`), one case per table row.
+fn generated() -> String {
+    let switch = |signature: &str, column: fn(&ReduceRow) -> &'static str, unknown: &str| {
+        let cases: String = ReduceOp::ALL
+            .iter()
+            .map(|row| {
+                format!(
+                    "        case {}u: {{ return {}; }}\n",
+                    row.op as u32,
+                    column(row)
+                )
+            })
+            .collect();
+        format!(
+            "fn {signature} {{\n    switch op {{\n{cases}        default: {{ return {unknown}; }}\n    }}\n}}\n\n"
+        )
+    };
+    // The vec4 chunk loop is the hot one: each case runs its own loop, so the op is not switched on per element.
+    let accumulate4: String = ReduceOp::ALL
+        .iter()
+        .map(|row| {
+            format!(
+                "        case {}u: {{\n            var acc = vec4<f32>({});\n            for (var e = first; e < last; e = e + 1u) {{\n                let a = acc;\n                let b = input4[base + e];\n                acc = {};\n            }}\n            return acc;\n        }}\n",
+                row.op as u32, row.identity, row.combine4
+            )
+        })
+        .collect();
+    let accumulate4 = format!(
+        "fn accumulate4(op: u32, base: u32, first: u32, last: u32) -> vec4<f32> {{\n    switch op {{\n{accumulate4}        default: {{ return vec4<f32>(nan()); }}\n    }}\n}}\n\n"
+    );
+    format!(
+        "{}\n{}{}{accumulate4}",
+        wgsl_constants(&[("OP_ARGMAX", ARGMAX_CODE), ("OP_ARGMIN", ARGMIN_CODE)]),
+        switch("identity(op: u32) -> f32", |row| row.identity, "nan()"),
+        switch(
+            "combine(op: u32, a: f32, b: f32) -> f32",
+            |row| row.combine,
+            "nan()"
+        ),
+    )
 }
 
 static CHUNK_REDUCE: Kernel = Kernel {
@@ -88,6 +241,21 @@ static AXIS_REDUCE_LANES: Kernel = Kernel {
     shader: &REDUCE,
     entry: "axis_reduce_lanes",
     bindings: &[1, 3],
+};
+static ZEROS_TO_ONES: Kernel = Kernel {
+    shader: &REDUCE,
+    entry: "zeros_to_ones",
+    bindings: &[1, 3],
+};
+static ZERO_INDICATOR: Kernel = Kernel {
+    shader: &REDUCE,
+    entry: "zero_indicator",
+    bindings: &[1, 3],
+};
+static PROD_BACKWARD: Kernel = Kernel {
+    shader: &REDUCE,
+    entry: "prod_backward",
+    bindings: &[1, 3, 5, 6],
 };
 static AXIS_REDUCE_SUBGROUP: Kernel = Kernel {
     shader: &REDUCE_SUBGROUP,
@@ -161,23 +329,6 @@ impl Default for Params {
     }
 }
 
-/// The shader's op codes.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Op {
-    Sum = 0,
-    Max = 1,
-    Min = 2,
-    Argmax = 3,
-    Argmin = 4,
-}
-
-impl Op {
-    /// Whether the op yields indices (and carries them through its stages).
-    pub fn is_arg(self) -> bool {
-        matches!(self, Op::Argmax | Op::Argmin)
-    }
-}
-
 /// Temporary ranges of one reduction, given back to the pool when it ends (after the batch that uses them).
 struct Scratch {
     allocations: Vec<Allocation>,
@@ -226,7 +377,7 @@ fn subgroup_workgroups(runtime: &Runtime, outputs: u64) -> [u32; 3] {
 fn chunk_stage(
     runtime: &mut Runtime,
     scratch: &mut Scratch,
-    op: Op,
+    op: Reduction,
     stage: Stage,
     name: &'static str,
 ) -> Result<Stage> {
@@ -295,7 +446,7 @@ fn chunk_stage(
 /// Records the chunk stage of `variant` over each window of the rows.
 fn chunk_windows(
     runtime: &mut Runtime,
-    op: Op,
+    op: Reduction,
     variant: &str,
     values: BufferRange,
     (outer, row_windows): (u64, &[(u64, u64)]),
@@ -319,7 +470,7 @@ fn chunk_windows(
             outer: outer as u32,
             len: count as u32,
             inner: 1,
-            op: op as u32,
+            op: op.code(),
             blocks: window_blocks as u32,
             scale: 1.0,
             index_base: first as u32,
@@ -370,7 +521,7 @@ fn chunk_windows(
 #[allow(clippy::too_many_arguments)] // one stage is fully described by these; a struct would only rename them
 fn axis_stage(
     runtime: &mut Runtime,
-    op: Op,
+    op: Reduction,
     stage: Stage,
     chunk: u64,
     scale: f32,
@@ -385,7 +536,7 @@ fn axis_stage(
         outer: outer as u32,
         len: len as u32,
         inner: inner as u32,
-        op: op as u32,
+        op: op.code(),
         chunk: chunk as u32,
         chunks: chunks as u32,
         scale,
@@ -467,7 +618,7 @@ enum StagePlan {
 
 /// The stages that reduce `lanes` to one value per lane, each with the lanes it reads. Argmax's and argmin's
 /// chunk kernel reads plain values, not (value, index) partials, so it runs once at most.
-fn plan_stages(mut lanes: Lanes, op: Op) -> Vec<(StagePlan, Lanes)> {
+fn plan_stages(mut lanes: Lanes, op: Reduction) -> Vec<(StagePlan, Lanes)> {
     let mut stages = Vec::new();
     while lanes.inner == 1 && lanes.len > CHUNK_FROM && (stages.is_empty() || !op.is_arg()) {
         stages.push((StagePlan::Chunk, lanes));
@@ -484,7 +635,7 @@ fn plan_stages(mut lanes: Lanes, op: Op) -> Vec<(StagePlan, Lanes)> {
 fn run_stages(
     runtime: &mut Runtime,
     scratch: &mut Scratch,
-    op: Op,
+    op: Reduction,
     mut stage: Stage,
     scale: f32,
     out: BufferRange,
@@ -526,6 +677,59 @@ mod tests {
     use super::*;
 
     #[test]
+    fn rows_are_listed_in_op_code_order() {
+        for (position, row) in ReduceOp::ALL.iter().enumerate() {
+            assert_eq!(row.op as usize, position, "{:?}", row.op);
+            assert_eq!(row.op.row().op, row.op);
+        }
+        let names: Vec<&str> = ReduceOp::all().map(ReduceOp::name).collect();
+        assert_eq!(names, ["sum", "mean", "max", "min", "prod"]);
+    }
+
+    /// Each generated function of the shader, from its name to its closing brace.
+    fn generated_function(name: &str) -> String {
+        let source = generated();
+        let start = source
+            .find(&format!("fn {name}("))
+            .unwrap_or_else(|| panic!("{name} is generated"));
+        let body = &source[start..];
+        body[..body.find("\n}\n").expect("the function ends")].to_string()
+    }
+
+    #[test]
+    fn every_row_has_its_case_and_an_unknown_op_code_is_nan_not_another_op() {
+        for (function, unknown) in [
+            ("identity", "nan()"),
+            ("combine", "nan()"),
+            ("accumulate4", "vec4<f32>(nan())"),
+        ] {
+            let body = generated_function(function);
+            assert!(
+                body.contains(&format!("default: {{ return {unknown}; }}")),
+                "{function}: {body}"
+            );
+            for row in ReduceOp::ALL {
+                assert!(
+                    body.contains(&format!("case {}u:", row.op as u32)),
+                    "{function} has no case for {:?}: {body}",
+                    row.op
+                );
+            }
+            for arg in [ARGMAX_CODE, ARGMIN_CODE] {
+                assert!(
+                    !body.contains(&format!("case {arg}u:")),
+                    "{function} answers an arg op: {body}"
+                );
+            }
+        }
+        let source = include_str!("../../shaders/reduce.wgsl");
+        assert!(
+            !source.contains("OP_SUM") && !source.contains("OP_MAX") && !source.contains("OP_MIN"),
+            "reduce.wgsl names a value op itself rather than going through the generated switches"
+        );
+    }
+
+    #[test]
     fn stages_shrink_every_lane_to_one_value_in_short_runs() {
         let shapes = [
             (1, 1, 1),
@@ -540,10 +744,11 @@ mod tests {
             (2, 100_000, 3),
         ];
         for (outer, len, inner) in shapes {
-            for op in [Op::Sum, Op::Max, Op::Argmax, Op::Argmin] {
+            let values = ReduceOp::all().map(Reduction::Value);
+            for op in values.chain([Reduction::Argmax, Reduction::Argmin]) {
                 let lanes = Lanes { outer, len, inner };
                 let stages = plan_stages(lanes, op);
-                let context = format!("{lanes:?} {}", op as u32);
+                let context = format!("{lanes:?} {op:?}");
                 let mut expected = lanes;
                 for (index, &(step, read)) in stages.iter().enumerate() {
                     assert_eq!(
@@ -585,7 +790,7 @@ mod tests {
 pub(crate) fn reduce(
     runtime: &mut Runtime,
     name: &'static str,
-    op: Op,
+    op: Reduction,
     input: BufferRange,
     lanes: Lanes,
     scale: f32,
@@ -604,10 +809,80 @@ pub(crate) fn reduce(
     outcome
 }
 
+/// How `zero_split` rewrites each element: prod's gradient needs both a lane's product of non-zeros and its
+/// count of zeros, which the value reductions then take from these.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ZeroSplit {
+    /// The element, or 1 where it is 0.
+    ZerosToOnes,
+    /// 1 where the element is 0, else 0.
+    Indicator,
+}
+
+/// out = `split` of each of `elements` elements of `input`, window by window.
+pub(crate) fn zero_split(
+    runtime: &mut Runtime,
+    split: ZeroSplit,
+    input: BufferRange,
+    out: BufferRange,
+    elements: u64,
+) -> Result<()> {
+    let kernel = match split {
+        ZeroSplit::ZerosToOnes => &ZEROS_TO_ONES,
+        ZeroSplit::Indicator => &ZERO_INDICATOR,
+    };
+    dispatch_windows(runtime, kernel, &[input, out], elements, 1, |_, count| {
+        Params {
+            len: count as u32,
+            ..Params::default()
+        }
+    })
+}
+
+/// The gradient of prod along the lanes' middle axis, into `out` (the shape of `input`): each element's
+/// product of the others in its lane times that lane's upstream gradient. `lane_scale` holds, per lane, the
+/// upstream gradient times the product of the lane's non-zero elements, and `lane_zeros` its count of zeros;
+/// from those, each element's gradient is exact however many zeros its lane holds.
+pub(crate) fn prod_backward(
+    runtime: &mut Runtime,
+    name: &'static str,
+    input: BufferRange,
+    lanes: Lanes,
+    (lane_scale, lane_zeros): (BufferRange, BufferRange),
+    out: BufferRange,
+) -> Result<()> {
+    let limits = Limits::of(runtime.limits());
+    limits.expect_bindable(name, lane_scale)?;
+    limits.expect_bindable(name, lane_zeros)?;
+    let Lanes { outer, len, inner } = lanes;
+    for (first, count) in limits.windows(outer * len * inner) {
+        let params = Params {
+            outer: outer as u32,
+            len: len as u32,
+            inner: inner as u32,
+            index_base: first as u32,
+            blocks: count as u32,
+            ..Params::default()
+        };
+        runtime.dispatch(
+            &PROD_BACKWARD,
+            bytemuck::bytes_of(&params),
+            &[
+                input.elements(first, count),
+                out.elements(first, count),
+                lane_scale,
+                lane_zeros,
+            ],
+            limits.per_element(count, 1),
+        )?;
+    }
+    Ok(())
+}
+
 reflected_layout!(
     kernels: [
         CHUNK_REDUCE, CHUNK_REDUCE_VEC4, CHUNK_ARGMAX, AXIS_REDUCE, AXIS_ARGMAX, CHUNK_REDUCE_STRIDED,
-        AXIS_REDUCE_LANES
+        AXIS_REDUCE_LANES, ZEROS_TO_ONES, ZERO_INDICATOR, PROD_BACKWARD
     ],
     params: {
         outer, len, inner, op, chunk, chunks, scale, indexed, index_base, blocks, infinity

@@ -1,79 +1,134 @@
-//! Reductions: sum, mean, max, min, argmax and argmin over all elements or along any axis.
+//! Reductions: the value reductions of the op table (sum, mean, max, min, prod), argmax and argmin, over all
+//! elements or along any axis; and prod's gradient, for the tape.
 //!
-//! Edge cases follow NumPy: a NaN makes max and min NaN and is where argmax and argmin point (the first one);
-//! max of a row of −inf is −inf; the sum over an empty axis is 0 and the mean NaN, while max, min, argmax and
-//! argmin of nothing are errors.
+//! Edge cases follow NumPy: a NaN makes every value reduction NaN and is where argmax and argmin point (the
+//! first one); max of a row of −inf is −inf; over an empty axis each row's `empty` answers (sum 0, prod 1,
+//! mean NaN), while max, min, argmax and argmin of nothing are errors.
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::kernels::reduce::{self, Op};
+use crate::kernels::reduce::{self, for_each_reduce_op, ReduceOp, Reduction, ZeroSplit};
 use crate::shape::lanes;
 use crate::tensor::Tensor;
 
 fn reduce(
     input: &Tensor,
     axis: Option<usize>,
-    op: Op,
-    mean: bool,
+    reduction: Reduction,
     name: &'static str,
 ) -> Result<Tensor> {
     input.expect_dtype(name, DType::F32)?;
     let (view, out_shape) = lanes(name, input.shape(), axis)?;
-    if view.len == 0 && op != Op::Sum {
+    let row = match reduction {
+        Reduction::Value(op) => Some(op.row()),
+        Reduction::Argmax | Reduction::Argmin => None,
+    };
+    let empty = row.and_then(|row| row.empty);
+    if view.len == 0 && empty.is_none() {
+        let defined: Vec<String> = ReduceOp::ALL
+            .iter()
+            .filter_map(|row| Some(format!("{} ({})", row.op.name(), row.empty?)))
+            .collect();
         return Err(Error::Shape {
             op: name,
             message: format!(
-                "{name} of nothing is undefined (shape {:?}, axis {axis:?}); only sum (0) and mean (NaN) \
-                 reduce an empty axis",
-                input.shape()
+                "{name} of nothing is undefined (shape {:?}, axis {axis:?}); only {} reduce an empty axis",
+                input.shape(),
+                defined.join(", ")
             ),
         });
     }
-    let dtype = if op.is_arg() { DType::U32 } else { DType::F32 };
+    let dtype = if reduction.is_arg() {
+        DType::U32
+    } else {
+        DType::F32
+    };
     let out = input.output(name, &out_shape, dtype)?;
-    if view.len == 0 {
-        // NumPy's answers: the empty sum is 0, and the mean of nothing is 0/0.
-        out.fill_(if mean { f32::NAN } else { 0.0 })?;
+    if let (0, Some(value)) = (view.len, empty) {
+        out.fill_(value)?;
         return Ok(out);
     }
     if out.is_empty() {
         return Ok(out);
     }
-    let scale = if mean {
-        (1.0 / view.len as f64) as f32
-    } else {
-        1.0
+    let scale = match row {
+        Some(row) if row.divide_by_count => (1.0 / view.len as f64) as f32,
+        _ => 1.0,
     };
     let (source, target) = (input.range()?, out.range()?);
-    input.with_runtime(|runtime| reduce::reduce(runtime, name, op, source, view, scale, target))?;
+    input.with_runtime(|runtime| {
+        reduce::reduce(runtime, name, reduction, source, view, scale, target)
+    })?;
     Ok(out)
 }
 
 /// Reductions. `axis: None` reduces over all elements into a 0-d tensor; `Some(axis)` removes that axis.
 impl Tensor {
-    pub fn sum(&self, axis: Option<usize>) -> Result<Tensor> {
-        reduce(self, axis, Op::Sum, false, "sum")
-    }
-
-    pub fn mean(&self, axis: Option<usize>) -> Result<Tensor> {
-        reduce(self, axis, Op::Sum, true, "mean")
-    }
-
-    pub fn max(&self, axis: Option<usize>) -> Result<Tensor> {
-        reduce(self, axis, Op::Max, false, "max")
-    }
-
-    pub fn min(&self, axis: Option<usize>) -> Result<Tensor> {
-        reduce(self, axis, Op::Min, false, "min")
+    /// Any row of the value-reduction table, by value (see [`ReduceOp`]).
+    pub fn reduce(&self, op: ReduceOp, axis: Option<usize>) -> Result<Tensor> {
+        reduce(self, axis, Reduction::Value(op), op.name())
     }
 
     /// Index of the largest element (the first on ties, the first NaN if any), as a u32 tensor.
     pub fn argmax(&self, axis: Option<usize>) -> Result<Tensor> {
-        reduce(self, axis, Op::Argmax, false, "argmax")
+        reduce(self, axis, Reduction::Argmax, "argmax")
     }
 
     /// Index of the smallest element (the first on ties, the first NaN if any), as a u32 tensor.
     pub fn argmin(&self, axis: Option<usize>) -> Result<Tensor> {
-        reduce(self, axis, Op::Argmin, false, "argmin")
+        reduce(self, axis, Reduction::Argmin, "argmin")
+    }
+
+    /// The gradient of `prod(self, axis)` weighted by `upstream` (of the reduced shape): each element's
+    /// product of the others in its lane, times its lane's upstream value. Exact where lanes hold zeros, which
+    /// `upstream · prod / self` is not.
+    pub(crate) fn prod_backward(&self, axis: Option<usize>, upstream: &Tensor) -> Result<Tensor> {
+        const NAME: &str = "prod backward";
+        self.expect_dtype(NAME, DType::F32)?;
+        upstream.expect_dtype(NAME, DType::F32)?;
+        self.expect_same_session(NAME, upstream)?;
+        let (view, out_shape) = lanes(NAME, self.shape(), axis)?;
+        let out = self.output(NAME, self.shape(), DType::F32)?;
+        if out.is_empty() {
+            return Ok(out);
+        }
+        let split = |how: ZeroSplit| -> Result<Tensor> {
+            let split = self.output(NAME, self.shape(), DType::F32)?;
+            let (source, target) = (self.range()?, split.range()?);
+            let elements = self.len() as u64;
+            self.with_runtime(|runtime| {
+                reduce::zero_split(runtime, how, source, target, elements)
+            })?;
+            Ok(split)
+        };
+        let non_zero_product = split(ZeroSplit::ZerosToOnes)?.prod(axis)?;
+        let zero_count = split(ZeroSplit::Indicator)?.sum(axis)?;
+        let lane_scale = upstream.reshape(&out_shape)?.mul(&non_zero_product)?;
+        let (source, scale, zeros, target) = (
+            self.range()?,
+            lane_scale.range()?,
+            zero_count.range()?,
+            out.range()?,
+        );
+        self.with_runtime(|runtime| {
+            reduce::prod_backward(runtime, NAME, source, view, (scale, zeros), target)
+        })?;
+        Ok(out)
     }
 }
+
+macro_rules! reduce_methods {
+    ($($variant:ident $method:ident { $($row:tt)* } $doc:literal;)*) => {
+        /// Value reductions, one method per row of the op table.
+        impl Tensor {
+            $(
+                #[doc = $doc]
+                pub fn $method(&self, axis: Option<usize>) -> Result<Tensor> {
+                    self.reduce(ReduceOp::$variant, axis)
+                }
+            )*
+        }
+    };
+}
+
+for_each_reduce_op!(reduce_methods);

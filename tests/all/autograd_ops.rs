@@ -1,11 +1,12 @@
 //! Every row of the elementwise op tables, forward and backward: the value against an f64 reference of the op,
 //! and the tape's gradient against a central finite difference of that reference. The sweep takes every op
-//! the tables declare, so a new row is tested as soon as it exists (its reference below must be added).
+//! the tables declare, so a new row is tested as soon as it exists (its reference below must be added). Then
+//! prod's gradient, with lanes holding no zero, one zero and two or more.
 
 use std::sync::Arc;
 
 use crate::common::{for_each_backend, relative_error, Rng};
-use wgcompute::{BinaryOp, Tape, UnaryOp};
+use wgcompute::{BinaryOp, Tape, Tensor, UnaryOp};
 
 /// The op in f64: what the kernel computes, as the reference for values and finite differences.
 fn unary_reference(op: UnaryOp, x: f64, a: f64) -> f64 {
@@ -183,6 +184,120 @@ fn every_binary_op_matches_its_reference_forward_and_backward_with_broadcasting(
                         error < 1e-4,
                         "{context} gradient of {name}: relative error {error:e}"
                     );
+                }
+            }
+        }
+        session.close();
+    });
+}
+
+/// (outer, len, inner) around an axis.
+fn lanes_of(shape: &[usize], axis: Option<usize>) -> (usize, usize, usize) {
+    match axis {
+        None => (1, shape.iter().product(), 1),
+        Some(axis) => (
+            shape[..axis].iter().product(),
+            shape[axis],
+            shape[axis + 1..].iter().product(),
+        ),
+    }
+}
+
+/// A shape, the elements set to zero, and the axes to reduce along.
+type ProdCase = (&'static [usize], &'static [usize], &'static [Option<usize>]);
+
+/// cost = Σ w · prod(x, axis), with w of the reduced shape so that every lane has its own upstream gradient:
+/// the tape's value and gradient against the f64 product and central finite differences of it. Zeros are
+/// where `upstream · prod / x` goes wrong: a lane with one zero must give the zero the product of the others
+/// (and every other element 0), a lane with two or more must give 0 throughout, never NaN.
+#[test]
+fn prod_gradient_is_the_product_of_the_others_also_with_zeros_in_a_lane() {
+    let mut rng = Rng::fresh("prod gradient");
+    // (shape, zeros at, axes): rows of [5, 7] with no zero, one and two (and a column with two), a tensor
+    // with a single zero over all elements, one with none, and lanes longer than one chunk.
+    let cases: [ProdCase; 6] = [
+        (
+            &[5, 7],
+            &[7 + 3, 14 + 1, 14 + 5, 28 + 3],
+            &[Some(0), Some(1), None],
+        ),
+        (&[3, 4], &[6], &[None, Some(0), Some(1)]),
+        (&[2, 3, 4], &[], &[None, Some(0), Some(1), Some(2)]),
+        (&[2, 3, 4], &[5, 17, 21], &[Some(1), Some(2)]),
+        (&[4099], &[4000], &[None]),
+        (&[4099], &[100, 4000], &[None]),
+    ];
+    for_each_backend(|backend| {
+        let session = backend.poisoned();
+        for (shape, zeros, axes) in cases {
+            let len: usize = shape.iter().product();
+            // Magnitudes near 1, so that a product over a long lane stays well inside f32.
+            let mut x: Vec<f32> = if len > 1000 {
+                (0..len).map(|_| rng.uniform(0.99, 1.01)).collect()
+            } else {
+                inputs(&mut rng, len, false)
+            };
+            for &at in zeros {
+                x[at] = 0.0;
+            }
+            for &axis in axes {
+                let context = format!("prod over {axis:?} of {shape:?} with zeros at {zeros:?}");
+                let (outer, lane, inner) = lanes_of(shape, axis);
+                let weights = rng.vec(outer * inner, -1.0, 1.0);
+                let reduced: Vec<usize> = match axis {
+                    None => Vec::new(),
+                    Some(axis) => [&shape[..axis], &shape[axis + 1..]].concat(),
+                };
+                let x_tensor = Arc::new(session.upload(&x, shape).expect("x"));
+                let w_tensor = Arc::new(session.upload(&weights, &reduced).expect("weights"));
+                let mut tape = Tape::new();
+                let xv = tape.param(&x_tensor);
+                let wv = tape.constant(&w_tensor);
+                let y = tape.prod(xv, axis).expect("forward");
+                let weighted = tape.mul(y, wv).expect("weighting");
+                let cost = tape.sum(weighted, None).expect("sum");
+                let value = tape.value(y).expect("y").to_vec().expect("read y");
+                let gradients = tape.backward(cost).expect("backward");
+                let gradient = gradients
+                    .of(&x_tensor)
+                    .map(Tensor::to_vec)
+                    .expect("x took part")
+                    .expect("read the gradient");
+
+                let at = |o: usize, k: usize, i: usize| (o * lane + k) * inner + i;
+                let mut want_value = vec![0.0; outer * inner];
+                let mut want_gradient = vec![0.0; len];
+                for o in 0..outer {
+                    for i in 0..inner {
+                        let lane_values: Vec<f64> =
+                            (0..lane).map(|k| f64::from(x[at(o, k, i)])).collect();
+                        let weight = f64::from(weights[o * inner + i]);
+                        want_value[o * inner + i] = lane_values.iter().product();
+                        for k in 0..lane {
+                            let product_with = |value: f64| {
+                                let mut changed = lane_values.clone();
+                                changed[k] = value;
+                                changed.iter().product::<f64>()
+                            };
+                            want_gradient[at(o, k, i)] =
+                                numeric_gradient(product_with, lane_values[k], weight);
+                        }
+                    }
+                }
+                let value_error = relative_error(&value, &want_value);
+                assert!(value_error < 1e-5, "{context} forward: {value_error:e}");
+                let gradient_error = relative_error(&gradient, &want_gradient);
+                assert!(
+                    gradient_error < 1e-4,
+                    "{context} gradient: relative error {gradient_error:e}\n got {gradient:?}\nwant {want_gradient:?}"
+                );
+                for (&got, &want) in gradient.iter().zip(&want_gradient) {
+                    if want == 0.0 {
+                        assert_eq!(
+                            got, 0.0,
+                            "{context}: an element whose lane has another zero"
+                        );
+                    }
                 }
             }
         }

@@ -1,67 +1,99 @@
-//! Reductions against an f64 reference: all elements and every axis, awkward sizes, past the dispatch limit
-//! and past one storage binding; bitwise repeatable.
+//! Reductions against an f64 reference: every row of the value-reduction table (`ReduceOp::all()`, so a new
+//! row is tested as soon as it has a reference below) and argmax and argmin, over all elements and every axis,
+//! at awkward sizes, past the dispatch limit and past one storage binding; bitwise repeatable.
 
-use crate::common::{self, for_each_backend, on_vulkan, Rng};
-use wgcompute::{Error, Session, Tensor};
+use crate::common::{for_each_backend, on_vulkan, Rng};
+use wgcompute::{Error, ReduceOp, Session, Tensor};
 
-#[derive(Clone, Copy, Debug)]
-enum Op {
-    Sum,
-    Mean,
-    Max,
-    Min,
+fn apply(tensor: &Tensor, op: ReduceOp, axis: Option<usize>) -> Tensor {
+    tensor
+        .reduce(op, axis)
+        .unwrap_or_else(|error| panic!("{op:?} over {axis:?} of {:?}: {error}", tensor.shape()))
 }
 
-fn apply(tensor: &Tensor, op: Op, axis: Option<usize>) -> Tensor {
+/// The op over one lane in f64: the reference of every row of the table.
+fn reference_of(op: ReduceOp, lane: &[f64]) -> f64 {
     match op {
-        Op::Sum => tensor.sum(axis),
-        Op::Mean => tensor.mean(axis),
-        Op::Max => tensor.max(axis),
-        Op::Min => tensor.min(axis),
+        ReduceOp::Sum => lane.iter().sum(),
+        ReduceOp::Mean => lane.iter().sum::<f64>() / lane.len() as f64,
+        ReduceOp::Max => lane.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        ReduceOp::Min => lane.iter().copied().fold(f64::INFINITY, f64::min),
+        ReduceOp::Prod => lane.iter().product(),
+        other => panic!("no reference for {other:?}: add one"),
     }
-    .unwrap_or_else(|error| panic!("{op:?} over {axis:?} of {:?}: {error}", tensor.shape()))
 }
 
-/// (outer, len, inner) around an axis, and the reference reduction in f64.
-fn reference(data: &[f32], shape: &[usize], axis: Option<usize>, op: Op) -> Vec<f64> {
-    let (outer, len, inner) = match axis {
-        None => (1, data.len(), 1),
+/// The relative error an op's f32 result may have over a lane of `len`. Sums are trees of short runs, so
+/// their error stays near f32 rounding at any length. A product rounds once per element whatever its order:
+/// those roundings add up like a random walk, about √len · ε/√12 (held here to 2·√len · ε, some seven of
+/// those), and where the values crowd close to 1 (long lanes, see `signed_data`) they sit on a coarse f32 grid
+/// and their roundings lean one way, by about len · ε/300 at 16 to 48 million elements (held to len · ε/64).
+fn tolerance(op: ReduceOp, len: usize) -> f64 {
+    let (len, epsilon) = (len as f64, f64::from(f32::EPSILON));
+    match op {
+        ReduceOp::Prod => 1e-6 + 2.0 * len.sqrt() * epsilon + len * epsilon / 64.0,
+        _ => 2e-6,
+    }
+}
+
+/// (outer, len, inner) around an axis.
+fn lanes_of(shape: &[usize], axis: Option<usize>) -> (usize, usize, usize) {
+    match axis {
+        None => (1, shape.iter().product(), 1),
         Some(axis) => (
             shape[..axis].iter().product(),
             shape[axis],
             shape[axis + 1..].iter().product(),
         ),
-    };
+    }
+}
+
+/// Per output, the reference and the scale its error is measured against: the larger of the result and the
+/// op over the magnitudes. f32 sums of mixed signs can only promise accuracy against the sum of the
+/// magnitudes they add, not against a result that cancels to near zero.
+fn reference(data: &[f32], shape: &[usize], axis: Option<usize>, op: ReduceOp) -> Vec<(f64, f64)> {
+    let (outer, len, inner) = lanes_of(shape, axis);
     let mut out = Vec::with_capacity(outer * inner);
+    let (mut lane, mut magnitudes) = (Vec::with_capacity(len), Vec::with_capacity(len));
     for o in 0..outer {
         for i in 0..inner {
-            let values = (0..len).map(|k| data[(o * len + k) * inner + i] as f64);
-            out.push(match op {
-                Op::Sum => values.sum(),
-                Op::Mean => values.sum::<f64>() / len as f64,
-                Op::Max => values.fold(f64::NEG_INFINITY, f64::max),
-                Op::Min => values.fold(f64::INFINITY, f64::min),
-            });
+            lane.clear();
+            lane.extend((0..len).map(|k| f64::from(data[(o * len + k) * inner + i])));
+            magnitudes.clear();
+            magnitudes.extend(lane.iter().map(|x| x.abs()));
+            let want = reference_of(op, &lane);
+            out.push((want, want.abs().max(reference_of(op, &magnitudes).abs())));
         }
     }
     out
 }
 
-fn argmax_reference(data: &[f32], shape: &[usize], axis: Option<usize>) -> Vec<u32> {
-    let (outer, len, inner) = match axis {
-        None => (1, data.len(), 1),
-        Some(axis) => (
-            shape[..axis].iter().product(),
-            shape[axis],
-            shape[axis + 1..].iter().product(),
-        ),
-    };
+/// The largest error of `got` against `want`, each relative to its scale.
+fn error_against_scale(got: &[f32], want: &[(f64, f64)]) -> f64 {
+    assert_eq!(got.len(), want.len(), "element counts differ");
+    got.iter()
+        .zip(want)
+        .map(|(&g, &(w, scale))| {
+            let error = (f64::from(g) - w).abs() / scale.max(f64::MIN_POSITIVE);
+            if error.is_nan() {
+                f64::INFINITY
+            } else {
+                error
+            }
+        })
+        .fold(0.0, f64::max)
+}
+
+/// Argmax (or argmin with `smallest`): the first index of the largest (smallest) value of each lane.
+fn arg_reference(data: &[f32], shape: &[usize], axis: Option<usize>, smallest: bool) -> Vec<u32> {
+    let (outer, len, inner) = lanes_of(shape, axis);
     let mut out = Vec::new();
     for o in 0..outer {
         for i in 0..inner {
+            let at = |k: usize| data[(o * len + k) * inner + i];
             let mut best = 0;
             for k in 1..len {
-                if data[(o * len + k) * inner + i] > data[(o * len + best) * inner + i] {
+                if (smallest && at(k) < at(best)) || (!smallest && at(k) > at(best)) {
                     best = k;
                 }
             }
@@ -71,63 +103,52 @@ fn argmax_reference(data: &[f32], shape: &[usize], axis: Option<usize>) -> Vec<u
     out
 }
 
-/// Each sum's error as a share of the sum of the magnitudes it adds: f32 summation of mixed signs can only
-/// promise accuracy against that scale, not against a result that cancels to near zero.
-fn error_against_magnitudes(got: &[f32], want: &[f64], magnitudes: &[f64]) -> f64 {
-    got.iter()
-        .zip(want)
-        .zip(magnitudes)
-        .map(|((g, w), m)| (*g as f64 - w).abs() / m.max(f64::MIN_POSITIVE))
-        .fold(0.0, f64::max)
+/// `len` values of either sign whose logarithms are uniform in ±w, w shrinking with `len` so that the product
+/// of all of them stays finite and well inside f32's range (its logarithm wanders about 10/√3 from 0): a
+/// spread from 0.37 to 2.7 for short tensors, values near 1 for long ones, where a product is the hardest.
+fn signed_data(rng: &mut Rng, len: usize) -> Vec<f32> {
+    let spread = (10.0 / (len as f64).sqrt()).min(1.0) as f32;
+    (0..len)
+        .map(|_| {
+            let magnitude = f64::from(rng.uniform(-spread, spread)).exp() as f32;
+            if rng.next_u64().is_multiple_of(2) {
+                magnitude
+            } else {
+                -magnitude
+            }
+        })
+        .collect()
 }
 
 fn check(session: &Session, rng: &mut Rng, shape: &[usize], label: &str) {
-    // Positive data: sums are well conditioned, and the relative error is held to 1e-5.
-    let len: usize = shape.iter().product();
-    let positive = rng.vec(len, 0.0, 1.0);
-    let tensor = session.upload(&positive, shape).expect("upload");
-    for axis in std::iter::once(None).chain((0..shape.len()).map(Some)) {
-        for op in [Op::Sum, Op::Mean] {
-            let got = apply(&tensor, op, axis).to_vec().expect("read");
-            let error = common::relative_error(&got, &reference(&positive, shape, axis, op));
-            assert!(
-                error < 1e-5,
-                "{label}: {op:?} over {axis:?} of positive {shape:?}: relative error {error}"
-            );
-        }
-    }
-    // Mixed signs: sums are checked against the magnitudes they add; max, min and argmax exactly as before.
-    let data = rng.vec(len, -1.0, 1.0);
-    let magnitudes: Vec<f32> = data.iter().map(|x| x.abs()).collect();
+    let data = signed_data(rng, shape.iter().product());
     let tensor = session.upload(&data, shape).expect("upload");
     let axes: Vec<Option<usize>> = std::iter::once(None)
         .chain((0..shape.len()).map(Some))
         .collect();
     for &axis in &axes {
-        for op in [Op::Sum, Op::Mean, Op::Max, Op::Min] {
+        let (_, lane, _) = lanes_of(shape, axis);
+        for op in ReduceOp::all() {
             let got = apply(&tensor, op, axis).to_vec().expect("read");
-            let want = reference(&data, shape, axis, op);
-            let error = match op {
-                Op::Sum | Op::Mean => {
-                    error_against_magnitudes(&got, &want, &reference(&magnitudes, shape, axis, op))
-                }
-                Op::Max | Op::Min => common::relative_error(&got, &want),
-            };
+            let error = error_against_scale(&got, &reference(&data, shape, axis, op));
+            let tolerance = tolerance(op, lane);
             assert!(
-                error < 1e-6,
-                "{label}: {op:?} over {axis:?} of {shape:?}: error {error}"
+                error < tolerance,
+                "{label}: {op:?} over {axis:?} of {shape:?}: error {error:e} (tolerance {tolerance:e})"
             );
         }
-        let got = tensor
-            .argmax(axis)
-            .expect("argmax")
-            .to_vec_u32()
-            .expect("read");
-        assert_eq!(
-            got,
-            argmax_reference(&data, shape, axis),
-            "{label}: argmax over {axis:?} of {shape:?}"
-        );
+        for (name, smallest) in [("argmax", false), ("argmin", true)] {
+            let indices = if smallest {
+                tensor.argmin(axis)
+            } else {
+                tensor.argmax(axis)
+            };
+            assert_eq!(
+                indices.expect(name).to_vec_u32().expect("read"),
+                arg_reference(&data, shape, axis, smallest),
+                "{label}: {name} over {axis:?} of {shape:?}"
+            );
+        }
     }
 }
 
@@ -141,6 +162,10 @@ fn awkward_shapes_along_every_axis() {
             &[7],
             &[257],
             &[4097],
+            // Just over the chunk stage's 4096 and a multiple of 4: the vec4 chunk loop, each row's own.
+            &[4100],
+            &[3, 4100],
+            &[2, 8196],
             &[65_537],
             &[1, 1],
             &[3, 5],
@@ -169,31 +194,29 @@ fn large_inputs_past_the_dispatch_limit() {
 }
 
 #[test]
-fn a_sum_over_more_than_one_binding_is_windowed_and_repeatable() {
+fn a_reduction_over_more_than_one_binding_is_windowed_and_repeatable() {
     on_vulkan(|backend| {
         let session = backend.poisoned();
         let mut rng = Rng::fresh("reduce windows");
         let len = 48_000_000usize;
-        let data = rng.vec(len, 0.0, 1.0);
+        let data = signed_data(&mut rng, len);
         let tensor = session.upload(&data, &[len]).expect("upload 192 MB");
-        let want: f64 = data.iter().map(|&x| x as f64).sum();
-        let first = tensor.sum(None).expect("sum").to_vec().expect("read")[0];
-        assert!(
-            ((first as f64 - want) / want).abs() < 1e-5,
-            "sum {first} vs {want}"
-        );
-        let again = tensor.sum(None).expect("sum").to_vec().expect("read")[0];
-        assert_eq!(
-            first.to_bits(),
-            again.to_bits(),
-            "the same input gives the same bits"
-        );
-        let want_max = data.iter().copied().fold(f32::MIN, f32::max);
-        assert_eq!(
-            tensor.max(None).expect("max").to_vec().expect("read")[0],
-            want_max
-        );
-        let want_index = argmax_reference(&data, &[len], None);
+        for op in ReduceOp::all() {
+            let first = apply(&tensor, op, None).to_vec().expect("read");
+            let error = error_against_scale(&first, &reference(&data, &[len], None, op));
+            let tolerance = tolerance(op, len);
+            assert!(
+                error < tolerance,
+                "{op:?} of {len}: error {error:e} (tolerance {tolerance:e})"
+            );
+            let again = apply(&tensor, op, None).to_vec().expect("read");
+            assert_eq!(
+                first[0].to_bits(),
+                again[0].to_bits(),
+                "{op:?}: the same input gives the same bits"
+            );
+        }
+        let want_index = arg_reference(&data, &[len], None, false);
         assert_eq!(
             tensor
                 .argmax(None)
@@ -201,6 +224,52 @@ fn a_sum_over_more_than_one_binding_is_windowed_and_repeatable() {
                 .to_vec_u32()
                 .expect("read"),
             want_index
+        );
+    });
+}
+
+/// NumPy's answers over nothing: the empty sum 0, the empty product 1, the mean of nothing NaN (the reference
+/// over an empty lane), and an error where that would be ±inf (max and min of nothing have no value). A
+/// reduction over all elements is 0-d whatever the op.
+#[test]
+fn empty_axes_and_whole_tensors_follow_numpy() {
+    on_vulkan(|backend| {
+        let session = backend.poisoned();
+        let empty = session.zeros(&[3, 0]).expect("empty tensor");
+        let values = session
+            .upload(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3])
+            .expect("upload");
+        for op in ReduceOp::all() {
+            let want = reference_of(op, &[]);
+            match empty.reduce(op, Some(1)) {
+                Ok(got) if want.is_finite() || want.is_nan() => {
+                    let got = got.to_vec().expect("read");
+                    assert_eq!(got.len(), 3, "{op:?} of [3, 0] along 1");
+                    for value in got {
+                        assert!(
+                            f64::from(value) == want || (value.is_nan() && want.is_nan()),
+                            "{op:?} of nothing is {value}, not {want}"
+                        );
+                    }
+                }
+                Err(Error::Shape { .. }) if want.is_infinite() => {}
+                other => panic!(
+                    "{op:?} of nothing: {:?}, want {want}",
+                    other.map(|tensor| tensor.to_vec())
+                ),
+            }
+            let whole = apply(&values, op, None);
+            assert_eq!(whole.shape(), &[] as &[usize], "{op:?} over None is 0-d");
+            let want = reference_of(op, &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+            assert_eq!(f64::from(whole.item().expect("item")), want, "{op:?}");
+        }
+        assert_eq!(
+            values.prod(Some(0)).expect("prod").to_vec().expect("read"),
+            vec![4.0, 10.0, 18.0]
+        );
+        assert_eq!(
+            values.prod(Some(1)).expect("prod").to_vec().expect("read"),
+            vec![6.0, 120.0]
         );
     });
 }
@@ -232,7 +301,7 @@ fn bad_axes_are_shape_errors_and_the_session_goes_on() {
 
 /// Every variant of the reduction stages forced in turn (the chunk stage's contiguous, strided or subgroup runs,
 /// the axis stage's invocation, lanes or subgroup per output; argmax and argmin keep their own kernels): awkward
-/// shapes through each kind of stage, and a NaN in one row of max and min. The subgroup variants run where the
+/// shapes through each kind of stage for every row of the table, and a NaN in one row. The subgroup variants run where the
 /// adapter has subgroup operations (lavapipe's Vulkan adapter does, GL does not) and are skipped, saying so,
 /// elsewhere.
 #[test]
@@ -263,6 +332,8 @@ fn every_reduction_variant_at_awkward_shapes_and_with_nan() {
                     &[1][..],
                     &[17],
                     &[4097],
+                    &[4100],
+                    &[3, 4100],
                     &[70_001],
                     &[4096, 16],
                     &[13, 257],
@@ -271,18 +342,24 @@ fn every_reduction_variant_at_awkward_shapes_and_with_nan() {
                 ] {
                     check(&session, &mut rng, shape, &label);
                 }
+                // A NaN in one row makes that row's every value reduction NaN, as NumPy's.
                 let (rows, cols) = (5, 9_001);
-                let mut data = rng.vec(rows * cols, -1.0, 1.0);
+                let mut data = signed_data(&mut rng, rows * cols);
                 data[2 * cols + 4_321] = f32::NAN;
                 let tensor = session.upload(&data, &[rows, cols]).expect("upload");
-                for op in [Op::Max, Op::Min] {
+                for op in ReduceOp::all() {
                     let got = apply(&tensor, op, Some(1)).to_vec().expect("read");
                     let want = reference(&data, &[rows, cols], Some(1), op);
                     for (row, (&g, &w)) in got.iter().zip(&want).enumerate() {
                         if row == 2 {
                             assert!(g.is_nan(), "{label}: {op:?} of the row with a NaN is {g}");
                         } else {
-                            assert_eq!(g as f64, w, "{label}: {op:?} of row {row}");
+                            let error = error_against_scale(&[g], &[w]);
+                            assert!(
+                                error < tolerance(op, cols),
+                                "{label}: {op:?} of row {row}: {g} vs {}",
+                                w.0
+                            );
                         }
                     }
                 }
