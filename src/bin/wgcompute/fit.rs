@@ -106,7 +106,8 @@ pub struct FitArgs {
     /// Learning rate. Default: 0.001 for adam and adamw, 0.01 for sgd (with momentum 0.9), or the resumed fit's.
     #[arg(long)]
     lr: Option<f32>,
-    /// Default: adam, or the resumed fit's.
+    /// The optimizer: adam, adamw (decoupled weight decay 0.01) or sgd (momentum 0.9). Default: adam, or the
+    /// resumed fit's.
     #[arg(long, value_enum)]
     optimizer: Option<OptimizerKind>,
     /// Fraction of the samples (drawn at random by --seed) held out to measure validation loss and accuracy.
