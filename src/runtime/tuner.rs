@@ -4,7 +4,9 @@
 //! alike); the first candidate is the family's default for that class. At the first use of a (family, class) in
 //! a session, the tuner times the candidates on the real operands within a small budget and keeps the winner
 //! for the rest of the session; the pick is written to a cache file per adapter (name, backend, driver, crate
-//! version) in the user's cache directory, so that the next process starts tuned.
+//! version) in the user's cache directory, so that the next process starts tuned. Each pick is stored with a
+//! checksum of the candidates it won among: a pick made before a variant was added (or retired, or while a
+//! session was restricted to fewer) never saw its rivals, so it counts as not cached and is timed again.
 //!
 //! The cache file is untrusted input (anyone who can write the cache directory controls it): only a regular
 //! file of at most `MAX_CACHE_BYTES` is read, and one that is not a whole, well-formed cache of this adapter is
@@ -135,7 +137,8 @@ pub fn tuning_cache_dir() -> Option<PathBuf> {
     base.map(|dir| dir.join("wgcompute"))
 }
 
-/// What identifies an adapter's picks: they hold for this adapter, driver and crate version only.
+/// What identifies an adapter's picks: they hold for this adapter, driver and crate version only (and each for
+/// the candidate set it was chosen among: [`candidate_checksum`]).
 pub(crate) fn adapter_key(info: &wgpu::AdapterInfo) -> String {
     key_of(
         &info.name,
@@ -164,21 +167,47 @@ pub fn tuning_cache_file(adapter: &crate::device::AdapterDescription) -> Option<
     tuning_cache_dir().map(|dir| cache_file(&dir, &key))
 }
 
+/// FNV-1a: stable across Rust versions and processes, unlike the standard library's hasher, which matters for
+/// anything written to the cache.
+fn fnv1a(hash: u64, bytes: &[u8]) -> u64 {
+    bytes.iter().fold(hash, |hash, &byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
 /// The cache file of an adapter within `dir`: named by a hash of its key, which the file also holds.
 pub(crate) fn cache_file(dir: &Path, adapter_key: &str) -> PathBuf {
-    // FNV-1a: stable across Rust versions, unlike the standard library's hasher.
-    let hash = adapter_key
-        .bytes()
-        .fold(0xcbf2_9ce4_8422_2325u64, |hash, byte| {
-            (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
-        });
+    let hash = fnv1a(FNV_OFFSET, adapter_key.as_bytes());
     dir.join(format!("tuning-{hash:016x}.txt"))
 }
 
-const CACHE_HEADER: &str = "wgcompute tuning cache 1";
+/// The checksum of a candidate set that a cached pick carries. It is of the set, sorted: the order only says
+/// which candidate is the default, and a pick that was timed against the same rivals is as good in any order.
+/// Each name is closed by a NUL, which no name holds, so that `["ab", "c"]` and `["a", "bc"]` differ.
+fn candidate_checksum(candidates: &[&str]) -> u64 {
+    let mut names = candidates.to_vec();
+    names.sort_unstable();
+    names.dedup();
+    names.iter().fold(FNV_OFFSET, |hash, name| {
+        fnv1a(fnv1a(hash, name.as_bytes()), &[0])
+    })
+}
 
-/// Picks as the cache file holds them: (family, class) → variant.
-type Picks = HashMap<(String, String), String>;
+/// Version 2 added each pick's candidate checksum. A file of another version is not read (its picks cannot say
+/// what they were chosen among), and is replaced by the next write.
+const CACHE_HEADER: &str = "wgcompute tuning cache 2";
+
+/// A pick as the cache file holds it: the variant, and the [`candidate_checksum`] of the set it won among.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct CachedPick {
+    variant: String,
+    candidates: u64,
+}
+
+/// Picks as the cache file holds them: (family, class) → pick.
+type Picks = HashMap<(String, String), CachedPick>;
 
 /// The kernel families a tuner can be asked about, each with every variant it has (`crate::kernel_variants`).
 pub(crate) type KnownVariants = Vec<(&'static str, &'static [&'static str])>;
@@ -221,7 +250,7 @@ fn parse_cache(text: &str, adapter_key: &str, known: &KnownVariants) -> Option<P
     let mut picks = Picks::new();
     for line in lines.filter(|line| !line.is_empty()) {
         let fields: Vec<&str> = line.split('\t').collect();
-        let [family, class, variant] = fields[..] else {
+        let [family, class, variant, checksum] = fields[..] else {
             return None;
         };
         if [family, class, variant]
@@ -230,8 +259,19 @@ fn parse_cache(text: &str, adapter_key: &str, known: &KnownVariants) -> Option<P
         {
             return None;
         }
+        // Exactly what `format_cache` writes: `from_str_radix` alone would also take a sign or fewer digits.
+        if checksum.len() != 16 || !checksum.bytes().all(|byte| byte.is_ascii_hexdigit()) {
+            return None;
+        }
+        let candidates = u64::from_str_radix(checksum, 16).ok()?;
         if is_known(family, variant) {
-            picks.insert((family.to_string(), class.to_string()), variant.to_string());
+            picks.insert(
+                (family.to_string(), class.to_string()),
+                CachedPick {
+                    variant: variant.to_string(),
+                    candidates,
+                },
+            );
         }
     }
     Some(picks)
@@ -240,7 +280,12 @@ fn parse_cache(text: &str, adapter_key: &str, known: &KnownVariants) -> Option<P
 fn format_cache(picks: &Picks, adapter_key: &str) -> String {
     let mut lines: Vec<String> = picks
         .iter()
-        .map(|((family, class), variant)| format!("{family}\t{class}\t{variant}"))
+        .map(|((family, class), pick)| {
+            format!(
+                "{family}\t{class}\t{}\t{:016x}",
+                pick.variant, pick.candidates
+            )
+        })
         .collect();
     lines.sort();
     format!(
@@ -304,6 +349,26 @@ impl Tuner {
         self.cache.as_ref().map(|(path, _)| path.as_path())
     }
 
+    /// The cached pick of `family` for `class`, if it was chosen among exactly `candidates` (else it never
+    /// raced some of them, or raced ones that are gone, and does not count).
+    fn cached_pick(
+        &self,
+        family: &str,
+        class: &str,
+        candidates: &[&'static str],
+    ) -> Option<&'static str> {
+        let pick = self.cached.get(&(family.to_string(), class.to_string()))?;
+        if pick.candidates != candidate_checksum(candidates) {
+            return None;
+        }
+        // Returned from `candidates`, not the file: the caller needs a `'static` name, and a checksum
+        // collision must still never yield a variant that is not a candidate here.
+        candidates
+            .iter()
+            .copied()
+            .find(|&variant| variant == pick.variant)
+    }
+
     /// The variant of `family` for `class` among `candidates` (non-empty; the first is the default), timing
     /// them with `measure` (one run's time) when the mode calls for it. Decided once per session.
     pub fn choose(
@@ -323,10 +388,7 @@ impl Tuner {
             .iter()
             .filter(|(forced_family, _)| forced_family == family)
             .find_map(|(_, variant)| named(variant));
-        let cached = self
-            .cached
-            .get(&(family.to_string(), class.clone()))
-            .and_then(|variant| named(variant));
+        let cached = self.cached_pick(family, &class, candidates);
         let (pick, source, times) = match (forced, cached, self.mode) {
             (Some(variant), _, _) => (variant, PickSource::Forced, Vec::new()),
             _ if candidates.len() == 1 || self.mode == Tuning::Defaults => {
@@ -341,7 +403,7 @@ impl Tuner {
                 let pick = decide(&times, incumbent.unwrap_or(default));
                 // Nothing ran (a lost device, say): nothing was learnt worth keeping for the next process.
                 if times.iter().any(|time| time.micros.is_some()) {
-                    self.remember(family, &class, pick);
+                    self.remember(family, &class, pick, candidate_checksum(candidates));
                 }
                 (pick, PickSource::Timed, times)
             }
@@ -379,16 +441,13 @@ impl Tuner {
             .forced
             .iter()
             .any(|(forced_family, variant)| forced_family == family && named(variant));
-        let cached = self
-            .cached
-            .get(&(family.to_string(), class.to_string()))
-            .is_some_and(|variant| named(variant));
+        let cached = || self.cached_pick(family, class, candidates).is_some();
         !decided
             && !forced
             && candidates.len() > 1
             && match self.mode {
                 Tuning::Defaults | Tuning::CacheOnly => false,
-                Tuning::Tune => !cached,
+                Tuning::Tune => !cached(),
                 Tuning::Retune => true,
             }
     }
@@ -413,17 +472,22 @@ impl Tuner {
                     .and_then(|&variant| named(variant))
             })
             .or_else(|| {
-                let cached = self.cached.get(&(family.to_string(), class.to_string()))?;
-                named(cached).filter(|_| matches!(self.mode, Tuning::Tune | Tuning::CacheOnly))
+                self.cached_pick(family, class, candidates)
+                    .filter(|_| matches!(self.mode, Tuning::Tune | Tuning::CacheOnly))
             })
             .unwrap_or(candidates[0])
     }
 
     /// Writes a timed pick to the cache file. A cache that cannot be written only means the next process
     /// times again, so failures are not errors here; `write_cache` reports them to a caller that cares.
-    fn remember(&mut self, family: &str, class: &str, variant: &str) {
-        self.cached
-            .insert((family.to_string(), class.to_string()), variant.to_string());
+    fn remember(&mut self, family: &str, class: &str, variant: &str, candidates: u64) {
+        self.cached.insert(
+            (family.to_string(), class.to_string()),
+            CachedPick {
+                variant: variant.to_string(),
+                candidates,
+            },
+        );
         let _ = self.write_cache();
     }
 
@@ -611,6 +675,8 @@ mod tests {
     use super::*;
 
     const CANDIDATES: &[&str] = &["default", "fast", "faster"];
+    /// `candidate_checksum(CANDIDATES)`: FNV-1a of `default\0fast\0faster\0`, worked out apart from this code.
+    const STABLE_CHECKSUM: &str = "82a863a026d4a91b";
 
     /// A fake timer: each variant's runs take the given microseconds, in turn (the last repeats); counts runs.
     struct FakeTimer {
@@ -649,6 +715,19 @@ mod tests {
     /// The families the tests' tuners know.
     fn known() -> KnownVariants {
         vec![("family", CANDIDATES)]
+    }
+
+    /// A cache line for `family` as `format_cache` writes it, chosen among `CANDIDATES`.
+    fn line(class: &str, variant: &str) -> String {
+        format!(
+            "family\t{class}\t{variant}\t{:016x}\n",
+            candidate_checksum(CANDIDATES)
+        )
+    }
+
+    /// A whole cache file of the tests' adapter holding `lines`.
+    fn cache_text(lines: &str) -> String {
+        format!("{CACHE_HEADER}\nadapter\ttest adapter\n{lines}")
     }
 
     fn tuner_in(dir: &Path, mode: Tuning) -> Tuner {
@@ -801,20 +880,125 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// A pick counts only for the candidate set it was chosen among: a variant added since never raced it, so a
+    /// later process with one more candidate times the class again (or takes the default where it may not time)
+    /// and caches the new pick under the new set's checksum, while the same set keeps using the cached pick.
+    #[test]
+    fn a_cached_pick_is_not_used_once_its_candidate_set_has_changed() {
+        const OLD: &[&str] = &["default", "fast"];
+        let dir = scratch_dir("candidate-set");
+        let path = cache_file(&dir, "test adapter");
+        let mut first = tuner_in(&dir, Tuning::Tune);
+        let mut timer = FakeTimer::new(&[("default", &[1000]), ("fast", &[300])]);
+        assert_eq!(
+            first.choose("family", "class".into(), OLD, |v| timer.measure(v)),
+            "fast"
+        );
+        let old_checksum = format!("{:016x}", candidate_checksum(OLD));
+        assert_eq!(
+            std::fs::read_to_string(&path).expect("the cache"),
+            cache_text(&format!("family\tclass\tfast\t{old_checksum}\n"))
+        );
+
+        // The same set, even in another order: the cached pick, untimed.
+        let mut never =
+            |_: &'static str| -> Result<Duration> { panic!("a cached pick is not timed") };
+        let reordered: &[&'static str] = &["fast", "default"];
+        let mut same = tuner_in(&dir, Tuning::Tune);
+        assert!(!same.would_time("family", "class", reordered));
+        assert_eq!(same.peek("family", "class", reordered), "fast");
+        assert_eq!(
+            same.choose("family", "class".into(), reordered, &mut never),
+            "fast"
+        );
+        assert_eq!(same.records()[0].source, PickSource::Cache);
+
+        // One candidate more ("faster", added since): the cached pick does not count. Cache-only takes the
+        // default; Tune times all three.
+        let mut cache_only = tuner_in(&dir, Tuning::CacheOnly);
+        assert_eq!(cache_only.peek("family", "class", CANDIDATES), "default");
+        assert_eq!(
+            cache_only.choose("family", "class".into(), CANDIDATES, &mut never),
+            "default"
+        );
+        assert_eq!(cache_only.records()[0].source, PickSource::Default);
+        let mut grown = tuner_in(&dir, Tuning::Tune);
+        assert!(grown.would_time("family", "class", CANDIDATES));
+        assert_eq!(grown.peek("family", "class", CANDIDATES), "default");
+        let mut timer =
+            FakeTimer::new(&[("default", &[1000]), ("fast", &[300]), ("faster", &[100])]);
+        assert_eq!(
+            grown.choose("family", "class".into(), CANDIDATES, |v| timer.measure(v)),
+            "faster"
+        );
+        assert_eq!(grown.records()[0].source, PickSource::Timed);
+        assert!(timer.runs.get("faster").is_some_and(|&runs| runs > 0));
+        // The rewritten cache holds the new pick under the new set's checksum, and nothing of the old one.
+        let rewritten = std::fs::read_to_string(&path).expect("the cache");
+        assert_eq!(rewritten, cache_text(&line("class", "faster")));
+        assert!(!rewritten.contains(&old_checksum), "{rewritten}");
+
+        // The next process with the new set takes it from the cache; one with the old set times again.
+        let mut next = tuner_in(&dir, Tuning::Tune);
+        assert_eq!(
+            next.choose("family", "class".into(), CANDIDATES, &mut never),
+            "faster"
+        );
+        assert_eq!(next.records()[0].source, PickSource::Cache);
+        let mut shrunk = tuner_in(&dir, Tuning::Tune);
+        let mut timer = FakeTimer::new(&[("default", &[1000]), ("fast", &[300])]);
+        assert_eq!(
+            shrunk.choose("family", "class".into(), OLD, |v| timer.measure(v)),
+            "fast"
+        );
+        assert_eq!(shrunk.records()[0].source, PickSource::Timed);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The checksum is written to files that outlive the process, so it must not change between builds; it is
+    /// of the set of names, and tells apart sets whose names run together.
+    #[test]
+    fn the_candidate_checksum_is_stable_and_of_the_set() {
+        assert_eq!(
+            format!("{:016x}", candidate_checksum(CANDIDATES)),
+            STABLE_CHECKSUM
+        );
+        assert_eq!(
+            candidate_checksum(&["faster", "default", "fast", "fast"]),
+            candidate_checksum(CANDIDATES)
+        );
+        assert_ne!(
+            candidate_checksum(&["ab", "c"]),
+            candidate_checksum(&["a", "bc"])
+        );
+        assert_ne!(
+            candidate_checksum(&["default", "fast"]),
+            candidate_checksum(CANDIDATES)
+        );
+    }
+
     #[test]
     fn a_corrupt_or_foreign_cache_file_is_ignored_and_replaced() {
         let dir = scratch_dir("corrupt");
         let path = cache_file(&dir, "test adapter");
         std::fs::create_dir_all(&dir).expect("scratch dir");
-        let valid = format!("{CACHE_HEADER}\nadapter\ttest adapter\nfamily\tclass\tfast\n");
-        let foreign = format!("{CACHE_HEADER}\nadapter\tanother adapter\nfamily\tclass\tfast\n");
+        let valid = cache_text(&line("class", "fast"));
+        let foreign = valid.replace("test adapter", "another adapter");
+        let checksum = format!("{:016x}", candidate_checksum(CANDIDATES));
         for text in [
             "\u{0}\u{1}garbage".to_string(),
             String::new(),
-            valid.replace("fast\n", "fast\textra\n"),
+            valid.replace(&format!("{checksum}\n"), &format!("{checksum}\textra\n")),
             valid.replace("\tfast", "\t"),
+            // Cut inside the checksum, which must be whole.
             valid[..valid.len() - 9].to_string(),
+            valid.replace(&checksum, &format!("+{}", &checksum[1..])),
+            valid.replace(&format!("\t{checksum}"), ""),
             foreign,
+            // A file of the format before candidate checksums: ignored whole, whatever its picks.
+            valid
+                .replace(CACHE_HEADER, "wgcompute tuning cache 1")
+                .replace(&format!("\t{checksum}"), ""),
             // A variant this build does not have: the default, then timing.
             valid.replace("fast", "gone"),
         ] {
@@ -830,7 +1014,10 @@ mod tests {
                 parse_cache(&rewritten, "test adapter", &known()).and_then(|picks| picks
                     .get(&("family".to_string(), "class".to_string()))
                     .cloned()),
-                Some("faster".to_string()),
+                Some(CachedPick {
+                    variant: "faster".to_string(),
+                    candidates: candidate_checksum(CANDIDATES)
+                }),
                 "{text:?}"
             );
         }
@@ -947,17 +1134,17 @@ mod tests {
         let dir = scratch_dir("oversized");
         std::fs::create_dir_all(&dir).expect("scratch dir");
         let path = cache_file(&dir, "test adapter");
-        let valid = format!("{CACHE_HEADER}\nadapter\ttest adapter\nfamily\tclass\tfast\n");
+        let valid = cache_text(&line("class", "fast"));
         let padding = |bytes: usize| {
-            let line = "family\tpadding class 0000000\tdefault\n";
-            (0..bytes.div_ceil(line.len()))
-                .map(|index| format!("family\tpadding class {index:07}\tdefault\n"))
+            let length = line("padding class 0000000", "default").len();
+            (0..bytes.div_ceil(length))
+                .map(|index| line(&format!("padding class {index:07}"), "default"))
                 .collect::<String>()
         };
         let over = format!("{valid}{}", padding(MAX_CACHE_BYTES as usize));
         assert!(over.len() as u64 > MAX_CACHE_BYTES);
         let mut non_utf8 = valid.clone().into_bytes();
-        non_utf8.extend_from_slice(b"family\tclass \xff\xfe\tfast\n");
+        non_utf8.extend_from_slice(b"family\tclass \xff\xfe\tfast\t0000000000000000\n");
         for (name, bytes) in [
             ("over the limit", over.into_bytes()),
             ("not UTF-8", non_utf8),
@@ -972,7 +1159,7 @@ mod tests {
             let rewritten = rewritten.expect("the cache is rewritten");
             assert_eq!(
                 rewritten,
-                format!("{CACHE_HEADER}\nadapter\ttest adapter\nfamily\tclass\tfaster\n"),
+                cache_text(&line("class", "faster")),
                 "{name}: nothing of the discarded file is written back"
             );
         }
@@ -1000,10 +1187,12 @@ mod tests {
         let path = cache_file(&dir, "test adapter");
         std::fs::write(
             &path,
-            format!(
-                "{CACHE_HEADER}\nadapter\ttest adapter\nfamily\tclass\tfast\nretired\tclass\tfast\n\
-                 family\tgone\tno_such_variant\n"
-            ),
+            cache_text(&format!(
+                "{}{}{}",
+                line("class", "fast"),
+                line("class", "fast").replace("family", "retired"),
+                line("gone", "no_such_variant")
+            )),
         )
         .expect("write the cache");
         let mut tuner = tuner_in(&dir, Tuning::Tune);
@@ -1016,9 +1205,11 @@ mod tests {
         tuner.choose("family", "new".into(), CANDIDATES, |v| timer.measure(v));
         assert_eq!(
             std::fs::read_to_string(&path).expect("the cache"),
-            format!(
-                "{CACHE_HEADER}\nadapter\ttest adapter\nfamily\tclass\tfast\nfamily\tnew\tfaster\n"
-            )
+            cache_text(&format!(
+                "{}{}",
+                line("class", "fast"),
+                line("new", "faster")
+            ))
         );
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -105,6 +105,89 @@ fn the_first_use_is_timed_cached_and_the_next_session_starts_from_the_cache() {
     });
 }
 
+/// A cached pick is kept with a checksum of the candidates it won among. One whose checksum is not that of the
+/// candidates this build offers (here the file's is altered, as a build that has since gained or lost a variant
+/// would find it) was never timed against them: the next session times the class again and writes back the
+/// checksum of today's candidates, and the session after that takes the pick from the cache.
+#[test]
+fn a_pick_cached_for_another_candidate_set_is_timed_again() {
+    on_vulkan(|backend| {
+        let dir = scratch_dir("candidate-set");
+        let (rows, cols) = (1000, 4);
+        let logits_data: Vec<f32> = (0..rows * cols)
+            .map(|i| (i % 13) as f32 * 0.3 - 2.0)
+            .collect();
+        let labels_data: Vec<f32> = (0..rows * cols).map(|i| f32::from(i % 4 == 1)).collect();
+        // One session's decision for the softmax family's class, and the cache file after it.
+        let run = || {
+            let session = Session::open(
+                backend
+                    .options()
+                    .tuning(Tuning::Tune)
+                    .tuning_cache_dir(&dir),
+            )
+            .expect("open");
+            let logits = session.upload(&logits_data, &[rows, cols]).expect("upload");
+            let labels = session.upload(&labels_data, &[rows, cols]).expect("upload");
+            logits
+                .softmax_cross_entropy_with_logits(&labels)
+                .expect("cross-entropy");
+            let record = session
+                .tuning_report()
+                .expect("report")
+                .into_iter()
+                .find(|record| record.family == "softmax")
+                .expect("softmax was decided");
+            let file = session.tuning_cache_file().expect("a cache file");
+            session.close();
+            let text = std::fs::read_to_string(&file).expect("the cache was written");
+            (record, file, text)
+        };
+        let pick_line = |text: &str| -> String {
+            text.lines()
+                .find(|line| line.starts_with("softmax\txent rows<=1024 cols<=4\t"))
+                .unwrap_or_else(|| panic!("no softmax pick in {text}"))
+                .to_string()
+        };
+        let (first, file, tuned) = run();
+        assert_eq!(first.source, PickSource::Timed, "{first:?}");
+        let line = pick_line(&tuned);
+        let fields: Vec<&str> = line.split('\t').collect();
+        assert_eq!(
+            fields.len(),
+            4,
+            "family, class, variant, checksum: {line:?}"
+        );
+        assert_eq!(fields[2], first.pick);
+        let checksum = fields[3];
+        assert!(
+            checksum.len() == 16 && checksum.bytes().all(|byte| byte.is_ascii_hexdigit()),
+            "{line:?}"
+        );
+        let other = format!("{:016x}", !u64::from_str_radix(checksum, 16).expect("hex"));
+        std::fs::write(&file, tuned.replace(&line, &line.replace(checksum, &other)))
+            .expect("alter the checksum");
+
+        let (second, _, retuned) = run();
+        assert_eq!(second.source, PickSource::Timed, "{second:?}");
+        assert!(second.times.len() >= 2, "{second:?}");
+        assert_eq!(
+            pick_line(&retuned),
+            format!(
+                "softmax\txent rows<=1024 cols<=4\t{}\t{checksum}",
+                second.pick
+            ),
+            "today's checksum is written back"
+        );
+        assert!(!retuned.contains(&other), "{retuned}");
+
+        let (third, _, _) = run();
+        assert_eq!(third.source, PickSource::Cache, "{third:?}");
+        assert_eq!(third.pick, second.pick);
+        let _ = std::fs::remove_dir_all(&dir);
+    });
+}
+
 #[test]
 fn unknown_families_and_variants_are_refused_at_open() {
     for_each_backend(|backend| {
@@ -340,10 +423,11 @@ fn an_oversized_cache_is_discarded_and_not_written_back() {
     let tuned = std::fs::read_to_string(&file).expect("the tuning process wrote the cache");
     let pick_line = "softmax\txent rows<=1024 cols<=4\t";
     assert!(tuned.contains(pick_line), "{tuned}");
-    // Its own header and pick, then 1 MiB of junk in the cache's own format.
+    // Its own header and pick, then 1 MiB of junk in the cache's own format (family, class, variant, candidate
+    // checksum), so that only its size condemns it.
     let mut junk = tuned.clone();
-    for index in 0..(1 << 20) / 32 {
-        junk.push_str(&format!("junk\tclass {index:010}\tvariant\n"));
+    for index in 0..(1 << 20) / 48 {
+        junk.push_str(&format!("junk\tclass {index:010}\tvariant\t{index:016x}\n"));
     }
     std::fs::write(&file, &junk).expect("write the junk");
     let output = run_with_cache(&scratch, &cache_dir, "tune", &softmax_xent, limit);
