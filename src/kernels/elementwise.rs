@@ -283,6 +283,24 @@ macro_rules! for_each_binary_op {
 
 pub(crate) use {for_each_binary_op, for_each_unary_op};
 
+macro_rules! unary_takes_scalar {
+    ([]) => {
+        false
+    };
+    ([$arg:ident]) => {
+        true
+    };
+}
+
+macro_rules! unary_is_internal {
+    (pub) => {
+        false
+    };
+    (internal) => {
+        true
+    };
+}
+
 macro_rules! unary_enum {
     ($($vis:ident $variant:ident $method:ident [$($arg:ident)?] $wgsl:literal $doc:literal;)*) => {
         /// Unary elementwise ops; the discriminant is the shader's op code.
@@ -300,6 +318,33 @@ macro_rules! unary_enum {
             pub fn name(self) -> &'static str {
                 match self {
                     $(UnaryOp::$variant => stringify!($method),)*
+                }
+            }
+
+            /// The op whose [`name`](Self::name) this is.
+            pub fn from_name(name: &str) -> Option<UnaryOp> {
+                Self::all().find(|op| op.name() == name)
+            }
+
+            /// What the op computes: its row's doc, the method's.
+            pub fn description(self) -> &'static str {
+                match self {
+                    $(UnaryOp::$variant => $doc,)*
+                }
+            }
+
+            /// Whether the op takes a scalar (`value` in its description); the others ignore the one given.
+            pub fn takes_scalar(self) -> bool {
+                match self {
+                    $(UnaryOp::$variant => unary_takes_scalar!([$($arg)?]),)*
+                }
+            }
+
+            /// Whether the op is the library's own, with no `Tensor` or `Tape` method of its name (a command line
+            /// built from [`all`](Self::all) leaves it out).
+            pub fn is_internal(self) -> bool {
+                match self {
+                    $(UnaryOp::$variant => unary_is_internal!($vis),)*
                 }
             }
 
@@ -328,6 +373,18 @@ macro_rules! binary_enum {
             pub fn name(self) -> &'static str {
                 match self {
                     $(BinaryOp::$variant => stringify!($method),)*
+                }
+            }
+
+            /// The op whose [`name`](Self::name) this is.
+            pub fn from_name(name: &str) -> Option<BinaryOp> {
+                Self::all().find(|op| op.name() == name)
+            }
+
+            /// What the op computes: its row's doc, the method's.
+            pub fn description(self) -> &'static str {
+                match self {
+                    $(BinaryOp::$variant => $doc,)*
                 }
             }
 

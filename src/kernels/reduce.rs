@@ -121,6 +121,13 @@ macro_rules! reduce_enum {
                 }
             }
 
+            /// What the op computes, as its row says (for help texts and bindings).
+            pub fn description(self) -> &'static str {
+                match self {
+                    $(ReduceOp::$variant => $doc,)*
+                }
+            }
+
             /// Every value reduction, in op-code order (tests sweep them all, so a new row is tested too).
             pub fn all() -> impl Iterator<Item = ReduceOp> {
                 Self::ALL.iter().map(|row| row.op)

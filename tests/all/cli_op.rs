@@ -1,10 +1,17 @@
 //! `wgcompute op` as scripts use it: .npy files in, .npy files out, each result checked against an f64
-//! reference computed here; bad inputs are clear errors on stderr with a non-zero exit, never panics.
+//! reference (the elementwise tables' from ops_elementwise.rs, the rest computed here); every row of the op tables
+//! is swept, so a new row is run here too; bad inputs are clear errors on stderr with a non-zero exit, never
+//! panics.
 
 use crate::common::cli::{read_f32, read_npy, write_npy, Scratch};
 use crate::common::{self, widen, Rng};
-use std::ffi::OsStr;
+use crate::ops_elementwise::{
+    binary_reference, check, operand, unary_inputs, unary_reference, unary_scalar, EXACTISH,
+};
+use std::ffi::{OsStr, OsString};
 use std::fs;
+use std::path::Path;
+use wgcompute::{BinaryOp, ReduceOp, UnaryOp};
 
 fn assert_close(what: &str, got: &[f32], want: &[f64], tolerance: f64) {
     let error = common::relative_error(got, want);
@@ -162,6 +169,7 @@ fn reduce_reference(
                 "mean" => values.iter().sum::<f64>() / len as f64,
                 "max" => values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
                 "min" => values.iter().copied().fold(f64::INFINITY, f64::min),
+                "prod" => values.iter().product(),
                 "argmax" | "argmin" => {
                     let mut best = 0;
                     for (index, &value) in values.iter().enumerate() {
@@ -176,7 +184,7 @@ fn reduce_reference(
                     }
                     best as f64
                 }
-                _ => unreachable!("{op}"),
+                _ => panic!("no reference for {op}"),
             };
             out.push(value);
         }
@@ -189,7 +197,12 @@ fn check_reduction(op: &str, seed: u64) {
     let scratch = Scratch::new(op);
     let mut rng = Rng::new(seed);
     let len = REDUCE_SHAPE.iter().product();
-    let mut data = rng.vec(len, -1.0, 1.0);
+    let mut data = if op == "prod" {
+        // ±[0.5, 2): a product of 105 elements of [-1, 1] would underflow f32.
+        operand(&mut rng, len, true)
+    } else {
+        rng.vec(len, -1.0, 1.0)
+    };
     let arg = op == "argmax" || op == "argmin";
     if arg {
         // Few distinct values, so that ties are common and "the first index on ties" is checked.
@@ -231,26 +244,6 @@ fn check_reduction(op: &str, seed: u64) {
 }
 
 #[test]
-fn sum_over_everything_and_each_axis() {
-    check_reduction("sum", 1);
-}
-
-#[test]
-fn mean_over_everything_and_each_axis() {
-    check_reduction("mean", 2);
-}
-
-#[test]
-fn max_over_everything_and_each_axis() {
-    check_reduction("max", 3);
-}
-
-#[test]
-fn min_over_everything_and_each_axis() {
-    check_reduction("min", 4);
-}
-
-#[test]
 fn argmax_is_int64_and_takes_the_first_of_ties() {
     check_reduction("argmax", 5);
 }
@@ -278,6 +271,160 @@ fn reducing_along_a_missing_axis_is_an_error() {
         &["x.npy"],
     );
     assert_eq!(scratch.files(), ["x.npy"]);
+}
+
+// --- every row of the op tables ---
+
+/// The subcommand of a table row: its library name in kebab case.
+fn subcommand(name: &str) -> String {
+    name.replace('_', "-")
+}
+
+/// `op NAME INPUTS... -o OUTPUT EXTRA...`
+fn op_args(name: &str, inputs: &[&Path], output: &Path, extra: &[String]) -> Vec<OsString> {
+    let mut args: Vec<OsString> = vec!["op".into(), subcommand(name).into()];
+    args.extend(inputs.iter().map(|path| path.as_os_str().to_owned()));
+    args.extend(["-o".into(), output.as_os_str().to_owned()]);
+    args.extend(extra.iter().map(OsString::from));
+    args
+}
+
+#[test]
+fn every_unary_binary_and_reduction_row_is_an_op_matching_f64() {
+    let shape = [3, 7];
+    let len = 3 * 7;
+    let scratch = Scratch::new("tables");
+    let mut rng = Rng::fresh("cli tables");
+    let output = scratch.path("y.npy");
+    for op in UnaryOp::all() {
+        let reference = unary_reference(op);
+        let data = unary_inputs(&mut rng, len, reference.domain);
+        let input = scratch.write("x.npy", &shape, &data);
+        if op.is_internal() {
+            // The library's own rows (no method of their name) are not offered.
+            scratch.fails(&op_args(op.name(), &[&input], &output, &[]), &[op.name()]);
+            continue;
+        }
+        let scalar = unary_scalar(&mut rng);
+        let extra = if op.takes_scalar() {
+            vec!["--value".to_string(), scalar.to_string()]
+        } else {
+            vec![]
+        };
+        scratch.ok(&op_args(op.name(), &[&input], &output, &extra));
+        let (got_shape, got) = read_f32(&output);
+        assert_eq!(got_shape, shape, "{}", op.name());
+        check(
+            &format!("op {} {extra:?}", subcommand(op.name())),
+            &got,
+            |i| (reference.value)(f64::from(data[i]), f64::from(scalar)),
+            reference.tolerance,
+        );
+    }
+    // A row over the matrix: the result has the matrix's shape, broadcast as NumPy does.
+    for op in BinaryOp::all() {
+        let reference = binary_reference(op);
+        let a = operand(&mut rng, len, false);
+        let b = operand(&mut rng, shape[1], reference.divisor);
+        let a_path = scratch.write("a.npy", &shape, &a);
+        let b_path = scratch.write("b.npy", &shape[1..], &b);
+        scratch.ok(&op_args(op.name(), &[&a_path, &b_path], &output, &[]));
+        let (got_shape, got) = read_f32(&output);
+        assert_eq!(got_shape, shape, "{}", op.name());
+        check(
+            &format!("op {} [3, 7] [7]", subcommand(op.name())),
+            &got,
+            |i| (reference.value)(f64::from(a[i]), f64::from(b[i % shape[1]])),
+            EXACTISH,
+        );
+    }
+    for (seed, op) in ReduceOp::all().enumerate() {
+        check_reduction(&subcommand(op.name()), 0x7461_626c + seed as u64);
+    }
+}
+
+#[test]
+fn table_ops_refuse_bad_operands_before_any_work() {
+    let scratch = Scratch::new("table-errors");
+    let output = scratch.path("out.npy");
+    let left = scratch.write("left.npy", &[3, 4], &[0.5; 12]);
+    let column = scratch.write("column.npy", &[3], &[0.5; 3]);
+    // [3, 4] with [3]: the last axes, 4 and 3, differ and neither is 1.
+    scratch.fails(
+        &op_args("add", &[&left, &column], &output, &[]),
+        &[
+            "add",
+            "left.npy",
+            "column.npy",
+            "[3, 4]",
+            "[3]",
+            "broadcast",
+        ],
+    );
+    scratch.fails(&op_args("mul_scalar", &[&left], &output, &[]), &["--value"]);
+    scratch.fails(
+        &op_args(
+            "mul_scalar",
+            &[&left],
+            &output,
+            &["--value".into(), "half".into()],
+        ),
+        &["half"],
+    );
+    scratch.fails(
+        &op_args("exp", &[&left], &output, &["--value".into(), "2".into()]),
+        &["--value"],
+    );
+    scratch.fails(
+        &op_args("prod", &[&left], &output, &["--axis".into(), "2".into()]),
+        &["prod", "--axis 2", "left.npy"],
+    );
+    // An output that is an input is refused, naming both.
+    scratch.fails(&op_args("exp", &[&left], &left, &[]), &["left.npy"]);
+    scratch.fails(&op_args("sub", &[&left, &left], &left, &[]), &["left.npy"]);
+    assert_eq!(
+        scratch.files(),
+        ["column.npy", "left.npy"],
+        "a failed op writes nothing"
+    );
+    let (shape, data) = read_f32(&left);
+    assert_eq!(
+        (shape, data),
+        (vec![3, 4], vec![0.5; 12]),
+        "an input was changed"
+    );
+}
+
+#[test]
+fn op_help_lists_every_row_of_the_tables() {
+    let scratch = Scratch::new("op-help");
+    let output = scratch.run(&["op", "--help"]);
+    assert!(output.status.success(), "op --help failed");
+    let help = String::from_utf8_lossy(&output.stdout);
+    let names = UnaryOp::all()
+        .filter(|op| !op.is_internal())
+        .map(UnaryOp::name)
+        .chain(BinaryOp::all().map(BinaryOp::name))
+        .chain(ReduceOp::all().map(ReduceOp::name))
+        .chain([
+            "matmul",
+            "argmax",
+            "argmin",
+            "softmax",
+            "log_softmax",
+            "softmax_xent",
+            "adam",
+        ]);
+    for name in names {
+        let listed = help
+            .lines()
+            .any(|line| line.split_whitespace().next() == Some(subcommand(name).as_str()));
+        assert!(
+            listed,
+            "op --help does not list {}:\n{help}",
+            subcommand(name)
+        );
+    }
 }
 
 // --- softmax ---

@@ -1,12 +1,14 @@
-//! Elementwise ops against a CPU reference computed in f64: binary arithmetic (same shapes and NumPy
-//! broadcasting, both operand orders), unary maths, scalar forms and relu's gradient, at awkward sizes (1,
-//! primes, just over a workgroup of 256, a million and three). Every session poisons its outputs with NaN, so an
+//! Elementwise ops against a CPU reference computed in f64: every row of the binary table (same shapes and NumPy
+//! broadcasting, both operand orders) and of the unary table (`UnaryOp::all()`, scalar forms included, over
+//! inputs up to ±1e30), and relu's gradient, at awkward sizes (1, primes, just over a workgroup of 256, a million
+//! and three). The references are shared with the command line's tests (cli_op.rs); a row without one fails
+//! with "no reference for …". Every session poisons its outputs with NaN, so an
 //! element a kernel fails to write fails the comparison. Also: the errors for shapes that do not broadcast and
 //! for tensors of two sessions (and that the session still works after them), and tensors larger than one
 //! storage binding, which the kernels must process in windows.
 
 use crate::common::{count, for_each_backend, on_vulkan, Backend, Rng};
-use wgcompute::{Error, Session, Tensor};
+use wgcompute::{BinaryOp, Error, Session, Tensor, UnaryOp};
 
 /// Runs `body` once per variant of the elementwise family (scalar, vec4, four vec4s per invocation), each forced
 /// in its own poisoned session.
@@ -79,69 +81,55 @@ fn source_indices(shape: &[usize], out: &[usize]) -> Vec<usize> {
     indices
 }
 
-#[derive(Clone, Copy, Debug)]
-enum Binary {
-    Add,
-    Sub,
-    Mul,
-    Div,
+/// The test's f64 reference of a row of the binary table.
+pub(crate) struct BinaryReference {
+    pub value: fn(f64, f64) -> f64,
+    /// The right operand divides, so tests keep it to ±[0.5, 2).
+    pub divisor: bool,
 }
 
-const BINARIES: [Binary; 4] = [Binary::Add, Binary::Sub, Binary::Mul, Binary::Div];
-
-impl Binary {
-    fn name(self) -> &'static str {
-        match self {
-            Binary::Add => "add",
-            Binary::Sub => "sub",
-            Binary::Mul => "mul",
-            Binary::Div => "div",
-        }
-    }
-
-    fn run(self, lhs: &Tensor, rhs: &Tensor) -> wgcompute::Result<Tensor> {
-        match self {
-            Binary::Add => lhs.add(rhs),
-            Binary::Sub => lhs.sub(rhs),
-            Binary::Mul => lhs.mul(rhs),
-            Binary::Div => lhs.div(rhs),
-        }
-    }
-
-    fn reference(self, x: f64, y: f64) -> f64 {
-        match self {
-            Binary::Add => x + y,
-            Binary::Sub => x - y,
-            Binary::Mul => x * y,
-            Binary::Div => x / y,
-        }
-    }
+pub(crate) fn binary_reference(op: BinaryOp) -> BinaryReference {
+    let (value, divisor): (fn(f64, f64) -> f64, bool) = match op {
+        BinaryOp::Add => (|x, y| x + y, false),
+        BinaryOp::Sub => (|x, y| x - y, false),
+        BinaryOp::Mul => (|x, y| x * y, false),
+        BinaryOp::Div => (|x, y| x / y, true),
+        _ => panic!("no reference for {}", op.name()),
+    };
+    BinaryReference { value, divisor }
 }
 
 /// How far a result may be from the f64 reference.
 #[derive(Clone, Copy, Debug)]
-struct Tolerance {
-    relative: f64,
+pub(crate) struct Tolerance {
+    pub relative: f64,
     /// Allowed besides the relative part (for results near 0 whose accuracy WGSL gives in absolute terms).
-    absolute: f64,
+    pub absolute: f64,
 }
 
-const EXACTISH: Tolerance = Tolerance {
+pub(crate) const EXACTISH: Tolerance = Tolerance {
     relative: 1e-6,
     absolute: 0.0,
 };
 
 /// Asserts every element of `got` is within `tolerance` of `want(i)`; NaN (an unwritten, poisoned element)
-/// never is. Reports the first few offenders and how many there were.
-fn check(label: &str, got: &[f32], want: impl Fn(usize) -> f64, tolerance: Tolerance) {
+/// never is. An infinity is right where the reference is that infinity or lies within the tolerance of
+/// overflowing f32 (beyond `f32::MAX`) on that side. Reports the first few offenders and how many there were.
+pub(crate) fn check(label: &str, got: &[f32], want: impl Fn(usize) -> f64, tolerance: Tolerance) {
     let mut bad = Vec::new();
     let mut bad_count = 0usize;
     for (index, &value) in got.iter().enumerate() {
         let expected = want(index);
-        let error = (f64::from(value) - expected).abs();
         let bound = tolerance.relative * expected.abs() + tolerance.absolute;
-        // NaN (a poisoned element nobody wrote) fails as well.
-        if error.is_nan() || error > bound {
+        let right = if value.is_infinite() || expected.is_infinite() {
+            f64::from(value).signum() == expected.signum()
+                && (expected.is_infinite() || expected.abs() + bound >= f64::from(f32::MAX))
+                && value.is_infinite()
+        } else {
+            // NaN (a poisoned element nobody wrote) fails as well.
+            (f64::from(value) - expected).abs() <= bound
+        };
+        if !right {
             bad_count += 1;
             if bad.len() < 8 {
                 bad.push(format!("[{index}] got {value:e}, want {expected:e}"));
@@ -157,7 +145,7 @@ fn check(label: &str, got: &[f32], want: impl Fn(usize) -> f64, tolerance: Toler
 }
 
 /// Random operands: numerators anywhere in [-10, 10), denominators of div kept to ±[0.5, 2).
-fn operand(rng: &mut Rng, len: usize, denominator: bool) -> Vec<f32> {
+pub(crate) fn operand(rng: &mut Rng, len: usize, denominator: bool) -> Vec<f32> {
     if denominator {
         (0..len)
             .map(|_| {
@@ -178,18 +166,19 @@ fn operand(rng: &mut Rng, len: usize, denominator: bool) -> Vec<f32> {
 fn check_binary(
     session: &Session,
     rng: &mut Rng,
-    op: Binary,
+    op: BinaryOp,
     lhs_shape: &[usize],
     rhs_shape: &[usize],
 ) {
     let label = format!("{} {lhs_shape:?} with {rhs_shape:?}", op.name());
+    let reference = binary_reference(op);
     let out_shape = broadcast_reference(lhs_shape, rhs_shape).expect("test shapes broadcast");
     let lhs_data = operand(rng, count(lhs_shape), false);
-    let rhs_data = operand(rng, count(rhs_shape), matches!(op, Binary::Div));
+    let rhs_data = operand(rng, count(rhs_shape), reference.divisor);
     let lhs = session.upload(&lhs_data, lhs_shape).expect("upload lhs");
     let rhs = session.upload(&rhs_data, rhs_shape).expect("upload rhs");
-    let out = op
-        .run(&lhs, &rhs)
+    let out = lhs
+        .binary(op, &rhs)
         .unwrap_or_else(|error| panic!("{label}: {error}"));
     assert_eq!(out.shape(), &out_shape[..], "{label}: output shape");
     let got = out.to_vec().expect("download");
@@ -200,7 +189,7 @@ fn check_binary(
         &label,
         &got,
         |i| {
-            op.reference(
+            (reference.value)(
                 f64::from(lhs_data[lhs_at[i]]),
                 f64::from(rhs_data[rhs_at[i]]),
             )
@@ -268,7 +257,7 @@ fn binary_ops_at_same_shapes_match_f64() {
         let mut rng = Rng::fresh("binary_same_shapes");
         each_variant(backend, |session, _| {
             for shape in shapes {
-                for op in BINARIES {
+                for op in BinaryOp::all() {
                     check_binary(session, &mut rng, op, shape, shape);
                 }
             }
@@ -304,7 +293,7 @@ fn binary_ops_broadcast_like_numpy_in_both_orders() {
         let mut rng = Rng::fresh("binary_broadcast");
         each_variant(backend, |session, _| {
             for (lhs, rhs) in pairs {
-                for op in BINARIES {
+                for op in BinaryOp::all() {
                     check_binary(session, &mut rng, op, lhs, rhs);
                     check_binary(session, &mut rng, op, rhs, lhs);
                 }
@@ -326,96 +315,155 @@ const AWKWARD_SHAPES: [&[usize]; 10] = [
     &[1_000_003],
 ];
 
-#[derive(Clone, Copy, Debug)]
-enum Unary {
-    Relu,
-    Exp,
-    Log,
-    Sqrt,
-    Neg,
+/// Where a unary op is defined, so where tests draw its inputs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Domain {
+    Any,
+    /// sqrt: 0 and up.
+    NonNegative,
+    /// log: above 0.
+    Positive,
+    /// An op that divides by x: anything but 0.
+    NonZero,
 }
 
-impl Unary {
-    fn run(self, x: &Tensor) -> wgcompute::Result<Tensor> {
-        match self {
-            Unary::Relu => x.relu(),
-            Unary::Exp => x.exp(),
-            Unary::Log => x.log(),
-            Unary::Sqrt => x.sqrt(),
-            Unary::Neg => x.neg(),
-        }
-    }
+/// The test's f64 reference of a row of the unary table: its value at (x, the scalar), where it is defined and
+/// how close the device must come.
+pub(crate) struct UnaryReference {
+    pub value: fn(f64, f64) -> f64,
+    pub domain: Domain,
+    pub tolerance: Tolerance,
+}
 
-    fn reference(self, x: f64) -> f64 {
-        match self {
-            Unary::Relu => x.max(0.0),
-            Unary::Exp => x.exp(),
-            Unary::Log => x.ln(),
-            Unary::Sqrt => x.sqrt(),
-            Unary::Neg => -x,
-        }
-    }
+/// Results whose accuracy WGSL gives in ULPs: 2^-23 relative.
+const ULP: f64 = 1.0 / (1u64 << 23) as f64;
 
-    fn input(self, rng: &mut Rng, len: usize) -> Vec<f32> {
-        match self {
-            // exp's WGSL accuracy is 3 + 2|x| ULP, so |x| stays where 1e-5 relative holds.
-            Unary::Exp => rng.vec(len, -10.0, 10.0),
-            // Positive, over six decades: [1e-3, 1e3).
-            Unary::Log | Unary::Sqrt => (0..len)
-                .map(|_| 10f32.powf(rng.uniform(-3.0, 3.0)))
-                .collect(),
-            Unary::Relu | Unary::Neg => {
-                let mut values = rng.vec(len, -10.0, 10.0);
-                // Some exact zeros, relu's edge.
-                for value in values.iter_mut().step_by(5) {
-                    *value = 0.0;
-                }
-                values
-            }
-        }
-    }
+/// exp's WGSL accuracy is 3 + 2|x| ULP; the inputs reach |x| = 100 (beyond, it is 0 or infinite).
+const EXP_LIKE: Tolerance = Tolerance {
+    relative: 210.0 * ULP,
+    // A result below f32's smallest normal (exp(-89), sigmoid(-89)) may be flushed to 0.
+    absolute: f32::MIN_POSITIVE as f64,
+};
 
-    fn tolerance(self) -> Tolerance {
-        match self {
-            Unary::Exp => Tolerance {
-                relative: 1e-5,
-                absolute: 0.0,
-            },
+const EXACT: Tolerance = Tolerance {
+    relative: 0.0,
+    absolute: 0.0,
+};
+
+pub(crate) fn unary_reference(op: UnaryOp) -> UnaryReference {
+    let of = |value: fn(f64, f64) -> f64, domain, tolerance| UnaryReference {
+        value,
+        domain,
+        tolerance,
+    };
+    match op {
+        UnaryOp::Relu => of(|x, _| x.max(0.0), Domain::Any, EXACT),
+        UnaryOp::Exp => of(|x, _| x.exp(), Domain::Any, EXP_LIKE),
+        UnaryOp::Log => of(
+            |x, _| x.ln(),
+            Domain::Positive,
             // WGSL gives log's accuracy near 1 in absolute terms (2^-21 on [0.5, 2]).
-            Unary::Log => Tolerance {
+            Tolerance {
                 relative: 1e-6,
                 absolute: 1e-6,
             },
-            Unary::Sqrt => EXACTISH,
-            Unary::Relu | Unary::Neg => Tolerance {
-                relative: 0.0,
+        ),
+        UnaryOp::Sqrt => of(|x, _| x.sqrt(), Domain::NonNegative, EXACTISH),
+        UnaryOp::Neg => of(|x, _| -x, Domain::Any, EXACT),
+        // (1 - e) / (1 + e) with e = exp(-2|x|) loses a few ULPs of e to the cancellation just above |x| = 0.25,
+        // where the series takes over.
+        UnaryOp::Tanh => of(
+            |x, _| x.tanh(),
+            Domain::Any,
+            Tolerance {
+                relative: 32.0 * ULP,
                 absolute: 0.0,
             },
-        }
+        ),
+        UnaryOp::Sigmoid => of(|x, _| 1.0 / (1.0 + (-x).exp()), Domain::Any, EXP_LIKE),
+        UnaryOp::Square => of(|x, _| x * x, Domain::Any, EXACTISH),
+        UnaryOp::AddScalar => of(|x, a| x + a, Domain::Any, EXACTISH),
+        UnaryOp::SubScalar => of(|x, a| x - a, Domain::Any, EXACTISH),
+        UnaryOp::MulScalar => of(|x, a| x * a, Domain::Any, EXACTISH),
+        UnaryOp::DivScalar => of(|x, a| x / a, Domain::Any, EXACTISH),
+        UnaryOp::ScalarSub => of(|x, a| a - x, Domain::Any, EXACTISH),
+        UnaryOp::ScalarDiv => of(|x, a| a / x, Domain::NonZero, EXACTISH),
+        UnaryOp::Copy => of(|x, _| x, Domain::Any, EXACT),
+        _ => panic!("no reference for {}", op.name()),
     }
 }
 
+/// Exact inputs where ops break if written naively: 0 (relu's edge, tanh's series), e^x's overflow just past
+/// 88.72 (so a tanh or sigmoid computed from e^x turns NaN or infinite at ±89), and ±1e30.
+const SPECIAL_INPUTS: [f32; 7] = [0.0, 88.7, -88.7, 89.0, -89.0, 1e30, -1e30];
+
+/// Inputs for a unary op within its domain: every third element one of `SPECIAL_INPUTS`, the others drawn
+/// from three bands of magnitude, ±[1e-3, 0.5) (tanh's series), ±[0.5, 2) and ±[80, 100) (around e^x's
+/// overflow), so every band reaches the vec4 body and the scalar tail alike.
+pub(crate) fn unary_inputs(rng: &mut Rng, len: usize, domain: Domain) -> Vec<f32> {
+    let specials: Vec<f32> = SPECIAL_INPUTS
+        .into_iter()
+        .filter(|&x| match domain {
+            Domain::Any => true,
+            Domain::NonNegative => x >= 0.0,
+            Domain::Positive => x > 0.0,
+            Domain::NonZero => x != 0.0,
+        })
+        .collect();
+    let signed = matches!(domain, Domain::Any | Domain::NonZero);
+    (0..len)
+        .map(|index| {
+            if index % 3 == 0 {
+                return specials[(index / 3) % specials.len()];
+            }
+            let (low, high) =
+                [(1e-3, 0.5), (0.5, 2.0), (80.0, 100.0)][(rng.next_u64() % 3) as usize];
+            let magnitude = rng.uniform(low, high);
+            if signed && rng.next_u64() & 1 == 1 {
+                -magnitude
+            } else {
+                magnitude
+            }
+        })
+        .collect()
+}
+
+/// A scalar for the ops that take one: ±[0.5, 2), a divisor as well as anything else.
+pub(crate) fn unary_scalar(rng: &mut Rng) -> f32 {
+    operand(rng, 1, true)[0]
+}
+
 #[test]
-fn unary_ops_match_f64() {
-    let ops = [Unary::Relu, Unary::Exp, Unary::Log, Unary::Sqrt, Unary::Neg];
+fn every_unary_op_matches_f64_in_every_variant_up_to_large_magnitudes() {
+    // 4: one vec4 and no tail; 7: one vec4 and a tail of 3; 4099: many vec4s, a tail of 3.
+    let shapes: Vec<&[usize]> = [&[4usize] as &[usize], &[4099]]
+        .into_iter()
+        .chain(AWKWARD_SHAPES)
+        .collect();
     for_each_backend(|backend| {
         let mut rng = Rng::fresh("unary");
-        each_variant(backend, |session, _| {
-            for shape in AWKWARD_SHAPES {
-                for op in ops {
-                    let label = format!("{op:?} {shape:?}");
-                    let data = op.input(&mut rng, count(shape));
+        each_variant(backend, |session, variant| {
+            for &shape in &shapes {
+                for op in UnaryOp::all() {
+                    let reference = unary_reference(op);
+                    let data = unary_inputs(&mut rng, count(shape), reference.domain);
+                    let scalar = unary_scalar(&mut rng);
+                    let label = if op.takes_scalar() {
+                        format!("{variant}: {}({scalar}) {shape:?}", op.name())
+                    } else {
+                        format!("{variant}: {} {shape:?}", op.name())
+                    };
                     let x = session.upload(&data, shape).expect("upload");
-                    let out = op
-                        .run(&x)
+                    let out = x
+                        .unary(op, scalar)
                         .unwrap_or_else(|error| panic!("{label}: {error}"));
                     assert_eq!(out.shape(), shape, "{label}: output shape");
                     let got = out.to_vec().expect("download");
                     check(
                         &label,
                         &got,
-                        |i| op.reference(f64::from(data[i])),
-                        op.tolerance(),
+                        |i| (reference.value)(f64::from(data[i]), f64::from(scalar)),
+                        reference.tolerance,
                     );
                     assert_eq!(
                         x.to_vec().expect("read input"),
@@ -426,82 +474,45 @@ fn unary_ops_match_f64() {
             }
         });
     });
-}
-
-#[derive(Clone, Copy, Debug)]
-enum ScalarOp {
-    AddScalar,
-    SubScalar,
-    MulScalar,
-    DivScalar,
-    ScalarSub,
-    ScalarDiv,
-}
-
-impl ScalarOp {
-    fn run(self, x: &Tensor, value: f32) -> wgcompute::Result<Tensor> {
-        match self {
-            ScalarOp::AddScalar => x.add_scalar(value),
-            ScalarOp::SubScalar => x.sub_scalar(value),
-            ScalarOp::MulScalar => x.mul_scalar(value),
-            ScalarOp::DivScalar => x.div_scalar(value),
-            ScalarOp::ScalarSub => x.scalar_sub(value),
-            ScalarOp::ScalarDiv => x.scalar_div(value),
-        }
-    }
-
-    fn reference(self, x: f64, value: f64) -> f64 {
-        match self {
-            ScalarOp::AddScalar => x + value,
-            ScalarOp::SubScalar => x - value,
-            ScalarOp::MulScalar => x * value,
-            ScalarOp::DivScalar => x / value,
-            ScalarOp::ScalarSub => value - x,
-            ScalarOp::ScalarDiv => value / x,
-        }
-    }
 }
 
 #[test]
-fn scalar_ops_match_f64() {
-    let ops = [
-        ScalarOp::AddScalar,
-        ScalarOp::SubScalar,
-        ScalarOp::MulScalar,
-        ScalarOp::DivScalar,
-        ScalarOp::ScalarSub,
-        ScalarOp::ScalarDiv,
-    ];
-    for_each_backend(|backend| {
-        let mut rng = Rng::fresh("scalar");
-        each_variant(backend, |session, _| {
-            for shape in AWKWARD_SHAPES {
-                for op in ops {
-                    // The divisor (the scalar of div_scalar, the tensor of scalar_div) stays in ±[0.5, 2).
-                    let data = operand(&mut rng, count(shape), matches!(op, ScalarOp::ScalarDiv));
-                    let value = operand(&mut rng, 1, matches!(op, ScalarOp::DivScalar))[0];
-                    let label = format!("{op:?}({value}) {shape:?}");
-                    let x = session.upload(&data, shape).expect("upload");
-                    let out = op
-                        .run(&x, value)
-                        .unwrap_or_else(|error| panic!("{label}: {error}"));
-                    assert_eq!(out.shape(), shape, "{label}: output shape");
-                    let got = out.to_vec().expect("download");
-                    check(
-                        &label,
-                        &got,
-                        |i| op.reference(f64::from(data[i]), f64::from(value)),
-                        EXACTISH,
-                    );
-                    assert_eq!(
-                        x.to_vec().expect("read input"),
-                        data,
-                        "{label}: input changed"
-                    );
-                }
-            }
-        });
-    });
+fn the_unary_references_and_the_comparison_agree_on_the_edges() {
+    // The inputs stay in each domain, include the specials and reach both large bands.
+    let mut rng = Rng::new(7);
+    for domain in [
+        Domain::Any,
+        Domain::NonNegative,
+        Domain::Positive,
+        Domain::NonZero,
+    ] {
+        let inputs = unary_inputs(&mut rng, 4099, domain);
+        assert!(inputs.iter().all(|&x| match domain {
+            Domain::Any => true,
+            Domain::NonNegative => x >= 0.0,
+            Domain::Positive => x > 0.0,
+            Domain::NonZero => x != 0.0,
+        }));
+        assert!(
+            inputs.contains(&89.0) && inputs.contains(&1e30),
+            "{domain:?}"
+        );
+        assert!(
+            inputs.iter().any(|&x| (80.0..100.0).contains(&x)),
+            "{domain:?}"
+        );
+    }
+    // An infinity is right for a result past f32's range, and only there.
+    let fails = |got: f32, want: f64| {
+        std::panic::catch_unwind(|| check("self-check", &[got], |_| want, EXP_LIKE)).is_err()
+    };
+    assert!(!fails(f32::INFINITY, 89f64.exp()));
+    assert!(!fails(f32::INFINITY, f64::INFINITY));
+    assert!(!fails(0.0, (-1e30f64).exp()));
+    assert!(fails(f32::INFINITY, 88.0f64.exp()));
+    assert!(fails(f32::NEG_INFINITY, 89f64.exp()));
+    assert!(fails(f32::MAX, f64::INFINITY));
+    assert!(fails(f32::NAN, 1.0));
 }
 
 #[test]
@@ -602,10 +613,10 @@ fn shapes_that_do_not_broadcast_are_shape_errors_naming_both() {
             let rhs = session
                 .upload(&rng.vec(count(rhs_shape), -1.0, 1.0), rhs_shape)
                 .expect("upload rhs");
-            for op in BINARIES {
+            for op in BinaryOp::all() {
                 for (a, b) in [(&lhs, &rhs), (&rhs, &lhs)] {
                     let label = format!("{} {:?} with {:?}", op.name(), a.shape(), b.shape());
-                    match op.run(a, b) {
+                    match a.binary(op, b) {
                         Err(Error::Shape { op: name, message }) => {
                             assert_eq!(name, op.name(), "{label}");
                             let text = Error::Shape {
@@ -654,9 +665,9 @@ fn tensors_from_two_sessions_are_rejected() {
         let b = second
             .upload(&rng.vec(257, -1.0, 1.0), &[257])
             .expect("upload b");
-        for op in BINARIES {
+        for op in BinaryOp::all() {
             for (lhs, rhs) in [(&a, &b), (&b, &a)] {
-                match op.run(lhs, rhs) {
+                match lhs.binary(op, rhs) {
                     Err(Error::SessionMismatch { op: name }) => assert_eq!(name, op.name()),
                     other => panic!("{} across sessions gave {other:?}", op.name()),
                 }

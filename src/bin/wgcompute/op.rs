@@ -2,27 +2,46 @@
 //! result is read back before the session closes, and only then are the requested files written.
 
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use anyhow::{bail, Context, Result};
-use clap::{Args, Subcommand};
-use wgcompute::{AdamConfig, Session, Tensor, Transpose, MAX_RANK};
+use clap::{value_parser, Arg, ArgMatches, Args, FromArgMatches, Subcommand};
+use wgcompute::{AdamConfig, BinaryOp, ReduceOp, Session, Tensor, Transpose, UnaryOp, MAX_RANK};
 
 use crate::npy::Array;
 use crate::outputs::{Contents, Outputs};
 use crate::GlobalOptions;
 
-#[derive(Subcommand)]
+/// Every `op` subcommand: those written out in `FixedOp`, and one per row of the library's op tables
+/// (`UnaryOp::all()`, `BinaryOp::all()`, `ReduceOp::all()`), added in a loop, so a new row is a new
+/// subcommand with no edit here.
 pub enum OpCommand {
+    Fixed(FixedOp),
+    Unary {
+        name: &'static str,
+        op: UnaryOp,
+        /// What `--value` gave; only ops that take a scalar have the flag (required there), and the others
+        /// ignore it.
+        scalar: f32,
+        args: UnaryArgs,
+    },
+    Binary {
+        name: &'static str,
+        op: BinaryOp,
+        args: BinaryArgs,
+    },
+    Reduce {
+        name: &'static str,
+        op: ReduceOp,
+        args: ReduceArgs,
+    },
+}
+
+/// The subcommands with flags or outputs of their own; the op tables' rows are added beside them.
+#[derive(Subcommand)]
+pub enum FixedOp {
     /// C = op(A) · op(B), where op transposes the last two axes when its flag is set (2-D or batched 3-D).
     Matmul(MatmulArgs),
-    /// Sum over all elements (a 0-d result) or along --axis.
-    Sum(ReduceArgs),
-    /// Mean over all elements (a 0-d result) or along --axis.
-    Mean(ReduceArgs),
-    /// Largest element over all elements (a 0-d result) or along --axis.
-    Max(ReduceArgs),
-    /// Smallest element over all elements (a 0-d result) or along --axis.
-    Min(ReduceArgs),
     /// Index of the largest element (the first on ties), as int64: over all elements (a 0-d result, the
     /// flat C-order index) or along --axis.
     Argmax(ReduceArgs),
@@ -38,6 +57,138 @@ pub enum OpCommand {
     SoftmaxXent(XentArgs),
     /// Adam updates (TensorFlow's form) of PARAM by GRADS, one update or one per leading slice of GRADS.
     Adam(AdamArgs),
+}
+
+/// A row of one of the library's op tables, as a subcommand.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum TableOp {
+    Unary(UnaryOp),
+    Binary(BinaryOp),
+    Reduce(ReduceOp),
+}
+
+/// The id of the flag a unary op's scalar is given by.
+const SCALAR_FLAG: &str = "value";
+
+impl TableOp {
+    /// Every row the command line offers with its subcommand name: the library's name in the command line's
+    /// kebab case (`add_scalar` is `add-scalar`, beside `log-softmax`). Internal rows have no method of their
+    /// own in the library either, so they have no subcommand.
+    fn all() -> impl Iterator<Item = (TableOp, &'static str)> {
+        // clap (without its `string` feature) takes names that live as long as the program, so each kebab-case
+        // name is made once and kept.
+        static NAMED: OnceLock<Vec<(TableOp, String)>> = OnceLock::new();
+        NAMED
+            .get_or_init(|| {
+                let unary = UnaryOp::all()
+                    .filter(|op| !op.is_internal())
+                    .map(|op| (TableOp::Unary(op), op.name()));
+                let binary = BinaryOp::all().map(|op| (TableOp::Binary(op), op.name()));
+                let reduce = ReduceOp::all().map(|op| (TableOp::Reduce(op), op.name()));
+                unary
+                    .chain(binary)
+                    .chain(reduce)
+                    .map(|(op, name)| (op, name.replace('_', "-")))
+                    .collect()
+            })
+            .iter()
+            .map(|(op, name)| (*op, name.as_str()))
+    }
+
+    fn named(name: &str) -> Option<(TableOp, &'static str)> {
+        TableOp::all().find(|&(_, candidate)| candidate == name)
+    }
+
+    /// The subcommand, its help from the table.
+    fn command(self, name: &'static str) -> clap::Command {
+        let command = clap::Command::new(name);
+        match self {
+            TableOp::Unary(op) => {
+                let command = UnaryArgs::augment_args(command).about(summary(op.description()));
+                if !op.takes_scalar() {
+                    return command;
+                }
+                command.arg(
+                    Arg::new(SCALAR_FLAG)
+                        .long(SCALAR_FLAG)
+                        .value_name("F")
+                        .required(true)
+                        .allow_negative_numbers(true)
+                        .value_parser(value_parser!(f32))
+                        .help("The scalar: `value` in the description above."),
+                )
+            }
+            TableOp::Binary(op) => {
+                BinaryArgs::augment_args(command).about(summary(op.description()))
+            }
+            TableOp::Reduce(op) => ReduceArgs::augment_args(command).about(format!(
+                "{} Over all elements (a 0-d result) or along --axis.",
+                op.description()
+            )),
+        }
+    }
+}
+
+/// A table row's doc as a subcommand's one-line help, which (as clap's derive writes them) ends without a period.
+fn summary(doc: &'static str) -> &'static str {
+    doc.strip_suffix('.').unwrap_or(doc)
+}
+
+impl FromArgMatches for OpCommand {
+    fn from_arg_matches(matches: &ArgMatches) -> Result<Self, clap::Error> {
+        let table = matches
+            .subcommand()
+            .and_then(|(name, sub)| TableOp::named(name).map(|named| (named, sub)));
+        let Some(((op, name), sub)) = table else {
+            return FixedOp::from_arg_matches(matches).map(OpCommand::Fixed);
+        };
+        Ok(match op {
+            TableOp::Unary(op) => OpCommand::Unary {
+                name,
+                op,
+                // Required where the op takes a scalar, so 0 only reaches ops that ignore it.
+                scalar: sub
+                    .try_get_one::<f32>(SCALAR_FLAG)
+                    .ok()
+                    .flatten()
+                    .copied()
+                    .unwrap_or(0.0),
+                args: UnaryArgs::from_arg_matches(sub)?,
+            },
+            TableOp::Binary(op) => OpCommand::Binary {
+                name,
+                op,
+                args: BinaryArgs::from_arg_matches(sub)?,
+            },
+            TableOp::Reduce(op) => OpCommand::Reduce {
+                name,
+                op,
+                args: ReduceArgs::from_arg_matches(sub)?,
+            },
+        })
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &ArgMatches) -> Result<(), clap::Error> {
+        *self = OpCommand::from_arg_matches(matches)?;
+        Ok(())
+    }
+}
+
+impl Subcommand for OpCommand {
+    fn augment_subcommands(command: clap::Command) -> clap::Command {
+        TableOp::all().fold(
+            FixedOp::augment_subcommands(command),
+            |command, (op, name)| command.subcommand(op.command(name)),
+        )
+    }
+
+    fn augment_subcommands_for_update(command: clap::Command) -> clap::Command {
+        OpCommand::augment_subcommands(command)
+    }
+
+    fn has_subcommand(name: &str) -> bool {
+        FixedOp::has_subcommand(name) || TableOp::named(name).is_some()
+    }
 }
 
 #[derive(Args)]
@@ -67,6 +218,26 @@ pub struct ReduceArgs {
     /// Reduce along this axis only, removing it from the shape. Default: all elements, into a 0-d array.
     #[arg(long)]
     axis: Option<usize>,
+}
+
+#[derive(Args)]
+pub struct UnaryArgs {
+    /// Input, float32 .npy.
+    input: PathBuf,
+    /// Where to write the result (the input's shape).
+    #[arg(short, long)]
+    output: PathBuf,
+}
+
+#[derive(Args)]
+pub struct BinaryArgs {
+    /// Left operand (`self` in the description), float32 .npy.
+    a: PathBuf,
+    /// Right operand (`other` in the description), float32 .npy; the two broadcast as NumPy's do.
+    b: PathBuf,
+    /// Where to write the result (the operands' broadcast shape).
+    #[arg(short, long)]
+    output: PathBuf,
 }
 
 #[derive(Args)]
@@ -132,17 +303,25 @@ pub struct AdamArgs {
 
 pub fn run(global: &GlobalOptions, command: &OpCommand) -> Result<()> {
     match command {
-        OpCommand::Matmul(args) => matmul(global, args),
-        OpCommand::Sum(args) => reduce(global, args, Reduction::Sum),
-        OpCommand::Mean(args) => reduce(global, args, Reduction::Mean),
-        OpCommand::Max(args) => reduce(global, args, Reduction::Max),
-        OpCommand::Min(args) => reduce(global, args, Reduction::Min),
-        OpCommand::Argmax(args) => reduce(global, args, Reduction::Argmax),
-        OpCommand::Argmin(args) => reduce(global, args, Reduction::Argmin),
-        OpCommand::Softmax(args) => rows(global, args, false),
-        OpCommand::LogSoftmax(args) => rows(global, args, true),
-        OpCommand::SoftmaxXent(args) => softmax_xent(global, args),
-        OpCommand::Adam(args) => adam(global, args),
+        OpCommand::Fixed(FixedOp::Matmul(args)) => matmul(global, args),
+        OpCommand::Fixed(FixedOp::Argmax(args)) => {
+            reduce(global, args, "argmax", Reduction::Argmax)
+        }
+        OpCommand::Fixed(FixedOp::Argmin(args)) => {
+            reduce(global, args, "argmin", Reduction::Argmin)
+        }
+        OpCommand::Fixed(FixedOp::Softmax(args)) => rows(global, args, false),
+        OpCommand::Fixed(FixedOp::LogSoftmax(args)) => rows(global, args, true),
+        OpCommand::Fixed(FixedOp::SoftmaxXent(args)) => softmax_xent(global, args),
+        OpCommand::Fixed(FixedOp::Adam(args)) => adam(global, args),
+        OpCommand::Unary {
+            name,
+            op,
+            scalar,
+            args,
+        } => unary(global, args, name, *op, *scalar),
+        OpCommand::Binary { name, op, args } => binary(global, args, name, *op),
+        OpCommand::Reduce { name, op, args } => reduce(global, args, name, Reduction::Value(*op)),
     }
 }
 
@@ -228,31 +407,19 @@ fn matmul(global: &GlobalOptions, args: &MatmulArgs) -> Result<()> {
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Reduction {
-    Sum,
-    Mean,
-    Max,
-    Min,
+    Value(ReduceOp),
     Argmax,
     Argmin,
 }
 
-impl Reduction {
-    fn name(self) -> &'static str {
-        match self {
-            Reduction::Sum => "sum",
-            Reduction::Mean => "mean",
-            Reduction::Max => "max",
-            Reduction::Min => "min",
-            Reduction::Argmax => "argmax",
-            Reduction::Argmin => "argmin",
-        }
-    }
-}
-
-fn reduce(global: &GlobalOptions, args: &ReduceArgs, reduction: Reduction) -> Result<()> {
+fn reduce(
+    global: &GlobalOptions,
+    args: &ReduceArgs,
+    name: &str,
+    reduction: Reduction,
+) -> Result<()> {
     let outputs = single_output(&args.output, &[&args.input])?;
     let input = Array::read(&args.input)?;
-    let name = reduction.name();
     if let Some(axis) = args.axis {
         if axis >= input.shape.len() {
             bail!(
@@ -265,10 +432,7 @@ fn reduce(global: &GlobalOptions, args: &ReduceArgs, reduction: Reduction) -> Re
     compute(global, outputs, |session| {
         let tensor = input.upload(session)?;
         let result = match reduction {
-            Reduction::Sum => tensor.sum(args.axis),
-            Reduction::Mean => tensor.mean(args.axis),
-            Reduction::Max => tensor.max(args.axis),
-            Reduction::Min => tensor.min(args.axis),
+            Reduction::Value(op) => tensor.reduce(op, args.axis),
             Reduction::Argmax => tensor.argmax(args.axis),
             Reduction::Argmin => tensor.argmin(args.axis),
         }
@@ -280,6 +444,58 @@ fn reduce(global: &GlobalOptions, args: &ReduceArgs, reduction: Reduction) -> Re
             f32_contents(&result)?
         };
         Ok(vec![output])
+    })
+}
+
+fn unary(
+    global: &GlobalOptions,
+    args: &UnaryArgs,
+    name: &str,
+    op: UnaryOp,
+    scalar: f32,
+) -> Result<()> {
+    let outputs = single_output(&args.output, &[&args.input])?;
+    let input = Array::read(&args.input)?;
+    input.expect_rank_at_most(MAX_RANK, "a wgcompute tensor")?;
+    compute(global, outputs, |session| {
+        let result = input
+            .upload(session)?
+            .unary(op, scalar)
+            .with_context(|| format!("{name} of {}", input.name()))?;
+        Ok(vec![f32_contents(&result)?])
+    })
+}
+
+/// Whether two shapes broadcast as NumPy's do: aligned at their last axes, each pair of sizes equal or one of
+/// them 1.
+fn broadcasts(lhs: &[usize], rhs: &[usize]) -> bool {
+    lhs.iter()
+        .rev()
+        .zip(rhs.iter().rev())
+        .all(|(&left, &right)| left == right || left == 1 || right == 1)
+}
+
+fn binary(global: &GlobalOptions, args: &BinaryArgs, name: &str, op: BinaryOp) -> Result<()> {
+    let outputs = single_output(&args.output, &[&args.a, &args.b])?;
+    let a = Array::read(&args.a)?;
+    let b = Array::read(&args.b)?;
+    for operand in [&a, &b] {
+        operand.expect_rank_at_most(MAX_RANK, "a wgcompute tensor")?;
+    }
+    if !broadcasts(&a.shape, &b.shape) {
+        bail!(
+            "{name}: {} and {} do not broadcast: aligned at their last axes, each pair of sizes must be equal \
+             or one of them 1",
+            a.described(),
+            b.described()
+        );
+    }
+    compute(global, outputs, |session| {
+        let result = a
+            .upload(session)?
+            .binary(op, &b.upload(session)?)
+            .with_context(|| format!("{name} of {} and {}", a.name(), b.name()))?;
+        Ok(vec![f32_contents(&result)?])
     })
 }
 
@@ -470,4 +686,116 @@ fn adam(global: &GlobalOptions, args: &AdamArgs) -> Result<()> {
         }
         Ok(results)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn op_command() -> clap::Command {
+        OpCommand::augment_subcommands(clap::Command::new("op")).subcommand_required(true)
+    }
+
+    fn parse(args: &[&str]) -> Result<OpCommand, clap::Error> {
+        let matches =
+            op_command().try_get_matches_from(std::iter::once("op").chain(args.iter().copied()))?;
+        OpCommand::from_arg_matches(&matches)
+    }
+
+    #[test]
+    fn every_table_row_is_one_subcommand_and_no_name_is_taken_twice() {
+        let command = op_command();
+        let mut names: Vec<&str> = command
+            .get_subcommands()
+            .map(|sub| sub.get_name())
+            .collect();
+        let offered = names.len();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(
+            names.len(),
+            offered,
+            "a subcommand name is taken twice: {names:?}"
+        );
+        let public_unary = UnaryOp::all().filter(|op| !op.is_internal()).count();
+        let rows = public_unary + BinaryOp::all().count() + ReduceOp::all().count();
+        assert_eq!(TableOp::all().count(), rows);
+        for (op, name) in TableOp::all() {
+            assert!(names.contains(&name), "{op:?} has no subcommand {name}");
+            assert!(OpCommand::has_subcommand(name), "{name}");
+            assert!(
+                !FixedOp::has_subcommand(name),
+                "{name} is both written out and a table row"
+            );
+        }
+        for op in UnaryOp::all().filter(|op| op.is_internal()) {
+            assert!(
+                !OpCommand::has_subcommand(op.name()),
+                "internal {op:?} is offered"
+            );
+        }
+    }
+
+    #[test]
+    fn table_subcommands_parse_to_their_rows() {
+        match parse(&["add-scalar", "x.npy", "-o", "y.npy", "--value", "-2.5"]) {
+            Ok(OpCommand::Unary {
+                name, op, scalar, ..
+            }) => {
+                assert_eq!((name, op, scalar), ("add-scalar", UnaryOp::AddScalar, -2.5));
+            }
+            _ => panic!("add-scalar did not parse as the unary row"),
+        }
+        assert!(matches!(
+            parse(&["div", "a.npy", "b.npy", "-o", "c.npy"]),
+            Ok(OpCommand::Binary {
+                op: BinaryOp::Div,
+                ..
+            })
+        ));
+        match parse(&["prod", "x.npy", "-o", "y.npy", "--axis", "1"]) {
+            Ok(OpCommand::Reduce { op, args, .. }) => {
+                assert_eq!((op, args.axis), (ReduceOp::Prod, Some(1)));
+            }
+            _ => panic!("prod did not parse as the reduction row"),
+        }
+        assert!(matches!(
+            parse(&["argmax", "x.npy", "-o", "y.npy"]),
+            Ok(OpCommand::Fixed(FixedOp::Argmax(_)))
+        ));
+    }
+
+    #[test]
+    fn a_scalar_flag_is_required_where_the_row_takes_one_and_refused_elsewhere() {
+        let missing = parse(&["mul-scalar", "x.npy", "-o", "y.npy"])
+            .err()
+            .expect("no --value");
+        assert_eq!(
+            missing.kind(),
+            clap::error::ErrorKind::MissingRequiredArgument
+        );
+        assert!(missing.to_string().contains("--value"), "{missing}");
+        let extra = parse(&["exp", "x.npy", "-o", "y.npy", "--value", "1"])
+            .err()
+            .expect("exp takes none");
+        assert_eq!(extra.kind(), clap::error::ErrorKind::UnknownArgument);
+        let text = parse(&["mul-scalar", "x.npy", "-o", "y.npy", "--value", "two"])
+            .err()
+            .expect("not a number");
+        assert_eq!(text.kind(), clap::error::ErrorKind::ValueValidation);
+        assert!(
+            parse(&["copy", "x.npy", "-o", "y.npy"]).is_err(),
+            "an internal row is offered"
+        );
+    }
+
+    #[test]
+    fn shapes_broadcast_as_numpys_do() {
+        assert!(broadcasts(&[3, 4], &[4]));
+        assert!(broadcasts(&[3, 1], &[1, 4]));
+        assert!(broadcasts(&[], &[2, 5]));
+        assert!(broadcasts(&[0, 5], &[5]));
+        assert!(!broadcasts(&[3, 4], &[3]));
+        assert!(!broadcasts(&[2, 3, 5, 7], &[4, 1, 1, 1]));
+    }
 }
