@@ -321,7 +321,8 @@ impl Tape {
     }
 
     /// The product over all elements (`None`) or along an axis. Its gradient is each element's product of the
-    /// others, exact where a lane holds zeros.
+    /// others where a lane holds zeros, else upstream · product / x (as PyTorch's), so a lane whose product leaves
+    /// f32's range while the others' products do not gets 0 or inf there.
     pub fn prod(&mut self, x: Var, axis: Option<usize>) -> Result<Var> {
         self.reduce(ReduceOp::Prod, x, axis)
     }

@@ -29,12 +29,17 @@ fn reduce(
             .iter()
             .filter_map(|row| Some(format!("{} ({})", row.op.name(), row.empty?)))
             .collect();
+        // An index of nothing has no answer at all; for a value reduction, say which ones do.
+        let which = if reduction.is_arg() {
+            "there is no element to point at".to_string()
+        } else {
+            format!("only {} reduce an empty axis", defined.join(", "))
+        };
         return Err(Error::Shape {
             op: name,
             message: format!(
-                "{name} of nothing is undefined (shape {:?}, axis {axis:?}); only {} reduce an empty axis",
-                input.shape(),
-                defined.join(", ")
+                "{name} of nothing is undefined (shape {:?}, axis {axis:?}); {which}",
+                input.shape()
             ),
         });
     }
