@@ -80,6 +80,32 @@ impl SplitMix {
     }
 }
 
+/// How many of `samples` a validation split of `fraction` holds out: `round(samples · fraction)`, refused
+/// unless `fraction` is in [0, 1) and, when above 0, leaves at least one sample on each side. Pure, so a
+/// caller can check a split before any work.
+pub fn held_out_count(samples: usize, fraction: f64) -> Result<usize> {
+    if !(0.0..1.0).contains(&fraction) {
+        return Err(invalid(
+            "validation split",
+            fraction.to_string(),
+            "a fraction of at least 0 and below 1".to_string(),
+        ));
+    }
+    let held = (samples as f64 * fraction).round() as usize;
+    if fraction > 0.0 && (held == 0 || held >= samples) {
+        return Err(invalid(
+            "validation split",
+            format!("{fraction} of {samples} samples"),
+            format!(
+                "a split leaving each side at least one sample; this one leaves {held} for validation and {} for \
+                 training",
+                samples - held.min(samples)
+            ),
+        ));
+    }
+    Ok(held)
+}
+
 /// The sample order of an epoch: a Fisher–Yates shuffle of `0..samples` keyed by the seed and the epoch.
 pub fn shuffled_order(samples: usize, seed: u64, epoch: u64) -> Vec<u32> {
     let mut rng = SplitMix(seed ^ epoch.wrapping_mul(0xD1B5_4A32_D192_ED03));
@@ -184,6 +210,30 @@ impl Dataset {
 
     pub fn classes(&self) -> usize {
         self.classes
+    }
+
+    /// Holds out `fraction` of the samples, drawn by `seed` (the same draw on every run with that seed), on the
+    /// device: (the training set, the held-out set, or None for a fraction of 0), each in the drawn order.
+    /// The split is checked by [`held_out_count`].
+    pub fn split(&self, fraction: f64, seed: u64) -> Result<(Dataset, Option<Dataset>)> {
+        let held = held_out_count(self.len(), fraction)?;
+        // The draw is a shuffle no epoch uses (epochs count up from 0).
+        let order = shuffled_order(self.len(), seed, u64::MAX);
+        let (held_out, kept) = order.split_at(held);
+        let part = |picks: &[u32]| -> Result<Dataset> {
+            let indices = self.inputs.upload_u32_beside(picks)?;
+            Ok(Dataset {
+                inputs: self.inputs.gather_rows(&indices)?,
+                labels: self.labels.gather_rows(&indices)?,
+                classes: self.classes,
+            })
+        };
+        let validation = if held_out.is_empty() {
+            None
+        } else {
+            Some(part(held_out)?)
+        };
+        Ok((part(kept)?, validation))
     }
 
     /// The samples picked by a u32 index tensor: (inputs [picks, features], target rows [picks, classes]).

@@ -43,7 +43,7 @@ pub use kernels::reduce::ReduceOp;
 pub use nn::{Linear, Mlp};
 pub use ops::matmul::Transpose;
 pub use ops::optim::{AdamConfig, EpsilonPlacement};
-pub use optim::{Adam, Optimizer, OptimizerState, Sgd};
+pub use optim::{Adam, Optimizer, OptimizerKind, OptimizerState, Sgd};
 pub use pool::MemoryStats;
 pub use runtime::{
     tuning_cache_dir, tuning_cache_file, MatmulKernel, PickSource, Tuning, TuningRecord,

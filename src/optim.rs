@@ -70,11 +70,11 @@ const ADAM_SECOND_MOMENTS: SavedSlot = SavedSlot {
 };
 const ADAM_SLOTS: &[SavedSlot] = &[ADAM_FIRST_MOMENTS, ADAM_SECOND_MOMENTS];
 const SGD_KIND: &str = "sgd";
-const SGD_MOMENTUM: SavedSlot = SavedSlot {
+const SGD_MOMENTUM_SLOT: SavedSlot = SavedSlot {
     name: "momentum",
     non_negative: false,
 };
-const SGD_SLOTS: &[SavedSlot] = &[SGD_MOMENTUM];
+const SGD_SLOTS: &[SavedSlot] = &[SGD_MOMENTUM_SLOT];
 
 /// The slots a built-in optimizer of `kind` saves, so a checkpoint can be checked when it is read rather than
 /// when the optimizer is built; `None` for another kind (an optimizer defined outside this crate), whose
@@ -241,6 +241,89 @@ impl Optimizer for Adam {
     }
 }
 
+/// The optimizers by name, with the settings most recipes use: what a command line or a binding builds from
+/// `--optimizer adamw` and a learning rate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OptimizerKind {
+    /// TensorFlow's Adam (β1 0.9, β2 0.999, ε 1e-8).
+    Adam,
+    /// Adam with decoupled weight decay of `ADAMW_WEIGHT_DECAY` (PyTorch's default).
+    Adamw,
+    /// SGD with momentum `SGD_MOMENTUM`.
+    Sgd,
+}
+
+/// PyTorch's default for AdamW.
+pub const ADAMW_WEIGHT_DECAY: f32 = 0.01;
+/// The momentum most SGD recipes use.
+pub const SGD_MOMENTUM: f32 = 0.9;
+
+impl OptimizerKind {
+    /// Every kind, in the order a help text lists them.
+    pub fn all() -> impl Iterator<Item = OptimizerKind> {
+        [
+            OptimizerKind::Adam,
+            OptimizerKind::Adamw,
+            OptimizerKind::Sgd,
+        ]
+        .into_iter()
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            OptimizerKind::Adam => "adam",
+            OptimizerKind::Adamw => "adamw",
+            OptimizerKind::Sgd => "sgd",
+        }
+    }
+
+    /// The learning rate a recipe starts from: 0.001 for Adam and AdamW, 0.01 for SGD.
+    pub fn default_lr(self) -> f32 {
+        match self {
+            OptimizerKind::Adam | OptimizerKind::Adamw => 0.001,
+            OptimizerKind::Sgd => 0.01,
+        }
+    }
+
+    /// A fresh optimizer of this kind at learning rate `lr`.
+    pub fn build(self, lr: f32) -> Box<dyn Optimizer> {
+        match self {
+            OptimizerKind::Adam => Box::new(Adam::new(AdamConfig {
+                lr,
+                ..AdamConfig::default()
+            })),
+            OptimizerKind::Adamw => Box::new(Adam::adamw(lr, ADAMW_WEIGHT_DECAY)),
+            OptimizerKind::Sgd => Box::new(Sgd::new(lr, SGD_MOMENTUM)),
+        }
+    }
+}
+
+impl std::fmt::Display for OptimizerKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for OptimizerKind {
+    type Err = Error;
+
+    fn from_str(text: &str) -> Result<Self> {
+        OptimizerKind::all()
+            .find(|kind| kind.name() == text)
+            .ok_or_else(|| Error::InvalidArgument {
+                what: "optimizer",
+                given: text.to_string(),
+                expected: format!(
+                    "one of {}",
+                    OptimizerKind::all()
+                        .map(OptimizerKind::name)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            })
+    }
+}
+
 /// SGD with momentum (PyTorch's form); momentum 0 is plain SGD.
 pub struct Sgd {
     pub lr: f32,
@@ -288,12 +371,12 @@ impl Optimizer for Sgd {
         OptimizerState {
             kind: SGD_KIND,
             steps: self.step,
-            slots: vec![(SGD_MOMENTUM.name, self.buffers.iter().collect())],
+            slots: vec![(SGD_MOMENTUM_SLOT.name, self.buffers.iter().collect())],
         }
     }
 
     fn restore(&mut self, steps: u64, mut slots: Vec<(String, Vec<Tensor>)>) -> Result<()> {
-        let buffers = take_slot("SGD", &mut slots, SGD_MOMENTUM.name)?;
+        let buffers = take_slot("SGD", &mut slots, SGD_MOMENTUM_SLOT.name)?;
         refuse_other_slots("SGD", SGD_SLOTS, &slots)?;
         self.buffers = buffers;
         self.step = steps;
@@ -303,6 +386,26 @@ impl Optimizer for Sgd {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn optimizer_kinds_read_back_their_names_and_refuse_others() {
+        for kind in OptimizerKind::all() {
+            assert_eq!(kind.name().parse::<OptimizerKind>().ok(), Some(kind));
+            assert_eq!(kind.to_string(), kind.name());
+            assert_eq!(
+                kind.build(0.5).state().kind == "sgd",
+                kind == OptimizerKind::Sgd
+            );
+        }
+        for bad in ["", "Adam", "rmsprop", " adam"] {
+            match bad.parse::<OptimizerKind>() {
+                Err(Error::InvalidArgument { expected, .. }) => {
+                    assert!(expected.contains("adam, adamw, sgd"), "{expected}")
+                }
+                other => panic!("{bad:?}: {:?}", other.map(|kind| kind.name())),
+            }
+        }
+    }
+
     use super::*;
 
     /// A checkpoint is checked against `saved_slots` when it is read and restored by `state`'s names, so the

@@ -3,7 +3,7 @@
 //! datasets are clear errors.
 
 use crate::common::{for_each_backend, on_vulkan, Rng};
-use wgcompute::data::{shuffled_order, Dataset, Labels};
+use wgcompute::data::{held_out_count, shuffled_order, Dataset, Labels};
 use wgcompute::{Adam, AdamConfig, Error, Mlp};
 
 /// Gaussian-ish blobs: `classes` centres on a circle of radius 3, points spread ±1 around them.
@@ -187,4 +187,58 @@ fn datasets_that_do_not_fit_are_clear_errors() {
         );
         session.close();
     });
+}
+
+#[test]
+fn a_split_holds_out_a_seeded_draw_and_keeps_every_sample_once() {
+    let mut rng = Rng::fresh("split");
+    for_each_backend(|backend| {
+        let session = backend.poisoned();
+        let (samples, features, classes) = (97, 3, 4);
+        let x = rng.vec(samples * features, -1.0, 1.0);
+        let ids: Vec<u32> = (0..samples)
+            .map(|_| (rng.next_u64() % classes as u64) as u32)
+            .collect();
+        let data = Dataset::upload(&session, &x, features, Labels::Classes(&ids), classes)
+            .expect("upload");
+        let seed = rng.next_u64();
+        let (train, held) = data.split(0.25, seed).expect("split");
+        let held = held.expect("a held-out set");
+        assert_eq!(
+            (train.len(), held.len()),
+            (73, 24),
+            "round(97 · 0.25) held out"
+        );
+        assert_eq!(held_out_count(samples, 0.25).expect("count"), 24);
+        // Each part is the seeded draw's rows in order: the held-out samples first, the rest after.
+        let order = shuffled_order(samples, seed, u64::MAX);
+        let mut seen = vec![0usize; samples];
+        for (part, picks) in [(&held, &order[..24]), (&train, &order[24..])] {
+            let rows = part.len();
+            let everything: Vec<u32> = (0..rows as u32).collect();
+            let (inputs, targets) = part
+                .gather(&session.upload_u32(&everything, &[rows]).expect("indices"))
+                .expect("gather");
+            let (got_x, got_y) = (inputs.to_vec().expect("x"), targets.to_vec().expect("y"));
+            for (row, &sample) in picks.iter().enumerate() {
+                let sample = sample as usize;
+                seen[sample] += 1;
+                assert_eq!(
+                    got_x[row * features..(row + 1) * features],
+                    x[sample * features..(sample + 1) * features]
+                );
+                assert_eq!(got_y[row * classes + ids[sample] as usize], 1.0);
+            }
+        }
+        assert!(seen.iter().all(|&count| count == 1), "every sample once");
+        let (all, none) = data.split(0.0, seed).expect("no split");
+        assert!(none.is_none());
+        assert_eq!(all.len(), samples);
+    });
+    for (samples, fraction) in [(97, 1.0), (97, -0.1), (97, f64::NAN), (6, 0.01), (2, 0.9)] {
+        match held_out_count(samples, fraction) {
+            Err(Error::InvalidArgument { what, .. }) => assert_eq!(what, "validation split"),
+            other => panic!("{fraction} of {samples}: {other:?}"),
+        }
+    }
 }

@@ -14,66 +14,20 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use wgcompute::checkpoint::{self, Checkpoint};
-use wgcompute::data::{shuffled_order, Dataset, Figures, Labels};
-use wgcompute::{Adam, AdamConfig, Mlp, Optimizer, Session, Sgd};
+use wgcompute::data::{held_out_count, Dataset, Figures, Labels};
+use wgcompute::{Mlp, OptimizerKind, Session};
 
 use crate::npy::{Array, IntArray};
 use crate::outputs::{Contents, Outputs};
 use crate::GlobalOptions;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum OptimizerKind {
-    Adam,
-    Adamw,
-    Sgd,
+/// `--optimizer`: the library's names, listed in the help and checked by clap.
+fn optimizer_kind() -> impl clap::builder::TypedValueParser<Value = OptimizerKind> {
+    use clap::builder::TypedValueParser as _;
+    clap::builder::PossibleValuesParser::new(OptimizerKind::all().map(OptimizerKind::name))
+        .try_map(|name| name.parse::<OptimizerKind>())
 }
 
-impl OptimizerKind {
-    fn name(self) -> &'static str {
-        match self {
-            OptimizerKind::Adam => "adam",
-            OptimizerKind::Adamw => "adamw",
-            OptimizerKind::Sgd => "sgd",
-        }
-    }
-
-    fn default_lr(self) -> f32 {
-        match self {
-            OptimizerKind::Adam | OptimizerKind::Adamw => 0.001,
-            OptimizerKind::Sgd => 0.01,
-        }
-    }
-
-    fn build(self, lr: f32) -> Box<dyn Optimizer> {
-        match self {
-            OptimizerKind::Adam => Box::new(Adam::new(AdamConfig {
-                lr,
-                ..AdamConfig::default()
-            })),
-            OptimizerKind::Adamw => Box::new(Adam::adamw(lr, ADAMW_WEIGHT_DECAY)),
-            OptimizerKind::Sgd => Box::new(Sgd::new(lr, SGD_MOMENTUM)),
-        }
-    }
-}
-
-impl Display for OptimizerKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for OptimizerKind {
-    type Err = String;
-
-    fn from_str(text: &str) -> std::result::Result<Self, String> {
-        clap::ValueEnum::from_str(text, false)
-    }
-}
-
-/// PyTorch's default for AdamW.
-const ADAMW_WEIGHT_DECAY: f32 = 0.01;
-/// The momentum most SGD recipes use.
-const SGD_MOMENTUM: f32 = 0.9;
 /// Rows evaluated or predicted per batch: bounds the device memory of inference, whatever the dataset.
 const INFERENCE_BATCH: usize = 4096;
 /// More epochs than this would outlast any machine (a billion passes at a millisecond each are eleven days);
@@ -108,7 +62,7 @@ pub struct FitArgs {
     lr: Option<f32>,
     /// The optimizer: adam, adamw (decoupled weight decay 0.01) or sgd (momentum 0.9). Default: adam, or the
     /// resumed fit's.
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = optimizer_kind())]
     optimizer: Option<OptimizerKind>,
     /// Fraction of the samples (drawn at random by --seed) held out to measure validation loss and accuracy.
     /// Default: 0, or the resumed fit's.
@@ -296,43 +250,27 @@ fn read_labels(path: &Path, samples: usize) -> Result<LabelFile> {
     Ok(labels)
 }
 
-/// The rows of a row-major [samples, width] array at `picks`.
-fn pick_rows<T: Copy>(data: &[T], width: usize, picks: &[u32]) -> Vec<T> {
-    picks
-        .iter()
-        .flat_map(|&pick| {
-            data[pick as usize * width..(pick as usize + 1) * width]
-                .iter()
-                .copied()
-        })
-        .collect()
-}
-
-fn upload_part(
+/// The whole dataset on the device, in file order.
+fn upload(
     session: &Session,
     inputs: &Array,
     features: usize,
     labels: &LabelFile,
     classes: usize,
-    picks: &[u32],
 ) -> Result<Dataset> {
-    let x = pick_rows(&inputs.data, features, picks);
     let dataset = match labels {
         LabelFile::Ids(ids) => Dataset::upload(
             session,
-            &x,
+            &inputs.data,
             features,
-            Labels::Classes(&pick_rows(ids, 1, picks)),
+            Labels::Classes(ids),
             classes,
         ),
-        LabelFile::Rows {
-            classes: width,
-            data,
-        } => Dataset::upload(
+        LabelFile::Rows { data, .. } => Dataset::upload(
             session,
-            &x,
+            &inputs.data,
             features,
-            Labels::Probabilities(&pick_rows(data, *width, picks)),
+            Labels::Probabilities(data),
             classes,
         ),
     };
@@ -649,15 +587,7 @@ pub fn fit(global: &GlobalOptions, args: &FitArgs) -> Result<()> {
             settings.done_epochs
         );
     }
-    let validation = (samples as f64 * settings.val_split).round() as usize;
-    if settings.val_split > 0.0 && (validation == 0 || validation >= samples) {
-        bail!(
-            "--val-split {} of {samples} samples leaves {validation} for validation and {} for training; each \
-             needs at least one",
-            settings.val_split,
-            samples - validation.min(samples)
-        );
-    }
+    let validation = held_out_count(samples, settings.val_split).context("--val-split")?;
 
     if args.suspend_every == Some(0) {
         bail!("--suspend-every must be at least 1");
@@ -674,7 +604,6 @@ pub fn fit(global: &GlobalOptions, args: &FitArgs) -> Result<()> {
         &labels,
         (&sizes, classes),
         resumed.as_ref(),
-        validation,
         &outputs,
     );
     session.close();
@@ -730,21 +659,12 @@ fn train(
     labels: &LabelFile,
     (sizes, classes): (&[usize], usize),
     resumed: Option<&Checkpoint>,
-    validation: usize,
     outputs: &Outputs,
 ) -> Result<Fitted> {
-    let samples = inputs.shape[0];
-    // The validation samples are a seeded draw, the same on every run with this seed.
-    let order = shuffled_order(samples, settings.seed, u64::MAX);
-    let (held_out, kept) = order.split_at(validation);
-    let train_set = upload_part(session, inputs, features, labels, classes, kept)?;
-    let val_set = if held_out.is_empty() {
-        None
-    } else {
-        Some(upload_part(
-            session, inputs, features, labels, classes, held_out,
-        )?)
-    };
+    // The validation samples are a seeded draw, the same on every run with this seed; the whole set is
+    // dropped once split, so only the two parts stay on the device.
+    let (train_set, val_set) = upload(session, inputs, features, labels, classes)?
+        .split(settings.val_split, settings.seed)?;
     let mut optimizer = settings.optimizer.build(settings.lr);
     let model = match resumed {
         Some(file) => {
