@@ -116,7 +116,7 @@ pub(crate) fn kind_of(kind: &std::fs::FileType) -> &'static str {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::time::Duration;
 
@@ -139,8 +139,9 @@ mod tests {
         receiver.recv_timeout(Duration::from_secs(5)).ok()
     }
 
+    /// A FIFO at `path` (replacing what is there), for the tests of every reader of untrusted files.
     #[cfg(unix)]
-    fn make_fifo(path: &Path) {
+    pub(crate) fn make_fifo(path: &Path) {
         let _ = std::fs::remove_file(path);
         let status = std::process::Command::new("mkfifo")
             .arg(path)

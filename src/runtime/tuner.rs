@@ -1078,13 +1078,7 @@ mod tests {
     }
 
     #[cfg(unix)]
-    fn make_fifo(path: &Path) {
-        let status = std::process::Command::new("mkfifo")
-            .arg(path)
-            .status()
-            .expect("mkfifo runs");
-        assert!(status.success(), "mkfifo {path:?}");
-    }
+    use crate::files::tests::make_fifo;
 
     #[cfg(unix)]
     #[test]

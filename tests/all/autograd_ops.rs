@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use crate::common::{for_each_backend, relative_error, Rng};
+use crate::common::{for_each_backend, lanes_of, relative_error, Rng};
 use wgcompute::{BinaryOp, Tape, Tensor, UnaryOp};
 
 /// The op in f64: what the kernel computes, as the reference for values and finite differences.
@@ -189,18 +189,6 @@ fn every_binary_op_matches_its_reference_forward_and_backward_with_broadcasting(
         }
         session.close();
     });
-}
-
-/// (outer, len, inner) around an axis.
-fn lanes_of(shape: &[usize], axis: Option<usize>) -> (usize, usize, usize) {
-    match axis {
-        None => (1, shape.iter().product(), 1),
-        Some(axis) => (
-            shape[..axis].iter().product(),
-            shape[axis],
-            shape[axis + 1..].iter().product(),
-        ),
-    }
 }
 
 /// A shape, the elements set to zero, and the axes to reduce along.

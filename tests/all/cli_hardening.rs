@@ -122,6 +122,53 @@ fn fit_args(x: &Path, y: &Path, save: &Path, extra: &[&str]) -> Vec<OsString> {
     all
 }
 
+/// `train` of X [steps, batch, in] and Y [steps, batch, out], from `init` if given, with `extra` flags.
+fn train_args(
+    (x, y, init): (&Path, &Path, Option<&Path>),
+    save: &Path,
+    losses: &Path,
+    extra: &[&str],
+) -> Vec<OsString> {
+    let mut all = args(&[
+        OsStr::new("train"),
+        OsStr::new("--inputs"),
+        x.as_os_str(),
+        OsStr::new("--targets"),
+        y.as_os_str(),
+        OsStr::new("--save"),
+        save.as_os_str(),
+        OsStr::new("--losses"),
+        losses.as_os_str(),
+    ]);
+    if let Some(init) = init {
+        all.extend([os("--init"), init.as_os_str().to_os_string()]);
+    }
+    all.extend(extra.iter().map(|arg| os(arg)));
+    all
+}
+
+/// `predict` of `model` on `inputs` into `output`, and the classes into `classes` if given.
+fn predict_args(
+    model: &Path,
+    inputs: &Path,
+    output: &Path,
+    classes: Option<&Path>,
+) -> Vec<OsString> {
+    let mut all = args(&[
+        OsStr::new("predict"),
+        OsStr::new("--model"),
+        model.as_os_str(),
+        OsStr::new("--inputs"),
+        inputs.as_os_str(),
+        OsStr::new("-o"),
+        output.as_os_str(),
+    ]);
+    if let Some(classes) = classes {
+        all.extend([os("--classes"), classes.as_os_str().to_os_string()]);
+    }
+    all
+}
+
 #[cfg(unix)]
 #[test]
 fn outputs_that_name_inputs_by_any_name_are_refused_and_nothing_changes() {
@@ -160,61 +207,19 @@ fn outputs_that_name_inputs_by_any_name_are_refused_and_nothing_changes() {
         ),
         (fit_args(&x, &y, &detour, &[]), vec!["--save", "--inputs"]),
         (
-            args(&[
-                OsStr::new("train"),
-                OsStr::new("--inputs"),
-                x3.as_os_str(),
-                OsStr::new("--targets"),
-                y3.as_os_str(),
-                OsStr::new("--init"),
-                w.as_os_str(),
-                OsStr::new("--save"),
-                x3.as_os_str(),
-                OsStr::new("--losses"),
-                fresh.as_os_str(),
-            ]),
+            train_args((&x3, &y3, Some(&w)), &x3, &fresh, &[]),
             vec!["--save", "--inputs"],
         ),
         (
-            args(&[
-                OsStr::new("train"),
-                OsStr::new("--inputs"),
-                x3.as_os_str(),
-                OsStr::new("--targets"),
-                y3.as_os_str(),
-                OsStr::new("--init"),
-                w.as_os_str(),
-                OsStr::new("--save"),
-                w.as_os_str(),
-                OsStr::new("--losses"),
-                y3.as_os_str(),
-            ]),
+            train_args((&x3, &y3, Some(&w)), &w, &y3, &[]),
             vec!["--losses", "--targets"],
         ),
         (
-            args(&[
-                OsStr::new("predict"),
-                OsStr::new("--model"),
-                model.as_os_str(),
-                OsStr::new("--inputs"),
-                x.as_os_str(),
-                OsStr::new("-o"),
-                model.as_os_str(),
-            ]),
+            predict_args(&model, &x, &model, None),
             vec!["-o", "--model"],
         ),
         (
-            args(&[
-                OsStr::new("predict"),
-                OsStr::new("--model"),
-                model.as_os_str(),
-                OsStr::new("--inputs"),
-                x.as_os_str(),
-                OsStr::new("-o"),
-                fresh.as_os_str(),
-                OsStr::new("--classes"),
-                path("x_link.npy").as_os_str(),
-            ]),
+            predict_args(&model, &x, &fresh, Some(&path("x_link.npy"))),
             vec!["--classes", "--inputs"],
         ),
         (
@@ -513,21 +518,12 @@ fn training_that_diverges_stops_with_an_error_and_writes_nothing() {
     let losses = scratch.path("losses.npy");
     let weights = scratch.path("w_out.npy");
     scratch.fails_within(
-        &[
-            os("train"),
-            os("--inputs"),
-            x3.into_os_string(),
-            os("--targets"),
-            y3.into_os_string(),
-            os("--hidden"),
-            os("16"),
-            os("--lr"),
-            os("1e30"),
-            os("--save"),
-            weights.clone().into_os_string(),
-            os("--losses"),
-            losses.clone().into_os_string(),
-        ],
+        &train_args(
+            (&x3, &y3, None),
+            &weights,
+            &losses,
+            &["--hidden", "16", "--lr", "1e30"],
+        ),
         LIMIT,
         &["step", "diverged"],
     );
@@ -574,19 +570,12 @@ fn labels_that_do_not_fit_say_what_is_wrong_with_them() {
     let y3 = scratch.write("y3.npy", &[2, 3, 2], &targets);
     let w = scratch.write("w.npy", &[4, 2], &rng.vec(8, -1.0, 1.0));
     scratch.fails_within(
-        &[
-            os("train"),
-            os("--inputs"),
-            x3.into_os_string(),
-            os("--targets"),
-            y3.into_os_string(),
-            os("--init"),
-            w.into_os_string(),
-            os("--save"),
-            scratch.path("w_out.npy").into_os_string(),
-            os("--losses"),
-            scratch.path("losses.npy").into_os_string(),
-        ],
+        &train_args(
+            (&x3, &y3, Some(&w)),
+            &scratch.path("w_out.npy"),
+            &scratch.path("losses.npy"),
+            &[],
+        ),
         LIMIT,
         &["y3.npy", "-0.5", "index 7"],
     );

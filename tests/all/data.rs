@@ -22,16 +22,27 @@ fn blobs(rng: &mut Rng, samples: usize, classes: usize) -> (Vec<f32>, Vec<u32>) 
     (x, y)
 }
 
+/// Inputs uniform in [-1, 1) and class ids uniform over `classes`: data whose rows a test can trace.
+fn random_samples(
+    rng: &mut Rng,
+    samples: usize,
+    features: usize,
+    classes: usize,
+) -> (Vec<f32>, Vec<u32>) {
+    let x = rng.vec(samples * features, -1.0, 1.0);
+    let ids = (0..samples)
+        .map(|_| (rng.next_u64() % classes as u64) as u32)
+        .collect();
+    (x, ids)
+}
+
 #[test]
 fn an_epochs_batches_hold_every_sample_once_in_the_seeded_order() {
     let mut rng = Rng::fresh("batches");
     for_each_backend(|backend| {
         let session = backend.poisoned();
         let (samples, features, classes) = (103, 5, 7);
-        let x = rng.vec(samples * features, -1.0, 1.0);
-        let ids: Vec<u32> = (0..samples)
-            .map(|_| (rng.next_u64() % classes as u64) as u32)
-            .collect();
+        let (x, ids) = random_samples(&mut rng, samples, features, classes);
         let data = Dataset::upload(&session, &x, features, Labels::Classes(&ids), classes)
             .expect("upload");
         assert_eq!(
@@ -195,10 +206,7 @@ fn a_split_holds_out_a_seeded_draw_and_keeps_every_sample_once() {
     for_each_backend(|backend| {
         let session = backend.poisoned();
         let (samples, features, classes) = (97, 3, 4);
-        let x = rng.vec(samples * features, -1.0, 1.0);
-        let ids: Vec<u32> = (0..samples)
-            .map(|_| (rng.next_u64() % classes as u64) as u32)
-            .collect();
+        let (x, ids) = random_samples(&mut rng, samples, features, classes);
         let data = Dataset::upload(&session, &x, features, Labels::Classes(&ids), classes)
             .expect("upload");
         let seed = rng.next_u64();

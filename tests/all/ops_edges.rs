@@ -2,23 +2,11 @@
 //! PyTorch/TensorFlow (softmax), checked against references computed here by those libraries' rules; and
 //! hyperparameters no optimizer or fill can use are refused before any work.
 
-use crate::common::{for_each_backend, on_vulkan, Rng};
+use crate::common::{for_each_backend, lanes_of, on_vulkan, Rng};
 use wgcompute::{AdamConfig, DType, Error, Optimizer, Session, Sgd, Tape, Tensor};
 
-/// (outer, len, inner) of a shape around an axis (`None`: every element in one row).
-fn around(shape: &[usize], axis: Option<usize>) -> (usize, usize, usize) {
-    match axis {
-        None => (1, shape.iter().product(), 1),
-        Some(axis) => (
-            shape[..axis].iter().product(),
-            shape[axis],
-            shape[axis + 1..].iter().product(),
-        ),
-    }
-}
-
 fn lanes(data: &[f32], shape: &[usize], axis: Option<usize>) -> Vec<Vec<f32>> {
-    let (outer, len, inner) = around(shape, axis);
+    let (outer, len, inner) = lanes_of(shape, axis);
     let mut out = Vec::new();
     for o in 0..outer {
         for i in 0..inner {

@@ -2,7 +2,7 @@
 //! row is tested as soon as it has a reference below) and argmax and argmin, over all elements and every axis,
 //! at awkward sizes, past the dispatch limit and past one storage binding; bitwise repeatable.
 
-use crate::common::{for_each_backend, on_vulkan, Rng};
+use crate::common::{for_each_backend, lanes_of, on_vulkan, Rng};
 use wgcompute::{Error, ReduceOp, Session, Tensor};
 
 fn apply(tensor: &Tensor, op: ReduceOp, axis: Option<usize>) -> Tensor {
@@ -33,18 +33,6 @@ fn tolerance(op: ReduceOp, len: usize) -> f64 {
     match op {
         ReduceOp::Prod => 1e-6 + 2.0 * len.sqrt() * epsilon + len * epsilon / 64.0,
         _ => 2e-6,
-    }
-}
-
-/// (outer, len, inner) around an axis.
-fn lanes_of(shape: &[usize], axis: Option<usize>) -> (usize, usize, usize) {
-    match axis {
-        None => (1, shape.iter().product(), 1),
-        Some(axis) => (
-            shape[..axis].iter().product(),
-            shape[axis],
-            shape[axis + 1..].iter().product(),
-        ),
     }
 }
 

@@ -252,6 +252,18 @@ pub fn sample_indices(rng: &mut Rng, len: usize, random: usize) -> Vec<usize> {
     indices
 }
 
+/// (outer, len, inner) of a shape around an axis (`None`: every element in one row), as the reductions see it.
+pub fn lanes_of(shape: &[usize], axis: Option<usize>) -> (usize, usize, usize) {
+    match axis {
+        None => (1, shape.iter().product(), 1),
+        Some(axis) => (
+            shape[..axis].iter().product(),
+            shape[axis],
+            shape[axis + 1..].iter().product(),
+        ),
+    }
+}
+
 /// SplitMix64: small, seedable, good enough for test data.
 pub struct Rng(u64);
 
