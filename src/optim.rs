@@ -285,6 +285,14 @@ impl OptimizerKind {
         }
     }
 
+    /// The kind its state is saved as in a checkpoint (`OptimizerState::kind`): AdamW's state is Adam's.
+    pub fn state_kind(self) -> &'static str {
+        match self {
+            OptimizerKind::Adam | OptimizerKind::Adamw => ADAM_KIND,
+            OptimizerKind::Sgd => SGD_KIND,
+        }
+    }
+
     /// A fresh optimizer of this kind at learning rate `lr`.
     pub fn build(self, lr: f32) -> Box<dyn Optimizer> {
         match self {
@@ -391,10 +399,8 @@ mod tests {
         for kind in OptimizerKind::all() {
             assert_eq!(kind.name().parse::<OptimizerKind>().ok(), Some(kind));
             assert_eq!(kind.to_string(), kind.name());
-            assert_eq!(
-                kind.build(0.5).state().kind == "sgd",
-                kind == OptimizerKind::Sgd
-            );
+            assert_eq!(kind.build(0.5).state().kind, kind.state_kind());
+            assert_eq!(kind.state_kind() == "sgd", kind == OptimizerKind::Sgd);
         }
         for bad in ["", "Adam", "rmsprop", " adam"] {
             match bad.parse::<OptimizerKind>() {

@@ -418,7 +418,7 @@ impl Settings {
         };
         if let Some(resumed) = resumed {
             // The library's own record of the state it holds must be of this optimizer, before any work.
-            let kind = optimizer.build(optimizer.default_lr()).state().kind;
+            let kind = optimizer.state_kind();
             if let Some(held) = resumed.file.metadata().get("optimizer") {
                 if held != kind {
                     bail!(
