@@ -36,7 +36,7 @@ use std::path::Path;
 use safetensors::tensor::{Dtype, Metadata as SafetensorsHeader};
 
 use crate::error::{Error, Result};
-use crate::files::{Refusal, RegularFile};
+use crate::files::{write_atomically, Refusal, RegularFile};
 use crate::nn::{Linear, Mlp};
 use crate::optim::Optimizer;
 use crate::session::Session;
@@ -327,36 +327,12 @@ fn push_json_string(out: &mut String, text: &str) {
 /// file, a failed write leaves an older file whole, and saves racing to one path (from threads or processes)
 /// each write their own temporary file, the last rename winning whole.
 fn write_whole(path: &Path, bytes: &[u8]) -> Result<()> {
-    use std::io::Write as _;
-    let cannot_write = |error: std::io::Error| {
+    write_atomically(path, ".wgcompute-checkpoint.", bytes).map_err(|error| {
         failure(
             path,
             format!("cannot write it ({error}); check the folder exists and is writable"),
         )
-    };
-    let folder = match path.parent() {
-        Some(folder) if !folder.as_os_str().is_empty() => folder,
-        _ => Path::new("."),
-    };
-    let mut builder = tempfile::Builder::new();
-    builder.prefix(".wgcompute-checkpoint.").suffix(".partial");
-    #[cfg(unix)]
-    {
-        // The mode a plain create gives (the umask applies) or the replaced file's, not the temporary file's
-        // owner-only default: a checkpoint is meant to be shared.
-        use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(path)
-            .map(|metadata| metadata.permissions().mode() & 0o777)
-            .unwrap_or(0o666);
-        builder.permissions(std::fs::Permissions::from_mode(mode));
-    }
-    // Removed on drop, so an error below leaves nothing behind.
-    let mut partial = builder.tempfile_in(folder).map_err(cannot_write)?;
-    partial.write_all(bytes).map_err(cannot_write)?;
-    partial
-        .persist(path)
-        .map_err(|error| cannot_write(error.error))?;
-    Ok(())
+    })
 }
 
 fn f32_values(bytes: &[u8]) -> Vec<f32> {

@@ -48,7 +48,12 @@ pub enum Error {
     NotSuspended,
     /// The GPU device was lost (driver reset, device removed, or destroyed). Close the session; its memory is still released.
     #[error("the GPU device was lost ({reason}); close this session and open a new one")]
-    DeviceLost { reason: String },
+    DeviceLost {
+        reason: String,
+        /// What the driver reported, where it reported an error rather than only a reason.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    },
 
     // --- adapters ---
     /// No adapter matched, or none exists at all.
@@ -134,7 +139,51 @@ pub enum Error {
     // --- driver ---
     /// The driver reported an error wgcompute did not expect (a validation or internal error).
     #[error("GPU driver error in {op}: {message}")]
-    Driver { op: &'static str, message: String },
+    Driver {
+        op: &'static str,
+        message: String,
+        /// The driver's own error (a `wgpu::Error`, a mapping failure), where there is one.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    },
+
+    // --- benchmarks ---
+    /// A bench row's own check failed (`wgcompute::bench`, behind the `bench` feature): a wrong result, a CPU
+    /// reference given operands that do not fit, or a child process that failed.
+    #[error("bench row {row}: {message}")]
+    Bench { row: String, message: String },
+}
+
+impl Error {
+    /// A driver error that no error below it explains.
+    pub(crate) fn driver(op: &'static str, message: impl Into<String>) -> Self {
+        Error::Driver {
+            op,
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// A driver error caused by `cause`; `message` says what failed, and includes the cause's text.
+    pub(crate) fn driver_caused(
+        op: &'static str,
+        message: impl Into<String>,
+        cause: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Error::Driver {
+            op,
+            message: message.into(),
+            source: Some(Box::new(cause)),
+        }
+    }
+
+    /// A lost device the driver gave only a reason for.
+    pub(crate) fn device_lost(reason: impl Into<String>) -> Self {
+        Error::DeviceLost {
+            reason: reason.into(),
+            source: None,
+        }
+    }
 }
 
 /// Result with the crate's [`Error`].
@@ -149,6 +198,45 @@ mod tests {
         assert_eq!(ByteSize(512).to_string(), "512 B");
         assert_eq!(ByteSize(1536).to_string(), "1.50 KiB");
         assert_eq!(ByteSize(3 << 30).to_string(), "3.00 GiB");
+    }
+
+    /// Bindings in other languages hand errors across threads.
+    #[test]
+    fn errors_cross_threads() {
+        fn send_sync_static<T: Send + Sync + 'static>() {}
+        send_sync_static::<Error>();
+    }
+
+    #[test]
+    fn a_driver_error_keeps_its_cause_as_its_source() {
+        let cause = std::io::Error::other("mapping refused");
+        let error = Error::driver_caused("read-back", format!("mapping failed: {cause}"), cause);
+        assert_eq!(
+            error.to_string(),
+            "GPU driver error in read-back: mapping failed: mapping refused"
+        );
+        let source = std::error::Error::source(&error).expect("the cause");
+        assert_eq!(source.to_string(), "mapping refused");
+        assert!(source.downcast_ref::<std::io::Error>().is_some());
+        assert!(std::error::Error::source(&Error::driver("bind", "gone")).is_none());
+    }
+
+    #[test]
+    fn a_lost_device_keeps_the_poll_error_as_its_source() {
+        let cause = wgpu::PollError::Timeout;
+        let error = Error::DeviceLost {
+            reason: cause.to_string(),
+            source: Some(Box::new(cause)),
+        };
+        assert!(error
+            .to_string()
+            .contains(&wgpu::PollError::Timeout.to_string()));
+        let source = std::error::Error::source(&error).expect("the cause");
+        assert!(matches!(
+            source.downcast_ref::<wgpu::PollError>(),
+            Some(wgpu::PollError::Timeout)
+        ));
+        assert!(std::error::Error::source(&Error::device_lost("reset")).is_none());
     }
 
     #[test]

@@ -111,8 +111,9 @@ struct Slab<B> {
 }
 
 impl<B> Slab<B> {
-    fn with_buffer<C>(self, buffer: C) -> Slab<C> {
-        Slab {
+    /// The slab's buffer, and its layout around `buffer` instead.
+    fn replace_buffer<C>(self, buffer: C) -> (B, Slab<C>) {
+        let slab = Slab {
             buffer,
             bytes: self.bytes,
             dedicated: self.dedicated,
@@ -120,21 +121,17 @@ impl<B> Slab<B> {
             live: self.live,
             fenced_from: self.fenced_from,
             fences: self.fences,
-        }
+        };
+        (self.buffer, slab)
+    }
+
+    fn with_buffer<C>(self, buffer: C) -> Slab<C> {
+        self.replace_buffer(buffer).1
     }
 
     /// The buffer, and the slab's layout without it.
     fn split(self) -> (B, Slab<()>) {
-        let layout = Slab {
-            buffer: (),
-            bytes: self.bytes,
-            dedicated: self.dedicated,
-            ranges: self.ranges,
-            live: self.live,
-            fenced_from: self.fenced_from,
-            fences: self.fences,
-        };
-        (self.buffer, layout)
+        self.replace_buffer(())
     }
 }
 
@@ -766,6 +763,16 @@ pub(crate) mod tests {
         pub driver_capacity: Option<u64>,
     }
 
+    impl HostStorage {
+        /// A driver that has room for `bytes` of slabs at once.
+        fn full_at(bytes: u64) -> Self {
+            HostStorage {
+                driver_capacity: Some(bytes),
+                ..HostStorage::default()
+            }
+        }
+    }
+
     impl SlabStorage for HostStorage {
         type Buffer = u64;
         fn create(&mut self, bytes: u64) -> Result<u64, SlabError> {
@@ -843,10 +850,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_full_driver_is_out_of_memory_not_a_panic() {
-        let storage = HostStorage {
-            driver_capacity: Some(1 << 20),
-            ..HostStorage::default()
-        };
+        let storage = HostStorage::full_at(1 << 20);
         let mut pool = Pool::new(storage, config(None));
         let kept = pool.allocate(1 << 20).unwrap();
         match pool.allocate(300) {
@@ -869,10 +873,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_full_driver_gets_the_empty_slabs_back_before_the_request_is_refused() {
-        let storage = HostStorage {
-            driver_capacity: Some(3 << 20),
-            ..HostStorage::default()
-        };
+        let storage = HostStorage::full_at(3 << 20);
         let mut pool = Pool::new(storage, config(None));
         let shared = pool.allocate(256).unwrap();
         pool.free(shared);
@@ -1069,10 +1070,7 @@ pub(crate) mod tests {
             Err((other, _)) => panic!("expected OutOfMemory, got {other}"),
             Ok(_) => panic!("a cap below the layout was accepted"),
         };
-        let full_driver = HostStorage {
-            driver_capacity: Some(reserved - 1),
-            ..HostStorage::default()
-        };
+        let full_driver = HostStorage::full_at(reserved - 1);
         let layout = match Pool::restore(full_driver, layout, config(None)) {
             Err((
                 Error::OutOfMemory {

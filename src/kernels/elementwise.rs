@@ -5,7 +5,7 @@
 use bytemuck::{Pod, Zeroable};
 
 use super::plan::Limits;
-use super::{dispatch_vec4_then_tail, vec4s_per_invocation, SCALAR, VEC4, VEC4X4};
+use super::{dispatch_vec4_windows, vec4s_per_invocation, SCALAR, VEC4, VEC4X4};
 use crate::error::Result;
 use crate::runtime::{size_bucket, BufferRange, Kernel, Runtime, Shader};
 use crate::shape::{broadcast_strides, dims4};
@@ -16,66 +16,18 @@ static ELEMENTWISE: Shader = Shader {
     generated,
 };
 
-static BINARY: Kernel = Kernel {
-    shader: &ELEMENTWISE,
-    entry: "binary",
-    bindings: &[1, 2, 3],
-};
-static UNARY: Kernel = Kernel {
-    shader: &ELEMENTWISE,
-    entry: "unary",
-    bindings: &[1, 3],
-};
-static RELU_BACKWARD: Kernel = Kernel {
-    shader: &ELEMENTWISE,
-    entry: "relu_backward",
-    bindings: &[1, 2, 3],
-};
-static FILL: Kernel = Kernel {
-    shader: &ELEMENTWISE,
-    entry: "fill",
-    bindings: &[3],
-};
-static SCALE_ADD: Kernel = Kernel {
-    shader: &ELEMENTWISE,
-    entry: "scale_add",
-    bindings: &[3],
-};
-static BINARY_ROWS: Kernel = Kernel {
-    shader: &ELEMENTWISE,
-    entry: "binary_rows",
-    bindings: &[1, 2, 3],
-};
-static BINARY_ROWS_VEC4: Kernel = Kernel {
-    shader: &ELEMENTWISE,
-    entry: "binary_rows_vec4",
-    bindings: &[1, 2, 3],
-};
-static BINARY_VEC4: Kernel = Kernel {
-    shader: &ELEMENTWISE,
-    entry: "binary_vec4",
-    bindings: &[1, 2, 3],
-};
-static UNARY_VEC4: Kernel = Kernel {
-    shader: &ELEMENTWISE,
-    entry: "unary_vec4",
-    bindings: &[1, 3],
-};
-static RELU_BACKWARD_VEC4: Kernel = Kernel {
-    shader: &ELEMENTWISE,
-    entry: "relu_backward_vec4",
-    bindings: &[1, 2, 3],
-};
-static FILL_VEC4: Kernel = Kernel {
-    shader: &ELEMENTWISE,
-    entry: "fill_vec4",
-    bindings: &[3],
-};
-static SCALE_ADD_VEC4: Kernel = Kernel {
-    shader: &ELEMENTWISE,
-    entry: "scale_add_vec4",
-    bindings: &[3],
-};
+static BINARY: Kernel = Kernel::new(&ELEMENTWISE, "binary", &[1, 2, 3]);
+static UNARY: Kernel = Kernel::new(&ELEMENTWISE, "unary", &[1, 3]);
+static RELU_BACKWARD: Kernel = Kernel::new(&ELEMENTWISE, "relu_backward", &[1, 2, 3]);
+static FILL: Kernel = Kernel::new(&ELEMENTWISE, "fill", &[3]);
+static SCALE_ADD: Kernel = Kernel::new(&ELEMENTWISE, "scale_add", &[3]);
+static BINARY_ROWS: Kernel = Kernel::new(&ELEMENTWISE, "binary_rows", &[1, 2, 3]);
+static BINARY_ROWS_VEC4: Kernel = Kernel::new(&ELEMENTWISE, "binary_rows_vec4", &[1, 2, 3]);
+static BINARY_VEC4: Kernel = Kernel::new(&ELEMENTWISE, "binary_vec4", &[1, 2, 3]);
+static UNARY_VEC4: Kernel = Kernel::new(&ELEMENTWISE, "unary_vec4", &[1, 3]);
+static RELU_BACKWARD_VEC4: Kernel = Kernel::new(&ELEMENTWISE, "relu_backward_vec4", &[1, 2, 3]);
+static FILL_VEC4: Kernel = Kernel::new(&ELEMENTWISE, "fill_vec4", &[3]);
+static SCALE_ADD_VEC4: Kernel = Kernel::new(&ELEMENTWISE, "scale_add_vec4", &[3]);
 
 /// The family's name in tuning records, the cache and `SessionOptions::force_variant`: how many elements one
 /// invocation takes, and whether as vec4s. Every variant computes each element the same way, so they all give
@@ -132,37 +84,27 @@ fn over_windows_with(
     elements: u64,
     params: Params,
 ) -> Result<()> {
-    let limits = Limits::of(runtime.limits());
     let record = |runtime: &mut Runtime, variant: &str| {
-        for (first, count) in limits.windows(elements) {
-            let windows: Vec<BufferRange> = ranges
-                .iter()
-                .map(|&(range, windowed)| {
-                    if windowed {
-                        range.elements(first, count)
-                    } else {
-                        range
-                    }
-                })
-                .collect();
-            let params = Params {
+        let vec4s = vec4s_per_invocation(variant);
+        dispatch_vec4_windows(
+            runtime,
+            (forms.vec4, forms.scalar),
+            ranges,
+            elements,
+            vec4s,
+            |first, count| Params {
                 count: count as u32,
                 base: first as u32,
-                ..params
-            };
-            let vec4s = vec4s_per_invocation(variant);
-            dispatch_vec4_then_tail(
-                runtime,
-                &limits,
-                (forms.vec4, forms.scalar),
-                &windows,
-                count,
                 vec4s,
-                Params { vec4s, ..params },
-                |start| Params { start, ..params },
-            )?;
-        }
-        Ok(())
+                ..params
+            },
+            // The scalar form's block as the op gave it, with no vec4 count (it reads none).
+            |body, start| Params {
+                start,
+                vec4s: params.vec4s,
+                ..body
+            },
+        )
     };
     let class = format!("{} n<={}", forms.name, size_bucket(elements as usize));
     let variant = if forms.in_place {
@@ -301,6 +243,30 @@ macro_rules! unary_is_internal {
     };
 }
 
+/// What both op tables give their enum: each op's name (its method's) and description (its row's doc).
+macro_rules! op_names {
+    ($op:ident: $($variant:ident $method:ident $doc:literal;)*) => {
+        /// The name of the op, as its method is called.
+        pub fn name(self) -> &'static str {
+            match self {
+                $($op::$variant => stringify!($method),)*
+            }
+        }
+
+        /// The op whose [`name`](Self::name) this is.
+        pub fn from_name(name: &str) -> Option<$op> {
+            Self::all().find(|op| op.name() == name)
+        }
+
+        /// What the op computes: its row's doc, the method's.
+        pub fn description(self) -> &'static str {
+            match self {
+                $($op::$variant => $doc,)*
+            }
+        }
+    };
+}
+
 macro_rules! unary_enum {
     ($($vis:ident $variant:ident $method:ident [$($arg:ident)?] $wgsl:literal $doc:literal;)*) => {
         /// Unary elementwise ops; the discriminant is the shader's op code.
@@ -314,24 +280,7 @@ macro_rules! unary_enum {
             /// Every op with its WGSL expression of `x` (and the scalar `a`).
             pub(crate) const ALL: &'static [(UnaryOp, &'static str)] = &[$((UnaryOp::$variant, $wgsl),)*];
 
-            /// The name of the op, as its method is called.
-            pub fn name(self) -> &'static str {
-                match self {
-                    $(UnaryOp::$variant => stringify!($method),)*
-                }
-            }
-
-            /// The op whose [`name`](Self::name) this is.
-            pub fn from_name(name: &str) -> Option<UnaryOp> {
-                Self::all().find(|op| op.name() == name)
-            }
-
-            /// What the op computes: its row's doc, the method's.
-            pub fn description(self) -> &'static str {
-                match self {
-                    $(UnaryOp::$variant => $doc,)*
-                }
-            }
+            op_names!(UnaryOp: $($variant $method $doc;)*);
 
             /// Whether the op takes a scalar (`value` in its description); the others ignore the one given.
             pub fn takes_scalar(self) -> bool {
@@ -369,24 +318,7 @@ macro_rules! binary_enum {
             /// Every op with its WGSL expression of `x` and `y`.
             pub(crate) const ALL: &'static [(BinaryOp, &'static str)] = &[$((BinaryOp::$variant, $wgsl),)*];
 
-            /// The name of the op, as its method is called.
-            pub fn name(self) -> &'static str {
-                match self {
-                    $(BinaryOp::$variant => stringify!($method),)*
-                }
-            }
-
-            /// The op whose [`name`](Self::name) this is.
-            pub fn from_name(name: &str) -> Option<BinaryOp> {
-                Self::all().find(|op| op.name() == name)
-            }
-
-            /// What the op computes: its row's doc, the method's.
-            pub fn description(self) -> &'static str {
-                match self {
-                    $(BinaryOp::$variant => $doc,)*
-                }
-            }
+            op_names!(BinaryOp: $($variant $method $doc;)*);
 
             /// Every binary op, in op-code order.
             pub fn all() -> impl Iterator<Item = BinaryOp> {

@@ -16,31 +16,11 @@ static LAYOUT: Shader = Shader {
     generated: nothing_generated,
 };
 
-static STRIDED_COPY: Kernel = Kernel {
-    shader: &LAYOUT,
-    entry: "strided_copy",
-    bindings: &[1, 3],
-};
-static GATHER_ROWS: Kernel = Kernel {
-    shader: &LAYOUT,
-    entry: "gather_rows",
-    bindings: &[1, 2, 3],
-};
-static ONE_HOT: Kernel = Kernel {
-    shader: &LAYOUT,
-    entry: "one_hot",
-    bindings: &[2, 3],
-};
-static F32_TO_U32: Kernel = Kernel {
-    shader: &LAYOUT,
-    entry: "f32_to_u32",
-    bindings: &[1, 3],
-};
-static U32_TO_F32: Kernel = Kernel {
-    shader: &LAYOUT,
-    entry: "u32_to_f32",
-    bindings: &[1, 3],
-};
+static STRIDED_COPY: Kernel = Kernel::new(&LAYOUT, "strided_copy", &[1, 3]);
+static GATHER_ROWS: Kernel = Kernel::new(&LAYOUT, "gather_rows", &[1, 2, 3]);
+static ONE_HOT: Kernel = Kernel::new(&LAYOUT, "one_hot", &[2, 3]);
+static F32_TO_U32: Kernel = Kernel::new(&LAYOUT, "f32_to_u32", &[1, 3]);
+static U32_TO_F32: Kernel = Kernel::new(&LAYOUT, "u32_to_f32", &[1, 3]);
 
 #[repr(C)]
 #[derive(Clone, Copy, Default, Pod, Zeroable)]

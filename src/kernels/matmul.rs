@@ -78,11 +78,7 @@ const fn register_tile(
         rows,
         vec4s,
         shared_rows,
-        kernel: Kernel {
-            shader: &MATMUL,
-            entry,
-            bindings: &[1, 2, 3],
-        },
+        kernel: Kernel::new(&MATMUL, entry, &[1, 2, 3]),
     }
 }
 
@@ -167,11 +163,7 @@ const fn shared_tile(
         depth,
         threads_x,
         threads_y,
-        kernel: Kernel {
-            shader: &MATMUL,
-            entry,
-            bindings: &[1, 2, 3],
-        },
+        kernel: Kernel::new(&MATMUL, entry, &[1, 2, 3]),
     }
 }
 
@@ -312,11 +304,7 @@ fn {entry}(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) 
 /// A·Bᵀ with both operands row-major along K (K % 4 == 0): a weight's input gradient, dY·Wᵀ. Each invocation
 /// keeps a 4×4 block of C as 16 vec4 partial dot products along K, reading rows of A and of B as vec4s; the
 /// four lanes of each are added at the end.
-static MATMUL_VEC4_BT: Kernel = Kernel {
-    shader: &MATMUL,
-    entry: "matmul_vec4_bt",
-    bindings: &[1, 2, 3],
-};
+static MATMUL_VEC4_BT: Kernel = Kernel::new(&MATMUL, "matmul_vec4_bt", &[1, 2, 3]);
 /// Rows (and columns) of C per invocation of `matmul_vec4_bt`, and invocations per workgroup along each.
 const BT_TILE: usize = 4;
 const BT_INVOCATIONS: usize = 8;
@@ -577,21 +565,9 @@ fn register_tile_source(tile: &RegisterTile) -> String {
     )
 }
 
-static MATMUL_VEC4: Kernel = Kernel {
-    shader: &MATMUL,
-    entry: "matmul_vec4",
-    bindings: &[1, 2, 3],
-};
-static MATMUL_VEC4_AT: Kernel = Kernel {
-    shader: &MATMUL,
-    entry: "matmul_vec4_at",
-    bindings: &[1, 2, 3],
-};
-static MATMUL_STRIDED: Kernel = Kernel {
-    shader: &MATMUL,
-    entry: "matmul_strided",
-    bindings: &[1, 2, 3],
-};
+static MATMUL_VEC4: Kernel = Kernel::new(&MATMUL, "matmul_vec4", &[1, 2, 3]);
+static MATMUL_VEC4_AT: Kernel = Kernel::new(&MATMUL, "matmul_vec4_at", &[1, 2, 3]);
+static MATMUL_STRIDED: Kernel = Kernel::new(&MATMUL, "matmul_strided", &[1, 2, 3]);
 
 #[repr(C)]
 #[derive(Clone, Copy, Default, Pod, Zeroable)]
@@ -959,40 +935,58 @@ mod tests {
     #[test]
     fn cpu_adapters_take_vec4_tiles_where_sizes_allow_and_gpus_take_shared_tiles() {
         use MatmulKernel::{Auto, Registers, SharedTiles};
-        let entry =
-            |setting, cpu, transpose, shape| pick(setting, cpu, transpose, shape).kernel.entry;
-        assert_eq!(
-            entry(Registers, false, (false, false), (10, 10_000, 1_000)),
-            "matmul_vec4"
-        );
-        assert_eq!(
-            entry(Auto, true, (false, false), (10, 10_000, 1_000)),
-            "matmul_vec4"
-        );
-        assert_eq!(
-            entry(Auto, false, (false, false), (10, 10_000, 1_000)),
-            "matmul_tiled"
-        );
-        assert_eq!(
-            entry(Registers, true, (true, false), (12, 10, 8)),
-            "matmul_vec4_at"
-        );
-        assert_eq!(
-            entry(Registers, true, (false, false), (10, 7, 8)),
-            "matmul_strided"
-        );
-        assert_eq!(
-            entry(Registers, true, (false, true), (8, 8, 8)),
-            "matmul_vec4_bt"
-        );
-        assert_eq!(
-            entry(Registers, true, (false, true), (8, 7, 8)),
-            "matmul_strided"
-        );
-        assert_eq!(
-            entry(SharedTiles, true, (false, false), (10, 10_000, 1_000)),
-            "matmul_tiled"
-        );
+        for (setting, cpu, transpose, shape, expected) in [
+            (
+                Registers,
+                false,
+                (false, false),
+                (10, 10_000, 1_000),
+                "matmul_vec4",
+            ),
+            (
+                Auto,
+                true,
+                (false, false),
+                (10, 10_000, 1_000),
+                "matmul_vec4",
+            ),
+            (
+                Auto,
+                false,
+                (false, false),
+                (10, 10_000, 1_000),
+                "matmul_tiled",
+            ),
+            (
+                Registers,
+                true,
+                (true, false),
+                (12, 10, 8),
+                "matmul_vec4_at",
+            ),
+            (
+                Registers,
+                true,
+                (false, false),
+                (10, 7, 8),
+                "matmul_strided",
+            ),
+            (Registers, true, (false, true), (8, 8, 8), "matmul_vec4_bt"),
+            (Registers, true, (false, true), (8, 7, 8), "matmul_strided"),
+            (
+                SharedTiles,
+                true,
+                (false, false),
+                (10, 10_000, 1_000),
+                "matmul_tiled",
+            ),
+        ] {
+            assert_eq!(
+                pick(setting, cpu, transpose, shape).kernel.entry,
+                expected,
+                "{setting:?} cpu={cpu} {transpose:?} {shape:?}"
+            );
+        }
     }
 
     #[test]

@@ -62,37 +62,51 @@ pub(crate) fn vec4s_per_invocation(variant: &str) -> u32 {
     }
 }
 
-/// Records one window of `count` elements of an op with a vec4 and a scalar form: the vec4 kernel over the
-/// window's whole vec4s, `vec4s` of them per invocation (none when 0), with `body` as parameters; then the
-/// scalar kernel over the rest, with the parameters `tail` gives for the first element it starts at.
-#[allow(clippy::too_many_arguments)] // one window of one op, fully described; a struct would only rename them
-pub(crate) fn dispatch_vec4_then_tail<P: bytemuck::Pod>(
+/// Records an op with a vec4 and a scalar form over `elements` elements, one window at a time; a range paired
+/// with true is bound as its window's part, one paired with false whole. In each window of `count` elements
+/// from `first`, the vec4 kernel takes the whole vec4s, `vec4s` of them per invocation (none when 0), with
+/// `body(first, count)` as parameters; then the scalar kernel takes the rest, with the parameters
+/// `tail(body, start)` gives for the element of the window it starts at.
+pub(crate) fn dispatch_vec4_windows<P: bytemuck::Pod>(
     runtime: &mut Runtime,
-    limits: &plan::Limits,
     (vec4, scalar): (&'static Kernel, &'static Kernel),
-    windows: &[BufferRange],
-    count: u64,
+    ranges: &[(BufferRange, bool)],
+    elements: u64,
     vec4s: u32,
-    body: P,
-    tail: impl FnOnce(u32) -> P,
+    body: impl Fn(u64, u64) -> P,
+    tail: impl Fn(P, u32) -> P,
 ) -> Result<()> {
-    let whole = if vec4s == 0 { 0 } else { count / 4 };
-    if whole > 0 {
-        runtime.dispatch(
-            vec4,
-            bytemuck::bytes_of(&body),
-            windows,
-            limits.per_element(whole, u64::from(vec4s)),
-        )?;
-    }
-    let start = whole * 4;
-    if start < count {
-        runtime.dispatch(
-            scalar,
-            bytemuck::bytes_of(&tail(start as u32)),
-            windows,
-            limits.per_element(count - start, 1),
-        )?;
+    let limits = plan::Limits::of(runtime.limits());
+    for (first, count) in limits.windows(elements) {
+        let windows: Vec<BufferRange> = ranges
+            .iter()
+            .map(|&(range, windowed)| {
+                if windowed {
+                    range.elements(first, count)
+                } else {
+                    range
+                }
+            })
+            .collect();
+        let params = body(first, count);
+        let whole = if vec4s == 0 { 0 } else { count / 4 };
+        if whole > 0 {
+            runtime.dispatch(
+                vec4,
+                bytemuck::bytes_of(&params),
+                &windows,
+                limits.per_element(whole, u64::from(vec4s)),
+            )?;
+        }
+        let start = whole * 4;
+        if start < count {
+            runtime.dispatch(
+                scalar,
+                bytemuck::bytes_of(&tail(params, start as u32)),
+                &windows,
+                limits.per_element(count - start, 1),
+            )?;
+        }
     }
     Ok(())
 }
@@ -136,40 +150,21 @@ mod reflection {
     type Family = (Vec<&'static Kernel>, (usize, Vec<(&'static str, usize)>));
 
     fn families() -> Vec<Family> {
-        vec![
-            (
-                super::elementwise::layout::kernels(),
-                super::elementwise::layout::params(),
-            ),
-            (
-                super::layout::layout::kernels(),
-                super::layout::layout::params(),
-            ),
-            (
-                super::matmul::layout::kernels(),
-                super::matmul::layout::params(),
-            ),
-            (
-                super::optim::layout::kernels(),
-                super::optim::layout::params(),
-            ),
-            (
-                super::random::layout::kernels(),
-                super::random::layout::params(),
-            ),
-            (
-                super::reduce::layout::kernels(),
-                super::reduce::layout::params(),
-            ),
-            (
-                super::reduce::subgroup::layout::kernels(),
-                super::reduce::subgroup::layout::params(),
-            ),
-            (
-                super::softmax::layout::kernels(),
-                super::softmax::layout::params(),
-            ),
-        ]
+        macro_rules! families {
+            ($($($module:ident)::+),*) => {
+                vec![$((super::$($module)::+::layout::kernels(), super::$($module)::+::layout::params())),*]
+            };
+        }
+        families!(
+            elementwise,
+            layout,
+            matmul,
+            optim,
+            random,
+            reduce,
+            reduce::subgroup,
+            softmax
+        )
     }
 
     fn parse(shader: &Shader) -> naga::Module {

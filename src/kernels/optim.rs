@@ -8,8 +8,7 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::plan::Limits;
-use super::{dispatch_vec4_then_tail, vec4s_per_invocation, SCALAR, VEC4, VEC4X4};
+use super::{dispatch_vec4_windows, vec4s_per_invocation, SCALAR, VEC4, VEC4X4};
 use crate::error::Result;
 use crate::pool::Allocation;
 use crate::runtime::{size_bucket, wgsl_constants, BufferRange, Kernel, Runtime, Shader};
@@ -37,26 +36,10 @@ pub(crate) enum AdamMode {
     AdamW = 2,
 }
 
-static ADAM: Kernel = Kernel {
-    shader: &OPTIM,
-    entry: "adam",
-    bindings: &[1, 2, 3, 4],
-};
-static ADAM_VEC4: Kernel = Kernel {
-    shader: &OPTIM,
-    entry: "adam_vec4",
-    bindings: &[1, 2, 3, 4],
-};
-static SGD_VEC4: Kernel = Kernel {
-    shader: &OPTIM,
-    entry: "sgd_vec4",
-    bindings: &[1, 2, 3],
-};
-static SGD: Kernel = Kernel {
-    shader: &OPTIM,
-    entry: "sgd",
-    bindings: &[1, 2, 3],
-};
+static ADAM: Kernel = Kernel::new(&OPTIM, "adam", &[1, 2, 3, 4]);
+static ADAM_VEC4: Kernel = Kernel::new(&OPTIM, "adam_vec4", &[1, 2, 3, 4]);
+static SGD_VEC4: Kernel = Kernel::new(&OPTIM, "sgd_vec4", &[1, 2, 3]);
+static SGD: Kernel = Kernel::new(&OPTIM, "sgd", &[1, 2, 3]);
 
 #[repr(C)]
 #[derive(Clone, Copy, Default, Pod, Zeroable)]
@@ -112,30 +95,21 @@ fn record(
     base: Params,
     variant: &str,
 ) -> Result<()> {
-    let limits = Limits::of(runtime.limits());
+    let windowed: Vec<(BufferRange, bool)> = ranges.iter().map(|&range| (range, true)).collect();
     let vec4s = vec4s_per_invocation(variant);
-    for (first, count) in limits.windows(elements) {
-        let windows: Vec<BufferRange> = ranges
-            .iter()
-            .map(|range| range.elements(first, count))
-            .collect();
-        let params = Params {
+    dispatch_vec4_windows(
+        runtime,
+        (forms.vec4, forms.scalar),
+        &windowed,
+        elements,
+        vec4s,
+        |_, count| Params {
             count: count as u32,
             vec4s,
             ..base
-        };
-        dispatch_vec4_then_tail(
-            runtime,
-            &limits,
-            (forms.vec4, forms.scalar),
-            &windows,
-            count,
-            vec4s,
-            params,
-            |start| Params { start, ..params },
-        )?;
-    }
-    Ok(())
+        },
+        |body, start| Params { start, ..body },
+    )
 }
 
 /// `operands` scratch allocations of `elements` floats each, or None if the session has no room for them.

@@ -17,11 +17,7 @@ static RANDOM: Shader = Shader {
 const UNIFORM: u32 = 0;
 const NORMAL: u32 = 1;
 
-static FILL_RANDOM: Kernel = Kernel {
-    shader: &RANDOM,
-    entry: "random",
-    bindings: &[1],
-};
+static FILL_RANDOM: Kernel = Kernel::new(&RANDOM, "random", &[1]);
 
 #[repr(C)]
 #[derive(Clone, Copy, Default, Pod, Zeroable)]

@@ -214,61 +214,18 @@ fn generated() -> String {
     )
 }
 
-static CHUNK_REDUCE: Kernel = Kernel {
-    shader: &REDUCE,
-    entry: "chunk_reduce",
-    bindings: &[1, 3],
-};
-static CHUNK_REDUCE_VEC4: Kernel = Kernel {
-    shader: &REDUCE,
-    entry: "chunk_reduce_vec4",
-    bindings: &[1, 3],
-};
-static CHUNK_ARGMAX: Kernel = Kernel {
-    shader: &REDUCE,
-    entry: "chunk_argmax",
-    bindings: &[1, 3, 4],
-};
-static AXIS_REDUCE: Kernel = Kernel {
-    shader: &REDUCE,
-    entry: "axis_reduce",
-    bindings: &[1, 3],
-};
-static AXIS_ARGMAX: Kernel = Kernel {
-    shader: &REDUCE,
-    entry: "axis_argmax",
-    bindings: &[1, 2, 3, 4],
-};
-static CHUNK_REDUCE_STRIDED: Kernel = Kernel {
-    shader: &REDUCE,
-    entry: "chunk_reduce_strided",
-    bindings: &[1, 3],
-};
-static AXIS_REDUCE_LANES: Kernel = Kernel {
-    shader: &REDUCE,
-    entry: "axis_reduce_lanes",
-    bindings: &[1, 3],
-};
-static ZEROS_TO_ONES: Kernel = Kernel {
-    shader: &REDUCE,
-    entry: "zeros_to_ones",
-    bindings: &[1, 3],
-};
-static ZERO_INDICATOR: Kernel = Kernel {
-    shader: &REDUCE,
-    entry: "zero_indicator",
-    bindings: &[1, 3],
-};
-static PROD_BACKWARD: Kernel = Kernel {
-    shader: &REDUCE,
-    entry: "prod_backward",
-    bindings: &[1, 3, 5, 6],
-};
-static AXIS_REDUCE_SUBGROUP: Kernel = Kernel {
-    shader: &REDUCE_SUBGROUP,
-    entry: "axis_reduce_subgroup",
-    bindings: &[1, 3],
-};
+static CHUNK_REDUCE: Kernel = Kernel::new(&REDUCE, "chunk_reduce", &[1, 3]);
+static CHUNK_REDUCE_VEC4: Kernel = Kernel::new(&REDUCE, "chunk_reduce_vec4", &[1, 3]);
+static CHUNK_ARGMAX: Kernel = Kernel::new(&REDUCE, "chunk_argmax", &[1, 3, 4]);
+static AXIS_REDUCE: Kernel = Kernel::new(&REDUCE, "axis_reduce", &[1, 3]);
+static AXIS_ARGMAX: Kernel = Kernel::new(&REDUCE, "axis_argmax", &[1, 2, 3, 4]);
+static CHUNK_REDUCE_STRIDED: Kernel = Kernel::new(&REDUCE, "chunk_reduce_strided", &[1, 3]);
+static AXIS_REDUCE_LANES: Kernel = Kernel::new(&REDUCE, "axis_reduce_lanes", &[1, 3]);
+static ZEROS_TO_ONES: Kernel = Kernel::new(&REDUCE, "zeros_to_ones", &[1, 3]);
+static ZERO_INDICATOR: Kernel = Kernel::new(&REDUCE, "zero_indicator", &[1, 3]);
+static PROD_BACKWARD: Kernel = Kernel::new(&REDUCE, "prod_backward", &[1, 3, 5, 6]);
+static AXIS_REDUCE_SUBGROUP: Kernel =
+    Kernel::new(&REDUCE_SUBGROUP, "axis_reduce_subgroup", &[1, 3]);
 
 /// The chunk stage's variants (family `reduce_chunk`): each invocation reduces a contiguous run, or a run
 /// strided by the number of runs, or a subgroup reduces each run (its lanes reading neighbouring elements,
@@ -408,6 +365,16 @@ fn chunk_stage(
     } else {
         None
     };
+    let record = |runtime: &mut Runtime, variant: &str| {
+        chunk_windows(
+            runtime,
+            op,
+            variant,
+            stage.values,
+            (outer, &row_windows),
+            (partial, partial_indices),
+        )
+    };
     let variant = if op.is_arg() {
         CONTIGUOUS
     } else {
@@ -420,25 +387,9 @@ fn chunk_stage(
         if runtime.has_subgroups() {
             candidates.push(SUBGROUP_RUNS);
         }
-        runtime.choose_variant(CHUNK_FAMILY, class, &candidates, |runtime, variant| {
-            chunk_windows(
-                runtime,
-                op,
-                variant,
-                stage.values,
-                (outer, &row_windows),
-                (partial, partial_indices),
-            )
-        })
+        runtime.choose_variant(CHUNK_FAMILY, class, &candidates, record)
     };
-    chunk_windows(
-        runtime,
-        op,
-        variant,
-        stage.values,
-        (outer, &row_windows),
-        (partial, partial_indices),
-    )?;
+    record(runtime, variant)?;
     Ok(Stage {
         values: partial,
         indices: partial_indices,

@@ -24,36 +24,15 @@ static SOFTMAX: Shader = Shader {
 const SOFTMAX_OP: u32 = 0;
 const LOG_SOFTMAX_OP: u32 = 1;
 
-static SOFTMAX_ROWS: Kernel = Kernel {
-    shader: &SOFTMAX,
-    entry: "softmax_rows",
-    bindings: &[1, 3],
-};
-static SOFTMAX_XENT: Kernel = Kernel {
-    shader: &SOFTMAX,
-    entry: "softmax_xent",
-    bindings: &[1, 2, 3, 4],
-};
-static SOFTMAX_ROWS_SEGMENTED: Kernel = Kernel {
-    shader: &SOFTMAX,
-    entry: "softmax_rows_segmented",
-    bindings: &[1, 3],
-};
-static SOFTMAX_XENT_SEGMENTED: Kernel = Kernel {
-    shader: &SOFTMAX,
-    entry: "softmax_xent_segmented",
-    bindings: &[1, 2, 3, 4],
-};
-static SOFTMAX_ROWS_PER_INVOCATION: Kernel = Kernel {
-    shader: &SOFTMAX,
-    entry: "softmax_rows_per_invocation",
-    bindings: &[1, 3],
-};
-static SOFTMAX_XENT_PER_INVOCATION: Kernel = Kernel {
-    shader: &SOFTMAX,
-    entry: "softmax_xent_per_invocation",
-    bindings: &[1, 2, 3, 4],
-};
+static SOFTMAX_ROWS: Kernel = Kernel::new(&SOFTMAX, "softmax_rows", &[1, 3]);
+static SOFTMAX_XENT: Kernel = Kernel::new(&SOFTMAX, "softmax_xent", &[1, 2, 3, 4]);
+static SOFTMAX_ROWS_SEGMENTED: Kernel = Kernel::new(&SOFTMAX, "softmax_rows_segmented", &[1, 3]);
+static SOFTMAX_XENT_SEGMENTED: Kernel =
+    Kernel::new(&SOFTMAX, "softmax_xent_segmented", &[1, 2, 3, 4]);
+static SOFTMAX_ROWS_PER_INVOCATION: Kernel =
+    Kernel::new(&SOFTMAX, "softmax_rows_per_invocation", &[1, 3]);
+static SOFTMAX_XENT_PER_INVOCATION: Kernel =
+    Kernel::new(&SOFTMAX, "softmax_xent_per_invocation", &[1, 2, 3, 4]);
 
 /// The family's name in tuning records, the cache and `SessionOptions::force_variant`.
 pub(crate) const FAMILY: &str = "softmax";
@@ -127,6 +106,32 @@ struct Params {
     _pad: u32,
 }
 
+/// One kernel with op code `op` over `ranges` (rows read from the first, which must fit one binding), in the
+/// variant the tuner picks for the shape, classed as `kind`.
+fn run(
+    runtime: &mut Runtime,
+    (name, kind): (&'static str, &str),
+    (kernels, op): ((&'static Kernel, &'static Kernel, &'static Kernel), u32),
+    ranges: &[BufferRange],
+    (rows, cols): (usize, usize),
+) -> Result<()> {
+    let limits = Limits::of(runtime.limits());
+    limits.expect_bindable(name, ranges[0])?;
+    let params = Params {
+        rows: rows as u32,
+        cols: cols as u32,
+        op,
+        _pad: 0,
+    };
+    let record = |runtime: &mut Runtime, variant: &str| {
+        let (kernel, workgroups) = plan(limits, variant, rows, kernels);
+        runtime.dispatch(kernel, bytemuck::bytes_of(&params), ranges, workgroups)
+    };
+    let variant =
+        runtime.choose_variant(FAMILY, class(kind, rows, cols), &candidates(cols), record);
+    record(runtime, variant)
+}
+
 /// Longest row: each of a row's 256 threads loops over cols / 256 elements, and llvmpipe ends any loop after
 /// 65,535 iterations.
 pub(crate) const MAX_COLS: usize = 256 * 65_535;
@@ -140,35 +145,19 @@ pub(crate) fn softmax_rows(
     out: BufferRange,
     (rows, cols): (usize, usize),
 ) -> Result<()> {
-    let params = Params {
-        rows: rows as u32,
-        cols: cols as u32,
-        op: if log { LOG_SOFTMAX_OP } else { SOFTMAX_OP },
-        _pad: 0,
-    };
-    let limits = Limits::of(runtime.limits());
-    limits.expect_bindable(name, input)?;
     let kernels = (
         &SOFTMAX_ROWS,
         &SOFTMAX_ROWS_SEGMENTED,
         &SOFTMAX_ROWS_PER_INVOCATION,
     );
-    let record = |runtime: &mut Runtime, variant: &str| {
-        let (kernel, workgroups) = plan(limits, variant, rows, kernels);
-        runtime.dispatch(
-            kernel,
-            bytemuck::bytes_of(&params),
-            &[input, out],
-            workgroups,
-        )
-    };
-    let variant = runtime.choose_variant(
-        FAMILY,
-        class("softmax", rows, cols),
-        &candidates(cols),
-        record,
-    );
-    record(runtime, variant)
+    let op = if log { LOG_SOFTMAX_OP } else { SOFTMAX_OP };
+    run(
+        runtime,
+        (name, "softmax"),
+        (kernels, op),
+        &[input, out],
+        (rows, cols),
+    )
 }
 
 /// Per row: the loss into `loss`, and the exact gradient of the summed loss into `gradient`.
@@ -179,31 +168,18 @@ pub(crate) fn softmax_xent(
     (gradient, loss): (BufferRange, BufferRange),
     (rows, cols): (usize, usize),
 ) -> Result<()> {
-    let params = Params {
-        rows: rows as u32,
-        cols: cols as u32,
-        op: 0,
-        _pad: 0,
-    };
-    let limits = Limits::of(runtime.limits());
-    limits.expect_bindable(name, logits)?;
     let kernels = (
         &SOFTMAX_XENT,
         &SOFTMAX_XENT_SEGMENTED,
         &SOFTMAX_XENT_PER_INVOCATION,
     );
-    let record = |runtime: &mut Runtime, variant: &str| {
-        let (kernel, workgroups) = plan(limits, variant, rows, kernels);
-        runtime.dispatch(
-            kernel,
-            bytemuck::bytes_of(&params),
-            &[logits, labels, gradient, loss],
-            workgroups,
-        )
-    };
-    let variant =
-        runtime.choose_variant(FAMILY, class("xent", rows, cols), &candidates(cols), record);
-    record(runtime, variant)
+    run(
+        runtime,
+        (name, "xent"),
+        (kernels, 0),
+        &[logits, labels, gradient, loss],
+        (rows, cols),
+    )
 }
 
 reflected_layout!(

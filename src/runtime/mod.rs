@@ -65,10 +65,11 @@ impl SlabStorage for WgpuSlabs {
                 buffer.destroy();
                 Err(match refusal {
                     Refusal::OutOfMemory => SlabError::OutOfMemory,
-                    Refusal::Invalid(message) => SlabError::Other(Error::Driver {
-                        op: "create slab",
-                        message,
-                    }),
+                    Refusal::Invalid(error) => SlabError::Other(Error::driver_caused(
+                        "create slab",
+                        error.to_string(),
+                        error,
+                    )),
                 })
             }
         }
@@ -82,7 +83,7 @@ impl SlabStorage for WgpuSlabs {
 /// What the driver refused inside error scopes.
 pub(crate) enum Refusal {
     OutOfMemory,
-    Invalid(String),
+    Invalid(wgpu::Error),
 }
 
 /// Runs `work` inside out-of-memory and validation error scopes, so that what the driver refuses comes back
@@ -98,7 +99,7 @@ pub(crate) fn within_error_scopes<T>(
     let full = pollster::block_on(out_of_memory.pop());
     let refusal = match (full, invalid) {
         (Some(_), _) => Some(Refusal::OutOfMemory),
-        (None, Some(error)) => Some(Refusal::Invalid(error.to_string())),
+        (None, Some(error)) => Some(Refusal::Invalid(error)),
         (None, None) => None,
     };
     (value, refusal)
@@ -162,11 +163,14 @@ pub(crate) struct Runtime {
 }
 
 /// A device just opened, with everything it needs kept alive and the alarms its callbacks raise.
+///
+/// The fields are declared in the order a release drops them (see `release_all`): dropping one whole releases
+/// it in that order.
 pub(crate) struct OpenedDevice {
-    pub instance: wgpu::Instance,
-    pub adapter: wgpu::Adapter,
-    pub device: wgpu::Device,
     pub queue: wgpu::Queue,
+    pub device: wgpu::Device,
+    pub adapter: wgpu::Adapter,
+    pub instance: wgpu::Instance,
     pub alarms: Arc<Alarms>,
 }
 
@@ -319,10 +323,9 @@ impl Runtime {
     }
 
     fn buffer(&self, slab: SlabId) -> Result<&wgpu::Buffer> {
-        self.pool.buffer(slab).ok_or_else(|| Error::Driver {
-            op: "bind",
-            message: format!("slab {slab} no longer exists"),
-        })
+        self.pool
+            .buffer(slab)
+            .ok_or_else(|| Error::driver("bind", format!("slab {slab} no longer exists")))
     }
 
     /// The encoder of the open batch, and a fresh parameter slot holding `params`: (encoder, dynamic offset).
@@ -333,10 +336,10 @@ impl Runtime {
             self.flush()?;
         }
         if params.len() as u64 > PARAM_SLOT_BYTES {
-            return Err(Error::Driver {
-                op: "record",
-                message: format!("{} bytes of parameters exceed one slot", params.len()),
-            });
+            return Err(Error::driver(
+                "record",
+                format!("{} bytes of parameters exceed one slot", params.len()),
+            ));
         }
         let offset = self.batch.params.len() as u32;
         self.batch.params.extend_from_slice(params);
@@ -390,6 +393,7 @@ impl Runtime {
             .map(|_| ())
             .map_err(|error| Error::DeviceLost {
                 reason: error.to_string(),
+                source: Some(Box::new(error)),
             })
     }
 
@@ -478,22 +482,18 @@ impl Runtime {
         match receiver.recv() {
             Ok(Ok(())) => {}
             Ok(Err(error)) => {
-                return Err(Error::Driver {
-                    op: "read-back",
-                    message: format!("mapping the read-back buffer failed: {error}"),
-                })
+                return Err(Error::driver_caused(
+                    "read-back",
+                    format!("mapping the read-back buffer failed: {error}"),
+                    error,
+                ))
             }
-            Err(_) => {
-                return Err(Error::DeviceLost {
-                    reason: "the read-back never completed".to_string(),
-                })
-            }
+            Err(_) => return Err(Error::device_lost("the read-back never completed")),
         }
         let outcome = {
-            let view = slice.get_mapped_range().map_err(|error| Error::Driver {
-                op: "read-back",
-                message: error.to_string(),
-            })?;
+            let view = slice
+                .get_mapped_range()
+                .map_err(|error| Error::driver_caused("read-back", error.to_string(), error))?;
             read(&view)
         };
         staging.unmap();
@@ -534,7 +534,7 @@ impl Alarms {
             return Ok(());
         }
         if let Some(reason) = lock(&self.lost).clone() {
-            return Err(Error::DeviceLost { reason });
+            return Err(Error::device_lost(reason));
         }
         let mut uncaptured = lock(&self.uncaptured);
         let message = uncaptured.pop();
@@ -542,10 +542,7 @@ impl Alarms {
             self.raised.store(false, Ordering::Release);
         }
         match message {
-            Some(message) => Err(Error::Driver {
-                op: "device",
-                message,
-            }),
+            Some(message) => Err(Error::driver("device", message)),
             None => Ok(()),
         }
     }

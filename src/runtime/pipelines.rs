@@ -82,6 +82,20 @@ pub(crate) struct Kernel {
 }
 
 impl Kernel {
+    /// `entry` of `shader`, binding `bindings` (after the parameters at 0) in the order dispatch receives their
+    /// ranges.
+    pub const fn new(
+        shader: &'static Shader,
+        entry: &'static str,
+        bindings: &'static [u32],
+    ) -> Self {
+        Kernel {
+            shader,
+            entry,
+            bindings,
+        }
+    }
+
     fn key(&self) -> (&'static str, &'static str) {
         (self.shader.name, self.entry)
     }
@@ -186,13 +200,14 @@ fn compile(runtime: &mut Runtime, kernel: &'static Kernel) -> Result<()> {
         cache: None,
     });
     if let Some(error) = pollster::block_on(scope.pop()) {
-        return Err(Error::Driver {
-            op: kernel.entry,
-            message: format!(
+        return Err(Error::driver_caused(
+            kernel.entry,
+            format!(
                 "building the {} pipeline failed: {error}",
                 kernel.shader.name
             ),
-        });
+            error,
+        ));
     }
     runtime
         .pipelines
@@ -214,10 +229,7 @@ fn bind_group(
         .pipelines
         .compiled
         .get(&kernel.key())
-        .ok_or_else(|| Error::Driver {
-            op: kernel.entry,
-            message: "pipeline missing".to_string(),
-        })?;
+        .ok_or_else(|| Error::driver(kernel.entry, "pipeline missing"))?;
     let mut entries = vec![wgpu::BindGroupEntry {
         binding: 0,
         resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {

@@ -153,7 +153,7 @@ impl Runtime {
                     by_driver: true,
                 }
             }
-            Refusal::Invalid(message) => Error::Driver { op, message },
+            Refusal::Invalid(error) => Error::driver_caused(op, error.to_string(), error),
         }
     }
 
@@ -339,20 +339,10 @@ impl Runtime {
 
 /// Releases a device that never became a runtime, in the same order a close uses.
 pub(super) fn release_opened(opened: OpenedDevice) {
-    let OpenedDevice {
-        instance,
-        adapter,
-        device,
-        queue,
-        alarms,
-    } = opened;
-    device.destroy();
-    let _ = device.poll(wgpu::PollType::wait_indefinitely());
-    drop(queue);
-    drop(device);
-    drop(adapter);
-    drop(instance);
-    drop(alarms);
+    opened.device.destroy();
+    let _ = opened.device.poll(wgpu::PollType::wait_indefinitely());
+    // Queue, device, adapter, instance, alarms: the fields' order.
+    drop(opened);
 }
 
 #[cfg(test)]

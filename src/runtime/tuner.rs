@@ -116,25 +116,15 @@ pub struct TuningRecord {
     pub times: Vec<VariantTime>,
 }
 
-/// The directory of the tuning cache: `$WGCOMPUTE_CACHE_DIR` if set, else `wgcompute` in the user's cache
-/// directory (`$XDG_CACHE_HOME` or `~/.cache` on Linux, `~/Library/Caches` on macOS, `%LOCALAPPDATA%` on
-/// Windows). None where there is no such directory.
+/// The directory of the tuning cache: `$WGCOMPUTE_CACHE_DIR` if set (and not empty), else `wgcompute` in the
+/// user's cache directory as [`dirs::cache_dir`] finds it (an absolute `$XDG_CACHE_HOME`, else `~/.cache` on
+/// Linux and the other Unixes, `~/Library/Caches` on macOS, the local application data folder
+/// (`%LOCALAPPDATA%`) on Windows). None where there is no such directory.
 pub fn tuning_cache_dir() -> Option<PathBuf> {
-    let set = |name: &str| std::env::var_os(name).filter(|value| !value.is_empty());
-    if let Some(dir) = set(CACHE_DIR_ENV) {
+    if let Some(dir) = std::env::var_os(CACHE_DIR_ENV).filter(|value| !value.is_empty()) {
         return Some(PathBuf::from(dir));
     }
-    let base = if cfg!(target_os = "windows") {
-        set("LOCALAPPDATA").map(PathBuf::from)
-    } else if cfg!(target_os = "macos") {
-        set("HOME").map(|home| PathBuf::from(home).join("Library").join("Caches"))
-    } else {
-        set("XDG_CACHE_HOME")
-            .map(PathBuf::from)
-            .filter(|dir| dir.is_absolute())
-            .or_else(|| set("HOME").map(|home| PathBuf::from(home).join(".cache")))
-    };
-    base.map(|dir| dir.join("wgcompute"))
+    dirs::cache_dir().map(|dir| dir.join("wgcompute"))
 }
 
 /// What identifies an adapter's picks: they hold for this adapter, driver and crate version only (and each for
@@ -507,32 +497,17 @@ impl Tuner {
             }
         }
         let text = format_cache(&self.cached, key);
-        write_atomically(path, &text).map_err(|error| Error::TuningCache {
+        let written = match path.parent() {
+            Some(dir) => std::fs::create_dir_all(dir),
+            None => Ok(()),
+        }
+        .and_then(|()| crate::files::write_atomically(path, ".wgcompute-tuning.", text.as_bytes()));
+        written.map_err(|error| Error::TuningCache {
             path: path.clone(),
             message: error.to_string(),
         })?;
         Ok(Some(path.clone()))
     }
-}
-
-/// Writes to a temporary file beside `path` and renames it over `path`, so a reader never sees half a file.
-fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    // Unique per process and per write, so that two sessions writing at once do not share a temporary file.
-    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let temporary = dir.join(format!(
-        ".{}.{}.{}.tmp",
-        path.file_name()
-            .map(|name| name.to_string_lossy())
-            .unwrap_or_default(),
-        std::process::id(),
-        WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-    ));
-    std::fs::write(&temporary, text)?;
-    std::fs::rename(&temporary, path).inspect_err(|_| {
-        let _ = std::fs::remove_file(&temporary);
-    })
 }
 
 /// Each candidate's best time: an untimed warm-up run (which also builds its pipelines), then up to
@@ -1242,10 +1217,7 @@ mod tests {
         let mut tuner = Tuner::new(Tuning::Tune, Vec::new(), None, Vec::new());
         let pick = tuner.choose("family", "class".into(), CANDIDATES, |variant| {
             if variant == "faster" {
-                Err(Error::Driver {
-                    op: "test",
-                    message: "refused".into(),
-                })
+                Err(Error::driver("test", "refused"))
             } else {
                 Ok(Duration::from_micros(if variant == "fast" {
                     10
@@ -1261,9 +1233,7 @@ mod tests {
         let dir = scratch_dir("all-fail");
         let mut failing = tuner_in(&dir, Tuning::Tune);
         let pick = failing.choose("family", "class".into(), CANDIDATES, |_| {
-            Err(Error::DeviceLost {
-                reason: "test".into(),
-            })
+            Err(Error::device_lost("test"))
         });
         assert_eq!(pick, "default");
         assert!(
