@@ -1,37 +1,67 @@
-//! Shape algebra, with no device in sight: element counts, NumPy broadcasting, the strides that read an
-//! operand at an output's coordinates, and a tensor seen around one axis.
+//! Shape inference and validation, with no device in sight: what shape each operation gives and whether its
+//! operands fit, as the operations themselves check it. A caller can check its inputs here before it opens a
+//! session (the command line does, and the bindings), and get the same error the operation would return.
+//!
+//! ```
+//! use wgcompute::shape::{binary_shape, matmul_shape, reduce_shape};
+//! use wgcompute::{BinaryOp, ReduceOp, Transpose};
+//! # fn main() -> wgcompute::Result<()> {
+//! assert_eq!(matmul_shape(&[8, 3, 4], &[4, 5], Transpose::Neither)?, vec![8, 3, 5]);
+//! assert_eq!(binary_shape(BinaryOp::Add, &[10, 3], &[3])?, vec![10, 3]);
+//! assert_eq!(reduce_shape(ReduceOp::Sum, &[2, 3, 4], Some(1))?, vec![2, 4]);
+//! assert!(matmul_shape(&[3, 4], &[5, 2], Transpose::Neither).is_err());
+//! # Ok(()) }
+//! ```
+//!
+//! The crate-internal helpers below them (strides, lanes) turn those shapes into what the kernels read.
 
 use crate::error::{Error, Result};
+use crate::kernels::elementwise::{BinaryOp, UnaryOp};
+use crate::kernels::reduce::{ReduceOp, Reduction};
+use crate::kernels::softmax::MAX_COLS;
+use crate::ops::matmul::Transpose;
 
 /// Highest rank a tensor may have.
 pub const MAX_RANK: usize = 4;
 
+fn shape_error(op: &'static str, message: String) -> Error {
+    Error::Shape { op, message }
+}
+
 /// The element count of a shape, or a shape error if the rank is too high or the count overflows.
 pub(crate) fn element_count(op: &'static str, shape: &[usize]) -> Result<usize> {
     if shape.len() > MAX_RANK {
-        return Err(Error::Shape {
+        return Err(shape_error(
             op,
-            message: format!(
+            format!(
                 "rank {} of shape {shape:?} is over the maximum of {MAX_RANK}",
                 shape.len()
             ),
-        });
+        ));
     }
     shape
         .iter()
         .try_fold(1usize, |total, &dim| total.checked_mul(dim))
-        .ok_or_else(|| Error::Shape {
-            op,
-            message: format!("shape {shape:?} has more elements than memory can hold"),
+        .ok_or_else(|| {
+            shape_error(
+                op,
+                format!("shape {shape:?} has more elements than memory can hold"),
+            )
         })
 }
 
-/// The shape two shapes broadcast to (NumPy's rules: aligned at the right, 1 stretches).
-pub(crate) fn broadcast_shape(
-    op: &'static str,
-    lhs: &[usize],
-    rhs: &[usize],
-) -> Result<Vec<usize>> {
+/// The shape a tensor of `shape` takes in `op`, checked: at most [`MAX_RANK`] axes, and an element count
+/// that fits in memory.
+fn tensor_shape(op: &'static str, shape: &[usize]) -> Result<Vec<usize>> {
+    element_count(op, shape)?;
+    Ok(shape.to_vec())
+}
+
+// --- elementwise ---
+
+/// The shape two shapes broadcast to (NumPy's rules: aligned at the right, 1 stretches), or a shape error in
+/// `op` naming both.
+pub(crate) fn broadcast(op: &'static str, lhs: &[usize], rhs: &[usize]) -> Result<Vec<usize>> {
     let rank = lhs.len().max(rhs.len());
     let mut shape = vec![0; rank];
     for axis in 0..rank {
@@ -50,38 +80,181 @@ pub(crate) fn broadcast_shape(
             (1, r) => r,
             (l, 1) => l,
             _ => {
-                return Err(Error::Shape {
+                return Err(shape_error(
                     op,
-                    message: format!("shapes {lhs:?} and {rhs:?} do not broadcast together"),
-                })
+                    format!(
+                    "shapes {lhs:?} and {rhs:?} do not broadcast together: aligned at their last \
+                         axes, each pair of sizes must be equal or one of them 1"
+                ),
+                ))
             }
         };
     }
     Ok(shape)
 }
 
-/// Pads a shape at the front to rank 4.
-pub(crate) fn dims4(shape: &[usize]) -> [u32; 4] {
-    let mut dims = [1u32; MAX_RANK];
-    dims[MAX_RANK - shape.len()..]
-        .iter_mut()
-        .zip(shape)
-        .for_each(|(dim, &size)| *dim = size as u32);
-    dims
+/// The shape two shapes broadcast to, as NumPy broadcasts them: aligned at their last axes, each pair of sizes
+/// equal or one of them 1 (which stretches), the shorter shape padded with 1s at the front.
+///
+/// Errors with [`Error::Shape`] when they do not broadcast. Any rank is accepted; see [`binary_shape`] for a
+/// binary op's operands, which are also held to [`MAX_RANK`].
+///
+/// ```
+/// use wgcompute::shape::broadcast_shape;
+/// assert_eq!(broadcast_shape(&[3, 1], &[1, 4]).ok(), Some(vec![3, 4]));
+/// assert_eq!(broadcast_shape(&[], &[2, 5]).ok(), Some(vec![2, 5]));
+/// assert!(broadcast_shape(&[3, 4], &[3]).is_err());
+/// ```
+pub fn broadcast_shape(lhs: &[usize], rhs: &[usize]) -> Result<Vec<usize>> {
+    broadcast("broadcast", lhs, rhs)
 }
 
-/// Strides that read an operand of `shape` at an output's coordinates (0 along broadcast axes).
-pub(crate) fn broadcast_strides(shape: &[usize]) -> [u32; 4] {
-    let dims = dims4(shape);
-    let mut strides = [0u32; 4];
-    let mut stride = 1u32;
-    for axis in (0..MAX_RANK).rev() {
-        // A size-1 axis is read at coordinate 0 whatever the output's coordinate.
-        strides[axis] = if dims[axis] == 1 { 0 } else { stride };
-        stride *= dims[axis];
-    }
-    strides
+/// The shape of `lhs (op) rhs` ([`Tensor::binary`](crate::Tensor::binary) and the methods named after the
+/// ops): the operands' broadcast shape, each operand within [`MAX_RANK`].
+///
+/// Errors with [`Error::Shape`] (its `op` the op's name) naming both shapes when they do not broadcast.
+///
+/// ```
+/// use wgcompute::{shape::binary_shape, BinaryOp, Error};
+/// assert_eq!(binary_shape(BinaryOp::Mul, &[4, 1, 3], &[5, 1]).ok(), Some(vec![4, 5, 3]));
+/// assert!(matches!(
+///     binary_shape(BinaryOp::Add, &[3, 4], &[3]),
+///     Err(Error::Shape { op: "add", .. })
+/// ));
+/// ```
+pub fn binary_shape(op: BinaryOp, lhs: &[usize], rhs: &[usize]) -> Result<Vec<usize>> {
+    let name = op.name();
+    element_count(name, lhs)?;
+    element_count(name, rhs)?;
+    broadcast(name, lhs, rhs)
 }
+
+/// The shape of a unary op's result ([`Tensor::unary`](crate::Tensor::unary) and the methods named after the
+/// ops): the input's, which must be within [`MAX_RANK`].
+///
+/// ```
+/// use wgcompute::{shape::unary_shape, UnaryOp};
+/// assert_eq!(unary_shape(UnaryOp::Exp, &[2, 3]).ok(), Some(vec![2, 3]));
+/// assert!(unary_shape(UnaryOp::Exp, &[1, 1, 1, 1, 1]).is_err());
+/// ```
+pub fn unary_shape(op: UnaryOp, shape: &[usize]) -> Result<Vec<usize>> {
+    tensor_shape(op.name(), shape)
+}
+
+// --- matmul ---
+
+/// A matrix product's operands and result: the sizes it multiplies (`[m, k] · [k, n]`, after the transposes),
+/// the batch, and each operand as stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct MatmulDims {
+    pub m: usize,
+    pub k: usize,
+    pub n: usize,
+    /// The result's batch size, if either operand has one (a 2-D operand is shared by every batch).
+    pub batch: Option<usize>,
+    /// Each operand's (stored rows, stored cols, whether it is batched).
+    pub lhs: (usize, usize, bool),
+    pub rhs: (usize, usize, bool),
+}
+
+impl MatmulDims {
+    pub(crate) fn out_shape(&self) -> Vec<usize> {
+        match self.batch {
+            Some(batch) => vec![batch, self.m, self.n],
+            None => vec![self.m, self.n],
+        }
+    }
+}
+
+/// An operand as (batch, stored rows, stored cols), or a shape error naming it.
+fn matmul_operand(
+    op: &'static str,
+    name: &str,
+    shape: &[usize],
+) -> Result<(Option<usize>, usize, usize)> {
+    match *shape {
+        [rows, cols] => Ok((None, rows, cols)),
+        [batch, rows, cols] => Ok((Some(batch), rows, cols)),
+        ref other => Err(shape_error(
+            op,
+            format!(
+                "{name} must be [rows, cols] or [batch, rows, cols] (2-D or 3-D); got {other:?}, {} axes",
+                other.len()
+            ),
+        )),
+    }
+}
+
+/// The sizes `op(lhs) · op(rhs)` multiplies, checked.
+pub(crate) fn matmul_dims(
+    lhs: &[usize],
+    rhs: &[usize],
+    transpose: Transpose,
+) -> Result<MatmulDims> {
+    const NAME: &str = "matmul";
+    let (transpose_lhs, transpose_rhs) = transpose.flags();
+    let (batch_a, stored_a_rows, stored_a_cols) = matmul_operand(NAME, "the left operand", lhs)?;
+    let (batch_b, stored_b_rows, stored_b_cols) = matmul_operand(NAME, "the right operand", rhs)?;
+    let oriented = |rows, cols, transposed| {
+        if transposed {
+            (cols, rows)
+        } else {
+            (rows, cols)
+        }
+    };
+    let (a_rows, a_cols) = oriented(stored_a_rows, stored_a_cols, transpose_lhs);
+    let (b_rows, b_cols) = oriented(stored_b_rows, stored_b_cols, transpose_rhs);
+    if a_cols != b_rows {
+        return Err(shape_error(
+            NAME,
+            format!(
+                "inner sizes differ: {lhs:?}{} · {rhs:?}{} multiplies [{a_rows}, {a_cols}] by [{b_rows}, {b_cols}] \
+                 ({a_cols} and {b_rows})",
+                if transpose_lhs { "ᵀ" } else { "" },
+                if transpose_rhs { "ᵀ" } else { "" },
+            ),
+        ));
+    }
+    let batch = match (batch_a, batch_b) {
+        (Some(x), Some(y)) if x != y => {
+            return Err(shape_error(
+                NAME,
+                format!("batch sizes differ: {lhs:?} and {rhs:?} ({x} and {y})"),
+            ))
+        }
+        (x, y) => x.or(y),
+    };
+    let dims = MatmulDims {
+        m: a_rows,
+        k: a_cols,
+        n: b_cols,
+        batch,
+        lhs: (stored_a_rows, stored_a_cols, batch_a.is_some()),
+        rhs: (stored_b_rows, stored_b_cols, batch_b.is_some()),
+    };
+    element_count(NAME, &dims.out_shape())?;
+    Ok(dims)
+}
+
+/// The shape of `op(lhs) · op(rhs)` ([`Tensor::matmul_t`](crate::Tensor::matmul_t)), where `transpose` says
+/// which operands are read with their last two axes swapped: `[m, n]`, or `[batch, m, n]` when either operand
+/// is a 3-D batch (a 2-D operand is shared by every batch).
+///
+/// Errors with [`Error::Shape`] unless each operand is 2-D or 3-D, the inner sizes agree and two batched
+/// operands have the same batch size; the message names both shapes.
+///
+/// ```
+/// use wgcompute::{shape::matmul_shape, Transpose};
+/// assert_eq!(matmul_shape(&[3, 4], &[4, 5], Transpose::Neither).ok(), Some(vec![3, 5]));
+/// assert_eq!(matmul_shape(&[4, 3], &[2, 4, 5], Transpose::Left).ok(), Some(vec![2, 3, 5]));
+/// assert!(matmul_shape(&[3, 4], &[5, 2], Transpose::Neither).is_err());
+/// assert!(matmul_shape(&[2, 3, 4], &[3, 4, 5], Transpose::Neither).is_err());
+/// ```
+pub fn matmul_shape(lhs: &[usize], rhs: &[usize], transpose: Transpose) -> Result<Vec<usize>> {
+    matmul_dims(lhs, rhs, transpose).map(|dims| dims.out_shape())
+}
+
+// --- reductions ---
 
 /// A tensor seen as [outer, len, inner] around one axis (`None`: every element in one row).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,11 +292,277 @@ pub(crate) fn lanes(
                 out_shape,
             ))
         }
-        Some(axis) => Err(Error::Shape {
+        Some(axis) => Err(shape_error(
             op,
-            message: format!("axis {axis} is out of range for shape {shape:?}"),
-        }),
+            format!(
+                "axis {axis} is out of range for shape {shape:?}, which has {} axes",
+                shape.len()
+            ),
+        )),
     }
+}
+
+/// The name a reduction's errors carry: the table's name, or argmax and argmin.
+pub(crate) fn reduction_name(reduction: Reduction) -> &'static str {
+    match reduction {
+        Reduction::Value(op) => op.name(),
+        Reduction::Argmax => "argmax",
+        Reduction::Argmin => "argmin",
+    }
+}
+
+/// The lanes a reduction runs over and its result's shape, checked: the axis is in range, and an empty lane is
+/// refused where the reduction has no answer for one (max, min, argmax and argmin of nothing).
+pub(crate) fn reduction(
+    reduction: Reduction,
+    shape: &[usize],
+    axis: Option<usize>,
+) -> Result<(Lanes, Vec<usize>)> {
+    let name = reduction_name(reduction);
+    element_count(name, shape)?;
+    let (view, out_shape) = lanes(name, shape, axis)?;
+    let empty = match reduction {
+        Reduction::Value(op) => op.row().empty,
+        Reduction::Argmax | Reduction::Argmin => None,
+    };
+    if view.len == 0 && empty.is_none() {
+        // An index of nothing has no answer at all; for a value reduction, say which ones do.
+        let which = if reduction.is_arg() {
+            "there is no element to point at".to_string()
+        } else {
+            let defined: Vec<String> = ReduceOp::ALL
+                .iter()
+                .filter_map(|row| Some(format!("{} ({})", row.op.name(), row.empty?)))
+                .collect();
+            format!("only {} reduce an empty axis", defined.join(", "))
+        };
+        let over = match axis {
+            Some(axis) => format!("along axis {axis}"),
+            None => "over all elements".to_string(),
+        };
+        return Err(shape_error(
+            name,
+            format!("{name} of nothing is undefined (shape {shape:?}, {over}); {which}"),
+        ));
+    }
+    Ok((view, out_shape))
+}
+
+/// The shape of a value reduction ([`Tensor::reduce`](crate::Tensor::reduce) and the methods named after the
+/// ops): `axis: None` reduces every element into a 0-d result (shape `[]`), `Some(axis)` removes that axis.
+///
+/// Errors with [`Error::Shape`] when the axis is out of range, or the reduced lanes are empty and the op has
+/// no value for nothing (max and min; sum, mean and prod have one).
+///
+/// ```
+/// use wgcompute::{shape::reduce_shape, ReduceOp};
+/// assert_eq!(reduce_shape(ReduceOp::Sum, &[2, 3, 4], Some(1)).ok(), Some(vec![2, 4]));
+/// assert_eq!(reduce_shape(ReduceOp::Max, &[2, 3], None).ok(), Some(vec![]));
+/// assert!(reduce_shape(ReduceOp::Sum, &[2, 3], Some(2)).is_err());
+/// assert!(reduce_shape(ReduceOp::Max, &[3, 0], Some(1)).is_err());
+/// assert_eq!(reduce_shape(ReduceOp::Sum, &[3, 0], Some(1)).ok(), Some(vec![3]));
+/// ```
+pub fn reduce_shape(op: ReduceOp, shape: &[usize], axis: Option<usize>) -> Result<Vec<usize>> {
+    reduction(Reduction::Value(op), shape, axis).map(|(_, shape)| shape)
+}
+
+/// The shape of [`Tensor::argmax`](crate::Tensor::argmax): as [`reduce_shape`]'s, with an empty lane always
+/// an error (there is no element to point at).
+///
+/// ```
+/// use wgcompute::shape::argmax_shape;
+/// assert_eq!(argmax_shape(&[2, 3], Some(0)).ok(), Some(vec![3]));
+/// assert!(argmax_shape(&[0], None).is_err());
+/// ```
+pub fn argmax_shape(shape: &[usize], axis: Option<usize>) -> Result<Vec<usize>> {
+    reduction(Reduction::Argmax, shape, axis).map(|(_, shape)| shape)
+}
+
+/// The shape of [`Tensor::argmin`](crate::Tensor::argmin): as [`argmax_shape`]'s.
+///
+/// ```
+/// use wgcompute::shape::argmin_shape;
+/// assert_eq!(argmin_shape(&[2, 3], None).ok(), Some(vec![]));
+/// assert!(argmin_shape(&[2, 3], Some(2)).is_err());
+/// ```
+pub fn argmin_shape(shape: &[usize], axis: Option<usize>) -> Result<Vec<usize>> {
+    reduction(Reduction::Argmin, shape, axis).map(|(_, shape)| shape)
+}
+
+// --- softmax ---
+
+/// (rows, cols) of a tensor read as rows along its last axis, checked: at least one axis, whose length is
+/// from 1 to what the kernels take.
+pub(crate) fn softmax_rows(op: &'static str, shape: &[usize]) -> Result<(usize, usize)> {
+    element_count(op, shape)?;
+    match shape.split_last() {
+        Some((&cols, _)) if cols > MAX_COLS => Err(shape_error(
+            op,
+            format!(
+                "a last axis of {cols} is longer than the {MAX_COLS} supported; reshape into rows"
+            ),
+        )),
+        Some((&cols, rest)) if cols > 0 => Ok((rest.iter().product(), cols)),
+        Some(_) => Err(shape_error(
+            op,
+            format!("needs a last axis of at least one element; got shape {shape:?}"),
+        )),
+        None => Err(shape_error(
+            op,
+            "needs a last axis of at least one element; got a 0-d shape, which has no axes"
+                .to_string(),
+        )),
+    }
+}
+
+/// The shape of [`Tensor::softmax`](crate::Tensor::softmax), which works along the last axis: the input's.
+///
+/// Errors with [`Error::Shape`] for a 0-d shape, an empty last axis, or one longer than the kernels take.
+///
+/// ```
+/// use wgcompute::shape::softmax_shape;
+/// assert_eq!(softmax_shape(&[4, 10]).ok(), Some(vec![4, 10]));
+/// assert!(softmax_shape(&[]).is_err());
+/// assert!(softmax_shape(&[4, 0]).is_err());
+/// ```
+pub fn softmax_shape(shape: &[usize]) -> Result<Vec<usize>> {
+    softmax_rows("softmax", shape).map(|_| shape.to_vec())
+}
+
+/// The shape of [`Tensor::log_softmax`](crate::Tensor::log_softmax): as [`softmax_shape`]'s.
+///
+/// ```
+/// use wgcompute::shape::log_softmax_shape;
+/// assert_eq!(log_softmax_shape(&[7]).ok(), Some(vec![7]));
+/// assert!(log_softmax_shape(&[]).is_err());
+/// ```
+pub fn log_softmax_shape(shape: &[usize]) -> Result<Vec<usize>> {
+    softmax_rows("log_softmax", shape).map(|_| shape.to_vec())
+}
+
+/// The op name of [`Tensor::softmax_cross_entropy_with_logits`](crate::Tensor::softmax_cross_entropy_with_logits).
+pub(crate) const SOFTMAX_XENT: &str = "softmax_cross_entropy_with_logits";
+
+/// The rows and columns softmax cross-entropy runs over, checked as
+/// [`softmax_cross_entropy_shapes`] says.
+pub(crate) fn softmax_xent_rows(logits: &[usize], labels: &[usize]) -> Result<(usize, usize)> {
+    if logits != labels {
+        return Err(shape_error(
+            SOFTMAX_XENT,
+            format!("logits {logits:?} and labels {labels:?} must have the same shape"),
+        ));
+    }
+    softmax_rows(SOFTMAX_XENT, logits)
+}
+
+/// The shapes of [`Tensor::softmax_cross_entropy_with_logits`](crate::Tensor::softmax_cross_entropy_with_logits):
+/// `(loss, gradient)`, the loss of each row (the logits' shape without the last axis, where the classes lie)
+/// and the gradient (the logits' shape).
+///
+/// Errors with [`Error::Shape`] unless the logits and labels have the same shape, with a last axis as
+/// [`softmax_shape`] takes.
+///
+/// ```
+/// use wgcompute::shape::softmax_cross_entropy_shapes;
+/// assert_eq!(
+///     softmax_cross_entropy_shapes(&[32, 10], &[32, 10]).ok(),
+///     Some((vec![32], vec![32, 10]))
+/// );
+/// assert!(softmax_cross_entropy_shapes(&[32, 10], &[10, 32]).is_err());
+/// assert!(softmax_cross_entropy_shapes(&[], &[]).is_err());
+/// ```
+pub fn softmax_cross_entropy_shapes(
+    logits: &[usize],
+    labels: &[usize],
+) -> Result<(Vec<usize>, Vec<usize>)> {
+    softmax_xent_rows(logits, labels)?;
+    Ok((logits[..logits.len() - 1].to_vec(), logits.to_vec()))
+}
+
+// --- optimizers ---
+
+/// Errors unless an optimizer's operand (`what`: its name in the message) has the parameter's shape.
+pub(crate) fn same_as_param(
+    op: &'static str,
+    what: &str,
+    param: &[usize],
+    shape: &[usize],
+) -> Result<()> {
+    if shape == param {
+        Ok(())
+    } else {
+        Err(shape_error(
+            op,
+            format!("{what} has shape {shape:?}, the parameter {param:?}"),
+        ))
+    }
+}
+
+/// Errors unless an operand of an Adam step ([`Tensor::adam_update_`](crate::Tensor::adam_update_): the
+/// gradient, `m` or `v`; `what` names it in the message) has the parameter's shape, as the step requires.
+///
+/// ```
+/// use wgcompute::shape::adam_operand_shape;
+/// assert!(adam_operand_shape("m", &[3, 4], &[3, 4]).is_ok());
+/// assert!(adam_operand_shape("v", &[3, 4], &[4, 3]).is_err());
+/// ```
+pub fn adam_operand_shape(what: &str, param: &[usize], shape: &[usize]) -> Result<()> {
+    same_as_param("adam", what, param, shape)
+}
+
+/// How many Adam updates a stack of gradients holds for a parameter of shape `param`: 1 when `grads` has the
+/// parameter's shape, `T` when it is `[T, ...param]` (one update per leading slice, in order). The parameter
+/// must be within [`MAX_RANK`]; the stack may have one axis more.
+///
+/// Errors with [`Error::Shape`] naming both shapes otherwise.
+///
+/// ```
+/// use wgcompute::shape::adam_update_count;
+/// assert_eq!(adam_update_count(&[3, 4], &[3, 4]).ok(), Some(1));
+/// assert_eq!(adam_update_count(&[3, 4], &[5, 3, 4]).ok(), Some(5));
+/// assert!(adam_update_count(&[3, 4], &[5]).is_err());
+/// ```
+pub fn adam_update_count(param: &[usize], grads: &[usize]) -> Result<usize> {
+    const NAME: &str = "adam";
+    element_count(NAME, param)?;
+    if grads == param {
+        return Ok(1);
+    }
+    match grads.split_first() {
+        Some((&updates, slice)) if slice == param => Ok(updates),
+        _ => Err(shape_error(
+            NAME,
+            format!(
+                "the gradients {grads:?} must have the shape of the parameter {param:?}, or that shape after a \
+                 leading axis of updates"
+            ),
+        )),
+    }
+}
+
+// --- what the kernels read ---
+
+/// Pads a shape at the front to rank 4.
+pub(crate) fn dims4(shape: &[usize]) -> [u32; 4] {
+    let mut dims = [1u32; MAX_RANK];
+    dims[MAX_RANK - shape.len()..]
+        .iter_mut()
+        .zip(shape)
+        .for_each(|(dim, &size)| *dim = size as u32);
+    dims
+}
+
+/// Strides that read an operand of `shape` at an output's coordinates (0 along broadcast axes).
+pub(crate) fn broadcast_strides(shape: &[usize]) -> [u32; 4] {
+    let dims = dims4(shape);
+    let mut strides = [0u32; 4];
+    let mut stride = 1u32;
+    for axis in (0..MAX_RANK).rev() {
+        // A size-1 axis is read at coordinate 0 whatever the output's coordinate.
+        strides[axis] = if dims[axis] == 1 { 0 } else { stride };
+        stride *= dims[axis];
+    }
+    strides
 }
 
 #[cfg(test)]
@@ -133,15 +572,57 @@ mod tests {
     #[test]
     fn shapes_broadcast_like_numpy() {
         assert_eq!(
-            broadcast_shape("t", &[10, 1000], &[1000]).ok(),
+            broadcast_shape(&[10, 1000], &[1000]).ok(),
             Some(vec![10, 1000])
         );
+        assert_eq!(broadcast_shape(&[3, 1], &[1, 4]).ok(), Some(vec![3, 4]));
+        assert_eq!(broadcast_shape(&[], &[2, 2]).ok(), Some(vec![2, 2]));
+        assert_eq!(broadcast_shape(&[0, 5], &[5]).ok(), Some(vec![0, 5]));
+        assert!(broadcast_shape(&[3], &[4]).is_err());
+        assert!(broadcast_shape(&[2, 3, 5, 7], &[4, 1, 1, 1]).is_err());
+    }
+
+    #[test]
+    fn binary_shapes_name_the_op_and_both_operands() {
+        match binary_shape(BinaryOp::Sub, &[3, 4], &[3]) {
+            Err(Error::Shape { op, message }) => {
+                assert_eq!(op, "sub");
+                assert!(
+                    message.contains("[3, 4]") && message.contains("[3]"),
+                    "{message}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(binary_shape(BinaryOp::Add, &[1, 1, 1, 1, 1], &[1]).is_err());
+    }
+
+    #[test]
+    fn matmul_shapes_follow_the_transposes_and_the_batch() {
+        let shape =
+            |lhs: &[usize], rhs: &[usize], transpose| matmul_shape(lhs, rhs, transpose).ok();
         assert_eq!(
-            broadcast_shape("t", &[3, 1], &[1, 4]).ok(),
-            Some(vec![3, 4])
+            shape(&[3, 4], &[4, 5], Transpose::Neither),
+            Some(vec![3, 5])
         );
-        assert_eq!(broadcast_shape("t", &[], &[2, 2]).ok(), Some(vec![2, 2]));
-        assert!(broadcast_shape("t", &[3], &[4]).is_err());
+        assert_eq!(shape(&[4, 3], &[4, 5], Transpose::Left), Some(vec![3, 5]));
+        assert_eq!(shape(&[3, 4], &[5, 4], Transpose::Right), Some(vec![3, 5]));
+        assert_eq!(shape(&[4, 3], &[5, 4], Transpose::Both), Some(vec![3, 5]));
+        assert_eq!(
+            shape(&[2, 3, 4], &[4, 5], Transpose::Neither),
+            Some(vec![2, 3, 5])
+        );
+        assert_eq!(
+            shape(&[3, 4], &[2, 4, 5], Transpose::Neither),
+            Some(vec![2, 3, 5])
+        );
+        assert_eq!(shape(&[3, 4], &[5, 2], Transpose::Neither), None);
+        assert_eq!(shape(&[2, 3, 4], &[3, 4, 5], Transpose::Neither), None);
+        assert_eq!(shape(&[4], &[4, 5], Transpose::Neither), None);
+        assert_eq!(shape(&[1, 2, 3, 4], &[4, 5], Transpose::Neither), None);
+        let dims = matmul_dims(&[4, 3], &[2, 4, 5], Transpose::Left).unwrap();
+        assert_eq!((dims.m, dims.k, dims.n, dims.batch), (3, 4, 5, Some(2)));
+        assert_eq!((dims.lhs, dims.rhs), ((4, 3, false), (4, 5, true)));
     }
 
     #[test]
@@ -152,6 +633,57 @@ mod tests {
         let (all, rest) = lanes("t", &[2, 3, 4], None).unwrap();
         assert_eq!((all.outer, all.len, all.inner, rest.len()), (1, 24, 1, 0));
         assert!(lanes("t", &[2], Some(1)).is_err());
+    }
+
+    #[test]
+    fn reductions_refuse_bad_axes_and_lanes_of_nothing_without_an_answer() {
+        assert_eq!(
+            reduce_shape(ReduceOp::Prod, &[2, 3], Some(0)).ok(),
+            Some(vec![3])
+        );
+        assert!(reduce_shape(ReduceOp::Prod, &[2, 3], Some(2)).is_err());
+        assert!(reduce_shape(ReduceOp::Sum, &[], Some(0)).is_err());
+        assert_eq!(reduce_shape(ReduceOp::Mean, &[0], None).ok(), Some(vec![]));
+        assert!(reduce_shape(ReduceOp::Min, &[0], None).is_err());
+        // Along a non-empty axis of an empty tensor there is nothing to compute and nothing undefined.
+        assert_eq!(
+            reduce_shape(ReduceOp::Max, &[0, 3], Some(1)).ok(),
+            Some(vec![0])
+        );
+        assert!(argmax_shape(&[3, 0], Some(1)).is_err());
+        assert!(matches!(
+            argmin_shape(&[2], Some(1)),
+            Err(Error::Shape { op: "argmin", .. })
+        ));
+    }
+
+    #[test]
+    fn softmax_needs_a_last_axis_of_something() {
+        assert_eq!(softmax_rows("t", &[2, 3, 4]).ok(), Some((6, 4)));
+        assert!(softmax_shape(&[]).is_err());
+        assert!(softmax_shape(&[3, 0]).is_err());
+        assert!(softmax_shape(&[MAX_COLS + 1]).is_err());
+        assert_eq!(
+            softmax_cross_entropy_shapes(&[2, 3, 4], &[2, 3, 4]).ok(),
+            Some((vec![2, 3], vec![2, 3, 4]))
+        );
+        assert!(softmax_cross_entropy_shapes(&[3, 4], &[12]).is_err());
+        assert!(softmax_cross_entropy_shapes(&[], &[]).is_err());
+    }
+
+    #[test]
+    fn adam_gradients_are_one_update_or_a_stack_of_them() {
+        assert_eq!(adam_update_count(&[], &[]).ok(), Some(1));
+        assert_eq!(adam_update_count(&[], &[7]).ok(), Some(7));
+        assert_eq!(adam_update_count(&[2, 3], &[0, 2, 3]).ok(), Some(0));
+        assert_eq!(
+            adam_update_count(&[1, 1, 1, 1], &[2, 1, 1, 1, 1]).ok(),
+            Some(2)
+        );
+        assert!(adam_update_count(&[2, 3], &[3, 2]).is_err());
+        assert!(adam_update_count(&[2, 3], &[2, 3, 1]).is_err());
+        assert!(adam_update_count(&[1, 1, 1, 1, 1], &[1, 1, 1, 1, 1]).is_err());
+        assert!(adam_operand_shape("m", &[2, 3], &[6]).is_err());
     }
 
     #[test]

@@ -5,14 +5,15 @@ use crate::error::{Error, Result};
 use crate::kernels::elementwise::{
     self, for_each_binary_op, for_each_unary_op, BinaryOp, Operand, UnaryOp,
 };
-use crate::shape::broadcast_shape;
+use crate::shape::{binary_shape, unary_shape};
 use crate::tensor::Tensor;
 
-fn binary(lhs: &Tensor, rhs: &Tensor, op: BinaryOp, name: &'static str) -> Result<Tensor> {
+fn binary(lhs: &Tensor, rhs: &Tensor, op: BinaryOp) -> Result<Tensor> {
+    let name = op.name();
     lhs.expect_same_session(name, rhs)?;
     lhs.expect_dtype(name, DType::F32)?;
     rhs.expect_dtype(name, DType::F32)?;
-    let shape = broadcast_shape(name, lhs.shape(), rhs.shape())?;
+    let shape = binary_shape(op, lhs.shape(), rhs.shape())?;
     let out = lhs.output(name, &shape, DType::F32)?;
     let (left, right, target) = (lhs.range()?, rhs.range()?, out.range()?);
     lhs.with_runtime(|runtime| {
@@ -35,9 +36,11 @@ fn binary(lhs: &Tensor, rhs: &Tensor, op: BinaryOp, name: &'static str) -> Resul
     Ok(out)
 }
 
-fn unary(input: &Tensor, op: UnaryOp, scalar: f32, name: &'static str) -> Result<Tensor> {
+fn unary(input: &Tensor, op: UnaryOp, scalar: f32) -> Result<Tensor> {
+    let name = op.name();
     input.expect_dtype(name, DType::F32)?;
-    let out = input.output(name, input.shape(), DType::F32)?;
+    let shape = unary_shape(op, input.shape())?;
+    let out = input.output(name, &shape, DType::F32)?;
     let (source, target) = (input.range()?, out.range()?);
     let elements = input.len() as u64;
     input.with_runtime(|runtime| {
@@ -59,13 +62,13 @@ macro_rules! unary_method {
     (pub $variant:ident $method:ident [] $doc:literal) => {
         #[doc = $doc]
         pub fn $method(&self) -> Result<Tensor> {
-            unary(self, UnaryOp::$variant, 0.0, stringify!($method))
+            unary(self, UnaryOp::$variant, 0.0)
         }
     };
     (pub $variant:ident $method:ident [$arg:ident] $doc:literal) => {
         #[doc = $doc]
         pub fn $method(&self, value: f32) -> Result<Tensor> {
-            unary(self, UnaryOp::$variant, value, stringify!($method))
+            unary(self, UnaryOp::$variant, value)
         }
     };
     (internal $($rest:tt)*) => {};
@@ -78,7 +81,7 @@ macro_rules! binary_methods {
             $(
                 #[doc = $doc]
                 pub fn $method(&self, other: &Tensor) -> Result<Tensor> {
-                    binary(self, other, BinaryOp::$variant, stringify!($method))
+                    binary(self, other, BinaryOp::$variant)
                 }
             )*
         }
@@ -93,12 +96,13 @@ impl Tensor {
     /// `op` of every element with the scalar argument (which ops without one ignore); the method named after
     /// the op does the same.
     pub fn unary(&self, op: UnaryOp, scalar: f32) -> Result<Tensor> {
-        unary(self, op, scalar, op.name())
+        unary(self, op, scalar)
     }
 
-    /// `self (op) other`, broadcasting; the method named after the op does the same.
+    /// `self (op) other`, broadcasting; the method named after the op does the same. The result's shape is
+    /// [`binary_shape`](crate::shape::binary_shape)'s, checked the same way.
     pub fn binary(&self, op: BinaryOp, other: &Tensor) -> Result<Tensor> {
-        binary(self, other, op, op.name())
+        binary(self, other, op)
     }
 
     /// The gradient through relu: `gradient` where `self` (relu's input) is positive, else 0.

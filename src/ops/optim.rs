@@ -4,6 +4,7 @@
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::kernels::optim::{self, AdamMode, AdamStep};
+use crate::shape::same_as_param;
 use crate::tensor::Tensor;
 
 /// Where Adam adds epsilon.
@@ -54,41 +55,153 @@ fn expect_hyperparameter(what: &'static str, value: f32, fits: bool, accepted: &
     }
 }
 
+/// SGD's learning rate: finite and above 0, as Adam's (a zero rate trains nothing).
+pub(crate) fn check_sgd_lr(lr: f32) -> Result<()> {
+    expect_hyperparameter("SGD learning rate", lr, lr > 0.0, "a finite number > 0")
+}
+
+/// One of Adam's hyperparameters: a field of [`AdamConfig`], checked on its own. A caller that takes them
+/// under its own names (a command line's flags, a binding's keyword arguments) checks each here and names it
+/// in the error the way its users spell it.
+///
+/// ```
+/// use wgcompute::{AdamConfig, AdamHyperparameter};
+/// let config = AdamConfig { beta2: 1.0, ..AdamConfig::default() };
+/// let refused: Vec<&str> = AdamHyperparameter::ALL
+///     .into_iter()
+///     .filter(|hyperparameter| hyperparameter.check(hyperparameter.of(&config)).is_err())
+///     .map(AdamHyperparameter::field)
+///     .collect();
+/// assert_eq!(refused, ["beta2"]);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AdamHyperparameter {
+    /// [`AdamConfig::lr`]: finite and above 0.
+    Lr,
+    /// [`AdamConfig::beta1`]: in [0, 1).
+    Beta1,
+    /// [`AdamConfig::beta2`]: in [0, 1).
+    Beta2,
+    /// [`AdamConfig::epsilon`]: finite, 0 or more.
+    Epsilon,
+    /// [`AdamConfig::weight_decay`]: finite, 0 or more.
+    WeightDecay,
+}
+
+impl AdamHyperparameter {
+    /// Every hyperparameter, in [`AdamConfig`]'s field order.
+    pub const ALL: [AdamHyperparameter; 5] = [
+        AdamHyperparameter::Lr,
+        AdamHyperparameter::Beta1,
+        AdamHyperparameter::Beta2,
+        AdamHyperparameter::Epsilon,
+        AdamHyperparameter::WeightDecay,
+    ];
+
+    /// The name of its field in [`AdamConfig`] (`"lr"`, `"beta1"`, `"beta2"`, `"epsilon"`, `"weight_decay"`).
+    pub fn field(self) -> &'static str {
+        match self {
+            AdamHyperparameter::Lr => "lr",
+            AdamHyperparameter::Beta1 => "beta1",
+            AdamHyperparameter::Beta2 => "beta2",
+            AdamHyperparameter::Epsilon => "epsilon",
+            AdamHyperparameter::WeightDecay => "weight_decay",
+        }
+    }
+
+    /// Its value in `config`.
+    pub fn of(self, config: &AdamConfig) -> f32 {
+        match self {
+            AdamHyperparameter::Lr => config.lr,
+            AdamHyperparameter::Beta1 => config.beta1,
+            AdamHyperparameter::Beta2 => config.beta2,
+            AdamHyperparameter::Epsilon => config.epsilon,
+            AdamHyperparameter::WeightDecay => config.weight_decay,
+        }
+    }
+
+    /// Errors with [`Error::InvalidArgument`] unless `value` is usable as this hyperparameter (NaN and the
+    /// infinities never are).
+    ///
+    /// ```
+    /// use wgcompute::AdamHyperparameter;
+    /// assert!(AdamHyperparameter::Beta1.check(0.9).is_ok());
+    /// assert!(AdamHyperparameter::Beta1.check(1.0).is_err());
+    /// assert!(AdamHyperparameter::Lr.check(0.0).is_err());
+    /// assert!(AdamHyperparameter::Epsilon.check(0.0).is_ok());
+    /// ```
+    pub fn check(self, value: f32) -> Result<()> {
+        let in_unit = (0.0..1.0).contains(&value);
+        let (what, fits, accepted) = match self {
+            // A zero rate moves nothing while the moments still change: a mistake, not a setting.
+            AdamHyperparameter::Lr => ("Adam learning rate", value > 0.0, "a finite number > 0"),
+            AdamHyperparameter::Beta1 => ("Adam beta1", in_unit, "a number in [0, 1)"),
+            AdamHyperparameter::Beta2 => ("Adam beta2", in_unit, "a number in [0, 1)"),
+            AdamHyperparameter::Epsilon => ("Adam epsilon", value >= 0.0, "a finite number ≥ 0"),
+            AdamHyperparameter::WeightDecay => {
+                ("AdamW weight decay", value >= 0.0, "a finite number ≥ 0")
+            }
+        };
+        expect_hyperparameter(what, value, fits, accepted)
+    }
+}
+
 impl AdamConfig {
-    /// Errors unless every hyperparameter is usable: lr ≥ 0, β1 and β2 in [0, 1), ε ≥ 0, weight decay ≥ 0, all
-    /// finite. Every Adam step checks this before it runs.
+    /// Errors with [`Error::InvalidArgument`] unless every hyperparameter is usable: lr > 0, β1 and β2 in
+    /// [0, 1), ε ≥ 0, weight decay ≥ 0, all finite (see [`AdamHyperparameter::check`]). Every Adam step checks
+    /// this before it runs.
+    ///
+    /// ```
+    /// use wgcompute::AdamConfig;
+    /// assert!(AdamConfig::default().validate().is_ok());
+    /// assert!(AdamConfig { beta1: 1.0, ..AdamConfig::default() }.validate().is_err());
+    /// ```
     pub fn validate(&self) -> Result<()> {
-        let in_unit = |beta: f32| (0.0..1.0).contains(&beta);
-        expect_hyperparameter(
-            "Adam learning rate",
-            self.lr,
-            self.lr >= 0.0,
-            "a finite number ≥ 0",
-        )?;
-        expect_hyperparameter(
-            "Adam beta1",
-            self.beta1,
-            in_unit(self.beta1),
-            "a number in [0, 1)",
-        )?;
-        expect_hyperparameter(
-            "Adam beta2",
-            self.beta2,
-            in_unit(self.beta2),
-            "a number in [0, 1)",
-        )?;
-        expect_hyperparameter(
-            "Adam epsilon",
-            self.epsilon,
-            self.epsilon >= 0.0,
-            "a finite number ≥ 0",
-        )?;
-        expect_hyperparameter(
-            "AdamW weight decay",
-            self.weight_decay,
-            self.weight_decay >= 0.0,
-            "a finite number ≥ 0",
-        )
+        AdamHyperparameter::ALL
+            .into_iter()
+            .try_for_each(|hyperparameter| hyperparameter.check(hyperparameter.of(self)))
+    }
+
+    /// Errors with [`Error::InvalidArgument`] unless `step` is a step number Adam takes: counted from 1, as
+    /// [`Tensor::adam_update_`] counts them.
+    ///
+    /// ```
+    /// use wgcompute::AdamConfig;
+    /// assert!(AdamConfig::check_step(1).is_ok());
+    /// assert!(AdamConfig::check_step(0).is_err());
+    /// ```
+    pub fn check_step(step: u64) -> Result<()> {
+        if step == 0 {
+            return Err(Error::InvalidArgument {
+                what: "Adam step",
+                given: "0".to_string(),
+                expected: "a step count starting at 1".to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The number of the last of `updates` Adam steps counted on from `first_step` (`first_step` itself when
+    /// there are none), checked: the first is a step ([`check_step`](Self::check_step)), and the last one is
+    /// still a `u64`.
+    ///
+    /// ```
+    /// use wgcompute::AdamConfig;
+    /// assert_eq!(AdamConfig::last_step(1, 10).ok(), Some(10));
+    /// assert_eq!(AdamConfig::last_step(u64::MAX - 2, 3).ok(), Some(u64::MAX));
+    /// assert!(AdamConfig::last_step(u64::MAX, 2).is_err());
+    /// assert!(AdamConfig::last_step(0, 1).is_err());
+    /// ```
+    pub fn last_step(first_step: u64, updates: usize) -> Result<u64> {
+        Self::check_step(first_step)?;
+        u64::try_from(updates.saturating_sub(1))
+            .ok()
+            .and_then(|later| first_step.checked_add(later))
+            .ok_or_else(|| Error::InvalidArgument {
+                what: "Adam steps",
+                given: format!("{updates} steps from step {first_step}"),
+                expected: format!("steps that end at or before {}", u64::MAX),
+            })
     }
 }
 
@@ -97,16 +210,7 @@ fn expect_like(op: &'static str, param: &Tensor, others: &[(&str, &Tensor)]) -> 
     for (name, other) in others {
         param.expect_same_session(op, other)?;
         other.expect_dtype(op, DType::F32)?;
-        if other.shape() != param.shape() {
-            return Err(Error::Shape {
-                op,
-                message: format!(
-                    "{name} has shape {:?}, the parameter {:?}",
-                    other.shape(),
-                    param.shape()
-                ),
-            });
-        }
+        same_as_param(op, name, param.shape(), other.shape())?;
     }
     Ok(())
 }
@@ -114,7 +218,9 @@ fn expect_like(op: &'static str, param: &Tensor, others: &[(&str, &Tensor)]) -> 
 /// Optimizer steps, in place on the parameter and its state.
 impl Tensor {
     /// One Adam step (number `step`, counted from 1) on this parameter: updates `m`, `v` and the parameter in one
-    /// fused pass.
+    /// fused pass. The configuration is checked by [`AdamConfig::validate`], the step by
+    /// [`AdamConfig::check_step`] and each operand's shape by
+    /// [`adam_operand_shape`](crate::shape::adam_operand_shape).
     pub fn adam_update_(
         &self,
         grad: &Tensor,
@@ -126,13 +232,7 @@ impl Tensor {
         const NAME: &str = "adam";
         config.validate()?;
         expect_like(NAME, self, &[("grad", grad), ("m", m), ("v", v)])?;
-        if step == 0 {
-            return Err(Error::InvalidArgument {
-                what: "Adam step",
-                given: "0".to_string(),
-                expected: "a step count starting at 1".to_string(),
-            });
-        }
+        AdamConfig::check_step(step)?;
         let t = step.min(i32::MAX as u64) as i32;
         let bias1 = 1.0 - (config.beta1 as f64).powi(t);
         let bias2_sqrt = (1.0 - (config.beta2 as f64).powi(t)).sqrt();
@@ -169,7 +269,7 @@ impl Tensor {
         momentum: f32,
     ) -> Result<()> {
         const NAME: &str = "sgd";
-        expect_hyperparameter("SGD learning rate", lr, lr >= 0.0, "a finite number ≥ 0")?;
+        check_sgd_lr(lr)?;
         expect_hyperparameter(
             "SGD momentum",
             momentum,

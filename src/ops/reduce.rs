@@ -6,43 +6,20 @@
 //! mean NaN), while max, min, argmax and argmin of nothing are errors.
 
 use crate::dtype::DType;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::kernels::reduce::{self, for_each_reduce_op, ReduceOp, Reduction, ZeroSplit};
-use crate::shape::lanes;
+use crate::shape::{self, lanes, reduction_name};
 use crate::tensor::Tensor;
 
-fn reduce(
-    input: &Tensor,
-    axis: Option<usize>,
-    reduction: Reduction,
-    name: &'static str,
-) -> Result<Tensor> {
+fn reduce(input: &Tensor, axis: Option<usize>, reduction: Reduction) -> Result<Tensor> {
+    let name = reduction_name(reduction);
     input.expect_dtype(name, DType::F32)?;
-    let (view, out_shape) = lanes(name, input.shape(), axis)?;
+    let (view, out_shape) = shape::reduction(reduction, input.shape(), axis)?;
     let row = match reduction {
         Reduction::Value(op) => Some(op.row()),
         Reduction::Argmax | Reduction::Argmin => None,
     };
     let empty = row.and_then(|row| row.empty);
-    if view.len == 0 && empty.is_none() {
-        let defined: Vec<String> = ReduceOp::ALL
-            .iter()
-            .filter_map(|row| Some(format!("{} ({})", row.op.name(), row.empty?)))
-            .collect();
-        // An index of nothing has no answer at all; for a value reduction, say which ones do.
-        let which = if reduction.is_arg() {
-            "there is no element to point at".to_string()
-        } else {
-            format!("only {} reduce an empty axis", defined.join(", "))
-        };
-        return Err(Error::Shape {
-            op: name,
-            message: format!(
-                "{name} of nothing is undefined (shape {:?}, axis {axis:?}); {which}",
-                input.shape()
-            ),
-        });
-    }
     let dtype = if reduction.is_arg() {
         DType::U32
     } else {
@@ -67,21 +44,23 @@ fn reduce(
     Ok(out)
 }
 
-/// Reductions. `axis: None` reduces over all elements into a 0-d tensor; `Some(axis)` removes that axis.
+/// Reductions. `axis: None` reduces over all elements into a 0-d tensor; `Some(axis)` removes that axis. The
+/// result's shape is [`reduce_shape`](crate::shape::reduce_shape)'s (or [`argmax_shape`](crate::shape::argmax_shape)'s,
+/// [`argmin_shape`](crate::shape::argmin_shape)'s), checked the same way.
 impl Tensor {
     /// Any row of the value-reduction table, by value (see [`ReduceOp`]).
     pub fn reduce(&self, op: ReduceOp, axis: Option<usize>) -> Result<Tensor> {
-        reduce(self, axis, Reduction::Value(op), op.name())
+        reduce(self, axis, Reduction::Value(op))
     }
 
     /// Index of the largest element (the first on ties, the first NaN if any), as a u32 tensor.
     pub fn argmax(&self, axis: Option<usize>) -> Result<Tensor> {
-        reduce(self, axis, Reduction::Argmax, "argmax")
+        reduce(self, axis, Reduction::Argmax)
     }
 
     /// Index of the smallest element (the first on ties, the first NaN if any), as a u32 tensor.
     pub fn argmin(&self, axis: Option<usize>) -> Result<Tensor> {
-        reduce(self, axis, Reduction::Argmin, "argmin")
+        reduce(self, axis, Reduction::Argmin)
     }
 
     /// The gradient of `prod(self, axis)` weighted by `upstream` (of the reduced shape): each element's

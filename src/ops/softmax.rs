@@ -2,33 +2,14 @@
 //! with its exact gradient.
 
 use crate::dtype::DType;
-use crate::error::{Error, Result};
-use crate::kernels::softmax::{self, MAX_COLS};
+use crate::error::Result;
+use crate::kernels::softmax;
+use crate::shape::{self, softmax_xent_rows, SOFTMAX_XENT};
 use crate::tensor::Tensor;
-
-/// (rows, cols) of a tensor read as rows along its last axis.
-fn rows_and_cols(op: &'static str, tensor: &Tensor) -> Result<(usize, usize)> {
-    match tensor.shape().split_last() {
-        Some((&cols, _)) if cols > MAX_COLS => Err(Error::Shape {
-            op,
-            message: format!(
-                "a last axis of {cols} is longer than the {MAX_COLS} supported; reshape into rows"
-            ),
-        }),
-        Some((&cols, rest)) if cols > 0 => Ok((rest.iter().product(), cols)),
-        _ => Err(Error::Shape {
-            op,
-            message: format!(
-                "needs a last axis of at least one element; got shape {:?}",
-                tensor.shape()
-            ),
-        }),
-    }
-}
 
 fn softmax_rows(input: &Tensor, log: bool, name: &'static str) -> Result<Tensor> {
     input.expect_dtype(name, DType::F32)?;
-    let shape = rows_and_cols(name, input)?;
+    let shape = shape::softmax_rows(name, input.shape())?;
     let out = input.output(name, input.shape(), DType::F32)?;
     let (source, target) = (input.range()?, out.range()?);
     input
@@ -36,7 +17,8 @@ fn softmax_rows(input: &Tensor, log: bool, name: &'static str) -> Result<Tensor>
     Ok(out)
 }
 
-/// Softmax along the last axis.
+/// Softmax along the last axis, the shapes checked as [`softmax_shape`](crate::shape::softmax_shape) checks
+/// them.
 impl Tensor {
     /// `exp(x) / sum(exp(x))` along the last axis, computed from `x - max(x)` so large inputs stay finite.
     pub fn softmax(&self) -> Result<Tensor> {
@@ -54,23 +36,14 @@ impl Tensor {
     ///
     /// Labels need not sum to 1. TensorFlow back-propagates `softmax - labels`, which equals this gradient only
     /// when every label row sums to 1; on unnormalised labels the two differ, and this one is the true gradient.
-    /// Returns `(loss, gradient)`: loss has the logits' shape without the last axis.
+    /// Returns `(loss, gradient)`: loss has the logits' shape without the last axis. The shapes are checked as
+    /// [`softmax_cross_entropy_shapes`](crate::shape::softmax_cross_entropy_shapes) checks them.
     pub fn softmax_cross_entropy_with_logits(&self, labels: &Tensor) -> Result<(Tensor, Tensor)> {
-        const NAME: &str = "softmax_cross_entropy_with_logits";
+        const NAME: &str = SOFTMAX_XENT;
         self.expect_same_session(NAME, labels)?;
         self.expect_dtype(NAME, DType::F32)?;
         labels.expect_dtype(NAME, DType::F32)?;
-        if self.shape() != labels.shape() {
-            return Err(Error::Shape {
-                op: NAME,
-                message: format!(
-                    "logits {:?} and labels {:?} must have the same shape",
-                    self.shape(),
-                    labels.shape()
-                ),
-            });
-        }
-        let (rows, cols) = rows_and_cols(NAME, self)?;
+        let (rows, cols) = softmax_xent_rows(self.shape(), labels.shape())?;
         let loss_shape = &self.shape()[..self.shape().len() - 1];
         let loss = self.output(NAME, loss_shape, DType::F32)?;
         let gradient = self.output(NAME, self.shape(), DType::F32)?;

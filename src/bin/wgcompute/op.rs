@@ -1,12 +1,17 @@
 //! `wgcompute op`: one operation on .npy files. Every input is read and checked before a session opens, every
-//! result is read back before the session closes, and only then are the requested files written.
+//! result is read back before the session closes, and only then are the requested files written. The checks
+//! are the library's own (`wgcompute::shape`, `AdamConfig`), the ones each operation makes, so the command
+//! only names the files and flags in their errors.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::{value_parser, Arg, ArgMatches, Args, FromArgMatches, Subcommand};
-use wgcompute::{AdamConfig, BinaryOp, ReduceOp, Session, Tensor, Transpose, UnaryOp, MAX_RANK};
+use wgcompute::shape;
+use wgcompute::{
+    AdamConfig, AdamHyperparameter, BinaryOp, ReduceOp, Session, Tensor, Transpose, UnaryOp,
+};
 
 use crate::npy::Array;
 use crate::outputs::{Contents, Outputs};
@@ -351,55 +356,31 @@ fn compute(
     outputs.write(&results?)
 }
 
-/// The [rows, cols] an operand of matmul multiplies as, after its optional transpose, and its batch size.
-fn matmul_operand(array: &Array, transpose: bool) -> Result<(Option<usize>, usize, usize)> {
-    let (batch, rows, cols) = match array.shape[..] {
-        [rows, cols] => (None, rows, cols),
-        [batch, rows, cols] => (Some(batch), rows, cols),
-        _ => bail!(
-            "{} has {} axes; matmul takes 2-D matrices or 3-D batches of them",
-            array.described(),
-            array.shape.len()
-        ),
-    };
-    Ok(if transpose {
-        (batch, cols, rows)
-    } else {
-        (batch, rows, cols)
-    })
-}
-
 fn matmul(global: &GlobalOptions, args: &MatmulArgs) -> Result<()> {
     let outputs = single_output(&args.output, &[&args.a, &args.b])?;
     let a = Array::read(&args.a)?;
     let b = Array::read(&args.b)?;
-    let (batch_a, _, inner_a) = matmul_operand(&a, args.transpose_a)?;
-    let (batch_b, inner_b, _) = matmul_operand(&b, args.transpose_b)?;
-    if inner_a != inner_b {
-        bail!(
-            "matmul: the inner sizes of {}{} and {}{} differ ({inner_a} and {inner_b})",
-            a.described(),
-            if args.transpose_a { " transposed" } else { "" },
-            b.described(),
-            if args.transpose_b { " transposed" } else { "" },
-        );
-    }
-    if let (Some(x), Some(y)) = (batch_a, batch_b) {
-        if x != y {
-            bail!(
-                "matmul: the batch sizes of {} and {} differ ({x} and {y})",
-                a.described(),
-                b.described()
-            );
+    let transpose = Transpose::from_flags(args.transpose_a, args.transpose_b);
+    let flagged = |set: bool, flag: &str| {
+        if set {
+            format!(" ({flag})")
+        } else {
+            String::new()
         }
-    }
+    };
+    shape::matmul_shape(&a.shape, &b.shape, transpose).with_context(|| {
+        format!(
+            "matmul of {}{} and {}{}",
+            a.described(),
+            flagged(args.transpose_a, "--transpose-a"),
+            b.described(),
+            flagged(args.transpose_b, "--transpose-b"),
+        )
+    })?;
     compute(global, outputs, |session| {
         let product = a
             .upload(session)?
-            .matmul_t(
-                &b.upload(session)?,
-                Transpose::from_flags(args.transpose_a, args.transpose_b),
-            )
+            .matmul_t(&b.upload(session)?, transpose)
             .with_context(|| format!("matmul of {} and {}", a.name(), b.name()))?;
         Ok(vec![f32_contents(&product)?])
     })
@@ -420,15 +401,15 @@ fn reduce(
 ) -> Result<()> {
     let outputs = single_output(&args.output, &[&args.input])?;
     let input = Array::read(&args.input)?;
-    if let Some(axis) = args.axis {
-        if axis >= input.shape.len() {
-            bail!(
-                "{name}: --axis {axis} is out of range for {}, which has {} axes",
-                input.described(),
-                input.shape.len()
-            );
-        }
+    match reduction {
+        Reduction::Value(op) => shape::reduce_shape(op, &input.shape, args.axis),
+        Reduction::Argmax => shape::argmax_shape(&input.shape, args.axis),
+        Reduction::Argmin => shape::argmin_shape(&input.shape, args.axis),
     }
+    .with_context(|| match args.axis {
+        Some(axis) => format!("{name} --axis {axis} of {}", input.described()),
+        None => format!("{name} of {}", input.described()),
+    })?;
     compute(global, outputs, |session| {
         let tensor = input.upload(session)?;
         let result = match reduction {
@@ -456,7 +437,8 @@ fn unary(
 ) -> Result<()> {
     let outputs = single_output(&args.output, &[&args.input])?;
     let input = Array::read(&args.input)?;
-    input.expect_rank_at_most(MAX_RANK, "a wgcompute tensor")?;
+    shape::unary_shape(op, &input.shape)
+        .with_context(|| format!("{name} of {}", input.described()))?;
     compute(global, outputs, |session| {
         let result = input
             .upload(session)?
@@ -466,30 +448,12 @@ fn unary(
     })
 }
 
-/// Whether two shapes broadcast as NumPy's do: aligned at their last axes, each pair of sizes equal or one of
-/// them 1.
-fn broadcasts(lhs: &[usize], rhs: &[usize]) -> bool {
-    lhs.iter()
-        .rev()
-        .zip(rhs.iter().rev())
-        .all(|(&left, &right)| left == right || left == 1 || right == 1)
-}
-
 fn binary(global: &GlobalOptions, args: &BinaryArgs, name: &str, op: BinaryOp) -> Result<()> {
     let outputs = single_output(&args.output, &[&args.a, &args.b])?;
     let a = Array::read(&args.a)?;
     let b = Array::read(&args.b)?;
-    for operand in [&a, &b] {
-        operand.expect_rank_at_most(MAX_RANK, "a wgcompute tensor")?;
-    }
-    if !broadcasts(&a.shape, &b.shape) {
-        bail!(
-            "{name}: {} and {} do not broadcast: aligned at their last axes, each pair of sizes must be equal \
-             or one of them 1",
-            a.described(),
-            b.described()
-        );
-    }
+    shape::binary_shape(op, &a.shape, &b.shape)
+        .with_context(|| format!("{name} of {} and {}", a.described(), b.described()))?;
     compute(global, outputs, |session| {
         let result = a
             .upload(session)?
@@ -503,12 +467,12 @@ fn rows(global: &GlobalOptions, args: &RowsArgs, log: bool) -> Result<()> {
     let outputs = single_output(&args.output, &[&args.input])?;
     let input = Array::read(&args.input)?;
     let name = if log { "log-softmax" } else { "softmax" };
-    if input.shape.is_empty() {
-        bail!(
-            "{name}: {} is 0-d; it works along the last axis, so it needs at least one",
-            input.name()
-        );
+    if log {
+        shape::log_softmax_shape(&input.shape)
+    } else {
+        shape::softmax_shape(&input.shape)
     }
+    .with_context(|| format!("{name} of {}", input.described()))?;
     compute(global, outputs, |session| {
         let tensor = input.upload(session)?;
         let result = if log {
@@ -537,19 +501,13 @@ fn softmax_xent(global: &GlobalOptions, args: &XentArgs) -> Result<()> {
     )?;
     let logits = Array::read(&args.logits)?;
     let labels = Array::read(&args.labels)?;
-    if logits.shape != labels.shape {
-        bail!(
-            "softmax-xent: the logits {} and the labels {} must have the same shape",
+    shape::softmax_cross_entropy_shapes(&logits.shape, &labels.shape).with_context(|| {
+        format!(
+            "softmax-xent of the logits {} and the labels {}",
             logits.described(),
             labels.described()
-        );
-    }
-    if logits.shape.is_empty() {
-        bail!(
-            "softmax-xent: {} is 0-d; the classes lie along the last axis, so it needs at least one",
-            logits.name()
-        );
-    }
+        )
+    })?;
     compute(global, outputs, |session| {
         let (loss, grad) = logits
             .upload(session)?
@@ -563,7 +521,18 @@ fn softmax_xent(global: &GlobalOptions, args: &XentArgs) -> Result<()> {
     })
 }
 
-/// Adam's settings from the flags, each checked and named when out of range.
+/// The flag that sets a hyperparameter (`None`: it has none, and keeps its default).
+fn adam_flag(hyperparameter: AdamHyperparameter) -> Option<&'static str> {
+    match hyperparameter {
+        AdamHyperparameter::Lr => Some("--lr"),
+        AdamHyperparameter::Beta1 => Some("--beta1"),
+        AdamHyperparameter::Beta2 => Some("--beta2"),
+        AdamHyperparameter::Epsilon => Some("--eps"),
+        AdamHyperparameter::WeightDecay => None,
+    }
+}
+
+/// Adam's settings from the flags, checked by the library, each refusal naming its flag.
 fn adam_config(args: &AdamArgs) -> Result<AdamConfig> {
     let defaults = AdamConfig::default();
     let config = AdamConfig {
@@ -573,30 +542,19 @@ fn adam_config(args: &AdamArgs) -> Result<AdamConfig> {
         epsilon: args.eps.unwrap_or(defaults.epsilon),
         ..defaults
     };
-    if !(config.lr.is_finite() && config.lr > 0.0) {
-        bail!(
-            "adam: --lr must be a finite number above 0; got {}",
-            config.lr
-        );
-    }
-    for (flag, beta) in [("--beta1", config.beta1), ("--beta2", config.beta2)] {
-        if !(0.0..1.0).contains(&beta) {
-            bail!("adam: {flag} must be in [0, 1); got {beta}");
-        }
-    }
-    if !(config.epsilon.is_finite() && config.epsilon >= 0.0) {
-        bail!(
-            "adam: --eps must be a finite number, 0 or more; got {}",
-            config.epsilon
-        );
+    for hyperparameter in AdamHyperparameter::ALL {
+        hyperparameter
+            .check(hyperparameter.of(&config))
+            .with_context(|| match adam_flag(hyperparameter) {
+                Some(flag) => format!("adam: {flag}"),
+                None => format!("adam: {}", hyperparameter.field()),
+            })?;
     }
     Ok(config)
 }
 
 fn adam(global: &GlobalOptions, args: &AdamArgs) -> Result<()> {
-    if args.step == 0 {
-        bail!("adam: --step counts from 1; 0 is not a step");
-    }
+    AdamConfig::check_step(args.step).context("adam: --step")?;
     let config = adam_config(args)?;
     let mut planned = vec![("-o".to_string(), args.output.as_path())];
     planned.extend(
@@ -620,39 +578,31 @@ fn adam(global: &GlobalOptions, args: &AdamArgs) -> Result<()> {
     let grads = Array::read(&args.grads)?;
     let m = args.m.as_deref().map(Array::read).transpose()?;
     let v = args.v.as_deref().map(Array::read).transpose()?;
-    param.expect_rank_at_most(MAX_RANK, "a wgcompute tensor")?;
-    let updates = if grads.shape == param.shape {
-        1
-    } else if grads.shape.len() == param.shape.len() + 1 && grads.shape[1..] == param.shape[..] {
-        grads.shape[0]
-    } else {
-        bail!(
-            "adam: the gradients {} must have the shape of the parameter {}, or that shape after a leading axis \
-             of updates",
+    let updates = shape::adam_update_count(&param.shape, &grads.shape).with_context(|| {
+        format!(
+            "adam: the gradients {} for the parameter {}",
             grads.described(),
             param.described()
-        );
-    };
-    for state in [&m, &v].into_iter().flatten() {
-        if state.shape != param.shape {
-            bail!(
-                "adam: the state {} must have the shape of the parameter {}",
-                state.described(),
-                param.described()
-            );
+        )
+    })?;
+    for (flag, state) in [("--m", &m), ("--v", &v)] {
+        if let Some(state) = state {
+            shape::adam_operand_shape(flag, &param.shape, &state.shape).with_context(|| {
+                format!(
+                    "adam: the state {} for the parameter {}",
+                    state.described(),
+                    param.described()
+                )
+            })?;
         }
     }
-    let last_step = u64::try_from(updates.saturating_sub(1))
-        .ok()
-        .and_then(|later| args.step.checked_add(later));
-    if last_step.is_none() {
-        bail!(
-            "adam: --step {} with the {updates} updates in {} counts past {}",
+    AdamConfig::last_step(args.step, updates).with_context(|| {
+        format!(
+            "adam: --step {} with the {updates} updates in {}",
             args.step,
-            grads.described(),
-            u64::MAX
-        );
-    }
+            grads.described()
+        )
+    })?;
     // An empty parameter is its own update, however many there are: nothing to compute, nothing to loop over.
     let size = param.data.len();
     let updates = if size == 0 { 0 } else { updates };
@@ -790,12 +740,21 @@ mod tests {
     }
 
     #[test]
-    fn shapes_broadcast_as_numpys_do() {
-        assert!(broadcasts(&[3, 4], &[4]));
-        assert!(broadcasts(&[3, 1], &[1, 4]));
-        assert!(broadcasts(&[], &[2, 5]));
-        assert!(broadcasts(&[0, 5], &[5]));
-        assert!(!broadcasts(&[3, 4], &[3]));
-        assert!(!broadcasts(&[2, 3, 5, 7], &[4, 1, 1, 1]));
+    fn every_hyperparameter_with_a_flag_is_refused_under_its_flag() {
+        let parsed = |flags: &[&str]| {
+            let mut args = vec!["adam", "p.npy", "g.npy", "-o", "o.npy"];
+            args.extend_from_slice(flags);
+            match parse(&args) {
+                Ok(OpCommand::Fixed(FixedOp::Adam(args))) => args,
+                _ => panic!("{flags:?} did not parse as adam"),
+            }
+        };
+        assert!(adam_config(&parsed(&[])).is_ok());
+        for flag in ["--lr=0", "--beta1=1", "--beta2=-0.5", "--eps=nan"] {
+            let (name, _) = flag.split_once('=').expect("a flag=value");
+            let error = adam_config(&parsed(&[flag])).expect_err(flag);
+            let text = format!("{error:#}");
+            assert!(text.starts_with(&format!("adam: {name}:")), "{text}");
+        }
     }
 }
