@@ -16,7 +16,7 @@
 //! let w_var = tape.param(&w);
 //! let logits = tape.matmul(x, w_var)?;
 //! let losses = tape.softmax_cross_entropy(logits, labels)?;
-//! let cost = tape.mean(losses)?;
+//! let cost = tape.mean(losses, None)?;
 //! let grads = tape.backward(cost)?;
 //! let dw = grads.of(&w).expect("w took part");
 //! assert_eq!(dw.shape(), &[4, 3]);
@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::kernels::elementwise::{for_each_binary_op, for_each_unary_op, BinaryOp, UnaryOp};
-use crate::kernels::reduce::ReduceOp;
+use crate::kernels::reduce::{for_each_reduce_op, ReduceOp};
 use crate::ops::matmul::Transpose;
 use crate::tensor::Tensor;
 
@@ -289,11 +289,28 @@ impl Tape {
         Ok(self.push(loss, op, wants))
     }
 
-    /// Records `op` over all elements (`None`) or along an axis. Private: only the reductions with a
-    /// gradient (the methods below) are recorded.
-    fn reduce(&mut self, op: ReduceOp, x: Var, axis: Option<usize>) -> Result<Var> {
-        let value = self.value(x)?.reduce(op, axis)?;
+    /// Records `op` over all elements (`None`) or along an axis. A reduction without a gradient rule (see
+    /// [`reduce_gradient_rule`]) is refused where a gradient would flow through it, at once rather than at
+    /// `backward`.
+    pub fn reduce(&mut self, op: ReduceOp, x: Var, axis: Option<usize>) -> Result<Var> {
         let wants = self.wants(&[x])?;
+        if wants && reduce_gradient_rule(op).is_none() {
+            return Err(Error::InvalidArgument {
+                what: "reduction on the tape",
+                given: op.name().to_string(),
+                expected: format!(
+                    "a reduction with a gradient ({}); {} has none, so record it on tensors that need no \
+                     gradient, or reduce the tensor outside the tape",
+                    ReduceOp::all()
+                        .filter(|op| reduce_gradient_rule(*op).is_some())
+                        .map(ReduceOp::name)
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    op.name()
+                ),
+            });
+        }
+        let value = self.value(x)?.reduce(op, axis)?;
         Ok(self.push(
             value,
             Op::Reduce {
@@ -303,28 +320,6 @@ impl Tape {
             },
             wants,
         ))
-    }
-
-    /// The mean over all elements, as a 0-d value.
-    pub fn mean(&mut self, x: Var) -> Result<Var> {
-        self.mean_axis(x, None)
-    }
-
-    /// The mean over all elements (`None`) or along an axis.
-    pub fn mean_axis(&mut self, x: Var, axis: Option<usize>) -> Result<Var> {
-        self.reduce(ReduceOp::Mean, x, axis)
-    }
-
-    /// The sum over all elements (`None`) or along an axis.
-    pub fn sum(&mut self, x: Var, axis: Option<usize>) -> Result<Var> {
-        self.reduce(ReduceOp::Sum, x, axis)
-    }
-
-    /// The product over all elements (`None`) or along an axis. Its gradient is each element's product of the
-    /// others where a lane holds zeros, else upstream · product / x (as PyTorch's), so a lane whose product leaves
-    /// f32's range while the others' products do not gets 0 or inf there.
-    pub fn prod(&mut self, x: Var, axis: Option<usize>) -> Result<Var> {
-        self.reduce(ReduceOp::Prod, x, axis)
     }
 
     /// Softmax along the last axis.
@@ -425,7 +420,7 @@ impl Tape {
     pub fn mse(&mut self, prediction: Var, target: Var) -> Result<Var> {
         let difference = self.sub(prediction, target)?;
         let squared = self.square(difference)?;
-        self.mean(squared)
+        self.mean(squared, None)
     }
 
     /// Differentiates the scalar `output` with respect to every parameter on the tape. The tape is consumed:
@@ -601,7 +596,13 @@ impl Tape {
                 self.accumulate(gradients, x, upstream.reshape(&shape)?)?;
             }
             Op::Reduce { op, x, axis } => {
-                let dx = reduce_gradient(op, axis, &self.nodes[x].value, upstream)?;
+                // Recording refused a reduction without a rule wherever a gradient flows.
+                let rule = reduce_gradient_rule(op).ok_or_else(|| Error::InvalidArgument {
+                    what: "reduction on the tape",
+                    given: op.name().to_string(),
+                    expected: "a reduction with a gradient".to_string(),
+                })?;
+                let dx = rule(axis, &self.nodes[x].value, upstream)?;
                 self.accumulate(gradients, x, dx)?;
             }
         }
@@ -610,39 +611,34 @@ impl Tape {
 }
 
 /// The gradient of `op(input)` over `axis` with respect to `input`, given the upstream gradient (of the
-/// reduced shape): the one match a new reduction adds an arm to.
-fn reduce_gradient(
-    op: ReduceOp,
-    axis: Option<usize>,
-    input: &Tensor,
-    upstream: Tensor,
-) -> Result<Tensor> {
-    let input_shape = input.shape();
-    // The upstream gradient back over the reduced axis: every element of a lane gets its lane's.
-    let spread = |upstream: Tensor| -> Result<Tensor> {
-        let mut kept = input_shape.to_vec();
-        match axis {
-            None => kept.iter_mut().for_each(|dim| *dim = 1),
-            Some(axis) => kept[axis] = 1,
-        }
-        broadcast_to(&upstream.reshape(&kept)?, input_shape)
-    };
+/// reduced shape).
+type ReduceGradient = fn(Option<usize>, &Tensor, Tensor) -> Result<Tensor>;
+
+/// Each reduction's gradient rule, `None` where the tape has none: the one match a new reduction adds an arm to.
+fn reduce_gradient_rule(op: ReduceOp) -> Option<ReduceGradient> {
     match op {
-        ReduceOp::Sum => spread(upstream),
-        ReduceOp::Mean => {
+        ReduceOp::Sum => Some(spread_over_lanes),
+        ReduceOp::Mean => Some(|axis, input, upstream| {
             let count = match axis {
                 None => input.len(),
-                Some(axis) => input_shape[axis],
+                Some(axis) => input.shape()[axis],
             };
-            spread(upstream)?.mul_scalar((1.0 / count as f64) as f32)
-        }
-        ReduceOp::Prod => input.prod_backward(axis, &upstream),
-        ReduceOp::Max | ReduceOp::Min => Err(Error::InvalidArgument {
-            what: "reduction on the tape",
-            given: op.name().to_string(),
-            expected: "sum, mean or prod: the tape records no other reduction".to_string(),
+            spread_over_lanes(axis, input, upstream)?.mul_scalar((1.0 / count as f64) as f32)
         }),
+        ReduceOp::Prod => Some(|axis, input, upstream| input.prod_backward(axis, &upstream)),
+        ReduceOp::Max | ReduceOp::Min => None,
     }
+}
+
+/// The upstream gradient of a reduction back over the reduced axis: every element of a lane gets its lane's.
+fn spread_over_lanes(axis: Option<usize>, input: &Tensor, upstream: Tensor) -> Result<Tensor> {
+    let input_shape = input.shape();
+    let mut kept = input_shape.to_vec();
+    match axis {
+        None => kept.iter_mut().for_each(|dim| *dim = 1),
+        Some(axis) => kept[axis] = 1,
+    }
+    broadcast_to(&upstream.reshape(&kept)?, input_shape)
 }
 
 /// The gradient of `output = op(input, scalar)` with respect to `input`, given the upstream gradient: the one
@@ -787,3 +783,20 @@ macro_rules! tape_binary_methods {
 
 for_each_unary_op!(tape_unary_methods);
 for_each_binary_op!(tape_binary_methods);
+
+macro_rules! tape_reduce_methods {
+    ($($variant:ident $method:ident { $($row:tt)* } $doc:literal;)*) => {
+        /// Value reductions on the tape, over all elements (`None`) or along an axis: one method per row of the op
+        /// table, recorded through [`Tape::reduce`].
+        impl Tape {
+            $(
+                #[doc = $doc]
+                pub fn $method(&mut self, x: Var, axis: Option<usize>) -> Result<Var> {
+                    self.reduce(ReduceOp::$variant, x, axis)
+                }
+            )*
+        }
+    };
+}
+
+for_each_reduce_op!(tape_reduce_methods);

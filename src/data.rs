@@ -19,13 +19,15 @@
 //! # Ok(()) }
 //! ```
 
-use crate::autograd::Tape;
+use std::sync::Arc;
+
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::nn::Mlp;
+use crate::nn::Module;
 use crate::optim::Optimizer;
 use crate::session::Session;
 use crate::tensor::Tensor;
+use crate::train;
 
 /// Labels on the host, for [`Dataset::upload`].
 pub enum Labels<'a> {
@@ -50,6 +52,23 @@ pub struct Figures {
     pub loss: f64,
     /// The fraction of samples whose largest logit is at their label (the largest target, for rows).
     pub accuracy: f64,
+}
+
+/// What a step callback of [`Dataset::train_epoch`] returns: nothing, or a result whose error stops the epoch.
+pub trait StepOutcome {
+    fn into_result(self) -> Result<()>;
+}
+
+impl StepOutcome for () {
+    fn into_result(self) -> Result<()> {
+        Ok(())
+    }
+}
+
+impl StepOutcome for Result<()> {
+    fn into_result(self) -> Result<()> {
+        self
+    }
 }
 
 /// How far an epoch has gone, for a progress display.
@@ -78,6 +97,18 @@ impl SplitMix {
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^ (z >> 31)
     }
+}
+
+/// Checks a minibatch size before any work: at least 1.
+pub fn check_batch_size(batch: usize) -> Result<()> {
+    if batch == 0 {
+        return Err(invalid(
+            "batch size",
+            "0".to_string(),
+            "at least 1".to_string(),
+        ));
+    }
+    Ok(())
 }
 
 /// How many of `samples` a validation split of `fraction` holds out: `round(samples · fraction)`, refused
@@ -250,13 +281,7 @@ impl Dataset {
     /// The minibatches of one epoch in order `order` (sample indices), each at most `batch` samples: the order
     /// is uploaded once, and each batch gathers its rows on the device.
     pub fn batches(&self, order: &[u32], batch: usize) -> Result<Batches<'_>> {
-        if batch == 0 {
-            return Err(invalid(
-                "batch size",
-                "0".to_string(),
-                "at least 1".to_string(),
-            ));
-        }
+        check_batch_size(batch)?;
         if let Some((position, &index)) = order
             .iter()
             .enumerate()
@@ -278,61 +303,43 @@ impl Dataset {
     }
 
     /// One epoch of training `model` on shuffled minibatches of softmax cross-entropy (the order from `seed`
-    /// and `epoch`), calling `progress` after each step. The figures are those of the batches as trained
-    /// (before each step's update), read back once at the end.
-    pub fn train_epoch(
+    /// and `epoch`), each step [`train::step`], calling `progress` after each. `progress` returns `()`, or a
+    /// [`Result`] whose error stops the epoch (one that suspends and resumes the session between steps, say).
+    /// The figures are those of the batches as trained (before each step's update), read back once at the end;
+    /// an epoch in which a step's loss is NaN or infinite ends in [`Error::Diverged`] naming the first such step.
+    pub fn train_epoch<Outcome: StepOutcome>(
         &self,
-        model: &Mlp,
+        model: &dyn Module,
         optimizer: &mut dyn Optimizer,
         batch: usize,
         seed: u64,
         epoch: u64,
-        mut progress: impl FnMut(Progress),
-    ) -> Result<Figures> {
-        self.train_epoch_with(model, optimizer, batch, seed, epoch, |step| {
-            progress(step);
-            Ok(())
-        })
-    }
-
-    /// As [`train_epoch`](Self::train_epoch), with a step callback that may stop the epoch with an error (one
-    /// that suspends and resumes the session between steps, say). An epoch in which a step's loss is NaN or
-    /// infinite ends in [`Error::Diverged`] naming the first such step.
-    pub fn train_epoch_with(
-        &self,
-        model: &Mlp,
-        optimizer: &mut dyn Optimizer,
-        batch: usize,
-        seed: u64,
-        epoch: u64,
-        mut progress: impl FnMut(Progress) -> Result<()>,
+        mut progress: impl FnMut(Progress) -> Outcome,
     ) -> Result<Figures> {
         let order = shuffled_order(self.len(), seed, epoch);
-        let parameters = model.parameters();
         let batches = self.batches(&order, batch)?;
         let count = batches.count_batches();
         let mut totals = Totals::tracking_steps();
         for (index, drawn) in batches.enumerate() {
             let (inputs, targets) = drawn?;
-            let mut tape = Tape::new();
-            let x = tape.input(inputs);
-            let y = tape.input(targets);
-            let logits = model.forward(&mut tape, x)?;
-            let losses = tape.softmax_cross_entropy(logits, y)?;
-            let cost = tape.mean(losses)?;
-            totals.add(tape.value(losses)?, tape.value(logits)?, tape.value(y)?)?;
-            let gradients = tape.backward(cost)?;
-            optimizer.step(&parameters, &gradients)?;
+            train::step(
+                model,
+                optimizer,
+                &Arc::new(inputs),
+                &Arc::new(targets),
+                |values| totals.add(values.losses, values.logits, values.targets),
+            )?;
             progress(Progress {
                 batch: index + 1,
                 batches: count,
-            })?;
+            })
+            .into_result()?;
         }
         totals.figures(self.len())
     }
 
     /// The loss and accuracy of `model` over the whole dataset, `batch` samples at a time, without a tape.
-    pub fn evaluate(&self, model: &Mlp, batch: usize) -> Result<Figures> {
+    pub fn evaluate(&self, model: &dyn Module, batch: usize) -> Result<Figures> {
         let order: Vec<u32> = (0..self.len() as u32).collect();
         let mut totals = Totals::default();
         for drawn in self.batches(&order, batch)? {

@@ -1,13 +1,24 @@
 //! Layers: `Linear` (weight and optional bias) and an MLP of linear layers with relu between them. Their
 //! parameters are `Arc<Tensor>`s in the session's pool, shared with the tape during a forward pass. `infer` runs
 //! the same forward pass on tensors directly, with no tape: for inference, where nothing is kept for a backward.
+//! [`Module`] is what every trainer needs of a model (the training step in [`crate::train`] takes one).
 
 use std::sync::Arc;
 
 use crate::autograd::{Tape, Var};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::session::Session;
 use crate::tensor::Tensor;
+
+/// A model a training step can run: its forward pass on a tape, the same pass without one, and the parameters
+/// an optimizer updates (in the same order on every call, since optimizers keep their state by position).
+pub trait Module {
+    /// Records the forward pass of `x` on the tape.
+    fn forward(&self, tape: &mut Tape, x: Var) -> Result<Var>;
+    /// The forward pass on tensors, without a tape.
+    fn infer(&self, x: &Tensor) -> Result<Tensor>;
+    fn parameters(&self) -> Vec<Arc<Tensor>>;
+}
 
 /// `y = x·W (+ b)`, with W of shape [inputs, outputs].
 pub struct Linear {
@@ -93,6 +104,7 @@ impl Mlp {
             .chain(hidden.iter().copied())
             .chain([outputs])
             .collect();
+        Self::check_sizes(&sizes)?;
         let layers = sizes
             .windows(2)
             .enumerate()
@@ -107,6 +119,41 @@ impl Mlp {
             })
             .collect::<Result<_>>()?;
         Ok(Self { layers })
+    }
+
+    /// Checks the widths `[inputs, hidden…, outputs]` of an MLP before any is built: every width at least 1,
+    /// and every layer's weights countable in bytes. Pure, so a caller can check before opening a session.
+    ///
+    /// ```
+    /// use wgcompute::Mlp;
+    /// assert!(Mlp::check_sizes(&[13, 64, 3]).is_ok());
+    /// assert!(Mlp::check_sizes(&[13, 0, 3]).is_err());
+    /// assert!(Mlp::check_sizes(&[13, usize::MAX / 2, 3]).is_err());
+    /// ```
+    pub fn check_sizes(sizes: &[usize]) -> Result<()> {
+        let invalid = |expected: &str| Error::InvalidArgument {
+            what: "layer widths",
+            given: format!("{sizes:?}"),
+            expected: expected.to_string(),
+        };
+        if sizes.len() < 2 {
+            return Err(invalid("an input width and an output width at least"));
+        }
+        if sizes.contains(&0) {
+            return Err(invalid("every width at least 1"));
+        }
+        if let Some(pair) = sizes.windows(2).find(|pair| {
+            pair[0]
+                .checked_mul(pair[1])
+                .and_then(|weights| weights.checked_mul(std::mem::size_of::<f32>()))
+                .is_none()
+        }) {
+            return Err(invalid(&format!(
+                "widths whose layers' weights can be counted; a layer of [{}, {}] has more than that",
+                pair[0], pair[1]
+            )));
+        }
+        Ok(())
     }
 
     pub fn forward(&self, tape: &mut Tape, x: Var) -> Result<Var> {
@@ -181,5 +228,34 @@ impl Mlp {
                     )
             })
             .collect()
+    }
+}
+
+// The inherent methods stay callable without importing the trait; the trait lets one training step take any model.
+impl Module for Linear {
+    fn forward(&self, tape: &mut Tape, x: Var) -> Result<Var> {
+        Linear::forward(self, tape, x)
+    }
+
+    fn infer(&self, x: &Tensor) -> Result<Tensor> {
+        Linear::infer(self, x)
+    }
+
+    fn parameters(&self) -> Vec<Arc<Tensor>> {
+        Linear::parameters(self)
+    }
+}
+
+impl Module for Mlp {
+    fn forward(&self, tape: &mut Tape, x: Var) -> Result<Var> {
+        Mlp::forward(self, tape, x)
+    }
+
+    fn infer(&self, x: &Tensor) -> Result<Tensor> {
+        Mlp::infer(self, x)
+    }
+
+    fn parameters(&self) -> Vec<Arc<Tensor>> {
+        Mlp::parameters(self)
     }
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::autograd::Gradients;
 use crate::error::{Error, Result};
-use crate::ops::optim::AdamConfig;
+use crate::ops::optim::{check_sgd_lr, AdamConfig, AdamHyperparameter};
 use crate::tensor::Tensor;
 
 /// Updates parameters from their gradients.
@@ -293,16 +293,26 @@ impl OptimizerKind {
         }
     }
 
-    /// A fresh optimizer of this kind at learning rate `lr`.
-    pub fn build(self, lr: f32) -> Box<dyn Optimizer> {
+    /// Checks a learning rate for this kind before any work: a finite number above 0 for every kind (a zero
+    /// rate trains nothing).
+    pub fn check_lr(self, lr: f32) -> Result<()> {
         match self {
+            OptimizerKind::Adam | OptimizerKind::Adamw => AdamHyperparameter::Lr.check(lr),
+            OptimizerKind::Sgd => check_sgd_lr(lr),
+        }
+    }
+
+    /// A fresh optimizer of this kind at learning rate `lr`, checked by [`check_lr`](Self::check_lr).
+    pub fn build(self, lr: f32) -> Result<Box<dyn Optimizer>> {
+        self.check_lr(lr)?;
+        Ok(match self {
             OptimizerKind::Adam => Box::new(Adam::new(AdamConfig {
                 lr,
                 ..AdamConfig::default()
             })),
             OptimizerKind::Adamw => Box::new(Adam::adamw(lr, ADAMW_WEIGHT_DECAY)),
             OptimizerKind::Sgd => Box::new(Sgd::new(lr, SGD_MOMENTUM)),
-        }
+        })
     }
 }
 
@@ -399,7 +409,10 @@ mod tests {
         for kind in OptimizerKind::all() {
             assert_eq!(kind.name().parse::<OptimizerKind>().ok(), Some(kind));
             assert_eq!(kind.to_string(), kind.name());
-            assert_eq!(kind.build(0.5).state().kind, kind.state_kind());
+            assert_eq!(
+                kind.build(0.5).expect("a valid rate").state().kind,
+                kind.state_kind()
+            );
             assert_eq!(kind.state_kind() == "sgd", kind == OptimizerKind::Sgd);
         }
         for bad in ["", "Adam", "rmsprop", " adam"] {

@@ -48,7 +48,7 @@ fn step(
     let yv = tape.input(session.upload(labels, &[batch, classes]).expect("labels"));
     let logits = model.forward(&mut tape, xv).expect("forward");
     let losses = tape.softmax_cross_entropy(logits, yv).expect("xent");
-    let cost = tape.mean(losses).expect("mean");
+    let cost = tape.mean(losses, None).expect("mean");
     let loss = tape.value(cost).expect("cost").item().expect("item");
     let gradients = tape.backward(cost).expect("backward");
     optimizer

@@ -272,7 +272,7 @@ impl Job {
         let y = tape.constant(&self.labels);
         let logits = self.model.forward(&mut tape, x).expect("forward");
         let losses = tape.softmax_cross_entropy(logits, y).expect("loss");
-        let cost = tape.mean(losses).expect("mean");
+        let cost = tape.mean(losses, None).expect("mean");
         let value = tape.value(cost).expect("cost").to_vec().expect("read cost")[0];
         let gradients = tape.backward(cost).expect("backward");
         self.adam

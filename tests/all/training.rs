@@ -270,7 +270,7 @@ fn mlp_gradients_match_finite_differences() {
         let logits = tape.matmul(h, w2v).unwrap();
         let losses = tape.softmax_cross_entropy(logits, yv).unwrap();
         assert_eq!(tape.value(losses).unwrap().shape(), &[batch]);
-        let total = tape.mean(losses).unwrap();
+        let total = tape.mean(losses, None).unwrap();
         let got_cost = scalar(&tape, total);
         assert!(
             (got_cost - want_cost).abs() <= 1e-5 * want_cost.abs(),
@@ -409,7 +409,7 @@ fn sub_and_axis_reductions_gradients_match_finite_differences() {
                 let d = tape.sub(pv, qv).unwrap();
                 let e = tape.sub(xv, d).unwrap();
                 let reduced = if take_mean {
-                    tape.mean_axis(e, Some(axis)).unwrap()
+                    tape.mean(e, Some(axis)).unwrap()
                 } else {
                     tape.sum(e, Some(axis)).unwrap()
                 };
@@ -495,7 +495,7 @@ fn parameter_used_twice_accumulates_gradients() {
         let logits = tape.add(logits, bv).unwrap();
         let logits = tape.add(bv, logits).unwrap();
         let losses = tape.softmax_cross_entropy(logits, yv).unwrap();
-        let total = tape.mean(losses).unwrap();
+        let total = tape.mean(losses, None).unwrap();
         let got_cost = scalar(&tape, total);
         assert!(
             (got_cost - want_cost).abs() <= 1e-5 * want_cost.abs(),
@@ -716,7 +716,7 @@ impl LinearProblem {
         let yv = tape.input(y.try_clone().expect("copy y"));
         let logits = layer.forward(&mut tape, xv).expect("forward");
         let losses = tape.softmax_cross_entropy(logits, yv).expect("xent");
-        let cost = tape.mean(losses).expect("mean");
+        let cost = tape.mean(losses, None).expect("mean");
         let value = scalar(&tape, cost);
         let grads = tape.backward(cost).expect("backward");
         optimizer
@@ -732,7 +732,7 @@ impl LinearProblem {
         let yv = tape.input(y.try_clone().expect("copy y"));
         let logits = layer.forward(&mut tape, xv).expect("forward");
         let losses = tape.softmax_cross_entropy(logits, yv).expect("xent");
-        let cost = tape.mean(losses).expect("mean");
+        let cost = tape.mean(losses, None).expect("mean");
         scalar(&tape, cost)
     }
 
@@ -894,7 +894,7 @@ fn mlp_learns_three_blobs() {
             let yv = tape.input(y_gpu.reshape(&[POINTS, CLASSES]).expect("copy"));
             let logits = mlp.forward(tape, xv).expect("forward");
             let losses = tape.softmax_cross_entropy(logits, yv).expect("xent");
-            (logits, tape.mean(losses).expect("mean"))
+            (logits, tape.mean(losses, None).expect("mean"))
         };
         let mut initial = None;
         let started = std::time::Instant::now();

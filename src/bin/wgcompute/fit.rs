@@ -14,7 +14,8 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use wgcompute::checkpoint::{self, Checkpoint};
-use wgcompute::data::{held_out_count, Dataset, Figures, Labels};
+use wgcompute::data::{check_batch_size, held_out_count, Dataset, Figures, Labels};
+use wgcompute::train::{SuspendEvery, Suspension};
 use wgcompute::{Mlp, OptimizerKind, Session};
 
 use crate::npy::{Array, IntArray};
@@ -91,14 +92,6 @@ pub struct FitArgs {
     /// Print one JSON document with the per-epoch figures instead of lines.
     #[arg(long)]
     json: bool,
-}
-
-/// One suspend and resume during training.
-#[derive(serde::Serialize)]
-struct Suspension {
-    after_step: u64,
-    report: wgcompute::SuspendReport,
-    resumed: wgcompute::ResumeReport,
 }
 
 #[derive(Args)]
@@ -501,9 +494,6 @@ impl Settings {
 }
 
 pub fn fit(global: &GlobalOptions, args: &FitArgs) -> Result<()> {
-    if args.hidden.contains(&0) {
-        bail!("--hidden sizes must be at least 1");
-    }
     // --resume may name --save: it is read whole before the session opens, and --save is only ever replaced
     // whole, so continuing a checkpoint in place loses nothing.
     let outputs = Outputs::plan(
@@ -515,19 +505,8 @@ pub fn fit(global: &GlobalOptions, args: &FitArgs) -> Result<()> {
     )?;
     let resumed = args.resume.as_deref().map(Checkpoint::read).transpose()?;
     let settings = Settings::resolve(args, resumed.as_ref())?;
-    let lr = settings.lr;
-    if !(lr.is_finite() && lr > 0.0) {
-        bail!("--lr must be a finite number above 0; got {lr}");
-    }
-    if settings.batch == 0 {
-        bail!("--batch must be at least 1");
-    }
-    if !(0.0..1.0).contains(&settings.val_split) {
-        bail!(
-            "--val-split must be at least 0 and below 1; got {}",
-            settings.val_split
-        );
-    }
+    settings.optimizer.check_lr(settings.lr).context("--lr")?;
+    check_batch_size(settings.batch).context("--batch")?;
     let (inputs, samples, features) = read_inputs(&args.inputs)?;
     let labels = read_labels(&args.labels, samples)?;
     let sizes = match &resumed {
@@ -557,18 +536,7 @@ pub fn fit(global: &GlobalOptions, args: &FitArgs) -> Result<()> {
         }
     };
     let classes = *sizes.last().context("a model has an output width")?;
-    if let Some(pair) = sizes.windows(2).find(|pair| {
-        pair[0]
-            .checked_mul(pair[1])
-            .and_then(|weights| weights.checked_mul(4))
-            .is_none()
-    }) {
-        bail!(
-            "--hidden: a layer of [{}, {}] has more weights than can be counted; give smaller widths",
-            pair[0],
-            pair[1]
-        );
-    }
+    Mlp::check_sizes(&sizes).context("--hidden")?;
     if sizes[0] != features {
         bail!(
             "{} has {features} features but the model of --resume takes {}",
@@ -589,9 +557,12 @@ pub fn fit(global: &GlobalOptions, args: &FitArgs) -> Result<()> {
     }
     let validation = held_out_count(samples, settings.val_split).context("--val-split")?;
 
-    if args.suspend_every == Some(0) {
-        bail!("--suspend-every must be at least 1");
-    }
+    // Checked before any work, and the same schedule the library runs wherever training offers it.
+    let schedule = args
+        .suspend_every
+        .map(|every| SuspendEvery::new(every as u64))
+        .transpose()
+        .context("--suspend-every")?;
     if args.checkpoint_every == Some(0) {
         bail!("--checkpoint-every must be at least 1");
     }
@@ -605,6 +576,7 @@ pub fn fit(global: &GlobalOptions, args: &FitArgs) -> Result<()> {
         (&sizes, classes),
         resumed.as_ref(),
         &outputs,
+        schedule,
     );
     session.close();
     let (reports, bytes, seconds, suspensions) = outcome?;
@@ -620,7 +592,7 @@ pub fn fit(global: &GlobalOptions, args: &FitArgs) -> Result<()> {
             "classes": classes,
             "sizes": sizes,
             "optimizer": settings.optimizer.name(),
-            "lr": lr,
+            "lr": settings.lr,
             "batch": settings.batch,
             "seed": settings.seed,
             "first_epoch": settings.done_epochs + 1,
@@ -660,12 +632,13 @@ fn train(
     (sizes, classes): (&[usize], usize),
     resumed: Option<&Checkpoint>,
     outputs: &Outputs,
+    mut schedule: Option<SuspendEvery>,
 ) -> Result<Fitted> {
     // The validation samples are a seeded draw, the same on every run with this seed; the whole set is
     // dropped once split, so only the two parts stay on the device.
     let (train_set, val_set) = upload(session, inputs, features, labels, classes)?
         .split(settings.val_split, settings.seed)?;
-    let mut optimizer = settings.optimizer.build(settings.lr);
+    let mut optimizer = settings.optimizer.build(settings.lr)?;
     let model = match resumed {
         Some(file) => {
             let model = file.model(session)?;
@@ -696,7 +669,6 @@ fn train(
     // Grows with the epochs run, so a huge --epochs costs nothing up front.
     let mut reports = Vec::new();
     let mut suspensions = Vec::new();
-    let mut steps = 0u64;
     let mut last_checkpoint: Option<usize> = None;
     let start = Instant::now();
     // What --save holds when training cannot go on: never a model that is not finite.
@@ -722,23 +694,22 @@ fn train(
         let epoch_start = Instant::now();
         bar.reset();
         bar.set_message(format!("{}/{target}", epoch + 1));
-        let trained = train_set.train_epoch_with(
+        let trained = train_set.train_epoch(
             &model,
             optimizer.as_mut(),
             settings.batch,
             settings.seed,
             epoch as u64,
-            |_| {
+            |_| -> wgcompute::Result<()> {
                 bar.inc(1);
-                steps += 1;
-                if args
-                    .suspend_every
-                    .is_some_and(|every| steps.is_multiple_of(every as u64))
+                if let Some(suspension) = schedule
+                    .as_mut()
+                    .map(|schedule| schedule.after_step(session))
+                    .transpose()?
+                    .flatten()
                 {
-                    let suspension = suspend_and_resume(session, steps)?;
                     if !args.json {
-                        let line = suspension.line();
-                        bar.suspend(|| println!("{line}"));
+                        bar.suspend(|| println!("{suspension}"));
                     }
                     suspensions.push(suspension);
                 }
@@ -824,31 +795,6 @@ fn checkpoint_bytes(
 /// A path option for messages.
 fn file_name(path: &Option<PathBuf>) -> std::path::Display<'_> {
     path.as_deref().unwrap_or(Path::new("")).display()
-}
-
-fn suspend_and_resume(session: &mut Session, after_step: u64) -> wgcompute::Result<Suspension> {
-    let report = session.suspend()?;
-    let resumed = session.resume()?;
-    Ok(Suspension {
-        after_step,
-        report,
-        resumed,
-    })
-}
-
-impl Suspension {
-    fn line(&self) -> String {
-        format!(
-            "after step {}: suspended, {} on the host; device memory {} → {} while suspended; resumed on {} in \
-             {:.3} s",
-            self.after_step,
-            wgcompute::ByteSize(self.report.host_bytes),
-            self.report.memory_before_suspend,
-            self.report.memory_while_suspended,
-            self.resumed.adapter.name,
-            self.report.seconds + self.resumed.seconds
-        )
-    }
 }
 
 pub fn predict(global: &GlobalOptions, args: &PredictArgs) -> Result<()> {

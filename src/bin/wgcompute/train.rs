@@ -7,7 +7,8 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use wgcompute::{Adam, AdamConfig, ByteSize, Linear, Mlp, Optimizer, Session, Tape, Tensor};
+use wgcompute::train::{self, SuspendEvery, Suspension};
+use wgcompute::{Adam, AdamConfig, AdamHyperparameter, Linear, Mlp, Session, Tensor};
 
 use crate::npy::Array;
 use crate::outputs::{Contents, Outputs};
@@ -54,14 +55,6 @@ pub struct TrainArgs {
     json: bool,
 }
 
-/// One suspend and resume during training.
-#[derive(serde::Serialize)]
-struct Suspension {
-    after_step: usize,
-    report: wgcompute::SuspendReport,
-    resumed: wgcompute::ResumeReport,
-}
-
 fn expect_rank3(array: &Array) -> Result<(usize, usize, usize)> {
     match array.shape[..] {
         [steps, batch, width] => Ok((steps, batch, width)),
@@ -75,11 +68,6 @@ fn sibling(path: &Path, suffix: &str) -> PathBuf {
         .map(|stem| stem.to_string_lossy().into_owned())
         .unwrap_or_default();
     path.with_file_name(format!("{stem}.{suffix}.npy"))
-}
-
-enum Model {
-    Linear(Linear),
-    Mlp(Mlp),
 }
 
 /// The files `train` writes, in the order its results come: --losses, --save, then each hidden layer's weights
@@ -107,18 +95,16 @@ fn planned_outputs(args: &TrainArgs) -> Vec<(String, PathBuf)> {
 }
 
 pub fn run(global: &GlobalOptions, args: &TrainArgs) -> Result<()> {
-    if !(args.lr.is_finite() && args.lr > 0.0) {
-        bail!("--lr must be a finite number above 0; got {}", args.lr);
-    }
-    if args.hidden.contains(&0) {
-        bail!("--hidden sizes must be at least 1");
-    }
+    AdamHyperparameter::Lr.check(args.lr).context("--lr")?;
     if args.steps == Some(0) {
         bail!("--steps must be at least 1");
     }
-    if args.suspend_every == Some(0) {
-        bail!("--suspend-every must be at least 1");
-    }
+    // Checked before any work, and the same schedule the library runs wherever training offers it.
+    let schedule = args
+        .suspend_every
+        .map(|every| SuspendEvery::new(every as u64))
+        .transpose()
+        .context("--suspend-every")?;
     let planned = planned_outputs(args);
     let outputs = Outputs::plan(
         &planned
@@ -163,6 +149,11 @@ pub fn run(global: &GlobalOptions, args: &TrainArgs) -> Result<()> {
             x.name()
         );
     }
+    let sizes: Vec<usize> = std::iter::once(inputs)
+        .chain(args.hidden.iter().copied())
+        .chain([outputs_width])
+        .collect();
+    Mlp::check_sizes(&sizes).context("--hidden")?;
     let init = args.init.as_deref().map(Array::read).transpose()?;
     let last_width = args.hidden.last().copied().unwrap_or(inputs);
     match &init {
@@ -195,6 +186,7 @@ pub fn run(global: &GlobalOptions, args: &TrainArgs) -> Result<()> {
         init.as_ref(),
         steps,
         (x_batch, inputs, outputs_width),
+        schedule,
     );
     session.close();
     let (losses, layers, seconds, suspensions) = outcome?;
@@ -240,6 +232,7 @@ pub fn run(global: &GlobalOptions, args: &TrainArgs) -> Result<()> {
 type LayerData = (Vec<usize>, Vec<f32>, Option<Vec<f32>>);
 type Trained = (Vec<f32>, Vec<LayerData>, f64, Vec<Suspension>);
 
+#[allow(clippy::too_many_arguments)]
 fn train(
     session: &mut Session,
     args: &TrainArgs,
@@ -248,10 +241,14 @@ fn train(
     init: Option<&Array>,
     steps: usize,
     (batch, inputs, outputs): (usize, usize, usize),
+    mut schedule: Option<SuspendEvery>,
 ) -> Result<Trained> {
+    // Without hidden layers the model is the one output layer of --init: an MLP of one layer, no bias.
     let model = if args.hidden.is_empty() {
         let w0 = init.context("--init is required without --hidden")?;
-        Model::Linear(Linear::from_tensors(w0.upload(session)?, None))
+        Mlp {
+            layers: vec![Linear::from_tensors(w0.upload(session)?, None)],
+        }
     } else {
         let mlp = Mlp::new(session, inputs, &args.hidden, outputs, args.seed)?;
         if let (Some(w0), Some(last)) = (init, mlp.layers.last()) {
@@ -259,11 +256,7 @@ fn train(
                 .write(&w0.data)
                 .with_context(|| format!("loading {}", w0.name()))?;
         }
-        Model::Mlp(mlp)
-    };
-    let parameters = match &model {
-        Model::Linear(layer) => layer.parameters(),
-        Model::Mlp(mlp) => mlp.parameters(),
+        mlp
     };
     let mut optimizer = Adam::new(AdamConfig {
         lr: args.lr,
@@ -276,34 +269,20 @@ fn train(
     let mut suspensions = Vec::new();
     let start = Instant::now();
     for step in 0..steps {
-        if let Some(every) = args.suspend_every {
-            if step > 0 && step % every == 0 {
-                let suspension = suspend_and_resume(session, step)?;
+        // Between steps only: the session is not suspended after the last one.
+        if let (Some(schedule), true) = (schedule.as_mut(), step > 0) {
+            if let Some(suspension) = schedule.after_step(session)? {
                 if !args.json {
-                    println!(
-                        "after step {step}: suspended, {} on the host; device memory {} → {} while suspended; \
-                         resumed on {} in {:.3} s",
-                        ByteSize(suspension.report.host_bytes),
-                        suspension.report.memory_before_suspend,
-                        suspension.report.memory_while_suspended,
-                        suspension.resumed.adapter.name,
-                        suspension.report.seconds + suspension.resumed.seconds
-                    );
+                    println!("{suspension}");
                 }
                 suspensions.push(suspension);
             }
         }
         x_step.write(&x.data[step * x_len..(step + 1) * x_len])?;
         y_step.write(&y.data[step * y_len..(step + 1) * y_len])?;
-        let mut tape = Tape::new();
-        let (xv, yv) = (tape.constant(&x_step), tape.constant(&y_step));
-        let logits = match &model {
-            Model::Linear(layer) => layer.forward(&mut tape, xv)?,
-            Model::Mlp(mlp) => mlp.forward(&mut tape, xv)?,
-        };
-        let per_row = tape.softmax_cross_entropy(logits, yv)?;
-        let cost = tape.mean(per_row)?;
-        let loss = tape.value(cost)?.read_range(0..1)?[0];
+        let loss = train::step(&model, &mut optimizer, &x_step, &y_step, |values| {
+            values.cost.item()
+        })?;
         if !loss.is_finite() {
             bail!(
                 "step {}: the loss is {loss}, so training diverged; nothing was written (try a lower --lr)",
@@ -311,36 +290,17 @@ fn train(
             );
         }
         losses.push(loss);
-        let gradients = tape.backward(cost)?;
-        optimizer.step(&parameters, &gradients)?;
     }
     session.sync()?;
     let seconds = start.elapsed().as_secs_f64();
     let read = |tensor: &Tensor| -> Result<Vec<f32>> { Ok(tensor.to_vec()?) };
-    let layers: Vec<LayerData> = match &model {
-        Model::Linear(layer) => vec![(layer.weight.shape().to_vec(), read(&layer.weight)?, None)],
-        Model::Mlp(mlp) => mlp
-            .layers
-            .iter()
-            .map(|layer| {
-                let bias = layer.bias.as_deref().map(read).transpose()?;
-                Ok((layer.weight.shape().to_vec(), read(&layer.weight)?, bias))
-            })
-            .collect::<Result<_>>()?,
-    };
+    let layers: Vec<LayerData> = model
+        .layers
+        .iter()
+        .map(|layer| {
+            let bias = layer.bias.as_deref().map(read).transpose()?;
+            Ok((layer.weight.shape().to_vec(), read(&layer.weight)?, bias))
+        })
+        .collect::<Result<_>>()?;
     Ok((losses, layers, seconds, suspensions))
-}
-
-fn suspend_and_resume(session: &mut Session, after_step: usize) -> Result<Suspension> {
-    let report = session
-        .suspend()
-        .with_context(|| format!("suspending after step {after_step}"))?;
-    let resumed = session
-        .resume()
-        .with_context(|| format!("resuming after step {after_step}"))?;
-    Ok(Suspension {
-        after_step,
-        report,
-        resumed,
-    })
 }
