@@ -2,24 +2,12 @@
 
 use std::time::Duration;
 
+use wgcompute::bench::{format_table, rows, BenchReport, POOL_SIZES};
 use wgcompute::{Session, SessionOptions};
 
-// The command's bench rows (and the seed workload they use), so both report the same rows the same way.
-#[allow(dead_code)]
-#[path = "../src/bin/wgcompute/rows.rs"]
-mod rows;
-#[allow(dead_code)]
-#[path = "../src/bin/wgcompute/workload.rs"]
-mod workload;
-
-use rows::BenchReport;
-
-fn main() -> anyhow::Result<()> {
+fn main() -> wgcompute::Result<()> {
     let session = Session::open(SessionOptions::default())?;
-    let results = rows::pool_alloc_free(&session, &rows::POOL_SIZES, Duration::from_millis(600))?;
-    print!(
-        "{}",
-        rows::format_table(&BenchReport::new(&session, results))
-    );
+    let results = rows::pool_alloc_free(&session, &POOL_SIZES, Duration::from_millis(600))?;
+    print!("{}", format_table(&BenchReport::new(&session, results)));
     Ok(())
 }

@@ -4,26 +4,17 @@
 
 use std::path::Path;
 
+use wgcompute::bench::{child_job, format_table, rows, BenchReport};
 use wgcompute::{Session, SessionOptions};
 
-// The command's bench rows (and the seed workload they use), so both report the same rows the same way.
-#[allow(dead_code)]
-#[path = "../src/bin/wgcompute/rows.rs"]
-mod rows;
-#[allow(dead_code)]
-#[path = "../src/bin/wgcompute/workload.rs"]
-mod workload;
-
-use rows::BenchReport;
-
-fn main() -> anyhow::Result<()> {
+fn main() -> wgcompute::Result<()> {
     let options = SessionOptions::default();
     let exe = Path::new(env!("CARGO_BIN_EXE_wgcompute"));
     let rows = vec![
-        rows::session_open_close(&options, 15, || rows::child_job(exe, None))?,
+        rows::session_open_close(&options, 15, || child_job(exe, None))?,
         rows::suspend_resume(&options, 7)?,
     ];
     let session = Session::open(options)?;
-    print!("{}", rows::format_table(&BenchReport::new(&session, rows)));
+    print!("{}", format_table(&BenchReport::new(&session, rows)));
     Ok(())
 }

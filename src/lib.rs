@@ -18,6 +18,8 @@
 //! ```
 
 pub mod autograd;
+#[cfg(feature = "bench")]
+pub mod bench;
 pub mod checkpoint;
 pub mod data;
 pub mod device;
@@ -31,8 +33,9 @@ pub mod optim;
 pub mod pool;
 mod runtime;
 mod session;
-mod shape;
+pub mod shape;
 mod tensor;
+pub mod train;
 
 pub use autograd::{Gradients, Tape, Var};
 pub use device::{list_adapters, AdapterDescription, AdapterSelector, DeviceMemory, MemorySource};
@@ -40,9 +43,9 @@ pub use error::{ByteSize, Error, Result};
 pub use kernels::elementwise::{BinaryOp, UnaryOp};
 pub use kernels::kernel_variants;
 pub use kernels::reduce::ReduceOp;
-pub use nn::{Linear, Mlp};
+pub use nn::{Linear, Mlp, Module};
 pub use ops::matmul::Transpose;
-pub use ops::optim::{AdamConfig, EpsilonPlacement};
+pub use ops::optim::{AdamConfig, AdamHyperparameter, EpsilonPlacement};
 pub use optim::{Adam, Optimizer, OptimizerKind, OptimizerState, Sgd};
 pub use pool::MemoryStats;
 pub use runtime::{

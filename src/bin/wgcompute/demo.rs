@@ -8,9 +8,9 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
+use wgcompute::bench::workload::{run_seed, SeedConfig, SeedJob};
 use wgcompute::{ByteSize, DeviceMemory, MemoryLimit, MemoryStats, Session};
 
-use crate::workload::{run_seed, SeedConfig, SeedJob};
 use crate::GlobalOptions;
 
 /// More steps than this would outlast any machine; the bound keeps the step counts far from overflow.

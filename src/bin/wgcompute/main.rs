@@ -1,6 +1,6 @@
 //! The `wgcompute` command: one file per subcommand; this one parses the command line and dispatches. Shared by
-//! several: npy.rs (.npy in and out), outputs.rs (outputs written all or none), rows.rs and rows_fit.rs (the bench
-//! rows, also used by benches/) and workload.rs (the seed workload of `demo` and the `seed_step` row).
+//! several: npy.rs (.npy in and out) and outputs.rs (outputs written all or none). The bench rows and the
+//! workloads of `demo`, `tune` and `bench` are the library's (`wgcompute::bench`).
 
 mod bench;
 mod demo;
@@ -10,11 +10,8 @@ mod memcheck;
 mod npy;
 mod op;
 mod outputs;
-mod rows;
-mod rows_fit;
 mod train;
 mod tune;
-mod workload;
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
@@ -107,7 +104,7 @@ fn main() {
         Command::Job => cli
             .global
             .session_options()
-            .and_then(|options| rows::small_job(&options)),
+            .and_then(|options| Ok(wgcompute::bench::small_job(&options)?)),
     };
     if let Err(error) = outcome {
         eprintln!("wgcompute: {error:#}");

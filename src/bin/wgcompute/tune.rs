@@ -5,9 +5,9 @@ use anyhow::Result;
 use clap::Args;
 use wgcompute::{Session, Tuning, TuningRecord};
 
-use crate::bench::{SOFTMAX_XENT_SHAPES, SUM_AXIS_SHAPES};
-use crate::workload::{MlpConfig, MlpJob, SeedConfig, SeedJob};
 use crate::GlobalOptions;
+use wgcompute::bench::workload::{MlpConfig, MlpJob, SeedConfig, SeedJob};
+use wgcompute::bench::{MATMUL_SHAPES, SOFTMAX_XENT_SHAPES, SUM_AXIS_SHAPES, SUM_LEN};
 
 #[derive(Args)]
 pub struct TuneArgs {
@@ -30,8 +30,8 @@ pub fn run(global: &GlobalOptions, args: &TuneArgs) -> Result<()> {
     for (rows, cols) in SUM_AXIS_SHAPES {
         session.rand(&[rows, cols], 3)?.sum(Some(1))?;
     }
-    session.rand(&[crate::bench::SUM_LEN], 3)?.sum(None)?;
-    for (m, k, n) in crate::bench::MATMUL_SHAPES {
+    session.rand(&[SUM_LEN], 3)?.sum(None)?;
+    for (m, k, n) in MATMUL_SHAPES {
         let a = session.rand(&[m, k], 4)?;
         let b = session.rand(&[k, n], 5)?;
         a.matmul(&b)?;

@@ -1,13 +1,15 @@
 //! The seed workload that motivates the project, as one function: a linear layer x[10,10000]·W[10000,1000],
-//! softmax cross-entropy, TensorFlow's Adam, 100 steps, with x and y drawn on the device every step. `demo` and
-//! the `seed_step` bench row run it from here, through the library's public API only.
+//! softmax cross-entropy, TensorFlow's Adam, 100 steps, with x and y drawn on the device every step; and the
+//! `mlp_step` row's classifier. `wgcompute demo`, `wgcompute tune` and the `seed_step` and `mlp_step` rows run
+//! them from here, through the library's public API only.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use wgcompute::{Adam, AdamConfig, Linear, Optimizer, Result, Session, Tape, Tensor};
+use crate::train;
+use crate::{Adam, AdamConfig, Linear, Mlp, Result, Session, Tensor};
 
 /// The workload's shape and settings.
 #[derive(Clone, Copy, Debug, Serialize)]
@@ -78,17 +80,15 @@ impl SeedJob {
             .wrapping_add(2 * self.step as u64 + 1);
         self.x.fill_uniform_(draw, 0.0, 1.0)?;
         self.y.fill_uniform_(draw + 1, 0.0, 1.0)?;
-        let mut tape = Tape::new();
-        let x = tape.constant(&self.x);
-        let y = tape.constant(&self.y);
-        let logits = self.layer.forward(&mut tape, x)?;
-        let losses = tape.softmax_cross_entropy(logits, y)?;
-        let cost = tape.mean(losses)?;
-        let cost_value = tape.value(cost)?.read_range(0..1)?[0];
-        let gradients = tape.backward(cost)?;
-        self.optimizer.step(&self.layer.parameters(), &gradients)?;
+        let cost = train::step(
+            &self.layer,
+            &mut self.optimizer,
+            &self.x,
+            &self.y,
+            |values| values.cost.item(),
+        )?;
         self.step += 1;
-        Ok(cost_value)
+        Ok(cost)
     }
 }
 
@@ -160,7 +160,7 @@ impl Default for MlpConfig {
 
 /// The MLP, its batch and its optimizer on the device.
 pub struct MlpJob {
-    model: wgcompute::Mlp,
+    model: Mlp,
     x: Arc<Tensor>,
     y: Arc<Tensor>,
     optimizer: Adam,
@@ -168,8 +168,7 @@ pub struct MlpJob {
 
 impl MlpJob {
     pub fn new(session: &Session, config: MlpConfig) -> Result<Self> {
-        let model =
-            wgcompute::Mlp::new(session, config.inputs, &config.hidden, config.classes, 11)?;
+        let model = Mlp::new(session, config.inputs, &config.hidden, config.classes, 11)?;
         let x = session.randn(&[config.batch, config.inputs], 12)?;
         let labels: Vec<f32> = (0..config.batch * config.classes)
             .map(|index| {
@@ -192,16 +191,14 @@ impl MlpJob {
 
     /// Forward, backward and an Adam update; returns the cost before the update (which waits for the device).
     pub fn step(&mut self) -> Result<f32> {
-        let mut tape = Tape::new();
-        let x = tape.constant(&self.x);
-        let y = tape.constant(&self.y);
-        let logits = self.model.forward(&mut tape, x)?;
-        let losses = tape.softmax_cross_entropy(logits, y)?;
-        let cost = tape.mean(losses)?;
-        // Kept past the backward pass (which consumes the tape), and read once the update is recorded too.
-        let cost_value = tape.value(cost)?.try_clone()?;
-        let gradients = tape.backward(cost)?;
-        self.optimizer.step(&self.model.parameters(), &gradients)?;
-        Ok(cost_value.read_range(0..1)?[0])
+        // A copy of the cost, read once the update is recorded too: one wait for the device per step.
+        let cost = train::step(
+            &self.model,
+            &mut self.optimizer,
+            &self.x,
+            &self.y,
+            |values| values.cost.try_clone(),
+        )?;
+        cost.item()
     }
 }

@@ -1,0 +1,166 @@
+//! The benchmark rows of `wgcompute bench` and `cargo bench` (feature `bench`): every row measures one figure
+//! beside a baseline in the same run, since the machines these run on are shared and noisy, and reports both
+//! and their ratio. The CPU baselines come from one set of references in [`cpu`]; the device workloads they
+//! race are in [`workload`].
+//!
+//! ```no_run
+//! use wgcompute::bench::{self, BenchPlan};
+//! # fn main() -> wgcompute::Result<()> {
+//! let plan = BenchPlan {
+//!     quick: true,
+//!     only: vec!["matmul".to_string()],
+//! };
+//! // The child-process baseline is the caller's to run; no `session_open_close` row here needs one.
+//! let report = bench::run(&wgcompute::SessionOptions::default(), &plan, || Ok(()))?;
+//! print!("{}", bench::format_table(&report));
+//! # Ok(()) }
+//! ```
+
+pub mod cpu;
+mod report;
+pub mod rows;
+pub mod workload;
+
+use std::time::Duration;
+
+pub use report::{format_table, BenchAdapter, BenchReport, BenchRow, Better};
+pub use rows::{child_job, small_job};
+
+use crate::{Error, Result, Session, SessionOptions};
+
+/// (m, k, n) of the `matmul` rows; a quick run leaves out 2048.
+pub const MATMUL_SHAPES: [(usize, usize, usize); 5] = [
+    (256, 256, 256),
+    (512, 512, 512),
+    (1024, 1024, 1024),
+    (2048, 2048, 2048),
+    (10, 10000, 1000),
+];
+/// Elements of the `sum` row.
+pub const SUM_LEN: usize = 16 << 20;
+/// [rows, cols] of the `sum_axis` rows: many narrow rows, and few wide ones.
+pub const SUM_AXIS_SHAPES: [(usize, usize); 2] = [(4096, 16), (16, 1 << 20)];
+/// [rows, cols] of the `softmax_xent` rows: a 4-class classifier's batch, and the seed workload's logits.
+pub const SOFTMAX_XENT_SHAPES: [(usize, usize); 2] = [(1000, 4), (10, 1000)];
+/// Sizes the `pool_alloc_free` rows cover: 4 KiB to 64 MiB in steps of 4×.
+pub const POOL_SIZES: [u64; 8] = [
+    4 << 10,
+    16 << 10,
+    64 << 10,
+    256 << 10,
+    1 << 20,
+    4 << 20,
+    16 << 20,
+    64 << 20,
+];
+/// Parameters of the `adam` row.
+pub const ADAM_LEN: usize = 10_000_000;
+
+/// Every row's name, in the order [`run`] runs them.
+pub const ROWS: [&str; 11] = [
+    "session_open_close",
+    "suspend_resume",
+    "pool_alloc_free",
+    "matmul",
+    "sum",
+    "sum_axis",
+    "softmax_xent",
+    "adam",
+    "seed_step",
+    "mlp_step",
+    "mlp_fit_epoch",
+];
+
+/// Which rows [`run`] measures, and how long it spends on each.
+#[derive(Clone, Debug, Default)]
+pub struct BenchPlan {
+    /// Fewer repetitions, and no 2048³ product: the whole run stays under a minute on lavapipe.
+    pub quick: bool,
+    /// Only these rows, by the names in [`ROWS`]; empty: every row.
+    pub only: Vec<String>,
+}
+
+impl BenchPlan {
+    /// The first name in `only` that no row has.
+    pub fn unknown_row(&self) -> Option<&str> {
+        self.only
+            .iter()
+            .map(String::as_str)
+            .find(|name| !ROWS.contains(name))
+    }
+
+    fn wants(&self, row: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|name| name == row)
+    }
+
+    fn pick<T>(&self, quick: T, full: T) -> T {
+        if self.quick {
+            quick
+        } else {
+            full
+        }
+    }
+}
+
+/// Measures the plan's rows on sessions opened with `options`, in the order of [`ROWS`]. `child` runs the
+/// small job in a new process and waits for it ([`child_job`] does, given the `wgcompute` executable): the
+/// baseline of `session_open_close`, called only when that row runs.
+pub fn run(
+    options: &SessionOptions,
+    plan: &BenchPlan,
+    child: impl FnMut() -> Result<()>,
+) -> Result<BenchReport> {
+    if let Some(unknown) = plan.unknown_row() {
+        return Err(Error::InvalidArgument {
+            what: "bench row",
+            given: unknown.to_string(),
+            expected: format!("one of {}", ROWS.join(", ")),
+        });
+    }
+    let mut results = Vec::new();
+    if plan.wants("session_open_close") {
+        results.push(rows::session_open_close(options, plan.pick(5, 15), child)?);
+    }
+    if plan.wants("suspend_resume") {
+        results.push(rows::suspend_resume(options, plan.pick(3, 7))?);
+    }
+    let session = Session::open(options.clone())?;
+    if plan.wants("pool_alloc_free") {
+        let budget = Duration::from_millis(plan.pick(150, 600));
+        results.extend(rows::pool_alloc_free(&session, &POOL_SIZES, budget)?);
+    }
+    let runs = plan.pick(3, 7);
+    if plan.wants("matmul") {
+        let shapes: Vec<_> = MATMUL_SHAPES
+            .into_iter()
+            .filter(|&(m, _, _)| !plan.quick || m < 2048)
+            .collect();
+        results.extend(rows::matmul(&session, &shapes, runs)?);
+    }
+    if plan.wants("sum") {
+        results.push(rows::sum(&session, SUM_LEN, runs)?);
+    }
+    if plan.wants("sum_axis") {
+        for (rows_, cols) in SUM_AXIS_SHAPES {
+            results.push(rows::sum_axis(&session, rows_, cols, runs)?);
+        }
+    }
+    if plan.wants("softmax_xent") {
+        for (rows_, cols) in SOFTMAX_XENT_SHAPES {
+            results.push(rows::softmax_xent(&session, rows_, cols, runs)?);
+        }
+    }
+    if plan.wants("adam") {
+        results.push(rows::adam(&session, ADAM_LEN, runs)?);
+    }
+    if plan.wants("seed_step") {
+        results.push(rows::seed_step(&session, plan.pick(3, 10))?);
+    }
+    if plan.wants("mlp_step") {
+        results.push(rows::mlp_step(&session, plan.pick(3, 10))?);
+    }
+    if plan.wants("mlp_fit_epoch") {
+        results.push(rows::mlp_fit_epoch(&session, plan.pick(1, 3))?);
+    }
+    Ok(BenchReport::new(&session, results))
+}
