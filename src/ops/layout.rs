@@ -56,25 +56,8 @@ impl Tensor {
         let out_shape: Vec<usize> = axes.iter().map(|&axis| shape[axis]).collect();
         let src_strides: Vec<usize> = axes.iter().map(|&axis| in_strides[axis]).collect();
         let out = self.output(NAME, &out_shape, self.dtype())?;
-        let (source, target) = (self.range()?, out.range()?);
         let dst_strides = contiguous_strides(&out_shape);
-        self.with_runtime(|runtime| {
-            layout::strided_copy(
-                runtime,
-                NAME,
-                Strided {
-                    range: source,
-                    offset: 0,
-                    strides: &src_strides,
-                },
-                Strided {
-                    range: target,
-                    offset: 0,
-                    strides: &dst_strides,
-                },
-                &out_shape,
-            )
-        })?;
+        self.copy_strided(NAME, (0, &src_strides), &out, (0, &dst_strides), &out_shape)?;
         Ok(out)
     }
 
@@ -106,25 +89,14 @@ impl Tensor {
         out_shape[axis] = len;
         let out = self.output(NAME, &out_shape, self.dtype())?;
         let in_strides = contiguous_strides(shape);
-        let (source, target) = (self.range()?, out.range()?);
         let dst_strides = contiguous_strides(&out_shape);
-        self.with_runtime(|runtime| {
-            layout::strided_copy(
-                runtime,
-                NAME,
-                Strided {
-                    range: source,
-                    offset: start * in_strides[axis],
-                    strides: &in_strides,
-                },
-                Strided {
-                    range: target,
-                    offset: 0,
-                    strides: &dst_strides,
-                },
-                &out_shape,
-            )
-        })?;
+        self.copy_strided(
+            NAME,
+            (start * in_strides[axis], &in_strides),
+            &out,
+            (0, &dst_strides),
+            &out_shape,
+        )?;
         Ok(out)
     }
 
@@ -133,23 +105,42 @@ impl Tensor {
     pub(crate) fn write_into(&self, target: &Tensor, axis: usize, start: usize) -> Result<()> {
         const NAME: &str = "concat";
         let strides = contiguous_strides(target.shape());
-        let (source, range) = (self.range()?, target.range()?);
         let src_strides = contiguous_strides(self.shape());
+        self.copy_strided(
+            NAME,
+            (0, &src_strides),
+            target,
+            (start * strides[axis], &strides),
+            self.shape(),
+        )
+    }
+
+    /// Copies the elements of `shape`, read from this tensor at (offset, strides) `from`, into `target` at
+    /// (offset, strides) `to`: the one kernel behind permute, narrow and concatenation.
+    fn copy_strided(
+        &self,
+        name: &'static str,
+        (from_offset, from_strides): (usize, &[usize]),
+        target: &Tensor,
+        (to_offset, to_strides): (usize, &[usize]),
+        shape: &[usize],
+    ) -> Result<()> {
+        let (source, range) = (self.range()?, target.range()?);
         self.with_runtime(|runtime| {
             layout::strided_copy(
                 runtime,
-                NAME,
+                name,
                 Strided {
                     range: source,
-                    offset: 0,
-                    strides: &src_strides,
+                    offset: from_offset,
+                    strides: from_strides,
                 },
                 Strided {
                     range,
-                    offset: start * strides[axis],
-                    strides: &strides,
+                    offset: to_offset,
+                    strides: to_strides,
                 },
-                self.shape(),
+                shape,
             )
         })
     }
