@@ -21,7 +21,6 @@ mod cli_op;
 #[cfg(feature = "cli")]
 mod cli_train;
 mod data;
-mod example_seed;
 mod lifecycle;
 mod ops_edges;
 mod ops_elementwise;
