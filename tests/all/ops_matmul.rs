@@ -244,11 +244,7 @@ per_backend!(every_matmul_variant_at_partial_tiles_long_k_and_a_batch);
 /// elsewhere): row-major operands at sizes that leave partial tiles on both sides, K in several passes, and a
 /// batch, so every register tile shape and its edges are checked on both backends.
 fn every_matmul_variant_at_partial_tiles_long_k_and_a_batch(backend: &Backend) {
-    let families = wgcompute::kernel_variants();
-    let (_, variants) = families
-        .iter()
-        .find(|(family, _)| *family == "matmul")
-        .expect("matmul has variants");
+    let variants = common::variants_of("matmul");
     assert!(variants.len() >= 5, "{variants:?}");
     let mut rng = Rng::fresh("matmul variants");
     for variant in variants.iter() {

@@ -10,11 +10,7 @@ use wgcompute::{AdamConfig, EpsilonPlacement, Error, Session};
 /// Runs `body` once per variant of the optimizer family (scalar, vec4, four vec4s per invocation), each forced in
 /// its own poisoned session.
 fn each_variant(backend: &Backend, mut body: impl FnMut(&Session, &str)) {
-    let families = wgcompute::kernel_variants();
-    let (_, variants) = families
-        .iter()
-        .find(|(family, _)| *family == "optim")
-        .expect("the optimizer family has variants");
+    let variants = common::variants_of("optim");
     assert!(variants.len() >= 3, "{variants:?}");
     for variant in variants.iter() {
         // Shown with a failure: which variant was forced.
