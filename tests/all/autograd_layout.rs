@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use crate::common::{for_each_backend, relative_error, Rng};
+use crate::common::{per_backend, relative_error, Backend, Rng};
 use wgcompute::{Adam, AdamConfig, Optimizer, Session, Tape, Tensor, Var};
 
 type Reference<'a> = dyn Fn(&[Vec<f64>]) -> Vec<f64> + 'a;
@@ -87,254 +87,244 @@ fn softmax(row: &[f64]) -> Vec<f64> {
     row.iter().map(|x| (x - max).exp() / total).collect()
 }
 
-#[test]
-fn softmax_and_log_softmax_differentiate_along_the_last_axis() {
+per_backend!(softmax_and_log_softmax_differentiate_along_the_last_axis);
+fn softmax_and_log_softmax_differentiate_along_the_last_axis(backend: &Backend) {
     let mut rng = Rng::fresh("tape softmax");
-    for_each_backend(|backend| {
-        let session = backend.poisoned();
-        for cols in [1, 13, 300] {
-            let shape = vec![5, cols];
-            let x = rng.vec(5 * cols, -3.0, 3.0);
-            check(
-                &session,
-                &mut rng,
-                &format!("softmax over {cols}"),
-                &[(shape.clone(), x.clone())],
-                |tape, v| tape.softmax(v[0]).expect("softmax"),
-                &|x| rows_of(&x[0], cols, softmax),
-            );
-            check(
-                &session,
-                &mut rng,
-                &format!("log_softmax over {cols}"),
-                &[(shape, x)],
-                |tape, v| tape.log_softmax(v[0]).expect("log_softmax"),
-                &|x| {
-                    rows_of(&x[0], cols, |row| {
-                        softmax(row).iter().map(|p| p.ln()).collect()
-                    })
-                },
-            );
-        }
-        session.close();
-    });
+    let session = backend.poisoned();
+    for cols in [1, 13, 300] {
+        let shape = vec![5, cols];
+        let x = rng.vec(5 * cols, -3.0, 3.0);
+        check(
+            &session,
+            &mut rng,
+            &format!("softmax over {cols}"),
+            &[(shape.clone(), x.clone())],
+            |tape, v| tape.softmax(v[0]).expect("softmax"),
+            &|x| rows_of(&x[0], cols, softmax),
+        );
+        check(
+            &session,
+            &mut rng,
+            &format!("log_softmax over {cols}"),
+            &[(shape, x)],
+            |tape, v| tape.log_softmax(v[0]).expect("log_softmax"),
+            &|x| {
+                rows_of(&x[0], cols, |row| {
+                    softmax(row).iter().map(|p| p.ln()).collect()
+                })
+            },
+        );
+    }
+    session.close();
 }
 
-#[test]
-fn concat_narrow_permute_transpose_reshape_and_mse_differentiate() {
+per_backend!(concat_narrow_permute_transpose_reshape_and_mse_differentiate);
+fn concat_narrow_permute_transpose_reshape_and_mse_differentiate(backend: &Backend) {
     let mut rng = Rng::fresh("tape layout");
-    for_each_backend(|backend| {
-        let session = backend.poisoned();
-        let a = rng.vec(3 * 2 * 5, -1.0, 1.0);
-        let b = rng.vec(3 * 7 * 5, -1.0, 1.0);
-        check(
-            &session,
-            &mut rng,
-            "concat along axis 1",
-            &[(vec![3, 2, 5], a.clone()), (vec![3, 7, 5], b)],
-            |tape, v| tape.concat(&[v[0], v[1], v[0]], 1).expect("concat"),
-            &|x| {
-                (0..3)
-                    .flat_map(|i| {
-                        let a = &x[0][i * 10..(i + 1) * 10];
-                        let b = &x[1][i * 35..(i + 1) * 35];
-                        [a, b, a].concat()
-                    })
-                    .collect()
-            },
-        );
-        let x = rng.vec(4 * 9 * 3, -1.0, 1.0);
-        check(
-            &session,
-            &mut rng,
-            "narrow axis 1, 2..7",
-            &[(vec![4, 9, 3], x.clone())],
-            |tape, v| tape.narrow(v[0], 1, 2, 5).expect("narrow"),
-            &|x| {
-                (0..4)
-                    .flat_map(|i| x[0][i * 27 + 6..i * 27 + 21].to_vec())
-                    .collect()
-            },
-        );
-        check(
-            &session,
-            &mut rng,
-            "permute [2, 0, 1]",
-            &[(vec![4, 9, 3], x.clone())],
-            |tape, v| tape.permute(v[0], &[2, 0, 1]).expect("permute"),
-            &|x| {
-                let mut out = Vec::new();
-                for k in 0..3 {
-                    for i in 0..4 {
-                        for j in 0..9 {
-                            out.push(x[0][i * 27 + j * 3 + k]);
-                        }
-                    }
-                }
-                out
-            },
-        );
-        check(
-            &session,
-            &mut rng,
-            "transpose then reshape",
-            &[(vec![4, 9, 3], x)],
-            |tape, v| {
-                let t = tape.transpose(v[0], 0, 2).expect("transpose");
-                tape.reshape(t, &[27, 4]).expect("reshape")
-            },
-            &|x| {
-                let mut out = Vec::new();
-                for k in 0..3 {
+    let session = backend.poisoned();
+    let a = rng.vec(3 * 2 * 5, -1.0, 1.0);
+    let b = rng.vec(3 * 7 * 5, -1.0, 1.0);
+    check(
+        &session,
+        &mut rng,
+        "concat along axis 1",
+        &[(vec![3, 2, 5], a.clone()), (vec![3, 7, 5], b)],
+        |tape, v| tape.concat(&[v[0], v[1], v[0]], 1).expect("concat"),
+        &|x| {
+            (0..3)
+                .flat_map(|i| {
+                    let a = &x[0][i * 10..(i + 1) * 10];
+                    let b = &x[1][i * 35..(i + 1) * 35];
+                    [a, b, a].concat()
+                })
+                .collect()
+        },
+    );
+    let x = rng.vec(4 * 9 * 3, -1.0, 1.0);
+    check(
+        &session,
+        &mut rng,
+        "narrow axis 1, 2..7",
+        &[(vec![4, 9, 3], x.clone())],
+        |tape, v| tape.narrow(v[0], 1, 2, 5).expect("narrow"),
+        &|x| {
+            (0..4)
+                .flat_map(|i| x[0][i * 27 + 6..i * 27 + 21].to_vec())
+                .collect()
+        },
+    );
+    check(
+        &session,
+        &mut rng,
+        "permute [2, 0, 1]",
+        &[(vec![4, 9, 3], x.clone())],
+        |tape, v| tape.permute(v[0], &[2, 0, 1]).expect("permute"),
+        &|x| {
+            let mut out = Vec::new();
+            for k in 0..3 {
+                for i in 0..4 {
                     for j in 0..9 {
-                        for i in 0..4 {
-                            out.push(x[0][i * 27 + j * 3 + k]);
-                        }
+                        out.push(x[0][i * 27 + j * 3 + k]);
                     }
                 }
-                out
-            },
-        );
-        let target = rng.vec(30, -1.0, 1.0);
-        check(
-            &session,
-            &mut rng,
-            "mse",
-            &[(vec![3, 10], a), (vec![3, 10], target)],
-            |tape, v| tape.mse(v[0], v[1]).expect("mse"),
-            &|x| {
-                let total: f64 = x[0].iter().zip(&x[1]).map(|(p, t)| (p - t).powi(2)).sum();
-                vec![total / 30.0]
-            },
-        );
-        session.close();
-    });
-}
-
-#[test]
-fn gathered_rows_send_their_gradients_back_summed_over_repeats() {
-    let mut rng = Rng::fresh("tape gather");
-    for_each_backend(|backend| {
-        let session = backend.poisoned();
-        let (rows, width) = (11, 4);
-        let table = rng.vec(rows * width, -1.0, 1.0);
-        let ids: Vec<u32> = (0..3 * 7)
-            .map(|k| {
-                if k % 4 == 0 {
-                    2
-                } else {
-                    (rng.next_u64() % rows as u64) as u32
+            }
+            out
+        },
+    );
+    check(
+        &session,
+        &mut rng,
+        "transpose then reshape",
+        &[(vec![4, 9, 3], x)],
+        |tape, v| {
+            let t = tape.transpose(v[0], 0, 2).expect("transpose");
+            tape.reshape(t, &[27, 4]).expect("reshape")
+        },
+        &|x| {
+            let mut out = Vec::new();
+            for k in 0..3 {
+                for j in 0..9 {
+                    for i in 0..4 {
+                        out.push(x[0][i * 27 + j * 3 + k]);
+                    }
                 }
-            })
-            .collect();
-        let id_tensor = Arc::new(session.upload_u32(&ids, &[3, 7]).expect("ids"));
-        let ids_for_reference = ids.clone();
-        check(
-            &session,
-            &mut rng,
-            "gather_rows",
-            &[(vec![rows, width], table)],
-            |tape, v| {
-                let ids = tape.constant(&id_tensor);
-                tape.gather_rows(v[0], ids).expect("gather")
-            },
-            &move |x| {
-                ids_for_reference
-                    .iter()
-                    .flat_map(|&id| x[0][id as usize * width..(id as usize + 1) * width].to_vec())
-                    .collect()
-            },
+            }
+            out
+        },
+    );
+    let target = rng.vec(30, -1.0, 1.0);
+    check(
+        &session,
+        &mut rng,
+        "mse",
+        &[(vec![3, 10], a), (vec![3, 10], target)],
+        |tape, v| tape.mse(v[0], v[1]).expect("mse"),
+        &|x| {
+            let total: f64 = x[0].iter().zip(&x[1]).map(|(p, t)| (p - t).powi(2)).sum();
+            vec![total / 30.0]
+        },
+    );
+    session.close();
+}
+
+per_backend!(gathered_rows_send_their_gradients_back_summed_over_repeats);
+fn gathered_rows_send_their_gradients_back_summed_over_repeats(backend: &Backend) {
+    let mut rng = Rng::fresh("tape gather");
+    let session = backend.poisoned();
+    let (rows, width) = (11, 4);
+    let table = rng.vec(rows * width, -1.0, 1.0);
+    let ids: Vec<u32> = (0..3 * 7)
+        .map(|k| {
+            if k % 4 == 0 {
+                2
+            } else {
+                (rng.next_u64() % rows as u64) as u32
+            }
+        })
+        .collect();
+    let id_tensor = Arc::new(session.upload_u32(&ids, &[3, 7]).expect("ids"));
+    let ids_for_reference = ids.clone();
+    check(
+        &session,
+        &mut rng,
+        "gather_rows",
+        &[(vec![rows, width], table)],
+        |tape, v| {
+            let ids = tape.constant(&id_tensor);
+            tape.gather_rows(v[0], ids).expect("gather")
+        },
+        &move |x| {
+            ids_for_reference
+                .iter()
+                .flat_map(|&id| x[0][id as usize * width..(id as usize + 1) * width].to_vec())
+                .collect()
+        },
+    );
+    session.close();
+}
+
+per_backend!(tanh_and_sigmoid_stay_accurate_near_zero_and_finite_far_from_it);
+fn tanh_and_sigmoid_stay_accurate_near_zero_and_finite_far_from_it(backend: &Backend) {
+    let session = backend.poisoned();
+    let mut x = vec![
+        0.0f32,
+        1e-30,
+        1e-8,
+        1e-4,
+        0.01,
+        0.1,
+        0.2499,
+        0.25,
+        0.26,
+        0.5,
+        1.0,
+        3.0,
+        9.0,
+        20.0,
+        87.0,
+        88.5,
+        89.0,
+        100.0,
+        1e4,
+        1e30,
+        f32::MAX,
+        f32::INFINITY,
+    ];
+    let negatives: Vec<f32> = x.iter().map(|v| -v).collect();
+    x.extend(negatives);
+    let tensor = session.upload(&x, &[x.len()]).expect("x");
+    let tanh = tensor.tanh().expect("tanh").to_vec().expect("read");
+    let sigmoid = tensor.sigmoid().expect("sigmoid").to_vec().expect("read");
+    for ((&x, &t), &s) in x.iter().zip(&tanh).zip(&sigmoid) {
+        let want = (x as f64).tanh();
+        assert!(
+            (t as f64 - want).abs() <= 4e-7 * want.abs() + 1e-38,
+            "tanh({x:e}) = {t:e}, want {want:e}"
         );
-        session.close();
-    });
+        let want = 1.0 / (1.0 + (-(x as f64)).exp());
+        assert!(
+            (s as f64 - want).abs() <= 1e-6 * want.abs() + 1e-38,
+            "sigmoid({x:e}) = {s:e}, want {want:e}"
+        );
+    }
+    session.close();
 }
 
-#[test]
-fn tanh_and_sigmoid_stay_accurate_near_zero_and_finite_far_from_it() {
-    for_each_backend(|backend| {
-        let session = backend.poisoned();
-        let mut x = vec![
-            0.0f32,
-            1e-30,
-            1e-8,
-            1e-4,
-            0.01,
-            0.1,
-            0.2499,
-            0.25,
-            0.26,
-            0.5,
-            1.0,
-            3.0,
-            9.0,
-            20.0,
-            87.0,
-            88.5,
-            89.0,
-            100.0,
-            1e4,
-            1e30,
-            f32::MAX,
-            f32::INFINITY,
-        ];
-        let negatives: Vec<f32> = x.iter().map(|v| -v).collect();
-        x.extend(negatives);
-        let tensor = session.upload(&x, &[x.len()]).expect("x");
-        let tanh = tensor.tanh().expect("tanh").to_vec().expect("read");
-        let sigmoid = tensor.sigmoid().expect("sigmoid").to_vec().expect("read");
-        for ((&x, &t), &s) in x.iter().zip(&tanh).zip(&sigmoid) {
-            let want = (x as f64).tanh();
-            assert!(
-                (t as f64 - want).abs() <= 4e-7 * want.abs() + 1e-38,
-                "tanh({x:e}) = {t:e}, want {want:e}"
-            );
-            let want = 1.0 / (1.0 + (-(x as f64)).exp());
-            assert!(
-                (s as f64 - want).abs() <= 1e-6 * want.abs() + 1e-38,
-                "sigmoid({x:e}) = {s:e}, want {want:e}"
-            );
-        }
-        session.close();
-    });
-}
-
-#[test]
-fn an_embedding_lookup_trains() {
+per_backend!(an_embedding_lookup_trains);
+fn an_embedding_lookup_trains(backend: &Backend) {
     let mut rng = Rng::fresh("embedding");
-    for_each_backend(|backend| {
-        let session = backend.poisoned();
-        // Each of 20 tokens has a target vector; an embedding table learns them through gather_rows.
-        let (tokens, width) = (20, 8);
-        let targets = rng.vec(tokens * width, -1.0, 1.0);
-        let targets = session.upload(&targets, &[tokens, width]).expect("targets");
-        let table = Arc::new(session.zeros(&[tokens, width]).expect("table"));
-        let mut optimizer = Adam::new(AdamConfig {
-            lr: 0.1,
-            ..AdamConfig::default()
-        });
-        let mut first = None;
-        let mut last = 0.0;
-        for step in 0..60u64 {
-            let ids: Vec<u32> = (0..16)
-                .map(|_| (rng.next_u64() % tokens as u64) as u32)
-                .collect();
-            let ids = session.upload_u32(&ids, &[16]).expect("ids");
-            let wanted = targets.gather_rows(&ids).expect("wanted");
-            let mut tape = Tape::new();
-            let table_var = tape.param(&table);
-            let ids = tape.input(ids);
-            let wanted = tape.input(wanted);
-            let looked_up = tape.gather_rows(table_var, ids).expect("lookup");
-            let cost = tape.mse(looked_up, wanted).expect("mse");
-            last = tape.value(cost).expect("cost").item().expect("item");
-            first.get_or_insert(last);
-            let gradients = tape.backward(cost).expect("backward");
-            optimizer
-                .step(std::slice::from_ref(&table), &gradients)
-                .unwrap_or_else(|error| panic!("step {step}: {error}"));
-        }
-        let first = first.expect("a step ran");
-        assert!(last < first * 0.05, "mse went from {first} to {last}");
-        session.close();
+    let session = backend.poisoned();
+    // Each of 20 tokens has a target vector; an embedding table learns them through gather_rows.
+    let (tokens, width) = (20, 8);
+    let targets = rng.vec(tokens * width, -1.0, 1.0);
+    let targets = session.upload(&targets, &[tokens, width]).expect("targets");
+    let table = Arc::new(session.zeros(&[tokens, width]).expect("table"));
+    let mut optimizer = Adam::new(AdamConfig {
+        lr: 0.1,
+        ..AdamConfig::default()
     });
+    let mut first = None;
+    let mut last = 0.0;
+    for step in 0..60u64 {
+        let ids: Vec<u32> = (0..16)
+            .map(|_| (rng.next_u64() % tokens as u64) as u32)
+            .collect();
+        let ids = session.upload_u32(&ids, &[16]).expect("ids");
+        let wanted = targets.gather_rows(&ids).expect("wanted");
+        let mut tape = Tape::new();
+        let table_var = tape.param(&table);
+        let ids = tape.input(ids);
+        let wanted = tape.input(wanted);
+        let looked_up = tape.gather_rows(table_var, ids).expect("lookup");
+        let cost = tape.mse(looked_up, wanted).expect("mse");
+        last = tape.value(cost).expect("cost").item().expect("item");
+        first.get_or_insert(last);
+        let gradients = tape.backward(cost).expect("backward");
+        optimizer
+            .step(std::slice::from_ref(&table), &gradients)
+            .unwrap_or_else(|error| panic!("step {step}: {error}"));
+    }
+    let first = first.expect("a step ran");
+    assert!(last < first * 0.05, "mse went from {first} to {last}");
+    session.close();
 }

@@ -10,7 +10,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::common::{for_each_backend, on_vulkan, relative_error, widen, Rng};
+use crate::common::{
+    across_backends, per_backend, relative_error, vulkan_only, widen, Backend, Rng,
+};
 use wgcompute::checkpoint::{self, Checkpoint};
 use wgcompute::{Adam, AdamConfig, Error, Mlp, Optimizer, Session, Sgd, Tape};
 
@@ -57,323 +59,310 @@ fn step(
     loss
 }
 
-#[test]
-fn infer_gives_the_tapes_forward_values() {
+per_backend!(infer_gives_the_tapes_forward_values);
+fn infer_gives_the_tapes_forward_values(backend: &Backend) {
     let mut rng = Rng::fresh("infer");
-    for_each_backend(|backend| {
-        let session = backend.poisoned();
-        let model = Mlp::new(&session, 13, &[33, 7], 5, 3).expect("model");
-        let x = rng.vec(9 * 13, -1.0, 1.0);
-        let input = Arc::new(session.upload(&x, &[9, 13]).expect("x"));
-        let mut tape = Tape::new();
-        let xv = tape.constant(&input);
-        let y = model.forward(&mut tape, xv).expect("forward");
-        let taped = tape.value(y).expect("y").to_vec().expect("read");
-        let inferred = model.infer(&input).expect("infer").to_vec().expect("read");
-        assert_eq!(taped, inferred);
-        assert_eq!(model.sizes(), vec![13, 33, 7, 5]);
-        session.close();
-    });
+    let session = backend.poisoned();
+    let model = Mlp::new(&session, 13, &[33, 7], 5, 3).expect("model");
+    let x = rng.vec(9 * 13, -1.0, 1.0);
+    let input = Arc::new(session.upload(&x, &[9, 13]).expect("x"));
+    let mut tape = Tape::new();
+    let xv = tape.constant(&input);
+    let y = model.forward(&mut tape, xv).expect("forward");
+    let taped = tape.value(y).expect("y").to_vec().expect("read");
+    let inferred = model.infer(&input).expect("infer").to_vec().expect("read");
+    assert_eq!(taped, inferred);
+    assert_eq!(model.sizes(), vec![13, 33, 7, 5]);
+    session.close();
 }
 
-#[test]
-fn a_saved_model_and_optimizer_load_into_a_new_session_and_continue_identically() {
+per_backend!(a_saved_model_and_optimizer_load_into_a_new_session_and_continue_identically);
+fn a_saved_model_and_optimizer_load_into_a_new_session_and_continue_identically(backend: &Backend) {
     let mut rng = Rng::fresh("checkpoint round trip");
     let path = temp_path("round-trip");
-    for_each_backend(|backend| {
-        let (batch, inputs, classes) = (8, 6, 3);
-        let (x, labels) = problem(&mut rng, batch, inputs, classes);
-        let (x2, labels2) = problem(&mut rng, batch, inputs, classes);
-        for use_adam in [true, false] {
-            let session = backend.open();
-            let model = Mlp::new(&session, inputs, &[10], classes, 11).expect("model");
-            let mut optimizer: Box<dyn Optimizer> = if use_adam {
-                Box::new(Adam::new(AdamConfig {
-                    lr: 0.05,
-                    ..AdamConfig::default()
-                }))
-            } else {
-                Box::new(Sgd::new(0.1, 0.9))
-            };
-            for _ in 0..3 {
-                step(&session, &model, optimizer.as_mut(), &x, &labels, batch);
-            }
-            checkpoint::save(&path, &model, Some(optimizer.as_ref())).expect("save");
-            let input = session.upload(&x2, &[batch, inputs]).expect("x2");
-            let before = model.infer(&input).expect("infer").to_vec().expect("read");
-            step(&session, &model, optimizer.as_mut(), &x2, &labels2, batch);
-            let continued = model.infer(&input).expect("infer").to_vec().expect("read");
-            session.close();
-
-            let fresh = backend.poisoned();
-            let file = Checkpoint::read(&path).expect("read");
-            let loaded = file.model(&fresh).expect("model");
-            let input = fresh.upload(&x2, &[batch, inputs]).expect("x2");
-            assert_eq!(
-                loaded.infer(&input).expect("infer").to_vec().expect("read"),
-                before
-            );
-            let mut resumed: Box<dyn Optimizer> = if use_adam {
-                Box::new(Adam::new(AdamConfig {
-                    lr: 0.05,
-                    ..AdamConfig::default()
-                }))
-            } else {
-                Box::new(Sgd::new(0.1, 0.9))
-            };
-            assert!(file
-                .restore_optimizer(&fresh, &loaded, resumed.as_mut())
-                .expect("restore"));
-            assert_eq!(resumed.state().steps, 3, "adam {use_adam}");
-            step(&fresh, &loaded, resumed.as_mut(), &x2, &labels2, batch);
-            let after = loaded.infer(&input).expect("infer").to_vec().expect("read");
-            let error = relative_error(&after, &widen(&continued));
-            assert!(
-                error < 1e-6,
-                "adam {use_adam}: resumed step differs by {error:e}"
-            );
-            fresh.close();
+    let (batch, inputs, classes) = (8, 6, 3);
+    let (x, labels) = problem(&mut rng, batch, inputs, classes);
+    let (x2, labels2) = problem(&mut rng, batch, inputs, classes);
+    for use_adam in [true, false] {
+        let session = backend.open();
+        let model = Mlp::new(&session, inputs, &[10], classes, 11).expect("model");
+        let mut optimizer: Box<dyn Optimizer> = if use_adam {
+            Box::new(Adam::new(AdamConfig {
+                lr: 0.05,
+                ..AdamConfig::default()
+            }))
+        } else {
+            Box::new(Sgd::new(0.1, 0.9))
+        };
+        for _ in 0..3 {
+            step(&session, &model, optimizer.as_mut(), &x, &labels, batch);
         }
-    });
+        checkpoint::save(&path, &model, Some(optimizer.as_ref())).expect("save");
+        let input = session.upload(&x2, &[batch, inputs]).expect("x2");
+        let before = model.infer(&input).expect("infer").to_vec().expect("read");
+        step(&session, &model, optimizer.as_mut(), &x2, &labels2, batch);
+        let continued = model.infer(&input).expect("infer").to_vec().expect("read");
+        session.close();
+
+        let fresh = backend.poisoned();
+        let file = Checkpoint::read(&path).expect("read");
+        let loaded = file.model(&fresh).expect("model");
+        let input = fresh.upload(&x2, &[batch, inputs]).expect("x2");
+        assert_eq!(
+            loaded.infer(&input).expect("infer").to_vec().expect("read"),
+            before
+        );
+        let mut resumed: Box<dyn Optimizer> = if use_adam {
+            Box::new(Adam::new(AdamConfig {
+                lr: 0.05,
+                ..AdamConfig::default()
+            }))
+        } else {
+            Box::new(Sgd::new(0.1, 0.9))
+        };
+        assert!(file
+            .restore_optimizer(&fresh, &loaded, resumed.as_mut())
+            .expect("restore"));
+        assert_eq!(resumed.state().steps, 3, "adam {use_adam}");
+        step(&fresh, &loaded, resumed.as_mut(), &x2, &labels2, batch);
+        let after = loaded.infer(&input).expect("infer").to_vec().expect("read");
+        let error = relative_error(&after, &widen(&continued));
+        assert!(
+            error < 1e-6,
+            "adam {use_adam}: resumed step differs by {error:e}"
+        );
+        fresh.close();
+    }
     std::fs::remove_file(&path).ok();
 }
 
+vulkan_only!(saves_are_byte_identical_and_metadata_survives_escaping);
 /// Two saves of one model with the same settings give the same bytes (the header lists metadata in key order,
 /// not a hash map's), and metadata with quotes, backslashes, control and non-ASCII characters reads back whole.
-#[test]
-fn saves_are_byte_identical_and_metadata_survives_escaping() {
-    on_vulkan(|backend| {
-        let session = backend.open();
-        let model = Mlp::new(&session, 6, &[5, 4], 3, 9).expect("model");
-        let tricky = "a \"quoted\" C:\\path\n\ttab \u{1} ünïcødé ✓".to_string();
-        let extra = [
-            ("zeta", "last".to_string()),
-            ("alpha", tricky.clone()),
-            ("mid", String::new()),
-        ];
-        let first = checkpoint::to_bytes(&model, None, &extra).expect("bytes");
-        let reordered = [extra[2].clone(), extra[0].clone(), extra[1].clone()];
-        for _ in 0..3 {
-            let again = checkpoint::to_bytes(&model, None, &reordered).expect("bytes");
-            assert!(again == first, "a second save gave other bytes");
-        }
-        let (_, header) = safetensors::SafeTensors::read_metadata(&first).expect("header");
-        let metadata = header.metadata().clone().expect("metadata");
-        assert_eq!(metadata.get("alpha"), Some(&tricky));
-        assert_eq!(metadata.get("mid").map(String::as_str), Some(""));
-        assert_eq!(metadata.get("zeta").map(String::as_str), Some("last"));
-        // The tensors start 8-byte aligned, as the format's readers expect.
-        let header_length = u64::from_le_bytes(first[..8].try_into().expect("8 bytes"));
-        assert_eq!(header_length % 8, 0);
-        session.close();
-    });
+fn saves_are_byte_identical_and_metadata_survives_escaping(backend: &Backend) {
+    let session = backend.open();
+    let model = Mlp::new(&session, 6, &[5, 4], 3, 9).expect("model");
+    let tricky = "a \"quoted\" C:\\path\n\ttab \u{1} ünïcødé ✓".to_string();
+    let extra = [
+        ("zeta", "last".to_string()),
+        ("alpha", tricky.clone()),
+        ("mid", String::new()),
+    ];
+    let first = checkpoint::to_bytes(&model, None, &extra).expect("bytes");
+    let reordered = [extra[2].clone(), extra[0].clone(), extra[1].clone()];
+    for _ in 0..3 {
+        let again = checkpoint::to_bytes(&model, None, &reordered).expect("bytes");
+        assert!(again == first, "a second save gave other bytes");
+    }
+    let (_, header) = safetensors::SafeTensors::read_metadata(&first).expect("header");
+    let metadata = header.metadata().clone().expect("metadata");
+    assert_eq!(metadata.get("alpha"), Some(&tricky));
+    assert_eq!(metadata.get("mid").map(String::as_str), Some(""));
+    assert_eq!(metadata.get("zeta").map(String::as_str), Some("last"));
+    // The tensors start 8-byte aligned, as the format's readers expect.
+    let header_length = u64::from_le_bytes(first[..8].try_into().expect("8 bytes"));
+    assert_eq!(header_length % 8, 0);
+    session.close();
 }
 
-#[test]
-fn a_second_reader_finds_our_names_shapes_values_and_metadata() {
+vulkan_only!(a_second_reader_finds_our_names_shapes_values_and_metadata);
+fn a_second_reader_finds_our_names_shapes_values_and_metadata(backend: &Backend) {
     let path = temp_path("second-reader");
-    on_vulkan(|backend| {
-        let session = backend.open();
-        let model = Mlp::new(&session, 5, &[7], 3, 2).expect("model");
-        checkpoint::save(&path, &model, None).expect("save");
-        let bytes = std::fs::read(&path).expect("the file");
-        let file = safetensors::SafeTensors::deserialize(&bytes).expect("safetensors parses it");
-        let mut names = file.names();
-        names.sort_unstable();
-        assert_eq!(
-            names,
-            vec![
-                "layers.0.bias",
-                "layers.0.weight",
-                "layers.1.bias",
-                "layers.1.weight"
-            ]
-        );
-        for (name, tensor) in model.named_parameters() {
-            let view = file.tensor(&name).expect("named");
-            assert_eq!(view.dtype(), safetensors::Dtype::F32, "{name}");
-            assert_eq!(view.shape(), tensor.shape(), "{name}");
-            let values: Vec<f32> = view
-                .data()
-                .chunks_exact(4)
-                .map(|bytes| f32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
-                .collect();
-            assert_eq!(values, tensor.to_vec().expect("read"), "{name}");
-        }
-        let (_, header) = safetensors::SafeTensors::read_metadata(&bytes).expect("header");
-        let metadata = header.metadata().clone().expect("metadata");
-        assert_eq!(metadata.get("sizes").map(String::as_str), Some("5,7,3"));
-        assert_eq!(
-            metadata.get("format").map(String::as_str),
-            Some("wgcompute.mlp")
-        );
-        session.close();
-    });
+    let session = backend.open();
+    let model = Mlp::new(&session, 5, &[7], 3, 2).expect("model");
+    checkpoint::save(&path, &model, None).expect("save");
+    let bytes = std::fs::read(&path).expect("the file");
+    let file = safetensors::SafeTensors::deserialize(&bytes).expect("safetensors parses it");
+    let mut names = file.names();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        vec![
+            "layers.0.bias",
+            "layers.0.weight",
+            "layers.1.bias",
+            "layers.1.weight"
+        ]
+    );
+    for (name, tensor) in model.named_parameters() {
+        let view = file.tensor(&name).expect("named");
+        assert_eq!(view.dtype(), safetensors::Dtype::F32, "{name}");
+        assert_eq!(view.shape(), tensor.shape(), "{name}");
+        let values: Vec<f32> = view
+            .data()
+            .chunks_exact(4)
+            .map(|bytes| f32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
+            .collect();
+        assert_eq!(values, tensor.to_vec().expect("read"), "{name}");
+    }
+    let (_, header) = safetensors::SafeTensors::read_metadata(&bytes).expect("header");
+    let metadata = header.metadata().clone().expect("metadata");
+    assert_eq!(metadata.get("sizes").map(String::as_str), Some("5,7,3"));
+    assert_eq!(
+        metadata.get("format").map(String::as_str),
+        Some("wgcompute.mlp")
+    );
+    session.close();
     std::fs::remove_file(&path).ok();
 }
 
-#[test]
-fn files_that_do_not_fit_are_errors_naming_the_tensor() {
+vulkan_only!(files_that_do_not_fit_are_errors_naming_the_tensor);
+fn files_that_do_not_fit_are_errors_naming_the_tensor(backend: &Backend) {
     let path = temp_path("mismatch");
-    on_vulkan(|backend| {
-        let session = backend.open();
-        let model = Mlp::new(&session, 5, &[7], 3, 2).expect("model");
-        checkpoint::save(&path, &model, None).expect("save");
-        let file = Checkpoint::read(&path).expect("read");
-        let other = Mlp::new(&session, 5, &[8], 3, 2).expect("another architecture");
-        let before = other.layers[0].weight.to_vec().expect("read");
-        match file.load_into(&other) {
-            Err(Error::Checkpoint { message, .. }) => {
-                assert!(
-                    message.contains("layers.0.weight") && message.contains("[5, 7]"),
-                    "{message}"
-                )
-            }
-            other => panic!("expected a checkpoint error, got {other:?}"),
+    let session = backend.open();
+    let model = Mlp::new(&session, 5, &[7], 3, 2).expect("model");
+    checkpoint::save(&path, &model, None).expect("save");
+    let file = Checkpoint::read(&path).expect("read");
+    let other = Mlp::new(&session, 5, &[8], 3, 2).expect("another architecture");
+    let before = other.layers[0].weight.to_vec().expect("read");
+    match file.load_into(&other) {
+        Err(Error::Checkpoint { message, .. }) => {
+            assert!(
+                message.contains("layers.0.weight") && message.contains("[5, 7]"),
+                "{message}"
+            )
         }
-        assert_eq!(
-            other.layers[0].weight.to_vec().expect("read"),
-            before,
-            "nothing changed"
-        );
-        let deeper = Mlp::new(&session, 5, &[7, 4], 3, 2).expect("deeper");
-        assert!(
-            matches!(file.load_into(&deeper), Err(Error::Checkpoint { message, .. }) if message.contains("layers.1.weight"))
-        );
-        let mut sgd = Sgd::new(0.1, 0.0);
-        assert!(!file
-            .restore_optimizer(&session, &model, &mut sgd)
-            .expect("no optimizer state"));
+        other => panic!("expected a checkpoint error, got {other:?}"),
+    }
+    assert_eq!(
+        other.layers[0].weight.to_vec().expect("read"),
+        before,
+        "nothing changed"
+    );
+    let deeper = Mlp::new(&session, 5, &[7, 4], 3, 2).expect("deeper");
+    assert!(
+        matches!(file.load_into(&deeper), Err(Error::Checkpoint { message, .. }) if message.contains("layers.1.weight"))
+    );
+    let mut sgd = Sgd::new(0.1, 0.0);
+    assert!(!file
+        .restore_optimizer(&session, &model, &mut sgd)
+        .expect("no optimizer state"));
 
-        std::fs::write(&path, b"not a checkpoint at all").expect("write junk");
-        assert!(matches!(
-            Checkpoint::read(&path),
-            Err(Error::Checkpoint { .. })
-        ));
-        assert!(matches!(
-            Checkpoint::read(temp_path("missing")),
-            Err(Error::Checkpoint { .. })
-        ));
-        // Still working.
-        assert_eq!(model.sizes(), vec![5, 7, 3]);
-        session.close();
-    });
+    std::fs::write(&path, b"not a checkpoint at all").expect("write junk");
+    assert!(matches!(
+        Checkpoint::read(&path),
+        Err(Error::Checkpoint { .. })
+    ));
+    assert!(matches!(
+        Checkpoint::read(temp_path("missing")),
+        Err(Error::Checkpoint { .. })
+    ));
+    // Still working.
+    assert_eq!(model.sizes(), vec![5, 7, 3]);
+    session.close();
     std::fs::remove_file(&path).ok();
 }
 
+across_backends!(named_tensors_of_any_model_save_and_load_bit_for_bit);
 /// Any model's tensors (f32 and u32, any shapes) save by name and load back bit for bit, into a session on
 /// another backend or into tensors that exist; names, dtypes and shapes that do not fit are errors naming the
 /// tensor, and nothing changes.
-#[test]
-fn named_tensors_of_any_model_save_and_load_bit_for_bit() {
+fn named_tensors_of_any_model_save_and_load_bit_for_bit(vulkan: &Backend, gl: &Backend) {
     let path = temp_path("named");
     let refused = temp_path("named-refused");
     let mut rng = Rng::fresh("named tensors");
-    let last = crate::common::backends().pop().expect("a backend");
-    on_vulkan(|vulkan| {
-        let source = vulkan.poisoned();
-        let values = [
-            ("embedding", vec![7, 3], rng.vec(21, -1.0, 1.0)),
-            ("scale", vec![1], rng.vec(1, -1.0, 1.0)),
-            ("blocks.0.cube", vec![2, 3, 4], rng.vec(24, -1e30, 1e30)),
-        ];
-        let floats: Vec<wgcompute::Tensor> = values
-            .iter()
-            .map(|(_, shape, data)| source.upload(data, shape).expect("upload"))
-            .collect();
-        let ids = source
-            .upload_u32(&[4, 0, 6, 2, u32::MAX], &[5])
-            .expect("ids");
-        let mut named: Vec<(&str, &wgcompute::Tensor)> = values
-            .iter()
-            .zip(&floats)
-            .map(|((name, _, _), tensor)| (*name, tensor))
-            .collect();
-        named.push(("ids", &ids));
-        checkpoint::save_tensors(&path, &named, &[("model", "toy".to_string())]).expect("save");
-        let file = Checkpoint::read(&path).expect("read");
-        assert_eq!(
-            file.names().expect("names"),
-            ["blocks.0.cube", "embedding", "ids", "scale"]
-        );
-        assert_eq!(
-            file.metadata().get("model").map(String::as_str),
-            Some("toy")
-        );
-        // The crate's own parser sees the u32 tensor as U32.
-        let bytes = std::fs::read(&path).expect("bytes");
-        let parsed = safetensors::SafeTensors::deserialize(&bytes).expect("parses");
-        assert_eq!(
-            parsed.tensor("ids").expect("ids").dtype(),
-            safetensors::Dtype::U32
-        );
+    let source = vulkan.poisoned();
+    let values = [
+        ("embedding", vec![7, 3], rng.vec(21, -1.0, 1.0)),
+        ("scale", vec![1], rng.vec(1, -1.0, 1.0)),
+        ("blocks.0.cube", vec![2, 3, 4], rng.vec(24, -1e30, 1e30)),
+    ];
+    let floats: Vec<wgcompute::Tensor> = values
+        .iter()
+        .map(|(_, shape, data)| source.upload(data, shape).expect("upload"))
+        .collect();
+    let ids = source
+        .upload_u32(&[4, 0, 6, 2, u32::MAX], &[5])
+        .expect("ids");
+    let mut named: Vec<(&str, &wgcompute::Tensor)> = values
+        .iter()
+        .zip(&floats)
+        .map(|((name, _, _), tensor)| (*name, tensor))
+        .collect();
+    named.push(("ids", &ids));
+    checkpoint::save_tensors(&path, &named, &[("model", "toy".to_string())]).expect("save");
+    let file = Checkpoint::read(&path).expect("read");
+    assert_eq!(
+        file.names().expect("names"),
+        ["blocks.0.cube", "embedding", "ids", "scale"]
+    );
+    assert_eq!(
+        file.metadata().get("model").map(String::as_str),
+        Some("toy")
+    );
+    // The crate's own parser sees the u32 tensor as U32.
+    let bytes = std::fs::read(&path).expect("bytes");
+    let parsed = safetensors::SafeTensors::deserialize(&bytes).expect("parses");
+    assert_eq!(
+        parsed.tensor("ids").expect("ids").dtype(),
+        safetensors::Dtype::U32
+    );
 
-        // Into a session on the last backend (GL where present).
-        let target = last.poisoned();
-        for (name, shape, data) in &values {
-            let loaded = file.tensor(&target, name).expect("load");
-            assert_eq!(loaded.shape(), &shape[..], "{name}");
-            let got = loaded.to_vec().expect("read");
-            assert!(
-                got.iter()
-                    .zip(data)
-                    .all(|(a, b)| a.to_bits() == b.to_bits()),
-                "{name} changed"
-            );
-        }
-        assert_eq!(
-            file.tensor(&target, "ids")
-                .expect("ids")
-                .to_vec_u32()
-                .expect("read"),
-            vec![4, 0, 6, 2, u32::MAX]
+    // Into a session on the other backend.
+    let target = gl.poisoned();
+    for (name, shape, data) in &values {
+        let loaded = file.tensor(&target, name).expect("load");
+        assert_eq!(loaded.shape(), &shape[..], "{name}");
+        let got = loaded.to_vec().expect("read");
+        assert!(
+            got.iter()
+                .zip(data)
+                .all(|(a, b)| a.to_bits() == b.to_bits()),
+            "{name} changed"
         );
-        let existing = target.zeros(&[7, 3]).expect("zeros");
-        file.load_tensor_into("embedding", &existing)
-            .expect("load into");
-        assert_eq!(existing.to_vec().expect("read"), values[0].2);
+    }
+    assert_eq!(
+        file.tensor(&target, "ids")
+            .expect("ids")
+            .to_vec_u32()
+            .expect("read"),
+        vec![4, 0, 6, 2, u32::MAX]
+    );
+    let existing = target.zeros(&[7, 3]).expect("zeros");
+    file.load_tensor_into("embedding", &existing)
+        .expect("load into");
+    assert_eq!(existing.to_vec().expect("read"), values[0].2);
 
-        // What does not fit is refused, naming the tensor, and the target keeps its values.
-        let wrong_shape = target.zeros(&[3, 7]).expect("zeros");
-        let wrong_dtype = target.upload_u32(&[0; 21], &[7, 3]).expect("u32");
-        for (name, tensor) in [("embedding", &wrong_shape), ("embedding", &wrong_dtype)] {
-            match file.load_tensor_into(name, tensor) {
-                Err(Error::Checkpoint { message, .. }) => {
-                    assert!(message.contains(name), "{message}")
-                }
-                other => panic!("expected a checkpoint error, got {other:?}"),
+    // What does not fit is refused, naming the tensor, and the target keeps its values.
+    let wrong_shape = target.zeros(&[3, 7]).expect("zeros");
+    let wrong_dtype = target.upload_u32(&[0; 21], &[7, 3]).expect("u32");
+    for (name, tensor) in [("embedding", &wrong_shape), ("embedding", &wrong_dtype)] {
+        match file.load_tensor_into(name, tensor) {
+            Err(Error::Checkpoint { message, .. }) => {
+                assert!(message.contains(name), "{message}")
             }
+            other => panic!("expected a checkpoint error, got {other:?}"),
         }
-        assert!(wrong_shape
-            .to_vec()
-            .expect("read")
-            .iter()
-            .all(|&v| v == 0.0));
+    }
+    assert!(wrong_shape
+        .to_vec()
+        .expect("read")
+        .iter()
+        .all(|&v| v == 0.0));
+    assert!(matches!(
+        file.tensor(&target, "missing"),
+        Err(Error::Checkpoint { message, .. }) if message.contains("missing")
+    ));
+    for bad in [
+        vec![("twice", &floats[0]), ("twice", &floats[1])],
+        vec![("", &floats[0])],
+        vec![("__metadata__", &floats[0])],
+    ] {
         assert!(matches!(
-            file.tensor(&target, "missing"),
-            Err(Error::Checkpoint { message, .. }) if message.contains("missing")
+            checkpoint::save_tensors(&refused, &bad, &[]),
+            Err(Error::Checkpoint { .. })
         ));
-        for bad in [
-            vec![("twice", &floats[0]), ("twice", &floats[1])],
-            vec![("", &floats[0])],
-            vec![("__metadata__", &floats[0])],
-        ] {
-            assert!(matches!(
-                checkpoint::save_tensors(&refused, &bad, &[]),
-                Err(Error::Checkpoint { .. })
-            ));
-            assert!(!refused.exists(), "a refused save wrote a file");
-        }
-        // The session goes on.
-        assert_eq!(
-            target
-                .upload(&[1.0], &[1])
-                .expect("upload")
-                .item()
-                .expect("item"),
-            1.0
-        );
-    });
+        assert!(!refused.exists(), "a refused save wrote a file");
+    }
+    // The session goes on.
+    assert_eq!(
+        target
+            .upload(&[1.0], &[1])
+            .expect("upload")
+            .item()
+            .expect("item"),
+        1.0
+    );
     std::fs::remove_file(&path).ok();
 }
 
@@ -545,248 +534,243 @@ fn assert_names(message: &str, names: &[&str]) {
     }
 }
 
-#[test]
-fn only_regular_files_are_read_and_never_past_their_size() {
+vulkan_only!(only_regular_files_are_read_and_never_past_their_size);
+fn only_regular_files_are_read_and_never_past_their_size(backend: &Backend) {
     let valid = temp_path("regular-valid");
     let scratch = temp_path("regular-scratch");
     let fifo = temp_path("regular-fifo");
     let link = temp_path("regular-link");
-    on_vulkan(|backend| {
-        let session = backend.open();
-        let (_, _, bytes) = trained(&session);
-        session.close();
-        std::fs::write(&valid, &bytes).expect("write");
+    let session = backend.open();
+    let (_, _, bytes) = trained(&session);
+    session.close();
+    std::fs::write(&valid, &bytes).expect("write");
 
-        let refused = |path: &std::path::Path| match Checkpoint::read(path) {
-            Err(Error::Checkpoint { message, .. }) => message,
-            other => panic!(
-                "{}: expected a checkpoint error, got {:?}",
-                path.display(),
-                other.err()
-            ),
-        };
-        // A device is refused before it is opened: /dev/zero would never end.
-        assert_names(
-            &refused("/dev/zero".as_ref()),
-            &["character device", "regular file"],
-        );
-        assert_names(&refused(&std::env::temp_dir()), &["folder", "regular file"]);
+    let refused = |path: &std::path::Path| match Checkpoint::read(path) {
+        Err(Error::Checkpoint { message, .. }) => message,
+        other => panic!(
+            "{}: expected a checkpoint error, got {:?}",
+            path.display(),
+            other.err()
+        ),
+    };
+    // A device is refused before it is opened: /dev/zero would never end.
+    assert_names(
+        &refused("/dev/zero".as_ref()),
+        &["character device", "regular file"],
+    );
+    assert_names(&refused(&std::env::temp_dir()), &["folder", "regular file"]);
 
-        // A FIFO is never opened (opening one waits for a writer), so the read returns at once.
-        std::fs::remove_file(&fifo).ok();
-        let made = std::process::Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .expect("mkfifo");
-        assert!(made.success(), "mkfifo failed");
-        let (sender, receiver) = std::sync::mpsc::channel();
-        let fifo_path = fifo.clone();
-        std::thread::spawn(move || {
-            let outcome = Checkpoint::read(&fifo_path)
-                .err()
-                .map(|error| error.to_string());
-            let _ = sender.send(outcome);
-        });
-        match receiver.recv_timeout(std::time::Duration::from_secs(20)) {
-            Ok(Some(message)) => assert_names(&message, &["FIFO", "regular file"]),
-            Ok(None) => panic!("read a FIFO"),
-            Err(_) => {
-                // Lets the blocked open go, so the thread ends.
-                let _ = std::fs::OpenOptions::new().write(true).open(&fifo);
-                panic!("reading a FIFO hung");
-            }
-        }
-
-        // A link is judged by what it points at.
-        std::fs::remove_file(&link).ok();
-        std::os::unix::fs::symlink("/dev/zero", &link).expect("symlink");
-        assert_names(&refused(&link), &["character device"]);
-        std::fs::remove_file(&link).ok();
-        std::os::unix::fs::symlink(&valid, &link).expect("symlink");
-        assert_eq!(
-            Checkpoint::read(&link)
-                .expect("a link to a checkpoint")
-                .sizes()
-                .expect("sizes"),
-            [8, 32, 4]
-        );
-
-        assert_names(
-            &refused_on_read(&scratch, b"short"),
-            &["5 bytes", "too short"],
-        );
-        let after_length = bytes.len() as u64 - 8;
-        let mut overlong = bytes.clone();
-        overlong[..8].copy_from_slice(&(after_length + 1).to_le_bytes());
-        assert_names(
-            &refused_on_read(&scratch, &overlong),
-            &[
-                &format!("{} bytes", after_length + 1),
-                &format!("only {after_length} follow"),
-                "truncated",
-            ],
-        );
-        assert_names(
-            &refused_on_read(&scratch, &bytes[..bytes.len() - 4]),
-            &["not a valid safetensors"],
-        );
-        let mut longer = bytes.clone();
-        longer.extend_from_slice(&[0; 8]);
-        assert_names(
-            &refused_on_read(&scratch, &longer),
-            &["not a valid safetensors"],
-        );
-
-        // A header length over safetensors' 100 MB in a (sparse) file long enough to hold it is refused before
-        // anything past the length is read.
-        {
-            use std::io::Write as _;
-            let mut file = std::fs::File::create(&scratch).expect("create");
-            file.write_all(&150_000_000u64.to_le_bytes())
-                .expect("write");
-            file.set_len(200_000_000).expect("sparse length");
-        }
-        assert_names(&refused(&scratch), &["150000000", "100000000"]);
+    // A FIFO is never opened (opening one waits for a writer), so the read returns at once.
+    std::fs::remove_file(&fifo).ok();
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo");
+    assert!(made.success(), "mkfifo failed");
+    let (sender, receiver) = std::sync::mpsc::channel();
+    let fifo_path = fifo.clone();
+    std::thread::spawn(move || {
+        let outcome = Checkpoint::read(&fifo_path)
+            .err()
+            .map(|error| error.to_string());
+        let _ = sender.send(outcome);
     });
+    match receiver.recv_timeout(std::time::Duration::from_secs(20)) {
+        Ok(Some(message)) => assert_names(&message, &["FIFO", "regular file"]),
+        Ok(None) => panic!("read a FIFO"),
+        Err(_) => {
+            // Lets the blocked open go, so the thread ends.
+            let _ = std::fs::OpenOptions::new().write(true).open(&fifo);
+            panic!("reading a FIFO hung");
+        }
+    }
+
+    // A link is judged by what it points at.
+    std::fs::remove_file(&link).ok();
+    std::os::unix::fs::symlink("/dev/zero", &link).expect("symlink");
+    assert_names(&refused(&link), &["character device"]);
+    std::fs::remove_file(&link).ok();
+    std::os::unix::fs::symlink(&valid, &link).expect("symlink");
+    assert_eq!(
+        Checkpoint::read(&link)
+            .expect("a link to a checkpoint")
+            .sizes()
+            .expect("sizes"),
+        [8, 32, 4]
+    );
+
+    assert_names(
+        &refused_on_read(&scratch, b"short"),
+        &["5 bytes", "too short"],
+    );
+    let after_length = bytes.len() as u64 - 8;
+    let mut overlong = bytes.clone();
+    overlong[..8].copy_from_slice(&(after_length + 1).to_le_bytes());
+    assert_names(
+        &refused_on_read(&scratch, &overlong),
+        &[
+            &format!("{} bytes", after_length + 1),
+            &format!("only {after_length} follow"),
+            "truncated",
+        ],
+    );
+    assert_names(
+        &refused_on_read(&scratch, &bytes[..bytes.len() - 4]),
+        &["not a valid safetensors"],
+    );
+    let mut longer = bytes.clone();
+    longer.extend_from_slice(&[0; 8]);
+    assert_names(
+        &refused_on_read(&scratch, &longer),
+        &["not a valid safetensors"],
+    );
+
+    // A header length over safetensors' 100 MB in a (sparse) file long enough to hold it is refused before
+    // anything past the length is read.
+    {
+        use std::io::Write as _;
+        let mut file = std::fs::File::create(&scratch).expect("create");
+        file.write_all(&150_000_000u64.to_le_bytes())
+            .expect("write");
+        file.set_len(200_000_000).expect("sparse length");
+    }
+    assert_names(&refused(&scratch), &["150000000", "100000000"]);
     for path in [&valid, &scratch, &fifo, &link] {
         std::fs::remove_file(path).ok();
     }
 }
 
-#[test]
-fn metadata_that_disagrees_with_the_tensors_is_refused_naming_what_disagrees() {
+vulkan_only!(metadata_that_disagrees_with_the_tensors_is_refused_naming_what_disagrees);
+fn metadata_that_disagrees_with_the_tensors_is_refused_naming_what_disagrees(backend: &Backend) {
     let path = temp_path("disagrees");
-    on_vulkan(|backend| {
-        let session = backend.open();
-        let (model, _, bytes) = trained(&session);
-        let parts = Parts::of(&bytes);
-        // Put back together untouched, the file reads and loads: the refusals below are the alterations'.
-        std::fs::write(&path, parts.bytes()).expect("write");
-        let file = Checkpoint::read(&path).expect("an untouched file");
-        assert_eq!(file.model(&session).expect("model").sizes(), model.sizes());
+    let session = backend.open();
+    let (model, _, bytes) = trained(&session);
+    let parts = Parts::of(&bytes);
+    // Put back together untouched, the file reads and loads: the refusals below are the alterations'.
+    std::fs::write(&path, parts.bytes()).expect("write");
+    let file = Checkpoint::read(&path).expect("an untouched file");
+    assert_eq!(file.model(&session).expect("model").sizes(), model.sizes());
 
-        for (sizes, names) in [
-            ("8,32", &["layers.1.", "'8,32'", "1 layer"][..]),
-            ("8,32,4,4", &["layers.2.weight", "'8,32,4,4'"]),
-            ("8,32,5", &["layers.1.bias", "[5]"]),
-            ("4,32,8", &["layers.0.weight", "[4, 32]"]),
-            (
-                "99999999999,32,4",
-                &["layers.0.weight", "[99999999999, 32]"],
-            ),
-            (
-                "8,32,99999999999999999999",
-                &["sizes", "99999999999999999999"],
-            ),
-            (" 8,32,4", &["sizes", "' 8,32,4'"]),
-            ("8,32,4,", &["sizes"]),
-            ("+8,32,4", &["sizes"]),
-            ("8,0,4", &["sizes"]),
-            ("8", &["sizes"]),
-            ("", &["sizes"]),
-        ] {
-            let message =
-                refused_on_read(&path, &parts.with_metadata("sizes", Some(sizes)).bytes());
-            assert_names(&message, names);
-        }
-        assert_names(
-            &refused_on_read(&path, &parts.with_metadata("sizes", None).bytes()),
-            &["no 'sizes'"],
-        );
+    for (sizes, names) in [
+        ("8,32", &["layers.1.", "'8,32'", "1 layer"][..]),
+        ("8,32,4,4", &["layers.2.weight", "'8,32,4,4'"]),
+        ("8,32,5", &["layers.1.bias", "[5]"]),
+        ("4,32,8", &["layers.0.weight", "[4, 32]"]),
+        (
+            "99999999999,32,4",
+            &["layers.0.weight", "[99999999999, 32]"],
+        ),
+        (
+            "8,32,99999999999999999999",
+            &["sizes", "99999999999999999999"],
+        ),
+        (" 8,32,4", &["sizes", "' 8,32,4'"]),
+        ("8,32,4,", &["sizes"]),
+        ("+8,32,4", &["sizes"]),
+        ("8,0,4", &["sizes"]),
+        ("8", &["sizes"]),
+        ("", &["sizes"]),
+    ] {
+        let message = refused_on_read(&path, &parts.with_metadata("sizes", Some(sizes)).bytes());
+        assert_names(&message, names);
+    }
+    assert_names(
+        &refused_on_read(&path, &parts.with_metadata("sizes", None).bytes()),
+        &["no 'sizes'"],
+    );
 
-        let transposed = {
-            let mut altered = parts.clone();
-            altered.tensor_mut("layers.0.weight").shape = vec![32, 8];
-            altered
-        };
+    let transposed = {
+        let mut altered = parts.clone();
+        altered.tensor_mut("layers.0.weight").shape = vec![32, 8];
+        altered
+    };
+    assert_names(
+        &refused_on_read(&path, &transposed.bytes()),
+        &["layers.0.weight", "[32, 8]", "[8, 32]"],
+    );
+    let as_u32 = {
+        let mut altered = parts.clone();
+        altered.tensor_mut("layers.1.bias").dtype = "U32".into();
+        altered
+    };
+    assert_names(
+        &refused_on_read(&path, &as_u32.bytes()),
+        &["layers.1.bias", "U32"],
+    );
+    for extra in [
+        "junk",
+        "layers.2.weight",
+        "layers.01.weight",
+        "layers.0.scale",
+        "optimizer.m.layers.2.bias",
+        "optimizer..layers.0.bias",
+        "optimizer.layers.0.bias",
+    ] {
+        let altered = parts.with_tensor(parts.copy_of("layers.0.bias", extra));
         assert_names(
-            &refused_on_read(&path, &transposed.bytes()),
-            &["layers.0.weight", "[32, 8]", "[8, 32]"],
+            &refused_on_read(&path, &altered.bytes()),
+            &[&format!("'{extra}'")],
         );
-        let as_u32 = {
-            let mut altered = parts.clone();
-            altered.tensor_mut("layers.1.bias").dtype = "U32".into();
-            altered
-        };
+    }
+    for missing in ["layers.0.weight", "layers.1.bias"] {
+        let altered = parts.without_tensors(|name| name == missing);
         assert_names(
-            &refused_on_read(&path, &as_u32.bytes()),
-            &["layers.1.bias", "U32"],
+            &refused_on_read(&path, &altered.bytes()),
+            &[&format!("no tensor '{missing}'")],
         );
-        for extra in [
-            "junk",
-            "layers.2.weight",
-            "layers.01.weight",
-            "layers.0.scale",
-            "optimizer.m.layers.2.bias",
-            "optimizer..layers.0.bias",
-            "optimizer.layers.0.bias",
-        ] {
-            let altered = parts.with_tensor(parts.copy_of("layers.0.bias", extra));
-            assert_names(
-                &refused_on_read(&path, &altered.bytes()),
-                &[&format!("'{extra}'")],
-            );
-        }
-        for missing in ["layers.0.weight", "layers.1.bias"] {
-            let altered = parts.without_tensors(|name| name == missing);
-            assert_names(
-                &refused_on_read(&path, &altered.bytes()),
-                &[&format!("no tensor '{missing}'")],
-            );
-        }
+    }
 
-        for activation in ["tanh", "sigmoid", "", "Relu", "relu "] {
-            let altered = parts.with_metadata("activation", Some(activation));
-            assert_names(
-                &refused_on_read(&path, &altered.bytes()),
-                &["activation", &format!("'{activation}'")],
-            );
-        }
+    for activation in ["tanh", "sigmoid", "", "Relu", "relu "] {
+        let altered = parts.with_metadata("activation", Some(activation));
         assert_names(
-            &refused_on_read(&path, &parts.with_metadata("activation", None).bytes()),
-            &["no 'activation'"],
+            &refused_on_read(&path, &altered.bytes()),
+            &["activation", &format!("'{activation}'")],
         );
+    }
+    assert_names(
+        &refused_on_read(&path, &parts.with_metadata("activation", None).bytes()),
+        &["no 'activation'"],
+    );
 
-        for steps in [
-            "-5",
-            "abc",
-            "1e9",
-            "99999999999999999999",
-            "18446744073709551616",
-            "",
-            " 2",
-            "+2",
-            "2.0",
-        ] {
-            let altered = parts.with_metadata("optimizer.steps", Some(steps));
-            assert_names(
-                &refused_on_read(&path, &altered.bytes()),
-                &["optimizer.steps", &format!("'{steps}'")],
-            );
-        }
+    for steps in [
+        "-5",
+        "abc",
+        "1e9",
+        "99999999999999999999",
+        "18446744073709551616",
+        "",
+        " 2",
+        "+2",
+        "2.0",
+    ] {
+        let altered = parts.with_metadata("optimizer.steps", Some(steps));
         assert_names(
-            &refused_on_read(&path, &parts.with_metadata("optimizer.steps", None).bytes()),
-            &["no 'optimizer.steps'"],
+            &refused_on_read(&path, &altered.bytes()),
+            &["optimizer.steps", &format!("'{steps}'")],
         );
-        // A step count without the optimizer it counts.
-        let model_only = parts
-            .with_metadata("optimizer", None)
-            .without_tensors(|name| name.starts_with("optimizer."));
-        assert_names(
-            &refused_on_read(&path, &model_only.bytes()),
-            &["'optimizer.steps' is '2'", "no 'optimizer'"],
-        );
-        std::fs::write(
-            &path,
-            model_only.with_metadata("optimizer.steps", None).bytes(),
-        )
-        .expect("write");
-        assert!(Checkpoint::read(&path)
-            .expect("a model alone")
-            .model(&session)
-            .is_ok());
-        session.close();
-    });
+    }
+    assert_names(
+        &refused_on_read(&path, &parts.with_metadata("optimizer.steps", None).bytes()),
+        &["no 'optimizer.steps'"],
+    );
+    // A step count without the optimizer it counts.
+    let model_only = parts
+        .with_metadata("optimizer", None)
+        .without_tensors(|name| name.starts_with("optimizer."));
+    assert_names(
+        &refused_on_read(&path, &model_only.bytes()),
+        &["'optimizer.steps' is '2'", "no 'optimizer'"],
+    );
+    std::fs::write(
+        &path,
+        model_only.with_metadata("optimizer.steps", None).bytes(),
+    )
+    .expect("write");
+    assert!(Checkpoint::read(&path)
+        .expect("a model alone")
+        .model(&session)
+        .is_ok());
+    session.close();
     std::fs::remove_file(&path).ok();
 }
 
@@ -826,207 +810,203 @@ impl Optimizer for Tally {
     }
 }
 
-#[test]
-fn optimizer_state_must_be_whole_and_agree_with_its_step_count() {
+vulkan_only!(optimizer_state_must_be_whole_and_agree_with_its_step_count);
+fn optimizer_state_must_be_whole_and_agree_with_its_step_count(backend: &Backend) {
     let path = temp_path("optimizer-state");
-    on_vulkan(|backend| {
-        let session = backend.open();
-        let (model, _, bytes) = trained(&session);
-        let parts = Parts::of(&bytes);
-        let slot = |prefix: &'static str| move |name: &str| name.starts_with(prefix);
+    let session = backend.open();
+    let (model, _, bytes) = trained(&session);
+    let parts = Parts::of(&bytes);
+    let slot = |prefix: &'static str| move |name: &str| name.starts_with(prefix);
 
-        let no_moments = parts.without_tensors(slot("optimizer."));
-        assert_names(
-            &refused_on_read(&path, &no_moments.bytes()),
-            &["'optimizer.steps' is 2", "no 'm'"],
-        );
-        let no_v = parts.without_tensors(slot("optimizer.v."));
-        assert_names(&refused_on_read(&path, &no_v.bytes()), &["no 'v'"]);
-        let one_missing = parts.without_tensors(|name| name == "optimizer.m.layers.1.bias");
-        assert_names(
-            &refused_on_read(&path, &one_missing.bytes()),
-            &["'optimizer.m.layers.1.bias'"],
-        );
-        let mut momentum = parts.clone();
-        for tensor in parts
-            .tensors
-            .iter()
-            .filter(|tensor| tensor.name.starts_with("layers."))
-        {
-            let renamed = format!("optimizer.momentum.{}", tensor.name);
-            momentum = momentum.with_tensor(parts.copy_of(&tensor.name, &renamed));
-        }
-        assert_names(
-            &refused_on_read(&path, &momentum.bytes()),
-            &["'momentum'", "'adam'"],
-        );
-        assert_names(
-            &refused_on_read(
-                &path,
-                &parts.with_metadata("optimizer.steps", Some("0")).bytes(),
-            ),
-            &["'optimizer.steps' is 0", "'m'"],
-        );
-        assert_names(
-            &refused_on_read(&path, &parts.with_metadata("optimizer", None).bytes()),
-            &["no 'optimizer'"],
-        );
-        assert_names(
-            &refused_on_read(
-                &path,
-                &parts.with_metadata("optimizer", Some("sgd")).bytes(),
-            ),
-            &["'m'", "'sgd'", "momentum"],
-        );
-
-        // A kind this crate does not know is checked against the optimizer it is restored into.
-        std::fs::write(
+    let no_moments = parts.without_tensors(slot("optimizer."));
+    assert_names(
+        &refused_on_read(&path, &no_moments.bytes()),
+        &["'optimizer.steps' is 2", "no 'm'"],
+    );
+    let no_v = parts.without_tensors(slot("optimizer.v."));
+    assert_names(&refused_on_read(&path, &no_v.bytes()), &["no 'v'"]);
+    let one_missing = parts.without_tensors(|name| name == "optimizer.m.layers.1.bias");
+    assert_names(
+        &refused_on_read(&path, &one_missing.bytes()),
+        &["'optimizer.m.layers.1.bias'"],
+    );
+    let mut momentum = parts.clone();
+    for tensor in parts
+        .tensors
+        .iter()
+        .filter(|tensor| tensor.name.starts_with("layers."))
+    {
+        let renamed = format!("optimizer.momentum.{}", tensor.name);
+        momentum = momentum.with_tensor(parts.copy_of(&tensor.name, &renamed));
+    }
+    assert_names(
+        &refused_on_read(&path, &momentum.bytes()),
+        &["'momentum'", "'adam'"],
+    );
+    assert_names(
+        &refused_on_read(
             &path,
-            parts.with_metadata("optimizer", Some("adamw")).bytes(),
-        )
-        .expect("write");
-        let file = Checkpoint::read(&path).expect("an unknown kind reads");
-        let loaded = file.model(&session).expect("model");
-        let mut adam = Adam::new(config());
-        assert!(matches!(
-            file.restore_optimizer(&session, &loaded, &mut adam),
-            Err(Error::Checkpoint { message, .. }) if message.contains("'adamw'")
-        ));
-        let other = Mlp::new(&session, 8, &[16], 4, 1).expect("another model");
-        std::fs::write(&path, &bytes).expect("write");
+            &parts.with_metadata("optimizer.steps", Some("0")).bytes(),
+        ),
+        &["'optimizer.steps' is 0", "'m'"],
+    );
+    assert_names(
+        &refused_on_read(&path, &parts.with_metadata("optimizer", None).bytes()),
+        &["no 'optimizer'"],
+    );
+    assert_names(
+        &refused_on_read(
+            &path,
+            &parts.with_metadata("optimizer", Some("sgd")).bytes(),
+        ),
+        &["'m'", "'sgd'", "momentum"],
+    );
+
+    // A kind this crate does not know is checked against the optimizer it is restored into.
+    std::fs::write(
+        &path,
+        parts.with_metadata("optimizer", Some("adamw")).bytes(),
+    )
+    .expect("write");
+    let file = Checkpoint::read(&path).expect("an unknown kind reads");
+    let loaded = file.model(&session).expect("model");
+    let mut adam = Adam::new(config());
+    assert!(matches!(
+        file.restore_optimizer(&session, &loaded, &mut adam),
+        Err(Error::Checkpoint { message, .. }) if message.contains("'adamw'")
+    ));
+    let other = Mlp::new(&session, 8, &[16], 4, 1).expect("another model");
+    std::fs::write(&path, &bytes).expect("write");
+    let file = Checkpoint::read(&path).expect("read");
+    assert!(matches!(
+        file.restore_optimizer(&session, &other, &mut adam),
+        Err(Error::Checkpoint { message, .. }) if message.contains("[8, 32, 4]")
+    ));
+    assert_eq!(
+        adam.steps(),
+        0,
+        "a refused restore leaves the optimizer as it was"
+    );
+
+    let counts: Vec<wgcompute::Tensor> = model
+        .named_parameters()
+        .iter()
+        .map(|(_, tensor)| session.zeros(tensor.shape()).expect("zeros"))
+        .collect();
+    let tally = Tally { steps: 3, counts };
+    let tallied = Parts::of(&checkpoint::to_bytes(&model, Some(&tally), &[]).expect("bytes"));
+    let restore = |parts: &Parts| {
+        std::fs::write(&path, parts.bytes()).expect("write");
         let file = Checkpoint::read(&path).expect("read");
-        assert!(matches!(
-            file.restore_optimizer(&session, &other, &mut adam),
-            Err(Error::Checkpoint { message, .. }) if message.contains("[8, 32, 4]")
-        ));
-        assert_eq!(
-            adam.steps(),
-            0,
-            "a refused restore leaves the optimizer as it was"
-        );
-
-        let counts: Vec<wgcompute::Tensor> = model
-            .named_parameters()
-            .iter()
-            .map(|(_, tensor)| session.zeros(tensor.shape()).expect("zeros"))
-            .collect();
-        let tally = Tally { steps: 3, counts };
-        let tallied = Parts::of(&checkpoint::to_bytes(&model, Some(&tally), &[]).expect("bytes"));
-        let restore = |parts: &Parts| {
-            std::fs::write(&path, parts.bytes()).expect("write");
-            let file = Checkpoint::read(&path).expect("read");
-            let loaded = file.model(&session).expect("model");
-            let mut fresh = Tally {
-                steps: 0,
-                counts: Vec::new(),
-            };
-            file.restore_optimizer(&session, &loaded, &mut fresh)
-                .map(|_| fresh.steps)
+        let loaded = file.model(&session).expect("model");
+        let mut fresh = Tally {
+            steps: 0,
+            counts: Vec::new(),
         };
-        assert_eq!(restore(&tallied).expect("restore"), 3);
-        assert!(matches!(
-            restore(&tallied.without_tensors(slot("optimizer."))),
-            Err(Error::Checkpoint { message, .. }) if message.contains("no 'count'")
-        ));
-        let renamed = {
-            let mut altered = tallied.clone();
-            for tensor in &mut altered.tensors {
-                tensor.name = tensor.name.replace("optimizer.count.", "optimizer.other.");
-            }
-            altered
-        };
-        assert!(matches!(
-            restore(&renamed),
-            Err(Error::Checkpoint { message, .. }) if message.contains("'other'")
-        ));
-
-        // SGD counts its steps, so its momentum cannot go missing unseen either.
-        let mut sgd = Sgd::new(0.1, 0.9);
-        let (x, labels) = problem(&mut Rng::new(3), 6, 8, 4);
-        for _ in 0..2 {
-            step(&session, &model, &mut sgd, &x, &labels, 6);
+        file.restore_optimizer(&session, &loaded, &mut fresh)
+            .map(|_| fresh.steps)
+    };
+    assert_eq!(restore(&tallied).expect("restore"), 3);
+    assert!(matches!(
+        restore(&tallied.without_tensors(slot("optimizer."))),
+        Err(Error::Checkpoint { message, .. }) if message.contains("no 'count'")
+    ));
+    let renamed = {
+        let mut altered = tallied.clone();
+        for tensor in &mut altered.tensors {
+            tensor.name = tensor.name.replace("optimizer.count.", "optimizer.other.");
         }
-        let sgd_parts = Parts::of(&checkpoint::to_bytes(&model, Some(&sgd), &[]).expect("bytes"));
-        assert_eq!(
-            sgd_parts
-                .metadata
-                .get("optimizer.steps")
-                .map(String::as_str),
-            Some("2")
-        );
-        assert_names(
-            &refused_on_read(
-                &path,
-                &sgd_parts.without_tensors(slot("optimizer.")).bytes(),
-            ),
-            &["no 'momentum'"],
-        );
-        session.close();
-    });
+        altered
+    };
+    assert!(matches!(
+        restore(&renamed),
+        Err(Error::Checkpoint { message, .. }) if message.contains("'other'")
+    ));
+
+    // SGD counts its steps, so its momentum cannot go missing unseen either.
+    let mut sgd = Sgd::new(0.1, 0.9);
+    let (x, labels) = problem(&mut Rng::new(3), 6, 8, 4);
+    for _ in 0..2 {
+        step(&session, &model, &mut sgd, &x, &labels, 6);
+    }
+    let sgd_parts = Parts::of(&checkpoint::to_bytes(&model, Some(&sgd), &[]).expect("bytes"));
+    assert_eq!(
+        sgd_parts
+            .metadata
+            .get("optimizer.steps")
+            .map(String::as_str),
+        Some("2")
+    );
+    assert_names(
+        &refused_on_read(
+            &path,
+            &sgd_parts.without_tensors(slot("optimizer.")).bytes(),
+        ),
+        &["no 'momentum'"],
+    );
+    session.close();
     std::fs::remove_file(&path).ok();
 }
 
-#[test]
-fn values_that_are_not_finite_and_negative_second_moments_are_refused() {
+vulkan_only!(values_that_are_not_finite_and_negative_second_moments_are_refused);
+fn values_that_are_not_finite_and_negative_second_moments_are_refused(backend: &Backend) {
     let path = temp_path("values");
-    on_vulkan(|backend| {
-        let session = backend.open();
-        let (_, _, bytes) = trained(&session);
-        let parts = Parts::of(&bytes);
-        for (name, index, value, shown) in [
-            ("layers.0.weight", 5, f32::NAN, "NaN"),
-            ("layers.1.bias", 0, f32::INFINITY, "inf"),
-            ("optimizer.m.layers.0.bias", 3, f32::NEG_INFINITY, "-inf"),
-            ("optimizer.v.layers.1.weight", 7, f32::NAN, "NaN"),
-            ("optimizer.v.layers.1.weight", 7, -1e-3, "-0.001"),
-        ] {
-            let message = refused_on_read(&path, &parts.with_value(name, index, value).bytes());
-            assert_names(
-                &message,
-                &[&format!("'{name}'"), shown, &format!("flat index {index}")],
-            );
-        }
-        // First moments may be negative; -0 is not below 0.
-        for (name, value) in [
-            ("optimizer.m.layers.1.weight", -2.5),
-            ("optimizer.v.layers.0.bias", -0.0),
-        ] {
-            std::fs::write(&path, parts.with_value(name, 1, value).bytes()).expect("write");
-            let file = Checkpoint::read(&path).expect("read");
-            let loaded = file.model(&session).expect("model");
-            assert!(file
-                .restore_optimizer(&session, &loaded, &mut Adam::new(config()))
-                .expect("restore"));
-        }
-
-        // Any other file's tensors load as they are, NaN included: only a checkpoint of ours is held to this.
-        let table = session
-            .upload(&[f32::NAN, 1.0, f32::INFINITY, -2.0], &[2, 2])
-            .expect("upload");
-        checkpoint::save_tensors(
-            &path,
-            &[("layers.0.weight", &table)],
-            &[("model", "toy".into())],
-        )
-        .expect("save");
-        let file = Checkpoint::read(&path).expect("a generic file");
-        let loaded = file
-            .tensor(&session, "layers.0.weight")
-            .expect("tensor")
-            .to_vec()
-            .expect("read");
-        let bits = |values: &[f32]| {
-            values
-                .iter()
-                .map(|value| value.to_bits())
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(bits(&loaded), bits(&[f32::NAN, 1.0, f32::INFINITY, -2.0]));
-        assert!(
-            matches!(file.sizes(), Err(Error::Checkpoint { message, .. }) if message.contains("format"))
+    let session = backend.open();
+    let (_, _, bytes) = trained(&session);
+    let parts = Parts::of(&bytes);
+    for (name, index, value, shown) in [
+        ("layers.0.weight", 5, f32::NAN, "NaN"),
+        ("layers.1.bias", 0, f32::INFINITY, "inf"),
+        ("optimizer.m.layers.0.bias", 3, f32::NEG_INFINITY, "-inf"),
+        ("optimizer.v.layers.1.weight", 7, f32::NAN, "NaN"),
+        ("optimizer.v.layers.1.weight", 7, -1e-3, "-0.001"),
+    ] {
+        let message = refused_on_read(&path, &parts.with_value(name, index, value).bytes());
+        assert_names(
+            &message,
+            &[&format!("'{name}'"), shown, &format!("flat index {index}")],
         );
-        session.close();
-    });
+    }
+    // First moments may be negative; -0 is not below 0.
+    for (name, value) in [
+        ("optimizer.m.layers.1.weight", -2.5),
+        ("optimizer.v.layers.0.bias", -0.0),
+    ] {
+        std::fs::write(&path, parts.with_value(name, 1, value).bytes()).expect("write");
+        let file = Checkpoint::read(&path).expect("read");
+        let loaded = file.model(&session).expect("model");
+        assert!(file
+            .restore_optimizer(&session, &loaded, &mut Adam::new(config()))
+            .expect("restore"));
+    }
+
+    // Any other file's tensors load as they are, NaN included: only a checkpoint of ours is held to this.
+    let table = session
+        .upload(&[f32::NAN, 1.0, f32::INFINITY, -2.0], &[2, 2])
+        .expect("upload");
+    checkpoint::save_tensors(
+        &path,
+        &[("layers.0.weight", &table)],
+        &[("model", "toy".into())],
+    )
+    .expect("save");
+    let file = Checkpoint::read(&path).expect("a generic file");
+    let loaded = file
+        .tensor(&session, "layers.0.weight")
+        .expect("tensor")
+        .to_vec()
+        .expect("read");
+    let bits = |values: &[f32]| {
+        values
+            .iter()
+            .map(|value| value.to_bits())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(bits(&loaded), bits(&[f32::NAN, 1.0, f32::INFINITY, -2.0]));
+    assert!(
+        matches!(file.sizes(), Err(Error::Checkpoint { message, .. }) if message.contains("format"))
+    );
+    session.close();
     std::fs::remove_file(&path).ok();
 }
 
@@ -1101,8 +1081,8 @@ fn fuzz_digits(rng: &mut Rng) -> String {
     digits
 }
 
-#[test]
-fn fuzzed_metadata_is_refused_or_loads_exactly_what_was_saved() {
+vulkan_only!(fuzzed_metadata_is_refused_or_loads_exactly_what_was_saved);
+fn fuzzed_metadata_is_refused_or_loads_exactly_what_was_saved(backend: &Backend) {
     const CASES: usize = 200;
     const READ_KEYS: [&str; 5] = [
         "format",
@@ -1113,116 +1093,114 @@ fn fuzzed_metadata_is_refused_or_loads_exactly_what_was_saved() {
     ];
     let path = temp_path("fuzz");
     let mut rng = Rng::fresh("checkpoint fuzz");
-    on_vulkan(|backend| {
-        let session = backend.open();
-        let (model, adam, bytes) = trained(&session);
-        let parts = Parts::of(&bytes);
-        let bits = |tensor: &wgcompute::Tensor| {
-            tensor
-                .to_vec()
-                .expect("read")
-                .iter()
-                .map(|value| value.to_bits())
-                .collect::<Vec<_>>()
-        };
-        let parameters: Vec<(String, Vec<u32>)> = model
-            .named_parameters()
+    let session = backend.open();
+    let (model, adam, bytes) = trained(&session);
+    let parts = Parts::of(&bytes);
+    let bits = |tensor: &wgcompute::Tensor| {
+        tensor
+            .to_vec()
+            .expect("read")
             .iter()
-            .map(|(name, tensor)| (name.clone(), bits(tensor)))
-            .collect();
-        let moments: Vec<(Vec<u32>, Vec<u32>)> = adam
-            .moments()
-            .iter()
-            .map(|(m, v)| (bits(m), bits(v)))
-            .collect();
-        let (mut accepted, mut refused) = (0, 0);
-        for case in 0..CASES {
-            let mut altered = parts.clone();
-            let mut changes = Vec::new();
-            for _ in 0..1 + rng.next_u64() % 3 {
-                let key = READ_KEYS[(rng.next_u64() % READ_KEYS.len() as u64) as usize];
-                let choice = rng.next_u64() % 10;
-                let value = match choice {
-                    0 | 1 => None,
-                    2..=5 => {
-                        let values = fuzz_values(key);
-                        Some(values[(rng.next_u64() % values.len() as u64) as usize].to_string())
-                    }
-                    6 => Some(fuzz_text(&mut rng)),
-                    7 => Some(fuzz_digits(&mut rng)),
-                    _ => {
-                        let added = format!("extra.{}", fuzz_text(&mut rng));
-                        let value = fuzz_text(&mut rng);
-                        changes.push(format!("{added:?} = {value:?}"));
-                        altered.metadata.insert(added, value);
-                        continue;
-                    }
-                };
-                // Another plain count reads as a file that stepped another number of times, which no reader
-                // can tell from the truth (see fuzz_values); random text can spell one ("8" + "32").
-                let another_count = key == "optimizer.steps"
-                    && value.as_deref().is_some_and(|text| {
-                        text != "2"
-                            && !text.starts_with('0')
-                            && text.bytes().all(|byte| byte.is_ascii_digit())
-                            && text.parse::<u64>().is_ok()
-                    });
-                if another_count {
+            .map(|value| value.to_bits())
+            .collect::<Vec<_>>()
+    };
+    let parameters: Vec<(String, Vec<u32>)> = model
+        .named_parameters()
+        .iter()
+        .map(|(name, tensor)| (name.clone(), bits(tensor)))
+        .collect();
+    let moments: Vec<(Vec<u32>, Vec<u32>)> = adam
+        .moments()
+        .iter()
+        .map(|(m, v)| (bits(m), bits(v)))
+        .collect();
+    let (mut accepted, mut refused) = (0, 0);
+    for case in 0..CASES {
+        let mut altered = parts.clone();
+        let mut changes = Vec::new();
+        for _ in 0..1 + rng.next_u64() % 3 {
+            let key = READ_KEYS[(rng.next_u64() % READ_KEYS.len() as u64) as usize];
+            let choice = rng.next_u64() % 10;
+            let value = match choice {
+                0 | 1 => None,
+                2..=5 => {
+                    let values = fuzz_values(key);
+                    Some(values[(rng.next_u64() % values.len() as u64) as usize].to_string())
+                }
+                6 => Some(fuzz_text(&mut rng)),
+                7 => Some(fuzz_digits(&mut rng)),
+                _ => {
+                    let added = format!("extra.{}", fuzz_text(&mut rng));
+                    let value = fuzz_text(&mut rng);
+                    changes.push(format!("{added:?} = {value:?}"));
+                    altered.metadata.insert(added, value);
                     continue;
                 }
-                changes.push(format!("{key:?} = {value:?}"));
-                altered = altered.with_metadata(key, value.as_deref());
+            };
+            // Another plain count reads as a file that stepped another number of times, which no reader
+            // can tell from the truth (see fuzz_values); random text can spell one ("8" + "32").
+            let another_count = key == "optimizer.steps"
+                && value.as_deref().is_some_and(|text| {
+                    text != "2"
+                        && !text.starts_with('0')
+                        && text.bytes().all(|byte| byte.is_ascii_digit())
+                        && text.parse::<u64>().is_ok()
+                });
+            if another_count {
+                continue;
             }
-            std::fs::write(&path, altered.bytes()).expect("write");
-            let loaded = Checkpoint::read(&path).and_then(|file| {
-                let sizes = file.sizes()?;
-                let loaded = file.model(&session)?;
-                let mut resumed = Adam::new(config());
-                let restored = file.restore_optimizer(&session, &loaded, &mut resumed)?;
-                Ok((sizes, loaded, resumed, restored))
-            });
-            match loaded {
-                Err(Error::Checkpoint { .. }) => refused += 1,
-                Err(other) => panic!("case {case} ({changes:?}): not a checkpoint error: {other}"),
-                Ok((sizes, loaded, resumed, restored)) => {
-                    accepted += 1;
-                    assert_eq!(sizes, [8, 32, 4], "case {case} ({changes:?})");
-                    assert_eq!(loaded.sizes(), sizes, "case {case} ({changes:?})");
-                    for ((name, tensor), (saved_name, saved)) in
-                        loaded.named_parameters().iter().zip(&parameters)
-                    {
-                        assert_eq!(name, saved_name, "case {case} ({changes:?})");
-                        assert!(
-                            bits(tensor) == *saved,
-                            "case {case} ({changes:?}): {name} changed"
-                        );
-                    }
+            changes.push(format!("{key:?} = {value:?}"));
+            altered = altered.with_metadata(key, value.as_deref());
+        }
+        std::fs::write(&path, altered.bytes()).expect("write");
+        let loaded = Checkpoint::read(&path).and_then(|file| {
+            let sizes = file.sizes()?;
+            let loaded = file.model(&session)?;
+            let mut resumed = Adam::new(config());
+            let restored = file.restore_optimizer(&session, &loaded, &mut resumed)?;
+            Ok((sizes, loaded, resumed, restored))
+        });
+        match loaded {
+            Err(Error::Checkpoint { .. }) => refused += 1,
+            Err(other) => panic!("case {case} ({changes:?}): not a checkpoint error: {other}"),
+            Ok((sizes, loaded, resumed, restored)) => {
+                accepted += 1;
+                assert_eq!(sizes, [8, 32, 4], "case {case} ({changes:?})");
+                assert_eq!(loaded.sizes(), sizes, "case {case} ({changes:?})");
+                for ((name, tensor), (saved_name, saved)) in
+                    loaded.named_parameters().iter().zip(&parameters)
+                {
+                    assert_eq!(name, saved_name, "case {case} ({changes:?})");
                     assert!(
-                        restored,
-                        "case {case} ({changes:?}): optimizer state left out"
+                        bits(tensor) == *saved,
+                        "case {case} ({changes:?}): {name} changed"
                     );
-                    assert_eq!(resumed.steps(), 2, "case {case} ({changes:?})");
-                    assert_eq!(
-                        resumed.moments().len(),
-                        moments.len(),
-                        "case {case} ({changes:?})"
+                }
+                assert!(
+                    restored,
+                    "case {case} ({changes:?}): optimizer state left out"
+                );
+                assert_eq!(resumed.steps(), 2, "case {case} ({changes:?})");
+                assert_eq!(
+                    resumed.moments().len(),
+                    moments.len(),
+                    "case {case} ({changes:?})"
+                );
+                for ((m, v), (saved_m, saved_v)) in resumed.moments().iter().zip(&moments) {
+                    assert!(
+                        bits(m) == *saved_m && bits(v) == *saved_v,
+                        "case {case} ({changes:?}): moments"
                     );
-                    for ((m, v), (saved_m, saved_v)) in resumed.moments().iter().zip(&moments) {
-                        assert!(
-                            bits(m) == *saved_m && bits(v) == *saved_v,
-                            "case {case} ({changes:?}): moments"
-                        );
-                    }
                 }
             }
         }
-        eprintln!("checkpoint fuzz: {accepted} of {CASES} accepted, {refused} refused");
-        assert!(
-            accepted > 0 && refused > 0,
-            "{accepted} accepted, {refused} refused: the fuzz missed a side"
-        );
-        session.close();
-    });
+    }
+    eprintln!("checkpoint fuzz: {accepted} of {CASES} accepted, {refused} refused");
+    assert!(
+        accepted > 0 && refused > 0,
+        "{accepted} accepted, {refused} refused: the fuzz missed a side"
+    );
+    session.close();
     std::fs::remove_file(&path).ok();
 }
 
@@ -1321,173 +1299,166 @@ fn a_file_of_another_size_than_its_header_gives_is_refused_before_its_data_is_re
     std::fs::remove_file(&path).ok();
 }
 
+vulkan_only!(a_large_header_loads_a_deep_model_without_being_parsed_per_tensor);
 /// A header of megabytes is parsed once when the file is read, not again for every tensor loaded (a 90 MB
 /// metadata value and 300 layers took 31 s). The time bound only guards against a hang; the count of parses
 /// is checked by the crate's unit test.
-#[test]
-fn a_large_header_loads_a_deep_model_without_being_parsed_per_tensor() {
+fn a_large_header_loads_a_deep_model_without_being_parsed_per_tensor(backend: &Backend) {
     let path = temp_path("large-header");
-    on_vulkan(|backend| {
-        let session = backend.open();
-        let model = Mlp::new(&session, 4, &[4; 49], 3, 11).expect("a 50-layer model");
-        let notes = "n".repeat(20 << 20);
-        checkpoint::save_with_metadata(&path, &model, None, &[("notes", notes.clone())])
-            .expect("save");
-        let start = std::time::Instant::now();
-        let file = Checkpoint::read(&path).expect("read");
-        let loaded = file.model(&session).expect("model");
-        let elapsed = start.elapsed();
-        assert!(
-            elapsed < std::time::Duration::from_secs(20),
-            "reading a 20 MB header and 50 layers took {elapsed:?}"
+    let session = backend.open();
+    let model = Mlp::new(&session, 4, &[4; 49], 3, 11).expect("a 50-layer model");
+    let notes = "n".repeat(20 << 20);
+    checkpoint::save_with_metadata(&path, &model, None, &[("notes", notes.clone())]).expect("save");
+    let start = std::time::Instant::now();
+    let file = Checkpoint::read(&path).expect("read");
+    let loaded = file.model(&session).expect("model");
+    let elapsed = start.elapsed();
+    assert!(
+        elapsed < std::time::Duration::from_secs(20),
+        "reading a 20 MB header and 50 layers took {elapsed:?}"
+    );
+    assert_eq!(file.metadata()["notes"].len(), notes.len());
+    assert_eq!(loaded.sizes(), model.sizes());
+    for ((name, saved), (_, restored)) in model
+        .named_parameters()
+        .iter()
+        .zip(loaded.named_parameters())
+    {
+        assert_eq!(
+            saved.to_vec().expect("saved"),
+            restored.to_vec().expect("restored"),
+            "{name}"
         );
-        assert_eq!(file.metadata()["notes"].len(), notes.len());
-        assert_eq!(loaded.sizes(), model.sizes());
-        for ((name, saved), (_, restored)) in model
-            .named_parameters()
-            .iter()
-            .zip(loaded.named_parameters())
-        {
-            assert_eq!(
-                saved.to_vec().expect("saved"),
-                restored.to_vec().expect("restored"),
-                "{name}"
-            );
-        }
-        session.close();
-    });
+    }
+    session.close();
     std::fs::remove_file(&path).ok();
 }
 
+vulkan_only!(a_model_or_optimizer_state_that_is_not_finite_is_not_saved);
 /// The reader refuses a model holding inf or NaN, so the writers refuse to write one: a diverged model saved
 /// would be a file nothing can load, and would replace a good one.
-#[test]
-fn a_model_or_optimizer_state_that_is_not_finite_is_not_saved() {
+fn a_model_or_optimizer_state_that_is_not_finite_is_not_saved(backend: &Backend) {
     let path = temp_path("not-finite");
-    on_vulkan(|backend| {
-        let session = backend.open();
-        let model = Mlp::new(&session, 3, &[5], 2, 7).expect("model");
-        checkpoint::save(&path, &model, None).expect("a finite model saves");
-        let good = std::fs::read(&path).expect("the saved file");
+    let session = backend.open();
+    let model = Mlp::new(&session, 3, &[5], 2, 7).expect("model");
+    checkpoint::save(&path, &model, None).expect("a finite model saves");
+    let good = std::fs::read(&path).expect("the saved file");
 
-        let refused = |outcome: wgcompute::Result<()>, names: &[&str]| match outcome {
-            Err(Error::Checkpoint {
-                path: named,
-                message,
-            }) => {
-                assert_eq!(named, path.display().to_string());
-                assert_names(&message, names);
-                assert_names(
-                    &message,
-                    &["not finite", "learning rate", "earlier checkpoint"],
-                );
-            }
-            Err(other) => panic!("expected a checkpoint error, got {other}"),
-            Ok(()) => panic!("saved a model that is not finite"),
-        };
-        let parameters = model.named_parameters();
-        let (_, weight) = parameters
+    let refused = |outcome: wgcompute::Result<()>, names: &[&str]| match outcome {
+        Err(Error::Checkpoint {
+            path: named,
+            message,
+        }) => {
+            assert_eq!(named, path.display().to_string());
+            assert_names(&message, names);
+            assert_names(
+                &message,
+                &["not finite", "learning rate", "earlier checkpoint"],
+            );
+        }
+        Err(other) => panic!("expected a checkpoint error, got {other}"),
+        Ok(()) => panic!("saved a model that is not finite"),
+    };
+    let parameters = model.named_parameters();
+    let (_, weight) = parameters
+        .iter()
+        .find(|(name, _)| name == "layers.1.weight")
+        .expect("layers.1.weight");
+    let finite = weight.to_vec().expect("weight");
+    let mut diverged = finite.clone();
+    diverged[4] = f32::INFINITY;
+    weight.write(&diverged).expect("write inf");
+    refused(
+        checkpoint::save(&path, &model, None),
+        &["layers.1.weight", "inf at flat index 4"],
+    );
+    refused(
+        checkpoint::save_with_metadata(&path, &model, None, &[("note", "x".into())]),
+        &["layers.1.weight"],
+    );
+    match checkpoint::to_bytes(&model, None, &[]) {
+        Err(Error::Checkpoint { message, .. }) => assert_names(&message, &["layers.1.weight"]),
+        other => panic!("to_bytes of a model that is not finite: {:?}", other.err()),
+    }
+    assert_eq!(
+        std::fs::read(&path).expect("the file"),
+        good,
+        "the earlier file was changed"
+    );
+    // A generic file means what its model makes it mean, so it keeps any value.
+    let generic = temp_path("not-finite-generic");
+    checkpoint::save_tensors(&generic, &[("table", weight.as_ref())], &[])
+        .expect("save_tensors writes any value");
+    std::fs::remove_file(&generic).ok();
+    weight.write(&finite).expect("restore the weight");
+
+    let mut rng = Rng::new(3);
+    let mut adam = Adam::new(config());
+    let (x, labels) = problem(&mut rng, 4, 3, 2);
+    step(&session, &model, &mut adam, &x, &labels, 4);
+    checkpoint::save(&path, &model, Some(&adam)).expect("a finite state saves");
+    let good = std::fs::read(&path).expect("the saved file");
+    {
+        let state = adam.state();
+        let (_, moments) = state
+            .slots
             .iter()
-            .find(|(name, _)| name == "layers.1.weight")
-            .expect("layers.1.weight");
-        let finite = weight.to_vec().expect("weight");
-        let mut diverged = finite.clone();
-        diverged[4] = f32::INFINITY;
-        weight.write(&diverged).expect("write inf");
-        refused(
-            checkpoint::save(&path, &model, None),
-            &["layers.1.weight", "inf at flat index 4"],
-        );
-        refused(
-            checkpoint::save_with_metadata(&path, &model, None, &[("note", "x".into())]),
-            &["layers.1.weight"],
-        );
-        match checkpoint::to_bytes(&model, None, &[]) {
-            Err(Error::Checkpoint { message, .. }) => assert_names(&message, &["layers.1.weight"]),
-            other => panic!("to_bytes of a model that is not finite: {:?}", other.err()),
-        }
-        assert_eq!(
-            std::fs::read(&path).expect("the file"),
-            good,
-            "the earlier file was changed"
-        );
-        // A generic file means what its model makes it mean, so it keeps any value.
-        let generic = temp_path("not-finite-generic");
-        checkpoint::save_tensors(&generic, &[("table", weight.as_ref())], &[])
-            .expect("save_tensors writes any value");
-        std::fs::remove_file(&generic).ok();
-        weight.write(&finite).expect("restore the weight");
-
-        let mut rng = Rng::new(3);
-        let mut adam = Adam::new(config());
-        let (x, labels) = problem(&mut rng, 4, 3, 2);
-        step(&session, &model, &mut adam, &x, &labels, 4);
-        checkpoint::save(&path, &model, Some(&adam)).expect("a finite state saves");
-        let good = std::fs::read(&path).expect("the saved file");
-        {
-            let state = adam.state();
-            let (_, moments) = state
-                .slots
-                .iter()
-                .find(|(slot, _)| *slot == "m")
-                .expect("Adam keeps m");
-            // In the order of named_parameters: layers.0.weight, layers.0.bias, ...
-            moments[1]
-                .write(&[0.0, f32::NAN, 0.0, 0.0, 0.0])
-                .expect("write NaN");
-        }
-        refused(
-            checkpoint::save(&path, &model, Some(&adam)),
-            &["optimizer.m.layers.0.bias", "NaN at flat index 1"],
-        );
-        assert_eq!(
-            std::fs::read(&path).expect("the file"),
-            good,
-            "the earlier file was changed"
-        );
-        session.close();
-    });
+            .find(|(slot, _)| *slot == "m")
+            .expect("Adam keeps m");
+        // In the order of named_parameters: layers.0.weight, layers.0.bias, ...
+        moments[1]
+            .write(&[0.0, f32::NAN, 0.0, 0.0, 0.0])
+            .expect("write NaN");
+    }
+    refused(
+        checkpoint::save(&path, &model, Some(&adam)),
+        &["optimizer.m.layers.0.bias", "NaN at flat index 1"],
+    );
+    assert_eq!(
+        std::fs::read(&path).expect("the file"),
+        good,
+        "the earlier file was changed"
+    );
+    session.close();
     std::fs::remove_file(&path).ok();
 }
 
+vulkan_only!(two_threads_saving_one_path_at_once_both_succeed_and_leave_one_whole_file);
 /// Saves racing to one path each write their own temporary file: both succeed, and the file is one of the two
 /// whole (a temporary name shared by the process's threads made one save fail or mixed their bytes).
-#[test]
-fn two_threads_saving_one_path_at_once_both_succeed_and_leave_one_whole_file() {
+fn two_threads_saving_one_path_at_once_both_succeed_and_leave_one_whole_file(backend: &Backend) {
     let folder = temp_path("racing-saves");
     std::fs::remove_dir_all(&folder).ok();
     std::fs::create_dir_all(&folder).expect("a folder of its own");
     let path = folder.join("model.safetensors");
-    on_vulkan(|backend| {
-        let session = backend.open();
-        let first = Mlp::new(&session, 6, &[16], 3, 1).expect("first");
-        let second = Mlp::new(&session, 6, &[16], 3, 2).expect("second");
-        let first_bytes = checkpoint::to_bytes(&first, None, &[]).expect("bytes");
-        let second_bytes = checkpoint::to_bytes(&second, None, &[]).expect("bytes");
-        for round in 0..20 {
-            let start = std::sync::Barrier::new(2);
-            let save = |model: &Mlp| {
-                start.wait();
-                checkpoint::save(&path, model, None)
-            };
-            let (a, b) = std::thread::scope(|scope| {
-                let a = scope.spawn(|| save(&first));
-                let b = scope.spawn(|| save(&second));
-                (
-                    a.join().expect("first saver"),
-                    b.join().expect("second saver"),
-                )
-            });
-            a.unwrap_or_else(|error| panic!("round {round}: the first save failed: {error}"));
-            b.unwrap_or_else(|error| panic!("round {round}: the second save failed: {error}"));
-            let on_disk = std::fs::read(&path).expect("the file");
-            assert!(
-                on_disk == first_bytes || on_disk == second_bytes,
-                "round {round}: the file is neither save whole"
-            );
-        }
-        session.close();
-    });
+    let session = backend.open();
+    let first = Mlp::new(&session, 6, &[16], 3, 1).expect("first");
+    let second = Mlp::new(&session, 6, &[16], 3, 2).expect("second");
+    let first_bytes = checkpoint::to_bytes(&first, None, &[]).expect("bytes");
+    let second_bytes = checkpoint::to_bytes(&second, None, &[]).expect("bytes");
+    for round in 0..20 {
+        let start = std::sync::Barrier::new(2);
+        let save = |model: &Mlp| {
+            start.wait();
+            checkpoint::save(&path, model, None)
+        };
+        let (a, b) = std::thread::scope(|scope| {
+            let a = scope.spawn(|| save(&first));
+            let b = scope.spawn(|| save(&second));
+            (
+                a.join().expect("first saver"),
+                b.join().expect("second saver"),
+            )
+        });
+        a.unwrap_or_else(|error| panic!("round {round}: the first save failed: {error}"));
+        b.unwrap_or_else(|error| panic!("round {round}: the second save failed: {error}"));
+        let on_disk = std::fs::read(&path).expect("the file");
+        assert!(
+            on_disk == first_bytes || on_disk == second_bytes,
+            "round {round}: the file is neither save whole"
+        );
+    }
+    session.close();
     let left: Vec<_> = std::fs::read_dir(&folder)
         .expect("the folder")
         .map(|entry| entry.expect("an entry").file_name())

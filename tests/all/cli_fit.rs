@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::common::cli::{read_f32, read_npy, write_npy, Scratch};
-use crate::common::{on_vulkan, Rng};
+use crate::common::{vulkan_only, Backend, Rng};
 use wgcompute::checkpoint::Checkpoint;
 
 const FEATURES: usize = 8;
@@ -121,8 +121,8 @@ fn predict(
     (report, probabilities, classes)
 }
 
-#[test]
-fn fit_trains_a_classifier_that_predict_reloads_in_a_new_process() {
+vulkan_only!(fit_trains_a_classifier_that_predict_reloads_in_a_new_process);
+fn fit_trains_a_classifier_that_predict_reloads_in_a_new_process(backend: &Backend) {
     let scratch = Scratch::new("fit");
     let mut rng = Rng::new(11);
     let files = dataset(&scratch, &mut rng);
@@ -190,28 +190,26 @@ fn fit_trains_a_classifier_that_predict_reloads_in_a_new_process() {
     // Another process, the same predictions; the library loading the same file agrees with both.
     let (_, _, classes_again) = predict(&scratch, &model, &files, "-again");
     assert_eq!(read_npy::<i64>(&classes_again, "<i8").1, predicted);
-    on_vulkan(|backend| {
-        let session = backend.open();
-        let loaded = Checkpoint::read(&model)
-            .expect("read")
-            .model(&session)
-            .expect("model");
-        let (_, x) = read_f32(&files.test_x);
-        let input = session.upload(&x, &[300, FEATURES]).expect("x");
-        let ids = loaded
-            .infer(&input)
-            .expect("infer")
-            .argmax(Some(1))
-            .expect("argmax");
-        let ids: Vec<i64> = ids
-            .to_vec_u32()
-            .expect("read")
-            .into_iter()
-            .map(i64::from)
-            .collect();
-        assert_eq!(ids, predicted);
-        session.close();
-    });
+    let session = backend.open();
+    let loaded = Checkpoint::read(&model)
+        .expect("read")
+        .model(&session)
+        .expect("model");
+    let (_, x) = read_f32(&files.test_x);
+    let input = session.upload(&x, &[300, FEATURES]).expect("x");
+    let ids = loaded
+        .infer(&input)
+        .expect("infer")
+        .argmax(Some(1))
+        .expect("argmax");
+    let ids: Vec<i64> = ids
+        .to_vec_u32()
+        .expect("read")
+        .into_iter()
+        .map(i64::from)
+        .collect();
+    assert_eq!(ids, predicted);
+    session.close();
 
     // Resumed for one more epoch: the count goes on, and plain lines come out without a terminal.
     let resumed = scratch.path("resumed.safetensors");

@@ -2,7 +2,7 @@
 //! its own label; a classifier trained on them reaches an accuracy on blobs it could not reach by chance; bad
 //! datasets are clear errors.
 
-use crate::common::{for_each_backend, on_vulkan, Rng};
+use crate::common::{per_backend, vulkan_only, Backend, Rng};
 use wgcompute::data::{held_out_count, shuffled_order, Dataset, Labels};
 use wgcompute::{Adam, AdamConfig, Error, Mlp};
 
@@ -36,213 +36,204 @@ fn random_samples(
     (x, ids)
 }
 
-#[test]
-fn an_epochs_batches_hold_every_sample_once_in_the_seeded_order() {
+per_backend!(an_epochs_batches_hold_every_sample_once_in_the_seeded_order);
+fn an_epochs_batches_hold_every_sample_once_in_the_seeded_order(backend: &Backend) {
     let mut rng = Rng::fresh("batches");
-    for_each_backend(|backend| {
-        let session = backend.poisoned();
-        let (samples, features, classes) = (103, 5, 7);
-        let (x, ids) = random_samples(&mut rng, samples, features, classes);
-        let data = Dataset::upload(&session, &x, features, Labels::Classes(&ids), classes)
-            .expect("upload");
-        assert_eq!(
-            (data.len(), data.features(), data.classes()),
-            (samples, features, classes)
-        );
-        let order = shuffled_order(samples, 5, 2);
-        let mut seen = 0;
-        for drawn in data.batches(&order, 10).expect("batches") {
-            let (inputs, targets) = drawn.expect("a batch");
-            let rows = inputs.shape()[0];
-            assert_eq!(inputs.shape(), &[rows, features]);
-            assert_eq!(targets.shape(), &[rows, classes]);
-            let got_x = inputs.to_vec().expect("read");
-            let got_y = targets.to_vec().expect("read");
-            for row in 0..rows {
-                let sample = order[seen + row] as usize;
-                assert_eq!(
-                    got_x[row * features..(row + 1) * features],
-                    x[sample * features..(sample + 1) * features]
-                );
-                let want: Vec<f32> = (0..classes)
-                    .map(|k| f32::from(k == ids[sample] as usize))
-                    .collect();
-                assert_eq!(got_y[row * classes..(row + 1) * classes], want[..]);
-            }
-            seen += rows;
-        }
-        assert_eq!(seen, samples, "the last, partial batch is drawn too");
-
-        // Probability rows travel with their samples the same way.
-        let rows: Vec<f32> = rng.vec(samples * classes, 0.0, 1.0);
-        let soft = Dataset::upload(
-            &session,
-            &x,
-            features,
-            Labels::Probabilities(&rows),
-            classes,
-        )
-        .expect("soft");
-        let order = shuffled_order(samples, 1, 0);
-        let (_, targets) = soft
-            .batches(&order, samples)
-            .expect("batches")
-            .next()
-            .expect("one batch")
-            .expect("drawn");
-        let got = targets.to_vec().expect("read");
-        for (row, &sample) in order.iter().enumerate() {
-            let sample = sample as usize;
+    let session = backend.poisoned();
+    let (samples, features, classes) = (103, 5, 7);
+    let (x, ids) = random_samples(&mut rng, samples, features, classes);
+    let data =
+        Dataset::upload(&session, &x, features, Labels::Classes(&ids), classes).expect("upload");
+    assert_eq!(
+        (data.len(), data.features(), data.classes()),
+        (samples, features, classes)
+    );
+    let order = shuffled_order(samples, 5, 2);
+    let mut seen = 0;
+    for drawn in data.batches(&order, 10).expect("batches") {
+        let (inputs, targets) = drawn.expect("a batch");
+        let rows = inputs.shape()[0];
+        assert_eq!(inputs.shape(), &[rows, features]);
+        assert_eq!(targets.shape(), &[rows, classes]);
+        let got_x = inputs.to_vec().expect("read");
+        let got_y = targets.to_vec().expect("read");
+        for row in 0..rows {
+            let sample = order[seen + row] as usize;
             assert_eq!(
-                got[row * classes..(row + 1) * classes],
-                rows[sample * classes..(sample + 1) * classes]
+                got_x[row * features..(row + 1) * features],
+                x[sample * features..(sample + 1) * features]
             );
+            let want: Vec<f32> = (0..classes)
+                .map(|k| f32::from(k == ids[sample] as usize))
+                .collect();
+            assert_eq!(got_y[row * classes..(row + 1) * classes], want[..]);
         }
-        session.close();
-    });
+        seen += rows;
+    }
+    assert_eq!(seen, samples, "the last, partial batch is drawn too");
+
+    // Probability rows travel with their samples the same way.
+    let rows: Vec<f32> = rng.vec(samples * classes, 0.0, 1.0);
+    let soft = Dataset::upload(
+        &session,
+        &x,
+        features,
+        Labels::Probabilities(&rows),
+        classes,
+    )
+    .expect("soft");
+    let order = shuffled_order(samples, 1, 0);
+    let (_, targets) = soft
+        .batches(&order, samples)
+        .expect("batches")
+        .next()
+        .expect("one batch")
+        .expect("drawn");
+    let got = targets.to_vec().expect("read");
+    for (row, &sample) in order.iter().enumerate() {
+        let sample = sample as usize;
+        assert_eq!(
+            got[row * classes..(row + 1) * classes],
+            rows[sample * classes..(sample + 1) * classes]
+        );
+    }
+    session.close();
 }
 
-#[test]
-fn a_classifier_trained_on_minibatches_separates_blobs() {
+vulkan_only!(a_classifier_trained_on_minibatches_separates_blobs);
+fn a_classifier_trained_on_minibatches_separates_blobs(backend: &Backend) {
     let mut rng = Rng::fresh("blobs");
-    on_vulkan(|backend| {
-        let session = backend.open();
-        let classes = 4;
-        let (x, y) = blobs(&mut rng, 800, classes);
-        let (vx, vy) = blobs(&mut rng, 200, classes);
-        let train = Dataset::upload(&session, &x, 2, Labels::Classes(&y), classes).expect("train");
-        let validation =
-            Dataset::upload(&session, &vx, 2, Labels::Classes(&vy), classes).expect("validation");
-        let model = Mlp::new(&session, 2, &[16], classes, 3).expect("model");
-        let mut optimizer = Adam::new(AdamConfig {
-            lr: 0.02,
-            ..AdamConfig::default()
-        });
-        let before = validation.evaluate(&model, 64).expect("evaluate");
-        let mut steps = 0;
-        let mut last = None;
-        for epoch in 0..8 {
-            last = Some(
-                train
-                    .train_epoch(&model, &mut optimizer, 32, 9, epoch, |progress| {
-                        steps += 1;
-                        assert!(progress.batch <= progress.batches);
-                    })
-                    .expect("epoch"),
-            );
+    let session = backend.open();
+    let classes = 4;
+    let (x, y) = blobs(&mut rng, 800, classes);
+    let (vx, vy) = blobs(&mut rng, 200, classes);
+    let train = Dataset::upload(&session, &x, 2, Labels::Classes(&y), classes).expect("train");
+    let validation =
+        Dataset::upload(&session, &vx, 2, Labels::Classes(&vy), classes).expect("validation");
+    let model = Mlp::new(&session, 2, &[16], classes, 3).expect("model");
+    let mut optimizer = Adam::new(AdamConfig {
+        lr: 0.02,
+        ..AdamConfig::default()
+    });
+    let before = validation.evaluate(&model, 64).expect("evaluate");
+    let mut steps = 0;
+    let mut last = None;
+    for epoch in 0..8 {
+        last = Some(
+            train
+                .train_epoch(&model, &mut optimizer, 32, 9, epoch, |progress| {
+                    steps += 1;
+                    assert!(progress.batch <= progress.batches);
+                })
+                .expect("epoch"),
+        );
+    }
+    assert_eq!(steps, 8 * 25, "one progress call per batch");
+    let trained = last.expect("trained");
+    let after = validation.evaluate(&model, 64).expect("evaluate");
+    assert!(
+        after.accuracy >= 0.95,
+        "validation accuracy {after:?} (before {before:?}, training {trained:?})"
+    );
+    assert!(
+        after.loss < before.loss * 0.5,
+        "validation loss {before:?} → {after:?}"
+    );
+    assert!(trained.accuracy >= 0.9, "training figures {trained:?}");
+    session.close();
+}
+
+vulkan_only!(datasets_that_do_not_fit_are_clear_errors);
+fn datasets_that_do_not_fit_are_clear_errors(backend: &Backend) {
+    let session = backend.open();
+    let x = [0.0f32; 12];
+    let invalid = |result: wgcompute::Result<Dataset>, needle: &str| match result {
+        Err(Error::InvalidArgument {
+            given, expected, ..
+        }) => {
+            assert!(
+                format!("{given} {expected}").contains(needle),
+                "{given} / {expected}"
+            )
         }
-        assert_eq!(steps, 8 * 25, "one progress call per batch");
-        let trained = last.expect("trained");
-        let after = validation.evaluate(&model, 64).expect("evaluate");
-        assert!(
-            after.accuracy >= 0.95,
-            "validation accuracy {after:?} (before {before:?}, training {trained:?})"
-        );
-        assert!(
-            after.loss < before.loss * 0.5,
-            "validation loss {before:?} → {after:?}"
-        );
-        assert!(trained.accuracy >= 0.9, "training figures {trained:?}");
-        session.close();
-    });
+        Err(other) => panic!("expected an invalid argument ({needle}), got {other}"),
+        Ok(_) => panic!("expected an invalid argument ({needle})"),
+    };
+    invalid(
+        Dataset::upload(&session, &x, 5, Labels::Classes(&[0, 1]), 2),
+        "rows of 5",
+    );
+    invalid(
+        Dataset::upload(&session, &x, 3, Labels::Classes(&[0, 1]), 2),
+        "one per sample",
+    );
+    invalid(
+        Dataset::upload(&session, &x, 3, Labels::Classes(&[0, 1, 2, 1]), 2),
+        "class id 2",
+    );
+    let data = Dataset::upload(&session, &x, 3, Labels::Classes(&[0, 1, 1, 0]), 2).expect("fits");
+    assert!(matches!(
+        data.batches(&[0, 1], 0),
+        Err(Error::InvalidArgument { .. })
+    ));
+    assert!(
+        matches!(data.batches(&[0, 4], 2), Err(Error::InvalidArgument { given, .. }) if given.contains('4'))
+    );
+    assert!(matches!(
+        Dataset::upload(&session, &x, 3, Labels::Probabilities(&[0.5; 3]), 2),
+        Err(Error::Shape { .. })
+    ));
+    // Still working.
+    assert_eq!(
+        data.evaluate(&Mlp::new(&session, 3, &[], 2, 1).expect("model"), 3)
+            .map(|f| f.accuracy.is_finite())
+            .ok(),
+        Some(true)
+    );
+    session.close();
 }
 
-#[test]
-fn datasets_that_do_not_fit_are_clear_errors() {
-    on_vulkan(|backend| {
-        let session = backend.open();
-        let x = [0.0f32; 12];
-        let invalid = |result: wgcompute::Result<Dataset>, needle: &str| match result {
-            Err(Error::InvalidArgument {
-                given, expected, ..
-            }) => {
-                assert!(
-                    format!("{given} {expected}").contains(needle),
-                    "{given} / {expected}"
-                )
-            }
-            Err(other) => panic!("expected an invalid argument ({needle}), got {other}"),
-            Ok(_) => panic!("expected an invalid argument ({needle})"),
-        };
-        invalid(
-            Dataset::upload(&session, &x, 5, Labels::Classes(&[0, 1]), 2),
-            "rows of 5",
-        );
-        invalid(
-            Dataset::upload(&session, &x, 3, Labels::Classes(&[0, 1]), 2),
-            "one per sample",
-        );
-        invalid(
-            Dataset::upload(&session, &x, 3, Labels::Classes(&[0, 1, 2, 1]), 2),
-            "class id 2",
-        );
-        let data =
-            Dataset::upload(&session, &x, 3, Labels::Classes(&[0, 1, 1, 0]), 2).expect("fits");
-        assert!(matches!(
-            data.batches(&[0, 1], 0),
-            Err(Error::InvalidArgument { .. })
-        ));
-        assert!(
-            matches!(data.batches(&[0, 4], 2), Err(Error::InvalidArgument { given, .. }) if given.contains('4'))
-        );
-        assert!(matches!(
-            Dataset::upload(&session, &x, 3, Labels::Probabilities(&[0.5; 3]), 2),
-            Err(Error::Shape { .. })
-        ));
-        // Still working.
-        assert_eq!(
-            data.evaluate(&Mlp::new(&session, 3, &[], 2, 1).expect("model"), 3)
-                .map(|f| f.accuracy.is_finite())
-                .ok(),
-            Some(true)
-        );
-        session.close();
-    });
-}
-
-#[test]
-fn a_split_holds_out_a_seeded_draw_and_keeps_every_sample_once() {
+per_backend!(a_split_holds_out_a_seeded_draw_and_keeps_every_sample_once);
+fn a_split_holds_out_a_seeded_draw_and_keeps_every_sample_once(backend: &Backend) {
     let mut rng = Rng::fresh("split");
-    for_each_backend(|backend| {
-        let session = backend.poisoned();
-        let (samples, features, classes) = (97, 3, 4);
-        let (x, ids) = random_samples(&mut rng, samples, features, classes);
-        let data = Dataset::upload(&session, &x, features, Labels::Classes(&ids), classes)
-            .expect("upload");
-        let seed = rng.next_u64();
-        let (train, held) = data.split(0.25, seed).expect("split");
-        let held = held.expect("a held-out set");
-        assert_eq!(
-            (train.len(), held.len()),
-            (73, 24),
-            "round(97 · 0.25) held out"
-        );
-        assert_eq!(held_out_count(samples, 0.25).expect("count"), 24);
-        // Each part is the seeded draw's rows in order: the held-out samples first, the rest after.
-        let order = shuffled_order(samples, seed, u64::MAX);
-        let mut seen = vec![0usize; samples];
-        for (part, picks) in [(&held, &order[..24]), (&train, &order[24..])] {
-            let rows = part.len();
-            let everything: Vec<u32> = (0..rows as u32).collect();
-            let (inputs, targets) = part
-                .gather(&session.upload_u32(&everything, &[rows]).expect("indices"))
-                .expect("gather");
-            let (got_x, got_y) = (inputs.to_vec().expect("x"), targets.to_vec().expect("y"));
-            for (row, &sample) in picks.iter().enumerate() {
-                let sample = sample as usize;
-                seen[sample] += 1;
-                assert_eq!(
-                    got_x[row * features..(row + 1) * features],
-                    x[sample * features..(sample + 1) * features]
-                );
-                assert_eq!(got_y[row * classes + ids[sample] as usize], 1.0);
-            }
+    let session = backend.poisoned();
+    let (samples, features, classes) = (97, 3, 4);
+    let (x, ids) = random_samples(&mut rng, samples, features, classes);
+    let data =
+        Dataset::upload(&session, &x, features, Labels::Classes(&ids), classes).expect("upload");
+    let seed = rng.next_u64();
+    let (train, held) = data.split(0.25, seed).expect("split");
+    let held = held.expect("a held-out set");
+    assert_eq!(
+        (train.len(), held.len()),
+        (73, 24),
+        "round(97 · 0.25) held out"
+    );
+    assert_eq!(held_out_count(samples, 0.25).expect("count"), 24);
+    // Each part is the seeded draw's rows in order: the held-out samples first, the rest after.
+    let order = shuffled_order(samples, seed, u64::MAX);
+    let mut seen = vec![0usize; samples];
+    for (part, picks) in [(&held, &order[..24]), (&train, &order[24..])] {
+        let rows = part.len();
+        let everything: Vec<u32> = (0..rows as u32).collect();
+        let (inputs, targets) = part
+            .gather(&session.upload_u32(&everything, &[rows]).expect("indices"))
+            .expect("gather");
+        let (got_x, got_y) = (inputs.to_vec().expect("x"), targets.to_vec().expect("y"));
+        for (row, &sample) in picks.iter().enumerate() {
+            let sample = sample as usize;
+            seen[sample] += 1;
+            assert_eq!(
+                got_x[row * features..(row + 1) * features],
+                x[sample * features..(sample + 1) * features]
+            );
+            assert_eq!(got_y[row * classes + ids[sample] as usize], 1.0);
         }
-        assert!(seen.iter().all(|&count| count == 1), "every sample once");
-        let (all, none) = data.split(0.0, seed).expect("no split");
-        assert!(none.is_none());
-        assert_eq!(all.len(), samples);
-    });
+    }
+    assert!(seen.iter().all(|&count| count == 1), "every sample once");
+    let (all, none) = data.split(0.0, seed).expect("no split");
+    assert!(none.is_none());
+    assert_eq!(all.len(), samples);
     for (samples, fraction) in [(97, 1.0), (97, -0.1), (97, f64::NAN), (6, 0.01), (2, 0.9)] {
         match held_out_count(samples, fraction) {
             Err(Error::InvalidArgument { what, .. }) => assert_eq!(what, "validation split"),

@@ -1,6 +1,6 @@
 //! The promise: a session gives all of its memory back when it ends, whatever the user still holds.
 
-use crate::common::{backends, for_each_backend, memory_lock, resident, Backend, Rng, MIB};
+use crate::common::{across_backends, per_backend, resident, Backend, Rng, MIB};
 use wgcompute::{Error, Session};
 
 /// One job: open, fill a buffer, compute over it, check a value, close. Returns the resident memory after close.
@@ -21,73 +21,75 @@ fn cycle(backend: &Backend, bytes: u64, value: f32) -> u64 {
     resident()
 }
 
-#[test]
-fn many_open_fill_compute_close_cycles_leave_memory_flat() {
-    let _serial = memory_lock();
-    for_each_backend(|backend| {
-        // GL contexts cost more to create on llvmpipe; fewer cycles still show a leak of any size that matters.
-        let cycles = if backend.is_gl() { 40 } else { 200 };
-        let after_first = cycle(backend, 256 * MIB, 0.0);
-        let mut after_last = after_first;
-        for index in 1..cycles {
-            after_last = cycle(backend, 256 * MIB, index as f32);
-        }
-        let growth = after_last as i64 - after_first as i64;
-        eprintln!(
-            "{}: {cycles} cycles of 256 MiB; resident after first close {} MiB, after last {} MiB",
-            backend.name,
-            after_first / MIB,
-            after_last / MIB
-        );
-        assert!(
-            growth < (16 * MIB) as i64,
-            "resident memory grew by {growth} bytes over {cycles} cycles"
-        );
-    });
+per_backend!(
+    many_open_fill_compute_close_cycles_leave_memory_flat,
+    measures_memory
+);
+fn many_open_fill_compute_close_cycles_leave_memory_flat(backend: &Backend) {
+    // GL contexts cost more to create on llvmpipe; fewer cycles still show a leak of any size that matters.
+    let cycles = if backend.is_gl() { 40 } else { 200 };
+    let after_first = cycle(backend, 256 * MIB, 0.0);
+    let mut after_last = after_first;
+    for index in 1..cycles {
+        after_last = cycle(backend, 256 * MIB, index as f32);
+    }
+    let growth = after_last as i64 - after_first as i64;
+    eprintln!(
+        "{}: {cycles} cycles of 256 MiB; resident after first close {} MiB, after last {} MiB",
+        backend.name,
+        after_first / MIB,
+        after_last / MIB
+    );
+    assert!(
+        growth < (16 * MIB) as i64,
+        "resident memory grew by {growth} bytes over {cycles} cycles"
+    );
 }
 
-#[test]
-fn tensors_held_past_close_hold_no_memory_and_say_so() {
-    let _serial = memory_lock();
-    for_each_backend(|backend| {
-        let before = resident();
-        let session = backend.open();
-        let mut rng = Rng::fresh("held tensors");
-        let kept: Vec<_> = (0..1000)
-            .map(|index| {
-                let size = 1 + (rng.next_u64() % 4096) as usize;
-                session.full(&[size], index as f32).expect("tensor")
-            })
-            .collect();
-        let big = session
-            .full(&[(128 * MIB / 4) as usize], 1.0)
-            .expect("big tensor");
-        session.sync().expect("sync");
-        let report = session.close();
-        assert!(report.pool.allocations >= 1001, "{:?}", report.pool);
-        let after = resident();
-        assert!(
-            after < before + 24 * MIB,
-            "resident {after} after close vs {before} before open with 1001 tensors held"
-        );
-        for tensor in kept.iter().take(10).chain([&big]) {
-            assert!(matches!(tensor.to_vec(), Err(Error::SessionClosed)));
-            assert!(matches!(
-                tensor.scale_add_(1.0, 1.0),
-                Err(Error::SessionClosed)
-            ));
-        }
-        drop(kept);
-        drop(big);
-    });
+per_backend!(
+    tensors_held_past_close_hold_no_memory_and_say_so,
+    measures_memory
+);
+fn tensors_held_past_close_hold_no_memory_and_say_so(backend: &Backend) {
+    let before = resident();
+    let session = backend.open();
+    let mut rng = Rng::fresh("held tensors");
+    let kept: Vec<_> = (0..1000)
+        .map(|index| {
+            let size = 1 + (rng.next_u64() % 4096) as usize;
+            session.full(&[size], index as f32).expect("tensor")
+        })
+        .collect();
+    let big = session
+        .full(&[(128 * MIB / 4) as usize], 1.0)
+        .expect("big tensor");
+    session.sync().expect("sync");
+    let report = session.close();
+    assert!(report.pool.allocations >= 1001, "{:?}", report.pool);
+    let after = resident();
+    assert!(
+        after < before + 24 * MIB,
+        "resident {after} after close vs {before} before open with 1001 tensors held"
+    );
+    for tensor in kept.iter().take(10).chain([&big]) {
+        assert!(matches!(tensor.to_vec(), Err(Error::SessionClosed)));
+        assert!(matches!(
+            tensor.scale_add_(1.0, 1.0),
+            Err(Error::SessionClosed)
+        ));
+    }
+    drop(kept);
+    drop(big);
 }
 
-#[test]
-fn two_sessions_are_isolated_and_one_closes_while_the_other_works() {
-    let _serial = memory_lock();
-    // Vulkan and GL where both are present.
-    let backends = backends();
-    let (first, second) = (&backends[0], backends.last().expect("a backend"));
+across_backends!(
+    two_sessions_are_isolated_and_one_closes_while_the_other_works,
+    measures_memory
+);
+fn two_sessions_are_isolated_and_one_closes_while_the_other_works(
+    first: &Backend,
+    second: &Backend,
+) {
     let mut rng = Rng::fresh("two sessions");
     let data_a = rng.vec(5003, -1.0, 1.0);
     let data_b = rng.vec(7919, -1.0, 1.0);
@@ -140,35 +142,35 @@ fn two_sessions_are_isolated_and_one_closes_while_the_other_works() {
     );
 }
 
-#[test]
-fn a_lost_device_reports_itself_and_still_releases_memory() {
-    let _serial = memory_lock();
-    for_each_backend(|backend| {
-        let before = resident();
-        let session = backend.open();
-        let tensor = session
-            .full(&[(128 * MIB / 4) as usize], 2.0)
-            .expect("fill");
-        session.sync().expect("sync");
-        session.simulate_device_loss();
-        assert!(session.is_lost());
-        match tensor.scale_add_(1.0, 1.0) {
-            Err(Error::DeviceLost { .. }) => {}
-            other => panic!("expected DeviceLost, got {other:?}"),
-        }
-        assert!(matches!(tensor.to_vec(), Err(Error::DeviceLost { .. })));
-        assert!(matches!(session.zeros(&[4]), Err(Error::DeviceLost { .. })));
-        let report = session.close();
-        assert!(report.device_lost);
-        let after = resident();
-        assert!(
-            after < before + 24 * MIB,
-            "resident {after} after closing a lost session vs {before}"
-        );
-        drop(tensor);
-        // The process goes on: a new session works.
-        let fresh = backend.open();
-        let again = fresh.full(&[3], 1.5).expect("fresh session");
-        assert_eq!(again.to_vec().expect("read"), vec![1.5; 3]);
-    });
+per_backend!(
+    a_lost_device_reports_itself_and_still_releases_memory,
+    measures_memory
+);
+fn a_lost_device_reports_itself_and_still_releases_memory(backend: &Backend) {
+    let before = resident();
+    let session = backend.open();
+    let tensor = session
+        .full(&[(128 * MIB / 4) as usize], 2.0)
+        .expect("fill");
+    session.sync().expect("sync");
+    session.simulate_device_loss();
+    assert!(session.is_lost());
+    match tensor.scale_add_(1.0, 1.0) {
+        Err(Error::DeviceLost { .. }) => {}
+        other => panic!("expected DeviceLost, got {other:?}"),
+    }
+    assert!(matches!(tensor.to_vec(), Err(Error::DeviceLost { .. })));
+    assert!(matches!(session.zeros(&[4]), Err(Error::DeviceLost { .. })));
+    let report = session.close();
+    assert!(report.device_lost);
+    let after = resident();
+    assert!(
+        after < before + 24 * MIB,
+        "resident {after} after closing a lost session vs {before}"
+    );
+    drop(tensor);
+    // The process goes on: a new session works.
+    let fresh = backend.open();
+    let again = fresh.full(&[3], 1.5).expect("fresh session");
+    assert_eq!(again.to_vec().expect("read"), vec![1.5; 3]);
 }

@@ -2,7 +2,7 @@
 //! PyTorch/TensorFlow (softmax), checked against references computed here by those libraries' rules; and
 //! hyperparameters no optimizer or fill can use are refused before any work.
 
-use crate::common::{for_each_backend, lanes_of, on_vulkan, Rng};
+use crate::common::{lanes_of, per_backend, vulkan_only, Backend, Rng};
 use wgcompute::{AdamConfig, DType, Error, Optimizer, Session, Sgd, Tape, Tensor};
 
 fn lanes(data: &[f32], shape: &[usize], axis: Option<usize>) -> Vec<Vec<f32>> {
@@ -61,112 +61,108 @@ fn spiked(rng: &mut Rng, len: usize) -> Vec<f32> {
     data
 }
 
-#[test]
-fn max_min_argmax_argmin_propagate_nan_and_keep_infinities_like_numpy() {
+per_backend!(max_min_argmax_argmin_propagate_nan_and_keep_infinities_like_numpy);
+fn max_min_argmax_argmin_propagate_nan_and_keep_infinities_like_numpy(backend: &Backend) {
     let mut rng = Rng::fresh("nan_and_infinities");
     // Lengths: one element, a prime, just over an axis chunk (256), and past the chunk stage (4096).
     let shapes: [&[usize]; 5] = [&[1], &[7, 13], &[3, 257, 2], &[2, 4099], &[5000]];
-    for_each_backend(|backend| {
-        let session = backend.poisoned();
-        for shape in shapes {
-            let len: usize = shape.iter().product();
-            let mut data = spiked(&mut rng, len);
-            // A lane of nothing but −inf, and (where there are several lanes) one of nothing but +inf.
-            let last = *shape.last().expect("rank ≥ 1");
-            for value in &mut data[..last] {
-                *value = f32::NEG_INFINITY;
-            }
-            if len > last {
-                for value in &mut data[len - last..] {
-                    *value = f32::INFINITY;
-                }
-            }
-            let tensor = session.upload(&data, shape).expect("upload");
-            let axes = std::iter::once(None).chain((0..shape.len()).map(Some));
-            for axis in axes {
-                let lanes = lanes(&data, shape, axis);
-                let context = format!("shape {shape:?} axis {axis:?}");
-                for largest in [true, false] {
-                    let want: Vec<f32> = lanes.iter().map(|l| numpy_extreme(l, largest)).collect();
-                    let got = if largest {
-                        tensor.max(axis)
-                    } else {
-                        tensor.min(axis)
-                    }
-                    .and_then(|t| t.to_vec())
-                    .unwrap_or_else(|error| panic!("{context}: {error}"));
-                    assert!(
-                        same_bits_or_both_nan(&got, &want),
-                        "{context} {}: got {:?} want {:?}",
-                        if largest { "max" } else { "min" },
-                        &got[..got.len().min(12)],
-                        &want[..want.len().min(12)]
-                    );
-                    let want_index: Vec<u32> = lanes
-                        .iter()
-                        .map(|l| numpy_arg_extreme(l, largest))
-                        .collect();
-                    let got_index = if largest {
-                        tensor.argmax(axis)
-                    } else {
-                        tensor.argmin(axis)
-                    }
-                    .and_then(|t| t.to_vec_u32())
-                    .unwrap_or_else(|error| panic!("{context}: {error}"));
-                    assert_eq!(
-                        got_index,
-                        want_index,
-                        "{context} {}",
-                        if largest { "argmax" } else { "argmin" }
-                    );
-                }
+    let session = backend.poisoned();
+    for shape in shapes {
+        let len: usize = shape.iter().product();
+        let mut data = spiked(&mut rng, len);
+        // A lane of nothing but −inf, and (where there are several lanes) one of nothing but +inf.
+        let last = *shape.last().expect("rank ≥ 1");
+        for value in &mut data[..last] {
+            *value = f32::NEG_INFINITY;
+        }
+        if len > last {
+            for value in &mut data[len - last..] {
+                *value = f32::INFINITY;
             }
         }
-        session.close();
-    });
+        let tensor = session.upload(&data, shape).expect("upload");
+        let axes = std::iter::once(None).chain((0..shape.len()).map(Some));
+        for axis in axes {
+            let lanes = lanes(&data, shape, axis);
+            let context = format!("shape {shape:?} axis {axis:?}");
+            for largest in [true, false] {
+                let want: Vec<f32> = lanes.iter().map(|l| numpy_extreme(l, largest)).collect();
+                let got = if largest {
+                    tensor.max(axis)
+                } else {
+                    tensor.min(axis)
+                }
+                .and_then(|t| t.to_vec())
+                .unwrap_or_else(|error| panic!("{context}: {error}"));
+                assert!(
+                    same_bits_or_both_nan(&got, &want),
+                    "{context} {}: got {:?} want {:?}",
+                    if largest { "max" } else { "min" },
+                    &got[..got.len().min(12)],
+                    &want[..want.len().min(12)]
+                );
+                let want_index: Vec<u32> = lanes
+                    .iter()
+                    .map(|l| numpy_arg_extreme(l, largest))
+                    .collect();
+                let got_index = if largest {
+                    tensor.argmax(axis)
+                } else {
+                    tensor.argmin(axis)
+                }
+                .and_then(|t| t.to_vec_u32())
+                .unwrap_or_else(|error| panic!("{context}: {error}"));
+                assert_eq!(
+                    got_index,
+                    want_index,
+                    "{context} {}",
+                    if largest { "argmax" } else { "argmin" }
+                );
+            }
+        }
+    }
+    session.close();
 }
 
-#[test]
-fn empty_axes_sum_to_zero_average_to_nan_and_have_no_extreme() {
-    for_each_backend(|backend| {
-        let session = backend.poisoned();
-        let empty = session.zeros(&[3, 0]).expect("empty tensor");
-        let read = |tensor: wgcompute::Result<Tensor>| -> (Vec<usize>, Vec<f32>) {
-            let tensor = tensor.expect("an empty reduction is defined");
-            (tensor.shape().to_vec(), tensor.to_vec().expect("read"))
-        };
-        assert_eq!(read(empty.sum(Some(1))), (vec![3], vec![0.0; 3]));
-        assert_eq!(read(empty.sum(None)), (vec![], vec![0.0]));
-        let (shape, means) = read(empty.mean(Some(1)));
-        assert!(
-            shape == [3] && means.iter().all(|m| m.is_nan()),
-            "{means:?}"
-        );
-        let (_, mean) = read(empty.mean(None));
-        assert!(mean[0].is_nan(), "mean of nothing: {mean:?}");
-        // Along the non-empty axis there is nothing to write: an empty result.
-        assert_eq!(read(empty.sum(Some(0))), (vec![0], vec![]));
-        assert_eq!(read(empty.max(Some(0))), (vec![0], vec![]));
-        for (name, outcome) in [
-            ("max", empty.max(Some(1))),
-            ("min", empty.min(None)),
-            ("argmax", empty.argmax(Some(1))),
-            ("argmin", empty.argmin(None)),
-        ] {
-            match outcome {
-                Err(Error::Shape { message, .. }) => {
-                    assert!(message.contains("nothing"), "{name}: {message}")
-                }
-                other => panic!("{name} of nothing: {other:?}"),
+per_backend!(empty_axes_sum_to_zero_average_to_nan_and_have_no_extreme);
+fn empty_axes_sum_to_zero_average_to_nan_and_have_no_extreme(backend: &Backend) {
+    let session = backend.poisoned();
+    let empty = session.zeros(&[3, 0]).expect("empty tensor");
+    let read = |tensor: wgcompute::Result<Tensor>| -> (Vec<usize>, Vec<f32>) {
+        let tensor = tensor.expect("an empty reduction is defined");
+        (tensor.shape().to_vec(), tensor.to_vec().expect("read"))
+    };
+    assert_eq!(read(empty.sum(Some(1))), (vec![3], vec![0.0; 3]));
+    assert_eq!(read(empty.sum(None)), (vec![], vec![0.0]));
+    let (shape, means) = read(empty.mean(Some(1)));
+    assert!(
+        shape == [3] && means.iter().all(|m| m.is_nan()),
+        "{means:?}"
+    );
+    let (_, mean) = read(empty.mean(None));
+    assert!(mean[0].is_nan(), "mean of nothing: {mean:?}");
+    // Along the non-empty axis there is nothing to write: an empty result.
+    assert_eq!(read(empty.sum(Some(0))), (vec![0], vec![]));
+    assert_eq!(read(empty.max(Some(0))), (vec![0], vec![]));
+    for (name, outcome) in [
+        ("max", empty.max(Some(1))),
+        ("min", empty.min(None)),
+        ("argmax", empty.argmax(Some(1))),
+        ("argmin", empty.argmin(None)),
+    ] {
+        match outcome {
+            Err(Error::Shape { message, .. }) => {
+                assert!(message.contains("nothing"), "{name}: {message}")
             }
+            other => panic!("{name} of nothing: {other:?}"),
         }
-        let after = session.upload(&[2.0, -1.0], &[2]).expect("upload");
-        assert_eq!(
-            after.max(None).and_then(|m| m.to_vec()).ok(),
-            Some(vec![2.0])
-        );
-        session.close();
-    });
+    }
+    let after = session.upload(&[2.0, -1.0], &[2]).expect("upload");
+    assert_eq!(
+        after.max(None).and_then(|m| m.to_vec()).ok(),
+        Some(vec![2.0])
+    );
+    session.close();
 }
 
 /// PyTorch's (and TensorFlow's) softmax: shift by the row maximum, exponentiate, divide by the sum. Written
@@ -185,8 +181,8 @@ fn softmax_reference(row: &[f32], log: bool) -> Vec<f64> {
         .collect()
 }
 
-#[test]
-fn softmax_of_infinities_gives_what_pytorch_and_tensorflow_give() {
+per_backend!(softmax_of_infinities_gives_what_pytorch_and_tensorflow_give);
+fn softmax_of_infinities_gives_what_pytorch_and_tensorflow_give(backend: &Backend) {
     let rows: [&[f32]; 6] = [
         &[0.0, f32::NEG_INFINITY, 1.0],
         &[f32::NEG_INFINITY, f32::NEG_INFINITY, f32::NEG_INFINITY],
@@ -196,185 +192,177 @@ fn softmax_of_infinities_gives_what_pytorch_and_tensorflow_give() {
         &[2.0, f32::NAN, 1.0],
     ];
     let data: Vec<f32> = rows.iter().flat_map(|row| row.iter().copied()).collect();
-    for_each_backend(|backend| {
-        let session = backend.poisoned();
-        let tensor = session.upload(&data, &[rows.len(), 3]).expect("upload");
-        for log in [false, true] {
-            let got = if log {
-                tensor.log_softmax()
-            } else {
-                tensor.softmax()
-            }
-            .and_then(|t| t.to_vec())
-            .expect("softmax");
-            for (index, row) in rows.iter().enumerate() {
-                let want = softmax_reference(row, log);
-                for (column, (&g, &w)) in
-                    got[index * 3..index * 3 + 3].iter().zip(&want).enumerate()
-                {
-                    let fine = if w.is_nan() {
-                        g.is_nan()
-                    } else if w.is_infinite() {
-                        g as f64 == w
-                    } else {
-                        (g as f64 - w).abs() <= 1e-6
-                    };
-                    assert!(
-                        fine,
-                        "log={log} row {row:?} column {column}: got {g}, want {w}"
-                    );
-                }
+    let session = backend.poisoned();
+    let tensor = session.upload(&data, &[rows.len(), 3]).expect("upload");
+    for log in [false, true] {
+        let got = if log {
+            tensor.log_softmax()
+        } else {
+            tensor.softmax()
+        }
+        .and_then(|t| t.to_vec())
+        .expect("softmax");
+        for (index, row) in rows.iter().enumerate() {
+            let want = softmax_reference(row, log);
+            for (column, (&g, &w)) in got[index * 3..index * 3 + 3].iter().zip(&want).enumerate() {
+                let fine = if w.is_nan() {
+                    g.is_nan()
+                } else if w.is_infinite() {
+                    g as f64 == w
+                } else {
+                    (g as f64 - w).abs() <= 1e-6
+                };
+                assert!(
+                    fine,
+                    "log={log} row {row:?} column {column}: got {g}, want {w}"
+                );
             }
         }
-        session.close();
-    });
+    }
+    session.close();
 }
 
-#[test]
-fn unusable_hyperparameters_are_refused_before_any_work() {
-    on_vulkan(|backend| {
-        let session = backend.poisoned();
-        let param = session.upload(&[1.0, 2.0, 3.0], &[3]).expect("upload");
-        let grad = session.full(&[3], 0.5).expect("grad");
-        let (m, v) = (
-            session.zeros(&[3]).expect("m"),
-            session.zeros(&[3]).expect("v"),
-        );
-        let bad_configs = [
-            AdamConfig {
-                lr: f32::NAN,
-                ..AdamConfig::default()
-            },
-            AdamConfig {
-                lr: -0.1,
-                ..AdamConfig::default()
-            },
-            AdamConfig {
-                lr: f32::INFINITY,
-                ..AdamConfig::default()
-            },
-            AdamConfig {
-                beta1: 1.0,
-                ..AdamConfig::default()
-            },
-            AdamConfig {
-                beta1: -0.5,
-                ..AdamConfig::default()
-            },
-            AdamConfig {
-                beta2: 1.5,
-                ..AdamConfig::default()
-            },
-            AdamConfig {
-                beta2: f32::NAN,
-                ..AdamConfig::default()
-            },
-            AdamConfig {
-                epsilon: -1e-8,
-                ..AdamConfig::default()
-            },
-            AdamConfig {
-                weight_decay: -0.01,
-                ..AdamConfig::default()
-            },
-        ];
-        for config in bad_configs {
-            assert!(config.validate().is_err(), "{config:?}");
-            match param.adam_update_(&grad, &m, &v, 1, &config) {
-                Err(Error::InvalidArgument { .. }) => {}
-                other => panic!("{config:?}: {other:?}"),
-            }
+vulkan_only!(unusable_hyperparameters_are_refused_before_any_work);
+fn unusable_hyperparameters_are_refused_before_any_work(backend: &Backend) {
+    let session = backend.poisoned();
+    let param = session.upload(&[1.0, 2.0, 3.0], &[3]).expect("upload");
+    let grad = session.full(&[3], 0.5).expect("grad");
+    let (m, v) = (
+        session.zeros(&[3]).expect("m"),
+        session.zeros(&[3]).expect("v"),
+    );
+    let bad_configs = [
+        AdamConfig {
+            lr: f32::NAN,
+            ..AdamConfig::default()
+        },
+        AdamConfig {
+            lr: -0.1,
+            ..AdamConfig::default()
+        },
+        AdamConfig {
+            lr: f32::INFINITY,
+            ..AdamConfig::default()
+        },
+        AdamConfig {
+            beta1: 1.0,
+            ..AdamConfig::default()
+        },
+        AdamConfig {
+            beta1: -0.5,
+            ..AdamConfig::default()
+        },
+        AdamConfig {
+            beta2: 1.5,
+            ..AdamConfig::default()
+        },
+        AdamConfig {
+            beta2: f32::NAN,
+            ..AdamConfig::default()
+        },
+        AdamConfig {
+            epsilon: -1e-8,
+            ..AdamConfig::default()
+        },
+        AdamConfig {
+            weight_decay: -0.01,
+            ..AdamConfig::default()
+        },
+    ];
+    for config in bad_configs {
+        assert!(config.validate().is_err(), "{config:?}");
+        match param.adam_update_(&grad, &m, &v, 1, &config) {
+            Err(Error::InvalidArgument { .. }) => {}
+            other => panic!("{config:?}: {other:?}"),
         }
-        for (lr, momentum) in [
-            (f32::NAN, 0.0),
-            (-1.0, 0.0),
-            (0.1, -0.9),
-            (0.1, f32::INFINITY),
-        ] {
-            let mut sgd = Sgd::new(lr, momentum);
-            let weight = std::sync::Arc::new(session.upload(&[1.0, -1.0], &[1, 2]).expect("w"));
-            let mut tape = Tape::new();
-            let w = tape.param(&weight);
-            let cost = tape.sum(w, None).expect("sum");
-            let gradients = tape.backward(cost).expect("backward");
-            assert!(
-                matches!(
-                    sgd.step(std::slice::from_ref(&weight), &gradients),
-                    Err(Error::InvalidArgument { .. })
-                ),
-                "SGD lr {lr} momentum {momentum}"
-            );
-            assert_eq!(
-                weight.to_vec().expect("read"),
-                vec![1.0, -1.0],
-                "nothing was changed"
-            );
-        }
-        for (low, high) in [(1.0, 0.0), (f32::NAN, 1.0), (0.0, f32::INFINITY)] {
-            assert!(
-                matches!(
-                    param.fill_uniform_(1, low, high),
-                    Err(Error::InvalidArgument { .. })
-                ),
-                "uniform [{low}, {high})"
-            );
-        }
-        assert!(matches!(
-            param.fill_normal_(1, 0.0, -1.0),
-            Err(Error::InvalidArgument { .. })
-        ));
-        assert_eq!(
-            param.to_vec().expect("read"),
-            vec![1.0, 2.0, 3.0],
-            "no fill ran"
-        );
-
-        // The session still works, and a valid step still steps.
-        param
-            .adam_update_(&grad, &m, &v, 1, &AdamConfig::default())
-            .expect("a valid Adam step");
-        let moved = param.to_vec().expect("read");
+    }
+    for (lr, momentum) in [
+        (f32::NAN, 0.0),
+        (-1.0, 0.0),
+        (0.1, -0.9),
+        (0.1, f32::INFINITY),
+    ] {
+        let mut sgd = Sgd::new(lr, momentum);
+        let weight = std::sync::Arc::new(session.upload(&[1.0, -1.0], &[1, 2]).expect("w"));
+        let mut tape = Tape::new();
+        let w = tape.param(&weight);
+        let cost = tape.sum(w, None).expect("sum");
+        let gradients = tape.backward(cost).expect("backward");
         assert!(
-            moved.iter().zip([1.0, 2.0, 3.0]).all(|(a, b)| *a < b),
-            "{moved:?}"
+            matches!(
+                sgd.step(std::slice::from_ref(&weight), &gradients),
+                Err(Error::InvalidArgument { .. })
+            ),
+            "SGD lr {lr} momentum {momentum}"
         );
-        session.close();
-    });
+        assert_eq!(
+            weight.to_vec().expect("read"),
+            vec![1.0, -1.0],
+            "nothing was changed"
+        );
+    }
+    for (low, high) in [(1.0, 0.0), (f32::NAN, 1.0), (0.0, f32::INFINITY)] {
+        assert!(
+            matches!(
+                param.fill_uniform_(1, low, high),
+                Err(Error::InvalidArgument { .. })
+            ),
+            "uniform [{low}, {high})"
+        );
+    }
+    assert!(matches!(
+        param.fill_normal_(1, 0.0, -1.0),
+        Err(Error::InvalidArgument { .. })
+    ));
+    assert_eq!(
+        param.to_vec().expect("read"),
+        vec![1.0, 2.0, 3.0],
+        "no fill ran"
+    );
+
+    // The session still works, and a valid step still steps.
+    param
+        .adam_update_(&grad, &m, &v, 1, &AdamConfig::default())
+        .expect("a valid Adam step");
+    let moved = param.to_vec().expect("read");
+    assert!(
+        moved.iter().zip([1.0, 2.0, 3.0]).all(|(a, b)| *a < b),
+        "{moved:?}"
+    );
+    session.close();
 }
 
-#[test]
-fn dtype_errors_name_the_dtypes_and_relu_backward_checks_them() {
-    on_vulkan(|backend| {
-        let session: Session = backend.poisoned();
-        let values = session.upload(&[1.0, -2.0, 3.0], &[3]).expect("upload");
-        let indices = values
-            .argmax(None)
-            .expect("argmax")
-            .reshape(&[1])
-            .expect("reshape");
-        let floats = session.upload(&[1.0], &[1]).expect("upload");
-        for outcome in [
-            indices.relu_backward(&floats),
-            floats.relu_backward(&indices),
-        ] {
-            match outcome {
-                Err(Error::DType {
-                    op,
-                    expected,
-                    found,
-                }) => {
-                    assert_eq!(
-                        (op, expected, found),
-                        ("relu_backward", DType::F32, DType::U32)
-                    )
-                }
-                other => panic!("relu_backward on u32: {other:?}"),
+vulkan_only!(dtype_errors_name_the_dtypes_and_relu_backward_checks_them);
+fn dtype_errors_name_the_dtypes_and_relu_backward_checks_them(backend: &Backend) {
+    let session: Session = backend.poisoned();
+    let values = session.upload(&[1.0, -2.0, 3.0], &[3]).expect("upload");
+    let indices = values
+        .argmax(None)
+        .expect("argmax")
+        .reshape(&[1])
+        .expect("reshape");
+    let floats = session.upload(&[1.0], &[1]).expect("upload");
+    for outcome in [
+        indices.relu_backward(&floats),
+        floats.relu_backward(&indices),
+    ] {
+        match outcome {
+            Err(Error::DType {
+                op,
+                expected,
+                found,
+            }) => {
+                assert_eq!(
+                    (op, expected, found),
+                    ("relu_backward", DType::F32, DType::U32)
+                )
             }
+            other => panic!("relu_backward on u32: {other:?}"),
         }
-        assert_eq!(
-            floats.relu_backward(&floats).and_then(|g| g.to_vec()).ok(),
-            Some(vec![1.0])
-        );
-        session.close();
-    });
+    }
+    assert_eq!(
+        floats.relu_backward(&floats).and_then(|g| g.to_vec()).ok(),
+        Some(vec![1.0])
+    );
+    session.close();
 }

@@ -7,24 +7,8 @@
 //! for tensors of two sessions (and that the session still works after them), and tensors larger than one
 //! storage binding, which the kernels must process in windows.
 
-use crate::common::{count, for_each_backend, on_vulkan, Backend, Rng};
+use crate::common::{count, per_backend, vulkan_only, Backend, Rng};
 use wgcompute::{BinaryOp, Error, Session, Tensor, UnaryOp};
-
-/// Runs `body` once per variant of the elementwise family (scalar, vec4, four vec4s per invocation), each forced
-/// in its own poisoned session.
-fn each_variant(backend: &Backend, mut body: impl FnMut(&Session, &str)) {
-    let families = wgcompute::kernel_variants();
-    let (_, variants) = families
-        .iter()
-        .find(|(family, _)| *family == "elementwise")
-        .expect("the elementwise family has variants");
-    assert!(variants.len() >= 3, "{variants:?}");
-    for variant in variants.iter() {
-        // Shown with a failure: which variant was forced.
-        eprintln!("elementwise variant {variant} on {}", backend.name);
-        body(&backend.poisoned_with("elementwise", variant), variant);
-    }
-}
 
 // --- the f64 reference ---
 
@@ -239,8 +223,8 @@ fn the_reference_broadcasts_like_numpy() {
     assert!(!fails(vec![1.0, 1.0], 1.0));
 }
 
-#[test]
-fn binary_ops_at_same_shapes_match_f64() {
+per_backend!(binary_ops_at_same_shapes_match_f64, "elementwise": scalar, vec4, vec4x4);
+fn binary_ops_at_same_shapes_match_f64(backend: &Backend, variant: &str) {
     let shapes: [&[usize]; 10] = [
         &[],
         &[0, 3],
@@ -253,20 +237,17 @@ fn binary_ops_at_same_shapes_match_f64() {
         &[2, 3, 5, 7],
         &[1_000_003],
     ];
-    for_each_backend(|backend| {
-        let mut rng = Rng::fresh("binary_same_shapes");
-        each_variant(backend, |session, _| {
-            for shape in shapes {
-                for op in BinaryOp::all() {
-                    check_binary(session, &mut rng, op, shape, shape);
-                }
-            }
-        });
-    });
+    let mut rng = Rng::fresh("binary_same_shapes");
+    let session = &backend.poisoned_with("elementwise", variant);
+    for shape in shapes {
+        for op in BinaryOp::all() {
+            check_binary(session, &mut rng, op, shape, shape);
+        }
+    }
 }
 
-#[test]
-fn binary_ops_broadcast_like_numpy_in_both_orders() {
+per_backend!(binary_ops_broadcast_like_numpy_in_both_orders, "elementwise": scalar, vec4, vec4x4);
+fn binary_ops_broadcast_like_numpy_in_both_orders(backend: &Backend, variant: &str) {
     let pairs: [(&[usize], &[usize]); 16] = [
         // a bias row over a batch (rows whose length is a multiple of 4 take their own kernels)
         (&[10, 1000], &[1000]),
@@ -289,17 +270,14 @@ fn binary_ops_broadcast_like_numpy_in_both_orders() {
         (&[0, 5], &[5]),
         (&[0], &[]),
     ];
-    for_each_backend(|backend| {
-        let mut rng = Rng::fresh("binary_broadcast");
-        each_variant(backend, |session, _| {
-            for (lhs, rhs) in pairs {
-                for op in BinaryOp::all() {
-                    check_binary(session, &mut rng, op, lhs, rhs);
-                    check_binary(session, &mut rng, op, rhs, lhs);
-                }
-            }
-        });
-    });
+    let mut rng = Rng::fresh("binary_broadcast");
+    let session = &backend.poisoned_with("elementwise", variant);
+    for (lhs, rhs) in pairs {
+        for op in BinaryOp::all() {
+            check_binary(session, &mut rng, op, lhs, rhs);
+            check_binary(session, &mut rng, op, rhs, lhs);
+        }
+    }
 }
 
 const AWKWARD_SHAPES: [&[usize]; 10] = [
@@ -433,47 +411,47 @@ pub(crate) fn unary_scalar(rng: &mut Rng) -> f32 {
     operand(rng, 1, true)[0]
 }
 
-#[test]
-fn every_unary_op_matches_f64_in_every_variant_up_to_large_magnitudes() {
+per_backend!(every_unary_op_matches_f64_in_every_variant_up_to_large_magnitudes, "elementwise": scalar, vec4, vec4x4);
+fn every_unary_op_matches_f64_in_every_variant_up_to_large_magnitudes(
+    backend: &Backend,
+    variant: &str,
+) {
     // 4: one vec4 and no tail; 7: one vec4 and a tail of 3; 4099: many vec4s, a tail of 3.
     let shapes: Vec<&[usize]> = [&[4usize] as &[usize], &[4099]]
         .into_iter()
         .chain(AWKWARD_SHAPES)
         .collect();
-    for_each_backend(|backend| {
-        let mut rng = Rng::fresh("unary");
-        each_variant(backend, |session, variant| {
-            for &shape in &shapes {
-                for op in UnaryOp::all() {
-                    let reference = unary_reference(op);
-                    let data = unary_inputs(&mut rng, count(shape), reference.domain);
-                    let scalar = unary_scalar(&mut rng);
-                    let label = if op.takes_scalar() {
-                        format!("{variant}: {}({scalar}) {shape:?}", op.name())
-                    } else {
-                        format!("{variant}: {} {shape:?}", op.name())
-                    };
-                    let x = session.upload(&data, shape).expect("upload");
-                    let out = x
-                        .unary(op, scalar)
-                        .unwrap_or_else(|error| panic!("{label}: {error}"));
-                    assert_eq!(out.shape(), shape, "{label}: output shape");
-                    let got = out.to_vec().expect("download");
-                    check(
-                        &label,
-                        &got,
-                        |i| (reference.value)(f64::from(data[i]), f64::from(scalar)),
-                        reference.tolerance,
-                    );
-                    assert_eq!(
-                        x.to_vec().expect("read input"),
-                        data,
-                        "{label}: input changed"
-                    );
-                }
-            }
-        });
-    });
+    let mut rng = Rng::fresh("unary");
+    let session = &backend.poisoned_with("elementwise", variant);
+    for &shape in &shapes {
+        for op in UnaryOp::all() {
+            let reference = unary_reference(op);
+            let data = unary_inputs(&mut rng, count(shape), reference.domain);
+            let scalar = unary_scalar(&mut rng);
+            let label = if op.takes_scalar() {
+                format!("{variant}: {}({scalar}) {shape:?}", op.name())
+            } else {
+                format!("{variant}: {} {shape:?}", op.name())
+            };
+            let x = session.upload(&data, shape).expect("upload");
+            let out = x
+                .unary(op, scalar)
+                .unwrap_or_else(|error| panic!("{label}: {error}"));
+            assert_eq!(out.shape(), shape, "{label}: output shape");
+            let got = out.to_vec().expect("download");
+            check(
+                &label,
+                &got,
+                |i| (reference.value)(f64::from(data[i]), f64::from(scalar)),
+                reference.tolerance,
+            );
+            assert_eq!(
+                x.to_vec().expect("read input"),
+                data,
+                "{label}: input changed"
+            );
+        }
+    }
 }
 
 #[test]
@@ -515,63 +493,63 @@ fn the_unary_references_and_the_comparison_agree_on_the_edges() {
     assert!(fails(f32::NAN, 1.0));
 }
 
-#[test]
-fn relu_backward_passes_the_gradient_where_the_input_is_positive() {
-    for_each_backend(|backend| {
-        let mut rng = Rng::fresh("relu_backward");
-        each_variant(backend, |session, _| {
-            for shape in AWKWARD_SHAPES {
-                let label = format!("relu_backward {shape:?}");
-                let len = count(shape);
-                let mut input = rng.vec(len, -1.0, 1.0);
-                // Exact zeros and negative zeros: not positive, so the gradient stops there.
-                for (index, value) in input.iter_mut().enumerate() {
-                    match index % 7 {
-                        3 => *value = 0.0,
-                        5 => *value = -0.0,
-                        _ => {}
-                    }
-                }
-                let gradient = rng.vec(len, -10.0, 10.0);
-                let x = session.upload(&input, shape).expect("upload input");
-                let g = session.upload(&gradient, shape).expect("upload gradient");
-                let out = x
-                    .relu_backward(&g)
-                    .unwrap_or_else(|error| panic!("{label}: {error}"));
-                assert_eq!(out.shape(), shape, "{label}: output shape");
-                let got = out.to_vec().expect("download");
-                check(
-                    &label,
-                    &got,
-                    |i| {
-                        if input[i] > 0.0 {
-                            f64::from(gradient[i])
-                        } else {
-                            0.0
-                        }
-                    },
-                    Tolerance {
-                        relative: 0.0,
-                        absolute: 0.0,
-                    },
-                );
+per_backend!(
+    relu_backward_passes_the_gradient_where_the_input_is_positive,
+    "elementwise": scalar, vec4, vec4x4
+);
+fn relu_backward_passes_the_gradient_where_the_input_is_positive(backend: &Backend, variant: &str) {
+    let mut rng = Rng::fresh("relu_backward");
+    let session = &backend.poisoned_with("elementwise", variant);
+    for shape in AWKWARD_SHAPES {
+        let label = format!("relu_backward {shape:?}");
+        let len = count(shape);
+        let mut input = rng.vec(len, -1.0, 1.0);
+        // Exact zeros and negative zeros: not positive, so the gradient stops there.
+        for (index, value) in input.iter_mut().enumerate() {
+            match index % 7 {
+                3 => *value = 0.0,
+                5 => *value = -0.0,
+                _ => {}
             }
-        });
-        let session = backend.poisoned();
-        // A gradient of another shape is a shape error naming both.
-        let x = session.upload(&[1.0; 6], &[2, 3]).expect("upload");
-        let g = session.upload(&[1.0; 6], &[3, 2]).expect("upload");
-        match x.relu_backward(&g) {
-            Err(Error::Shape { op, message }) => {
-                assert_eq!(op, "relu_backward");
-                assert!(
-                    message.contains("[2, 3]") && message.contains("[3, 2]"),
-                    "{message}"
-                );
-            }
-            other => panic!("relu_backward [2, 3] with [3, 2] gave {other:?}"),
         }
-    });
+        let gradient = rng.vec(len, -10.0, 10.0);
+        let x = session.upload(&input, shape).expect("upload input");
+        let g = session.upload(&gradient, shape).expect("upload gradient");
+        let out = x
+            .relu_backward(&g)
+            .unwrap_or_else(|error| panic!("{label}: {error}"));
+        assert_eq!(out.shape(), shape, "{label}: output shape");
+        let got = out.to_vec().expect("download");
+        check(
+            &label,
+            &got,
+            |i| {
+                if input[i] > 0.0 {
+                    f64::from(gradient[i])
+                } else {
+                    0.0
+                }
+            },
+            Tolerance {
+                relative: 0.0,
+                absolute: 0.0,
+            },
+        );
+    }
+    let session = backend.poisoned();
+    // A gradient of another shape is a shape error naming both.
+    let x = session.upload(&[1.0; 6], &[2, 3]).expect("upload");
+    let g = session.upload(&[1.0; 6], &[3, 2]).expect("upload");
+    match x.relu_backward(&g) {
+        Err(Error::Shape { op, message }) => {
+            assert_eq!(op, "relu_backward");
+            assert!(
+                message.contains("[2, 3]") && message.contains("[3, 2]"),
+                "{message}"
+            );
+        }
+        other => panic!("relu_backward [2, 3] with [3, 2] gave {other:?}"),
+    }
 }
 
 /// A quick add on fresh data, checked: the session still computes.
@@ -591,8 +569,8 @@ fn assert_still_works(session: &Session, rng: &mut Rng, after: &str) {
     );
 }
 
-#[test]
-fn shapes_that_do_not_broadcast_are_shape_errors_naming_both() {
+per_backend!(shapes_that_do_not_broadcast_are_shape_errors_naming_both);
+fn shapes_that_do_not_broadcast_are_shape_errors_naming_both(backend: &Backend) {
     let pairs: [(&[usize], &[usize]); 7] = [
         (&[3], &[4]),
         (&[0], &[3]),
@@ -602,111 +580,107 @@ fn shapes_that_do_not_broadcast_are_shape_errors_naming_both() {
         (&[2, 3, 5, 7], &[3, 5, 6]),
         (&[2, 3, 5, 7], &[4, 1, 1, 1]),
     ];
-    for_each_backend(|backend| {
-        let session = backend.poisoned();
-        let mut rng = Rng::fresh("shape_errors");
-        for (lhs_shape, rhs_shape) in pairs {
-            assert_eq!(broadcast_reference(lhs_shape, rhs_shape), None);
-            let lhs = session
-                .upload(&rng.vec(count(lhs_shape), -1.0, 1.0), lhs_shape)
-                .expect("upload lhs");
-            let rhs = session
-                .upload(&rng.vec(count(rhs_shape), -1.0, 1.0), rhs_shape)
-                .expect("upload rhs");
-            for op in BinaryOp::all() {
-                for (a, b) in [(&lhs, &rhs), (&rhs, &lhs)] {
-                    let label = format!("{} {:?} with {:?}", op.name(), a.shape(), b.shape());
-                    match a.binary(op, b) {
-                        Err(Error::Shape { op: name, message }) => {
-                            assert_eq!(name, op.name(), "{label}");
-                            let text = Error::Shape {
-                                op: name,
-                                message: message.clone(),
-                            }
-                            .to_string();
-                            for shape in [a.shape(), b.shape()] {
-                                assert!(
-                                    message.contains(&format!("{shape:?}")),
-                                    "{label}: the message does not name {shape:?}: {text}"
-                                );
-                            }
-                        }
-                        other => panic!("{label}: expected a shape error, got {other:?}"),
-                    }
-                }
-            }
-            assert_still_works(&session, &mut rng, "shape errors");
-            // And the operands of the failed ops are intact and usable.
-            let sum = lhs
-                .add(&lhs)
-                .expect("lhs + lhs")
-                .to_vec()
-                .expect("download");
-            let lhs_data = lhs.to_vec().expect("download lhs");
-            check(
-                "lhs + lhs after errors",
-                &sum,
-                |i| 2.0 * f64::from(lhs_data[i]),
-                EXACTISH,
-            );
-        }
-    });
-}
-
-#[test]
-fn tensors_from_two_sessions_are_rejected() {
-    for_each_backend(|backend| {
-        let first = backend.poisoned();
-        let second = backend.poisoned();
-        let mut rng = Rng::fresh("session_mismatch");
-        let a = first
-            .upload(&rng.vec(257, -1.0, 1.0), &[257])
-            .expect("upload a");
-        let b = second
-            .upload(&rng.vec(257, -1.0, 1.0), &[257])
-            .expect("upload b");
+    let session = backend.poisoned();
+    let mut rng = Rng::fresh("shape_errors");
+    for (lhs_shape, rhs_shape) in pairs {
+        assert_eq!(broadcast_reference(lhs_shape, rhs_shape), None);
+        let lhs = session
+            .upload(&rng.vec(count(lhs_shape), -1.0, 1.0), lhs_shape)
+            .expect("upload lhs");
+        let rhs = session
+            .upload(&rng.vec(count(rhs_shape), -1.0, 1.0), rhs_shape)
+            .expect("upload rhs");
         for op in BinaryOp::all() {
-            for (lhs, rhs) in [(&a, &b), (&b, &a)] {
-                match lhs.binary(op, rhs) {
-                    Err(Error::SessionMismatch { op: name }) => assert_eq!(name, op.name()),
-                    other => panic!("{} across sessions gave {other:?}", op.name()),
+            for (a, b) in [(&lhs, &rhs), (&rhs, &lhs)] {
+                let label = format!("{} {:?} with {:?}", op.name(), a.shape(), b.shape());
+                match a.binary(op, b) {
+                    Err(Error::Shape { op: name, message }) => {
+                        assert_eq!(name, op.name(), "{label}");
+                        let text = Error::Shape {
+                            op: name,
+                            message: message.clone(),
+                        }
+                        .to_string();
+                        for shape in [a.shape(), b.shape()] {
+                            assert!(
+                                message.contains(&format!("{shape:?}")),
+                                "{label}: the message does not name {shape:?}: {text}"
+                            );
+                        }
+                    }
+                    other => panic!("{label}: expected a shape error, got {other:?}"),
                 }
             }
         }
-        // Even where the shapes would not broadcast either, or the second is a rank-0 tensor.
-        let scalar = second.upload(&[2.0], &[]).expect("upload scalar");
-        assert!(
-            matches!(a.mul(&scalar), Err(Error::SessionMismatch { .. })),
-            "a rank-0 tensor of another session"
-        );
-        match a.relu_backward(&b) {
-            Err(Error::SessionMismatch { op }) => assert_eq!(op, "relu_backward"),
-            other => panic!("relu_backward across sessions gave {other:?}"),
-        }
-        assert_still_works(&first, &mut rng, "a session mismatch (first session)");
-        assert_still_works(&second, &mut rng, "a session mismatch (second session)");
-        // The tensors themselves are unharmed: each still combines with its own session's tensors.
-        let a_data = a.to_vec().expect("download a");
-        let doubled = a.add(&a).expect("a + a").to_vec().expect("download");
-        check(
-            "a + a after mismatches",
-            &doubled,
-            |i| 2.0 * f64::from(a_data[i]),
-            EXACTISH,
-        );
-        let b_data = b.to_vec().expect("download b");
-        let scaled = b
-            .mul(&scalar)
-            .expect("b * scalar")
+        assert_still_works(&session, &mut rng, "shape errors");
+        // And the operands of the failed ops are intact and usable.
+        let sum = lhs
+            .add(&lhs)
+            .expect("lhs + lhs")
             .to_vec()
             .expect("download");
+        let lhs_data = lhs.to_vec().expect("download lhs");
         check(
-            "b * scalar after mismatches",
-            &scaled,
-            |i| 2.0 * f64::from(b_data[i]),
+            "lhs + lhs after errors",
+            &sum,
+            |i| 2.0 * f64::from(lhs_data[i]),
             EXACTISH,
         );
-    });
+    }
+}
+
+per_backend!(tensors_from_two_sessions_are_rejected);
+fn tensors_from_two_sessions_are_rejected(backend: &Backend) {
+    let first = backend.poisoned();
+    let second = backend.poisoned();
+    let mut rng = Rng::fresh("session_mismatch");
+    let a = first
+        .upload(&rng.vec(257, -1.0, 1.0), &[257])
+        .expect("upload a");
+    let b = second
+        .upload(&rng.vec(257, -1.0, 1.0), &[257])
+        .expect("upload b");
+    for op in BinaryOp::all() {
+        for (lhs, rhs) in [(&a, &b), (&b, &a)] {
+            match lhs.binary(op, rhs) {
+                Err(Error::SessionMismatch { op: name }) => assert_eq!(name, op.name()),
+                other => panic!("{} across sessions gave {other:?}", op.name()),
+            }
+        }
+    }
+    // Even where the shapes would not broadcast either, or the second is a rank-0 tensor.
+    let scalar = second.upload(&[2.0], &[]).expect("upload scalar");
+    assert!(
+        matches!(a.mul(&scalar), Err(Error::SessionMismatch { .. })),
+        "a rank-0 tensor of another session"
+    );
+    match a.relu_backward(&b) {
+        Err(Error::SessionMismatch { op }) => assert_eq!(op, "relu_backward"),
+        other => panic!("relu_backward across sessions gave {other:?}"),
+    }
+    assert_still_works(&first, &mut rng, "a session mismatch (first session)");
+    assert_still_works(&second, &mut rng, "a session mismatch (second session)");
+    // The tensors themselves are unharmed: each still combines with its own session's tensors.
+    let a_data = a.to_vec().expect("download a");
+    let doubled = a.add(&a).expect("a + a").to_vec().expect("download");
+    check(
+        "a + a after mismatches",
+        &doubled,
+        |i| 2.0 * f64::from(a_data[i]),
+        EXACTISH,
+    );
+    let b_data = b.to_vec().expect("download b");
+    let scaled = b
+        .mul(&scalar)
+        .expect("b * scalar")
+        .to_vec()
+        .expect("download");
+    check(
+        "b * scalar after mismatches",
+        &scaled,
+        |i| 2.0 * f64::from(b_data[i]),
+        EXACTISH,
+    );
 }
 
 /// Elements one storage binding holds on the session's adapter (the window size the kernels must split at).
@@ -745,109 +719,104 @@ fn check_samples(label: &str, out: &Tensor, indices: &[usize], want: impl Fn(usi
     check(label, &picked, |k| want(indices[k]), EXACTISH);
 }
 
-#[test]
-fn ops_on_tensors_larger_than_one_storage_binding() {
+vulkan_only!(ops_on_tensors_larger_than_one_storage_binding);
+fn ops_on_tensors_larger_than_one_storage_binding(backend: &Backend) {
     // Vulkan only: lavapipe binds at most 128 MiB, so these span two windows, and their dispatches need the
     // second grid dimension (over 65,535 workgroups in a window).
-    on_vulkan(|backend| {
-        let session = backend.poisoned();
-        let mut rng = Rng::fresh("large");
-        let window = binding_elements(&session) as usize;
+    let session = backend.poisoned();
+    let mut rng = Rng::fresh("large");
+    let window = binding_elements(&session) as usize;
 
-        // Same shapes: 40,000,003 elements, 160 MB each.
-        let len = 40_000_003;
-        assert!(
-            len > window,
-            "{len} elements fit one binding of {window}; the test would not window"
-        );
-        let lhs_data = rng.vec(len, -10.0, 10.0);
-        let rhs_data = rng.vec(len, -10.0, 10.0);
-        let lhs = session.upload(&lhs_data, &[len]).expect("upload lhs");
-        let rhs = session.upload(&rhs_data, &[len]).expect("upload rhs");
-        let sum = lhs.add(&rhs).expect("large add");
-        assert_eq!(sum.shape(), &[len]);
-        let indices = sample_indices(&mut rng, len, window);
-        check_samples(&format!("add of {len} elements"), &sum, &indices, |i| {
-            f64::from(lhs_data[i]) + f64::from(rhs_data[i])
-        });
-        drop((sum, lhs, rhs, lhs_data, rhs_data));
-
-        // A [1000] row over [40_003, 1000], in both orders (sub, so that the order shows).
-        let rows = 40_003;
-        let columns = 1000;
-        let len = rows * columns;
-        assert!(len > window);
-        let batch_data = rng.vec(len, -10.0, 10.0);
-        let batch = session
-            .upload(&batch_data, &[rows, columns])
-            .expect("upload batch");
-        let row_data = rng.vec(columns, -10.0, 10.0);
-        let row = session.upload(&row_data, &[columns]).expect("upload row");
-        let indices = sample_indices(&mut rng, len, window);
-
-        let out = batch.add(&row).expect("batch + row");
-        assert_eq!(out.shape(), &[rows, columns]);
-        check_samples(
-            &format!("[{rows}, {columns}] + [{columns}]"),
-            &out,
-            &indices,
-            |i| f64::from(batch_data[i]) + f64::from(row_data[i % columns]),
-        );
-        drop(out);
-        let out = row.sub(&batch).expect("row - batch");
-        assert_eq!(out.shape(), &[rows, columns]);
-        check_samples(
-            &format!("[{columns}] - [{rows}, {columns}]"),
-            &out,
-            &indices,
-            |i| f64::from(row_data[i % columns]) - f64::from(batch_data[i]),
-        );
-        drop(out);
-
-        // Neither operand the output's size: a column times a row, 40,003,000 elements from 41,003 inputs.
-        let column_data = rng.vec(rows, -10.0, 10.0);
-        let column = session
-            .upload(&column_data, &[rows, 1])
-            .expect("upload column");
-        let wide = session
-            .upload(&row_data, &[1, columns])
-            .expect("upload row");
-        let out = column.mul(&wide).expect("column * row");
-        assert_eq!(out.shape(), &[rows, columns]);
-        check_samples(
-            &format!("[{rows}, 1] * [1, {columns}]"),
-            &out,
-            &indices,
-            |i| f64::from(column_data[i / columns]) * f64::from(row_data[i % columns]),
-        );
+    // Same shapes: 40,000,003 elements, 160 MB each.
+    let len = 40_000_003;
+    assert!(
+        len > window,
+        "{len} elements fit one binding of {window}; the test would not window"
+    );
+    let lhs_data = rng.vec(len, -10.0, 10.0);
+    let rhs_data = rng.vec(len, -10.0, 10.0);
+    let lhs = session.upload(&lhs_data, &[len]).expect("upload lhs");
+    let rhs = session.upload(&rhs_data, &[len]).expect("upload rhs");
+    let sum = lhs.add(&rhs).expect("large add");
+    assert_eq!(sum.shape(), &[len]);
+    let indices = sample_indices(&mut rng, len, window);
+    check_samples(&format!("add of {len} elements"), &sum, &indices, |i| {
+        f64::from(lhs_data[i]) + f64::from(rhs_data[i])
     });
+    drop((sum, lhs, rhs, lhs_data, rhs_data));
+
+    // A [1000] row over [40_003, 1000], in both orders (sub, so that the order shows).
+    let rows = 40_003;
+    let columns = 1000;
+    let len = rows * columns;
+    assert!(len > window);
+    let batch_data = rng.vec(len, -10.0, 10.0);
+    let batch = session
+        .upload(&batch_data, &[rows, columns])
+        .expect("upload batch");
+    let row_data = rng.vec(columns, -10.0, 10.0);
+    let row = session.upload(&row_data, &[columns]).expect("upload row");
+    let indices = sample_indices(&mut rng, len, window);
+
+    let out = batch.add(&row).expect("batch + row");
+    assert_eq!(out.shape(), &[rows, columns]);
+    check_samples(
+        &format!("[{rows}, {columns}] + [{columns}]"),
+        &out,
+        &indices,
+        |i| f64::from(batch_data[i]) + f64::from(row_data[i % columns]),
+    );
+    drop(out);
+    let out = row.sub(&batch).expect("row - batch");
+    assert_eq!(out.shape(), &[rows, columns]);
+    check_samples(
+        &format!("[{columns}] - [{rows}, {columns}]"),
+        &out,
+        &indices,
+        |i| f64::from(row_data[i % columns]) - f64::from(batch_data[i]),
+    );
+    drop(out);
+
+    // Neither operand the output's size: a column times a row, 40,003,000 elements from 41,003 inputs.
+    let column_data = rng.vec(rows, -10.0, 10.0);
+    let column = session
+        .upload(&column_data, &[rows, 1])
+        .expect("upload column");
+    let wide = session
+        .upload(&row_data, &[1, columns])
+        .expect("upload row");
+    let out = column.mul(&wide).expect("column * row");
+    assert_eq!(out.shape(), &[rows, columns]);
+    check_samples(
+        &format!("[{rows}, 1] * [1, {columns}]"),
+        &out,
+        &indices,
+        |i| f64::from(column_data[i / columns]) * f64::from(row_data[i % columns]),
+    );
 }
 
+per_backend!(fill_and_scale_add_in_every_variant, "elementwise": scalar, vec4, vec4x4);
 /// fill_ and scale_add_ (in place) in every elementwise variant, at awkward sizes: every element written once,
 /// the tail after the last whole vec4 included.
-#[test]
-fn fill_and_scale_add_in_every_variant() {
-    for_each_backend(|backend| {
-        let mut rng = Rng::fresh("fill and scale_add");
-        each_variant(backend, |session, variant| {
-            for shape in AWKWARD_SHAPES {
-                let label = format!("{variant}: {shape:?}");
-                let data = rng.vec(count(shape), -10.0, 10.0);
-                let x = session.upload(&data, shape).expect("upload");
-                x.scale_add_(-2.5, 0.75).expect("scale_add_");
-                let got = x.to_vec().expect("read");
-                check(
-                    &format!("{label} scale_add_"),
-                    &got,
-                    |i| f64::from(data[i] * -2.5 + 0.75),
-                    EXACTISH,
-                );
-                x.fill_(3.25).expect("fill_");
-                assert!(
-                    x.to_vec().expect("read").iter().all(|&v| v == 3.25),
-                    "{label}: fill_"
-                );
-            }
-        });
-    });
+fn fill_and_scale_add_in_every_variant(backend: &Backend, variant: &str) {
+    let mut rng = Rng::fresh("fill and scale_add");
+    let session = &backend.poisoned_with("elementwise", variant);
+    for shape in AWKWARD_SHAPES {
+        let label = format!("{variant}: {shape:?}");
+        let data = rng.vec(count(shape), -10.0, 10.0);
+        let x = session.upload(&data, shape).expect("upload");
+        x.scale_add_(-2.5, 0.75).expect("scale_add_");
+        let got = x.to_vec().expect("read");
+        check(
+            &format!("{label} scale_add_"),
+            &got,
+            |i| f64::from(data[i] * -2.5 + 0.75),
+            EXACTISH,
+        );
+        x.fill_(3.25).expect("fill_");
+        assert!(
+            x.to_vec().expect("read").iter().all(|&v| v == 3.25),
+            "{label}: fill_"
+        );
+    }
 }

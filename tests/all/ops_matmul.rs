@@ -1,7 +1,7 @@
 //! Matrix products against an f64 reference: every transpose, batches, tile edges, primes, the seed shape and a
 //! very long K; outputs poisoned so an unwritten element fails.
 
-use crate::common::{self, for_each_backend, on_vulkan, Rng};
+use crate::common::{self, per_backend, vulkan_only, Backend, Rng};
 use wgcompute::{Error, Session, Transpose};
 
 /// Reference product of stored operands with transpose flags and optional batches, in f64.
@@ -117,213 +117,197 @@ fn batches(session: &Session, rng: &mut Rng) {
     check(session, rng, &[2, 9, 7], true, &[2, 5, 9], true, 1e-5);
 }
 
-#[test]
-fn every_transpose_at_awkward_sizes() {
-    for_each_backend(|backend| {
-        every_transpose(&backend.poisoned(), &mut Rng::fresh("matmul sizes"));
-    });
+per_backend!(every_transpose_at_awkward_sizes);
+fn every_transpose_at_awkward_sizes(backend: &Backend) {
+    every_transpose(&backend.poisoned(), &mut Rng::fresh("matmul sizes"));
 }
 
-#[test]
-fn batches_and_shared_operands() {
-    for_each_backend(|backend| {
-        batches(&backend.poisoned(), &mut Rng::fresh("matmul batches"));
-    });
+per_backend!(batches_and_shared_operands);
+fn batches_and_shared_operands(backend: &Backend) {
+    batches(&backend.poisoned(), &mut Rng::fresh("matmul batches"));
 }
 
-#[test]
-fn the_seed_shape_and_a_long_k() {
-    on_vulkan(|backend| {
-        let session = backend.poisoned();
-        let mut rng = Rng::fresh("matmul large");
-        check(
-            &session,
-            &mut rng,
-            &[10, 10000],
-            false,
-            &[10000, 1000],
-            false,
-            1e-4,
-        );
-        // The backward pass of the seed: xᵀ · dY and dY · Wᵀ.
-        check(
-            &session,
-            &mut rng,
-            &[10, 10000],
-            true,
-            &[10, 1000],
-            false,
-            1e-4,
-        );
-        check(
-            &session,
-            &mut rng,
-            &[10, 1000],
-            false,
-            &[10000, 1000],
-            true,
-            1e-4,
-        );
-        check(
-            &session,
-            &mut rng,
-            &[2, 100_000],
-            false,
-            &[100_000, 3],
-            false,
-            1e-4,
-        );
-        // A transposed left operand (a weight's gradient) with K split into passes.
-        check(
-            &session,
-            &mut rng,
-            &[5000, 8],
-            true,
-            &[5000, 12],
-            false,
-            1e-4,
-        );
-        check(
-            &session,
-            &mut rng,
-            &[257, 1024],
-            false,
-            &[1024, 260],
-            false,
-            1e-4,
-        );
-    });
+vulkan_only!(the_seed_shape_and_a_long_k);
+fn the_seed_shape_and_a_long_k(backend: &Backend) {
+    let session = backend.poisoned();
+    let mut rng = Rng::fresh("matmul large");
+    check(
+        &session,
+        &mut rng,
+        &[10, 10000],
+        false,
+        &[10000, 1000],
+        false,
+        1e-4,
+    );
+    // The backward pass of the seed: xᵀ · dY and dY · Wᵀ.
+    check(
+        &session,
+        &mut rng,
+        &[10, 10000],
+        true,
+        &[10, 1000],
+        false,
+        1e-4,
+    );
+    check(
+        &session,
+        &mut rng,
+        &[10, 1000],
+        false,
+        &[10000, 1000],
+        true,
+        1e-4,
+    );
+    check(
+        &session,
+        &mut rng,
+        &[2, 100_000],
+        false,
+        &[100_000, 3],
+        false,
+        1e-4,
+    );
+    // A transposed left operand (a weight's gradient) with K split into passes.
+    check(
+        &session,
+        &mut rng,
+        &[5000, 8],
+        true,
+        &[5000, 12],
+        false,
+        1e-4,
+    );
+    check(
+        &session,
+        &mut rng,
+        &[257, 1024],
+        false,
+        &[1024, 260],
+        false,
+        1e-4,
+    );
 }
 
-#[test]
-fn mismatched_shapes_are_errors_that_name_both() {
-    on_vulkan(|backend| {
-        let session = backend.poisoned();
-        let a = session.zeros(&[3, 4]).expect("a");
-        let b = session.zeros(&[5, 6]).expect("b");
-        match a.matmul(&b) {
-            Err(Error::Shape { message, .. }) => assert!(
-                message.contains("[3, 4]") && message.contains("[5, 6]"),
-                "{message}"
-            ),
-            other => panic!("expected a shape error, got {other:?}"),
-        }
-        let batched = session.zeros(&[2, 4, 5]).expect("batched");
-        let other_batch = session.zeros(&[3, 5, 2]).expect("other");
-        assert!(matches!(
-            batched.matmul(&other_batch),
-            Err(Error::Shape { .. })
-        ));
-        let vector = session.zeros(&[4]).expect("vector");
-        assert!(matches!(vector.matmul(&a), Err(Error::Shape { .. })));
-        let c = a
-            .matmul_t(&session.full(&[6, 4], 1.0).expect("c"), Transpose::Right)
-            .expect("after errors");
-        assert_eq!(c.to_vec().expect("read"), vec![0.0; 18]);
-    });
+vulkan_only!(mismatched_shapes_are_errors_that_name_both);
+fn mismatched_shapes_are_errors_that_name_both(backend: &Backend) {
+    let session = backend.poisoned();
+    let a = session.zeros(&[3, 4]).expect("a");
+    let b = session.zeros(&[5, 6]).expect("b");
+    match a.matmul(&b) {
+        Err(Error::Shape { message, .. }) => assert!(
+            message.contains("[3, 4]") && message.contains("[5, 6]"),
+            "{message}"
+        ),
+        other => panic!("expected a shape error, got {other:?}"),
+    }
+    let batched = session.zeros(&[2, 4, 5]).expect("batched");
+    let other_batch = session.zeros(&[3, 5, 2]).expect("other");
+    assert!(matches!(
+        batched.matmul(&other_batch),
+        Err(Error::Shape { .. })
+    ));
+    let vector = session.zeros(&[4]).expect("vector");
+    assert!(matches!(vector.matmul(&a), Err(Error::Shape { .. })));
+    let c = a
+        .matmul_t(&session.full(&[6, 4], 1.0).expect("c"), Transpose::Right)
+        .expect("after errors");
+    assert_eq!(c.to_vec().expect("read"), vec![0.0; 18]);
 }
 
+per_backend!(shared_memory_tiles_at_every_transpose_batch_and_long_k);
 /// The shared-memory kernel GPUs take, forced here so lavapipe and llvmpipe check its results too.
-#[test]
-fn shared_memory_tiles_at_every_transpose_batch_and_long_k() {
-    for_each_backend(|backend| {
-        let session = Session::open(
-            backend
-                .options()
-                .poison_outputs(true)
-                .matmul_kernel(wgcompute::MatmulKernel::SharedTiles),
-        )
-        .expect("open");
-        let mut rng = Rng::fresh("matmul tiles");
-        every_transpose(&session, &mut rng);
-        batches(&session, &mut rng);
-        check(
-            &session,
-            &mut rng,
-            &[3, 9000],
-            false,
-            &[9000, 70],
-            false,
-            1e-4,
-        );
-    });
+fn shared_memory_tiles_at_every_transpose_batch_and_long_k(backend: &Backend) {
+    let session = Session::open(
+        backend
+            .options()
+            .poison_outputs(true)
+            .matmul_kernel(wgcompute::MatmulKernel::SharedTiles),
+    )
+    .expect("open");
+    let mut rng = Rng::fresh("matmul tiles");
+    every_transpose(&session, &mut rng);
+    batches(&session, &mut rng);
+    check(
+        &session,
+        &mut rng,
+        &[3, 9000],
+        false,
+        &[9000, 70],
+        false,
+        1e-4,
+    );
 }
 
+per_backend!(every_matmul_variant_at_partial_tiles_long_k_and_a_batch);
 /// Every matmul variant forced in turn (a variant runs where the operands' layout allows it, and the default
 /// elsewhere): row-major operands at sizes that leave partial tiles on both sides, K in several passes, and a
 /// batch, so every register tile shape and its edges are checked on both backends.
-#[test]
-fn every_matmul_variant_at_partial_tiles_long_k_and_a_batch() {
-    let families = wgcompute::kernel_variants();
-    let (_, variants) = families
-        .iter()
-        .find(|(family, _)| *family == "matmul")
-        .expect("matmul has variants");
+fn every_matmul_variant_at_partial_tiles_long_k_and_a_batch(backend: &Backend) {
+    let variants = common::variants_of("matmul");
     assert!(variants.len() >= 5, "{variants:?}");
-    for_each_backend(|backend| {
-        let mut rng = Rng::fresh("matmul variants");
-        for variant in variants.iter() {
-            // Shown with a failure: which variant was forced.
-            eprintln!("matmul variant {variant} on {}", backend.name);
-            let session = backend.poisoned_with("matmul", variant);
-            for (m, k, n) in [
-                (1, 4, 4),
-                (7, 8, 12),
-                (10, 12, 1000),
-                (65, 64, 132),
-                (129, 36, 260),
-                (9, 4104, 8),
-            ] {
-                let tolerance = if k > 1000 { 1e-4 } else { 1e-5 };
-                check(
-                    &session,
-                    &mut rng,
-                    &[m, k],
-                    false,
-                    &[k, n],
-                    false,
-                    tolerance,
-                );
-            }
+    let mut rng = Rng::fresh("matmul variants");
+    for variant in variants.iter() {
+        // Shown with a failure: which variant was forced.
+        eprintln!("matmul variant {variant} on {}", backend.name);
+        let session = backend.poisoned_with("matmul", variant);
+        for (m, k, n) in [
+            (1, 4, 4),
+            (7, 8, 12),
+            (10, 12, 1000),
+            (65, 64, 132),
+            (129, 36, 260),
+            (9, 4104, 8),
+        ] {
+            let tolerance = if k > 1000 { 1e-4 } else { 1e-5 };
             check(
                 &session,
                 &mut rng,
-                &[3, 5, 8],
+                &[m, k],
                 false,
-                &[3, 8, 12],
+                &[k, n],
                 false,
-                1e-5,
-            );
-            check(&session, &mut rng, &[12, 8], true, &[12, 16], false, 1e-5);
-            // Aᵀ·B tiles: partial row and column tiles, K in two passes, a batch.
-            check(&session, &mut rng, &[37, 20], true, &[37, 12], false, 1e-5);
-            check(
-                &session,
-                &mut rng,
-                &[4500, 8],
-                true,
-                &[4500, 4],
-                false,
-                1e-4,
-            );
-            check(
-                &session,
-                &mut rng,
-                &[2, 9, 12],
-                true,
-                &[2, 9, 8],
-                false,
-                1e-5,
-            );
-            check(&session, &mut rng, &[7, 9], false, &[9, 5], false, 1e-5);
-            check(&session, &mut rng, &[66, 12], false, &[70, 12], true, 1e-5);
-            let report = session.tuning_report().expect("report");
-            assert!(
-                report.iter().any(|record| record.pick == *variant),
-                "{variant} never ran: {report:?}"
+                tolerance,
             );
         }
-    });
+        check(
+            &session,
+            &mut rng,
+            &[3, 5, 8],
+            false,
+            &[3, 8, 12],
+            false,
+            1e-5,
+        );
+        check(&session, &mut rng, &[12, 8], true, &[12, 16], false, 1e-5);
+        // Aᵀ·B tiles: partial row and column tiles, K in two passes, a batch.
+        check(&session, &mut rng, &[37, 20], true, &[37, 12], false, 1e-5);
+        check(
+            &session,
+            &mut rng,
+            &[4500, 8],
+            true,
+            &[4500, 4],
+            false,
+            1e-4,
+        );
+        check(
+            &session,
+            &mut rng,
+            &[2, 9, 12],
+            true,
+            &[2, 9, 8],
+            false,
+            1e-5,
+        );
+        check(&session, &mut rng, &[7, 9], false, &[9, 5], false, 1e-5);
+        check(&session, &mut rng, &[66, 12], false, &[70, 12], true, 1e-5);
+        let report = session.tuning_report().expect("report");
+        assert!(
+            report.iter().any(|record| record.pick == *variant),
+            "{variant} never ran: {report:?}"
+        );
+    }
 }
 
 /// Rows of C at `rows` (sampled: the product is large) against the f64 reference, measured against the sum
@@ -350,65 +334,65 @@ fn check_rows(
     }
 }
 
+vulkan_only!(grids_past_the_workgroup_limit_run_in_turns_take_another_variant_or_are_shape_errors);
 /// A side so long that a variant's grid would pass the adapter's 65,535 workgroups per dimension. Along M the
 /// rows of workgroups run in turns (checked at the turn boundary); along N a variant that cannot cover it is
 /// passed over (even when forced), and a product that none covers is a shape error after which the session
 /// goes on.
-#[test]
-fn grids_past_the_workgroup_limit_run_in_turns_take_another_variant_or_are_shape_errors() {
-    on_vulkan(|backend| {
-        let mut rng = Rng::fresh("matmul grid limit");
-        // Tall: 64 rows per row of workgroups in both kernels, so the first turn ends at row 65,535 · 64.
-        let boundary = 65_535 * 64;
-        let session = backend.poisoned();
-        for (m, k, n, label) in [
-            (5_000_000, 1, 2, "strided, 5M rows"),
-            (4_300_000, 4, 4, "vec4, 4.3M rows"),
-        ] {
-            let a = rng.vec(m * k, -1.0, 1.0);
-            let b = rng.vec(k * n, -1.0, 1.0);
-            let c = session
-                .upload(&a, &[m, k])
-                .expect("a")
-                .matmul(&session.upload(&b, &[k, n]).expect("b"))
-                .unwrap_or_else(|error| panic!("{label}: {error}"))
-                .to_vec()
-                .expect("read");
-            let mut rows: Vec<usize> = (boundary - 70..boundary + 70).chain(m - 70..m).collect();
-            rows.extend(common::sample_indices(&mut rng, m, 200));
-            check_rows(&c, &a, &b, (k, n), &rows, label);
-        }
+fn grids_past_the_workgroup_limit_run_in_turns_take_another_variant_or_are_shape_errors(
+    backend: &Backend,
+) {
+    let mut rng = Rng::fresh("matmul grid limit");
+    // Tall: 64 rows per row of workgroups in both kernels, so the first turn ends at row 65,535 · 64.
+    let boundary = 65_535 * 64;
+    let session = backend.poisoned();
+    for (m, k, n, label) in [
+        (5_000_000, 1, 2, "strided, 5M rows"),
+        (4_300_000, 4, 4, "vec4, 4.3M rows"),
+    ] {
+        let a = rng.vec(m * k, -1.0, 1.0);
+        let b = rng.vec(k * n, -1.0, 1.0);
+        let c = session
+            .upload(&a, &[m, k])
+            .expect("a")
+            .matmul(&session.upload(&b, &[k, n]).expect("b"))
+            .unwrap_or_else(|error| panic!("{label}: {error}"))
+            .to_vec()
+            .expect("read");
+        let mut rows: Vec<usize> = (boundary - 70..boundary + 70).chain(m - 70..m).collect();
+        rows.extend(common::sample_indices(&mut rng, m, 200));
+        check_rows(&c, &a, &b, (k, n), &rows, label);
+    }
 
-        // Wide: 2,200,000 columns are 68,750 tiles of 32, 34,375 of 64.
-        let forced = backend.poisoned_with("matmul", "shared_tiles_32x32");
-        check(
-            &forced,
-            &mut rng,
-            &[1, 4],
-            false,
-            &[4, 2_200_000],
-            false,
-            1e-5,
-        );
-        let report = forced.tuning_report().expect("report");
-        assert!(
-            report
-                .iter()
-                .all(|record| record.pick != "shared_tiles_32x32"),
-            "{report:?}"
-        );
-        // 5,000,000 columns with K = 1: only the strided and 64-wide tiles could take it, 78,125 of them.
-        let a = session.zeros(&[1, 1]).expect("a");
-        let b = session.zeros(&[1, 5_000_000]).expect("b");
-        match a.matmul(&b) {
-            Err(Error::Shape { message, .. }) => {
-                assert!(message.contains("workgroups"), "{message}")
-            }
-            other => panic!(
-                "expected a shape error, got {:?}",
-                other.map(|c| c.shape().to_vec())
-            ),
+    // Wide: 2,200,000 columns are 68,750 tiles of 32, 34,375 of 64.
+    let forced = backend.poisoned_with("matmul", "shared_tiles_32x32");
+    check(
+        &forced,
+        &mut rng,
+        &[1, 4],
+        false,
+        &[4, 2_200_000],
+        false,
+        1e-5,
+    );
+    let report = forced.tuning_report().expect("report");
+    assert!(
+        report
+            .iter()
+            .all(|record| record.pick != "shared_tiles_32x32"),
+        "{report:?}"
+    );
+    // 5,000,000 columns with K = 1: only the strided and 64-wide tiles could take it, 78,125 of them.
+    let a = session.zeros(&[1, 1]).expect("a");
+    let b = session.zeros(&[1, 5_000_000]).expect("b");
+    match a.matmul(&b) {
+        Err(Error::Shape { message, .. }) => {
+            assert!(message.contains("workgroups"), "{message}")
         }
-        check(&session, &mut rng, &[7, 9], false, &[9, 5], false, 1e-5);
-    });
+        other => panic!(
+            "expected a shape error, got {:?}",
+            other.map(|c| c.shape().to_vec())
+        ),
+    }
+    check(&session, &mut rng, &[7, 9], false, &[9, 5], false, 1e-5);
 }

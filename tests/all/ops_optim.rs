@@ -4,17 +4,13 @@
 // Parallel arrays (reference state, inputs, outputs) are indexed together.
 #![allow(clippy::needless_range_loop)]
 
-use crate::common::{self, error_against_magnitude, for_each_backend, on_vulkan, Backend, Rng};
+use crate::common::{self, error_against_magnitude, per_backend, vulkan_only, Backend, Rng};
 use wgcompute::{AdamConfig, EpsilonPlacement, Error, Session};
 
 /// Runs `body` once per variant of the optimizer family (scalar, vec4, four vec4s per invocation), each forced in
 /// its own poisoned session.
 fn each_variant(backend: &Backend, mut body: impl FnMut(&Session, &str)) {
-    let families = wgcompute::kernel_variants();
-    let (_, variants) = families
-        .iter()
-        .find(|(family, _)| *family == "optim")
-        .expect("the optimizer family has variants");
+    let variants = common::variants_of("optim");
     assert!(variants.len() >= 3, "{variants:?}");
     for variant in variants.iter() {
         // Shown with a failure: which variant was forced.
@@ -182,73 +178,68 @@ fn run_adam(
     );
 }
 
-#[test]
-fn adam_variants_match_the_f64_reference_over_ten_steps() {
+per_backend!(adam_variants_match_the_f64_reference_over_ten_steps, "optim": vec4, scalar, vec4x4);
+fn adam_variants_match_the_f64_reference_over_ten_steps(backend: &Backend, kernel: &str) {
     let mut rng = Rng::fresh("adam");
-    for_each_backend(|backend| {
-        each_variant(backend, |session, kernel| {
-            for (name, config) in configs() {
-                for &shape in &SHAPES {
-                    let label = format!("{name}, {kernel} kernel");
-                    run_adam(session, &mut rng, shape, &config, 1, &label);
-                }
-            }
-            // Late steps, where the bias corrections are nearly but not quite 1 (β2^5000 ≈ 0.0067).
-            for (name, config) in configs() {
-                run_adam(
-                    session,
-                    &mut rng,
-                    &[1009],
-                    &config,
-                    5000,
-                    &format!("{name}, {kernel} kernel, late"),
-                );
-            }
-        });
-    });
+    let session = &backend.poisoned_with("optim", kernel);
+    for (name, config) in configs() {
+        for &shape in &SHAPES {
+            let label = format!("{name}, {kernel} kernel");
+            run_adam(session, &mut rng, shape, &config, 1, &label);
+        }
+    }
+    // Late steps, where the bias corrections are nearly but not quite 1 (β2^5000 ≈ 0.0067).
+    for (name, config) in configs() {
+        run_adam(
+            session,
+            &mut rng,
+            &[1009],
+            &config,
+            5000,
+            &format!("{name}, {kernel} kernel, late"),
+        );
+    }
 }
 
+vulkan_only!(optimizer_kernel_variants_give_identical_bits);
 /// Every kernel variant computes each element the same way, so a pick changes speed only, never bits.
-#[test]
-fn optimizer_kernel_variants_give_identical_bits() {
+fn optimizer_kernel_variants_give_identical_bits(backend: &Backend) {
     let mut rng = Rng::fresh("optim variants");
     for len in [7usize, 1031, 100_003] {
         let param_data = rng.vec(len, -1.0, 1.0);
         let grads: Vec<Vec<f32>> = (0..3).map(|_| rng.vec(len, -1.0, 1.0)).collect();
         let config = custom(EpsilonPlacement::KingmaBa, 0.1);
-        on_vulkan(|backend| {
-            let mut results: Vec<(String, Vec<u32>)> = Vec::new();
-            each_variant(backend, |session, kernel| {
-                let param = session.upload(&param_data, &[len]).expect("upload");
-                let m = session.zeros(&[len]).expect("zeros");
-                let v = session.zeros(&[len]).expect("zeros");
-                let sgd_param = session.upload(&param_data, &[len]).expect("upload");
-                let buffer = session.zeros(&[len]).expect("zeros");
-                for (step, grad_data) in grads.iter().enumerate() {
-                    let grad = session.upload(grad_data, &[len]).expect("upload");
-                    param
-                        .adam_update_(&grad, &m, &v, step as u64 + 1, &config)
-                        .expect("adam");
-                    sgd_param
-                        .sgd_update_(&grad, &buffer, 0.01, 0.9)
-                        .expect("sgd");
-                }
-                let bits: Vec<u32> = [&param, &m, &v, &sgd_param, &buffer]
-                    .iter()
-                    .flat_map(|tensor| tensor.to_vec().expect("read"))
-                    .map(f32::to_bits)
-                    .collect();
-                results.push((kernel.to_string(), bits));
-            });
-            let (first, first_bits) = &results[0];
-            for (kernel, bits) in &results[1..] {
-                let differ = bits.iter().zip(first_bits).filter(|(a, b)| a != b).count();
-                assert_eq!(
-                    differ, 0,
-                    "length {len}: {kernel} and {first} differ in {differ} values"
-                );
+        let mut results: Vec<(String, Vec<u32>)> = Vec::new();
+        each_variant(backend, |session, kernel| {
+            let param = session.upload(&param_data, &[len]).expect("upload");
+            let m = session.zeros(&[len]).expect("zeros");
+            let v = session.zeros(&[len]).expect("zeros");
+            let sgd_param = session.upload(&param_data, &[len]).expect("upload");
+            let buffer = session.zeros(&[len]).expect("zeros");
+            for (step, grad_data) in grads.iter().enumerate() {
+                let grad = session.upload(grad_data, &[len]).expect("upload");
+                param
+                    .adam_update_(&grad, &m, &v, step as u64 + 1, &config)
+                    .expect("adam");
+                sgd_param
+                    .sgd_update_(&grad, &buffer, 0.01, 0.9)
+                    .expect("sgd");
             }
+            let bits: Vec<u32> = [&param, &m, &v, &sgd_param, &buffer]
+                .iter()
+                .flat_map(|tensor| tensor.to_vec().expect("read"))
+                .map(f32::to_bits)
+                .collect();
+            results.push((kernel.to_string(), bits));
         });
+        let (first, first_bits) = &results[0];
+        for (kernel, bits) in &results[1..] {
+            let differ = bits.iter().zip(first_bits).filter(|(a, b)| a != b).count();
+            assert_eq!(
+                differ, 0,
+                "length {len}: {kernel} and {first} differ in {differ} values"
+            );
+        }
     }
 }
 
@@ -290,283 +281,272 @@ fn the_reference_tells_the_variants_apart() {
     }
 }
 
-#[test]
-fn sgd_with_and_without_momentum_matches_the_f64_reference() {
+per_backend!(sgd_with_and_without_momentum_matches_the_f64_reference, "optim": vec4, scalar, vec4x4);
+fn sgd_with_and_without_momentum_matches_the_f64_reference(backend: &Backend, kernel: &str) {
     let mut rng = Rng::fresh("sgd");
-    for_each_backend(|backend| {
-        each_variant(backend, |session, kernel| {
-            for &(lr, momentum, random_buffer) in &[
-                (0.01f32, 0.9f32, false),
-                (0.1, 0.0, false),
-                (0.003, 0.5, true),
-            ] {
-                for &shape in &SHAPES {
-                    let label = format!(
-                        "SGD ({kernel} kernel) lr {lr} momentum {momentum}, shape {shape:?}{}",
-                        if random_buffer {
-                            ", random start buffer"
-                        } else {
-                            ""
-                        }
-                    );
-                    let len: usize = shape.iter().product();
-                    let param_data = rng.vec(len, -1.0, 1.0);
-                    let buffer_data = if random_buffer {
-                        rng.vec(len, -1.0, 1.0)
-                    } else {
-                        vec![0.0; len]
-                    };
-                    let param = session.upload(&param_data, shape).expect("upload");
-                    let buffer = session.upload(&buffer_data, shape).expect("upload");
-                    let mut want_param: Vec<f64> = param_data.iter().map(|&x| x as f64).collect();
-                    let mut param_magnitude: Vec<f64> =
-                        want_param.iter().map(|x| x.abs()).collect();
-                    let mut want_buffer: Vec<f64> = buffer_data.iter().map(|&x| x as f64).collect();
-                    let mut buffer_magnitude: Vec<f64> =
-                        want_buffer.iter().map(|x| x.abs()).collect();
-                    let mut last_grad = Vec::new();
-                    for step in 0..STEPS {
-                        let grad_data = rng.vec(len, -1.0, 1.0);
-                        let grad = session.upload(&grad_data, shape).expect("upload");
-                        param
-                            .sgd_update_(&grad, &buffer, lr, momentum)
-                            .unwrap_or_else(|error| panic!("{label}: step {step}: {error}"));
-                        let (lr, momentum) = (lr as f64, momentum as f64);
-                        for i in 0..len {
-                            let g = grad_data[i] as f64;
-                            want_buffer[i] = momentum * want_buffer[i] + g;
-                            buffer_magnitude[i] = momentum * buffer_magnitude[i] + g.abs();
-                            want_param[i] -= lr * want_buffer[i];
-                            param_magnitude[i] += lr * buffer_magnitude[i];
-                        }
-                        last_grad = grad_data;
-                    }
-                    let got_param = param.to_vec().expect("read");
-                    let got_buffer = buffer.to_vec().expect("read");
-                    let error = error_against_magnitude(&got_param, &want_param, &param_magnitude);
-                    assert!(
-                        error < TOLERANCE,
-                        "{label}: param has relative error {error}"
-                    );
-                    let error =
-                        error_against_magnitude(&got_buffer, &want_buffer, &buffer_magnitude);
-                    assert!(
-                        error < TOLERANCE,
-                        "{label}: buffer has relative error {error}"
-                    );
-                    if momentum == 0.0 {
-                        // 0·buffer + g is g exactly.
-                        let differ = got_buffer
-                            .iter()
-                            .zip(&last_grad)
-                            .filter(|(a, b)| a.to_bits() != b.to_bits())
-                            .count();
-                        assert_eq!(differ, 0, "{label}: the buffer is not the last gradient");
-                    }
+    let session = &backend.poisoned_with("optim", kernel);
+    for &(lr, momentum, random_buffer) in &[
+        (0.01f32, 0.9f32, false),
+        (0.1, 0.0, false),
+        (0.003, 0.5, true),
+    ] {
+        for &shape in &SHAPES {
+            let label = format!(
+                "SGD ({kernel} kernel) lr {lr} momentum {momentum}, shape {shape:?}{}",
+                if random_buffer {
+                    ", random start buffer"
+                } else {
+                    ""
                 }
-            }
-        });
-    });
-}
-
-#[test]
-fn adam_past_one_storage_binding_updates_every_window() {
-    on_vulkan(|backend| {
-        let session = backend.poisoned();
-        let mut rng = Rng::fresh("adam windows");
-        let len = 40_000_003usize;
-        let shape = [len];
-        let indices = common::sample_indices(&mut rng, len, 500);
-        let pick = |data: &[f32]| indices.iter().map(|&i| data[i]).collect::<Vec<f32>>();
-
-        // Non-zero moments to start, so every operand's windows matter from the first step.
-        let upload = |rng: &mut Rng, low: f32, high: f32| {
-            let data = rng.vec(len, low, high);
-            let tensor = session.upload(&data, &shape).expect("upload 160 MB");
-            (tensor, pick(&data))
-        };
-        let (param, param_sample) = upload(&mut rng, -1.0, 1.0);
-        let (m, m_sample) = upload(&mut rng, -0.1, 0.1);
-        let (v, v_sample) = upload(&mut rng, 0.0, 0.01);
-        let mut reference = AdamReference::new(&param_sample, &m_sample, &v_sample);
-        let configs = [
-            AdamConfig::default(),
-            AdamConfig {
-                lr: 0.01,
-                weight_decay: 0.01,
-                ..AdamConfig::default()
-            },
-        ];
-        for (step, config) in (1..).zip(&configs) {
-            let (grad, grad_sample) = upload(&mut rng, -1.0, 1.0);
-            param
-                .adam_update_(&grad, &m, &v, step, config)
-                .expect("adam over 40M");
-            reference.step(&grad_sample, step, config);
-        }
-        let got: Vec<Vec<f32>> = [&param, &m, &v]
-            .iter()
-            .map(|tensor| pick(&tensor.to_vec().expect("read 160 MB")))
-            .collect();
-        for (k, &index) in indices.iter().enumerate() {
-            for (name, got, want, magnitude) in [
-                (
-                    "param",
-                    &got[0],
-                    &reference.param,
-                    &reference.param_magnitude,
-                ),
-                ("m", &got[1], &reference.m, &reference.m_magnitude),
-                ("v", &got[2], &reference.v, &reference.v),
-            ] {
-                let error = (got[k] as f64 - want[k]).abs() / magnitude[k].max(f64::MIN_POSITIVE);
-                assert!(
-                    error < 2e-6,
-                    "{name}[{index}] of {len} is {}, the f64 reference {} (relative error {error})",
-                    got[k],
-                    want[k]
-                );
-            }
-        }
-        let error = error_against_magnitude(&got[0], &reference.param, &reference.param_magnitude);
-        assert!(error < TOLERANCE, "sampled param relative error {error}");
-    });
-}
-
-#[test]
-fn mismatched_shapes_step_zero_and_two_sessions_are_errors() {
-    on_vulkan(|backend| {
-        let session = backend.poisoned();
-        let other = backend.poisoned();
-        let mut rng = Rng::fresh("optimizer errors");
-        let shape = [3, 4];
-        let param_data = rng.vec(12, -1.0, 1.0);
-        let param = session.upload(&param_data, &shape).expect("upload");
-        let grad_data = rng.vec(12, -1.0, 1.0);
-        let grad = session.upload(&grad_data, &shape).expect("upload");
-        let m = session.zeros(&shape).expect("zeros");
-        let v = session.zeros(&shape).expect("zeros");
-        let transposed = session.zeros(&[4, 3]).expect("zeros");
-        let flat = session.zeros(&[12]).expect("zeros");
-        let config = AdamConfig::default();
-
-        let expect_shape_error =
-            |result: wgcompute::Result<()>, what: &str, wrong: &str| match result {
-                Err(error @ Error::Shape { .. }) => {
-                    let text = error.to_string();
-                    assert!(
-                        text.contains(wrong) && text.contains("[3, 4]"),
-                        "{what}: the message names neither shape: {text}"
-                    );
-                }
-                other => panic!("{what}: expected a shape error, got {other:?}"),
+            );
+            let len: usize = shape.iter().product();
+            let param_data = rng.vec(len, -1.0, 1.0);
+            let buffer_data = if random_buffer {
+                rng.vec(len, -1.0, 1.0)
+            } else {
+                vec![0.0; len]
             };
-        expect_shape_error(
-            param.adam_update_(&transposed, &m, &v, 1, &config),
-            "adam grad [4, 3]",
-            "[4, 3]",
-        );
-        expect_shape_error(
-            param.adam_update_(&grad, &flat, &v, 1, &config),
-            "adam m [12]",
-            "[12]",
-        );
-        expect_shape_error(
-            param.adam_update_(&grad, &m, &transposed, 1, &config),
-            "adam v [4, 3]",
-            "[4, 3]",
-        );
-        expect_shape_error(
-            param.sgd_update_(&flat, &m, 0.1, 0.9),
-            "sgd grad [12]",
-            "[12]",
-        );
-        expect_shape_error(
-            param.sgd_update_(&grad, &transposed, 0.1, 0.9),
-            "sgd buffer [4, 3]",
-            "[4, 3]",
-        );
-
-        match param.adam_update_(&grad, &m, &v, 0, &config) {
-            Err(Error::InvalidArgument { .. }) => {}
-            other => panic!("adam step 0: expected an invalid argument, got {other:?}"),
-        }
-
-        let foreign = other.upload(&grad_data, &shape).expect("upload");
-        for (what, result) in [
-            (
-                "adam grad",
-                param.adam_update_(&foreign, &m, &v, 1, &config),
-            ),
-            (
-                "adam m",
-                param.adam_update_(&grad, &foreign, &v, 1, &config),
-            ),
-            (
-                "adam v",
-                param.adam_update_(&grad, &m, &foreign, 1, &config),
-            ),
-            ("sgd grad", param.sgd_update_(&foreign, &m, 0.1, 0.9)),
-            ("sgd buffer", param.sgd_update_(&grad, &foreign, 0.1, 0.9)),
-            (
-                "foreign param",
-                foreign.adam_update_(&grad, &m, &v, 1, &config),
-            ),
-        ] {
+            let param = session.upload(&param_data, shape).expect("upload");
+            let buffer = session.upload(&buffer_data, shape).expect("upload");
+            let mut want_param: Vec<f64> = param_data.iter().map(|&x| x as f64).collect();
+            let mut param_magnitude: Vec<f64> = want_param.iter().map(|x| x.abs()).collect();
+            let mut want_buffer: Vec<f64> = buffer_data.iter().map(|&x| x as f64).collect();
+            let mut buffer_magnitude: Vec<f64> = want_buffer.iter().map(|x| x.abs()).collect();
+            let mut last_grad = Vec::new();
+            for step in 0..STEPS {
+                let grad_data = rng.vec(len, -1.0, 1.0);
+                let grad = session.upload(&grad_data, shape).expect("upload");
+                param
+                    .sgd_update_(&grad, &buffer, lr, momentum)
+                    .unwrap_or_else(|error| panic!("{label}: step {step}: {error}"));
+                let (lr, momentum) = (lr as f64, momentum as f64);
+                for i in 0..len {
+                    let g = grad_data[i] as f64;
+                    want_buffer[i] = momentum * want_buffer[i] + g;
+                    buffer_magnitude[i] = momentum * buffer_magnitude[i] + g.abs();
+                    want_param[i] -= lr * want_buffer[i];
+                    param_magnitude[i] += lr * buffer_magnitude[i];
+                }
+                last_grad = grad_data;
+            }
+            let got_param = param.to_vec().expect("read");
+            let got_buffer = buffer.to_vec().expect("read");
+            let error = error_against_magnitude(&got_param, &want_param, &param_magnitude);
             assert!(
-                matches!(result, Err(Error::SessionMismatch { .. })),
-                "{what} from another session: expected a session mismatch, got {result:?}"
+                error < TOLERANCE,
+                "{label}: param has relative error {error}"
+            );
+            let error = error_against_magnitude(&got_buffer, &want_buffer, &buffer_magnitude);
+            assert!(
+                error < TOLERANCE,
+                "{label}: buffer has relative error {error}"
+            );
+            if momentum == 0.0 {
+                // 0·buffer + g is g exactly.
+                let differ = got_buffer
+                    .iter()
+                    .zip(&last_grad)
+                    .filter(|(a, b)| a.to_bits() != b.to_bits())
+                    .count();
+                assert_eq!(differ, 0, "{label}: the buffer is not the last gradient");
+            }
+        }
+    }
+}
+
+vulkan_only!(adam_past_one_storage_binding_updates_every_window);
+fn adam_past_one_storage_binding_updates_every_window(backend: &Backend) {
+    let session = backend.poisoned();
+    let mut rng = Rng::fresh("adam windows");
+    let len = 40_000_003usize;
+    let shape = [len];
+    let indices = common::sample_indices(&mut rng, len, 500);
+    let pick = |data: &[f32]| indices.iter().map(|&i| data[i]).collect::<Vec<f32>>();
+
+    // Non-zero moments to start, so every operand's windows matter from the first step.
+    let upload = |rng: &mut Rng, low: f32, high: f32| {
+        let data = rng.vec(len, low, high);
+        let tensor = session.upload(&data, &shape).expect("upload 160 MB");
+        (tensor, pick(&data))
+    };
+    let (param, param_sample) = upload(&mut rng, -1.0, 1.0);
+    let (m, m_sample) = upload(&mut rng, -0.1, 0.1);
+    let (v, v_sample) = upload(&mut rng, 0.0, 0.01);
+    let mut reference = AdamReference::new(&param_sample, &m_sample, &v_sample);
+    let configs = [
+        AdamConfig::default(),
+        AdamConfig {
+            lr: 0.01,
+            weight_decay: 0.01,
+            ..AdamConfig::default()
+        },
+    ];
+    for (step, config) in (1..).zip(&configs) {
+        let (grad, grad_sample) = upload(&mut rng, -1.0, 1.0);
+        param
+            .adam_update_(&grad, &m, &v, step, config)
+            .expect("adam over 40M");
+        reference.step(&grad_sample, step, config);
+    }
+    let got: Vec<Vec<f32>> = [&param, &m, &v]
+        .iter()
+        .map(|tensor| pick(&tensor.to_vec().expect("read 160 MB")))
+        .collect();
+    for (k, &index) in indices.iter().enumerate() {
+        for (name, got, want, magnitude) in [
+            (
+                "param",
+                &got[0],
+                &reference.param,
+                &reference.param_magnitude,
+            ),
+            ("m", &got[1], &reference.m, &reference.m_magnitude),
+            ("v", &got[2], &reference.v, &reference.v),
+        ] {
+            let error = (got[k] as f64 - want[k]).abs() / magnitude[k].max(f64::MIN_POSITIVE);
+            assert!(
+                error < 2e-6,
+                "{name}[{index}] of {len} is {}, the f64 reference {} (relative error {error})",
+                got[k],
+                want[k]
             );
         }
+    }
+    let error = error_against_magnitude(&got[0], &reference.param, &reference.param_magnitude);
+    assert!(error < TOLERANCE, "sampled param relative error {error}");
+}
 
-        // A dtype error too: argmax gives u32.
-        let indices = session
-            .upload(&param_data, &[12, 1])
-            .expect("upload")
-            .argmax(Some(1))
-            .expect("argmax")
-            .reshape(&shape)
-            .expect("reshape");
+vulkan_only!(mismatched_shapes_step_zero_and_two_sessions_are_errors);
+fn mismatched_shapes_step_zero_and_two_sessions_are_errors(backend: &Backend) {
+    let session = backend.poisoned();
+    let other = backend.poisoned();
+    let mut rng = Rng::fresh("optimizer errors");
+    let shape = [3, 4];
+    let param_data = rng.vec(12, -1.0, 1.0);
+    let param = session.upload(&param_data, &shape).expect("upload");
+    let grad_data = rng.vec(12, -1.0, 1.0);
+    let grad = session.upload(&grad_data, &shape).expect("upload");
+    let m = session.zeros(&shape).expect("zeros");
+    let v = session.zeros(&shape).expect("zeros");
+    let transposed = session.zeros(&[4, 3]).expect("zeros");
+    let flat = session.zeros(&[12]).expect("zeros");
+    let config = AdamConfig::default();
+
+    let expect_shape_error = |result: wgcompute::Result<()>, what: &str, wrong: &str| match result {
+        Err(error @ Error::Shape { .. }) => {
+            let text = error.to_string();
+            assert!(
+                text.contains(wrong) && text.contains("[3, 4]"),
+                "{what}: the message names neither shape: {text}"
+            );
+        }
+        other => panic!("{what}: expected a shape error, got {other:?}"),
+    };
+    expect_shape_error(
+        param.adam_update_(&transposed, &m, &v, 1, &config),
+        "adam grad [4, 3]",
+        "[4, 3]",
+    );
+    expect_shape_error(
+        param.adam_update_(&grad, &flat, &v, 1, &config),
+        "adam m [12]",
+        "[12]",
+    );
+    expect_shape_error(
+        param.adam_update_(&grad, &m, &transposed, 1, &config),
+        "adam v [4, 3]",
+        "[4, 3]",
+    );
+    expect_shape_error(
+        param.sgd_update_(&flat, &m, 0.1, 0.9),
+        "sgd grad [12]",
+        "[12]",
+    );
+    expect_shape_error(
+        param.sgd_update_(&grad, &transposed, 0.1, 0.9),
+        "sgd buffer [4, 3]",
+        "[4, 3]",
+    );
+
+    match param.adam_update_(&grad, &m, &v, 0, &config) {
+        Err(Error::InvalidArgument { .. }) => {}
+        other => panic!("adam step 0: expected an invalid argument, got {other:?}"),
+    }
+
+    let foreign = other.upload(&grad_data, &shape).expect("upload");
+    for (what, result) in [
+        (
+            "adam grad",
+            param.adam_update_(&foreign, &m, &v, 1, &config),
+        ),
+        (
+            "adam m",
+            param.adam_update_(&grad, &foreign, &v, 1, &config),
+        ),
+        (
+            "adam v",
+            param.adam_update_(&grad, &m, &foreign, 1, &config),
+        ),
+        ("sgd grad", param.sgd_update_(&foreign, &m, 0.1, 0.9)),
+        ("sgd buffer", param.sgd_update_(&grad, &foreign, 0.1, 0.9)),
+        (
+            "foreign param",
+            foreign.adam_update_(&grad, &m, &v, 1, &config),
+        ),
+    ] {
         assert!(
-            matches!(
-                param.adam_update_(&indices, &m, &v, 1, &config),
-                Err(Error::DType { .. })
-            ),
-            "a u32 gradient"
+            matches!(result, Err(Error::SessionMismatch { .. })),
+            "{what} from another session: expected a session mismatch, got {result:?}"
         );
+    }
 
-        // Nothing was touched, and both sessions still work.
-        assert_eq!(
-            param.to_vec().expect("read"),
-            param_data,
-            "param after the errors"
-        );
-        assert_eq!(
-            m.to_vec().expect("read"),
-            vec![0.0; 12],
-            "m after the errors"
-        );
-        assert_eq!(
-            v.to_vec().expect("read"),
-            vec![0.0; 12],
-            "v after the errors"
-        );
-        param
-            .adam_update_(&grad, &m, &v, 1, &config)
-            .expect("a good step");
-        let mut reference = AdamReference::new(&param_data, &[0.0; 12], &[0.0; 12]);
-        reference.step(&grad_data, 1, &config);
-        reference.check(
-            "after the errors",
-            &param.to_vec().expect("read"),
-            &m.to_vec().expect("read"),
-            &v.to_vec().expect("read"),
-            TOLERANCE,
-        );
-        assert_eq!(
-            foreign.to_vec().expect("read"),
-            grad_data,
-            "the other session"
-        );
-    });
+    // A dtype error too: argmax gives u32.
+    let indices = session
+        .upload(&param_data, &[12, 1])
+        .expect("upload")
+        .argmax(Some(1))
+        .expect("argmax")
+        .reshape(&shape)
+        .expect("reshape");
+    assert!(
+        matches!(
+            param.adam_update_(&indices, &m, &v, 1, &config),
+            Err(Error::DType { .. })
+        ),
+        "a u32 gradient"
+    );
+
+    // Nothing was touched, and both sessions still work.
+    assert_eq!(
+        param.to_vec().expect("read"),
+        param_data,
+        "param after the errors"
+    );
+    assert_eq!(
+        m.to_vec().expect("read"),
+        vec![0.0; 12],
+        "m after the errors"
+    );
+    assert_eq!(
+        v.to_vec().expect("read"),
+        vec![0.0; 12],
+        "v after the errors"
+    );
+    param
+        .adam_update_(&grad, &m, &v, 1, &config)
+        .expect("a good step");
+    let mut reference = AdamReference::new(&param_data, &[0.0; 12], &[0.0; 12]);
+    reference.step(&grad_data, 1, &config);
+    reference.check(
+        "after the errors",
+        &param.to_vec().expect("read"),
+        &m.to_vec().expect("read"),
+        &v.to_vec().expect("read"),
+        TOLERANCE,
+    );
+    assert_eq!(
+        foreign.to_vec().expect("read"),
+        grad_data,
+        "the other session"
+    );
 }

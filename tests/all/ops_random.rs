@@ -4,7 +4,7 @@
 // Parallel arrays (reference state, inputs, outputs) are indexed together.
 #![allow(clippy::needless_range_loop)]
 
-use crate::common::{self, for_each_backend, on_vulkan, Rng};
+use crate::common::{self, across_backends, per_backend, vulkan_only, Backend, Rng};
 use wgcompute::Tensor;
 
 // ---- CPU reference: Philox4x32-10 (Salmon et al. 2011), written from the paper, not from the shader ----
@@ -184,179 +184,186 @@ fn cpu_philox_matches_random123_known_answers() {
     }
 }
 
-#[test]
-fn rand_gives_the_reference_bits_for_every_seed_and_size() {
+per_backend!(rand_gives_the_reference_bits_for_every_seed_and_size);
+fn rand_gives_the_reference_bits_for_every_seed_and_size(backend: &Backend) {
     let mut rng = Rng::fresh("rand bits");
     let seeds = seeds(&mut rng);
-    for_each_backend(|backend| {
-        let session = backend.poisoned();
-        for &seed in &seeds {
-            for &shape in &SIZES {
-                let len: usize = shape.iter().product();
-                let tensor = session.rand(shape, seed).expect("rand");
-                assert_eq!(tensor.shape(), shape);
-                let got = tensor.to_vec().expect("read");
-                expect_bits(
-                    &format!("rand({shape:?}, seed {seed:#x})"),
-                    &got,
-                    &uniform_references(seed, len),
-                );
-            }
-        }
-        // Into a NaN-filled tensor, so that an element the kernel skips cannot pass by holding stale numbers.
+    let session = backend.poisoned();
+    for &seed in &seeds {
         for &shape in &SIZES {
-            let seed = rng.next_u64();
-            let tensor = session.full(shape, f32::NAN).expect("full");
-            tensor.fill_uniform_(seed, 0.0, 1.0).expect("fill_uniform_");
             let len: usize = shape.iter().product();
+            let tensor = session.rand(shape, seed).expect("rand");
+            assert_eq!(tensor.shape(), shape);
+            let got = tensor.to_vec().expect("read");
             expect_bits(
-                &format!("fill_uniform_ of {shape:?}, seed {seed:#x}"),
-                &tensor.to_vec().expect("read"),
+                &format!("rand({shape:?}, seed {seed:#x})"),
+                &got,
                 &uniform_references(seed, len),
             );
         }
-    });
+    }
+    // Into a NaN-filled tensor, so that an element the kernel skips cannot pass by holding stale numbers.
+    for &shape in &SIZES {
+        let seed = rng.next_u64();
+        let tensor = session.full(shape, f32::NAN).expect("full");
+        tensor.fill_uniform_(seed, 0.0, 1.0).expect("fill_uniform_");
+        let len: usize = shape.iter().product();
+        expect_bits(
+            &format!("fill_uniform_ of {shape:?}, seed {seed:#x}"),
+            &tensor.to_vec().expect("read"),
+            &uniform_references(seed, len),
+        );
+    }
 }
 
-#[test]
-fn randn_matches_box_muller_on_the_same_words() {
+per_backend!(randn_matches_box_muller_on_the_same_words);
+fn randn_matches_box_muller_on_the_same_words(backend: &Backend) {
     let mut rng = Rng::fresh("randn");
     let seeds = seeds(&mut rng);
-    for_each_backend(|backend| {
-        let session = backend.poisoned();
-        for &seed in &seeds {
-            for &shape in &SIZES {
-                let tensor = session.randn(shape, seed).expect("randn");
-                assert_eq!(tensor.shape(), shape);
-                expect_normals(
-                    &format!("randn({shape:?}, seed {seed:#x})"),
-                    &tensor.to_vec().expect("read"),
-                    seed,
-                    0.0,
-                    1.0,
-                    1e-5,
-                );
-            }
-        }
-        // A shifted and scaled normal, written over NaN.
-        for &shape in &[&[1][..], &[257], &[1_000_003]] {
-            let seed = rng.next_u64();
-            let (mean, std) = (rng.uniform(-5.0, 5.0), rng.uniform(0.1, 3.0));
-            let tensor = session.full(shape, f32::NAN).expect("full");
-            tensor.fill_normal_(seed, mean, std).expect("fill_normal_");
+    let session = backend.poisoned();
+    for &seed in &seeds {
+        for &shape in &SIZES {
+            let tensor = session.randn(shape, seed).expect("randn");
+            assert_eq!(tensor.shape(), shape);
             expect_normals(
-                &format!("fill_normal_({mean}, {std}) of {shape:?}, seed {seed:#x}"),
+                &format!("randn({shape:?}, seed {seed:#x})"),
                 &tensor.to_vec().expect("read"),
                 seed,
-                mean as f64,
-                std as f64,
-                1e-5 * (std as f64).max(1.0) + 2.0 * f32::EPSILON as f64 * mean.abs() as f64,
+                0.0,
+                1.0,
+                1e-5,
             );
         }
-    });
+    }
+    // A shifted and scaled normal, written over NaN.
+    for &shape in &[&[1][..], &[257], &[1_000_003]] {
+        let seed = rng.next_u64();
+        let (mean, std) = (rng.uniform(-5.0, 5.0), rng.uniform(0.1, 3.0));
+        let tensor = session.full(shape, f32::NAN).expect("full");
+        tensor.fill_normal_(seed, mean, std).expect("fill_normal_");
+        expect_normals(
+            &format!("fill_normal_({mean}, {std}) of {shape:?}, seed {seed:#x}"),
+            &tensor.to_vec().expect("read"),
+            seed,
+            mean as f64,
+            std as f64,
+            1e-5 * (std as f64).max(1.0) + 2.0 * f32::EPSILON as f64 * mean.abs() as f64,
+        );
+    }
 }
 
-#[test]
-fn fill_uniform_scales_to_its_range() {
+per_backend!(fill_uniform_scales_to_its_range);
+fn fill_uniform_scales_to_its_range(backend: &Backend) {
     let mut rng = Rng::fresh("fill_uniform range");
-    for_each_backend(|backend| {
-        let session = backend.poisoned();
-        for &(low, high) in &[(-2.0f32, 3.0f32), (0.25, 0.75), (-1e-3, 0.0)] {
-            let seed = rng.next_u64();
-            let len = 1_000_003;
-            let tensor = session.full(&[len], f32::NAN).expect("full");
-            tensor
-                .fill_uniform_(seed, low, high)
-                .expect("fill_uniform_");
-            let got = tensor.to_vec().expect("read");
-            let span = high as f64 - low as f64;
-            for (index, &value) in got.iter().enumerate() {
-                assert!(
-                    value >= low && value < high,
-                    "fill_uniform_({low}, {high}), seed {seed:#x}: element {index} is {value}"
-                );
-                let want = low as f64 + span * unit(block(seed, index as u64)[index % 4]);
-                let tolerance = 2.0 * f32::EPSILON as f64 * (low.abs().max(high.abs()) as f64);
-                assert!(
-                    (value as f64 - want).abs() <= tolerance,
-                    "fill_uniform_({low}, {high}), seed {seed:#x}: element {index} is {value}, want {want}"
-                );
-            }
-            let mean = got.iter().map(|&x| x as f64).sum::<f64>() / len as f64;
-            let want_mean = (low as f64 + high as f64) / 2.0;
+    let session = backend.poisoned();
+    for &(low, high) in &[(-2.0f32, 3.0f32), (0.25, 0.75), (-1e-3, 0.0)] {
+        let seed = rng.next_u64();
+        let len = 1_000_003;
+        let tensor = session.full(&[len], f32::NAN).expect("full");
+        tensor
+            .fill_uniform_(seed, low, high)
+            .expect("fill_uniform_");
+        let got = tensor.to_vec().expect("read");
+        let span = high as f64 - low as f64;
+        for (index, &value) in got.iter().enumerate() {
             assert!(
-                (mean - want_mean).abs() < 0.01 * span,
-                "fill_uniform_({low}, {high}) has mean {mean}, want about {want_mean}"
+                value >= low && value < high,
+                "fill_uniform_({low}, {high}), seed {seed:#x}: element {index} is {value}"
+            );
+            let want = low as f64 + span * unit(block(seed, index as u64)[index % 4]);
+            let tolerance = 2.0 * f32::EPSILON as f64 * (low.abs().max(high.abs()) as f64);
+            assert!(
+                (value as f64 - want).abs() <= tolerance,
+                "fill_uniform_({low}, {high}), seed {seed:#x}: element {index} is {value}, want {want}"
             );
         }
-    });
+        let mean = got.iter().map(|&x| x as f64).sum::<f64>() / len as f64;
+        let want_mean = (low as f64 + high as f64) / 2.0;
+        assert!(
+            (mean - want_mean).abs() < 0.01 * span,
+            "fill_uniform_({low}, {high}) has mean {mean}, want about {want_mean}"
+        );
+    }
 }
 
-#[test]
-fn seeds_repeat_differ_and_agree_across_backends() {
+per_backend!(seeds_repeat_and_differ);
+fn seeds_repeat_and_differ(backend: &Backend) {
     let mut rng = Rng::fresh("seeds");
     let seed = rng.next_u64();
     let shape = [1_000_003];
-    let mut uniform_by_backend: Vec<(&str, Vec<u32>)> = Vec::new();
-    let mut normal_by_backend: Vec<(&str, Vec<f32>)> = Vec::new();
-    for_each_backend(|backend| {
-        let session = backend.poisoned();
-        // All kept alive, so no tensor reuses another's memory.
-        let first = session.rand(&shape, seed).expect("rand");
-        let again = session.rand(&shape, seed).expect("rand");
-        let next_seed = session.rand(&shape, seed.wrapping_add(1)).expect("rand");
-        let high_word = session.rand(&shape, seed ^ (1 << 32)).expect("rand");
-        let first = first.to_vec().expect("read");
-        let again = again.to_vec().expect("read");
-        expect_bits("the same seed twice", &again, &first);
-        for (other, name) in [
-            (&next_seed, "seed + 1"),
-            (&high_word, "seed with the high word changed"),
-        ] {
-            let other = other.to_vec().expect("read");
-            let equal = first
-                .iter()
-                .zip(&other)
-                .filter(|(a, b)| a.to_bits() == b.to_bits())
-                .count();
-            // Two independent 24-bit draws agree with probability 2^-24: about 0.06 of a million.
-            assert!(
-                equal < 20,
-                "{name} repeats {equal} of {} elements of seed {seed:#x}",
-                first.len()
-            );
-        }
-        let normal_a = session.randn(&shape, seed).expect("randn");
-        let normal_b = session.randn(&shape, seed).expect("randn");
-        let normal = normal_a.to_vec().expect("read");
-        expect_bits(
-            "randn with the same seed twice",
-            &normal_b.to_vec().expect("read"),
-            &normal,
-        );
-        uniform_by_backend.push((backend.name, first.iter().map(|x| x.to_bits()).collect()));
-        normal_by_backend.push((backend.name, normal));
-    });
-    let (reference_name, reference) = &uniform_by_backend[0];
-    for (name, bits) in &uniform_by_backend[1..] {
-        let differ = reference.iter().zip(bits).filter(|(a, b)| a != b).count();
-        assert_eq!(
-            differ, 0,
-            "uniform bits for seed {seed:#x}: {name} differs from {reference_name} in {differ} elements"
-        );
-    }
-    let (reference_name, reference) = &normal_by_backend[0];
-    for (name, values) in &normal_by_backend[1..] {
-        let worst = reference
+    let session = backend.poisoned();
+    // All kept alive, so no tensor reuses another's memory.
+    let first = session.rand(&shape, seed).expect("rand");
+    let again = session.rand(&shape, seed).expect("rand");
+    let next_seed = session.rand(&shape, seed.wrapping_add(1)).expect("rand");
+    let high_word = session.rand(&shape, seed ^ (1 << 32)).expect("rand");
+    let first = first.to_vec().expect("read");
+    let again = again.to_vec().expect("read");
+    expect_bits("the same seed twice", &again, &first);
+    for (other, name) in [
+        (&next_seed, "seed + 1"),
+        (&high_word, "seed with the high word changed"),
+    ] {
+        let other = other.to_vec().expect("read");
+        let equal = first
             .iter()
-            .zip(values)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0.0f32, f32::max);
+            .zip(&other)
+            .filter(|(a, b)| a.to_bits() == b.to_bits())
+            .count();
+        // Two independent 24-bit draws agree with probability 2^-24: about 0.06 of a million.
         assert!(
-            worst <= 2e-5,
-            "normals for seed {seed:#x}: {name} differs from {reference_name} by up to {worst}"
+            equal < 20,
+            "{name} repeats {equal} of {} elements of seed {seed:#x}",
+            first.len()
         );
     }
+    let normal_a = session.randn(&shape, seed).expect("randn");
+    let normal_b = session.randn(&shape, seed).expect("randn");
+    expect_bits(
+        "randn with the same seed twice",
+        &normal_b.to_vec().expect("read"),
+        &normal_a.to_vec().expect("read"),
+    );
+}
+
+across_backends!(seeds_agree_across_backends);
+fn seeds_agree_across_backends(vulkan: &Backend, gl: &Backend) {
+    let mut rng = Rng::fresh("seeds across backends");
+    let seed = rng.next_u64();
+    let shape = [1_000_003];
+    let draws = |backend: &Backend| {
+        let session = backend.poisoned();
+        let uniform: Vec<u32> = session
+            .rand(&shape, seed)
+            .expect("rand")
+            .to_vec()
+            .expect("read")
+            .iter()
+            .map(|x| x.to_bits())
+            .collect();
+        let normal = session
+            .randn(&shape, seed)
+            .expect("randn")
+            .to_vec()
+            .expect("read");
+        (uniform, normal)
+    };
+    let (reference, reference_normal) = draws(vulkan);
+    let (bits, normal) = draws(gl);
+    let differ = reference.iter().zip(&bits).filter(|(a, b)| a != b).count();
+    assert_eq!(
+        differ, 0,
+        "uniform bits for seed {seed:#x}: gl differs from vulkan in {differ} elements"
+    );
+    let worst = reference_normal
+        .iter()
+        .zip(&normal)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0f32, f32::max);
+    assert!(
+        worst <= 2e-5,
+        "normals for seed {seed:#x}: gl differs from vulkan by up to {worst}"
+    );
 }
 
 fn moments(values: &[f32]) -> (f64, f64) {
@@ -370,114 +377,109 @@ fn moments(values: &[f32]) -> (f64, f64) {
     (mean, variance)
 }
 
-#[test]
-fn a_million_draws_have_the_right_statistics() {
+per_backend!(a_million_draws_have_the_right_statistics);
+fn a_million_draws_have_the_right_statistics(backend: &Backend) {
     let mut rng = Rng::fresh("statistics");
     let len = 1 << 20;
-    for_each_backend(|backend| {
-        let session = backend.poisoned();
-        let seed = rng.next_u64();
-        let uniform = session
-            .rand(&[len], seed)
-            .expect("rand")
-            .to_vec()
-            .expect("read");
-        if let Some(bad) = uniform.iter().find(|x| !(**x >= 0.0 && **x < 1.0)) {
-            panic!("rand, seed {seed:#x}: a value {bad} outside [0, 1)");
-        }
-        let (mean, variance) = moments(&uniform);
+    let session = backend.poisoned();
+    let seed = rng.next_u64();
+    let uniform = session
+        .rand(&[len], seed)
+        .expect("rand")
+        .to_vec()
+        .expect("read");
+    if let Some(bad) = uniform.iter().find(|x| !(**x >= 0.0 && **x < 1.0)) {
+        panic!("rand, seed {seed:#x}: a value {bad} outside [0, 1)");
+    }
+    let (mean, variance) = moments(&uniform);
+    assert!(
+        (mean - 0.5).abs() < 0.005,
+        "rand, seed {seed:#x}: mean {mean}"
+    );
+    assert!(
+        (variance - 1.0 / 12.0).abs() < 0.001,
+        "rand, seed {seed:#x}: variance {variance}, want 1/12"
+    );
+    // Each tenth of [0, 1) holds about a tenth (σ ≈ 0.0003).
+    let mut deciles = [0usize; 10];
+    for &x in &uniform {
+        deciles[(x * 10.0) as usize] += 1;
+    }
+    for (decile, &count) in deciles.iter().enumerate() {
+        let share = count as f64 / len as f64;
         assert!(
-            (mean - 0.5).abs() < 0.005,
-            "rand, seed {seed:#x}: mean {mean}"
+            (share - 0.1).abs() < 0.003,
+            "rand, seed {seed:#x}: decile {decile} holds {share}"
         );
-        assert!(
-            (variance - 1.0 / 12.0).abs() < 0.001,
-            "rand, seed {seed:#x}: variance {variance}, want 1/12"
-        );
-        // Each tenth of [0, 1) holds about a tenth (σ ≈ 0.0003).
-        let mut deciles = [0usize; 10];
-        for &x in &uniform {
-            deciles[(x * 10.0) as usize] += 1;
-        }
-        for (decile, &count) in deciles.iter().enumerate() {
-            let share = count as f64 / len as f64;
-            assert!(
-                (share - 0.1).abs() < 0.003,
-                "rand, seed {seed:#x}: decile {decile} holds {share}"
-            );
-        }
+    }
 
-        let seed = rng.next_u64();
-        let normal = session
-            .randn(&[len], seed)
-            .expect("randn")
-            .to_vec()
-            .expect("read");
-        if let Some(bad) = normal.iter().find(|x| !x.is_finite()) {
-            panic!("randn, seed {seed:#x}: a value {bad}");
-        }
-        let (mean, variance) = moments(&normal);
-        let std = variance.sqrt();
-        assert!(mean.abs() < 0.005, "randn, seed {seed:#x}: mean {mean}");
-        assert!(
-            (std - 1.0).abs() < 0.005,
-            "randn, seed {seed:#x}: standard deviation {std}"
-        );
-        // Tails: P(|z| > 2) = 0.0455, P(|z| > 3) = 0.0027.
-        let beyond =
-            |limit: f32| normal.iter().filter(|x| x.abs() > limit).count() as f64 / len as f64;
-        let (two, three) = (beyond(2.0), beyond(3.0));
-        assert!(
-            (two - 0.0455).abs() < 0.002 && (three - 0.0027).abs() < 0.0005,
-            "randn, seed {seed:#x}: P(|z| > 2) = {two}, P(|z| > 3) = {three}"
-        );
-    });
+    let seed = rng.next_u64();
+    let normal = session
+        .randn(&[len], seed)
+        .expect("randn")
+        .to_vec()
+        .expect("read");
+    if let Some(bad) = normal.iter().find(|x| !x.is_finite()) {
+        panic!("randn, seed {seed:#x}: a value {bad}");
+    }
+    let (mean, variance) = moments(&normal);
+    let std = variance.sqrt();
+    assert!(mean.abs() < 0.005, "randn, seed {seed:#x}: mean {mean}");
+    assert!(
+        (std - 1.0).abs() < 0.005,
+        "randn, seed {seed:#x}: standard deviation {std}"
+    );
+    // Tails: P(|z| > 2) = 0.0455, P(|z| > 3) = 0.0027.
+    let beyond = |limit: f32| normal.iter().filter(|x| x.abs() > limit).count() as f64 / len as f64;
+    let (two, three) = (beyond(2.0), beyond(3.0));
+    assert!(
+        (two - 0.0455).abs() < 0.002 && (three - 0.0027).abs() < 0.0005,
+        "randn, seed {seed:#x}: P(|z| > 2) = {two}, P(|z| > 3) = {three}"
+    );
 }
 
-#[test]
-fn a_fill_past_one_binding_continues_the_counter_across_windows() {
-    on_vulkan(|backend| {
-        let session = backend.poisoned();
-        let mut rng = Rng::fresh("random windows");
-        let len = 40_000_003usize;
-        let seed = rng.next_u64() | (1 << 40);
-        let tensor: Tensor = session.full(&[len], f32::NAN).expect("full, 160 MB");
-        tensor.fill_uniform_(seed, 0.0, 1.0).expect("fill_uniform_");
-        let got = tensor.to_vec().expect("read");
-        // Every element written (NaN fails), and in range.
-        if let Some(index) = got.iter().position(|x| !(*x >= 0.0 && *x < 1.0)) {
-            panic!(
-                "element {index} of {len} is {} after fill_uniform_",
-                got[index]
-            );
-        }
-        let indices = common::sample_indices(&mut rng, len, 400);
-        for &index in &indices {
-            let want = uniform_reference(seed, index as u64);
-            assert_eq!(
-                got[index].to_bits(),
-                want.to_bits(),
-                "element {index} of {len}, seed {seed:#x}: got {}, want {want}",
-                got[index]
-            );
-        }
-        drop(got);
+vulkan_only!(a_fill_past_one_binding_continues_the_counter_across_windows);
+fn a_fill_past_one_binding_continues_the_counter_across_windows(backend: &Backend) {
+    let session = backend.poisoned();
+    let mut rng = Rng::fresh("random windows");
+    let len = 40_000_003usize;
+    let seed = rng.next_u64() | (1 << 40);
+    let tensor: Tensor = session.full(&[len], f32::NAN).expect("full, 160 MB");
+    tensor.fill_uniform_(seed, 0.0, 1.0).expect("fill_uniform_");
+    let got = tensor.to_vec().expect("read");
+    // Every element written (NaN fails), and in range.
+    if let Some(index) = got.iter().position(|x| !(*x >= 0.0 && *x < 1.0)) {
+        panic!(
+            "element {index} of {len} is {} after fill_uniform_",
+            got[index]
+        );
+    }
+    let indices = common::sample_indices(&mut rng, len, 400);
+    for &index in &indices {
+        let want = uniform_reference(seed, index as u64);
+        assert_eq!(
+            got[index].to_bits(),
+            want.to_bits(),
+            "element {index} of {len}, seed {seed:#x}: got {}, want {want}",
+            got[index]
+        );
+    }
+    drop(got);
 
-        let normal = session.randn(&[len], seed).expect("randn");
-        let got = normal.to_vec().expect("read");
-        for &index in &indices {
-            let want = normal_reference(seed, index as u64);
-            assert!(
-                (got[index] as f64 - want).abs() <= 1e-5,
-                "randn element {index} of {len}, seed {seed:#x}: got {}, want {want}",
-                got[index]
-            );
-        }
-    });
+    let normal = session.randn(&[len], seed).expect("randn");
+    let got = normal.to_vec().expect("read");
+    for &index in &indices {
+        let want = normal_reference(seed, index as u64);
+        assert!(
+            (got[index] as f64 - want).abs() <= 1e-5,
+            "randn element {index} of {len}, seed {seed:#x}: got {}, want {want}",
+            got[index]
+        );
+    }
 }
 
-#[test]
-fn fill_uniform_stays_below_high_where_rounding_would_reach_it() {
+per_backend!(fill_uniform_stays_below_high_where_rounding_would_reach_it);
+fn fill_uniform_stays_below_high_where_rounding_would_reach_it(backend: &Backend) {
     // [10, 10.5): 10 + 0.5·u rounds up to 10.5 in f32 for the 15 largest 24-bit draws (u > 1 − 2^-20), since the
     // spacing of floats near 10.5 is 2^-20. Find such a draw for a fixed seed and fill a tensor that holds it.
     let (low, high) = (10.0f32, 10.5f32);
@@ -485,24 +487,22 @@ fn fill_uniform_stays_below_high_where_rounding_would_reach_it() {
     let index = (0..1u64 << 28)
         .find(|&index| block(seed, index)[(index % 4) as usize] >> 8 > (1 << 24) - 16)
         .expect("a draw near 1") as usize;
-    for_each_backend(|backend| {
-        let session = backend.poisoned();
-        let tensor = session.full(&[index + 1], f32::NAN).expect("full");
-        tensor
-            .fill_uniform_(seed, low, high)
-            .expect("fill_uniform_");
-        let value = tensor.read_range(index..index + 1).expect("read")[0];
-        assert!(
-            value >= low && value < high,
-            "fill_uniform_(seed {seed}, {low}, {high}): element {index} (24-bit draw {:#x}) is {value}, \
-             outside [{low}, {high})",
-            block(seed, index as u64)[index % 4] >> 8
-        );
-    });
+    let session = backend.poisoned();
+    let tensor = session.full(&[index + 1], f32::NAN).expect("full");
+    tensor
+        .fill_uniform_(seed, low, high)
+        .expect("fill_uniform_");
+    let value = tensor.read_range(index..index + 1).expect("read")[0];
+    assert!(
+        value >= low && value < high,
+        "fill_uniform_(seed {seed}, {low}, {high}): element {index} (24-bit draw {:#x}) is {value}, \
+         outside [{low}, {high})",
+        block(seed, index as u64)[index % 4] >> 8
+    );
 }
 
-#[test]
-fn randn_is_accurate_where_u1_is_near_one() {
+per_backend!(randn_is_accurate_where_u1_is_near_one);
+fn randn_is_accurate_where_u1_is_near_one(backend: &Backend) {
     // u1 = 1 − k·2^-24 for small k gives a radius sqrt(2k)·2^-12. An f32 log(u1) with an absolute error near
     // 2^-24 then moves the radius by about 2^-24 / radius: up to 1e-4 for k = 1. This checks, for seed 0, the
     // first pair with k ≤ 8 (at index 6,608,470) to 1e-5, like every other normal.
@@ -514,21 +514,19 @@ fn randn_is_accurate_where_u1_is_near_one() {
             (1u32 << 24) - 1 - top <= 8
         })
         .expect("a draw of u1 near 1") as usize;
-    for_each_backend(|backend| {
-        let session = backend.poisoned();
-        let tensor = session.randn(&[index + 2], seed).expect("randn");
-        let got = tensor.read_range(index..index + 2).expect("read");
-        for lane in 0..2 {
-            let want = normal_reference(seed, (index + lane) as u64);
-            assert!(
-                (got[lane] as f64 - want).abs() <= 1e-5,
-                "randn(seed {seed}) element {} is {}, the f64 Box–Muller reference {want} \
-                 (u1 = 1 − {}·2^-24, radius {})",
-                index + lane,
-                got[lane],
-                (1u32 << 24) - 1 - (block(seed, index as u64)[index % 4] >> 8),
-                radius(seed, index as u64)
-            );
-        }
-    });
+    let session = backend.poisoned();
+    let tensor = session.randn(&[index + 2], seed).expect("randn");
+    let got = tensor.read_range(index..index + 2).expect("read");
+    for lane in 0..2 {
+        let want = normal_reference(seed, (index + lane) as u64);
+        assert!(
+            (got[lane] as f64 - want).abs() <= 1e-5,
+            "randn(seed {seed}) element {} is {}, the f64 Box–Muller reference {want} \
+             (u1 = 1 − {}·2^-24, radius {})",
+            index + lane,
+            got[lane],
+            (1u32 << 24) - 1 - (block(seed, index as u64)[index % 4] >> 8),
+            radius(seed, index as u64)
+        );
+    }
 }

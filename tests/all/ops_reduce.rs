@@ -2,7 +2,7 @@
 //! row is tested as soon as it has a reference below) and argmax and argmin, over all elements and every axis,
 //! at awkward sizes, past the dispatch limit and past one storage binding; bitwise repeatable.
 
-use crate::common::{for_each_backend, lanes_of, on_vulkan, Rng};
+use crate::common::{lanes_of, per_backend, vulkan_only, Backend, Rng};
 use wgcompute::{Error, ReduceOp, Session, Tensor};
 
 fn apply(tensor: &Tensor, op: ReduceOp, axis: Option<usize>) -> Tensor {
@@ -140,236 +140,233 @@ fn check(session: &Session, rng: &mut Rng, shape: &[usize], label: &str) {
     }
 }
 
-#[test]
-fn awkward_shapes_along_every_axis() {
-    for_each_backend(|backend| {
-        let session = backend.poisoned();
-        let mut rng = Rng::fresh("reduce shapes");
-        for shape in [
-            &[1][..],
-            &[7],
-            &[257],
-            &[4097],
-            // Just over the chunk stage's 4096 and a multiple of 4: the vec4 chunk loop, each row's own.
-            &[4100],
-            &[3, 4100],
-            &[2, 8196],
-            &[65_537],
-            &[1, 1],
-            &[3, 5],
-            &[13, 257],
-            &[257, 13],
-            &[2, 3, 5, 7],
-            &[3, 1, 4099],
-            &[5, 300, 3],
-        ] {
-            check(&session, &mut rng, shape, "awkward shapes");
-        }
-    });
+per_backend!(awkward_shapes_along_every_axis);
+fn awkward_shapes_along_every_axis(backend: &Backend) {
+    let session = backend.poisoned();
+    let mut rng = Rng::fresh("reduce shapes");
+    for shape in [
+        &[1][..],
+        &[7],
+        &[257],
+        &[4097],
+        // Just over the chunk stage's 4096 and a multiple of 4: the vec4 chunk loop, each row's own.
+        &[4100],
+        &[3, 4100],
+        &[2, 8196],
+        &[65_537],
+        &[1, 1],
+        &[3, 5],
+        &[13, 257],
+        &[257, 13],
+        &[2, 3, 5, 7],
+        &[3, 1, 4099],
+        &[5, 300, 3],
+    ] {
+        check(&session, &mut rng, shape, "awkward shapes");
+    }
 }
 
-#[test]
-fn large_inputs_past_the_dispatch_limit() {
-    on_vulkan(|backend| {
-        let session = backend.poisoned();
-        let mut rng = Rng::fresh("reduce large");
-        // 2^24 + 1 elements: the count at which a grid of one invocation per 256 elements passes 65,535 groups.
-        check(&session, &mut rng, &[16_777_217], "16M vector");
-        check(&session, &mut rng, &[4096, 4096], "4096 square");
-        // A long axis with a few columns, and many short rows.
-        check(&session, &mut rng, &[1_000_003, 3], "long axis");
-    });
+vulkan_only!(large_inputs_past_the_dispatch_limit);
+fn large_inputs_past_the_dispatch_limit(backend: &Backend) {
+    let session = backend.poisoned();
+    let mut rng = Rng::fresh("reduce large");
+    // 2^24 + 1 elements: the count at which a grid of one invocation per 256 elements passes 65,535 groups.
+    check(&session, &mut rng, &[16_777_217], "16M vector");
+    check(&session, &mut rng, &[4096, 4096], "4096 square");
+    // A long axis with a few columns, and many short rows.
+    check(&session, &mut rng, &[1_000_003, 3], "long axis");
 }
 
-#[test]
-fn a_reduction_over_more_than_one_binding_is_windowed_and_repeatable() {
-    on_vulkan(|backend| {
-        let session = backend.poisoned();
-        let mut rng = Rng::fresh("reduce windows");
-        let len = 48_000_000usize;
-        let data = signed_data(&mut rng, len);
-        let tensor = session.upload(&data, &[len]).expect("upload 192 MB");
-        for op in ReduceOp::all() {
-            let first = apply(&tensor, op, None).to_vec().expect("read");
-            let error = error_against_scale(&first, &reference(&data, &[len], None, op));
-            let tolerance = tolerance(op, len);
-            assert!(
-                error < tolerance,
-                "{op:?} of {len}: error {error:e} (tolerance {tolerance:e})"
-            );
-            let again = apply(&tensor, op, None).to_vec().expect("read");
-            assert_eq!(
-                first[0].to_bits(),
-                again[0].to_bits(),
-                "{op:?}: the same input gives the same bits"
-            );
-        }
-        let want_index = arg_reference(&data, &[len], None, false);
-        assert_eq!(
-            tensor
-                .argmax(None)
-                .expect("argmax")
-                .to_vec_u32()
-                .expect("read"),
-            want_index
+vulkan_only!(a_reduction_over_more_than_one_binding_is_windowed_and_repeatable);
+fn a_reduction_over_more_than_one_binding_is_windowed_and_repeatable(backend: &Backend) {
+    let session = backend.poisoned();
+    let mut rng = Rng::fresh("reduce windows");
+    let len = 48_000_000usize;
+    let data = signed_data(&mut rng, len);
+    let tensor = session.upload(&data, &[len]).expect("upload 192 MB");
+    for op in ReduceOp::all() {
+        let first = apply(&tensor, op, None).to_vec().expect("read");
+        let error = error_against_scale(&first, &reference(&data, &[len], None, op));
+        let tolerance = tolerance(op, len);
+        assert!(
+            error < tolerance,
+            "{op:?} of {len}: error {error:e} (tolerance {tolerance:e})"
         );
-    });
+        let again = apply(&tensor, op, None).to_vec().expect("read");
+        assert_eq!(
+            first[0].to_bits(),
+            again[0].to_bits(),
+            "{op:?}: the same input gives the same bits"
+        );
+    }
+    let want_index = arg_reference(&data, &[len], None, false);
+    assert_eq!(
+        tensor
+            .argmax(None)
+            .expect("argmax")
+            .to_vec_u32()
+            .expect("read"),
+        want_index
+    );
 }
 
+vulkan_only!(empty_axes_and_whole_tensors_follow_numpy);
 /// NumPy's answers over nothing: the empty sum 0, the empty product 1, the mean of nothing NaN (the reference
 /// over an empty lane), and an error where that would be ±inf (max and min of nothing have no value). A
 /// reduction over all elements is 0-d whatever the op.
-#[test]
-fn empty_axes_and_whole_tensors_follow_numpy() {
-    on_vulkan(|backend| {
-        let session = backend.poisoned();
-        let empty = session.zeros(&[3, 0]).expect("empty tensor");
-        let values = session
-            .upload(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3])
-            .expect("upload");
-        for op in ReduceOp::all() {
-            let want = reference_of(op, &[]);
-            match empty.reduce(op, Some(1)) {
-                Ok(got) if want.is_finite() || want.is_nan() => {
-                    let got = got.to_vec().expect("read");
-                    assert_eq!(got.len(), 3, "{op:?} of [3, 0] along 1");
-                    for value in got {
-                        assert!(
-                            f64::from(value) == want || (value.is_nan() && want.is_nan()),
-                            "{op:?} of nothing is {value}, not {want}"
-                        );
-                    }
+fn empty_axes_and_whole_tensors_follow_numpy(backend: &Backend) {
+    let session = backend.poisoned();
+    let empty = session.zeros(&[3, 0]).expect("empty tensor");
+    let values = session
+        .upload(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3])
+        .expect("upload");
+    for op in ReduceOp::all() {
+        let want = reference_of(op, &[]);
+        match empty.reduce(op, Some(1)) {
+            Ok(got) if want.is_finite() || want.is_nan() => {
+                let got = got.to_vec().expect("read");
+                assert_eq!(got.len(), 3, "{op:?} of [3, 0] along 1");
+                for value in got {
+                    assert!(
+                        f64::from(value) == want || (value.is_nan() && want.is_nan()),
+                        "{op:?} of nothing is {value}, not {want}"
+                    );
                 }
-                Err(Error::Shape { .. }) if want.is_infinite() => {}
-                other => panic!(
-                    "{op:?} of nothing: {:?}, want {want}",
-                    other.map(|tensor| tensor.to_vec())
-                ),
             }
-            let whole = apply(&values, op, None);
-            assert_eq!(whole.shape(), &[] as &[usize], "{op:?} over None is 0-d");
-            let want = reference_of(op, &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
-            assert_eq!(f64::from(whole.item().expect("item")), want, "{op:?}");
+            Err(Error::Shape { .. }) if want.is_infinite() => {}
+            other => panic!(
+                "{op:?} of nothing: {:?}, want {want}",
+                other.map(|tensor| tensor.to_vec())
+            ),
         }
-        assert_eq!(
-            values.prod(Some(0)).expect("prod").to_vec().expect("read"),
-            vec![4.0, 10.0, 18.0]
-        );
-        assert_eq!(
-            values.prod(Some(1)).expect("prod").to_vec().expect("read"),
-            vec![6.0, 120.0]
-        );
-    });
+        let whole = apply(&values, op, None);
+        assert_eq!(whole.shape(), &[] as &[usize], "{op:?} over None is 0-d");
+        let want = reference_of(op, &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+        assert_eq!(f64::from(whole.item().expect("item")), want, "{op:?}");
+    }
+    assert_eq!(
+        values.prod(Some(0)).expect("prod").to_vec().expect("read"),
+        vec![4.0, 10.0, 18.0]
+    );
+    assert_eq!(
+        values.prod(Some(1)).expect("prod").to_vec().expect("read"),
+        vec![6.0, 120.0]
+    );
 }
 
-#[test]
-fn bad_axes_are_shape_errors_and_the_session_goes_on() {
-    on_vulkan(|backend| {
-        let session = backend.poisoned();
-        let tensor = session
-            .upload(&[1.0, 2.0, 3.0, 4.0], &[2, 2])
-            .expect("upload");
-        assert!(matches!(tensor.sum(Some(2)), Err(Error::Shape { .. })));
-        let empty = session.zeros(&[3, 0]).expect("empty tensor");
-        assert!(matches!(empty.max(Some(1)), Err(Error::Shape { .. })));
-        let indices = tensor.argmax(Some(1)).expect("argmax");
-        assert!(matches!(indices.sum(None), Err(Error::DType { .. })));
-        assert!(matches!(indices.to_vec(), Err(Error::DType { .. })));
-        assert!(matches!(indices.fill_(1.0), Err(Error::DType { .. })));
-        assert!(matches!(
-            indices.write(&[1.0, 2.0]),
-            Err(Error::DType { .. })
-        ));
-        assert_eq!(
-            tensor.sum(Some(1)).expect("sum").to_vec().expect("read"),
-            vec![3.0, 7.0]
-        );
-    });
+vulkan_only!(bad_axes_are_shape_errors_and_the_session_goes_on);
+fn bad_axes_are_shape_errors_and_the_session_goes_on(backend: &Backend) {
+    let session = backend.poisoned();
+    let tensor = session
+        .upload(&[1.0, 2.0, 3.0, 4.0], &[2, 2])
+        .expect("upload");
+    assert!(matches!(tensor.sum(Some(2)), Err(Error::Shape { .. })));
+    let empty = session.zeros(&[3, 0]).expect("empty tensor");
+    assert!(matches!(empty.max(Some(1)), Err(Error::Shape { .. })));
+    let indices = tensor.argmax(Some(1)).expect("argmax");
+    assert!(matches!(indices.sum(None), Err(Error::DType { .. })));
+    assert!(matches!(indices.to_vec(), Err(Error::DType { .. })));
+    assert!(matches!(indices.fill_(1.0), Err(Error::DType { .. })));
+    assert!(matches!(
+        indices.write(&[1.0, 2.0]),
+        Err(Error::DType { .. })
+    ));
+    assert_eq!(
+        tensor.sum(Some(1)).expect("sum").to_vec().expect("read"),
+        vec![3.0, 7.0]
+    );
 }
 
-/// Every variant of the reduction stages forced in turn (the chunk stage's contiguous, strided or subgroup runs,
+per_backend!(
+    every_chunk_stage_variant_at_awkward_shapes_and_with_nan,
+    "reduce_chunk": contiguous_runs, strided_runs, subgroup_runs
+);
+fn every_chunk_stage_variant_at_awkward_shapes_and_with_nan(backend: &Backend, variant: &str) {
+    reduction_variant(backend, "reduce_chunk", variant);
+}
+
+per_backend!(
+    every_axis_stage_variant_at_awkward_shapes_and_with_nan,
+    "reduce_axis": invocation_per_output, lanes_per_output, subgroup_per_output
+);
+fn every_axis_stage_variant_at_awkward_shapes_and_with_nan(backend: &Backend, variant: &str) {
+    reduction_variant(backend, "reduce_axis", variant);
+}
+
+/// One variant of a reduction stage forced (the chunk stage's contiguous, strided or subgroup runs,
 /// the axis stage's invocation, lanes or subgroup per output; argmax and argmin keep their own kernels): awkward
 /// shapes through each kind of stage for every row of the table, and a NaN in one row. The subgroup variants run where the
-/// adapter has subgroup operations (lavapipe's Vulkan adapter does, GL does not) and are skipped, saying so,
-/// elsewhere.
-#[test]
-fn every_reduction_variant_at_awkward_shapes_and_with_nan() {
-    let families = wgcompute::kernel_variants();
-    for_each_backend(|backend| {
-        let mut rng = Rng::fresh("reduce variants");
-        let subgroups = wgcompute::list_adapters()
-            .iter()
-            .any(|adapter| adapter.backend == backend.name && adapter.subgroups);
-        for family in ["reduce_chunk", "reduce_axis"] {
-            let (_, variants) = families
-                .iter()
-                .find(|(name, _)| *name == family)
-                .expect("the family has variants");
-            assert!(variants.len() >= 2, "{family}: {variants:?}");
-            for variant in variants.iter() {
-                let session = backend.poisoned_with(family, variant);
-                let label = format!("{family}/{variant}");
-                if variant.starts_with("subgroup") && !subgroups {
-                    eprintln!(
-                        "{label} skipped on {}: no subgroup operations",
-                        backend.name
-                    );
-                    continue;
-                }
-                for shape in [
-                    &[1][..],
-                    &[17],
-                    &[4097],
-                    &[4100],
-                    &[3, 4100],
-                    &[70_001],
-                    &[4096, 16],
-                    &[13, 257],
-                    &[3, 8_195],
-                    &[5, 300, 3],
-                ] {
-                    check(&session, &mut rng, shape, &label);
-                }
-                // A NaN in one row makes that row's every value reduction NaN, as NumPy's.
-                let (rows, cols) = (5, 9_001);
-                let mut data = signed_data(&mut rng, rows * cols);
-                data[2 * cols + 4_321] = f32::NAN;
-                let tensor = session.upload(&data, &[rows, cols]).expect("upload");
-                for op in ReduceOp::all() {
-                    let got = apply(&tensor, op, Some(1)).to_vec().expect("read");
-                    let want = reference(&data, &[rows, cols], Some(1), op);
-                    for (row, (&g, &w)) in got.iter().zip(&want).enumerate() {
-                        if row == 2 {
-                            assert!(g.is_nan(), "{label}: {op:?} of the row with a NaN is {g}");
-                        } else {
-                            let error = error_against_scale(&[g], &[w]);
-                            assert!(
-                                error < tolerance(op, cols),
-                                "{label}: {op:?} of row {row}: {g} vs {}",
-                                w.0
-                            );
-                        }
-                    }
-                }
-                // The same pick, the same bits, run to run.
-                let rows = session
-                    .upload(&rng.vec(37 * 1_000, -1.0, 1.0), &[37, 1_000])
-                    .expect("upload");
-                let first = rows.sum(Some(1)).expect("sum").to_vec().expect("read");
-                let again = rows.sum(Some(1)).expect("sum").to_vec().expect("read");
+/// adapter has subgroup operations (lavapipe's Vulkan adapter does, GL does not); elsewhere the same checks run on
+/// the variant the library takes instead, and the subgroup kernel must not have run.
+fn reduction_variant(backend: &Backend, family: &str, variant: &str) {
+    let mut rng = Rng::fresh("reduce variants");
+    let subgroups = wgcompute::list_adapters()
+        .iter()
+        .any(|adapter| adapter.backend == backend.name && adapter.subgroups);
+    let session = backend.poisoned_with(family, variant);
+    let label = format!("{family}/{variant}");
+    // Without subgroup operations the forced pick cannot be honoured: the checks below then run on the
+    // variant the library falls back to, and the report must show that the subgroup kernel never ran.
+    let unavailable = variant.starts_with("subgroup") && !subgroups;
+    for shape in [
+        &[1][..],
+        &[17],
+        &[4097],
+        &[4100],
+        &[3, 4100],
+        &[70_001],
+        &[4096, 16],
+        &[13, 257],
+        &[3, 8_195],
+        &[5, 300, 3],
+    ] {
+        check(&session, &mut rng, shape, &label);
+    }
+    // A NaN in one row makes that row's every value reduction NaN, as NumPy's.
+    let (rows, cols) = (5, 9_001);
+    let mut data = signed_data(&mut rng, rows * cols);
+    data[2 * cols + 4_321] = f32::NAN;
+    let tensor = session.upload(&data, &[rows, cols]).expect("upload");
+    for op in ReduceOp::all() {
+        let got = apply(&tensor, op, Some(1)).to_vec().expect("read");
+        let want = reference(&data, &[rows, cols], Some(1), op);
+        for (row, (&g, &w)) in got.iter().zip(&want).enumerate() {
+            if row == 2 {
+                assert!(g.is_nan(), "{label}: {op:?} of the row with a NaN is {g}");
+            } else {
+                let error = error_against_scale(&[g], &[w]);
                 assert!(
-                    first
-                        .iter()
-                        .zip(&again)
-                        .all(|(a, b)| a.to_bits() == b.to_bits()),
-                    "{label}: two sums of the same rows differ"
-                );
-                let report = session.tuning_report().expect("report");
-                assert!(
-                    report.iter().any(|record| record.pick == *variant),
-                    "{label} never ran: {report:?}"
+                    error < tolerance(op, cols),
+                    "{label}: {op:?} of row {row}: {g} vs {}",
+                    w.0
                 );
             }
         }
-    });
+    }
+    // The same pick, the same bits, run to run.
+    let rows = session
+        .upload(&rng.vec(37 * 1_000, -1.0, 1.0), &[37, 1_000])
+        .expect("upload");
+    let first = rows.sum(Some(1)).expect("sum").to_vec().expect("read");
+    let again = rows.sum(Some(1)).expect("sum").to_vec().expect("read");
+    assert!(
+        first
+            .iter()
+            .zip(&again)
+            .all(|(a, b)| a.to_bits() == b.to_bits()),
+        "{label}: two sums of the same rows differ"
+    );
+    let report = session.tuning_report().expect("report");
+    if unavailable {
+        assert!(
+            !report.is_empty() && report.iter().all(|record| record.pick != variant),
+            "{label} ran on {} without subgroup operations: {report:?}",
+            backend.name
+        );
+    } else {
+        assert!(
+            report.iter().any(|record| record.pick == variant),
+            "{label} never ran: {report:?}"
+        );
+    }
 }

@@ -6,22 +6,8 @@
 //! poisons its outputs with NaN, so an element a kernel fails to write fails the comparison. Also: the shape,
 //! dtype and session errors, and that the session still works after them.
 
-use crate::common::{self, count, for_each_backend, on_vulkan, widen, Backend, Rng};
+use crate::common::{self, count, per_backend, vulkan_only, widen, Backend, Rng};
 use wgcompute::{Error, Session, Tensor};
-
-/// Runs `body` once per variant of the softmax family, each forced in its own poisoned session; `body` gets the
-/// variant's name for its failure messages. Shapes a variant cannot take run the family's default there.
-fn each_variant(backend: &Backend, mut body: impl FnMut(&Session, &str)) {
-    let families = wgcompute::kernel_variants();
-    let (_, variants) = families
-        .iter()
-        .find(|(family, _)| *family == "softmax")
-        .expect("the softmax family has variants");
-    assert!(variants.len() >= 3, "{variants:?}");
-    for variant in variants.iter() {
-        body(&backend.poisoned_with("softmax", variant), variant);
-    }
-}
 
 fn cols_of(shape: &[usize]) -> usize {
     *shape.last().expect("rank at least 1")
@@ -216,21 +202,21 @@ fn check_softmax(session: &Session, data: &[f32], shape: &[usize], elementwise: 
     }
 }
 
-#[test]
-fn softmax_and_log_softmax_match_the_f64_reference_at_awkward_shapes() {
-    for_each_backend(|backend| {
-        let mut rng = Rng::fresh("softmax shapes");
-        each_variant(backend, |session, variant| {
-            let label = &format!("{variant}: awkward shapes");
-            for &shape in SHAPES {
-                let data = rng.vec(count(shape), -6.0, 6.0);
-                check_softmax(session, &data, shape, false, label);
-            }
-            // Wider inputs, where exp spreads over many orders of magnitude.
-            let data = rng.vec(count(&[5, 333]), -30.0, 30.0);
-            check_softmax(session, &data, &[5, 333], false, label);
-        });
-    });
+per_backend!(softmax_and_log_softmax_match_the_f64_reference_at_awkward_shapes, "softmax": workgroup_per_row, rows_per_workgroup, row_per_invocation);
+fn softmax_and_log_softmax_match_the_f64_reference_at_awkward_shapes(
+    backend: &Backend,
+    variant: &str,
+) {
+    let mut rng = Rng::fresh("softmax shapes");
+    let session = &backend.poisoned_with("softmax", variant);
+    let label = &format!("{variant}: awkward shapes");
+    for &shape in SHAPES {
+        let data = rng.vec(count(shape), -6.0, 6.0);
+        check_softmax(session, &data, shape, false, label);
+    }
+    // Wider inputs, where exp spreads over many orders of magnitude.
+    let data = rng.vec(count(&[5, 333]), -30.0, 30.0);
+    check_softmax(session, &data, &[5, 333], false, label);
 }
 
 // --- 2. stability on extreme rows ---
@@ -267,65 +253,62 @@ fn extreme_rows(rng: &mut Rng, cols: usize) -> Vec<f32> {
 
 const EXTREME_ROWS: usize = 8;
 
-#[test]
-fn extreme_rows_stay_finite_and_correct() {
-    for_each_backend(|backend| {
-        let mut rng = Rng::fresh("softmax extremes");
-        each_variant(backend, |session, variant| {
-            for cols in [1usize, 2, 5, 256, 300, 1031] {
-                let data = extreme_rows(&mut rng, cols);
-                let label = format!("{variant}: {cols} columns");
-                check_softmax(session, &data, &[EXTREME_ROWS, cols], true, &label);
-                // Each row on its own as well, so that one row's error is not hidden in another's norm.
-                for (row, values) in data.chunks(cols).enumerate() {
-                    check_softmax(
-                        session,
-                        values,
-                        &[cols],
-                        true,
-                        &format!("{label}, row {row}"),
-                    );
-                }
-                // Cross-entropy on the same rows, with uniform [0, 1) labels; row 6 gets zero labels, since its true
-                // loss, sum_j y_j (max - x_j) with gaps of up to 2e38, is past f32's range. Its loss and gradient are 0.
-                let mut labels = rng.vec(data.len(), 0.0, 1.0);
-                labels[6 * cols..7 * cols].fill(0.0);
-                let logits = session
-                    .upload(&data, &[EXTREME_ROWS, cols])
-                    .expect("upload");
-                let labels_tensor = session
-                    .upload(&labels, &[EXTREME_ROWS, cols])
-                    .expect("upload");
-                let (loss, gradient) = logits
-                    .softmax_cross_entropy_with_logits(&labels_tensor)
-                    .unwrap_or_else(|error| panic!("{label}: cross-entropy: {error}"));
-                let got_loss = read(&loss, &label);
-                let got_gradient = read(&gradient, &label);
-                assert_finite(&got_loss, &format!("{label}: loss"));
-                assert_finite(&got_gradient, &format!("{label}: gradient"));
-                let want_loss = loss_reference(&data, &labels, cols);
-                let loss_scale = loss_magnitude(&data, &labels, cols);
-                let (want_gradient, magnitude) = gradient_reference(&data, &labels, cols);
-                for row in 0..EXTREME_ROWS {
-                    let (g, w) = (got_loss[row] as f64, want_loss[row]);
-                    assert!(
-                        (g - w).abs() <= 1e-5 * loss_scale[row].max(1e-3),
-                        "{label}: loss of extreme row {row} is {g}, want {w}"
-                    );
-                    let span = row * cols..(row + 1) * cols;
-                    let error = common::error_against_magnitude(
-                        &got_gradient[span.clone()],
-                        &want_gradient[span.clone()],
-                        &magnitude[span],
-                    );
-                    assert!(
-                        error < 1e-5,
-                        "{label}: gradient of extreme row {row}: relative error {error}"
-                    );
-                }
-            }
-        });
-    });
+per_backend!(extreme_rows_stay_finite_and_correct, "softmax": workgroup_per_row, rows_per_workgroup, row_per_invocation);
+fn extreme_rows_stay_finite_and_correct(backend: &Backend, variant: &str) {
+    let mut rng = Rng::fresh("softmax extremes");
+    let session = &backend.poisoned_with("softmax", variant);
+    for cols in [1usize, 2, 5, 256, 300, 1031] {
+        let data = extreme_rows(&mut rng, cols);
+        let label = format!("{variant}: {cols} columns");
+        check_softmax(session, &data, &[EXTREME_ROWS, cols], true, &label);
+        // Each row on its own as well, so that one row's error is not hidden in another's norm.
+        for (row, values) in data.chunks(cols).enumerate() {
+            check_softmax(
+                session,
+                values,
+                &[cols],
+                true,
+                &format!("{label}, row {row}"),
+            );
+        }
+        // Cross-entropy on the same rows, with uniform [0, 1) labels; row 6 gets zero labels, since its true
+        // loss, sum_j y_j (max - x_j) with gaps of up to 2e38, is past f32's range. Its loss and gradient are 0.
+        let mut labels = rng.vec(data.len(), 0.0, 1.0);
+        labels[6 * cols..7 * cols].fill(0.0);
+        let logits = session
+            .upload(&data, &[EXTREME_ROWS, cols])
+            .expect("upload");
+        let labels_tensor = session
+            .upload(&labels, &[EXTREME_ROWS, cols])
+            .expect("upload");
+        let (loss, gradient) = logits
+            .softmax_cross_entropy_with_logits(&labels_tensor)
+            .unwrap_or_else(|error| panic!("{label}: cross-entropy: {error}"));
+        let got_loss = read(&loss, &label);
+        let got_gradient = read(&gradient, &label);
+        assert_finite(&got_loss, &format!("{label}: loss"));
+        assert_finite(&got_gradient, &format!("{label}: gradient"));
+        let want_loss = loss_reference(&data, &labels, cols);
+        let loss_scale = loss_magnitude(&data, &labels, cols);
+        let (want_gradient, magnitude) = gradient_reference(&data, &labels, cols);
+        for row in 0..EXTREME_ROWS {
+            let (g, w) = (got_loss[row] as f64, want_loss[row]);
+            assert!(
+                (g - w).abs() <= 1e-5 * loss_scale[row].max(1e-3),
+                "{label}: loss of extreme row {row} is {g}, want {w}"
+            );
+            let span = row * cols..(row + 1) * cols;
+            let error = common::error_against_magnitude(
+                &got_gradient[span.clone()],
+                &want_gradient[span.clone()],
+                &magnitude[span],
+            );
+            assert!(
+                error < 1e-5,
+                "{label}: gradient of extreme row {row}: relative error {error}"
+            );
+        }
+    }
 }
 
 // --- 3. softmax cross-entropy with its exact gradient ---
@@ -490,171 +473,162 @@ fn check_cross_entropy(
     }
 }
 
-#[test]
-fn cross_entropy_loss_and_gradient_match_the_reference() {
-    for_each_backend(|backend| {
-        let mut rng = Rng::fresh("softmax cross-entropy");
-        each_variant(backend, |session, variant| {
-            let label = &format!("{variant}: cross-entropy");
-            for shape in [
-                &[10, 1000][..],
-                &[1, 1],
-                &[7, 3],
-                &[3, 4099],
-                &[5],
-                &[17, 4],
-                &[2, 3, 257],
-                &[2, 2, 3, 5],
-            ] {
-                for kind in [Labels::Normalised, Labels::Unnormalised, Labels::OneHot] {
-                    check_cross_entropy(session, &mut rng, shape, kind, label);
-                }
-            }
-        });
-    });
+per_backend!(cross_entropy_loss_and_gradient_match_the_reference, "softmax": workgroup_per_row, rows_per_workgroup, row_per_invocation);
+fn cross_entropy_loss_and_gradient_match_the_reference(backend: &Backend, variant: &str) {
+    let mut rng = Rng::fresh("softmax cross-entropy");
+    let session = &backend.poisoned_with("softmax", variant);
+    let label = &format!("{variant}: cross-entropy");
+    for shape in [
+        &[10, 1000][..],
+        &[1, 1],
+        &[7, 3],
+        &[3, 4099],
+        &[5],
+        &[17, 4],
+        &[2, 3, 257],
+        &[2, 2, 3, 5],
+    ] {
+        for kind in [Labels::Normalised, Labels::Unnormalised, Labels::OneHot] {
+            check_cross_entropy(session, &mut rng, shape, kind, label);
+        }
+    }
 }
 
+vulkan_only!(
+    many_rows_use_the_two_dimensional_grid,
+    "softmax": workgroup_per_row, rows_per_workgroup, row_per_invocation
+);
 /// One workgroup per row: 65,537 rows pass the 65,535 workgroups one grid dimension allows, so the kernels must
 /// use the 2-D grid (the other variants: many workgroups, and a last one only partly used). Vulkan only: on
 /// llvmpipe's GL this alone takes most of a minute.
-#[test]
-fn many_rows_use_the_two_dimensional_grid() {
-    on_vulkan(|backend| {
-        let mut rng = Rng::fresh("softmax many rows");
-        each_variant(backend, |session, variant| {
-            let label = &format!("{variant}: 65,537 rows");
-            let shape = [65_537, 2];
-            let data = rng.vec(count(&shape), -6.0, 6.0);
-            check_softmax(session, &data, &shape, false, label);
-            check_cross_entropy(session, &mut rng, &[65_537, 3], Labels::Unnormalised, label);
-        });
-    });
+fn many_rows_use_the_two_dimensional_grid(backend: &Backend, variant: &str) {
+    let mut rng = Rng::fresh("softmax many rows");
+    let session = &backend.poisoned_with("softmax", variant);
+    let label = &format!("{variant}: 65,537 rows");
+    let shape = [65_537, 2];
+    let data = rng.vec(count(&shape), -6.0, 6.0);
+    check_softmax(session, &data, &shape, false, label);
+    check_cross_entropy(session, &mut rng, &[65_537, 3], Labels::Unnormalised, label);
 }
 
-#[test]
-fn cross_entropy_of_a_single_column_is_zero() {
+per_backend!(cross_entropy_of_a_single_column_is_zero, "softmax": workgroup_per_row, rows_per_workgroup, row_per_invocation);
+fn cross_entropy_of_a_single_column_is_zero(backend: &Backend, variant: &str) {
     // One class: softmax is 1, so the loss is y * 0 and the gradient 1 * y - y, both exactly 0.
-    for_each_backend(|backend| {
-        let mut rng = Rng::fresh("softmax one column");
-        each_variant(backend, |session, variant| {
-            let logits_data = rng.vec(9, -50.0, 50.0);
-            let labels_data = rng.vec(9, 0.0, 3.0);
-            let logits = session.upload(&logits_data, &[9, 1]).expect("upload");
-            let labels = session.upload(&labels_data, &[9, 1]).expect("upload");
-            let (loss, gradient) = logits
-                .softmax_cross_entropy_with_logits(&labels)
-                .expect("cross-entropy");
-            assert_eq!(read(&loss, "loss"), vec![0.0; 9], "{variant}: loss");
-            assert_eq!(
-                read(&gradient, "gradient"),
-                vec![0.0; 9],
-                "{variant}: gradient"
-            );
-        });
-    });
+    let mut rng = Rng::fresh("softmax one column");
+    let session = &backend.poisoned_with("softmax", variant);
+    let logits_data = rng.vec(9, -50.0, 50.0);
+    let labels_data = rng.vec(9, 0.0, 3.0);
+    let logits = session.upload(&logits_data, &[9, 1]).expect("upload");
+    let labels = session.upload(&labels_data, &[9, 1]).expect("upload");
+    let (loss, gradient) = logits
+        .softmax_cross_entropy_with_logits(&labels)
+        .expect("cross-entropy");
+    assert_eq!(read(&loss, "loss"), vec![0.0; 9], "{variant}: loss");
+    assert_eq!(
+        read(&gradient, "gradient"),
+        vec![0.0; 9],
+        "{variant}: gradient"
+    );
 }
 
 // --- 4. errors ---
 
-#[test]
-fn bad_shapes_dtypes_and_sessions_are_errors_and_the_session_goes_on() {
-    for_each_backend(|backend| {
-        let session = backend.poisoned();
-        let other = backend.poisoned();
-        let logits = session
-            .upload(&(0..12).map(|v| v as f32).collect::<Vec<_>>(), &[3, 4])
+per_backend!(bad_shapes_dtypes_and_sessions_are_errors_and_the_session_goes_on);
+fn bad_shapes_dtypes_and_sessions_are_errors_and_the_session_goes_on(backend: &Backend) {
+    let session = backend.poisoned();
+    let other = backend.poisoned();
+    let logits = session
+        .upload(&(0..12).map(|v| v as f32).collect::<Vec<_>>(), &[3, 4])
+        .expect("upload");
+
+    // Logits and labels of different shapes, even with the same element count.
+    for labels_shape in [&[3, 5][..], &[12], &[4, 3], &[1, 3, 4]] {
+        let labels = session
+            .upload(&vec![0.25; count(labels_shape)], labels_shape)
             .expect("upload");
-
-        // Logits and labels of different shapes, even with the same element count.
-        for labels_shape in [&[3, 5][..], &[12], &[4, 3], &[1, 3, 4]] {
-            let labels = session
-                .upload(&vec![0.25; count(labels_shape)], labels_shape)
-                .expect("upload");
-            match logits.softmax_cross_entropy_with_logits(&labels) {
-                Err(error @ Error::Shape { .. }) => {
-                    let message = error.to_string();
-                    assert!(
-                        message.contains("[3, 4]")
-                            && message.contains(&format!("{labels_shape:?}")),
-                        "the message names both shapes: {message}"
-                    );
-                }
-                result => panic!(
-                    "logits [3, 4] with labels {labels_shape:?} gave {:?}",
-                    result.map(|(loss, _)| loss.shape().to_vec())
-                ),
+        match logits.softmax_cross_entropy_with_logits(&labels) {
+            Err(error @ Error::Shape { .. }) => {
+                let message = error.to_string();
+                assert!(
+                    message.contains("[3, 4]") && message.contains(&format!("{labels_shape:?}")),
+                    "the message names both shapes: {message}"
+                );
             }
+            result => panic!(
+                "logits [3, 4] with labels {labels_shape:?} gave {:?}",
+                result.map(|(loss, _)| loss.shape().to_vec())
+            ),
         }
+    }
 
-        // A zero-length last axis.
-        let empty = session.zeros(&[3, 0]).expect("empty tensor");
-        assert!(
-            matches!(empty.softmax(), Err(Error::Shape { .. })),
-            "softmax of [3, 0]"
-        );
-        assert!(
-            matches!(empty.log_softmax(), Err(Error::Shape { .. })),
-            "log_softmax of [3, 0]"
-        );
-        let empty_labels = session.zeros(&[3, 0]).expect("empty tensor");
-        assert!(
-            matches!(
-                empty.softmax_cross_entropy_with_logits(&empty_labels),
-                Err(Error::Shape { .. })
-            ),
-            "cross-entropy of [3, 0]"
-        );
-        // No last axis at all: a scalar.
-        let scalar = session.upload(&[1.5], &[]).expect("scalar");
-        assert!(
-            matches!(scalar.softmax(), Err(Error::Shape { .. })),
-            "softmax of a scalar"
-        );
+    // A zero-length last axis.
+    let empty = session.zeros(&[3, 0]).expect("empty tensor");
+    assert!(
+        matches!(empty.softmax(), Err(Error::Shape { .. })),
+        "softmax of [3, 0]"
+    );
+    assert!(
+        matches!(empty.log_softmax(), Err(Error::Shape { .. })),
+        "log_softmax of [3, 0]"
+    );
+    let empty_labels = session.zeros(&[3, 0]).expect("empty tensor");
+    assert!(
+        matches!(
+            empty.softmax_cross_entropy_with_logits(&empty_labels),
+            Err(Error::Shape { .. })
+        ),
+        "cross-entropy of [3, 0]"
+    );
+    // No last axis at all: a scalar.
+    let scalar = session.upload(&[1.5], &[]).expect("scalar");
+    assert!(
+        matches!(scalar.softmax(), Err(Error::Shape { .. })),
+        "softmax of a scalar"
+    );
 
-        // Integer tensors.
-        let indices = logits.argmax(Some(1)).expect("argmax");
-        assert!(
-            matches!(indices.softmax(), Err(Error::DType { .. })),
-            "softmax of u32"
-        );
+    // Integer tensors.
+    let indices = logits.argmax(Some(1)).expect("argmax");
+    assert!(
+        matches!(indices.softmax(), Err(Error::DType { .. })),
+        "softmax of u32"
+    );
 
-        // Tensors of two sessions, both ways round.
-        let foreign = other.upload(&[0.25; 12], &[3, 4]).expect("upload");
-        assert!(
-            matches!(
-                logits.softmax_cross_entropy_with_logits(&foreign),
-                Err(Error::SessionMismatch { .. })
-            ),
-            "labels of another session"
-        );
-        assert!(
-            matches!(
-                foreign.softmax_cross_entropy_with_logits(&logits),
-                Err(Error::SessionMismatch { .. })
-            ),
-            "logits of another session"
-        );
+    // Tensors of two sessions, both ways round.
+    let foreign = other.upload(&[0.25; 12], &[3, 4]).expect("upload");
+    assert!(
+        matches!(
+            logits.softmax_cross_entropy_with_logits(&foreign),
+            Err(Error::SessionMismatch { .. })
+        ),
+        "labels of another session"
+    );
+    assert!(
+        matches!(
+            foreign.softmax_cross_entropy_with_logits(&logits),
+            Err(Error::SessionMismatch { .. })
+        ),
+        "logits of another session"
+    );
 
-        // Both sessions still work.
-        let labels = session.upload(&[0.25; 12], &[3, 4]).expect("upload");
-        let (loss, _) = logits
-            .softmax_cross_entropy_with_logits(&labels)
-            .expect("cross-entropy after errors");
-        let logits_data: Vec<f32> = (0..12).map(|v| v as f32).collect();
-        let error = common::relative_error(
-            &read(&loss, "loss"),
-            &loss_reference(&logits_data, &[0.25; 12], 4),
-        );
-        assert!(error < 1e-5, "loss after errors: relative error {error}");
-        let error = common::relative_error(
-            &read(&logits.softmax().expect("softmax after errors"), "softmax"),
-            &softmax_reference(&logits_data, 4),
-        );
-        assert!(error < 1e-5, "softmax after errors: relative error {error}");
-        let probabilities = read(
-            &foreign.softmax().expect("softmax in the other session"),
-            "softmax",
-        );
-        assert_eq!(probabilities, vec![0.25; 12], "the other session");
-    });
+    // Both sessions still work.
+    let labels = session.upload(&[0.25; 12], &[3, 4]).expect("upload");
+    let (loss, _) = logits
+        .softmax_cross_entropy_with_logits(&labels)
+        .expect("cross-entropy after errors");
+    let logits_data: Vec<f32> = (0..12).map(|v| v as f32).collect();
+    let error = common::relative_error(
+        &read(&loss, "loss"),
+        &loss_reference(&logits_data, &[0.25; 12], 4),
+    );
+    assert!(error < 1e-5, "loss after errors: relative error {error}");
+    let error = common::relative_error(
+        &read(&logits.softmax().expect("softmax after errors"), "softmax"),
+        &softmax_reference(&logits_data, 4),
+    );
+    assert!(error < 1e-5, "softmax after errors: relative error {error}");
+    let probabilities = read(
+        &foreign.softmax().expect("softmax in the other session"),
+        "softmax",
+    );
+    assert_eq!(probabilities, vec![0.25; 12], "the other session");
 }

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use crate::common::{
-    error_against_magnitude, for_each_backend, on_vulkan, relative_error, widen, Rng,
+    error_against_magnitude, per_backend, relative_error, vulkan_only, widen, Backend, Rng,
 };
 use wgcompute::{
     Adam, AdamConfig, EpsilonPlacement, Error, Linear, Mlp, Optimizer, Session, Sgd, Tape, Tensor,
@@ -216,127 +216,121 @@ fn numeric_gradient(f: &dyn Fn(&[Vec<f64>]) -> f64, params: &[Vec<f64>]) -> Vec<
 // ---------------------------------------------------------------------------------------------------------
 // 1. Gradients against finite differences.
 
-#[test]
-fn mlp_gradients_match_finite_differences() {
+per_backend!(mlp_gradients_match_finite_differences);
+fn mlp_gradients_match_finite_differences(backend: &Backend) {
     let (batch, inputs, hidden, outputs) = (3, 5, 4, 3);
-    for_each_backend(|backend| {
-        let session = backend.poisoned();
-        let mut rng = Rng::fresh("mlp gradients");
-        // Redraw until no relu input is within 1e-3 of its kink and both sides of it occur.
-        let (x, w1, b1, w2) = loop {
-            let x = rng.vec(batch * inputs, -1.0, 1.0);
-            let w1 = rng.vec(inputs * hidden, -1.0, 1.0);
-            let b1 = rng.vec(hidden, -0.5, 0.5);
-            let w2 = rng.vec(hidden * outputs, -1.0, 1.0);
-            let pre = Mat::new(batch, inputs, widen(&x))
-                .matmul(&Mat::new(inputs, hidden, widen(&w1)))
-                .add_row(&widen(&b1));
-            let clear = pre.data.iter().all(|value| value.abs() > 1e-3);
-            let both = pre.data.iter().any(|&v| v > 0.0) && pre.data.iter().any(|&v| v < 0.0);
-            if clear && both {
-                break (x, w1, b1, w2);
-            }
-        };
-        // Unnormalised labels: rows sum to anything in [0, 6).
-        let labels = rng.vec(batch * outputs, 0.0, 2.0);
+    let session = backend.poisoned();
+    let mut rng = Rng::fresh("mlp gradients");
+    // Redraw until no relu input is within 1e-3 of its kink and both sides of it occur.
+    let (x, w1, b1, w2) = loop {
+        let x = rng.vec(batch * inputs, -1.0, 1.0);
+        let w1 = rng.vec(inputs * hidden, -1.0, 1.0);
+        let b1 = rng.vec(hidden, -0.5, 0.5);
+        let w2 = rng.vec(hidden * outputs, -1.0, 1.0);
+        let pre = Mat::new(batch, inputs, widen(&x))
+            .matmul(&Mat::new(inputs, hidden, widen(&w1)))
+            .add_row(&widen(&b1));
+        let clear = pre.data.iter().all(|value| value.abs() > 1e-3);
+        let both = pre.data.iter().any(|&v| v > 0.0) && pre.data.iter().any(|&v| v < 0.0);
+        if clear && both {
+            break (x, w1, b1, w2);
+        }
+    };
+    // Unnormalised labels: rows sum to anything in [0, 6).
+    let labels = rng.vec(batch * outputs, 0.0, 2.0);
 
-        let x_ref = Mat::new(batch, inputs, widen(&x));
-        let labels_ref = Mat::new(batch, outputs, widen(&labels));
+    let x_ref = Mat::new(batch, inputs, widen(&x));
+    let labels_ref = Mat::new(batch, outputs, widen(&labels));
+    let cost = |params: &[Vec<f64>]| {
+        let hidden_values = x_ref
+            .matmul(&Mat::new(inputs, hidden, params[0].clone()))
+            .add_row(&params[1])
+            .relu();
+        let logits = hidden_values.matmul(&Mat::new(hidden, outputs, params[2].clone()));
+        mean(&xent(&logits, &labels_ref).0)
+    };
+    let params = vec![widen(&w1), widen(&b1), widen(&w2)];
+    let want_cost = cost(&params);
+    let want = numeric_gradient(&cost, &params);
+
+    let w1_gpu = param(&session, &w1, &[inputs, hidden]);
+    let b1_gpu = param(&session, &b1, &[hidden]);
+    let w2_gpu = param(&session, &w2, &[hidden, outputs]);
+    let unregistered = param(&session, &w1, &[inputs, hidden]);
+    let mut tape = Tape::new();
+    let xv = tape.input(upload(&session, &x, &[batch, inputs]));
+    let yv = tape.input(upload(&session, &labels, &[batch, outputs]));
+    let w1v = tape.param(&w1_gpu);
+    let b1v = tape.param(&b1_gpu);
+    let w2v = tape.param(&w2_gpu);
+    let h = tape.matmul(xv, w1v).unwrap();
+    let h = tape.add(h, b1v).unwrap();
+    let h = tape.relu(h).unwrap();
+    let logits = tape.matmul(h, w2v).unwrap();
+    let losses = tape.softmax_cross_entropy(logits, yv).unwrap();
+    assert_eq!(tape.value(losses).unwrap().shape(), &[batch]);
+    let total = tape.mean(losses, None).unwrap();
+    let got_cost = scalar(&tape, total);
+    assert!(
+        (got_cost - want_cost).abs() <= 1e-5 * want_cost.abs(),
+        "cost {got_cost} vs {want_cost}"
+    );
+    let grads = tape.backward(total).expect("backward");
+    check_gradient("dW1", &grads, &w1_gpu, &want[0], 1e-3);
+    check_gradient("db1", &grads, &b1_gpu, &want[1], 1e-3);
+    check_gradient("dW2", &grads, &w2_gpu, &want[2], 1e-3);
+    assert!(
+        grads.of(&unregistered).is_none(),
+        "a tensor never put on the tape has no gradient"
+    );
+    assert_eq!(grads.iter().count(), 3, "one gradient per parameter");
+}
+
+per_backend!(matmul_transposes_gradients_match_finite_differences);
+fn matmul_transposes_gradients_match_finite_differences(backend: &Backend) {
+    let (m, k, n) = (3, 4, 5);
+    let session = backend.poisoned();
+    let mut rng = Rng::fresh("matmul_t gradients");
+    for (transpose_a, transpose_b) in [(false, false), (false, true), (true, false), (true, true)] {
+        let label = format!("transpose_a {transpose_a} transpose_b {transpose_b}");
+        let a_shape = if transpose_a { [k, m] } else { [m, k] };
+        let b_shape = if transpose_b { [n, k] } else { [k, n] };
+        let a = rng.vec(m * k, -1.0, 1.0);
+        let b = rng.vec(k * n, -1.0, 1.0);
+        let labels = rng.vec(m * n, 0.0, 1.0);
+        let labels_ref = Mat::new(m, n, widen(&labels));
         let cost = |params: &[Vec<f64>]| {
-            let hidden_values = x_ref
-                .matmul(&Mat::new(inputs, hidden, params[0].clone()))
-                .add_row(&params[1])
-                .relu();
-            let logits = hidden_values.matmul(&Mat::new(hidden, outputs, params[2].clone()));
-            mean(&xent(&logits, &labels_ref).0)
+            let a = Mat::new(a_shape[0], a_shape[1], params[0].clone());
+            let b = Mat::new(b_shape[0], b_shape[1], params[1].clone());
+            let a = if transpose_a { a.t() } else { a };
+            let b = if transpose_b { b.t() } else { b };
+            xent(&a.matmul(&b), &labels_ref).0.iter().sum::<f64>()
         };
-        let params = vec![widen(&w1), widen(&b1), widen(&w2)];
+        let params = vec![widen(&a), widen(&b)];
         let want_cost = cost(&params);
         let want = numeric_gradient(&cost, &params);
 
-        let w1_gpu = param(&session, &w1, &[inputs, hidden]);
-        let b1_gpu = param(&session, &b1, &[hidden]);
-        let w2_gpu = param(&session, &w2, &[hidden, outputs]);
-        let unregistered = param(&session, &w1, &[inputs, hidden]);
+        let a_gpu = param(&session, &a, &a_shape);
+        let b_gpu = param(&session, &b, &b_shape);
         let mut tape = Tape::new();
-        let xv = tape.input(upload(&session, &x, &[batch, inputs]));
-        let yv = tape.input(upload(&session, &labels, &[batch, outputs]));
-        let w1v = tape.param(&w1_gpu);
-        let b1v = tape.param(&b1_gpu);
-        let w2v = tape.param(&w2_gpu);
-        let h = tape.matmul(xv, w1v).unwrap();
-        let h = tape.add(h, b1v).unwrap();
-        let h = tape.relu(h).unwrap();
-        let logits = tape.matmul(h, w2v).unwrap();
-        let losses = tape.softmax_cross_entropy(logits, yv).unwrap();
-        assert_eq!(tape.value(losses).unwrap().shape(), &[batch]);
-        let total = tape.mean(losses, None).unwrap();
+        let av = tape.param(&a_gpu);
+        let bv = tape.param(&b_gpu);
+        let yv = tape.input(upload(&session, &labels, &[m, n]));
+        let product = tape
+            .matmul_t(av, bv, Transpose::from_flags(transpose_a, transpose_b))
+            .unwrap();
+        assert_eq!(tape.value(product).unwrap().shape(), &[m, n], "{label}");
+        let losses = tape.softmax_cross_entropy(product, yv).unwrap();
+        let total = tape.sum(losses, None).unwrap();
         let got_cost = scalar(&tape, total);
         assert!(
             (got_cost - want_cost).abs() <= 1e-5 * want_cost.abs(),
-            "cost {got_cost} vs {want_cost}"
+            "{label}: cost {got_cost} vs {want_cost}"
         );
         let grads = tape.backward(total).expect("backward");
-        check_gradient("dW1", &grads, &w1_gpu, &want[0], 1e-3);
-        check_gradient("db1", &grads, &b1_gpu, &want[1], 1e-3);
-        check_gradient("dW2", &grads, &w2_gpu, &want[2], 1e-3);
-        assert!(
-            grads.of(&unregistered).is_none(),
-            "a tensor never put on the tape has no gradient"
-        );
-        assert_eq!(grads.iter().count(), 3, "one gradient per parameter");
-    });
-}
-
-#[test]
-fn matmul_transposes_gradients_match_finite_differences() {
-    let (m, k, n) = (3, 4, 5);
-    for_each_backend(|backend| {
-        let session = backend.poisoned();
-        let mut rng = Rng::fresh("matmul_t gradients");
-        for (transpose_a, transpose_b) in
-            [(false, false), (false, true), (true, false), (true, true)]
-        {
-            let label = format!("transpose_a {transpose_a} transpose_b {transpose_b}");
-            let a_shape = if transpose_a { [k, m] } else { [m, k] };
-            let b_shape = if transpose_b { [n, k] } else { [k, n] };
-            let a = rng.vec(m * k, -1.0, 1.0);
-            let b = rng.vec(k * n, -1.0, 1.0);
-            let labels = rng.vec(m * n, 0.0, 1.0);
-            let labels_ref = Mat::new(m, n, widen(&labels));
-            let cost = |params: &[Vec<f64>]| {
-                let a = Mat::new(a_shape[0], a_shape[1], params[0].clone());
-                let b = Mat::new(b_shape[0], b_shape[1], params[1].clone());
-                let a = if transpose_a { a.t() } else { a };
-                let b = if transpose_b { b.t() } else { b };
-                xent(&a.matmul(&b), &labels_ref).0.iter().sum::<f64>()
-            };
-            let params = vec![widen(&a), widen(&b)];
-            let want_cost = cost(&params);
-            let want = numeric_gradient(&cost, &params);
-
-            let a_gpu = param(&session, &a, &a_shape);
-            let b_gpu = param(&session, &b, &b_shape);
-            let mut tape = Tape::new();
-            let av = tape.param(&a_gpu);
-            let bv = tape.param(&b_gpu);
-            let yv = tape.input(upload(&session, &labels, &[m, n]));
-            let product = tape
-                .matmul_t(av, bv, Transpose::from_flags(transpose_a, transpose_b))
-                .unwrap();
-            assert_eq!(tape.value(product).unwrap().shape(), &[m, n], "{label}");
-            let losses = tape.softmax_cross_entropy(product, yv).unwrap();
-            let total = tape.sum(losses, None).unwrap();
-            let got_cost = scalar(&tape, total);
-            assert!(
-                (got_cost - want_cost).abs() <= 1e-5 * want_cost.abs(),
-                "{label}: cost {got_cost} vs {want_cost}"
-            );
-            let grads = tape.backward(total).expect("backward");
-            check_gradient(&format!("{label}: dA"), &grads, &a_gpu, &want[0], 1e-3);
-            check_gradient(&format!("{label}: dB"), &grads, &b_gpu, &want[1], 1e-3);
-        }
-    });
+        check_gradient(&format!("{label}: dA"), &grads, &a_gpu, &want[0], 1e-3);
+        check_gradient(&format!("{label}: dB"), &grads, &b_gpu, &want[1], 1e-3);
+    }
 }
 
 /// Reduces a [d0, d1, d2] array along `axis` (mean or sum) into a row-major matrix of the other two axes.
@@ -359,218 +353,212 @@ fn reduce_axis(data: &[f64], dims: [usize; 3], axis: usize, take_mean: bool) -> 
     Mat::new(rows, cols, out)
 }
 
-#[test]
-fn sub_and_axis_reductions_gradients_match_finite_differences() {
+per_backend!(sub_and_axis_reductions_gradients_match_finite_differences);
+fn sub_and_axis_reductions_gradients_match_finite_differences(backend: &Backend) {
     let dims = [2, 3, 4];
     let len: usize = dims.iter().product();
-    for_each_backend(|backend| {
-        let session = backend.poisoned();
-        let mut rng = Rng::fresh("sub and axis gradients");
-        for axis in 0..3 {
-            for take_mean in [true, false] {
-                let label = format!(
-                    "{} over axis {axis}",
-                    if take_mean { "mean" } else { "sum" }
-                );
-                let kept: Vec<usize> = (0..3).filter(|&d| d != axis).map(|d| dims[d]).collect();
-                let x = rng.vec(len, -1.0, 1.0);
-                let p = rng.vec(len, -1.0, 1.0);
-                let q = rng.vec(dims[2], -1.0, 1.0);
-                // A constant mix after the reduction: the cross-entropy alone is blind to a shift of a whole
-                // row, which is all that q contributes when the reduction is along q's axis.
-                let mix = rng.vec(kept[1] * 3, -1.0, 1.0);
-                let labels = rng.vec(kept[0] * 3, 0.0, 1.0);
-                let x_ref = widen(&x);
-                let mix_ref = Mat::new(kept[1], 3, widen(&mix));
-                let labels_ref = Mat::new(kept[0], 3, widen(&labels));
-                // cost = Σ_rows xent(reduce_axis(x − (p − q))·mix, labels), q broadcast along the last axis.
-                let cost = |params: &[Vec<f64>]| {
-                    let e: Vec<f64> = (0..len)
-                        .map(|i| x_ref[i] - (params[0][i] - params[1][i % dims[2]]))
-                        .collect();
-                    let reduced = reduce_axis(&e, dims, axis, take_mean);
-                    xent(&reduced.matmul(&mix_ref), &labels_ref)
-                        .0
-                        .iter()
-                        .sum::<f64>()
-                };
-                let params = vec![widen(&p), widen(&q)];
-                let want_cost = cost(&params);
-                let want = numeric_gradient(&cost, &params);
-
-                let p_gpu = param(&session, &p, &dims);
-                let q_gpu = param(&session, &q, &[dims[2]]);
-                let mut tape = Tape::new();
-                let xv = tape.input(upload(&session, &x, &dims));
-                let pv = tape.param(&p_gpu);
-                let qv = tape.param(&q_gpu);
-                let mixv = tape.input(upload(&session, &mix, &[kept[1], 3]));
-                let yv = tape.input(upload(&session, &labels, &[kept[0], 3]));
-                let d = tape.sub(pv, qv).unwrap();
-                let e = tape.sub(xv, d).unwrap();
-                let reduced = if take_mean {
-                    tape.mean(e, Some(axis)).unwrap()
-                } else {
-                    tape.sum(e, Some(axis)).unwrap()
-                };
-                assert_eq!(tape.value(reduced).unwrap().shape(), &kept[..], "{label}");
-                let logits = tape.matmul(reduced, mixv).unwrap();
-                let losses = tape.softmax_cross_entropy(logits, yv).unwrap();
-                let total = tape.sum(losses, Some(0)).unwrap();
-                let got_cost = scalar(&tape, total);
-                assert!(
-                    (got_cost - want_cost).abs() <= 1e-5 * want_cost.abs(),
-                    "{label}: cost {got_cost} vs {want_cost}"
-                );
-                let grads = tape.backward(total).expect("backward");
-                check_gradient(&format!("{label}: dP"), &grads, &p_gpu, &want[0], 1e-3);
-                // dQ_k = −Σ dP[.., .., k]: along the last axis it is one sum of terms of both signs, which can
-                // nearly cancel, so it is measured against the terms.
-                let q_terms: Vec<f64> = (0..dims[2])
-                    .map(|k| {
-                        want[0]
-                            .iter()
-                            .skip(k)
-                            .step_by(dims[2])
-                            .map(|g| g.abs())
-                            .sum()
-                    })
+    let session = backend.poisoned();
+    let mut rng = Rng::fresh("sub and axis gradients");
+    for axis in 0..3 {
+        for take_mean in [true, false] {
+            let label = format!(
+                "{} over axis {axis}",
+                if take_mean { "mean" } else { "sum" }
+            );
+            let kept: Vec<usize> = (0..3).filter(|&d| d != axis).map(|d| dims[d]).collect();
+            let x = rng.vec(len, -1.0, 1.0);
+            let p = rng.vec(len, -1.0, 1.0);
+            let q = rng.vec(dims[2], -1.0, 1.0);
+            // A constant mix after the reduction: the cross-entropy alone is blind to a shift of a whole
+            // row, which is all that q contributes when the reduction is along q's axis.
+            let mix = rng.vec(kept[1] * 3, -1.0, 1.0);
+            let labels = rng.vec(kept[0] * 3, 0.0, 1.0);
+            let x_ref = widen(&x);
+            let mix_ref = Mat::new(kept[1], 3, widen(&mix));
+            let labels_ref = Mat::new(kept[0], 3, widen(&labels));
+            // cost = Σ_rows xent(reduce_axis(x − (p − q))·mix, labels), q broadcast along the last axis.
+            let cost = |params: &[Vec<f64>]| {
+                let e: Vec<f64> = (0..len)
+                    .map(|i| x_ref[i] - (params[0][i] - params[1][i % dims[2]]))
                     .collect();
-                check_gradient_against(
-                    &format!("{label}: dQ"),
-                    &grads,
-                    &q_gpu,
-                    &want[1],
-                    &q_terms,
-                    1e-3,
-                );
-            }
+                let reduced = reduce_axis(&e, dims, axis, take_mean);
+                xent(&reduced.matmul(&mix_ref), &labels_ref)
+                    .0
+                    .iter()
+                    .sum::<f64>()
+            };
+            let params = vec![widen(&p), widen(&q)];
+            let want_cost = cost(&params);
+            let want = numeric_gradient(&cost, &params);
+
+            let p_gpu = param(&session, &p, &dims);
+            let q_gpu = param(&session, &q, &[dims[2]]);
+            let mut tape = Tape::new();
+            let xv = tape.input(upload(&session, &x, &dims));
+            let pv = tape.param(&p_gpu);
+            let qv = tape.param(&q_gpu);
+            let mixv = tape.input(upload(&session, &mix, &[kept[1], 3]));
+            let yv = tape.input(upload(&session, &labels, &[kept[0], 3]));
+            let d = tape.sub(pv, qv).unwrap();
+            let e = tape.sub(xv, d).unwrap();
+            let reduced = if take_mean {
+                tape.mean(e, Some(axis)).unwrap()
+            } else {
+                tape.sum(e, Some(axis)).unwrap()
+            };
+            assert_eq!(tape.value(reduced).unwrap().shape(), &kept[..], "{label}");
+            let logits = tape.matmul(reduced, mixv).unwrap();
+            let losses = tape.softmax_cross_entropy(logits, yv).unwrap();
+            let total = tape.sum(losses, Some(0)).unwrap();
+            let got_cost = scalar(&tape, total);
+            assert!(
+                (got_cost - want_cost).abs() <= 1e-5 * want_cost.abs(),
+                "{label}: cost {got_cost} vs {want_cost}"
+            );
+            let grads = tape.backward(total).expect("backward");
+            check_gradient(&format!("{label}: dP"), &grads, &p_gpu, &want[0], 1e-3);
+            // dQ_k = −Σ dP[.., .., k]: along the last axis it is one sum of terms of both signs, which can
+            // nearly cancel, so it is measured against the terms.
+            let q_terms: Vec<f64> = (0..dims[2])
+                .map(|k| {
+                    want[0]
+                        .iter()
+                        .skip(k)
+                        .step_by(dims[2])
+                        .map(|g| g.abs())
+                        .sum()
+                })
+                .collect();
+            check_gradient_against(
+                &format!("{label}: dQ"),
+                &grads,
+                &q_gpu,
+                &want[1],
+                &q_terms,
+                1e-3,
+            );
         }
-    });
+    }
 }
 
-#[test]
-fn parameter_used_twice_accumulates_gradients() {
+per_backend!(parameter_used_twice_accumulates_gradients);
+fn parameter_used_twice_accumulates_gradients(backend: &Backend) {
     let (batch, width) = (3, 4);
-    for_each_backend(|backend| {
-        let session = backend.poisoned();
-        let mut rng = Rng::fresh("parameter used twice");
-        let x = rng.vec(batch * width, -1.0, 1.0);
-        let w = rng.vec(width * width, -0.7, 0.7);
-        let b = rng.vec(width, -0.5, 0.5);
-        let labels = rng.vec(batch * width, 0.0, 1.0);
-        let x_ref = Mat::new(batch, width, widen(&x));
-        let labels_ref = Mat::new(batch, width, widen(&labels));
-        // logits = x·W + (x·W)·(Wᵀ·W) + b + b: W enters four times (one variable), b twice, once on each side
-        // of an add.
-        let cost = |params: &[Vec<f64>]| {
-            let w = Mat::new(width, width, params[0].clone());
-            let h = x_ref.matmul(&w);
-            let gram = w.t().matmul(&w);
-            let logits = h
-                .add(&h.matmul(&gram))
-                .add_row(&params[1])
-                .add_row(&params[1]);
-            mean(&xent(&logits, &labels_ref).0)
-        };
-        let params = vec![widen(&w), widen(&b)];
-        let want_cost = cost(&params);
-        let want = numeric_gradient(&cost, &params);
+    let session = backend.poisoned();
+    let mut rng = Rng::fresh("parameter used twice");
+    let x = rng.vec(batch * width, -1.0, 1.0);
+    let w = rng.vec(width * width, -0.7, 0.7);
+    let b = rng.vec(width, -0.5, 0.5);
+    let labels = rng.vec(batch * width, 0.0, 1.0);
+    let x_ref = Mat::new(batch, width, widen(&x));
+    let labels_ref = Mat::new(batch, width, widen(&labels));
+    // logits = x·W + (x·W)·(Wᵀ·W) + b + b: W enters four times (one variable), b twice, once on each side
+    // of an add.
+    let cost = |params: &[Vec<f64>]| {
+        let w = Mat::new(width, width, params[0].clone());
+        let h = x_ref.matmul(&w);
+        let gram = w.t().matmul(&w);
+        let logits = h
+            .add(&h.matmul(&gram))
+            .add_row(&params[1])
+            .add_row(&params[1]);
+        mean(&xent(&logits, &labels_ref).0)
+    };
+    let params = vec![widen(&w), widen(&b)];
+    let want_cost = cost(&params);
+    let want = numeric_gradient(&cost, &params);
 
-        let w_gpu = param(&session, &w, &[width, width]);
-        let b_gpu = param(&session, &b, &[width]);
-        let unused = param(&session, &b, &[width]);
-        let mut tape = Tape::new();
-        let xv = tape.input(upload(&session, &x, &[batch, width]));
-        let yv = tape.input(upload(&session, &labels, &[batch, width]));
-        let w1 = tape.param(&w_gpu);
-        let w2 = tape.param(&w_gpu);
-        assert_eq!(w1, w2, "the same Arc is the same variable");
-        let bv = tape.param(&b_gpu);
-        let _unused = tape.param(&unused);
-        let h = tape.matmul(xv, w1).unwrap();
-        let gram = tape.matmul_t(w2, w1, Transpose::Left).unwrap();
-        let hg = tape.matmul(h, gram).unwrap();
-        let logits = tape.add(h, hg).unwrap();
-        let logits = tape.add(logits, bv).unwrap();
-        let logits = tape.add(bv, logits).unwrap();
-        let losses = tape.softmax_cross_entropy(logits, yv).unwrap();
-        let total = tape.mean(losses, None).unwrap();
-        let got_cost = scalar(&tape, total);
-        assert!(
-            (got_cost - want_cost).abs() <= 1e-5 * want_cost.abs(),
-            "cost {got_cost} vs {want_cost}"
-        );
-        let grads = tape.backward(total).expect("backward");
-        check_gradient("dW (used four times)", &grads, &w_gpu, &want[0], 1e-3);
-        check_gradient("db (used twice)", &grads, &b_gpu, &want[1], 1e-3);
-        assert!(
-            grads.of(&unused).is_none(),
-            "a parameter that took no part in the result has no gradient"
-        );
-    });
+    let w_gpu = param(&session, &w, &[width, width]);
+    let b_gpu = param(&session, &b, &[width]);
+    let unused = param(&session, &b, &[width]);
+    let mut tape = Tape::new();
+    let xv = tape.input(upload(&session, &x, &[batch, width]));
+    let yv = tape.input(upload(&session, &labels, &[batch, width]));
+    let w1 = tape.param(&w_gpu);
+    let w2 = tape.param(&w_gpu);
+    assert_eq!(w1, w2, "the same Arc is the same variable");
+    let bv = tape.param(&b_gpu);
+    let _unused = tape.param(&unused);
+    let h = tape.matmul(xv, w1).unwrap();
+    let gram = tape.matmul_t(w2, w1, Transpose::Left).unwrap();
+    let hg = tape.matmul(h, gram).unwrap();
+    let logits = tape.add(h, hg).unwrap();
+    let logits = tape.add(logits, bv).unwrap();
+    let logits = tape.add(bv, logits).unwrap();
+    let losses = tape.softmax_cross_entropy(logits, yv).unwrap();
+    let total = tape.mean(losses, None).unwrap();
+    let got_cost = scalar(&tape, total);
+    assert!(
+        (got_cost - want_cost).abs() <= 1e-5 * want_cost.abs(),
+        "cost {got_cost} vs {want_cost}"
+    );
+    let grads = tape.backward(total).expect("backward");
+    check_gradient("dW (used four times)", &grads, &w_gpu, &want[0], 1e-3);
+    check_gradient("db (used twice)", &grads, &b_gpu, &want[1], 1e-3);
+    assert!(
+        grads.of(&unused).is_none(),
+        "a parameter that took no part in the result has no gradient"
+    );
 }
 
-#[test]
-fn inputs_get_no_gradient_and_backward_needs_a_scalar() {
-    for_each_backend(|backend| {
-        let session = backend.poisoned();
-        let mut rng = Rng::fresh("backward errors");
-        let x = rng.vec(6, -1.0, 1.0);
-        let w = rng.vec(6, -1.0, 1.0);
-        let x_arc = param(&session, &x, &[2, 3]);
-        let w_gpu = param(&session, &w, &[3, 2]);
+per_backend!(inputs_get_no_gradient_and_backward_needs_a_scalar);
+fn inputs_get_no_gradient_and_backward_needs_a_scalar(backend: &Backend) {
+    let session = backend.poisoned();
+    let mut rng = Rng::fresh("backward errors");
+    let x = rng.vec(6, -1.0, 1.0);
+    let w = rng.vec(6, -1.0, 1.0);
+    let x_arc = param(&session, &x, &[2, 3]);
+    let w_gpu = param(&session, &w, &[3, 2]);
 
-        // Only a constant input: nothing to differentiate, no gradients at all.
-        let mut tape = Tape::new();
-        let xv = tape.input(upload(&session, &x, &[2, 3]));
-        let total = tape.sum(xv, None).unwrap();
-        let grads = tape.backward(total).expect("backward over constants");
-        assert_eq!(grads.iter().count(), 0);
-        assert!(grads.of(&x_arc).is_none());
+    // Only a constant input: nothing to differentiate, no gradients at all.
+    let mut tape = Tape::new();
+    let xv = tape.input(upload(&session, &x, &[2, 3]));
+    let total = tape.sum(xv, None).unwrap();
+    let grads = tape.backward(total).expect("backward over constants");
+    assert_eq!(grads.iter().count(), 0);
+    assert!(grads.of(&x_arc).is_none());
 
-        // An input next to a parameter: only the parameter has a gradient.
-        let mut tape = Tape::new();
-        let xv = tape.input(upload(&session, &x, &[2, 3]));
-        let wv = tape.param(&w_gpu);
-        let product = tape.matmul(xv, wv).unwrap();
-        let total = tape.sum(product, None).unwrap();
-        let grads = tape.backward(total).expect("backward");
-        assert!(grads.of(&x_arc).is_none(), "an input gets no gradient");
-        // d Σ(x·W) / dW[i, j] = Σ_r x[r, i].
-        let want: Vec<f64> = (0..3)
-            .flat_map(|i| {
-                let column = x[i] as f64 + x[3 + i] as f64;
-                [column, column]
-            })
-            .collect();
-        check_gradient("dW of a sum", &grads, &w_gpu, &want, 1e-5);
-        assert_eq!(grads.iter().count(), 1);
+    // An input next to a parameter: only the parameter has a gradient.
+    let mut tape = Tape::new();
+    let xv = tape.input(upload(&session, &x, &[2, 3]));
+    let wv = tape.param(&w_gpu);
+    let product = tape.matmul(xv, wv).unwrap();
+    let total = tape.sum(product, None).unwrap();
+    let grads = tape.backward(total).expect("backward");
+    assert!(grads.of(&x_arc).is_none(), "an input gets no gradient");
+    // d Σ(x·W) / dW[i, j] = Σ_r x[r, i].
+    let want: Vec<f64> = (0..3)
+        .flat_map(|i| {
+            let column = x[i] as f64 + x[3 + i] as f64;
+            [column, column]
+        })
+        .collect();
+    check_gradient("dW of a sum", &grads, &w_gpu, &want, 1e-5);
+    assert_eq!(grads.iter().count(), 1);
 
-        // backward from a non-scalar is a shape error.
-        let mut tape = Tape::new();
-        let xv = tape.input(upload(&session, &x, &[2, 3]));
-        let wv = tape.param(&w_gpu);
-        let product = tape.matmul(xv, wv).unwrap();
-        match tape.backward(product) {
-            Err(Error::Shape { op, .. }) => assert_eq!(op, "backward"),
-            Err(other) => panic!("backward from [2, 2]: expected a shape error, got {other:?}"),
-            Ok(_) => panic!("backward from [2, 2] succeeded"),
-        }
-        // A row of losses is not a scalar either.
-        let mut tape = Tape::new();
-        let xv = tape.input(upload(&session, &x, &[2, 3]));
-        let wv = tape.param(&w_gpu);
-        let product = tape.matmul(xv, wv).unwrap();
-        let rows = tape.sum(product, Some(1)).unwrap();
-        assert!(matches!(tape.backward(rows), Err(Error::Shape { .. })));
+    // backward from a non-scalar is a shape error.
+    let mut tape = Tape::new();
+    let xv = tape.input(upload(&session, &x, &[2, 3]));
+    let wv = tape.param(&w_gpu);
+    let product = tape.matmul(xv, wv).unwrap();
+    match tape.backward(product) {
+        Err(Error::Shape { op, .. }) => assert_eq!(op, "backward"),
+        Err(other) => panic!("backward from [2, 2]: expected a shape error, got {other:?}"),
+        Ok(_) => panic!("backward from [2, 2] succeeded"),
+    }
+    // A row of losses is not a scalar either.
+    let mut tape = Tape::new();
+    let xv = tape.input(upload(&session, &x, &[2, 3]));
+    let wv = tape.param(&w_gpu);
+    let product = tape.matmul(xv, wv).unwrap();
+    let rows = tape.sum(product, Some(1)).unwrap();
+    assert!(matches!(tape.backward(rows), Err(Error::Shape { .. })));
 
-        // A variable from another tape is refused.
-        let mut first = Tape::new();
-        let foreign = first.input(upload(&session, &x, &[2, 3]));
-        let mut second = Tape::new();
-        assert!(second.relu(foreign).is_err(), "a variable of another tape");
-    });
+    // A variable from another tape is refused.
+    let mut first = Tape::new();
+    let foreign = first.input(upload(&session, &x, &[2, 3]));
+    let mut second = Tape::new();
+    assert!(second.relu(foreign).is_err(), "a variable of another tape");
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -790,245 +778,186 @@ fn train_against_reference(
     (first.expect("at least one step"), last)
 }
 
-#[test]
-fn adam_trains_a_linear_layer_like_tensorflow() {
-    for_each_backend(|backend| {
-        let session = backend.poisoned();
-        let mut rng = Rng::fresh("adam linear 8x37x11");
-        let problem = LinearProblem::random_without_flat_gradients(&mut rng, 8, 37, 11, 0.5);
-        let config = AdamConfig {
-            lr: 0.01,
-            ..AdamConfig::default()
-        };
-        assert_eq!(config.epsilon_placement, EpsilonPlacement::TensorFlow);
-        assert_eq!(
-            (config.beta1, config.beta2, config.epsilon),
-            (0.9, 0.999, 1e-8)
-        );
-        let mut optimizer = Adam::new(config);
-        let mut reference = AdamRef::new(&config, problem.w0.len());
-        let (first, last) = train_against_reference(
-            "Adam [8, 37]·[37, 11]",
-            &session,
-            &problem,
-            &mut optimizer,
-            &mut |w, g| reference.step(w, g),
-            20,
-        );
-        assert_eq!(optimizer.steps(), 20);
-        assert!(last < first, "Adam lowered the cost: {first} → {last}");
-    });
+per_backend!(adam_trains_a_linear_layer_like_tensorflow);
+fn adam_trains_a_linear_layer_like_tensorflow(backend: &Backend) {
+    let session = backend.poisoned();
+    let mut rng = Rng::fresh("adam linear 8x37x11");
+    let problem = LinearProblem::random_without_flat_gradients(&mut rng, 8, 37, 11, 0.5);
+    let config = AdamConfig {
+        lr: 0.01,
+        ..AdamConfig::default()
+    };
+    assert_eq!(config.epsilon_placement, EpsilonPlacement::TensorFlow);
+    assert_eq!(
+        (config.beta1, config.beta2, config.epsilon),
+        (0.9, 0.999, 1e-8)
+    );
+    let mut optimizer = Adam::new(config);
+    let mut reference = AdamRef::new(&config, problem.w0.len());
+    let (first, last) = train_against_reference(
+        "Adam [8, 37]·[37, 11]",
+        &session,
+        &problem,
+        &mut optimizer,
+        &mut |w, g| reference.step(w, g),
+        20,
+    );
+    assert_eq!(optimizer.steps(), 20);
+    assert!(last < first, "Adam lowered the cost: {first} → {last}");
 }
 
-#[test]
-fn adam_trains_a_wide_linear_layer_like_tensorflow() {
-    on_vulkan(|backend| {
-        let session = backend.poisoned();
-        let mut rng = Rng::fresh("adam linear 10x1000x100");
-        // At 100,000 weights a first-step gradient within rounding of 0 turns up in a few draws in a hundred.
-        let problem = LinearProblem::random_without_flat_gradients(&mut rng, 10, 1000, 100, 0.05);
-        let config = AdamConfig {
-            lr: 0.01,
-            ..AdamConfig::default()
-        };
-        let mut optimizer = Adam::new(config);
-        let mut reference = AdamRef::new(&config, problem.w0.len());
-        let (first, last) = train_against_reference(
-            "Adam [10, 1000]·[1000, 100]",
-            &session,
-            &problem,
-            &mut optimizer,
-            &mut |w, g| reference.step(w, g),
-            20,
-        );
-        assert!(last < first, "Adam lowered the cost: {first} → {last}");
-    });
+vulkan_only!(adam_trains_a_wide_linear_layer_like_tensorflow);
+fn adam_trains_a_wide_linear_layer_like_tensorflow(backend: &Backend) {
+    let session = backend.poisoned();
+    let mut rng = Rng::fresh("adam linear 10x1000x100");
+    // At 100,000 weights a first-step gradient within rounding of 0 turns up in a few draws in a hundred.
+    let problem = LinearProblem::random_without_flat_gradients(&mut rng, 10, 1000, 100, 0.05);
+    let config = AdamConfig {
+        lr: 0.01,
+        ..AdamConfig::default()
+    };
+    let mut optimizer = Adam::new(config);
+    let mut reference = AdamRef::new(&config, problem.w0.len());
+    let (first, last) = train_against_reference(
+        "Adam [10, 1000]·[1000, 100]",
+        &session,
+        &problem,
+        &mut optimizer,
+        &mut |w, g| reference.step(w, g),
+        20,
+    );
+    assert!(last < first, "Adam lowered the cost: {first} → {last}");
 }
 
 // ---------------------------------------------------------------------------------------------------------
 // 3. An MLP learns a separable problem.
 
-#[test]
-fn mlp_learns_three_blobs() {
+vulkan_only!(mlp_learns_three_blobs);
+fn mlp_learns_three_blobs(backend: &Backend) {
     const POINTS: usize = 128;
     const CLASSES: usize = 3;
     const STEPS: usize = 300;
     const TARGET: f64 = 0.05;
-    on_vulkan(|backend| {
-        let session = backend.poisoned();
-        let mut rng = Rng::fresh("mlp blobs");
-        // Three unit discs around centres 3 from the origin, 120° apart: separable with a wide margin.
-        let mut x = Vec::with_capacity(POINTS * 2);
-        let mut labels = vec![0.0f32; POINTS * CLASSES];
-        let mut classes = Vec::with_capacity(POINTS);
-        for point in 0..POINTS {
-            let class = (rng.next_u64() % CLASSES as u64) as usize;
-            let angle = class as f32 * std::f32::consts::TAU / CLASSES as f32;
-            let (dx, dy) = loop {
-                let (dx, dy) = (rng.uniform(-1.0, 1.0), rng.uniform(-1.0, 1.0));
-                if dx * dx + dy * dy <= 1.0 {
-                    break (dx, dy);
-                }
-            };
-            x.push(3.0 * angle.cos() + dx);
-            x.push(3.0 * angle.sin() + dy);
-            labels[point * CLASSES + class] = 1.0;
-            classes.push(class as u32);
-        }
-        let x_gpu = upload(&session, &x, &[POINTS, 2]);
-        let y_gpu = upload(&session, &labels, &[POINTS, CLASSES]);
-        let mlp = Mlp::new(&session, 2, &[32, 16], CLASSES, rng.next_u64()).expect("mlp");
-        let parameters = mlp.parameters();
-        assert_eq!(
-            parameters.len(),
-            6,
-            "three layers, each with a weight and a bias"
-        );
-        let mut optimizer = Adam::new(AdamConfig {
-            lr: 0.01,
-            ..AdamConfig::default()
-        });
-
-        let cost_of = |tape: &mut Tape| {
-            let xv = tape.input(x_gpu.reshape(&[POINTS, 2]).expect("copy"));
-            let yv = tape.input(y_gpu.reshape(&[POINTS, CLASSES]).expect("copy"));
-            let logits = mlp.forward(tape, xv).expect("forward");
-            let losses = tape.softmax_cross_entropy(logits, yv).expect("xent");
-            (logits, tape.mean(losses, None).expect("mean"))
-        };
-        let mut initial = None;
-        let started = std::time::Instant::now();
-        for step in 0..STEPS {
-            let mut tape = Tape::new();
-            let (_, cost) = cost_of(&mut tape);
-            if step == 0 {
-                initial = Some(scalar(&tape, cost));
+    let session = backend.poisoned();
+    let mut rng = Rng::fresh("mlp blobs");
+    // Three unit discs around centres 3 from the origin, 120° apart: separable with a wide margin.
+    let mut x = Vec::with_capacity(POINTS * 2);
+    let mut labels = vec![0.0f32; POINTS * CLASSES];
+    let mut classes = Vec::with_capacity(POINTS);
+    for point in 0..POINTS {
+        let class = (rng.next_u64() % CLASSES as u64) as usize;
+        let angle = class as f32 * std::f32::consts::TAU / CLASSES as f32;
+        let (dx, dy) = loop {
+            let (dx, dy) = (rng.uniform(-1.0, 1.0), rng.uniform(-1.0, 1.0));
+            if dx * dx + dy * dy <= 1.0 {
+                break (dx, dy);
             }
-            let grads = tape.backward(cost).expect("backward");
-            assert_eq!(grads.iter().count(), 6);
-            optimizer.step(&parameters, &grads).expect("step");
-        }
-        let initial = initial.unwrap();
-        let mut tape = Tape::new();
-        let (logits, cost) = cost_of(&mut tape);
-        let last = scalar(&tape, cost);
-        let predictions = tape
-            .value(logits)
-            .unwrap()
-            .argmax(Some(1))
-            .expect("argmax")
-            .to_vec_u32()
-            .expect("read");
-        let correct = predictions
-            .iter()
-            .zip(&classes)
-            .filter(|(p, c)| p == c)
-            .count();
-        eprintln!(
-            "MLP cost {initial:.4} → {last:.5} in {STEPS} steps ({:.1?}); {correct}/{POINTS} correct",
-            started.elapsed()
-        );
-        assert!(initial > 0.3, "the problem starts unsolved: cost {initial}");
-        assert!(
-            last < TARGET,
-            "mean cross-entropy after {STEPS} Adam steps: {last} (want < {TARGET}, started at {initial})"
-        );
-        assert!(
-            correct * 100 >= POINTS * 98,
-            "{correct}/{POINTS} correct after training (want ≥ 98%)"
-        );
+        };
+        x.push(3.0 * angle.cos() + dx);
+        x.push(3.0 * angle.sin() + dy);
+        labels[point * CLASSES + class] = 1.0;
+        classes.push(class as u32);
+    }
+    let x_gpu = upload(&session, &x, &[POINTS, 2]);
+    let y_gpu = upload(&session, &labels, &[POINTS, CLASSES]);
+    let mlp = Mlp::new(&session, 2, &[32, 16], CLASSES, rng.next_u64()).expect("mlp");
+    let parameters = mlp.parameters();
+    assert_eq!(
+        parameters.len(),
+        6,
+        "three layers, each with a weight and a bias"
+    );
+    let mut optimizer = Adam::new(AdamConfig {
+        lr: 0.01,
+        ..AdamConfig::default()
     });
+
+    let cost_of = |tape: &mut Tape| {
+        let xv = tape.input(x_gpu.reshape(&[POINTS, 2]).expect("copy"));
+        let yv = tape.input(y_gpu.reshape(&[POINTS, CLASSES]).expect("copy"));
+        let logits = mlp.forward(tape, xv).expect("forward");
+        let losses = tape.softmax_cross_entropy(logits, yv).expect("xent");
+        (logits, tape.mean(losses, None).expect("mean"))
+    };
+    let mut initial = None;
+    let started = std::time::Instant::now();
+    for step in 0..STEPS {
+        let mut tape = Tape::new();
+        let (_, cost) = cost_of(&mut tape);
+        if step == 0 {
+            initial = Some(scalar(&tape, cost));
+        }
+        let grads = tape.backward(cost).expect("backward");
+        assert_eq!(grads.iter().count(), 6);
+        optimizer.step(&parameters, &grads).expect("step");
+    }
+    let initial = initial.unwrap();
+    let mut tape = Tape::new();
+    let (logits, cost) = cost_of(&mut tape);
+    let last = scalar(&tape, cost);
+    let predictions = tape
+        .value(logits)
+        .unwrap()
+        .argmax(Some(1))
+        .expect("argmax")
+        .to_vec_u32()
+        .expect("read");
+    let correct = predictions
+        .iter()
+        .zip(&classes)
+        .filter(|(p, c)| p == c)
+        .count();
+    eprintln!(
+        "MLP cost {initial:.4} → {last:.5} in {STEPS} steps ({:.1?}); {correct}/{POINTS} correct",
+        started.elapsed()
+    );
+    assert!(initial > 0.3, "the problem starts unsolved: cost {initial}");
+    assert!(
+        last < TARGET,
+        "mean cross-entropy after {STEPS} Adam steps: {last} (want < {TARGET}, started at {initial})"
+    );
+    assert!(
+        correct * 100 >= POINTS * 98,
+        "{correct}/{POINTS} correct after training (want ≥ 98%)"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------------------
 // 4. SGD with momentum and AdamW.
 
-#[test]
-fn sgd_with_momentum_matches_reference_and_lowers_the_cost() {
-    for_each_backend(|backend| {
-        let session = backend.poisoned();
-        let mut rng = Rng::fresh("sgd momentum");
-        // 37·11 elements take the scalar kernel, 36·12 the vec4 one.
-        for (inputs, outputs) in [(37, 11), (36, 12)] {
-            let problem = LinearProblem::random(&mut rng, 8, inputs, outputs, 0.5);
-            let (lr, momentum) = (0.1f32, 0.9f32);
-            let mut optimizer = Sgd::new(lr, momentum);
-            let mut reference = SgdRef {
-                lr: lr as f64,
-                momentum: momentum as f64,
-                buffer: vec![0.0; problem.w0.len()],
-            };
-            let label = format!("SGD momentum [8, {inputs}]·[{inputs}, {outputs}]");
-            // One step: p − lr·g exactly.
-            {
-                let layer = problem.layer(&session);
-                let (x, y) = problem.data(&session);
-                let mut single = Sgd::new(lr, momentum);
-                problem.gpu_step(&layer, &mut single, &x, &y);
-                let (_, gradient) = problem.reference(&widen(&problem.w0));
-                let update: Vec<f64> = widen(&read(&layer.weight))
-                    .iter()
-                    .zip(&problem.w0)
-                    .map(|(w, w0)| w - *w0 as f64)
-                    .collect();
-                let want: Vec<f64> = gradient.iter().map(|g| -(lr as f64) * g).collect();
-                let error = relative_error(&update, &want);
-                assert!(error < 1e-3, "{label}: first step relative error {error:e}");
-            }
-            let (first, last) = train_against_reference(
-                &label,
-                &session,
-                &problem,
-                &mut optimizer,
-                &mut |w, g| reference.step(w, g),
-                20,
-            );
-            assert!(last < first, "{label}: cost {first} → {last}");
-        }
-    });
-}
-
-#[test]
-fn adamw_first_step_matches_reference_and_training_lowers_the_cost() {
-    for_each_backend(|backend| {
-        let session = backend.poisoned();
-        let mut rng = Rng::fresh("adamw");
-        let problem = LinearProblem::random_without_flat_gradients(&mut rng, 8, 37, 11, 0.5);
-        let (lr, weight_decay) = (0.01f32, 0.1f32);
-        let label = "AdamW";
-
-        // The first step alone, in f64: p·(1 − lr·wd) − lr·m̂/(sqrt(v̂)+ε) with m̂ = g, v̂ = g².
+per_backend!(sgd_with_momentum_matches_reference_and_lowers_the_cost);
+fn sgd_with_momentum_matches_reference_and_lowers_the_cost(backend: &Backend) {
+    let session = backend.poisoned();
+    let mut rng = Rng::fresh("sgd momentum");
+    // 37·11 elements take the scalar kernel, 36·12 the vec4 one.
+    for (inputs, outputs) in [(37, 11), (36, 12)] {
+        let problem = LinearProblem::random(&mut rng, 8, inputs, outputs, 0.5);
+        let (lr, momentum) = (0.1f32, 0.9f32);
+        let mut optimizer = Sgd::new(lr, momentum);
+        let mut reference = SgdRef {
+            lr: lr as f64,
+            momentum: momentum as f64,
+            buffer: vec![0.0; problem.w0.len()],
+        };
+        let label = format!("SGD momentum [8, {inputs}]·[{inputs}, {outputs}]");
+        // One step: p − lr·g exactly.
         {
             let layer = problem.layer(&session);
             let (x, y) = problem.data(&session);
-            let mut single = Adam::adamw(lr, weight_decay);
-            assert_eq!(single.config.weight_decay, weight_decay);
+            let mut single = Sgd::new(lr, momentum);
             problem.gpu_step(&layer, &mut single, &x, &y);
             let (_, gradient) = problem.reference(&widen(&problem.w0));
-            let w0 = widen(&problem.w0);
-            let (lr, weight_decay) = (lr as f64, weight_decay as f64);
-            let epsilon = single.config.epsilon as f64;
-            let want: Vec<f64> = w0
-                .iter()
-                .zip(&gradient)
-                .map(|(w, g)| -lr * weight_decay * w - lr * g / (g.abs() + epsilon))
-                .collect();
             let update: Vec<f64> = widen(&read(&layer.weight))
                 .iter()
-                .zip(&w0)
-                .map(|(w, w0)| w - w0)
+                .zip(&problem.w0)
+                .map(|(w, w0)| w - *w0 as f64)
                 .collect();
+            let want: Vec<f64> = gradient.iter().map(|g| -(lr as f64) * g).collect();
             let error = relative_error(&update, &want);
             assert!(error < 1e-3, "{label}: first step relative error {error:e}");
-            // Without the decay the update would be off by lr·wd·‖W0‖: the check above can see it.
-            let decay_share = lr * weight_decay * norm(&w0) / norm(&want);
-            assert!(decay_share > 1e-2, "decay share {decay_share}");
         }
-
-        let mut optimizer = Adam::adamw(lr, weight_decay);
-        let mut reference = AdamRef::new(&optimizer.config, problem.w0.len());
         let (first, last) = train_against_reference(
-            label,
+            &label,
             &session,
             &problem,
             &mut optimizer,
@@ -1036,35 +965,82 @@ fn adamw_first_step_matches_reference_and_training_lowers_the_cost() {
             20,
         );
         assert!(last < first, "{label}: cost {first} → {last}");
-    });
+    }
 }
 
-#[test]
-fn optimizer_refuses_a_changed_parameter_list() {
-    on_vulkan(|backend| {
-        let session = backend.poisoned();
-        let mut rng = Rng::fresh("optimizer parameter list");
-        let a = param(&session, &rng.vec(4, -1.0, 1.0), &[4]);
-        let b = param(&session, &rng.vec(4, -1.0, 1.0), &[4]);
-        let mut tape = Tape::new();
-        let av = tape.param(&a);
-        let bv = tape.param(&b);
-        let both = tape.add(av, bv).unwrap();
-        let total = tape.sum(both, None).unwrap();
-        let grads = tape.backward(total).unwrap();
-        let mut adam = Adam::new(AdamConfig::default());
-        adam.step(&[Arc::clone(&a), Arc::clone(&b)], &grads)
-            .expect("first step");
-        assert!(matches!(
-            adam.step(&[Arc::clone(&a)], &grads),
-            Err(Error::InvalidArgument { .. })
-        ));
-        let mut sgd = Sgd::new(0.1, 0.0);
-        sgd.step(&[Arc::clone(&a), Arc::clone(&b)], &grads)
-            .expect("first step");
-        assert!(matches!(
-            sgd.step(&[Arc::clone(&a)], &grads),
-            Err(Error::InvalidArgument { .. })
-        ));
-    });
+per_backend!(adamw_first_step_matches_reference_and_training_lowers_the_cost);
+fn adamw_first_step_matches_reference_and_training_lowers_the_cost(backend: &Backend) {
+    let session = backend.poisoned();
+    let mut rng = Rng::fresh("adamw");
+    let problem = LinearProblem::random_without_flat_gradients(&mut rng, 8, 37, 11, 0.5);
+    let (lr, weight_decay) = (0.01f32, 0.1f32);
+    let label = "AdamW";
+
+    // The first step alone, in f64: p·(1 − lr·wd) − lr·m̂/(sqrt(v̂)+ε) with m̂ = g, v̂ = g².
+    {
+        let layer = problem.layer(&session);
+        let (x, y) = problem.data(&session);
+        let mut single = Adam::adamw(lr, weight_decay);
+        assert_eq!(single.config.weight_decay, weight_decay);
+        problem.gpu_step(&layer, &mut single, &x, &y);
+        let (_, gradient) = problem.reference(&widen(&problem.w0));
+        let w0 = widen(&problem.w0);
+        let (lr, weight_decay) = (lr as f64, weight_decay as f64);
+        let epsilon = single.config.epsilon as f64;
+        let want: Vec<f64> = w0
+            .iter()
+            .zip(&gradient)
+            .map(|(w, g)| -lr * weight_decay * w - lr * g / (g.abs() + epsilon))
+            .collect();
+        let update: Vec<f64> = widen(&read(&layer.weight))
+            .iter()
+            .zip(&w0)
+            .map(|(w, w0)| w - w0)
+            .collect();
+        let error = relative_error(&update, &want);
+        assert!(error < 1e-3, "{label}: first step relative error {error:e}");
+        // Without the decay the update would be off by lr·wd·‖W0‖: the check above can see it.
+        let decay_share = lr * weight_decay * norm(&w0) / norm(&want);
+        assert!(decay_share > 1e-2, "decay share {decay_share}");
+    }
+
+    let mut optimizer = Adam::adamw(lr, weight_decay);
+    let mut reference = AdamRef::new(&optimizer.config, problem.w0.len());
+    let (first, last) = train_against_reference(
+        label,
+        &session,
+        &problem,
+        &mut optimizer,
+        &mut |w, g| reference.step(w, g),
+        20,
+    );
+    assert!(last < first, "{label}: cost {first} → {last}");
+}
+
+vulkan_only!(optimizer_refuses_a_changed_parameter_list);
+fn optimizer_refuses_a_changed_parameter_list(backend: &Backend) {
+    let session = backend.poisoned();
+    let mut rng = Rng::fresh("optimizer parameter list");
+    let a = param(&session, &rng.vec(4, -1.0, 1.0), &[4]);
+    let b = param(&session, &rng.vec(4, -1.0, 1.0), &[4]);
+    let mut tape = Tape::new();
+    let av = tape.param(&a);
+    let bv = tape.param(&b);
+    let both = tape.add(av, bv).unwrap();
+    let total = tape.sum(both, None).unwrap();
+    let grads = tape.backward(total).unwrap();
+    let mut adam = Adam::new(AdamConfig::default());
+    adam.step(&[Arc::clone(&a), Arc::clone(&b)], &grads)
+        .expect("first step");
+    assert!(matches!(
+        adam.step(&[Arc::clone(&a)], &grads),
+        Err(Error::InvalidArgument { .. })
+    ));
+    let mut sgd = Sgd::new(0.1, 0.0);
+    sgd.step(&[Arc::clone(&a), Arc::clone(&b)], &grads)
+        .expect("first step");
+    assert!(matches!(
+        sgd.step(&[Arc::clone(&a)], &grads),
+        Err(Error::InvalidArgument { .. })
+    ));
 }

@@ -4,9 +4,7 @@
 #[cfg(feature = "cli")]
 pub mod cli;
 
-use std::any::Any;
 use std::cell::Cell;
-use std::panic::{self, AssertUnwindSafe};
 use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use wgcompute::{AdapterSelector, Session, SessionOptions, Tuning};
@@ -66,64 +64,223 @@ impl Backend {
     }
 }
 
-/// The backends a test runs on. Vulkan must be present (CI installs lavapipe, and a test never skips silently)
-/// and comes first; GL follows where present, unless WGCOMPUTE_TEST_NO_GL is set.
-pub fn backends() -> Vec<Backend> {
+/// The GL backend, or `None` where WGCOMPUTE_TEST_NO_GL is set. A missing GL adapter fails the test: CI installs
+/// llvmpipe, and a test that passed without running would claim a backend that nothing checked. The variable
+/// exists for machines without GL; each test it turns away says so on the terminal, past libtest's capture (a
+/// plain `eprintln!` shows only with a failure), and then passes, as libtest has no way to skip at run time. To
+/// leave the GL tests out without any of them passing, filter instead: `cargo test --test all -- --skip ::gl`.
+pub fn gl(test: &str) -> Option<Backend> {
+    if std::env::var_os("WGCOMPUTE_TEST_NO_GL").is_some() {
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "{test}: not run, WGCOMPUTE_TEST_NO_GL is set"
+        );
+        return None;
+    }
+    let adapters = wgcompute::list_adapters();
+    assert!(
+        adapters.iter().any(|adapter| adapter.backend == "gl"),
+        "{test} needs a GL adapter and none was found; install Mesa's llvmpipe (on Debian/Ubuntu: apt-get install \
+         libegl1 libegl-mesa0 libgl1-mesa-dri), or set WGCOMPUTE_TEST_NO_GL=1, or leave the GL tests out with \
+         `--skip ::gl`. Found: {adapters:?}"
+    );
+    Some(Backend::new("gl", wgpu::Backend::Gl))
+}
+
+/// The Vulkan backend, which must be present: CI installs lavapipe, and a test never skips silently.
+pub fn vulkan() -> Backend {
     let adapters = wgcompute::list_adapters();
     assert!(
         adapters.iter().any(|adapter| adapter.backend == "vulkan"),
         "no Vulkan adapter found; install lavapipe (apt-get install mesa-vulkan-drivers). Found: {adapters:?}"
     );
-    let mut backends = vec![Backend::new("vulkan", wgpu::Backend::Vulkan)];
-    if adapters.iter().any(|adapter| adapter.backend == "gl")
-        && std::env::var_os("WGCOMPUTE_TEST_NO_GL").is_none()
-    {
-        backends.push(Backend::new("gl", wgpu::Backend::Gl));
-    }
-    backends
+    Backend::new("vulkan", wgpu::Backend::Vulkan)
 }
 
-/// Runs `body` on each backend of [`backends`] in turn. A failure on one backend does not stop the others; the
-/// test then fails with each failing backend's message, prefixed "on vulkan: " or "on gl: " (the original
-/// panic, with its location, is printed above it). Holds the memory lock shared, as every test that uses a
-/// device must.
-pub fn for_each_backend(mut body: impl FnMut(&Backend)) {
-    let _shared = memory_lock_shared();
-    let failures: Vec<String> = backends()
-        .iter()
-        .filter_map(|backend| {
-            panic::catch_unwind(AssertUnwindSafe(|| body(backend)))
-                .err()
-                .map(|payload| format!("on {}: {}", backend.name, panic_message(&*payload)))
-        })
-        .collect();
-    if !failures.is_empty() {
-        panic!("{}", failures.join("\n"));
-    }
+/// How a test holds the memory lock while it runs.
+#[derive(Clone, Copy)]
+pub enum Hold {
+    /// It allocates on a device: no measurement may run meanwhile.
+    Shared,
+    /// It measures the process's resident memory: nothing else may allocate meanwhile.
+    Exclusive,
 }
 
-/// Runs `body` on Vulkan alone (a test too large or slow for llvmpipe's GL, or one whose point does not depend on
-/// the backend); a failure is prefixed "on vulkan: ". Holds the memory lock shared.
-pub fn on_vulkan(body: impl FnOnce(&Backend)) {
-    let _shared = memory_lock_shared();
-    let vulkan = backends().swap_remove(0);
-    if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| body(&vulkan))) {
-        panic!("on {}: {}", vulkan.name, panic_message(&*payload));
-    }
+/// Runs one test's body on `backend` under the memory lock; what [`per_backend`] and [`vulkan_only`] expand to.
+pub fn run(backend: &Backend, hold: Hold, body: impl FnOnce(&Backend)) {
+    let _lock = match hold {
+        Hold::Shared => (Some(memory_lock_shared()), None),
+        Hold::Exclusive => (None, Some(memory_lock())),
+    };
+    body(backend);
 }
 
-fn panic_message(payload: &(dyn Any + Send)) -> &str {
-    payload
-        .downcast_ref::<String>()
-        .map(String::as_str)
-        .or_else(|| payload.downcast_ref::<&str>().copied())
-        .unwrap_or("a panic without a message")
+/// Runs one test's body with one kernel variant forced: `body` gets the backend and the variant. Before it runs,
+/// checks that the variant is still one of the family's, so a renamed variant fails here rather than running the
+/// default under the old name.
+pub fn run_variant(
+    backend: &Backend,
+    family: &str,
+    variant: &str,
+    body: impl FnOnce(&Backend, &str),
+) {
+    let known = variants_of(family);
+    assert!(
+        known.contains(&variant),
+        "{family} has no variant {variant}: it has {known:?}"
+    );
+    run(backend, Hold::Shared, |backend| body(backend, variant));
 }
+
+/// Fails unless `here`, the variants a test declares, are the ones the library lists for `family`, in any order.
+pub fn expect_variants(family: &str, here: &[&str]) {
+    let mut listed = variants_of(family).to_vec();
+    let mut here = here.to_vec();
+    listed.sort_unstable();
+    here.sort_unstable();
+    assert_eq!(here, listed, "the variants of {family} tested here");
+}
+
+/// The variants the library lists for `family`.
+pub fn variants_of(family: &str) -> &'static [&'static str] {
+    wgcompute::kernel_variants()
+        .into_iter()
+        .find(|(name, _)| *name == family)
+        .unwrap_or_else(|| panic!("no kernel family {family}"))
+        .1
+}
+
+/// Declares the tests of `fn $test(backend: &Backend)`, one per backend: `$test::vulkan` and `$test::gl`, so that
+/// a failure names its backend and a filter picks one (`cargo test --test all ::vulkan`, `-- ::gl`, or
+/// `-- --skip ::gl`). The tests hold the memory lock shared; `per_backend!($test, measures_memory)` holds it
+/// exclusively, for a test that reads the process's resident memory.
+///
+/// `per_backend!($test, $family: $variant, …)` declares one test per backend and variant instead,
+/// `$test::vulkan::$variant`, for `fn $test(backend: &Backend, variant: &str)` that forces `variant` of kernel
+/// family `$family`; a further test, `$test::lists_every_variant`, fails when the library's list of the family's
+/// variants is not the one written here, so a new variant cannot go untested.
+macro_rules! per_backend {
+    ($test:ident) => {
+        $crate::common::per_backend!(@backends $test, Shared);
+    };
+    ($test:ident, measures_memory) => {
+        $crate::common::per_backend!(@backends $test, Exclusive);
+    };
+    ($test:ident, $family:literal: $($variant:ident),+ $(,)?) => {
+        mod $test {
+            mod vulkan {
+                $(
+                    #[test]
+                    fn $variant() {
+                        let backend = $crate::common::vulkan();
+                        $crate::common::run_variant(&backend, $family, stringify!($variant), super::super::$test);
+                    }
+                )+
+            }
+            mod gl {
+                $(
+                    #[test]
+                    fn $variant() {
+                        if let Some(backend) = $crate::common::gl(concat!(module_path!(), "::", stringify!($variant))) {
+                            $crate::common::run_variant(&backend, $family, stringify!($variant), super::super::$test);
+                        }
+                    }
+                )+
+            }
+            #[test]
+            fn lists_every_variant() {
+                $crate::common::expect_variants($family, &[$(stringify!($variant)),+]);
+            }
+        }
+    };
+    (@backends $test:ident, $hold:ident) => {
+        mod $test {
+            #[test]
+            fn vulkan() {
+                let backend = $crate::common::vulkan();
+                $crate::common::run(&backend, $crate::common::Hold::$hold, super::$test);
+            }
+            #[test]
+            fn gl() {
+                if let Some(backend) = $crate::common::gl(concat!(module_path!(), "::gl")) {
+                    $crate::common::run(&backend, $crate::common::Hold::$hold, super::$test);
+                }
+            }
+        }
+    };
+}
+pub(crate) use per_backend;
+
+/// Declares the one test of `fn $test(backend: &Backend)` that runs on Vulkan alone (a test too large or slow for
+/// llvmpipe's GL, or one whose point does not depend on the backend): `$test::vulkan`, so that its name says
+/// where it ran. `vulkan_only!($test, measures_memory)` holds the memory lock exclusively, and
+/// `vulkan_only!($test, $family: $variant, …)` declares a test per variant, both as in [`per_backend`].
+macro_rules! vulkan_only {
+    ($test:ident) => {
+        $crate::common::vulkan_only!(@hold $test, Shared);
+    };
+    ($test:ident, measures_memory) => {
+        $crate::common::vulkan_only!(@hold $test, Exclusive);
+    };
+    ($test:ident, $family:literal: $($variant:ident),+ $(,)?) => {
+        mod $test {
+            mod vulkan {
+                $(
+                    #[test]
+                    fn $variant() {
+                        let backend = $crate::common::vulkan();
+                        $crate::common::run_variant(&backend, $family, stringify!($variant), super::super::$test);
+                    }
+                )+
+            }
+            #[test]
+            fn lists_every_variant() {
+                $crate::common::expect_variants($family, &[$(stringify!($variant)),+]);
+            }
+        }
+    };
+    (@hold $test:ident, $hold:ident) => {
+        mod $test {
+            #[test]
+            fn vulkan() {
+                let backend = $crate::common::vulkan();
+                $crate::common::run(&backend, $crate::common::Hold::$hold, super::$test);
+            }
+        }
+    };
+}
+pub(crate) use vulkan_only;
+
+/// Declares the one test of `fn $test(vulkan: &Backend, gl: &Backend)`, whose point is two backends at once (a
+/// job moved between them, results that must agree): `$test::vulkan_and_gl`. Where WGCOMPUTE_TEST_NO_GL is set
+/// it does not run, and says so, as [`gl`] describes. `across_backends!($test, measures_memory)` holds the memory
+/// lock exclusively, as in [`per_backend`].
+macro_rules! across_backends {
+    ($test:ident) => {
+        $crate::common::across_backends!(@hold $test, Shared);
+    };
+    ($test:ident, measures_memory) => {
+        $crate::common::across_backends!(@hold $test, Exclusive);
+    };
+    (@hold $test:ident, $hold:ident) => {
+        mod $test {
+            #[test]
+            fn vulkan_and_gl() {
+                let vulkan = $crate::common::vulkan();
+                if let Some(gl) = $crate::common::gl(concat!(module_path!(), "::vulkan_and_gl")) {
+                    $crate::common::run(&vulkan, $crate::common::Hold::$hold, |vulkan| super::$test(vulkan, &gl));
+                }
+            }
+        }
+    };
+}
+pub(crate) use across_backends;
 
 // --- the memory lock ---
 
 /// Tests that read the process's resident memory hold this exclusively ([`memory_lock`]); every other test that
-/// allocates on a device holds it shared ([`for_each_backend`] and [`on_vulkan`] do), so that while a figure is
+/// allocates on a device holds it shared (the tests [`per_backend`] and [`vulkan_only`] declare do), so that while a figure is
 /// read no other test's buffers come or go. All tests share one process.
 static MEMORY: RwLock<()> = RwLock::new(());
 
@@ -143,12 +300,12 @@ impl Drop for MemoryLock {
     }
 }
 
-/// Waits until no other test uses a device, and keeps them from starting until dropped. Take it first, before
-/// [`for_each_backend`] or [`on_vulkan`], which then run under it.
+/// Waits until no other test uses a device, and keeps them from starting until dropped. A test declared with
+/// `measures_memory` takes it before its body runs.
 pub fn memory_lock() -> MemoryLock {
     assert!(
         !HOLDS_MEMORY.get(),
-        "memory_lock inside for_each_backend or on_vulkan: take it first"
+        "memory_lock under a shared hold: declare the test with `measures_memory` instead"
     );
     let guard = MEMORY.write().unwrap_or_else(PoisonError::into_inner);
     HOLDS_MEMORY.set(true);
@@ -168,7 +325,7 @@ impl Drop for MemoryLockShared {
     }
 }
 
-/// For a test that uses a device outside [`for_each_backend`] and [`on_vulkan`]: waits while a memory
+/// For a test that uses a device and is not declared with [`per_backend`] or [`vulkan_only`]: waits while a memory
 /// measurement runs, and holds it off until dropped.
 pub fn memory_lock_shared() -> MemoryLockShared {
     if HOLDS_MEMORY.get() {
