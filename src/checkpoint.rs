@@ -64,10 +64,16 @@ const DAMAGED: &str =
     "the file was damaged or altered; use an earlier copy, or save the model again";
 
 fn failure(path: &Path, message: impl Into<String>) -> Error {
-    Error::Checkpoint {
-        path: path.display().to_string(),
-        message: message.into(),
-    }
+    Error::checkpoint(path.display().to_string(), message)
+}
+
+/// A failure that `cause` explains; `message` holds its text.
+fn failure_caused(
+    path: &Path,
+    message: impl Into<String>,
+    cause: impl std::error::Error + Send + Sync + 'static,
+) -> Error {
+    Error::checkpoint_caused(path.display().to_string(), message, cause)
 }
 
 /// Writes `model`'s parameters (and `optimizer`'s state, if given) to `path` in the safetensors format. The
@@ -328,9 +334,10 @@ fn push_json_string(out: &mut String, text: &str) {
 /// each write their own temporary file, the last rename winning whole.
 fn write_whole(path: &Path, bytes: &[u8]) -> Result<()> {
     write_atomically(path, ".wgcompute-checkpoint.", bytes).map_err(|error| {
-        failure(
+        failure_caused(
             path,
             format!("cannot write it ({error}); check the folder exists and is writable"),
+            error,
         )
     })
 }
@@ -478,9 +485,10 @@ const GIVE_A_CHECKPOINT: &str = "give a file written by checkpoint::save or `wgc
 /// file whose size is not the one its header gives is refused before memory is reserved for its data.
 fn read_safetensors(path: &Path) -> Result<(StoredLayout, Vec<u8>)> {
     let cannot_read = |error: std::io::Error| {
-        failure(
+        failure_caused(
             path,
             format!("cannot read it ({error}); check the path and that it is readable"),
+            error,
         )
     };
     let mut file = RegularFile::open(path).map_err(|refusal| match refusal {
@@ -542,26 +550,25 @@ fn read_safetensors(path: &Path) -> Result<(StoredLayout, Vec<u8>)> {
             ),
         ));
     }
-    let too_large = |bytes: u64| {
-        failure(
-            path,
-            format!(
-                "needs {bytes} bytes in memory, more than this process can hold; free memory, or use a smaller \
-                 file"
-            ),
+    let needs = |bytes: u64| {
+        format!(
+            "needs {bytes} bytes in memory, more than this process can hold; free memory, or use a smaller file"
         )
+    };
+    let too_large = |bytes: u64| failure(path, needs(bytes));
+    let refused = |bytes: u64, error: std::collections::TryReserveError| {
+        failure_caused(path, needs(bytes), error)
     };
     let mut header = Vec::new();
     // At most MAX_HEADER_BYTES, which fits in memory wherever the crate builds.
     header
         .try_reserve_exact(header_bytes as usize)
-        .map_err(|_| too_large(header_bytes))?;
+        .map_err(|error| refused(header_bytes, error))?;
     read_exactly(header_bytes, &mut header)?;
-    let layout = StoredLayout::parse(&header).map_err(|problem| {
-        failure(
-            path,
-            format!("not a valid safetensors file ({problem}); {GIVE_A_CHECKPOINT}"),
-        )
+    let layout = StoredLayout::parse(&header).map_err(|problem| Error::Checkpoint {
+        path: path.display().to_string(),
+        message: format!("not a valid safetensors file ({problem}); {GIVE_A_CHECKPOINT}"),
+        source: Some(problem.cause),
     })?;
     drop(header);
 
@@ -584,7 +591,7 @@ fn read_safetensors(path: &Path) -> Result<(StoredLayout, Vec<u8>)> {
     let whole = usize::try_from(data_bytes).map_err(|_| too_large(data_bytes))?;
     let mut data = Vec::new();
     data.try_reserve_exact(whole)
-        .map_err(|_| too_large(data_bytes))?;
+        .map_err(|error| refused(data_bytes, error))?;
     // One byte more than the header gives, so that a file growing as it is read is seen rather than cut.
     let read = file
         .read_at_most(data_bytes + 1, &mut data)
@@ -608,11 +615,16 @@ impl StoredLayout {
     /// tensors, sorted by offset, tile the data from 0 with no gap or overlap, each as long as its dtype and
     /// shape make it. The crate checks the data's length against a buffer holding the whole file; here the
     /// caller checks it against the file's size, before reading the data.
-    fn parse(header: &[u8]) -> std::result::Result<Self, String> {
-        let text = std::str::from_utf8(header)
-            .map_err(|error| format!("its header is not UTF-8: {error}"))?;
-        let header: SafetensorsHeader = serde_json::from_str(text)
-            .map_err(|error| format!("its header is not valid: {error}"))?;
+    fn parse(header: &[u8]) -> std::result::Result<Self, HeaderProblem> {
+        let text = std::str::from_utf8(header).map_err(|error| HeaderProblem {
+            text: format!("its header is not UTF-8: {error}"),
+            cause: Box::new(error),
+        })?;
+        let header: SafetensorsHeader =
+            serde_json::from_str(text).map_err(|error| HeaderProblem {
+                text: format!("its header is not valid: {error}"),
+                cause: Box::new(error),
+            })?;
         #[cfg(test)]
         tests::HEADERS_PARSED.with(|count| count.set(count.get() + 1));
         let data_bytes = header.data_len() as u64;
@@ -640,6 +652,19 @@ impl StoredLayout {
             shape: &info.shape,
             data: data.get(start..end)?,
         })
+    }
+}
+
+/// Why a header was refused: the words for the message, and the parser's error, kept as the message's source.
+#[derive(Debug)]
+struct HeaderProblem {
+    text: String,
+    cause: Box<dyn std::error::Error + Send + Sync + 'static>,
+}
+
+impl std::fmt::Display for HeaderProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
     }
 }
 
@@ -1147,9 +1172,10 @@ impl Checkpoint {
         optimizer
             .restore(saved.steps, slots)
             .map_err(|error| match error {
-                Error::InvalidArgument { .. } => failure(
+                Error::InvalidArgument { .. } => failure_caused(
                     &self.path,
                     format!("its optimizer state does not fit the optimizer ({error}); {DAMAGED}"),
+                    error,
                 ),
                 other => other,
             })?;
@@ -1256,7 +1282,78 @@ mod tests {
         assert_eq!(HEADERS_PARSED.with(std::cell::Cell::get), 1);
     }
 
-    fn layout_of(header: &str) -> std::result::Result<StoredLayout, String> {
+    fn scratch_path(name: &str) -> std::path::PathBuf {
+        std::env::temp_dir().join(format!(
+            "wgcompute-checkpoint-{name}-{}.safetensors",
+            std::process::id()
+        ))
+    }
+
+    /// The source of a checkpoint error on `path`, as the type the refusal came from.
+    fn source_of<'a, T: std::error::Error + 'static>(error: &'a Error, path: &Path) -> &'a T {
+        match error {
+            Error::Checkpoint { path: named, .. } => {
+                assert_eq!(named, &path.display().to_string())
+            }
+            other => panic!("expected a checkpoint error, got {other:?}"),
+        }
+        std::error::Error::source(error)
+            .unwrap_or_else(|| panic!("no source: {error:?}"))
+            .downcast_ref::<T>()
+            .unwrap_or_else(|| panic!("a source of another type: {error:?}"))
+    }
+
+    #[test]
+    fn a_file_that_cannot_be_read_or_written_keeps_the_io_error_as_its_source() {
+        let missing = scratch_path("missing");
+        let _ = std::fs::remove_file(&missing);
+        let error = Checkpoint::read(&missing)
+            .err()
+            .expect("a missing file is refused");
+        assert_eq!(
+            source_of::<std::io::Error>(&error, &missing).kind(),
+            std::io::ErrorKind::NotFound
+        );
+        assert!(error.to_string().contains("cannot read it"), "{error}");
+
+        let nowhere = scratch_path("no-such-folder").join("model.safetensors");
+        let error = write_whole(&nowhere, b"bytes").expect_err("no folder to write in");
+        let cause = source_of::<std::io::Error>(&error, &nowhere);
+        assert!(
+            error.to_string().contains(&cause.to_string()),
+            "{error} names {cause}"
+        );
+    }
+
+    #[test]
+    fn a_malformed_header_keeps_the_parsers_error_as_its_source() {
+        let file = |name: &str, header: &[u8]| {
+            let path = scratch_path(name);
+            let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+            bytes.extend_from_slice(header);
+            std::fs::write(&path, bytes).expect("write");
+            let error = Checkpoint::read(&path).err().expect("refused");
+            let _ = std::fs::remove_file(&path);
+            (path, error)
+        };
+        let (path, error) = file("broken-json", b"{\"a\":");
+        let cause = source_of::<serde_json::Error>(&error, &path);
+        assert!(cause.is_eof(), "{cause}");
+        assert!(
+            error.to_string().contains("not a valid safetensors file"),
+            "{error}"
+        );
+        // The safetensors crate refuses a bad layout from within the JSON parser: a data error of its own.
+        let (path, error) = file(
+            "gap",
+            br#"{"a":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}}"#,
+        );
+        assert!(source_of::<serde_json::Error>(&error, &path).is_data());
+        let (path, error) = file("not-utf8", b"{\"\xff\":1}");
+        source_of::<std::str::Utf8Error>(&error, &path);
+    }
+
+    fn layout_of(header: &str) -> std::result::Result<StoredLayout, HeaderProblem> {
         StoredLayout::parse(header.as_bytes())
     }
 
@@ -1301,6 +1398,8 @@ mod tests {
         ] {
             assert!(layout_of(header).is_err(), "{problem}: {header}");
         }
-        assert!(StoredLayout::parse(b"{\"\xff\":1}").is_err_and(|error| error.contains("UTF-8")));
+        assert!(
+            StoredLayout::parse(b"{\"\xff\":1}").is_err_and(|error| error.text.contains("UTF-8"))
+        );
     }
 }

@@ -61,7 +61,13 @@ pub enum Error {
     NoAdapter { wanted: String, advice: String },
     /// The device could not be created on the chosen adapter.
     #[error("could not open a device on adapter '{adapter}': {reason}")]
-    RequestDevice { adapter: String, reason: String },
+    RequestDevice {
+        adapter: String,
+        reason: String,
+        /// The driver's refusal (a `wgpu::RequestDeviceError`), whose text `reason` holds.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    },
     /// An adapter selector or a memory limit could not be parsed.
     #[error("invalid {what} '{given}': {expected}")]
     InvalidArgument {
@@ -121,7 +127,17 @@ pub enum Error {
     // --- checkpoints ---
     /// A checkpoint could not be written or read, or does not fit the model it is loaded into.
     #[error("checkpoint {path}: {message}")]
-    Checkpoint { path: String, message: String },
+    Checkpoint {
+        path: String,
+        message: String,
+        /// What refused the file, where something else did: an `std::io::Error` reading or writing it, a
+        /// `serde_json::Error` for a header that is not valid JSON or not a valid safetensors layout (the
+        /// safetensors crate reports a bad layout through the JSON parser, so its own error is only text
+        /// there), an `std::str::Utf8Error`, a `std::collections::TryReserveError` for a file too large to
+        /// hold, or the optimizer's own [`Error`] for state that does not fit it.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    },
 
     // --- tuning ---
     /// The tuning cache file could not be written (`Session::write_tuning_cache`). Tuned picks still hold for
@@ -134,6 +150,9 @@ pub enum Error {
     TuningCache {
         path: std::path::PathBuf,
         message: String,
+        /// The `std::io::Error` that stopped the write, whose text `message` holds.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
     },
 
     // --- driver ---
@@ -172,6 +191,29 @@ impl Error {
     ) -> Self {
         Error::Driver {
             op,
+            message: message.into(),
+            source: Some(Box::new(cause)),
+        }
+    }
+
+    /// A checkpoint refused for a reason of wgcompute's own: the file's contents, or the model it is loaded into.
+    pub(crate) fn checkpoint(path: impl Into<String>, message: impl Into<String>) -> Self {
+        Error::Checkpoint {
+            path: path.into(),
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// A checkpoint that `cause` kept from being read or written; `message` says what failed, and includes the
+    /// cause's text.
+    pub(crate) fn checkpoint_caused(
+        path: impl Into<String>,
+        message: impl Into<String>,
+        cause: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Error::Checkpoint {
+            path: path.into(),
             message: message.into(),
             source: Some(Box::new(cause)),
         }
@@ -237,6 +279,56 @@ mod tests {
             Some(wgpu::PollError::Timeout)
         ));
         assert!(std::error::Error::source(&Error::device_lost("reset")).is_none());
+    }
+
+    #[test]
+    fn a_checkpoint_error_keeps_its_cause_as_its_source() {
+        let cause = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        let text = format!("cannot write it ({cause})");
+        let error = Error::checkpoint_caused("model.safetensors", text.clone(), cause);
+        assert_eq!(
+            error.to_string(),
+            format!("checkpoint model.safetensors: {text}")
+        );
+        let source = std::error::Error::source(&error).expect("the cause");
+        assert_eq!(
+            source
+                .downcast_ref::<std::io::Error>()
+                .map(std::io::Error::kind),
+            Some(std::io::ErrorKind::PermissionDenied)
+        );
+
+        let cause = serde_json::from_str::<serde_json::Value>("{").expect_err("not JSON");
+        let error = Error::checkpoint_caused("model.safetensors", format!("({cause})"), cause);
+        let source = std::error::Error::source(&error).expect("the cause");
+        assert!(source
+            .downcast_ref::<serde_json::Error>()
+            .is_some_and(serde_json::Error::is_eof));
+
+        assert!(std::error::Error::source(&Error::checkpoint(
+            "model.safetensors",
+            "of another model"
+        ))
+        .is_none());
+    }
+
+    #[test]
+    fn a_tuning_cache_error_keeps_the_io_error_as_its_source() {
+        let cause = std::io::Error::from(std::io::ErrorKind::StorageFull);
+        let error = Error::TuningCache {
+            path: "cache/tuning.txt".into(),
+            message: cause.to_string(),
+            source: Some(Box::new(cause)),
+        };
+        assert!(error
+            .to_string()
+            .starts_with("could not write the tuning cache cache/tuning.txt: "));
+        assert_eq!(
+            std::error::Error::source(&error)
+                .and_then(|source| source.downcast_ref::<std::io::Error>())
+                .map(std::io::Error::kind),
+            Some(std::io::ErrorKind::StorageFull)
+        );
     }
 
     #[test]

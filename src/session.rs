@@ -340,6 +340,7 @@ fn open_device(options: &SessionOptions, selector: &AdapterSelector) -> Result<O
     .map_err(|error| Error::RequestDevice {
         adapter: info.name.clone(),
         reason: error.to_string(),
+        source: Some(Box::new(error)),
     })?;
 
     // Fresh alarms per device: a destroyed device reports itself lost, which must not reach its successor.

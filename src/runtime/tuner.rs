@@ -505,6 +505,7 @@ impl Tuner {
         written.map_err(|error| Error::TuningCache {
             path: path.clone(),
             message: error.to_string(),
+            source: Some(Box::new(error)),
         })?;
         Ok(Some(path.clone()))
     }
@@ -1199,13 +1200,23 @@ mod tests {
         }
         std::fs::remove_file(&path).expect("remove the cache");
         std::fs::create_dir(&path).expect("a directory where the cache goes");
-        match tuner.write_cache() {
-            Err(Error::TuningCache {
+        let error = match tuner.write_cache() {
+            Err(error) => error,
+            other => panic!("expected a TuningCache error, got {other:?}"),
+        };
+        match &error {
+            Error::TuningCache {
                 path: named,
                 message,
-            }) => {
-                assert_eq!(named, path);
+                ..
+            } => {
+                assert_eq!(named, &path);
                 assert!(!message.is_empty());
+                // The system's own error stays reachable, for a caller that tells a full disk from a denial.
+                let cause = std::error::Error::source(&error)
+                    .and_then(|source| source.downcast_ref::<std::io::Error>())
+                    .expect("the io::Error as the source");
+                assert_eq!(&cause.to_string(), message);
             }
             other => panic!("expected a TuningCache error, got {other:?}"),
         }

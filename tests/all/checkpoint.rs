@@ -516,6 +516,7 @@ fn refused_on_read(path: &std::path::Path, bytes: &[u8]) -> String {
         Err(Error::Checkpoint {
             path: named,
             message,
+            ..
         }) => {
             assert_eq!(named, path.display().to_string());
             message
@@ -1268,6 +1269,7 @@ fn a_file_of_another_size_than_its_header_gives_is_refused_before_its_data_is_re
         Err(Error::Checkpoint {
             path: named,
             message,
+            ..
         }) => {
             assert_eq!(named, path.display().to_string());
             assert_names(
@@ -1348,6 +1350,7 @@ fn a_model_or_optimizer_state_that_is_not_finite_is_not_saved(backend: &Backend)
         Err(Error::Checkpoint {
             path: named,
             message,
+            ..
         }) => {
             assert_eq!(named, path.display().to_string());
             assert_names(&message, names);

@@ -239,75 +239,69 @@ fn shared_memory_tiles_at_every_transpose_batch_and_long_k(backend: &Backend) {
     );
 }
 
-per_backend!(every_matmul_variant_at_partial_tiles_long_k_and_a_batch);
-/// Every matmul variant forced in turn (a variant runs where the operands' layout allows it, and the default
-/// elsewhere): row-major operands at sizes that leave partial tiles on both sides, K in several passes, and a
-/// batch, so every register tile shape and its edges are checked on both backends.
-fn every_matmul_variant_at_partial_tiles_long_k_and_a_batch(backend: &Backend) {
-    let variants = common::variants_of("matmul");
-    assert!(variants.len() >= 5, "{variants:?}");
-    let mut rng = Rng::fresh("matmul variants");
-    for variant in variants.iter() {
-        // Shown with a failure: which variant was forced.
-        eprintln!("matmul variant {variant} on {}", backend.name);
-        let session = backend.poisoned_with("matmul", variant);
-        for (m, k, n) in [
-            (1, 4, 4),
-            (7, 8, 12),
-            (10, 12, 1000),
-            (65, 64, 132),
-            (129, 36, 260),
-            (9, 4104, 8),
-        ] {
-            let tolerance = if k > 1000 { 1e-4 } else { 1e-5 };
-            check(
-                &session,
-                &mut rng,
-                &[m, k],
-                false,
-                &[k, n],
-                false,
-                tolerance,
-            );
-        }
+per_backend!(every_matmul_variant_at_partial_tiles_long_k_and_a_batch, "matmul": vec4_8x8, vec4_4x16, shared_rows_8x8, shared_rows_12x8, shared_rows_16x16, shared_rows_24x16, vec4_at_8x8, at_shared_rows_8x16, at_shared_rows_24x16, at_shared_rows_16x16, vec4_bt_4x4, strided_4x4, shared_tiles, shared_tiles_32x32, shared_tiles_64x64_8x4, shared_tiles_128x64, shared_tiles_128x128);
+/// Each matmul variant forced (a variant runs where the operands' layout allows it, and the default elsewhere):
+/// row-major operands at sizes that leave partial tiles on both sides, K in several passes, and a batch, so
+/// every register tile shape and its edges are checked on both backends.
+fn every_matmul_variant_at_partial_tiles_long_k_and_a_batch(backend: &Backend, variant: &str) {
+    let mut rng = Rng::fresh(&format!("matmul variant {variant}"));
+    let session = backend.poisoned_with("matmul", variant);
+    for (m, k, n) in [
+        (1, 4, 4),
+        (7, 8, 12),
+        (10, 12, 1000),
+        (65, 64, 132),
+        (129, 36, 260),
+        (9, 4104, 8),
+    ] {
+        let tolerance = if k > 1000 { 1e-4 } else { 1e-5 };
         check(
             &session,
             &mut rng,
-            &[3, 5, 8],
+            &[m, k],
             false,
-            &[3, 8, 12],
+            &[k, n],
             false,
-            1e-5,
-        );
-        check(&session, &mut rng, &[12, 8], true, &[12, 16], false, 1e-5);
-        // Aᵀ·B tiles: partial row and column tiles, K in two passes, a batch.
-        check(&session, &mut rng, &[37, 20], true, &[37, 12], false, 1e-5);
-        check(
-            &session,
-            &mut rng,
-            &[4500, 8],
-            true,
-            &[4500, 4],
-            false,
-            1e-4,
-        );
-        check(
-            &session,
-            &mut rng,
-            &[2, 9, 12],
-            true,
-            &[2, 9, 8],
-            false,
-            1e-5,
-        );
-        check(&session, &mut rng, &[7, 9], false, &[9, 5], false, 1e-5);
-        check(&session, &mut rng, &[66, 12], false, &[70, 12], true, 1e-5);
-        let report = session.tuning_report().expect("report");
-        assert!(
-            report.iter().any(|record| record.pick == *variant),
-            "{variant} never ran: {report:?}"
+            tolerance,
         );
     }
+    check(
+        &session,
+        &mut rng,
+        &[3, 5, 8],
+        false,
+        &[3, 8, 12],
+        false,
+        1e-5,
+    );
+    check(&session, &mut rng, &[12, 8], true, &[12, 16], false, 1e-5);
+    // Aᵀ·B tiles: partial row and column tiles, K in two passes, a batch.
+    check(&session, &mut rng, &[37, 20], true, &[37, 12], false, 1e-5);
+    check(
+        &session,
+        &mut rng,
+        &[4500, 8],
+        true,
+        &[4500, 4],
+        false,
+        1e-4,
+    );
+    check(
+        &session,
+        &mut rng,
+        &[2, 9, 12],
+        true,
+        &[2, 9, 8],
+        false,
+        1e-5,
+    );
+    check(&session, &mut rng, &[7, 9], false, &[9, 5], false, 1e-5);
+    check(&session, &mut rng, &[66, 12], false, &[70, 12], true, 1e-5);
+    let report = session.tuning_report().expect("report");
+    assert!(
+        report.iter().any(|record| record.pick == variant),
+        "{variant} never ran: {report:?}"
+    );
 }
 
 /// Rows of C at `rows` (sampled: the product is large) against the f64 reference, measured against the sum

@@ -483,7 +483,7 @@ fn a_session_writes_its_picks_on_request_and_reports_a_failure(backend: &Backend
     std::fs::remove_file(&file).expect("remove the cache");
     std::fs::create_dir(&file).expect("a directory where the cache file goes");
     match session.write_tuning_cache() {
-        Err(Error::TuningCache { path, message }) => {
+        Err(Error::TuningCache { path, message, .. }) => {
             assert_eq!(path, file);
             assert!(!message.is_empty());
         }
