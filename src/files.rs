@@ -116,9 +116,10 @@ fn open_without_blocking(path: &Path) -> std::io::Result<File> {
     File::open(path)
 }
 
-/// What a file that is not a regular one is, for a message ("is a FIFO, not a regular file").
+/// What a file that is not a regular one is, for a message ("is a FIFO, not a regular file"): public, so that
+/// whatever refuses such a file (the command's outputs, a binding) says it in the same words.
 #[cfg(unix)]
-pub(crate) fn kind_of(kind: &std::fs::FileType) -> &'static str {
+pub fn kind_of(kind: &std::fs::FileType) -> &'static str {
     use std::os::unix::fs::FileTypeExt;
     if kind.is_fifo() {
         "a FIFO"
@@ -136,7 +137,7 @@ pub(crate) fn kind_of(kind: &std::fs::FileType) -> &'static str {
 }
 
 #[cfg(not(unix))]
-pub(crate) fn kind_of(kind: &std::fs::FileType) -> &'static str {
+pub fn kind_of(kind: &std::fs::FileType) -> &'static str {
     if kind.is_dir() {
         "a folder"
     } else {

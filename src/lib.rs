@@ -40,6 +40,7 @@ pub mod train;
 pub use autograd::{Gradients, Tape, Var};
 pub use device::{list_adapters, AdapterDescription, AdapterSelector, DeviceMemory, MemorySource};
 pub use error::{ByteSize, Error, Result};
+pub use files::kind_of as file_kind;
 pub use kernels::elementwise::{BinaryOp, UnaryOp};
 pub use kernels::kernel_variants;
 pub use kernels::reduce::ReduceOp;

@@ -295,28 +295,7 @@ fn expect_regular(named: &str, metadata: &fs::Metadata) -> Result<()> {
     if metadata.is_dir() {
         bail!("cannot write {named}: it is a directory");
     }
-    let kind = {
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::FileTypeExt;
-            let file_type = metadata.file_type();
-            if file_type.is_char_device() {
-                "a character device"
-            } else if file_type.is_block_device() {
-                "a block device"
-            } else if file_type.is_fifo() {
-                "a FIFO"
-            } else if file_type.is_socket() {
-                "a socket"
-            } else {
-                "not a regular file"
-            }
-        }
-        #[cfg(not(unix))]
-        {
-            "not a regular file"
-        }
-    };
+    let kind = wgcompute::file_kind(&metadata.file_type());
     bail!(
         "cannot write {named}: it is {kind}; outputs are regular files (written whole, then renamed into \
          place), so name a file"
