@@ -4,7 +4,9 @@
 
 use std::sync::Arc;
 
-use crate::common::{per_backend, relative_error, Backend, Rng};
+use crate::common::{
+    self, per_backend, reference, relative_error, weighted_cost, widen, Backend, Rng,
+};
 use wgcompute::{Adam, AdamConfig, Optimizer, Session, Tape, Tensor, Var};
 
 type Reference<'a> = dyn Fn(&[Vec<f64>]) -> Vec<f64> + 'a;
@@ -23,22 +25,14 @@ fn check(
         .iter()
         .map(|(shape, data)| Arc::new(session.upload(data, shape).expect("input")))
         .collect();
-    let mut tape = Tape::new();
-    let vars: Vec<Var> = params.iter().map(|param| tape.param(param)).collect();
-    let y = build(&mut tape, &vars);
-    let y_shape = tape.value(y).expect("y").shape().to_vec();
-    let value = tape.value(y).expect("y").to_vec().expect("read y");
-    let weights = rng.vec(value.len(), -1.0, 1.0);
-    let w = tape.input(session.upload(&weights, &y_shape).expect("weights"));
-    let weighted = tape.mul(y, w).expect("weighting");
-    let cost = tape.sum(weighted, None).expect("sum");
-    let gradients = tape.backward(cost).expect("backward");
-
-    let wide: Vec<Vec<f64>> = inputs
-        .iter()
-        .map(|(_, data)| data.iter().map(|&x| x as f64).collect())
-        .collect();
+    let wide: Vec<Vec<f64>> = inputs.iter().map(|(_, data)| widen(data)).collect();
     let want = reference(&wide);
+    let weights = rng.vec(want.len(), -1.0, 1.0);
+    let (value, gradients) = weighted_cost(session, &params, &weights, |tape, vars| {
+        Ok(build(tape, vars))
+    })
+    .expect("forward");
+
     let error = relative_error(&value, &want);
     assert!(error < 1e-5, "{name} forward: relative error {error:e}");
     let cost_of = |x: &[Vec<f64>]| -> f64 {
@@ -48,26 +42,18 @@ fn check(
             .map(|(y, &w)| y * w as f64)
             .sum()
     };
-    for (which, param) in params.iter().enumerate() {
-        let got = gradients
-            .of(param)
-            .expect("took part")
-            .to_vec()
-            .expect("read");
-        let mut point = wide.clone();
+    for (which, got) in gradients.iter().enumerate() {
         let numeric: Vec<f64> = (0..wide[which].len())
             .map(|k| {
-                let x = wide[which][k];
-                let h = 1e-6 * x.abs().max(1.0);
-                point[which][k] = x + h;
-                let up = cost_of(&point);
-                point[which][k] = x - h;
-                let down = cost_of(&point);
-                point[which][k] = x;
-                (up - down) / (2.0 * h)
+                let cost_with = |value: f64| {
+                    let mut point = wide.clone();
+                    point[which][k] = value;
+                    cost_of(&point)
+                };
+                common::reference::derivative(cost_with, wide[which][k])
             })
             .collect();
-        let error = relative_error(&got, &numeric);
+        let error = relative_error(got, &numeric);
         assert!(
             error < 1e-4,
             "{name} gradient of input {which}: relative error {error:e}\n got {:?}\nwant {:?}",
@@ -75,16 +61,6 @@ fn check(
             &numeric[..numeric.len().min(6)]
         );
     }
-}
-
-fn rows_of(x: &[f64], cols: usize, f: impl Fn(&[f64]) -> Vec<f64>) -> Vec<f64> {
-    x.chunks(cols).flat_map(f).collect()
-}
-
-fn softmax(row: &[f64]) -> Vec<f64> {
-    let max = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-    let total: f64 = row.iter().map(|x| (x - max).exp()).sum();
-    row.iter().map(|x| (x - max).exp() / total).collect()
 }
 
 per_backend!(softmax_and_log_softmax_differentiate_along_the_last_axis);
@@ -100,7 +76,7 @@ fn softmax_and_log_softmax_differentiate_along_the_last_axis(backend: &Backend) 
             &format!("softmax over {cols}"),
             &[(shape.clone(), x.clone())],
             |tape, v| tape.softmax(v[0]).expect("softmax"),
-            &|x| rows_of(&x[0], cols, softmax),
+            &|x| reference::by_rows(&x[0], cols, reference::softmax),
         );
         check(
             &session,
@@ -108,11 +84,7 @@ fn softmax_and_log_softmax_differentiate_along_the_last_axis(backend: &Backend) 
             &format!("log_softmax over {cols}"),
             &[(shape, x)],
             |tape, v| tape.log_softmax(v[0]).expect("log_softmax"),
-            &|x| {
-                rows_of(&x[0], cols, |row| {
-                    softmax(row).iter().map(|p| p.ln()).collect()
-                })
-            },
+            &|x| reference::by_rows(&x[0], cols, reference::log_softmax),
         );
     }
     session.close();

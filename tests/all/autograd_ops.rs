@@ -1,44 +1,18 @@
-//! Every row of the elementwise op tables, forward and backward: the value against an f64 reference of the op,
-//! and the tape's gradient against a central finite difference of that reference. The sweep takes every op
-//! the tables declare, so a new row is tested as soon as it exists (its reference below must be added). Then
-//! prod's gradient, with lanes holding no zero, one zero and two or more.
+//! Every row of the elementwise op tables and of the value-reduction table, forward and backward: the value
+//! against the f64 reference of the op (`common::reference`), and the tape's gradient against a central finite
+//! difference of that reference; a reduction without a gradient rule must be refused where a gradient would
+//! flow, and record on constants. The sweeps take every op the tables declare, so a new row is tested as soon as
+//! it exists (its reference must be added). Then prod's gradient, with lanes holding no zero, one zero and two
+//! or more.
 
 use std::sync::Arc;
 
-use crate::common::{lanes_of, per_backend, relative_error, Backend, Rng};
-use wgcompute::{BinaryOp, Tape, Tensor, UnaryOp};
-
-/// The op in f64: what the kernel computes, as the reference for values and finite differences.
-fn unary_reference(op: UnaryOp, x: f64, a: f64) -> f64 {
-    match op {
-        UnaryOp::Relu => x.max(0.0),
-        UnaryOp::Exp => x.exp(),
-        UnaryOp::Log => x.ln(),
-        UnaryOp::Sqrt => x.sqrt(),
-        UnaryOp::Neg => -x,
-        UnaryOp::Tanh => x.tanh(),
-        UnaryOp::Sigmoid => 1.0 / (1.0 + (-x).exp()),
-        UnaryOp::Square => x * x,
-        UnaryOp::AddScalar => x + a,
-        UnaryOp::SubScalar => x - a,
-        UnaryOp::MulScalar => x * a,
-        UnaryOp::DivScalar => x / a,
-        UnaryOp::ScalarSub => a - x,
-        UnaryOp::ScalarDiv => a / x,
-        UnaryOp::Copy => x,
-        other => panic!("no reference for {other:?}: add one"),
-    }
-}
-
-fn binary_reference(op: BinaryOp, x: f64, y: f64) -> f64 {
-    match op {
-        BinaryOp::Add => x + y,
-        BinaryOp::Sub => x - y,
-        BinaryOp::Mul => x * y,
-        BinaryOp::Div => x / y,
-        other => panic!("no reference for {other:?}: add one"),
-    }
-}
+use crate::common::reference::{self, over_lanes};
+use crate::common::{
+    count, lanes_of, per_backend, reduced_shape, relative_error, weighted_cost, Backend, Rng,
+};
+use crate::ops_reduce::{error_against_scale, signed_data, tolerance};
+use wgcompute::{BinaryOp, Error, ReduceOp, Tape, UnaryOp, Var};
 
 /// Values in ±[0.5, 2]: away from 0 (where relu bends and division blows up); positive where the op needs it.
 fn inputs(rng: &mut Rng, len: usize, positive: bool) -> Vec<f32> {
@@ -56,8 +30,7 @@ fn inputs(rng: &mut Rng, len: usize, positive: bool) -> Vec<f32> {
 
 /// d/dx of Σ w·f(x) by central differences of the f64 reference.
 fn numeric_gradient(f: impl Fn(f64) -> f64, x: f64, weight: f64) -> f64 {
-    let h = 1e-6 * x.abs().max(1.0);
-    weight * (f(x + h) - f(x - h)) / (2.0 * h)
+    weight * reference::derivative(f, x)
 }
 
 per_backend!(every_unary_op_matches_its_reference_forward_and_backward);
@@ -72,22 +45,13 @@ fn every_unary_op_matches_its_reference_forward_and_backward(backend: &Backend) 
         let weights = rng.vec(len, -1.0, 1.0);
         let scalar = rng.uniform(0.5, 2.0);
         let x_tensor = Arc::new(session.upload(&x, &shape).expect("x"));
-        let w_tensor = Arc::new(session.upload(&weights, &shape).expect("weights"));
-        let mut tape = Tape::new();
-        let xv = tape.param(&x_tensor);
-        let wv = tape.constant(&w_tensor);
-        let y = tape.unary(op, xv, scalar).expect("forward");
-        let weighted = tape.mul(y, wv).expect("weighting");
-        let cost = tape.sum(weighted, None).expect("sum");
-        let value = tape.value(y).expect("y").to_vec().expect("read y");
-        let gradients = tape.backward(cost).expect("backward");
-        let gradient = gradients
-            .of(&x_tensor)
-            .expect("x took part")
-            .to_vec()
-            .expect("read the gradient");
+        let (value, gradients) = weighted_cost(&session, &[x_tensor], &weights, |tape, x| {
+            tape.unary(op, x[0], scalar)
+        })
+        .expect("forward");
+        let gradient = &gradients[0];
 
-        let reference = |x: f64| unary_reference(op, x, scalar as f64);
+        let reference = |x: f64| reference::unary(op)(x, scalar as f64);
         let want_value: Vec<f64> = x.iter().map(|&x| reference(x as f64)).collect();
         let want_gradient: Vec<f64> = x
             .iter()
@@ -95,7 +59,7 @@ fn every_unary_op_matches_its_reference_forward_and_backward(backend: &Backend) 
             .map(|(&x, &w)| numeric_gradient(reference, x as f64, w as f64))
             .collect();
         let value_error = relative_error(&value, &want_value);
-        let gradient_error = relative_error(&gradient, &want_gradient);
+        let gradient_error = relative_error(gradient, &want_gradient);
         assert!(
             value_error < 1e-5,
             "{op:?} forward: relative error {value_error:e}"
@@ -113,7 +77,6 @@ fn every_unary_op_matches_its_reference_forward_and_backward(backend: &Backend) 
 per_backend!(every_binary_op_matches_its_reference_forward_and_backward_with_broadcasting);
 fn every_binary_op_matches_its_reference_forward_and_backward_with_broadcasting(backend: &Backend) {
     let mut rng = Rng::fresh("binary ops");
-    let out_shape = [5, 33];
     let len = 5 * 33;
     let session = backend.poisoned();
     // Same shapes, a broadcast row on the right, a broadcast column on the left.
@@ -130,18 +93,11 @@ fn every_binary_op_matches_its_reference_forward_and_backward_with_broadcasting(
             let weights = rng.vec(len, -1.0, 1.0);
             let a = Arc::new(session.upload(&lhs, lhs_shape).expect("lhs"));
             let b = Arc::new(session.upload(&rhs, rhs_shape).expect("rhs"));
-            let w = Arc::new(session.upload(&weights, &out_shape).expect("weights"));
-            let mut tape = Tape::new();
-            let (av, bv, wv) = (tape.param(&a), tape.param(&b), tape.constant(&w));
-            let y = tape.binary(op, av, bv).expect("forward");
-            let weighted = tape.mul(y, wv).expect("weighting");
-            let cost = tape.sum(weighted, None).expect("sum");
-            let value = tape.value(y).expect("y").to_vec().expect("read y");
-            let gradients = tape.backward(cost).expect("backward");
-            let read = |t: &Arc<wgcompute::Tensor>| {
-                gradients.of(t).expect("took part").to_vec().expect("read")
-            };
-            let (da, db) = (read(&a), read(&b));
+            let (value, gradients) = weighted_cost(&session, &[a, b], &weights, |tape, ab| {
+                tape.binary(op, ab[0], ab[1])
+            })
+            .expect("forward");
+            let (da, db) = (&gradients[0], &gradients[1]);
 
             // Output element (i, j) reads lhs and rhs at their broadcast coordinates.
             let at = |shape: &[usize], i: usize, j: usize| -> usize {
@@ -166,21 +122,193 @@ fn every_binary_op_matches_its_reference_forward_and_backward_with_broadcasting(
                 for j in 0..33 {
                     let (l, r) = (at(lhs_shape, i, j), at(rhs_shape, i, j));
                     let (x, y, weight) = (lhs[l] as f64, rhs[r] as f64, weights[i * 33 + j] as f64);
-                    want_value[i * 33 + j] = binary_reference(op, x, y);
-                    want_da[l] += numeric_gradient(|x| binary_reference(op, x, y), x, weight);
-                    want_db[r] += numeric_gradient(|y| binary_reference(op, x, y), y, weight);
+                    want_value[i * 33 + j] = reference::binary(op)(x, y);
+                    want_da[l] += numeric_gradient(|x| reference::binary(op)(x, y), x, weight);
+                    want_db[r] += numeric_gradient(|y| reference::binary(op)(x, y), y, weight);
                 }
             }
             let context = format!("{op:?} {lhs_shape:?} {rhs_shape:?}");
             let value_error = relative_error(&value, &want_value);
             assert!(value_error < 1e-5, "{context} forward: {value_error:e}");
-            for (name, got, want) in [("lhs", &da, &want_da), ("rhs", &db, &want_db)] {
+            for (name, got, want) in [("lhs", da, &want_da), ("rhs", db, &want_db)] {
                 let error = relative_error(got, want);
                 assert!(
                     error < 1e-4,
                     "{context} gradient of {name}: relative error {error:e}"
                 );
             }
+        }
+    }
+    session.close();
+}
+
+/// The gradient of Σ w·op(x, axis) in f64 (w of the reduced shape), by central differences of the op's
+/// reference over each lane.
+fn reduce_gradient_reference(
+    op: ReduceOp,
+    x: &[f32],
+    shape: &[usize],
+    axis: Option<usize>,
+    weights: &[f32],
+) -> Vec<f64> {
+    let (outer, lane, inner) = lanes_of(shape, axis);
+    let at = |o: usize, k: usize, i: usize| (o * lane + k) * inner + i;
+    let mut gradient = vec![0.0; x.len()];
+    for o in 0..outer {
+        for i in 0..inner {
+            let lane_values: Vec<f64> = (0..lane).map(|k| f64::from(x[at(o, k, i)])).collect();
+            let weight = f64::from(weights[o * inner + i]);
+            for k in 0..lane {
+                let reduce_with = |value: f64| {
+                    let mut changed = lane_values.clone();
+                    changed[k] = value;
+                    reference::reduce(op, &changed)
+                };
+                gradient[at(o, k, i)] = numeric_gradient(reduce_with, lane_values[k], weight);
+            }
+        }
+    }
+    gradient
+}
+
+/// The shapes of the reduction sweep: one element, a prime, a matrix, three axes, and lanes past the chunk
+/// stage's 4096 whose length is a multiple of 4 (the vec4 chunk loop, each row's own).
+const SWEEP_SHAPES: [&[usize]; 5] = [&[1], &[7], &[3, 5], &[2, 3, 4], &[2, 4100]];
+
+/// The refusal of a reduction with no gradient rule: an invalid argument that names the op.
+fn expect_refused(op: ReduceOp, result: wgcompute::Result<Var>, context: &str) {
+    let error = match result {
+        Ok(_) => panic!("{context}: recorded where a gradient would flow"),
+        Err(error) => error,
+    };
+    let Error::InvalidArgument { given, .. } = &error else {
+        panic!("{context}: refused with {error:?}, not as an invalid argument");
+    };
+    assert_eq!(given, op.name(), "{context}: the refusal names the op");
+    let text = error.to_string();
+    assert!(
+        text.contains(op.name()),
+        "{context}: the message names {}: {text}",
+        op.name()
+    );
+}
+
+per_backend!(every_reduction_differentiates_or_is_refused_where_a_gradient_would_flow);
+/// Every row of `ReduceOp::all()`, over everything and along every axis of awkward shapes: cost =
+/// Σ w·reduce(x, axis) with x a parameter. Where the tape records it, the value must match the f64 reference and
+/// the gradient central differences of it. Where it refuses, the error must be an invalid argument naming the
+/// op, also on a tensor derived from the parameter, and the op must record on a constant and give the
+/// reference's value there. Then which rows have a gradient is pinned: sum, mean and prod (so a lost rule
+/// fails), not max and min, whose generated methods are refused with a message naming them.
+fn every_reduction_differentiates_or_is_refused_where_a_gradient_would_flow(backend: &Backend) {
+    let mut rng = Rng::fresh("reduction gradients");
+    let session = backend.poisoned();
+    let (mut differentiated, mut refused) = (Vec::new(), Vec::new());
+    for op in ReduceOp::all() {
+        for shape in SWEEP_SHAPES {
+            // Magnitudes near 1 and never 0 (closer to 1 the longer the tensor), so that a product stays
+            // well inside f32 and its finite differences are smooth.
+            let x = signed_data(&mut rng, count(shape));
+            let x_tensor = Arc::new(session.upload(&x, shape).expect("x"));
+            for axis in std::iter::once(None).chain((0..shape.len()).map(Some)) {
+                let context = format!("{} over {axis:?} of {shape:?}", op.name());
+                let (_, lane, _) = lanes_of(shape, axis);
+                let want_value = crate::ops_reduce::reference(&x, shape, axis, op);
+                let check_value = |value: &[f32], on: &str| {
+                    let error = error_against_scale(value, &want_value);
+                    let tolerance = tolerance(op, lane);
+                    assert!(
+                        error < tolerance,
+                        "{context} on {on}: value error {error:e} (tolerance {tolerance:e})"
+                    );
+                };
+                let weights = rng.vec(count(&reduced_shape(shape, axis)), -1.0, 1.0);
+                let recorded =
+                    weighted_cost(&session, &[Arc::clone(&x_tensor)], &weights, |tape, x| {
+                        tape.reduce(op, x[0], axis)
+                    });
+                match recorded {
+                    Ok((value, gradients)) => {
+                        check_value(&value, "a parameter");
+                        let want = reduce_gradient_reference(op, &x, shape, axis, &weights);
+                        let error = relative_error(&gradients[0], &want);
+                        assert!(
+                            error < 1e-4,
+                            "{context} gradient: relative error {error:e}\n got {:?}\nwant {:?}",
+                            &gradients[0][..gradients[0].len().min(6)],
+                            &want[..want.len().min(6)]
+                        );
+                        differentiated.push(op);
+                    }
+                    Err(error) => {
+                        expect_refused(op, Err(error), &format!("{context} on a parameter"));
+                        let mut tape = Tape::new();
+                        let xv = tape.param(&x_tensor);
+                        let derived = tape.unary(UnaryOp::Neg, xv, 0.0).expect("neg");
+                        let derived = tape.unary(UnaryOp::Neg, derived, 0.0).expect("neg");
+                        expect_refused(
+                            op,
+                            tape.reduce(op, derived, axis),
+                            &format!("{context} on a tensor derived from a parameter"),
+                        );
+                        let mut tape = Tape::new();
+                        let constant = tape.constant(&x_tensor);
+                        let y = tape
+                            .reduce(op, constant, axis)
+                            .unwrap_or_else(|error| panic!("{context} on a constant: {error}"));
+                        let value = tape.value(y).expect("y").to_vec().expect("read y");
+                        check_value(&value, "a constant");
+                        refused.push(op);
+                    }
+                }
+            }
+        }
+    }
+    differentiated.dedup();
+    refused.dedup();
+    for op in &differentiated {
+        assert!(
+            !refused.contains(op),
+            "{op:?} is differentiated at some shapes and refused at others"
+        );
+    }
+    for op in [ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Prod] {
+        assert!(
+            differentiated.contains(&op),
+            "{} has no gradient on the tape: {differentiated:?} do",
+            op.name()
+        );
+    }
+    for op in [ReduceOp::Max, ReduceOp::Min] {
+        assert!(
+            refused.contains(&op),
+            "{} records on a parameter: {refused:?} are refused",
+            op.name()
+        );
+    }
+    // The generated methods go through the same rule.
+    type Method = fn(&mut Tape, Var, Option<usize>) -> wgcompute::Result<Var>;
+    let x = Arc::new(session.upload(&[0.5, -2.0, 1.5], &[3]).expect("x"));
+    let methods: [(ReduceOp, Method, bool); 5] = [
+        (ReduceOp::Sum, Tape::sum, true),
+        (ReduceOp::Mean, Tape::mean, true),
+        (ReduceOp::Prod, Tape::prod, true),
+        (ReduceOp::Max, Tape::max, false),
+        (ReduceOp::Min, Tape::min, false),
+    ];
+    for (op, method, differentiable) in methods {
+        let mut tape = Tape::new();
+        let xv = tape.param(&x);
+        let context = format!("Tape::{} on a parameter", op.name());
+        if differentiable {
+            let y =
+                method(&mut tape, xv, None).unwrap_or_else(|error| panic!("{context}: {error}"));
+            let gradients = tape
+                .backward(y)
+                .unwrap_or_else(|error| panic!("{context}: {error}"));
+            assert!(gradients.of(&x).is_some(), "{context}: no gradient");
+        } else {
+            expect_refused(op, method(&mut tape, xv, None), &context);
         }
     }
     session.close();
@@ -224,51 +352,22 @@ fn prod_gradient_is_the_product_of_the_others_also_with_zeros_in_a_lane(backend:
         }
         for &axis in axes {
             let context = format!("prod over {axis:?} of {shape:?} with zeros at {zeros:?}");
-            let (outer, lane, inner) = lanes_of(shape, axis);
-            let weights = rng.vec(outer * inner, -1.0, 1.0);
-            let reduced: Vec<usize> = match axis {
-                None => Vec::new(),
-                Some(axis) => [&shape[..axis], &shape[axis + 1..]].concat(),
-            };
+            let weights = rng.vec(count(&reduced_shape(shape, axis)), -1.0, 1.0);
             let x_tensor = Arc::new(session.upload(&x, shape).expect("x"));
-            let w_tensor = Arc::new(session.upload(&weights, &reduced).expect("weights"));
-            let mut tape = Tape::new();
-            let xv = tape.param(&x_tensor);
-            let wv = tape.constant(&w_tensor);
-            let y = tape.prod(xv, axis).expect("forward");
-            let weighted = tape.mul(y, wv).expect("weighting");
-            let cost = tape.sum(weighted, None).expect("sum");
-            let value = tape.value(y).expect("y").to_vec().expect("read y");
-            let gradients = tape.backward(cost).expect("backward");
-            let gradient = gradients
-                .of(&x_tensor)
-                .map(Tensor::to_vec)
-                .expect("x took part")
-                .expect("read the gradient");
+            let (value, gradients) = weighted_cost(&session, &[x_tensor], &weights, |tape, x| {
+                tape.prod(x[0], axis)
+            })
+            .expect("forward");
+            let gradient = &gradients[0];
 
-            let at = |o: usize, k: usize, i: usize| (o * lane + k) * inner + i;
-            let mut want_value = vec![0.0; outer * inner];
-            let mut want_gradient = vec![0.0; len];
-            for o in 0..outer {
-                for i in 0..inner {
-                    let lane_values: Vec<f64> =
-                        (0..lane).map(|k| f64::from(x[at(o, k, i)])).collect();
-                    let weight = f64::from(weights[o * inner + i]);
-                    want_value[o * inner + i] = lane_values.iter().product();
-                    for k in 0..lane {
-                        let product_with = |value: f64| {
-                            let mut changed = lane_values.clone();
-                            changed[k] = value;
-                            changed.iter().product::<f64>()
-                        };
-                        want_gradient[at(o, k, i)] =
-                            numeric_gradient(product_with, lane_values[k], weight);
-                    }
-                }
-            }
+            let want_value = over_lanes(&x, shape, axis, |lane| {
+                reference::reduce(ReduceOp::Prod, lane)
+            });
+            let want_gradient =
+                reduce_gradient_reference(ReduceOp::Prod, &x, shape, axis, &weights);
             let value_error = relative_error(&value, &want_value);
             assert!(value_error < 1e-5, "{context} forward: {value_error:e}");
-            let gradient_error = relative_error(&gradient, &want_gradient);
+            let gradient_error = relative_error(gradient, &want_gradient);
             assert!(
                 gradient_error < 1e-4,
                 "{context} gradient: relative error {gradient_error:e}\n got {gradient:?}\nwant {want_gradient:?}"

@@ -1,17 +1,17 @@
 //! `wgcompute op` as scripts use it: .npy files in, .npy files out, each result checked against an f64
-//! reference (the elementwise tables' from ops_elementwise.rs, the rest computed here); every row of the op tables
-//! is swept, so a new row is run here too; bad inputs are clear errors on stderr with a non-zero exit, never
-//! panics.
+//! reference (`common::reference`; the elementwise tables' domains and tolerances from ops_elementwise.rs);
+//! every row of the op tables is swept, so a new row is run here too; bad inputs are clear errors on stderr
+//! with a non-zero exit, never panics.
 
 use crate::common::cli::{read_f32, read_npy, write_npy, Scratch};
-use crate::common::{self, widen, Rng};
+use crate::common::{self, reduced_shape, reference, widen, Rng};
 use crate::ops_elementwise::{
     binary_reference, check, operand, unary_inputs, unary_reference, unary_scalar, EXACTISH,
 };
 use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::path::Path;
-use wgcompute::{BinaryOp, ReduceOp, UnaryOp};
+use wgcompute::{AdamConfig, BinaryOp, ReduceOp, UnaryOp};
 
 fn assert_close(what: &str, got: &[f32], want: &[f64], tolerance: f64) {
     let error = common::relative_error(got, want);
@@ -33,27 +33,17 @@ fn matmul_reference(
     transpose_a: bool,
     transpose_b: bool,
 ) -> Vec<f64> {
-    let at = |i: usize, p: usize| {
-        if transpose_a {
-            a[p * m + i]
-        } else {
-            a[i * k + p]
-        }
+    let a = if transpose_a {
+        reference::transpose(&widen(a), k, m)
+    } else {
+        widen(a)
     };
-    let bt = |p: usize, j: usize| {
-        if transpose_b {
-            b[j * k + p]
-        } else {
-            b[p * n + j]
-        }
+    let b = if transpose_b {
+        reference::transpose(&widen(b), n, k)
+    } else {
+        widen(b)
     };
-    let mut c = vec![0.0; m * n];
-    for i in 0..m {
-        for j in 0..n {
-            c[i * n + j] = (0..k).map(|p| at(i, p) as f64 * bt(p, j) as f64).sum();
-        }
-    }
-    c
+    reference::matmul(&a, &b, (m, k, n))
 }
 
 #[test]
@@ -138,58 +128,25 @@ fn matmul_of_a_batch_by_a_shared_matrix() {
 
 const REDUCE_SHAPE: [usize; 3] = [3, 5, 7];
 
-/// Reduces `data` of `shape` over everything (None) or one axis, in f64. Returns the output shape and values.
+/// Reduces `data` of `shape` over everything (None) or one axis, in f64, by the subcommand's name (a row of
+/// the value-reduction table, argmax or argmin). Returns the output shape and values.
 fn reduce_reference(
     data: &[f32],
     shape: &[usize],
     axis: Option<usize>,
     op: &str,
 ) -> (Vec<usize>, Vec<f64>) {
-    let (outer, len, inner, out_shape) = match axis {
-        None => (1, data.len(), 1, vec![]),
-        Some(axis) => {
-            let mut out_shape = shape.to_vec();
-            out_shape.remove(axis);
-            (
-                shape[..axis].iter().product(),
-                shape[axis],
-                shape[axis + 1..].iter().product(),
-                out_shape,
-            )
-        }
+    let row = ReduceOp::all().find(|row| subcommand(row.name()) == op);
+    let value = |lane: &[f64]| match (op, row) {
+        ("argmax", _) => reference::arg(lane, false) as f64,
+        ("argmin", _) => reference::arg(lane, true) as f64,
+        (_, Some(row)) => reference::reduce(row, lane),
+        _ => panic!("no reference for {op}"),
     };
-    let mut out = Vec::new();
-    for o in 0..outer {
-        for i in 0..inner {
-            let values: Vec<f64> = (0..len)
-                .map(|r| data[(o * len + r) * inner + i] as f64)
-                .collect();
-            let value = match op {
-                "sum" => values.iter().sum(),
-                "mean" => values.iter().sum::<f64>() / len as f64,
-                "max" => values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
-                "min" => values.iter().copied().fold(f64::INFINITY, f64::min),
-                "prod" => values.iter().product(),
-                "argmax" | "argmin" => {
-                    let mut best = 0;
-                    for (index, &value) in values.iter().enumerate() {
-                        let better = if op == "argmax" {
-                            value > values[best]
-                        } else {
-                            value < values[best]
-                        };
-                        if better {
-                            best = index;
-                        }
-                    }
-                    best as f64
-                }
-                _ => panic!("no reference for {op}"),
-            };
-            out.push(value);
-        }
-    }
-    (out_shape, out)
+    (
+        reduced_shape(shape, axis),
+        reference::over_lanes(data, shape, axis, value),
+    )
 }
 
 /// Runs `op` over everything and along each axis of one random input, checking shapes and values.
@@ -429,16 +386,6 @@ fn op_help_lists_every_row_of_the_tables() {
 
 // --- softmax ---
 
-/// Each row of the last axis: (max, logsumexp).
-fn row_stats(row: &[f32]) -> (f64, f64) {
-    let max = row
-        .iter()
-        .map(|&x| x as f64)
-        .fold(f64::NEG_INFINITY, f64::max);
-    let sum: f64 = row.iter().map(|&x| (x as f64 - max).exp()).sum();
-    (max, max + sum.ln())
-}
-
 #[test]
 fn softmax_and_log_softmax_along_the_last_axis() {
     let scratch = Scratch::new("softmax");
@@ -447,15 +394,8 @@ fn softmax_and_log_softmax_along_the_last_axis() {
     let cols = shape[2];
     let data = rng.vec(shape.iter().product(), -5.0, 5.0);
     let input = scratch.write("x.npy", &shape, &data);
-    let mut softmax = Vec::new();
-    let mut log_softmax = Vec::new();
-    for row in data.chunks(cols) {
-        let (_, lse) = row_stats(row);
-        for &x in row {
-            log_softmax.push(x as f64 - lse);
-            softmax.push((x as f64 - lse).exp());
-        }
-    }
+    let softmax = reference::by_rows(&data, cols, reference::softmax);
+    let log_softmax = reference::by_rows(&data, cols, reference::log_softmax);
     for (op, want) in [("softmax", &softmax), ("log-softmax", &log_softmax)] {
         let output = scratch.path(&format!("{op}.npy"));
         scratch.ok(&[
@@ -496,17 +436,9 @@ fn softmax_xent_loss_and_exact_gradient_with_unnormalised_labels() {
     let mut want_loss = Vec::new();
     let mut want_grad = Vec::new();
     for (row, label_row) in logits.chunks(cols).zip(labels.chunks(cols)) {
-        let (_, lse) = row_stats(row);
-        let label_sum: f64 = label_row.iter().map(|&y| y as f64).sum();
-        want_loss.push(
-            row.iter()
-                .zip(label_row)
-                .map(|(&x, &y)| y as f64 * (lse - x as f64))
-                .sum(),
-        );
-        for (&x, &y) in row.iter().zip(label_row) {
-            want_grad.push((x as f64 - lse).exp() * label_sum - y as f64);
-        }
+        let (row, label_row) = (widen(row), widen(label_row));
+        want_loss.push(reference::cross_entropy(&row, &label_row));
+        want_grad.extend(reference::cross_entropy_gradient(&row, &label_row));
     }
     let (loss_shape, loss) = read_f32(&loss_path);
     assert_eq!(loss_shape, [shape[0]]);
@@ -522,35 +454,17 @@ fn softmax_xent_loss_and_exact_gradient_with_unnormalised_labels() {
 
 // --- adam ---
 
-struct AdamReference {
-    lr: f64,
-    beta1: f64,
-    beta2: f64,
-    epsilon: f64,
-}
-
-impl AdamReference {
-    /// The hyperparameters as the binary sees them: parsed to f32.
-    fn new(lr: f32, beta1: f32, beta2: f32, epsilon: f32) -> Self {
-        Self {
-            lr: lr as f64,
-            beta1: beta1 as f64,
-            beta2: beta2 as f64,
-            epsilon: epsilon as f64,
-        }
-    }
-
-    /// TensorFlow's Adam: lr_t = lr·sqrt(1−β2^t)/(1−β1^t); p −= lr_t·m/(sqrt(v)+ε).
-    fn update(&self, p: &mut [f64], m: &mut [f64], v: &mut [f64], g: &[f32], step: u64) {
-        let t = step as i32;
-        let lr_t = self.lr * (1.0 - self.beta2.powi(t)).sqrt() / (1.0 - self.beta1.powi(t));
-        for i in 0..p.len() {
-            let g = g[i] as f64;
-            m[i] = self.beta1 * m[i] + (1.0 - self.beta1) * g;
-            v[i] = self.beta2 * v[i] + (1.0 - self.beta2) * g * g;
-            p[i] -= lr_t * m[i] / (v[i].sqrt() + self.epsilon);
-        }
-    }
+/// The binary's Adam, TensorFlow's form, with the hyperparameters as the binary sees them: parsed to f32.
+fn adam_reference(lr: f32, beta1: f32, beta2: f32, epsilon: f32) -> reference::Adam {
+    let adam = reference::Adam::of(&AdamConfig {
+        lr,
+        beta1,
+        beta2,
+        epsilon,
+        ..AdamConfig::default()
+    });
+    assert!(adam.tensorflow && adam.weight_decay == 0.0, "{adam:?}");
+    adam
 }
 
 #[test]
@@ -572,12 +486,12 @@ fn adam_one_update_with_defaults() {
         "-o".as_ref(),
         out_path.as_os_str(),
     ]);
-    let reference = AdamReference::new(0.001, 0.9, 0.999, 1e-8);
-    let (mut p, mut m, mut v) = (widen(&param), vec![0.0; len], vec![0.0; len]);
-    reference.update(&mut p, &mut m, &mut v, &grad, 1);
+    let adam = adam_reference(0.001, 0.9, 0.999, 1e-8);
+    let mut want = reference::AdamState::new(&param, &vec![0.0; len], &vec![0.0; len]);
+    want.step(&adam, &grad, 1);
     let (out_shape, out) = read_f32(&out_path);
     assert_eq!(out_shape, shape);
-    assert_close("adam parameter", &out, &p, 1e-6);
+    assert_close("adam parameter", &out, &want.param, 1e-6);
     assert_eq!(scratch.files(), ["grad.npy", "out.npy", "param.npy"]);
 }
 
@@ -628,15 +542,15 @@ fn adam_stacked_updates_from_given_state_and_step() {
         eps.as_ref(),
     ]);
     let parse = |text: &str| text.parse::<f32>().expect("a float");
-    let reference = AdamReference::new(parse(lr), parse(beta1), parse(beta2), parse(eps));
-    let (mut p, mut m, mut v) = (widen(&param), widen(&m0), widen(&v0));
+    let adam = adam_reference(parse(lr), parse(beta1), parse(beta2), parse(eps));
+    let mut state = reference::AdamState::new(&param, &m0, &v0);
     for (update, grad) in grads.chunks(len).enumerate() {
-        reference.update(&mut p, &mut m, &mut v, grad, first_step + update as u64);
+        state.step(&adam, grad, first_step + update as u64);
     }
     for (path, want, what) in [
-        (&out_path, &p, "parameter"),
-        (&m_out, &m, "m"),
-        (&v_out, &v, "v"),
+        (&out_path, &state.param, "parameter"),
+        (&m_out, &state.m, "m"),
+        (&v_out, &state.v, "v"),
     ] {
         let (got_shape, got) = read_f32(path);
         assert_eq!(got_shape, shape, "{what}");

@@ -2,7 +2,7 @@
 //! reference of the same math, clear errors naming the files, and the demo's memory coming back.
 
 use crate::common::cli::{read_f32, Scratch};
-use crate::common::Rng;
+use crate::common::{reference, widen, Rng};
 
 /// The f64 reference: TensorFlow's Adam on cost = mean(softmax_xent(x·W, y)), exact gradient; returns the
 /// cost before each update and the final weights.
@@ -17,54 +17,37 @@ fn reference(
     outputs: usize,
     lr: f64,
 ) -> (Vec<f64>, Vec<f64>) {
-    let mut w: Vec<f64> = w0.iter().map(|&v| v as f64).collect();
-    let (mut m, mut v) = (vec![0.0; w.len()], vec![0.0; w.len()]);
-    let (beta1, beta2, epsilon) = (0.9f64, 0.999f64, 1e-8f64);
+    let adam = reference::Adam {
+        lr,
+        beta1: 0.9,
+        beta2: 0.999,
+        epsilon: 1e-8,
+        weight_decay: 0.0,
+        tensorflow: true,
+    };
+    let zeros = vec![0.0; w0.len()];
+    let mut state = reference::AdamState::new(&widen(w0), &zeros, &zeros);
     let mut costs = Vec::new();
     for step in 0..steps {
-        let xs = &x[step * batch * inputs..(step + 1) * batch * inputs];
-        let ys = &y[step * batch * outputs..(step + 1) * batch * outputs];
-        let mut grad_logits = vec![0.0f64; batch * outputs];
+        let xs = widen(&x[step * batch * inputs..(step + 1) * batch * inputs]);
+        let ys = widen(&y[step * batch * outputs..(step + 1) * batch * outputs]);
+        let logits = reference::matmul(&xs, &state.param, (batch, inputs, outputs));
         let mut cost = 0.0;
-        for row in 0..batch {
-            let logits: Vec<f64> = (0..outputs)
-                .map(|j| {
-                    (0..inputs)
-                        .map(|k| xs[row * inputs + k] as f64 * w[k * outputs + j])
-                        .sum()
-                })
-                .collect();
-            let max = logits.iter().copied().fold(f64::MIN, f64::max);
-            let total: f64 = logits.iter().map(|l| (l - max).exp()).sum();
-            let labels: Vec<f64> = (0..outputs).map(|j| ys[row * outputs + j] as f64).collect();
-            let label_sum: f64 = labels.iter().sum();
-            cost += labels
-                .iter()
-                .zip(&logits)
-                .map(|(l, z)| l * (max + total.ln() - z))
-                .sum::<f64>()
-                / batch as f64;
-            for j in 0..outputs {
-                grad_logits[row * outputs + j] =
-                    ((logits[j] - max).exp() / total * label_sum - labels[j]) / batch as f64;
-            }
+        let mut grad_logits = Vec::with_capacity(batch * outputs);
+        for (z, labels) in logits.chunks(outputs).zip(ys.chunks(outputs)) {
+            cost += reference::cross_entropy(z, labels) / batch as f64;
+            grad_logits.extend(
+                reference::cross_entropy_gradient(z, labels)
+                    .iter()
+                    .map(|g| g / batch as f64),
+            );
         }
         costs.push(cost);
-        let t = (step + 1) as i32;
-        let lr_t = lr * (1.0 - beta2.powi(t)).sqrt() / (1.0 - beta1.powi(t));
-        for k in 0..inputs {
-            for j in 0..outputs {
-                let g: f64 = (0..batch)
-                    .map(|row| xs[row * inputs + k] as f64 * grad_logits[row * outputs + j])
-                    .sum();
-                let at = k * outputs + j;
-                m[at] = beta1 * m[at] + (1.0 - beta1) * g;
-                v[at] = beta2 * v[at] + (1.0 - beta2) * g * g;
-                w[at] -= lr_t * m[at] / (v[at].sqrt() + epsilon);
-            }
-        }
+        let xt = reference::transpose(&xs, batch, inputs);
+        let gradient = reference::matmul(&xt, &grad_logits, (inputs, batch, outputs));
+        state.step(&adam, &gradient, step as u64 + 1);
     }
-    (costs, w)
+    (costs, state.param)
 }
 
 #[test]

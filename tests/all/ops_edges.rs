@@ -2,19 +2,8 @@
 //! PyTorch/TensorFlow (softmax), checked against references computed here by those libraries' rules; and
 //! hyperparameters no optimizer or fill can use are refused before any work.
 
-use crate::common::{lanes_of, per_backend, vulkan_only, Backend, Rng};
+use crate::common::{per_backend, reference, vulkan_only, widen, Backend, Rng};
 use wgcompute::{AdamConfig, DType, Error, Optimizer, Session, Sgd, Tape, Tensor};
-
-fn lanes(data: &[f32], shape: &[usize], axis: Option<usize>) -> Vec<Vec<f32>> {
-    let (outer, len, inner) = lanes_of(shape, axis);
-    let mut out = Vec::new();
-    for o in 0..outer {
-        for i in 0..inner {
-            out.push((0..len).map(|k| data[(o * len + k) * inner + i]).collect());
-        }
-    }
-    out
-}
 
 /// numpy.max / numpy.min: NaN if the lane holds one, else the extreme (±inf included).
 fn numpy_extreme(lane: &[f32], largest: bool) -> f32 {
@@ -83,7 +72,10 @@ fn max_min_argmax_argmin_propagate_nan_and_keep_infinities_like_numpy(backend: &
         let tensor = session.upload(&data, shape).expect("upload");
         let axes = std::iter::once(None).chain((0..shape.len()).map(Some));
         for axis in axes {
-            let lanes = lanes(&data, shape, axis);
+            // Back to f32, exactly: the NumPy rules below compare the stored values bit for bit.
+            let lanes = reference::over_lanes(&data, shape, axis, |lane| {
+                lane.iter().map(|&x| x as f32).collect::<Vec<f32>>()
+            });
             let context = format!("shape {shape:?} axis {axis:?}");
             for largest in [true, false] {
                 let want: Vec<f32> = lanes.iter().map(|l| numpy_extreme(l, largest)).collect();
@@ -165,20 +157,16 @@ fn empty_axes_sum_to_zero_average_to_nan_and_have_no_extreme(backend: &Backend) 
     session.close();
 }
 
-/// PyTorch's (and TensorFlow's) softmax: shift by the row maximum, exponentiate, divide by the sum. Written
-/// out in f64 with no special cases, so that infinities give what those libraries give: −inf entries 0 beside
-/// a finite maximum, and a row holding +inf or only −inf all NaN.
+/// PyTorch's (and TensorFlow's) softmax, `common::reference`'s: shift by the row maximum, exponentiate,
+/// divide by the sum, with no special cases, so that infinities give what those libraries give: −inf entries 0
+/// beside a finite maximum, and a row holding +inf or only −inf all NaN.
 fn softmax_reference(row: &[f32], log: bool) -> Vec<f64> {
-    let max = row
-        .iter()
-        .map(|&x| x as f64)
-        .fold(f64::NEG_INFINITY, f64::max);
-    let shifted: Vec<f64> = row.iter().map(|&x| x as f64 - max).collect();
-    let total: f64 = shifted.iter().map(|s| s.exp()).sum();
-    shifted
-        .iter()
-        .map(|&s| if log { s - total.ln() } else { s.exp() / total })
-        .collect()
+    let row = widen(row);
+    if log {
+        reference::log_softmax(&row)
+    } else {
+        reference::softmax(&row)
+    }
 }
 
 per_backend!(softmax_of_infinities_gives_what_pytorch_and_tensorflow_give);

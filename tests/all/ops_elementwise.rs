@@ -1,13 +1,13 @@
 //! Elementwise ops against a CPU reference computed in f64: every row of the binary table (same shapes and NumPy
 //! broadcasting, both operand orders) and of the unary table (`UnaryOp::all()`, scalar forms included, over
 //! inputs up to ±1e30), and relu's gradient, at awkward sizes (1, primes, just over a workgroup of 256, a million
-//! and three). The references are shared with the command line's tests (cli_op.rs); a row without one fails
-//! with "no reference for …". Every session poisons its outputs with NaN, so an
-//! element a kernel fails to write fails the comparison. Also: the errors for shapes that do not broadcast and
+//! and three). The values come from `common::reference`, each row's domain and tolerance from here, shared
+//! with the command line's tests (cli_op.rs); a row without them fails with "no reference for …". Every session
+//! poisons its outputs with NaN, so an element a kernel fails to write fails the comparison. Also: the errors for shapes that do not broadcast and
 //! for tensors of two sessions (and that the session still works after them), and tensors larger than one
 //! storage binding, which the kernels must process in windows.
 
-use crate::common::{count, per_backend, vulkan_only, Backend, Rng};
+use crate::common::{count, per_backend, reference, vulkan_only, Backend, Rng};
 use wgcompute::{BinaryOp, Error, Session, Tensor, UnaryOp};
 
 // --- the f64 reference ---
@@ -65,7 +65,7 @@ fn source_indices(shape: &[usize], out: &[usize]) -> Vec<usize> {
     indices
 }
 
-/// The test's f64 reference of a row of the binary table.
+/// A row of the binary table as the tests check it: its f64 value and how its operands are drawn.
 pub(crate) struct BinaryReference {
     pub value: fn(f64, f64) -> f64,
     /// The right operand divides, so tests keep it to ±[0.5, 2).
@@ -73,14 +73,10 @@ pub(crate) struct BinaryReference {
 }
 
 pub(crate) fn binary_reference(op: BinaryOp) -> BinaryReference {
-    let (value, divisor): (fn(f64, f64) -> f64, bool) = match op {
-        BinaryOp::Add => (|x, y| x + y, false),
-        BinaryOp::Sub => (|x, y| x - y, false),
-        BinaryOp::Mul => (|x, y| x * y, false),
-        BinaryOp::Div => (|x, y| x / y, true),
-        _ => panic!("no reference for {}", op.name()),
-    };
-    BinaryReference { value, divisor }
+    BinaryReference {
+        value: reference::binary(op),
+        divisor: matches!(op, BinaryOp::Div),
+    }
 }
 
 /// How far a result may be from the f64 reference.
@@ -305,7 +301,7 @@ pub(crate) enum Domain {
     NonZero,
 }
 
-/// The test's f64 reference of a row of the unary table: its value at (x, the scalar), where it is defined and
+/// A row of the unary table as the tests check it: its f64 value at (x, the scalar), where it is defined and
 /// how close the device must come.
 pub(crate) struct UnaryReference {
     pub value: fn(f64, f64) -> f64,
@@ -329,16 +325,10 @@ const EXACT: Tolerance = Tolerance {
 };
 
 pub(crate) fn unary_reference(op: UnaryOp) -> UnaryReference {
-    let of = |value: fn(f64, f64) -> f64, domain, tolerance| UnaryReference {
-        value,
-        domain,
-        tolerance,
-    };
-    match op {
-        UnaryOp::Relu => of(|x, _| x.max(0.0), Domain::Any, EXACT),
-        UnaryOp::Exp => of(|x, _| x.exp(), Domain::Any, EXP_LIKE),
-        UnaryOp::Log => of(
-            |x, _| x.ln(),
+    let (domain, tolerance) = match op {
+        UnaryOp::Relu | UnaryOp::Neg | UnaryOp::Copy => (Domain::Any, EXACT),
+        UnaryOp::Exp | UnaryOp::Sigmoid => (Domain::Any, EXP_LIKE),
+        UnaryOp::Log => (
             Domain::Positive,
             // WGSL gives log's accuracy near 1 in absolute terms (2^-21 on [0.5, 2]).
             Tolerance {
@@ -346,28 +336,29 @@ pub(crate) fn unary_reference(op: UnaryOp) -> UnaryReference {
                 absolute: 1e-6,
             },
         ),
-        UnaryOp::Sqrt => of(|x, _| x.sqrt(), Domain::NonNegative, EXACTISH),
-        UnaryOp::Neg => of(|x, _| -x, Domain::Any, EXACT),
+        UnaryOp::Sqrt => (Domain::NonNegative, EXACTISH),
         // (1 - e) / (1 + e) with e = exp(-2|x|) loses a few ULPs of e to the cancellation just above |x| = 0.25,
         // where the series takes over.
-        UnaryOp::Tanh => of(
-            |x, _| x.tanh(),
+        UnaryOp::Tanh => (
             Domain::Any,
             Tolerance {
                 relative: 32.0 * ULP,
                 absolute: 0.0,
             },
         ),
-        UnaryOp::Sigmoid => of(|x, _| 1.0 / (1.0 + (-x).exp()), Domain::Any, EXP_LIKE),
-        UnaryOp::Square => of(|x, _| x * x, Domain::Any, EXACTISH),
-        UnaryOp::AddScalar => of(|x, a| x + a, Domain::Any, EXACTISH),
-        UnaryOp::SubScalar => of(|x, a| x - a, Domain::Any, EXACTISH),
-        UnaryOp::MulScalar => of(|x, a| x * a, Domain::Any, EXACTISH),
-        UnaryOp::DivScalar => of(|x, a| x / a, Domain::Any, EXACTISH),
-        UnaryOp::ScalarSub => of(|x, a| a - x, Domain::Any, EXACTISH),
-        UnaryOp::ScalarDiv => of(|x, a| a / x, Domain::NonZero, EXACTISH),
-        UnaryOp::Copy => of(|x, _| x, Domain::Any, EXACT),
+        UnaryOp::Square
+        | UnaryOp::AddScalar
+        | UnaryOp::SubScalar
+        | UnaryOp::MulScalar
+        | UnaryOp::DivScalar
+        | UnaryOp::ScalarSub => (Domain::Any, EXACTISH),
+        UnaryOp::ScalarDiv => (Domain::NonZero, EXACTISH),
         _ => panic!("no reference for {}", op.name()),
+    };
+    UnaryReference {
+        value: reference::unary(op),
+        domain,
+        tolerance,
     }
 }
 

@@ -1,7 +1,7 @@
 //! Matrix products against an f64 reference: every transpose, batches, tile edges, primes, the seed shape and a
 //! very long K; outputs poisoned so an unwritten element fails.
 
-use crate::common::{self, per_backend, vulkan_only, Backend, Rng};
+use crate::common::{self, per_backend, reference, vulkan_only, widen, Backend, Rng};
 use wgcompute::{Error, Session, Transpose};
 
 /// Reference product of stored operands with transpose flags and optional batches, in f64.
@@ -24,30 +24,24 @@ fn reference(
     let (m, k) = if ta { (ac, ar) } else { (ar, ac) };
     let n = if tb { br } else { bc };
     let batch = a_batch.or(b_batch);
-    let batches = batch.unwrap_or(1);
-    let mut out = vec![0.0f64; batches * m * n];
-    for z in 0..batches {
-        let a_off = if a_batch.is_some() { z * ar * ac } else { 0 };
-        let b_off = if b_batch.is_some() { z * br * bc } else { 0 };
-        for i in 0..m {
-            for j in 0..n {
-                let mut sum = 0.0f64;
-                for p in 0..k {
-                    let x = if ta {
-                        a[a_off + p * ac + i]
-                    } else {
-                        a[a_off + i * ac + p]
-                    };
-                    let y = if tb {
-                        b[b_off + j * bc + p]
-                    } else {
-                        b[b_off + p * bc + j]
-                    };
-                    sum += x as f64 * y as f64;
+    let mut out = Vec::with_capacity(batch.unwrap_or(1) * m * n);
+    for z in 0..batch.unwrap_or(1) {
+        // A batched operand gives its z-th matrix; an unbatched one is shared by every product.
+        let matrix =
+            |data: &[f32], batched: bool, (rows, cols): (usize, usize), transposed: bool| {
+                let start = if batched { z * rows * cols } else { 0 };
+                let matrix = widen(&data[start..start + rows * cols]);
+                if transposed {
+                    reference::transpose(&matrix, rows, cols)
+                } else {
+                    matrix
                 }
-                out[z * m * n + i * n + j] = sum;
-            }
-        }
+            };
+        out.extend(reference::matmul(
+            &matrix(a, a_batch.is_some(), (ar, ac), ta),
+            &matrix(b, b_batch.is_some(), (br, bc), tb),
+            (m, k, n),
+        ));
     }
     let shape = match batch {
         Some(batch) => vec![batch, m, n],

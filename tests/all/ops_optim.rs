@@ -4,6 +4,7 @@
 // Parallel arrays (reference state, inputs, outputs) are indexed together.
 #![allow(clippy::needless_range_loop)]
 
+use crate::common::reference::{Adam, AdamState, Sgd, SgdState};
 use crate::common::{self, error_against_magnitude, per_backend, vulkan_only, Backend, Rng};
 use wgcompute::{AdamConfig, EpsilonPlacement, Error, Session};
 
@@ -29,77 +30,20 @@ const SHAPES: [&[usize]; 7] = [
     &[1_000_003],
 ];
 
-/// Adam's state in f64, with the magnitudes the error is measured against.
-#[derive(Clone)]
-struct AdamReference {
-    param: Vec<f64>,
-    m: Vec<f64>,
-    v: Vec<f64>,
-    param_magnitude: Vec<f64>,
-    m_magnitude: Vec<f64>,
-}
-
-impl AdamReference {
-    fn new(param: &[f32], m: &[f32], v: &[f32]) -> Self {
-        let wide = |data: &[f32]| data.iter().map(|&x| x as f64).collect::<Vec<f64>>();
-        let magnitude = |data: &[f32]| data.iter().map(|&x| (x as f64).abs()).collect::<Vec<f64>>();
-        Self {
-            param: wide(param),
-            m: wide(m),
-            v: wide(v),
-            param_magnitude: magnitude(param),
-            m_magnitude: magnitude(m),
-        }
-    }
-
-    /// One step, from the documented formulas, in f64 with the f32 hyperparameters.
-    fn step(&mut self, grad: &[f32], step: u64, config: &AdamConfig) {
-        let lr = config.lr as f64;
-        let beta1 = config.beta1 as f64;
-        let beta2 = config.beta2 as f64;
-        let epsilon = config.epsilon as f64;
-        let weight_decay = config.weight_decay as f64;
-        let t = step as f64;
-        let bias1 = 1.0 - beta1.powf(t);
-        let bias2 = 1.0 - beta2.powf(t);
-        for i in 0..grad.len() {
-            let g = grad[i] as f64;
-            self.m[i] = beta1 * self.m[i] + (1.0 - beta1) * g;
-            self.v[i] = beta2 * self.v[i] + (1.0 - beta2) * g * g;
-            self.m_magnitude[i] = beta1 * self.m_magnitude[i] + (1.0 - beta1) * g.abs();
-            let update =
-                if weight_decay != 0.0 || config.epsilon_placement == EpsilonPlacement::KingmaBa {
-                    if weight_decay != 0.0 {
-                        let decay = 1.0 - lr * weight_decay;
-                        self.param[i] *= decay;
-                        self.param_magnitude[i] *= decay.abs();
-                    }
-                    let m_hat = self.m[i] / bias1;
-                    let v_hat = self.v[i] / bias2;
-                    lr * m_hat / (v_hat.sqrt() + epsilon)
-                } else {
-                    let lr_t = lr * bias2.sqrt() / bias1;
-                    lr_t * self.m[i] / (self.v[i].sqrt() + epsilon)
-                };
-            self.param[i] -= update;
-            self.param_magnitude[i] += update.abs();
-        }
-    }
-
-    fn check(&self, label: &str, param: &[f32], m: &[f32], v: &[f32], tolerance: f64) {
-        for (name, got, want, magnitude) in [
-            ("param", param, &self.param, &self.param_magnitude),
-            ("m", m, &self.m, &self.m_magnitude),
-            ("v", v, &self.v, &self.v),
-        ] {
-            let error = error_against_magnitude(got, want, magnitude);
-            assert!(
-                error < tolerance,
-                "{label}: {name} has relative error {error} against the f64 reference (first element {} vs {})",
-                got[0],
-                want[0]
-            );
-        }
+/// The device's param, m and v against the f64 state, each measured against its magnitude.
+fn check_adam(want: &AdamState, label: &str, param: &[f32], m: &[f32], v: &[f32], tolerance: f64) {
+    for (name, got, want, magnitude) in [
+        ("param", param, &want.param, &want.param_magnitude),
+        ("m", m, &want.m, &want.m_magnitude),
+        ("v", v, &want.v, &want.v),
+    ] {
+        let error = error_against_magnitude(got, want, magnitude);
+        assert!(
+            error < tolerance,
+            "{label}: {name} has relative error {error} against the f64 reference (first element {} vs {})",
+            got[0],
+            want[0]
+        );
     }
 }
 
@@ -158,7 +102,8 @@ fn run_adam(
     let m = session.zeros(shape).expect("zeros");
     let v = session.zeros(shape).expect("zeros");
     let zeros = vec![0.0f32; len];
-    let mut reference = AdamReference::new(&param_data, &zeros, &zeros);
+    let mut reference = AdamState::new(&param_data, &zeros, &zeros);
+    let adam = Adam::of(config);
     for step in first_step..first_step + STEPS {
         // Gradients of a different scale each step, so v is not a plain average.
         let scale = rng.uniform(0.1, 2.0);
@@ -167,9 +112,10 @@ fn run_adam(
         param
             .adam_update_(&grad, &m, &v, step, config)
             .unwrap_or_else(|error| panic!("{label}: step {step}: {error}"));
-        reference.step(&grad_data, step, config);
+        reference.step(&adam, &grad_data, step);
     }
-    reference.check(
+    check_adam(
+        &reference,
         &format!("{label}: {config:?}, steps {first_step}.., shape {shape:?}"),
         &param.to_vec().expect("read"),
         &m.to_vec().expect("read"),
@@ -253,13 +199,13 @@ fn the_reference_tells_the_variants_apart() {
     let zeros = vec![0.0f32; len];
     let grads: Vec<Vec<f32>> = (0..STEPS).map(|_| rng.vec(len, -1.0, 1.0)).collect();
     let run = |config: &AdamConfig| {
-        let mut reference = AdamReference::new(&param, &zeros, &zeros);
+        let mut reference = AdamState::new(&param, &zeros, &zeros);
         for (step, grad) in grads.iter().enumerate() {
-            reference.step(grad, step as u64 + 1, config);
+            reference.step(&Adam::of(config), grad, step as u64 + 1);
         }
         reference
     };
-    let variants: Vec<(&str, AdamReference)> = configs()
+    let variants: Vec<(&str, AdamState)> = configs()
         .iter()
         .map(|(name, config)| (*name, run(config)))
         .collect();
@@ -308,10 +254,11 @@ fn sgd_with_and_without_momentum_matches_the_f64_reference(backend: &Backend, ke
             };
             let param = session.upload(&param_data, shape).expect("upload");
             let buffer = session.upload(&buffer_data, shape).expect("upload");
-            let mut want_param: Vec<f64> = param_data.iter().map(|&x| x as f64).collect();
-            let mut param_magnitude: Vec<f64> = want_param.iter().map(|x| x.abs()).collect();
-            let mut want_buffer: Vec<f64> = buffer_data.iter().map(|&x| x as f64).collect();
-            let mut buffer_magnitude: Vec<f64> = want_buffer.iter().map(|x| x.abs()).collect();
+            let mut want = SgdState::new(&param_data, &buffer_data);
+            let sgd = Sgd {
+                lr: lr.into(),
+                momentum: momentum.into(),
+            };
             let mut last_grad = Vec::new();
             for step in 0..STEPS {
                 let grad_data = rng.vec(len, -1.0, 1.0);
@@ -319,24 +266,17 @@ fn sgd_with_and_without_momentum_matches_the_f64_reference(backend: &Backend, ke
                 param
                     .sgd_update_(&grad, &buffer, lr, momentum)
                     .unwrap_or_else(|error| panic!("{label}: step {step}: {error}"));
-                let (lr, momentum) = (lr as f64, momentum as f64);
-                for i in 0..len {
-                    let g = grad_data[i] as f64;
-                    want_buffer[i] = momentum * want_buffer[i] + g;
-                    buffer_magnitude[i] = momentum * buffer_magnitude[i] + g.abs();
-                    want_param[i] -= lr * want_buffer[i];
-                    param_magnitude[i] += lr * buffer_magnitude[i];
-                }
+                want.step(&sgd, &grad_data);
                 last_grad = grad_data;
             }
             let got_param = param.to_vec().expect("read");
             let got_buffer = buffer.to_vec().expect("read");
-            let error = error_against_magnitude(&got_param, &want_param, &param_magnitude);
+            let error = error_against_magnitude(&got_param, &want.param, &want.param_magnitude);
             assert!(
                 error < TOLERANCE,
                 "{label}: param has relative error {error}"
             );
-            let error = error_against_magnitude(&got_buffer, &want_buffer, &buffer_magnitude);
+            let error = error_against_magnitude(&got_buffer, &want.buffer, &want.buffer_magnitude);
             assert!(
                 error < TOLERANCE,
                 "{label}: buffer has relative error {error}"
@@ -372,7 +312,7 @@ fn adam_past_one_storage_binding_updates_every_window(backend: &Backend) {
     let (param, param_sample) = upload(&mut rng, -1.0, 1.0);
     let (m, m_sample) = upload(&mut rng, -0.1, 0.1);
     let (v, v_sample) = upload(&mut rng, 0.0, 0.01);
-    let mut reference = AdamReference::new(&param_sample, &m_sample, &v_sample);
+    let mut reference = AdamState::new(&param_sample, &m_sample, &v_sample);
     let configs = [
         AdamConfig::default(),
         AdamConfig {
@@ -386,7 +326,7 @@ fn adam_past_one_storage_binding_updates_every_window(backend: &Backend) {
         param
             .adam_update_(&grad, &m, &v, step, config)
             .expect("adam over 40M");
-        reference.step(&grad_sample, step, config);
+        reference.step(&Adam::of(config), &grad_sample, step);
     }
     let got: Vec<Vec<f32>> = [&param, &m, &v]
         .iter()
@@ -535,9 +475,10 @@ fn mismatched_shapes_step_zero_and_two_sessions_are_errors(backend: &Backend) {
     param
         .adam_update_(&grad, &m, &v, 1, &config)
         .expect("a good step");
-    let mut reference = AdamReference::new(&param_data, &[0.0; 12], &[0.0; 12]);
-    reference.step(&grad_data, 1, &config);
-    reference.check(
+    let mut reference = AdamState::new(&param_data, &[0.0; 12], &[0.0; 12]);
+    reference.step(&Adam::of(&config), &grad_data, 1);
+    check_adam(
+        &reference,
         "after the errors",
         &param.to_vec().expect("read"),
         &m.to_vec().expect("read"),

@@ -1,7 +1,8 @@
 //! Reductions against an f64 reference: every row of the value-reduction table (`ReduceOp::all()`, so a new
-//! row is tested as soon as it has a reference below) and argmax and argmin, over all elements and every axis,
-//! at awkward sizes, past the dispatch limit and past one storage binding; bitwise repeatable.
+//! row is tested as soon as it has a reference in `common::reference`) and argmax and argmin, over all elements
+//! and every axis, at awkward sizes, past the dispatch limit and past one storage binding; bitwise repeatable.
 
+use crate::common::reference::{self, over_lanes};
 use crate::common::{lanes_of, per_backend, vulkan_only, Backend, Rng};
 use wgcompute::{Error, ReduceOp, Session, Tensor};
 
@@ -11,24 +12,12 @@ fn apply(tensor: &Tensor, op: ReduceOp, axis: Option<usize>) -> Tensor {
         .unwrap_or_else(|error| panic!("{op:?} over {axis:?} of {:?}: {error}", tensor.shape()))
 }
 
-/// The op over one lane in f64: the reference of every row of the table.
-fn reference_of(op: ReduceOp, lane: &[f64]) -> f64 {
-    match op {
-        ReduceOp::Sum => lane.iter().sum(),
-        ReduceOp::Mean => lane.iter().sum::<f64>() / lane.len() as f64,
-        ReduceOp::Max => lane.iter().copied().fold(f64::NEG_INFINITY, f64::max),
-        ReduceOp::Min => lane.iter().copied().fold(f64::INFINITY, f64::min),
-        ReduceOp::Prod => lane.iter().product(),
-        other => panic!("no reference for {other:?}: add one"),
-    }
-}
-
 /// The relative error an op's f32 result may have over a lane of `len`. Sums are trees of short runs, so
 /// their error stays near f32 rounding at any length. A product rounds once per element whatever its order:
 /// those roundings add up like a random walk, about √len · ε/√12 (held here to 2·√len · ε, some seven of
 /// those), and where the values crowd close to 1 (long lanes, see `signed_data`) they sit on a coarse f32 grid
 /// and their roundings lean one way, by about len · ε/300 at 16 to 48 million elements (held to len · ε/64).
-fn tolerance(op: ReduceOp, len: usize) -> f64 {
+pub(crate) fn tolerance(op: ReduceOp, len: usize) -> f64 {
     let (len, epsilon) = (len as f64, f64::from(f32::EPSILON));
     match op {
         ReduceOp::Prod => 1e-6 + 2.0 * len.sqrt() * epsilon + len * epsilon / 64.0,
@@ -39,25 +28,26 @@ fn tolerance(op: ReduceOp, len: usize) -> f64 {
 /// Per output, the reference and the scale its error is measured against: the larger of the result and the
 /// op over the magnitudes. f32 sums of mixed signs can only promise accuracy against the sum of the
 /// magnitudes they add, not against a result that cancels to near zero.
-fn reference(data: &[f32], shape: &[usize], axis: Option<usize>, op: ReduceOp) -> Vec<(f64, f64)> {
-    let (outer, len, inner) = lanes_of(shape, axis);
-    let mut out = Vec::with_capacity(outer * inner);
-    let (mut lane, mut magnitudes) = (Vec::with_capacity(len), Vec::with_capacity(len));
-    for o in 0..outer {
-        for i in 0..inner {
-            lane.clear();
-            lane.extend((0..len).map(|k| f64::from(data[(o * len + k) * inner + i])));
-            magnitudes.clear();
-            magnitudes.extend(lane.iter().map(|x| x.abs()));
-            let want = reference_of(op, &lane);
-            out.push((want, want.abs().max(reference_of(op, &magnitudes).abs())));
-        }
-    }
-    out
+pub(crate) fn reference(
+    data: &[f32],
+    shape: &[usize],
+    axis: Option<usize>,
+    op: ReduceOp,
+) -> Vec<(f64, f64)> {
+    let mut magnitudes = Vec::new();
+    over_lanes(data, shape, axis, |lane| {
+        magnitudes.clear();
+        magnitudes.extend(lane.iter().map(|x| x.abs()));
+        let want = reference::reduce(op, lane);
+        (
+            want,
+            want.abs().max(reference::reduce(op, &magnitudes).abs()),
+        )
+    })
 }
 
 /// The largest error of `got` against `want`, each relative to its scale.
-fn error_against_scale(got: &[f32], want: &[(f64, f64)]) -> f64 {
+pub(crate) fn error_against_scale(got: &[f32], want: &[(f64, f64)]) -> f64 {
     assert_eq!(got.len(), want.len(), "element counts differ");
     got.iter()
         .zip(want)
@@ -74,27 +64,15 @@ fn error_against_scale(got: &[f32], want: &[(f64, f64)]) -> f64 {
 
 /// Argmax (or argmin with `smallest`): the first index of the largest (smallest) value of each lane.
 fn arg_reference(data: &[f32], shape: &[usize], axis: Option<usize>, smallest: bool) -> Vec<u32> {
-    let (outer, len, inner) = lanes_of(shape, axis);
-    let mut out = Vec::new();
-    for o in 0..outer {
-        for i in 0..inner {
-            let at = |k: usize| data[(o * len + k) * inner + i];
-            let mut best = 0;
-            for k in 1..len {
-                if (smallest && at(k) < at(best)) || (!smallest && at(k) > at(best)) {
-                    best = k;
-                }
-            }
-            out.push(best as u32);
-        }
-    }
-    out
+    over_lanes(data, shape, axis, |lane| {
+        reference::arg(lane, smallest) as u32
+    })
 }
 
 /// `len` values of either sign whose logarithms are uniform in ±w, w shrinking with `len` so that the product
 /// of all of them stays finite and well inside f32's range (its logarithm wanders about 10/√3 from 0): a
 /// spread from 0.37 to 2.7 for short tensors, values near 1 for long ones, where a product is the hardest.
-fn signed_data(rng: &mut Rng, len: usize) -> Vec<f32> {
+pub(crate) fn signed_data(rng: &mut Rng, len: usize) -> Vec<f32> {
     let spread = (10.0 / (len as f64).sqrt()).min(1.0) as f32;
     (0..len)
         .map(|_| {
@@ -221,7 +199,7 @@ fn empty_axes_and_whole_tensors_follow_numpy(backend: &Backend) {
         .upload(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3])
         .expect("upload");
     for op in ReduceOp::all() {
-        let want = reference_of(op, &[]);
+        let want = reference::reduce(op, &[]);
         match empty.reduce(op, Some(1)) {
             Ok(got) if want.is_finite() || want.is_nan() => {
                 let got = got.to_vec().expect("read");
@@ -241,7 +219,7 @@ fn empty_axes_and_whole_tensors_follow_numpy(backend: &Backend) {
         }
         let whole = apply(&values, op, None);
         assert_eq!(whole.shape(), &[] as &[usize], "{op:?} over None is 0-d");
-        let want = reference_of(op, &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+        let want = reference::reduce(op, &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
         assert_eq!(f64::from(whole.item().expect("item")), want, "{op:?}");
     }
     assert_eq!(

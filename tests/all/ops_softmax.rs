@@ -6,56 +6,21 @@
 //! poisons its outputs with NaN, so an element a kernel fails to write fails the comparison. Also: the shape,
 //! dtype and session errors, and that the session still works after them.
 
-use crate::common::{self, count, per_backend, vulkan_only, widen, Backend, Rng};
+use crate::common::{self, count, per_backend, reference, vulkan_only, widen, Backend, Rng};
 use wgcompute::{Error, Session, Tensor};
 
 fn cols_of(shape: &[usize]) -> usize {
     *shape.last().expect("rank at least 1")
 }
 
-// --- the f64 reference, computed the stable way (shifted by the row maximum) ---
-
-fn row_max(row: &[f64]) -> f64 {
-    row.iter().copied().fold(f64::NEG_INFINITY, f64::max)
-}
-
-/// log(sum(exp(x - max))), so that logsumexp(x) - x_j = (max - x_j) + this, with no cancellation of huge terms.
-fn log_sum_shifted(row: &[f64]) -> f64 {
-    let m = row_max(row);
-    row.iter().map(|&x| (x - m).exp()).sum::<f64>().ln()
-}
+// --- the f64 reference (`common::reference`, shifted by the row maximum) and the scales of its errors ---
 
 fn softmax_reference(data: &[f32], cols: usize) -> Vec<f64> {
-    let mut out = Vec::with_capacity(data.len());
-    for row in data.chunks(cols) {
-        let row: Vec<f64> = row.iter().map(|&x| x as f64).collect();
-        let m = row_max(&row);
-        let total: f64 = row.iter().map(|&x| (x - m).exp()).sum();
-        out.extend(row.iter().map(|&x| (x - m).exp() / total));
-    }
-    out
+    reference::by_rows(data, cols, reference::softmax)
 }
 
 fn log_softmax_reference(data: &[f32], cols: usize) -> Vec<f64> {
-    let mut out = Vec::with_capacity(data.len());
-    for row in data.chunks(cols) {
-        let row: Vec<f64> = row.iter().map(|&x| x as f64).collect();
-        let m = row_max(&row);
-        let log_total = log_sum_shifted(&row);
-        out.extend(row.iter().map(|&x| (x - m) - log_total));
-    }
-    out
-}
-
-/// TensorFlow's loss of one row: sum_j y_j * (logsumexp(x) - x_j).
-fn loss_row(logits: &[f64], labels: &[f64]) -> f64 {
-    let m = row_max(logits);
-    let log_total = log_sum_shifted(logits);
-    logits
-        .iter()
-        .zip(labels)
-        .map(|(&x, &y)| y * ((m - x) + log_total))
-        .sum()
+    reference::by_rows(data, cols, reference::log_softmax)
 }
 
 /// The scale of each row's f32 rounding error in the loss: sum_j |y_j| * ((max - x_j) + logsumexp shift + 1).
@@ -67,8 +32,8 @@ fn loss_magnitude(logits: &[f32], labels: &[f32], cols: usize) -> Vec<f64> {
         .zip(labels.chunks(cols))
         .map(|(x, y)| {
             let (x, y) = (widen(x), widen(y));
-            let m = row_max(&x);
-            let log_total = log_sum_shifted(&x);
+            let m = reference::row_max(&x);
+            let log_total = reference::log_sum_shifted(&x);
             x.iter()
                 .zip(&y)
                 .map(|(&x, &y)| y.abs() * ((m - x) + log_total + 1.0))
@@ -77,11 +42,12 @@ fn loss_magnitude(logits: &[f32], labels: &[f32], cols: usize) -> Vec<f64> {
         .collect()
 }
 
+/// TensorFlow's loss of each row: sum_j y_j * (logsumexp(x) - x_j).
 fn loss_reference(logits: &[f32], labels: &[f32], cols: usize) -> Vec<f64> {
     logits
         .chunks(cols)
         .zip(labels.chunks(cols))
-        .map(|(x, y)| loss_row(&widen(x), &widen(y)))
+        .map(|(x, y)| reference::cross_entropy(&widen(x), &widen(y)))
         .collect()
 }
 
@@ -89,14 +55,14 @@ fn loss_reference(logits: &[f32], labels: &[f32], cols: usize) -> Vec<f64> {
 /// |softmax(x) * sum(y)| + |y|: the two terms cancel where a label is close to its share of the row's total, and
 /// f32 rounding is proportional to the terms, not to their difference.
 fn gradient_reference(logits: &[f32], labels: &[f32], cols: usize) -> (Vec<f64>, Vec<f64>) {
-    let probabilities = softmax_reference(logits, cols);
     let mut gradient = Vec::with_capacity(logits.len());
     let mut magnitude = Vec::with_capacity(logits.len());
-    for (p, y) in probabilities.chunks(cols).zip(labels.chunks(cols)) {
-        let label_total: f64 = y.iter().map(|&v| v as f64).sum();
-        for (&p, &y) in p.iter().zip(y) {
-            gradient.push(p * label_total - y as f64);
-            magnitude.push((p * label_total).abs() + (y as f64).abs());
+    for (x, y) in logits.chunks(cols).zip(labels.chunks(cols)) {
+        let (x, y) = (widen(x), widen(y));
+        gradient.extend(reference::cross_entropy_gradient(&x, &y));
+        let label_total: f64 = y.iter().sum();
+        for (&p, &y) in reference::softmax(&x).iter().zip(&y) {
+            magnitude.push((p * label_total).abs() + y.abs());
         }
     }
     (gradient, magnitude)
@@ -398,15 +364,14 @@ fn check_cross_entropy(
         };
         let (row, col) = (index / cols, index % cols);
         assert!(row < rows);
-        let mut x = widen(&logits_data[row * cols..(row + 1) * cols]);
+        let x = widen(&logits_data[row * cols..(row + 1) * cols]);
         let y = widen(&labels_data[row * cols..(row + 1) * cols]);
-        let h = 1e-4;
-        let centre = x[col];
-        x[col] = centre + h;
-        let plus = loss_row(&x, &y);
-        x[col] = centre - h;
-        let minus = loss_row(&x, &y);
-        let difference = (plus - minus) / (2.0 * h);
+        let loss_at = |value: f64| {
+            let mut x = x.clone();
+            x[col] = value;
+            reference::cross_entropy(&x, &y)
+        };
+        let difference = reference::central_difference(loss_at, x[col], 1e-4);
         // The reference agrees with its own finite difference (a check of the test itself) ...
         assert!(
             (difference - want_gradient[index]).abs() <= 1e-6 * (1.0 + difference.abs()),

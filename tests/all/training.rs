@@ -5,11 +5,12 @@
 use std::sync::Arc;
 
 use crate::common::{
-    error_against_magnitude, per_backend, relative_error, vulkan_only, widen, Backend, Rng,
+    error_against_magnitude, per_backend, reference, relative_error, vulkan_only, widen, Backend,
+    Rng,
 };
 use wgcompute::{
-    Adam, AdamConfig, EpsilonPlacement, Error, Linear, Mlp, Optimizer, Session, Sgd, Tape, Tensor,
-    Transpose,
+    Adam, AdamConfig, EpsilonPlacement, Error, Linear, Mlp, Optimizer, ReduceOp, Session, Sgd,
+    Tape, Tensor, Transpose,
 };
 
 fn upload(session: &Session, data: &[f32], shape: &[usize]) -> Tensor {
@@ -94,36 +95,17 @@ impl Mat {
         Self { rows, cols, data }
     }
 
-    fn at(&self, r: usize, c: usize) -> f64 {
-        self.data[r * self.cols + c]
-    }
-
     fn t(&self) -> Mat {
-        let mut data = Vec::with_capacity(self.data.len());
-        for c in 0..self.cols {
-            for r in 0..self.rows {
-                data.push(self.at(r, c));
-            }
-        }
-        Mat::new(self.cols, self.rows, data)
+        Mat::new(
+            self.cols,
+            self.rows,
+            reference::transpose(&self.data, self.rows, self.cols),
+        )
     }
 
     fn matmul(&self, other: &Mat) -> Mat {
         assert_eq!(self.cols, other.rows);
-        let mut data = vec![0.0; self.rows * other.cols];
-        for r in 0..self.rows {
-            for k in 0..self.cols {
-                let a = self.at(r, k);
-                if a == 0.0 {
-                    continue;
-                }
-                let row = &other.data[k * other.cols..(k + 1) * other.cols];
-                let out = &mut data[r * other.cols..(r + 1) * other.cols];
-                for (o, b) in out.iter_mut().zip(row) {
-                    *o += a * b;
-                }
-            }
-        }
+        let data = reference::matmul(&self.data, &other.data, (self.rows, self.cols, other.cols));
         Mat::new(self.rows, other.cols, data)
     }
 
@@ -167,47 +149,42 @@ impl Mat {
     }
 }
 
-/// TensorFlow's softmax cross-entropy per row, `Σ_j y_j (logsumexp(z) − z_j)`, and the exact gradient of the
-/// summed loss, `softmax(z)·Σ_j y_j − y`.
+/// TensorFlow's softmax cross-entropy per row and the exact gradient of the summed loss (see
+/// `reference::cross_entropy`).
 fn xent(logits: &Mat, labels: &Mat) -> (Vec<f64>, Mat) {
     assert_eq!((logits.rows, logits.cols), (labels.rows, labels.cols));
     let mut losses = Vec::with_capacity(logits.rows);
     let mut gradient = Vec::with_capacity(logits.data.len());
-    for r in 0..logits.rows {
-        let z = &logits.data[r * logits.cols..(r + 1) * logits.cols];
-        let y = &labels.data[r * labels.cols..(r + 1) * labels.cols];
-        let max = z.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-        let total: f64 = z.iter().map(|value| (value - max).exp()).sum();
-        let lse = max + total.ln();
-        let label_sum: f64 = y.iter().sum();
-        losses.push(z.iter().zip(y).map(|(z, y)| y * (lse - z)).sum());
-        for (z, y) in z.iter().zip(y) {
-            gradient.push((z - lse).exp() * label_sum - y);
-        }
+    for (z, y) in logits
+        .data
+        .chunks(logits.cols)
+        .zip(labels.data.chunks(labels.cols))
+    {
+        losses.push(reference::cross_entropy(z, y));
+        gradient.extend(reference::cross_entropy_gradient(z, y));
     }
     (losses, Mat::new(logits.rows, logits.cols, gradient))
 }
 
 fn mean(values: &[f64]) -> f64 {
-    values.iter().sum::<f64>() / values.len() as f64
+    reference::reduce(ReduceOp::Mean, values)
 }
 
 /// Central finite differences of `f` with respect to every element of every parameter.
 fn numeric_gradient(f: &dyn Fn(&[Vec<f64>]) -> f64, params: &[Vec<f64>]) -> Vec<Vec<f64>> {
     const H: f64 = 1e-5;
-    let mut work = params.to_vec();
     let mut out = Vec::new();
     for p in 0..params.len() {
-        let mut gradient = Vec::with_capacity(params[p].len());
-        for i in 0..params[p].len() {
-            let original = work[p][i];
-            work[p][i] = original + H;
-            let up = f(&work);
-            work[p][i] = original - H;
-            let down = f(&work);
-            work[p][i] = original;
-            gradient.push((up - down) / (2.0 * H));
-        }
+        let gradient = (0..params[p].len())
+            .map(|i| {
+                let at = |value: f64| {
+                    let mut work = params.to_vec();
+                    work[p][i] = value;
+                    f(&work)
+                };
+                reference::central_difference(at, params[p][i], H)
+            })
+            .collect();
         out.push(gradient);
     }
     out
@@ -336,21 +313,13 @@ fn matmul_transposes_gradients_match_finite_differences(backend: &Backend) {
 /// Reduces a [d0, d1, d2] array along `axis` (mean or sum) into a row-major matrix of the other two axes.
 fn reduce_axis(data: &[f64], dims: [usize; 3], axis: usize, take_mean: bool) -> Mat {
     let kept: Vec<usize> = (0..3).filter(|&d| d != axis).collect();
-    let (rows, cols) = (dims[kept[0]], dims[kept[1]]);
-    let mut out = vec![0.0; rows * cols];
-    for i in 0..dims[0] {
-        for j in 0..dims[1] {
-            for l in 0..dims[2] {
-                let index = [i, j, l];
-                let value = data[(i * dims[1] + j) * dims[2] + l];
-                out[index[kept[0]] * cols + index[kept[1]]] += value;
-            }
-        }
-    }
-    if take_mean {
-        out.iter_mut().for_each(|value| *value /= dims[axis] as f64);
-    }
-    Mat::new(rows, cols, out)
+    let op = if take_mean {
+        ReduceOp::Mean
+    } else {
+        ReduceOp::Sum
+    };
+    let out = reference::over_lanes(data, &dims, Some(axis), |lane| reference::reduce(op, lane));
+    Mat::new(dims[kept[0]], dims[kept[1]], out)
 }
 
 per_backend!(sub_and_axis_reductions_gradients_match_finite_differences);
@@ -564,69 +533,32 @@ fn inputs_get_no_gradient_and_backward_needs_a_scalar(backend: &Backend) {
 // ---------------------------------------------------------------------------------------------------------
 // 2. Adam (TensorFlow's form) training a linear layer, step by step against the same math in f64.
 
-/// Adam in f64: TensorFlow's form (`lr_t = lr·sqrt(1−β2^t)/(1−β1^t)`, `p −= lr_t·m/(sqrt(v)+ε)`) or, with
-/// `tensorflow` false, Kingma & Ba's bias-corrected form, with AdamW's decoupled decay `p −= lr·wd·p` first.
-struct AdamRef {
-    lr: f64,
-    beta1: f64,
-    beta2: f64,
-    epsilon: f64,
-    weight_decay: f64,
-    tensorflow: bool,
-    m: Vec<f64>,
-    v: Vec<f64>,
-    t: i32,
-}
-
-impl AdamRef {
-    fn new(config: &AdamConfig, len: usize) -> Self {
-        Self {
-            lr: config.lr as f64,
-            beta1: config.beta1 as f64,
-            beta2: config.beta2 as f64,
-            epsilon: config.epsilon as f64,
-            weight_decay: config.weight_decay as f64,
-            tensorflow: config.epsilon_placement == EpsilonPlacement::TensorFlow
-                && config.weight_decay == 0.0,
-            m: vec![0.0; len],
-            v: vec![0.0; len],
-            t: 0,
-        }
-    }
-
-    fn step(&mut self, p: &mut [f64], g: &[f64]) {
-        self.t += 1;
-        let bias1 = 1.0 - self.beta1.powi(self.t);
-        let bias2 = 1.0 - self.beta2.powi(self.t);
-        let lr_t = self.lr * bias2.sqrt() / bias1;
-        for i in 0..p.len() {
-            self.m[i] = self.beta1 * self.m[i] + (1.0 - self.beta1) * g[i];
-            self.v[i] = self.beta2 * self.v[i] + (1.0 - self.beta2) * g[i] * g[i];
-            if self.tensorflow {
-                p[i] -= lr_t * self.m[i] / (self.v[i].sqrt() + self.epsilon);
-            } else {
-                p[i] -= self.lr * self.weight_decay * p[i];
-                let m_hat = self.m[i] / bias1;
-                let v_hat = self.v[i] / bias2;
-                p[i] -= self.lr * m_hat / (v_hat.sqrt() + self.epsilon);
-            }
-        }
+/// Adam from `config` in f64 (`reference::Adam`), as a reference step for [`train_against_reference`]: its
+/// own moments and step count, the weights as that function holds them.
+fn adam_reference(config: &AdamConfig, w0: &[f32]) -> impl FnMut(&mut [f64], &[f64]) {
+    let adam = reference::Adam::of(config);
+    let zeros = vec![0.0; w0.len()];
+    let mut state = reference::AdamState::new(&widen(w0), &zeros, &zeros);
+    let mut step = 0;
+    move |w, g| {
+        step += 1;
+        state.param.copy_from_slice(w);
+        state.step(&adam, g, step);
+        w.copy_from_slice(&state.param);
     }
 }
 
-/// SGD with momentum in f64 (PyTorch's form).
-struct SgdRef {
-    lr: f64,
-    momentum: f64,
-    buffer: Vec<f64>,
-}
-
-impl SgdRef {
-    fn step(&mut self, p: &mut [f64], g: &[f64]) {
-        for i in 0..p.len() {
-            self.buffer[i] = self.momentum * self.buffer[i] + g[i];
-            p[i] -= self.lr * self.buffer[i];
-        }
+/// SGD with momentum in f64 (`reference::Sgd`, PyTorch's form), as [`adam_reference`] is Adam.
+fn sgd_reference(lr: f32, momentum: f32, w0: &[f32]) -> impl FnMut(&mut [f64], &[f64]) {
+    let sgd = reference::Sgd {
+        lr: lr.into(),
+        momentum: momentum.into(),
+    };
+    let mut state = reference::SgdState::new(&widen(w0), &vec![0.0; w0.len()]);
+    move |w, g| {
+        state.param.copy_from_slice(w);
+        state.step(&sgd, g);
+        w.copy_from_slice(&state.param);
     }
 }
 
@@ -713,6 +645,24 @@ impl LinearProblem {
         value
     }
 
+    /// One step on the GPU from the initial weights: the update `optimizer` made, and the exact gradient there.
+    fn first_update(
+        &self,
+        session: &Session,
+        optimizer: &mut dyn Optimizer,
+    ) -> (Vec<f64>, Vec<f64>) {
+        let layer = self.layer(session);
+        let (x, y) = self.data(session);
+        self.gpu_step(&layer, optimizer, &x, &y);
+        let (_, gradient) = self.reference(&widen(&self.w0));
+        let update = widen(&read(&layer.weight))
+            .iter()
+            .zip(&self.w0)
+            .map(|(w, &w0)| w - f64::from(w0))
+            .collect();
+        (update, gradient)
+    }
+
     /// The cost at the layer's current weights, on the GPU.
     fn gpu_cost(&self, layer: &Linear, x: &Arc<Tensor>, y: &Arc<Tensor>) -> f64 {
         let mut tape = Tape::new();
@@ -793,13 +743,13 @@ fn adam_trains_a_linear_layer_like_tensorflow(backend: &Backend) {
         (0.9, 0.999, 1e-8)
     );
     let mut optimizer = Adam::new(config);
-    let mut reference = AdamRef::new(&config, problem.w0.len());
+    let mut reference = adam_reference(&config, &problem.w0);
     let (first, last) = train_against_reference(
         "Adam [8, 37]·[37, 11]",
         &session,
         &problem,
         &mut optimizer,
-        &mut |w, g| reference.step(w, g),
+        &mut reference,
         20,
     );
     assert_eq!(optimizer.steps(), 20);
@@ -817,13 +767,13 @@ fn adam_trains_a_wide_linear_layer_like_tensorflow(backend: &Backend) {
         ..AdamConfig::default()
     };
     let mut optimizer = Adam::new(config);
-    let mut reference = AdamRef::new(&config, problem.w0.len());
+    let mut reference = adam_reference(&config, &problem.w0);
     let (first, last) = train_against_reference(
         "Adam [10, 1000]·[1000, 100]",
         &session,
         &problem,
         &mut optimizer,
-        &mut |w, g| reference.step(w, g),
+        &mut reference,
         20,
     );
     assert!(last < first, "Adam lowered the cost: {first} → {last}");
@@ -934,24 +884,11 @@ fn sgd_with_momentum_matches_reference_and_lowers_the_cost(backend: &Backend) {
         let problem = LinearProblem::random(&mut rng, 8, inputs, outputs, 0.5);
         let (lr, momentum) = (0.1f32, 0.9f32);
         let mut optimizer = Sgd::new(lr, momentum);
-        let mut reference = SgdRef {
-            lr: lr as f64,
-            momentum: momentum as f64,
-            buffer: vec![0.0; problem.w0.len()],
-        };
+        let mut reference = sgd_reference(lr, momentum, &problem.w0);
         let label = format!("SGD momentum [8, {inputs}]·[{inputs}, {outputs}]");
         // One step: p − lr·g exactly.
         {
-            let layer = problem.layer(&session);
-            let (x, y) = problem.data(&session);
-            let mut single = Sgd::new(lr, momentum);
-            problem.gpu_step(&layer, &mut single, &x, &y);
-            let (_, gradient) = problem.reference(&widen(&problem.w0));
-            let update: Vec<f64> = widen(&read(&layer.weight))
-                .iter()
-                .zip(&problem.w0)
-                .map(|(w, w0)| w - *w0 as f64)
-                .collect();
+            let (update, gradient) = problem.first_update(&session, &mut Sgd::new(lr, momentum));
             let want: Vec<f64> = gradient.iter().map(|g| -(lr as f64) * g).collect();
             let error = relative_error(&update, &want);
             assert!(error < 1e-3, "{label}: first step relative error {error:e}");
@@ -961,7 +898,7 @@ fn sgd_with_momentum_matches_reference_and_lowers_the_cost(backend: &Backend) {
             &session,
             &problem,
             &mut optimizer,
-            &mut |w, g| reference.step(w, g),
+            &mut reference,
             20,
         );
         assert!(last < first, "{label}: cost {first} → {last}");
@@ -978,12 +915,9 @@ fn adamw_first_step_matches_reference_and_training_lowers_the_cost(backend: &Bac
 
     // The first step alone, in f64: p·(1 − lr·wd) − lr·m̂/(sqrt(v̂)+ε) with m̂ = g, v̂ = g².
     {
-        let layer = problem.layer(&session);
-        let (x, y) = problem.data(&session);
         let mut single = Adam::adamw(lr, weight_decay);
         assert_eq!(single.config.weight_decay, weight_decay);
-        problem.gpu_step(&layer, &mut single, &x, &y);
-        let (_, gradient) = problem.reference(&widen(&problem.w0));
+        let (update, gradient) = problem.first_update(&session, &mut single);
         let w0 = widen(&problem.w0);
         let (lr, weight_decay) = (lr as f64, weight_decay as f64);
         let epsilon = single.config.epsilon as f64;
@@ -991,11 +925,6 @@ fn adamw_first_step_matches_reference_and_training_lowers_the_cost(backend: &Bac
             .iter()
             .zip(&gradient)
             .map(|(w, g)| -lr * weight_decay * w - lr * g / (g.abs() + epsilon))
-            .collect();
-        let update: Vec<f64> = widen(&read(&layer.weight))
-            .iter()
-            .zip(&w0)
-            .map(|(w, w0)| w - w0)
             .collect();
         let error = relative_error(&update, &want);
         assert!(error < 1e-3, "{label}: first step relative error {error:e}");
@@ -1005,13 +934,13 @@ fn adamw_first_step_matches_reference_and_training_lowers_the_cost(backend: &Bac
     }
 
     let mut optimizer = Adam::adamw(lr, weight_decay);
-    let mut reference = AdamRef::new(&optimizer.config, problem.w0.len());
+    let mut reference = adam_reference(&optimizer.config, &problem.w0);
     let (first, last) = train_against_reference(
         label,
         &session,
         &problem,
         &mut optimizer,
-        &mut |w, g| reference.step(w, g),
+        &mut reference,
         20,
     );
     assert!(last < first, "{label}: cost {first} → {last}");

@@ -1,13 +1,15 @@
 //! Helpers shared by the integration tests: the backends to run a test on, seeded random data, comparisons with
-//! f64 references, and the lock that keeps other tests' buffers out of a memory measurement.
+//! the f64 references (`reference` holds them), and the lock that keeps other tests' buffers out of a memory
+//! measurement.
 
 #[cfg(feature = "cli")]
 pub mod cli;
+pub mod reference;
 
 use std::cell::Cell;
-use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use wgcompute::{AdapterSelector, Session, SessionOptions, Tuning};
+use wgcompute::{AdapterSelector, Session, SessionOptions, Tape, Tensor, Tuning, Var};
 
 /// A backend a test runs on: its name, which failures carry ("vulkan", "gl"), and the selector that opens
 /// sessions on it.
@@ -169,15 +171,7 @@ macro_rules! per_backend {
     };
     ($test:ident, $family:literal: $($variant:ident),+ $(,)?) => {
         mod $test {
-            mod vulkan {
-                $(
-                    #[test]
-                    fn $variant() {
-                        let backend = $crate::common::vulkan();
-                        $crate::common::run_variant(&backend, $family, stringify!($variant), super::super::$test);
-                    }
-                )+
-            }
+            $crate::common::backend_tests!(@vulkan_variants $test, $family: $($variant),+);
             mod gl {
                 $(
                     #[test]
@@ -188,19 +182,12 @@ macro_rules! per_backend {
                     }
                 )+
             }
-            #[test]
-            fn lists_every_variant() {
-                $crate::common::expect_variants($family, &[$(stringify!($variant)),+]);
-            }
+            $crate::common::backend_tests!(@lists $family: $($variant),+);
         }
     };
     (@backends $test:ident, $hold:ident) => {
         mod $test {
-            #[test]
-            fn vulkan() {
-                let backend = $crate::common::vulkan();
-                $crate::common::run(&backend, $crate::common::Hold::$hold, super::$test);
-            }
+            $crate::common::backend_tests!(@vulkan $test, $hold);
             #[test]
             fn gl() {
                 if let Some(backend) = $crate::common::gl(concat!(module_path!(), "::gl")) {
@@ -211,6 +198,36 @@ macro_rules! per_backend {
     };
 }
 pub(crate) use per_backend;
+
+/// The pieces [`per_backend`] and [`vulkan_only`] share, expanded inside the module named after the test: its
+/// Vulkan test, its Vulkan test per variant, and the check that those variants are the family's.
+macro_rules! backend_tests {
+    (@vulkan $test:ident, $hold:ident) => {
+        #[test]
+        fn vulkan() {
+            let backend = $crate::common::vulkan();
+            $crate::common::run(&backend, $crate::common::Hold::$hold, super::$test);
+        }
+    };
+    (@vulkan_variants $test:ident, $family:literal: $($variant:ident),+) => {
+        mod vulkan {
+            $(
+                #[test]
+                fn $variant() {
+                    let backend = $crate::common::vulkan();
+                    $crate::common::run_variant(&backend, $family, stringify!($variant), super::super::$test);
+                }
+            )+
+        }
+    };
+    (@lists $family:literal: $($variant:ident),+) => {
+        #[test]
+        fn lists_every_variant() {
+            $crate::common::expect_variants($family, &[$(stringify!($variant)),+]);
+        }
+    };
+}
+pub(crate) use backend_tests;
 
 /// Declares the one test of `fn $test(backend: &Backend)` that runs on Vulkan alone (a test too large or slow for
 /// llvmpipe's GL, or one whose point does not depend on the backend): `$test::vulkan`, so that its name says
@@ -225,28 +242,13 @@ macro_rules! vulkan_only {
     };
     ($test:ident, $family:literal: $($variant:ident),+ $(,)?) => {
         mod $test {
-            mod vulkan {
-                $(
-                    #[test]
-                    fn $variant() {
-                        let backend = $crate::common::vulkan();
-                        $crate::common::run_variant(&backend, $family, stringify!($variant), super::super::$test);
-                    }
-                )+
-            }
-            #[test]
-            fn lists_every_variant() {
-                $crate::common::expect_variants($family, &[$(stringify!($variant)),+]);
-            }
+            $crate::common::backend_tests!(@vulkan_variants $test, $family: $($variant),+);
+            $crate::common::backend_tests!(@lists $family: $($variant),+);
         }
     };
     (@hold $test:ident, $hold:ident) => {
         mod $test {
-            #[test]
-            fn vulkan() {
-                let backend = $crate::common::vulkan();
-                $crate::common::run(&backend, $crate::common::Hold::$hold, super::$test);
-            }
+            $crate::common::backend_tests!(@vulkan $test, $hold);
         }
     };
 }
@@ -396,6 +398,44 @@ pub fn error_against_magnitude(got: &[f32], want: &[f64], magnitude: &[f64]) -> 
     }
 }
 
+/// The tape's side of a gradient check: records `forward` over `params` (each a `tape.param`), then
+/// cost = Σ w·y with `weights` laid out in y's shape, so that every element has its own upstream gradient, and
+/// gives y's value and each parameter's gradient. An error of `forward` (a recording the tape refuses) comes
+/// back as it is; anything failing after it fails the test.
+pub fn weighted_cost(
+    session: &Session,
+    params: &[Arc<Tensor>],
+    weights: &[f32],
+    forward: impl FnOnce(&mut Tape, &[Var]) -> wgcompute::Result<Var>,
+) -> wgcompute::Result<(Vec<f32>, Vec<Vec<f32>>)> {
+    let mut tape = Tape::new();
+    let vars: Vec<Var> = params.iter().map(|param| tape.param(param)).collect();
+    let y = forward(&mut tape, &vars)?;
+    let y_value = tape.value(y).expect("y");
+    let w = Arc::new(
+        session
+            .upload(weights, y_value.shape())
+            .expect("weights in y's shape"),
+    );
+    let value = y_value.to_vec().expect("read y");
+    let w = tape.constant(&w);
+    let weighted = tape.mul(y, w).expect("weighting");
+    let cost = tape.sum(weighted, None).expect("sum");
+    let gradients = tape.backward(cost).expect("backward");
+    let gradients = params
+        .iter()
+        .enumerate()
+        .map(|(which, param)| {
+            gradients
+                .of(param)
+                .unwrap_or_else(|| panic!("parameter {which} took no part"))
+                .to_vec()
+                .expect("read a gradient")
+        })
+        .collect();
+    Ok((value, gradients))
+}
+
 /// Indices to check in a long tensor: both ends, both sides of every multiple of 2^25 (lavapipe's 128 MiB
 /// binding holds 2^25 values) and `random` random ones.
 pub fn sample_indices(rng: &mut Rng, len: usize, random: usize) -> Vec<usize> {
@@ -418,6 +458,14 @@ pub fn lanes_of(shape: &[usize], axis: Option<usize>) -> (usize, usize, usize) {
             shape[axis],
             shape[axis + 1..].iter().product(),
         ),
+    }
+}
+
+/// The shape of a reduction's result: `shape` without `axis` (`None`: 0-d).
+pub fn reduced_shape(shape: &[usize], axis: Option<usize>) -> Vec<usize> {
+    match axis {
+        None => Vec::new(),
+        Some(axis) => [&shape[..axis], &shape[axis + 1..]].concat(),
     }
 }
 
