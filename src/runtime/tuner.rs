@@ -369,8 +369,12 @@ impl Tuner {
         mut measure: impl FnMut(&'static str) -> Result<Duration>,
     ) -> &'static str {
         let default = candidates[0];
+        // A class's candidates can narrow with the shape (a matmul variant whose grid would exceed the adapter's
+        // workgroups per dimension drops out), so a pick decided for the class stands only where it still runs.
         if let Some(&pick) = self.decided.get(&(family, class.clone())) {
-            return pick;
+            if candidates.contains(&pick) {
+                return pick;
+            }
         }
         let named = |name: &str| candidates.iter().copied().find(|&variant| variant == name);
         let forced = self
@@ -426,7 +430,10 @@ impl Tuner {
         candidates: &[&'static str],
     ) -> bool {
         let named = |name: &str| candidates.contains(&name);
-        let decided = self.decided.contains_key(&(family, class.to_string()));
+        let decided = self
+            .decided
+            .get(&(family, class.to_string()))
+            .is_some_and(|pick| candidates.contains(pick));
         let forced = self
             .forced
             .iter()
@@ -854,6 +861,26 @@ mod tests {
             "faster"
         );
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A class decided among candidates of which a later shape of the same class has fewer (a variant that
+    /// cannot cover it dropped out) is decided again among those, never answered with a variant not offered.
+    #[test]
+    fn a_decided_pick_no_longer_offered_is_decided_again() {
+        let mut tuner = Tuner::new(Tuning::Tune, Vec::new(), None, Vec::new());
+        let mut timer =
+            FakeTimer::new(&[("default", &[1000]), ("fast", &[300]), ("other", &[200])]);
+        assert_eq!(
+            tuner.choose("family", "class".into(), &["default", "fast"], |v| timer
+                .measure(v)),
+            "fast"
+        );
+        let narrower: &[&'static str] = &["default", "other"];
+        assert!(tuner.would_time("family", "class", narrower));
+        assert_eq!(
+            tuner.choose("family", "class".into(), narrower, |v| timer.measure(v)),
+            "other"
+        );
     }
 
     /// A pick counts only for the candidate set it was chosen among: a variant added since never raced it, so a
