@@ -111,10 +111,8 @@ pub fn check_batch_size(batch: usize) -> Result<()> {
     Ok(())
 }
 
-/// How many of `samples` a validation split of `fraction` holds out: `round(samples · fraction)`, refused
-/// unless `fraction` is in [0, 1) and, when above 0, leaves at least one sample on each side. Pure, so a
-/// caller can check a split before any work.
-pub fn held_out_count(samples: usize, fraction: f64) -> Result<usize> {
+/// Checks a validation split's fraction before any data is seen: at least 0 and below 1.
+pub fn check_split_fraction(fraction: f64) -> Result<()> {
     if !(0.0..1.0).contains(&fraction) {
         return Err(invalid(
             "validation split",
@@ -122,6 +120,14 @@ pub fn held_out_count(samples: usize, fraction: f64) -> Result<usize> {
             "a fraction of at least 0 and below 1".to_string(),
         ));
     }
+    Ok(())
+}
+
+/// How many of `samples` a validation split of `fraction` holds out: `round(samples · fraction)`, refused
+/// unless `fraction` is in [0, 1) and, when above 0, leaves at least one sample on each side. Pure, so a
+/// caller can check a split before any work.
+pub fn held_out_count(samples: usize, fraction: f64) -> Result<usize> {
+    check_split_fraction(fraction)?;
     let held = (samples as f64 * fraction).round() as usize;
     if fraction > 0.0 && (held == 0 || held >= samples) {
         return Err(invalid(

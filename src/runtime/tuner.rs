@@ -302,7 +302,10 @@ pub(crate) struct Tuner {
     /// What a cached pick may name; others are dropped as the cache is read.
     known: KnownVariants,
     cached: Picks,
-    decided: HashMap<(&'static str, String), &'static str>,
+    /// Per (family, shape class), the picks decided in this session, in order. A class's candidates can narrow
+    /// with the shape (a matmul variant whose grid would exceed the adapter's workgroups per dimension drops
+    /// out), so a class may hold a second pick for shapes that cannot run its first.
+    decided: HashMap<(&'static str, String), Vec<&'static str>>,
     records: Vec<TuningRecord>,
 }
 
@@ -369,13 +372,11 @@ impl Tuner {
         mut measure: impl FnMut(&'static str) -> Result<Duration>,
     ) -> &'static str {
         let default = candidates[0];
-        // A class's candidates can narrow with the shape (a matmul variant whose grid would exceed the adapter's
-        // workgroups per dimension drops out), so a pick decided for the class stands only where it still runs.
-        if let Some(&pick) = self.decided.get(&(family, class.clone())) {
-            if candidates.contains(&pick) {
-                return pick;
-            }
+        if let Some(pick) = self.decided_pick(family, &class, candidates) {
+            return pick;
         }
+        // Only a class's first decision is cached: the one its common shapes take.
+        let first_of_class = !self.decided.contains_key(&(family, class.clone()));
         let named = |name: &str| candidates.iter().copied().find(|&variant| variant == name);
         let forced = self
             .forced
@@ -396,13 +397,16 @@ impl Tuner {
                 let times = time_candidates(candidates, &mut measure);
                 let pick = decide(&times, incumbent.unwrap_or(default));
                 // Nothing ran (a lost device, say): nothing was learnt worth keeping for the next process.
-                if times.iter().any(|time| time.micros.is_some()) {
+                if first_of_class && times.iter().any(|time| time.micros.is_some()) {
                     self.remember(family, &class, pick, candidate_checksum(candidates));
                 }
                 (pick, PickSource::Timed, times)
             }
         };
-        self.decided.insert((family, class.clone()), pick);
+        self.decided
+            .entry((family, class.clone()))
+            .or_default()
+            .push(pick);
         self.records.push(TuningRecord {
             family,
             class,
@@ -430,10 +434,7 @@ impl Tuner {
         candidates: &[&'static str],
     ) -> bool {
         let named = |name: &str| candidates.contains(&name);
-        let decided = self
-            .decided
-            .get(&(family, class.to_string()))
-            .is_some_and(|pick| candidates.contains(pick));
+        let decided = self.decided_pick(family, class, candidates).is_some();
         let forced = self
             .forced
             .iter()
@@ -463,16 +464,27 @@ impl Tuner {
             .iter()
             .filter(|(forced_family, _)| forced_family == family)
             .find_map(|(_, variant)| named(variant))
-            .or_else(|| {
-                self.decided
-                    .get(&(family, class.to_string()))
-                    .and_then(|&variant| named(variant))
-            })
+            .or_else(|| self.decided_pick(family, class, candidates))
             .or_else(|| {
                 self.cached_pick(family, class, candidates)
                     .filter(|_| matches!(self.mode, Tuning::Tune | Tuning::CacheOnly))
             })
             .unwrap_or(candidates[0])
+    }
+
+    /// The first pick this session decided for the class that is among `candidates`: the same shape always
+    /// gets the same variant, and shapes that can run the class's first pick all do.
+    fn decided_pick(
+        &self,
+        family: &'static str,
+        class: &str,
+        candidates: &[&'static str],
+    ) -> Option<&'static str> {
+        self.decided
+            .get(&(family, class.to_string()))?
+            .iter()
+            .copied()
+            .find(|pick| candidates.contains(pick))
     }
 
     /// Writes a timed pick to the cache file. A cache that cannot be written only means the next process
@@ -879,6 +891,17 @@ mod tests {
         assert!(tuner.would_time("family", "class", narrower));
         assert_eq!(
             tuner.choose("family", "class".into(), narrower, |v| timer.measure(v)),
+            "other"
+        );
+        // The class's first pick stands for the shapes that can run it, and the narrower set keeps its own.
+        let mut never =
+            |_: &'static str| -> Result<Duration> { panic!("a decided class is not timed") };
+        assert_eq!(
+            tuner.choose("family", "class".into(), &["default", "fast"], &mut never),
+            "fast"
+        );
+        assert_eq!(
+            tuner.choose("family", "class".into(), narrower, &mut never),
             "other"
         );
     }

@@ -14,7 +14,9 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use wgcompute::checkpoint::{self, Checkpoint};
-use wgcompute::data::{check_batch_size, held_out_count, Dataset, Figures, Labels};
+use wgcompute::data::{
+    check_batch_size, check_split_fraction, held_out_count, Dataset, Figures, Labels,
+};
 use wgcompute::train::{SuspendEvery, Suspension};
 use wgcompute::{Mlp, OptimizerKind, Session};
 
@@ -507,6 +509,9 @@ pub fn fit(global: &GlobalOptions, args: &FitArgs) -> Result<()> {
     let settings = Settings::resolve(args, resumed.as_ref())?;
     settings.optimizer.check_lr(settings.lr).context("--lr")?;
     check_batch_size(settings.batch).context("--batch")?;
+    check_split_fraction(settings.val_split).context("--val-split")?;
+    // Before the data is read; the model's input and output widths come with it and are checked below.
+    Mlp::check_sizes(&[&[1][..], &args.hidden, &[1]].concat()).context("--hidden")?;
     let (inputs, samples, features) = read_inputs(&args.inputs)?;
     let labels = read_labels(&args.labels, samples)?;
     let sizes = match &resumed {
@@ -725,7 +730,7 @@ fn train(
                     kept(last_checkpoint)
                 );
             }
-            other => other?,
+            other => other.with_context(|| format!("epoch {}/{target}", epoch + 1))?,
         };
         let validated = val_set
             .as_ref()

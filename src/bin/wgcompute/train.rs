@@ -271,7 +271,10 @@ fn train(
     for step in 0..steps {
         // Between steps only: the session is not suspended after the last one.
         if let (Some(schedule), true) = (schedule.as_mut(), step > 0) {
-            if let Some(suspension) = schedule.after_step(session)? {
+            if let Some(suspension) = schedule
+                .after_step(session)
+                .with_context(|| format!("suspending and resuming after step {step}"))?
+            {
                 if !args.json {
                     println!("{suspension}");
                 }

@@ -109,20 +109,25 @@ pub enum Hold {
     Exclusive,
 }
 
-/// Runs one test's body on `backend` under the memory lock; what [`per_backend`] and [`vulkan_only`] expand to.
-pub fn run(backend: &Backend, hold: Hold, body: impl FnOnce(&Backend)) {
+/// Runs one test's body under the memory lock: takes the lock, then finds the backends (listing adapters opens
+/// drivers, which must not overlap another test's memory measurement), then runs `body` on them; `None` (a GL
+/// test turned away by WGCOMPUTE_TEST_NO_GL) runs nothing. What [`per_backend`], [`vulkan_only`] and
+/// [`across_backends`] expand to.
+pub fn run<T>(hold: Hold, backends: impl FnOnce() -> Option<T>, body: impl FnOnce(&T)) {
     let _lock = match hold {
         Hold::Shared => (Some(memory_lock_shared()), None),
         Hold::Exclusive => (None, Some(memory_lock())),
     };
-    body(backend);
+    if let Some(backends) = backends() {
+        body(&backends);
+    }
 }
 
 /// Runs one test's body with one kernel variant forced: `body` gets the backend and the variant. Before it runs,
 /// checks that the variant is still one of the family's, so a renamed variant fails here rather than running the
 /// default under the old name.
 pub fn run_variant(
-    backend: &Backend,
+    backend: impl FnOnce() -> Option<Backend>,
     family: &str,
     variant: &str,
     body: impl FnOnce(&Backend, &str),
@@ -132,7 +137,7 @@ pub fn run_variant(
         known.contains(&variant),
         "{family} has no variant {variant}: it has {known:?}"
     );
-    run(backend, Hold::Shared, |backend| body(backend, variant));
+    run(Hold::Shared, backend, |backend| body(backend, variant));
 }
 
 /// Fails unless `here`, the variants a test declares, are the ones the library lists for `family`, in any order.
@@ -176,9 +181,12 @@ macro_rules! per_backend {
                 $(
                     #[test]
                     fn $variant() {
-                        if let Some(backend) = $crate::common::gl(concat!(module_path!(), "::", stringify!($variant))) {
-                            $crate::common::run_variant(&backend, $family, stringify!($variant), super::super::$test);
-                        }
+                        $crate::common::run_variant(
+                            || $crate::common::gl(concat!(module_path!(), "::", stringify!($variant))),
+                            $family,
+                            stringify!($variant),
+                            super::super::$test,
+                        );
                     }
                 )+
             }
@@ -190,9 +198,11 @@ macro_rules! per_backend {
             $crate::common::backend_tests!(@vulkan $test, $hold);
             #[test]
             fn gl() {
-                if let Some(backend) = $crate::common::gl(concat!(module_path!(), "::gl")) {
-                    $crate::common::run(&backend, $crate::common::Hold::$hold, super::$test);
-                }
+                $crate::common::run(
+                    $crate::common::Hold::$hold,
+                    || $crate::common::gl(concat!(module_path!(), "::gl")),
+                    super::$test,
+                );
             }
         }
     };
@@ -205,8 +215,11 @@ macro_rules! backend_tests {
     (@vulkan $test:ident, $hold:ident) => {
         #[test]
         fn vulkan() {
-            let backend = $crate::common::vulkan();
-            $crate::common::run(&backend, $crate::common::Hold::$hold, super::$test);
+            $crate::common::run(
+                $crate::common::Hold::$hold,
+                || Some($crate::common::vulkan()),
+                super::$test,
+            );
         }
     };
     (@vulkan_variants $test:ident, $family:literal: $($variant:ident),+) => {
@@ -214,8 +227,12 @@ macro_rules! backend_tests {
             $(
                 #[test]
                 fn $variant() {
-                    let backend = $crate::common::vulkan();
-                    $crate::common::run_variant(&backend, $family, stringify!($variant), super::super::$test);
+                    $crate::common::run_variant(
+                        || Some($crate::common::vulkan()),
+                        $family,
+                        stringify!($variant),
+                        super::super::$test,
+                    );
                 }
             )+
         }
@@ -255,8 +272,9 @@ macro_rules! vulkan_only {
 pub(crate) use vulkan_only;
 
 /// Declares the one test of `fn $test(vulkan: &Backend, gl: &Backend)`, whose point is two backends at once (a
-/// job moved between them, results that must agree): `$test::vulkan_and_gl`. Where WGCOMPUTE_TEST_NO_GL is set
-/// it does not run, and says so, as [`gl`] describes. `across_backends!($test, measures_memory)` holds the memory
+/// job moved between them, results that must agree): `$test::gl_with_vulkan`, named so that the filters of the
+/// GL tests (`::gl`, `--skip ::gl`) take it and `::vulkan` does not. Where WGCOMPUTE_TEST_NO_GL is set it does not
+/// run, and says so, as [`gl`] describes. `across_backends!($test, measures_memory)` holds the memory
 /// lock exclusively, as in [`per_backend`].
 macro_rules! across_backends {
     ($test:ident) => {
@@ -268,11 +286,15 @@ macro_rules! across_backends {
     (@hold $test:ident, $hold:ident) => {
         mod $test {
             #[test]
-            fn vulkan_and_gl() {
-                let vulkan = $crate::common::vulkan();
-                if let Some(gl) = $crate::common::gl(concat!(module_path!(), "::vulkan_and_gl")) {
-                    $crate::common::run(&vulkan, $crate::common::Hold::$hold, |vulkan| super::$test(vulkan, &gl));
-                }
+            fn gl_with_vulkan() {
+                $crate::common::run(
+                    $crate::common::Hold::$hold,
+                    || {
+                        let vulkan = $crate::common::vulkan();
+                        $crate::common::gl(concat!(module_path!(), "::gl_with_vulkan")).map(|gl| (vulkan, gl))
+                    },
+                    |(vulkan, gl)| super::$test(vulkan, gl),
+                );
             }
         }
     };
