@@ -5,21 +5,32 @@
 
 mod common;
 
+/// The command's tests. Each runs `wgcompute` with WGCOMPUTE_ADAPTER=vulkan (tests/all/common/cli.rs), so their
+/// names say so (`command::vulkan::cli_fit::…`), as the per-backend tests' do.
+// The files stay beside the others: `path = "."` keeps the modules from meaning folders.
+#[cfg(feature = "cli")]
+#[path = "."]
+mod command {
+    #[path = "."]
+    mod vulkan {
+        #[path = "cli.rs"]
+        mod cli;
+        #[path = "cli_fit.rs"]
+        mod cli_fit;
+        #[path = "cli_hardening.rs"]
+        mod cli_hardening;
+        #[path = "cli_input.rs"]
+        mod cli_input;
+        #[path = "cli_op.rs"]
+        mod cli_op;
+        #[path = "cli_train.rs"]
+        mod cli_train;
+    }
+}
+
 mod autograd_layout;
 mod autograd_ops;
 mod checkpoint;
-#[cfg(feature = "cli")]
-mod cli;
-#[cfg(feature = "cli")]
-mod cli_fit;
-#[cfg(feature = "cli")]
-mod cli_hardening;
-#[cfg(feature = "cli")]
-mod cli_input;
-#[cfg(feature = "cli")]
-mod cli_op;
-#[cfg(feature = "cli")]
-mod cli_train;
 mod data;
 mod lifecycle;
 mod ops_edges;

@@ -283,9 +283,9 @@ fn timing_an_in_place_update_leaves_the_real_operands_to_one_step(backend: &Back
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The tests that run the `wgcompute` command, which needs the `cli` feature.
+/// The tests that run the `wgcompute` command (the `cli` feature), on Vulkan as every command test does.
 #[cfg(feature = "cli")]
-mod command {
+mod vulkan {
     use std::path::{Path, PathBuf};
     use std::process::{Command, Output, Stdio};
     use std::time::Duration;
