@@ -544,12 +544,17 @@ pub fn adam_update_count(param: &[usize], grads: &[usize]) -> Result<usize> {
 
 /// Pads a shape at the front to rank 4.
 pub(crate) fn dims4(shape: &[usize]) -> [u32; 4] {
-    let mut dims = [1u32; MAX_RANK];
-    dims[MAX_RANK - shape.len()..]
+    padded_front(shape, 1)
+}
+
+/// `values` at the back of a rank-4 array whose front holds `fill` (1 for sizes, 0 for strides).
+pub(crate) fn padded_front(values: &[usize], fill: u32) -> [u32; 4] {
+    let mut padded = [fill; MAX_RANK];
+    padded[MAX_RANK - values.len()..]
         .iter_mut()
-        .zip(shape)
-        .for_each(|(dim, &size)| *dim = size as u32);
-    dims
+        .zip(values)
+        .for_each(|(slot, &value)| *slot = value as u32);
+    padded
 }
 
 /// Strides that read an operand of `shape` at an output's coordinates (0 along broadcast axes).

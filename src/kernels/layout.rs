@@ -8,7 +8,7 @@ use super::dispatch_windows;
 use super::plan::Limits;
 use crate::error::{Error, Result};
 use crate::runtime::{nothing_generated, BufferRange, Kernel, Runtime, Shader};
-use crate::shape::{dims4, MAX_RANK};
+use crate::shape::{dims4, padded_front};
 
 static LAYOUT: Shader = Shader {
     name: "layout",
@@ -49,12 +49,7 @@ pub(crate) fn contiguous_strides(shape: &[usize]) -> Vec<usize> {
 
 /// Pads strides at the front with 0 to rank 4, beside [`dims4`] of the same shape.
 fn strides4(strides: &[usize]) -> [u32; 4] {
-    let mut out = [0u32; MAX_RANK];
-    out[MAX_RANK - strides.len()..]
-        .iter_mut()
-        .zip(strides)
-        .for_each(|(slot, &stride)| *slot = stride as u32);
-    out
+    padded_front(strides, 0)
 }
 
 /// One side of a strided copy: a range bound whole, the element where the block starts, and the element
