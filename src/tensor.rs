@@ -107,6 +107,12 @@ impl Tensor {
         Ok((tensor, range))
     }
 
+    /// Whether the session this tensor lives in is still open (a suspended one is): after its close the
+    /// tensor holds no GPU memory and every use of it is [`Error::SessionClosed`].
+    pub fn session_is_open(&self) -> bool {
+        self.session.strong_count() > 0
+    }
+
     /// A new output tensor in this tensor's session.
     pub(crate) fn output(&self, op: &'static str, shape: &[usize], dtype: DType) -> Result<Tensor> {
         let inner = self.session.upgrade().ok_or(Error::SessionClosed)?;

@@ -1,0 +1,104 @@
+//! The library's typed errors as Python exceptions: one class per kind, defined in `wgcompute/_errors.py` (where
+//! each also derives from the builtin a Python user would catch: `MemoryError`, `ValueError`, `TypeError`,
+//! `RuntimeError`), raised here with the library's message and the error's fields as attributes.
+
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::PyModule;
+
+static ERRORS: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
+
+/// `Result<T, wgcompute::Error>` into a `PyResult`, raising the error's class.
+pub trait OrRaise<T> {
+    fn or_raise(self) -> PyResult<T>;
+}
+
+impl<T> OrRaise<T> for wgcompute::Result<T> {
+    fn or_raise(self) -> PyResult<T> {
+        self.map_err(raise)
+    }
+}
+
+/// The Python exception of a library error.
+pub fn raise(error: wgcompute::Error) -> PyErr {
+    Python::attach(|py| build(py, &error).unwrap_or_else(|failure| failure))
+}
+
+/// An exception of one of the package's classes by name, for conditions the bindings find themselves.
+pub fn named(class: &str, message: String) -> PyErr {
+    Python::attach(|py| {
+        let made = || -> PyResult<PyErr> {
+            let class = errors_module(py)?.getattr(class)?;
+            Ok(PyErr::from_value(class.call1((message.clone(),))?))
+        };
+        made().unwrap_or_else(|failure| failure)
+    })
+}
+
+fn errors_module(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
+    ERRORS
+        .get_or_try_init(py, || Ok(py.import("wgcompute._errors")?.unbind()))
+        .map(|module| module.bind(py))
+}
+
+fn build(py: Python<'_>, error: &wgcompute::Error) -> PyResult<PyErr> {
+    use wgcompute::Error as E;
+    let class = match error {
+        E::OutOfMemory { .. } | E::BufferTooBig { .. } => "OutOfMemoryError",
+        E::Shape { .. } => "ShapeError",
+        E::DType { .. } => "DTypeError",
+        E::InvalidArgument { .. } | E::DeviceMemoryUnknown { .. } => "InvalidArgumentError",
+        E::SessionMismatch { .. } => "SessionMismatchError",
+        E::SessionClosed => "SessionClosedError",
+        E::Suspended => "SuspendedError",
+        E::NotSuspended => "NotSuspendedError",
+        E::DeviceLost { .. } => "DeviceLostError",
+        E::NoAdapter { .. } | E::RequestDevice { .. } => "AdapterError",
+        E::Checkpoint { .. } => "CheckpointError",
+        E::TuningCache { .. } => "TuningCacheError",
+        E::Diverged { .. } => "DivergedError",
+        E::Driver { .. } => "DriverError",
+        _ => "Error",
+    };
+    let exception = errors_module(py)?
+        .getattr(class)?
+        .call1((error.to_string(),))?;
+    match error {
+        E::OutOfMemory {
+            requested,
+            in_use,
+            reserved,
+            limit,
+            by_driver,
+        } => {
+            exception.setattr("requested", requested)?;
+            exception.setattr("in_use", in_use)?;
+            exception.setattr("reserved", reserved)?;
+            exception.setattr("limit", limit)?;
+            exception.setattr("by_driver", by_driver)?;
+        }
+        E::BufferTooBig { requested, max } => {
+            exception.setattr("requested", requested)?;
+            exception.setattr("limit", max)?;
+            exception.setattr("by_driver", false)?;
+        }
+        E::Diverged { step, loss } => {
+            exception.setattr("step", step)?;
+            exception.setattr("loss", loss)?;
+        }
+        _ => {}
+    }
+    Ok(PyErr::from_value(exception))
+}
+
+/// The error a process forked from one that opened a session gets when it uses that session: the child shares
+/// the parent's driver state, where waiting on the device could hang it for ever.
+pub fn forked() -> PyErr {
+    named(
+        "ForkedError",
+        "this session (or tensor) was opened in another process, from which this one was forked; a GPU device \
+         cannot be shared across fork(). Open a new session in this process (or start workers with the 'spawn' \
+         method)"
+            .to_string(),
+    )
+}

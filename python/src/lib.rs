@@ -1,0 +1,42 @@
+//! The extension module `wgcompute._wgcompute`: sessions, tensors and the op tables of the wgcompute library.
+//! The package's Python layer (python/wgcompute/) builds the public API on it: numpy conversion, operators,
+//! methods named as numpy's, and the exception classes this module raises.
+
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+mod errors;
+mod session;
+mod tensor;
+
+/// The adapters a session can open, as `wgcompute devices` lists them: one dict each.
+#[pyfunction]
+fn devices(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
+    let adapters = py.detach(wgcompute::list_adapters);
+    adapters
+        .into_iter()
+        .map(|adapter| {
+            let dict = PyDict::new(py);
+            dict.set_item("index", adapter.index)?;
+            dict.set_item("name", adapter.name)?;
+            dict.set_item("backend", adapter.backend)?;
+            dict.set_item("device_type", adapter.device_type)?;
+            dict.set_item("driver", adapter.driver)?;
+            dict.set_item("memory_used", adapter.memory.used)?;
+            dict.set_item("memory_total", adapter.memory.total)?;
+            dict.set_item("max_buffer_size", adapter.max_buffer_size)?;
+            Ok(dict)
+        })
+        .collect()
+}
+
+#[pymodule]
+fn _wgcompute(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    module.add_class::<session::Session>()?;
+    module.add_class::<session::CloseReport>()?;
+    module.add_class::<session::MemoryStats>()?;
+    module.add_class::<tensor::Tensor>()?;
+    module.add_function(wrap_pyfunction!(devices, module)?)?;
+    module.add_function(wrap_pyfunction!(tensor::op_tables, module)?)?;
+    Ok(())
+}

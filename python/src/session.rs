@@ -1,0 +1,392 @@
+//! `_wgcompute.Session`: one library session behind a lock, so that Python threads may share it, with every wait
+//! on the device run with the GIL released. Closing takes the session out of the lock; what is left answers
+//! `SessionClosedError`, and a second close returns the first close's report.
+
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use numpy::{PyReadonlyArrayDyn, PyUntypedArrayMethods};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use wgcompute::{AdapterSelector, MemoryLimit, SessionOptions, Tuning};
+
+use crate::errors::{forked, named, OrRaise};
+use crate::tensor::Tensor;
+
+#[pyclass(module = "wgcompute._wgcompute", frozen)]
+pub struct Session {
+    session: Mutex<Option<wgcompute::Session>>,
+    report: Mutex<Option<CloseReport>>,
+    /// The process that opened it: a forked child must not touch the parent's device.
+    pid: u32,
+}
+
+/// A memory cap from Python: a string the library parses ("2GiB", "0.1"), a float fraction, or an int of bytes.
+fn memory_limit(limit: &Bound<'_, PyAny>) -> PyResult<MemoryLimit> {
+    if limit.is_instance_of::<pyo3::types::PyBool>() {
+        return Err(named(
+            "InvalidArgumentError",
+            "memory_limit must be bytes (int), a fraction of device memory (float) or a size such as \"2GiB\"; got a bool"
+                .to_string(),
+        ));
+    }
+    if let Ok(text) = limit.extract::<String>() {
+        return text.parse::<MemoryLimit>().map_err(|message| {
+            named(
+                "InvalidArgumentError",
+                format!("memory_limit {text:?}: {message}"),
+            )
+        });
+    }
+    if limit.is_instance_of::<pyo3::types::PyInt>() {
+        let bytes: u64 = limit.extract().map_err(|_| {
+            named(
+                "InvalidArgumentError",
+                format!("memory_limit {limit}: a number of bytes must be from 0 to 2**64 - 1"),
+            )
+        })?;
+        return Ok(MemoryLimit::Bytes(bytes));
+    }
+    if let Ok(fraction) = limit.extract::<f64>() {
+        if !(fraction > 0.0 && fraction <= 1.0) {
+            return Err(named(
+                "InvalidArgumentError",
+                format!("memory_limit {fraction}: a fraction of device memory must be above 0 and at most 1"),
+            ));
+        }
+        return Ok(MemoryLimit::Fraction(fraction));
+    }
+    Err(named(
+        "InvalidArgumentError",
+        format!(
+            "memory_limit must be an int of bytes, a float fraction or a size string; got {limit}"
+        ),
+    ))
+}
+
+/// An adapter from Python: an index into `devices()`, or a backend, type or part of a name.
+fn adapter(adapter: &Bound<'_, PyAny>) -> PyResult<AdapterSelector> {
+    if let Ok(index) = adapter.extract::<usize>() {
+        if !adapter.is_instance_of::<pyo3::types::PyBool>() {
+            return Ok(AdapterSelector::Index(index));
+        }
+    }
+    let text: String = adapter.extract().map_err(|_| {
+        named(
+            "InvalidArgumentError",
+            format!(
+                "adapter must be an index from devices() or a name, backend or type; got {adapter}"
+            ),
+        )
+    })?;
+    text.parse::<AdapterSelector>().map_err(|message| {
+        named(
+            "InvalidArgumentError",
+            format!("adapter {text:?}: {message}"),
+        )
+    })
+}
+
+impl Session {
+    /// The open session, or the error a closed (or another process's) one answers.
+    fn open_session(&self) -> PyResult<MutexGuard<'_, Option<wgcompute::Session>>> {
+        if std::process::id() != self.pid {
+            return Err(forked());
+        }
+        let guard = self.session.lock().unwrap_or_else(PoisonError::into_inner);
+        if guard.is_none() {
+            return Err(crate::errors::raise(wgcompute::Error::SessionClosed));
+        }
+        Ok(guard)
+    }
+
+    /// Runs `work` on the open session with the GIL released.
+    fn with<T: Send>(
+        &self,
+        py: Python<'_>,
+        work: impl FnOnce(&mut wgcompute::Session) -> wgcompute::Result<T> + Send,
+    ) -> PyResult<T> {
+        let mut guard = self.open_session()?;
+        let session = guard.as_mut().expect("open_session checked it is open");
+        py.detach(|| work(session)).or_raise()
+    }
+
+    /// A new tensor from the open session; recording it costs no wait on the device, so the GIL stays held.
+    fn create(
+        &self,
+        make: impl FnOnce(&wgcompute::Session) -> wgcompute::Result<wgcompute::Tensor>,
+    ) -> PyResult<Tensor> {
+        let guard = self.open_session()?;
+        let tensor = make(guard.as_ref().expect("open_session checked it is open")).or_raise()?;
+        Ok(Tensor::new(tensor, self.pid))
+    }
+}
+
+#[pymethods]
+impl Session {
+    #[new]
+    #[pyo3(signature = (memory_limit=None, adapter=None, tuning=None, poison_outputs=false))]
+    fn open(
+        py: Python<'_>,
+        memory_limit: Option<&Bound<'_, PyAny>>,
+        adapter: Option<&Bound<'_, PyAny>>,
+        tuning: Option<&str>,
+        poison_outputs: bool,
+    ) -> PyResult<Self> {
+        let mut options = SessionOptions::default().poison_outputs(poison_outputs);
+        if let Some(limit) = memory_limit {
+            options = options.memory_limit(self::memory_limit(limit)?);
+        }
+        if let Some(selector) = adapter {
+            options = options.adapter(self::adapter(selector)?);
+        }
+        if let Some(text) = tuning {
+            let tuning = text.parse::<Tuning>().map_err(|message| {
+                named(
+                    "InvalidArgumentError",
+                    format!("tuning {text:?}: {message}"),
+                )
+            })?;
+            options = options.tuning(tuning);
+        }
+        let session = py.detach(|| wgcompute::Session::open(options)).or_raise()?;
+        Ok(Session {
+            session: Mutex::new(Some(session)),
+            report: Mutex::new(None),
+            pid: std::process::id(),
+        })
+    }
+
+    /// Closes the session: every buffer, the device and the instance are released. Idempotent: a second call
+    /// returns the first call's report.
+    fn close(&self, py: Python<'_>) -> PyResult<CloseReport> {
+        if std::process::id() != self.pid {
+            return Err(forked());
+        }
+        let taken = self
+            .session
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let mut report = self.report.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(session) = taken {
+            let closed = py.detach(|| session.close());
+            *report = Some(CloseReport::from(&closed));
+        }
+        report
+            .clone()
+            .ok_or_else(|| crate::errors::raise(wgcompute::Error::SessionClosed))
+    }
+
+    #[getter]
+    fn is_open(&self) -> bool {
+        self.session
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some()
+    }
+
+    #[getter]
+    fn is_suspended(&self) -> PyResult<bool> {
+        Ok(self
+            .open_session()?
+            .as_ref()
+            .is_some_and(wgcompute::Session::is_suspended))
+    }
+
+    /// The adapter the session runs on: a dict of name, backend, device_type and driver.
+    fn adapter<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let guard = self.open_session()?;
+        let summary = guard.as_ref().expect("checked open").adapter().clone();
+        let dict = PyDict::new(py);
+        dict.set_item("name", summary.name)?;
+        dict.set_item("backend", summary.backend)?;
+        dict.set_item("device_type", summary.device_type)?;
+        dict.set_item("driver", summary.driver)?;
+        Ok(dict)
+    }
+
+    fn suspend<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let report = self.with(py, |session| session.suspend())?;
+        let dict = PyDict::new(py);
+        dict.set_item("host_bytes", report.host_bytes)?;
+        dict.set_item("tensors", report.tensors)?;
+        dict.set_item("memory_before_suspend", report.memory_before_suspend.used)?;
+        dict.set_item("memory_while_suspended", report.memory_while_suspended.used)?;
+        dict.set_item("seconds", report.seconds)?;
+        Ok(dict)
+    }
+
+    #[pyo3(signature = (adapter=None))]
+    fn resume<'py>(
+        &self,
+        py: Python<'py>,
+        adapter: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let selector = adapter.map(self::adapter).transpose()?;
+        let report = self.with(py, |session| match selector {
+            Some(selector) => session.resume_on(selector),
+            None => session.resume(),
+        })?;
+        let dict = PyDict::new(py);
+        dict.set_item("adapter", report.adapter.name)?;
+        dict.set_item("bytes_uploaded", report.bytes_uploaded)?;
+        dict.set_item("tensors", report.tensors)?;
+        dict.set_item("memory_after_resume", report.memory_after_resume.used)?;
+        dict.set_item("seconds", report.seconds)?;
+        Ok(dict)
+    }
+
+    fn memory_stats(&self, py: Python<'_>) -> PyResult<MemoryStats> {
+        Ok(MemoryStats::from(
+            self.with(py, |session| session.memory_stats())?,
+        ))
+    }
+
+    /// Device memory in use and in all, in bytes (None where the adapter does not say).
+    fn device_memory(&self, py: Python<'_>) -> PyResult<(Option<u64>, Option<u64>)> {
+        let memory = self.with(py, |session| Ok(session.device_memory()))?;
+        Ok((memory.used, memory.total))
+    }
+
+    fn trim(&self, py: Python<'_>) -> PyResult<()> {
+        self.with(py, |session| session.trim())
+    }
+
+    fn reset_peak(&self, py: Python<'_>) -> PyResult<()> {
+        self.with(py, |session| session.reset_peak())
+    }
+
+    fn sync(&self, py: Python<'_>) -> PyResult<()> {
+        self.with(py, |session| session.sync())
+    }
+
+    #[pyo3(signature = (limit))]
+    fn set_memory_limit(&self, py: Python<'_>, limit: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+        let limit = limit.map(memory_limit).transpose()?;
+        self.with(py, |session| session.set_memory_limit(limit))
+    }
+
+    /// A tensor holding a C-contiguous float32 array. The copy into the device's queue is made with the GIL
+    /// held, so that no Python thread changes the array while it is read.
+    fn upload_f32(&self, array: PyReadonlyArrayDyn<'_, f32>) -> PyResult<Tensor> {
+        let data = contiguous(array.as_slice())?;
+        self.create(|session| session.upload(data, array.shape()))
+    }
+
+    /// A tensor holding a C-contiguous uint32 array (class ids, row indices).
+    fn upload_u32(&self, array: PyReadonlyArrayDyn<'_, u32>) -> PyResult<Tensor> {
+        let data = contiguous(array.as_slice())?;
+        self.create(|session| session.upload_u32(data, array.shape()))
+    }
+
+    fn empty(&self, shape: Vec<usize>) -> PyResult<Tensor> {
+        self.create(|session| session.empty(&shape))
+    }
+
+    fn zeros(&self, shape: Vec<usize>) -> PyResult<Tensor> {
+        self.create(|session| session.zeros(&shape))
+    }
+
+    fn full(&self, shape: Vec<usize>, value: f32) -> PyResult<Tensor> {
+        self.create(|session| session.full(&shape, value))
+    }
+
+    fn rand(&self, shape: Vec<usize>, seed: u64) -> PyResult<Tensor> {
+        self.create(|session| session.rand(&shape, seed))
+    }
+
+    fn randn(&self, shape: Vec<usize>, seed: u64) -> PyResult<Tensor> {
+        self.create(|session| session.randn(&shape, seed))
+    }
+}
+
+fn contiguous<T>(slice: Result<&[T], numpy::AsSliceError>) -> PyResult<&[T]> {
+    slice.map_err(|_| {
+        named(
+            "InvalidArgumentError",
+            "the array must be C-contiguous".to_string(),
+        )
+    })
+}
+
+/// What closing a session measured: device memory in bytes before open, while open and after close (None where
+/// the adapter does not report its memory).
+#[pyclass(module = "wgcompute._wgcompute", frozen, get_all)]
+#[derive(Clone)]
+pub struct CloseReport {
+    pub memory_before_open: Option<u64>,
+    pub memory_while_open: Option<u64>,
+    pub memory_after_close: Option<u64>,
+    pub peak_in_use: u64,
+    pub peak_reserved: u64,
+    pub device_lost: bool,
+}
+
+impl From<&wgcompute::CloseReport> for CloseReport {
+    fn from(report: &wgcompute::CloseReport) -> Self {
+        CloseReport {
+            memory_before_open: report.memory_before_open.used,
+            memory_while_open: report.memory_while_open.used,
+            memory_after_close: report.memory_after_close.used,
+            peak_in_use: report.pool.peak_in_use,
+            peak_reserved: report.pool.peak_reserved,
+            device_lost: report.device_lost,
+        }
+    }
+}
+
+#[pymethods]
+impl CloseReport {
+    fn __repr__(&self) -> String {
+        format!(
+            "CloseReport(memory_before_open={}, memory_while_open={}, memory_after_close={})",
+            python_int(self.memory_before_open),
+            python_int(self.memory_while_open),
+            python_int(self.memory_after_close)
+        )
+    }
+}
+
+/// The session's pool: bytes held by live tensors, bytes of GPU buffers reserved, their peaks, and the cap.
+#[pyclass(module = "wgcompute._wgcompute", frozen, get_all)]
+pub struct MemoryStats {
+    pub in_use: u64,
+    pub reserved: u64,
+    pub peak_in_use: u64,
+    pub peak_reserved: u64,
+    pub allocations: u64,
+    pub limit: Option<u64>,
+}
+
+impl From<wgcompute::MemoryStats> for MemoryStats {
+    fn from(stats: wgcompute::MemoryStats) -> Self {
+        MemoryStats {
+            in_use: stats.in_use,
+            reserved: stats.reserved,
+            peak_in_use: stats.peak_in_use,
+            peak_reserved: stats.peak_reserved,
+            allocations: stats.allocations,
+            limit: stats.limit,
+        }
+    }
+}
+
+#[pymethods]
+impl MemoryStats {
+    fn __repr__(&self) -> String {
+        format!(
+            "MemoryStats(in_use={}, reserved={}, peak_in_use={}, peak_reserved={}, allocations={}, limit={})",
+            self.in_use,
+            self.reserved,
+            self.peak_in_use,
+            self.peak_reserved,
+            self.allocations,
+            python_int(self.limit)
+        )
+    }
+}
+
+/// An optional count as Python writes it: the number, or None.
+fn python_int(value: Option<u64>) -> String {
+    value.map_or_else(|| "None".to_string(), |value| value.to_string())
+}

@@ -1,0 +1,224 @@
+//! `_wgcompute.Tensor`: a library tensor shared by `Arc` (so that a tape can record it later), with the ops of
+//! the library's tables by name. The tensor refers to its session weakly: it never keeps a closed session's GPU
+//! memory alive, and every use after the close raises `SessionClosedError`.
+
+use std::sync::Arc;
+
+use numpy::IntoPyArray;
+use pyo3::prelude::*;
+use wgcompute::{BinaryOp, DType, ReduceOp, Transpose, UnaryOp};
+
+use crate::errors::{forked, named, OrRaise};
+
+#[pyclass(module = "wgcompute._wgcompute", frozen)]
+pub struct Tensor {
+    pub(crate) inner: Arc<wgcompute::Tensor>,
+    pid: u32,
+}
+
+impl Tensor {
+    pub fn new(tensor: wgcompute::Tensor, pid: u32) -> Self {
+        Tensor {
+            inner: Arc::new(tensor),
+            pid,
+        }
+    }
+
+    /// The tensor, or the error a forked child gets.
+    fn get(&self) -> PyResult<&wgcompute::Tensor> {
+        if std::process::id() != self.pid {
+            return Err(forked());
+        }
+        Ok(&self.inner)
+    }
+
+    fn made(&self, tensor: wgcompute::Result<wgcompute::Tensor>) -> PyResult<Tensor> {
+        Ok(Tensor::new(tensor.or_raise()?, self.pid))
+    }
+}
+
+fn unknown(kind: &str, name: &str) -> PyErr {
+    named(
+        "InvalidArgumentError",
+        format!("no {kind} op named {name:?}"),
+    )
+}
+
+#[pymethods]
+impl Tensor {
+    #[getter]
+    fn shape(&self) -> Vec<usize> {
+        self.inner.shape().to_vec()
+    }
+
+    /// "float32" or "uint32", as numpy names them.
+    #[getter]
+    fn dtype(&self) -> &'static str {
+        match self.inner.dtype() {
+            DType::F32 => "float32",
+            DType::U32 => "uint32",
+        }
+    }
+
+    #[getter]
+    fn session_is_open(&self) -> bool {
+        self.inner.session_is_open()
+    }
+
+    /// The contents as a new numpy array, read back with the GIL released.
+    fn numpy<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let tensor = self.get()?;
+        let shape = tensor.shape().to_vec();
+        let reshape = |array: Bound<'py, PyAny>| array.call_method1("reshape", (shape.clone(),));
+        match tensor.dtype() {
+            DType::F32 => {
+                let data = py.detach(|| tensor.to_vec()).or_raise()?;
+                reshape(data.into_pyarray(py).into_any())
+            }
+            DType::U32 => {
+                let data = py.detach(|| tensor.to_vec_u32()).or_raise()?;
+                reshape(data.into_pyarray(py).into_any())
+            }
+        }
+    }
+
+    /// `op(x)` or `op(x, scalar)` for a row of the unary table.
+    #[pyo3(signature = (name, scalar=0.0))]
+    fn unary(&self, name: &str, scalar: f32) -> PyResult<Tensor> {
+        let op = UnaryOp::from_name(name).ok_or_else(|| unknown("unary", name))?;
+        self.made(self.get()?.unary(op, scalar))
+    }
+
+    /// `op(x, other)` for a row of the binary table, broadcasting as numpy does.
+    fn binary(&self, name: &str, other: &Tensor) -> PyResult<Tensor> {
+        let op = BinaryOp::from_name(name).ok_or_else(|| unknown("binary", name))?;
+        self.made(self.get()?.binary(op, other.get()?))
+    }
+
+    /// A row of the value-reduction table over all elements (`None`) or one axis.
+    #[pyo3(signature = (name, axis=None))]
+    fn reduce(&self, name: &str, axis: Option<usize>) -> PyResult<Tensor> {
+        let op = ReduceOp::all()
+            .find(|op| op.name() == name)
+            .ok_or_else(|| unknown("reduction", name))?;
+        self.made(self.get()?.reduce(op, axis))
+    }
+
+    #[pyo3(signature = (axis=None))]
+    fn argmax(&self, axis: Option<usize>) -> PyResult<Tensor> {
+        self.made(self.get()?.argmax(axis))
+    }
+
+    #[pyo3(signature = (axis=None))]
+    fn argmin(&self, axis: Option<usize>) -> PyResult<Tensor> {
+        self.made(self.get()?.argmin(axis))
+    }
+
+    #[pyo3(signature = (other, transpose_self=false, transpose_other=false))]
+    fn matmul(
+        &self,
+        other: &Tensor,
+        transpose_self: bool,
+        transpose_other: bool,
+    ) -> PyResult<Tensor> {
+        let transpose = Transpose::from_flags(transpose_self, transpose_other);
+        self.made(self.get()?.matmul_t(other.get()?, transpose))
+    }
+
+    fn softmax(&self) -> PyResult<Tensor> {
+        self.made(self.get()?.softmax())
+    }
+
+    fn log_softmax(&self) -> PyResult<Tensor> {
+        self.made(self.get()?.log_softmax())
+    }
+
+    /// Per-row softmax cross-entropy of these logits against `labels`, and its gradient.
+    fn softmax_cross_entropy(&self, labels: &Tensor) -> PyResult<(Tensor, Tensor)> {
+        let (loss, gradient) = self
+            .get()?
+            .softmax_cross_entropy_with_logits(labels.get()?)
+            .or_raise()?;
+        Ok((Tensor::new(loss, self.pid), Tensor::new(gradient, self.pid)))
+    }
+
+    fn reshape(&self, shape: Vec<usize>) -> PyResult<Tensor> {
+        self.made(self.get()?.reshape(&shape))
+    }
+
+    fn permute(&self, axes: Vec<usize>) -> PyResult<Tensor> {
+        self.made(self.get()?.permute(&axes))
+    }
+
+    fn narrow(&self, axis: usize, start: usize, len: usize) -> PyResult<Tensor> {
+        self.made(self.get()?.narrow(axis, start, len))
+    }
+
+    fn gather_rows(&self, indices: &Tensor) -> PyResult<Tensor> {
+        self.made(self.get()?.gather_rows(indices.get()?))
+    }
+
+    fn one_hot(&self, classes: usize) -> PyResult<Tensor> {
+        self.made(self.get()?.one_hot(classes))
+    }
+
+    /// A copy converted to "float32" or "uint32".
+    fn cast(&self, dtype: &str) -> PyResult<Tensor> {
+        let dtype = match dtype {
+            "float32" => DType::F32,
+            "uint32" => DType::U32,
+            other => {
+                return Err(named(
+                    "DTypeError",
+                    format!("a tensor holds float32 or uint32, not {other}"),
+                ))
+            }
+        };
+        self.made(self.get()?.cast(dtype))
+    }
+
+    /// A copy in the same session.
+    fn copy(&self) -> PyResult<Tensor> {
+        self.made(self.get()?.try_clone())
+    }
+
+    /// The tensors joined along `axis` (numpy.concatenate).
+    #[staticmethod]
+    fn concat(parts: Vec<PyRef<'_, Tensor>>, axis: usize) -> PyResult<Tensor> {
+        let first = parts.first().ok_or_else(|| {
+            named(
+                "InvalidArgumentError",
+                "concat needs at least one tensor".to_string(),
+            )
+        })?;
+        let pid = first.pid;
+        let tensors = parts
+            .iter()
+            .map(|part| part.get())
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok(Tensor::new(
+            wgcompute::Tensor::concat(&tensors, axis).or_raise()?,
+            pid,
+        ))
+    }
+}
+
+/// The ops of the library's tables, for the package to build its methods from: (name, takes a scalar,
+/// description) per unary row, (name, description) per binary and reduction row.
+type UnaryRow = (&'static str, bool, &'static str);
+type NamedRow = (&'static str, &'static str);
+
+#[pyfunction]
+pub fn op_tables() -> (Vec<UnaryRow>, Vec<NamedRow>, Vec<NamedRow>) {
+    (
+        UnaryOp::all()
+            .map(|op| (op.name(), op.takes_scalar(), op.description()))
+            .collect(),
+        BinaryOp::all()
+            .map(|op| (op.name(), op.description()))
+            .collect(),
+        ReduceOp::all()
+            .map(|op| (op.name(), op.description()))
+            .collect(),
+    )
+}

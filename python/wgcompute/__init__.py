@@ -1,0 +1,578 @@
+"""wgcompute: GPU compute on wgpu (Vulkan, Metal, DX12, GL) whose sessions give every byte of GPU memory back.
+
+A :class:`Session` owns a device and a memory pool with its own cap. Tensors are carved from the pool and refer
+to their session weakly: closing the session (or leaving its ``with`` block, or dropping it) releases all of its
+GPU memory, buffers, device and instance, while the process goes on::
+
+    import numpy as np, wgcompute
+    with wgcompute.Session(memory_limit="256MiB") as s:
+        a = s.tensor(np.ones((3, 4)))       # float64 in, float32 on the device
+        b = s.randn((4, 5), seed=1)
+        c = (a @ b) * 2.0 - 1.0
+        print(c.numpy(), c.sum().item())
+    # here every byte the session held is back
+
+Arrays given to :meth:`Session.tensor` become float32 or uint32 tensors: float32 and uint32 go as they are;
+float64, float16 and other floats are rounded to float32 (values beyond float32's range become ±inf, as
+``astype`` makes them); ints and bools become uint32 where every value fits (else ``InvalidArgumentError``);
+complex, object, string and datetime arrays are a ``DTypeError`` (a ``TypeError``). Non-contiguous and
+Fortran-ordered arrays are copied first.
+"""
+
+from __future__ import annotations
+
+import atexit
+import numbers
+import os
+import threading
+import weakref
+from typing import Any, Iterable, NamedTuple, Sequence
+
+import numpy as np
+
+from . import _wgcompute
+from ._errors import (
+    AdapterError,
+    CheckpointError,
+    DeviceLostError,
+    DivergedError,
+    DriverError,
+    DTypeError,
+    Error,
+    ForkedError,
+    InvalidArgumentError,
+    NotSuspendedError,
+    OutOfMemoryError,
+    SessionClosedError,
+    SessionMismatchError,
+    ShapeError,
+    SuspendedError,
+    TuningCacheError,
+)
+from ._wgcompute import CloseReport, MemoryStats
+
+__all__ = [
+    "AdapterError",
+    "CheckpointError",
+    "CloseReport",
+    "DeviceLostError",
+    "DeviceMemory",
+    "DivergedError",
+    "DriverError",
+    "DTypeError",
+    "Error",
+    "ForkedError",
+    "InvalidArgumentError",
+    "MemoryStats",
+    "NotSuspendedError",
+    "OutOfMemoryError",
+    "Session",
+    "SessionClosedError",
+    "SessionMismatchError",
+    "ShapeError",
+    "SuspendedError",
+    "Tensor",
+    "TuningCacheError",
+    "concat",
+    "devices",
+    "softmax_cross_entropy",
+]
+
+__version__ = "0.1.0"
+
+
+class Device(NamedTuple):
+    """An adapter a session can open (what ``wgcompute devices`` lists)."""
+
+    index: int
+    name: str
+    backend: str
+    device_type: str
+    driver: str
+    memory_used: int | None
+    memory_total: int | None
+    max_buffer_size: int
+
+
+class DeviceMemory(NamedTuple):
+    """Device memory in bytes, each None where the adapter does not say."""
+
+    used: int | None
+    total: int | None
+
+
+def devices() -> list[Device]:
+    """The adapters on this machine, in the order ``adapter=INDEX`` counts them."""
+    return [Device(**entry) for entry in _wgcompute.devices()]
+
+
+_UINT32_MAX = np.iinfo(np.uint32).max
+
+
+def _device_array(data: Any) -> np.ndarray:
+    """``data`` as a C-contiguous float32 or uint32 array, by the rules in the module's docstring."""
+    array = np.asarray(data)
+    kind = array.dtype.kind
+    if kind == "f":
+        if array.dtype != np.float32:
+            array = array.astype(np.float32)
+    elif kind in "iub":
+        if array.dtype != np.uint32:
+            if array.size and kind != "b":
+                low, high = array.min(), array.max()
+                if low < 0 or high > _UINT32_MAX:
+                    raise InvalidArgumentError(
+                        f"a {array.dtype} array holding {low if low < 0 else high} cannot become a uint32 tensor: "
+                        "integer arrays become uint32, so every value must be from 0 to 4294967295; convert it to "
+                        "float32 first if it holds other numbers"
+                    )
+            array = array.astype(np.uint32)
+    else:
+        raise DTypeError(
+            f"a {array.dtype} array cannot become a tensor: tensors hold float32 or uint32 (real floats, ints and "
+            "bools are converted)"
+        )
+    return np.ascontiguousarray(array)
+
+
+def _shape(shape: int | Iterable[int]) -> list[int]:
+    if isinstance(shape, numbers.Integral):
+        shape = (shape,)
+    dims = []
+    for dim in shape:
+        if not isinstance(dim, numbers.Integral) or isinstance(dim, bool) or dim < 0:
+            raise ShapeError(f"a shape is a sequence of sizes of at least 0; got {tuple(shape)!r}")
+        dims.append(int(dim))
+    return dims
+
+
+def _seed(seed: int | None) -> int:
+    if seed is None:
+        return int.from_bytes(os.urandom(8), "little")
+    if not isinstance(seed, numbers.Integral) or not 0 <= seed < 2**64:
+        raise InvalidArgumentError(f"a seed is an int from 0 to 2**64 - 1; got {seed!r}")
+    return int(seed)
+
+
+_open_sessions: "weakref.WeakSet[Session]" = weakref.WeakSet()
+_open_sessions_lock = threading.Lock()
+
+
+class Session:
+    """A GPU session: a device and a memory pool under its own cap, the owner of every tensor made in it.
+
+    ``memory_limit`` caps the pool: a size (``"2GiB"``, ``"512MiB"``), a fraction of device memory (``0.1``) or
+    an int of bytes; None grows on demand. ``adapter`` picks the device: an index from :func:`devices`, a
+    backend (``"vulkan"``, ``"metal"``, ``"dx12"``, ``"gl"``), a type (``"discrete"``, ``"cpu"``, ...) or part
+    of its name (``"llvmpipe"``); None takes ``$WGCOMPUTE_ADAPTER``, else the best adapter. ``tuning`` chooses
+    how kernel variants are picked: ``"tune"`` (time once, cache), ``"cache"``, ``"defaults"`` or
+    ``"retune"``.
+
+    Use it as a context manager: leaving the block closes it, also when an exception escapes. ``close()`` is
+    idempotent and returns a :class:`CloseReport`. A session the garbage collector drops closes; sessions still
+    open at interpreter exit close then.
+    """
+
+    def __init__(
+        self,
+        memory_limit: str | float | int | None = None,
+        adapter: int | str | None = None,
+        tuning: str | None = None,
+        *,
+        poison_outputs: bool = False,
+    ) -> None:
+        self._s = _wgcompute.Session(memory_limit, adapter, tuning, poison_outputs)
+        with _open_sessions_lock:
+            _open_sessions.add(self)
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        if not self._s.is_open:
+            return "Session(closed)"
+        state = "suspended" if self._s.is_suspended else "open"
+        return f"Session({self._s.adapter()['name']!r}, {state})"
+
+    def close(self) -> CloseReport:
+        """Releases every byte the session holds; returns device memory before open, while open and after
+        close. A second call returns the same report."""
+        with _open_sessions_lock:
+            _open_sessions.discard(self)
+        return self._s.close()
+
+    @property
+    def is_open(self) -> bool:
+        return self._s.is_open
+
+    @property
+    def is_suspended(self) -> bool:
+        return self._s.is_suspended
+
+    @property
+    def adapter(self) -> dict:
+        """The adapter the session runs on: name, backend, device_type, driver."""
+        return self._s.adapter()
+
+    def suspend(self) -> dict:
+        """Moves every tensor to host memory and gives all of the session's device memory back (its device
+        and instance too); :meth:`resume` brings them back, bit for bit."""
+        return self._s.suspend()
+
+    def resume(self, adapter: int | str | None = None) -> dict:
+        """Resumes a suspended session, on its adapter or on ``adapter``."""
+        return self._s.resume(adapter)
+
+    def memory_stats(self) -> MemoryStats:
+        """The pool: ``in_use``, ``reserved``, their peaks, live ``allocations`` and the ``limit``."""
+        return self._s.memory_stats()
+
+    def device_memory(self) -> DeviceMemory:
+        """Device memory in use and in all, as the adapter reports it."""
+        return DeviceMemory(*self._s.device_memory())
+
+    def trim(self) -> None:
+        """Gives back pool buffers no tensor uses."""
+        self._s.trim()
+
+    def reset_peak(self) -> None:
+        self._s.reset_peak()
+
+    def set_memory_limit(self, limit: str | float | int | None) -> None:
+        """Changes the cap (None: no cap); a cap below what is in use is an ``OutOfMemoryError``."""
+        self._s.set_memory_limit(limit)
+
+    def sync(self) -> None:
+        """Waits until the device has done all the work recorded so far."""
+        self._s.sync()
+
+    def _wrap(self, inner: "_wgcompute.Tensor") -> "Tensor":
+        return Tensor._of(inner, self)
+
+    def tensor(self, data: Any) -> "Tensor":
+        """A tensor holding ``data`` (an array, a tensor, or anything ``numpy.asarray`` takes), converted as
+        the module's docstring says."""
+        if isinstance(data, Tensor):
+            data = data.numpy()
+        array = _device_array(data)
+        if array.dtype == np.uint32:
+            return self._wrap(self._s.upload_u32(array))
+        return self._wrap(self._s.upload_f32(array))
+
+    def empty(self, shape: int | Iterable[int]) -> "Tensor":
+        """A float32 tensor whose contents are unspecified."""
+        return self._wrap(self._s.empty(_shape(shape)))
+
+    def zeros(self, shape: int | Iterable[int]) -> "Tensor":
+        return self._wrap(self._s.zeros(_shape(shape)))
+
+    def ones(self, shape: int | Iterable[int]) -> "Tensor":
+        return self._wrap(self._s.full(_shape(shape), 1.0))
+
+    def full(self, shape: int | Iterable[int], value: float) -> "Tensor":
+        return self._wrap(self._s.full(_shape(shape), float(value)))
+
+    def rand(self, shape: int | Iterable[int], seed: int | None = None) -> "Tensor":
+        """Uniform in [0, 1), drawn on the device from ``seed`` (the same seed gives the same numbers)."""
+        return self._wrap(self._s.rand(_shape(shape), _seed(seed)))
+
+    def randn(self, shape: int | Iterable[int], seed: int | None = None) -> "Tensor":
+        """Standard normal, drawn on the device from ``seed``."""
+        return self._wrap(self._s.randn(_shape(shape), _seed(seed)))
+
+
+@atexit.register
+def _close_open_sessions() -> None:
+    # Closed here, while the interpreter still runs, rather than in whatever order teardown would drop them.
+    with _open_sessions_lock:
+        sessions = list(_open_sessions)
+    for session in sessions:
+        try:
+            session.close()
+        except Error:
+            pass
+
+
+_NUMPY_DTYPES = {"float32": np.dtype(np.float32), "uint32": np.dtype(np.uint32)}
+
+
+class Tensor:
+    """A float32 or uint32 array in a session's GPU memory (made by a :class:`Session`). It never keeps a closed
+    session's memory alive: after the close every use raises :class:`SessionClosedError`.
+
+    Operators ``+ - * / @`` and unary ``-`` take tensors, Python scalars and numpy arrays, broadcasting as numpy
+    does; the methods are named as numpy's (``exp``, ``sum(axis=)``, ``argmax``, ``reshape``, ``transpose``...).
+    """
+
+    __slots__ = ("_t", "_session", "__weakref__")
+    # Above ndarray's, so that ``array + tensor`` comes to the tensor.
+    __array_priority__ = 1000
+
+    def __init__(self, *_: object) -> None:
+        raise TypeError("tensors are made by a Session: s.tensor(array), s.zeros(shape), ...")
+
+    @classmethod
+    def _of(cls, inner: "_wgcompute.Tensor", session: Session) -> "Tensor":
+        tensor = object.__new__(cls)
+        tensor._t = inner
+        tensor._session = weakref.ref(session)
+        return tensor
+
+    def _wrap(self, inner: "_wgcompute.Tensor") -> "Tensor":
+        return Tensor._of(inner, self._owner())
+
+    def _owner(self) -> Session:
+        session = self._session()
+        if session is None or not session.is_open:
+            raise SessionClosedError(
+                "the session was closed; its GPU memory has been released. Open a new session and upload the "
+                "data again"
+            )
+        return session
+
+    # --- what it is ---
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self._t.shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return _NUMPY_DTYPES[self._t.dtype]
+
+    @property
+    def ndim(self) -> int:
+        return len(self._t.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self._t.shape, dtype=np.int64))
+
+    def __len__(self) -> int:
+        shape = self._t.shape
+        if not shape:
+            raise TypeError("len() of a 0-d tensor")
+        return shape[0]
+
+    def __repr__(self) -> str:
+        state = "session open" if self._t.session_is_open else "session closed"
+        return f"Tensor(shape={self.shape}, dtype={self._t.dtype}, {state})"
+
+    # --- to the host ---
+
+    def numpy(self) -> np.ndarray:
+        """The contents, read back into a new numpy array."""
+        return self._t.numpy()
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        array = self._t.numpy()
+        return array if dtype is None else array.astype(dtype)
+
+    def item(self) -> float | int:
+        """The one value of a tensor of one element."""
+        if self.size != 1:
+            raise ShapeError(f"item() needs a tensor of one element; this one has shape {self.shape}")
+        return self.numpy().reshape(()).item()
+
+    def tolist(self) -> Any:
+        return self.numpy().tolist()
+
+    # --- operands ---
+
+    def _operand(self, other: Any) -> "Tensor":
+        if isinstance(other, Tensor):
+            return other
+        return self._owner().tensor(other)
+
+    def _scalar_or_tensor(self, other: Any, scalar_op: str, tensor_op: str) -> "Tensor":
+        if isinstance(other, numbers.Real) and not isinstance(other, bool):
+            return self._wrap(self._t.unary(scalar_op, float(other)))
+        if isinstance(other, (Tensor, np.ndarray, list, tuple, np.generic)):
+            return self._wrap(self._t.binary(tensor_op, self._operand(other)._t))
+        return NotImplemented
+
+    def __add__(self, other: Any) -> "Tensor":
+        return self._scalar_or_tensor(other, "add_scalar", "add")
+
+    def __radd__(self, other: Any) -> "Tensor":
+        return self.__add__(other)
+
+    def __sub__(self, other: Any) -> "Tensor":
+        return self._scalar_or_tensor(other, "sub_scalar", "sub")
+
+    def __rsub__(self, other: Any) -> "Tensor":
+        if isinstance(other, numbers.Real) and not isinstance(other, bool):
+            return self._wrap(self._t.unary("scalar_sub", float(other)))
+        return self._operand(other).__sub__(self)
+
+    def __mul__(self, other: Any) -> "Tensor":
+        return self._scalar_or_tensor(other, "mul_scalar", "mul")
+
+    def __rmul__(self, other: Any) -> "Tensor":
+        return self.__mul__(other)
+
+    def __truediv__(self, other: Any) -> "Tensor":
+        return self._scalar_or_tensor(other, "div_scalar", "div")
+
+    def __rtruediv__(self, other: Any) -> "Tensor":
+        if isinstance(other, numbers.Real) and not isinstance(other, bool):
+            return self._wrap(self._t.unary("scalar_div", float(other)))
+        return self._operand(other).__truediv__(self)
+
+    def __neg__(self) -> "Tensor":
+        return self._wrap(self._t.unary("neg"))
+
+    def __pos__(self) -> "Tensor":
+        return self
+
+    def __matmul__(self, other: Any) -> "Tensor":
+        return self._wrap(self._t.matmul(self._operand(other)._t))
+
+    def __rmatmul__(self, other: Any) -> "Tensor":
+        return self._operand(other).__matmul__(self)
+
+    # --- axes ---
+
+    def _axis(self, axis: int) -> int:
+        ndim = self.ndim
+        if not isinstance(axis, numbers.Integral) or isinstance(axis, bool):
+            raise ShapeError(f"an axis is an int; got {axis!r}")
+        if not -ndim <= axis < ndim:
+            raise ShapeError(f"axis {axis} is out of range for a tensor of shape {self.shape}")
+        return int(axis) % ndim
+
+    def _reduce(self, name: str, axis: int | None) -> "Tensor":
+        return self._wrap(self._t.reduce(name, None if axis is None else self._axis(axis)))
+
+    def argmax(self, axis: int | None = None) -> "Tensor":
+        """Index of the largest element (the first on ties, the first NaN if any), as a uint32 tensor."""
+        return self._wrap(self._t.argmax(None if axis is None else self._axis(axis)))
+
+    def argmin(self, axis: int | None = None) -> "Tensor":
+        """Index of the smallest element (the first on ties, the first NaN if any), as a uint32 tensor."""
+        return self._wrap(self._t.argmin(None if axis is None else self._axis(axis)))
+
+    def _along_last(self, axis: int, op: str) -> "Tensor":
+        axis = self._axis(axis)
+        last = self.ndim - 1
+        if axis == last:
+            return self._wrap(getattr(self._t, op)())
+        order = list(range(self.ndim))
+        order[axis], order[last] = order[last], order[axis]
+        moved = self._t.permute(order)
+        return self._wrap(getattr(moved, op)().permute(order))
+
+    def softmax(self, axis: int = -1) -> "Tensor":
+        """exp(x) / Σ exp(x) along ``axis``, computed stably."""
+        return self._along_last(axis, "softmax")
+
+    def log_softmax(self, axis: int = -1) -> "Tensor":
+        return self._along_last(axis, "log_softmax")
+
+    def reshape(self, *shape: int | Sequence[int]) -> "Tensor":
+        """The same elements in another shape (``-1`` takes what is left)."""
+        if len(shape) == 1 and not isinstance(shape[0], numbers.Integral):
+            shape = tuple(shape[0])
+        dims = list(shape)
+        if dims.count(-1) > 1:
+            raise ShapeError(f"reshape takes at most one -1; got {tuple(dims)}")
+        if -1 in dims:
+            known = int(np.prod([d for d in dims if d != -1], dtype=np.int64))
+            if known == 0 or self.size % known:
+                raise ShapeError(f"cannot reshape a tensor of shape {self.shape} into {tuple(dims)}")
+            dims[dims.index(-1)] = self.size // known
+        return self._wrap(self._t.reshape(_shape(dims)))
+
+    def permute(self, *axes: int | Sequence[int]) -> "Tensor":
+        """The axes in the order ``axes`` (PyTorch's ``permute``; numpy's ``transpose(axes)``)."""
+        if len(axes) == 1 and not isinstance(axes[0], numbers.Integral):
+            axes = tuple(axes[0])
+        return self._wrap(self._t.permute([self._axis(axis) for axis in axes]))
+
+    def transpose(self, *axes: int | Sequence[int]) -> "Tensor":
+        """numpy's ``transpose``: no axes reverses them, a full order permutes them; two axes of a tensor of
+        another rank swap those two (PyTorch's ``transpose(dim0, dim1)``)."""
+        if len(axes) == 1 and not isinstance(axes[0], numbers.Integral):
+            axes = tuple(axes[0])
+        if not axes:
+            return self.permute(list(reversed(range(self.ndim))))
+        if len(axes) == 2 and self.ndim != 2:
+            order = list(range(self.ndim))
+            first, second = self._axis(axes[0]), self._axis(axes[1])
+            order[first], order[second] = order[second], order[first]
+            return self.permute(order)
+        return self.permute(list(axes))
+
+    @property
+    def T(self) -> "Tensor":
+        """The axes reversed (a matrix's transpose)."""
+        return self.transpose()
+
+    def narrow(self, axis: int, start: int, length: int) -> "Tensor":
+        """``length`` entries from ``start`` along ``axis`` (PyTorch's ``narrow``)."""
+        return self._wrap(self._t.narrow(self._axis(axis), start, length))
+
+    def gather_rows(self, indices: Any) -> "Tensor":
+        """The rows at ``indices`` (a uint32 tensor or int array), in that order."""
+        return self._wrap(self._t.gather_rows(self._operand(indices)._t))
+
+    take = gather_rows
+
+    def one_hot(self, classes: int) -> "Tensor":
+        """uint32 class ids [n] as float32 rows [n, classes]."""
+        return self._wrap(self._t.one_hot(classes))
+
+    def astype(self, dtype: Any) -> "Tensor":
+        """A copy as float32 or uint32."""
+        return self._wrap(self._t.cast(np.dtype(dtype).name))
+
+    def copy(self) -> "Tensor":
+        return self._wrap(self._t.copy())
+
+
+def _unary_method(name: str, doc: str):
+    def method(self: Tensor) -> Tensor:
+        return self._wrap(self._t.unary(name))
+
+    method.__name__ = name
+    method.__doc__ = doc
+    return method
+
+
+def _reduce_method(name: str, doc: str):
+    def method(self: Tensor, axis: int | None = None) -> Tensor:
+        return self._reduce(name, axis)
+
+    method.__name__ = name
+    method.__doc__ = f"{doc} Over all elements (``axis=None``) or along ``axis``."
+    return method
+
+
+# One method per row of the library's op tables: a new row needs no edit here.
+_UNARY_ROWS, _BINARY_ROWS, _REDUCE_ROWS = _wgcompute.op_tables()
+for _name, _takes_scalar, _doc in _UNARY_ROWS:
+    if not _takes_scalar and not hasattr(Tensor, _name):
+        setattr(Tensor, _name, _unary_method(_name, _doc))
+for _name, _doc in _REDUCE_ROWS:
+    setattr(Tensor, _name, _reduce_method(_name, _doc))
+del _name, _takes_scalar, _doc
+
+
+def concat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
+    """The tensors joined along ``axis`` (``numpy.concatenate``); all of one session and dtype."""
+    tensors = list(tensors)
+    if not tensors:
+        raise InvalidArgumentError("concat needs at least one tensor")
+    first = tensors[0]
+    return first._wrap(_wgcompute.Tensor.concat([t._t for t in tensors], first._axis(axis)))
+
+
+def softmax_cross_entropy(logits: Tensor, labels: Any) -> Tensor:
+    """Per-row softmax cross-entropy of ``logits`` [rows, classes] against ``labels`` of the same shape
+    (probabilities or weights; rows need not sum to 1), as TensorFlow's
+    ``softmax_cross_entropy_with_logits``."""
+    losses, _gradient = logits._t.softmax_cross_entropy(logits._operand(labels)._t)
+    return logits._wrap(losses)
