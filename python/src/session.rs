@@ -110,7 +110,19 @@ impl Session {
         py.detach(|| work(session)).or_raise()
     }
 
-    /// A new tensor from the open session; recording it costs no wait on the device, so the GIL stays held.
+    /// A new tensor the device fills (zeros, random draws), made with the GIL released: its kernel may be
+    /// compiled on first use.
+    fn fill(
+        &self,
+        py: Python<'_>,
+        make: impl FnOnce(&wgcompute::Session) -> wgcompute::Result<wgcompute::Tensor> + Send,
+    ) -> PyResult<Tensor> {
+        let tensor = self.with(py, |session| make(session))?;
+        Ok(Tensor::new(tensor, self.pid))
+    }
+
+    /// A new tensor uploaded from host memory, with the GIL held so that no Python thread changes the array
+    /// while it is copied into the device's queue (which does not wait on the device).
     fn create(
         &self,
         make: impl FnOnce(&wgcompute::Session) -> wgcompute::Result<wgcompute::Tensor>,
@@ -279,24 +291,24 @@ impl Session {
         self.create(|session| session.upload_u32(data, array.shape()))
     }
 
-    fn empty(&self, shape: Vec<usize>) -> PyResult<Tensor> {
-        self.create(|session| session.empty(&shape))
+    fn empty(&self, py: Python<'_>, shape: Vec<usize>) -> PyResult<Tensor> {
+        self.fill(py, |session| session.empty(&shape))
     }
 
-    fn zeros(&self, shape: Vec<usize>) -> PyResult<Tensor> {
-        self.create(|session| session.zeros(&shape))
+    fn zeros(&self, py: Python<'_>, shape: Vec<usize>) -> PyResult<Tensor> {
+        self.fill(py, |session| session.zeros(&shape))
     }
 
-    fn full(&self, shape: Vec<usize>, value: f32) -> PyResult<Tensor> {
-        self.create(|session| session.full(&shape, value))
+    fn full(&self, py: Python<'_>, shape: Vec<usize>, value: f32) -> PyResult<Tensor> {
+        self.fill(py, |session| session.full(&shape, value))
     }
 
-    fn rand(&self, shape: Vec<usize>, seed: u64) -> PyResult<Tensor> {
-        self.create(|session| session.rand(&shape, seed))
+    fn rand(&self, py: Python<'_>, shape: Vec<usize>, seed: u64) -> PyResult<Tensor> {
+        self.fill(py, |session| session.rand(&shape, seed))
     }
 
-    fn randn(&self, shape: Vec<usize>, seed: u64) -> PyResult<Tensor> {
-        self.create(|session| session.randn(&shape, seed))
+    fn randn(&self, py: Python<'_>, shape: Vec<usize>, seed: u64) -> PyResult<Tensor> {
+        self.fill(py, |session| session.randn(&shape, seed))
     }
 }
 

@@ -32,8 +32,16 @@ impl Tensor {
         Ok(&self.inner)
     }
 
-    fn made(&self, tensor: wgcompute::Result<wgcompute::Tensor>) -> PyResult<Tensor> {
-        Ok(Tensor::new(tensor.or_raise()?, self.pid))
+    /// Runs an op with the GIL released: recording may compile a pipeline or wait for room in the command
+    /// stream, and other Python threads go on meanwhile.
+    fn run(
+        &self,
+        py: Python<'_>,
+        op: impl FnOnce(&wgcompute::Tensor) -> wgcompute::Result<wgcompute::Tensor> + Send,
+    ) -> PyResult<Tensor> {
+        let tensor = self.get()?;
+        let made = py.detach(|| op(tensor)).or_raise()?;
+        Ok(Tensor::new(made, self.pid))
     }
 }
 
@@ -84,86 +92,90 @@ impl Tensor {
 
     /// `op(x)` or `op(x, scalar)` for a row of the unary table.
     #[pyo3(signature = (name, scalar=0.0))]
-    fn unary(&self, name: &str, scalar: f32) -> PyResult<Tensor> {
+    fn unary(&self, py: Python<'_>, name: &str, scalar: f32) -> PyResult<Tensor> {
         let op = UnaryOp::from_name(name).ok_or_else(|| unknown("unary", name))?;
-        self.made(self.get()?.unary(op, scalar))
+        self.run(py, |tensor| tensor.unary(op, scalar))
     }
 
     /// `op(x, other)` for a row of the binary table, broadcasting as numpy does.
-    fn binary(&self, name: &str, other: &Tensor) -> PyResult<Tensor> {
+    fn binary(&self, py: Python<'_>, name: &str, other: &Tensor) -> PyResult<Tensor> {
         let op = BinaryOp::from_name(name).ok_or_else(|| unknown("binary", name))?;
-        self.made(self.get()?.binary(op, other.get()?))
+        let other = other.get()?;
+        self.run(py, |tensor| tensor.binary(op, other))
     }
 
     /// A row of the value-reduction table over all elements (`None`) or one axis.
     #[pyo3(signature = (name, axis=None))]
-    fn reduce(&self, name: &str, axis: Option<usize>) -> PyResult<Tensor> {
+    fn reduce(&self, py: Python<'_>, name: &str, axis: Option<usize>) -> PyResult<Tensor> {
         let op = ReduceOp::all()
             .find(|op| op.name() == name)
             .ok_or_else(|| unknown("reduction", name))?;
-        self.made(self.get()?.reduce(op, axis))
+        self.run(py, |tensor| tensor.reduce(op, axis))
     }
 
     #[pyo3(signature = (axis=None))]
-    fn argmax(&self, axis: Option<usize>) -> PyResult<Tensor> {
-        self.made(self.get()?.argmax(axis))
+    fn argmax(&self, py: Python<'_>, axis: Option<usize>) -> PyResult<Tensor> {
+        self.run(py, |tensor| tensor.argmax(axis))
     }
 
     #[pyo3(signature = (axis=None))]
-    fn argmin(&self, axis: Option<usize>) -> PyResult<Tensor> {
-        self.made(self.get()?.argmin(axis))
+    fn argmin(&self, py: Python<'_>, axis: Option<usize>) -> PyResult<Tensor> {
+        self.run(py, |tensor| tensor.argmin(axis))
     }
 
     #[pyo3(signature = (other, transpose_self=false, transpose_other=false))]
     fn matmul(
         &self,
+        py: Python<'_>,
         other: &Tensor,
         transpose_self: bool,
         transpose_other: bool,
     ) -> PyResult<Tensor> {
         let transpose = Transpose::from_flags(transpose_self, transpose_other);
-        self.made(self.get()?.matmul_t(other.get()?, transpose))
+        let other = other.get()?;
+        self.run(py, |tensor| tensor.matmul_t(other, transpose))
     }
 
-    fn softmax(&self) -> PyResult<Tensor> {
-        self.made(self.get()?.softmax())
+    fn softmax(&self, py: Python<'_>) -> PyResult<Tensor> {
+        self.run(py, wgcompute::Tensor::softmax)
     }
 
-    fn log_softmax(&self) -> PyResult<Tensor> {
-        self.made(self.get()?.log_softmax())
+    fn log_softmax(&self, py: Python<'_>) -> PyResult<Tensor> {
+        self.run(py, wgcompute::Tensor::log_softmax)
     }
 
     /// Per-row softmax cross-entropy of these logits against `labels`, and its gradient.
-    fn softmax_cross_entropy(&self, labels: &Tensor) -> PyResult<(Tensor, Tensor)> {
-        let (loss, gradient) = self
-            .get()?
-            .softmax_cross_entropy_with_logits(labels.get()?)
+    fn softmax_cross_entropy(&self, py: Python<'_>, labels: &Tensor) -> PyResult<(Tensor, Tensor)> {
+        let (logits, labels) = (self.get()?, labels.get()?);
+        let (loss, gradient) = py
+            .detach(|| logits.softmax_cross_entropy_with_logits(labels))
             .or_raise()?;
         Ok((Tensor::new(loss, self.pid), Tensor::new(gradient, self.pid)))
     }
 
-    fn reshape(&self, shape: Vec<usize>) -> PyResult<Tensor> {
-        self.made(self.get()?.reshape(&shape))
+    fn reshape(&self, py: Python<'_>, shape: Vec<usize>) -> PyResult<Tensor> {
+        self.run(py, |tensor| tensor.reshape(&shape))
     }
 
-    fn permute(&self, axes: Vec<usize>) -> PyResult<Tensor> {
-        self.made(self.get()?.permute(&axes))
+    fn permute(&self, py: Python<'_>, axes: Vec<usize>) -> PyResult<Tensor> {
+        self.run(py, |tensor| tensor.permute(&axes))
     }
 
-    fn narrow(&self, axis: usize, start: usize, len: usize) -> PyResult<Tensor> {
-        self.made(self.get()?.narrow(axis, start, len))
+    fn narrow(&self, py: Python<'_>, axis: usize, start: usize, len: usize) -> PyResult<Tensor> {
+        self.run(py, |tensor| tensor.narrow(axis, start, len))
     }
 
-    fn gather_rows(&self, indices: &Tensor) -> PyResult<Tensor> {
-        self.made(self.get()?.gather_rows(indices.get()?))
+    fn gather_rows(&self, py: Python<'_>, indices: &Tensor) -> PyResult<Tensor> {
+        let indices = indices.get()?;
+        self.run(py, |tensor| tensor.gather_rows(indices))
     }
 
-    fn one_hot(&self, classes: usize) -> PyResult<Tensor> {
-        self.made(self.get()?.one_hot(classes))
+    fn one_hot(&self, py: Python<'_>, classes: usize) -> PyResult<Tensor> {
+        self.run(py, |tensor| tensor.one_hot(classes))
     }
 
     /// A copy converted to "float32" or "uint32".
-    fn cast(&self, dtype: &str) -> PyResult<Tensor> {
+    fn cast(&self, py: Python<'_>, dtype: &str) -> PyResult<Tensor> {
         let dtype = match dtype {
             "float32" => DType::F32,
             "uint32" => DType::U32,
@@ -174,17 +186,17 @@ impl Tensor {
                 ))
             }
         };
-        self.made(self.get()?.cast(dtype))
+        self.run(py, |tensor| tensor.cast(dtype))
     }
 
     /// A copy in the same session.
-    fn copy(&self) -> PyResult<Tensor> {
-        self.made(self.get()?.try_clone())
+    fn copy(&self, py: Python<'_>) -> PyResult<Tensor> {
+        self.run(py, wgcompute::Tensor::try_clone)
     }
 
     /// The tensors joined along `axis` (numpy.concatenate).
     #[staticmethod]
-    fn concat(parts: Vec<PyRef<'_, Tensor>>, axis: usize) -> PyResult<Tensor> {
+    fn concat(py: Python<'_>, parts: Vec<PyRef<'_, Tensor>>, axis: usize) -> PyResult<Tensor> {
         let first = parts.first().ok_or_else(|| {
             named(
                 "InvalidArgumentError",
@@ -196,10 +208,10 @@ impl Tensor {
             .iter()
             .map(|part| part.get())
             .collect::<PyResult<Vec<_>>>()?;
-        Ok(Tensor::new(
-            wgcompute::Tensor::concat(&tensors, axis).or_raise()?,
-            pid,
-        ))
+        let joined = py
+            .detach(|| wgcompute::Tensor::concat(&tensors, axis))
+            .or_raise()?;
+        Ok(Tensor::new(joined, pid))
     }
 }
 
