@@ -20,6 +20,21 @@ pub struct Session {
     pid: u32,
 }
 
+impl Drop for Session {
+    fn drop(&mut self) {
+        // A forked child holds a copy of the parent's session: releasing it would reach into the parent's
+        // driver state (and its locks, perhaps held at the fork). It is left alone; the parent releases it.
+        if std::process::id() != self.pid {
+            let session = self
+                .session
+                .get_mut()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
+            std::mem::forget(session);
+        }
+    }
+}
+
 /// A memory cap from Python: a string the library parses ("2GiB", "0.1"), a float fraction, or an int of bytes.
 fn memory_limit(limit: &Bound<'_, PyAny>) -> PyResult<MemoryLimit> {
     if limit.is_instance_of::<pyo3::types::PyBool>() {

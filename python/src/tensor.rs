@@ -45,6 +45,15 @@ impl Tensor {
     }
 }
 
+impl Drop for Tensor {
+    fn drop(&mut self) {
+        // As for a session: in a forked child the tensor's range belongs to the parent's pool.
+        if std::process::id() != self.pid {
+            std::mem::forget(Arc::clone(&self.inner));
+        }
+    }
+}
+
 fn unknown(kind: &str, name: &str) -> PyErr {
     named(
         "InvalidArgumentError",
