@@ -5,6 +5,7 @@
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
+mod bench;
 mod errors;
 mod session;
 mod tensor;
@@ -38,5 +39,7 @@ fn _wgcompute(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<tensor::Tensor>()?;
     module.add_function(wrap_pyfunction!(devices, module)?)?;
     module.add_function(wrap_pyfunction!(tensor::op_tables, module)?)?;
+    module.add_function(wrap_pyfunction!(bench::seed_forward_seconds, module)?)?;
+    module.add_function(wrap_pyfunction!(bench::small_op_seconds, module)?)?;
     Ok(())
 }
