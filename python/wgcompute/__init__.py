@@ -26,7 +26,8 @@ import numbers
 import os
 import threading
 import weakref
-from typing import Any, Iterable, NamedTuple, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -154,7 +155,7 @@ def _seed(seed: int | None) -> int:
     return int(seed)
 
 
-_open_sessions: "weakref.WeakSet[Session]" = weakref.WeakSet()
+_open_sessions: weakref.WeakSet[Session] = weakref.WeakSet()
 _open_sessions_lock = threading.Lock()
 
 
@@ -185,7 +186,7 @@ class Session:
         with _open_sessions_lock:
             _open_sessions.add(self)
 
-    def __enter__(self) -> "Session":
+    def __enter__(self) -> Session:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -249,10 +250,10 @@ class Session:
         """Waits until the device has done all the work recorded so far."""
         self._s.sync()
 
-    def _wrap(self, inner: "_wgcompute.Tensor") -> "Tensor":
+    def _wrap(self, inner: _wgcompute.Tensor) -> Tensor:
         return Tensor._of(inner, self)
 
-    def tensor(self, data: Any) -> "Tensor":
+    def tensor(self, data: Any) -> Tensor:
         """A tensor holding ``data`` (an array, a tensor, or anything ``numpy.asarray`` takes), converted as
         the module's docstring says."""
         if isinstance(data, Tensor):
@@ -262,24 +263,24 @@ class Session:
             return self._wrap(self._s.upload_u32(array))
         return self._wrap(self._s.upload_f32(array))
 
-    def empty(self, shape: int | Iterable[int]) -> "Tensor":
+    def empty(self, shape: int | Iterable[int]) -> Tensor:
         """A float32 tensor whose contents are unspecified."""
         return self._wrap(self._s.empty(_shape(shape)))
 
-    def zeros(self, shape: int | Iterable[int]) -> "Tensor":
+    def zeros(self, shape: int | Iterable[int]) -> Tensor:
         return self._wrap(self._s.zeros(_shape(shape)))
 
-    def ones(self, shape: int | Iterable[int]) -> "Tensor":
+    def ones(self, shape: int | Iterable[int]) -> Tensor:
         return self._wrap(self._s.full(_shape(shape), 1.0))
 
-    def full(self, shape: int | Iterable[int], value: float) -> "Tensor":
+    def full(self, shape: int | Iterable[int], value: float) -> Tensor:
         return self._wrap(self._s.full(_shape(shape), float(value)))
 
-    def rand(self, shape: int | Iterable[int], seed: int | None = None) -> "Tensor":
+    def rand(self, shape: int | Iterable[int], seed: int | None = None) -> Tensor:
         """Uniform in [0, 1), drawn on the device from ``seed`` (the same seed gives the same numbers)."""
         return self._wrap(self._s.rand(_shape(shape), _seed(seed)))
 
-    def randn(self, shape: int | Iterable[int], seed: int | None = None) -> "Tensor":
+    def randn(self, shape: int | Iterable[int], seed: int | None = None) -> Tensor:
         """Standard normal, drawn on the device from ``seed``."""
         return self._wrap(self._s.randn(_shape(shape), _seed(seed)))
 
@@ -315,21 +316,20 @@ class Tensor:
         raise TypeError("tensors are made by a Session: s.tensor(array), s.zeros(shape), ...")
 
     @classmethod
-    def _of(cls, inner: "_wgcompute.Tensor", session: Session) -> "Tensor":
+    def _of(cls, inner: _wgcompute.Tensor, session: Session) -> Tensor:
         tensor = object.__new__(cls)
         tensor._t = inner
         tensor._session = weakref.ref(session)
         return tensor
 
-    def _wrap(self, inner: "_wgcompute.Tensor") -> "Tensor":
+    def _wrap(self, inner: _wgcompute.Tensor) -> Tensor:
         return Tensor._of(inner, self._owner())
 
     def _owner(self) -> Session:
         session = self._session()
         if session is None or not session.is_open:
             raise SessionClosedError(
-                "the session was closed; its GPU memory has been released. Open a new session and upload the "
-                "data again"
+                "the session was closed; its GPU memory has been released. Open a new session and upload the data again"
             )
         return session
 
@@ -382,56 +382,56 @@ class Tensor:
 
     # --- operands ---
 
-    def _operand(self, other: Any) -> "Tensor":
+    def _operand(self, other: Any) -> Tensor:
         if isinstance(other, Tensor):
             return other
         return self._owner().tensor(other)
 
-    def _scalar_or_tensor(self, other: Any, scalar_op: str, tensor_op: str) -> "Tensor":
+    def _scalar_or_tensor(self, other: Any, scalar_op: str, tensor_op: str) -> Tensor:
         if isinstance(other, numbers.Real) and not isinstance(other, bool):
             return self._wrap(self._t.unary(scalar_op, float(other)))
         if isinstance(other, (Tensor, np.ndarray, list, tuple, np.generic)):
             return self._wrap(self._t.binary(tensor_op, self._operand(other)._t))
         return NotImplemented
 
-    def __add__(self, other: Any) -> "Tensor":
+    def __add__(self, other: Any) -> Tensor:
         return self._scalar_or_tensor(other, "add_scalar", "add")
 
-    def __radd__(self, other: Any) -> "Tensor":
+    def __radd__(self, other: Any) -> Tensor:
         return self.__add__(other)
 
-    def __sub__(self, other: Any) -> "Tensor":
+    def __sub__(self, other: Any) -> Tensor:
         return self._scalar_or_tensor(other, "sub_scalar", "sub")
 
-    def __rsub__(self, other: Any) -> "Tensor":
+    def __rsub__(self, other: Any) -> Tensor:
         if isinstance(other, numbers.Real) and not isinstance(other, bool):
             return self._wrap(self._t.unary("scalar_sub", float(other)))
         return self._operand(other).__sub__(self)
 
-    def __mul__(self, other: Any) -> "Tensor":
+    def __mul__(self, other: Any) -> Tensor:
         return self._scalar_or_tensor(other, "mul_scalar", "mul")
 
-    def __rmul__(self, other: Any) -> "Tensor":
+    def __rmul__(self, other: Any) -> Tensor:
         return self.__mul__(other)
 
-    def __truediv__(self, other: Any) -> "Tensor":
+    def __truediv__(self, other: Any) -> Tensor:
         return self._scalar_or_tensor(other, "div_scalar", "div")
 
-    def __rtruediv__(self, other: Any) -> "Tensor":
+    def __rtruediv__(self, other: Any) -> Tensor:
         if isinstance(other, numbers.Real) and not isinstance(other, bool):
             return self._wrap(self._t.unary("scalar_div", float(other)))
         return self._operand(other).__truediv__(self)
 
-    def __neg__(self) -> "Tensor":
+    def __neg__(self) -> Tensor:
         return self._wrap(self._t.unary("neg"))
 
-    def __pos__(self) -> "Tensor":
+    def __pos__(self) -> Tensor:
         return self
 
-    def __matmul__(self, other: Any) -> "Tensor":
+    def __matmul__(self, other: Any) -> Tensor:
         return self._wrap(self._t.matmul(self._operand(other)._t))
 
-    def __rmatmul__(self, other: Any) -> "Tensor":
+    def __rmatmul__(self, other: Any) -> Tensor:
         return self._operand(other).__matmul__(self)
 
     # --- axes ---
@@ -444,18 +444,18 @@ class Tensor:
             raise ShapeError(f"axis {axis} is out of range for a tensor of shape {self.shape}")
         return int(axis) % ndim
 
-    def _reduce(self, name: str, axis: int | None) -> "Tensor":
+    def _reduce(self, name: str, axis: int | None) -> Tensor:
         return self._wrap(self._t.reduce(name, None if axis is None else self._axis(axis)))
 
-    def argmax(self, axis: int | None = None) -> "Tensor":
+    def argmax(self, axis: int | None = None) -> Tensor:
         """Index of the largest element (the first on ties, the first NaN if any), as a uint32 tensor."""
         return self._wrap(self._t.argmax(None if axis is None else self._axis(axis)))
 
-    def argmin(self, axis: int | None = None) -> "Tensor":
+    def argmin(self, axis: int | None = None) -> Tensor:
         """Index of the smallest element (the first on ties, the first NaN if any), as a uint32 tensor."""
         return self._wrap(self._t.argmin(None if axis is None else self._axis(axis)))
 
-    def _along_last(self, axis: int, op: str) -> "Tensor":
+    def _along_last(self, axis: int, op: str) -> Tensor:
         axis = self._axis(axis)
         last = self.ndim - 1
         if axis == last:
@@ -465,14 +465,14 @@ class Tensor:
         moved = self._t.permute(order)
         return self._wrap(getattr(moved, op)().permute(order))
 
-    def softmax(self, axis: int = -1) -> "Tensor":
+    def softmax(self, axis: int = -1) -> Tensor:
         """exp(x) / Σ exp(x) along ``axis``, computed stably."""
         return self._along_last(axis, "softmax")
 
-    def log_softmax(self, axis: int = -1) -> "Tensor":
+    def log_softmax(self, axis: int = -1) -> Tensor:
         return self._along_last(axis, "log_softmax")
 
-    def reshape(self, *shape: int | Sequence[int]) -> "Tensor":
+    def reshape(self, *shape: int | Sequence[int]) -> Tensor:
         """The same elements in another shape (``-1`` takes what is left)."""
         if len(shape) == 1 and not isinstance(shape[0], numbers.Integral):
             shape = tuple(shape[0])
@@ -486,13 +486,13 @@ class Tensor:
             dims[dims.index(-1)] = self.size // known
         return self._wrap(self._t.reshape(_shape(dims)))
 
-    def permute(self, *axes: int | Sequence[int]) -> "Tensor":
+    def permute(self, *axes: int | Sequence[int]) -> Tensor:
         """The axes in the order ``axes`` (PyTorch's ``permute``; numpy's ``transpose(axes)``)."""
         if len(axes) == 1 and not isinstance(axes[0], numbers.Integral):
             axes = tuple(axes[0])
         return self._wrap(self._t.permute([self._axis(axis) for axis in axes]))
 
-    def transpose(self, *axes: int | Sequence[int]) -> "Tensor":
+    def transpose(self, *axes: int | Sequence[int]) -> Tensor:
         """numpy's ``transpose``: no axes reverses them, a full order permutes them; two axes of a tensor of
         another rank swap those two (PyTorch's ``transpose(dim0, dim1)``)."""
         if len(axes) == 1 and not isinstance(axes[0], numbers.Integral):
@@ -507,29 +507,29 @@ class Tensor:
         return self.permute(list(axes))
 
     @property
-    def T(self) -> "Tensor":
+    def T(self) -> Tensor:
         """The axes reversed (a matrix's transpose)."""
         return self.transpose()
 
-    def narrow(self, axis: int, start: int, length: int) -> "Tensor":
+    def narrow(self, axis: int, start: int, length: int) -> Tensor:
         """``length`` entries from ``start`` along ``axis`` (PyTorch's ``narrow``)."""
         return self._wrap(self._t.narrow(self._axis(axis), start, length))
 
-    def gather_rows(self, indices: Any) -> "Tensor":
+    def gather_rows(self, indices: Any) -> Tensor:
         """The rows at ``indices`` (a uint32 tensor or int array), in that order."""
         return self._wrap(self._t.gather_rows(self._operand(indices)._t))
 
     take = gather_rows
 
-    def one_hot(self, classes: int) -> "Tensor":
+    def one_hot(self, classes: int) -> Tensor:
         """uint32 class ids [n] as float32 rows [n, classes]."""
         return self._wrap(self._t.one_hot(classes))
 
-    def astype(self, dtype: Any) -> "Tensor":
+    def astype(self, dtype: Any) -> Tensor:
         """A copy as float32 or uint32."""
         return self._wrap(self._t.cast(np.dtype(dtype).name))
 
-    def copy(self) -> "Tensor":
+    def copy(self) -> Tensor:
         return self._wrap(self._t.copy())
 
 
