@@ -116,7 +116,9 @@ def _device_array(data: Any) -> np.ndarray:
     kind = array.dtype.kind
     if kind == "f":
         if array.dtype != np.float32:
-            array = array.astype(np.float32)
+            # Beyond float32's range is ±inf, as the module's docstring promises: no warning for a documented rule.
+            with np.errstate(over="ignore"):
+                array = array.astype(np.float32)
     elif kind in "iub":
         if array.dtype != np.uint32:
             if array.size and kind != "b":
@@ -133,7 +135,8 @@ def _device_array(data: Any) -> np.ndarray:
             f"a {array.dtype} array cannot become a tensor: tensors hold float32 or uint32 (real floats, ints and "
             "bools are converted)"
         )
-    return np.ascontiguousarray(array)
+    # Not np.ascontiguousarray, which makes a 0-d array 1-d.
+    return np.require(array, requirements="C")
 
 
 def _shape(shape: int | Iterable[int]) -> list[int]:
