@@ -1,0 +1,66 @@
+"""Shared fixtures: a session per adapter (both backends, poisoned outputs) and inputs from one printed seed.
+
+Every test's inputs come from ``WGCOMPUTE_TEST_SEED`` (random unless set) and the test's id, so a failure is
+replayed by running again with the seed the header printed."""
+
+import os
+import zlib
+
+import numpy as np
+import pytest
+
+import wgcompute
+
+# Both backends every time: a machine without one of them fails here rather than passing on the other alone.
+ADAPTERS = ("vulkan", "gl")
+
+SEED = int(os.environ.get("WGCOMPUTE_TEST_SEED") or int.from_bytes(os.urandom(4), "little"))
+
+
+def pytest_report_header(config):
+    return f"WGCOMPUTE_TEST_SEED={SEED} (set it to replay these inputs)"
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if exitstatus:
+        terminalreporter.write_line(f"replay with WGCOMPUTE_TEST_SEED={SEED}")
+
+
+@pytest.fixture
+def rng(request):
+    print(f"inputs from WGCOMPUTE_TEST_SEED={SEED} for {request.node.nodeid}")
+    return np.random.default_rng([SEED, zlib.crc32(request.node.nodeid.encode())])
+
+
+@pytest.fixture(scope="module", params=ADAPTERS)
+def adapter(request):
+    return request.param
+
+
+def open_session(adapter, **options):
+    """A session on ``adapter`` whose outputs start NaN, so that an element an op leaves unwritten shows."""
+    options.setdefault("poison_outputs", True)
+    session = wgcompute.Session(adapter=adapter, **options)
+    assert session.adapter["backend"] == adapter
+    return session
+
+
+@pytest.fixture(scope="module")
+def session(adapter):
+    session = open_session(adapter, memory_limit="1GiB")
+    yield session
+    session.close()
+
+
+@pytest.fixture
+def make_session():
+    """Opens sessions for one test (``make_session(adapter, **options)``) and closes them after it."""
+    opened = []
+
+    def make(adapter, **options):
+        opened.append(open_session(adapter, **options))
+        return opened[-1]
+
+    yield make
+    for session in opened:
+        session.close()
