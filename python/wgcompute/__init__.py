@@ -146,8 +146,18 @@ def _shape(shape: int | Iterable[int]) -> list[int]:
     for dim in shape:
         if not isinstance(dim, numbers.Integral) or isinstance(dim, bool) or dim < 0:
             raise ShapeError(f"a shape is a sequence of sizes of at least 0; got {tuple(shape)!r}")
+        # Past 2**64 the conversion to a native size would raise OverflowError, which is no wgcompute error.
+        if dim >= 2**64:
+            raise ShapeError(f"shape {tuple(shape)!r} has more elements than memory can hold")
         dims.append(int(dim))
     return dims
+
+
+def _count(value: Any, what: str) -> int:
+    """A non-negative int argument (a start, a length, a number of classes), as a wgcompute error if not."""
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or not 0 <= value < 2**64:
+        raise InvalidArgumentError(f"{what} is an int of at least 0; got {value!r}")
+    return int(value)
 
 
 def _seed(seed: int | None) -> int:
@@ -516,7 +526,7 @@ class Tensor:
 
     def narrow(self, axis: int, start: int, length: int) -> Tensor:
         """``length`` entries from ``start`` along ``axis`` (PyTorch's ``narrow``)."""
-        return self._wrap(self._t.narrow(self._axis(axis), start, length))
+        return self._wrap(self._t.narrow(self._axis(axis), _count(start, "start"), _count(length, "length")))
 
     def gather_rows(self, indices: Any) -> Tensor:
         """The rows at ``indices`` (a uint32 tensor or int array), in that order."""
@@ -526,7 +536,7 @@ class Tensor:
 
     def one_hot(self, classes: int) -> Tensor:
         """uint32 class ids [n] as float32 rows [n, classes]."""
-        return self._wrap(self._t.one_hot(classes))
+        return self._wrap(self._t.one_hot(_count(classes, "classes")))
 
     def astype(self, dtype: Any) -> Tensor:
         """A copy as float32 or uint32."""
