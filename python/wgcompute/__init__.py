@@ -22,6 +22,7 @@ Fortran-ordered arrays are copied first.
 from __future__ import annotations
 
 import atexit
+import math
 import numbers
 import os
 import threading
@@ -493,7 +494,8 @@ class Tensor:
         if dims.count(-1) > 1:
             raise ShapeError(f"reshape takes at most one -1; got {tuple(dims)}")
         if -1 in dims:
-            known = int(np.prod([d for d in dims if d != -1], dtype=np.int64))
+            # Exact ints: an int64 product of sizes near 2**63 would wrap and could pass the check below.
+            known = math.prod(_shape([d for d in dims if d != -1]))
             if known == 0 or self.size % known:
                 raise ShapeError(f"cannot reshape a tensor of shape {self.shape} into {tuple(dims)}")
             dims[dims.index(-1)] = self.size // known
