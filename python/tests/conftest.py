@@ -64,3 +64,8 @@ def make_session():
     yield make
     for session in opened:
         session.close()
+
+
+def pytest_configure(config):
+    # A warning from the package (an overflow in a conversion, a deprecated numpy call) is a failure here.
+    config.addinivalue_line("filterwarnings", "error")

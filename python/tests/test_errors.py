@@ -1,0 +1,572 @@
+"""The errors: one class each, under wgcompute.Error and the builtin a Python user would catch; raised for
+closed and suspended sessions, over-cap requests, bad shapes and bad arguments; and after each of them the
+session goes on working. A seeded sweep of mixed calls, some invalid, gets only these errors out."""
+
+import math
+
+import numpy as np
+import pytest
+
+import wgcompute
+
+
+def assert_works(session):
+    """The session still computes correctly."""
+    a = session.tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+    got = ((a @ a.T) + 1.0).sum().item()
+    assert got == 5 + 14 + 14 + 50 + 4
+
+
+# --- the classes ---
+
+BUILTINS = {
+    "OutOfMemoryError": MemoryError,
+    "ShapeError": ValueError,
+    "DTypeError": TypeError,
+    "InvalidArgumentError": ValueError,
+    "SessionMismatchError": ValueError,
+    "SessionClosedError": RuntimeError,
+    "SuspendedError": RuntimeError,
+    "NotSuspendedError": RuntimeError,
+    "DeviceLostError": RuntimeError,
+    "AdapterError": RuntimeError,
+    "DriverError": RuntimeError,
+    "ForkedError": RuntimeError,
+    "CheckpointError": ValueError,
+    "TuningCacheError": OSError,
+    "DivergedError": ArithmeticError,
+}
+
+
+@pytest.mark.parametrize("name", sorted(BUILTINS))
+def test_each_class_is_a_wgcompute_error_and_its_builtin(name):
+    cls = getattr(wgcompute, name)
+    assert issubclass(cls, wgcompute.Error)
+    assert issubclass(cls, BUILTINS[name])
+    assert issubclass(wgcompute.Error, Exception)
+    assert name in wgcompute.__all__
+
+
+def test_every_exported_error_class_is_checked():
+    exported = {
+        name
+        for name in wgcompute.__all__
+        if isinstance(getattr(wgcompute, name), type)
+        and issubclass(getattr(wgcompute, name), wgcompute.Error)
+        and name != "Error"
+    }
+    assert exported == set(BUILTINS)
+
+
+def test_out_of_memory_carries_its_sizes():
+    error = wgcompute.OutOfMemoryError("message")
+    assert error.requested is None and error.limit is None and error.by_driver is False
+
+
+# --- closed sessions ---
+
+SESSION_CALLS = {
+    "tensor": lambda s: s.tensor(np.ones(3)),
+    "tensor u32": lambda s: s.tensor(np.array([1, 2])),
+    "empty": lambda s: s.empty((3,)),
+    "zeros": lambda s: s.zeros((3,)),
+    "ones": lambda s: s.ones((3,)),
+    "full": lambda s: s.full((3,), 2.0),
+    "rand": lambda s: s.rand((3,), seed=1),
+    "randn": lambda s: s.randn((3,), seed=1),
+    "suspend": lambda s: s.suspend(),
+    "resume": lambda s: s.resume(),
+    "memory_stats": lambda s: s.memory_stats(),
+    "device_memory": lambda s: s.device_memory(),
+    "trim": lambda s: s.trim(),
+    "reset_peak": lambda s: s.reset_peak(),
+    "set_memory_limit": lambda s: s.set_memory_limit("64MiB"),
+    "sync": lambda s: s.sync(),
+    "adapter": lambda s: s.adapter,
+    "is_suspended": lambda s: s.is_suspended,
+}
+
+TENSOR_CALLS = {
+    "numpy": lambda t, u: t.numpy(),
+    "asarray": lambda t, u: np.asarray(t),
+    "item": lambda t, u: t.sum().item(),
+    "tolist": lambda t, u: t.tolist(),
+    "exp": lambda t, u: t.exp(),
+    "neg": lambda t, u: -t,
+    "add scalar": lambda t, u: t + 1.0,
+    "scalar sub": lambda t, u: 1.0 - t,
+    "add tensor": lambda t, u: t + t,
+    "add array": lambda t, u: t + np.ones(3),
+    "array add": lambda t, u: np.ones(3) + t,
+    "matmul": lambda t, u: t @ t.T,
+    "sum": lambda t, u: t.sum(),
+    "max axis": lambda t, u: t.max(axis=0),
+    "argmax": lambda t, u: t.argmax(),
+    "softmax": lambda t, u: t.softmax(),
+    "softmax axis 0": lambda t, u: t.softmax(axis=0),
+    "log_softmax": lambda t, u: t.log_softmax(),
+    "cross entropy": lambda t, u: wgcompute.softmax_cross_entropy(t, t),
+    "reshape": lambda t, u: t.reshape(-1),
+    "permute": lambda t, u: t.permute(1, 0),
+    "T": lambda t, u: t.T,
+    "narrow": lambda t, u: t.narrow(0, 0, 1),
+    "concat": lambda t, u: wgcompute.concat([t, t]),
+    "gather_rows": lambda t, u: t.gather_rows(u),
+    "gather_rows array": lambda t, u: t.gather_rows([0]),
+    "one_hot": lambda t, u: u.one_hot(3),
+    "astype": lambda t, u: t.astype(np.uint32),
+    "copy": lambda t, u: t.copy(),
+}
+
+
+@pytest.mark.parametrize("call", SESSION_CALLS)
+def test_a_closed_session_raises_session_closed(make_session, adapter, call):
+    session = make_session(adapter)
+    session.close()
+    assert not session.is_open
+    with pytest.raises(wgcompute.SessionClosedError) as raised:
+        SESSION_CALLS[call](session)
+    assert isinstance(raised.value, RuntimeError)
+
+
+@pytest.mark.parametrize("call", TENSOR_CALLS)
+def test_a_tensor_of_a_closed_session_raises_session_closed(make_session, adapter, call):
+    session = make_session(adapter)
+    t, u = session.ones((2, 3)), session.tensor(np.array([0, 1]))
+    session.close()
+    with pytest.raises(wgcompute.SessionClosedError):
+        TENSOR_CALLS[call](t, u)
+    # What a tensor is stays readable.
+    assert t.shape == (2, 3) and t.dtype == np.float32 and len(t) == 2
+
+
+# --- suspended sessions ---
+
+
+@pytest.mark.parametrize("call", TENSOR_CALLS)
+def test_tensors_of_a_suspended_session_raise_suspended(make_session, adapter, call):
+    session = make_session(adapter)
+    t, u = session.ones((2, 3)), session.tensor(np.array([0, 1]))
+    session.suspend()
+    with pytest.raises(wgcompute.SuspendedError):
+        TENSOR_CALLS[call](t, u)
+    session.resume()
+    TENSOR_CALLS[call](t, u)
+    assert_works(session)
+
+
+@pytest.mark.parametrize(
+    "call", ["tensor", "tensor u32", "empty", "zeros", "ones", "full", "rand", "randn", "suspend", "memory_stats"]
+)
+def test_a_suspended_session_refuses_new_work(make_session, adapter, call):
+    session = make_session(adapter)
+    session.suspend()
+    assert session.is_suspended and "suspended" in repr(session)
+    with pytest.raises(wgcompute.SuspendedError):
+        SESSION_CALLS[call](session)
+    session.resume()
+    assert not session.is_suspended
+    assert_works(session)
+
+
+def test_resume_brings_tensors_back_bit_for_bit(make_session, adapter, rng):
+    session = make_session(adapter)
+    x = rng.standard_normal((257, 13)).astype(np.float32)
+    ids = rng.integers(0, 2**32, 65, dtype=np.uint64)
+    t, u = session.tensor(x), session.tensor(ids)
+    report = session.suspend()
+    assert report["tensors"] >= 2 and report["host_bytes"] >= x.nbytes + ids.size * 4
+    session.resume()
+    np.testing.assert_array_equal(t.numpy(), x)
+    np.testing.assert_array_equal(u.numpy(), ids.astype(np.uint32))
+    with pytest.raises(wgcompute.NotSuspendedError):
+        session.resume()
+    assert_works(session)
+
+
+def test_a_session_closes_while_suspended(make_session, adapter):
+    session = make_session(adapter)
+    t = session.ones((3,))
+    session.suspend()
+    session.close()
+    with pytest.raises(wgcompute.SessionClosedError):
+        t.numpy()
+
+
+# --- memory caps ---
+
+
+def test_a_request_over_the_cap(make_session, adapter):
+    session = make_session(adapter, memory_limit="64MiB")
+    with pytest.raises(wgcompute.OutOfMemoryError) as raised:
+        session.zeros(((64 << 20) // 4 + 1,))
+    error = raised.value
+    assert isinstance(error, MemoryError)
+    assert error.requested >= 64 << 20 and error.limit == 64 << 20 and error.by_driver is False
+    assert error.in_use == 0
+    assert_works(session)
+    held = session.zeros(((32 << 20) // 4,))
+    with pytest.raises(wgcompute.OutOfMemoryError) as raised:
+        session.tensor(np.zeros((40 << 20) // 4, dtype=np.float32))
+    assert raised.value.in_use >= 32 << 20
+    assert held.sum().item() == 0.0
+    assert_works(session)
+
+
+def test_an_op_whose_output_is_over_the_cap(make_session, adapter):
+    session = make_session(adapter, memory_limit="16MiB")
+    a = session.ones((1024, 1))
+    b = session.ones((1, 4096))
+    with pytest.raises(wgcompute.OutOfMemoryError):
+        a * b
+    with pytest.raises(wgcompute.OutOfMemoryError):
+        a @ b
+    assert_works(session)
+
+
+def test_a_cap_below_what_is_in_use(make_session, adapter):
+    session = make_session(adapter, memory_limit="64MiB")
+    held = session.ones((1 << 20,))
+    with pytest.raises(wgcompute.OutOfMemoryError):
+        session.set_memory_limit(1024)
+    assert session.memory_stats().limit == 64 << 20
+    session.set_memory_limit("128MiB")
+    assert session.memory_stats().limit == 128 << 20
+    session.set_memory_limit(None)
+    assert session.memory_stats().limit is None
+    assert held.sum().item() == 1 << 20
+    assert_works(session)
+
+
+def test_a_buffer_larger_than_the_adapter_allows(make_session, adapter):
+    session = make_session(adapter)
+    largest = max(device.max_buffer_size for device in wgcompute.devices())
+    with pytest.raises(wgcompute.OutOfMemoryError) as raised:
+        session.zeros((largest // 4 + 1,))
+    assert raised.value.requested > largest
+    assert raised.value.limit is not None
+    assert_works(session)
+
+
+# --- shapes ---
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [(2**32, 2**32, 2**32), (2**62, 8), (2**62 + 1, 4), (2**64 - 1,), (2**70,), (2**40, 2**40)],
+    ids=str,
+)
+def test_a_shape_whose_element_count_overflows(make_session, adapter, shape):
+    session = make_session(adapter)
+    for make in (session.zeros, session.ones, session.empty, lambda s: session.rand(s, seed=1)):
+        with pytest.raises(wgcompute.ShapeError):
+            make(shape)
+    with pytest.raises(wgcompute.ShapeError):
+        session.ones((4,)).reshape(shape)
+    with pytest.raises(wgcompute.ShapeError):
+        session.ones((4,)).reshape(*shape, -1)
+    assert_works(session)
+
+
+@pytest.mark.parametrize("shape", [(-1,), (2, -3), (1.5,), ("a",), (True,), (None,)], ids=str)
+def test_a_shape_that_is_no_shape(make_session, adapter, shape):
+    session = make_session(adapter)
+    with pytest.raises(wgcompute.ShapeError):
+        session.zeros(shape)
+    assert_works(session)
+
+
+SHAPE_MISTAKES = {
+    "matmul inner": lambda s: s.ones((3, 4)) @ s.ones((3, 4)),
+    "matmul 1-D": lambda s: s.ones((4,)) @ s.ones((4, 2)),
+    "broadcast": lambda s: s.ones((3, 4)) + s.ones((3,)),
+    "broadcast array": lambda s: s.ones((3, 4)) * np.ones((2, 4)),
+    "axis": lambda s: s.ones((3, 4)).sum(axis=2),
+    "negative axis": lambda s: s.ones((3, 4)).max(axis=-3),
+    "axis of 0-d": lambda s: s.ones(()).softmax(),
+    "float axis": lambda s: s.ones((3,)).sum(axis=0.5),
+    "reshape": lambda s: s.ones((3, 4)).reshape(5, 3),
+    "two -1": lambda s: s.ones((3, 4)).reshape(-1, -1),
+    "permute": lambda s: s.ones((3, 4)).permute(0, 0),
+    "narrow": lambda s: s.ones((3, 4)).narrow(1, 3, 2),
+    "concat": lambda s: wgcompute.concat([s.ones((2, 3)), s.ones((3, 2))]),
+    "cross entropy": lambda s: wgcompute.softmax_cross_entropy(s.ones((3, 4)), s.ones((4,))),
+    "max of nothing": lambda s: s.zeros((0,)).max(),
+    "argmax of nothing": lambda s: s.zeros((0, 3)).argmax(axis=0),
+    "item": lambda s: s.ones((2,)).item(),
+}
+
+
+@pytest.mark.parametrize("mistake", SHAPE_MISTAKES)
+def test_shape_mistakes(make_session, adapter, mistake):
+    session = make_session(adapter)
+    with pytest.raises(wgcompute.ShapeError) as raised:
+        SHAPE_MISTAKES[mistake](session)
+    assert isinstance(raised.value, ValueError)
+    assert_works(session)
+
+
+DTYPE_MISTAKES = {
+    "u32 exp": lambda s: s.tensor(np.array([1, 2])).exp(),
+    "u32 add": lambda s: s.tensor(np.array([1, 2])) + 1.0,
+    "u32 + f32": lambda s: s.tensor(np.array([1, 2])) + s.ones((2,)),
+    "u32 sum": lambda s: s.tensor(np.array([1, 2])).sum(),
+    "u32 matmul": lambda s: s.tensor(np.ones((2, 2), dtype=np.int32)) @ s.ones((2, 2)),
+    "f32 one_hot": lambda s: s.ones((3,)).one_hot(3),
+    "f32 indices": lambda s: s.ones((3, 2)).gather_rows(s.ones((1,))),
+    "astype float64": lambda s: s.ones((3,)).astype(np.float64),
+    "complex array": lambda s: s.tensor(np.ones(3, dtype=complex)),
+    "complex operand": lambda s: s.ones((3,)) + np.ones(3, dtype=complex),
+    "string array": lambda s: s.tensor(np.array(["a", "b"])),
+    "object array": lambda s: s.tensor(np.array([None, 1], dtype=object)),
+    "mixed concat": lambda s: wgcompute.concat([s.ones((2,)), s.tensor(np.array([1]))]),
+}
+
+
+@pytest.mark.parametrize("mistake", DTYPE_MISTAKES)
+def test_dtype_mistakes(make_session, adapter, mistake):
+    session = make_session(adapter)
+    with pytest.raises(wgcompute.DTypeError) as raised:
+        DTYPE_MISTAKES[mistake](session)
+    assert isinstance(raised.value, TypeError)
+    assert_works(session)
+
+
+ARGUMENT_MISTAKES = {
+    "negative int": lambda s: s.tensor(np.array([-1, 2])),
+    "int past uint32": lambda s: s.tensor(np.array([2**32])),
+    "negative seed": lambda s: s.rand((3,), seed=-1),
+    "seed past 2**64": lambda s: s.randn((3,), seed=2**64),
+    "NaN seed": lambda s: s.rand((3,), seed=math.nan),
+    "NaN fraction cap": lambda s: s.set_memory_limit(math.nan),
+    "infinite fraction cap": lambda s: s.set_memory_limit(math.inf),
+    "NaN string cap": lambda s: s.set_memory_limit("nan"),
+    "zero cap": lambda s: s.set_memory_limit(0),
+    "no classes": lambda s: s.tensor(np.array([1])).one_hot(0),
+    "negative classes": lambda s: s.tensor(np.array([1])).one_hot(-1),
+    "negative start": lambda s: s.ones((3,)).narrow(0, -1, 1),
+    "negative length": lambda s: s.ones((3,)).narrow(0, 0, -1),
+    "no tensors to concat": lambda s: wgcompute.concat([]),
+    "negative index": lambda s: s.ones((3, 2)).gather_rows([-1]),
+}
+
+
+@pytest.mark.parametrize("mistake", ARGUMENT_MISTAKES)
+def test_argument_mistakes(make_session, adapter, mistake):
+    session = make_session(adapter, memory_limit="256MiB")
+    with pytest.raises(wgcompute.InvalidArgumentError) as raised:
+        ARGUMENT_MISTAKES[mistake](session)
+    assert isinstance(raised.value, ValueError)
+    assert session.memory_stats().limit == 256 << 20
+    assert_works(session)
+
+
+def test_tensors_of_two_sessions(make_session, adapter):
+    first, second = make_session(adapter), make_session(adapter)
+    a, b = first.ones((2, 2)), second.ones((2, 2))
+    for mix in (
+        lambda: a + b,
+        lambda: a @ b,
+        lambda: wgcompute.concat([a, b]),
+        lambda: a.gather_rows(second.tensor(np.array([0]))),
+    ):
+        with pytest.raises(wgcompute.SessionMismatchError) as raised:
+            mix()
+        assert isinstance(raised.value, ValueError)
+    assert_works(first)
+    assert_works(second)
+    # A tensor given to another session's tensor() is copied there.
+    assert second.tensor(a).numpy().tolist() == [[1.0, 1.0], [1.0, 1.0]]
+
+
+# --- opening sessions ---
+
+
+@pytest.mark.parametrize(
+    "limit",
+    [
+        "abc",
+        "0",
+        "-1GiB",
+        "nan",
+        "inf",
+        "1.5",
+        "100",
+        "12 parsecs",
+        math.nan,
+        math.inf,
+        0,
+        -5,
+        1.5,
+        0.0,
+        -0.5,
+        True,
+        2**64,
+        [1],
+    ],
+    ids=repr,
+)
+def test_bad_memory_limits(adapter, limit):
+    with pytest.raises(wgcompute.InvalidArgumentError) as raised:
+        wgcompute.Session(memory_limit=limit, adapter=adapter)
+    assert isinstance(raised.value, ValueError)
+
+
+@pytest.mark.parametrize("limit", ["64MiB", "0.5", 0.25, 1 << 26, "1.5GB", "1048576"], ids=repr)
+def test_good_memory_limits(adapter, limit):
+    with wgcompute.Session(memory_limit=limit, adapter=adapter) as session:
+        assert session.memory_stats().limit > 0
+        assert_works(session)
+
+
+@pytest.mark.parametrize("selector", ["no such adapter", 99])
+def test_an_adapter_that_is_not_there(selector):
+    with pytest.raises(wgcompute.AdapterError) as raised:
+        wgcompute.Session(adapter=selector)
+    assert isinstance(raised.value, RuntimeError)
+
+
+@pytest.mark.parametrize("selector", ["", -1, 1.5, True, [0]], ids=repr)
+def test_an_adapter_that_is_no_selector(selector):
+    with pytest.raises(wgcompute.InvalidArgumentError):
+        wgcompute.Session(adapter=selector)
+
+
+def test_adapters_by_index_and_name():
+    for device in wgcompute.devices():
+        with wgcompute.Session(adapter=device.index) as session:
+            assert session.adapter["backend"] == device.backend
+    with wgcompute.Session(adapter="llvmpipe") as session:
+        assert "llvmpipe" in session.adapter["name"]
+
+
+@pytest.mark.parametrize("tuning", ["nope", "", "TUNE!"])
+def test_bad_tuning(adapter, tuning):
+    with pytest.raises(wgcompute.InvalidArgumentError):
+        wgcompute.Session(adapter=adapter, tuning=tuning)
+
+
+def test_tuning_of_another_type_is_a_type_error(adapter):
+    with pytest.raises(TypeError):
+        wgcompute.Session(adapter=adapter, tuning=5)
+
+
+def test_good_tuning(adapter):
+    with wgcompute.Session(adapter=adapter, tuning="defaults") as session:
+        assert_works(session)
+
+
+# --- a sweep of mixed calls ---
+
+
+class Sweep:
+    """Random calls, valid and not, on one session; the tensors made are kept (a few dozen) as operands."""
+
+    def __init__(self, session, rng):
+        self.session, self.rng = session, rng
+        self.pool = [session.ones((3, 4)), session.tensor(np.array([0, 1, 2]))]
+
+    def shape(self):
+        rng = self.rng
+        if rng.random() < 0.03:
+            return [int(rng.choice([-1, 2**40, 2**63, 2**65])), 3]
+        return [int(rng.choice([0, 1, 1, 2, 3, 5, 7, 13, 65])) for _ in range(rng.integers(0, 4))]
+
+    def array(self):
+        rng, shape = self.rng, self.shape()
+        if any(dim < 0 or dim > 1000 for dim in shape):
+            return np.zeros(3)
+        kind = rng.choice(["f64", "f32", "f16", "int", "negative int", "bool", "complex", "object", "str", "list"])
+        values = rng.uniform(-3, 3, shape)
+        return {
+            "f64": lambda: values,
+            "f32": lambda: values.astype(np.float32),
+            "f16": lambda: values.astype(np.float16),
+            "int": lambda: rng.integers(0, 70, shape),
+            "negative int": lambda: rng.integers(-5, 5, shape),
+            "bool": lambda: values > 0,
+            "complex": lambda: values.astype(complex),
+            "object": lambda: values.astype(object),
+            "str": lambda: values.astype(str),
+            "list": lambda: values.tolist(),
+        }[kind]()
+
+    def tensor(self):
+        return self.pool[self.rng.integers(len(self.pool))]
+
+    def operand(self):
+        choice = self.rng.integers(4)
+        if choice == 0:
+            return float(self.rng.uniform(-3, 3))
+        if choice == 1:
+            return self.array()
+        return self.tensor()
+
+    def axis(self, tensor):
+        if self.rng.random() < 0.3:
+            return None
+        return int(self.rng.integers(-tensor.ndim - 1, tensor.ndim + 1))
+
+    def step(self):
+        rng, s = self.rng, self.session
+        t = self.tensor()
+        actions = [
+            lambda: s.tensor(self.array()),
+            lambda: s.zeros(self.shape()),
+            lambda: s.full(self.shape(), float(rng.uniform(-5, 5))),
+            lambda: s.rand(self.shape(), seed=int(rng.integers(0, 2**63))),
+            lambda: s.randn(self.shape(), seed=int(rng.integers(0, 2**63))),
+            lambda: getattr(t, str(rng.choice(["exp", "log", "sqrt", "tanh", "sigmoid", "relu", "square", "neg"])))(),
+            lambda: t + self.operand(),
+            lambda: self.operand() - t,
+            lambda: t * self.operand(),
+            lambda: self.operand() / t,
+            lambda: t @ self.operand(),
+            lambda: getattr(t, str(rng.choice(["sum", "mean", "max", "min", "prod"])))(axis=self.axis(t)),
+            lambda: getattr(t, str(rng.choice(["argmax", "argmin"])))(axis=self.axis(t)),
+            lambda: t.softmax(axis=self.axis(t) or -1),
+            lambda: t.log_softmax(axis=self.axis(t) or -1),
+            lambda: wgcompute.softmax_cross_entropy(t, self.operand()),
+            lambda: t.reshape(*(self.shape() + ([-1] if rng.random() < 0.5 else []))),
+            lambda: t.permute([int(axis) for axis in rng.permutation(t.ndim + int(rng.integers(-1, 2)) % 5)]),
+            lambda: t.T,
+            lambda: t.narrow(self.axis(t) or 0, int(rng.integers(-1, 8)), int(rng.integers(-1, 8))),
+            lambda: wgcompute.concat([self.tensor() for _ in range(rng.integers(0, 4))], axis=self.axis(t) or 0),
+            lambda: t.gather_rows(self.operand()),
+            lambda: t.one_hot(int(rng.integers(-1, 9))),
+            lambda: t.astype(str(rng.choice(["float32", "uint32", "float64", "int8"]))),
+            lambda: t.item(),
+            lambda: t.numpy(),
+            lambda: len(t),
+            lambda: s.memory_stats(),
+        ]
+        result = actions[rng.integers(len(actions))]()
+        if isinstance(result, wgcompute.Tensor):
+            if rng.random() < 0.2:
+                result.numpy()
+            if result.size < 100_000:
+                self.pool.append(result)
+            if len(self.pool) > 48:
+                self.pool.pop(int(rng.integers(2, len(self.pool))))
+
+
+def test_a_sweep_of_mixed_calls_gets_only_wgcompute_errors(make_session, adapter, rng):
+    session = make_session(adapter, memory_limit="128MiB", poison_outputs=True)
+    sweep = Sweep(session, rng)
+    outcomes = {}
+    for _ in range(2000):
+        try:
+            sweep.step()
+            outcome = "ok"
+        except (wgcompute.Error, TypeError, ValueError) as error:
+            outcome = type(error).__name__
+        except BaseException as error:  # a PanicException is a BaseException; anything else is a bug as well
+            pytest.fail(f"a call raised {type(error).__name__}: {error}")
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+    print(outcomes)
+    # Enough of both kinds for the sweep to mean something.
+    assert outcomes["ok"] > 500
+    assert sum(count for name, count in outcomes.items() if name != "ok") > 100
+    assert_works(session)
+    stats = session.memory_stats()
+    assert stats.limit == 128 << 20
