@@ -114,15 +114,24 @@ impl Session {
         Ok(guard)
     }
 
-    /// Runs `work` on the open session with the GIL released.
+    /// Runs `work` on the open session with the GIL released, the lock taken and given back while it is
+    /// released too: a thread holding the lock while it waited for the GIL would deadlock with one holding the
+    /// GIL while it waited for the lock (as `is_open` or an upload does).
     fn with<T: Send>(
         &self,
         py: Python<'_>,
         work: impl FnOnce(&mut wgcompute::Session) -> wgcompute::Result<T> + Send,
     ) -> PyResult<T> {
-        let mut guard = self.open_session()?;
-        let session = guard.as_mut().expect("open_session checked it is open");
-        py.detach(|| work(session)).or_raise()
+        if std::process::id() != self.pid {
+            return Err(forked());
+        }
+        let outcome = py.detach(|| {
+            let mut guard = self.session.lock().unwrap_or_else(PoisonError::into_inner);
+            guard.as_mut().map(work)
+        });
+        outcome
+            .unwrap_or(Err(wgcompute::Error::SessionClosed))
+            .or_raise()
     }
 
     /// A new tensor the device fills (zeros, random draws), made with the GIL released: its kernel may be
@@ -189,41 +198,38 @@ impl Session {
         if std::process::id() != self.pid {
             return Err(forked());
         }
-        let taken = self
-            .session
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        let mut report = self.report.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(session) = taken {
-            let closed = py.detach(|| session.close());
-            *report = Some(CloseReport::from(&closed));
-        }
-        report
-            .clone()
-            .ok_or_else(|| crate::errors::raise(wgcompute::Error::SessionClosed))
+        // Both locks are held across the close, so that a second close waits for the first one's report and work
+        // on other threads sees a closed session; and taken with the GIL released, as in `with`.
+        let report = py.detach(|| {
+            let mut session = self.session.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut report = self.report.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(session) = session.take() {
+                *report = Some(CloseReport::from(&session.close()));
+            }
+            report.clone()
+        });
+        report.ok_or_else(|| crate::errors::raise(wgcompute::Error::SessionClosed))
+    }
+
+    /// Waits, with the GIL released, for work another thread runs on the session.
+    #[getter]
+    fn is_open(&self, py: Python<'_>) -> bool {
+        py.detach(|| {
+            self.session
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .is_some()
+        })
     }
 
     #[getter]
-    fn is_open(&self) -> bool {
-        self.session
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .is_some()
-    }
-
-    #[getter]
-    fn is_suspended(&self) -> PyResult<bool> {
-        Ok(self
-            .open_session()?
-            .as_ref()
-            .is_some_and(wgcompute::Session::is_suspended))
+    fn is_suspended(&self, py: Python<'_>) -> PyResult<bool> {
+        self.with(py, |session| Ok(session.is_suspended()))
     }
 
     /// The adapter the session runs on: a dict of name, backend, device_type and driver.
     fn adapter<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let guard = self.open_session()?;
-        let summary = guard.as_ref().expect("checked open").adapter().clone();
+        let summary = self.with(py, |session| Ok(session.adapter().clone()))?;
         let dict = PyDict::new(py);
         dict.set_item("name", summary.name)?;
         dict.set_item("backend", summary.backend)?;
