@@ -554,7 +554,7 @@ def test_a_sweep_of_mixed_calls_gets_only_wgcompute_errors(make_session, adapter
     session = make_session(adapter, memory_limit="128MiB", poison_outputs=True)
     sweep = Sweep(session, rng)
     outcomes = {}
-    for _ in range(2000):
+    for _ in range(3000):
         try:
             sweep.step()
             outcome = "ok"
