@@ -289,6 +289,14 @@ impl Session {
         self.with(py, |session| session.reset_peak())
     }
 
+    /// Destroys the device as a driver reset would, so that the loss of a device can be tested.
+    fn _simulate_device_loss(&self, py: Python<'_>) -> PyResult<()> {
+        self.with(py, |session| {
+            session.simulate_device_loss();
+            Ok(())
+        })
+    }
+
     fn sync(&self, py: Python<'_>) -> PyResult<()> {
         self.with(py, |session| session.sync())
     }
