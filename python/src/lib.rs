@@ -17,12 +17,14 @@ fn devices(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
     adapters
         .into_iter()
         .map(|adapter| {
-            let dict = PyDict::new(py);
+            let dict = session::adapter_dict(
+                py,
+                adapter.name,
+                adapter.backend,
+                adapter.device_type,
+                adapter.driver,
+            )?;
             dict.set_item("index", adapter.index)?;
-            dict.set_item("name", adapter.name)?;
-            dict.set_item("backend", adapter.backend)?;
-            dict.set_item("device_type", adapter.device_type)?;
-            dict.set_item("driver", adapter.driver)?;
             dict.set_item("memory_used", adapter.memory.used)?;
             dict.set_item("memory_total", adapter.memory.total)?;
             dict.set_item("max_buffer_size", adapter.max_buffer_size)?;

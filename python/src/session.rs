@@ -230,12 +230,13 @@ impl Session {
     /// The adapter the session runs on: a dict of name, backend, device_type and driver.
     fn adapter<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let summary = self.with(py, |session| Ok(session.adapter().clone()))?;
-        let dict = PyDict::new(py);
-        dict.set_item("name", summary.name)?;
-        dict.set_item("backend", summary.backend)?;
-        dict.set_item("device_type", summary.device_type)?;
-        dict.set_item("driver", summary.driver)?;
-        Ok(dict)
+        adapter_dict(
+            py,
+            summary.name,
+            summary.backend,
+            summary.device_type,
+            summary.driver,
+        )
     }
 
     fn suspend<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
@@ -430,4 +431,20 @@ impl MemoryStats {
 /// An optional count as Python writes it: the number, or None.
 fn python_int(value: Option<u64>) -> String {
     value.map_or_else(|| "None".to_string(), |value| value.to_string())
+}
+
+/// What names an adapter, as `devices()` and `Session.adapter()` both give it.
+pub(crate) fn adapter_dict<'py>(
+    py: Python<'py>,
+    name: String,
+    backend: &str,
+    device_type: &str,
+    driver: String,
+) -> PyResult<Bound<'py, PyDict>> {
+    let dict = PyDict::new(py);
+    dict.set_item("name", name)?;
+    dict.set_item("backend", backend)?;
+    dict.set_item("device_type", device_type)?;
+    dict.set_item("driver", driver)?;
+    Ok(dict)
 }

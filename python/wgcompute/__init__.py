@@ -197,6 +197,8 @@ class Session:
         poison_outputs: bool = False,
     ) -> None:
         self._s = _wgcompute.Session(memory_limit, adapter, tuning, poison_outputs)
+        # One weak link for all its tensors: none of them keeps the session (or its GPU memory) alive.
+        self._ref = weakref.ref(self)
         with _open_sessions_lock:
             _open_sessions.add(self)
 
@@ -265,7 +267,7 @@ class Session:
         self._s.sync()
 
     def _wrap(self, inner: _wgcompute.Tensor) -> Tensor:
-        return Tensor._of(inner, self)
+        return Tensor._of(inner, self._ref)
 
     def tensor(self, data: Any) -> Tensor:
         """A tensor holding ``data`` (an array, a tensor, or anything ``numpy.asarray`` takes), converted as
@@ -330,14 +332,15 @@ class Tensor:
         raise TypeError("tensors are made by a Session: s.tensor(array), s.zeros(shape), ...")
 
     @classmethod
-    def _of(cls, inner: _wgcompute.Tensor, session: Session) -> Tensor:
+    def _of(cls, inner: _wgcompute.Tensor, session: weakref.ref[Session]) -> Tensor:
         tensor = object.__new__(cls)
         tensor._t = inner
-        tensor._session = weakref.ref(session)
+        tensor._session = session
         return tensor
 
     def _wrap(self, inner: _wgcompute.Tensor) -> Tensor:
-        return Tensor._of(inner, self._owner())
+        # The op that made `inner` already refused a closed session; the result shares this tensor's link to it.
+        return Tensor._of(inner, self._session)
 
     def _owner(self) -> Session:
         session = self._session()
