@@ -14,7 +14,9 @@
 //! sizes[i+1]]` and `layers.<i>.bias` `[sizes[i+1]]`, F32, plus `optimizer.<slot>.<parameter>` of the same
 //! shapes; `optimizer.steps` in plain digits wherever `optimizer` is named; each slot present for every
 //! parameter or for none, none at step 0, every slot of the optimizer after a step; every value finite, and
-//! Adam's second moments not negative.
+//! Adam's second moments not negative. A fit ([`crate::fit`]) may add `standardize.mean` and
+//! `standardize.scale` (F32 `[sizes[0]]`, both or neither, scales above 0) and a best-epoch copy
+//! `best.<parameter>` of every parameter or of none.
 //!
 //! ```
 //! use wgcompute::{checkpoint, Mlp, Session, SessionOptions};
@@ -59,6 +61,11 @@ const HEADER_LENGTH_BYTES: u64 = 8;
 const ACTIVATION: &str = "relu";
 const LAYER_PREFIX: &str = "layers.";
 const SLOT_PREFIX: &str = "optimizer.";
+/// A copy of every parameter as it was at a fit's best epoch, for early stopping to restore.
+const BEST_PREFIX: &str = "best.";
+/// The per-feature mean and scale a fit standardised its inputs with, [inputs] each.
+const STANDARDIZE_MEAN: &str = "standardize.mean";
+const STANDARDIZE_SCALE: &str = "standardize.scale";
 /// What to do about a file whose parts disagree: nothing in it can be trusted to say which part is right.
 const DAMAGED: &str =
     "the file was damaged or altered; use an earlier copy, or save the model again";
@@ -92,7 +99,7 @@ pub fn save_with_metadata(
     extra: &[(&str, String)],
 ) -> Result<()> {
     let path = path.as_ref();
-    let bytes = encode(path, model, optimizer, extra)?;
+    let bytes = encode(path, model, optimizer, extra, &FitExtras::default())?;
     write_whole(path, &bytes)
 }
 
@@ -102,7 +109,33 @@ pub fn to_bytes(
     optimizer: Option<&dyn Optimizer>,
     extra: &[(&str, String)],
 ) -> Result<Vec<u8>> {
-    encode(Path::new("(in memory)"), model, optimizer, extra)
+    encode(
+        Path::new("(in memory)"),
+        model,
+        optimizer,
+        extra,
+        &FitExtras::default(),
+    )
+}
+
+/// What a fit keeps beside a model's parameters and optimizer state (see [`crate::fit`]).
+#[derive(Clone, Copy, Default)]
+pub struct FitExtras<'a> {
+    /// The per-feature mean and scale its inputs are standardised with, one of each per input.
+    pub standardization: Option<(&'a [f32], &'a [f32])>,
+    /// Every parameter as it was at the best epoch so far, in [`Mlp::named_parameters`] order.
+    pub best: Option<&'a [Tensor]>,
+}
+
+/// [`to_bytes`] with a fit's extras, which [`Checkpoint::standardization`] and [`Checkpoint::best_parameters`]
+/// read back.
+pub fn to_bytes_with_extras(
+    model: &Mlp,
+    optimizer: Option<&dyn Optimizer>,
+    extra: &[(&str, String)],
+    extras: &FitExtras<'_>,
+) -> Result<Vec<u8>> {
+    encode(Path::new("(in memory)"), model, optimizer, extra, extras)
 }
 
 fn encode(
@@ -110,11 +143,62 @@ fn encode(
     model: &Mlp,
     optimizer: Option<&dyn Optimizer>,
     extra: &[(&str, String)],
+    extras: &FitExtras<'_>,
 ) -> Result<Vec<u8>> {
     let mut named: Vec<(String, &Tensor)> = Vec::new();
     let parameters = model.named_parameters();
     for (name, tensor) in &parameters {
         named.push((name.clone(), tensor));
+    }
+    if let Some(best) = extras.best {
+        if best.len() != parameters.len() {
+            return Err(failure(
+                path,
+                format!(
+                    "{} best-epoch tensors were given for {} parameters: give one per parameter",
+                    best.len(),
+                    parameters.len()
+                ),
+            ));
+        }
+        for ((name, parameter), tensor) in parameters.iter().zip(best) {
+            if tensor.shape() != parameter.shape() {
+                return Err(failure(
+                    path,
+                    format!(
+                        "the best-epoch copy of '{name}' has shape {:?}, not the parameter's {:?}",
+                        tensor.shape(),
+                        parameter.shape()
+                    ),
+                ));
+            }
+            named.push((format!("{BEST_PREFIX}{name}"), tensor));
+        }
+    }
+    let mut host: Vec<(&str, &[f32])> = Vec::new();
+    if let Some((mean, scale)) = extras.standardization {
+        let inputs = model.sizes()[0];
+        if mean.len() != inputs || scale.len() != inputs {
+            return Err(failure(
+                path,
+                format!(
+                    "a standardization of {} means and {} scales was given for a model of {inputs} inputs",
+                    mean.len(),
+                    scale.len()
+                ),
+            ));
+        }
+        if let Some(bad) = scale
+            .iter()
+            .find(|scale| !(scale.is_finite() && **scale > 0.0))
+        {
+            return Err(failure(
+                path,
+                format!("a standardization scale of {bad}: every scale must be finite and above 0"),
+            ));
+        }
+        host.push((STANDARDIZE_MEAN, mean));
+        host.push((STANDARDIZE_SCALE, scale));
     }
     let mut metadata: BTreeMap<String, String> = extra
         .iter()
@@ -147,7 +231,7 @@ fn encode(
             }
         }
     }
-    encode_named(path, &named, &metadata, Values::Finite)
+    encode_named(path, &named, &host, &metadata, Values::Finite)
 }
 
 /// Which values a file may hold.
@@ -194,17 +278,33 @@ fn encode_tensors(
         .iter()
         .map(|(key, value)| (key.to_string(), value.clone()))
         .collect();
-    encode_named(path, &named, &metadata, Values::Any)
+    encode_named(path, &named, &[], &metadata, Values::Any)
 }
 
+/// Device tensors and host vectors (1-D f32) by name, then the metadata, as a file's bytes.
 fn encode_named(
     path: &Path,
     named: &[(String, &Tensor)],
+    host: &[(&str, &[f32])],
     metadata: &BTreeMap<String, String>,
     allowed: Values,
 ) -> Result<Vec<u8>> {
     let mut seen = std::collections::HashSet::new();
-    let mut data = Vec::with_capacity(named.len());
+    let mut data = Vec::with_capacity(named.len() + host.len());
+    for (name, values) in host {
+        if !seen.insert(*name) || values.iter().any(|value| !value.is_finite()) {
+            return Err(failure(
+                path,
+                format!("'{name}' is named twice or holds a value that is not finite"),
+            ));
+        }
+        data.push(StoredTensor {
+            name: name.to_string(),
+            dtype: "F32",
+            shape: vec![values.len()],
+            bytes: values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        });
+    }
     for (name, tensor) in named {
         if name.is_empty() || name == "__metadata__" {
             return Err(failure(
@@ -381,6 +481,10 @@ pub struct Checkpoint {
 struct MlpContents {
     sizes: Vec<usize>,
     optimizer: Option<SavedOptimizer>,
+    /// Whether it holds `standardize.mean` and `standardize.scale`.
+    standardized: bool,
+    /// Whether it holds a best-epoch copy of every parameter.
+    best: bool,
 }
 
 struct SavedOptimizer {
@@ -410,6 +514,8 @@ impl Part {
 /// What a tensor name of ours means: a parameter of one layer, or one slot of optimizer state for it.
 struct TensorRole<'a> {
     slot: Option<&'a str>,
+    /// A best-epoch copy of the parameter rather than the parameter.
+    best: bool,
     layer: usize,
     part: Part,
 }
@@ -417,6 +523,11 @@ struct TensorRole<'a> {
 /// `None` for a name that save never writes. Only the spelling save writes is taken ("layers.1", never
 /// "layers.01"), so that two tensors cannot both claim one parameter.
 fn role_of(name: &str) -> Option<TensorRole<'_>> {
+    let (best, name) = match name.strip_prefix(BEST_PREFIX) {
+        Some(parameter) if !parameter.starts_with(SLOT_PREFIX) => (true, parameter),
+        Some(_) => return None,
+        None => (false, name),
+    };
     let (slot, parameter) = match name.strip_prefix(SLOT_PREFIX) {
         Some(rest) => {
             let (slot, parameter) = rest.split_once('.')?;
@@ -438,6 +549,7 @@ fn role_of(name: &str) -> Option<TensorRole<'_>> {
     }
     Some(TensorRole {
         slot,
+        best,
         layer: plain_decimal(index)?,
         part,
     })
@@ -720,8 +832,15 @@ fn check_mlp(
     let mut names = layout.names();
     names.sort_unstable();
     let mut parameters_found = 0usize;
+    let mut best_found = 0usize;
+    let mut standardization_found = 0usize;
     let mut slot_tensors: BTreeMap<&str, usize> = BTreeMap::new();
     for name in &names {
+        if name == STANDARDIZE_MEAN || name == STANDARDIZE_SCALE {
+            check_standardization(path, layout, data, name, sizes[0])?;
+            standardization_found += 1;
+            continue;
+        }
         let Some(role) = role_of(name) else {
             return Err(failure(
                 path,
@@ -772,6 +891,10 @@ fn check_mlp(
                 ),
             ));
         }
+        if role.best {
+            best_found += 1;
+            continue;
+        }
         let Some(slot) = role.slot else {
             parameters_found += 1;
             continue;
@@ -802,6 +925,31 @@ fn check_mlp(
             format!(
                 "has no tensor '{missing}', which metadata '{SIZES_KEY}' = '{sizes_shown}' needs: the metadata \
                  and the tensors disagree; {DAMAGED}"
+            ),
+        ));
+    }
+    if best_found != 0 && best_found != parameters {
+        let missing = (0..layers)
+            .flat_map(|layer| Part::BOTH.map(|part| parameter_name(layer, part)))
+            .map(|parameter| format!("{BEST_PREFIX}{parameter}"))
+            .find(|name| !layout.has(name))
+            .unwrap_or_default();
+        return Err(failure(
+            path,
+            format!("holds best-epoch copies of some parameters but has no '{missing}'; {DAMAGED}"),
+        ));
+    }
+    if standardization_found == 1 {
+        let missing = if layout.has(STANDARDIZE_MEAN) {
+            STANDARDIZE_SCALE
+        } else {
+            STANDARDIZE_MEAN
+        };
+        return Err(failure(
+            path,
+            format!(
+                "holds one of '{STANDARDIZE_MEAN}' and '{STANDARDIZE_SCALE}' but has no '{missing}', so its inputs' \
+                 standardization is unknown; {DAMAGED}"
             ),
         ));
     }
@@ -861,7 +1009,46 @@ fn check_mlp(
             })
         }
     };
-    Ok(MlpContents { sizes, optimizer })
+    Ok(MlpContents {
+        sizes,
+        optimizer,
+        standardized: standardization_found == 2,
+        best: best_found == parameters,
+    })
+}
+
+/// A standardization tensor must be F32 `[inputs]` of finite values, and a scale above 0 (inputs are divided
+/// by it).
+fn check_standardization(
+    path: &Path,
+    layout: &StoredLayout,
+    data: &[u8],
+    name: &str,
+    inputs: usize,
+) -> Result<()> {
+    let view = layout
+        .tensor(data, name)
+        .ok_or_else(|| failure(path, format!("has no tensor '{name}'")))?;
+    if view.dtype != Dtype::F32 || view.shape != [inputs] {
+        return Err(failure(
+            path,
+            format!(
+                "tensor '{name}' is {:?} {:?}, but the model's {inputs} inputs make it F32 [{inputs}]; {DAMAGED}",
+                view.dtype, view.shape
+            ),
+        ));
+    }
+    let bad = |value: f32| !value.is_finite() || (name == STANDARDIZE_SCALE && value <= 0.0);
+    if let Some((index, value)) = first_f32_where(view.data, bad) {
+        return Err(failure(
+            path,
+            format!(
+                "tensor '{name}' holds {value} at flat index {index}, but a standardization's means are finite \
+                 and its scales finite and above 0; {DAMAGED}"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Refuses state the optimizer does not keep, and, once it has stepped, state it keeps but the file lacks:
@@ -991,6 +1178,11 @@ impl Checkpoint {
         })
     }
 
+    /// The path it was read from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
     /// The file's metadata.
     pub fn metadata(&self) -> &HashMap<String, String> {
         &self.metadata
@@ -1085,6 +1277,37 @@ impl Checkpoint {
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(Mlp { layers })
+    }
+
+    /// The per-feature (mean, scale) a fit standardised the model's inputs with, if it did: inputs go into the
+    /// model as `(x - mean) / scale`. Checked when the file was read.
+    pub fn standardization(&self) -> Result<Option<(Vec<f32>, Vec<f32>)>> {
+        let contents = self.mlp.as_ref().ok_or_else(|| self.not_ours())?;
+        if !contents.standardized {
+            return Ok(None);
+        }
+        let inputs = [contents.sizes[0]];
+        Ok(Some((
+            self.values(STANDARDIZE_MEAN, &inputs)?,
+            self.values(STANDARDIZE_SCALE, &inputs)?,
+        )))
+    }
+
+    /// The best-epoch copies of the model's parameters a fit with early stopping keeps, in `session`, in
+    /// [`Mlp::named_parameters`] order; `None` if the file holds none.
+    pub fn best_parameters(&self, session: &Session) -> Result<Option<Vec<Tensor>>> {
+        let contents = self.mlp.as_ref().ok_or_else(|| self.not_ours())?;
+        if !contents.best {
+            return Ok(None);
+        }
+        let mut tensors = Vec::new();
+        for (index, pair) in contents.sizes.windows(2).enumerate() {
+            for (part, shape) in [(Part::Weight, pair), (Part::Bias, &pair[1..])] {
+                let name = format!("{BEST_PREFIX}{}", parameter_name(index, part));
+                tensors.push(self.upload(session, &name, shape)?);
+            }
+        }
+        Ok(Some(tensors))
     }
 
     /// Overwrites `model`'s parameters with the file's; a tensor missing, of another shape or not finite is

@@ -30,6 +30,7 @@ use crate::tensor::Tensor;
 use crate::train;
 
 /// Labels on the host, for [`Dataset::upload`].
+#[derive(Clone, Copy)]
 pub enum Labels<'a> {
     /// A class id per sample, each below the class count.
     Classes(&'a [u32]),

@@ -26,6 +26,7 @@ pub mod device;
 mod dtype;
 mod error;
 mod files;
+pub mod fit;
 mod kernels;
 pub mod nn;
 mod ops;

@@ -30,6 +30,22 @@ pub trait Optimizer {
 
     /// Takes back the state of a checkpoint: the step count and, per slot of [`Optimizer::state`], one tensor
     /// per parameter (of its shape, in its session). A slot it does not keep is an error.
+    /// The learning rate the next step uses, for an optimizer that has one (a schedule changes it between
+    /// epochs through [`Optimizer::set_learning_rate`]).
+    fn learning_rate(&self) -> Option<f32> {
+        None
+    }
+
+    /// Changes the learning rate from the next step on; checked as the optimizer's constructor checks it. An
+    /// optimizer without one refuses.
+    fn set_learning_rate(&mut self, lr: f32) -> Result<()> {
+        Err(Error::InvalidArgument {
+            what: "learning rate",
+            given: lr.to_string(),
+            expected: "an optimizer that has a learning rate to change".to_string(),
+        })
+    }
+
     fn restore(&mut self, _steps: u64, slots: Vec<(String, Vec<Tensor>)>) -> Result<()> {
         if slots.is_empty() {
             Ok(())
@@ -224,6 +240,16 @@ impl Optimizer for Adam {
         }
     }
 
+    fn learning_rate(&self) -> Option<f32> {
+        Some(self.config.lr)
+    }
+
+    fn set_learning_rate(&mut self, lr: f32) -> Result<()> {
+        AdamHyperparameter::Lr.check(lr)?;
+        self.config.lr = lr;
+        Ok(())
+    }
+
     fn restore(&mut self, steps: u64, mut slots: Vec<(String, Vec<Tensor>)>) -> Result<()> {
         let m = take_slot("Adam", &mut slots, ADAM_FIRST_MOMENTS.name)?;
         let v = take_slot("Adam", &mut slots, ADAM_SECOND_MOMENTS.name)?;
@@ -391,6 +417,16 @@ impl Optimizer for Sgd {
             steps: self.step,
             slots: vec![(SGD_MOMENTUM_SLOT.name, self.buffers.iter().collect())],
         }
+    }
+
+    fn learning_rate(&self) -> Option<f32> {
+        Some(self.lr)
+    }
+
+    fn set_learning_rate(&mut self, lr: f32) -> Result<()> {
+        check_sgd_lr(lr)?;
+        self.lr = lr;
+        Ok(())
     }
 
     fn restore(&mut self, steps: u64, mut slots: Vec<(String, Vec<Tensor>)>) -> Result<()> {

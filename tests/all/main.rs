@@ -32,6 +32,7 @@ mod autograd_layout;
 mod autograd_ops;
 mod checkpoint;
 mod data;
+mod fit;
 mod lifecycle;
 mod ops_edges;
 mod ops_elementwise;

@@ -1,0 +1,611 @@
+//! The shared classifier loop (`wgcompute::fit`): standardisation against an f64 reference, fitted on the
+//! training rows only; labels mapped and back; every schedule against its formula; early stopping that restores
+//! the best epoch bit for bit; a fit resumed from its checkpoint equal to an uninterrupted one; metrics against
+//! an f64 reference; and the checkpoint refusing fit extras that disagree with themselves.
+
+use crate::common::{per_backend, Backend, Rng};
+use wgcompute::checkpoint::Checkpoint;
+use wgcompute::data::Labels;
+use wgcompute::fit::{
+    most_probable, predict_probabilities, ClassLabels, EarlyStopping, FitConfig, Metrics, Monitor,
+    Samples, SavedFit, Schedule, Standardizer, Trainer,
+};
+use wgcompute::{Error, OptimizerKind, Session};
+
+/// Blobs of `classes` classes in `features` dimensions, each feature offset by 100 and scaled by a different
+/// factor, so that standardisation matters.
+fn blobs(rng: &mut Rng, samples: usize, features: usize, classes: usize) -> (Vec<f32>, Vec<u32>) {
+    // Class c sits at 3c along the first feature: separable there whatever the other features do.
+    let mut centres: Vec<f32> = rng.vec(classes * features, -2.0, 2.0);
+    for class in 0..classes {
+        centres[class * features] = 3.0 * class as f32;
+    }
+    let mut x = Vec::with_capacity(samples * features);
+    let mut y = Vec::with_capacity(samples);
+    for _ in 0..samples {
+        let class = (rng.next_u64() % classes as u64) as usize;
+        for feature in 0..features {
+            let scale = 1.0 + 40.0 * feature as f32;
+            let value = centres[class * features + feature] + rng.uniform(-1.0, 1.0);
+            x.push(100.0 + scale * value);
+        }
+        y.push(class as u32);
+    }
+    (x, y)
+}
+
+fn parameters_of(trainer: &Trainer) -> Vec<Vec<f32>> {
+    trainer
+        .model()
+        .parameters()
+        .iter()
+        .map(|tensor| tensor.to_vec().expect("read a parameter"))
+        .collect()
+}
+
+#[test]
+fn standardisation_matches_an_f64_reference_on_the_rows_it_is_fitted_on() {
+    let mut rng = Rng::fresh("standardize");
+    for (samples, features) in [(1, 1), (7, 3), (131, 13)] {
+        let mut x = rng.vec(samples * features, -50.0, 50.0);
+        // A constant feature: scale 1, so it becomes 0 rather than NaN.
+        for row in 0..samples {
+            x[row * features] = 4.5;
+        }
+        let rows: Vec<u32> = (0..samples as u32).filter(|row| row % 3 != 1).collect();
+        let standardizer = Standardizer::fit(&x, features, Some(&rows)).expect("fit");
+        for feature in 0..features {
+            let values: Vec<f64> = rows
+                .iter()
+                .map(|&row| x[row as usize * features + feature] as f64)
+                .collect();
+            let mean = values.iter().sum::<f64>() / values.len() as f64;
+            let variance =
+                values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / values.len() as f64;
+            let scale = if variance.sqrt() as f32 > 0.0 {
+                variance.sqrt()
+            } else {
+                1.0
+            };
+            let got_mean = standardizer.mean()[feature] as f64;
+            let got_scale = standardizer.scale()[feature] as f64;
+            assert!(
+                (got_mean - mean).abs() <= 1e-6 * mean.abs().max(1.0),
+                "{samples}x{features} mean {feature}: {got_mean} vs {mean}"
+            );
+            assert!(
+                (got_scale - scale).abs() <= 1e-6 * scale,
+                "{samples}x{features} scale {feature}: {got_scale} vs {scale}"
+            );
+        }
+        let applied = standardizer.apply(&x).expect("apply");
+        for (index, (&got, &value)) in applied.iter().zip(&x).enumerate() {
+            let feature = index % features;
+            let want = (value - standardizer.mean()[feature]) / standardizer.scale()[feature];
+            assert_eq!(got.to_bits(), want.to_bits(), "element {index}");
+        }
+        assert!(applied.iter().step_by(features).all(|&value| value == 0.0));
+    }
+    assert!(Standardizer::fit(&[1.0, 2.0, 3.0], 2, None).is_err());
+    assert!(Standardizer::fit(&[1.0, 2.0], 2, Some(&[1])).is_err());
+    assert!(Standardizer::from_parts(vec![0.0], vec![0.0]).is_err());
+    assert!(Standardizer::from_parts(vec![f32::NAN], vec![1.0]).is_err());
+}
+
+#[test]
+fn labels_that_are_not_class_ids_are_mapped_and_back() {
+    let mut rng = Rng::fresh("labels");
+    let pool = [-5i64, 7, 100, 3];
+    let labels: Vec<i64> = (0..50)
+        .map(|_| pool[(rng.next_u64() % 4) as usize])
+        .collect();
+    let (classes, ids) = ClassLabels::from_labels(&labels).expect("map");
+    let mut distinct = labels.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(classes.labels(), distinct.as_slice());
+    for (&label, &id) in labels.iter().zip(&ids) {
+        assert_eq!(classes.label(id), Some(label));
+    }
+    assert!(!classes.is_identity());
+    assert_eq!(
+        classes
+            .to_string()
+            .parse::<ClassLabels>()
+            .expect("read back"),
+        classes
+    );
+    assert!(ClassLabels::identity(3).is_identity());
+    assert!(ClassLabels::from_labels(&[4, 4, 4]).is_err());
+    match classes.ids(&[7, 8]) {
+        Err(Error::InvalidArgument { given, .. }) => assert!(given.contains('8'), "{given}"),
+        other => panic!("an unknown label: {other:?}"),
+    }
+    for bad in ["", "1", "2,1", "1,1", "a,b"] {
+        assert!(bad.parse::<ClassLabels>().is_err(), "{bad:?}");
+    }
+}
+
+#[test]
+fn every_formula_schedule_gives_its_formula_and_reads_back_its_spelling() {
+    let lr0 = 0.03f32;
+    let epochs = 17;
+    type Formula<'a> = Box<dyn Fn(usize) -> f64 + 'a>;
+    let cases: Vec<(Schedule, Formula<'_>)> = vec![
+        (Schedule::Constant, Box::new(|_| lr0 as f64)),
+        (
+            Schedule::Step {
+                every: 4,
+                factor: 0.5,
+            },
+            Box::new(|e| lr0 as f64 * 0.5f64.powi((e / 4) as i32)),
+        ),
+        (
+            Schedule::Cosine { min_lr: 0.001 },
+            Box::new(|e| {
+                0.001
+                    + (lr0 as f64 - 0.001)
+                        * (1.0 + (std::f64::consts::PI * e as f64 / epochs as f64).cos())
+                        / 2.0
+            }),
+        ),
+    ];
+    for (schedule, formula) in &cases {
+        for epoch in 0..epochs {
+            let got = schedule.rate(lr0, epoch, epochs).expect("a formula") as f64;
+            let want = formula(epoch);
+            assert!(
+                (got - want).abs() <= 1e-7 * want,
+                "{schedule} epoch {epoch}: {got} vs {want}"
+            );
+        }
+        assert_eq!(
+            schedule.to_string().parse::<Schedule>().expect("read back"),
+            *schedule
+        );
+    }
+    let plateau = "plateau".parse::<Schedule>().expect("defaults");
+    assert_eq!(plateau.rate(lr0, 3, epochs), None);
+    assert_eq!(
+        plateau.to_string(),
+        "plateau:factor=0.1,patience=10,min_lr=0"
+    );
+    for bad in [
+        "linear",
+        "step:every=0",
+        "step:factor=1",
+        "step:factor=0.5,factor=0.5",
+        "cosine:min_lr=-1",
+        "plateau:speed=2",
+        "constant:x=1",
+        "step:every",
+    ] {
+        assert!(bad.parse::<Schedule>().is_err(), "{bad:?}");
+    }
+    for bad in [
+        "patience=0",
+        "monitor=accuracy",
+        "min_delta=-1",
+        "restore_best=maybe",
+    ] {
+        assert!(bad.parse::<EarlyStopping>().is_err(), "{bad:?}");
+    }
+    let stopping = EarlyStopping {
+        monitor: Monitor::ValAccuracy,
+        patience: 3,
+        min_delta: 0.25,
+        restore_best: false,
+    };
+    assert_eq!(
+        stopping
+            .to_string()
+            .parse::<EarlyStopping>()
+            .expect("read back"),
+        stopping
+    );
+}
+
+#[test]
+fn metrics_match_an_f64_reference() {
+    let mut rng = Rng::fresh("metrics");
+    let (samples, classes) = (97, 5);
+    let mut probabilities = Vec::new();
+    for _ in 0..samples {
+        let row = rng.vec(classes, 0.0, 1.0);
+        let total: f32 = row.iter().sum();
+        probabilities.extend(row.iter().map(|value| value / total));
+    }
+    // A row with a zero at its true class: clipped, not infinite.
+    probabilities[0..classes].copy_from_slice(&[0.0, 1.0, 0.0, 0.0, 0.0]);
+    let mut truth: Vec<u32> = (0..samples)
+        .map(|_| (rng.next_u64() % classes as u64) as u32)
+        .collect();
+    truth[0] = 0;
+    let metrics = Metrics::of(&probabilities, classes, &truth).expect("metrics");
+    let mut right = 0;
+    let mut loss = 0.0f64;
+    let mut confusion = vec![vec![0u64; classes]; classes];
+    for (row, &want) in probabilities.chunks(classes).zip(&truth) {
+        let mut best = 0;
+        for class in 0..classes {
+            if row[class] > row[best] {
+                best = class;
+            }
+        }
+        right += usize::from(best == want as usize);
+        confusion[want as usize][best] += 1;
+        loss -= (row[want as usize] as f64).max(f32::EPSILON as f64).ln();
+    }
+    assert_eq!(metrics.confusion, confusion);
+    assert_eq!(metrics.accuracy, right as f64 / samples as f64);
+    assert!((metrics.log_loss - loss / samples as f64).abs() < 1e-9);
+    assert_eq!(most_probable(&probabilities, classes).len(), samples);
+    assert!(Metrics::of(&probabilities, classes, &truth[1..]).is_err());
+    assert!(Metrics::of(&probabilities, classes, &vec![9; samples]).is_err());
+}
+
+fn small_config(epochs: usize) -> FitConfig {
+    FitConfig {
+        hidden: vec![9],
+        epochs,
+        batch: 16,
+        optimizer: OptimizerKind::Adam,
+        lr: 0.01,
+        seed: 11,
+        ..FitConfig::default()
+    }
+}
+
+per_backend!(a_fit_learns_blobs_whose_scale_only_standardisation_removes);
+fn a_fit_learns_blobs_whose_scale_only_standardisation_removes(backend: &Backend) {
+    let mut rng = Rng::fresh("fit-blobs");
+    let (features, classes) = (3, 3);
+    let (x, y) = blobs(&mut rng, 240, features, classes);
+    let session = backend.poisoned();
+    let train = Samples {
+        inputs: &x,
+        features,
+        labels: Labels::Classes(&y),
+    };
+    let mut config = small_config(25);
+    config.val_split = 0.25;
+    let mut trainer = Trainer::new(&session, config, classes, train, None).expect("a trainer");
+    trainer.run().expect("fit");
+    let last = trainer.history().last().expect("epochs ran").clone();
+    assert_eq!(trainer.history().len(), 25);
+    assert!(last.accuracy > 0.9, "{last:?}");
+    assert!(last.val_accuracy.expect("a split") > 0.85, "{last:?}");
+    // The statistics are the training rows', not the validation rows'.
+    let standardizer = trainer.standardizer().expect("standardised");
+    let kept = {
+        let held = wgcompute::data::held_out_count(240, 0.25).expect("split");
+        wgcompute::data::shuffled_order(240, 11, u64::MAX)[held..].to_vec()
+    };
+    let reference = Standardizer::fit(&x, features, Some(&kept)).expect("fit");
+    assert_eq!(standardizer, &reference);
+    // Prediction standardises as training did.
+    let probabilities =
+        predict_probabilities(&session, trainer.model(), Some(standardizer), &x).expect("predict");
+    let metrics = Metrics::of(&probabilities, classes, &y).expect("metrics");
+    assert!(metrics.accuracy > 0.85, "{metrics:?}");
+}
+
+per_backend!(early_stopping_restores_the_best_epoch_bit_for_bit);
+fn early_stopping_restores_the_best_epoch_bit_for_bit(backend: &Backend) {
+    let mut rng = Rng::fresh("early-stopping");
+    let (features, classes) = (4, 2);
+    let (x, y) = blobs(&mut rng, 128, features, classes);
+    // The validation labels contradict the training labels: validation loss rises as training succeeds, so the
+    // best epoch is the first.
+    let flipped: Vec<u32> = y.iter().map(|&class| 1 - class).collect();
+    let session = backend.poisoned();
+    let samples = || Samples {
+        inputs: &x,
+        features,
+        labels: Labels::Classes(&y),
+    };
+    let validation = Samples {
+        inputs: &x,
+        features,
+        labels: Labels::Classes(&flipped),
+    };
+    let mut config = small_config(30);
+    config.early_stopping = Some(EarlyStopping::new(3));
+    let mut stopped =
+        Trainer::new(&session, config, classes, samples(), Some(validation)).expect("a trainer");
+    stopped.run().expect("fit");
+    let history = stopped.history();
+    assert!(stopped.stopped_early());
+    assert_eq!(stopped.best_epoch(), Some(1), "{history:#?}");
+    assert_eq!(history.len(), 4, "patience 3 after the best epoch 1");
+    assert!(history[0].best && history[1..].iter().all(|epoch| !epoch.best));
+    let rising = history
+        .windows(2)
+        .all(|pair| pair[1].val_loss.expect("validated") > pair[0].val_loss.expect("validated"));
+    assert!(rising, "{history:#?}");
+
+    let mut one_epoch =
+        Trainer::new(&session, small_config(1), classes, samples(), None).expect("a trainer");
+    one_epoch.run().expect("fit");
+    assert_eq!(parameters_of(&stopped), parameters_of(&one_epoch));
+    // A finished early-stopped fit cannot be resumed: its weights are the best epoch's, not the trajectory's.
+    let bytes = stopped.checkpoint_bytes(&[]).expect("bytes");
+    let path = std::env::temp_dir().join(format!(
+        "wgcompute-stopped-{}-{}.safetensors",
+        std::process::id(),
+        backend.is_gl()
+    ));
+    std::fs::write(&path, bytes).expect("write");
+    let file = Checkpoint::read(&path).expect("read");
+    assert_eq!(SavedFit::read(&file).expect("saved").stopped, Some(true));
+    let mut config = small_config(40);
+    config.early_stopping = Some(EarlyStopping::new(3));
+    let refused = Trainer::resume(&session, &file, config, samples(), Some(validation));
+    assert!(matches!(refused, Err(Error::Checkpoint { .. })));
+    std::fs::remove_file(&path).ok();
+}
+
+per_backend!(the_plateau_schedule_lowers_the_rate_as_its_rule_says);
+fn the_plateau_schedule_lowers_the_rate_as_its_rule_says(backend: &Backend) {
+    let mut rng = Rng::fresh("plateau");
+    let (features, classes) = (3, 3);
+    let (x, y) = blobs(&mut rng, 96, features, classes);
+    // Contradicting validation labels again: the validation loss stops improving, so the rate falls.
+    let shifted: Vec<u32> = y.iter().map(|&class| (class + 1) % 3).collect();
+    let session = backend.poisoned();
+    let train = Samples {
+        inputs: &x,
+        features,
+        labels: Labels::Classes(&y),
+    };
+    let validation = Samples {
+        inputs: &x,
+        features,
+        labels: Labels::Classes(&shifted),
+    };
+    let mut config = small_config(12);
+    config.schedule = Schedule::Plateau {
+        factor: 0.5,
+        patience: 1,
+        min_lr: 0.004,
+    };
+    let mut trainer =
+        Trainer::new(&session, config, classes, train, Some(validation)).expect("a trainer");
+    trainer.run().expect("fit");
+    // Replays the rule on the recorded validation losses.
+    let (mut lr, mut best, mut bad) = (0.01f32, None::<f64>, 0usize);
+    let mut lowered = false;
+    for record in trainer.history() {
+        assert_eq!(record.lr, lr, "epoch {}", record.epoch);
+        let loss = record.val_loss.expect("validated");
+        match best {
+            Some(b) if loss >= b * (1.0 - wgcompute::fit::PLATEAU_THRESHOLD) => {
+                bad += 1;
+                if bad > 1 {
+                    lr = ((lr as f64 * 0.5).max(0.004)) as f32;
+                    bad = 0;
+                    lowered = true;
+                }
+            }
+            _ => {
+                best = Some(loss);
+                bad = 0;
+            }
+        }
+    }
+    assert!(lowered, "{:#?}", trainer.history());
+}
+
+per_backend!(a_resumed_fit_equals_an_uninterrupted_one);
+fn a_resumed_fit_equals_an_uninterrupted_one(backend: &Backend) {
+    let mut rng = Rng::fresh("resume");
+    let (features, classes) = (5, 3);
+    let (x, y) = blobs(&mut rng, 101, features, classes);
+    let session: Session = backend.poisoned();
+    let train = || Samples {
+        inputs: &x,
+        features,
+        labels: Labels::Classes(&y),
+    };
+    let mut config = small_config(6);
+    config.val_split = 0.2;
+    config.schedule = Schedule::Plateau {
+        factor: 0.5,
+        patience: 0,
+        min_lr: 0.0,
+    };
+    config.early_stopping = Some(EarlyStopping {
+        monitor: Monitor::ValLoss,
+        patience: 50,
+        min_delta: 0.0,
+        restore_best: true,
+    });
+    let mut whole =
+        Trainer::new(&session, config.clone(), classes, train(), None).expect("trainer");
+    whole.run().expect("fit");
+
+    let mut first =
+        Trainer::new(&session, config.clone(), classes, train(), None).expect("trainer");
+    for _ in 0..3 {
+        first.epoch(|_| ()).expect("epoch");
+    }
+    let path = std::env::temp_dir().join(format!(
+        "wgcompute-resume-{}-{}.safetensors",
+        std::process::id(),
+        backend.is_gl()
+    ));
+    std::fs::write(&path, first.checkpoint_bytes(&[]).expect("bytes")).expect("write");
+    drop(first);
+    let file = Checkpoint::read(&path).expect("read");
+    let saved = SavedFit::read(&file).expect("saved");
+    assert_eq!(saved.epochs_done, Some(3));
+    assert_eq!(saved.schedule, Some(config.schedule));
+    assert_eq!(saved.early_stopping, Some(config.early_stopping));
+    let mut resumed = Trainer::resume(&session, &file, config, train(), None).expect("resume");
+    resumed.run().expect("fit");
+    std::fs::remove_file(&path).ok();
+
+    assert_eq!(resumed.epochs_done(), 6);
+    assert_eq!(parameters_of(&resumed), parameters_of(&whole));
+    let figures = |trainer: &Trainer| -> Vec<(usize, f32, u64, Option<u64>, bool)> {
+        trainer
+            .history()
+            .iter()
+            .map(|record| {
+                (
+                    record.epoch,
+                    record.lr,
+                    record.loss.to_bits(),
+                    record.val_loss.map(f64::to_bits),
+                    record.best,
+                )
+            })
+            .collect()
+    };
+    assert_eq!(figures(&resumed), figures(&whole));
+    assert_eq!(resumed.best_epoch(), whole.best_epoch());
+}
+
+per_backend!(bad_fits_are_refused_before_any_work_and_the_session_goes_on);
+fn bad_fits_are_refused_before_any_work_and_the_session_goes_on(backend: &Backend) {
+    let session = backend.poisoned();
+    let x = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0];
+    let ids = [0u32, 1, 0];
+    let train = Samples {
+        inputs: &x,
+        features: 2,
+        labels: Labels::Classes(&ids),
+    };
+    let refused = |config: FitConfig, classes: usize, validation: Option<Samples<'_>>| {
+        Trainer::new(&session, config, classes, train, validation).is_err()
+    };
+    assert!(refused(
+        FitConfig {
+            epochs: 0,
+            ..small_config(1)
+        },
+        2,
+        None
+    ));
+    assert!(refused(
+        FitConfig {
+            lr: 0.0,
+            ..small_config(1)
+        },
+        2,
+        None
+    ));
+    assert!(refused(small_config(1), 1, None));
+    // Early stopping on validation loss without a validation set.
+    assert!(refused(
+        FitConfig {
+            early_stopping: Some(EarlyStopping::new(2)),
+            ..small_config(2)
+        },
+        2,
+        None
+    ));
+    // A validation set and a split at once.
+    assert!(refused(
+        FitConfig {
+            val_split: 0.3,
+            ..small_config(1)
+        },
+        2,
+        Some(train)
+    ));
+    let nan = [f32::NAN, 1.0, 2.0, 3.0, 4.0, 5.0];
+    assert!(Trainer::new(
+        &session,
+        small_config(1),
+        2,
+        Samples {
+            inputs: &nan,
+            ..train
+        },
+        None
+    )
+    .is_err());
+    let mut trainer = Trainer::new(&session, small_config(1), 2, train, None).expect("a good fit");
+    trainer.run().expect("it trains");
+    assert!(
+        trainer.epoch(|_| ()).is_err(),
+        "a finished fit runs no epoch"
+    );
+}
+
+per_backend!(a_checkpoint_keeps_the_standardisation_and_refuses_halves_of_the_extras);
+fn a_checkpoint_keeps_the_standardisation_and_refuses_halves_of_the_extras(backend: &Backend) {
+    let mut rng = Rng::fresh("fit-extras");
+    let (features, classes) = (3, 2);
+    let (x, y) = blobs(&mut rng, 40, features, classes);
+    let session = backend.poisoned();
+    let train = Samples {
+        inputs: &x,
+        features,
+        labels: Labels::Classes(&y),
+    };
+    let mut config = small_config(3);
+    config.val_split = 0.25;
+    config.early_stopping = Some(EarlyStopping::new(5));
+    let mut trainer = Trainer::new(&session, config, classes, train, None).expect("a trainer");
+    trainer.epoch(|_| ()).expect("an epoch");
+    let dir = tempfile::tempdir().expect("a scratch directory");
+    let whole = dir.path().join("whole.safetensors");
+    std::fs::write(&whole, trainer.checkpoint_bytes(&[]).expect("bytes")).expect("write");
+    let file = Checkpoint::read(&whole).expect("read");
+    let (mean, scale) = file.standardization().expect("read").expect("standardised");
+    let standardizer = trainer.standardizer().expect("standardised");
+    assert_eq!(
+        (mean.as_slice(), scale.as_slice()),
+        (standardizer.mean(), standardizer.scale())
+    );
+    let best = file.best_parameters(&session).expect("read").expect("kept");
+    assert_eq!(best.len(), 4);
+
+    // The same file with one tensor of each extra left out, through the generic writer.
+    let metadata: Vec<(&str, String)> = file
+        .metadata()
+        .iter()
+        .map(|(key, value)| (key.as_str(), value.clone()))
+        .collect();
+    let names = file.names().expect("names");
+    let tensors: Vec<(String, wgcompute::Tensor)> = names
+        .iter()
+        .map(|name| (name.clone(), file.tensor(&session, name).expect("a tensor")))
+        .collect();
+    for left_out in ["standardize.scale", "best.layers.1.bias"] {
+        let kept: Vec<(&str, &wgcompute::Tensor)> = tensors
+            .iter()
+            .filter(|(name, _)| name != left_out)
+            .map(|(name, tensor)| (name.as_str(), tensor))
+            .collect();
+        let path = dir.path().join("half.safetensors");
+        wgcompute::checkpoint::save_tensors(&path, &kept, &metadata).expect("write");
+        match Checkpoint::read(&path) {
+            Err(Error::Checkpoint { message, .. }) => {
+                assert!(message.contains(left_out), "{left_out}: {message}")
+            }
+            Err(other) => panic!("{left_out}: {other}"),
+            Ok(_) => panic!("{left_out}: a file missing it was read"),
+        }
+    }
+    // A scale of 0 would divide by zero.
+    let zero = session.zeros(&[features]).expect("zeros");
+    let altered: Vec<(&str, &wgcompute::Tensor)> = tensors
+        .iter()
+        .map(|(name, tensor)| {
+            if name == "standardize.scale" {
+                (name.as_str(), &zero)
+            } else {
+                (name.as_str(), tensor)
+            }
+        })
+        .collect();
+    let path = dir.path().join("zero.safetensors");
+    wgcompute::checkpoint::save_tensors(&path, &altered, &metadata).expect("write");
+    assert!(matches!(
+        Checkpoint::read(&path),
+        Err(Error::Checkpoint { .. })
+    ));
+}
