@@ -775,6 +775,7 @@ pub struct EpochRecord {
     pub accuracy: f64,
     pub val_loss: Option<f64>,
     pub val_accuracy: Option<f64>,
+    /// Wall-clock time of the epoch; 0 for an epoch read back from a checkpoint, which keeps no times.
     pub seconds: f64,
     /// Whether the monitored figure improved on every earlier epoch (with early stopping).
     pub best: bool,
@@ -849,6 +850,8 @@ pub mod keys {
     pub const STOPPING_BEST: &str = "fit.early_stopping.best";
     pub const STOPPING_BEST_EPOCH: &str = "fit.early_stopping.best_epoch";
     pub const STOPPING_BAD_EPOCHS: &str = "fit.early_stopping.bad_epochs";
+    /// "true" once the fit has ended with early stopping or with an earlier epoch's weights restored: no
+    /// trajectory goes on from its model.
     pub const STOPPED: &str = "fit.stopped";
     pub const HISTORY: &str = "fit.history";
 }
@@ -996,6 +999,8 @@ pub struct Trainer {
     history: Vec<EpochRecord>,
     stopped: bool,
     finished: bool,
+    /// Whether `finish` gave the model an earlier epoch's weights: the trajectory cannot go on from them.
+    restored: bool,
 }
 
 /// The training and validation sets on the device, standardised as `standardizer` says.
@@ -1165,6 +1170,7 @@ impl Trainer {
             history: Vec::new(),
             stopped: false,
             finished: false,
+            restored: false,
         })
     }
 
@@ -1190,8 +1196,9 @@ impl Trainer {
         };
         if saved.stopped == Some(true) {
             return refuse(
-                "its fit stopped early and holds the best epoch's weights, so there is no trajectory to go on \
-                 with; start a new fit, or load the model to use it"
+                "its fit ended holding its best epoch's weights (early stopping restored them), so there is no \
+                 trajectory to go on with; start a new fit, resume a checkpoint written during it \
+                 (--checkpoint-every), or load the model to use it"
                     .to_string(),
             );
         }
@@ -1252,6 +1259,15 @@ impl Trainer {
             (None, true) => ValidationSource::Split,
             (None, false) => ValidationSource::None,
         };
+        if let Some(stopping) = &config.early_stopping {
+            if stopping.monitor.needs_validation() && source == ValidationSource::None {
+                return Err(invalid(
+                    "early stopping",
+                    format!("monitor={}", stopping.monitor.name()),
+                    "a validation set or split to monitor (or monitor=loss)",
+                ));
+            }
+        }
         let standardizer = standardization
             .map(|(mean, scale)| Standardizer::from_parts(mean, scale))
             .transpose()?;
@@ -1344,6 +1360,7 @@ impl Trainer {
             history,
             stopped: false,
             finished: false,
+            restored: false,
         })
     }
 
@@ -1494,6 +1511,7 @@ impl Trainer {
                     for (parameter, best) in self.model.parameters().iter().zip(best) {
                         parameter.copy_from(best)?;
                     }
+                    self.restored = true;
                 }
             }
         }
@@ -1581,12 +1599,23 @@ impl Trainer {
                 keys::SCHEDULE_BAD_EPOCHS,
                 self.schedule.bad_epochs.to_string(),
             ),
-            (keys::STOPPED, (self.finished && self.stopped).to_string()),
+            (
+                keys::STOPPED,
+                (self.finished && (self.stopped || self.restored)).to_string(),
+            ),
+            // Without the wall-clock seconds (written as 0), so that one fit writes the same bytes however it
+            // was run: straight through, checkpointed on the way, suspended, or resumed.
             (
                 keys::HISTORY,
                 self.history
                     .iter()
-                    .map(EpochRecord::encode)
+                    .map(|record| {
+                        EpochRecord {
+                            seconds: 0.0,
+                            ..record.clone()
+                        }
+                        .encode()
+                    })
                     .collect::<Vec<_>>()
                     .join(";"),
             ),

@@ -1,27 +1,31 @@
-//! `wgcompute fit` and `wgcompute predict`: a classifier trained on a dataset (epochs of shuffled minibatches
-//! drawn on the device, an optional validation split) and saved as a safetensors checkpoint; then class
-//! probabilities and ids for new inputs from that checkpoint. Inputs are read and checked before a session
-//! opens; outputs are written all or none at the end (and, with `--checkpoint-every`, the model also after
-//! every N epochs, whole each time).
+//! `wgcompute fit` and `wgcompute predict` over the library's training loop (`wgcompute::fit`): this file reads
+//! and checks the files, resolves the flags against the checkpoint a fit resumes, shows progress, suspends and
+//! checkpoints on the way, and writes and prints the results. Standardisation, the validation set, learning-rate
+//! schedules, early stopping, the label mapping and the metrics are the library's, shared with the Python
+//! estimator. Inputs are read and checked before a session opens; outputs are written all or none at the end
+//! (and, with `--checkpoint-every`, the model also after every N epochs, whole each time).
 
 use std::fmt::Display;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use wgcompute::checkpoint::{self, Checkpoint};
-use wgcompute::data::{
-    check_batch_size, check_split_fraction, held_out_count, Dataset, Figures, Labels,
+use wgcompute::checkpoint::Checkpoint;
+use wgcompute::data::{check_batch_size, check_split_fraction, held_out_count, Labels, Progress};
+use wgcompute::fit::{
+    keys, most_probable, predict_probabilities, ClassLabels, EarlyStopping, EpochRecord, FitConfig,
+    Metrics, Monitor, Samples, SavedFit, Schedule, Standardizer, Trainer, ValidationSource,
+    MAX_EPOCHS,
 };
 use wgcompute::train::{SuspendEvery, Suspension};
 use wgcompute::{Mlp, OptimizerKind, Session};
 
 use crate::npy::{Array, IntArray};
-use crate::outputs::{Contents, Outputs};
+use crate::outputs::{same_file, Contents, Outputs};
+use crate::plot::{self, Panel, Series};
 use crate::GlobalOptions;
 
 /// `--optimizer`: the library's names, listed in the help and checked by clap.
@@ -31,20 +35,19 @@ fn optimizer_kind() -> impl clap::builder::TypedValueParser<Value = OptimizerKin
         .try_map(|name| name.parse::<OptimizerKind>())
 }
 
-/// Rows evaluated or predicted per batch: bounds the device memory of inference, whatever the dataset.
-const INFERENCE_BATCH: usize = 4096;
-/// More epochs than this would outlast any machine (a billion passes at a millisecond each are eleven days);
-/// the bound keeps every count derived from it far from overflow.
-const MAX_EPOCHS: usize = 1_000_000_000;
-/// Class ids at or above this are refused (an id is a width of the output layer).
-const MAX_CLASSES: i64 = 1 << 20;
+/// More distinct labels than this are refused: each class is a unit of the output layer, and a label file of
+/// that many distinct values is far more likely a column of measurements than of classes.
+const MAX_CLASSES: usize = 1 << 20;
+/// A new fit's hidden layers when `--hidden` is not given.
+const DEFAULT_HIDDEN: usize = 128;
 
 #[derive(Args)]
 pub struct FitArgs {
     /// Inputs, [N, features] float32.
     #[arg(long)]
     inputs: PathBuf,
-    /// Labels: [N] integer class ids (any integer dtype) or [N, classes] float32 target rows.
+    /// Labels: [N] integer labels (any integer dtype, any values: 1..3 or -5,7,100 become classes in increasing
+    /// order, and predict gives them back) or [N, classes] float32 target rows.
     #[arg(long)]
     labels: PathBuf,
     /// Where to write the trained model, a safetensors file (with the optimizer's state, for --resume).
@@ -60,26 +63,52 @@ pub struct FitArgs {
     /// Samples per minibatch. Default: 64, or the resumed fit's.
     #[arg(long)]
     batch: Option<usize>,
-    /// Learning rate. Default: 0.001 for adam and adamw, 0.01 for sgd (with momentum 0.9), or the resumed fit's.
+    /// Learning rate (where a schedule starts from). Default: 0.001 for adam and adamw, 0.01 for sgd (with
+    /// momentum 0.9), or the resumed fit's.
     #[arg(long)]
     lr: Option<f32>,
     /// The optimizer: adam, adamw (decoupled weight decay 0.01) or sgd (momentum 0.9). Default: adam, or the
     /// resumed fit's.
     #[arg(long, value_parser = optimizer_kind())]
     optimizer: Option<OptimizerKind>,
-    /// Fraction of the samples (drawn at random by --seed) held out to measure validation loss and accuracy.
-    /// Default: 0, or the resumed fit's.
-    #[arg(long)]
+    /// Fraction of the samples (drawn at random by --seed) held out to measure validation loss and accuracy
+    /// after every epoch. Default: 0, or the resumed fit's.
+    #[arg(long, conflicts_with = "val_inputs")]
     val_split: Option<f64>,
+    /// A separate validation set, [M, features] float32, measured after every epoch (instead of --val-split).
+    #[arg(long, value_name = "X.npy", requires = "val_labels")]
+    val_inputs: Option<PathBuf>,
+    /// The labels of --val-inputs, in the terms of --labels: [M] integer labels or [M, classes] float32 rows.
+    #[arg(long, value_name = "Y.npy", requires = "val_inputs")]
+    val_labels: Option<PathBuf>,
     /// Seed of the weights, the validation split and each epoch's order. Default: 1, or the resumed fit's.
     #[arg(long)]
     seed: Option<u64>,
-    /// Continue training a model saved by fit: its architecture, optimizer state and settings (--lr, --batch,
-    /// --seed, --val-split), so the result is the one an uninterrupted fit gives. It may be --save itself.
+    /// Train on the inputs as they are. By default each feature is standardised, (x - mean) / std, with the
+    /// statistics of the training rows, which the model keeps and predict applies. A resumed fit does as its
+    /// checkpoint did.
+    #[arg(long)]
+    no_standardize: bool,
+    /// How the learning rate changes from --lr between epochs: constant | step:every=10,factor=0.5 (lr times
+    /// factor every N epochs) | cosine:min_lr=0 (from lr down to min_lr over --epochs) |
+    /// plateau:factor=0.1,patience=10,min_lr=0 (lr times factor once the validation loss, else the training
+    /// loss, has not improved for more than patience epochs). Settings left out take these defaults. Default:
+    /// constant, or the resumed fit's.
+    #[arg(long, value_name = "SPEC")]
+    schedule: Option<String>,
+    /// Stop once the monitored figure has not improved by more than min_delta for patience epochs, and save the
+    /// weights of its best epoch: monitor=val_loss,patience=10,min_delta=0,restore_best=true (monitor: val_loss,
+    /// val_accuracy or loss), settings left out taking these defaults; alone, all of them; `none` to turn it
+    /// off. Default: off, or the resumed fit's.
+    #[arg(long, value_name = "SPEC", num_args = 0..=1, default_missing_value = "")]
+    early_stopping: Option<String>,
+    /// Continue training a model saved by fit: its architecture, optimizer state, standardisation, label classes
+    /// and settings (--lr, --batch, --seed, validation, --schedule, --early-stopping and where they stood), so
+    /// the result is the one an uninterrupted fit gives. It may be --save itself.
     #[arg(long)]
     resume: Option<PathBuf>,
-    /// With --resume: let --lr, --batch, --seed or --val-split differ from the resumed fit's (the training then
-    /// leaves the trajectory it was on).
+    /// With --resume: let --lr, --batch, --seed, the validation, --schedule or --early-stopping differ from the
+    /// resumed fit's (the training then leaves the trajectory it was on).
     #[arg(long = "override", requires = "resume")]
     override_settings: bool,
     /// Suspend the session after every K steps (all tensors to host memory, every byte of device memory
@@ -91,6 +120,10 @@ pub struct FitArgs {
     /// leave its temporary (.NAME.*.tmp) beside --save.
     #[arg(long, value_name = "N")]
     checkpoint_every: Option<usize>,
+    /// Also write an SVG of the loss and the accuracy per epoch, training and validation (a resumed fit's
+    /// earlier epochs included), with --save at the end.
+    #[arg(long, value_name = "CURVES.svg")]
+    plot: Option<PathBuf>,
     /// Print one JSON document with the per-epoch figures instead of lines.
     #[arg(long)]
     json: bool,
@@ -101,16 +134,17 @@ pub struct PredictArgs {
     /// A model saved by `wgcompute fit`.
     #[arg(long)]
     model: PathBuf,
-    /// Inputs, [N, features] float32.
+    /// Inputs, [N, features] float32, as fit took them (the model standardises them as it was trained to).
     #[arg(long)]
     inputs: PathBuf,
-    /// Where to write the class probabilities, [N, classes] float32.
+    /// Where to write the class probabilities, [N, classes] float32, classes in increasing order of label.
     #[arg(short, long)]
     output: PathBuf,
-    /// Where to write the most probable class of each sample, [N] int64.
+    /// Where to write the most probable class of each sample, [N] int64, as the label fit was given for it.
     #[arg(long)]
     classes: Option<PathBuf>,
-    /// True labels ([N] integer ids or [N, classes] float32), to print the accuracy.
+    /// True labels, in fit's terms ([N] integer labels or [N, classes] float32 rows), to measure the accuracy,
+    /// the log-loss and (with --json) the confusion matrix.
     #[arg(long)]
     labels: Option<PathBuf>,
     /// Print one JSON document instead of a summary.
@@ -118,51 +152,90 @@ pub struct PredictArgs {
     json: bool,
 }
 
-/// Labels as read: class ids or target rows.
+// ---------------------------------------------------------------------------------------------------------------
+// Reading and checking the files
+
+/// Labels as read: the user's integer labels, or target rows.
 enum LabelFile {
-    Ids(Vec<u32>),
+    Integers(Vec<i64>),
     Rows { classes: usize, data: Vec<f32> },
 }
 
-impl LabelFile {
-    /// The class count the labels need at least.
-    fn classes(&self) -> usize {
-        match self {
-            LabelFile::Ids(ids) => ids.iter().max().map_or(0, |&max| max as usize + 1),
-            LabelFile::Rows { classes, .. } => *classes,
-        }
-    }
+/// Labels as the library takes them: class ids below the model's class count, or target rows of its width.
+enum ClassTargets {
+    Ids(Vec<u32>),
+    Rows(Vec<f32>),
+}
 
-    /// Refuses labels that do not fit a model of `classes` outputs: an id at or past them, or target rows of
-    /// another width.
-    fn expect_classes(&self, path: &Path, classes: usize, model: &str) -> Result<()> {
+impl ClassTargets {
+    fn labels(&self) -> Labels<'_> {
         match self {
-            LabelFile::Rows { classes: width, .. } if *width != classes => bail!(
-                "{} holds rows of {width} targets, but {model} has {classes} classes; give one target per class",
-                path.display()
-            ),
-            _ if self.classes() > classes => bail!(
-                "{} needs {} classes but {model} has {classes}",
-                path.display(),
-                self.classes()
-            ),
-            _ => Ok(()),
+            ClassTargets::Ids(ids) => Labels::Classes(ids),
+            ClassTargets::Rows(rows) => Labels::Probabilities(rows),
         }
     }
 
     /// The class of each sample: its id, or its row's largest target (the first on ties).
-    fn class_of_each(&self) -> Vec<usize> {
+    fn class_of_each(&self, classes: usize) -> Vec<u32> {
         match self {
-            LabelFile::Ids(ids) => ids.iter().map(|&id| id as usize).collect(),
-            LabelFile::Rows { classes, data } => data
-                .chunks(*classes)
-                .map(|row| {
-                    row.iter().enumerate().fold(
-                        0,
-                        |best, (index, &value)| if value > row[best] { index } else { best },
+            ClassTargets::Ids(ids) => ids.clone(),
+            ClassTargets::Rows(rows) => most_probable(rows, classes),
+        }
+    }
+}
+
+impl LabelFile {
+    /// The classes a new fit learns from these labels: the distinct integer labels, or one per target column.
+    fn classes(&self, path: &Path) -> Result<ClassLabels> {
+        match self {
+            LabelFile::Rows { classes, .. } => Ok(ClassLabels::identity(*classes)),
+            LabelFile::Integers(labels) => {
+                let mut distinct = labels.clone();
+                distinct.sort_unstable();
+                distinct.dedup();
+                match distinct[..] {
+                    [] => bail!("{} holds no labels", path.display()),
+                    [only] => bail!(
+                        "{} holds only the label {only}; a classifier needs at least 2 distinct labels",
+                        path.display()
+                    ),
+                    _ if distinct.len() > MAX_CLASSES => bail!(
+                        "{} holds {} distinct labels, more than the {MAX_CLASSES} classes fit takes; labels must be \
+                         classes, not measurements",
+                        path.display(),
+                        distinct.len()
+                    ),
+                    _ => Ok(ClassLabels::from_sorted(distinct)?),
+                }
+            }
+        }
+    }
+
+    /// These labels in the terms of a model of `classes`: each integer label its class id, refused if the
+    /// model has no class for it; target rows refused unless one per class. `model` names the model for errors.
+    fn targets(&self, path: &Path, classes: &ClassLabels, model: &str) -> Result<ClassTargets> {
+        match self {
+            LabelFile::Rows { classes: width, .. } if *width != classes.len() => bail!(
+                "{} holds rows of {width} targets, but {model} has {} classes; give one target per class",
+                path.display(),
+                classes.len()
+            ),
+            LabelFile::Rows { data, .. } => Ok(ClassTargets::Rows(data.clone())),
+            LabelFile::Integers(labels) => match classes.ids(labels) {
+                Ok(ids) => Ok(ClassTargets::Ids(ids)),
+                Err(_) => {
+                    let (index, label) = labels
+                        .iter()
+                        .enumerate()
+                        .find(|(_, label)| classes.ids(&[**label]).is_err())
+                        .map_or((0, 0), |(index, &label)| (index, label));
+                    bail!(
+                        "{} holds the label {label} at index {index}, but {model} has no class for it: its classes \
+                         are the labels {classes}",
+                        path.display()
                     )
-                })
-                .collect(),
+                }
+            },
         }
     }
 }
@@ -183,41 +256,28 @@ fn read_inputs(path: &Path) -> Result<(Array, usize, usize)> {
     Ok((inputs, samples, features))
 }
 
-/// Reads labels for `samples` samples: [N] integer ids, or [N, classes] float32 rows.
+/// Reads labels for `samples` samples: [N] integer labels, or [N, classes] float32 rows.
 fn read_labels(path: &Path, samples: usize) -> Result<LabelFile> {
     let labels = match IntArray::read(path) {
-        Ok(ids) => {
-            if ids.shape != [samples] {
+        Ok(labels) => {
+            if labels.shape != [samples] {
                 bail!(
-                    "{} {:?} must hold one class id per sample: [{samples}]",
-                    ids.path.display(),
-                    ids.shape
+                    "{} {:?} must hold one label per sample: [{samples}]",
+                    labels.path.display(),
+                    labels.shape
                 );
             }
-            if let Some((index, id)) = ids
-                .data
-                .iter()
-                .enumerate()
-                .find(|(_, &id)| !(0..MAX_CLASSES).contains(&id))
-            {
-                bail!(
-                    "{} holds class id {id} at index {index}; ids must be from 0 to {}",
-                    ids.path.display(),
-                    MAX_CLASSES - 1
-                );
-            }
-            LabelFile::Ids(ids.data.iter().map(|&id| id as u32).collect())
+            LabelFile::Integers(labels.data)
         }
         Err(as_integers) => {
             let Ok(rows) = Array::read(path) else {
                 return Err(as_integers.context(
-                    "labels must be integer class ids [N] (any integer dtype) or float32 rows [N, classes]",
+                    "labels must be integer labels [N] (any integer dtype) or float32 rows [N, classes]",
                 ));
             };
             let [count, classes] = rows.shape[..] else {
                 bail!(
-                    "{} is float32, so it must be target rows [samples, classes]; class ids must be an integer \
-                     dtype",
+                    "{} is float32, so it must be target rows [samples, classes]; labels must be an integer dtype",
                     rows.described()
                 );
             };
@@ -230,7 +290,7 @@ fn read_labels(path: &Path, samples: usize) -> Result<LabelFile> {
             if classes < 2 {
                 bail!(
                     "{} has {classes} target per row, but softmax cross-entropy needs at least 2 classes: give \
-                     rows [{samples}, classes] with 2 or more, or integer class ids [{samples}]",
+                     rows [{samples}, classes] with 2 or more, or integer labels [{samples}]",
                     rows.described()
                 );
             }
@@ -245,121 +305,55 @@ fn read_labels(path: &Path, samples: usize) -> Result<LabelFile> {
     Ok(labels)
 }
 
-/// The whole dataset on the device, in file order.
-fn upload(
-    session: &Session,
-    inputs: &Array,
-    features: usize,
-    labels: &LabelFile,
-    classes: usize,
-) -> Result<Dataset> {
-    let dataset = match labels {
-        LabelFile::Ids(ids) => Dataset::upload(
-            session,
-            &inputs.data,
-            features,
-            Labels::Classes(ids),
-            classes,
+/// The label of each class of the model `file` holds: as fit saved them, or (a file from before labels were
+/// mapped, or from `checkpoint::save`) each class id its own label.
+fn model_classes(file: &Checkpoint, path: &Path, saved: &SavedFit) -> Result<ClassLabels> {
+    let sizes = file.sizes()?;
+    let outputs = *sizes.last().context("a model has an output width")?;
+    match &saved.classes {
+        None => Ok(ClassLabels::identity(outputs)),
+        Some(classes) if classes.len() == outputs => Ok(classes.clone()),
+        Some(classes) => bail!(
+            "{}: its metadata '{}' names {} classes but its model has {outputs} outputs; the file disagrees with \
+             itself (altered, or not written by `wgcompute fit`)",
+            path.display(),
+            keys::CLASSES,
+            classes.len()
         ),
-        LabelFile::Rows { data, .. } => Dataset::upload(
-            session,
-            &inputs.data,
-            features,
-            Labels::Probabilities(data),
-            classes,
-        ),
-    };
-    Ok(dataset?)
-}
-
-#[derive(serde::Serialize)]
-struct EpochReport {
-    epoch: usize,
-    loss: f64,
-    accuracy: f64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    val_loss: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    val_accuracy: Option<f64>,
-    seconds: f64,
-    /// Whether --save was written after this epoch (the last epoch's is written at the end, always).
-    #[serde(skip)]
-    checkpointed: bool,
-}
-
-impl EpochReport {
-    fn line(&self, epochs: usize) -> String {
-        let mut line = format!(
-            "epoch {}/{epochs}: loss {:.4}, accuracy {:.2}%",
-            self.epoch,
-            self.loss,
-            self.accuracy * 100.0
-        );
-        if let (Some(loss), Some(accuracy)) = (self.val_loss, self.val_accuracy) {
-            line.push_str(&format!(
-                ", val loss {loss:.4}, val accuracy {:.2}%",
-                accuracy * 100.0
-            ));
-        }
-        line.push_str(&format!(" ({:.2} s)", self.seconds));
-        line
     }
 }
 
-/// Metadata keys fit adds to the checkpoint: the epochs done, and the settings a resume goes on with.
-const EPOCHS_KEY: &str = "fit.epochs";
-const TARGET_EPOCHS_KEY: &str = "fit.target_epochs";
-const OPTIMIZER_KEY: &str = "fit.optimizer";
-const LR_KEY: &str = "fit.lr";
-const BATCH_KEY: &str = "fit.batch";
-const SEED_KEY: &str = "fit.seed";
-const VAL_SPLIT_KEY: &str = "fit.val_split";
+// ---------------------------------------------------------------------------------------------------------------
+// Resolving the settings
 
-/// What a fit trains with: from the flags, or from the checkpoint it resumes.
-struct Settings {
-    optimizer: OptimizerKind,
-    lr: f32,
-    batch: usize,
-    seed: u64,
-    val_split: f64,
-    /// The epoch count to reach.
-    target_epochs: usize,
-    /// Epochs the resumed model has trained already.
-    done_epochs: usize,
+/// An early-stopping setting as a flag gives it and a checkpoint records it: `none`, or the library's spelling.
+#[derive(Clone, Copy, PartialEq)]
+struct Stopping(Option<EarlyStopping>);
+
+impl Display for Stopping {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            None => f.write_str("none"),
+            Some(stopping) => stopping.fmt(f),
+        }
+    }
 }
 
-/// The checkpoint a fit resumes, for the settings it was trained with.
+/// Where the validation figures come from, as the flags say.
+enum ValidationFlags<'a> {
+    Split(Option<f64>),
+    Given { inputs: &'a Path },
+}
+
+/// The checkpoint a fit resumes and what it records of the fit that wrote it.
 struct Resumed<'a> {
     file: &'a Checkpoint,
     path: &'a Path,
+    saved: SavedFit,
 }
 
 impl Resumed<'_> {
-    /// The setting `key` as saved. It must read back exactly as fit writes it (the value's `Display`) and be
-    /// `valid`; anything else is an error naming the key, never a default. None where the file lacks the key.
-    fn saved<T: FromStr + Display>(
-        &self,
-        key: &str,
-        valid: impl Fn(&T) -> bool,
-    ) -> Result<Option<T>> {
-        let Some(text) = self.file.metadata().get(key) else {
-            return Ok(None);
-        };
-        match text.parse::<T>() {
-            Ok(value) if value.to_string() == *text && valid(&value) => Ok(Some(value)),
-            _ => {
-                let shown: String = text.chars().take(40).collect();
-                let cut = if shown.len() < text.len() { "…" } else { "" };
-                bail!(
-                    "{}: its metadata '{key}' is '{shown}{cut}', which fit never writes; the file was altered or \
-                     not written by `wgcompute fit`",
-                    self.path.display()
-                )
-            }
-        }
-    }
-
-    /// A resumed file without `key` cannot say what it was trained with: the flag must.
+    /// A resumed file that does not record a setting cannot say what it was trained with: the flag must.
     fn lacks(&self, flag: &str) -> anyhow::Error {
         anyhow::anyhow!(
             "{} does not record the {flag} it was trained with (it was saved by checkpoint::save or an older \
@@ -367,42 +361,77 @@ impl Resumed<'_> {
             self.path.display()
         )
     }
+
+    /// A flag that contradicts the checkpoint, refused.
+    fn differs(&self, flag: &str, given: impl Display, saved: impl Display) -> anyhow::Error {
+        anyhow::anyhow!(
+            "{flag} {given} differs from the {saved} that {} was trained with; leave {flag} out to go on as \
+             before, or add --override to change it",
+            self.path.display()
+        )
+    }
 }
 
 /// A training setting: the flag where given, else the resumed fit's, else `default` for a new fit. A flag that
-/// contradicts the checkpoint is refused unless `allow_change`.
-fn setting<T: FromStr + Display + PartialEq + Copy>(
+/// contradicts the checkpoint is refused unless `allow_change`; a checkpoint that lacks the setting needs the
+/// flag.
+fn setting<T: Display + PartialEq>(
     resumed: Option<&Resumed>,
-    (flag, key): (&str, &str),
+    flag: &str,
     given: Option<T>,
-    valid: impl Fn(&T) -> bool,
+    saved: impl FnOnce(&SavedFit) -> Option<T>,
     allow_change: bool,
     default: T,
 ) -> Result<T> {
     let Some(resumed) = resumed else {
         return Ok(given.unwrap_or(default));
     };
-    match (given, resumed.saved(key, valid)?) {
-        (Some(given), Some(saved)) if given != saved && !allow_change => bail!(
-            "{flag} {given} differs from the {saved} that {} was trained with; leave {flag} out to go on as \
-             before, or add --override to change it",
-            resumed.path.display()
-        ),
+    match (given, saved(&resumed.saved)) {
+        (Some(given), Some(saved)) if given != saved && !allow_change => {
+            Err(resumed.differs(flag, given, saved))
+        }
         (Some(given), _) => Ok(given),
         (None, Some(saved)) => Ok(saved),
         (None, None) => Err(resumed.lacks(flag)),
     }
 }
 
-impl Settings {
-    fn resolve(args: &FitArgs, file: Option<&Checkpoint>) -> Result<Settings> {
-        let resumed = file
-            .zip(args.resume.as_deref())
-            .map(|(file, path)| Resumed { file, path });
-        let resumed = resumed.as_ref();
+/// What a fit trains with, resolved from the flags and the checkpoint it resumes.
+struct Plan {
+    config: FitConfig,
+    /// Epochs the resumed fit has trained already.
+    done_epochs: usize,
+    /// Whether a separate validation set is measured (else the split of `config.val_split`, if above 0).
+    given_validation: bool,
+}
+
+fn parse_schedule(text: &str) -> Result<Schedule> {
+    text.parse::<Schedule>()
+        .with_context(|| format!("--schedule {text}"))
+}
+
+fn parse_stopping(text: &str) -> Result<Stopping> {
+    if text == "none" {
+        return Ok(Stopping(None));
+    }
+    let stopping = text
+        .parse::<EarlyStopping>()
+        .with_context(|| format!("--early-stopping {text}"))?;
+    Ok(Stopping(Some(stopping)))
+}
+
+impl Plan {
+    fn resolve(args: &FitArgs, resumed: Option<&Resumed>) -> Result<Plan> {
+        // The specs first: a misspelt one is refused before any file is read.
+        let schedule = args.schedule.as_deref().map(parse_schedule).transpose()?;
+        let stopping = args
+            .early_stopping
+            .as_deref()
+            .map(parse_stopping)
+            .transpose()?;
         let optimizer = match (args.optimizer, resumed) {
             (given, None) => given.unwrap_or(OptimizerKind::Adam),
-            (given, Some(resumed)) => match (given, resumed.saved(OPTIMIZER_KEY, |_| true)?) {
+            (given, Some(resumed)) => match (given, resumed.saved.optimizer) {
                 (Some(given), Some(saved)) if given != saved => bail!(
                     "{} was trained with --optimizer {saved}; resume it with the same optimizer",
                     resumed.path.display()
@@ -427,47 +456,68 @@ impl Settings {
         let change = args.override_settings;
         let lr = setting(
             resumed,
-            ("--lr", LR_KEY),
+            "--lr",
             args.lr,
-            |lr: &f32| lr.is_finite() && *lr > 0.0,
+            |saved| saved.lr,
             change,
             optimizer.default_lr(),
         )?;
         let batch = setting(
             resumed,
-            ("--batch", BATCH_KEY),
+            "--batch",
             args.batch,
-            |&batch: &usize| batch >= 1,
+            |saved| saved.batch,
             change,
             64,
         )?;
-        let seed = setting(
+        let seed = setting(resumed, "--seed", args.seed, |saved| saved.seed, change, 1)?;
+        let validation = match (&args.val_inputs, &args.val_labels) {
+            (Some(inputs), Some(_)) => ValidationFlags::Given { inputs },
+            _ => ValidationFlags::Split(args.val_split),
+        };
+        let (val_split, given_validation) = resolve_validation(resumed, &validation, change)?;
+        let schedule = setting(
             resumed,
-            ("--seed", SEED_KEY),
-            args.seed,
-            |_| true,
+            "--schedule",
+            schedule,
+            |saved| saved.schedule,
             change,
-            1,
+            Schedule::Constant,
         )?;
-        let val_split = setting(
+        let Stopping(early_stopping) = setting(
             resumed,
-            ("--val-split", VAL_SPLIT_KEY),
-            args.val_split,
-            |split: &f64| (0.0..1.0).contains(split),
+            "--early-stopping",
+            stopping,
+            |saved| saved.early_stopping.map(Stopping),
             change,
-            0.0,
+            Stopping(None),
         )?;
-        let epochs_in_range = |&epochs: &usize| (1..=MAX_EPOCHS).contains(&epochs);
-        let (target_epochs, done_epochs) = match resumed {
+        let standardize = match resumed {
+            None => !args.no_standardize,
+            Some(resumed) => {
+                // A file from before the setting was recorded says it by whether it holds the statistics.
+                let saved = match resumed.saved.standardize {
+                    Some(saved) => saved,
+                    None => resumed.file.standardization()?.is_some(),
+                };
+                if saved && args.no_standardize {
+                    bail!(
+                        "{}'s model was trained on standardised inputs and keeps their statistics, so a resumed \
+                         fit standardises as it did; leave --no-standardize out, or start a new fit",
+                        resumed.path.display()
+                    );
+                }
+                saved
+            }
+        };
+        let (epochs, done_epochs) = match resumed {
             None => (args.epochs.unwrap_or(10), 0),
             Some(resumed) => {
-                let target = match args.epochs {
+                let target = match args.epochs.or(resumed.saved.target_epochs) {
                     Some(epochs) => epochs,
-                    None => resumed
-                        .saved(TARGET_EPOCHS_KEY, epochs_in_range)?
-                        .ok_or_else(|| resumed.lacks("--epochs"))?,
+                    None => return Err(resumed.lacks("--epochs")),
                 };
-                let done = match resumed.saved(EPOCHS_KEY, |&done: &usize| done <= MAX_EPOCHS)? {
+                let done = match resumed.saved.epochs_done {
                     Some(done) => done,
                     // A model that has never been stepped has trained no epochs: a fact, not a default.
                     None if resumed.file.optimizer_steps().unwrap_or(0) == 0 => 0,
@@ -480,90 +530,413 @@ impl Settings {
                 (target, done)
             }
         };
-        if !epochs_in_range(&target_epochs) {
-            bail!("--epochs must be from 1 to {MAX_EPOCHS}; got {target_epochs}");
+        if !(1..=MAX_EPOCHS).contains(&epochs) {
+            bail!("--epochs must be from 1 to {MAX_EPOCHS}; got {epochs}");
         }
-        Ok(Settings {
+        optimizer.check_lr(lr).context("--lr")?;
+        check_batch_size(batch).context("--batch")?;
+        check_split_fraction(val_split).context("--val-split")?;
+        let hidden = match resumed {
+            Some(resumed) => {
+                let sizes = resumed.file.sizes()?;
+                let hidden = sizes[1..sizes.len() - 1].to_vec();
+                if !args.hidden.is_empty() && args.hidden != hidden {
+                    bail!(
+                        "--hidden {:?} differs from the hidden layers {hidden:?} of {}",
+                        args.hidden,
+                        resumed.path.display()
+                    );
+                }
+                hidden
+            }
+            None if args.hidden.is_empty() => vec![DEFAULT_HIDDEN],
+            None => args.hidden.clone(),
+        };
+        // Before the data is read; the model's input and output widths come with it and are checked then.
+        Mlp::check_sizes(&[&[1][..], &hidden, &[1]].concat()).context("--hidden")?;
+        let config = FitConfig {
+            hidden,
+            epochs,
+            batch,
             optimizer,
             lr,
-            batch,
             seed,
+            standardize,
             val_split,
-            target_epochs,
+            schedule,
+            early_stopping,
+        };
+        if let Some(stopping) = &config.early_stopping {
+            let watches_validation = stopping.monitor != Monitor::TrainLoss;
+            if watches_validation && val_split == 0.0 && !given_validation {
+                bail!(
+                    "--early-stopping monitors {}, which needs a validation set: give --val-split or --val-inputs \
+                     and --val-labels, or monitor=loss",
+                    stopping.monitor.name()
+                );
+            }
+        }
+        config.check()?;
+        Ok(Plan {
+            config,
             done_epochs,
+            given_validation,
         })
     }
+}
+
+/// The validation split and whether a separate set is given, from the flags and the resumed fit's record: a
+/// resumed fit measures what it measured before unless `allow_change`.
+fn resolve_validation(
+    resumed: Option<&Resumed>,
+    flags: &ValidationFlags,
+    allow_change: bool,
+) -> Result<(f64, bool)> {
+    let Some(resumed) = resumed else {
+        return Ok(match flags {
+            ValidationFlags::Given { .. } => (0.0, true),
+            ValidationFlags::Split(split) => (split.unwrap_or(0.0), false),
+        });
+    };
+    // A file from before separate sets were recorded was validated on its split, if any.
+    let saved_split = resumed.saved.val_split;
+    let source = resumed.saved.validation.or(saved_split.map(|split| {
+        if split > 0.0 {
+            ValidationSource::Split
+        } else {
+            ValidationSource::None
+        }
+    }));
+    match flags {
+        ValidationFlags::Given { inputs, .. } => {
+            if source != Some(ValidationSource::Given) && !allow_change {
+                let before = match (source, saved_split) {
+                    (Some(ValidationSource::Split), Some(split)) => {
+                        format!("held out --val-split {split} of its samples for validation")
+                    }
+                    _ => "was trained without a validation set".to_string(),
+                };
+                bail!(
+                    "--val-inputs {} is given, but {} {before}; leave --val-inputs out to go on as before, or add \
+                     --override to change it",
+                    inputs.display(),
+                    resumed.path.display()
+                );
+            }
+            Ok((0.0, true))
+        }
+        ValidationFlags::Split(split) => {
+            if source == Some(ValidationSource::Given) && !allow_change {
+                bail!(
+                    "{} was measured on a separate validation set every epoch; give --val-inputs and --val-labels \
+                     again to go on as before, or add --override to change it",
+                    resumed.path.display()
+                );
+            }
+            let split = setting(
+                Some(resumed),
+                "--val-split",
+                *split,
+                |saved| saved.val_split,
+                allow_change,
+                0.0,
+            )?;
+            Ok((split, false))
+        }
+    }
+}
+
+/// Refuses to resume what cannot go on as an uninterrupted fit would, before any work.
+fn check_resumable(resumed: &Resumed, plan: &Plan) -> Result<()> {
+    let saved = &resumed.saved;
+    let path = resumed.path.display();
+    if saved.stopped == Some(true) {
+        // A fit that ran all its epochs gave its model the best epoch's weights as it finished, so the weights
+        // it had reached are gone; only the checkpoints written on the way hold them.
+        let finished = saved.target_epochs.is_some() && saved.target_epochs == saved.epochs_done;
+        let best_epoch = resumed
+            .file
+            .metadata()
+            .get(keys::STOPPING_BEST_EPOCH)
+            .and_then(|text| text.parse::<usize>().ok())
+            .filter(|&best| best > 0);
+        if let (true, Some(best)) = (finished, best_epoch) {
+            bail!(
+                "{path} finished its {} epochs with early stopping's restore, so its model holds the weights of \
+                 epoch {best}, its best, not those it had reached: there is no trajectory to go on with; resume \
+                 from a checkpoint written on the way (--checkpoint-every), or start a new fit",
+                plan.done_epochs
+            );
+        }
+        bail!(
+            "{path}: its fit stopped early and holds the weights of its best epoch, so there is no trajectory to \
+             go on with; start a new fit, resume from a checkpoint written on the way (--checkpoint-every), or \
+             use the model with predict"
+        );
+    }
+    if plan.done_epochs >= plan.config.epochs {
+        bail!(
+            "{path} has trained {} epochs already and --epochs is {}; --epochs is the total to reach, so give more \
+             than {} to train on",
+            plan.done_epochs,
+            plan.config.epochs,
+            plan.done_epochs
+        );
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Output
+
+/// A duration for a line: seconds with two decimals from a second up, milliseconds below, never "0.00 s".
+fn duration(seconds: f64) -> String {
+    if seconds >= 1.0 {
+        format!("{seconds:.2} s")
+    } else if seconds >= 0.1 {
+        format!("{:.0} ms", seconds * 1e3)
+    } else if seconds >= 0.01 {
+        format!("{:.1} ms", seconds * 1e3)
+    } else {
+        format!("{:.3} ms", seconds * 1e3)
+    }
+}
+
+#[derive(serde::Serialize)]
+struct EpochReport {
+    epoch: usize,
+    lr: f32,
+    loss: f64,
+    accuracy: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    val_loss: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    val_accuracy: Option<f64>,
+    seconds: f64,
+    /// Whether the monitored figure improved on every earlier epoch (always false without early stopping).
+    best: bool,
+}
+
+impl From<&EpochRecord> for EpochReport {
+    fn from(record: &EpochRecord) -> Self {
+        Self {
+            epoch: record.epoch,
+            lr: record.lr,
+            loss: record.loss,
+            accuracy: record.accuracy,
+            val_loss: record.val_loss,
+            val_accuracy: record.val_accuracy,
+            seconds: record.seconds,
+            best: record.best,
+        }
+    }
+}
+
+/// An epoch's line: its figures, the rate where a schedule moves it, and whether it was the best so far.
+fn epoch_line(record: &EpochRecord, config: &FitConfig) -> String {
+    let mut line = format!(
+        "epoch {}/{}: loss {:.4}, accuracy {:.2}%",
+        record.epoch,
+        config.epochs,
+        record.loss,
+        record.accuracy * 100.0
+    );
+    if let (Some(loss), Some(accuracy)) = (record.val_loss, record.val_accuracy) {
+        line.push_str(&format!(
+            ", val loss {loss:.4}, val accuracy {:.2}%",
+            accuracy * 100.0
+        ));
+    }
+    if config.schedule != Schedule::Constant {
+        line.push_str(&format!(", lr {}", record.lr));
+    }
+    line.push_str(&format!(" ({})", duration(record.seconds)));
+    if record.best {
+        line.push_str(", best so far");
+    }
+    line
+}
+
+/// The loss and accuracy curves of `history`, training and validation.
+fn curves(history: &[EpochRecord]) -> Result<String> {
+    let series = |name: &str, value: &dyn Fn(&EpochRecord) -> Option<f64>| -> Option<Series> {
+        let points: Vec<(f64, f64)> = history
+            .iter()
+            .filter_map(|record| Some((record.epoch as f64, value(record)?)))
+            .collect();
+        (!points.is_empty()).then(|| Series {
+            name: name.to_string(),
+            points,
+        })
+    };
+    let percent = |value: Option<f64>| value.map(|value| value * 100.0);
+    let panels = [
+        Panel {
+            title: "loss (softmax cross-entropy) per epoch".to_string(),
+            x_label: "epoch".to_string(),
+            whole_x: true,
+            y_label: "loss".to_string(),
+            series: [
+                series("training", &|record| Some(record.loss)),
+                series("validation", &|record| record.val_loss),
+            ]
+            .into_iter()
+            .flatten()
+            .collect(),
+            y_range: None,
+        },
+        Panel {
+            title: "accuracy per epoch".to_string(),
+            x_label: "epoch".to_string(),
+            whole_x: true,
+            y_label: "accuracy (%)".to_string(),
+            series: [
+                series("training", &|record| percent(Some(record.accuracy))),
+                series("validation", &|record| percent(record.val_accuracy)),
+            ]
+            .into_iter()
+            .flatten()
+            .collect(),
+            y_range: Some((0.0, 100.0)),
+        },
+    ];
+    plot::svg(&panels)
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// fit
+
+/// The training data, read and checked, in the library's terms.
+struct Data {
+    inputs: Array,
+    features: usize,
+    targets: ClassTargets,
+    validation: Option<(Array, ClassTargets)>,
+    classes: ClassLabels,
+}
+
+impl Data {
+    fn samples(&self) -> usize {
+        self.inputs.shape[0]
+    }
+
+    fn train(&self) -> Samples<'_> {
+        Samples {
+            inputs: &self.inputs.data,
+            features: self.features,
+            labels: self.targets.labels(),
+        }
+    }
+
+    fn validation(&self) -> Option<Samples<'_>> {
+        self.validation.as_ref().map(|(inputs, targets)| Samples {
+            inputs: &inputs.data,
+            features: self.features,
+            labels: targets.labels(),
+        })
+    }
+}
+
+fn read_data(args: &FitArgs, plan: &Plan, resumed: Option<&Resumed>) -> Result<Data> {
+    let (inputs, samples, features) = read_inputs(&args.inputs)?;
+    let labels = read_labels(&args.labels, samples)?;
+    let (classes, model) = match resumed {
+        Some(resumed) => {
+            let sizes = resumed.file.sizes()?;
+            if sizes[0] != features {
+                bail!(
+                    "{} has {features} features but the model of --resume takes {}",
+                    inputs.described(),
+                    sizes[0]
+                );
+            }
+            (
+                model_classes(resumed.file, resumed.path, &resumed.saved)?,
+                "the model of --resume",
+            )
+        }
+        None => (labels.classes(&args.labels)?, "the model"),
+    };
+    let sizes: Vec<usize> = std::iter::once(features)
+        .chain(plan.config.hidden.iter().copied())
+        .chain([classes.len()])
+        .collect();
+    Mlp::check_sizes(&sizes).context("--hidden")?;
+    let targets = labels.targets(&args.labels, &classes, model)?;
+    held_out_count(samples, plan.config.val_split).context("--val-split")?;
+    let validation = match (&args.val_inputs, &args.val_labels) {
+        (Some(inputs_path), Some(labels_path)) if plan.given_validation => {
+            let (val_inputs, val_samples, val_features) = read_inputs(inputs_path)?;
+            if val_features != features {
+                bail!(
+                    "{} has {val_features} features but --inputs {} has {features}",
+                    val_inputs.described(),
+                    inputs.described()
+                );
+            }
+            let val_labels = read_labels(labels_path, val_samples)?;
+            let targets = val_labels.targets(labels_path, &classes, model)?;
+            Some((val_inputs, targets))
+        }
+        _ => None,
+    };
+    Ok(Data {
+        inputs,
+        features,
+        targets,
+        validation,
+        classes,
+    })
 }
 
 pub fn fit(global: &GlobalOptions, args: &FitArgs) -> Result<()> {
     // --resume may name --save: it is read whole before the session opens, and --save is only ever replaced
     // whole, so continuing a checkpoint in place loses nothing.
-    let outputs = Outputs::plan(
-        &[("--save".to_string(), args.save.as_path())],
-        &[
-            ("--inputs".to_string(), args.inputs.as_path()),
-            ("--labels".to_string(), args.labels.as_path()),
-        ],
-    )?;
-    let resumed = args.resume.as_deref().map(Checkpoint::read).transpose()?;
-    let settings = Settings::resolve(args, resumed.as_ref())?;
-    settings.optimizer.check_lr(settings.lr).context("--lr")?;
-    check_batch_size(settings.batch).context("--batch")?;
-    check_split_fraction(settings.val_split).context("--val-split")?;
-    // Before the data is read; the model's input and output widths come with it and are checked below.
-    Mlp::check_sizes(&[&[1][..], &args.hidden, &[1]].concat()).context("--hidden")?;
-    let (inputs, samples, features) = read_inputs(&args.inputs)?;
-    let labels = read_labels(&args.labels, samples)?;
-    let sizes = match &resumed {
-        Some(file) => {
-            let sizes = file.sizes()?;
-            let hidden = &sizes[1..sizes.len() - 1];
-            if !args.hidden.is_empty() && args.hidden != hidden {
-                bail!(
-                    "--hidden {:?} differs from the hidden layers {hidden:?} of {}",
-                    args.hidden,
-                    file_name(&args.resume)
-                );
-            }
-            sizes
+    let mut planned = vec![("--save".to_string(), args.save.as_path())];
+    planned.extend(
+        args.plot
+            .as_deref()
+            .map(|path| ("--plot".to_string(), path)),
+    );
+    let mut inputs = vec![
+        ("--inputs".to_string(), args.inputs.as_path()),
+        ("--labels".to_string(), args.labels.as_path()),
+    ];
+    inputs.extend(
+        [
+            ("--val-inputs", &args.val_inputs),
+            ("--val-labels", &args.val_labels),
+        ]
+        .into_iter()
+        .filter_map(|(option, path)| Some((option.to_string(), path.as_deref()?))),
+    );
+    let outputs = Outputs::plan(&planned, &inputs)?;
+    if let (Some(plot), Some(resume)) = (&args.plot, &args.resume) {
+        if same_file(plot, resume) {
+            bail!(
+                "--plot {} names the input --resume {}; give the plot a file of its own",
+                plot.display(),
+                resume.display()
+            );
         }
-        None => {
-            let hidden = if args.hidden.is_empty() {
-                vec![128]
-            } else {
-                args.hidden.clone()
-            };
-            let classes = labels.classes().max(2);
-            std::iter::once(features)
-                .chain(hidden)
-                .chain([classes])
-                .collect()
-        }
+    }
+    let file = args.resume.as_deref().map(Checkpoint::read).transpose()?;
+    let resumed = match (&file, &args.resume) {
+        (Some(file), Some(path)) => Some(Resumed {
+            file,
+            path,
+            saved: SavedFit::read(file)?,
+        }),
+        _ => None,
     };
-    let classes = *sizes.last().context("a model has an output width")?;
-    Mlp::check_sizes(&sizes).context("--hidden")?;
-    if sizes[0] != features {
-        bail!(
-            "{} has {features} features but the model of --resume takes {}",
-            inputs.described(),
-            sizes[0]
-        );
+    let plan = Plan::resolve(args, resumed.as_ref())?;
+    let data = read_data(args, &plan, resumed.as_ref())?;
+    if let Some(resumed) = &resumed {
+        check_resumable(resumed, &plan)?;
     }
-    labels.expect_classes(&args.labels, classes, "the model of --resume")?;
-    if settings.done_epochs >= settings.target_epochs {
-        bail!(
-            "{} has trained {} epochs already and --epochs is {}; --epochs is the total to reach, so give more \
-             than {} to train on",
-            file_name(&args.resume),
-            settings.done_epochs,
-            settings.target_epochs,
-            settings.done_epochs
-        );
-    }
-    let validation = held_out_count(samples, settings.val_split).context("--val-split")?;
 
     // Checked before any work, and the same schedule the library runs wherever training offers it.
-    let schedule = args
+    let suspend = args
         .suspend_every
         .map(|every| SuspendEvery::new(every as u64))
         .transpose()
@@ -575,94 +948,69 @@ pub fn fit(global: &GlobalOptions, args: &FitArgs) -> Result<()> {
     let outcome = train(
         &mut session,
         args,
-        &settings,
-        (&inputs, features),
-        &labels,
-        (&sizes, classes),
-        resumed.as_ref(),
+        &plan,
+        &data,
+        file.as_ref(),
         &outputs,
-        schedule,
+        suspend,
     );
     session.close();
-    let (reports, bytes, seconds, suspensions) = outcome?;
-    outputs.write(&[Contents::Bytes(bytes)])?;
-    let epochs_run = settings.target_epochs - settings.done_epochs;
-    let per_epoch = seconds / epochs_run as f64;
-    if args.json {
-        let report = serde_json::json!({
-            "samples": samples,
-            "train_samples": samples - validation,
-            "val_samples": validation,
-            "features": features,
-            "classes": classes,
-            "sizes": sizes,
-            "optimizer": settings.optimizer.name(),
-            "lr": settings.lr,
-            "batch": settings.batch,
-            "seed": settings.seed,
-            "first_epoch": settings.done_epochs + 1,
-            "target_epochs": settings.target_epochs,
-            "epochs": reports,
-            "seconds": seconds,
-            "seconds_per_epoch": per_epoch,
-            "model": args.save.display().to_string(),
-            "checkpoints": reports
-                .iter()
-                .filter(|report| report.checkpointed)
-                .map(|report| report.epoch)
-                .collect::<Vec<_>>(),
-            "suspensions": suspensions,
-        });
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        println!(
-            "trained {epochs_run} epochs in {seconds:.2} s ({per_epoch:.3} s per epoch); model {} saved to {}",
-            sizes.iter().map(usize::to_string).collect::<Vec<_>>().join(" → "),
-            args.save.display()
-        );
-    }
-    Ok(())
+    let mut fitted = outcome?;
+    let plot = args
+        .plot
+        .as_ref()
+        .map(|_| curves(&fitted.history))
+        .transpose()
+        .context("--plot")?;
+    let mut contents = vec![Contents::Bytes(std::mem::take(&mut fitted.model))];
+    contents.extend(plot.map(|svg| Contents::Bytes(svg.into_bytes())));
+    outputs.write(&contents)?;
+    report(args, &plan, &data, &fitted)
 }
 
-/// Per-epoch figures, the saved model's bytes, the seconds taken, and the suspensions made.
-type Fitted = (Vec<EpochReport>, Vec<u8>, f64, Vec<Suspension>);
+/// What a fit did: every epoch's figures (a resumed fit's earlier ones first), the saved model's bytes, and how
+/// it went.
+struct Fitted {
+    history: Vec<EpochRecord>,
+    model: Vec<u8>,
+    seconds: f64,
+    suspensions: Vec<Suspension>,
+    checkpoints: Vec<usize>,
+    best_epoch: Option<usize>,
+    stopped_early: bool,
+    val_samples: usize,
+}
 
-#[allow(clippy::too_many_arguments)]
 fn train(
     session: &mut Session,
     args: &FitArgs,
-    settings: &Settings,
-    (inputs, features): (&Array, usize),
-    labels: &LabelFile,
-    (sizes, classes): (&[usize], usize),
+    plan: &Plan,
+    data: &Data,
     resumed: Option<&Checkpoint>,
     outputs: &Outputs,
-    mut schedule: Option<SuspendEvery>,
+    mut suspend: Option<SuspendEvery>,
 ) -> Result<Fitted> {
-    // The validation samples are a seeded draw, the same on every run with this seed; the whole set is
-    // dropped once split, so only the two parts stay on the device.
-    let (train_set, val_set) = upload(session, inputs, features, labels, classes)?
-        .split(settings.val_split, settings.seed)?;
-    let mut optimizer = settings.optimizer.build(settings.lr)?;
-    let model = match resumed {
-        Some(file) => {
-            let model = file.model(session)?;
-            file.restore_optimizer(session, &model, optimizer.as_mut())
-                .context("--resume")?;
-            model
-        }
-        None => Mlp::new(
+    let config = plan.config.clone();
+    let target = config.epochs;
+    let mut trainer = match resumed {
+        Some(file) => Trainer::resume(session, file, config, data.train(), data.validation())
+            .context("--resume")?,
+        None => Trainer::new(
             session,
-            sizes[0],
-            &sizes[1..sizes.len() - 1],
-            classes,
-            settings.seed,
+            config,
+            data.classes.len(),
+            data.train(),
+            data.validation(),
         )?,
     };
+    let val_samples = match &data.validation {
+        Some((inputs, _)) => inputs.shape[0],
+        None => held_out_count(data.samples(), plan.config.val_split)?,
+    };
+    let extra = [(keys::CLASSES, data.classes.to_string())];
     let terminal = !args.json && std::io::stderr().is_terminal();
-    let batches = train_set.len().div_ceil(settings.batch) as u64;
     let bar = if terminal {
-        ProgressBar::new(batches)
+        ProgressBar::new(0)
     } else {
         ProgressBar::hidden()
     };
@@ -670,23 +1018,19 @@ fn train(
         ProgressStyle::with_template("epoch {msg} {bar:40} {pos}/{len} batches ({per_sec:1})")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
-    let target = settings.target_epochs;
-    // Grows with the epochs run, so a huge --epochs costs nothing up front.
-    let mut reports = Vec::new();
     let mut suspensions = Vec::new();
-    let mut last_checkpoint: Option<usize> = None;
+    let mut checkpoints: Vec<usize> = Vec::new();
     let start = Instant::now();
     // What --save holds when training cannot go on: never a model that is not finite.
-    let kept = |last_checkpoint: Option<usize>| match last_checkpoint {
+    let kept = |checkpoints: &[usize]| match checkpoints.last() {
         Some(done) => format!(
             "{} keeps the checkpoint written after epoch {done}",
             args.save.display()
         ),
-        None if resumed.is_some()
-            && args
-                .resume
-                .as_deref()
-                .is_some_and(|resume| crate::outputs::same_file(resume, &args.save)) =>
+        None if args
+            .resume
+            .as_deref()
+            .is_some_and(|resume| same_file(resume, &args.save)) =>
         {
             format!(
                 "{} keeps the model it was resumed from",
@@ -695,111 +1039,184 @@ fn train(
         }
         None => format!("{} was not written", args.save.display()),
     };
-    for epoch in settings.done_epochs..target {
-        let epoch_start = Instant::now();
+    while !trainer.is_done() {
+        let epoch = trainer.epochs_done() + 1;
         bar.reset();
-        bar.set_message(format!("{}/{target}", epoch + 1));
-        let trained = train_set.train_epoch(
-            &model,
-            optimizer.as_mut(),
-            settings.batch,
-            settings.seed,
-            epoch as u64,
-            |_| -> wgcompute::Result<()> {
-                bar.inc(1);
-                if let Some(suspension) = schedule
-                    .as_mut()
-                    .map(|schedule| schedule.after_step(session))
-                    .transpose()?
-                    .flatten()
-                {
-                    if !args.json {
-                        bar.suspend(|| println!("{suspension}"));
-                    }
-                    suspensions.push(suspension);
+        bar.set_message(format!("{epoch}/{target}"));
+        let trained = trainer.epoch(|progress: Progress| -> wgcompute::Result<()> {
+            bar.set_length(progress.batches as u64);
+            bar.set_position(progress.batch as u64);
+            if let Some(suspension) = suspend
+                .as_mut()
+                .map(|schedule| schedule.after_step(session))
+                .transpose()?
+                .flatten()
+            {
+                if !args.json {
+                    bar.suspend(|| println!("{suspension}"));
                 }
-                Ok(())
-            },
-        );
-        let trained: Figures = match trained {
+                suspensions.push(suspension);
+            }
+            Ok(())
+        });
+        let record = match trained {
+            Ok(record) => record.clone(),
             Err(diverged @ wgcompute::Error::Diverged { .. }) => {
                 bar.finish_and_clear();
-                bail!(
-                    "epoch {}/{target}: {diverged}; {}",
-                    epoch + 1,
-                    kept(last_checkpoint)
-                );
+                bail!("epoch {epoch}/{target}: {diverged}; {}", kept(&checkpoints));
             }
-            other => other.with_context(|| format!("epoch {}/{target}", epoch + 1))?,
+            Err(other) => {
+                bar.finish_and_clear();
+                return Err(other).with_context(|| format!("epoch {epoch}/{target}"));
+            }
         };
-        let validated = val_set
-            .as_ref()
-            .map(|set| set.evaluate(&model, INFERENCE_BATCH))
-            .transpose()?;
         // The last epoch's model is written with the other outputs, below.
-        let checkpointed = epoch + 1 < target
+        let checkpointed = !trainer.is_done()
             && args
                 .checkpoint_every
-                .is_some_and(|every| (epoch + 1).is_multiple_of(every));
+                .is_some_and(|every| epoch.is_multiple_of(every));
         if checkpointed {
-            let bytes = checkpoint_bytes(&model, optimizer.as_ref(), settings, epoch + 1)
-                .with_context(|| {
-                    format!("epoch {}/{target}: {}", epoch + 1, kept(last_checkpoint))
-                })?;
+            let bytes = trainer
+                .checkpoint_bytes(&extra)
+                .with_context(|| format!("epoch {epoch}/{target}: {}", kept(&checkpoints)))?;
             outputs
                 .write_one(0, &Contents::Bytes(bytes))
                 .context("--checkpoint-every")?;
-            last_checkpoint = Some(epoch + 1);
+            checkpoints.push(epoch);
         }
-        let report = EpochReport {
-            epoch: epoch + 1,
-            loss: trained.loss,
-            accuracy: trained.accuracy,
-            val_loss: validated.map(|figures| figures.loss),
-            val_accuracy: validated.map(|figures| figures.accuracy),
-            seconds: epoch_start.elapsed().as_secs_f64(),
-            checkpointed,
-        };
         if !args.json {
-            let mut line = report.line(target);
+            let mut line = epoch_line(&record, trainer.config());
             if checkpointed {
                 line.push_str(&format!("; checkpoint written to {}", args.save.display()));
             }
             // On stdout either way (the bar is on stderr), so redirecting stdout keeps the figures.
             bar.suspend(|| println!("{line}"));
         }
-        reports.push(report);
     }
     bar.finish_and_clear();
+    trainer.finish()?;
     let seconds = start.elapsed().as_secs_f64();
-    let bytes = checkpoint_bytes(&model, optimizer.as_ref(), settings, target)
-        .with_context(|| format!("epoch {target}/{target}: {}", kept(last_checkpoint)))?;
-    Ok((reports, bytes, seconds, suspensions))
+    let done = trainer.epochs_done();
+    let model = trainer
+        .checkpoint_bytes(&extra)
+        .with_context(|| format!("epoch {done}/{target}: {}", kept(&checkpoints)))?;
+    Ok(Fitted {
+        history: trainer.history().to_vec(),
+        model,
+        seconds,
+        suspensions,
+        checkpoints,
+        best_epoch: trainer.best_epoch(),
+        stopped_early: trainer.stopped_early(),
+        val_samples,
+    })
 }
 
-/// The model and optimizer as `--save` holds them, with the settings `--resume` needs and the epochs done.
-fn checkpoint_bytes(
-    model: &Mlp,
-    optimizer: &dyn wgcompute::Optimizer,
-    settings: &Settings,
-    epochs_done: usize,
-) -> wgcompute::Result<Vec<u8>> {
-    // Display of f32 and f64 gives the shortest text that parses back to the same bits.
-    let metadata = [
-        (EPOCHS_KEY, epochs_done.to_string()),
-        (TARGET_EPOCHS_KEY, settings.target_epochs.to_string()),
-        (OPTIMIZER_KEY, settings.optimizer.name().to_string()),
-        (LR_KEY, settings.lr.to_string()),
-        (BATCH_KEY, settings.batch.to_string()),
-        (SEED_KEY, settings.seed.to_string()),
-        (VAL_SPLIT_KEY, settings.val_split.to_string()),
-    ];
-    checkpoint::to_bytes(model, Some(optimizer), &metadata)
+fn report(args: &FitArgs, plan: &Plan, data: &Data, fitted: &Fitted) -> Result<()> {
+    let config = &plan.config;
+    let run: Vec<&EpochRecord> = fitted
+        .history
+        .iter()
+        .filter(|record| record.epoch > plan.done_epochs)
+        .collect();
+    let epochs_run = run.len();
+    let per_epoch = fitted.seconds / epochs_run.max(1) as f64;
+    let sizes: Vec<usize> = std::iter::once(data.features)
+        .chain(config.hidden.iter().copied())
+        .chain([data.classes.len()])
+        .collect();
+    let validation = if plan.given_validation {
+        ValidationSource::Given
+    } else if config.val_split > 0.0 {
+        ValidationSource::Split
+    } else {
+        ValidationSource::None
+    };
+    if args.json {
+        let report = serde_json::json!({
+            "samples": data.samples(),
+            "train_samples": if plan.given_validation {
+                data.samples()
+            } else {
+                data.samples() - fitted.val_samples
+            },
+            "val_samples": fitted.val_samples,
+            "validation": validation.name(),
+            "features": data.features,
+            "classes": data.classes.len(),
+            "class_labels": data.classes.labels(),
+            "sizes": sizes,
+            "optimizer": config.optimizer.name(),
+            "lr": config.lr,
+            "batch": config.batch,
+            "seed": config.seed,
+            "standardize": config.standardize,
+            "schedule": config.schedule.to_string(),
+            "early_stopping": config.early_stopping.map(|stopping| stopping.to_string()),
+            "first_epoch": plan.done_epochs + 1,
+            "target_epochs": config.epochs,
+            "epochs_run": epochs_run,
+            "epochs": run.iter().map(|record| EpochReport::from(*record)).collect::<Vec<_>>(),
+            "best_epoch": fitted.best_epoch,
+            "stopped_early": fitted.stopped_early,
+            "seconds": fitted.seconds,
+            "seconds_per_epoch": per_epoch,
+            "model": args.save.display().to_string(),
+            "plot": args.plot.as_ref().map(|path| path.display().to_string()),
+            "checkpoints": fitted.checkpoints,
+            "suspensions": fitted.suspensions,
+        });
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    if let Some(stopping) = &config.early_stopping {
+        let last = fitted.history.last().map_or(0, |record| record.epoch);
+        let kept = match fitted.best_epoch {
+            Some(best) if stopping.restore_best && best != last => {
+                format!(
+                    "the weights of epoch {best}, the best by {}, are saved",
+                    stopping.monitor.name()
+                )
+            }
+            _ => "the last epoch's weights are saved".to_string(),
+        };
+        if fitted.stopped_early {
+            println!(
+                "stopped early after epoch {last}: {} did not improve for {} epochs; {kept}",
+                stopping.monitor.name(),
+                stopping.patience
+            );
+        } else if fitted.best_epoch.is_some_and(|best| best != last) && stopping.restore_best {
+            println!("{kept}");
+        }
+    }
+    let mut line = format!(
+        "trained {epochs_run} epochs in {} ({} per epoch); model {} saved to {}",
+        duration(fitted.seconds),
+        duration(per_epoch),
+        sizes
+            .iter()
+            .map(usize::to_string)
+            .collect::<Vec<_>>()
+            .join(" → "),
+        args.save.display()
+    );
+    if let Some(plot) = &args.plot {
+        line.push_str(&format!("; curves in {}", plot.display()));
+    }
+    println!("{line}");
+    Ok(())
 }
 
-/// A path option for messages.
-fn file_name(path: &Option<PathBuf>) -> std::path::Display<'_> {
-    path.as_deref().unwrap_or(Path::new("")).display()
+// ---------------------------------------------------------------------------------------------------------------
+// predict
+
+#[derive(serde::Serialize)]
+struct Confusion<'a> {
+    /// The label of each row (true) and column (predicted).
+    labels: &'a [i64],
+    /// `counts[true][predicted]`.
+    counts: &'a [Vec<u64>],
 }
 
 pub fn predict(global: &GlobalOptions, args: &PredictArgs) -> Result<()> {
@@ -828,36 +1245,39 @@ pub fn predict(global: &GlobalOptions, args: &PredictArgs) -> Result<()> {
             sizes[0]
         );
     }
-    let classes = *sizes.last().context("a model has an output width")?;
-    let labels = args
+    let saved = SavedFit::read(&file)?;
+    let classes = model_classes(&file, &args.model, &saved)?;
+    let standardizer = file
+        .standardization()?
+        .map(|(mean, scale)| Standardizer::from_parts(mean, scale))
+        .transpose()?;
+    let model_name = format!("the model {}", args.model.display());
+    let truth = args
         .labels
         .as_deref()
-        .map(|path| read_labels(path, samples))
+        .map(|path| -> Result<Vec<u32>> {
+            let labels = read_labels(path, samples)?;
+            let targets = labels.targets(path, &classes, &model_name)?;
+            Ok(targets.class_of_each(classes.len()))
+        })
         .transpose()?;
-    if let (Some(labels), Some(path)) = (&labels, &args.labels) {
-        labels.expect_classes(
-            path,
-            classes,
-            &format!("the model {}", args.model.display()),
-        )?;
-    }
 
     let start = Instant::now();
     let session = Session::open(global.session_options()?)?;
-    let outcome = infer(&session, &file, &inputs, features);
-    session.close();
-    let (probabilities, predicted) = outcome?;
-    let seconds = start.elapsed().as_secs_f64();
-    let accuracy = labels.map(|labels| {
-        let right = labels
-            .class_of_each()
-            .iter()
-            .zip(&predicted)
-            .filter(|(want, got)| **want as i64 == **got)
-            .count();
-        right as f64 / samples as f64
+    let outcome = file.model(&session).and_then(|model| {
+        predict_probabilities(&session, &model, standardizer.as_ref(), &inputs.data)
     });
-    let mut results = vec![Contents::F32(vec![samples, classes], probabilities)];
+    session.close();
+    let probabilities = outcome?;
+    let seconds = start.elapsed().as_secs_f64();
+    let metrics = truth
+        .map(|truth| Metrics::of(&probabilities, classes.len(), &truth))
+        .transpose()?;
+    let predicted: Vec<i64> = most_probable(&probabilities, classes.len())
+        .into_iter()
+        .map(|id| classes.label(id).context("a predicted class has a label"))
+        .collect::<Result<_>>()?;
+    let mut results = vec![Contents::F32(vec![samples, classes.len()], probabilities)];
     if args.classes.is_some() {
         results.push(Contents::I64(vec![samples], predicted));
     }
@@ -865,56 +1285,37 @@ pub fn predict(global: &GlobalOptions, args: &PredictArgs) -> Result<()> {
     if args.json {
         let mut report = serde_json::json!({
             "samples": samples,
-            "classes": classes,
+            "classes": classes.len(),
+            "class_labels": classes.labels(),
+            "standardized": standardizer.is_some(),
             "seconds": seconds,
         });
-        if let Some(accuracy) = accuracy {
-            report["accuracy"] = accuracy.into();
+        if let Some(metrics) = &metrics {
+            report["accuracy"] = metrics.accuracy.into();
+            report["log_loss"] = metrics.log_loss.into();
+            report["confusion_matrix"] = serde_json::to_value(Confusion {
+                labels: classes.labels(),
+                counts: &metrics.confusion,
+            })?;
         }
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         let mut line = format!(
-            "predicted {samples} samples in {seconds:.2} s; probabilities in {}",
+            "predicted {samples} samples in {}; probabilities in {}",
+            duration(seconds),
             args.output.display()
         );
         if let Some(path) = &args.classes {
             line.push_str(&format!(", classes in {}", path.display()));
         }
-        if let Some(accuracy) = accuracy {
-            line.push_str(&format!("; accuracy {:.2}%", accuracy * 100.0));
+        if let Some(metrics) = &metrics {
+            line.push_str(&format!(
+                "; accuracy {:.2}%, log-loss {:.4}",
+                metrics.accuracy * 100.0,
+                metrics.log_loss
+            ));
         }
         println!("{line}");
     }
     Ok(())
-}
-
-/// Probabilities [samples, classes] and the class of each sample, `INFERENCE_BATCH` rows at a time.
-fn infer(
-    session: &Session,
-    file: &Checkpoint,
-    inputs: &Array,
-    features: usize,
-) -> Result<(Vec<f32>, Vec<i64>)> {
-    let model = file.model(session)?;
-    let samples = inputs.shape[0];
-    let mut probabilities =
-        Vec::with_capacity(samples * model.sizes().last().copied().unwrap_or(0));
-    let mut predicted = Vec::with_capacity(samples);
-    for first in (0..samples).step_by(INFERENCE_BATCH) {
-        let rows = INFERENCE_BATCH.min(samples - first);
-        let batch = session.upload(
-            &inputs.data[first * features..(first + rows) * features],
-            &[rows, features],
-        )?;
-        let logits = model.infer(&batch)?;
-        probabilities.extend(logits.softmax()?.to_vec()?);
-        predicted.extend(
-            logits
-                .argmax(Some(1))?
-                .to_vec_u32()?
-                .into_iter()
-                .map(i64::from),
-        );
-    }
-    Ok((probabilities, predicted))
 }

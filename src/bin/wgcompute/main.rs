@@ -1,6 +1,6 @@
 //! The `wgcompute` command: one file per subcommand; this one parses the command line and dispatches. Shared by
-//! several: npy.rs (.npy in and out) and outputs.rs (outputs written all or none). The bench rows and the
-//! workloads of `demo`, `tune` and `bench` are the library's (`wgcompute::bench`).
+//! several: npy.rs (.npy in and out), outputs.rs (outputs written all or none) and plot.rs (SVG charts). The
+//! bench rows and the workloads of `demo`, `tune` and `bench` are the library's (`wgcompute::bench`).
 
 mod bench;
 mod demo;
@@ -10,6 +10,7 @@ mod memcheck;
 mod npy;
 mod op;
 mod outputs;
+mod plot;
 mod train;
 mod tune;
 

@@ -1,13 +1,17 @@
 //! `wgcompute memcheck`: the release promise, checked in a loop. Each cycle opens a session, fills a buffer
 //! from the pool, runs a kernel over it, reads values back and closes; memory after each close must stay flat.
+//! `--plot` draws it: device memory before, while and after each session, and the pool the session held.
 
+use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde::Serialize;
-use wgcompute::{ByteSize, DeviceMemory, MemoryStats, Session};
+use wgcompute::{ByteSize, DeviceMemory, MemorySource, MemoryStats, Session};
 
+use crate::outputs::{Contents, Outputs};
+use crate::plot::{self, Panel, Series};
 use crate::GlobalOptions;
 
 #[derive(Args)]
@@ -21,6 +25,11 @@ pub struct MemcheckArgs {
     /// How far memory after the last close may exceed memory after the first close.
     #[arg(long, default_value = "16MiB", value_parser = crate::parse_bytes)]
     tolerance: u64,
+    /// Also write an SVG of device memory before, while and after each session, and of the pool each session
+    /// reserved, with the limit memory after the last close must stay under. Written whenever every cycle
+    /// ran, so a failed check comes with its picture.
+    #[arg(long, value_name = "MEMORY.svg")]
+    plot: Option<PathBuf>,
     /// Print one JSON document instead of lines.
     #[arg(long)]
     json: bool,
@@ -93,11 +102,18 @@ pub fn run(global: &GlobalOptions, args: &MemcheckArgs) -> Result<()> {
     if args.cycles == 0 {
         bail!("--cycles must be at least 1");
     }
+    let outputs = args
+        .plot
+        .as_deref()
+        .map(|path| Outputs::plan(&[("--plot".to_string(), path)], &[]))
+        .transpose()?;
     let mut cycles = Vec::new();
     let mut adapter = None;
     let mut before = None;
+    let mut befores = Vec::new();
     for index in 1..=args.cycles {
         let (cycle, used, memory_before) = one_cycle(global, index, args.size)?;
+        befores.push(memory_before);
         if !args.json {
             if index == 1 {
                 println!(
@@ -129,6 +145,10 @@ pub fn run(global: &GlobalOptions, args: &MemcheckArgs) -> Result<()> {
         .zip(last)
         .map(|(first, last)| i128::from(last) - i128::from(first));
     let passed = growth.is_none_or(|growth| growth <= i128::from(args.tolerance));
+    if let Some(outputs) = outputs {
+        let svg = memory_plot(&cycles, &befores, first, args.tolerance).context("--plot")?;
+        outputs.write(&[Contents::Bytes(svg.into_bytes())])?;
+    }
     let report = Report {
         adapter: adapter.expect("at least one cycle ran"),
         size: args.size,
@@ -161,4 +181,77 @@ pub fn run(global: &GlobalOptions, args: &MemcheckArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+const MIB: f64 = (1u64 << 20) as f64;
+
+/// Cycle `c` spans `c - 1` (before its session opens) to `c` (after it closes), its buffer alive at the middle,
+/// so the device line rises and falls once per session and what a session leaves behind shows as a step.
+fn memory_plot(
+    cycles: &[Cycle],
+    befores: &[DeviceMemory],
+    after_first_close: Option<u64>,
+    tolerance: u64,
+) -> Result<String> {
+    let mib = |bytes: u64| bytes as f64 / MIB;
+    let start = |cycle: &Cycle| f64::from(cycle.cycle) - 1.0;
+    let mut device = Vec::new();
+    for (cycle, before) in cycles.iter().zip(befores) {
+        let phases = [
+            (start(cycle), before.used),
+            (start(cycle) + 0.5, cycle.memory_while_open.used),
+            (start(cycle) + 1.0, cycle.memory_after_close.used),
+        ];
+        device.extend(
+            phases
+                .into_iter()
+                .filter_map(|(x, used)| Some((x, mib(used?)))),
+        );
+    }
+    let pool = cycles
+        .iter()
+        .flat_map(|cycle| {
+            [
+                (start(cycle), 0.0),
+                (start(cycle) + 0.5, mib(cycle.pool.reserved)),
+                (start(cycle) + 1.0, 0.0),
+            ]
+        })
+        .collect();
+    let mut series = Vec::new();
+    let mut title = "device memory across sessions".to_string();
+    if device.is_empty() {
+        title.push_str(" (this adapter does not report its memory: the pool alone)");
+    } else {
+        // A CPU adapter's memory is the process's: say which figure the line is.
+        let source = cycles.first().map(|cycle| cycle.memory_after_close.source);
+        let name = match source {
+            Some(MemorySource::ProcessResident) => "process resident memory (a CPU adapter's)",
+            _ => "device-local memory in use",
+        };
+        series.push(Series {
+            name: name.to_string(),
+            points: device,
+        });
+    }
+    series.push(Series {
+        name: "pool the session reserved".to_string(),
+        points: pool,
+    });
+    if let Some(first) = after_first_close {
+        let limit = mib(first.saturating_add(tolerance));
+        let last = cycles.last().map_or(1.0, |cycle| f64::from(cycle.cycle));
+        series.push(Series {
+            name: "limit after the last close".to_string(),
+            points: vec![(1.0, limit), (last, limit)],
+        });
+    }
+    plot::svg(&[Panel {
+        title,
+        x_label: "session (cycle)".to_string(),
+        y_label: "MiB".to_string(),
+        whole_x: true,
+        series,
+        y_range: None,
+    }])
 }
