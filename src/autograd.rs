@@ -117,25 +117,72 @@ pub struct Tape {
 static NEXT_TAPE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// Gradients of a scalar with respect to the parameters on a tape.
+///
+/// The gradients are shared (`Arc`) so that a front end holding them as its own handles (the Python binding's
+/// tensors) can hand them to an optimizer without a copy.
 pub struct Gradients {
-    by_parameter: Vec<(Arc<Tensor>, Tensor)>,
+    by_parameter: Vec<(Arc<Tensor>, Arc<Tensor>)>,
 }
 
 impl Gradients {
+    /// Gradients computed elsewhere, paired with the parameters they are for, so that an optimizer step can
+    /// take them: what a front end builds from the gradients of [`Tape::gradient`]. A parameter given twice
+    /// takes the first pair's gradient, as [`Gradients::of`] looks them up in order.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use wgcompute::{Gradients, Optimizer, Session, SessionOptions, Sgd};
+    /// # fn main() -> wgcompute::Result<()> {
+    /// let session = Session::open(SessionOptions::default())?;
+    /// let w = Arc::new(session.full(&[3], 1.0)?);
+    /// let dw = Arc::new(session.full(&[3], 0.5)?);
+    /// let gradients = Gradients::from_pairs([(Arc::clone(&w), dw)]);
+    /// Sgd::new(0.1, 0.0).step(&[Arc::clone(&w)], &gradients)?;
+    /// assert_eq!(w.to_vec()?, vec![0.95; 3]);
+    /// # Ok(()) }
+    /// ```
+    pub fn from_pairs(pairs: impl IntoIterator<Item = (Arc<Tensor>, Arc<Tensor>)>) -> Self {
+        Self {
+            by_parameter: pairs.into_iter().collect(),
+        }
+    }
+
     /// The gradient for a parameter registered with [`Tape::param`], if it took part in the result.
     pub fn of(&self, parameter: &Arc<Tensor>) -> Option<&Tensor> {
         self.by_parameter
             .iter()
             .find(|(candidate, _)| Arc::ptr_eq(candidate, parameter))
-            .map(|(_, gradient)| gradient)
+            .map(|(_, gradient)| &**gradient)
     }
 
     /// Every (parameter, gradient) pair.
     pub fn iter(&self) -> impl Iterator<Item = (&Arc<Tensor>, &Tensor)> {
         self.by_parameter
             .iter()
-            .map(|(parameter, gradient)| (parameter, gradient))
+            .map(|(parameter, gradient)| (parameter, &**gradient))
     }
+
+    /// The gradient of a parameter as the shared handle it is kept in.
+    pub fn shared(&self, parameter: &Arc<Tensor>) -> Option<&Arc<Tensor>> {
+        self.by_parameter
+            .iter()
+            .find(|(candidate, _)| Arc::ptr_eq(candidate, parameter))
+            .map(|(_, gradient)| gradient)
+    }
+}
+
+/// The state of one reverse walk over a tape: the gradient reaching each node so far, and what the caller
+/// asked for (every parameter's, or the nodes of `sources`).
+struct Walk<'a> {
+    gradients: Vec<Option<Tensor>>,
+    /// Whether parameters' gradients are collected as they are reached ([`Tape::backward`]).
+    collect_parameters: bool,
+    by_parameter: Vec<(Arc<Tensor>, Arc<Tensor>)>,
+    /// The node indices whose gradients were asked for, in the caller's order (repeats allowed).
+    sources: &'a [usize],
+    found: Vec<Option<Tensor>>,
+    /// The lowest node a gradient must reach: below it nothing asked for lies, so the walk stops there.
+    lowest: usize,
 }
 
 impl Default for Tape {
@@ -193,6 +240,18 @@ impl Tape {
     /// The value a variable holds.
     pub fn value(&self, var: Var) -> Result<&Tensor> {
         Ok(&self.node(var)?.value)
+    }
+
+    /// The value a variable holds, as the handle the tape shares: a front end that gives the value to its user
+    /// hands out this `Arc`, so that an op on it later can find the variable again by pointer
+    /// ([`Arc::ptr_eq`]), as [`Tape::param`] finds a parameter.
+    pub fn shared_value(&self, var: Var) -> Result<&Arc<Tensor>> {
+        Ok(&self.node(var)?.value)
+    }
+
+    /// Whether a gradient flows to `var`: it is a parameter or was computed from one.
+    pub fn wants_gradient(&self, var: Var) -> Result<bool> {
+        Ok(self.node(var)?.wants_gradient)
     }
 
     /// A constant input: no gradient flows to it.
@@ -275,9 +334,20 @@ impl Tape {
         ))
     }
 
-    /// TensorFlow's softmax cross-entropy per row (see [`Tensor::softmax_cross_entropy_with_logits`]); labels
-    /// are treated as constants. Its gradient is the exact one, also for labels that do not sum to 1.
+    /// TensorFlow's softmax cross-entropy per row (see [`Tensor::softmax_cross_entropy_with_logits`]). Its
+    /// gradient is the exact one, also for labels that do not sum to 1. Labels get no gradient: labels a
+    /// gradient would flow to (a parameter, or computed from one) are refused here, rather than left without
+    /// one in silence.
     pub fn softmax_cross_entropy(&mut self, logits: Var, labels: Var) -> Result<Var> {
+        if self.node(labels)?.wants_gradient {
+            return Err(Error::InvalidArgument {
+                what: "softmax cross-entropy labels on the tape",
+                given: "labels a gradient flows to (a parameter, or computed from one)".to_string(),
+                expected: "constant labels: the tape differentiates the loss with respect to the logits only, so \
+                           pass labels that need no gradient (outside the tape, or not watched)"
+                    .to_string(),
+            });
+        }
         let (loss, gradient) = self
             .value(logits)?
             .softmax_cross_entropy_with_logits(self.value(labels)?)?;
@@ -436,31 +506,174 @@ impl Tape {
                 ),
             });
         }
-        let mut gradients: Vec<Option<Tensor>> = (0..self.nodes.len()).map(|_| None).collect();
-        let seed =
-            output_node
-                .value
-                .output("backward", output_node.value.shape(), crate::DType::F32)?;
-        seed.fill_(1.0)?;
-        gradients[output.index] = Some(seed);
-        let mut by_parameter = Vec::new();
+        let mut walk = self.start_walk(output, None, &[], true)?;
         self.nodes.truncate(output.index + 1);
         while let Some(node) = self.nodes.pop() {
             let index = self.nodes.len();
-            let Some(gradient) = gradients[index].take() else {
-                continue;
-            };
-            if node.parameter {
-                by_parameter.push((node.value, gradient));
-                continue;
-            }
-            if !node.wants_gradient {
-                continue;
-            }
-            self.propagate(node, gradient, &mut gradients)?;
+            self.visit(index, &node, &mut walk)?;
+            // `node` is dropped here: its value, unless a caller shares it, goes back to the pool.
         }
+        let mut by_parameter = walk.by_parameter;
         by_parameter.reverse();
         Ok(Gradients { by_parameter })
+    }
+
+    /// The gradients of `output` with respect to each of `sources` (parameters, inputs or intermediate values
+    /// on this tape), in their order: `None` for a source `output` does not depend on through ops with a
+    /// gradient (a constant, a value recorded after `output`). A non-scalar `output` is differentiated as the
+    /// sum of its elements, as TensorFlow's `GradientTape.gradient` does. The tape is kept, so it can be asked
+    /// again (for other sources, or another output): what a persistent tape needs. Every intermediate stays
+    /// alive until the tape is dropped; [`Tape::into_gradient`] frees them as it goes.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use wgcompute::{Session, SessionOptions, Tape};
+    /// # fn main() -> wgcompute::Result<()> {
+    /// let session = Session::open(SessionOptions::default())?;
+    /// let x = Arc::new(session.upload(&[1.0, 2.0, 3.0], &[3])?);
+    /// let mut tape = Tape::new();
+    /// let xv = tape.param(&x);
+    /// let squared = tape.square(xv)?;
+    /// let total = tape.sum(squared, None)?;
+    /// let gradients = tape.gradient(total, &[xv, squared])?;
+    /// assert_eq!(gradients[0].as_ref().expect("x").to_vec()?, vec![2.0, 4.0, 6.0]);
+    /// assert_eq!(gradients[1].as_ref().expect("x²").to_vec()?, vec![1.0; 3]);
+    /// // Asked again: the tape is still whole.
+    /// assert!(tape.gradient(total, &[xv])?[0].is_some());
+    /// # Ok(()) }
+    /// ```
+    pub fn gradient(&self, output: Var, sources: &[Var]) -> Result<Vec<Option<Tensor>>> {
+        self.gradient_seeded(output, None, sources)
+    }
+
+    /// [`Tape::gradient`] with the gradient arriving at `output` given (`output_gradient`, of `output`'s shape;
+    /// `None` is all ones): a vector-Jacobian product, TensorFlow's `output_gradients`.
+    pub fn gradient_seeded(
+        &self,
+        output: Var,
+        output_gradient: Option<&Tensor>,
+        sources: &[Var],
+    ) -> Result<Vec<Option<Tensor>>> {
+        let indices = self.source_indices(sources)?;
+        let mut walk = self.start_walk(output, output_gradient, &indices, false)?;
+        for index in (walk.lowest..=output.index).rev() {
+            self.visit(index, &self.nodes[index], &mut walk)?;
+        }
+        Ok(walk.found)
+    }
+
+    /// [`Tape::gradient_seeded`], consuming the tape: as in [`Tape::backward`], each intermediate is dropped as
+    /// soon as the walk has passed it, so the walk's peak memory is lower. What a tape asked only once needs.
+    pub fn into_gradient(
+        mut self,
+        output: Var,
+        output_gradient: Option<&Tensor>,
+        sources: &[Var],
+    ) -> Result<Vec<Option<Tensor>>> {
+        let indices = self.source_indices(sources)?;
+        let mut walk = self.start_walk(output, output_gradient, &indices, false)?;
+        self.nodes.truncate(output.index + 1);
+        while self.nodes.len() > walk.lowest {
+            let Some(node) = self.nodes.pop() else {
+                break;
+            };
+            let index = self.nodes.len();
+            self.visit(index, &node, &mut walk)?;
+        }
+        Ok(walk.found)
+    }
+
+    fn source_indices(&self, sources: &[Var]) -> Result<Vec<usize>> {
+        sources
+            .iter()
+            .map(|&source| self.node(source).map(|_| source.index))
+            .collect()
+    }
+
+    /// A walk from `output`, its gradient seeded with `output_gradient` (checked to have its shape) or ones.
+    fn start_walk<'a>(
+        &self,
+        output: Var,
+        output_gradient: Option<&Tensor>,
+        sources: &'a [usize],
+        collect_parameters: bool,
+    ) -> Result<Walk<'a>> {
+        let output_value = &self.node(output)?.value;
+        let seed = match output_gradient {
+            Some(given) => {
+                if given.shape() != output_value.shape() {
+                    return Err(Error::Shape {
+                        op: "gradient",
+                        message: format!(
+                            "the output gradient has shape {:?}; the output it seeds has shape {:?}",
+                            given.shape(),
+                            output_value.shape()
+                        ),
+                    });
+                }
+                output_value.expect_same_session("gradient", given)?;
+                given.expect_dtype("gradient", crate::DType::F32)?;
+                given.try_clone()?
+            }
+            None => {
+                let ones =
+                    output_value.output("backward", output_value.shape(), crate::DType::F32)?;
+                ones.fill_(1.0)?;
+                ones
+            }
+        };
+        let mut gradients: Vec<Option<Tensor>> = (0..=output.index).map(|_| None).collect();
+        gradients[output.index] = Some(seed);
+        let lowest = if collect_parameters {
+            0
+        } else {
+            sources.iter().copied().min().unwrap_or(usize::MAX)
+        };
+        Ok(Walk {
+            gradients,
+            collect_parameters,
+            by_parameter: Vec::new(),
+            sources,
+            found: sources.iter().map(|_| None).collect(),
+            lowest,
+        })
+    }
+
+    /// One step of the reverse walk, at node `index` (`node`, whose inputs all lie below it and are still on
+    /// the tape): the gradient that reached it is complete, since every node that uses it lies above. It is
+    /// handed out where the caller asked for it, and passed on to the node's inputs unless nothing asked for
+    /// lies below.
+    fn visit(&self, index: usize, node: &Node, walk: &mut Walk<'_>) -> Result<()> {
+        let Some(gradient) = walk.gradients.get_mut(index).and_then(Option::take) else {
+            return Ok(());
+        };
+        if walk.collect_parameters && node.parameter {
+            walk.by_parameter
+                .push((Arc::clone(&node.value), Arc::new(gradient)));
+            return Ok(());
+        }
+        let passes_on = node.wants_gradient && !matches!(node.op, Op::Leaf) && index > walk.lowest;
+        let asked: Vec<usize> = (0..walk.sources.len())
+            .filter(|&position| walk.sources[position] == index)
+            .collect();
+        let gradient = match asked.split_last() {
+            None => gradient,
+            Some((&last, others)) => {
+                for &position in others {
+                    walk.found[position] = Some(gradient.try_clone()?);
+                }
+                if !passes_on {
+                    walk.found[last] = Some(gradient);
+                    return Ok(());
+                }
+                walk.found[last] = Some(gradient.try_clone()?);
+                gradient
+            }
+        };
+        if !passes_on {
+            return Ok(());
+        }
+        self.propagate(node, gradient, &mut walk.gradients)
     }
 
     fn accumulate(
@@ -481,12 +694,15 @@ impl Tape {
         Ok(())
     }
 
+    /// Passes the gradient `upstream` of `node` on to its inputs. The node is borrowed: a walk that consumes
+    /// the tape drops it after this returns, one that keeps the tape leaves it in place.
     fn propagate(
         &self,
-        node: Node,
+        node: &Node,
         upstream: Tensor,
         gradients: &mut [Option<Tensor>],
     ) -> Result<()> {
+        // Copy fields bind by value, the rest by reference: the node stays whole for its owner.
         match node.op {
             Op::Leaf => {}
             Op::MatMul { a, b, transpose } => {
@@ -526,7 +742,10 @@ impl Tape {
                     self.accumulate(gradients, b, db)?;
                 }
             }
-            Op::SoftmaxCrossEntropy { logits, gradient } => {
+            Op::SoftmaxCrossEntropy {
+                logits,
+                ref gradient,
+            } => {
                 let Some(gradient) = gradient else {
                     return Ok(());
                 };
@@ -564,9 +783,9 @@ impl Tape {
                 let dtable = one_hot.matmul_t(&upstream, Transpose::Left)?;
                 self.accumulate(gradients, table, dtable.reshape(&table_shape)?)?;
             }
-            Op::Concat { parts, axis } => {
+            Op::Concat { ref parts, axis } => {
                 let mut start = 0;
-                for part in parts {
+                for &part in parts {
                     let len = self.nodes[part].value.shape()[axis];
                     if self.nodes[part].wants_gradient {
                         self.accumulate(gradients, part, upstream.narrow(axis, start, len)?)?;
@@ -584,7 +803,7 @@ impl Tape {
                 upstream.write_into(&dx, axis, start)?;
                 self.accumulate(gradients, x, dx)?;
             }
-            Op::Permute { x, axes } => {
+            Op::Permute { x, ref axes } => {
                 let mut inverse = vec![0; axes.len()];
                 for (position, &axis) in axes.iter().enumerate() {
                     inverse[axis] = position;

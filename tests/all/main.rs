@@ -28,6 +28,7 @@ mod command {
     }
 }
 
+mod autograd_gradient;
 mod autograd_layout;
 mod autograd_ops;
 mod checkpoint;
