@@ -6,8 +6,13 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 mod bench;
+mod checkpoint;
 mod errors;
+mod estimator;
+mod nn;
+mod optim;
 mod session;
+mod tape;
 mod tensor;
 
 /// The adapters a session can open, as `wgcompute devices` lists them: one dict each.
@@ -39,8 +44,17 @@ fn _wgcompute(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<session::CloseReport>()?;
     module.add_class::<session::MemoryStats>()?;
     module.add_class::<tensor::Tensor>()?;
+    module.add_class::<tape::Tape>()?;
+    module.add_class::<optim::Optimizer>()?;
     module.add_function(wrap_pyfunction!(devices, module)?)?;
+    module.add_function(wrap_pyfunction!(estimator::fit_classifier, module)?)?;
+    module.add_function(wrap_pyfunction!(estimator::predict_classifier, module)?)?;
     module.add_function(wrap_pyfunction!(tensor::op_tables, module)?)?;
+    module.add_function(wrap_pyfunction!(nn::linear_parameters, module)?)?;
+    module.add_function(wrap_pyfunction!(nn::mlp_parameters, module)?)?;
+    module.add_function(wrap_pyfunction!(checkpoint::save_mlp, module)?)?;
+    module.add_function(wrap_pyfunction!(checkpoint::save_tensors, module)?)?;
+    module.add_function(wrap_pyfunction!(checkpoint::load, module)?)?;
     module.add_function(wrap_pyfunction!(bench::seed_forward_seconds, module)?)?;
     module.add_function(wrap_pyfunction!(bench::small_op_seconds, module)?)?;
     Ok(())

@@ -117,7 +117,7 @@ impl Session {
     /// Runs `work` on the open session with the GIL released, the lock taken and given back while it is
     /// released too: a thread holding the lock while it waited for the GIL would deadlock with one holding the
     /// GIL while it waited for the lock (as `is_open` or an upload does).
-    fn with<T: Send>(
+    pub(crate) fn with<T: Send>(
         &self,
         py: Python<'_>,
         work: impl FnOnce(&mut wgcompute::Session) -> wgcompute::Result<T> + Send,

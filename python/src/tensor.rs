@@ -24,11 +24,22 @@ impl Tensor {
         }
     }
 
+    /// A tensor sharing `inner` (a tape's node, a layer's parameter), so that a later op finds it by pointer.
+    pub(crate) fn from_shared(inner: Arc<wgcompute::Tensor>, pid: u32) -> Self {
+        Tensor { inner, pid }
+    }
+
     /// The tensor, or the error a forked child gets.
     fn get(&self) -> PyResult<&wgcompute::Tensor> {
         if std::process::id() != self.pid {
             return Err(forked());
         }
+        Ok(&self.inner)
+    }
+
+    /// The shared handle, or the error a forked child gets: what a tape records and an optimizer updates.
+    pub(crate) fn shared(&self) -> PyResult<&Arc<wgcompute::Tensor>> {
+        self.get()?;
         Ok(&self.inner)
     }
 
@@ -201,6 +212,18 @@ impl Tensor {
     /// A copy in the same session.
     fn copy(&self, py: Python<'_>) -> PyResult<Tensor> {
         self.run(py, wgcompute::Tensor::try_clone)
+    }
+
+    /// Overwrites this tensor, in place, with `source` (same element count and dtype, same session): a
+    /// variable's `assign`.
+    fn assign(&self, py: Python<'_>, source: &Tensor) -> PyResult<()> {
+        let (target, source) = (self.get()?, source.get()?);
+        py.detach(|| target.copy_from(source)).or_raise()
+    }
+
+    /// Whether both share one library tensor: what identifies a variable to a tape or an optimizer.
+    fn same_as(&self, other: &Tensor) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
     }
 
     /// The tensors joined along `axis` (numpy.concatenate).

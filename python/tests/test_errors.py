@@ -35,6 +35,7 @@ BUILTINS = {
     "CheckpointError": ValueError,
     "TuningCacheError": OSError,
     "DivergedError": ArithmeticError,
+    "TapeError": RuntimeError,
 }
 
 

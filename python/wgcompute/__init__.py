@@ -22,6 +22,8 @@ Fortran-ordered arrays are copied first.
 from __future__ import annotations
 
 import atexit
+import contextlib
+import enum
 import math
 import numbers
 import os
@@ -49,6 +51,7 @@ from ._errors import (
     SessionMismatchError,
     ShapeError,
     SuspendedError,
+    TapeError,
     TuningCacheError,
 )
 from ._wgcompute import CloseReport, MemoryStats
@@ -64,7 +67,9 @@ __all__ = [
     "DTypeError",
     "Error",
     "ForkedError",
+    "GradientTape",
     "InvalidArgumentError",
+    "MLPClassifier",
     "MemoryStats",
     "NotSuspendedError",
     "OutOfMemoryError",
@@ -73,10 +78,18 @@ __all__ = [
     "SessionMismatchError",
     "ShapeError",
     "SuspendedError",
+    "TapeError",
     "Tensor",
     "TuningCacheError",
+    "UnconnectedGradients",
+    "Variable",
     "concat",
     "devices",
+    "load",
+    "matmul",
+    "nn",
+    "optim",
+    "save",
     "softmax_cross_entropy",
 ]
 
@@ -300,6 +313,11 @@ class Session:
         """Standard normal, drawn on the device from ``seed``."""
         return self._wrap(self._s.randn(_shape(shape), _seed(seed)))
 
+    def variable(self, data: Any, name: str | None = None, trainable: bool = True) -> Variable:
+        """A :class:`Variable` holding ``data`` (an array, a tensor, or anything ``numpy.asarray`` takes), in this
+        session."""
+        return Variable(data, session=self, trainable=trainable, name=name)
+
 
 @atexit.register
 def _close_open_sessions() -> None:
@@ -404,11 +422,32 @@ class Tensor:
             return other
         return self._owner().tensor(other)
 
+    def _op(self, operands: Sequence[Tensor], eager: Any, taped: Any) -> Tensor:
+        """Runs an op: ``taped(native_tape)`` where this thread's :class:`GradientTape` records one of the
+        ``operands`` (so that a gradient can flow through it), else ``eager()``, which keeps nothing."""
+        tape = _recording_tape(operands)
+        return self._wrap(eager() if tape is None else taped(tape))
+
+    def _unary(self, name: str, scalar: float = 0.0) -> Tensor:
+        return self._op((self,), lambda: self._t.unary(name, scalar), lambda tape: tape.unary(self._t, name, scalar))
+
+    def _binary(self, name: str, other: Tensor) -> Tensor:
+        return self._op(
+            (self, other), lambda: self._t.binary(name, other._t), lambda tape: tape.binary(self._t, name, other._t)
+        )
+
+    def _matmul(self, other: Tensor, transpose_a: bool = False, transpose_b: bool = False) -> Tensor:
+        return self._op(
+            (self, other),
+            lambda: self._t.matmul(other._t, transpose_a, transpose_b),
+            lambda tape: tape.matmul(self._t, other._t, transpose_a, transpose_b),
+        )
+
     def _scalar_or_tensor(self, other: Any, scalar_op: str, tensor_op: str) -> Tensor:
         if isinstance(other, numbers.Real) and not isinstance(other, bool):
-            return self._wrap(self._t.unary(scalar_op, float(other)))
+            return self._unary(scalar_op, float(other))
         if isinstance(other, (Tensor, np.ndarray, list, tuple, np.generic)):
-            return self._wrap(self._t.binary(tensor_op, self._operand(other)._t))
+            return self._binary(tensor_op, self._operand(other))
         return NotImplemented
 
     def __add__(self, other: Any) -> Tensor:
@@ -422,7 +461,7 @@ class Tensor:
 
     def __rsub__(self, other: Any) -> Tensor:
         if isinstance(other, numbers.Real) and not isinstance(other, bool):
-            return self._wrap(self._t.unary("scalar_sub", float(other)))
+            return self._unary("scalar_sub", float(other))
         return self._operand(other).__sub__(self)
 
     def __mul__(self, other: Any) -> Tensor:
@@ -436,17 +475,17 @@ class Tensor:
 
     def __rtruediv__(self, other: Any) -> Tensor:
         if isinstance(other, numbers.Real) and not isinstance(other, bool):
-            return self._wrap(self._t.unary("scalar_div", float(other)))
+            return self._unary("scalar_div", float(other))
         return self._operand(other).__truediv__(self)
 
     def __neg__(self) -> Tensor:
-        return self._wrap(self._t.unary("neg"))
+        return self._unary("neg")
 
     def __pos__(self) -> Tensor:
         return self
 
     def __matmul__(self, other: Any) -> Tensor:
-        return self._wrap(self._t.matmul(self._operand(other)._t))
+        return self._matmul(self._operand(other))
 
     def __rmatmul__(self, other: Any) -> Tensor:
         return self._operand(other).__matmul__(self)
@@ -462,8 +501,10 @@ class Tensor:
         return int(axis) % ndim
 
     def _reduce(self, name: str, axis: int | None) -> Tensor:
-        return self._wrap(self._t.reduce(name, None if axis is None else self._axis(axis)))
+        axis = None if axis is None else self._axis(axis)
+        return self._op((self,), lambda: self._t.reduce(name, axis), lambda tape: tape.reduce(self._t, name, axis))
 
+    # Integer results carry no gradient, so they are never recorded.
     def argmax(self, axis: int | None = None) -> Tensor:
         """Index of the largest element (the first on ties, the first NaN if any), as a uint32 tensor."""
         return self._wrap(self._t.argmax(None if axis is None else self._axis(axis)))
@@ -476,11 +517,11 @@ class Tensor:
         axis = self._axis(axis)
         last = self.ndim - 1
         if axis == last:
-            return self._wrap(getattr(self._t, op)())
+            return self._op((self,), getattr(self._t, op), lambda tape: getattr(tape, op)(self._t))
         order = list(range(self.ndim))
         order[axis], order[last] = order[last], order[axis]
-        moved = self._t.permute(order)
-        return self._wrap(getattr(moved, op)().permute(order))
+        # Each step is an op of its own, so a tape records the three and differentiates through them.
+        return self.permute(order)._along_last(-1, op).permute(order)
 
     def softmax(self, axis: int = -1) -> Tensor:
         """exp(x) / Σ exp(x) along ``axis``, computed stably."""
@@ -502,13 +543,15 @@ class Tensor:
             if known == 0 or self.size % known:
                 raise ShapeError(f"cannot reshape a tensor of shape {self.shape} into {tuple(dims)}")
             dims[dims.index(-1)] = self.size // known
-        return self._wrap(self._t.reshape(_shape(dims)))
+        dims = _shape(dims)
+        return self._op((self,), lambda: self._t.reshape(dims), lambda tape: tape.reshape(self._t, dims))
 
     def permute(self, *axes: int | Sequence[int]) -> Tensor:
         """The axes in the order ``axes`` (PyTorch's ``permute``; numpy's ``transpose(axes)``)."""
         if len(axes) == 1 and not isinstance(axes[0], numbers.Integral):
             axes = tuple(axes[0])
-        return self._wrap(self._t.permute([self._axis(axis) for axis in axes]))
+        order = [self._axis(axis) for axis in axes]
+        return self._op((self,), lambda: self._t.permute(order), lambda tape: tape.permute(self._t, order))
 
     def transpose(self, *axes: int | Sequence[int]) -> Tensor:
         """numpy's ``transpose``: no axes reverses them, a full order permutes them; two axes of a tensor of
@@ -531,29 +574,45 @@ class Tensor:
 
     def narrow(self, axis: int, start: int, length: int) -> Tensor:
         """``length`` entries from ``start`` along ``axis`` (PyTorch's ``narrow``)."""
-        return self._wrap(self._t.narrow(self._axis(axis), _count(start, "start"), _count(length, "length")))
+        axis, start, length = self._axis(axis), _count(start, "start"), _count(length, "length")
+        return self._op(
+            (self,),
+            lambda: self._t.narrow(axis, start, length),
+            lambda tape: tape.narrow(self._t, axis, start, length),
+        )
 
     def gather_rows(self, indices: Any) -> Tensor:
         """The rows at ``indices`` (a uint32 tensor or int array), in that order."""
-        return self._wrap(self._t.gather_rows(self._operand(indices)._t))
+        indices = self._operand(indices)
+        return self._op(
+            (self, indices),
+            lambda: self._t.gather_rows(indices._t),
+            lambda tape: tape.gather_rows(self._t, indices._t),
+        )
 
     take = gather_rows
 
     def one_hot(self, classes: int) -> Tensor:
         """uint32 class ids [n] as float32 rows [n, classes]."""
+        # Its input is integer, so nothing flows through it.
         return self._wrap(self._t.one_hot(_count(classes, "classes")))
 
     def astype(self, dtype: Any) -> Tensor:
-        """A copy as float32 or uint32."""
-        return self._wrap(self._t.cast(np.dtype(dtype).name))
+        """A copy as float32 or uint32 (float32 to float32 is recorded as a copy; to uint32 carries no gradient)."""
+        name = np.dtype(dtype).name
+        if name == "float32" and self._t.dtype == "float32":
+            return self.copy()
+        return self._wrap(self._t.cast(name))
 
     def copy(self) -> Tensor:
-        return self._wrap(self._t.copy())
+        if self._t.dtype != "float32":
+            return self._wrap(self._t.copy())
+        return self._op((self,), self._t.copy, lambda tape: tape.unary(self._t, "copy"))
 
 
 def _unary_method(name: str, doc: str):
     def method(self: Tensor) -> Tensor:
-        return self._wrap(self._t.unary(name))
+        return self._unary(name)
 
     method.__name__ = name
     method.__doc__ = doc
@@ -585,12 +644,361 @@ def concat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     if not tensors:
         raise InvalidArgumentError("concat needs at least one tensor")
     first = tensors[0]
-    return first._wrap(_wgcompute.Tensor.concat([t._t for t in tensors], first._axis(axis)))
+    axis = first._axis(axis)
+    natives = [t._t for t in tensors]
+    return first._op(tensors, lambda: _wgcompute.Tensor.concat(natives, axis), lambda tape: tape.concat(natives, axis))
 
 
 def softmax_cross_entropy(logits: Tensor, labels: Any) -> Tensor:
     """Per-row softmax cross-entropy of ``logits`` [rows, classes] against ``labels`` of the same shape
     (probabilities or weights; rows need not sum to 1), as TensorFlow's
-    ``softmax_cross_entropy_with_logits``."""
-    losses, _gradient = logits._t.softmax_cross_entropy(logits._operand(labels)._t)
-    return logits._wrap(losses)
+    ``softmax_cross_entropy_with_logits``. Under a :class:`GradientTape` its gradient goes to the logits (the
+    exact one, also for labels that do not sum to 1); labels the tape watches are refused, since they get none."""
+    labels = logits._operand(labels)
+    return logits._op(
+        (logits, labels),
+        lambda: logits._t.softmax_cross_entropy(labels._t)[0],
+        lambda tape: tape.softmax_cross_entropy(logits._t, labels._t),
+    )
+
+
+def matmul(a: Tensor, b: Any, transpose_a: bool = False, transpose_b: bool = False) -> Tensor:
+    """``op(a) @ op(b)``, ``op`` transposing a matrix where asked (TensorFlow's ``tf.matmul``), without a
+    transposed copy."""
+    return a._matmul(a._operand(b), bool(transpose_a), bool(transpose_b))
+
+
+# --- variables ---
+
+
+class Variable(Tensor):
+    """A tensor a model trains: TensorFlow's ``tf.Variable``. ``Variable(value, session=None, trainable=True,
+    name=None)`` copies ``value`` (a tensor, into its own session unless ``session`` is given; or an array,
+    which needs ``session``); :meth:`Session.variable` makes one from an array. Every op on a trainable
+    variable inside a :class:`GradientTape` block is recorded (unless the tape was made with
+    ``watch_accessed_variables=False``); :meth:`assign` overwrites it in place, as an optimizer does. Like any
+    tensor, it keeps no GPU memory after its session closes."""
+
+    __slots__ = ("_trainable", "_name")
+
+    def __init__(
+        self, initial_value: Any, session: Session | None = None, trainable: bool = True, name: str | None = None
+    ) -> None:
+        if isinstance(initial_value, Tensor):
+            owner = initial_value._owner() if session is None else session
+            if owner is initial_value._owner():
+                inner = initial_value._t.copy()
+            else:
+                inner = owner.tensor(initial_value.numpy())._t
+        else:
+            if session is None:
+                raise InvalidArgumentError(
+                    "a Variable made from an array needs its session: Variable(array, session=s), or s.variable(array)"
+                )
+            owner = session
+            inner = session.tensor(initial_value)._t
+        self._init(inner, owner._ref, trainable, name)
+
+    def _init(self, inner: _wgcompute.Tensor, session: weakref.ref[Session], trainable: bool, name: str | None) -> None:
+        if not isinstance(trainable, bool):
+            raise InvalidArgumentError(f"trainable is True or False; got {trainable!r}")
+        if trainable and inner.dtype != "float32":
+            raise DTypeError(
+                f"a {inner.dtype} Variable cannot be trainable (integer values carry no gradient); pass trainable=False"
+            )
+        self._t = inner
+        self._session = session
+        self._trainable = trainable
+        self._name = "Variable" if name is None else str(name)
+
+    @classmethod
+    def _of_native(
+        cls, inner: _wgcompute.Tensor, session: weakref.ref[Session], trainable: bool = True, name: str | None = None
+    ) -> Variable:
+        """A variable over a tensor the library made (a layer's parameter), sharing it."""
+        variable = object.__new__(cls)
+        variable._init(inner, session, trainable, name)
+        return variable
+
+    @property
+    def trainable(self) -> bool:
+        return self._trainable
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def __repr__(self) -> str:
+        state = "session open" if self._t.session_is_open else "session closed"
+        return f"Variable({self._name!r}, shape={self.shape}, dtype={self._t.dtype}, {state})"
+
+    def _value_of(self, value: Any) -> Tensor:
+        value = self._operand(value)
+        if value.shape != self.shape:
+            raise ShapeError(
+                f"cannot assign a value of shape {value.shape} to variable {self._name!r} of shape {self.shape}"
+            )
+        if value._t.dtype != self._t.dtype:
+            if self._t.dtype == "float32":
+                value = value.astype("float32")
+            else:
+                raise DTypeError(f"cannot assign a {value._t.dtype} value to {self._t.dtype} variable {self._name!r}")
+        return value
+
+    def assign(self, value: Any) -> Variable:
+        """Overwrites the variable, in place, with ``value`` (a tensor or array of its shape). Not recorded by
+        a tape; a persistent tape that recorded the variable differentiates with its new value afterwards."""
+        self._t.assign(self._value_of(value)._t)
+        return self
+
+    def assign_add(self, delta: Any) -> Variable:
+        self._t.assign(self._t.binary("add", self._value_of(delta)._t))
+        return self
+
+    def assign_sub(self, delta: Any) -> Variable:
+        self._t.assign(self._t.binary("sub", self._value_of(delta)._t))
+        return self
+
+    def read_value(self) -> Tensor:
+        """A copy of the current value, as a plain tensor."""
+        return self._wrap(self._t.copy())
+
+
+# --- gradient tapes ---
+
+_this_thread = threading.local()
+
+
+def _recording_tape(operands: Iterable[Tensor]) -> _wgcompute.Tape | None:
+    """This thread's tape if it records one of ``operands``, watching trainable variables among them as it goes;
+    else None (and then nothing is recorded)."""
+    tape = getattr(_this_thread, "tape", None)
+    if tape is None:
+        return None
+    return tape._recording(operands)
+
+
+class UnconnectedGradients(enum.Enum):
+    """What :meth:`GradientTape.gradient` gives for a source the target does not depend on (TensorFlow's
+    ``tf.UnconnectedGradients``)."""
+
+    NONE = "none"
+    ZERO = "zero"
+
+
+class GradientTape:
+    """Records the ops of its ``with`` block on the library's tape, for :meth:`gradient`, as TensorFlow's
+    ``tf.GradientTape``::
+
+        w = s.variable(np.zeros((4, 3)))
+        with wgcompute.GradientTape() as tape:
+            loss = wgcompute.softmax_cross_entropy(x @ w, y).mean()
+        [dw] = tape.gradient(loss, [w])
+
+    An op is recorded when one of its operands is watched: a trainable :class:`Variable` (watched as soon as it
+    is used, unless ``watch_accessed_variables=False``), a tensor passed to :meth:`watch`, or a result recorded
+    before. Other ops run as they do outside a tape, keeping nothing. Integer results (argmax, argmin,
+    ``astype('uint32')``) carry no gradient and are not recorded. A float op without a gradient (max, min) is
+    refused with an ``InvalidArgumentError`` naming it where a gradient would flow through it.
+
+    ``persistent=False`` (the default): one :meth:`gradient` call, which frees each intermediate as soon as the
+    backward walk passes it and releases the tape; a second call raises :class:`TapeError`. ``persistent=True``
+    keeps everything until the tape is dropped (or :meth:`reset`), for several calls.
+
+    Recording is per thread, as in TensorFlow: the tape records only on the thread that entered it. One tape
+    records at a time on a thread: entering a second one inside the first raises :class:`TapeError` (higher-order
+    gradients, a tape recording another tape's gradient, are not supported). The tape holds its values as every
+    tensor does, weakly: after the session closes it keeps no GPU memory, and a gradient then raises
+    :class:`SessionClosedError`.
+    """
+
+    def __init__(self, persistent: bool = False, watch_accessed_variables: bool = True) -> None:
+        self._native = _wgcompute.Tape()
+        self._persistent = bool(persistent)
+        self._watch_accessed = bool(watch_accessed_variables)
+        self._thread: int | None = None
+        self._paused = False
+        self._watched: list[Variable] = []
+
+    @property
+    def persistent(self) -> bool:
+        return self._persistent
+
+    def __enter__(self) -> GradientTape:
+        current = getattr(_this_thread, "tape", None)
+        if current is not None:
+            raise TapeError(
+                "another GradientTape already records on this thread: tapes do not nest (higher-order gradients "
+                "are not supported). Leave the first tape's block before entering this one"
+            )
+        if self._native.is_released:
+            raise TapeError(
+                "this GradientTape was released by its first gradient() call; make a new one (or a persistent one)"
+            )
+        self._thread = threading.get_ident()
+        _this_thread.tape = self
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if getattr(_this_thread, "tape", None) is not self:
+            raise TapeError("a GradientTape's block must be left on the thread that entered it")
+        _this_thread.tape = None
+        self._thread = None
+
+    def _recording(self, operands: Iterable[Tensor]) -> _wgcompute.Tape | None:
+        if self._paused:
+            return None
+        native = self._native
+        recorded = False
+        for operand in operands:
+            inner = operand._t
+            if self._watch_accessed and isinstance(operand, Variable) and operand._trainable:
+                if native.is_released:
+                    return None
+                if native.watch(inner):
+                    self._watched.append(operand)
+            if not recorded and native.records(inner):
+                recorded = True
+        return native if recorded else None
+
+    def watch(self, tensor: Tensor | Iterable[Tensor]) -> None:
+        """Records every op on ``tensor`` (float32; or each tensor of a list) from now on, so that a gradient
+        can flow to it. A uint32 tensor is a ``DTypeError``: integers carry no gradient."""
+        tensors = [tensor] if isinstance(tensor, Tensor) else list(tensor)
+        for item in tensors:
+            if not isinstance(item, Tensor):
+                raise InvalidArgumentError(f"a GradientTape watches tensors and variables; got {type(item).__name__}")
+            if self._native.watch(item._t) and isinstance(item, Variable):
+                self._watched.append(item)
+
+    def watched_variables(self) -> tuple[Variable, ...]:
+        """The variables this tape watches, in the order it first saw them."""
+        return tuple(self._watched)
+
+    @contextlib.contextmanager
+    def stop_recording(self):
+        """A block inside the tape's in which nothing is recorded."""
+        self._paused = True
+        try:
+            yield
+        finally:
+            self._paused = False
+
+    def reset(self) -> None:
+        """Forgets everything recorded (TensorFlow's ``reset``); the tape records afresh."""
+        self._native.reset()
+        self._watched.clear()
+
+    def gradient(
+        self,
+        target: Tensor,
+        sources: Any,
+        output_gradients: Any = None,
+        unconnected_gradients: UnconnectedGradients | str = UnconnectedGradients.NONE,
+    ) -> Any:
+        """The gradient of ``target`` with respect to ``sources``: one tensor for a tensor, a list for a list (a
+        tuple for a tuple, a dict for a dict). Sources may be variables, watched tensors, or results recorded
+        on the tape. A source ``target`` does not depend on gets None, or zeros with
+        ``unconnected_gradients="zero"``. A target of several elements is differentiated as their sum, or
+        weighted by ``output_gradients`` (a tensor or array of its shape)."""
+        try:
+            unconnected = UnconnectedGradients(unconnected_gradients)
+        except ValueError:
+            raise InvalidArgumentError(
+                f"unconnected_gradients is 'none' or 'zero' (or UnconnectedGradients); got {unconnected_gradients!r}"
+            ) from None
+        if not isinstance(target, Tensor):
+            raise InvalidArgumentError(f"the target of gradient() is one tensor; got {type(target).__name__}")
+        if self._native.is_released:
+            raise TapeError(
+                "a GradientTape that is not persistent computes one set of gradients: this one was released by "
+                "its first gradient() call. Make it with GradientTape(persistent=True) to ask for more"
+            )
+        if isinstance(sources, Tensor):
+            flat, pack = [sources], lambda results: results[0]
+        elif isinstance(sources, dict):
+            keys = list(sources)
+            flat, pack = [sources[key] for key in keys], lambda results: dict(zip(keys, results, strict=True))
+        elif isinstance(sources, (list, tuple)):
+            flat, pack = list(sources), tuple if isinstance(sources, tuple) else list
+        else:
+            raise InvalidArgumentError(
+                f"sources are a tensor, or a list, tuple or dict of tensors; got {type(sources).__name__}"
+            )
+        for source in flat:
+            if not isinstance(source, Tensor):
+                raise InvalidArgumentError(
+                    f"a source of gradient() is a tensor or variable; got {type(source).__name__}"
+                )
+        seed = None if output_gradients is None else target._operand(output_gradients)._t
+        natives = self._native.gradient(target._t, [source._t for source in flat], seed, self._persistent)
+        results = []
+        for source, native in zip(flat, natives, strict=True):
+            if native is not None:
+                results.append(source._wrap(native))
+            elif unconnected is UnconnectedGradients.ZERO:
+                results.append(source._owner().zeros(source.shape))
+            else:
+                results.append(None)
+        return pack(results)
+
+
+# --- checkpoints ---
+
+
+def save(
+    path: str | os.PathLike,
+    model_or_named_tensors: Any,
+    optimizer: Any = None,
+    metadata: dict[str, Any] | None = None,
+) -> None:
+    """Writes a safetensors file (``safetensors.numpy.load_file`` reads it). An :class:`nn.Mlp` is saved as the
+    library saves one (format ``wgcompute.mlp``, which ``wgcompute predict --model`` reads), with ``optimizer``'s
+    state if given; a dict of named tensors as they are. ``metadata``: str to str entries kept in the file. The
+    file is written beside ``path`` and renamed over it, so a failed save leaves an older file whole."""
+    entries = [(str(key), str(value)) for key, value in (metadata or {}).items()]
+    if isinstance(model_or_named_tensors, nn.Mlp):
+        native_optimizer = None if optimizer is None else optim._native_of(optimizer)
+        layers = [
+            (layer.weight._t, None if layer.bias is None else layer.bias._t) for layer in model_or_named_tensors.layers
+        ]
+        _wgcompute.save_mlp(os.fspath(path), layers, native_optimizer, entries)
+        return
+    if isinstance(model_or_named_tensors, dict):
+        if optimizer is not None:
+            raise InvalidArgumentError("an optimizer's state is saved with an nn.Mlp; a dict of tensors saves alone")
+        named = []
+        for name, tensor in model_or_named_tensors.items():
+            if not isinstance(tensor, Tensor):
+                raise InvalidArgumentError(f"tensor {name!r} is a {type(tensor).__name__}, not a Tensor")
+            named.append((str(name), tensor._t))
+        _wgcompute.save_tensors(os.fspath(path), named, entries)
+        return
+    raise InvalidArgumentError(
+        f"save takes an nn.Mlp or a dict of named tensors; got {type(model_or_named_tensors).__name__}"
+    )
+
+
+def load(path: str | os.PathLike, session: Session, optimizer: Any = None) -> Any:
+    """Reads a file :func:`save` wrote (or any safetensors file of float32 and uint32 tensors) into ``session``:
+    an :class:`nn.Mlp` for a model (its ``metadata`` attribute holds the file's metadata), restoring
+    ``optimizer``'s state from it if given; a dict of tensors for anything else."""
+    native_optimizer = None if optimizer is None else optim._native_of(optimizer)
+    kind, tensors, sizes, metadata, _restored = _wgcompute.load(os.fspath(path), session._s, native_optimizer)
+    if kind == "mlp":
+        return nn.Mlp._from_parameters(session, sizes, tensors, metadata)
+    return {name: session._wrap(tensor) for name, tensor in tensors}
+
+
+# The layers and optimizers build on the names above.
+from . import nn, optim  # noqa: E402
+
+
+def __getattr__(name: str) -> Any:
+    # MLPClassifier derives from scikit-learn's base classes where scikit-learn is installed, whose import takes
+    # about a second: it is imported when first asked for, not by `import wgcompute`.
+    if name == "MLPClassifier":
+        from ._estimator import MLPClassifier
+
+        return MLPClassifier
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

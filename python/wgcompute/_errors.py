@@ -74,3 +74,9 @@ class DriverError(Error, RuntimeError):
 
 class ForkedError(Error, RuntimeError):
     """A session or tensor used in a process forked from the one that opened it."""
+
+
+class TapeError(Error, RuntimeError):
+    """A :class:`GradientTape` used in a way it does not allow: a second ``gradient()`` on a tape that is not
+    persistent (it let go of what it recorded after the first), a tape entered on one thread while another
+    records there (nested tapes; higher-order gradients are not supported), or left on another thread."""

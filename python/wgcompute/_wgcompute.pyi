@@ -12,8 +12,15 @@ __all__ = [
     "CloseReport",
     "MemoryStats",
     "Tensor",
+    "Tape",
+    "Optimizer",
     "devices",
     "op_tables",
+    "linear_parameters",
+    "mlp_parameters",
+    "save_mlp",
+    "save_tensors",
+    "load",
     "seed_forward_seconds",
     "small_op_seconds",
 ]
@@ -151,5 +158,133 @@ class Tensor:
     def cast(self, dtype: str) -> Tensor:
         """A copy as "float32" or "uint32" (anything else is a DTypeError)."""
     def copy(self) -> Tensor: ...
+    def assign(self, source: Tensor) -> None:
+        """Overwrites this tensor in place with ``source`` (same element count, dtype and session)."""
+    def same_as(self, other: Tensor) -> bool:
+        """Whether both share one library tensor."""
     @staticmethod
     def concat(parts: Sequence[Tensor], axis: int) -> Tensor: ...
+
+@final
+class Tape:
+    """The library's tape: ops by the names of Tensor's, recorded; results share the tape's nodes."""
+
+    def __new__(cls) -> Tape: ...
+    def watch(self, tensor: Tensor) -> bool:
+        """Watches a float32 tensor (DTypeError otherwise); whether it was newly watched."""
+    def records(self, tensor: Tensor) -> bool: ...
+    @property
+    def is_released(self) -> bool: ...
+    def release(self) -> None: ...
+    def reset(self) -> None: ...
+    def gradient(
+        self, target: Tensor, sources: Sequence[Tensor], output_gradient: Tensor | None = None, keep: bool = True
+    ) -> list[Tensor | None]:
+        """None for a source the target does not depend on; ``keep=False`` consumes and releases the tape."""
+    def unary(self, x: Tensor, name: str, scalar: float = 0.0) -> Tensor: ...
+    def binary(self, a: Tensor, name: str, b: Tensor) -> Tensor: ...
+    def reduce(self, x: Tensor, name: str, axis: int | None = None) -> Tensor: ...
+    def matmul(self, a: Tensor, b: Tensor, transpose_a: bool = False, transpose_b: bool = False) -> Tensor: ...
+    def softmax(self, x: Tensor) -> Tensor: ...
+    def log_softmax(self, x: Tensor) -> Tensor: ...
+    def softmax_cross_entropy(self, logits: Tensor, labels: Tensor) -> Tensor: ...
+    def reshape(self, x: Tensor, shape: Sequence[int]) -> Tensor: ...
+    def permute(self, x: Tensor, axes: Sequence[int]) -> Tensor: ...
+    def narrow(self, x: Tensor, axis: int, start: int, len: int) -> Tensor: ...
+    def gather_rows(self, table: Tensor, indices: Tensor) -> Tensor: ...
+    def concat(self, parts: Sequence[Tensor], axis: int) -> Tensor: ...
+
+@final
+class Optimizer:
+    """The library's Adam, AdamW or SGD; state per variable of the first step."""
+
+    @staticmethod
+    def adam(lr: float, beta1: float, beta2: float, epsilon: float) -> Optimizer: ...
+    @staticmethod
+    def adamw(lr: float, weight_decay: float, beta1: float, beta2: float, epsilon: float) -> Optimizer: ...
+    @staticmethod
+    def sgd(lr: float, momentum: float) -> Optimizer: ...
+    @property
+    def kind(self) -> Literal["adam", "adamw", "sgd"]: ...
+    @property
+    def learning_rate(self) -> float: ...
+    @learning_rate.setter
+    def learning_rate(self, lr: float) -> None: ...
+    def hyperparameters(self) -> list[tuple[str, float]]: ...
+    @property
+    def iterations(self) -> int: ...
+    @property
+    def variable_count(self) -> int: ...
+    def knows(self, variable: Tensor) -> bool: ...
+    def step(self, variables: Sequence[Tensor], gradients: Sequence[Tensor | None]) -> None: ...
+
+def linear_parameters(session: Session, inputs: int, outputs: int, bias: bool, seed: int) -> list[tuple[str, Tensor]]:
+    """("weight", ...) and ("bias", ...) of the library's Linear::new."""
+
+def mlp_parameters(session: Session, sizes: Sequence[int], seed: int) -> list[tuple[str, Tensor]]:
+    """The library's Mlp::new, by the names checkpoints give its parameters."""
+
+def save_mlp(
+    path: str,
+    layers: Sequence[tuple[Tensor, Tensor | None]],
+    optimizer: Optimizer | None = None,
+    metadata: Sequence[tuple[str, str]] = ...,
+) -> None: ...
+def save_tensors(
+    path: str, tensors: Sequence[tuple[str, Tensor]], metadata: Sequence[tuple[str, str]] = ...
+) -> None: ...
+def load(
+    path: str, session: Session, optimizer: Optimizer | None = None
+) -> tuple[Literal["mlp", "tensors"], list[tuple[str, Tensor]], list[int] | None, dict[str, str], bool]:
+    """(kind, named tensors, the MLP's widths, metadata, whether the optimizer's state was restored)."""
+
+# python/src/estimator.rs: the library's classifier loop (wgcompute::fit) for wgcompute.MLPClassifier.
+__all__ += ["fit_classifier", "predict_classifier"]
+
+class _EpochRecord(TypedDict):
+    epoch: int
+    lr: float
+    loss: float
+    accuracy: float
+    val_loss: float | None
+    val_accuracy: float | None
+    seconds: float
+    best: bool
+
+class _FittedClassifier(TypedDict):
+    coefs: list[NDArray[np.float32]]
+    intercepts: list[NDArray[np.float32]]
+    mean: NDArray[np.float32] | None
+    scale: NDArray[np.float32] | None
+    history: list[_EpochRecord]
+    best_epoch: int | None
+    stopped_early: bool
+
+def fit_classifier(
+    session: Session,
+    inputs: NDArray[np.float32],
+    labels: NDArray[np.uint32],
+    classes: int,
+    hidden: Sequence[int],
+    epochs: int,
+    batch: int,
+    optimizer: Literal["adam", "adamw", "sgd"],
+    lr: float,
+    seed: int,
+    standardize: bool,
+    val_split: float,
+    schedule: str,
+    early_stopping: tuple[Literal["val_loss", "val_accuracy", "loss"], int, float, bool] | None,
+) -> _FittedClassifier:
+    """A whole fit of the library's loop with the GIL released; everything returned is on the host.
+    ``early_stopping`` is (monitor, patience, min_delta, restore_best)."""
+
+def predict_classifier(
+    session: Session,
+    coefs: Sequence[NDArray[np.float32]],
+    intercepts: Sequence[NDArray[np.float32]],
+    mean: NDArray[np.float32] | None,
+    scale: NDArray[np.float32] | None,
+    inputs: NDArray[np.float32],
+) -> NDArray[np.float32]:
+    """Class probabilities [samples, classes] of the MLP of these host weights, in ``session`` for this call."""

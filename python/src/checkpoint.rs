@@ -1,0 +1,213 @@
+//! Checkpoints from Python, through the library's `wgcompute::checkpoint`: an MLP (its layers' tensors) with
+//! its optimizer's state in the format `wgcompute predict --model` reads, or any named tensors; and reading
+//! either back into a session. Files are written and read with the GIL released.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use pyo3::prelude::*;
+use wgcompute::checkpoint::{self, Checkpoint};
+use wgcompute::{Linear, Mlp};
+
+use crate::errors::{named, OrRaise};
+use crate::optim::{Built, Optimizer};
+use crate::session::Session;
+use crate::tensor::Tensor;
+
+/// A layer from Python: its weight and its bias.
+type Layer<'py> = (PyRef<'py, Tensor>, Option<PyRef<'py, Tensor>>);
+
+/// What `load` read: "mlp" or "tensors", the tensors by name (an MLP's in layer order), the MLP's widths,
+/// the file's metadata, and whether an optimizer's state was restored.
+type Loaded = (
+    &'static str,
+    Vec<(String, Tensor)>,
+    Option<Vec<usize>>,
+    HashMap<String, String>,
+    bool,
+);
+
+fn shared(tensor: &Tensor) -> PyResult<Arc<wgcompute::Tensor>> {
+    tensor.shared().cloned()
+}
+
+/// The optimizer's state in the model's parameter order: `None` where it is in that order already (or holds
+/// none yet), else a copy reordered, since the file pairs each slot's tensors with the parameters by position.
+fn in_model_order(
+    optimizer: &Built,
+    known: &[Arc<wgcompute::Tensor>],
+    parameters: &[Arc<wgcompute::Tensor>],
+) -> PyResult<Option<Built>> {
+    let same_order = known.len() == parameters.len()
+        && known.iter().zip(parameters).all(|(a, b)| Arc::ptr_eq(a, b));
+    if known.is_empty() || same_order {
+        return Ok(None);
+    }
+    let order = parameters
+        .iter()
+        .map(|parameter| known.iter().position(|seen| Arc::ptr_eq(seen, parameter)))
+        .collect::<Option<Vec<usize>>>()
+        .filter(|order| order.len() == known.len());
+    let Some(order) = order else {
+        return Err(named(
+            "InvalidArgumentError",
+            format!(
+                "the optimizer keeps state for {} variables that are not this model's {} parameters: save an \
+                 optimizer with the model it trained",
+                known.len(),
+                parameters.len()
+            ),
+        ));
+    };
+    let state = optimizer.as_dyn().state();
+    let slots = state
+        .slots
+        .iter()
+        .map(|(name, tensors)| {
+            let reordered = order
+                .iter()
+                .map(|&position| tensors[position].try_clone())
+                .collect::<wgcompute::Result<Vec<_>>>()?;
+            Ok((name.to_string(), reordered))
+        })
+        .collect::<wgcompute::Result<Vec<_>>>()
+        .or_raise()?;
+    let mut reordered = optimizer.fresh_like();
+    reordered
+        .as_dyn_mut()
+        .restore(state.steps, slots)
+        .or_raise()?;
+    Ok(Some(reordered))
+}
+
+/// Writes an MLP (its layers' weights [inputs, outputs] and biases) and, if given, its optimizer's state to
+/// `path` with `wgcompute::checkpoint::save_with_metadata`: format `wgcompute.mlp`.
+#[pyfunction]
+#[pyo3(signature = (path, layers, optimizer=None, metadata=Vec::new()))]
+pub fn save_mlp(
+    py: Python<'_>,
+    path: PathBuf,
+    layers: Vec<Layer<'_>>,
+    optimizer: Option<PyRef<'_, Optimizer>>,
+    metadata: Vec<(String, String)>,
+) -> PyResult<()> {
+    let model = Mlp {
+        layers: layers
+            .iter()
+            .map(|(weight, bias)| {
+                Ok(Linear {
+                    weight: shared(weight)?,
+                    bias: bias.as_deref().map(shared).transpose()?,
+                })
+            })
+            .collect::<PyResult<Vec<_>>>()?,
+    };
+    let extra: Vec<(&str, String)> = metadata
+        .iter()
+        .map(|(key, value)| (key.as_str(), value.clone()))
+        .collect();
+    match optimizer {
+        None => py
+            .detach(|| checkpoint::save_with_metadata(&path, &model, None, &extra))
+            .or_raise(),
+        Some(optimizer) => {
+            optimizer.check_process()?;
+            let state = optimizer.lock();
+            let reordered =
+                in_model_order(&state.optimizer, &state.variables, &model.parameters())?;
+            let chosen = reordered.as_ref().unwrap_or(&state.optimizer);
+            py.detach(|| {
+                checkpoint::save_with_metadata(&path, &model, Some(chosen.as_dyn()), &extra)
+            })
+            .or_raise()
+        }
+    }
+}
+
+/// Writes named tensors (float32 or uint32) and metadata to `path` with
+/// `wgcompute::checkpoint::save_tensors`.
+#[pyfunction]
+#[pyo3(signature = (path, tensors, metadata=Vec::new()))]
+pub fn save_tensors(
+    py: Python<'_>,
+    path: PathBuf,
+    tensors: Vec<(String, PyRef<'_, Tensor>)>,
+    metadata: Vec<(String, String)>,
+) -> PyResult<()> {
+    let tensors = tensors
+        .iter()
+        .map(|(name, tensor)| Ok((name.clone(), shared(tensor)?)))
+        .collect::<PyResult<Vec<_>>>()?;
+    py.detach(|| {
+        let named: Vec<(&str, &wgcompute::Tensor)> = tensors
+            .iter()
+            .map(|(name, tensor)| (name.as_str(), &**tensor))
+            .collect();
+        let extra: Vec<(&str, String)> = metadata
+            .iter()
+            .map(|(key, value)| (key.as_str(), value.clone()))
+            .collect();
+        checkpoint::save_tensors(&path, &named, &extra)
+    })
+    .or_raise()
+}
+
+/// Reads `path` into `session`: a file of ours (format `wgcompute.mlp`) as an MLP's parameters, restoring
+/// `optimizer`'s state from it if given (the optimizer then keeps state for those parameters); any other
+/// safetensors file as its tensors by name.
+#[pyfunction]
+#[pyo3(signature = (path, session, optimizer=None))]
+pub fn load(
+    py: Python<'_>,
+    path: PathBuf,
+    session: &Session,
+    optimizer: Option<PyRef<'_, Optimizer>>,
+) -> PyResult<Loaded> {
+    let file = py.detach(|| Checkpoint::read(&path)).or_raise()?;
+    let metadata = file.metadata().clone();
+    let pid = std::process::id();
+    let Ok(sizes) = file.sizes() else {
+        if optimizer.is_some() {
+            return Err(named(
+                "CheckpointError",
+                format!(
+                    "{}: it holds named tensors, not a wgcompute.mlp model, so it has no optimizer state to \
+                     restore; load it without an optimizer",
+                    path.display()
+                ),
+            ));
+        }
+        let names = file.names().or_raise()?;
+        let tensors = session.with(py, |session| {
+            names
+                .iter()
+                .map(|name| Ok((name.clone(), file.tensor(session, name)?)))
+                .collect::<wgcompute::Result<Vec<_>>>()
+        })?;
+        let tensors = tensors
+            .into_iter()
+            .map(|(name, tensor)| (name, Tensor::new(tensor, pid)))
+            .collect();
+        return Ok(("tensors", tensors, None, metadata, false));
+    };
+    let model = session.with(py, |session| file.model(session))?;
+    let mut restored = false;
+    if let Some(optimizer) = optimizer {
+        optimizer.check_process()?;
+        let mut state = optimizer.lock();
+        let stepping = &mut *state;
+        restored = session.with(py, |session| {
+            file.restore_optimizer(session, &model, stepping.optimizer.as_dyn_mut())
+        })?;
+        if restored {
+            stepping.variables = model.parameters();
+        }
+    }
+    let tensors = model
+        .named_parameters()
+        .into_iter()
+        .map(|(name, parameter)| (name, Tensor::from_shared(parameter, pid)))
+        .collect();
+    Ok(("mlp", tensors, Some(sizes), metadata, restored))
+}

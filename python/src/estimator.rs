@@ -1,0 +1,290 @@
+//! The library's classifier loop (`wgcompute::fit`) for Python's `MLPClassifier`: `fit_classifier` runs a whole
+//! fit in one call with the GIL released and gives back host copies of everything the estimator keeps (weights,
+//! standardisation, history), so nothing it returns holds the session; `predict_classifier` rebuilds the model
+//! from those host copies in a session for one prediction and lets go of it before returning.
+
+use std::str::FromStr;
+
+use numpy::{
+    IntoPyArray, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2,
+    PyUntypedArrayMethods,
+};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use wgcompute::data::Labels;
+use wgcompute::fit::{
+    predict_probabilities, EarlyStopping, EpochRecord, FitConfig, Monitor, Samples, Schedule,
+    Standardizer, Trainer,
+};
+use wgcompute::{Linear, Mlp, OptimizerKind};
+
+use crate::errors::{named, OrRaise};
+use crate::session::Session;
+
+/// A layer's weights on the host: `[inputs, outputs]` row-major, and `[outputs]`.
+struct HostLayer {
+    inputs: usize,
+    outputs: usize,
+    weight: Vec<f32>,
+    bias: Vec<f32>,
+}
+
+/// What a fit leaves once its session is gone.
+struct Fitted {
+    layers: Vec<HostLayer>,
+    standardizer: Option<(Vec<f32>, Vec<f32>)>,
+    history: Vec<EpochRecord>,
+    best_epoch: Option<usize>,
+    stopped_early: bool,
+}
+
+/// An array's elements in C order, whatever its strides: copied while the GIL is held, so that the work after
+/// it (with the GIL released) reads memory no Python thread can change.
+fn host<T: numpy::Element + Copy, D: numpy::ndarray::Dimension>(
+    array: &numpy::PyReadonlyArray<'_, T, D>,
+) -> Vec<T> {
+    match array.as_slice() {
+        Ok(slice) => slice.to_vec(),
+        Err(_) => array.as_array().iter().copied().collect(),
+    }
+}
+
+fn invalid(message: String) -> PyErr {
+    named("InvalidArgumentError", message)
+}
+
+/// Fits an MLP classifier on `inputs` [samples, features] and class ids `labels` (each below `classes`) with
+/// the library's loop, in `session`, and returns a dict of host values: `coefs` (a float32 [inputs, outputs]
+/// array per layer), `intercepts` (float32 [outputs] each), `mean` and `scale` (float32 [features], None
+/// without standardisation), `history` (a dict per epoch: epoch, lr, loss, accuracy, val_loss, val_accuracy,
+/// seconds, best), `best_epoch` (None without early stopping) and `stopped_early`.
+///
+/// `early_stopping` is `(monitor, patience, min_delta, restore_best)` with the monitor `val_loss`,
+/// `val_accuracy` or `loss`; `schedule` a spelling `wgcompute::fit::Schedule` reads (`constant`,
+/// `step:every=10,factor=0.5`, `cosine:min_lr=0`, `plateau:factor=0.1,patience=10,min_lr=0`).
+#[pyfunction]
+#[pyo3(signature = (
+    session, inputs, labels, classes, hidden, epochs, batch, optimizer, lr, seed, standardize, val_split,
+    schedule, early_stopping
+))]
+#[allow(clippy::too_many_arguments)] // one keyword per setting of the fit, as the Python layer passes them
+pub fn fit_classifier<'py>(
+    py: Python<'py>,
+    session: &Session,
+    inputs: PyReadonlyArray2<'py, f32>,
+    labels: PyReadonlyArray1<'py, u32>,
+    classes: usize,
+    hidden: Vec<usize>,
+    epochs: usize,
+    batch: usize,
+    optimizer: &str,
+    lr: f32,
+    seed: u64,
+    standardize: bool,
+    val_split: f64,
+    schedule: &str,
+    early_stopping: Option<(String, usize, f64, bool)>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let [samples, features] = inputs.shape() else {
+        unreachable!("a 2-d array has two dimensions")
+    };
+    let (samples, features) = (*samples, *features);
+    if labels.len() != samples {
+        return Err(named(
+            "ShapeError",
+            format!(
+                "{samples} samples of inputs but {} labels: give one label per row",
+                labels.len()
+            ),
+        ));
+    }
+    let early_stopping = early_stopping
+        .map(|(monitor, patience, min_delta, restore_best)| {
+            Ok::<_, wgcompute::Error>(EarlyStopping {
+                monitor: Monitor::from_str(&monitor)?,
+                patience,
+                min_delta,
+                restore_best,
+            })
+        })
+        .transpose()
+        .or_raise()?;
+    let config = FitConfig {
+        hidden,
+        epochs,
+        batch,
+        optimizer: OptimizerKind::from_str(optimizer).or_raise()?,
+        lr,
+        seed,
+        standardize,
+        val_split,
+        schedule: Schedule::from_str(schedule).or_raise()?,
+        early_stopping,
+    };
+    // Checked before any data is copied or any work is queued.
+    config.check().or_raise()?;
+    let inputs = host(&inputs);
+    let labels = host(&labels);
+    if let Some((index, label)) = labels
+        .iter()
+        .enumerate()
+        .find(|(_, &label)| label as usize >= classes)
+    {
+        return Err(invalid(format!(
+            "class id {label} at index {index}: ids must be below the {classes} classes"
+        )));
+    }
+    let fitted = session.with(py, move |session| {
+        let train = Samples {
+            inputs: &inputs,
+            features,
+            labels: Labels::Classes(&labels),
+        };
+        let mut trainer = Trainer::new(session, config, classes, train, None)?;
+        trainer.run()?;
+        let layers = trainer
+            .model()
+            .layers
+            .iter()
+            .map(|layer| {
+                let shape = layer.weight.shape();
+                let bias = match &layer.bias {
+                    Some(bias) => bias.to_vec()?,
+                    None => vec![0.0; shape[1]],
+                };
+                Ok(HostLayer {
+                    inputs: shape[0],
+                    outputs: shape[1],
+                    weight: layer.weight.to_vec()?,
+                    bias,
+                })
+            })
+            .collect::<wgcompute::Result<Vec<_>>>()?;
+        Ok(Fitted {
+            layers,
+            standardizer: trainer
+                .standardizer()
+                .map(|standardizer| (standardizer.mean().to_vec(), standardizer.scale().to_vec())),
+            history: trainer.history().to_vec(),
+            best_epoch: trainer.best_epoch(),
+            stopped_early: trainer.stopped_early(),
+        })
+    })?;
+    let result = PyDict::new(py);
+    let coefs = PyList::empty(py);
+    let intercepts = PyList::empty(py);
+    for layer in fitted.layers {
+        coefs.append(
+            layer
+                .weight
+                .into_pyarray(py)
+                .reshape([layer.inputs, layer.outputs])?,
+        )?;
+        intercepts.append(layer.bias.into_pyarray(py))?;
+    }
+    result.set_item("coefs", coefs)?;
+    result.set_item("intercepts", intercepts)?;
+    match fitted.standardizer {
+        Some((mean, scale)) => {
+            result.set_item("mean", mean.into_pyarray(py))?;
+            result.set_item("scale", scale.into_pyarray(py))?;
+        }
+        None => {
+            result.set_item("mean", py.None())?;
+            result.set_item("scale", py.None())?;
+        }
+    }
+    let history = PyList::empty(py);
+    for record in &fitted.history {
+        let epoch = PyDict::new(py);
+        epoch.set_item("epoch", record.epoch)?;
+        epoch.set_item("lr", record.lr)?;
+        epoch.set_item("loss", record.loss)?;
+        epoch.set_item("accuracy", record.accuracy)?;
+        epoch.set_item("val_loss", record.val_loss)?;
+        epoch.set_item("val_accuracy", record.val_accuracy)?;
+        epoch.set_item("seconds", record.seconds)?;
+        epoch.set_item("best", record.best)?;
+        history.append(epoch)?;
+    }
+    result.set_item("history", history)?;
+    result.set_item("best_epoch", fitted.best_epoch)?;
+    result.set_item("stopped_early", fitted.stopped_early)?;
+    Ok(result)
+}
+
+/// Class probabilities [samples, classes] (float32) of `inputs` [samples, features] by the MLP of host weights
+/// `coefs` ([inputs, outputs] each) and `intercepts` ([outputs] each), after `(x - mean) / scale` where `mean`
+/// and `scale` are given. The model lives in `session` for this call only.
+#[pyfunction]
+#[pyo3(signature = (session, coefs, intercepts, mean, scale, inputs))]
+pub fn predict_classifier<'py>(
+    py: Python<'py>,
+    session: &Session,
+    coefs: Vec<PyReadonlyArray2<'py, f32>>,
+    intercepts: Vec<PyReadonlyArray1<'py, f32>>,
+    mean: Option<PyReadonlyArray1<'py, f32>>,
+    scale: Option<PyReadonlyArray1<'py, f32>>,
+    inputs: PyReadonlyArray2<'py, f32>,
+) -> PyResult<Bound<'py, PyArray2<f32>>> {
+    if coefs.is_empty() || coefs.len() != intercepts.len() {
+        return Err(invalid(format!(
+            "{} weight matrices and {} bias vectors: a model needs at least one layer, with one of each",
+            coefs.len(),
+            intercepts.len()
+        )));
+    }
+    let mut layers = Vec::with_capacity(coefs.len());
+    let mut width = inputs.shape()[1];
+    for (index, (weight, bias)) in coefs.iter().zip(&intercepts).enumerate() {
+        let [rows, columns] = weight.shape() else {
+            unreachable!("a 2-d array has two dimensions")
+        };
+        if *rows != width || bias.len() != *columns {
+            return Err(named(
+                "ShapeError",
+                format!(
+                    "layer {index} has weights of shape [{rows}, {columns}] and {} biases; it needs [{width}, n] \
+                     and n biases to follow the layer before it (or the inputs' {} features)",
+                    bias.len(),
+                    inputs.shape()[1]
+                ),
+            ));
+        }
+        width = *columns;
+        layers.push(HostLayer {
+            inputs: *rows,
+            outputs: *columns,
+            weight: host(weight),
+            bias: host(bias),
+        });
+    }
+    let classes = width;
+    let standardizer = match (mean, scale) {
+        (Some(mean), Some(scale)) => {
+            Some(Standardizer::from_parts(host(&mean), host(&scale)).or_raise()?)
+        }
+        (None, None) => None,
+        _ => {
+            return Err(invalid(
+                "a standardization needs both its mean and its scale, or neither".to_string(),
+            ))
+        }
+    };
+    let samples = inputs.shape()[0];
+    let inputs = host(&inputs);
+    let probabilities = session.with(py, move |session| {
+        let layers = layers
+            .iter()
+            .map(|layer| {
+                Ok(Linear::from_tensors(
+                    session.upload(&layer.weight, &[layer.inputs, layer.outputs])?,
+                    Some(session.upload(&layer.bias, &[layer.outputs])?),
+                ))
+            })
+            .collect::<wgcompute::Result<Vec<_>>>()?;
+        let model = Mlp { layers };
+        predict_probabilities(session, &model, standardizer.as_ref(), &inputs)
+    })?;
+    probabilities.into_pyarray(py).reshape([samples, classes])
+}

@@ -1,0 +1,330 @@
+//! `_wgcompute.Optimizer`: the library's Adam, AdamW and SGD (`wgcompute::Adam`, `wgcompute::Sgd`) behind a
+//! lock, stepping the variables Python hands it. The library keeps an optimizer's state by position; this
+//! binding maps each call's variables to the positions of the first call's, by identity (the shared tensor),
+//! and refuses a variable it has never seen rather than updating it with another one's moments. Its state
+//! refers to the session weakly, as every tensor does: held past the close, it keeps no GPU memory.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use pyo3::prelude::*;
+use wgcompute::{
+    Adam, AdamConfig, AdamHyperparameter, DType, EpsilonPlacement, Gradients, OptimizerKind, Sgd,
+};
+
+use crate::errors::{forked, named, OrRaise};
+use crate::tensor::Tensor;
+
+/// A built-in optimizer of the library.
+pub(crate) enum Built {
+    Adam(Adam),
+    Sgd(Sgd),
+}
+
+impl Built {
+    pub(crate) fn as_dyn(&self) -> &dyn wgcompute::Optimizer {
+        match self {
+            Built::Adam(adam) => adam,
+            Built::Sgd(sgd) => sgd,
+        }
+    }
+
+    pub(crate) fn as_dyn_mut(&mut self) -> &mut dyn wgcompute::Optimizer {
+        match self {
+            Built::Adam(adam) => adam,
+            Built::Sgd(sgd) => sgd,
+        }
+    }
+
+    /// A fresh optimizer of the same kind and settings, without state.
+    pub(crate) fn fresh_like(&self) -> Built {
+        match self {
+            Built::Adam(adam) => Built::Adam(Adam::new(adam.config)),
+            Built::Sgd(sgd) => Built::Sgd(Sgd::new(sgd.lr, sgd.momentum)),
+        }
+    }
+}
+
+/// An optimizer and the variables of its positions.
+pub(crate) struct Stepping {
+    pub(crate) optimizer: Built,
+    pub(crate) kind: OptimizerKind,
+    /// The variables of the first step, in its order: position `i` of the optimizer's state is theirs.
+    pub(crate) variables: Vec<Arc<wgcompute::Tensor>>,
+}
+
+#[pyclass(module = "wgcompute._wgcompute", frozen)]
+pub struct Optimizer {
+    pub(crate) state: Mutex<Stepping>,
+    pid: u32,
+}
+
+fn invalid(message: String) -> PyErr {
+    named("InvalidArgumentError", message)
+}
+
+/// Checks an Adam hyperparameter by the library's rule, named in the error as a Python user spells it.
+fn check_adam(hyperparameter: AdamHyperparameter, spelled: &str, value: f32) -> PyResult<()> {
+    hyperparameter
+        .check(value)
+        .map_err(|error| invalid(format!("{spelled}={value}: {error}")))
+}
+
+impl Optimizer {
+    fn new(optimizer: Built, kind: OptimizerKind) -> Self {
+        Optimizer {
+            state: Mutex::new(Stepping {
+                optimizer,
+                kind,
+                variables: Vec::new(),
+            }),
+            pid: std::process::id(),
+        }
+    }
+
+    pub(crate) fn check_process(&self) -> PyResult<()> {
+        if std::process::id() != self.pid {
+            return Err(forked());
+        }
+        Ok(())
+    }
+
+    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, Stepping> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[pymethods]
+impl Optimizer {
+    /// Adam with TensorFlow's epsilon placement (the library's default): `lr_t = lr·sqrt(1−β2^t)/(1−β1^t)`,
+    /// `p −= lr_t·m/(sqrt(v)+ε)`.
+    #[staticmethod]
+    fn adam(lr: f32, beta1: f32, beta2: f32, epsilon: f32) -> PyResult<Self> {
+        check_adam(AdamHyperparameter::Lr, "learning_rate", lr)?;
+        check_adam(AdamHyperparameter::Beta1, "beta1", beta1)?;
+        check_adam(AdamHyperparameter::Beta2, "beta2", beta2)?;
+        check_adam(AdamHyperparameter::Epsilon, "eps", epsilon)?;
+        let config = AdamConfig {
+            lr,
+            beta1,
+            beta2,
+            epsilon,
+            epsilon_placement: EpsilonPlacement::TensorFlow,
+            weight_decay: 0.0,
+        };
+        Ok(Self::new(
+            Built::Adam(Adam::new(config)),
+            OptimizerKind::Adam,
+        ))
+    }
+
+    /// AdamW: decoupled weight decay with Kingma & Ba's epsilon placement (the library's `Adam::adamw`).
+    #[staticmethod]
+    fn adamw(lr: f32, weight_decay: f32, beta1: f32, beta2: f32, epsilon: f32) -> PyResult<Self> {
+        check_adam(AdamHyperparameter::Lr, "learning_rate", lr)?;
+        check_adam(
+            AdamHyperparameter::WeightDecay,
+            "weight_decay",
+            weight_decay,
+        )?;
+        check_adam(AdamHyperparameter::Beta1, "beta1", beta1)?;
+        check_adam(AdamHyperparameter::Beta2, "beta2", beta2)?;
+        check_adam(AdamHyperparameter::Epsilon, "eps", epsilon)?;
+        let mut adamw = Adam::adamw(lr, weight_decay);
+        adamw.config.beta1 = beta1;
+        adamw.config.beta2 = beta2;
+        adamw.config.epsilon = epsilon;
+        Ok(Self::new(Built::Adam(adamw), OptimizerKind::Adamw))
+    }
+
+    /// SGD with momentum, PyTorch's form: `buffer = momentum·buffer + grad; p −= lr·buffer`.
+    #[staticmethod]
+    fn sgd(lr: f32, momentum: f32) -> PyResult<Self> {
+        OptimizerKind::Sgd
+            .check_lr(lr)
+            .map_err(|error| invalid(format!("learning_rate={lr}: {error}")))?;
+        // The library checks momentum at every step; checked here too, so a bad one fails where it is given.
+        if !(momentum.is_finite() && momentum >= 0.0) {
+            return Err(invalid(format!(
+                "momentum={momentum}: SGD momentum must be a finite number ≥ 0"
+            )));
+        }
+        Ok(Self::new(
+            Built::Sgd(Sgd::new(lr, momentum)),
+            OptimizerKind::Sgd,
+        ))
+    }
+
+    /// "adam", "adamw" or "sgd".
+    #[getter]
+    fn kind(&self) -> &'static str {
+        self.lock().kind.name()
+    }
+
+    #[getter]
+    fn learning_rate(&self) -> f32 {
+        match &self.lock().optimizer {
+            Built::Adam(adam) => adam.config.lr,
+            Built::Sgd(sgd) => sgd.lr,
+        }
+    }
+
+    /// Sets the learning rate for the next steps, checked by the library's rule for this kind.
+    #[setter]
+    fn set_learning_rate(&self, lr: f32) -> PyResult<()> {
+        let mut state = self.lock();
+        state
+            .kind
+            .check_lr(lr)
+            .map_err(|error| invalid(format!("learning_rate={lr}: {error}")))?;
+        match &mut state.optimizer {
+            Built::Adam(adam) => adam.config.lr = lr,
+            Built::Sgd(sgd) => sgd.lr = lr,
+        }
+        Ok(())
+    }
+
+    /// The hyperparameters, by the names the constructor takes.
+    fn hyperparameters(&self) -> Vec<(&'static str, f32)> {
+        match &self.lock().optimizer {
+            Built::Adam(adam) => {
+                let config = adam.config;
+                let mut values = vec![
+                    ("lr", config.lr),
+                    ("beta1", config.beta1),
+                    ("beta2", config.beta2),
+                    ("eps", config.epsilon),
+                ];
+                if config.weight_decay != 0.0 {
+                    values.push(("weight_decay", config.weight_decay));
+                }
+                values
+            }
+            Built::Sgd(sgd) => vec![("lr", sgd.lr), ("momentum", sgd.momentum)],
+        }
+    }
+
+    /// Steps taken so far (TensorFlow's `iterations`).
+    #[getter]
+    fn iterations(&self) -> u64 {
+        match &self.lock().optimizer {
+            Built::Adam(adam) => adam.steps(),
+            Built::Sgd(sgd) => sgd.steps(),
+        }
+    }
+
+    /// How many variables the optimizer keeps state for (0 before its first step).
+    #[getter]
+    fn variable_count(&self) -> usize {
+        self.lock().variables.len()
+    }
+
+    /// Whether `variable` is one of those the optimizer keeps state for.
+    fn knows(&self, variable: &Tensor) -> PyResult<bool> {
+        let shared = variable.shared()?;
+        Ok(self
+            .lock()
+            .variables
+            .iter()
+            .any(|known| Arc::ptr_eq(known, shared)))
+    }
+
+    /// One step: each variable moves by its gradient (a None gradient leaves it as it is). The first call
+    /// fixes the variables the optimizer keeps state for; a later call may pass any of them in any order,
+    /// and a variable it has never seen is an error, before anything is updated.
+    fn step(
+        &self,
+        py: Python<'_>,
+        variables: Vec<PyRef<'_, Tensor>>,
+        gradients: Vec<Option<PyRef<'_, Tensor>>>,
+    ) -> PyResult<()> {
+        self.check_process()?;
+        if variables.len() != gradients.len() {
+            return Err(invalid(format!(
+                "{} variables and {} gradients: give one gradient (or None) per variable",
+                variables.len(),
+                gradients.len()
+            )));
+        }
+        let variables = variables
+            .iter()
+            .map(|variable| variable.shared().cloned())
+            .collect::<PyResult<Vec<_>>>()?;
+        let gradients = gradients
+            .iter()
+            .map(|gradient| gradient.as_ref().map(|g| g.shared().cloned()).transpose())
+            .collect::<PyResult<Vec<_>>>()?;
+        for (index, variable) in variables.iter().enumerate() {
+            if variable.dtype() != DType::F32 {
+                return Err(named(
+                    "DTypeError",
+                    format!(
+                        "variable {index} is {}; an optimizer updates float32 variables",
+                        variable.dtype()
+                    ),
+                ));
+            }
+            if variables[..index]
+                .iter()
+                .any(|earlier| Arc::ptr_eq(earlier, variable))
+            {
+                return Err(invalid(format!(
+                    "variable {index} is given twice in one step: give each variable once, with its gradient"
+                )));
+            }
+        }
+        if gradients.iter().all(Option::is_none) {
+            return Err(invalid(
+                "no gradient for any variable: every gradient is None (is the loss computed from the variables \
+                 inside the GradientTape?)"
+                    .to_string(),
+            ));
+        }
+        for (index, (variable, gradient)) in variables.iter().zip(&gradients).enumerate() {
+            if let Some(gradient) = gradient {
+                if gradient.shape() != variable.shape() {
+                    return Err(named(
+                        "ShapeError",
+                        format!(
+                            "the gradient of variable {index} has shape {:?}; the variable has shape {:?}",
+                            gradient.shape(),
+                            variable.shape()
+                        ),
+                    ));
+                }
+            }
+        }
+        let pairs: Vec<(Arc<wgcompute::Tensor>, Arc<wgcompute::Tensor>)> = variables
+            .iter()
+            .zip(gradients)
+            .filter_map(|(variable, gradient)| {
+                gradient.map(|gradient| (Arc::clone(variable), gradient))
+            })
+            .collect();
+        // The positions are checked and the step taken under one hold of the lock, with the GIL released.
+        let outcome = py.detach(|| {
+            let mut state = self.lock();
+            let Stepping {
+                optimizer,
+                variables: known,
+                ..
+            } = &mut *state;
+            if known.is_empty() {
+                *known = variables;
+            } else if let Some(index) = variables
+                .iter()
+                .position(|variable| !known.iter().any(|seen| Arc::ptr_eq(seen, variable)))
+            {
+                return Err(format!(
+                    "variable {index} of this step is not one this optimizer was first used with: it keeps state \
+                     for the {} variables of its first step (by identity, not by value). Make one optimizer per \
+                     set of variables, or pass every variable in the first step",
+                    known.len()
+                ));
+            }
+            Ok(optimizer
+                .as_dyn_mut()
+                .step(known, &Gradients::from_pairs(pairs)))
+        });
+        outcome.map_err(invalid)?.or_raise()
+    }
+}

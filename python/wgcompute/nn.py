@@ -1,0 +1,163 @@
+"""Layers: :class:`Linear` and :class:`Mlp` (linear layers with relu between them), as the library builds them.
+
+Their weights come from the library's own ``Linear::new`` and ``Mlp::new`` (Glorot-uniform from a seed, zero
+biases), so a seed gives the weights the Rust API and ``wgcompute train --hidden --seed`` give. The parameters
+are :class:`wgcompute.Variable` objects; calling a layer inside a :class:`wgcompute.GradientTape` block records
+its forward pass, and outside one runs it for inference, keeping nothing::
+
+    model = wgcompute.nn.Mlp(s, [13, 64, 3], seed=1)
+    adam = wgcompute.optim.Adam(learning_rate=0.01)
+    with wgcompute.GradientTape() as tape:
+        loss = wgcompute.softmax_cross_entropy(model(x), y).mean()
+    adam.apply_gradients(zip(tape.gradient(loss, model.parameters()), model.parameters()))
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Sequence
+from typing import Any
+
+from . import InvalidArgumentError, Session, Tensor, Variable, _seed, _wgcompute
+
+__all__ = ["Linear", "Mlp"]
+
+
+def _width(value: Any, what: str) -> int:
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or not 0 <= value < 2**64:
+        raise InvalidArgumentError(f"{what} is an int of at least 1; got {value!r}")
+    return int(value)
+
+
+class Linear:
+    """``y = x @ weight (+ bias)``, with ``weight`` [in_features, out_features]: the library's ``Linear``."""
+
+    def __init__(
+        self, session: Session, in_features: int, out_features: int, bias: bool = True, seed: int | None = None
+    ) -> None:
+        named = _wgcompute.linear_parameters(
+            session._s,
+            _width(in_features, "in_features"),
+            _width(out_features, "out_features"),
+            bool(bias),
+            _seed(seed),
+        )
+        parameters = dict(named)
+        self._set(
+            Variable._of_native(parameters["weight"], session._ref, name="weight"),
+            Variable._of_native(parameters["bias"], session._ref, name="bias") if "bias" in parameters else None,
+        )
+
+    def _set(self, weight: Variable, bias: Variable | None) -> None:
+        self.weight = weight
+        self.bias = bias
+
+    @classmethod
+    def _of(cls, weight: Variable, bias: Variable | None) -> Linear:
+        layer = object.__new__(cls)
+        layer._set(weight, bias)
+        return layer
+
+    @property
+    def in_features(self) -> int:
+        return self.weight.shape[0]
+
+    @property
+    def out_features(self) -> int:
+        return self.weight.shape[1]
+
+    def __call__(self, x: Any) -> Tensor:
+        if not isinstance(x, Tensor):
+            x = self.weight._owner().tensor(x)
+        product = x @ self.weight
+        return product if self.bias is None else product + self.bias
+
+    def parameters(self) -> list[Variable]:
+        return [self.weight] if self.bias is None else [self.weight, self.bias]
+
+    def named_parameters(self) -> list[tuple[str, Variable]]:
+        named = [("weight", self.weight)]
+        if self.bias is not None:
+            named.append(("bias", self.bias))
+        return named
+
+    def __repr__(self) -> str:
+        return f"Linear({self.in_features}, {self.out_features}, bias={self.bias is not None})"
+
+
+class Mlp:
+    """Linear layers with relu between them (none after the last), each with a bias: the library's ``Mlp``.
+
+    ``Mlp(session, [inputs, hidden..., outputs], seed=...)`` or ``Mlp(session, inputs, hidden, outputs,
+    seed=...)`` with ``hidden`` a sequence of widths. Layer ``i``'s weights come from ``seed + i``, as the
+    library draws them. Its parameters are named as checkpoints name them: ``layers.0.weight``,
+    ``layers.0.bias``, ...
+    """
+
+    def __init__(
+        self,
+        session: Session,
+        sizes: int | Sequence[int],
+        hidden: Sequence[int] | None = None,
+        outputs: int | None = None,
+        *,
+        seed: int | None = None,
+    ) -> None:
+        if isinstance(sizes, numbers.Integral):
+            if hidden is None or outputs is None:
+                raise InvalidArgumentError("Mlp(session, inputs, hidden, outputs) needs all three, or a list of widths")
+            widths = [sizes, *hidden, outputs]
+        else:
+            if hidden is not None or outputs is not None:
+                raise InvalidArgumentError("give the widths as one list, or as inputs, hidden and outputs, not both")
+            widths = list(sizes)
+        widths = [_width(width, "a layer width") for width in widths]
+        named = _wgcompute.mlp_parameters(session._s, widths, _seed(seed))
+        self._build(session, named)
+        self.metadata: dict[str, str] = {}
+
+    def _build(self, session: Session, named: list[tuple[str, _wgcompute.Tensor]]) -> None:
+        variables = {name: Variable._of_native(tensor, session._ref, name=name) for name, tensor in named}
+        self.layers = [
+            Linear._of(variables[f"layers.{index}.weight"], variables.get(f"layers.{index}.bias"))
+            for index in range(len(named))
+            if f"layers.{index}.weight" in variables
+        ]
+
+    @classmethod
+    def _from_parameters(
+        cls, session: Session, sizes: list[int], named: list[tuple[str, _wgcompute.Tensor]], metadata: dict[str, str]
+    ) -> Mlp:
+        model = object.__new__(cls)
+        model._build(session, named)
+        model.metadata = dict(metadata)
+        if model.sizes != list(sizes):
+            raise InvalidArgumentError(f"the file's layers make widths {model.sizes}, not the {list(sizes)} it names")
+        return model
+
+    @property
+    def sizes(self) -> list[int]:
+        """``[inputs, hidden..., outputs]``."""
+        return [layer.in_features for layer in self.layers] + [self.layers[-1].out_features]
+
+    def __call__(self, x: Any) -> Tensor:
+        current = x
+        for index, layer in enumerate(self.layers):
+            current = layer(current)
+            if index + 1 < len(self.layers):
+                current = current.relu()
+        return current
+
+    def parameters(self) -> list[Variable]:
+        """Every layer's weight and bias, in order (the same objects every call)."""
+        return [parameter for layer in self.layers for parameter in layer.parameters()]
+
+    def named_parameters(self) -> list[tuple[str, Variable]]:
+        return [
+            (f"layers.{index}.{name}", parameter)
+            for index, layer in enumerate(self.layers)
+            for name, parameter in layer.named_parameters()
+        ]
+
+    def __repr__(self) -> str:
+        return f"Mlp({self.sizes})"
