@@ -110,32 +110,53 @@ def _fit_reference(model, X, y):
         return model.fit(X, y)
 
 
+# Held-out accuracy on a dataset this small moves by several points from one split and seed to the next (one
+# test sample of wine is 1.9%), for scikit-learn's MLP as for ours: the accuracy tests compare means over a few
+# fresh splits, so that they test the claim rather than one draw's luck.
+SPLITS = 4
+TRAINING = dict(hidden_layer_sizes=(64,), max_iter=60, batch_size=16, learning_rate_init=0.003)
+
+
+def _held_out_accuracies(rng, load, fit_and_score):
+    X, y = load(return_X_y=True)
+    scores = []
+    for _ in range(SPLITS):
+        seed = int(rng.integers(2**31))
+        X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.3, stratify=y, random_state=seed)
+        scores.append(fit_and_score(seed, X_train, y_train, X_test, y_test))
+    return np.array(scores)
+
+
 @pytest.mark.parametrize(
     "load, floor, margin",
-    [(load_wine, 0.94, 0.05), (load_breast_cancer, 0.93, 0.03)],
+    [(load_wine, 0.95, 0.03), (load_breast_cancer, 0.94, 0.02)],
     ids=["wine", "breast_cancer"],
 )
 def test_accuracy_is_scikit_learns(adapter, rng, load, floor, margin):
-    X, y = load(return_X_y=True)
-    seed = int(rng.integers(2**31))
-    X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.3, stratify=y, random_state=seed)
-    params = dict(hidden_layer_sizes=(64,), max_iter=150, random_state=seed)
-    ours = MLPClassifier(adapter=adapter, **params).fit(X_train, y_train).score(X_test, y_test)
-    theirs = _fit_reference(_reference(**params), X_train, y_train).score(X_test, y_test)
-    print(f"held-out accuracy: ours {ours:.3f}, scikit-learn's {theirs:.3f}")
-    assert ours >= floor and ours >= theirs - margin
+    def both(seed, X_train, y_train, X_test, y_test):
+        params = dict(TRAINING, random_state=seed)
+        ours = MLPClassifier(adapter=adapter, **params).fit(X_train, y_train).score(X_test, y_test)
+        theirs = _fit_reference(_reference(**params), X_train, y_train).score(X_test, y_test)
+        return ours, theirs
+
+    scores = _held_out_accuracies(rng, load, both)
+    ours, theirs = scores.mean(axis=0)
+    print(f"mean held-out accuracy over {SPLITS} splits: ours {ours:.3f}, scikit-learn's {theirs:.3f}")
+    assert ours >= floor and ours >= theirs - margin, scores
 
 
 def test_unstandardized_wine_is_much_worse(adapter, rng):
     # Wine's features range from 0.1 to 1,680: without standardisation the large ones swamp the rest.
-    X, y = load_wine(return_X_y=True)
-    seed = int(rng.integers(2**31))
-    X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.3, stratify=y, random_state=seed)
-    params = dict(hidden_layer_sizes=(64,), max_iter=150, random_state=seed, adapter=adapter)
-    standardized = MLPClassifier(**params).fit(X_train, y_train).score(X_test, y_test)
-    raw = MLPClassifier(standardize=False, **params).fit(X_train, y_train).score(X_test, y_test)
-    print(f"held-out accuracy: standardised {standardized:.3f}, raw {raw:.3f}")
-    assert standardized >= 0.94 and raw <= standardized - 0.1
+    def both(seed, X_train, y_train, X_test, y_test):
+        params = dict(TRAINING, random_state=seed, adapter=adapter)
+        standardized = MLPClassifier(**params).fit(X_train, y_train).score(X_test, y_test)
+        raw = MLPClassifier(standardize=False, **params).fit(X_train, y_train).score(X_test, y_test)
+        return standardized, raw
+
+    scores = _held_out_accuracies(rng, load_wine, both)
+    standardized, raw = scores.mean(axis=0)
+    print(f"mean held-out accuracy over {SPLITS} splits: standardised {standardized:.3f}, raw {raw:.3f}")
+    assert standardized >= 0.95 and raw <= standardized - 0.05, scores
 
 
 # --- against an f64 numpy reference ---
