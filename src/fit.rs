@@ -51,6 +51,10 @@ pub const MAX_EPOCHS: usize = 1_000_000_000;
 pub const INFERENCE_BATCH: usize = 4096;
 /// The relative improvement a plateau schedule needs to count an epoch as better (PyTorch's default).
 pub const PLATEAU_THRESHOLD: f64 = 1e-4;
+/// The lowest rate a schedule sets: the smallest normal f32, above 0 as every optimizer requires.
+pub const MIN_RATE: f32 = f32::MIN_POSITIVE;
+/// The most classes [`Metrics`] counts a confusion matrix for: its size grows with their square.
+pub const MAX_CONFUSION_CLASSES: usize = 1024;
 
 fn invalid(what: &'static str, given: impl fmt::Display, expected: impl Into<String>) -> Error {
     Error::InvalidArgument {
@@ -381,8 +385,14 @@ impl Schedule {
     }
 
     /// The rate of epoch `epoch` of `epochs` for the formula schedules; `None` for the plateau schedule,
-    /// whose rate depends on the losses so far.
+    /// whose rate depends on the losses so far. Never below [`MIN_RATE`]: a rate that decays to 0 in f32 would
+    /// be refused by the optimizer in the middle of a fit.
     pub fn rate(&self, lr0: f32, epoch: usize, epochs: usize) -> Option<f32> {
+        self.formula(lr0, epoch, epochs)
+            .map(|rate| rate.max(MIN_RATE))
+    }
+
+    fn formula(&self, lr0: f32, epoch: usize, epochs: usize) -> Option<f32> {
         let lr0 = lr0 as f64;
         match *self {
             Schedule::Constant => Some(lr0 as f32),
@@ -1178,7 +1188,9 @@ impl Trainer {
     /// caller resolves from the file's [`SavedFit`] and its own settings: the model, the optimizer's state, the
     /// standardisation, the schedule's and early stopping's state and the history come from the file, so with
     /// the file's settings the result is the one an uninterrupted fit gives. A schedule or early stopping
-    /// other than the file's starts afresh.
+    /// other than the file's starts afresh. The settings that only shape the trajectory (batch, seed, split,
+    /// rate, and the epochs a cosine schedule spans) are the caller's to compare with [`SavedFit`]: a caller
+    /// may mean to change them, as `wgcompute fit --resume --override` does.
     pub fn resume(
         session: &Session,
         file: &Checkpoint,
@@ -1253,6 +1265,13 @@ impl Trainer {
         check_samples("training inputs", &train, sizes[0])?;
         if let Some(validation) = &validation {
             check_samples("validation inputs", validation, sizes[0])?;
+        }
+        if validation.is_some() && config.val_split > 0.0 {
+            return Err(invalid(
+                "validation",
+                format!("a validation set and a split of {}", config.val_split),
+                "one or the other",
+            ));
         }
         let source = match (&validation, config.val_split > 0.0) {
             (Some(_), _) => ValidationSource::Given,
@@ -1335,6 +1354,25 @@ impl Trainer {
                 best_weights: None,
             }),
         };
+        let mut stopping = stopping;
+        if let (Some(state), Some(settings)) = (&mut stopping, &config.early_stopping) {
+            if settings.restore_best && state.best_weights.is_none() && state.best_epoch > 0 {
+                // A file written as its best epoch ended holds that epoch's weights as its model.
+                if state.best_epoch != epochs_done {
+                    return refuse(format!(
+                        "it says its best epoch was {} of {epochs_done} but holds no copy of that epoch's weights \
+                         to restore; the file was altered or damaged",
+                        state.best_epoch
+                    ));
+                }
+                let copies = model
+                    .parameters()
+                    .iter()
+                    .map(|parameter| parameter.try_clone())
+                    .collect::<Result<Vec<_>>>()?;
+                state.best_weights = Some(copies);
+            }
+        }
         let history = match metadata.get(keys::HISTORY) {
             None => Vec::new(),
             Some(text) if text.is_empty() => Vec::new(),
@@ -1478,7 +1516,7 @@ impl Trainer {
             Some(best) if !improves(best) => {
                 state.bad_epochs += 1;
                 if state.bad_epochs > patience {
-                    state.lr = ((state.lr as f64 * factor).max(min_lr)) as f32;
+                    state.lr = ((state.lr as f64 * factor).max(min_lr) as f32).max(MIN_RATE);
                     state.bad_epochs = 0;
                 }
             }
@@ -1626,8 +1664,9 @@ impl Trainer {
             metadata.push((keys::STOPPING_BAD_EPOCHS, state.bad_epochs.to_string()));
         }
         metadata.extend(extra.iter().cloned());
-        // The best weights are kept only while the fit can go on: once it has finished, the model holds them.
-        let best = if self.finished {
+        // The best weights are left out only once the model holds them and the fit cannot go on (it ended on
+        // them); a fit that finished on its best epoch can be resumed, and keeps them.
+        let best = if self.finished && (self.stopped || self.restored) {
             None
         } else {
             self.stopping
@@ -1728,8 +1767,9 @@ pub struct Metrics {
     /// Mean of `−ln p(true class)`, each probability clipped below at f32's epsilon (scikit-learn's
     /// `log_loss` for float32 probabilities).
     pub log_loss: f64,
-    /// `confusion[true][predicted]`: how many samples of each class were predicted as each.
-    pub confusion: Vec<Vec<u64>>,
+    /// `confusion[true][predicted]`: how many samples of each class were predicted as each; `None` for more
+    /// than [`MAX_CONFUSION_CLASSES`] classes, whose matrix would outgrow memory.
+    pub confusion: Option<Vec<Vec<u64>>>,
 }
 
 impl Metrics {
@@ -1758,11 +1798,14 @@ impl Metrics {
             ));
         }
         let predicted = most_probable(probabilities, classes);
-        let mut confusion = vec![vec![0u64; classes]; classes];
+        let mut confusion =
+            (classes <= MAX_CONFUSION_CLASSES).then(|| vec![vec![0u64; classes]; classes]);
         let mut right = 0usize;
         let mut loss = 0.0f64;
         for ((row, &want), &got) in probabilities.chunks(classes).zip(truth).zip(&predicted) {
-            confusion[want as usize][got as usize] += 1;
+            if let Some(confusion) = &mut confusion {
+                confusion[want as usize][got as usize] += 1;
+            }
             right += usize::from(want == got);
             loss -= (row[want as usize].max(f32::EPSILON) as f64).ln();
         }

@@ -28,8 +28,6 @@ pub trait Optimizer {
         }
     }
 
-    /// Takes back the state of a checkpoint: the step count and, per slot of [`Optimizer::state`], one tensor
-    /// per parameter (of its shape, in its session). A slot it does not keep is an error.
     /// The learning rate the next step uses, for an optimizer that has one (a schedule changes it between
     /// epochs through [`Optimizer::set_learning_rate`]).
     fn learning_rate(&self) -> Option<f32> {
@@ -46,6 +44,8 @@ pub trait Optimizer {
         })
     }
 
+    /// Takes back the state of a checkpoint: the step count and, per slot of [`Optimizer::state`], one tensor
+    /// per parameter (of its shape, in its session). A slot it does not keep is an error.
     fn restore(&mut self, _steps: u64, slots: Vec<(String, Vec<Tensor>)>) -> Result<()> {
         if slots.is_empty() {
             Ok(())

@@ -1424,3 +1424,28 @@ fn fit_help_lists_every_schedule_the_library_reads() {
         assert!(help.contains(setting), "fit --help does not show {setting}");
     }
 }
+
+#[test]
+fn a_resumed_cosine_schedule_keeps_the_epochs_it_spans_unless_overridden() {
+    let scratch = Scratch::new("fit-cosine-epochs");
+    let mut rng = Rng::new(29);
+    let files = dataset(&scratch, &mut rng);
+    let model = scratch.path("cosine.safetensors");
+    let cosine = [os("--schedule"), os("cosine")];
+    json(
+        &scratch,
+        &with(
+            plain_fit(&files, &model, "2"),
+            &[&cosine[..], &[os("--json")]].concat(),
+        ),
+    );
+    let longer = scratch.path("longer.safetensors");
+    let resume = with(
+        plain_fit(&files, &longer, "4"),
+        &[os("--resume"), model.as_os_str()],
+    );
+    scratch.fails(&resume, &["--epochs 4", "cosine", "--override"]);
+    assert!(!longer.exists());
+    let report = json(&scratch, &with(resume, &[os("--override"), os("--json")]));
+    assert_eq!(report["first_epoch"], 3, "{report}");
+}

@@ -164,6 +164,14 @@ fn every_formula_schedule_gives_its_formula_and_reads_back_its_spelling() {
             *schedule
         );
     }
+    // Halving every epoch reaches 0 in f32 after ~150 epochs; the rate stays above it, as optimizers require.
+    let halving = Schedule::Step {
+        every: 1,
+        factor: 0.5,
+    };
+    assert!((0..400).all(|epoch| halving.rate(0.001, epoch, 400).expect("a formula") > 0.0));
+    let cosine = Schedule::Cosine { min_lr: 0.0 };
+    assert!((0..400).all(|epoch| cosine.rate(1e-30, epoch, 400).expect("a formula") > 0.0));
     let plateau = "plateau".parse::<Schedule>().expect("defaults");
     assert_eq!(plateau.rate(lr0, 3, epochs), None);
     assert_eq!(
@@ -236,7 +244,7 @@ fn metrics_match_an_f64_reference() {
         confusion[want as usize][best] += 1;
         loss -= (row[want as usize] as f64).max(f32::EPSILON as f64).ln();
     }
-    assert_eq!(metrics.confusion, confusion);
+    assert_eq!(metrics.confusion, Some(confusion));
     assert_eq!(metrics.accuracy, right as f64 / samples as f64);
     assert!((metrics.log_loss - loss / samples as f64).abs() < 1e-9);
     assert_eq!(most_probable(&probabilities, classes).len(), samples);
@@ -608,4 +616,43 @@ fn a_checkpoint_keeps_the_standardisation_and_refuses_halves_of_the_extras(backe
         Checkpoint::read(&path),
         Err(Error::Checkpoint { .. })
     ));
+}
+
+per_backend!(a_fit_that_finished_on_its_best_epoch_resumes_with_its_best_weights);
+fn a_fit_that_finished_on_its_best_epoch_resumes_with_its_best_weights(backend: &Backend) {
+    let mut rng = Rng::fresh("finished-on-best");
+    let (features, classes) = (3, 3);
+    let (x, y) = blobs(&mut rng, 90, features, classes);
+    let session = backend.poisoned();
+    let train = || Samples {
+        inputs: &x,
+        features,
+        labels: Labels::Classes(&y),
+    };
+    let config = |epochs| FitConfig {
+        early_stopping: Some(EarlyStopping::new(50)),
+        ..small_config(epochs)
+    };
+    let mut whole =
+        Trainer::new(&session, config(6), classes, train(), Some(train())).expect("trainer");
+    whole.run().expect("fit");
+    let mut first =
+        Trainer::new(&session, config(3), classes, train(), Some(train())).expect("trainer");
+    first.run().expect("fit");
+    let dir = tempfile::tempdir().expect("a scratch directory");
+    let path = dir.path().join("finished.safetensors");
+    std::fs::write(&path, first.checkpoint_bytes(&[]).expect("bytes")).expect("write");
+    let file = Checkpoint::read(&path).expect("read");
+    let resumed = Trainer::resume(&session, &file, config(6), train(), Some(train()));
+    if first.best_epoch() == Some(3) {
+        // Finished on its best epoch: nothing was restored, so the trajectory goes on, best weights and all.
+        let mut resumed = resumed.expect("a fit that ended on its best epoch resumes");
+        resumed.run().expect("fit");
+        assert_eq!(parameters_of(&resumed), parameters_of(&whole));
+        assert_eq!(resumed.best_epoch(), whole.best_epoch());
+    } else {
+        // An earlier epoch was restored as it finished: there is no trajectory to go on with.
+        assert_eq!(SavedFit::read(&file).expect("saved").stopped, Some(true));
+        assert!(matches!(resumed, Err(Error::Checkpoint { .. })));
+    }
 }

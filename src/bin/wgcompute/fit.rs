@@ -527,6 +527,19 @@ impl Plan {
                         resumed.path.display()
                     ),
                 };
+                // A cosine schedule spans the fit's epochs: another total bends the rate of the epochs left.
+                if let (Schedule::Cosine { .. }, Some(saved)) =
+                    (schedule, resumed.saved.target_epochs)
+                {
+                    if target != saved && !change {
+                        bail!(
+                            "--epochs {target} differs from the {saved} that {}'s cosine schedule spans, so the \
+                             rates of the epochs left would change; leave --epochs out to finish as planned, or add \
+                             --override to stretch the schedule",
+                            resumed.path.display()
+                        );
+                    }
+                }
                 (target, done)
             }
         };
@@ -1293,10 +1306,14 @@ pub fn predict(global: &GlobalOptions, args: &PredictArgs) -> Result<()> {
         if let Some(metrics) = &metrics {
             report["accuracy"] = metrics.accuracy.into();
             report["log_loss"] = metrics.log_loss.into();
-            report["confusion_matrix"] = serde_json::to_value(Confusion {
-                labels: classes.labels(),
-                counts: &metrics.confusion,
-            })?;
+            // null past MAX_CONFUSION_CLASSES classes, whose matrix would outgrow memory.
+            report["confusion_matrix"] = match &metrics.confusion {
+                Some(counts) => serde_json::to_value(Confusion {
+                    labels: classes.labels(),
+                    counts,
+                })?,
+                None => serde_json::Value::Null,
+            };
         }
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
