@@ -1,6 +1,7 @@
 //! Checkpoints from Python, through the library's `wgcompute::checkpoint`: an MLP (its layers' tensors) with
 //! its optimizer's state in the format `wgcompute predict --model` reads, or any named tensors; and reading
-//! either back into a session. Files are written and read with the GIL released.
+//! either back into a session. Files are written and read with the GIL released; an optimizer's lock is taken
+//! only then (see `Optimizer::with_state`), so what is done under it makes no Python exception.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -32,13 +33,36 @@ fn shared(tensor: &Tensor) -> PyResult<Arc<wgcompute::Tensor>> {
     tensor.shared().cloned()
 }
 
+/// Why a save under an optimizer's lock failed, made into an exception once the lock is let go (and the GIL
+/// taken back): making one needs the GIL.
+enum Refusal {
+    Library(wgcompute::Error),
+    Named(&'static str, String),
+}
+
+impl Refusal {
+    fn raise(self) -> PyErr {
+        match self {
+            Refusal::Library(error) => crate::errors::raise(error),
+            Refusal::Named(class, message) => named(class, message),
+        }
+    }
+}
+
+impl From<wgcompute::Error> for Refusal {
+    fn from(error: wgcompute::Error) -> Self {
+        Refusal::Library(error)
+    }
+}
+
 /// The optimizer's state in the model's parameter order: `None` where it is in that order already (or holds
 /// none yet), else a copy reordered, since the file pairs each slot's tensors with the parameters by position.
+/// Called under the optimizer's lock with the GIL released.
 fn in_model_order(
     optimizer: &Built,
     known: &[Arc<wgcompute::Tensor>],
     parameters: &[Arc<wgcompute::Tensor>],
-) -> PyResult<Option<Built>> {
+) -> Result<Option<Built>, Refusal> {
     let same_order = known.len() == parameters.len()
         && known.iter().zip(parameters).all(|(a, b)| Arc::ptr_eq(a, b));
     if known.is_empty() || same_order {
@@ -50,7 +74,7 @@ fn in_model_order(
         .collect::<Option<Vec<usize>>>()
         .filter(|order| order.len() == known.len());
     let Some(order) = order else {
-        return Err(named(
+        return Err(Refusal::Named(
             "InvalidArgumentError",
             format!(
                 "the optimizer keeps state for {} variables that are not this model's {} parameters: save an \
@@ -61,23 +85,29 @@ fn in_model_order(
         ));
     };
     let state = optimizer.as_dyn().state();
-    let slots = state
-        .slots
-        .iter()
-        .map(|(name, tensors)| {
-            let reordered = order
-                .iter()
-                .map(|&position| tensors[position].try_clone())
-                .collect::<wgcompute::Result<Vec<_>>>()?;
-            Ok((name.to_string(), reordered))
-        })
-        .collect::<wgcompute::Result<Vec<_>>>()
-        .or_raise()?;
+    let mut slots = Vec::with_capacity(state.slots.len());
+    for (name, tensors) in &state.slots {
+        let reordered = order
+            .iter()
+            .map(|&position| {
+                let tensor = tensors.get(position).ok_or_else(|| {
+                    Refusal::Named(
+                        "CheckpointError",
+                        format!(
+                            "the optimizer holds {} '{name}' tensors for the {} variables it keeps state for: its \
+                             state is incomplete, so it cannot be saved",
+                            tensors.len(),
+                            known.len()
+                        ),
+                    )
+                })?;
+                Ok(tensor.try_clone()?)
+            })
+            .collect::<Result<Vec<_>, Refusal>>()?;
+        slots.push((name.to_string(), reordered));
+    }
     let mut reordered = optimizer.fresh_like();
-    reordered
-        .as_dyn_mut()
-        .restore(state.steps, slots)
-        .or_raise()?;
+    reordered.as_dyn_mut().restore(state.steps, slots)?;
     Ok(Some(reordered))
 }
 
@@ -113,14 +143,16 @@ pub fn save_mlp(
             .or_raise(),
         Some(optimizer) => {
             optimizer.check_process()?;
-            let state = optimizer.lock();
-            let reordered =
-                in_model_order(&state.optimizer, &state.variables, &model.parameters())?;
-            let chosen = reordered.as_ref().unwrap_or(&state.optimizer);
-            py.detach(|| {
-                checkpoint::save_with_metadata(&path, &model, Some(chosen.as_dyn()), &extra)
-            })
-            .or_raise()
+            let parameters = model.parameters();
+            optimizer
+                .with_state(py, |state| {
+                    let reordered =
+                        in_model_order(&state.optimizer, &state.variables, &parameters)?;
+                    let chosen = reordered.as_ref().unwrap_or(&state.optimizer);
+                    checkpoint::save_with_metadata(&path, &model, Some(chosen.as_dyn()), &extra)?;
+                    Ok(())
+                })
+                .map_err(Refusal::raise)
         }
     }
 }
@@ -195,14 +227,18 @@ pub fn load(
     let mut restored = false;
     if let Some(optimizer) = optimizer {
         optimizer.check_process()?;
-        let mut state = optimizer.lock();
-        let stepping = &mut *state;
+        let optimizer: &Optimizer = &optimizer;
+        // Under the session's lock and then the optimizer's, both taken with the GIL released.
         restored = session.with(py, |session| {
-            file.restore_optimizer(session, &model, stepping.optimizer.as_dyn_mut())
+            optimizer.with_state_released(|state| {
+                let restored =
+                    file.restore_optimizer(session, &model, state.optimizer.as_dyn_mut())?;
+                if restored {
+                    state.variables = model.parameters();
+                }
+                Ok(restored)
+            })
         })?;
-        if restored {
-            stepping.variables = model.parameters();
-        }
     }
     let tensors = model
         .named_parameters()

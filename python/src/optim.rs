@@ -3,6 +3,11 @@
 //! binding maps each call's variables to the positions of the first call's, by identity (the shared tensor),
 //! and refuses a variable it has never seen rather than updating it with another one's moments. Its state
 //! refers to the session weakly, as every tensor does: held past the close, it keeps no GPU memory.
+//!
+//! The lock is held across GIL releases (a step waits on the device, a checkpoint writes a file), so it is only
+//! ever taken with the GIL released, through `Optimizer::with_state`: a thread holding it while it waited for
+//! the GIL would deadlock with one holding the GIL while it waited for it (as `session.rs` does for its own).
+//! Where both are held (`checkpoint::load`), the session's lock is taken first.
 
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -47,14 +52,17 @@ impl Built {
 /// An optimizer and the variables of its positions.
 pub(crate) struct Stepping {
     pub(crate) optimizer: Built,
-    pub(crate) kind: OptimizerKind,
-    /// The variables of the first step, in its order: position `i` of the optimizer's state is theirs.
+    /// The variables of the first step that succeeded, in its order: position `i` of the optimizer's state is
+    /// theirs. Empty while the optimizer holds no state.
     pub(crate) variables: Vec<Arc<wgcompute::Tensor>>,
 }
 
 #[pyclass(module = "wgcompute._wgcompute", frozen)]
 pub struct Optimizer {
-    pub(crate) state: Mutex<Stepping>,
+    /// Taken only through `with_state`, with the GIL released.
+    state: Mutex<Stepping>,
+    /// Fixed when the optimizer is made, so read without the lock.
+    kind: OptimizerKind,
     pid: u32,
 }
 
@@ -74,9 +82,9 @@ impl Optimizer {
         Optimizer {
             state: Mutex::new(Stepping {
                 optimizer,
-                kind,
                 variables: Vec::new(),
             }),
+            kind,
             pid: std::process::id(),
         }
     }
@@ -88,8 +96,22 @@ impl Optimizer {
         Ok(())
     }
 
-    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, Stepping> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    /// Runs `work` on the optimizer's state with the GIL released, the lock taken and given back while it is
+    /// released too. `work` must not take the GIL (no `PyErr` is made inside it: `errors::named` and
+    /// `errors::raise` take it); it returns plain Rust values, turned into exceptions after the lock is let go.
+    pub(crate) fn with_state<T: Send>(
+        &self,
+        py: Python<'_>,
+        work: impl FnOnce(&mut Stepping) -> T + Send,
+    ) -> T {
+        py.detach(|| self.with_state_released(work))
+    }
+
+    /// `with_state` for code that runs with the GIL released already (inside `py.detach` or `Session::with`,
+    /// where no `Python` token is at hand), under the same rule: `work` must not take the GIL.
+    pub(crate) fn with_state_released<T>(&self, work: impl FnOnce(&mut Stepping) -> T) -> T {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        work(&mut state)
     }
 }
 
@@ -157,35 +179,33 @@ impl Optimizer {
     /// "adam", "adamw" or "sgd".
     #[getter]
     fn kind(&self) -> &'static str {
-        self.lock().kind.name()
+        self.kind.name()
     }
 
     #[getter]
-    fn learning_rate(&self) -> f32 {
-        match &self.lock().optimizer {
+    fn learning_rate(&self, py: Python<'_>) -> f32 {
+        self.with_state(py, |state| match &state.optimizer {
             Built::Adam(adam) => adam.config.lr,
             Built::Sgd(sgd) => sgd.lr,
-        }
+        })
     }
 
     /// Sets the learning rate for the next steps, checked by the library's rule for this kind.
     #[setter]
-    fn set_learning_rate(&self, lr: f32) -> PyResult<()> {
-        let mut state = self.lock();
-        state
-            .kind
+    fn set_learning_rate(&self, py: Python<'_>, lr: f32) -> PyResult<()> {
+        self.kind
             .check_lr(lr)
             .map_err(|error| invalid(format!("learning_rate={lr}: {error}")))?;
-        match &mut state.optimizer {
+        self.with_state(py, |state| match &mut state.optimizer {
             Built::Adam(adam) => adam.config.lr = lr,
             Built::Sgd(sgd) => sgd.lr = lr,
-        }
+        });
         Ok(())
     }
 
     /// The hyperparameters, by the names the constructor takes.
-    fn hyperparameters(&self) -> Vec<(&'static str, f32)> {
-        match &self.lock().optimizer {
+    fn hyperparameters(&self, py: Python<'_>) -> Vec<(&'static str, f32)> {
+        self.with_state(py, |state| match &state.optimizer {
             Built::Adam(adam) => {
                 let config = adam.config;
                 let mut values = vec![
@@ -200,37 +220,40 @@ impl Optimizer {
                 values
             }
             Built::Sgd(sgd) => vec![("lr", sgd.lr), ("momentum", sgd.momentum)],
-        }
+        })
     }
 
     /// Steps taken so far (TensorFlow's `iterations`).
     #[getter]
-    fn iterations(&self) -> u64 {
-        match &self.lock().optimizer {
+    fn iterations(&self, py: Python<'_>) -> u64 {
+        self.with_state(py, |state| match &state.optimizer {
             Built::Adam(adam) => adam.steps(),
             Built::Sgd(sgd) => sgd.steps(),
-        }
+        })
     }
 
-    /// How many variables the optimizer keeps state for (0 before its first step).
+    /// How many variables the optimizer keeps state for (0 before its first successful step).
     #[getter]
-    fn variable_count(&self) -> usize {
-        self.lock().variables.len()
+    fn variable_count(&self, py: Python<'_>) -> usize {
+        self.with_state(py, |state| state.variables.len())
     }
 
     /// Whether `variable` is one of those the optimizer keeps state for.
-    fn knows(&self, variable: &Tensor) -> PyResult<bool> {
+    fn knows(&self, py: Python<'_>, variable: &Tensor) -> PyResult<bool> {
         let shared = variable.shared()?;
-        Ok(self
-            .lock()
-            .variables
-            .iter()
-            .any(|known| Arc::ptr_eq(known, shared)))
+        Ok(self.with_state(py, |state| {
+            state
+                .variables
+                .iter()
+                .any(|known| Arc::ptr_eq(known, shared))
+        }))
     }
 
     /// One step: each variable moves by its gradient (a None gradient leaves it as it is). The first call
-    /// fixes the variables the optimizer keeps state for; a later call may pass any of them in any order,
-    /// and a variable it has never seen is an error, before anything is updated.
+    /// that succeeds fixes the variables the optimizer keeps state for; a later call may pass any of them in
+    /// any order, and a variable it has never seen is an error, before anything is updated. A first call that
+    /// fails (a closed session, gradients of another session, out of memory) leaves the optimizer as it was
+    /// made, holding no state, so that the next call is a first call again.
     fn step(
         &self,
         py: Python<'_>,
@@ -301,16 +324,24 @@ impl Optimizer {
             })
             .collect();
         // The positions are checked and the step taken under one hold of the lock, with the GIL released.
-        let outcome = py.detach(|| {
-            let mut state = self.lock();
+        let outcome = self.with_state(py, |state| {
             let Stepping {
                 optimizer,
                 variables: known,
-                ..
-            } = &mut *state;
+            } = state;
+            let gradients = Gradients::from_pairs(pairs);
             if known.is_empty() {
-                *known = variables;
-            } else if let Some(index) = variables
+                // The library makes its state before it updates a variable, so a failed first step may leave
+                // some of it (or all of it, the step counted): dropped, since no variables are known to pair
+                // it with. The next step is a first step again.
+                let stepped = optimizer.as_dyn_mut().step(&variables, &gradients);
+                match &stepped {
+                    Ok(()) => *known = variables,
+                    Err(_) => *optimizer = optimizer.fresh_like(),
+                }
+                return Ok(stepped);
+            }
+            if let Some(index) = variables
                 .iter()
                 .position(|variable| !known.iter().any(|seen| Arc::ptr_eq(seen, variable)))
             {
@@ -321,9 +352,7 @@ impl Optimizer {
                     known.len()
                 ));
             }
-            Ok(optimizer
-                .as_dyn_mut()
-                .step(known, &Gradients::from_pairs(pairs)))
+            Ok(optimizer.as_dyn_mut().step(known, &gradients))
         });
         outcome.map_err(invalid)?.or_raise()
     }

@@ -100,6 +100,37 @@ def test_an_optimizer_used_in_another_order_is_saved_in_the_models(make_session,
         wg.save(tmp_path / "other.safetensors", model, other)
 
 
+def test_an_optimizer_whose_first_step_ran_out_of_memory_saves_and_steps(make_session, adapter, tmp_path):
+    """A first step that runs out of memory part way through making the state (the bias's moments made, the
+    weight's not) keeps none of it: the optimizer saves (with no state) rather than panicking on the missing
+    moments, and steps once there is room."""
+    # 1.25 MiB: a 256x256 layer and its gradients (514 KiB), 512 KiB of ballast and the bias's moments leave
+    # less than the weight's first moment.
+    session = make_session(adapter, memory_limit=1280 << 10)
+    model = wg.nn.Mlp(session, [256, 256], seed=1)
+    [layer] = model.layers
+    params = [layer.bias, layer.weight]  # not the model's order: saving reorders the state
+    gradients = [session.ones((256,)), session.ones((256, 256))]
+    ballast = session.zeros((128 << 10,))
+    adam = wg.optim.Adam(0.1)
+    with pytest.raises(wg.OutOfMemoryError):
+        adam.step(params, gradients)
+    assert adam.iterations == 0 and adam._native.variable_count == 0
+    names = {name for name, _ in model.named_parameters()}
+    wg.save(tmp_path / "failed.safetensors", model, adam)
+    assert set(safetensors.numpy.load_file(str(tmp_path / "failed.safetensors"))) == names
+    del ballast
+    # The failed step fixed no order either: this one, the model's, is the optimizer's first (and the save
+    # then needs no reordered copy of the state, for which there would be no room).
+    adam.step(model.parameters(), gradients[::-1])
+    assert adam.iterations == 1 and adam._native.variable_count == 2
+    wg.save(tmp_path / "stepped.safetensors", model, adam)
+    stored = safetensors.numpy.load_file(str(tmp_path / "stepped.safetensors"))
+    assert set(stored) == names | {f"optimizer.{slot}.{name}" for slot in ("m", "v") for name in names}
+    for name, parameter in model.named_parameters():
+        assert stored[f"optimizer.m.{name}"].shape == parameter.shape
+
+
 def test_named_tensors_round_trip(make_session, adapter, rng, tmp_path):
     session = make_session(adapter)
     weights = rng.standard_normal((3, 5)).astype(np.float32)

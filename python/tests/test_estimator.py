@@ -9,6 +9,7 @@ import pickle
 import subprocess
 import sys
 import textwrap
+import unittest
 import warnings
 
 # scikit-learn, scipy and pandas are imported, not skipped when absent: the test extra installs them, and a
@@ -42,6 +43,12 @@ EXPECTED_FAILED_CHECKS = {
 }
 
 
+# Checks that may skip themselves, with why they do not apply here. scikit-learn's checks raise
+# unittest.SkipTest where one does not apply (which pytest reports as a skip, not a failure): a check not listed
+# here that skips fails, so that none is skipped unseen.
+EXPECTED_SKIPS: dict[str, str] = {}
+
+
 def _checked(adapter):
     # Small and quick: 16 hidden units, 50 epochs at a rate that learns scikit-learn's blobs in them.
     return MLPClassifier(hidden_layer_sizes=(16,), max_iter=50, learning_rate_init=0.01, adapter=adapter)
@@ -61,18 +68,49 @@ def _scikit_learn_checks():
                 yield pytest.param(adapter, check, id=f"{adapter}-{_check_name(check)}")
 
 
-@pytest.mark.parametrize("adapter, check", list(_scikit_learn_checks()))
-def test_scikit_learn_checks(adapter, check):
+def _run_check(adapter, check):
+    """Runs one of scikit-learn's checks; one that skips itself fails unless EXPECTED_SKIPS gives its reason."""
+    name = _check_name(check)
     # scikit-learn's checks raise and catch their own warnings (a ConvergenceWarning of theirs, a
     # DataConversionWarning they expect); conftest.py's "warnings are errors" is for the package's own code.
     with warnings.catch_warnings():
         warnings.simplefilter("default")
-        check(_checked(adapter))
+        try:
+            check(_checked(adapter))
+        except (unittest.SkipTest, pytest.skip.Exception) as skipped:
+            reason = EXPECTED_SKIPS.get(name)
+            if reason is None:
+                pytest.fail(
+                    f"scikit-learn's {name} skipped itself ({skipped}): make it run, or list it in EXPECTED_SKIPS "
+                    "with the reason it does not apply"
+                )
+            pytest.skip(f"{name}: {reason} ({skipped})")
+
+
+@pytest.mark.parametrize("adapter, check", list(_scikit_learn_checks()))
+def test_scikit_learn_checks(adapter, check):
+    _run_check(adapter, check)
+
+
+def test_a_check_that_skips_itself_fails_unless_listed(monkeypatch):
+    def check_that_skips(estimator):
+        raise unittest.SkipTest("does not apply")
+
+    def check_that_calls_pytest_skip(estimator):
+        pytest.skip("does not apply")
+
+    for check in (functools.partial(check_that_skips), check_that_calls_pytest_skip):
+        with pytest.raises(pytest.fail.Exception, match=f"{_check_name(check)} skipped itself"):
+            _run_check("vulkan", check)
+    monkeypatch.setitem(EXPECTED_SKIPS, "check_that_skips", "a reason")
+    with pytest.raises(pytest.skip.Exception, match="check_that_skips: a reason"):
+        _run_check("vulkan", check_that_skips)
 
 
 def test_the_checks_left_out_exist():
     names = {_check_name(check) for _, check in estimator_checks_generator(_checked("vulkan"))}
     assert set(EXPECTED_FAILED_CHECKS) <= names and len(names) > 40
+    assert set(EXPECTED_SKIPS) <= names
 
 
 @pytest.mark.parametrize("adapter", ADAPTERS)

@@ -47,6 +47,12 @@ def test_widths_are_checked(session):
     for sizes in ([13], [13, 0, 3], [-1, 3]):
         with pytest.raises(wg.InvalidArgumentError):
             wg.nn.Mlp(session, sizes, seed=1)
+    # A width of 0 is refused where it is given, as its message says ("at least 1"), not made into an empty layer.
+    for in_features, out_features in ((0, 3), (3, 0)):
+        with pytest.raises(wg.InvalidArgumentError, match="at least 1; got 0"):
+            wg.nn.Linear(session, in_features, out_features)
+    with pytest.raises(wg.InvalidArgumentError, match="a layer width is an int of at least 1; got 0"):
+        wg.nn.Mlp(session, [13, 0, 3], seed=1)
     assert wg.nn.Linear(session, 3, 2, bias=False).bias is None
 
 
@@ -181,6 +187,48 @@ def test_variables_are_matched_by_identity_and_none_leaves_one_alone(session, rn
         sgd.step([a], [session.tensor(gb[1])])
     # The session goes on working after each refusal.
     sgd.step([a], [session.tensor(ga[1])])
+
+
+OPTIMIZERS = {
+    "adam": lambda: wg.optim.Adam(0.1),
+    "adamw": lambda: wg.optim.AdamW(0.1, weight_decay=0.1),
+    "sgd": lambda: wg.optim.SGD(0.1, momentum=0.9),
+}
+
+
+@pytest.mark.parametrize("kind", OPTIMIZERS)
+def test_a_failed_first_step_leaves_the_optimizer_as_it_was_made(make_session, adapter, rng, kind):
+    """A first step that fails (gradients of another session, a closed session) keeps no state and fixes no
+    variables: the next step is a first step, taking the steps a fresh optimizer takes."""
+    make = OPTIMIZERS[kind]
+    session, other = make_session(adapter), make_session(adapter)
+    start = rng.uniform(-1, 1, (3, 4)).astype(np.float32)
+    gradients = gradients_for(rng, start.shape, 2)
+    expected = run_optimizer(session, make(), start, gradients)
+
+    optimizer, variable = make(), session.variable(start)
+    with pytest.raises(wg.SessionMismatchError):
+        optimizer.step([variable], [other.tensor(gradients[0])])
+    assert optimizer.iterations == 0
+    assert optimizer._native.variable_count == 0 and not optimizer._native.knows(variable._t)
+    np.testing.assert_array_equal(variable.numpy(), start)
+    for gradient in gradients:
+        optimizer.step([variable], [session.tensor(gradient)])
+    assert optimizer.iterations == 2 and optimizer._native.knows(variable._t)
+    np.testing.assert_array_equal(variable.numpy(), expected)
+
+    # Variables of a closed session, then those of an open one.
+    closed = make_session(adapter)
+    stale, stale_gradient = closed.variable(start), closed.tensor(gradients[0])
+    closed.close()
+    optimizer = make()
+    with pytest.raises(wg.SessionClosedError):
+        optimizer.step([stale], [stale_gradient])
+    assert optimizer.iterations == 0 and optimizer._native.variable_count == 0
+    variable = session.variable(start)
+    for gradient in gradients:
+        optimizer.step([variable], [session.tensor(gradient)])
+    np.testing.assert_array_equal(variable.numpy(), expected)
 
 
 def test_hyperparameters_are_checked_by_the_library(session):

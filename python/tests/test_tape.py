@@ -509,3 +509,28 @@ def test_variables(session, rng):
     # Results of ops on variables are plain tensors.
     assert type(v * 2.0) is wg.Tensor
     assert "kernel" in repr(v)
+
+
+def test_read_value_is_recorded_as_a_copy(session, rng):
+    """``Variable.read_value()`` is a float op with a gradient (a copy's), so it records like ``Tensor.copy``: the
+    gradient flows through it to the variable, and its result is a plain tensor of its own."""
+    data, c = draw(rng, (3, 4)), draw(rng, (3, 4))
+    w = session.variable(data)
+    with wg.GradientTape() as tape:
+        value = w.read_value()
+        loss = (value * 2.0 * session.tensor(c)).sum()
+    assert type(value) is wg.Tensor
+    [dw] = tape.gradient(loss, [w])
+    assert dw is not None, "read_value() was not recorded: no gradient reached the variable"
+    np.testing.assert_array_equal(dw.numpy(), 2.0 * c)
+    # A variable that is not trainable records once the tape watches it.
+    frozen = session.variable(data, trainable=False)
+    with wg.GradientTape() as tape:
+        tape.watch(frozen)
+        loss = (frozen.read_value() * session.tensor(c)).sum()
+    np.testing.assert_array_equal(tape.gradient(loss, frozen).numpy(), c)
+    # A copy: assigning the variable afterwards leaves the value read before.
+    w.assign(np.zeros((3, 4)))
+    np.testing.assert_array_equal(value.numpy(), data)
+    ids = session.variable(np.array([1, 2], dtype=np.uint32), trainable=False)
+    assert ids.read_value().numpy().tolist() == [1, 2]

@@ -2,6 +2,9 @@
 sessions wait on their devices at the same time; and one session shared by several threads gives each the right
 results."""
 
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 
@@ -188,3 +191,89 @@ def test_a_session_closed_while_other_threads_use_it(adapter):
         assert "closed" in outcomes or outcomes == {"ok"}
     with pytest.raises(wgcompute.SessionClosedError):
         x.numpy()
+
+
+# Run in a child process: a deadlock between a thread holding the GIL and one holding a lock it waits for the GIL
+# with stops every thread, the one that would time the others out too. The parent's timeout fails the test.
+SAVE_LOAD_WHILE_READING = textwrap.dedent(
+    """
+    import os, sys, threading
+    import numpy as np
+    import wgcompute as wg
+
+    adapter, directory, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    session = wg.Session(adapter=adapter)
+    model = wg.nn.Mlp(session, [5, 7, 3], seed=1)
+    trained, restored = wg.optim.Adam(0.01), wg.optim.SGD(0.1, momentum=0.9)
+    with wg.GradientTape() as tape:
+        loss = wg.softmax_cross_entropy(model(np.ones((2, 5))), np.full((2, 3), 1 / 3)).mean()
+    params = model.parameters()
+    trained.apply_gradients(zip(tape.gradient(loss, params), params))
+    sgd_file = os.path.join(directory, "sgd.safetensors")
+    sgd = wg.optim.SGD(0.1, momentum=0.9)
+    sgd.step(params, [session.ones(p.shape) for p in params])
+    wg.save(sgd_file, model, sgd)
+    stop, failures, reads = threading.Event(), [], [0, 0]
+
+    def guarded(work):
+        def body(*args):
+            try:
+                work(*args)
+            except BaseException as error:
+                failures.append(repr(error))
+        return body
+
+    @guarded
+    def saver(index):
+        for round in range(rounds):
+            wg.save(os.path.join(directory, f"model{index}.safetensors"), model, trained, metadata={"round": round})
+
+    @guarded
+    def loader():
+        for _ in range(rounds):
+            loaded = wg.load(sgd_file, session, optimizer=restored)
+            assert restored.iterations == 1 and restored._native.knows(loaded.parameters()[0]._t)
+
+    @guarded
+    def reader(index):
+        while not stop.is_set():
+            for optimizer in (trained, restored):
+                optimizer.iterations, optimizer.learning_rate, optimizer._native.kind, repr(optimizer)
+                optimizer.learning_rate = optimizer.learning_rate
+                optimizer._native.variable_count, optimizer._native.knows(params[0]._t)
+            reads[index] += 1
+
+    workers = [threading.Thread(target=saver, args=(i,), daemon=True) for i in range(2)]
+    workers.append(threading.Thread(target=loader, daemon=True))
+    readers = [threading.Thread(target=reader, args=(i,), daemon=True) for i in range(2)]
+    for thread in workers + readers:
+        thread.start()
+    for thread in workers:
+        thread.join(timeout=120)
+    stop.set()
+    for thread in readers:
+        thread.join(timeout=30)
+    stuck = [thread.name for thread in workers + readers if thread.is_alive()]
+    assert not stuck, f"threads still running: {stuck}"
+    assert not failures, failures
+    assert min(reads) > 0, reads
+    assert trained.iterations == 1 and restored.iterations == 1
+    print("reads", reads)
+    """
+)
+
+
+def test_saving_and_loading_while_other_threads_read_the_optimizer(adapter, tmp_path):
+    """``save(model, optimizer)`` and ``load(..., optimizer=)`` hold the optimizer's lock while the file is
+    written or read with the GIL released; threads reading the optimizer's properties meanwhile (which take the
+    same lock) must not deadlock with them."""
+    command = [sys.executable, "-c", SAVE_LOAD_WHILE_READING, adapter, str(tmp_path), "40"]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired as expired:
+        done, stderr = None, expired.stderr
+    if done is None:  # failed outside the except block, so that the report is not the whole command line
+        stderr = stderr.decode(errors="replace") if isinstance(stderr, bytes) else stderr
+        pytest.fail(f"deadlock: saving, loading and reading an optimizer from threads hung; stderr: {stderr}")
+    assert done.returncode == 0, done.stdout + done.stderr
+    print(done.stdout)

@@ -760,8 +760,9 @@ class Variable(Tensor):
         return self
 
     def read_value(self) -> Tensor:
-        """A copy of the current value, as a plain tensor."""
-        return self._wrap(self._t.copy())
+        """A copy of the current value, as a plain tensor; recorded by a tape as :meth:`Tensor.copy` is, so that
+        a gradient flows through it to the variable."""
+        return self.copy()
 
 
 # --- gradient tapes ---

@@ -24,7 +24,7 @@ __all__ = ["Linear", "Mlp"]
 
 
 def _width(value: Any, what: str) -> int:
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or not 0 <= value < 2**64:
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or not 1 <= value < 2**64:
         raise InvalidArgumentError(f"{what} is an int of at least 1; got {value!r}")
     return int(value)
 
