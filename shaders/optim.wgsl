@@ -14,6 +14,8 @@ struct Params {
     momentum: f32,      // sgd
     start: u32,         // scalar kernels: the first element (after the vec4 kernel's part)
     vec4s: u32,         // vec4 kernels: vec4s per invocation
+    table: u32,         // *_tensors kernels: the vec4 at which the table starts in its binding
+    entries: u32,       // *_tensors kernels: the table's entries
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -124,5 +126,110 @@ fn sgd_vec4(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroup
         let p = param4[i] - lr * buffer;
         m4[i] = buffer;
         param4[i] = p;
+    }
+}
+
+// The same updates over many tensors in one dispatch. Each operand binding is a whole slab, and a table says where
+// each tensor's operands start in them: entry e is two vec4s from `params.table + 2e`, the first holding the
+// vec4 offsets of (param, grad, m, v), the second (element count, first workgroup, 0, 0). Workgroups are laid
+// out over the tensors in table order, each tensor starting a fresh workgroup, so a workgroup serves one tensor.
+// A tensor's last vec4 may hold fewer than four of its elements: it is loaded and stored whole, its other lanes
+// storing back the bits just loaded from them. Those lanes are the padding of the tensor's own pool range (ranges
+// start 256-byte aligned and own their rounding), so no other tensor's data is there, and in one dispatch no
+// other invocation touches them. Each element of a tensor is computed as in the kernels above, so the bits are
+// theirs.
+@group(0) @binding(5) var<storage, read_write> table: array<vec4<u32>>;
+
+// The entry that workgroup `group` serves: the last whose first workgroup is at or below it (entry 0 starts at 0).
+fn entry_of(group: u32) -> u32 {
+    var low = 0u;
+    var high = params.entries;
+    while (high - low > 1u) {
+        let middle = (low + high) / 2u;
+        if (table[params.table + 2u * middle + 1u].y <= group) {
+            low = middle;
+        } else {
+            high = middle;
+        }
+    }
+    return low;
+}
+
+// One tensor's part of a workgroup: its operands' offsets, its element count, and the vec4s [first, end) of it
+// that invocation `local` of workgroup `group` updates.
+struct Part {
+    offsets: vec4<u32>,
+    count: u32,
+    first: u32,
+    end: u32,
+}
+
+fn part_of(workgroup: vec3<u32>, groups: vec3<u32>, local: u32) -> Part {
+    let group = workgroup.x + workgroup.y * groups.x;
+    let e = entry_of(group);
+    let offsets = table[params.table + 2u * e];
+    let shape = table[params.table + 2u * e + 1u];
+    let first = ((group - shape.y) * WORKGROUP_SIZE + local) * params.vec4s;
+    return Part(offsets, shape.x, first, min(first + params.vec4s, (shape.x + 3u) / 4u));
+}
+
+// Which lanes of vec4 `i` of a tensor of `count` elements are the tensor's: all but in its last vec4 when
+// `count` is no multiple of 4.
+fn own_lanes(i: u32, count: u32) -> vec4<bool> {
+    return vec4<u32>(4u * i) + vec4<u32>(0u, 1u, 2u, 3u) < vec4<u32>(count);
+}
+
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn adam_tensors(
+    @builtin(workgroup_id) workgroup: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) local: u32,
+) {
+    let h = hyper();
+    let part = part_of(workgroup, groups, local);
+    let o = part.offsets;
+    for (var i = part.first; i < part.end; i = i + 1u) {
+        let g = grad4[o.y + i];
+        let m_old = m4[o.z + i];
+        let v_old = v4[o.w + i];
+        let p_old = param4[o.x + i];
+        let m_new = h.beta1 * m_old + (1.0 - h.beta1) * g;
+        let v_new = h.beta2 * v_old + (1.0 - h.beta2) * g * g;
+        var p = p_old;
+        if (h.mode == MODE_TENSORFLOW) {
+            p = p - h.step_size * m_new / (sqrt(v_new) + h.epsilon);
+        } else {
+            if (h.mode == MODE_ADAMW) {
+                p = p * h.decay;
+            }
+            p = p - h.step_size * m_new / (sqrt(v_new) / h.bias2_sqrt + h.epsilon);
+        }
+        // The lanes past the tensor's end get back the bits loaded from them (see above), with no branch: with
+        // the stores under a branch for the last vec4, the pass over 10M elements took 1.6× as long on llvmpipe.
+        let own = own_lanes(i, part.count);
+        m4[o.z + i] = select(m_old, m_new, own);
+        v4[o.w + i] = select(v_old, v_new, own);
+        param4[o.x + i] = select(p_old, p, own);
+    }
+}
+
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn sgd_tensors(
+    @builtin(workgroup_id) workgroup: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) local: u32,
+) {
+    let lr = params.lr;
+    let momentum = params.momentum;
+    let part = part_of(workgroup, groups, local);
+    let o = part.offsets;
+    for (var i = part.first; i < part.end; i = i + 1u) {
+        let m_old = m4[o.z + i];
+        let p_old = param4[o.x + i];
+        let buffer = momentum * m_old + grad4[o.y + i];
+        let p = p_old - lr * buffer;
+        let own = own_lanes(i, part.count);
+        m4[o.z + i] = select(m_old, buffer, own);
+        param4[o.x + i] = select(p_old, p, own);
     }
 }

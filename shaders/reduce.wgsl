@@ -24,7 +24,7 @@ struct Params {
     index_base: u32,  // this window's first element: its position in its row (chunk_argmax), in the tensor (prod_backward)
     blocks: u32,      // chunk kernels: partials (chunks) per row; prod_backward: elements in this window
     infinity: f32,    // +inf, which WGSL cannot write as a literal: the identity of max (negated) and min
-    _pad: u32,
+    out_base: u32,    // value axis kernels: output j goes to out[out_base + j] (a slot of a longer record)
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -126,6 +126,36 @@ fn chunk_reduce_vec4(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_
     out[j] = combine_lanes(op, accumulate4(op, base, first, last));
 }
 
+// Long runs, for CPU adapters: as chunk_reduce_vec4, but invocation g of a row reduces its own run of LONG_RUN
+// neighbouring elements, through four vec4 accumulators (accumulate_long). On llvmpipe a lane streaming through
+// a page or more of contiguous memory reads several times faster than one reading runs of 64 (see
+// src/kernels/reduce.rs). Each row must start on a vec4: a single row (whose last elements past a whole vec4
+// are then combined one by one, in order, read through in_index: the host binds the input there too, since one
+// entry point cannot read one binding as two types), or rows whose length is a multiple of 4.
+const LONG_RUN: u32 = 1024u;
+const LONG_GROUP: u32 = 64u;
+
+@compute @workgroup_size(LONG_GROUP)
+fn chunk_reduce_long(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let j = id.x + id.y * groups.x * LONG_GROUP;
+    let blocks = params.blocks;
+    let len = params.len;
+    let op = params.op;
+    if (j >= params.outer * blocks) {
+        return;
+    }
+    let row = j / blocks;
+    let first = (j % blocks) * LONG_RUN;
+    let last = min(first + LONG_RUN, len);
+    let base = row * len;
+    let whole = last / 4u;
+    var acc = combine_lanes(op, accumulate_long(op, base / 4u, first / 4u, whole));
+    for (var e = whole * 4u; e < last; e = e + 1u) {
+        acc = combine(op, acc, bitcast<f32>(in_index[base + e]));
+    }
+    out[j] = acc;
+}
+
 // As chunk_reduce, keeping the index (within the row, plus index_base) of the largest (argmax) or smallest
 // (argmin) value, the first one on ties.
 @compute @workgroup_size(WORKGROUP_SIZE)
@@ -178,7 +208,7 @@ fn axis_reduce(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgr
         acc.z = combine(op, acc.z, select(none, input[(row + min(k + 2u, last - 1u)) * params.inner + i], k + 2u < last));
         acc.w = combine(op, acc.w, select(none, input[(row + min(k + 3u, last - 1u)) * params.inner + i], k + 3u < last));
     }
-    out[j] = combine_lanes(op, acc) * params.scale;
+    out[params.out_base + j] = combine_lanes(op, acc) * params.scale;
 }
 
 // As axis_reduce for argmax and argmin; with `indexed`, values come with the indices they stand for.
@@ -276,8 +306,27 @@ fn axis_reduce_lanes(
         workgroupBarrier();
     }
     if (lane == 0u && j < total) {
-        out[j] = lanes_tree[t] * params.scale;
+        out[params.out_base + j] = lanes_tree[t] * params.scale;
     }
+}
+
+// --- a running total: the sum of `len` elements strictly left to right, ((x0 + x1) + x2) + ..., by one
+// invocation, into out[out_base]: the order in which a total kept by adding one value at a time grows, so the
+// two give the same bits. Nested loops, since llvmpipe ends any one loop after 65,535 iterations. ---
+
+const IN_ORDER_RUN: u32 = 4096u;
+
+@compute @workgroup_size(1)
+fn sum_in_order() {
+    let len = params.len;
+    var acc = input[0];
+    for (var run = 0u; run < len; run = run + IN_ORDER_RUN) {
+        let last = min(run + IN_ORDER_RUN, len);
+        for (var e = max(run, 1u); e < last; e = e + 1u) {
+            acc = acc + input[e];
+        }
+    }
+    out[params.out_base] = acc;
 }
 
 // --- prod's gradient ---

@@ -31,7 +31,7 @@ fn axis_reduce_subgroup(
             acc = combine(op, acc, subgroupShuffleXor(acc, mask));
         }
         if (lane == 0u) {
-            out[j] = acc * params.scale;
+            out[params.out_base + j] = acc * params.scale;
         }
     }
 }

@@ -1,12 +1,15 @@
 // Softmax, log-softmax and softmax cross-entropy along the last axis, in three variants: one workgroup per row
 // (wide rows), ROW_LANES invocations per row (rows per workgroup), one invocation per row. Rows are shifted by
 // their maximum before exponentiating, so rows of ±80 (or ±1e30) stay finite.
+// The cross-entropy kernels can also count, per row, whether the logits' argmax is the labels' argmax (an
+// epoch's accuracy, with no pass of its own): `count_correct` turns it on, and the count is added into
+// `correct[0]` with an integer atomic, which is exact in any order. The loss and gradient never depend on it.
 
 struct Params {
     rows: u32,
     cols: u32,
     op: u32, // softmax_rows: SOFTMAX or LOG_SOFTMAX
-    _pad: u32,
+    count_correct: u32, // softmax_xent*: 1 to add the rows whose argmaxes agree into correct[0]
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -14,12 +17,92 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> labels: array<f32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 @group(0) @binding(4) var<storage, read_write> loss: array<f32>;
+// Bound to the loss when not counting, and then never touched.
+@group(0) @binding(5) var<storage, read_write> correct: array<atomic<u32>>;
 
 const THREADS: u32 = WORKGROUP_SIZE;
 
 var<workgroup> tree_a: array<f32, WORKGROUP_SIZE>;
 var<workgroup> tree_b: array<f32, WORKGROUP_SIZE>;
 var<workgroup> tree_c: array<f32, WORKGROUP_SIZE>;
+
+// --- argmax as src/kernels/reduce.rs computes it: a NaN beats any number and the first NaN wins; else the
+// largest wins, the first on ties. NaN is tested by its bits, since a compiler may assume comparisons never see
+// one. A pair (value, index) with index NO_INDEX holds nothing yet. ---
+
+const NO_INDEX: u32 = 0xffffffffu;
+
+fn is_nan(x: f32) -> bool {
+    return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;
+}
+
+// Whether x, met after `best` in a scan in index order, displaces it.
+fn arg_beats(x: f32, best: f32) -> bool {
+    if (is_nan(best)) {
+        return false;
+    }
+    return is_nan(x) || x > best;
+}
+
+// Whether the pair (x, at) wins over (best, best_at), in any order of meeting: on ties the smaller index wins.
+fn pair_wins(x: f32, at: u32, best: f32, best_at: u32) -> bool {
+    if (at == NO_INDEX) {
+        return false;
+    }
+    if (best_at == NO_INDEX || arg_beats(x, best)) {
+        return true;
+    }
+    let tied = x == best || (is_nan(x) && is_nan(best));
+    return tied && at < best_at;
+}
+
+var<workgroup> index_a: array<u32, WORKGROUP_SIZE>;
+var<workgroup> index_b: array<u32, WORKGROUP_SIZE>;
+
+// The argmaxes of logits and labels over the row elements first, first + step, ... below `cols` of row `base`,
+// as pairs in tree_a/index_a (logits) and tree_b/index_b (labels) at slot t.
+fn scan_argmaxes(t: u32, base: u32, first: u32, step: u32, cols: u32) {
+    var best_x = 0.0;
+    var at_x = NO_INDEX;
+    var best_y = 0.0;
+    var at_y = NO_INDEX;
+    for (var c = first; c < cols; c = c + step) {
+        let x = logits[base + c];
+        let y = labels[base + c];
+        if (at_x == NO_INDEX || arg_beats(x, best_x)) {
+            best_x = x;
+            at_x = c;
+        }
+        if (at_y == NO_INDEX || arg_beats(y, best_y)) {
+            best_y = y;
+            at_y = c;
+        }
+    }
+    tree_a[t] = best_x;
+    index_a[t] = at_x;
+    tree_b[t] = best_y;
+    index_b[t] = at_y;
+}
+
+// Merges the pairs of slot t + stride into slot t.
+fn merge_argmaxes(t: u32, stride: u32) {
+    let o = t + stride;
+    if (pair_wins(tree_a[o], index_a[o], tree_a[t], index_a[t])) {
+        tree_a[t] = tree_a[o];
+        index_a[t] = index_a[o];
+    }
+    if (pair_wins(tree_b[o], index_b[o], tree_b[t], index_b[t])) {
+        tree_b[t] = tree_b[o];
+        index_b[t] = index_b[o];
+    }
+}
+
+// Whether the argmaxes in slot t agree: one row answered right.
+fn count_if_agreeing(t: u32) {
+    if (index_a[t] == index_b[t]) {
+        atomicAdd(&correct[0], 1u);
+    }
+}
 
 fn row_of(wid: vec3<u32>, groups: vec3<u32>) -> u32 {
     return wid.x + wid.y * groups.x;
@@ -127,6 +210,21 @@ fn softmax_xent(
     for (var c = t; c < params.cols; c = c + THREADS) {
         let p = exp(logits[base + c] - m) / total;
         out[base + c] = p * labels_sum - labels[base + c];
+    }
+    if (params.count_correct == 1u) {
+        // Every thread has read the sums' totals: the trees are free again.
+        workgroupBarrier();
+        scan_argmaxes(t, base, t, THREADS, params.cols);
+        workgroupBarrier();
+        for (var stride = THREADS / 2u; stride > 0u; stride = stride >> 1u) {
+            if (t < stride) {
+                merge_argmaxes(t, stride);
+            }
+            workgroupBarrier();
+        }
+        if (t == 0u) {
+            count_if_agreeing(0u);
+        }
     }
 }
 
@@ -242,6 +340,21 @@ fn softmax_xent_segmented(
         let p = exp(logits[base + c] - m) / total;
         out[base + c] = p * labels_sum - labels[base + c];
     }
+    if (params.count_correct == 1u) {
+        // Every lane has read its segment's totals: the trees are free again.
+        workgroupBarrier();
+        scan_argmaxes(t, base, lane, ROW_LANES, cols);
+        workgroupBarrier();
+        for (var stride = ROW_LANES / 2u; stride > 0u; stride = stride >> 1u) {
+            if (lane < stride) {
+                merge_argmaxes(t, stride);
+            }
+            workgroupBarrier();
+        }
+        if (lane == 0u && row < params.rows) {
+            count_if_agreeing(t);
+        }
+    }
 }
 
 // --- one row per invocation: for short rows, with no barriers at all; sums run left to right ---
@@ -299,5 +412,26 @@ fn softmax_xent_per_invocation(@builtin(global_invocation_id) id: vec3<u32>, @bu
     for (var c = 0u; c < cols; c = c + 1u) {
         let p = exp(logits[base + c] - m) / total;
         out[base + c] = p * labels_sum - labels[base + c];
+    }
+    if (params.count_correct == 1u) {
+        var best_x = logits[base];
+        var at_x = 0u;
+        var best_y = labels[base];
+        var at_y = 0u;
+        for (var c = 1u; c < cols; c = c + 1u) {
+            let x = logits[base + c];
+            let y = labels[base + c];
+            if (arg_beats(x, best_x)) {
+                best_x = x;
+                at_x = c;
+            }
+            if (arg_beats(y, best_y)) {
+                best_y = y;
+                at_y = c;
+            }
+        }
+        if (at_x == at_y) {
+            atomicAdd(&correct[0], 1u);
+        }
     }
 }

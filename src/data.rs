@@ -326,15 +326,16 @@ impl Dataset {
         let order = shuffled_order(self.len(), seed, epoch);
         let batches = self.batches(&order, batch)?;
         let count = batches.count_batches();
-        let mut totals = Totals::tracking_steps();
+        let totals = Totals::new(&self.inputs, count, true)?;
         for (index, drawn) in batches.enumerate() {
             let (inputs, targets) = drawn?;
-            train::step(
+            train::step_counting(
                 model,
                 optimizer,
                 &Arc::new(inputs),
                 &Arc::new(targets),
-                |values| totals.add(values.losses, values.logits, values.targets),
+                Some(&totals.correct),
+                |values| totals.add_step(index, values.losses),
             )?;
             progress(Progress {
                 batch: index + 1,
@@ -348,99 +349,83 @@ impl Dataset {
     /// The loss and accuracy of `model` over the whole dataset, `batch` samples at a time, without a tape.
     pub fn evaluate(&self, model: &dyn Module, batch: usize) -> Result<Figures> {
         let order: Vec<u32> = (0..self.len() as u32).collect();
-        let mut totals = Totals::default();
-        for drawn in self.batches(&order, batch)? {
+        let batches = self.batches(&order, batch)?;
+        let totals = Totals::new(&self.inputs, batches.count_batches(), false)?;
+        for (index, drawn) in batches.enumerate() {
             let (inputs, targets) = drawn?;
             let logits = model.infer(&inputs)?;
-            let (losses, _) = logits.softmax_cross_entropy_with_logits(&targets)?;
-            totals.add(&losses, &logits, &targets)?;
+            let (losses, _) = logits.softmax_cross_entropy_counting(&targets, &totals.correct)?;
+            totals.add_step(index, &losses)?;
         }
         totals.figures(self.len())
     }
 }
 
-/// Steps whose losses are joined into one tensor: the per-step record costs a few bytes a step, not a pool
-/// range each.
-const STEP_LOSS_CHUNK: usize = 256;
-
-/// Running sums of loss and correct answers, kept on the device; in training also each step's loss, so that
-/// a loss that stops being a number is traced to its step without a read-back per step.
-#[derive(Default)]
+/// An epoch's running figures, kept on the device and read back once at the end: each step's summed loss in
+/// its own slot of one record (so a loss that stops being a number is traced to its step without a read-back
+/// per step), and the count of right answers, which each step's cross-entropy pass adds to itself. A step
+/// costs one pass (its loss sum) beyond the cross-entropy's.
+///
+/// The figures are those a running total would give: each step's loss is summed as `losses.sum(None)` sums
+/// it, and the epoch's loss is those sums added one at a time in step order; the count is an integer.
 struct Totals {
-    loss: Option<Tensor>,
-    correct: Option<Tensor>,
+    /// f32 [steps]: step k's summed loss in slot k.
+    step_losses: Tensor,
+    /// u32 [1]: the samples whose largest logit is at their largest target.
+    correct: Tensor,
+    /// Whether a loss that is not finite is an error naming its step (training) or a figure (evaluation).
     track_steps: bool,
-    /// Per-step loss sums, [1] each, not yet joined.
-    recent_steps: Vec<Tensor>,
-    /// Per-step loss sums, joined `STEP_LOSS_CHUNK` at a time.
-    step_chunks: Vec<Tensor>,
 }
 
 impl Totals {
-    fn tracking_steps() -> Totals {
-        Totals {
-            track_steps: true,
-            ..Totals::default()
-        }
+    /// Totals for `steps` steps in the session of `beside`.
+    fn new(beside: &Tensor, steps: usize, track_steps: bool) -> Result<Totals> {
+        Ok(Totals {
+            step_losses: beside.output("epoch losses", &[steps], DType::F32)?,
+            correct: beside.upload_u32_beside(&[0])?,
+            track_steps,
+        })
     }
 
-    fn add(&mut self, losses: &Tensor, logits: &Tensor, targets: &Tensor) -> Result<()> {
-        let classes = logits.shape()[1];
-        let predicted = logits.argmax(Some(1))?.one_hot(classes)?;
-        let wanted = targets.argmax(Some(1))?.one_hot(classes)?;
-        let correct = predicted.mul(&wanted)?.sum(None)?;
-        let loss = losses.sum(None)?;
-        if self.track_steps {
-            self.recent_steps.push(loss.reshape(&[1])?);
-            if self.recent_steps.len() == STEP_LOSS_CHUNK {
-                let parts: Vec<&Tensor> = self.recent_steps.iter().collect();
-                self.step_chunks.push(Tensor::concat(&parts, 0)?);
-                self.recent_steps.clear();
-            }
-        }
-        self.loss = Some(match self.loss.take() {
-            Some(total) => total.add(&loss)?,
-            None => loss,
-        });
-        self.correct = Some(match self.correct.take() {
-            Some(total) => total.add(&correct)?,
-            None => correct,
-        });
-        Ok(())
+    /// Records step `step`'s per-row losses (its count was added by its cross-entropy pass).
+    fn add_step(&self, step: usize, losses: &Tensor) -> Result<()> {
+        losses.sum_into_slot(&self.step_losses, step)
     }
 
     fn figures(&self, samples: usize) -> Result<Figures> {
-        let read = |total: &Option<Tensor>| -> Result<f64> {
-            Ok(match total {
-                Some(tensor) => tensor.item()? as f64,
-                None => 0.0,
-            })
-        };
         let samples = samples.max(1) as f64;
-        let loss = read(&self.loss)?;
+        if self.step_losses.is_empty() {
+            return Ok(Figures {
+                loss: 0.0,
+                accuracy: 0.0,
+            });
+        }
+        let loss = f64::from(self.step_losses.sum_in_order()?.item()?);
         if self.track_steps && !loss.is_finite() {
             return Err(self.first_non_finite_step()?);
         }
         Ok(Figures {
             loss: loss / samples,
-            accuracy: read(&self.correct)? / samples,
+            accuracy: f64::from(self.correct.item_u32()?) / samples,
         })
     }
 
     /// The divergence of the first step whose loss is not finite (read back only once the epoch's sum is not).
     fn first_non_finite_step(&self) -> Result<Error> {
-        let mut step = 0;
-        for tensor in self.step_chunks.iter().chain(&self.recent_steps) {
-            for loss in tensor.to_vec()? {
-                step += 1;
-                if !loss.is_finite() {
-                    return Ok(Error::Diverged { step, loss });
-                }
-            }
+        let losses = self.step_losses.to_vec()?;
+        if let Some((index, &loss)) = losses
+            .iter()
+            .enumerate()
+            .find(|(_, loss)| !loss.is_finite())
+        {
+            return Ok(Error::Diverged {
+                step: index + 1,
+                loss,
+            });
         }
         // Each step's sum was finite but their total overflowed.
         Ok(Error::Diverged {
-            step,
+            step: losses.len(),
             loss: f32::INFINITY,
         })
     }

@@ -46,10 +46,11 @@ pub use kernels::elementwise::{BinaryOp, UnaryOp};
 pub use kernels::kernel_variants;
 pub use kernels::reduce::ReduceOp;
 pub use nn::{Linear, Mlp, Module};
-pub use ops::matmul::Transpose;
+pub use ops::matmul::{Activation, Transpose};
 pub use ops::optim::{AdamConfig, AdamHyperparameter, EpsilonPlacement};
 pub use optim::{Adam, Optimizer, OptimizerKind, OptimizerState, Sgd};
 pub use pool::MemoryStats;
+pub use runtime::Counters;
 pub use runtime::{
     tuning_cache_dir, tuning_cache_file, MatmulKernel, PickSource, Tuning, TuningRecord,
     VariantTime, CACHE_DIR_ENV, TUNING_ENV,

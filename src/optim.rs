@@ -1,12 +1,15 @@
 //! Optimizers whose state (moments, momentum buffers, step count) lives in the session's pool: Adam with
-//! TensorFlow's epsilon placement by default, AdamW, and SGD with momentum. Each step is one fused kernel per
-//! parameter.
+//! TensorFlow's epsilon placement by default, AdamW, and SGD with momentum. A step updates every parameter in one
+//! fused dispatch per combination of pool slabs its tensors lie in (one for a model whose tensors share a slab),
+//! with the bits the per-parameter updates give.
 
 use std::sync::Arc;
 
 use crate::autograd::Gradients;
 use crate::error::{Error, Result};
-use crate::ops::optim::{check_sgd_lr, AdamConfig, AdamHyperparameter};
+use crate::ops::optim::{
+    adam_update_tensors, check_sgd_lr, sgd_update_tensors, AdamConfig, AdamHyperparameter,
+};
 use crate::tensor::Tensor;
 
 /// Updates parameters from their gradients.
@@ -215,12 +218,16 @@ impl Optimizer for Adam {
             }
         }
         self.step += 1;
-        for (parameter, (m, v)) in parameters.iter().zip(&self.moments) {
-            if let Some(gradient) = gradients.of(parameter) {
-                parameter.adam_update_(gradient, m, v, self.step, &self.config)?;
-            }
-        }
-        Ok(())
+        let updates: Vec<_> = parameters
+            .iter()
+            .zip(&self.moments)
+            .filter_map(|(parameter, (m, v))| {
+                gradients
+                    .of(parameter)
+                    .map(|gradient| (&**parameter, gradient, m, v))
+            })
+            .collect();
+        adam_update_tensors(&updates, self.step, &self.config)
     }
 
     fn state(&self) -> OptimizerState<'_> {
@@ -403,12 +410,16 @@ impl Optimizer for Sgd {
             }
         }
         self.step += 1;
-        for (parameter, buffer) in parameters.iter().zip(&self.buffers) {
-            if let Some(gradient) = gradients.of(parameter) {
-                parameter.sgd_update_(gradient, buffer, self.lr, self.momentum)?;
-            }
-        }
-        Ok(())
+        let updates: Vec<_> = parameters
+            .iter()
+            .zip(&self.buffers)
+            .filter_map(|(parameter, buffer)| {
+                gradients
+                    .of(parameter)
+                    .map(|gradient| (&**parameter, gradient, buffer))
+            })
+            .collect();
+        sgd_update_tensors(&updates, self.lr, self.momentum)
     }
 
     fn state(&self) -> OptimizerState<'_> {

@@ -560,6 +560,13 @@ impl Session {
             .with_runtime(|runtime| Ok(runtime.memory_stats()))
     }
 
+    /// What the session's work has cost so far: dispatches recorded, submissions, bind groups and pipelines
+    /// created (see [`Counters`](crate::Counters)). Counts go on across suspend and resume; reading them
+    /// neither flushes nor waits, and works on a suspended or lost session too.
+    pub fn counters(&self) -> crate::Counters {
+        self.inner.counters()
+    }
+
     /// Starts the peak figures again from the current ones.
     pub fn reset_peak(&self) -> Result<()> {
         self.inner.with_runtime(|runtime| {

@@ -53,11 +53,24 @@ pub fn step<R>(
     targets: &Arc<Tensor>,
     before_update: impl FnOnce(&StepValues<'_>) -> Result<R>,
 ) -> Result<R> {
+    step_counting(model, optimizer, inputs, targets, None, before_update)
+}
+
+/// [`step`], also adding to `correct` (u32, one element) the rows whose largest logit is at their largest
+/// target, inside the cross-entropy pass: an epoch's running accuracy without passes of its own.
+pub(crate) fn step_counting<R>(
+    model: &dyn Module,
+    optimizer: &mut dyn Optimizer,
+    inputs: &Arc<Tensor>,
+    targets: &Arc<Tensor>,
+    correct: Option<&Tensor>,
+    before_update: impl FnOnce(&StepValues<'_>) -> Result<R>,
+) -> Result<R> {
     let mut tape = Tape::new();
     let x = tape.constant(inputs);
     let y = tape.constant(targets);
     let logits = model.forward(&mut tape, x)?;
-    let losses = tape.softmax_cross_entropy(logits, y)?;
+    let losses = tape.softmax_cross_entropy_counting(logits, y, correct)?;
     let cost = tape.mean(losses, None)?;
     let result = before_update(&StepValues {
         logits: tape.value(logits)?,

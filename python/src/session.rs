@@ -270,6 +270,18 @@ impl Session {
         Ok(dict)
     }
 
+    /// Dispatches recorded, submissions, bind groups and pipelines created so far: a dict of counts. Reading
+    /// them neither flushes nor waits.
+    fn counters<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let counters = self.with(py, |session| Ok(session.counters()))?;
+        let dict = PyDict::new(py);
+        dict.set_item("dispatches", counters.dispatches)?;
+        dict.set_item("submissions", counters.submissions)?;
+        dict.set_item("bind_groups", counters.bind_groups)?;
+        dict.set_item("pipelines", counters.pipelines)?;
+        Ok(dict)
+    }
+
     fn memory_stats(&self, py: Python<'_>) -> PyResult<MemoryStats> {
         Ok(MemoryStats::from(
             self.with(py, |session| session.memory_stats())?,

@@ -250,6 +250,22 @@ def test_unary_minus_and_plus_and_copy(session, rng, shape):
     np.testing.assert_array_equal(copy.numpy(), x)
 
 
+def test_counters_count_dispatches_without_waiting(session, rng):
+    x = uniform(rng, (13, 65))
+    tensor = session.tensor(x)
+    session.sync()
+    before = session.counters()
+    assert set(before) == {"dispatches", "submissions", "bind_groups", "pipelines"}
+    assert session.counters() == before, "reading the counts moved them"
+    exp = tensor.exp()
+    after = session.counters()
+    # The session poisons its outputs: a fill, then the op; both recorded, neither submitted yet.
+    assert after["dispatches"] - before["dispatches"] == 2
+    assert after["submissions"] == before["submissions"]
+    assert_close(exp, np.exp(f64(x)))
+    assert session.counters()["submissions"] > after["submissions"]
+
+
 def test_unary_at_the_edges(session):
     x = session.tensor(np.array([0.0, -0.0, 1e-30, 88.0, -100.0, 100.0, np.inf, -np.inf]))
     assert np.isfinite(x.tanh().numpy()).all()

@@ -256,6 +256,12 @@ class Session:
         """Resumes a suspended session, on its adapter or on ``adapter``."""
         return self._s.resume(adapter)
 
+    def counters(self) -> dict[str, int]:
+        """What the session's work has cost so far: ``dispatches`` recorded, queue ``submissions``, and
+        ``bind_groups`` and ``pipelines`` created. Exact and clock-free, so a test can bound what a step costs;
+        they go on across suspend and resume, and reading them neither flushes nor waits."""
+        return self._s.counters()
+
     def memory_stats(self) -> MemoryStats:
         """The pool: ``in_use``, ``reserved``, their peaks, live ``allocations`` and the ``limit``."""
         return self._s.memory_stats()

@@ -108,6 +108,8 @@ class Session:
         """host_bytes, tensors, memory_before_suspend, memory_while_suspended (None where unknown), seconds."""
     def resume(self, adapter: _Adapter | None = None) -> dict[str, str | int | float | None]:
         """adapter (its name), bytes_uploaded, tensors, memory_after_resume (None where unknown), seconds."""
+    def counters(self) -> dict[str, int]:
+        """dispatches, submissions, bind_groups, pipelines: counts since the session opened."""
     def memory_stats(self) -> MemoryStats: ...
     def device_memory(self) -> tuple[int | None, int | None]:
         """(in use, in all), bytes."""

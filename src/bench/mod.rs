@@ -56,11 +56,17 @@ pub const POOL_SIZES: [u64; 8] = [
 /// Parameters of the `adam` row.
 pub const ADAM_LEN: usize = 10_000_000;
 
+/// Empty dispatches per submission in the `empty_dispatch` rows, and whether they share one compute pass: one
+/// alone (a dispatch that waits for itself); as many as a step of a small model records, a pass each (a batch,
+/// as the command stream submits them); and the same in one pass (what merging passes would save).
+pub const EMPTY_DISPATCH_BATCHES: [(usize, bool); 3] = [(1, false), (64, false), (64, true)];
+
 /// Every row's name, in the order [`run`] runs them.
-pub const ROWS: [&str; 11] = [
+pub const ROWS: [&str; 12] = [
     "session_open_close",
     "suspend_resume",
     "pool_alloc_free",
+    "empty_dispatch",
     "matmul",
     "sum",
     "sum_axis",
@@ -128,6 +134,17 @@ pub fn run(
     if plan.wants("pool_alloc_free") {
         let budget = Duration::from_millis(plan.pick(150, 600));
         results.extend(rows::pool_alloc_free(&session, &POOL_SIZES, budget)?);
+    }
+    if plan.wants("empty_dispatch") {
+        let budget = Duration::from_millis(plan.pick(200, 800));
+        for (per_submission, one_pass) in EMPTY_DISPATCH_BATCHES {
+            results.push(rows::empty_dispatch(
+                &session,
+                per_submission,
+                one_pass,
+                budget,
+            )?);
+        }
     }
     let runs = plan.pick(3, 7);
     if plan.wants("matmul") {

@@ -20,6 +20,11 @@ pub struct BenchRow {
     pub context: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub context_value: Option<f64>,
+    /// Compute dispatches the session recorded per timed iteration of the measured figure (its counters before
+    /// and after the timed iterations, divided by their number): what a step costs in passes, exact where the
+    /// time is noisy. None for rows whose work is not the session's command stream.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dispatches: Option<f64>,
 }
 
 /// Which way a row's unit improves: a time is better lower, a rate higher.
@@ -53,7 +58,14 @@ impl BenchRow {
             },
             context: None,
             context_value: None,
+            dispatches: None,
         }
+    }
+
+    /// The row with the dispatches its measured figure recorded per timed iteration.
+    pub fn with_dispatches(mut self, dispatches: f64) -> Self {
+        self.dispatches = Some(dispatches);
+        self
     }
 
     /// The row with a further figure in its unit, shown for context and not compared.
@@ -96,7 +108,7 @@ impl BenchReport {
 /// The rows as an aligned table, with the adapter above them.
 pub fn format_table(report: &BenchReport) -> String {
     let mut out = format!(
-        "adapter: {} ({}, {})\n{:<20} {:>24} {:>12} {:<8} {:>12}  {:>8}  baseline\n",
+        "adapter: {} ({}, {})\n{:<20} {:>24} {:>12} {:<8} {:>10} {:>12}  {:>8}  baseline\n",
         report.adapter.name,
         report.adapter.backend,
         report.adapter.device_type,
@@ -104,13 +116,27 @@ pub fn format_table(report: &BenchReport) -> String {
         "case",
         "value",
         "unit",
+        "dispatches",
         "baseline",
         "speedup"
     );
     for row in &report.results {
+        // Whole numbers as such: a step's dispatches are exact, a fraction means iterations differed.
+        let dispatches = match row.dispatches {
+            Some(count) if count.fract() == 0.0 => format!("{count:.0}"),
+            Some(count) => format!("{count:.1}"),
+            None => "-".to_string(),
+        };
         out.push_str(&format!(
-            "{:<20} {:>24} {:>12.3} {:<8} {:>12.3}  {:>7.2}x  {}\n",
-            row.name, row.case, row.value, row.unit, row.baseline_value, row.speedup, row.baseline
+            "{:<20} {:>24} {:>12.3} {:<8} {:>10} {:>12.3}  {:>7.2}x  {}\n",
+            row.name,
+            row.case,
+            row.value,
+            row.unit,
+            dispatches,
+            row.baseline_value,
+            row.speedup,
+            row.baseline
         ));
         if let (Some(context), Some(value)) = (&row.context, row.context_value) {
             out.push_str(&format!(

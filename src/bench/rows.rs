@@ -220,13 +220,34 @@ fn time_per_call(budget: Duration, mut call: impl FnMut() -> Result<()>) -> Resu
     Ok(start.elapsed().as_secs_f64() * 1e9 / calls as f64)
 }
 
-/// Median time of `work` followed by a wait for the device, after one warm-up.
+/// As [`median_time`], with the compute dispatches `session` recorded per timed iteration (the warm-up's left
+/// out: it builds pipelines and may tune). Reading the counters takes no lock and waits for nothing, so it
+/// leaves the timings as they were.
+pub fn counted_time(
+    session: &Session,
+    runs: usize,
+    mut work: impl FnMut() -> Result<()>,
+) -> Result<(Duration, f64)> {
+    let mut counts = Vec::with_capacity(runs + 1);
+    let time = median_time(runs, || {
+        let before = session.counters();
+        work()?;
+        counts.push(session.counters().since(before).dispatches);
+        Ok(())
+    })?;
+    let timed = counts.get(1..).unwrap_or_default();
+    let per_iteration = timed.iter().sum::<u64>() as f64 / timed.len().max(1) as f64;
+    Ok((time, per_iteration))
+}
+
+/// Median time of `work` followed by a wait for the device, after one warm-up, with the dispatches per timed
+/// iteration.
 fn device_time(
     session: &Session,
     runs: usize,
     mut work: impl FnMut() -> Result<()>,
-) -> Result<Duration> {
-    median_time(runs, || {
+) -> Result<(Duration, f64)> {
+    counted_time(session, runs, || {
         work()?;
         session.sync()
     })
@@ -260,6 +281,89 @@ fn buffer_copy_time(session: &Session, bytes: u64, runs: usize) -> Result<Durati
     })?
 }
 
+/// A compute shader that does nothing: what is left of a dispatch is its cost in wgpu and the driver.
+const EMPTY_KERNEL: &str = "@compute @workgroup_size(1) fn main() {}";
+
+/// The floor every dispatch pays: microseconds per empty compute dispatch on raw wgpu, `per_submission` of
+/// them recorded (each in a compute pass of its own, as the session's command stream records them, or all in
+/// one pass where `one_pass`), submitted and waited for; beside the library's smallest op (`scale_add_` of one
+/// element) recorded as often and synced. `speedup` here says how many times the floor is below the library's
+/// op.
+pub fn empty_dispatch(
+    session: &Session,
+    per_submission: usize,
+    one_pass: bool,
+    budget: Duration,
+) -> Result<BenchRow> {
+    const ROW: &str = "empty_dispatch";
+    let per_submission = per_submission.max(1);
+    let passes = if one_pass { 1 } else { per_submission };
+    let floor_ns = session.with_raw_device(|device, queue| {
+        let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some("bench empty kernel"),
+            source: wgpu::ShaderSource::Wgsl(EMPTY_KERNEL.into()),
+        });
+        let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some("bench empty kernel"),
+            layout: None,
+            module: &module,
+            entry_point: Some("main"),
+            compilation_options: wgpu::PipelineCompilationOptions::default(),
+            cache: None,
+        });
+        if let Some(error) = pollster::block_on(scope.pop()) {
+            return Err(row_error(
+                ROW,
+                format!("building the empty kernel failed: {error}"),
+            ));
+        }
+        time_per_call(budget, || {
+            let mut encoder =
+                device.create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
+            for _ in 0..passes {
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+                pass.set_pipeline(&pipeline);
+                for _ in 0..per_submission / passes {
+                    pass.dispatch_workgroups(1, 1, 1);
+                }
+            }
+            queue.submit([encoder.finish()]);
+            device
+                .poll(wgpu::PollType::wait_indefinitely())
+                .map(drop)
+                .map_err(|error| poll_error("waiting for the device", error))
+        })
+    })??;
+    let one = session.full(&[1], 1.0)?;
+    session.sync()?;
+    let before = session.counters();
+    let mut calls = 0u64;
+    let library_ns = time_per_call(budget, || {
+        for _ in 0..per_submission {
+            one.scale_add_(1.0, 0.0)?;
+        }
+        calls += 1;
+        session.sync()
+    })?;
+    let dispatches = session.counters().since(before).dispatches as f64 / calls.max(1) as f64;
+    let per_dispatch = |ns: f64| ns / per_submission as f64 / 1e3;
+    Ok(BenchRow::new(
+        Better::Lower,
+        ROW,
+        if one_pass {
+            format!("{per_submission} in one pass")
+        } else {
+            format!("{per_submission} per submission")
+        },
+        "us",
+        per_dispatch(floor_ns),
+        "the library's smallest op (scale_add_ of 1 element), synced".to_string(),
+        per_dispatch(library_ns),
+    )
+    .with_dispatches(dispatches))
+}
+
 /// Matmul GFLOP/s at the given (m, k, n) beside the CPU sgemm of the matrixmultiply crate.
 pub fn matmul(
     session: &Session,
@@ -271,7 +375,7 @@ pub fn matmul(
         let (a_host, b_host) = (host_data(m * k, 1), host_data(k * n, 2));
         let a = session.upload(&a_host, &[m, k])?;
         let b = session.upload(&b_host, &[k, n])?;
-        let gpu = device_time(session, runs, || a.matmul(&b).map(drop))?;
+        let (gpu, dispatches) = device_time(session, runs, || a.matmul(&b).map(drop))?;
         let mut c_host = vec![0.0f32; m * n];
         let cpu = median_time(runs, || {
             sgemm(
@@ -285,15 +389,18 @@ pub fn matmul(
             )
         })?;
         let flops = 2.0 * (m * k * n) as f64;
-        rows.push(BenchRow::new(
-            Better::Higher,
-            "matmul",
-            format!("{m}x{k}x{n}"),
-            "GFLOP/s",
-            flops / gpu.as_secs_f64() / 1e9,
-            format!("cpu sgemm (matrixmultiply, {} threads)", sgemm_threads()),
-            flops / cpu.as_secs_f64() / 1e9,
-        ));
+        rows.push(
+            BenchRow::new(
+                Better::Higher,
+                "matmul",
+                format!("{m}x{k}x{n}"),
+                "GFLOP/s",
+                flops / gpu.as_secs_f64() / 1e9,
+                format!("cpu sgemm (matrixmultiply, {} threads)", sgemm_threads()),
+                flops / cpu.as_secs_f64() / 1e9,
+            )
+            .with_dispatches(dispatches),
+        );
     }
     Ok(rows)
 }
@@ -303,7 +410,7 @@ pub fn matmul(
 pub fn sum(session: &Session, len: usize, runs: usize) -> Result<BenchRow> {
     let host = host_data(len, 3);
     let input = session.upload(&host, &[len])?;
-    let summed = device_time(session, runs, || input.sum(None).map(drop))?;
+    let (summed, dispatches) = device_time(session, runs, || input.sum(None).map(drop))?;
     let copied = buffer_copy_time(session, (len * 4) as u64, runs)?;
     let cpu = median_time(runs, || {
         std::hint::black_box(cpu_sum(&host));
@@ -318,10 +425,12 @@ pub fn sum(session: &Session, len: usize, runs: usize) -> Result<BenchRow> {
         "of the input",
         copied,
     );
-    Ok(row.with_context(
-        "cpu sum, 1 thread, 16 accumulators".to_string(),
-        gbps(bytes, cpu),
-    ))
+    Ok(row
+        .with_context(
+            "cpu sum, 1 thread, 16 accumulators".to_string(),
+            gbps(bytes, cpu),
+        )
+        .with_dispatches(dispatches))
 }
 
 fn gbps(bytes: usize, time: Duration) -> f64 {
@@ -354,10 +463,10 @@ fn beside_copy(
 pub fn softmax_xent(session: &Session, rows: usize, cols: usize, runs: usize) -> Result<BenchRow> {
     let logits = session.upload(&host_data(rows * cols, 8), &[rows, cols])?;
     let labels = session.upload(&host_data(rows * cols, 9), &[rows, cols])?;
-    let fused = device_time(session, runs, || {
+    let (fused, dispatches) = device_time(session, runs, || {
         logits.softmax_cross_entropy_with_logits(&labels).map(drop)
     })?;
-    let elementwise = device_time(session, runs, || logits.exp().map(drop))?;
+    let (elementwise, _) = device_time(session, runs, || logits.exp().map(drop))?;
     Ok(BenchRow::new(
         Better::Lower,
         "softmax_xent",
@@ -366,24 +475,21 @@ pub fn softmax_xent(session: &Session, rows: usize, cols: usize, runs: usize) ->
         fused.as_secs_f64() * 1e3,
         "exp over the same logits".to_string(),
         elementwise.as_secs_f64() * 1e3,
-    ))
+    )
+    .with_dispatches(dispatches))
 }
 
 /// A sum along the last axis of [rows, cols], in GB/s of input, beside a device copy of the same input.
 pub fn sum_axis(session: &Session, rows: usize, cols: usize, runs: usize) -> Result<BenchRow> {
     let input = session.upload(&host_data(rows * cols, 10), &[rows, cols])?;
-    let summed = device_time(session, runs, || input.sum(Some(1)).map(drop))?;
+    let (summed, dispatches) = device_time(session, runs, || input.sum(Some(1)).map(drop))?;
     let copied = buffer_copy_time(session, (rows * cols * 4) as u64, runs)?;
     let case = format!("{rows}x{cols}");
     let bytes = rows * cols * 4;
-    Ok(beside_copy(
-        "sum_axis",
-        case,
-        bytes,
-        summed,
-        "of the input",
-        copied,
-    ))
+    Ok(
+        beside_copy("sum_axis", case, bytes, summed, "of the input", copied)
+            .with_dispatches(dispatches),
+    )
 }
 
 /// Adam over `len` parameters in GB/s moved (param, grad, m and v read; param, m and v written), beside a
@@ -394,7 +500,7 @@ pub fn adam(session: &Session, len: usize, runs: usize) -> Result<BenchRow> {
     let (m, v) = (session.zeros(&[len])?, session.zeros(&[len])?);
     let config = AdamConfig::default();
     let mut step = 0;
-    let updated = device_time(session, runs, || {
+    let (updated, dispatches) = device_time(session, runs, || {
         step += 1;
         param.adam_update_(&grad, &m, &v, step, &config)
     })?;
@@ -402,28 +508,24 @@ pub fn adam(session: &Session, len: usize, runs: usize) -> Result<BenchRow> {
     // 28 bytes move per parameter; a copy of 14 bytes per parameter reads 14 and writes 14.
     let copied = buffer_copy_time(session, (len * 14) as u64, runs)?;
     let (case, bytes) = (len.to_string(), len * 28);
-    Ok(beside_copy(
-        "adam",
-        case,
-        bytes,
-        updated,
-        "of as many bytes",
-        copied,
-    ))
+    Ok(
+        beside_copy("adam", case, bytes, updated, "of as many bytes", copied)
+            .with_dispatches(dispatches),
+    )
 }
 
 /// Milliseconds per step of the seed workload (see [`SeedJob`]) beside the same step on the CPU: matrixmultiply
 /// for the two products, plain loops for softmax cross-entropy and Adam.
 pub fn seed_step(session: &Session, runs: usize) -> Result<BenchRow> {
     let config = SeedConfig::default();
-    let gpu = time_steps(session, config, 2, runs)?;
+    let (gpu, dispatches) = time_steps(session, config, 2, runs)?;
     let mut cpu_step = CpuSeedStep::new(config)?;
     let cpu = median_time(runs, || cpu_step.step().map(drop))?;
     let case = format!(
         "{}x{}x{}, Adam",
         config.batch, config.inputs, config.outputs
     );
-    Ok(beside_cpu("seed_step", case, "step", gpu, cpu))
+    Ok(beside_cpu("seed_step", case, "step", gpu, cpu).with_dispatches(dispatches))
 }
 
 /// A row of milliseconds per training step (or seconds per epoch) on the device beside the same training on
@@ -497,7 +599,7 @@ impl CpuSeedStep {
 pub fn mlp_step(session: &Session, runs: usize) -> Result<BenchRow> {
     let config = MlpConfig::default();
     let mut job = MlpJob::new(session, config)?;
-    let gpu = median_time(runs, || {
+    let (gpu, dispatches) = counted_time(session, runs, || {
         job.step()?;
         Ok(())
     })?;
@@ -520,7 +622,7 @@ pub fn mlp_step(session: &Session, runs: usize) -> Result<BenchRow> {
         Ok(())
     })?;
     let case = format!("{batch}x{}-{h1}-{h2}-{classes}, Adam", config.inputs);
-    Ok(beside_cpu("mlp_step", case, "step", gpu, cpu))
+    Ok(beside_cpu("mlp_step", case, "step", gpu, cpu).with_dispatches(dispatches))
 }
 
 /// The `mlp_fit_epoch` row's case, the one `fit` trains: 10,000 samples of 64 features, 10 classes, one hidden
@@ -567,7 +669,7 @@ pub fn mlp_fit_epoch(session: &Session, runs: usize) -> Result<BenchRow> {
         ..AdamConfig::default()
     });
     let mut epoch = 0;
-    let gpu = median_time(runs, || {
+    let (gpu, dispatches) = counted_time(session, runs, || {
         epoch += 1;
         // The figures are read back at the end of the epoch, so the clock stops after the device is done.
         data.train_epoch(&model, &mut optimizer, FIT_BATCH, 1, epoch, |_| {})?;
@@ -582,7 +684,8 @@ pub fn mlp_fit_epoch(session: &Session, runs: usize) -> Result<BenchRow> {
     let case = format!(
         "{FIT_SAMPLES}x{FIT_FEATURES}, {FIT_CLASSES} classes, hidden {FIT_HIDDEN}, batch {FIT_BATCH}"
     );
-    Ok(beside_cpu("mlp_fit_epoch", case, "epoch", gpu, cpu))
+    // Per epoch, as the row's time is: 100 steps.
+    Ok(beside_cpu("mlp_fit_epoch", case, "epoch", gpu, cpu).with_dispatches(dispatches))
 }
 
 /// `fit`'s model and training on the CPU: Glorot-uniform weights, and each epoch's minibatches gathered in the

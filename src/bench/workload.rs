@@ -116,25 +116,29 @@ pub fn run_seed(
     })
 }
 
-/// Median milliseconds per step of the workload, after `warmup` untimed steps.
+/// Median time per step of the workload, after `warmup` untimed steps, with the compute dispatches the session
+/// recorded per timed step.
 pub fn time_steps(
     session: &Session,
     config: SeedConfig,
     warmup: usize,
     runs: usize,
-) -> Result<Duration> {
+) -> Result<(Duration, f64)> {
     let mut job = SeedJob::new(session, config)?;
     for _ in 0..warmup {
         job.step()?;
     }
+    let runs = runs.max(1);
     let mut times = Vec::with_capacity(runs);
-    for _ in 0..runs.max(1) {
+    let before = session.counters();
+    for _ in 0..runs {
         let start = Instant::now();
         job.step()?;
         times.push(start.elapsed());
     }
+    let dispatches = session.counters().since(before).dispatches as f64 / runs as f64;
     times.sort();
-    Ok(times[times.len() / 2])
+    Ok((times[times.len() / 2], dispatches))
 }
 
 /// The `mlp_step` bench row's model: a classifier MLP with two hidden layers, trained with Adam on one fixed

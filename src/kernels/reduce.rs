@@ -13,10 +13,20 @@
 //! reduction over all elements).
 //!
 //! Value reductions come in variants the tuner picks from: the chunk stage reads contiguous runs per invocation
-//! (what llvmpipe likes) or strided runs (neighbouring invocations read neighbouring elements, what GPUs like);
+//! (what llvmpipe likes; long runs of `LONG_RUN` best, see below) or strided runs (neighbouring invocations
+//! read neighbouring elements, what GPUs like);
 //! an axis stage over contiguous rows gives each output one invocation or 16 lanes combined as a tree. Each
 //! variant has its own fixed order, so results can differ in the last bits between variants, never between
 //! runs of one.
+//!
+//! Why long runs on CPU adapters: llvmpipe runs each invocation as one lane of a SIMD batch, and each lane
+//! loads on its own. A lane that streams through a page (4 KiB) or more of neighbouring memory reads several
+//! times faster than one that reads 256 bytes (a run of 64) and moves on: probed on lavapipe (AVX-512 host,
+//! 2 cores, interleaved with the copy engine), a 16M sum read at 0.08–0.13× a device copy in runs of 64,
+//! 0.17–0.23× in runs of 256 (vec4 loads) and 0.3–0.47× in runs of 1024 or more, whatever the workgroup size;
+//! lanes reading neighbouring vec4s together (the GPU pattern) reached 0.05–0.17×, scalar loads half of vec4's,
+//! and loads the whole workgroup shares no more. So the long-runs variant, the default there, reads runs of
+//! 1024 through vec4s, and leaves 16× fewer partials (one pass fewer for a 16M sum).
 
 use bytemuck::{Pod, Zeroable};
 
@@ -202,8 +212,31 @@ fn generated() -> String {
     let accumulate4 = format!(
         "fn accumulate4(op: u32, base: u32, first: u32, last: u32) -> vec4<f32> {{\n    switch op {{\n{accumulate4}        default: {{ return vec4<f32>(nan()); }}\n    }}\n}}\n\n"
     );
+    // The long-runs loop: four vec4 accumulators over groups of four vec4s (the rest into the first), merged
+    // as a pair of pairs. `combine4_N` is row N's combine4 as a function, since the loop merges other names.
+    let combine4_functions: String = ReduceOp::ALL
+        .iter()
+        .map(|row| {
+            format!(
+                "fn combine4_{}(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> {{\n    return {};\n}}\n\n",
+                row.op as u32, row.combine4
+            )
+        })
+        .collect();
+    let accumulate_long: String = ReduceOp::ALL
+        .iter()
+        .map(|row| {
+            let (code, identity) = (row.op as u32, row.identity);
+            format!(
+                "        case {code}u: {{\n            var a = vec4<f32>({identity});\n            var b = a;\n            var c = a;\n            var d = a;\n            var e = first;\n            for (; e + 4u <= last; e = e + 4u) {{\n                a = combine4_{code}(a, input4[base + e]);\n                b = combine4_{code}(b, input4[base + e + 1u]);\n                c = combine4_{code}(c, input4[base + e + 2u]);\n                d = combine4_{code}(d, input4[base + e + 3u]);\n            }}\n            for (; e < last; e = e + 1u) {{\n                a = combine4_{code}(a, input4[base + e]);\n            }}\n            return combine4_{code}(combine4_{code}(a, b), combine4_{code}(c, d));\n        }}\n"
+            )
+        })
+        .collect();
+    let accumulate_long = format!(
+        "fn accumulate_long(op: u32, base: u32, first: u32, last: u32) -> vec4<f32> {{\n    switch op {{\n{accumulate_long}        default: {{ return vec4<f32>(nan()); }}\n    }}\n}}\n\n"
+    );
     format!(
-        "{}\n{}{}{accumulate4}",
+        "{}\n{}{}{accumulate4}{combine4_functions}{accumulate_long}",
         wgsl_constants(&[("OP_ARGMAX", ARGMAX_CODE), ("OP_ARGMIN", ARGMIN_CODE)]),
         switch("identity(op: u32) -> f32", |row| row.identity, "nan()"),
         switch(
@@ -216,25 +249,30 @@ fn generated() -> String {
 
 static CHUNK_REDUCE: Kernel = Kernel::new(&REDUCE, "chunk_reduce", &[1, 3]);
 static CHUNK_REDUCE_VEC4: Kernel = Kernel::new(&REDUCE, "chunk_reduce_vec4", &[1, 3]);
+/// Binding 2 is the input again, read as words for a row's last elements past a whole vec4.
+static CHUNK_REDUCE_LONG: Kernel = Kernel::new(&REDUCE, "chunk_reduce_long", &[1, 2, 3]);
 static CHUNK_ARGMAX: Kernel = Kernel::new(&REDUCE, "chunk_argmax", &[1, 3, 4]);
 static AXIS_REDUCE: Kernel = Kernel::new(&REDUCE, "axis_reduce", &[1, 3]);
 static AXIS_ARGMAX: Kernel = Kernel::new(&REDUCE, "axis_argmax", &[1, 2, 3, 4]);
 static CHUNK_REDUCE_STRIDED: Kernel = Kernel::new(&REDUCE, "chunk_reduce_strided", &[1, 3]);
 static AXIS_REDUCE_LANES: Kernel = Kernel::new(&REDUCE, "axis_reduce_lanes", &[1, 3]);
+static SUM_IN_ORDER: Kernel = Kernel::new(&REDUCE, "sum_in_order", &[1, 3]);
 static ZEROS_TO_ONES: Kernel = Kernel::new(&REDUCE, "zeros_to_ones", &[1, 3]);
 static ZERO_INDICATOR: Kernel = Kernel::new(&REDUCE, "zero_indicator", &[1, 3]);
 static PROD_BACKWARD: Kernel = Kernel::new(&REDUCE, "prod_backward", &[1, 3, 5, 6]);
 static AXIS_REDUCE_SUBGROUP: Kernel =
     Kernel::new(&REDUCE_SUBGROUP, "axis_reduce_subgroup", &[1, 3]);
 
-/// The chunk stage's variants (family `reduce_chunk`): each invocation reduces a contiguous run, or a run
-/// strided by the number of runs, or a subgroup reduces each run (its lanes reading neighbouring elements,
-/// combined by shuffles; a candidate only on devices with subgroup operations).
+/// The chunk stage's variants (family `reduce_chunk`): each invocation reduces a contiguous run of `CHUNK`, or
+/// a run strided by the number of runs, or a subgroup reduces each run (its lanes reading neighbouring
+/// elements, combined by shuffles; a candidate only on devices with subgroup operations), or each invocation
+/// reduces a contiguous run of `LONG_RUN` through vec4s (the default on CPU adapters; see the module's note).
 pub(crate) const CHUNK_FAMILY: &str = "reduce_chunk";
 const CONTIGUOUS: &str = "contiguous_runs";
 const STRIDED: &str = "strided_runs";
 const SUBGROUP_RUNS: &str = "subgroup_runs";
-pub(crate) const CHUNK_VARIANTS: &[&str] = &[CONTIGUOUS, STRIDED, SUBGROUP_RUNS];
+const LONG_RUNS: &str = "long_runs";
+pub(crate) const CHUNK_VARIANTS: &[&str] = &[CONTIGUOUS, STRIDED, SUBGROUP_RUNS, LONG_RUNS];
 /// The variants of an axis stage over contiguous rows (family `reduce_axis`): one invocation per output, or
 /// `OUTPUT_LANES` lanes per output, or one subgroup per output (a candidate only on devices with subgroup
 /// operations).
@@ -264,6 +302,28 @@ fn by_adapter(
 const CHUNK_FROM: u64 = 4096;
 /// Elements each invocation of the chunk stage reduces (the shader's CHUNK).
 const CHUNK: u64 = 64;
+/// Elements each invocation of the long-runs chunk stage reduces (the shader's LONG_RUN): 4 KiB, a page, the
+/// shortest run that read at full speed on llvmpipe.
+const LONG_RUN: u64 = 1024;
+/// Invocations per workgroup of the long-runs kernel (the shader's LONG_GROUP): with 16× fewer invocations
+/// than the other chunk kernels, smaller workgroups keep as many of them to spread over threads.
+const LONG_GROUP: u64 = 64;
+
+/// Elements per partial of the chunk stage in `variant` over `lanes`. Long runs read vec4s, so each row must
+/// start on one: a single row, or rows whose length is a multiple of 4; other rows take runs of `CHUNK`.
+fn run_of(variant: &str, op: Reduction, lanes: Lanes) -> u64 {
+    if variant == LONG_RUNS && !op.is_arg() && (lanes.outer == 1 || lanes.len.is_multiple_of(4)) {
+        LONG_RUN
+    } else {
+        CHUNK
+    }
+}
+
+/// The longest window of one row, in elements, that a chunk stage of runs of `run` binds at once: whole blocks
+/// of 64 runs, so that every window's partials start 256 bytes apart.
+fn max_window(limits: Limits, run: u64) -> u64 {
+    (limits.max_binding_elements / (run * 64)).max(1) * run * 64
+}
 /// Longest run one invocation of an axis stage reduces.
 const AXIS_CHUNK: u64 = 256;
 
@@ -281,7 +341,8 @@ struct Params {
     index_base: u32,
     blocks: u32,
     infinity: f32,
-    _pad: u32,
+    /// The value axis kernels write output j at `out_base + j`: one slot of a longer record.
+    out_base: u32,
 }
 
 impl Default for Params {
@@ -337,7 +398,8 @@ fn subgroup_workgroups(runtime: &Runtime, outputs: u64) -> [u32; 3] {
     Limits::of(runtime.limits()).grid(outputs.div_ceil(outputs_per_group) as u32)
 }
 
-/// Long contiguous rows: one partial per run of `CHUNK` neighbouring elements.
+/// Long contiguous rows: one partial per run of neighbouring elements (`CHUNK` of them, or `LONG_RUN` for long
+/// runs), in the variant the tuner picks.
 fn chunk_stage(
     runtime: &mut Runtime,
     scratch: &mut Scratch,
@@ -345,33 +407,40 @@ fn chunk_stage(
     stage: Stage,
     name: &'static str,
 ) -> Result<Stage> {
-    let Lanes { outer, len, .. } = stage.view;
-    // A window holds whole 64-run blocks of 64 runs, so every window's partials start 256 bytes apart.
-    let max_window =
-        (Limits::of(runtime.limits()).max_binding_elements / (CHUNK * 64)).max(1) * CHUNK * 64;
-    let row_windows: Vec<(u64, u64)> = if outer == 1 && len > max_window {
-        (0..len)
-            .step_by(max_window as usize)
-            .map(|first| (first, max_window.min(len - first)))
-            .collect()
-    } else {
-        Limits::of(runtime.limits()).expect_bindable(name, stage.values)?;
-        vec![(0, len)]
+    let lanes = stage.view;
+    let Lanes { outer, len, .. } = lanes;
+    let limits = Limits::of(runtime.limits());
+    // The windows of the row for runs of `run` (only a single row is ever windowed).
+    let row_windows = |run: u64| -> Vec<(u64, u64)> {
+        let window = max_window(limits, run);
+        if outer == 1 && len > window {
+            (0..len)
+                .step_by(window as usize)
+                .map(|first| (first, window.min(len - first)))
+                .collect()
+        } else {
+            vec![(0, len)]
+        }
     };
-    let blocks = len.div_ceil(CHUNK);
-    let partial = scratch.take(runtime, outer * blocks)?;
+    if !(outer == 1 && len > max_window(limits, CHUNK)) {
+        limits.expect_bindable(name, stage.values)?;
+    }
+    // Room for the most partials any variant leaves: runs of CHUNK.
+    let most = outer * len.div_ceil(CHUNK);
+    let partial = scratch.take(runtime, most)?;
     let partial_indices = if op.is_arg() {
-        Some(scratch.take(runtime, outer * blocks)?)
+        Some(scratch.take(runtime, most)?)
     } else {
         None
     };
     let record = |runtime: &mut Runtime, variant: &str| {
+        let run = run_of(variant, op, lanes);
         chunk_windows(
             runtime,
             op,
-            variant,
+            (variant, run),
             stage.values,
-            (outer, &row_windows),
+            (outer, &row_windows(run)),
             (partial, partial_indices),
         )
     };
@@ -383,16 +452,22 @@ fn chunk_stage(
             size_bucket(outer as usize),
             size_bucket(len as usize)
         );
-        let mut candidates = by_adapter(runtime, CONTIGUOUS, STRIDED);
+        let mut candidates = by_adapter(runtime, LONG_RUNS, STRIDED);
+        candidates.insert(1, CONTIGUOUS);
         if runtime.has_subgroups() {
             candidates.push(SUBGROUP_RUNS);
         }
         runtime.choose_variant(CHUNK_FAMILY, class, &candidates, record)
     };
     record(runtime, variant)?;
+    let blocks = len.div_ceil(run_of(variant, op, lanes));
+    let used = |range: BufferRange| BufferRange {
+        bytes: outer * blocks * 4,
+        ..range
+    };
     Ok(Stage {
-        values: partial,
-        indices: partial_indices,
+        values: used(partial),
+        indices: partial_indices.map(used),
         view: Lanes {
             outer,
             len: blocks,
@@ -401,17 +476,17 @@ fn chunk_stage(
     })
 }
 
-/// Records the chunk stage of `variant` over each window of the rows.
+/// Records the chunk stage of `variant` (runs of `run`) over each window of the rows.
 fn chunk_windows(
     runtime: &mut Runtime,
     op: Reduction,
-    variant: &str,
+    (variant, run): (&str, u64),
     values: BufferRange,
     (outer, row_windows): (u64, &[(u64, u64)]),
     (partial, partial_indices): (BufferRange, Option<BufferRange>),
 ) -> Result<()> {
     for &(first, count) in row_windows {
-        let window_blocks = count.div_ceil(CHUNK);
+        let window_blocks = count.div_ceil(run);
         let input = if outer == 1 {
             values.elements(first, count)
         } else {
@@ -419,7 +494,7 @@ fn chunk_windows(
         };
         let into = |range: BufferRange| {
             if outer == 1 {
-                range.elements(first / CHUNK, window_blocks)
+                range.elements(first / run, window_blocks)
             } else {
                 range
             }
@@ -437,6 +512,15 @@ fn chunk_windows(
         let workgroups = groups(runtime, outer * window_blocks);
         let bytes = bytemuck::bytes_of(&params);
         match partial_indices {
+            None if run == LONG_RUN => {
+                let invocations = (outer * window_blocks).div_ceil(LONG_GROUP);
+                runtime.dispatch(
+                    &CHUNK_REDUCE_LONG,
+                    bytes,
+                    &[input, input, into(partial)],
+                    Limits::of(runtime.limits()).grid(invocations as u32),
+                )?
+            }
             // The axis stage's subgroup kernel over runs of CHUNK: the same partials, one subgroup per run.
             None if variant == SUBGROUP_RUNS => {
                 let runs = Params {
@@ -483,7 +567,7 @@ fn axis_stage(
     stage: Stage,
     chunk: u64,
     scale: f32,
-    values: BufferRange,
+    (values, out_base): (BufferRange, u64),
     indices: Option<BufferRange>,
     name: &'static str,
 ) -> Result<Stage> {
@@ -491,6 +575,7 @@ fn axis_stage(
     Limits::of(runtime.limits()).expect_bindable(name, stage.values)?;
     let chunks = len.div_ceil(chunk);
     let params = Params {
+        out_base: out_base as u32,
         outer: outer as u32,
         len: len as u32,
         inner: inner as u32,
@@ -574,38 +659,61 @@ enum StagePlan {
     Axis { chunk: u64 },
 }
 
-/// The stages that reduce `lanes` to one value per lane, each with the lanes it reads. Argmax's and argmin's
-/// chunk kernel reads plain values, not (value, index) partials, so it runs once at most.
-fn plan_stages(mut lanes: Lanes, op: Reduction) -> Vec<(StagePlan, Lanes)> {
-    let mut stages = Vec::new();
-    while lanes.inner == 1 && lanes.len > CHUNK_FROM && (stages.is_empty() || !op.is_arg()) {
-        stages.push((StagePlan::Chunk, lanes));
-        lanes.len = lanes.len.div_ceil(CHUNK);
+/// The next stage over `lanes`, given whether a chunk stage has run yet. Argmax's and argmin's chunk kernel
+/// reads plain values, not (value, index) partials, so it runs once at most.
+fn next_stage(lanes: Lanes, op: Reduction, chunked: bool) -> StagePlan {
+    if lanes.inner == 1 && lanes.len > CHUNK_FROM && (!chunked || !op.is_arg()) {
+        StagePlan::Chunk
+    } else if lanes.len > AXIS_CHUNK {
+        StagePlan::Axis { chunk: AXIS_CHUNK }
+    } else {
+        StagePlan::Axis { chunk: lanes.len }
     }
-    while lanes.len > AXIS_CHUNK {
-        stages.push((StagePlan::Axis { chunk: AXIS_CHUNK }, lanes));
-        lanes.len = lanes.len.div_ceil(AXIS_CHUNK);
-    }
-    stages.push((StagePlan::Axis { chunk: lanes.len }, lanes));
-    stages
 }
 
+/// The stages that reduce `lanes` to one value per lane, each with the lanes it reads, when each chunk stage
+/// leaves one partial per `run(lanes)` elements (the variant the tuner picks decides it, so a reduction plans
+/// as it goes, through the same `next_stage`).
+#[cfg(test)]
+fn plan_stages(
+    mut lanes: Lanes,
+    op: Reduction,
+    run: impl Fn(Lanes) -> u64,
+) -> Vec<(StagePlan, Lanes)> {
+    let mut stages = Vec::new();
+    let mut chunked = false;
+    loop {
+        let step = next_stage(lanes, op, chunked);
+        stages.push((step, lanes));
+        lanes.len = match step {
+            StagePlan::Chunk => {
+                chunked = true;
+                lanes.len.div_ceil(run(lanes))
+            }
+            StagePlan::Axis { chunk } if chunk == lanes.len => return stages,
+            StagePlan::Axis { chunk } => lanes.len.div_ceil(chunk),
+        };
+    }
+}
+
+#[allow(clippy::too_many_arguments)] // a reduction is fully described by these; a struct would only rename them
 fn run_stages(
     runtime: &mut Runtime,
     scratch: &mut Scratch,
     op: Reduction,
     mut stage: Stage,
     scale: f32,
-    out: BufferRange,
+    (out, out_base): (BufferRange, u64),
     name: &'static str,
 ) -> Result<()> {
-    let plan = plan_stages(stage.view, op);
-    let last = plan.len() - 1;
-    for (index, (step, lanes)) in plan.into_iter().enumerate() {
-        debug_assert_eq!(lanes.len, stage.view.len);
-        stage = match step {
-            StagePlan::Chunk => chunk_stage(runtime, scratch, op, stage, name)?,
-            StagePlan::Axis { chunk } if index < last => {
+    let mut chunked = false;
+    loop {
+        stage = match next_stage(stage.view, op, chunked) {
+            StagePlan::Chunk => {
+                chunked = true;
+                chunk_stage(runtime, scratch, op, stage, name)?
+            }
+            StagePlan::Axis { chunk } if chunk < stage.view.len => {
                 let Lanes { outer, len, inner } = stage.view;
                 let partial_elements = outer * len.div_ceil(chunk) * inner;
                 let values = scratch.take(runtime, partial_elements)?;
@@ -614,20 +722,20 @@ fn run_stages(
                 } else {
                     None
                 };
-                axis_stage(runtime, op, stage, chunk, 1.0, values, indices, name)?
+                axis_stage(runtime, op, stage, chunk, 1.0, (values, 0), indices, name)?
             }
             StagePlan::Axis { chunk } => {
                 let outputs = stage.view.outer * stage.view.inner;
                 let (values, indices) = if op.is_arg() {
-                    (scratch.take(runtime, outputs)?, Some(out))
+                    ((scratch.take(runtime, outputs)?, 0), Some(out))
                 } else {
-                    (out, None)
+                    ((out, out_base), None)
                 };
-                axis_stage(runtime, op, stage, chunk, scale, values, indices, name)?
+                axis_stage(runtime, op, stage, chunk, scale, values, indices, name)?;
+                return Ok(());
             }
         };
     }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -699,10 +807,16 @@ mod tests {
         ];
         for (outer, len, inner) in shapes {
             let values = ReduceOp::all().map(Reduction::Value);
-            for op in values.chain([Reduction::Argmax, Reduction::Argmin]) {
+            let ops: Vec<Reduction> = values
+                .chain([Reduction::Argmax, Reduction::Argmin])
+                .collect();
+            for (op, &variant) in ops
+                .iter()
+                .flat_map(|&op| CHUNK_VARIANTS.iter().map(move |v| (op, v)))
+            {
                 let lanes = Lanes { outer, len, inner };
-                let stages = plan_stages(lanes, op);
-                let context = format!("{lanes:?} {op:?}");
+                let stages = plan_stages(lanes, op, |lanes| run_of(variant, op, lanes));
+                let context = format!("{lanes:?} {op:?} {variant}");
                 let mut expected = lanes;
                 for (index, &(step, read)) in stages.iter().enumerate() {
                     assert_eq!(
@@ -724,7 +838,7 @@ mod tests {
                                 !op.is_arg() || index == 0,
                                 "{context}: one arg chunk stage at most"
                             );
-                            read.len.div_ceil(CHUNK)
+                            read.len.div_ceil(run_of(variant, op, read))
                         }
                         StagePlan::Axis { chunk } => {
                             assert!(chunk <= AXIS_CHUNK, "{context}: a run of {chunk}");
@@ -735,6 +849,47 @@ mod tests {
                 assert_eq!(expected.len, 1, "{context}: one value per lane at the end");
                 assert!(stages.len() <= 6, "{context}: {} stages", stages.len());
             }
+        }
+        // The sum of 16M floats in long runs: one chunk stage and two axis stages, a pass fewer than in runs
+        // of 64.
+        let sum = Reduction::Value(ReduceOp::Sum);
+        let lanes = Lanes {
+            outer: 1,
+            len: 1 << 24,
+            inner: 1,
+        };
+        assert_eq!(
+            plan_stages(lanes, sum, |lanes| run_of(LONG_RUNS, sum, lanes)).len(),
+            3
+        );
+        assert_eq!(
+            plan_stages(lanes, sum, |lanes| run_of(CONTIGUOUS, sum, lanes)).len(),
+            4
+        );
+    }
+
+    #[test]
+    fn long_runs_need_rows_that_start_on_a_vec4_and_windows_of_whole_blocks() {
+        let sum = Reduction::Value(ReduceOp::Sum);
+        let lanes = |outer, len| Lanes {
+            outer,
+            len,
+            inner: 1,
+        };
+        assert_eq!(run_of(LONG_RUNS, sum, lanes(1, 4097)), LONG_RUN);
+        assert_eq!(run_of(LONG_RUNS, sum, lanes(3, 8196)), LONG_RUN);
+        assert_eq!(run_of(LONG_RUNS, sum, lanes(3, 8195)), CHUNK);
+        assert_eq!(run_of(LONG_RUNS, Reduction::Argmax, lanes(1, 8196)), CHUNK);
+        assert_eq!(run_of(CONTIGUOUS, sum, lanes(1, 8196)), CHUNK);
+        let limits = Limits {
+            max_binding_elements: (1 << 25) + 5,
+            max_workgroups_per_dimension: 65_535,
+        };
+        for run in [CHUNK, LONG_RUN] {
+            let window = max_window(limits, run);
+            assert!(window <= limits.max_binding_elements, "{run}");
+            // Each window's partials start on the 256-byte offset alignment.
+            assert_eq!((window / run * 4) % 256, 0, "{run}");
         }
     }
 }
@@ -758,9 +913,70 @@ pub(crate) fn reduce(
         indices: None,
         view: lanes,
     };
-    let outcome = run_stages(runtime, &mut scratch, op, stage, scale, out, name);
+    let outcome = run_stages(runtime, &mut scratch, op, stage, scale, (out, 0), name);
     scratch.release(runtime);
     outcome
+}
+
+/// The sum of `input` (non-empty, one binding at most) into element `slot` of `record`, in the order and with
+/// the bits of [`reduce`]'s sum into an output of its own: a per-step loss kept in one epoch-long record, with
+/// no copy per step.
+pub(crate) fn sum_into_slot(
+    runtime: &mut Runtime,
+    name: &'static str,
+    input: BufferRange,
+    elements: u64,
+    (record, slot): (BufferRange, u64),
+) -> Result<()> {
+    Limits::of(runtime.limits()).expect_bindable(name, record)?;
+    let mut scratch = Scratch {
+        allocations: Vec::new(),
+    };
+    let stage = Stage {
+        values: input,
+        indices: None,
+        view: Lanes {
+            outer: 1,
+            len: elements,
+            inner: 1,
+        },
+    };
+    let outcome = run_stages(
+        runtime,
+        &mut scratch,
+        Reduction::Value(ReduceOp::Sum),
+        stage,
+        1.0,
+        (record, slot),
+        name,
+    );
+    scratch.release(runtime);
+    outcome
+}
+
+/// The sum of the `elements` (at least one) of `input` strictly left to right, into element `slot` of `out`:
+/// the bits of a running total that adds one value at a time, in one dispatch.
+pub(crate) fn sum_in_order(
+    runtime: &mut Runtime,
+    name: &'static str,
+    input: BufferRange,
+    elements: u64,
+    (out, slot): (BufferRange, u64),
+) -> Result<()> {
+    let limits = Limits::of(runtime.limits());
+    limits.expect_bindable(name, input)?;
+    limits.expect_bindable(name, out)?;
+    let params = Params {
+        len: elements as u32,
+        out_base: slot as u32,
+        ..Params::default()
+    };
+    runtime.dispatch(
+        &SUM_IN_ORDER,
+        bytemuck::bytes_of(&params),
+        &[input, out],
+        [1, 1, 1],
+    )
 }
 
 /// How `zero_split` rewrites each element: prod's gradient needs both a lane's product of non-zeros and its
@@ -835,11 +1051,11 @@ pub(crate) fn prod_backward(
 
 reflected_layout!(
     kernels: [
-        CHUNK_REDUCE, CHUNK_REDUCE_VEC4, CHUNK_ARGMAX, AXIS_REDUCE, AXIS_ARGMAX, CHUNK_REDUCE_STRIDED,
-        AXIS_REDUCE_LANES, ZEROS_TO_ONES, ZERO_INDICATOR, PROD_BACKWARD
+        CHUNK_REDUCE, CHUNK_REDUCE_VEC4, CHUNK_REDUCE_LONG, CHUNK_ARGMAX, AXIS_REDUCE, AXIS_ARGMAX, CHUNK_REDUCE_STRIDED,
+        AXIS_REDUCE_LANES, SUM_IN_ORDER, ZEROS_TO_ONES, ZERO_INDICATOR, PROD_BACKWARD
     ],
     params: {
-        outer, len, inner, op, chunk, chunks, scale, indexed, index_base, blocks, infinity
+        outer, len, inner, op, chunk, chunks, scale, indexed, index_base, blocks, infinity, out_base
     }
 );
 
@@ -853,7 +1069,7 @@ pub(crate) mod subgroup {
             AXIS_REDUCE_SUBGROUP
         ],
         params: {
-            outer, len, inner, op, chunk, chunks, scale, indexed, index_base, blocks, infinity
+            outer, len, inner, op, chunk, chunks, scale, indexed, index_base, blocks, infinity, out_base
         }
     );
 }

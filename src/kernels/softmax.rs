@@ -5,6 +5,10 @@
 //! per workgroup (16 invocations per row, 16 rows per workgroup) and a row per invocation (short rows: no
 //! barriers, no workgroup memory). They sum in different orders, so their results can differ in the last bits;
 //! each is deterministic. The tuner picks among those that suit the shape.
+//!
+//! The cross-entropy kernels can also count the rows whose logits' argmax is their labels' argmax (an epoch's
+//! running accuracy, in the pass that computes the loss rather than in passes of its own). The count is an
+//! integer added atomically, so it is exact in any order; the loss and gradient are the same bits either way.
 
 use bytemuck::{Pod, Zeroable};
 
@@ -25,14 +29,14 @@ const SOFTMAX_OP: u32 = 0;
 const LOG_SOFTMAX_OP: u32 = 1;
 
 static SOFTMAX_ROWS: Kernel = Kernel::new(&SOFTMAX, "softmax_rows", &[1, 3]);
-static SOFTMAX_XENT: Kernel = Kernel::new(&SOFTMAX, "softmax_xent", &[1, 2, 3, 4]);
+static SOFTMAX_XENT: Kernel = Kernel::new(&SOFTMAX, "softmax_xent", &[1, 2, 3, 4, 5]);
 static SOFTMAX_ROWS_SEGMENTED: Kernel = Kernel::new(&SOFTMAX, "softmax_rows_segmented", &[1, 3]);
 static SOFTMAX_XENT_SEGMENTED: Kernel =
-    Kernel::new(&SOFTMAX, "softmax_xent_segmented", &[1, 2, 3, 4]);
+    Kernel::new(&SOFTMAX, "softmax_xent_segmented", &[1, 2, 3, 4, 5]);
 static SOFTMAX_ROWS_PER_INVOCATION: Kernel =
     Kernel::new(&SOFTMAX, "softmax_rows_per_invocation", &[1, 3]);
 static SOFTMAX_XENT_PER_INVOCATION: Kernel =
-    Kernel::new(&SOFTMAX, "softmax_xent_per_invocation", &[1, 2, 3, 4]);
+    Kernel::new(&SOFTMAX, "softmax_xent_per_invocation", &[1, 2, 3, 4, 5]);
 
 /// The family's name in tuning records, the cache and `SessionOptions::force_variant`.
 pub(crate) const FAMILY: &str = "softmax";
@@ -103,16 +107,19 @@ struct Params {
     rows: u32,
     cols: u32,
     op: u32,
-    _pad: u32,
+    /// 1: the cross-entropy kernels add the rows whose argmaxes agree into the last binding.
+    count_correct: u32,
 }
 
 /// One kernel with op code `op` over `ranges` (rows read from the first, which must fit one binding), in the
-/// variant the tuner picks for the shape, classed as `kind`.
+/// variant the tuner picks for the shape, classed as `kind`. With `correct`, the cross-entropy kernels count
+/// into it, bound in place of the last range (which the kernel then leaves alone).
 fn run(
     runtime: &mut Runtime,
     (name, kind): (&'static str, &str),
     (kernels, op): ((&'static Kernel, &'static Kernel, &'static Kernel), u32),
     ranges: &[BufferRange],
+    correct: Option<BufferRange>,
     (rows, cols): (usize, usize),
 ) -> Result<()> {
     let limits = Limits::of(runtime.limits());
@@ -121,15 +128,33 @@ fn run(
         rows: rows as u32,
         cols: cols as u32,
         op,
-        _pad: 0,
+        count_correct: 0,
     };
-    let record = |runtime: &mut Runtime, variant: &str| {
+    let record = |runtime: &mut Runtime, variant: &str, params: &Params, ranges: &[BufferRange]| {
         let (kernel, workgroups) = plan(limits, variant, rows, kernels);
-        runtime.dispatch(kernel, bytemuck::bytes_of(&params), ranges, workgroups)
+        runtime.dispatch(kernel, bytemuck::bytes_of(params), ranges, workgroups)
     };
-    let variant =
-        runtime.choose_variant(FAMILY, class(kind, rows, cols), &candidates(cols), record);
-    record(runtime, variant)
+    // The tuner's timed runs never count: a count must be added once, not once per run timed.
+    let variant = runtime.choose_variant(
+        FAMILY,
+        class(kind, rows, cols),
+        &candidates(cols),
+        |runtime, variant| record(runtime, variant, &params, ranges),
+    );
+    match correct {
+        None => record(runtime, variant, &params, ranges),
+        Some(correct) => {
+            let mut counting = ranges.to_vec();
+            if let Some(last) = counting.last_mut() {
+                *last = correct;
+            }
+            let params = Params {
+                count_correct: 1,
+                ..params
+            };
+            record(runtime, variant, &params, &counting)
+        }
+    }
 }
 
 /// Longest row: each of a row's 256 threads loops over cols / 256 elements, and llvmpipe ends any loop after
@@ -156,16 +181,20 @@ pub(crate) fn softmax_rows(
         (name, "softmax"),
         (kernels, op),
         &[input, out],
+        None,
         (rows, cols),
     )
 }
 
-/// Per row: the loss into `loss`, and the exact gradient of the summed loss into `gradient`.
+/// Per row: the loss into `loss`, and the exact gradient of the summed loss into `gradient`. With `correct` (a
+/// u32), also adds to it the number of rows whose logits' argmax is their labels' argmax (argmax's own answer:
+/// the first index on ties, the first NaN if any), in the same pass.
 pub(crate) fn softmax_xent(
     runtime: &mut Runtime,
     name: &'static str,
     (logits, labels): (BufferRange, BufferRange),
     (gradient, loss): (BufferRange, BufferRange),
+    correct: Option<BufferRange>,
     (rows, cols): (usize, usize),
 ) -> Result<()> {
     let kernels = (
@@ -177,7 +206,9 @@ pub(crate) fn softmax_xent(
         runtime,
         (name, "xent"),
         (kernels, 0),
-        &[logits, labels, gradient, loss],
+        // Binding 5 is the count's; a pass that does not count binds the loss there and never touches it.
+        &[logits, labels, gradient, loss, loss],
+        correct,
         (rows, cols),
     )
 }
@@ -188,7 +219,7 @@ reflected_layout!(
         SOFTMAX_ROWS_PER_INVOCATION, SOFTMAX_XENT_PER_INVOCATION
     ],
     params: {
-        rows, cols, op
+        rows, cols, op, count_correct
     }
 );
 

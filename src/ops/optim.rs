@@ -205,6 +205,45 @@ impl AdamConfig {
     }
 }
 
+/// Checks a configuration and a step number, and folds the bias corrections for the shader (in f64, rounded
+/// once to f32): one place, so that a step over one tensor and a step over many take the same numbers.
+fn adam_step(config: &AdamConfig, step: u64) -> Result<AdamStep> {
+    config.validate()?;
+    AdamConfig::check_step(step)?;
+    let t = step.min(i32::MAX as u64) as i32;
+    let bias1 = 1.0 - (config.beta1 as f64).powi(t);
+    let bias2_sqrt = (1.0 - (config.beta2 as f64).powi(t)).sqrt();
+    let lr = config.lr as f64;
+    let (mode, step_size) = if config.weight_decay != 0.0 {
+        (AdamMode::AdamW, lr / bias1)
+    } else {
+        match config.epsilon_placement {
+            EpsilonPlacement::TensorFlow => (AdamMode::TensorFlow, lr * bias2_sqrt / bias1),
+            EpsilonPlacement::KingmaBa => (AdamMode::KingmaBa, lr / bias1),
+        }
+    };
+    Ok(AdamStep {
+        mode,
+        lr: config.lr,
+        beta1: config.beta1,
+        beta2: config.beta2,
+        epsilon: config.epsilon,
+        step_size: step_size as f32,
+        bias2_sqrt: bias2_sqrt as f32,
+        decay: (1.0 - lr * config.weight_decay as f64) as f32,
+    })
+}
+
+/// SGD's momentum: finite, 0 or more.
+fn check_sgd_momentum(momentum: f32) -> Result<()> {
+    expect_hyperparameter(
+        "SGD momentum",
+        momentum,
+        momentum >= 0.0,
+        "a finite number ≥ 0",
+    )
+}
+
 fn expect_like(op: &'static str, param: &Tensor, others: &[(&str, &Tensor)]) -> Result<()> {
     param.expect_dtype(op, DType::F32)?;
     for (name, other) in others {
@@ -230,31 +269,8 @@ impl Tensor {
         config: &AdamConfig,
     ) -> Result<()> {
         const NAME: &str = "adam";
-        config.validate()?;
+        let adam_step = adam_step(config, step)?;
         expect_like(NAME, self, &[("grad", grad), ("m", m), ("v", v)])?;
-        AdamConfig::check_step(step)?;
-        let t = step.min(i32::MAX as u64) as i32;
-        let bias1 = 1.0 - (config.beta1 as f64).powi(t);
-        let bias2_sqrt = (1.0 - (config.beta2 as f64).powi(t)).sqrt();
-        let lr = config.lr as f64;
-        let (mode, step_size) = if config.weight_decay != 0.0 {
-            (AdamMode::AdamW, lr / bias1)
-        } else {
-            match config.epsilon_placement {
-                EpsilonPlacement::TensorFlow => (AdamMode::TensorFlow, lr * bias2_sqrt / bias1),
-                EpsilonPlacement::KingmaBa => (AdamMode::KingmaBa, lr / bias1),
-            }
-        };
-        let adam_step = AdamStep {
-            mode,
-            lr: config.lr,
-            beta1: config.beta1,
-            beta2: config.beta2,
-            epsilon: config.epsilon,
-            step_size: step_size as f32,
-            bias2_sqrt: bias2_sqrt as f32,
-            decay: (1.0 - lr * config.weight_decay as f64) as f32,
-        };
         let ranges = [self.range()?, grad.range()?, m.range()?, v.range()?];
         let elements = self.len() as u64;
         self.with_runtime(|runtime| optim::adam(runtime, ranges, elements, adam_step))
@@ -270,12 +286,7 @@ impl Tensor {
     ) -> Result<()> {
         const NAME: &str = "sgd";
         check_sgd_lr(lr)?;
-        expect_hyperparameter(
-            "SGD momentum",
-            momentum,
-            momentum >= 0.0,
-            "a finite number ≥ 0",
-        )?;
+        check_sgd_momentum(momentum)?;
         expect_like(
             NAME,
             self,
@@ -285,4 +296,50 @@ impl Tensor {
         let elements = self.len() as u64;
         self.with_runtime(|runtime| optim::sgd(runtime, ranges, elements, lr, momentum))
     }
+}
+
+/// One Adam step (number `step`) over many parameters at once, each `(param, grad, m, v)` as
+/// [`Tensor::adam_update_`] takes them: the same bits as that update on each in turn, recorded as one dispatch
+/// per combination of pool slabs the operands lie in (one for a model whose tensors share a slab), not one per
+/// parameter. Everything is checked before anything runs, so a refused step changes nothing.
+pub(crate) fn adam_update_tensors(
+    updates: &[(&Tensor, &Tensor, &Tensor, &Tensor)],
+    step: u64,
+    config: &AdamConfig,
+) -> Result<()> {
+    const NAME: &str = "adam";
+    // Nothing to update is no step at all, as the per-tensor loop it replaces checked nothing then either.
+    let Some(&(first, ..)) = updates.first() else {
+        return Ok(());
+    };
+    let adam_step = adam_step(config, step)?;
+    let mut ranges = Vec::with_capacity(updates.len());
+    for &(param, grad, m, v) in updates {
+        first.expect_same_session(NAME, param)?;
+        expect_like(NAME, param, &[("grad", grad), ("m", m), ("v", v)])?;
+        ranges.push([param.range()?, grad.range()?, m.range()?, v.range()?]);
+    }
+    first.with_runtime(|runtime| optim::adam_tensors(runtime, &ranges, adam_step))
+}
+
+/// One SGD step over many parameters at once, each `(param, grad, momentum buffer)` as [`Tensor::sgd_update_`]
+/// takes them: the same bits as that update on each in turn, in one dispatch per combination of slabs.
+pub(crate) fn sgd_update_tensors(
+    updates: &[(&Tensor, &Tensor, &Tensor)],
+    lr: f32,
+    momentum: f32,
+) -> Result<()> {
+    const NAME: &str = "sgd";
+    let Some(&(first, ..)) = updates.first() else {
+        return Ok(());
+    };
+    check_sgd_lr(lr)?;
+    check_sgd_momentum(momentum)?;
+    let mut ranges = Vec::with_capacity(updates.len());
+    for &(param, grad, buffer) in updates {
+        first.expect_same_session(NAME, param)?;
+        expect_like(NAME, param, &[("grad", grad), ("momentum buffer", buffer)])?;
+        ranges.push([param.range()?, grad.range()?, buffer.range()?]);
+    }
+    first.with_runtime(|runtime| optim::sgd_tensors(runtime, &ranges, lr, momentum))
 }

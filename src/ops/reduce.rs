@@ -6,7 +6,7 @@
 //! mean NaN), while max, min, argmax and argmin of nothing are errors.
 
 use crate::dtype::DType;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::kernels::reduce::{self, for_each_reduce_op, ReduceOp, Reduction, ZeroSplit};
 use crate::shape::{self, lanes, reduction_name};
 use crate::tensor::Tensor;
@@ -63,6 +63,34 @@ impl Tensor {
         reduce(self, axis, Reduction::Argmin)
     }
 
+    /// Writes the sum of all elements (at least one) into element `slot` of `record` (f32), with the bits
+    /// `self.sum(None)` has: a per-step total kept in one record, with no output and copy per step.
+    pub(crate) fn sum_into_slot(&self, record: &Tensor, slot: usize) -> Result<()> {
+        const NAME: &str = "sum into a record";
+        self.expect_same_session(NAME, record)?;
+        self.expect_dtype(NAME, DType::F32)?;
+        record.expect_dtype(NAME, DType::F32)?;
+        expect_slot(NAME, self, record, slot)?;
+        let (source, target, elements) = (self.range()?, record.range()?, self.len() as u64);
+        self.with_runtime(|runtime| {
+            reduce::sum_into_slot(runtime, NAME, source, elements, (target, slot as u64))
+        })
+    }
+
+    /// The sum of all elements (at least one) strictly left to right, as a 0-d tensor: the bits of a running
+    /// total that starts from the first element and adds one element at a time, in one pass.
+    pub(crate) fn sum_in_order(&self) -> Result<Tensor> {
+        const NAME: &str = "sum in order";
+        self.expect_dtype(NAME, DType::F32)?;
+        let out = self.output(NAME, &[], DType::F32)?;
+        expect_slot(NAME, self, &out, 0)?;
+        let (source, target, elements) = (self.range()?, out.range()?, self.len() as u64);
+        self.with_runtime(|runtime| {
+            reduce::sum_in_order(runtime, NAME, source, elements, (target, 0))
+        })?;
+        Ok(out)
+    }
+
     /// The gradient of `prod(self, axis)` weighted by `upstream` (of the reduced shape): each element's
     /// product of the others in its lane, times its lane's upstream value. Exact where lanes hold zeros, which
     /// `upstream · prod / self` is not.
@@ -99,6 +127,21 @@ impl Tensor {
         })?;
         Ok(out)
     }
+}
+
+/// Errors unless `input` holds an element and `slot` is one of `record`'s.
+fn expect_slot(name: &'static str, input: &Tensor, record: &Tensor, slot: usize) -> Result<()> {
+    if input.is_empty() || slot >= record.len() {
+        return Err(Error::Shape {
+            op: name,
+            message: format!(
+                "{:?} into slot {slot} of {:?}: needs at least one element, and a slot of the record",
+                input.shape(),
+                record.shape()
+            ),
+        });
+    }
+    Ok(())
 }
 
 macro_rules! reduce_methods {

@@ -2,7 +2,7 @@
 //! with its exact gradient.
 
 use crate::dtype::DType;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::kernels::softmax;
 use crate::shape::{self, softmax_xent_rows, SOFTMAX_XENT};
 use crate::tensor::Tensor;
@@ -39,18 +39,63 @@ impl Tensor {
     /// Returns `(loss, gradient)`: loss has the logits' shape without the last axis. The shapes are checked as
     /// [`softmax_cross_entropy_shapes`](crate::shape::softmax_cross_entropy_shapes) checks them.
     pub fn softmax_cross_entropy_with_logits(&self, labels: &Tensor) -> Result<(Tensor, Tensor)> {
+        self.softmax_xent(labels, None)
+    }
+
+    /// [`Tensor::softmax_cross_entropy_with_logits`] (the same bits), also adding to `correct` (u32, one
+    /// element) the number of rows whose largest logit is at their largest label, as [`Tensor::argmax`] finds
+    /// them (the first on ties, the first NaN if any), in the same pass: the running accuracy of an epoch
+    /// without passes of its own.
+    ///
+    /// ```
+    /// use wgcompute::{Session, SessionOptions};
+    /// # fn main() -> wgcompute::Result<()> {
+    /// let session = Session::open(SessionOptions::default())?;
+    /// let logits = session.upload(&[2.0, 1.0, 0.0, 3.0], &[2, 2])?;
+    /// let labels = session.upload(&[1.0, 0.0, 1.0, 0.0], &[2, 2])?;
+    /// let correct = session.upload_u32(&[0], &[1])?;
+    /// logits.softmax_cross_entropy_counting(&labels, &correct)?;
+    /// assert_eq!(correct.item_u32()?, 1); // the first row is right, the second wrong
+    /// # Ok(()) }
+    /// ```
+    pub fn softmax_cross_entropy_counting(
+        &self,
+        labels: &Tensor,
+        correct: &Tensor,
+    ) -> Result<(Tensor, Tensor)> {
+        self.softmax_xent(labels, Some(correct))
+    }
+
+    fn softmax_xent(&self, labels: &Tensor, correct: Option<&Tensor>) -> Result<(Tensor, Tensor)> {
         const NAME: &str = SOFTMAX_XENT;
         self.expect_same_session(NAME, labels)?;
         self.expect_dtype(NAME, DType::F32)?;
         labels.expect_dtype(NAME, DType::F32)?;
         let (rows, cols) = softmax_xent_rows(self.shape(), labels.shape())?;
+        let correct = match correct {
+            Some(count) => {
+                self.expect_same_session(NAME, count)?;
+                count.expect_dtype(NAME, DType::U32)?;
+                if count.len() != 1 {
+                    return Err(Error::Shape {
+                        op: NAME,
+                        message: format!(
+                            "a count of correct rows must be one u32, not of shape {:?}",
+                            count.shape()
+                        ),
+                    });
+                }
+                Some(count.range()?)
+            }
+            None => None,
+        };
         let loss_shape = &self.shape()[..self.shape().len() - 1];
         let loss = self.output(NAME, loss_shape, DType::F32)?;
         let gradient = self.output(NAME, self.shape(), DType::F32)?;
         let inputs = (self.range()?, labels.range()?);
         let outputs = (gradient.range()?, loss.range()?);
         self.with_runtime(|runtime| {
-            softmax::softmax_xent(runtime, NAME, inputs, outputs, (rows, cols))
+            softmax::softmax_xent(runtime, NAME, inputs, outputs, correct, (rows, cols))
         })?;
         Ok((loss, gradient))
     }

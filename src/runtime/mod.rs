@@ -7,7 +7,7 @@ mod pipelines;
 mod suspend;
 mod tuner;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::error::{Error, Result};
@@ -35,6 +35,88 @@ pub enum MatmulKernel {
     Registers,
     /// Shared-memory tiled kernel for every shape.
     SharedTiles,
+}
+
+/// What a session's work has cost so far, counted as it is recorded: dispatches, queue submissions, bind
+/// groups and pipelines created. Exact and clock-free, so a test can bound what a step costs; the counts are
+/// the session's (they go on across suspend and resume) and reading them neither flushes nor waits.
+///
+/// ```
+/// use wgcompute::{Session, SessionOptions};
+/// # fn main() -> wgcompute::Result<()> {
+/// let session = Session::open(SessionOptions::default())?;
+/// let x = session.full(&[1000], 2.0)?;
+/// let before = session.counters();
+/// let _y = x.exp()?;
+/// assert_eq!(session.counters().since(before).dispatches, 1);
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct Counters {
+    /// Compute dispatches recorded (the tuner's timing runs included); copies and clears are not dispatches.
+    pub dispatches: u64,
+    /// Command buffers handed to the queue: batches, read-backs and the empty submissions that push queue
+    /// writes. A suspend's and a resume's own transfers are not counted.
+    pub submissions: u64,
+    /// Bind groups created (the cache's misses).
+    pub bind_groups: u64,
+    /// Compute pipelines created (once per kernel variant per device the session has been on).
+    pub pipelines: u64,
+}
+
+impl Counters {
+    /// What was counted after `earlier`, a reading of the same session.
+    pub fn since(self, earlier: Counters) -> Counters {
+        Counters {
+            dispatches: self.dispatches.saturating_sub(earlier.dispatches),
+            submissions: self.submissions.saturating_sub(earlier.submissions),
+            bind_groups: self.bind_groups.saturating_sub(earlier.bind_groups),
+            pipelines: self.pipelines.saturating_sub(earlier.pipelines),
+        }
+    }
+}
+
+/// The counts behind [`Counters`], shared by the session's lock-holder and whichever runtime it has open, so a
+/// reading takes no lock and a resumed runtime counts on from where the suspended one stopped.
+#[derive(Default)]
+pub(crate) struct CounterCells {
+    dispatches: AtomicU64,
+    submissions: AtomicU64,
+    bind_groups: AtomicU64,
+    pipelines: AtomicU64,
+}
+
+impl CounterCells {
+    fn read(&self) -> Counters {
+        Counters {
+            dispatches: self.dispatches.load(Ordering::Relaxed),
+            submissions: self.submissions.load(Ordering::Relaxed),
+            bind_groups: self.bind_groups.load(Ordering::Relaxed),
+            pipelines: self.pipelines.load(Ordering::Relaxed),
+        }
+    }
+
+    fn count(cell: &AtomicU64) {
+        // Only the runtime behind the session's lock writes: relaxed increments are exact.
+        cell.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn dispatch(&self) {
+        Self::count(&self.dispatches);
+    }
+
+    pub(crate) fn bind_group(&self) {
+        Self::count(&self.bind_groups);
+    }
+
+    pub(crate) fn pipeline(&self) {
+        Self::count(&self.pipelines);
+    }
+
+    fn submission(&self) {
+        Self::count(&self.submissions);
+    }
 }
 
 /// The pool's storage: wgpu buffers, created inside error scopes so a driver out-of-memory is an error, not a
@@ -133,6 +215,10 @@ const MAX_RECORDED_PER_BATCH: u32 = 192;
 
 /// Commands recorded but not yet submitted, with what must wait for their submission.
 struct Batch {
+    /// The open compute pass, shared by consecutive dispatches: each pass costs on its own (lavapipe: about
+    /// 16 µs of the 40 an empty dispatch takes in a batch, by the `empty_dispatch` rows), and wgpu orders the
+    /// dispatches within one pass as it does across passes. Ended before the encoder records anything else.
+    pass: Option<wgpu::ComputePass<'static>>,
     encoder: Option<wgpu::CommandEncoder>,
     params: Vec<u8>,
     params_buffer: wgpu::Buffer,
@@ -158,6 +244,7 @@ pub(crate) struct Runtime {
     tuner: Tuner,
     batch: Batch,
     alarms: Arc<Alarms>,
+    counters: Arc<CounterCells>,
     adapter: wgpu::Adapter,
     instance: wgpu::Instance,
 }
@@ -219,6 +306,7 @@ impl Runtime {
         Runtime {
             pipelines: PipelineCache::default(),
             batch: Batch {
+                pass: None,
                 encoder: None,
                 params: Vec::new(),
                 params_buffer,
@@ -232,6 +320,7 @@ impl Runtime {
             matmul_kernel: settings.matmul_kernel,
             reserve_up_front: settings.reserve_up_front,
             alarms,
+            counters: Arc::default(),
             tuner: settings.tuner,
             device,
             queue,
@@ -265,12 +354,27 @@ impl Runtime {
         self.pool.reset_peak();
     }
 
+    pub(crate) fn counters(&self) -> &CounterCells {
+        &self.counters
+    }
+
+    /// Hands command buffers to the queue, counting the submission.
+    fn submit(&self, buffers: impl IntoIterator<Item = wgpu::CommandBuffer>) {
+        self.counters.submission();
+        self.queue.submit(buffers);
+    }
+
     /// Changes the pool's cap; see `Pool::set_limit`.
     pub fn set_limit(&mut self, limit: Option<u64>) -> Result<()> {
         self.sync()?;
         let gone = self.pool.set_limit(limit)?;
         self.pipelines.forget_slabs(&gone);
         Ok(())
+    }
+
+    /// The size of a slab's buffer, if it exists: for kernels that bind whole slabs (the optimizer's table pass).
+    pub fn slab_bytes(&self, slab: SlabId) -> Option<u64> {
+        self.pool.slab_bytes(slab)
     }
 
     /// Waits for the device, then destroys empty slabs.
@@ -328,8 +432,46 @@ impl Runtime {
             .ok_or_else(|| Error::driver("bind", format!("slab {slab} no longer exists")))
     }
 
-    /// The encoder of the open batch, and a fresh parameter slot holding `params`: (encoder, dynamic offset).
+    /// The encoder of the open batch (its compute pass ended), and a fresh parameter slot holding `params`:
+    /// (encoder, dynamic offset).
     fn record(&mut self, params: &[u8]) -> Result<(&mut wgpu::CommandEncoder, u32)> {
+        let offset = self.record_slot(params)?;
+        self.batch.pass = None;
+        Ok((self.open_encoder(), offset))
+    }
+
+    /// The open batch's compute pass, begun on its encoder if none is open, and a fresh parameter slot holding
+    /// `params`: (pass, dynamic offset).
+    fn record_in_pass(&mut self, params: &[u8]) -> Result<(&mut wgpu::ComputePass<'static>, u32)> {
+        let offset = self.record_slot(params)?;
+        if self.batch.pass.is_none() {
+            let pass = self
+                .open_encoder()
+                .begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some("wgcompute batch"),
+                    timestamp_writes: None,
+                })
+                .forget_lifetime();
+            self.batch.pass = Some(pass);
+        }
+        match self.batch.pass.as_mut() {
+            Some(pass) => Ok((pass, offset)),
+            None => Err(Error::driver("record", "no compute pass open")),
+        }
+    }
+
+    fn open_encoder(&mut self) -> &mut wgpu::CommandEncoder {
+        let device = &self.device;
+        self.batch.encoder.get_or_insert_with(|| {
+            device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("wgcompute batch"),
+            })
+        })
+    }
+
+    /// Counts one more command into the batch (submitting a full one first) and gives it a parameter slot
+    /// holding `params`: its dynamic offset.
+    fn record_slot(&mut self, params: &[u8]) -> Result<u32> {
         if self.batch.recorded >= MAX_RECORDED_PER_BATCH
             || self.batch.params.len() as u64 >= PARAM_SLOTS * PARAM_SLOT_BYTES
         {
@@ -347,13 +489,7 @@ impl Runtime {
             .params
             .resize((offset as u64 + PARAM_SLOT_BYTES) as usize, 0);
         self.batch.recorded += 1;
-        let device = &self.device;
-        let encoder = self.batch.encoder.get_or_insert_with(|| {
-            device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                label: Some("wgcompute batch"),
-            })
-        });
-        Ok((encoder, offset))
+        Ok(offset)
     }
 
     fn params_buffer(&self) -> &wgpu::Buffer {
@@ -362,15 +498,17 @@ impl Runtime {
 
     /// Submits the open batch, then returns the ranges that waited on it.
     pub fn flush(&mut self) -> Result<()> {
+        // A pass ends when dropped; the encoder can finish only after.
+        self.batch.pass = None;
         if let Some(encoder) = self.batch.encoder.take() {
             if !self.batch.params.is_empty() {
                 self.queue
                     .write_buffer(&self.batch.params_buffer, 0, &self.batch.params);
             }
-            self.queue.submit([encoder.finish()]);
+            self.submit([encoder.finish()]);
         } else if self.batch.writes_pending {
             // wgpu hands queue writes to the device with the next submission, even an empty one.
-            self.queue.submit([]);
+            self.submit([]);
         }
         self.batch.writes_pending = false;
         self.batch.params.clear();
@@ -466,7 +604,7 @@ impl Runtime {
                 label: Some("wgcompute read-back"),
             });
         encoder.copy_buffer_to_buffer(source, range.offset, staging, 0, range.bytes);
-        self.queue.submit([encoder.finish()]);
+        self.submit([encoder.finish()]);
         self.map_and_read(staging, <[u8]>::to_vec)
     }
 
@@ -559,6 +697,8 @@ enum State {
 pub(crate) struct SharedRuntime {
     state: Mutex<State>,
     id: u64,
+    /// The same cells as the open runtime's, kept here so they outlive a suspension.
+    counters: Arc<CounterCells>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -570,10 +710,17 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl SharedRuntime {
     pub fn new(runtime: Runtime, id: u64) -> Self {
+        let counters = runtime.counters.clone();
         Self {
             state: Mutex::new(State::Open(Box::new(runtime))),
             id,
+            counters,
         }
+    }
+
+    /// The session's counts so far; takes no lock, so it neither waits on nor disturbs recorded work.
+    pub fn counters(&self) -> Counters {
+        self.counters.read()
     }
 
     pub fn id(&self) -> u64 {
@@ -670,7 +817,9 @@ impl SharedRuntime {
             State::Suspended(suspension) => {
                 let tensors = suspension.layout.allocations();
                 match Runtime::restore(device, settings, suspension) {
-                    Ok((runtime, bytes_uploaded)) => {
+                    Ok((mut runtime, bytes_uploaded)) => {
+                        // The session counts on where it stopped; the restore's own uploads are not its work.
+                        runtime.counters = self.counters.clone();
                         *guard = State::Open(Box::new(runtime));
                         Ok(ResumeFigures {
                             bytes_uploaded,
@@ -713,6 +862,7 @@ fn release_all(mut runtime: Runtime, device_lost: bool) {
     if !device_lost && runtime.sync().is_err() {
         // A device lost while closing still has its buffers destroyed below.
     }
+    runtime.batch.pass = None;
     runtime.batch.encoder = None;
     runtime.batch.deferred_frees.clear();
     runtime.pool.destroy_all();

@@ -209,6 +209,7 @@ fn compile(runtime: &mut Runtime, kernel: &'static Kernel) -> Result<()> {
             error,
         ));
     }
+    runtime.counters().pipeline();
     runtime
         .pipelines
         .compiled
@@ -255,6 +256,7 @@ fn bind_group(
             layout: &compiled.layout,
             entries: &entries,
         });
+    runtime.counters().bind_group();
     if runtime.pipelines.bind_groups.len() >= MAX_CACHED_BIND_GROUPS {
         runtime.pipelines.bind_groups.clear();
     }
@@ -278,14 +280,11 @@ impl Runtime {
         compile(self, kernel)?;
         let group = bind_group(self, kernel, ranges)?;
         let pipeline = self.pipelines.compiled[&kernel.key()].pipeline.clone();
-        let (encoder, params_offset) = self.record(params)?;
-        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-            label: Some(kernel.entry),
-            timestamp_writes: None,
-        });
+        let (pass, params_offset) = self.record_in_pass(params)?;
         pass.set_pipeline(&pipeline);
         pass.set_bind_group(0, &group, &[params_offset]);
         pass.dispatch_workgroups(workgroups[0], workgroups[1], workgroups[2]);
+        self.counters().dispatch();
         Ok(())
     }
 }

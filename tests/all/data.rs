@@ -2,9 +2,13 @@
 //! its own label; a classifier trained on them reaches an accuracy on blobs it could not reach by chance; bad
 //! datasets are clear errors.
 
+use std::sync::Arc;
+
 use crate::common::{per_backend, vulkan_only, Backend, Rng};
-use wgcompute::data::{held_out_count, shuffled_order, Dataset, Labels};
-use wgcompute::{Adam, AdamConfig, Error, Mlp};
+use wgcompute::data::{held_out_count, shuffled_order, Dataset, Figures, Labels};
+use wgcompute::{
+    train, Adam, AdamConfig, Error, Linear, Mlp, Module, Session, Tape, Tensor, UnaryOp, Var,
+};
 
 /// Gaussian-ish blobs: `classes` centres on a circle of radius 3, points spread ±1 around them.
 fn blobs(rng: &mut Rng, samples: usize, classes: usize) -> (Vec<f32>, Vec<u32>) {
@@ -240,4 +244,227 @@ fn a_split_holds_out_a_seeded_draw_and_keeps_every_sample_once(backend: &Backend
             other => panic!("{fraction} of {samples}: {other:?}"),
         }
     }
+}
+
+// --- an epoch's figures, accumulated inside the cross-entropy pass, against the passes they replaced ---
+
+/// What `Totals` computed before the figures moved into the cross-entropy pass, pass by pass: each step's
+/// argmaxes one-hot, multiplied and summed for the right answers, the losses summed, and both added to running
+/// totals one step at a time. The figures must stay these, bit for bit.
+#[derive(Default)]
+struct PassByPass {
+    loss: Option<Tensor>,
+    correct: Option<Tensor>,
+}
+
+impl PassByPass {
+    fn add(&mut self, losses: &Tensor, logits: &Tensor, targets: &Tensor) -> wgcompute::Result<()> {
+        let classes = logits.shape()[1];
+        let predicted = logits.argmax(Some(1))?.one_hot(classes)?;
+        let wanted = targets.argmax(Some(1))?.one_hot(classes)?;
+        let correct = predicted.mul(&wanted)?.sum(None)?;
+        let loss = losses.sum(None)?;
+        self.loss = Some(match self.loss.take() {
+            Some(total) => total.add(&loss)?,
+            None => loss,
+        });
+        self.correct = Some(match self.correct.take() {
+            Some(total) => total.add(&correct)?,
+            None => correct,
+        });
+        Ok(())
+    }
+
+    fn figures(&self, samples: usize) -> Figures {
+        let read = |total: &Option<Tensor>| {
+            total
+                .as_ref()
+                .map_or(0.0, |tensor| tensor.item().expect("read") as f64)
+        };
+        Figures {
+            loss: read(&self.loss) / samples as f64,
+            accuracy: read(&self.correct) / samples as f64,
+        }
+    }
+}
+
+/// A linear layer clipped at 0: rows whose every logit is negative come out all 0, ties that argmax must break
+/// to the first class, in training as in evaluation.
+struct ClippedLinear(Linear);
+
+impl Module for ClippedLinear {
+    fn forward(&self, tape: &mut Tape, x: Var) -> wgcompute::Result<Var> {
+        let y = self.0.forward(tape, x)?;
+        tape.unary(UnaryOp::Relu, y, 0.0)
+    }
+
+    fn infer(&self, x: &Tensor) -> wgcompute::Result<Tensor> {
+        self.0.infer(x)?.relu()
+    }
+
+    fn parameters(&self) -> Vec<Arc<Tensor>> {
+        self.0.parameters()
+    }
+}
+
+fn clipped(session: &Session, features: usize, classes: usize, seed: u64) -> ClippedLinear {
+    ClippedLinear(Linear::new(session, features, classes, true, seed).expect("layer"))
+}
+
+/// Soft label rows of 0 and 0.5: ties among the targets too.
+fn tied_rows(rng: &mut Rng, samples: usize, classes: usize) -> Vec<f32> {
+    (0..samples * classes)
+        .map(|_| 0.5 * (rng.next_u64() % 2) as f32)
+        .collect()
+}
+
+per_backend!(an_epochs_figures_are_those_the_passes_they_replaced_gave);
+/// Training and evaluation figures, now counted inside the cross-entropy pass, equal bit for bit what the
+/// per-step passes computed, on random data full of ties (class ids and tied soft rows; logits clipped to 0),
+/// at batch sizes that leave a short last batch, one sample per batch and one batch in all.
+fn an_epochs_figures_are_those_the_passes_they_replaced_gave(backend: &Backend) {
+    let mut rng = Rng::fresh("epoch figures");
+    let session = backend.poisoned();
+    let (features, classes) = (3, 5);
+    // Batches past 4,096 rows sum their losses in two stages (a chunk stage first).
+    for (samples, batches) in [(101, &[17, 1, 101, 256][..]), (4_503, &[4_500][..])] {
+        let (x, ids) = random_samples(&mut rng, samples, features, classes);
+        let soft = tied_rows(&mut rng, samples, classes);
+        for (labels, name) in [
+            (Labels::Classes(&ids), "class ids"),
+            (Labels::Probabilities(&soft), "tied soft rows"),
+        ] {
+            let data = Dataset::upload(&session, &x, features, labels, classes).expect("upload");
+            for &batch in batches {
+                let context = format!("{name}, {samples} samples, batch {batch}");
+                let seed = rng.next_u64();
+                let (model, twin) = (
+                    clipped(&session, features, classes, seed),
+                    clipped(&session, features, classes, seed),
+                );
+                let config = AdamConfig {
+                    lr: 0.05,
+                    ..AdamConfig::default()
+                };
+                let (mut optimizer, mut twin_optimizer) = (Adam::new(config), Adam::new(config));
+                for epoch in 0..2 {
+                    let trained = data
+                        .train_epoch(&model, &mut optimizer, batch, seed, epoch, |_| {})
+                        .expect("epoch");
+                    let mut passes = PassByPass::default();
+                    let order = shuffled_order(samples, seed, epoch);
+                    for drawn in data.batches(&order, batch).expect("batches") {
+                        let (inputs, targets) = drawn.expect("batch");
+                        train::step(
+                            &twin,
+                            &mut twin_optimizer,
+                            &Arc::new(inputs),
+                            &Arc::new(targets),
+                            |values| passes.add(values.losses, values.logits, values.targets),
+                        )
+                        .expect("step");
+                    }
+                    assert_eq!(
+                        trained,
+                        passes.figures(samples),
+                        "{context}, epoch {epoch}: training"
+                    );
+                }
+                let evaluated = data.evaluate(&model, batch).expect("evaluate");
+                let mut passes = PassByPass::default();
+                let order: Vec<u32> = (0..samples as u32).collect();
+                for drawn in data.batches(&order, batch).expect("batches") {
+                    let (inputs, targets) = drawn.expect("batch");
+                    let logits = model.infer(&inputs).expect("infer");
+                    let (losses, _) = logits
+                        .softmax_cross_entropy_with_logits(&targets)
+                        .expect("loss");
+                    passes.add(&losses, &logits, &targets).expect("figures");
+                }
+                assert_eq!(evaluated, passes.figures(samples), "{context}: evaluation");
+                assert!(
+                    evaluated.accuracy > 0.0 && evaluated.accuracy < 1.0,
+                    "{context}: {evaluated:?}"
+                );
+            }
+        }
+    }
+}
+
+per_backend!(an_epoch_whose_loss_stops_being_a_number_names_its_first_such_step);
+/// A NaN in one sample makes that sample's batch the first whose loss is not finite (the update then carries
+/// it into every later step): the epoch's error names that step, counted from 1.
+fn an_epoch_whose_loss_stops_being_a_number_names_its_first_such_step(backend: &Backend) {
+    let mut rng = Rng::fresh("divergence");
+    let session = backend.poisoned();
+    let (samples, features, classes, batch) = (53, 4, 3, 7);
+    let (mut x, ids) = random_samples(&mut rng, samples, features, classes);
+    let bad = (rng.next_u64() % samples as u64) as usize;
+    x[bad * features + 1] = f32::NAN;
+    let data =
+        Dataset::upload(&session, &x, features, Labels::Classes(&ids), classes).expect("upload");
+    // No hidden layer: a ReLU would turn the NaN into 0.
+    let model = Mlp::new(&session, features, &[], classes, 2).expect("model");
+    let mut optimizer = Adam::new(AdamConfig::default());
+    let seed = rng.next_u64();
+    let position = shuffled_order(samples, seed, 0)
+        .iter()
+        .position(|&sample| sample as usize == bad)
+        .expect("every sample is drawn");
+    match data.train_epoch(&model, &mut optimizer, batch, seed, 0, |_| {}) {
+        Err(Error::Diverged { step, loss }) => {
+            assert_eq!(
+                step,
+                position / batch + 1,
+                "sample {bad} at position {position}"
+            );
+            assert!(!loss.is_finite(), "{loss}");
+        }
+        other => panic!("expected a divergence, got {other:?}"),
+    }
+    // Evaluation reports the figure rather than an error.
+    let figures = data.evaluate(&model, batch).expect("evaluate");
+    assert!(figures.loss.is_nan(), "{figures:?}");
+}
+
+vulkan_only!(an_epochs_figures_cost_one_pass_a_step_beyond_the_step_itself);
+/// Dispatches are exact: an epoch of training costs, beyond the steps and the batches themselves, one pass a
+/// step (its loss sum; the right answers are counted inside the cross-entropy pass) and one at the end (the
+/// epoch's loss, summed in step order).
+fn an_epochs_figures_cost_one_pass_a_step_beyond_the_step_itself(backend: &Backend) {
+    let mut rng = Rng::fresh("epoch dispatches");
+    let session = backend.open();
+    let (samples, features, classes, batch) = (90, 6, 4, 10);
+    let (x, ids) = random_samples(&mut rng, samples, features, classes);
+    let data =
+        Dataset::upload(&session, &x, features, Labels::Classes(&ids), classes).expect("upload");
+    let model = Mlp::new(&session, features, &[8], classes, 4).expect("model");
+    let mut optimizer = Adam::new(AdamConfig::default());
+    // One epoch first, so that the optimizer's state exists in both that are counted.
+    data.train_epoch(&model, &mut optimizer, batch, 1, 0, |_| {})
+        .expect("warm-up");
+    let before = session.counters();
+    data.train_epoch(&model, &mut optimizer, batch, 1, 1, |_| {})
+        .expect("epoch");
+    let epoch = session.counters().since(before).dispatches;
+    let before = session.counters();
+    let order = shuffled_order(samples, 1, 2);
+    for drawn in data.batches(&order, batch).expect("batches") {
+        let (inputs, targets) = drawn.expect("batch");
+        train::step(
+            &model,
+            &mut optimizer,
+            &Arc::new(inputs),
+            &Arc::new(targets),
+            |_| Ok(()),
+        )
+        .expect("step");
+    }
+    let bare = session.counters().since(before).dispatches;
+    let steps = (samples / batch) as u64;
+    assert_eq!(
+        epoch,
+        bare + steps + 1,
+        "an epoch of {steps} steps: {epoch}, the bare steps {bare}"
+    );
 }

@@ -1,12 +1,14 @@
 //! Optimizer steps against an f64 reference: Adam with both epsilon placements, AdamW, and SGD with and without
 //! momentum, over ten steps of fresh gradients at awkward sizes; Adam over a parameter past one storage binding;
-//! and the errors for mismatched shapes, step 0 and tensors of two sessions.
+//! and the errors for mismatched shapes, step 0 and tensors of two sessions; and the optimizers' one pass over all
+//! parameters: the per-tensor updates' bits, one dispatch per step whatever the parameter count, aliasing taken in
+//! order.
 // Parallel arrays (reference state, inputs, outputs) are indexed together.
 #![allow(clippy::needless_range_loop)]
 
 use crate::common::reference::{Adam, AdamState, Sgd, SgdState};
 use crate::common::{self, error_against_magnitude, per_backend, vulkan_only, Backend, Rng};
-use wgcompute::{AdamConfig, EpsilonPlacement, Error, Session};
+use wgcompute::{AdamConfig, EpsilonPlacement, Error, Optimizer, Session};
 
 /// Runs `body` once per variant of the optimizer family (scalar, vec4, four vec4s per invocation), each forced in
 /// its own poisoned session.
@@ -490,4 +492,294 @@ fn mismatched_shapes_step_zero_and_two_sessions_are_errors(backend: &Backend) {
         grad_data,
         "the other session"
     );
+}
+
+// --- one pass for all parameters ---
+
+/// The tensors of a small model of odd sizes: one element, a ragged vec4, a workgroup's vec4s and one more
+/// element, a matrix whose length is no multiple of 4, and about a million (past many workgroups).
+const MODEL: [&[usize]; 6] = [&[1], &[7], &[1025], &[257], &[13, 17], &[1_000_003]];
+
+/// The optimizers the fused pass must agree with the per-tensor updates on, each as the per-tensor update it
+/// replaces.
+#[derive(Clone, Copy, Debug)]
+enum Update {
+    Adam(AdamConfig),
+    Sgd { lr: f32, momentum: f32 },
+}
+
+fn updates() -> Vec<Update> {
+    let mut all: Vec<Update> = configs()
+        .into_iter()
+        .map(|(_, config)| Update::Adam(config))
+        .collect();
+    all.push(Update::Sgd {
+        lr: 0.01,
+        momentum: 0.9,
+    });
+    all.push(Update::Sgd {
+        lr: 0.1,
+        momentum: 0.0,
+    });
+    all
+}
+
+fn optimizer_of(update: Update) -> Box<dyn wgcompute::Optimizer> {
+    match update {
+        Update::Adam(config) => Box::new(wgcompute::Adam::new(config)),
+        Update::Sgd { lr, momentum } => Box::new(wgcompute::Sgd::new(lr, momentum)),
+    }
+}
+
+fn bits(tensor: &wgcompute::Tensor) -> Vec<u32> {
+    tensor
+        .to_vec()
+        .expect("read")
+        .into_iter()
+        .map(f32::to_bits)
+        .collect()
+}
+
+/// Where two tensors' bits differ: how many, and the first.
+fn expect_same_bits(label: &str, got: &wgcompute::Tensor, want: &wgcompute::Tensor) {
+    let (got, want) = (bits(got), bits(want));
+    let differ: Vec<usize> = (0..want.len()).filter(|&i| got[i] != want[i]).collect();
+    assert!(
+        differ.is_empty(),
+        "{label}: {} of {} values differ, first at {} ({} vs {})",
+        differ.len(),
+        want.len(),
+        differ[0],
+        f32::from_bits(got[differ[0]]),
+        f32::from_bits(want[differ[0]])
+    );
+}
+
+per_backend!(one_pass_over_all_parameters_gives_the_per_tensor_bits, "optim": vec4, scalar, vec4x4);
+/// An optimizer's step over a model of odd sizes (and one parameter without a gradient) gives, step after step,
+/// the very bits of the per-tensor updates on a copy of the model, for params and state alike; the params also
+/// follow the f64 reference.
+fn one_pass_over_all_parameters_gives_the_per_tensor_bits(backend: &Backend, kernel: &str) {
+    use std::sync::Arc;
+    let mut rng = Rng::fresh("one pass over all parameters");
+    let session = &backend.poisoned_with("optim", kernel);
+    const STEPS: u64 = 6;
+    for update in updates() {
+        let label = format!("{update:?}, {kernel} kernel on {}", backend.name);
+        let data: Vec<Vec<f32>> = MODEL
+            .iter()
+            .map(|shape| rng.vec(common::count(shape), -1.0, 1.0))
+            .collect();
+        let upload = |data: &[f32], shape: &[usize]| session.upload(data, shape).expect("upload");
+        let fused: Vec<Arc<wgcompute::Tensor>> = MODEL
+            .iter()
+            .zip(&data)
+            .map(|(shape, data)| Arc::new(upload(data, shape)))
+            .collect();
+        let alone: Vec<wgcompute::Tensor> = MODEL
+            .iter()
+            .zip(&data)
+            .map(|(shape, data)| upload(data, shape))
+            .collect();
+        let zeros = |shape: &[usize]| session.zeros(shape).expect("zeros");
+        let first_state: Vec<wgcompute::Tensor> = MODEL.iter().map(|shape| zeros(shape)).collect();
+        let second_state: Vec<wgcompute::Tensor> = MODEL.iter().map(|shape| zeros(shape)).collect();
+        let mut references: Vec<AdamState> = data
+            .iter()
+            .map(|data| {
+                let zeros = vec![0.0f32; data.len()];
+                AdamState::new(data, &zeros, &zeros)
+            })
+            .collect();
+        let mut optimizer = optimizer_of(update);
+        // The third parameter never has a gradient: both ways leave it as it is.
+        let without = 2;
+        for step in 1..=STEPS {
+            let grads: Vec<(Vec<f32>, Arc<wgcompute::Tensor>)> = MODEL
+                .iter()
+                .map(|shape| {
+                    let scale = rng.uniform(0.1, 2.0);
+                    let grad = rng.vec(common::count(shape), -scale, scale);
+                    let tensor = Arc::new(upload(&grad, shape));
+                    (grad, tensor)
+                })
+                .collect();
+            let pairs = fused
+                .iter()
+                .zip(&grads)
+                .enumerate()
+                .filter(|&(position, _)| position != without)
+                .map(|(_, (param, (_, grad)))| (Arc::clone(param), Arc::clone(grad)));
+            let gradients = wgcompute::Gradients::from_pairs(pairs);
+            optimizer
+                .step(&fused, &gradients)
+                .unwrap_or_else(|error| panic!("{label}: step {step}: {error}"));
+            for (position, param) in alone.iter().enumerate() {
+                if position == without {
+                    continue;
+                }
+                let grad = &grads[position].1;
+                let (first, second) = (&first_state[position], &second_state[position]);
+                let done = match update {
+                    Update::Adam(config) => {
+                        references[position].step(&Adam::of(&config), &grads[position].0, step);
+                        param.adam_update_(grad, first, second, step, &config)
+                    }
+                    Update::Sgd { lr, momentum } => param.sgd_update_(grad, first, lr, momentum),
+                };
+                done.unwrap_or_else(|error| panic!("{label}: step {step}, alone: {error}"));
+            }
+        }
+        let state = optimizer.state();
+        assert_eq!(state.steps, STEPS, "{label}");
+        for (position, shape) in MODEL.iter().enumerate() {
+            let label = format!("{label}, parameter {position} of shape {shape:?}");
+            expect_same_bits(
+                &format!("{label}: param"),
+                &fused[position],
+                &alone[position],
+            );
+            let saved = [&first_state[position], &second_state[position]];
+            for (slot, tensors) in &state.slots {
+                let want = saved[usize::from(*slot == "v")];
+                expect_same_bits(&format!("{label}: {slot}"), tensors[position], want);
+            }
+            if position == without {
+                assert_eq!(
+                    fused[position].to_vec().expect("read"),
+                    data[position],
+                    "{label}: a parameter without a gradient moved"
+                );
+                for (slot, tensors) in &state.slots {
+                    assert!(
+                        tensors[position]
+                            .to_vec()
+                            .expect("read")
+                            .iter()
+                            .all(|&x| x == 0.0),
+                        "{label}: {slot} of a parameter without a gradient moved"
+                    );
+                }
+            } else if matches!(update, Update::Adam(_)) {
+                let got = fused[position].to_vec().expect("read");
+                let reference = &references[position];
+                let error =
+                    error_against_magnitude(&got, &reference.param, &reference.param_magnitude);
+                assert!(
+                    error < TOLERANCE,
+                    "{label}: relative error {error} against f64"
+                );
+            }
+        }
+    }
+}
+
+/// Uploads `shapes` as parameters with a gradient each.
+fn model_with_gradients(
+    session: &Session,
+    rng: &mut Rng,
+    shapes: &[Vec<usize>],
+) -> (Vec<std::sync::Arc<wgcompute::Tensor>>, wgcompute::Gradients) {
+    use std::sync::Arc;
+    let mut params = Vec::new();
+    let mut pairs = Vec::new();
+    for shape in shapes {
+        let len = common::count(shape);
+        let param = Arc::new(
+            session
+                .upload(&rng.vec(len, -1.0, 1.0), shape)
+                .expect("upload"),
+        );
+        let grad = Arc::new(
+            session
+                .upload(&rng.vec(len, -1.0, 1.0), shape)
+                .expect("upload"),
+        );
+        pairs.push((Arc::clone(&param), grad));
+        params.push(param);
+    }
+    (params, wgcompute::Gradients::from_pairs(pairs))
+}
+
+per_backend!(an_optimizer_step_is_one_dispatch_whatever_the_parameter_count);
+/// A model whose tensors share a slab updates in one dispatch per step, whether it has 1, 5 or 40 parameters,
+/// for every optimizer; once the bind group exists, a step creates none.
+fn an_optimizer_step_is_one_dispatch_whatever_the_parameter_count(backend: &Backend) {
+    let mut rng = Rng::fresh("one dispatch per optimizer step");
+    let session = backend.poisoned();
+    for k in [1usize, 5, 40] {
+        // Odd lengths, so that the per-tensor updates would take a vec4 and a scalar dispatch each.
+        let shapes: Vec<Vec<usize>> = (0..k).map(|i| vec![3 + 10 * i, 7]).collect();
+        for update in updates() {
+            let (params, gradients) = model_with_gradients(&session, &mut rng, &shapes);
+            let mut optimizer = optimizer_of(update);
+            // The first step makes the state (zero fills) and the pipeline.
+            optimizer.step(&params, &gradients).expect("first step");
+            for step in 2..=4 {
+                let before = session.counters();
+                optimizer.step(&params, &gradients).expect("step");
+                let counted = session.counters().since(before);
+                assert_eq!(
+                    counted.dispatches, 1,
+                    "{update:?}, {k} parameters, step {step}: {counted:?}"
+                );
+                assert_eq!(counted.pipelines, 0, "{update:?}, step {step}: {counted:?}");
+                assert_eq!(
+                    counted.submissions, 0,
+                    "{update:?}, step {step}: {counted:?}"
+                );
+                if step > 2 {
+                    assert_eq!(
+                        counted.bind_groups, 0,
+                        "{update:?}, step {step}: {counted:?}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+vulkan_only!(a_parameter_given_twice_is_updated_twice_in_order);
+/// A parameter listed twice (so updated by two positions' state) and a gradient that is another parameter
+/// cannot be updated in one pass without a race: the step takes them in order and gives the per-tensor bits.
+fn a_parameter_given_twice_is_updated_twice_in_order(backend: &Backend) {
+    use std::sync::Arc;
+    let mut rng = Rng::fresh("a parameter given twice");
+    let session = backend.poisoned();
+    let config = custom(EpsilonPlacement::TensorFlow, 0.0);
+    let data = rng.vec(1031, -1.0, 1.0);
+    let grad_data = rng.vec(1031, -1.0, 1.0);
+    let shared = Arc::new(session.upload(&data, &[1031]).expect("upload"));
+    let other = Arc::new(session.upload(&grad_data, &[1031]).expect("upload"));
+    let alone = session.upload(&data, &[1031]).expect("upload");
+    let alone_other = session.upload(&grad_data, &[1031]).expect("upload");
+    let states: Vec<wgcompute::Tensor> = (0..6)
+        .map(|_| session.zeros(&[1031]).expect("zeros"))
+        .collect();
+    // `other` is a parameter and the gradient of `shared`; `shared`'s gradient is its own value's copy.
+    let own_grad = Arc::new(session.upload(&data, &[1031]).expect("upload"));
+    let gradients = wgcompute::Gradients::from_pairs([
+        (Arc::clone(&shared), Arc::clone(&other)),
+        (Arc::clone(&other), Arc::clone(&own_grad)),
+    ]);
+    let mut adam = wgcompute::Adam::new(config);
+    let params = [Arc::clone(&shared), Arc::clone(&other), Arc::clone(&shared)];
+    for step in 1..=3 {
+        adam.step(&params, &gradients).expect("step");
+        alone
+            .adam_update_(&alone_other, &states[0], &states[1], step, &config)
+            .expect("alone");
+        alone_other
+            .adam_update_(&own_grad, &states[2], &states[3], step, &config)
+            .expect("alone");
+        alone
+            .adam_update_(&alone_other, &states[4], &states[5], step, &config)
+            .expect("alone");
+    }
+    expect_same_bits("the parameter given twice", &shared, &alone);
+    expect_same_bits("the parameter that is a gradient", &other, &alone_other);
+    for (position, (m, v)) in adam.moments().iter().enumerate() {
+        expect_same_bits(&format!("m {position}"), m, &states[2 * position]);
+        expect_same_bits(&format!("v {position}"), v, &states[2 * position + 1]);
+    }
 }

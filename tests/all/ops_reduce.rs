@@ -257,7 +257,7 @@ fn bad_axes_are_shape_errors_and_the_session_goes_on(backend: &Backend) {
 
 per_backend!(
     every_chunk_stage_variant_at_awkward_shapes_and_with_nan,
-    "reduce_chunk": contiguous_runs, strided_runs, subgroup_runs
+    "reduce_chunk": contiguous_runs, strided_runs, subgroup_runs, long_runs
 );
 fn every_chunk_stage_variant_at_awkward_shapes_and_with_nan(backend: &Backend, variant: &str) {
     reduction_variant(backend, "reduce_chunk", variant);
@@ -271,7 +271,7 @@ fn every_axis_stage_variant_at_awkward_shapes_and_with_nan(backend: &Backend, va
     reduction_variant(backend, "reduce_axis", variant);
 }
 
-/// One variant of a reduction stage forced (the chunk stage's contiguous, strided or subgroup runs,
+/// One variant of a reduction stage forced (the chunk stage's contiguous, strided, subgroup or long runs,
 /// the axis stage's invocation, lanes or subgroup per output; argmax and argmin keep their own kernels): awkward
 /// shapes through each kind of stage for every row of the table, and a NaN in one row. The subgroup variants run where the
 /// adapter has subgroup operations (lavapipe's Vulkan adapter does, GL does not); elsewhere the same checks run on

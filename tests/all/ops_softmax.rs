@@ -496,6 +496,161 @@ fn cross_entropy_of_a_single_column_is_zero(backend: &Backend, variant: &str) {
     );
 }
 
+// --- 3b. the counting cross-entropy: accuracy inside the pass ---
+
+/// Argmax as `Tensor::argmax` defines it: the first NaN if any, else the first of the largest.
+fn host_argmax(row: &[f32]) -> usize {
+    if let Some(first_nan) = row.iter().position(|x| x.is_nan()) {
+        return first_nan;
+    }
+    let mut best = 0;
+    for (index, &x) in row.iter().enumerate() {
+        if x > row[best] {
+            best = index;
+        }
+    }
+    best
+}
+
+/// Rows built for argmax's edge cases: small integers (ties everywhere), rows all equal, rows holding a NaN or
+/// two, rows of -inf, ±0; labels one-hot, soft with ties, or put on the logits' own argmax (so that both
+/// answers occur).
+fn tie_heavy_rows(rng: &mut Rng, rows: usize, cols: usize) -> (Vec<f32>, Vec<f32>) {
+    let mut logits = Vec::with_capacity(rows * cols);
+    let mut labels = Vec::with_capacity(rows * cols);
+    for _ in 0..rows {
+        let mut x: Vec<f32> = (0..cols)
+            .map(|_| (rng.next_u64() % 3) as f32 - 1.0)
+            .collect();
+        match rng.next_u64() % 8 {
+            0 => x.iter_mut().for_each(|v| *v = 2.5),
+            1 => {
+                for _ in 0..2 {
+                    let at = (rng.next_u64() % cols as u64) as usize;
+                    x[at] = f32::NAN;
+                }
+            }
+            2 => x.iter_mut().for_each(|v| *v = f32::NEG_INFINITY),
+            3 => x.iter_mut().for_each(|v| {
+                *v = if rng.next_u64().is_multiple_of(2) {
+                    0.0
+                } else {
+                    -0.0
+                }
+            }),
+            _ => {}
+        }
+        let mut y = vec![0.0f32; cols];
+        match rng.next_u64() % 3 {
+            0 => y[(rng.next_u64() % cols as u64) as usize] = 1.0,
+            1 => y
+                .iter_mut()
+                .for_each(|v| *v = 0.5 * (rng.next_u64() % 2) as f32),
+            _ => y[host_argmax(&x)] = 1.0,
+        }
+        logits.extend(x);
+        labels.extend(y);
+    }
+    (logits, labels)
+}
+
+per_backend!(counting_cross_entropy_counts_agreeing_argmaxes_and_keeps_the_bits, "softmax": workgroup_per_row, rows_per_workgroup, row_per_invocation);
+/// The counting pass adds, into its count, the rows whose logits' argmax is their labels' argmax (ties, NaN,
+/// -inf and signed zeros as argmax sees them), adds rather than overwrites, and leaves the loss and gradient
+/// bit for bit those of the plain pass.
+fn counting_cross_entropy_counts_agreeing_argmaxes_and_keeps_the_bits(
+    backend: &Backend,
+    variant: &str,
+) {
+    let mut rng = Rng::fresh("counting cross-entropy");
+    let session = &backend.poisoned_with("softmax", variant);
+    for shape in [
+        &[1, 1][..],
+        &[7, 3],
+        &[17, 4],
+        &[257, 10],
+        &[33, 513],
+        &[3, 4099],
+        &[2, 3, 5],
+        &[5],
+    ] {
+        let cols = cols_of(shape);
+        let rows = count(shape) / cols;
+        let label = format!("{variant}, shape {shape:?}");
+        let (logits_data, labels_data) = tie_heavy_rows(&mut rng, rows, cols);
+        let expected = logits_data
+            .chunks(cols)
+            .zip(labels_data.chunks(cols))
+            .filter(|(x, y)| host_argmax(x) == host_argmax(y))
+            .count() as u32;
+        let logits = session.upload(&logits_data, shape).expect("upload");
+        let labels = session.upload(&labels_data, shape).expect("upload");
+        let correct = session.upload_u32(&[0], &[1]).expect("count");
+        let (loss, gradient) = logits
+            .softmax_cross_entropy_counting(&labels, &correct)
+            .expect("counting cross-entropy");
+        assert_eq!(
+            correct.item_u32().expect("count"),
+            expected,
+            "{label}: rows counted"
+        );
+        let (plain_loss, plain_gradient) = logits
+            .softmax_cross_entropy_with_logits(&labels)
+            .expect("cross-entropy");
+        let bits = |tensor: &Tensor| -> Vec<u32> {
+            read(tensor, "output").iter().map(|x| x.to_bits()).collect()
+        };
+        assert_eq!(bits(&loss), bits(&plain_loss), "{label}: loss bits");
+        assert_eq!(
+            bits(&gradient),
+            bits(&plain_gradient),
+            "{label}: gradient bits"
+        );
+        logits
+            .softmax_cross_entropy_counting(&labels, &correct)
+            .expect("counting again");
+        assert_eq!(
+            correct.item_u32().expect("count"),
+            2 * expected,
+            "{label}: a second pass adds to the count"
+        );
+    }
+}
+
+per_backend!(a_count_that_is_not_one_u32_of_the_session_is_an_error);
+fn a_count_that_is_not_one_u32_of_the_session_is_an_error(backend: &Backend) {
+    let session = backend.poisoned();
+    let other = backend.poisoned();
+    let logits = session.upload(&[0.5; 12], &[3, 4]).expect("upload");
+    let labels = session.upload(&[0.25; 12], &[3, 4]).expect("upload");
+    let as_f32 = session.upload(&[0.0], &[1]).expect("f32 count");
+    assert!(matches!(
+        logits.softmax_cross_entropy_counting(&labels, &as_f32),
+        Err(Error::DType { .. })
+    ));
+    let two = session.upload_u32(&[0, 0], &[2]).expect("two counts");
+    assert!(matches!(
+        logits.softmax_cross_entropy_counting(&labels, &two),
+        Err(Error::Shape { .. })
+    ));
+    let foreign = other.upload_u32(&[0], &[1]).expect("foreign count");
+    assert!(matches!(
+        logits.softmax_cross_entropy_counting(&labels, &foreign),
+        Err(Error::SessionMismatch { .. })
+    ));
+    // Nothing was counted, and the session goes on.
+    let correct = session.upload_u32(&[0], &[1]).expect("count");
+    logits
+        .softmax_cross_entropy_counting(&labels, &correct)
+        .expect("a good count");
+    assert_eq!(two.to_vec_u32().expect("read"), vec![0, 0]);
+    assert_eq!(
+        correct.item_u32().expect("read"),
+        3,
+        "all-equal rows: index 0 both"
+    );
+}
+
 // --- 4. errors ---
 
 per_backend!(bad_shapes_dtypes_and_sessions_are_errors_and_the_session_goes_on);
