@@ -40,7 +40,6 @@ fn strided(global: u32, strides: vec4<u32>) -> u32 {
 @group(0) @binding(2) var<storage, read_write> in1: array<f32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 
-// --- activation helpers: begin (matmul's epilogue builds these same lines, from src/kernels/elementwise.rs) ---
 // WGSL's tanh loses its relative accuracy near 0 and can return NaN past |x| ≈ 88 (where exp overflows). A
 // Taylor series serves |x| < 0.25 (the first omitted term is below 1e-8 of the value); beyond it,
 // (1 - e^-2|x|) / (1 + e^-2|x|) has no cancellation worth the name and tends to 1, never to inf / inf.
@@ -73,7 +72,6 @@ fn stable_sigmoid4(x: vec4<f32>) -> vec4<f32> {
     let e = exp(-abs(x));
     return select(e / (1.0 + e), 1.0 / (1.0 + e), x >= vec4<f32>(0.0));
 }
-// --- activation helpers: end ---
 
 // out = in0 (op) in1, with broadcasting; binary_op is generated from the op table in Rust.
 @compute @workgroup_size(WORKGROUP_SIZE)

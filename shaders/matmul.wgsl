@@ -10,10 +10,6 @@
 //
 // llvmpipe stops any loop after 65,535 iterations, so the host splits K into passes of at most a few thousand;
 // every pass after the first adds to C (a fixed order, so results stay repeatable).
-//
-// The last pass may finish each element in its store (the epilogue): add a bias row, then apply an activation.
-// The element is the whole dot product by then, so `activation(c + bias)` is computed as a product followed by
-// an add and an activation would compute it, with the same bits; a linear layer's forward pass is one pass.
 
 struct Params {
     m: u32,
@@ -35,12 +31,7 @@ struct Params {
     // the first row of workgroups this dispatch covers: a product taller than the adapter's workgroups per
     // dimension runs as several dispatches
     group_row_offset: u32,
-    // the epilogue, on the last pass over K only: 1 adds bias[column] to each element, then `activation` (a code
-    // of `activate`, generated from the activation table in src/kernels/matmul.rs; 0 is none) applies
-    bias: u32,
-    activation: u32,
     _pad0: u32,
-    _pad1: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -50,55 +41,26 @@ struct Params {
 @group(0) @binding(1) var<storage, read_write> a4: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> b4: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read_write> c4: array<vec4<f32>>;
-// A product without a bias binds C here too, never read.
-@group(0) @binding(4) var<storage, read_write> bias: array<f32>;
-@group(0) @binding(4) var<storage, read_write> bias4: array<vec4<f32>>;
 
-// What a store does with a finished element of C, read from the uniforms once, before any store: after a
-// store the compiler must reload uniform memory.
-struct StoreMode {
-    accumulate: bool,
-    bias: bool,
-    activation: u32,
-}
-
-fn store_mode() -> StoreMode {
-    return StoreMode(params.accumulate == 1u, params.bias == 1u, params.activation);
-}
-
-// Writes (or, in a later pass over K, adds) four results of C, those of vec4 column `col4`, with the epilogue.
-fn store4(at: u32, col4: u32, value: vec4<f32>, mode: StoreMode) {
-    var result = value;
-    if (mode.accumulate) {
-        result = c4[at] + result;
+// Writes (or, in a later pass over K, adds) four results of C. `accumulate` is read from the uniforms once,
+// before any store: after a store the compiler must reload uniform memory.
+fn store4(at: u32, value: vec4<f32>, accumulate: bool) {
+    if (accumulate) {
+        c4[at] = c4[at] + value;
+    } else {
+        c4[at] = value;
     }
-    if (mode.bias) {
-        result = result + bias4[col4];
-    }
-    c4[at] = activate4(mode.activation, result);
-}
-
-// One result of C, that of column `col`, as store4 writes four.
-fn store1(at: u32, col: u32, value: f32, mode: StoreMode) {
-    var result = value;
-    if (mode.accumulate) {
-        result = c[at] + result;
-    }
-    if (mode.bias) {
-        result = result + bias[col];
-    }
-    c[at] = activate(mode.activation, result);
 }
 
 // Writes an 8×8 block of C (8 rows of two vec4s) from the registers of one invocation, skipping rows past M and
 // a second vec4 past N.
-fn store_tile(c_base: u32, row0: u32, col4: u32, m: u32, n4s: u32, mode: StoreMode, tile: array<vec4<f32>, 16>) {
+fn store_tile(c_base: u32, row0: u32, col4: u32, m: u32, n4s: u32, accumulate: bool, tile: array<vec4<f32>, 16>) {
     for (var i = 0u; i < 8u; i = i + 1u) {
         if (row0 + i < m) {
             let at = c_base + (row0 + i) * n4s + col4;
-            store4(at, col4, tile[2u * i], mode);
+            store4(at, tile[2u * i], accumulate);
             if (col4 + 1u < n4s) {
-                store4(at + 1u, col4 + 1u, tile[2u * i + 1u], mode);
+                store4(at + 1u, tile[2u * i + 1u], accumulate);
             }
         }
     }
@@ -238,7 +200,7 @@ fn matmul_vec4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_
         c15 = c15 + av7.w * b1;
         brow = brow + n4s;
     }
-    store_tile(c_base, row0, col4, m, n4s, store_mode(),
+    store_tile(c_base, row0, col4, m, n4s, params.accumulate == 1u,
         array<vec4<f32>, 16>(c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13, c14, c15));
 }
 
@@ -302,7 +264,7 @@ fn matmul_vec4_at(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocati
         c15 = c15 + a_hi.w * b1;
     }
     let m = params.m;
-    store_tile(c_base, row0, col4, m, n4s, store_mode(),
+    store_tile(c_base, row0, col4, m, n4s, params.accumulate == 1u,
         array<vec4<f32>, 16>(c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13, c14, c15));
 }
 
@@ -334,13 +296,17 @@ fn matmul_strided(@builtin(global_invocation_id) id: vec3<u32>, @builtin(workgro
             acc[i] = acc[i] + a[a_rows[i] + ak] * bv;
         }
     }
-    let mode = store_mode();
     for (var i = 0u; i < 4u; i = i + 1u) {
         let row = row0 + i;
         if (row < m) {
             for (var j = 0u; j < 4u; j = j + 1u) {
                 if (col0 + j < n) {
-                    store1(c_base + row * n + col0 + j, col0 + j, acc[i][j], mode);
+                    let at = c_base + row * n + col0 + j;
+                    if (params.accumulate == 1u) {
+                        c[at] = c[at] + acc[i][j];
+                    } else {
+                        c[at] = acc[i][j];
+                    }
                 }
             }
         }

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::kernels::elementwise::{for_each_binary_op, for_each_unary_op, BinaryOp, UnaryOp};
 use crate::kernels::reduce::{for_each_reduce_op, ReduceOp};
-use crate::ops::matmul::{Activation, Transpose};
+use crate::ops::matmul::Transpose;
 use crate::tensor::Tensor;
 
 /// A value recorded on a [`Tape`].
@@ -45,15 +45,6 @@ enum Op {
         a: usize,
         b: usize,
         transpose: Transpose,
-    },
-    /// `activation(x · w + bias)` in one node (one pass where the product's store finishes it). Its backward
-    /// needs only the node's output: each activation's gradient is a function of it (relu's mask is where the
-    /// output is above 0, as it is where the input is).
-    Linear {
-        x: usize,
-        w: usize,
-        bias: Option<usize>,
-        activation: Activation,
     },
     /// Any row of the unary op table, with its scalar argument (0 where it takes none).
     Unary {
@@ -309,49 +300,6 @@ impl Tape {
             a: a.index,
             b: b.index,
             transpose,
-        };
-        Ok(self.push(value, op, wants))
-    }
-
-    /// A linear layer, `activation(x · w + bias)` with `bias` of shape [outputs] (see [`Tensor::linear`]), as
-    /// one node: the same values and gradients as a matmul, an add and the activation recorded one by one, in
-    /// fewer passes.
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    /// use wgcompute::{Activation, Session, SessionOptions, Tape};
-    /// # fn main() -> wgcompute::Result<()> {
-    /// let session = Session::open(SessionOptions::default())?;
-    /// let w = Arc::new(session.randn(&[4, 3], 1)?);
-    /// let b = Arc::new(session.zeros(&[3])?);
-    /// let mut tape = Tape::new();
-    /// let x = tape.input(session.rand(&[2, 4], 2)?);
-    /// let (w_var, b_var) = (tape.param(&w), tape.param(&b));
-    /// let hidden = tape.linear(x, w_var, Some(b_var), Activation::Relu)?;
-    /// let cost = tape.sum(hidden, None)?;
-    /// let grads = tape.backward(cost)?;
-    /// assert_eq!(grads.of(&b).expect("b took part").shape(), &[3]);
-    /// # Ok(()) }
-    /// ```
-    pub fn linear(
-        &mut self,
-        x: Var,
-        w: Var,
-        bias: Option<Var>,
-        activation: Activation,
-    ) -> Result<Var> {
-        let bias_value = bias.map(|bias| self.value(bias)).transpose()?;
-        let value = self
-            .value(x)?
-            .linear(self.value(w)?, bias_value, activation)?;
-        let mut operands = vec![x, w];
-        operands.extend(bias);
-        let wants = self.wants(&operands)?;
-        let op = Op::Linear {
-            x: x.index,
-            w: w.index,
-            bias: bias.map(|bias| bias.index),
-            activation,
         };
         Ok(self.push(value, op, wants))
     }
@@ -789,37 +737,6 @@ impl Tape {
                         Transpose::Both => upstream.matmul_t(a_value, Transpose::Both)?,
                     };
                     self.accumulate(gradients, b, db)?;
-                }
-            }
-            Op::Linear {
-                x,
-                w,
-                bias,
-                activation,
-            } => {
-                // The gradient before the activation, as the unfused chain computes it (relu's mask taken from
-                // the output, which is above 0 exactly where the input is); then the bias's (summed over
-                // the rows, as an add's broadcast operand's) and the product's, as a matmul node's.
-                let before = match activation.unary_op() {
-                    Some(op) => unary_gradient(op, 0.0, &node.value, &node.value, upstream)?,
-                    None => upstream,
-                };
-                if let Some(bias) = bias.filter(|&bias| self.nodes[bias].wants_gradient) {
-                    // As `reduce_to_shape` sums an add's broadcast operand: over the leading axes, one at a time,
-                    // here without a copy of the gradient first.
-                    let mut db = before.sum(Some(0))?;
-                    while db.shape().len() > self.nodes[bias].value.shape().len() {
-                        db = db.sum(Some(0))?;
-                    }
-                    self.accumulate(gradients, bias, db)?;
-                }
-                if self.nodes[x].wants_gradient {
-                    let dx = before.matmul_t(&self.nodes[w].value, Transpose::Right)?;
-                    self.accumulate(gradients, x, dx)?;
-                }
-                if self.nodes[w].wants_gradient {
-                    let dw = self.nodes[x].value.matmul_t(&before, Transpose::Left)?;
-                    self.accumulate(gradients, w, dw)?;
                 }
             }
             Op::Unary { op, x, scalar } => {

@@ -46,7 +46,7 @@ pub use kernels::elementwise::{BinaryOp, UnaryOp};
 pub use kernels::kernel_variants;
 pub use kernels::reduce::ReduceOp;
 pub use nn::{Linear, Mlp, Module};
-pub use ops::matmul::{Activation, Transpose};
+pub use ops::matmul::Transpose;
 pub use ops::optim::{AdamConfig, AdamHyperparameter, EpsilonPlacement};
 pub use optim::{Adam, Optimizer, OptimizerKind, OptimizerState, Sgd};
 pub use pool::MemoryStats;

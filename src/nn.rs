@@ -1,5 +1,4 @@
-//! Layers: `Linear` (weight and optional bias) and an MLP of linear layers with relu between them, each layer
-//! one product whose store adds the bias and applies the relu (see [`Tensor::linear`]). Their
+//! Layers: `Linear` (weight and optional bias) and an MLP of linear layers with relu between them. Their
 //! parameters are `Arc<Tensor>`s in the session's pool, shared with the tape during a forward pass. `infer` runs
 //! the same forward pass on tensors directly, with no tape: for inference, where nothing is kept for a backward.
 //! [`Module`] is what every trainer needs of a model (the training step in [`crate::train`] takes one).
@@ -8,7 +7,6 @@ use std::sync::Arc;
 
 use crate::autograd::{Tape, Var};
 use crate::error::{Error, Result};
-use crate::ops::matmul::Activation;
 use crate::session::Session;
 use crate::tensor::Tensor;
 
@@ -61,30 +59,24 @@ impl Linear {
 
     /// Records `x·W (+ b)` on the tape.
     pub fn forward(&self, tape: &mut Tape, x: Var) -> Result<Var> {
-        self.forward_activated(tape, x, Activation::Identity)
-    }
-
-    /// Records `activation(x·W (+ b))` on the tape as one node ([`Tape::linear`]): the product's store adds
-    /// the bias and applies the activation, so the layer is one pass forward.
-    pub fn forward_activated(
-        &self,
-        tape: &mut Tape,
-        x: Var,
-        activation: Activation,
-    ) -> Result<Var> {
         let weight = tape.param(&self.weight);
-        let bias = self.bias.as_ref().map(|bias| tape.param(bias));
-        tape.linear(x, weight, bias, activation)
+        let product = tape.matmul(x, weight)?;
+        match &self.bias {
+            Some(bias) => {
+                let bias = tape.param(bias);
+                tape.add(product, bias)
+            }
+            None => Ok(product),
+        }
     }
 
     /// `x·W (+ b)` on tensors, without a tape.
     pub fn infer(&self, x: &Tensor) -> Result<Tensor> {
-        self.infer_activated(x, Activation::Identity)
-    }
-
-    /// `activation(x·W (+ b))` on tensors, without a tape: the values [`Linear::forward_activated`] records.
-    pub fn infer_activated(&self, x: &Tensor, activation: Activation) -> Result<Tensor> {
-        x.linear(&self.weight, self.bias.as_deref(), activation)
+        let product = x.matmul(&self.weight)?;
+        match &self.bias {
+            Some(bias) => product.add(bias),
+            None => Ok(product),
+        }
     }
 
     pub fn parameters(&self) -> Vec<Arc<Tensor>> {
@@ -164,22 +156,15 @@ impl Mlp {
         Ok(())
     }
 
-    /// Records the forward pass: each layer one node, its relu (every layer but the last) fused in.
     pub fn forward(&self, tape: &mut Tape, x: Var) -> Result<Var> {
         let mut current = x;
         for (index, layer) in self.layers.iter().enumerate() {
-            current = layer.forward_activated(tape, current, self.activation(index))?;
+            current = layer.forward(tape, current)?;
+            if index + 1 < self.layers.len() {
+                current = tape.relu(current)?;
+            }
         }
         Ok(current)
-    }
-
-    /// Layer `index`'s activation: relu between layers, none after the last.
-    fn activation(&self, index: usize) -> Activation {
-        if index + 1 < self.layers.len() {
-            Activation::Relu
-        } else {
-            Activation::Identity
-        }
     }
 
     /// The forward pass on tensors, without a tape: the logits of a batch, say.
@@ -197,8 +182,12 @@ impl Mlp {
     pub fn infer(&self, x: &Tensor) -> Result<Tensor> {
         let mut current: Option<Tensor> = None;
         for (index, layer) in self.layers.iter().enumerate() {
-            let input = current.as_ref().unwrap_or(x);
-            current = Some(layer.infer_activated(input, self.activation(index))?);
+            let output = layer.infer(current.as_ref().unwrap_or(x))?;
+            current = Some(if index + 1 < self.layers.len() {
+                output.relu()?
+            } else {
+                output
+            });
         }
         match current {
             Some(output) => Ok(output),

@@ -337,39 +337,6 @@ const VEC4_TWINS: [(&str, &str); 2] = [
     ("stable_sigmoid(", "stable_sigmoid4("),
 ];
 
-/// The helpers of shaders/elementwise.wgsl that activation rows call (`stable_tanh`, `stable_sigmoid` and
-/// their vec4 twins), as the file writes them between its two marker lines: another family that applies an
-/// activation in its own kernels (matmul's epilogue) builds them from here, so both compute the same bits.
-pub(crate) fn activation_helpers() -> &'static str {
-    const BEGIN: &str = "// --- activation helpers: begin";
-    const END: &str = "// --- activation helpers: end ---";
-    let source = ELEMENTWISE.source;
-    // Both markers are in the file; a missing one leaves the other shader without the helpers, which its
-    // naga validation test reports.
-    match (source.find(BEGIN), source.find(END)) {
-        (Some(begin), Some(end)) if begin < end => &source[begin..end],
-        _ => "",
-    }
-}
-
-/// The WGSL expression of `x` a unary row computes, in its scalar form or its vec4 form (helpers renamed to
-/// their vec4 twins); `zero` is 0 of x's type. What another family's kernel uses to apply the op as this
-/// family does.
-pub(crate) fn unary_expression(op: UnaryOp, vec4: bool) -> String {
-    let scalar = UnaryOp::ALL
-        .iter()
-        .find(|&&(row, _)| row == op)
-        .map_or("x", |&(_, wgsl)| wgsl);
-    if !vec4 {
-        return scalar.to_string();
-    }
-    VEC4_TWINS
-        .iter()
-        .fold(scalar.to_string(), |expression, (scalar, vector)| {
-            expression.replace(scalar, vector)
-        })
-}
-
 /// The shader's `unary_op` and `binary_op` functions and their vec4 forms, one case per table row; an unknown
 /// code yields NaN.
 fn generated() -> String {

@@ -1,13 +1,10 @@
 //! Matrix products (shaders/matmul.wgsl): `C = op(A)·op(B)` with transpose flags and an optional leading batch
 //! dimension, at any size. GPUs take a shared-memory tiled kernel. CPU adapters (llvmpipe) take register
 //! tiles: row-major operands whose sizes are multiples of 4 take a vec4 kernel (one for Aᵀ·B too), anything
-//! else the strided kernel. Every kernel's store can finish a linear layer (the epilogue: a bias row, then an
-//! activation), on the last pass over K; `linear` races that against the product followed by the elementwise
-//! ops (`EPILOGUE_FAMILY`).
+//! else the strided kernel.
 
 use bytemuck::{Pod, Zeroable};
 
-use super::elementwise::{self, BinaryOp, Operand, UnaryOp};
 use super::plan::Limits;
 use crate::error::{Error, Result};
 use crate::runtime::{size_bucket, BufferRange, Kernel, MatmulKernel, Runtime, Shader};
@@ -81,7 +78,7 @@ const fn register_tile(
         rows,
         vec4s,
         shared_rows,
-        kernel: Kernel::new(&MATMUL, entry, &[1, 2, 3, 4]),
+        kernel: Kernel::new(&MATMUL, entry, &[1, 2, 3]),
     }
 }
 
@@ -94,7 +91,6 @@ fn register_tile_kernels() -> String {
         .chain([transposed_right_source()])
         .chain(TRANSPOSED_LEFT_TILES.iter().map(transposed_left_source))
         .chain(SHARED_TILE_SHAPES.iter().map(shared_tile_source))
-        .chain([activation_source()])
         .collect()
 }
 
@@ -167,7 +163,7 @@ const fn shared_tile(
         depth,
         threads_x,
         threads_y,
-        kernel: Kernel::new(&MATMUL, entry, &[1, 2, 3, 4]),
+        kernel: Kernel::new(&MATMUL, entry, &[1, 2, 3]),
     }
 }
 
@@ -267,8 +263,8 @@ fn shared_tile_source(tile: &SharedTile) -> String {
                 line(
                     2,
                     format!(
-                        "if (col0 + {col}u < n) {{ store1(c_base + row{i} * n + col0 + {col}u, col0 + {col}u, \
-                         c{i}_{j}.{component}, mode); }}"
+                        "if (col0 + {col}u < n) {{ store1(c_base + row{i} * n + col0 + {col}u, c{i}_{j}.{component}, \
+                         accumulate); }}"
                     ),
                 );
             }
@@ -291,7 +287,7 @@ fn {entry}(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) 
     let a_col = params.a_col;
     let b_row = params.b_row;
     let b_col = params.b_col;
-    let mode = store_mode();
+    let accumulate = params.accumulate == 1u;
     let a_base = wid.z * params.a_batch;
     let b_base = wid.z * params.b_batch;
     let c_base = wid.z * params.c_batch;
@@ -308,7 +304,7 @@ fn {entry}(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) 
 /// A·Bᵀ with both operands row-major along K (K % 4 == 0): a weight's input gradient, dY·Wᵀ. Each invocation
 /// keeps a 4×4 block of C as 16 vec4 partial dot products along K, reading rows of A and of B as vec4s; the
 /// four lanes of each are added at the end.
-static MATMUL_VEC4_BT: Kernel = Kernel::new(&MATMUL, "matmul_vec4_bt", &[1, 2, 3, 4]);
+static MATMUL_VEC4_BT: Kernel = Kernel::new(&MATMUL, "matmul_vec4_bt", &[1, 2, 3]);
 /// Rows (and columns) of C per invocation of `matmul_vec4_bt`, and invocations per workgroup along each.
 const BT_TILE: usize = 4;
 const BT_INVOCATIONS: usize = 8;
@@ -345,19 +341,27 @@ fn transposed_right_source() -> String {
         }
     }
     line("}".to_string());
-    line("let mode = store_mode();".to_string());
+    line("let accumulate = params.accumulate == 1u;".to_string());
     for i in 0..tile {
         line(format!("if (row0 + {i}u < m) {{"));
         for j in 0..tile {
             line(format!(
-                "    if (col0 + {j}u < n) {{ store1(c_base + (row0 + {i}u) * n + col0 + {j}u, col0 + {j}u, \
-                 (c{i}_{j}.x + c{i}_{j}.y) + (c{i}_{j}.z + c{i}_{j}.w), mode); }}"
+                "    if (col0 + {j}u < n) {{ store1(c_base + (row0 + {i}u) * n + col0 + {j}u, \
+                 (c{i}_{j}.x + c{i}_{j}.y) + (c{i}_{j}.z + c{i}_{j}.w), accumulate); }}"
             ));
         }
         line("}".to_string());
     }
     format!(
         "
+fn store1(at: u32, value: f32, accumulate: bool) {{
+    if (accumulate) {{
+        c[at] = c[at] + value;
+    }} else {{
+        c[at] = value;
+    }}
+}}
+
 // C = A·Bᵀ, A stored [M, K] and B stored [N, K], K % 4 == 0: {tile}×{tile} of C per invocation, {inv}×{inv}
 // invocations per workgroup.
 @compute @workgroup_size(64)
@@ -403,7 +407,10 @@ fn push_columns_and_accumulators(body: &mut String, rows: u32, vec4s: u32) {
 /// A register tile's stores: each accumulator written (or added, in a later pass over K) where its row and
 /// vec4 column are inside C.
 fn push_tile_stores(body: &mut String, rows: u32, vec4s: u32) {
-    push_line(body, "let mode = store_mode();".to_string());
+    push_line(
+        body,
+        "let accumulate = params.accumulate == 1u;".to_string(),
+    );
     for i in 0..rows {
         push_line(body, format!("if (row0 + {i}u < m) {{"));
         push_line(
@@ -414,7 +421,7 @@ fn push_tile_stores(body: &mut String, rows: u32, vec4s: u32) {
             push_line(
                 body,
                 format!(
-                    "    if (col4 + {j}u < n4s) {{ store4(at + {j}u, col4 + {j}u, c{i}_{j}, mode); }}"
+                    "    if (col4 + {j}u < n4s) {{ store4(at + {j}u, c{i}_{j}, accumulate); }}"
                 ),
             );
         }
@@ -558,9 +565,9 @@ fn register_tile_source(tile: &RegisterTile) -> String {
     )
 }
 
-static MATMUL_VEC4: Kernel = Kernel::new(&MATMUL, "matmul_vec4", &[1, 2, 3, 4]);
-static MATMUL_VEC4_AT: Kernel = Kernel::new(&MATMUL, "matmul_vec4_at", &[1, 2, 3, 4]);
-static MATMUL_STRIDED: Kernel = Kernel::new(&MATMUL, "matmul_strided", &[1, 2, 3, 4]);
+static MATMUL_VEC4: Kernel = Kernel::new(&MATMUL, "matmul_vec4", &[1, 2, 3]);
+static MATMUL_VEC4_AT: Kernel = Kernel::new(&MATMUL, "matmul_vec4_at", &[1, 2, 3]);
+static MATMUL_STRIDED: Kernel = Kernel::new(&MATMUL, "matmul_strided", &[1, 2, 3]);
 
 #[repr(C)]
 #[derive(Clone, Copy, Default, Pod, Zeroable)]
@@ -582,10 +589,7 @@ struct Params {
     /// The first row of workgroups a dispatch covers: a product taller than the adapter allows in one grid
     /// runs in turns.
     group_row_offset: u32,
-    /// The epilogue, on the last pass only: 1 adds the bias row; then the activation's code.
-    bias: u32,
-    activation: u32,
-    _pad: [u32; 2],
+    _pad: u32,
 }
 
 /// K per pass: llvmpipe ends any shader loop after 65,535 iterations, inner loops included; a pass of this
@@ -672,261 +676,17 @@ fn shared_tiles() -> impl Iterator<Item = &'static str> {
 /// stays short even on a CPU adapter.
 const TIMING_MULTIPLY_ADDS: usize = 1 << 27;
 
-/// An activation a product's store can apply after its bias (the epilogue of a linear layer): each computes
-/// what the elementwise op of its name computes, with the same WGSL (src/kernels/elementwise.rs), so the fused
-/// store gives the bits of the product followed by the op.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Activation {
-    /// No activation: `x·W + b`.
-    #[default]
-    Identity,
-    Relu,
-    Tanh,
-    Sigmoid,
-}
-
-impl Activation {
-    /// Every activation, the identity first.
-    pub const ALL: [Activation; 4] = [
-        Activation::Identity,
-        Activation::Relu,
-        Activation::Tanh,
-        Activation::Sigmoid,
-    ];
-
-    /// The elementwise op this activation applies; `None` for the identity.
-    pub fn unary_op(self) -> Option<UnaryOp> {
-        match self {
-            Activation::Identity => None,
-            Activation::Relu => Some(UnaryOp::Relu),
-            Activation::Tanh => Some(UnaryOp::Tanh),
-            Activation::Sigmoid => Some(UnaryOp::Sigmoid),
-        }
-    }
-
-    /// Its name: the elementwise op's, or `identity`.
-    pub fn name(self) -> &'static str {
-        self.unary_op().map_or("identity", UnaryOp::name)
-    }
-
-    /// The code of `activate` in the shader: its position in [`Activation::ALL`].
-    fn code(self) -> u32 {
-        Activation::ALL
-            .iter()
-            .position(|&activation| activation == self)
-            .unwrap_or(0) as u32
-    }
-}
-
-/// The shader's `activate` and `activate4` (one case per activation, from the elementwise rows) and the
-/// helpers they call.
-fn activation_source() -> String {
-    let cases = |vec4: bool| -> String {
-        Activation::ALL
-            .iter()
-            .filter_map(|&activation| {
-                let op = activation.unary_op()?;
-                Some(format!(
-                    "        case {}u: {{ return {}; }}\n",
-                    activation.code(),
-                    elementwise::unary_expression(op, vec4)
-                ))
-            })
-            .collect()
-    };
-    format!(
-        "{helpers}
-fn activate(code: u32, x: f32) -> f32 {{
-    let zero = 0.0;
-    switch code {{
-{scalar}        default: {{ return x; }}
-    }}
-}}
-
-fn activate4(code: u32, x: vec4<f32>) -> vec4<f32> {{
-    let zero = vec4<f32>(0.0);
-    switch code {{
-{vector}        default: {{ return x; }}
-    }}
-}}
-",
-        helpers = elementwise::activation_helpers(),
-        scalar = cases(false),
-        vector = cases(true),
-    )
-}
-
-/// What a product's store does with each finished element of C, on the last pass over K: add `bias[column]`
-/// (a row of N floats), then apply `activation`. The default does neither.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Epilogue {
-    pub bias: Option<BufferRange>,
-    pub activation: Activation,
-}
-
-impl Epilogue {
-    fn is_identity(&self) -> bool {
-        self.bias.is_none() && self.activation == Activation::Identity
-    }
-}
-
-/// A product's operands and sizes: C[batch, m, n] = A[batch, m, k] · B[batch, k, n], for k ≥ 1 and a
-/// non-empty C; C is row-major.
-#[derive(Clone, Copy)]
-pub(crate) struct Product {
-    pub a: (BufferRange, Layout),
-    pub b: (BufferRange, Layout),
-    pub c: BufferRange,
-    pub batches: usize,
-    pub mkn: (usize, usize, usize),
-}
-
-impl Product {
-    /// The same product written to `c` instead.
-    fn writing(self, c: BufferRange) -> Product {
-        Product { c, ..self }
-    }
-
-    /// Rows a timing run computes: a large product is timed on its first rows only.
-    fn timed_rows(&self) -> usize {
-        let (m, k, n) = self.mkn;
-        m.min((TIMING_MULTIPLY_ADDS / (k * n * self.batches).max(1)).max(64))
-    }
-}
-
-/// The family's name in tuning records and `SessionOptions::force_variant`: whether a product with an
-/// epilogue (a linear layer) finishes it in the product's store, or as the product followed by the bias add
-/// and the activation as elementwise ops would run them. Both give the same bits.
-pub(crate) const EPILOGUE_FAMILY: &str = "matmul_epilogue";
-const FUSED: &str = "fused";
-const SEPARATE: &str = "separate";
-pub(crate) const EPILOGUE_VARIANTS: &[&str] = &[FUSED, SEPARATE];
-
-/// `activation(A·B + bias)`, the product as `matmul` computes it (the same variant, the same bits) with the
-/// epilogue in its store, or after it (`EPILOGUE_FAMILY`: the tuner's pick).
-pub(crate) fn linear(runtime: &mut Runtime, product: Product, epilogue: Epilogue) -> Result<()> {
-    let (m, k, n) = product.mkn;
-    // The product's variant is picked first, on its own: timing the epilogue's forms below then races the
-    // same product, fused or not.
-    let variant = pick(runtime, &product)?;
-    if epilogue.is_identity() {
-        return record(runtime, &product, variant, m, epilogue);
-    }
-    let class = format!(
-        "{} bias={} m<={} k<={} n<={}",
-        epilogue.activation.name(),
-        epilogue.bias.is_some(),
-        size_bucket(m),
-        size_bucket(k),
-        size_bucket(n)
-    );
-    let scratch_bytes = product.c.bytes;
-    let form = if !runtime.would_time_variants(EPILOGUE_FAMILY, &class, EPILOGUE_VARIANTS) {
-        // Forced, cached, the defaults or decided already: the closure that would time is never called.
-        runtime.choose_variant(EPILOGUE_FAMILY, class, EPILOGUE_VARIANTS, |_, _| Ok(()))
-    } else if let Ok(scratch) = runtime.allocate(scratch_bytes) {
-        let scratch_range = scratch_range(&scratch, scratch_bytes);
-        let rows = product.timed_rows();
-        let form = runtime.choose_variant(
-            EPILOGUE_FAMILY,
-            class,
-            EPILOGUE_VARIANTS,
-            |runtime, form| match form {
-                SEPARATE => separate(runtime, &product, variant, rows, epilogue, scratch_range),
-                _ => record(runtime, &product, variant, rows, epilogue),
-            },
-        );
-        runtime.release(scratch);
-        form
-    } else {
-        // No room for the unfused form's intermediate: it cannot be timed, and the fused form needs none.
-        FUSED
-    };
-    if form == SEPARATE {
-        if let Ok(scratch) = runtime.allocate(scratch_bytes) {
-            let result = separate(
-                runtime,
-                &product,
-                variant,
-                m,
-                epilogue,
-                scratch_range(&scratch, scratch_bytes),
-            );
-            // Released once the batch that uses it is submitted (the runtime defers it).
-            runtime.release(scratch);
-            return result;
-        }
-    }
-    record(runtime, &product, variant, m, epilogue)
-}
-
-fn scratch_range(scratch: &crate::pool::Allocation, bytes: u64) -> BufferRange {
-    BufferRange {
-        slab: scratch.slab,
-        offset: scratch.offset,
-        bytes,
-    }
-}
-
-/// The unfused composition of `linear` over the first `rows` rows: the product, then the bias add and the
-/// activation as the elementwise ops compute them, through `scratch` (C's size) so that no op reads what it
-/// writes (a timing run repeats each).
-fn separate(
+/// C[batch, m, n] = A[batch, m, k] · B[batch, k, n], for k ≥ 1 and a non-empty C; C is row-major.
+pub(crate) fn matmul(
     runtime: &mut Runtime,
-    product: &Product,
-    variant: &'static str,
-    rows: usize,
-    epilogue: Epilogue,
-    scratch: BufferRange,
+    (a, a_layout): (BufferRange, Layout),
+    (b, b_layout): (BufferRange, Layout),
+    c: BufferRange,
+    batches: usize,
+    (m, k, n): (usize, usize, usize),
 ) -> Result<()> {
-    const NAME: &str = "linear";
-    let n = product.mkn.2;
-    let shape = [product.batches * rows, n];
-    let elements = (product.batches * rows * n) as u64;
-    let c = product.c;
-    let add_bias =
-        |runtime: &mut Runtime, bias: BufferRange, from: BufferRange, to: BufferRange| {
-            elementwise::binary(
-                runtime,
-                NAME,
-                BinaryOp::Add,
-                Operand {
-                    range: from,
-                    shape: &shape,
-                },
-                Operand {
-                    range: bias,
-                    shape: &[n],
-                },
-                to,
-                &shape,
-            )
-        };
-    let plain = Epilogue::default();
-    match (epilogue.bias, epilogue.activation.unary_op()) {
-        (Some(bias), Some(op)) => {
-            record(runtime, product, variant, rows, plain)?;
-            add_bias(runtime, bias, c, scratch)?;
-            elementwise::unary(runtime, op, 0.0, scratch, c, elements)
-        }
-        (Some(bias), None) => {
-            record(runtime, &product.writing(scratch), variant, rows, plain)?;
-            add_bias(runtime, bias, scratch, c)
-        }
-        (None, Some(op)) => {
-            record(runtime, &product.writing(scratch), variant, rows, plain)?;
-            elementwise::unary(runtime, op, 0.0, scratch, c, elements)
-        }
-        (None, None) => record(runtime, product, variant, rows, plain),
-    }
-}
-
-/// The uniforms of a product before its passes and turns are laid out.
-fn params(product: &Product) -> Params {
-    let ((_, a_layout), (_, b_layout)) = (product.a, product.b);
-    let (m, k, n) = product.mkn;
-    Params {
+    const NAME: &str = "matmul";
+    let params = Params {
         m: m as u32,
         n: n as u32,
         k: k as u32,
@@ -939,18 +699,9 @@ fn params(product: &Product) -> Params {
         b_col: b_layout.col_stride as u32,
         c_batch: (m * n) as u32,
         ..Params::default()
-    }
-}
-
-/// The variant of `matmul` this product takes: the eligible ones (checked against the adapter's limits) timed
-/// by the tuner, or its pick.
-fn pick(runtime: &mut Runtime, product: &Product) -> Result<&'static str> {
-    const NAME: &str = "matmul";
-    let ((a, a_layout), (b, b_layout)) = (product.a, product.b);
-    let (m, k, n) = product.mkn;
-    let batches = product.batches;
+    };
     let limits = Limits::of(runtime.limits());
-    for range in [a, b, product.c] {
+    for range in [a, b, c] {
         limits.expect_bindable(NAME, range)?;
     }
     let max_groups = limits.max_workgroups_per_dimension as usize;
@@ -995,7 +746,34 @@ fn pick(runtime: &mut Runtime, product: &Product) -> Result<&'static str> {
             ),
         });
     }
-    let timed_rows = product.timed_rows();
+    // `rows` of C, the first ones (timing runs take fewer).
+    let record = |runtime: &mut Runtime, variant: &str, rows: usize| {
+        let plan = plan(variant, batches, (rows, n));
+        let params = Params {
+            m: rows as u32,
+            wg_rows: plan.wg_rows,
+            ..params
+        };
+        for (begin, end) in passes(k) {
+            let pass = Params {
+                k_begin: begin as u32,
+                k_end: end as u32,
+                accumulate: u32::from(begin > 0),
+                ..params
+            };
+            let [x, rows_of_groups, z] = plan.groups;
+            for first in (0..rows_of_groups).step_by(max_groups) {
+                let turn = Params {
+                    group_row_offset: first,
+                    ..pass
+                };
+                let groups = [x, (rows_of_groups - first).min(max_groups as u32), z];
+                runtime.dispatch(plan.kernel, bytemuck::bytes_of(&turn), &[a, b, c], groups)?;
+            }
+        }
+        Ok(())
+    };
+    let timed_rows = m.min((TIMING_MULTIPLY_ADDS / (k * n * batches).max(1)).max(64));
     let path = if eligible.contains(&VEC4_8X8) {
         "row-major"
     } else if eligible.contains(&VEC4_AT) {
@@ -1011,60 +789,10 @@ fn pick(runtime: &mut Runtime, product: &Product) -> Result<&'static str> {
         size_bucket(k),
         size_bucket(n)
     );
-    Ok(
-        runtime.choose_variant(FAMILY, class, &eligible, |runtime, variant| {
-            record(runtime, product, variant, timed_rows, Epilogue::default())
-        }),
-    )
-}
-
-/// Records `variant` of the product over its first `rows` rows of C, in passes over K and turns along M, the
-/// epilogue in the last pass's store.
-fn record(
-    runtime: &mut Runtime,
-    product: &Product,
-    variant: &str,
-    rows: usize,
-    epilogue: Epilogue,
-) -> Result<()> {
-    let max_groups = Limits::of(runtime.limits()).max_workgroups_per_dimension as usize;
-    let (_, k, n) = product.mkn;
-    let plan = plan(variant, product.batches, (rows, n));
-    let params = Params {
-        m: rows as u32,
-        wg_rows: plan.wg_rows,
-        ..params(product)
-    };
-    // Without a bias the binding holds C again, never read.
-    let bias = epilogue.bias.unwrap_or(product.c);
-    let ranges = [product.a.0, product.b.0, product.c, bias];
-    let passes = passes(k);
-    let last = passes.len() - 1;
-    for (index, (begin, end)) in passes.into_iter().enumerate() {
-        let finishing = index == last;
-        let pass = Params {
-            k_begin: begin as u32,
-            k_end: end as u32,
-            accumulate: u32::from(begin > 0),
-            bias: u32::from(finishing && epilogue.bias.is_some()),
-            activation: if finishing {
-                epilogue.activation.code()
-            } else {
-                0
-            },
-            ..params
-        };
-        let [x, rows_of_groups, z] = plan.groups;
-        for first in (0..rows_of_groups).step_by(max_groups) {
-            let turn = Params {
-                group_row_offset: first,
-                ..pass
-            };
-            let groups = [x, (rows_of_groups - first).min(max_groups as u32), z];
-            runtime.dispatch(plan.kernel, bytemuck::bytes_of(&turn), &ranges, groups)?;
-        }
-    }
-    Ok(())
+    let variant = runtime.choose_variant(FAMILY, class, &eligible, |runtime, variant| {
+        record(runtime, variant, timed_rows)
+    });
+    record(runtime, variant, m)
 }
 
 /// The variants that can compute a product of these layouts and sizes, the default first: on CPU adapters
@@ -1362,6 +1090,6 @@ reflected_layout!(
     ],
     params: {
         m, n, k, wg_rows, a_batch, a_row, a_col, b_batch, b_row, b_col, c_batch, k_begin, k_end,
-        accumulate, group_row_offset, bias, activation
+        accumulate, group_row_offset
     }
 );

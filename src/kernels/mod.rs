@@ -41,7 +41,6 @@ pub fn kernel_variants() -> Vec<(&'static str, &'static [&'static str])> {
     vec![
         (softmax::FAMILY, softmax::VARIANTS),
         (matmul::FAMILY, matmul::VARIANTS),
-        (matmul::EPILOGUE_FAMILY, matmul::EPILOGUE_VARIANTS),
         (reduce::CHUNK_FAMILY, reduce::CHUNK_VARIANTS),
         (reduce::AXIS_FAMILY, reduce::AXIS_VARIANTS),
         (elementwise::FAMILY, elementwise::VARIANTS),

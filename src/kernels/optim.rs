@@ -75,7 +75,7 @@ struct Params {
 /// The family's name in tuning records, the cache and `SessionOptions::force_variant`.
 pub(crate) const FAMILY: &str = "optim";
 /// The first is the default.
-pub(crate) const VARIANTS: &[&str] = &[VEC4, SCALAR, VEC4X4];
+pub(crate) const VARIANTS: &[&str] = &[VEC4X4, VEC4, SCALAR];
 
 /// One Adam step's numbers, as the shader takes them; the host has folded the bias corrections into
 /// `step_size` and `bias2_sqrt`.

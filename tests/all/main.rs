@@ -35,7 +35,6 @@ mod checkpoint;
 mod counters;
 mod data;
 mod fit;
-mod fused_linear;
 mod lifecycle;
 mod ops_edges;
 mod ops_elementwise;
