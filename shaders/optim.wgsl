@@ -93,26 +93,38 @@ fn vec4_span(id: vec3<u32>, groups: vec3<u32>) -> vec2<u32> {
     return vec2<u32>(first, min(first + params.vec4s, params.count / 4u));
 }
 
+// One Adam step of four elements, each computed as the scalar kernel computes it: the vec4 kernel and the
+// one over many tensors share it.
+struct Adam4 {
+    param: vec4<f32>,
+    m: vec4<f32>,
+    v: vec4<f32>,
+}
+
+fn adam4(h: Hyper, param_old: vec4<f32>, g: vec4<f32>, m_old: vec4<f32>, v_old: vec4<f32>) -> Adam4 {
+    let m_new = h.beta1 * m_old + (1.0 - h.beta1) * g;
+    let v_new = h.beta2 * v_old + (1.0 - h.beta2) * g * g;
+    var p = param_old;
+    if (h.mode == MODE_TENSORFLOW) {
+        p = p - h.step_size * m_new / (sqrt(v_new) + h.epsilon);
+    } else {
+        if (h.mode == MODE_ADAMW) {
+            p = p * h.decay;
+        }
+        p = p - h.step_size * m_new / (sqrt(v_new) / h.bias2_sqrt + h.epsilon);
+    }
+    return Adam4(p, m_new, v_new);
+}
+
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn adam_vec4(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     let span = vec4_span(id, groups);
     let h = hyper();
     for (var i = span.x; i < span.y; i = i + 1u) {
-        let g = grad4[i];
-        let m_new = h.beta1 * m4[i] + (1.0 - h.beta1) * g;
-        let v_new = h.beta2 * v4[i] + (1.0 - h.beta2) * g * g;
-        var p = param4[i];
-        if (h.mode == MODE_TENSORFLOW) {
-            p = p - h.step_size * m_new / (sqrt(v_new) + h.epsilon);
-        } else {
-            if (h.mode == MODE_ADAMW) {
-                p = p * h.decay;
-            }
-            p = p - h.step_size * m_new / (sqrt(v_new) / h.bias2_sqrt + h.epsilon);
-        }
-        m4[i] = m_new;
-        v4[i] = v_new;
-        param4[i] = p;
+        let step = adam4(h, param4[i], grad4[i], m4[i], v4[i]);
+        m4[i] = step.m;
+        v4[i] = step.v;
+        param4[i] = step.param;
     }
 }
 
@@ -189,27 +201,16 @@ fn adam_tensors(
     let part = part_of(workgroup, groups, local);
     let o = part.offsets;
     for (var i = part.first; i < part.end; i = i + 1u) {
-        let g = grad4[o.y + i];
         let m_old = m4[o.z + i];
         let v_old = v4[o.w + i];
         let p_old = param4[o.x + i];
-        let m_new = h.beta1 * m_old + (1.0 - h.beta1) * g;
-        let v_new = h.beta2 * v_old + (1.0 - h.beta2) * g * g;
-        var p = p_old;
-        if (h.mode == MODE_TENSORFLOW) {
-            p = p - h.step_size * m_new / (sqrt(v_new) + h.epsilon);
-        } else {
-            if (h.mode == MODE_ADAMW) {
-                p = p * h.decay;
-            }
-            p = p - h.step_size * m_new / (sqrt(v_new) / h.bias2_sqrt + h.epsilon);
-        }
+        let step = adam4(h, p_old, grad4[o.y + i], m_old, v_old);
         // The lanes past the tensor's end get back the bits loaded from them (see above), with no branch: with
         // the stores under a branch for the last vec4, the pass over 10M elements took 1.6× as long on llvmpipe.
         let own = own_lanes(i, part.count);
-        m4[o.z + i] = select(m_old, m_new, own);
-        v4[o.w + i] = select(v_old, v_new, own);
-        param4[o.x + i] = select(p_old, p, own);
+        m4[o.z + i] = select(m_old, step.m, own);
+        v4[o.w + i] = select(v_old, step.v, own);
+        param4[o.x + i] = select(p_old, step.param, own);
     }
 }
 

@@ -693,6 +693,18 @@ struct StoppingState {
     best_weights: Option<Vec<Tensor>>,
 }
 
+impl StoppingState {
+    /// Before any epoch: nothing measured yet.
+    fn fresh() -> Self {
+        Self {
+            best: None,
+            best_epoch: 0,
+            bad_epochs: 0,
+            best_weights: None,
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // The configuration
 
@@ -941,7 +953,7 @@ fn altered(file: &Checkpoint, key: &str, text: &str) -> Error {
 }
 
 /// The value of `key`, parsed; it must print back as the text it was read from and be `valid`.
-fn saved<T: FromStr + fmt::Display>(
+fn saved_setting<T: FromStr + fmt::Display>(
     file: &Checkpoint,
     key: &str,
     valid: impl Fn(&T) -> bool,
@@ -962,28 +974,28 @@ impl SavedFit {
             None => None,
             Some(text) if text == "none" => Some(None),
             Some(_) => Some(Some(
-                saved::<EarlyStopping>(file, keys::EARLY_STOPPING, |_| true)?
+                saved_setting::<EarlyStopping>(file, keys::EARLY_STOPPING, |_| true)?
                     .ok_or_else(|| altered(file, keys::EARLY_STOPPING, ""))?,
             )),
         };
         Ok(Self {
-            epochs_done: saved(file, keys::EPOCHS, |&done: &usize| done <= MAX_EPOCHS)?,
-            target_epochs: saved(file, keys::TARGET_EPOCHS, |epochs: &usize| {
+            epochs_done: saved_setting(file, keys::EPOCHS, |&done: &usize| done <= MAX_EPOCHS)?,
+            target_epochs: saved_setting(file, keys::TARGET_EPOCHS, |epochs: &usize| {
                 (1..=MAX_EPOCHS).contains(epochs)
             })?,
-            optimizer: saved(file, keys::OPTIMIZER, |_| true)?,
-            lr: saved(file, keys::LR, |lr: &f32| lr.is_finite() && *lr > 0.0)?,
-            batch: saved(file, keys::BATCH, |&batch: &usize| batch >= 1)?,
-            seed: saved(file, keys::SEED, |_| true)?,
-            val_split: saved(file, keys::VAL_SPLIT, |split: &f64| {
+            optimizer: saved_setting(file, keys::OPTIMIZER, |_| true)?,
+            lr: saved_setting(file, keys::LR, |lr: &f32| lr.is_finite() && *lr > 0.0)?,
+            batch: saved_setting(file, keys::BATCH, |&batch: &usize| batch >= 1)?,
+            seed: saved_setting(file, keys::SEED, |_| true)?,
+            val_split: saved_setting(file, keys::VAL_SPLIT, |split: &f64| {
                 (0.0..1.0).contains(split)
             })?,
-            standardize: saved(file, keys::STANDARDIZE, |_| true)?,
-            schedule: saved(file, keys::SCHEDULE, |_| true)?,
+            standardize: saved_setting(file, keys::STANDARDIZE, |_| true)?,
+            schedule: saved_setting(file, keys::SCHEDULE, |_| true)?,
             early_stopping,
-            validation: saved(file, keys::VALIDATION, |_| true)?,
-            classes: saved(file, keys::CLASSES, |_| true)?,
-            stopped: saved(file, keys::STOPPED, |_| true)?,
+            validation: saved_setting(file, keys::VALIDATION, |_| true)?,
+            classes: saved_setting(file, keys::CLASSES, |_| true)?,
+            stopped: saved_setting(file, keys::STOPPED, |_| true)?,
         })
     }
 }
@@ -1078,6 +1090,43 @@ fn check_samples(what: &'static str, samples: &Samples<'_>, features: usize) -> 
     Ok(())
 }
 
+/// Checks a fit's data against its settings, for a new fit and a resumed one alike: both sets are finite rows of
+/// `features`, a given validation set comes without a split, and early stopping that watches validation figures
+/// has some. Returns where the validation figures come from.
+fn check_data(
+    config: &FitConfig,
+    train: &Samples<'_>,
+    validation: Option<&Samples<'_>>,
+    features: usize,
+) -> Result<ValidationSource> {
+    check_samples("training inputs", train, features)?;
+    if let Some(validation) = validation {
+        check_samples("validation inputs", validation, features)?;
+    }
+    let source = match (validation, config.val_split > 0.0) {
+        (Some(_), true) => {
+            return Err(invalid(
+                "validation",
+                format!("a validation set and a split of {}", config.val_split),
+                "one or the other",
+            ))
+        }
+        (Some(_), false) => ValidationSource::Given,
+        (None, true) => ValidationSource::Split,
+        (None, false) => ValidationSource::None,
+    };
+    if let Some(stopping) = &config.early_stopping {
+        if stopping.monitor.needs_validation() && source == ValidationSource::None {
+            return Err(invalid(
+                "early stopping",
+                format!("monitor={}", stopping.monitor.name()),
+                "a validation set or split to monitor (or monitor=loss)",
+            ));
+        }
+    }
+    Ok(source)
+}
+
 impl Trainer {
     /// A new fit of a model for `classes` classes on `train`, measured on `validation` if given, else on the
     /// split `config.val_split` holds out (none for 0). Everything is checked before any work.
@@ -1089,34 +1138,10 @@ impl Trainer {
         validation: Option<Samples<'_>>,
     ) -> Result<Self> {
         config.check()?;
-        check_samples("training inputs", &train, train.features)?;
-        if let Some(validation) = &validation {
-            check_samples("validation inputs", validation, train.features)?;
-            if config.val_split > 0.0 {
-                return Err(invalid(
-                    "validation",
-                    format!("a validation set and a split of {}", config.val_split),
-                    "one or the other",
-                ));
-            }
-        }
         if classes < 2 {
             return Err(invalid("classes", classes, "at least 2"));
         }
-        let source = match (&validation, config.val_split > 0.0) {
-            (Some(_), _) => ValidationSource::Given,
-            (None, true) => ValidationSource::Split,
-            (None, false) => ValidationSource::None,
-        };
-        if let Some(stopping) = &config.early_stopping {
-            if stopping.monitor.needs_validation() && source == ValidationSource::None {
-                return Err(invalid(
-                    "early stopping",
-                    format!("monitor={}", stopping.monitor.name()),
-                    "a validation set or split to monitor (or monitor=loss)",
-                ));
-            }
-        }
+        let source = check_data(&config, &train, validation.as_ref(), train.features)?;
         let sizes: Vec<usize> = std::iter::once(train.features)
             .chain(config.hidden.iter().copied())
             .chain([classes])
@@ -1155,12 +1180,7 @@ impl Trainer {
             .schedule
             .rate(config.lr, 0, config.epochs)
             .unwrap_or(config.lr);
-        let stopping = config.early_stopping.map(|_| StoppingState {
-            best: None,
-            best_epoch: 0,
-            bad_epochs: 0,
-            best_weights: None,
-        });
+        let stopping = config.early_stopping.map(|_| StoppingState::fresh());
         Ok(Self {
             config,
             classes,
@@ -1262,31 +1282,7 @@ impl Trainer {
                 ),
             ));
         }
-        check_samples("training inputs", &train, sizes[0])?;
-        if let Some(validation) = &validation {
-            check_samples("validation inputs", validation, sizes[0])?;
-        }
-        if validation.is_some() && config.val_split > 0.0 {
-            return Err(invalid(
-                "validation",
-                format!("a validation set and a split of {}", config.val_split),
-                "one or the other",
-            ));
-        }
-        let source = match (&validation, config.val_split > 0.0) {
-            (Some(_), _) => ValidationSource::Given,
-            (None, true) => ValidationSource::Split,
-            (None, false) => ValidationSource::None,
-        };
-        if let Some(stopping) = &config.early_stopping {
-            if stopping.monitor.needs_validation() && source == ValidationSource::None {
-                return Err(invalid(
-                    "early stopping",
-                    format!("monitor={}", stopping.monitor.name()),
-                    "a validation set or split to monitor (or monitor=loss)",
-                ));
-            }
-        }
+        let source = check_data(&config, &train, validation.as_ref(), sizes[0])?;
         let standardizer = standardization
             .map(|(mean, scale)| Standardizer::from_parts(mean, scale))
             .transpose()?;
@@ -1302,16 +1298,11 @@ impl Trainer {
         let mut optimizer = config.optimizer.build(config.lr)?;
         file.restore_optimizer(session, &model, optimizer.as_mut())?;
         let metadata = file.metadata();
+        // "-" is a best figure not measured yet.
         let read_f64 = |key: &str| -> Result<Option<f64>> {
             match metadata.get(key) {
-                None => Ok(None),
                 Some(text) if text == "-" => Ok(None),
-                Some(text) => text
-                    .parse::<f64>()
-                    .ok()
-                    .filter(|value| value.to_string() == *text)
-                    .map(Some)
-                    .ok_or_else(|| altered(file, key, text)),
+                _ => saved_setting(file, key, |_: &f64| true),
             }
         };
         let same_schedule = saved.schedule == Some(config.schedule) && saved.lr == Some(config.lr);
@@ -1320,13 +1311,13 @@ impl Trainer {
             ScheduleState {
                 lr: match formula {
                     Some(lr) => lr,
-                    None => saved_value(file, keys::SCHEDULE_LR, |lr: &f32| {
+                    None => saved_setting(file, keys::SCHEDULE_LR, |lr: &f32| {
                         lr.is_finite() && *lr > 0.0
                     })?
                     .unwrap_or(config.lr),
                 },
                 best: read_f64(keys::SCHEDULE_BEST)?,
-                bad_epochs: saved_value(file, keys::SCHEDULE_BAD_EPOCHS, |_| true)?.unwrap_or(0),
+                bad_epochs: saved_setting(file, keys::SCHEDULE_BAD_EPOCHS, |_| true)?.unwrap_or(0),
             }
         } else {
             ScheduleState {
@@ -1339,20 +1330,15 @@ impl Trainer {
             None => None,
             Some(stopping) if saved.early_stopping == Some(Some(stopping)) => Some(StoppingState {
                 best: read_f64(keys::STOPPING_BEST)?,
-                best_epoch: saved_value(file, keys::STOPPING_BEST_EPOCH, |_| true)?.unwrap_or(0),
-                bad_epochs: saved_value(file, keys::STOPPING_BAD_EPOCHS, |_| true)?.unwrap_or(0),
+                best_epoch: saved_setting(file, keys::STOPPING_BEST_EPOCH, |_| true)?.unwrap_or(0),
+                bad_epochs: saved_setting(file, keys::STOPPING_BAD_EPOCHS, |_| true)?.unwrap_or(0),
                 best_weights: if stopping.restore_best {
                     file.best_parameters(session)?
                 } else {
                     None
                 },
             }),
-            Some(_) => Some(StoppingState {
-                best: None,
-                best_epoch: 0,
-                bad_epochs: 0,
-                best_weights: None,
-            }),
+            Some(_) => Some(StoppingState::fresh()),
         };
         let mut stopping = stopping;
         if let (Some(state), Some(settings)) = (&mut stopping, &config.early_stopping) {
@@ -1473,13 +1459,22 @@ impl Trainer {
             state.bad_epochs = 0;
             record.best = true;
             if stopping.restore_best {
-                let copies = self
-                    .model
-                    .parameters()
-                    .iter()
-                    .map(|parameter| parameter.try_clone())
-                    .collect::<Result<Vec<_>>>()?;
-                state.best_weights = Some(copies);
+                let parameters = self.model.parameters();
+                match &state.best_weights {
+                    // Copied into the buffers the last best epoch took, rather than into new ones each time.
+                    Some(kept) => {
+                        for (copy, parameter) in kept.iter().zip(&parameters) {
+                            copy.copy_from(parameter)?;
+                        }
+                    }
+                    None => {
+                        let copies = parameters
+                            .iter()
+                            .map(|parameter| parameter.try_clone())
+                            .collect::<Result<Vec<_>>>()?;
+                        state.best_weights = Some(copies);
+                    }
+                }
             }
         } else {
             state.bad_epochs += 1;
@@ -1687,14 +1682,6 @@ impl Trainer {
             &extras,
         )
     }
-}
-
-fn saved_value<T: FromStr + fmt::Display>(
-    file: &Checkpoint,
-    key: &str,
-    valid: impl Fn(&T) -> bool,
-) -> Result<Option<T>> {
-    saved(file, key, valid)
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ replayed by running again with the seed the header printed."""
 
 import os
 import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,6 +14,8 @@ import wgcompute
 
 # Both backends every time: a machine without one of them fails here rather than passing on the other alone.
 ADAPTERS = ("vulkan", "gl")
+
+ROOT = Path(__file__).resolve().parents[2]
 
 SEED = int(os.environ.get("WGCOMPUTE_TEST_SEED") or int.from_bytes(os.urandom(4), "little"))
 
@@ -69,3 +72,15 @@ def make_session():
 def pytest_configure(config):
     # A warning from the package (an overflow in a conversion, a deprecated numpy call) is a failure here.
     config.addinivalue_line("filterwarnings", "error")
+
+
+@pytest.fixture(scope="session")
+def wgcompute_binary() -> Path:
+    """The command: $WGCOMPUTE_BIN, else the newest of cargo's release and debug builds. Missing, the test
+    fails saying how to build it (a test that cannot run fails rather than skips)."""
+    if os.environ.get("WGCOMPUTE_BIN"):
+        return Path(os.environ["WGCOMPUTE_BIN"])
+    target = Path(os.environ.get("CARGO_TARGET_DIR") or ROOT / "target")
+    built = [path for path in (target / "release" / "wgcompute", target / "debug" / "wgcompute") if path.exists()]
+    assert built, f"no wgcompute binary in {target}: build it with `cargo build --release --features cli`"
+    return max(built, key=lambda path: path.stat().st_mtime)

@@ -6,26 +6,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-from pathlib import Path
 
 import numpy as np
 import pytest
 import safetensors.numpy
 
 import wgcompute as wg
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def wgcompute_binary() -> Path:
-    """The command: $WGCOMPUTE_BIN, else the newest of cargo's release and debug builds. Missing, the test
-    fails saying how to build it (a test that cannot run fails rather than skips)."""
-    if os.environ.get("WGCOMPUTE_BIN"):
-        return Path(os.environ["WGCOMPUTE_BIN"])
-    target = Path(os.environ.get("CARGO_TARGET_DIR") or ROOT / "target")
-    built = [path for path in (target / "release" / "wgcompute", target / "debug" / "wgcompute") if path.exists()]
-    assert built, f"no wgcompute binary in {target}: build it with `cargo build --release --features cli`"
-    return max(built, key=lambda path: path.stat().st_mtime)
 
 
 def train_steps(session, model, optimizer, batches):
@@ -150,7 +136,7 @@ def test_named_tensors_round_trip(make_session, adapter, rng, tmp_path):
     np.testing.assert_array_equal(wg.load(foreign, session)["w"].numpy(), weights)
 
 
-def test_wgcompute_predict_reads_a_saved_model(make_session, rng, tmp_path):
+def test_wgcompute_predict_reads_a_saved_model(make_session, rng, tmp_path, wgcompute_binary):
     session = make_session("vulkan")
     model = wg.nn.Mlp(session, [5, 8, 3], seed=11)
     x = rng.uniform(-1, 1, (6, 5)).astype(np.float32)
@@ -158,7 +144,7 @@ def test_wgcompute_predict_reads_a_saved_model(make_session, rng, tmp_path):
     wg.save(path, model)
     np.save(inputs, x)
     done = subprocess.run(
-        [str(wgcompute_binary()), "predict", "--model", str(path), "--inputs", str(inputs), "-o", str(output)],
+        [str(wgcompute_binary), "predict", "--model", str(path), "--inputs", str(inputs), "-o", str(output)],
         capture_output=True,
         text=True,
         timeout=300,

@@ -20,17 +20,6 @@ MiB = 1 << 20
 TOLERANCE = 64 * MiB
 
 
-def wgcompute_binary() -> Path:
-    """The command: $WGCOMPUTE_BIN, else the newest of cargo's release and debug builds. Missing, the test
-    fails saying how to build it (a test that cannot run fails rather than skips)."""
-    if os.environ.get("WGCOMPUTE_BIN"):
-        return Path(os.environ["WGCOMPUTE_BIN"])
-    target = Path(os.environ.get("CARGO_TARGET_DIR") or ROOT / "target")
-    built = [path for path in (target / "release" / "wgcompute", target / "debug" / "wgcompute") if path.exists()]
-    assert built, f"no wgcompute binary in {target}: build it with `cargo build --release --features cli`"
-    return max(built, key=lambda path: path.stat().st_mtime)
-
-
 @pytest.fixture(scope="module")
 def example():
     spec = importlib.util.spec_from_file_location("seed_example", EXAMPLE)
@@ -39,7 +28,9 @@ def example():
     return module
 
 
-def test_the_loop_gives_the_losses_and_weights_of_wgcompute_train(example, make_session, adapter, rng, tmp_path):
+def test_the_loop_gives_the_losses_and_weights_of_wgcompute_train(
+    example, make_session, adapter, rng, tmp_path, wgcompute_binary
+):
     """Bit for bit: both run the library's ops in the same order (x·W, softmax cross-entropy, its mean; the
     tape's backward walk; one fused Adam step) on the same float32 data with the same kernels, which both pick
     by their defaults (WGCOMPUTE_TUNING=defaults, tuning="defaults"), since a timed pick could differ between
@@ -54,7 +45,7 @@ def test_the_loop_gives_the_losses_and_weights_of_wgcompute_train(example, make_
     np.save(files["w0"], w0)
     done = subprocess.run(
         [
-            str(wgcompute_binary()),
+            str(wgcompute_binary),
             "train",
             "--inputs", str(files["x"]),
             "--targets", str(files["y"]),
