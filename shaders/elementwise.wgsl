@@ -105,6 +105,17 @@ fn binary_rows(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgr
     out[i] = binary_op(params.op, in0[i], in1[(params.base + i) % params.rhs_strides.x]);
 }
 
+// out = unary op `op` of (in0 + in1), in1 a row repeated as in binary_rows: a layer's bias and activation in one
+// pass, with the bits of the add followed by the op.
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn bias_activation(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let i = params.start + linear_index(id, groups);
+    if (i >= params.count) {
+        return;
+    }
+    out[i] = unary_op(params.op, in0[i] + in1[(params.base + i) % params.rhs_strides.x], 0.0);
+}
+
 // out = op(in0) with scalar a; unary_op is generated from the op table in Rust.
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn unary(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
@@ -194,6 +205,17 @@ fn scale_add_vec4(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_wor
     let span = vec4_span(id, groups);
     for (var q = span.x; q < span.y; q = q + 1u) {
         out4[q] = out4[q] * params.a + params.b;
+    }
+}
+
+// As bias_activation, for rows whose length is a multiple of 4.
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn bias_activation_vec4(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let span = vec4_span(id, groups);
+    let row4s = params.rhs_strides.x / 4u;
+    let base4 = params.base / 4u;
+    for (var q = span.x; q < span.y; q = q + 1u) {
+        out4[q] = unary_op4(params.op, in0_4[q] + in1_4[(base4 + q) % row4s], 0.0);
     }
 }
 

@@ -85,6 +85,21 @@ fn one_hot(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups
     words_out[i] = select(0u, bitcast<u32>(1.0), indices[row] == column);
 }
 
+// output[r, k] = 1.0 where the class id at row indices[r] of the ids in `words_in` is k: one-hot rows of a
+// gathered batch in one pass, not a gather and a one-hot (an index past the ids' `total_rows` gives zeros).
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn one_hot_gathered(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let i = linear_index(id, groups);
+    if (i >= params.count) {
+        return;
+    }
+    let global = params.base + i;
+    let row = indices[global / params.rows];
+    let column = global % params.rows;
+    let hit = row < params.total_rows && words_in[min(row, params.total_rows - 1u)] == column;
+    words_out[i] = select(0u, bitcast<u32>(1.0), hit);
+}
+
 // f32 → u32 as Rust's `as` does it: toward zero, saturating at 0 and u32::MAX, NaN to 0.
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn f32_to_u32(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {

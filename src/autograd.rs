@@ -58,6 +58,13 @@ enum Op {
         a: usize,
         b: usize,
     },
+    /// `activation(x + bias)`, the bias a row over x's last axis, in one pass: its gradient comes from the
+    /// output alone.
+    BiasActivation {
+        x: usize,
+        bias: usize,
+        activation: UnaryOp,
+    },
     /// Softmax cross-entropy per row; the fused kernel's gradient of the summed loss is kept for backward.
     SoftmaxCrossEntropy {
         logits: usize,
@@ -113,6 +120,9 @@ pub struct Tape {
     nodes: Vec<Node>,
     id: u64,
 }
+
+/// Seeds of at most this many elements are uploaded rather than filled by a pass.
+const SEED_UPLOAD_MAX: usize = 1024;
 
 static NEXT_TAPE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
@@ -332,6 +342,21 @@ impl Tape {
             },
             wants,
         ))
+    }
+
+    /// Records `activation(x + bias)` in one pass (see [`Tensor::bias_activation`]): a layer's bias and its
+    /// relu, tanh or sigmoid, with the bits and the gradients of an add followed by the op.
+    pub fn bias_activation(&mut self, x: Var, bias: Var, activation: UnaryOp) -> Result<Var> {
+        let value = self
+            .value(x)?
+            .bias_activation(self.value(bias)?, activation)?;
+        let wants = self.wants(&[x, bias])?;
+        let op = Op::BiasActivation {
+            x: x.index,
+            bias: bias.index,
+            activation,
+        };
+        Ok(self.push(value, op, wants))
     }
 
     /// TensorFlow's softmax cross-entropy per row (see [`Tensor::softmax_cross_entropy_with_logits`]). Its
@@ -628,6 +653,10 @@ impl Tape {
                 given.expect_dtype("gradient", crate::DType::F32)?;
                 given.try_clone()?
             }
+            // A small seed (a scalar cost's) is written by the queue: no pass of its own.
+            None if output_value.len() <= SEED_UPLOAD_MAX => {
+                output_value.upload_beside(&vec![1.0; output_value.len()], output_value.shape())?
+            }
             None => {
                 let ones =
                     output_value.output("backward", output_value.shape(), crate::DType::F32)?;
@@ -755,6 +784,20 @@ impl Tape {
                     self.accumulate(gradients, b, db)?;
                 }
             }
+            Op::BiasActivation {
+                x,
+                bias,
+                activation,
+            } => {
+                // Each activation's gradient reads its output only; relu's input is positive where its
+                // output is.
+                let dz = unary_gradient(activation, 0.0, &node.value, &node.value, upstream)?;
+                if self.nodes[bias].wants_gradient {
+                    let db = upstream_reduced(&dz, self.nodes[bias].value.shape())?;
+                    self.accumulate(gradients, bias, db)?;
+                }
+                self.accumulate(gradients, x, dz)?;
+            }
             Op::SoftmaxCrossEntropy {
                 logits,
                 ref gradient,
@@ -765,7 +808,7 @@ impl Tape {
                 // d(loss_r)/d(logits_r) is the fused kernel's row gradient; scale each row by its upstream.
                 let mut column = upstream.shape().to_vec();
                 column.push(1);
-                let scale = upstream.reshape(&column)?;
+                let scale = upstream.into_shape(&column)?;
                 self.accumulate(gradients, logits, gradient.mul(&scale)?)?;
             }
             Op::Softmax { x, log } => {
@@ -774,11 +817,14 @@ impl Tape {
                 kept[last] = 1;
                 let dx = if log {
                     // d log_softmax: g - softmax(x) · Σ g
-                    let total = upstream.sum(Some(last))?.reshape(&kept)?;
+                    let total = upstream.sum(Some(last))?.into_shape(&kept)?;
                     upstream.sub(&node.value.exp()?.mul(&total)?)?
                 } else {
                     // d softmax: y ⊙ (g - Σ g ⊙ y)
-                    let total = upstream.mul(&node.value)?.sum(Some(last))?.reshape(&kept)?;
+                    let total = upstream
+                        .mul(&node.value)?
+                        .sum(Some(last))?
+                        .into_shape(&kept)?;
                     upstream.sub(&total)?.mul(&node.value)?
                 };
                 self.accumulate(gradients, x, dx)?;
@@ -792,9 +838,9 @@ impl Tape {
                 let picks = self.nodes[indices].value.len();
                 let ids = self.nodes[indices].value.reshape(&[picks])?;
                 let one_hot = ids.one_hot(rows)?;
-                let upstream = upstream.reshape(&[picks, row_words])?;
+                let upstream = upstream.into_shape(&[picks, row_words])?;
                 let dtable = one_hot.matmul_t(&upstream, Transpose::Left)?;
-                self.accumulate(gradients, table, dtable.reshape(&table_shape)?)?;
+                self.accumulate(gradients, table, dtable.into_shape(&table_shape)?)?;
             }
             Op::Concat { ref parts, axis } => {
                 let mut start = 0;
@@ -825,7 +871,7 @@ impl Tape {
             }
             Op::Reshape { x } => {
                 let shape = self.nodes[x].value.shape().to_vec();
-                self.accumulate(gradients, x, upstream.reshape(&shape)?)?;
+                self.accumulate(gradients, x, upstream.into_shape(&shape)?)?;
             }
             Op::Reduce { op, x, axis } => {
                 // Recording refused a reduction without a rule wherever a gradient flows.
@@ -849,28 +895,39 @@ type ReduceGradient = fn(Option<usize>, &Tensor, Tensor) -> Result<Tensor>;
 /// Each reduction's gradient rule, `None` where the tape has none: the one match a new reduction adds an arm to.
 fn reduce_gradient_rule(op: ReduceOp) -> Option<ReduceGradient> {
     match op {
-        ReduceOp::Sum => Some(spread_over_lanes),
+        ReduceOp::Sum => {
+            Some(|axis, input, upstream| spread_over_lanes(axis, input, upstream, 1.0))
+        }
         ReduceOp::Mean => Some(|axis, input, upstream| {
             let count = match axis {
                 None => input.len(),
                 Some(axis) => input.shape()[axis],
             };
-            spread_over_lanes(axis, input, upstream)?.mul_scalar((1.0 / count as f64) as f32)
+            spread_over_lanes(axis, input, upstream, (1.0 / count as f64) as f32)
         }),
         ReduceOp::Prod => Some(|axis, input, upstream| input.prod_backward(axis, &upstream)),
         ReduceOp::Max | ReduceOp::Min => None,
     }
 }
 
-/// The upstream gradient of a reduction back over the reduced axis: every element of a lane gets its lane's.
-fn spread_over_lanes(axis: Option<usize>, input: &Tensor, upstream: Tensor) -> Result<Tensor> {
+/// The upstream gradient of a reduction back over the reduced axis, times `scale`: every element of a lane
+/// gets its lane's, in one pass (the scale an uploaded scalar, the product the same bits as `mul_scalar`'s).
+fn spread_over_lanes(
+    axis: Option<usize>,
+    input: &Tensor,
+    upstream: Tensor,
+    scale: f32,
+) -> Result<Tensor> {
     let input_shape = input.shape();
     let mut kept = input_shape.to_vec();
     match axis {
         None => kept.iter_mut().for_each(|dim| *dim = 1),
         Some(axis) => kept[axis] = 1,
     }
-    broadcast_to(&upstream.reshape(&kept)?, input_shape)
+    let scale = upstream.upload_beside(&[scale], &[])?;
+    upstream
+        .into_shape(&kept)?
+        .binary_expanded(BinaryOp::Mul, &scale, input_shape)
 }
 
 /// The gradient of `output = op(input, scalar)` with respect to `input`, given the upstream gradient: the one
@@ -914,8 +971,18 @@ fn binary_gradients(
 ) -> Result<(Option<Tensor>, Option<Tensor>)> {
     let (left, right) = wants;
     Ok(match op {
-        // Both operands receive the upstream gradient itself; it is copied only when both need it.
+        // Both operands receive the upstream gradient itself; it is copied only when both need it whole.
         BinaryOp::Add => match wants {
+            // A broadcast operand (a bias) takes the sum of the gradient, read in place; the other takes the
+            // gradient itself, with no copy.
+            (true, true) if rhs.shape() != upstream.shape() => {
+                let db = upstream_reduced(&upstream, rhs.shape())?;
+                (Some(upstream), Some(db))
+            }
+            (true, true) if lhs.shape() != upstream.shape() => (
+                Some(upstream_reduced(&upstream, lhs.shape())?),
+                Some(upstream),
+            ),
             (true, true) => (Some(upstream.try_clone()?), Some(upstream)),
             (true, false) => (Some(upstream), None),
             (false, true) => (None, Some(upstream)),
@@ -945,11 +1012,26 @@ fn binary_gradients(
     })
 }
 
-/// `value` repeated to `shape` (broadcasting rules).
-fn broadcast_to(value: &Tensor, shape: &[usize]) -> Result<Tensor> {
-    let zeros = value.output("broadcast", shape, crate::DType::F32)?;
-    zeros.fill_(0.0)?;
-    zeros.add(value)
+/// `gradient` summed to `shape` (see [`reduce_to_shape`]), read in place: for a gradient another operand takes
+/// as it is.
+fn upstream_reduced(gradient: &Tensor, shape: &[usize]) -> Result<Tensor> {
+    let first = if gradient.shape().len() > shape.len() {
+        gradient.sum(Some(0))?
+    } else {
+        let axis = (0..shape.len())
+            .find(|&axis| shape[axis] == 1 && gradient.shape()[axis] != 1)
+            .ok_or_else(|| Error::Shape {
+                op: "backward",
+                message: format!(
+                    "a gradient of shape {:?} is no broadcast of {shape:?}",
+                    gradient.shape()
+                ),
+            })?;
+        let mut kept = gradient.shape().to_vec();
+        kept[axis] = 1;
+        gradient.sum(Some(axis))?.into_shape(&kept)?
+    };
+    reduce_to_shape(first, shape)
 }
 
 /// Sums a gradient over the axes along which its operand was broadcast, so it takes the operand's shape.
@@ -965,11 +1047,11 @@ fn reduce_to_shape(gradient: Tensor, shape: &[usize]) -> Result<Tensor> {
         if shape[axis] == 1 && current.shape()[axis] != 1 {
             let mut kept = current.shape().to_vec();
             kept[axis] = 1;
-            current = current.sum(Some(axis))?.reshape(&kept)?;
+            current = current.sum(Some(axis))?.into_shape(&kept)?;
         }
     }
     if current.shape() != shape {
-        return current.reshape(shape);
+        return current.into_shape(shape);
     }
     Ok(current)
 }

@@ -277,16 +277,19 @@ impl Dataset {
     /// The samples picked by a u32 index tensor: (inputs [picks, features], target rows [picks, classes]).
     pub fn gather(&self, indices: &Tensor) -> Result<(Tensor, Tensor)> {
         let inputs = self.inputs.gather_rows(indices)?;
-        let labels = self.labels.gather_rows(indices)?;
-        let targets = match labels.dtype() {
-            DType::U32 => labels.one_hot(self.classes)?,
-            DType::F32 => labels,
+        let targets = match self.labels.dtype() {
+            DType::U32 if self.labels.shape().len() == 1 => {
+                self.labels.one_hot_gathered(indices, self.classes)?
+            }
+            DType::U32 => self.labels.gather_rows(indices)?.one_hot(self.classes)?,
+            DType::F32 => self.labels.gather_rows(indices)?,
         };
         Ok((inputs, targets))
     }
 
-    /// The minibatches of one epoch in order `order` (sample indices), each at most `batch` samples: the order
-    /// is uploaded once, and each batch gathers its rows on the device.
+    /// The minibatches of one epoch in order `order` (sample indices), each at most `batch` samples: each batch
+    /// uploads its own indices (written by the queue, so no pass cuts them from a whole order) and gathers its
+    /// rows on the device.
     pub fn batches(&self, order: &[u32], batch: usize) -> Result<Batches<'_>> {
         check_batch_size(batch)?;
         if let Some((position, &index)) = order
@@ -300,10 +303,9 @@ impl Dataset {
                 format!("indices below the {} samples", self.len()),
             ));
         }
-        let session_order = self.inputs.upload_u32_beside(order)?;
         Ok(Batches {
             dataset: self,
-            order: session_order,
+            order: order.to_vec(),
             batch,
             next: 0,
         })
@@ -434,7 +436,7 @@ impl Totals {
 /// The minibatches of one epoch: (inputs [≤ batch, features], targets [≤ batch, classes]) each.
 pub struct Batches<'a> {
     dataset: &'a Dataset,
-    order: Tensor,
+    order: Vec<u32>,
     batch: usize,
     next: usize,
 }
@@ -454,9 +456,14 @@ impl Iterator for Batches<'_> {
             return None;
         }
         let len = self.batch.min(total - self.next);
-        let indices = self.order.narrow(0, self.next, len);
+        let indices = &self.order[self.next..self.next + len];
         self.next += len;
-        Some(indices.and_then(|indices| self.dataset.gather(&indices)))
+        Some(
+            self.dataset
+                .inputs
+                .upload_u32_beside(indices)
+                .and_then(|indices| self.dataset.gather(&indices)),
+        )
     }
 }
 

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use crate::autograd::{Tape, Var};
 use crate::error::{Error, Result};
+use crate::kernels::elementwise::UnaryOp;
 use crate::session::Session;
 use crate::tensor::Tensor;
 
@@ -70,12 +71,34 @@ impl Linear {
         }
     }
 
+    /// Records `activation(x·W (+ b))`: with a bias, its add and the activation are one pass.
+    pub fn forward_activated(&self, tape: &mut Tape, x: Var, activation: UnaryOp) -> Result<Var> {
+        let weight = tape.param(&self.weight);
+        let product = tape.matmul(x, weight)?;
+        match &self.bias {
+            Some(bias) => {
+                let bias = tape.param(bias);
+                tape.bias_activation(product, bias, activation)
+            }
+            None => tape.unary(activation, product, 0.0),
+        }
+    }
+
     /// `x·W (+ b)` on tensors, without a tape.
     pub fn infer(&self, x: &Tensor) -> Result<Tensor> {
         let product = x.matmul(&self.weight)?;
         match &self.bias {
             Some(bias) => product.add(bias),
             None => Ok(product),
+        }
+    }
+
+    /// `activation(x·W (+ b))` on tensors, without a tape, as [`Linear::forward_activated`] computes it.
+    pub fn infer_activated(&self, x: &Tensor, activation: UnaryOp) -> Result<Tensor> {
+        let product = x.matmul(&self.weight)?;
+        match &self.bias {
+            Some(bias) => product.bias_activation(bias, activation),
+            None => product.unary(activation, 0.0),
         }
     }
 
@@ -159,10 +182,11 @@ impl Mlp {
     pub fn forward(&self, tape: &mut Tape, x: Var) -> Result<Var> {
         let mut current = x;
         for (index, layer) in self.layers.iter().enumerate() {
-            current = layer.forward(tape, current)?;
-            if index + 1 < self.layers.len() {
-                current = tape.relu(current)?;
-            }
+            current = if index + 1 < self.layers.len() {
+                layer.forward_activated(tape, current, UnaryOp::Relu)?
+            } else {
+                layer.forward(tape, current)?
+            };
         }
         Ok(current)
     }
@@ -182,11 +206,11 @@ impl Mlp {
     pub fn infer(&self, x: &Tensor) -> Result<Tensor> {
         let mut current: Option<Tensor> = None;
         for (index, layer) in self.layers.iter().enumerate() {
-            let output = layer.infer(current.as_ref().unwrap_or(x))?;
+            let input = current.as_ref().unwrap_or(x);
             current = Some(if index + 1 < self.layers.len() {
-                output.relu()?
+                layer.infer_activated(input, UnaryOp::Relu)?
             } else {
-                output
+                layer.infer(input)?
             });
         }
         match current {

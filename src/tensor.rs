@@ -175,6 +175,13 @@ impl Tensor {
         )
     }
 
+    /// Uploads `data` as a tensor of `shape` in this tensor's session: written by the queue, so it records no
+    /// dispatch (what a small constant, such as a gradient's seed, should cost).
+    pub(crate) fn upload_beside(&self, data: &[f32], shape: &[usize]) -> Result<Tensor> {
+        let inner = self.session.upgrade().ok_or(Error::SessionClosed)?;
+        Self::from_slice(&inner, data, shape)
+    }
+
     /// Uploads u32 `data` as a 1-D tensor in this tensor's session.
     pub(crate) fn upload_u32_beside(&self, data: &[u32]) -> Result<Tensor> {
         let inner = self.session.upgrade().ok_or(Error::SessionClosed)?;
@@ -286,6 +293,39 @@ impl Tensor {
             });
         }
         self.copy_as("reshape", shape)
+    }
+
+    /// This tensor under another shape of the same element count, its data left where it is: the reshape of a
+    /// tensor no one else needs, which costs no pass (unlike [`Tensor::reshape`], which copies).
+    ///
+    /// ```
+    /// use wgcompute::{Session, SessionOptions};
+    /// # fn main() -> wgcompute::Result<()> {
+    /// let session = Session::open(SessionOptions::default())?;
+    /// let row = session.upload(&[1.0, 2.0, 3.0, 4.0], &[4])?;
+    /// let before = session.counters();
+    /// let grid = row.into_shape(&[2, 2])?;
+    /// assert_eq!(session.counters().since(before).dispatches, 0);
+    /// assert_eq!((grid.shape(), grid.to_vec()?), (&[2, 2][..], vec![1.0, 2.0, 3.0, 4.0]));
+    /// assert!(grid.into_shape(&[3]).is_err());
+    /// # Ok(()) }
+    /// ```
+    pub fn into_shape(mut self, shape: &[usize]) -> Result<Tensor> {
+        let elements = element_count("reshape", shape)?;
+        if elements != self.len() {
+            return Err(Error::Shape {
+                op: "reshape",
+                message: format!(
+                    "cannot reshape {:?} ({} elements) to {shape:?} ({elements} elements)",
+                    self.shape(),
+                    self.len()
+                ),
+            });
+        }
+        self.dims = [0; MAX_RANK];
+        self.dims[..shape.len()].copy_from_slice(shape);
+        self.rank = shape.len() as u8;
+        Ok(self)
     }
 
     /// A copy of this tensor, in the same session. Not `Clone`: a copy takes pool memory, and may fail.

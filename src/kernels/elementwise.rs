@@ -22,6 +22,8 @@ static RELU_BACKWARD: Kernel = Kernel::new(&ELEMENTWISE, "relu_backward", &[1, 2
 static FILL: Kernel = Kernel::new(&ELEMENTWISE, "fill", &[3]);
 static SCALE_ADD: Kernel = Kernel::new(&ELEMENTWISE, "scale_add", &[3]);
 static BINARY_ROWS: Kernel = Kernel::new(&ELEMENTWISE, "binary_rows", &[1, 2, 3]);
+static BIAS_ACTIVATION: Kernel = Kernel::new(&ELEMENTWISE, "bias_activation", &[1, 2, 3]);
+static BIAS_ACTIVATION_VEC4: Kernel = Kernel::new(&ELEMENTWISE, "bias_activation_vec4", &[1, 2, 3]);
 static BINARY_ROWS_VEC4: Kernel = Kernel::new(&ELEMENTWISE, "binary_rows_vec4", &[1, 2, 3]);
 static BINARY_VEC4: Kernel = Kernel::new(&ELEMENTWISE, "binary_vec4", &[1, 2, 3]);
 static UNARY_VEC4: Kernel = Kernel::new(&ELEMENTWISE, "unary_vec4", &[1, 3]);
@@ -489,6 +491,37 @@ pub(crate) fn unary(
     over_windows(runtime, UNARY_FORMS, &[input, out], elements, params)
 }
 
+/// out = activation(input + bias), `bias` a row of `period` elements (a multiple of 4) repeated over `input`'s
+/// `elements`: a layer's bias and activation in one pass, the bits of the add and then the unary op.
+pub(crate) fn bias_activation(
+    runtime: &mut Runtime,
+    activation: UnaryOp,
+    (input, bias): (BufferRange, BufferRange),
+    period: u64,
+    out: BufferRange,
+    elements: u64,
+) -> Result<()> {
+    Limits::of(runtime.limits()).expect_bindable("bias_activation", bias)?;
+    let forms = Forms {
+        name: "bias_activation",
+        scalar: &BIAS_ACTIVATION,
+        vec4: &BIAS_ACTIVATION_VEC4,
+        in_place: false,
+    };
+    let params = Params {
+        op: activation as u32,
+        rhs_strides: [period as u32, 0, 0, 0],
+        ..Params::default()
+    };
+    over_windows_with(
+        runtime,
+        forms,
+        &[(input, true), (bias, false), (out, true)],
+        elements,
+        params,
+    )
+}
+
 /// out = gradient where input > 0, else 0.
 pub(crate) fn relu_backward(
     runtime: &mut Runtime,
@@ -514,7 +547,7 @@ pub(crate) fn relu_backward(
 
 reflected_layout!(
     kernels: [
-        BINARY, UNARY, RELU_BACKWARD, FILL, SCALE_ADD, BINARY_ROWS, BINARY_ROWS_VEC4, BINARY_VEC4, UNARY_VEC4, RELU_BACKWARD_VEC4,
+        BINARY, UNARY, RELU_BACKWARD, FILL, SCALE_ADD, BINARY_ROWS, BINARY_ROWS_VEC4, BIAS_ACTIVATION, BIAS_ACTIVATION_VEC4, BINARY_VEC4, UNARY_VEC4, RELU_BACKWARD_VEC4,
         FILL_VEC4, SCALE_ADD_VEC4
     ],
     params: {

@@ -19,6 +19,7 @@ static LAYOUT: Shader = Shader {
 static STRIDED_COPY: Kernel = Kernel::new(&LAYOUT, "strided_copy", &[1, 3]);
 static GATHER_ROWS: Kernel = Kernel::new(&LAYOUT, "gather_rows", &[1, 2, 3]);
 static ONE_HOT: Kernel = Kernel::new(&LAYOUT, "one_hot", &[2, 3]);
+static ONE_HOT_GATHERED: Kernel = Kernel::new(&LAYOUT, "one_hot_gathered", &[1, 2, 3]);
 static F32_TO_U32: Kernel = Kernel::new(&LAYOUT, "f32_to_u32", &[1, 3]);
 static U32_TO_F32: Kernel = Kernel::new(&LAYOUT, "u32_to_f32", &[1, 3]);
 
@@ -188,6 +189,38 @@ pub(crate) fn one_hot(
     Ok(())
 }
 
+/// target[r, k] = (ids[indices[r]] == k) as f32, over `classes` columns, for `id_rows` ids.
+pub(crate) fn one_hot_gathered(
+    runtime: &mut Runtime,
+    op: &'static str,
+    (ids, id_rows): (BufferRange, usize),
+    indices: BufferRange,
+    classes: usize,
+    target: BufferRange,
+) -> Result<()> {
+    let limits = Limits::of(runtime.limits());
+    limits.expect_bindable(op, ids)?;
+    limits.expect_bindable(op, indices)?;
+    let elements = target.bytes / 4;
+    for (first, count) in limits.windows(elements) {
+        let params = Params {
+            count: count as u32,
+            base: first as u32,
+            rows: classes as u32,
+            total_rows: id_rows as u32,
+            ..Params::default()
+        };
+        let workgroups = limits.per_element(count, 1);
+        runtime.dispatch(
+            &ONE_HOT_GATHERED,
+            bytemuck::bytes_of(&params),
+            &[ids, indices, target.elements(first, count)],
+            workgroups,
+        )?;
+    }
+    Ok(())
+}
+
 /// Which way a cast goes.
 #[derive(Clone, Copy)]
 pub(crate) enum Cast {
@@ -222,7 +255,7 @@ pub(crate) fn cast(
 
 reflected_layout!(
     kernels: [
-        STRIDED_COPY, GATHER_ROWS, ONE_HOT, F32_TO_U32, U32_TO_F32
+        STRIDED_COPY, GATHER_ROWS, ONE_HOT, ONE_HOT_GATHERED, F32_TO_U32, U32_TO_F32
     ],
     params: {
         count, base, src_offset, dst_offset, dims, src_strides, dst_strides, row_words, rows, first_row,

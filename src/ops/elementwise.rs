@@ -8,12 +8,26 @@ use crate::kernels::elementwise::{
 use crate::shape::{binary_shape, unary_shape};
 use crate::tensor::Tensor;
 
-fn binary(lhs: &Tensor, rhs: &Tensor, op: BinaryOp) -> Result<Tensor> {
+/// `lhs (op) rhs`, both broadcast to their joint shape, or to `expand_to` (which that shape must broadcast to).
+fn binary(lhs: &Tensor, rhs: &Tensor, op: BinaryOp, expand_to: Option<&[usize]>) -> Result<Tensor> {
     let name = op.name();
     lhs.expect_same_session(name, rhs)?;
     lhs.expect_dtype(name, DType::F32)?;
     rhs.expect_dtype(name, DType::F32)?;
-    let shape = binary_shape(op, lhs.shape(), rhs.shape())?;
+    let mut shape = binary_shape(op, lhs.shape(), rhs.shape())?;
+    if let Some(wanted) = expand_to {
+        if binary_shape(op, &shape, wanted)? != wanted {
+            return Err(Error::Shape {
+                op: name,
+                message: format!(
+                    "operands {:?} and {:?} do not broadcast to {wanted:?}",
+                    lhs.shape(),
+                    rhs.shape()
+                ),
+            });
+        }
+        shape = wanted.to_vec();
+    }
     let out = lhs.output(name, &shape, DType::F32)?;
     let (left, right, target) = (lhs.range()?, rhs.range()?, out.range()?);
     lhs.with_runtime(|runtime| {
@@ -81,7 +95,7 @@ macro_rules! binary_methods {
             $(
                 #[doc = $doc]
                 pub fn $method(&self, other: &Tensor) -> Result<Tensor> {
-                    binary(self, other, BinaryOp::$variant)
+                    binary(self, other, BinaryOp::$variant, None)
                 }
             )*
         }
@@ -102,7 +116,75 @@ impl Tensor {
     /// `self (op) other`, broadcasting; the method named after the op does the same. The result's shape is
     /// [`binary_shape`](crate::shape::binary_shape)'s, checked the same way.
     pub fn binary(&self, op: BinaryOp, other: &Tensor) -> Result<Tensor> {
-        binary(self, other, op)
+        binary(self, other, op, None)
+    }
+
+    /// [`Tensor::binary`] with the result broadcast further, to `shape`: a value spread over a larger shape and
+    /// scaled in one pass (a reduction's gradient), where a fill and the op would take two.
+    pub(crate) fn binary_expanded(
+        &self,
+        op: BinaryOp,
+        other: &Tensor,
+        shape: &[usize],
+    ) -> Result<Tensor> {
+        binary(self, other, op, Some(shape))
+    }
+
+    /// `activation(self + bias)`, `bias` a row as long as this tensor's last axis (a layer's bias over a
+    /// batch), in one pass where its length is a multiple of 4 (else an add and the op), with the bits of
+    /// `self.add(bias)?.unary(activation, 0.0)` either way. The activation is relu, tanh or sigmoid: an op whose
+    /// gradient its output gives, so a tape keeps nothing else.
+    ///
+    /// ```
+    /// use wgcompute::{Session, SessionOptions, UnaryOp};
+    /// # fn main() -> wgcompute::Result<()> {
+    /// let session = Session::open(SessionOptions::default())?;
+    /// let x = session.upload(&[1.0, -2.0, 3.0, -4.0], &[1, 4])?;
+    /// let bias = session.upload(&[0.5, 0.5, -4.0, 5.0], &[4])?;
+    /// assert_eq!(x.bias_activation(&bias, UnaryOp::Relu)?.to_vec()?, vec![1.5, 0.0, 0.0, 1.0]);
+    /// assert!(x.bias_activation(&bias, UnaryOp::Exp).is_err());
+    /// # Ok(()) }
+    /// ```
+    pub fn bias_activation(&self, bias: &Tensor, activation: UnaryOp) -> Result<Tensor> {
+        const NAME: &str = "bias_activation";
+        self.expect_same_session(NAME, bias)?;
+        self.expect_dtype(NAME, DType::F32)?;
+        bias.expect_dtype(NAME, DType::F32)?;
+        if !matches!(activation, UnaryOp::Relu | UnaryOp::Tanh | UnaryOp::Sigmoid) {
+            return Err(Error::InvalidArgument {
+                what: "bias activation",
+                given: activation.name().to_string(),
+                expected: "relu, tanh or sigmoid".to_string(),
+            });
+        }
+        let width = self.shape().last().copied().unwrap_or(1);
+        if bias.shape() != [width] || self.shape().is_empty() {
+            return Err(Error::Shape {
+                op: NAME,
+                message: format!(
+                    "a bias of shape {:?} is no row of an input of shape {:?}",
+                    bias.shape(),
+                    self.shape()
+                ),
+            });
+        }
+        if width % 4 != 0 || self.is_empty() {
+            return self.add(bias)?.unary(activation, 0.0);
+        }
+        let out = self.output(NAME, self.shape(), DType::F32)?;
+        let (input, row, target) = (self.range()?, bias.range()?, out.range()?);
+        let elements = self.len() as u64;
+        self.with_runtime(|runtime| {
+            elementwise::bias_activation(
+                runtime,
+                activation,
+                (input, row),
+                width as u64,
+                target,
+                elements,
+            )
+        })?;
+        Ok(out)
     }
 
     /// The gradient through relu: `gradient` where `self` (relu's input) is positive, else 0.

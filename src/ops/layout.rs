@@ -253,6 +253,45 @@ impl Tensor {
         Ok(out)
     }
 
+    /// One-hot f32 rows of the u32 class ids at `indices` (rows of this 1-D tensor of ids): what
+    /// `self.gather_rows(indices)?.one_hot(classes)` gives, in one pass. An index past the ids or an id of
+    /// `classes` or more gives a row of zeros.
+    pub(crate) fn one_hot_gathered(&self, indices: &Tensor, classes: usize) -> Result<Tensor> {
+        const NAME: &str = "one_hot";
+        self.expect_same_session(NAME, indices)?;
+        self.expect_dtype(NAME, DType::U32)?;
+        indices.expect_dtype(NAME, DType::U32)?;
+        if self.shape().len() != 1 || indices.shape().len() != 1 {
+            return Err(Error::Shape {
+                op: NAME,
+                message: format!(
+                    "gathered one-hot rows take 1-D ids and indices, not {:?} and {:?}",
+                    self.shape(),
+                    indices.shape()
+                ),
+            });
+        }
+        if classes == 0 || u32::try_from(classes).is_err() || u32::try_from(self.len()).is_err() {
+            return Err(Error::InvalidArgument {
+                what: "one_hot classes",
+                given: format!("{classes} classes of {} ids", self.len()),
+                expected: "at least 1 class, and classes and ids below 2^32".to_string(),
+            });
+        }
+        let out = self.output(NAME, &[indices.len(), classes], DType::F32)?;
+        if out.is_empty() || self.is_empty() {
+            if !out.is_empty() {
+                out.fill_(0.0)?;
+            }
+            return Ok(out);
+        }
+        let (ids, picks, target) = (self.range()?, indices.range()?, out.range()?);
+        self.with_runtime(|runtime| {
+            layout::one_hot_gathered(runtime, NAME, (ids, self.len()), picks, classes, target)
+        })?;
+        Ok(out)
+    }
+
     /// This tensor as `dtype`: f32 → u32 as Rust's `as` does (toward zero, saturating, NaN to 0); u32 → f32 to
     /// the nearest f32 (exact below 2^24). The same dtype gives a copy.
     pub fn cast(&self, dtype: DType) -> Result<Tensor> {

@@ -384,3 +384,68 @@ fn prod_gradient_is_the_product_of_the_others_also_with_zeros_in_a_lane(backend:
     }
     session.close();
 }
+
+per_backend!(bias_activation_gives_the_bits_of_the_add_and_the_op_forward_and_backward);
+/// A layer's bias and activation in one pass: the value and both gradients are the bits of an add followed by
+/// the op, and the value matches the f64 reference, at rows of 1, of a multiple of 4 (the vec4 form) and of a
+/// prime (the add and the op), and over more rows than a workgroup has invocations.
+fn bias_activation_gives_the_bits_of_the_add_and_the_op_forward_and_backward(backend: &Backend) {
+    let mut rng = Rng::fresh("bias activation");
+    let session = backend.poisoned();
+    for (rows, cols) in [(1, 4), (1, 1), (7, 36), (5, 33), (1031, 128)] {
+        for activation in [UnaryOp::Relu, UnaryOp::Tanh, UnaryOp::Sigmoid] {
+            let x = inputs(&mut rng, rows * cols, false);
+            let bias = rng.vec(cols, -0.4, 0.4);
+            let weights = rng.vec(rows * cols, -1.0, 1.0);
+            let params = [
+                Arc::new(session.upload(&x, &[rows, cols]).expect("x")),
+                Arc::new(session.upload(&bias, &[cols]).expect("bias")),
+            ];
+            let (fused, fused_gradients) = weighted_cost(&session, &params, &weights, |tape, v| {
+                tape.bias_activation(v[0], v[1], activation)
+            })
+            .expect("fused");
+            let (composed, composed_gradients) =
+                weighted_cost(&session, &params, &weights, |tape, v| {
+                    let sum = tape.add(v[0], v[1])?;
+                    tape.unary(activation, sum, 0.0)
+                })
+                .expect("composed");
+            let context = format!("{activation:?} over [{rows}, {cols}]");
+            let bits = |values: &[f32]| values.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&fused), bits(&composed), "{context}: value");
+            for (which, (got, want)) in fused_gradients.iter().zip(&composed_gradients).enumerate()
+            {
+                assert_eq!(bits(got), bits(want), "{context}: gradient {which}");
+            }
+            let want: Vec<f64> = (0..rows * cols)
+                .map(|i| {
+                    let z = f64::from(x[i]) + f64::from(bias[i % cols]);
+                    reference::unary(activation)(z, 0.0)
+                })
+                .collect();
+            let error = relative_error(&fused, &want);
+            assert!(error < 1e-5, "{context}: relative error {error:e}");
+        }
+    }
+    // Only activations whose gradient their output gives, and only a bias that is a row of the input.
+    let x = Arc::new(session.upload(&[1.0; 8], &[2, 4]).expect("x"));
+    let row = session.upload(&[1.0; 4], &[4]).expect("row");
+    let column = session.upload(&[1.0; 2], &[2, 1]).expect("column");
+    assert!(matches!(
+        x.bias_activation(&row, UnaryOp::Exp),
+        Err(Error::InvalidArgument { .. })
+    ));
+    assert!(matches!(
+        x.bias_activation(&column, UnaryOp::Relu),
+        Err(Error::Shape { .. })
+    ));
+    assert_eq!(
+        x.bias_activation(&row, UnaryOp::Relu)
+            .expect("still works")
+            .to_vec()
+            .expect("read"),
+        vec![2.0; 8]
+    );
+    session.close();
+}

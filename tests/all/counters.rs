@@ -208,8 +208,11 @@ per_backend!(counts_go_on_across_suspend);
 /// Before the work of #21 it was 38 (50 for the first step, which builds 13 pipelines and the moments); one
 /// optimizer pass for all parameters brought it to 32. (Fused bias-and-relu epilogues in the matmul store took
 /// it to 24, but made store-bound products, such as a weight gradient with K = 10, 2.3x slower on lavapipe, and
-/// were left out until the plain products keep their speed.)
-const MLP_STEP_DISPATCHES: u64 = 32;
+/// were left out until the plain products keep their speed.) Then 22: a batch's mean and bias gradients in one
+/// reduction pass each, a scalar seed uploaded, a reduction's gradient spread and scaled in one pass, reshapes
+/// of gradients without a copy, a bias's gradient summed in place beside the one passed on whole, and each
+/// hidden layer's bias and relu in one pass.
+const MLP_STEP_DISPATCHES: u64 = 22;
 
 fn mlp_step_dispatches(backend: &Backend) {
     let (batch, inputs, classes) = (100, 64, 10);

@@ -427,6 +427,40 @@ fn an_epoch_whose_loss_stops_being_a_number_names_its_first_such_step(backend: &
     assert!(figures.loss.is_nan(), "{figures:?}");
 }
 
+per_backend!(batches_of_class_ids_gather_one_hot_rows_at_awkward_sizes);
+/// Each batch's one-hot rows are made in one pass from the gathered ids: every row right at one sample, one
+/// class, more classes than a workgroup has invocations, and batches that leave a partial last one.
+fn batches_of_class_ids_gather_one_hot_rows_at_awkward_sizes(backend: &Backend) {
+    let mut rng = Rng::fresh("gathered one-hot");
+    let session = backend.poisoned();
+    for (samples, classes, batch) in [(1, 1, 1), (13, 1, 4), (1031, 1000, 257), (70, 3, 64)] {
+        let (x, ids) = random_samples(&mut rng, samples, 1, classes);
+        let data =
+            Dataset::upload(&session, &x, 1, Labels::Classes(&ids), classes).expect("upload");
+        let order = shuffled_order(samples, rng.next_u64(), 0);
+        let mut seen = 0;
+        for drawn in data.batches(&order, batch).expect("batches") {
+            let (_, targets) = drawn.expect("a batch");
+            let rows = targets.shape()[0];
+            assert_eq!(targets.shape(), &[rows, classes]);
+            let got = targets.to_vec().expect("read");
+            for row in 0..rows {
+                let id = ids[order[seen + row] as usize] as usize;
+                for (class, &value) in got[row * classes..(row + 1) * classes].iter().enumerate() {
+                    assert_eq!(
+                        value,
+                        f32::from(class == id),
+                        "{samples} samples, {classes} classes: row {row}, class {class}"
+                    );
+                }
+            }
+            seen += rows;
+        }
+        assert_eq!(seen, samples);
+    }
+    session.close();
+}
+
 vulkan_only!(an_epochs_figures_cost_one_pass_a_step_beyond_the_step_itself);
 /// Dispatches are exact: an epoch of training costs, beyond the steps and the batches themselves, one pass a
 /// step (its loss sum; the right answers are counted inside the cross-entropy pass) and one at the end (the
