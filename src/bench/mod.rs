@@ -27,6 +27,7 @@ pub use report::{format_table, BenchAdapter, BenchReport, BenchRow, Better};
 pub use rows::{child_job, small_job};
 
 use crate::{Error, Result, Session, SessionOptions};
+use workload::MlpConfig;
 
 /// (m, k, n) of the `matmul` rows; a quick run leaves out 2048.
 pub const MATMUL_SHAPES: [(usize, usize, usize); 5] = [
@@ -62,7 +63,7 @@ pub const ADAM_LEN: usize = 10_000_000;
 pub const EMPTY_DISPATCH_BATCHES: [(usize, bool); 3] = [(1, false), (64, false), (64, true)];
 
 /// Every row's name, in the order [`run`] runs them.
-pub const ROWS: [&str; 12] = [
+pub const ROWS: [&str; 13] = [
     "session_open_close",
     "suspend_resume",
     "pool_alloc_free",
@@ -74,6 +75,7 @@ pub const ROWS: [&str; 12] = [
     "adam",
     "seed_step",
     "mlp_step",
+    "mlp_small_step",
     "mlp_fit_epoch",
 ];
 
@@ -174,7 +176,18 @@ pub fn run(
         results.push(rows::seed_step(&session, plan.pick(3, 10))?);
     }
     if plan.wants("mlp_step") {
-        results.push(rows::mlp_step(&session, plan.pick(3, 10))?);
+        let config = MlpConfig::default();
+        results.push(rows::mlp_step(
+            &session,
+            "mlp_step",
+            config,
+            plan.pick(3, 10),
+        )?);
+    }
+    if plan.wants("mlp_small_step") {
+        let config = MlpConfig::small();
+        let runs = plan.pick(30, 200);
+        results.push(rows::mlp_step(&session, "mlp_small_step", config, runs)?);
     }
     if plan.wants("mlp_fit_epoch") {
         results.push(rows::mlp_fit_epoch(&session, plan.pick(1, 3))?);

@@ -594,10 +594,14 @@ impl CpuSeedStep {
     }
 }
 
-/// Milliseconds per step of a classifier MLP (see `MlpConfig`: 64 → 128 → 128 → 10, batch 1000, forward,
+/// Milliseconds per step of a classifier MLP (`config`: by default 64 → 128 → 128 → 10, batch 1000; forward,
 /// backward, Adam) beside the same step on the CPU: matrixmultiply for the products, plain loops for the rest.
-pub fn mlp_step(session: &Session, runs: usize) -> Result<BenchRow> {
-    let config = MlpConfig::default();
+pub fn mlp_step(
+    session: &Session,
+    name: &'static str,
+    config: MlpConfig,
+    runs: usize,
+) -> Result<BenchRow> {
     let mut job = MlpJob::new(session, config)?;
     let (gpu, dispatches) = counted_time(session, runs, || {
         job.step()?;
@@ -622,7 +626,7 @@ pub fn mlp_step(session: &Session, runs: usize) -> Result<BenchRow> {
         Ok(())
     })?;
     let case = format!("{batch}x{}-{h1}-{h2}-{classes}, Adam", config.inputs);
-    Ok(beside_cpu("mlp_step", case, "step", gpu, cpu).with_dispatches(dispatches))
+    Ok(beside_cpu(name, case, "step", gpu, cpu).with_dispatches(dispatches))
 }
 
 /// The `mlp_fit_epoch` row's case, the one `fit` trains: 10,000 samples of 64 features, 10 classes, one hidden

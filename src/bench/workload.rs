@@ -162,6 +162,19 @@ impl Default for MlpConfig {
     }
 }
 
+impl MlpConfig {
+    /// The `mlp_small_step` row's model: 13 → 64 → 32 → 3 on batches of 32, the classifier a new user fits
+    /// to scikit-learn's wine data, where every pass is small and the step is bound by its dispatches.
+    pub fn small() -> Self {
+        Self {
+            batch: 32,
+            inputs: 13,
+            hidden: [64, 32],
+            classes: 3,
+        }
+    }
+}
+
 /// The MLP, its batch and its optimizer on the device.
 pub struct MlpJob {
     model: Mlp,
