@@ -67,10 +67,14 @@ def numpy_mlp(parameters, x):
     return current, activations
 
 
-def test_an_mlp_trains_under_a_tape_and_infers_without_one(session, rng):
-    model = wg.nn.Mlp(session, [7, 11, 5, 3], seed=int(rng.integers(2**32)))
-    x = rng.uniform(-1, 1, (4, 7)).astype(np.float32)
-    labels = rng.uniform(0, 1, (4, 3)).astype(np.float32)
+# Hidden widths that are multiples of 4 take the one-pass bias and relu; the others an add and a relu.
+@pytest.mark.parametrize(
+    ("widths", "batch"), [([7, 11, 5, 3], 4), ([7, 12, 8, 3], 67), ([1, 4, 1], 1)], ids=["odd", "vec4", "one"]
+)
+def test_an_mlp_trains_under_a_tape_and_infers_without_one(session, rng, widths, batch):
+    model = wg.nn.Mlp(session, widths, seed=int(rng.integers(2**32)))
+    x = rng.uniform(-1, 1, (batch, widths[0])).astype(np.float32)
+    labels = rng.uniform(0, 1, (batch, widths[-1])).astype(np.float32)
     parameters = [f64(p.numpy()) for p in model.parameters()]
     logits, activations = numpy_mlp(parameters, f64(x))
     np.testing.assert_allclose(model(x).numpy(), logits, rtol=1e-5, atol=1e-6)
@@ -89,6 +93,18 @@ def test_an_mlp_trains_under_a_tape_and_infers_without_one(session, rng):
         upstream = (upstream @ parameters[index].T) * (layer_input > 0)
     for got, want in zip(gradients, expected, strict=True):
         np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-6)
+
+    # The layers' fused bias and relu give the bits of the add followed by the relu, forward and backward.
+    with wg.GradientTape() as tape:
+        current = session.tensor(x)
+        for index, layer in enumerate(model.layers):
+            current = current @ layer.weight + layer.bias
+            if index + 1 < len(model.layers):
+                current = current.relu()
+        composed = wg.softmax_cross_entropy(current, labels).mean()
+    np.testing.assert_array_equal(loss.numpy(), composed.numpy())
+    for got, want in zip(gradients, tape.gradient(composed, model.parameters()), strict=True):
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
 
 
 # --- optimizers against their formulas ---

@@ -67,10 +67,23 @@ class Linear:
         return self.weight.shape[1]
 
     def __call__(self, x: Any) -> Tensor:
+        return self._forward(x, None)
+
+    def _forward(self, x: Any, activation: str | None) -> Tensor:
+        """``activation(x @ weight + bias)``: with a bias, the add and the activation are one pass."""
         if not isinstance(x, Tensor):
             x = self.weight._owner().tensor(x)
         product = x @ self.weight
-        return product if self.bias is None else product + self.bias
+        if self.bias is None:
+            return product if activation is None else product._unary(activation)
+        if activation is None:
+            return product + self.bias
+        bias = self.bias
+        return product._op(
+            (product, bias),
+            lambda: product._t.bias_activation(bias._t, activation),
+            lambda tape: tape.bias_activation(product._t, bias._t, activation),
+        )
 
     def parameters(self) -> list[Variable]:
         return [self.weight] if self.bias is None else [self.weight, self.bias]
@@ -143,9 +156,7 @@ class Mlp:
     def __call__(self, x: Any) -> Tensor:
         current = x
         for index, layer in enumerate(self.layers):
-            current = layer(current)
-            if index + 1 < len(self.layers):
-                current = current.relu()
+            current = layer._forward(current, "relu" if index + 1 < len(self.layers) else None)
         return current
 
     def parameters(self) -> list[Variable]:
