@@ -67,7 +67,7 @@ def numpy_mlp(parameters, x):
     return current, activations
 
 
-# Hidden widths that are multiples of 4 take the one-pass bias and relu; the others an add and a relu.
+# Hidden widths that are multiples of 4 take the vec4 form of the one-pass bias and relu; the others its scalar form.
 @pytest.mark.parametrize(
     ("widths", "batch"), [([7, 11, 5, 3], 4), ([7, 12, 8, 3], 67), ([1, 4, 1], 1)], ids=["odd", "vec4", "one"]
 )

@@ -491,8 +491,9 @@ pub(crate) fn unary(
     over_windows(runtime, UNARY_FORMS, &[input, out], elements, params)
 }
 
-/// out = activation(input + bias), `bias` a row of `period` elements (a multiple of 4) repeated over `input`'s
-/// `elements`: a layer's bias and activation in one pass, the bits of the add and then the unary op.
+/// out = activation(input + bias), `bias` a row of `period` elements repeated over `input`'s `elements`: a
+/// layer's bias and activation in one pass, the bits of the add and then the unary op. Rows of a multiple of 4
+/// take the variant the tuner picks; others the scalar kernel.
 pub(crate) fn bias_activation(
     runtime: &mut Runtime,
     activation: UnaryOp,
@@ -513,6 +514,28 @@ pub(crate) fn bias_activation(
         rhs_strides: [period as u32, 0, 0, 0],
         ..Params::default()
     };
+    if !period.is_multiple_of(4) {
+        for (first, count) in Limits::of(runtime.limits()).windows(elements) {
+            let params = Params {
+                count: count as u32,
+                base: first as u32,
+                ..params
+            };
+            let ranges = [
+                input.elements(first, count),
+                bias,
+                out.elements(first, count),
+            ];
+            let workgroups = groups(runtime, count);
+            runtime.dispatch(
+                &BIAS_ACTIVATION,
+                bytemuck::bytes_of(&params),
+                &ranges,
+                workgroups,
+            )?;
+        }
+        return Ok(());
+    }
     over_windows_with(
         runtime,
         forms,

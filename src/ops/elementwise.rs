@@ -131,8 +131,7 @@ impl Tensor {
     }
 
     /// `activation(self + bias)`, `bias` a row as long as this tensor's last axis (a layer's bias over a
-    /// batch), in one pass where its length is a multiple of 4 (else an add and the op), with the bits of
-    /// `self.add(bias)?.unary(activation, 0.0)` either way. The activation is relu, tanh or sigmoid: an op whose
+    /// batch), in one pass, with the bits of `self.add(bias)?.unary(activation, 0.0)`. The activation is relu, tanh or sigmoid: an op whose
     /// gradient its output gives, so a tape keeps nothing else.
     ///
     /// ```
@@ -168,10 +167,10 @@ impl Tensor {
                 ),
             });
         }
-        if width % 4 != 0 || self.is_empty() {
-            return self.add(bias)?.unary(activation, 0.0);
-        }
         let out = self.output(NAME, self.shape(), DType::F32)?;
+        if out.is_empty() {
+            return Ok(out);
+        }
         let (input, row, target) = (self.range()?, bias.range()?, out.range()?);
         let elements = self.len() as u64;
         self.with_runtime(|runtime| {

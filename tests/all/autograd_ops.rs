@@ -388,7 +388,7 @@ fn prod_gradient_is_the_product_of_the_others_also_with_zeros_in_a_lane(backend:
 per_backend!(bias_activation_gives_the_bits_of_the_add_and_the_op_forward_and_backward);
 /// A layer's bias and activation in one pass: the value and both gradients are the bits of an add followed by
 /// the op, and the value matches the f64 reference, at rows of 1, of a multiple of 4 (the vec4 form) and of a
-/// prime (the add and the op), and over more rows than a workgroup has invocations.
+/// prime (the scalar kernel), and over more rows than a workgroup has invocations.
 fn bias_activation_gives_the_bits_of_the_add_and_the_op_forward_and_backward(backend: &Backend) {
     let mut rng = Rng::fresh("bias activation");
     let session = backend.poisoned();
