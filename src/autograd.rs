@@ -106,6 +106,26 @@ enum Op {
     },
 }
 
+impl Op {
+    /// Whether the op reads node `index`.
+    fn reads(&self, index: usize) -> bool {
+        match *self {
+            Op::Leaf => false,
+            Op::MatMul { a, b, .. } | Op::Binary { a, b, .. } => a == index || b == index,
+            Op::BiasActivation { x, bias, .. } => x == index || bias == index,
+            Op::GatherRows { table, indices } => table == index || indices == index,
+            Op::Concat { ref parts, .. } => parts.contains(&index),
+            Op::Unary { x, .. }
+            | Op::Softmax { x, .. }
+            | Op::Narrow { x, .. }
+            | Op::Permute { x, .. }
+            | Op::Reshape { x }
+            | Op::Reduce { x, .. } => x == index,
+            Op::SoftmaxCrossEntropy { logits, .. } => logits == index,
+        }
+    }
+}
+
 struct Node {
     value: Arc<Tensor>,
     op: Op,
@@ -546,6 +566,7 @@ impl Tape {
         }
         let mut walk = self.start_walk(output, None, &[], true)?;
         self.nodes.truncate(output.index + 1);
+        self.seed_mean_cross_entropy(output.index, &mut walk.gradients)?;
         while let Some(node) = self.nodes.pop() {
             let index = self.nodes.len();
             self.visit(index, &node, &mut walk)?;
@@ -679,6 +700,41 @@ impl Tape {
             found: sources.iter().map(|_| None).collect(),
             lowest,
         })
+    }
+
+    /// Where `output`, seeded with one, is the mean (or sum) of per-row cross-entropies that nothing else
+    /// reads, hands the logits their gradient at once: the kernel's row gradient times the reduction's scale,
+    /// one pass where spreading the seed over the rows and scaling each row by it take two (the same bits).
+    fn seed_mean_cross_entropy(
+        &self,
+        output: usize,
+        gradients: &mut [Option<Tensor>],
+    ) -> Result<()> {
+        let Op::Reduce {
+            op: op @ (ReduceOp::Mean | ReduceOp::Sum),
+            x: losses,
+            axis: None,
+        } = self.nodes[output].op
+        else {
+            return Ok(());
+        };
+        let Op::SoftmaxCrossEntropy {
+            logits,
+            gradient: Some(ref gradient),
+        } = self.nodes[losses].op
+        else {
+            return Ok(());
+        };
+        let read_elsewhere = (losses + 1..output).any(|index| self.nodes[index].op.reads(losses));
+        if read_elsewhere || self.nodes[losses].parameter {
+            return Ok(());
+        }
+        let scale = match op {
+            ReduceOp::Mean => (1.0 / self.nodes[losses].value.len() as f64) as f32,
+            _ => 1.0,
+        };
+        gradients[output] = None;
+        self.accumulate(gradients, logits, gradient.mul_scalar(scale)?)
     }
 
     /// One step of the reverse walk, at node `index` (`node`, whose inputs all lie below it and are still on

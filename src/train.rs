@@ -31,15 +31,16 @@ use crate::optim::Optimizer;
 use crate::session::{ResumeReport, Session, SuspendReport};
 use crate::tensor::Tensor;
 
-/// The values a step computed before its update, for the caller to read or keep.
+/// The values a step computed before its update, for the caller to read or keep: each shared, so that keeping
+/// one past the step (`Arc::clone`) costs no copy.
 pub struct StepValues<'a> {
     /// The model's output, [batch, classes].
-    pub logits: &'a Tensor,
-    pub targets: &'a Tensor,
+    pub logits: &'a Arc<Tensor>,
+    pub targets: &'a Arc<Tensor>,
     /// Softmax cross-entropy per row, [batch].
-    pub losses: &'a Tensor,
+    pub losses: &'a Arc<Tensor>,
     /// The mean of `losses`: what the gradients are of.
-    pub cost: &'a Tensor,
+    pub cost: &'a Arc<Tensor>,
 }
 
 /// One training step of `model` on a batch: the cost is the mean softmax cross-entropy of its logits against
@@ -73,10 +74,10 @@ pub(crate) fn step_counting<R>(
     let losses = tape.softmax_cross_entropy_counting(logits, y, correct)?;
     let cost = tape.mean(losses, None)?;
     let result = before_update(&StepValues {
-        logits: tape.value(logits)?,
-        targets: tape.value(y)?,
-        losses: tape.value(losses)?,
-        cost: tape.value(cost)?,
+        logits: tape.shared_value(logits)?,
+        targets: tape.shared_value(y)?,
+        losses: tape.shared_value(losses)?,
+        cost: tape.shared_value(cost)?,
     })?;
     let gradients = tape.backward(cost)?;
     optimizer.step(&model.parameters(), &gradients)?;

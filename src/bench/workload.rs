@@ -208,13 +208,13 @@ impl MlpJob {
 
     /// Forward, backward and an Adam update; returns the cost before the update (which waits for the device).
     pub fn step(&mut self) -> Result<f32> {
-        // A copy of the cost, read once the update is recorded too: one wait for the device per step.
+        // The cost kept past the step, read once the update is recorded too: one wait for the device per step.
         let cost = train::step(
             &self.model,
             &mut self.optimizer,
             &self.x,
             &self.y,
-            |values| values.cost.try_clone(),
+            |values| Ok(Arc::clone(values.cost)),
         )?;
         cost.item()
     }

@@ -254,3 +254,88 @@ fn softmax_cross_entropy_refuses_labels_that_want_a_gradient(backend: &Backend) 
     assert!(tape.softmax_cross_entropy(logits_var, constant).is_ok());
     session.close();
 }
+
+per_backend!(a_cross_entropy_cost_takes_one_scaling_pass_and_the_bits_of_the_whole_walk);
+/// `backward` from the mean (or sum) of per-row cross-entropies hands the logits the kernel's row gradient
+/// scaled once: the bits of the walk that spreads the seed and scales each row (what `gradient` takes), also
+/// when the losses are read elsewhere too, where the shortcut must not be taken.
+fn a_cross_entropy_cost_takes_one_scaling_pass_and_the_bits_of_the_whole_walk(backend: &Backend) {
+    let mut rng = Rng::fresh("cross-entropy cost");
+    let session = backend.poisoned();
+    for (rows, classes) in [(1, 1), (7, 3), (1031, 10)] {
+        let logits = upload(
+            &session,
+            &rng.vec(rows * classes, -3.0, 3.0),
+            &[rows, classes],
+        );
+        let labels = upload(
+            &session,
+            &rng.vec(rows * classes, 0.0, 1.0),
+            &[rows, classes],
+        );
+        for (reduction, read_elsewhere) in [("mean", false), ("sum", false), ("mean", true)] {
+            let cost_of = |tape: &mut Tape| -> (Var, Var) {
+                let z = tape.param(&logits);
+                let y = tape.constant(&labels);
+                let losses = tape.softmax_cross_entropy(z, y).expect("xent");
+                let reduced = if reduction == "mean" {
+                    tape.mean(losses, None)
+                } else {
+                    tape.sum(losses, None)
+                }
+                .expect("reduce");
+                let cost = if read_elsewhere {
+                    let again = tape.sum(losses, None).expect("sum");
+                    tape.add(reduced, again).expect("add")
+                } else {
+                    reduced
+                };
+                (z, cost)
+            };
+            let mut walked = Tape::new();
+            let (z, cost) = cost_of(&mut walked);
+            let want = walked.gradient(cost, &[z]).expect("gradient");
+            let mut stepped = Tape::new();
+            let (_, cost) = cost_of(&mut stepped);
+            let gradients = stepped.backward(cost).expect("backward");
+            let got = read(gradients.of(&logits), "logits");
+            let context =
+                format!("{reduction} over [{rows}, {classes}], read elsewhere: {read_elsewhere}");
+            let bits = |values: &[f32]| values.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+            assert_eq!(
+                bits(&got),
+                bits(&read(want[0].as_ref(), "walked")),
+                "{context}"
+            );
+            // Against f64: (softmax · Σ labels − labels) times the cost's weight on each row.
+            let (z, y) = (logits.to_vec().expect("z"), labels.to_vec().expect("y"));
+            let weight = match (reduction, read_elsewhere) {
+                ("mean", false) => 1.0 / rows as f64,
+                ("mean", true) => 1.0 / rows as f64 + 1.0,
+                _ => 1.0,
+            };
+            for row in 0..rows {
+                let cols = row * classes..(row + 1) * classes;
+                let top = z[cols.clone()]
+                    .iter()
+                    .fold(f64::MIN, |m, &v| m.max(f64::from(v)));
+                let exps: Vec<f64> = z[cols.clone()]
+                    .iter()
+                    .map(|&v| (f64::from(v) - top).exp())
+                    .collect();
+                let total: f64 = exps.iter().sum();
+                let label_sum: f64 = y[cols.clone()].iter().map(|&v| f64::from(v)).sum();
+                for (j, index) in cols.enumerate() {
+                    let want = (exps[j] / total * label_sum - f64::from(y[index])) * weight;
+                    let error = (f64::from(got[index]) - want).abs();
+                    assert!(
+                        error <= 1e-5 * (1.0 + want.abs()),
+                        "{context}: [{row}, {j}] {} vs {want}",
+                        got[index]
+                    );
+                }
+            }
+        }
+    }
+    session.close();
+}
