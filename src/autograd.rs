@@ -28,6 +28,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::kernels::elementwise::{for_each_binary_op, for_each_unary_op, BinaryOp, UnaryOp};
 use crate::kernels::reduce::{for_each_reduce_op, ReduceOp};
+use crate::ops::linear;
 use crate::ops::matmul::Transpose;
 use crate::tensor::Tensor;
 
@@ -64,6 +65,14 @@ enum Op {
         x: usize,
         bias: usize,
         activation: UnaryOp,
+    },
+    /// A layer, `activation(x·weight + bias)`: forward and backward in the fewest passes (see
+    /// [`Tensor::linear`]).
+    Linear {
+        x: usize,
+        weight: usize,
+        bias: Option<usize>,
+        activation: Option<UnaryOp>,
     },
     /// Softmax cross-entropy per row; the fused kernel's gradient of the summed loss is kept for backward.
     SoftmaxCrossEntropy {
@@ -107,21 +116,27 @@ enum Op {
 }
 
 impl Op {
-    /// Whether the op reads node `index`.
-    fn reads(&self, index: usize) -> bool {
+    /// The nodes the op reads, once per operand (an op reading one node twice names it twice).
+    fn inputs(&self) -> Vec<usize> {
         match *self {
-            Op::Leaf => false,
-            Op::MatMul { a, b, .. } | Op::Binary { a, b, .. } => a == index || b == index,
-            Op::BiasActivation { x, bias, .. } => x == index || bias == index,
-            Op::GatherRows { table, indices } => table == index || indices == index,
-            Op::Concat { ref parts, .. } => parts.contains(&index),
+            Op::Leaf => Vec::new(),
+            Op::MatMul { a, b, .. } | Op::Binary { a, b, .. } => vec![a, b],
+            Op::BiasActivation { x, bias, .. } => vec![x, bias],
+            Op::Linear {
+                x, weight, bias, ..
+            } => [Some(x), Some(weight), bias]
+                .into_iter()
+                .flatten()
+                .collect(),
+            Op::GatherRows { table, indices } => vec![table, indices],
+            Op::Concat { ref parts, .. } => parts.clone(),
             Op::Unary { x, .. }
             | Op::Softmax { x, .. }
             | Op::Narrow { x, .. }
             | Op::Permute { x, .. }
             | Op::Reshape { x }
-            | Op::Reduce { x, .. } => x == index,
-            Op::SoftmaxCrossEntropy { logits, .. } => logits == index,
+            | Op::Reduce { x, .. } => vec![x],
+            Op::SoftmaxCrossEntropy { logits, .. } => vec![logits],
         }
     }
 }
@@ -213,6 +228,11 @@ struct Walk<'a> {
     found: Vec<Option<Tensor>>,
     /// The lowest node a gradient must reach: below it nothing asked for lies, so the walk stops there.
     lowest: usize,
+    /// How many operands of the ops on the walk read each node.
+    readers: Vec<u32>,
+    /// The nodes whose gradient arrived already through their own relu: a layer's input gradient, taken
+    /// through the relu of the layer below in the same pass.
+    through_relu: Vec<bool>,
 }
 
 impl Default for Tape {
@@ -374,6 +394,38 @@ impl Tape {
         let op = Op::BiasActivation {
             x: x.index,
             bias: bias.index,
+            activation,
+        };
+        Ok(self.push(value, op, wants))
+    }
+
+    /// Records a layer, `activation(x·weight + bias)` (see [`Tensor::linear`]): forward in one pass where the
+    /// shapes allow; backward the weight and bias gradients in one, and the input gradient in one, through the
+    /// relu of a layer below recorded the same way when nothing else reads it. The bits are those of the
+    /// product, the add and the activation recorded one by one, but for a bias gradient's last bits.
+    pub fn linear(
+        &mut self,
+        x: Var,
+        weight: Var,
+        bias: Option<Var>,
+        activation: Option<UnaryOp>,
+    ) -> Result<Var> {
+        let bias_value = match bias {
+            Some(bias) => Some(self.value(bias)?),
+            None => None,
+        };
+        let value = self
+            .value(x)?
+            .linear(self.value(weight)?, bias_value, activation)?;
+        let operands: Vec<Var> = [Some(x), Some(weight), bias]
+            .into_iter()
+            .flatten()
+            .collect();
+        let wants = self.wants(&operands)?;
+        let op = Op::Linear {
+            x: x.index,
+            weight: weight.index,
+            bias: bias.map(|bias| bias.index),
             activation,
         };
         Ok(self.push(value, op, wants))
@@ -566,7 +618,7 @@ impl Tape {
         }
         let mut walk = self.start_walk(output, None, &[], true)?;
         self.nodes.truncate(output.index + 1);
-        self.seed_mean_cross_entropy(output.index, &mut walk.gradients)?;
+        self.seed_mean_cross_entropy(output.index, &mut walk)?;
         while let Some(node) = self.nodes.pop() {
             let index = self.nodes.len();
             self.visit(index, &node, &mut walk)?;
@@ -692,12 +744,20 @@ impl Tape {
         } else {
             sources.iter().copied().min().unwrap_or(usize::MAX)
         };
+        let mut readers = vec![0; output.index + 1];
+        for node in &self.nodes[..=output.index] {
+            for input in node.op.inputs() {
+                readers[input] += 1;
+            }
+        }
         Ok(Walk {
             gradients,
             collect_parameters,
             by_parameter: Vec::new(),
             sources,
             found: sources.iter().map(|_| None).collect(),
+            readers,
+            through_relu: vec![false; output.index + 1],
             lowest,
         })
     }
@@ -705,11 +765,7 @@ impl Tape {
     /// Where `output`, seeded with one, is the mean (or sum) of per-row cross-entropies that nothing else
     /// reads, hands the logits their gradient at once: the kernel's row gradient times the reduction's scale,
     /// one pass where spreading the seed over the rows and scaling each row by it take two (the same bits).
-    fn seed_mean_cross_entropy(
-        &self,
-        output: usize,
-        gradients: &mut [Option<Tensor>],
-    ) -> Result<()> {
+    fn seed_mean_cross_entropy(&self, output: usize, walk: &mut Walk<'_>) -> Result<()> {
         let Op::Reduce {
             op: op @ (ReduceOp::Mean | ReduceOp::Sum),
             x: losses,
@@ -725,16 +781,15 @@ impl Tape {
         else {
             return Ok(());
         };
-        let read_elsewhere = (losses + 1..output).any(|index| self.nodes[index].op.reads(losses));
-        if read_elsewhere || self.nodes[losses].parameter {
+        if walk.readers[losses] != 1 || self.nodes[losses].parameter {
             return Ok(());
         }
         let scale = match op {
             ReduceOp::Mean => (1.0 / self.nodes[losses].value.len() as f64) as f32,
             _ => 1.0,
         };
-        gradients[output] = None;
-        self.accumulate(gradients, logits, gradient.mul_scalar(scale)?)
+        walk.gradients[output] = None;
+        self.accumulate(&mut walk.gradients, logits, gradient.mul_scalar(scale)?)
     }
 
     /// One step of the reverse walk, at node `index` (`node`, whose inputs all lie below it and are still on
@@ -771,7 +826,7 @@ impl Tape {
         if !passes_on {
             return Ok(());
         }
-        self.propagate(node, gradient, &mut walk.gradients)
+        self.propagate(index, node, gradient, walk)
     }
 
     fn accumulate(
@@ -796,10 +851,12 @@ impl Tape {
     /// the tape drops it after this returns, one that keeps the tape leaves it in place.
     fn propagate(
         &self,
+        index: usize,
         node: &Node,
         upstream: Tensor,
-        gradients: &mut [Option<Tensor>],
+        walk: &mut Walk<'_>,
     ) -> Result<()> {
+        let gradients = &mut walk.gradients;
         // Copy fields bind by value, the rest by reference: the node stays whole for its owner.
         match node.op {
             Op::Leaf => {}
@@ -853,6 +910,59 @@ impl Tape {
                     self.accumulate(gradients, bias, db)?;
                 }
                 self.accumulate(gradients, x, dz)?;
+            }
+            Op::Linear {
+                x,
+                weight,
+                bias,
+                activation,
+            } => {
+                let dz = match activation {
+                    Some(activation) if !walk.through_relu[index] => {
+                        unary_gradient(activation, 0.0, &node.value, &node.value, upstream)?
+                    }
+                    _ => upstream,
+                };
+                let (input, w) = (&self.nodes[x].value, &self.nodes[weight].value);
+                let wants_weight = self.nodes[weight].wants_gradient;
+                let bias = bias.filter(|&bias| self.nodes[bias].wants_gradient);
+                match bias {
+                    Some(bias) if wants_weight && input.shape().len() == 2 => {
+                        let (dw, db) = linear::weight_gradients(input, &dz)?;
+                        self.accumulate(gradients, weight, dw)?;
+                        self.accumulate(gradients, bias, db)?;
+                    }
+                    _ => {
+                        if wants_weight {
+                            let dw = input.matmul_t(&dz, Transpose::Left)?;
+                            self.accumulate(gradients, weight, dw)?;
+                        }
+                        if let Some(bias) = bias {
+                            let db = upstream_reduced(&dz, self.nodes[bias].value.shape())?;
+                            self.accumulate(gradients, bias, db)?;
+                        }
+                    }
+                }
+                if self.nodes[x].wants_gradient {
+                    // A layer below with a relu, read by this layer alone and not asked for itself, takes its
+                    // gradient through its relu in this pass.
+                    let below_relu = matches!(
+                        self.nodes[x].op,
+                        Op::Linear {
+                            activation: Some(UnaryOp::Relu),
+                            ..
+                        }
+                    ) && walk.readers[x] == 1
+                        && !walk.sources.contains(&x)
+                        && input.shape().len() == 2;
+                    let dx = if below_relu {
+                        walk.through_relu[x] = true;
+                        linear::input_gradient_through_relu(&dz, w, input)?
+                    } else {
+                        dz.matmul_t(w, Transpose::Right)?
+                    };
+                    self.accumulate(gradients, x, dx)?;
+                }
             }
             Op::SoftmaxCrossEntropy {
                 logits,

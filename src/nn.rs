@@ -60,46 +60,29 @@ impl Linear {
 
     /// Records `x·W (+ b)` on the tape.
     pub fn forward(&self, tape: &mut Tape, x: Var) -> Result<Var> {
-        let weight = tape.param(&self.weight);
-        let product = tape.matmul(x, weight)?;
-        match &self.bias {
-            Some(bias) => {
-                let bias = tape.param(bias);
-                tape.add(product, bias)
-            }
-            None => Ok(product),
-        }
+        self.record(tape, x, None)
     }
 
-    /// Records `activation(x·W (+ b))`: with a bias, its add and the activation are one pass.
+    /// Records `activation(x·W (+ b))`: with a bias and relu (or none), one pass forward, and backward one for
+    /// the weight and bias gradients and one for the input gradient (see [`Tape::linear`]).
     pub fn forward_activated(&self, tape: &mut Tape, x: Var, activation: UnaryOp) -> Result<Var> {
+        self.record(tape, x, Some(activation))
+    }
+
+    fn record(&self, tape: &mut Tape, x: Var, activation: Option<UnaryOp>) -> Result<Var> {
         let weight = tape.param(&self.weight);
-        let product = tape.matmul(x, weight)?;
-        match &self.bias {
-            Some(bias) => {
-                let bias = tape.param(bias);
-                tape.bias_activation(product, bias, activation)
-            }
-            None => tape.unary(activation, product, 0.0),
-        }
+        let bias = self.bias.as_ref().map(|bias| tape.param(bias));
+        tape.linear(x, weight, bias, activation)
     }
 
     /// `x·W (+ b)` on tensors, without a tape.
     pub fn infer(&self, x: &Tensor) -> Result<Tensor> {
-        let product = x.matmul(&self.weight)?;
-        match &self.bias {
-            Some(bias) => product.add(bias),
-            None => Ok(product),
-        }
+        x.linear(&self.weight, self.bias.as_deref(), None)
     }
 
     /// `activation(x·W (+ b))` on tensors, without a tape, as [`Linear::forward_activated`] computes it.
     pub fn infer_activated(&self, x: &Tensor, activation: UnaryOp) -> Result<Tensor> {
-        let product = x.matmul(&self.weight)?;
-        match &self.bias {
-            Some(bias) => product.bias_activation(bias, activation),
-            None => product.unary(activation, 0.0),
-        }
+        x.linear(&self.weight, self.bias.as_deref(), Some(activation))
     }
 
     pub fn parameters(&self) -> Vec<Arc<Tensor>> {

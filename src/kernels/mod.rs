@@ -25,6 +25,7 @@ macro_rules! reflected_layout {
 
 pub(crate) mod elementwise;
 pub(crate) mod layout;
+pub(crate) mod linear;
 pub(crate) mod matmul;
 pub(crate) mod optim;
 pub(crate) mod plan;
@@ -41,6 +42,7 @@ pub fn kernel_variants() -> Vec<(&'static str, &'static [&'static str])> {
     vec![
         (softmax::FAMILY, softmax::VARIANTS),
         (matmul::FAMILY, matmul::VARIANTS),
+        (linear::FAMILY, linear::VARIANTS),
         (reduce::CHUNK_FAMILY, reduce::CHUNK_VARIANTS),
         (reduce::AXIS_FAMILY, reduce::AXIS_VARIANTS),
         (elementwise::FAMILY, elementwise::VARIANTS),
@@ -158,6 +160,7 @@ mod reflection {
         families!(
             elementwise,
             layout,
+            linear,
             matmul,
             optim,
             random,

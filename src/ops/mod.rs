@@ -3,6 +3,7 @@
 
 mod elementwise;
 mod layout;
+pub(crate) mod linear;
 pub(crate) mod matmul;
 pub(crate) mod optim;
 mod random;

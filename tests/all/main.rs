@@ -39,6 +39,7 @@ mod lifecycle;
 mod ops_edges;
 mod ops_elementwise;
 mod ops_layout;
+mod ops_linear;
 mod ops_matmul;
 mod ops_optim;
 mod ops_random;

@@ -1,0 +1,308 @@
+//! Linear layers in the fewest passes (`Tensor::linear`, `Tape::linear`), in each variant of the `linear`
+//! family (the fused kernels, and the separate ops they replace): forward against the f64 reference and bit
+//! for bit against the product followed by the add or the activation; backward, through stacked relu layers,
+//! against the same graph recorded op by op (the weight and input gradients bit for bit, the bias gradients
+//! to rounding, since a fused column sum adds its rows in another order) and against f64; at rows of 1, primes,
+//! just over a tile, K past one pass, and widths that are no multiple of 4 (which take the separate ops).
+//! Outputs start NaN-filled, so an element no kernel wrote fails.
+
+use std::sync::Arc;
+
+use crate::common::{per_backend, relative_error, Backend, Rng};
+use wgcompute::{Error, Session, Tape, Tensor, UnaryOp, Var};
+
+fn upload(session: &Session, data: &[f32], shape: &[usize]) -> Arc<Tensor> {
+    Arc::new(session.upload(data, shape).expect("upload"))
+}
+
+fn bits(values: &[f32]) -> Vec<u32> {
+    values.iter().map(|value| value.to_bits()).collect()
+}
+
+fn read(tensor: &Tensor) -> Vec<f32> {
+    tensor.to_vec().expect("read back")
+}
+
+/// (rows, inputs, outputs): one row, vec4 widths at and just over an 8-row tile, a prime batch, widths that
+/// are no multiple of 4, and K (the inputs forward, the rows backward) past one pass of 4096.
+const SHAPES: [(usize, usize, usize); 6] = [
+    (1, 4, 4),
+    (9, 36, 12),
+    (1031, 64, 128),
+    (5, 33, 10),
+    (3, 4100, 8),
+    (4101, 8, 4),
+];
+
+/// act(x·w + b) in f64.
+fn reference(
+    x: &[f32],
+    w: &[f32],
+    b: &[f32],
+    (rows, inputs, outputs): (usize, usize, usize),
+    relu: bool,
+) -> Vec<f64> {
+    let mut out = vec![0.0; rows * outputs];
+    for r in 0..rows {
+        for i in 0..inputs {
+            let left = f64::from(x[r * inputs + i]);
+            for o in 0..outputs {
+                out[r * outputs + o] += left * f64::from(w[i * outputs + o]);
+            }
+        }
+        for o in 0..outputs {
+            let value = out[r * outputs + o] + f64::from(b[o]);
+            out[r * outputs + o] = if relu { value.max(0.0) } else { value };
+        }
+    }
+    out
+}
+
+per_backend!(a_layer_forward_has_the_bits_of_its_ops_and_matches_f64, "linear": fused, composed);
+fn a_layer_forward_has_the_bits_of_its_ops_and_matches_f64(backend: &Backend, variant: &str) {
+    let mut rng = Rng::fresh("linear forward");
+    let session = backend.poisoned_with("linear", variant);
+    for shape @ (rows, inputs, outputs) in SHAPES {
+        let x = rng.vec(rows * inputs, -1.0, 1.0);
+        let w = rng.vec(inputs * outputs, -1.0, 1.0);
+        let b = rng.vec(outputs, -1.0, 1.0);
+        let (xt, wt, bt) = (
+            upload(&session, &x, &[rows, inputs]),
+            upload(&session, &w, &[inputs, outputs]),
+            upload(&session, &b, &[outputs]),
+        );
+        for relu in [false, true] {
+            let activation = relu.then_some(UnaryOp::Relu);
+            let got = read(&xt.linear(&wt, Some(&bt), activation).expect("linear"));
+            let product = xt.matmul(&wt).expect("matmul");
+            let composed = match activation {
+                Some(activation) => product.bias_activation(&bt, activation),
+                None => product.add(&bt),
+            }
+            .expect("composed");
+            let context = format!("{variant}: {shape:?}, relu {relu}");
+            assert_eq!(
+                bits(&got),
+                bits(&read(&composed)),
+                "{context}: the ops' bits"
+            );
+            let error = relative_error(&got, &reference(&x, &w, &b, shape, relu));
+            assert!(error < 1e-5, "{context}: relative error {error:e}");
+        }
+    }
+    // Without a bias, or with another activation, a layer is its ops; bad shapes are errors that keep the
+    // session working.
+    let x = upload(&session, &[0.5; 8], &[2, 4]);
+    let w = upload(&session, &[0.25; 12], &[4, 3]);
+    let b = upload(&session, &[1.0; 3], &[3]);
+    let tanh = read(
+        &x.linear(&w, Some(&b), Some(UnaryOp::Tanh))
+            .expect("tanh layer"),
+    );
+    assert!(
+        tanh.iter()
+            .all(|&v| (f64::from(v) - 1.5f64.tanh()).abs() < 1e-6),
+        "{tanh:?}"
+    );
+    let bare = read(&x.linear(&w, None, None).expect("no bias"));
+    assert_eq!(bare, vec![0.5; 6]);
+    assert!(matches!(
+        x.linear(&b, Some(&b), None),
+        Err(Error::Shape { .. })
+    ));
+    assert!(matches!(
+        x.linear(&w, Some(&x), None),
+        Err(Error::Shape { .. })
+    ));
+    assert_eq!(
+        read(&x.linear(&w, Some(&b), None).expect("still works")),
+        vec![1.5; 6]
+    );
+    session.close();
+}
+
+/// A stack of layers, `relu` between them, recorded as layers or op by op, with the cost Σ weights·output
+/// (and, where `reread`, a second reader of the first hidden layer: Σ of it, so that its gradient comes from
+/// two places and is not taken through its relu early).
+fn record_stack(
+    tape: &mut Tape,
+    x: Var,
+    layers: &[(Var, Var)],
+    weights: Var,
+    as_layers: bool,
+    reread: bool,
+) -> Var {
+    let mut current = x;
+    let mut first_hidden = None;
+    for (index, &(w, b)) in layers.iter().enumerate() {
+        let hidden = index + 1 < layers.len();
+        let activation = hidden.then_some(UnaryOp::Relu);
+        current = if as_layers {
+            tape.linear(current, w, Some(b), activation).expect("layer")
+        } else {
+            let product = tape.matmul(current, w).expect("matmul");
+            match activation {
+                Some(activation) => tape.bias_activation(product, b, activation),
+                None => tape.add(product, b),
+            }
+            .expect("bias")
+        };
+        if index == 0 && hidden {
+            first_hidden = Some(current);
+        }
+    }
+    let weighted = tape.mul(current, weights).expect("weigh");
+    let cost = tape.sum(weighted, None).expect("sum");
+    match first_hidden.filter(|_| reread) {
+        Some(hidden) => {
+            let again = tape.sum(hidden, None).expect("sum again");
+            tape.add(cost, again).expect("add")
+        }
+        None => cost,
+    }
+}
+
+per_backend!(stacked_layers_backward_match_their_ops_and_f64, "linear": fused, composed);
+fn stacked_layers_backward_match_their_ops_and_f64(backend: &Backend, variant: &str) {
+    let mut rng = Rng::fresh("linear backward");
+    let session = backend.poisoned_with("linear", variant);
+    // (rows, widths): vec4 widths throughout, an odd batch over a tile, a last layer of 10 classes, odd widths,
+    // and a batch past one pass.
+    let cases: [(usize, &[usize]); 5] = [
+        (1, &[4, 8, 4]),
+        (67, &[12, 16, 8, 4]),
+        (100, &[64, 128, 128, 10]),
+        (13, &[13, 7, 3]),
+        (4099, &[4, 8, 4]),
+    ];
+    for (rows, widths) in cases {
+        for reread in [false, true] {
+            let x = upload(
+                &session,
+                &rng.vec(rows * widths[0], -1.0, 1.0),
+                &[rows, widths[0]],
+            );
+            let parameters: Vec<(Arc<Tensor>, Arc<Tensor>)> = widths
+                .windows(2)
+                .map(|pair| {
+                    (
+                        upload(&session, &rng.vec(pair[0] * pair[1], -0.5, 0.5), pair),
+                        upload(&session, &rng.vec(pair[1], -0.2, 0.2), &[pair[1]]),
+                    )
+                })
+                .collect();
+            let last = widths[widths.len() - 1];
+            let weights = upload(&session, &rng.vec(rows * last, -1.0, 1.0), &[rows, last]);
+            let gradients = |as_layers: bool| -> Vec<(Vec<f32>, Vec<f32>)> {
+                let mut tape = Tape::new();
+                let xv = tape.constant(&x);
+                let layers: Vec<(Var, Var)> = parameters
+                    .iter()
+                    .map(|(w, b)| (tape.param(w), tape.param(b)))
+                    .collect();
+                let wv = tape.constant(&weights);
+                let cost = record_stack(&mut tape, xv, &layers, wv, as_layers, reread);
+                let gradients = tape.backward(cost).expect("backward");
+                parameters
+                    .iter()
+                    .map(|(w, b)| {
+                        let of = |p: &Arc<Tensor>| read(gradients.of(p).expect("a gradient"));
+                        (of(w), of(b))
+                    })
+                    .collect()
+            };
+            let (layered, composed) = (gradients(true), gradients(false));
+            let context = format!("{variant}: {rows} rows, widths {widths:?}, reread {reread}");
+            for (index, ((dw, db), (want_dw, want_db))) in layered.iter().zip(&composed).enumerate()
+            {
+                assert_eq!(
+                    bits(dw),
+                    bits(want_dw),
+                    "{context}: layer {index}'s weight gradient"
+                );
+                let want: Vec<f64> = want_db.iter().map(|&v| f64::from(v)).collect();
+                let error = relative_error(db, &want);
+                assert!(
+                    error < 1e-5,
+                    "{context}: layer {index}'s bias gradient, {error:e}"
+                );
+            }
+            // The first layer's weight gradient against f64: xᵀ·dz, dz from the f64 forward and backward.
+            let first = f64_first_weight_gradient(&x, &parameters, &weights, rows, widths, reread);
+            let error = relative_error(&layered[0].0, &first);
+            assert!(
+                error < 1e-4,
+                "{context}: the first weight gradient against f64, {error:e}"
+            );
+        }
+    }
+    session.close();
+}
+
+/// The gradient of Σ weights·output (+ Σ first hidden layer, where `reread`) with respect to the first layer's
+/// weight, all in f64.
+fn f64_first_weight_gradient(
+    x: &Tensor,
+    parameters: &[(Arc<Tensor>, Arc<Tensor>)],
+    weights: &Tensor,
+    rows: usize,
+    widths: &[usize],
+    reread: bool,
+) -> Vec<f64> {
+    let wide = |t: &Tensor| -> Vec<f64> { read(t).iter().map(|&v| f64::from(v)).collect() };
+    let mut activations = vec![wide(x)];
+    for (index, (w, b)) in parameters.iter().enumerate() {
+        let (inputs, outputs) = (widths[index], widths[index + 1]);
+        let (w, b, input) = (wide(w), wide(b), &activations[index]);
+        let mut out = vec![0.0; rows * outputs];
+        for r in 0..rows {
+            for o in 0..outputs {
+                let mut sum = b[o];
+                for i in 0..inputs {
+                    sum += input[r * inputs + i] * w[i * outputs + o];
+                }
+                out[r * outputs + o] = if index + 1 < parameters.len() {
+                    sum.max(0.0)
+                } else {
+                    sum
+                };
+            }
+        }
+        activations.push(out);
+    }
+    let mut upstream = wide(weights);
+    for index in (1..parameters.len()).rev() {
+        let (inputs, outputs) = (widths[index], widths[index + 1]);
+        let w = wide(&parameters[index].0);
+        let below = &activations[index];
+        let mut next = vec![0.0; rows * inputs];
+        for r in 0..rows {
+            for i in 0..inputs {
+                let mut sum = 0.0;
+                for o in 0..outputs {
+                    sum += upstream[r * outputs + o] * w[i * outputs + o];
+                }
+                if index == 1 && reread {
+                    sum += 1.0;
+                }
+                next[r * inputs + i] = if below[r * inputs + i] > 0.0 {
+                    sum
+                } else {
+                    0.0
+                };
+            }
+        }
+        upstream = next;
+    }
+    let (inputs, outputs) = (widths[0], widths[1]);
+    let input = &activations[0];
+    let mut dw = vec![0.0; inputs * outputs];
+    for r in 0..rows {
+        for i in 0..inputs {
+            for o in 0..outputs {
+                dw[i * outputs + o] += input[r * inputs + i] * upstream[r * outputs + o];
+            }
+        }
+    }
+    dw
+}
