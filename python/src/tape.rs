@@ -317,6 +317,28 @@ impl Tape {
         self.record(py, &[a, b], |tape, vars| tape.binary(op, vars[0], vars[1]))
     }
 
+    /// `activation(x @ weight + bias)` recorded as one layer: its forward, and backward its weight and bias
+    /// gradients and its input gradient (through the relu of a layer below recorded the same way), each in one
+    /// pass where the library's fused kernels take them.
+    #[pyo3(signature = (x, weight, bias=None, activation=None))]
+    fn linear(
+        &self,
+        py: Python<'_>,
+        x: &Tensor,
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+        activation: Option<&str>,
+    ) -> PyResult<Tensor> {
+        let activation = activation
+            .map(|name| UnaryOp::from_name(name).ok_or_else(|| unknown("unary", name)))
+            .transpose()?;
+        let mut operands = vec![x, weight];
+        operands.extend(bias);
+        self.record(py, &operands, |tape, vars| {
+            tape.linear(vars[0], vars[1], vars.get(2).copied(), activation)
+        })
+    }
+
     /// `activation(x + bias)` in one pass, recorded: its gradients are those of the add and the op.
     fn bias_activation(
         &self,

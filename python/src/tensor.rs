@@ -124,6 +124,23 @@ impl Tensor {
         self.run(py, |tensor| tensor.binary(op, other))
     }
 
+    /// `activation(x @ weight + bias)`: a layer, in one pass where the library's fused kernel takes it.
+    #[pyo3(signature = (weight, bias=None, activation=None))]
+    fn linear(
+        &self,
+        py: Python<'_>,
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+        activation: Option<&str>,
+    ) -> PyResult<Tensor> {
+        let activation = activation
+            .map(|name| UnaryOp::from_name(name).ok_or_else(|| unknown("unary", name)))
+            .transpose()?;
+        let weight = weight.get()?;
+        let bias = bias.map(Tensor::get).transpose()?;
+        self.run(py, |tensor| tensor.linear(weight, bias, activation))
+    }
+
     /// `activation(x + bias)` in one pass, the bias a row over the last axis (a layer's bias and activation).
     fn bias_activation(&self, py: Python<'_>, bias: &Tensor, activation: &str) -> PyResult<Tensor> {
         let op = UnaryOp::from_name(activation).ok_or_else(|| unknown("unary", activation))?;

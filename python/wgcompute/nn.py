@@ -70,19 +70,17 @@ class Linear:
         return self._forward(x, None)
 
     def _forward(self, x: Any, activation: str | None) -> Tensor:
-        """``activation(x @ weight + bias)``: with a bias, the add and the activation are one pass."""
+        """``activation(x @ weight + bias)`` recorded as one layer (the library's ``Tape::linear``): forward, and
+        backward its weight and bias gradients and its input gradient, each in one pass where the shapes allow."""
         if not isinstance(x, Tensor):
             x = self.weight._owner().tensor(x)
-        product = x @ self.weight
-        if self.bias is None:
-            return product if activation is None else product._unary(activation)
-        if activation is None:
-            return product + self.bias
-        bias = self.bias
-        return product._op(
-            (product, bias),
-            lambda: product._t.bias_activation(bias._t, activation),
-            lambda tape: tape.bias_activation(product._t, bias._t, activation),
+        weight, bias = self.weight, self.bias
+        operands = (x, weight) if bias is None else (x, weight, bias)
+        native_bias = None if bias is None else bias._t
+        return x._op(
+            operands,
+            lambda: x._t.linear(weight._t, native_bias, activation),
+            lambda tape: tape.linear(x._t, weight._t, native_bias, activation),
         )
 
     def parameters(self) -> list[Variable]:
