@@ -9,8 +9,8 @@
 // Each adds its products over K in the order of the matmul family's kernels of the same layout (matmul_vec4,
 // matmul_vec4_at, matmul_vec4_bt), so a fused product has the bits of the product and the elementwise op it
 // replaces; a column sum adds its rows in order, which may differ in the last bits from a reduction's tree.
-// Operands are row-major with vec4 rows (sizes a multiple of 4 along them, as those kernels need), and K is
-// covered in one pass (the host falls back to the separate ops past K_PER_PASS: llvmpipe stops any loop after
+// The vec4 kernels take row-major operands with vec4 rows (sizes a multiple of 4 along them, as those kernels
+// need); the `_strided` ones take any widths with matmul_strided's tile and loop. K is covered in one pass (the host falls back to the separate ops past K_PER_PASS: llvmpipe stops any loop after
 // 65,535 iterations). The unrolled tile bodies are generated in src/kernels/linear.rs and built with this file.
 
 struct Params {
@@ -19,14 +19,17 @@ struct Params {
     k: u32,
     // how many 8-row blocks one workgroup of 64 covers (1, 2, 4 or 8); the rest of the 64 go along N
     wg_rows: u32,
-    _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
-    _pad3: u32,
+    // the strided kernels: element strides between A's rows and columns, and B's
+    a_row: u32,
+    a_col: u32,
+    b_row: u32,
+    b_col: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read_write> a: array<f32>;
 @group(0) @binding(1) var<storage, read_write> a4: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read_write> b: array<f32>;
 @group(0) @binding(2) var<storage, read_write> b4: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read_write> c: array<f32>;
 @group(0) @binding(3) var<storage, read_write> c4: array<vec4<f32>>;

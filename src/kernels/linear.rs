@@ -31,6 +31,13 @@ static FORWARD_RELU: Kernel = Kernel::new(&LINEAR, "linear_forward_relu", &[1, 2
 static WEIGHT_GRADIENT: Kernel = Kernel::new(&LINEAR, "linear_weight_gradient", &[1, 2, 3, 4]);
 static INPUT_GRADIENT_RELU: Kernel =
     Kernel::new(&LINEAR, "linear_input_gradient_relu", &[1, 2, 3, 4]);
+static FORWARD_STRIDED: Kernel = Kernel::new(&LINEAR, "linear_forward_strided", &[1, 2, 3, 4]);
+static FORWARD_RELU_STRIDED: Kernel =
+    Kernel::new(&LINEAR, "linear_forward_relu_strided", &[1, 2, 3, 4]);
+static WEIGHT_GRADIENT_STRIDED: Kernel =
+    Kernel::new(&LINEAR, "linear_weight_gradient_strided", &[1, 2, 3, 4]);
+static INPUT_GRADIENT_RELU_STRIDED: Kernel =
+    Kernel::new(&LINEAR, "linear_input_gradient_relu_strided", &[1, 2, 3, 4]);
 
 /// The family's name in tuning records, the cache and `SessionOptions::force_variant`.
 pub(crate) const FAMILY: &str = "linear";
@@ -54,7 +61,11 @@ struct Params {
     n: u32,
     k: u32,
     wg_rows: u32,
-    _pad: [u32; 4],
+    /// The strided kernels: element strides between A's rows and columns, and B's.
+    a_row: u32,
+    a_col: u32,
+    b_row: u32,
+    b_col: u32,
 }
 
 /// The WGSL of the family's kernels, unrolled as the matmul family's hand-written kernels are.
@@ -64,6 +75,10 @@ fn generated() -> String {
         forward_source("linear_forward_relu", true),
         weight_gradient_source(),
         input_gradient_source(),
+        strided_source("linear_forward_strided", Epilogue::Bias { relu: false }),
+        strided_source("linear_forward_relu_strided", Epilogue::Bias { relu: true }),
+        strided_source("linear_weight_gradient_strided", Epilogue::ColumnSums),
+        strided_source("linear_input_gradient_relu_strided", Epilogue::ReluMask),
     ]
     .concat()
 }
@@ -318,6 +333,87 @@ fn linear_input_gradient_relu(@builtin(workgroup_id) wid: vec3<u32>, @builtin(lo
     )
 }
 
+/// What a strided kernel does besides its product.
+#[derive(Clone, Copy)]
+enum Epilogue {
+    /// Adds the bias row (binding 4) to each row, then the relu if asked.
+    Bias { relu: bool },
+    /// Writes the column sums of B (binding 4) from the first row block's invocations.
+    ColumnSums,
+    /// Keeps each result where the layer input (binding 4, [M, N]) is positive, else 0.
+    ReluMask,
+}
+
+/// C = A·B over any strides, matmul_strided's tile and loop (4×4 of C per invocation, 16×16 invocations per
+/// workgroup, one pass over K), with `epilogue`: for the widths the vec4 kernels do not take (a last layer of
+/// 10 classes, say).
+fn strided_source(entry: &str, epilogue: Epilogue) -> String {
+    let (sums, sum_step, sum_store) = match epilogue {
+        Epilogue::ColumnSums => (
+            "    var sums = vec4<f32>(0.0);\n",
+            "        sums = sums + bv;\n",
+            "    if (row0 == 0u) {
+        for (var j = 0u; j < 4u; j = j + 1u) {
+            if (col0 + j < n) {
+                extra[col0 + j] = sums[j];
+            }
+        }
+    }\n",
+        ),
+        _ => ("", "", ""),
+    };
+    let value = match epilogue {
+        Epilogue::Bias { relu: false } => "acc[i][j] + extra[col0 + j]",
+        Epilogue::Bias { relu: true } => "max(acc[i][j] + extra[col0 + j], 0.0)",
+        Epilogue::ColumnSums => "acc[i][j]",
+        Epilogue::ReluMask => "masked(acc[i][j], row * n + col0 + j)",
+    };
+    format!(
+        "
+@compute @workgroup_size(16, 16)
+fn {entry}(@builtin(global_invocation_id) id: vec3<u32>) {{
+    let m = params.m;
+    let n = params.n;
+    let row0 = id.y * 4u;
+    let col0 = id.x * 4u;
+    if (row0 >= m || col0 >= n) {{
+        return;
+    }}
+    var a_rows: array<u32, 4>;
+    var b_cols: array<u32, 4>;
+    for (var i = 0u; i < 4u; i = i + 1u) {{
+        a_rows[i] = min(row0 + i, m - 1u) * params.a_row;
+        b_cols[i] = min(col0 + i, n - 1u) * params.b_col;
+    }}
+    var acc: array<vec4<f32>, 4>;
+{sums}    for (var kk = 0u; kk < params.k; kk = kk + 1u) {{
+        let ak = kk * params.a_col;
+        let bk = kk * params.b_row;
+        let bv = vec4<f32>(b[b_cols[0] + bk], b[b_cols[1] + bk], b[b_cols[2] + bk], b[b_cols[3] + bk]);
+        for (var i = 0u; i < 4u; i = i + 1u) {{
+            acc[i] = acc[i] + a[a_rows[i] + ak] * bv;
+        }}
+{sum_step}    }}
+    for (var i = 0u; i < 4u; i = i + 1u) {{
+        let row = row0 + i;
+        if (row < m) {{
+            for (var j = 0u; j < 4u; j = j + 1u) {{
+                if (col0 + j < n) {{
+                    c[row * n + col0 + j] = {value};
+                }}
+            }}
+        }}
+    }}
+{sum_store}}}
+"
+    )
+}
+
+/// The grid of the strided kernels over [m, n].
+fn strided_grid(m: usize, n: usize) -> [u32; 3] {
+    [n.div_ceil(64) as u32, m.div_ceil(64) as u32, 1]
+}
+
 /// Row blocks per workgroup of the 8-row tiles: as many as there are, up to 8, as matmul_vec4 spends them.
 fn wg_rows(m: usize) -> usize {
     m.div_ceil(TILE_ROWS).next_power_of_two().min(8)
@@ -378,6 +474,35 @@ fn bucket(what: &str, (m, k, n): (usize, usize, usize)) -> String {
     )
 }
 
+/// The fused kernel for a product of these sizes, its grid and its parameters: the vec4 one where `vec4_sizes`
+/// are multiples of 4, else the strided one (with `strides`: A's rows and columns, B's), or none where neither
+/// fits.
+#[allow(clippy::too_many_arguments)] // a fused dispatch is fully described by these
+fn fused_kernel(
+    runtime: &Runtime,
+    (vec4, strided): (&'static Kernel, &'static Kernel),
+    (vec4_sizes, vec4_grid): (&[usize], [u32; 3]),
+    (m, k, n): (usize, usize, usize),
+    strides: [usize; 4],
+    ranges: &[BufferRange],
+) -> Option<(&'static Kernel, [u32; 3], Params)> {
+    let params = Params {
+        m: m as u32,
+        n: n as u32,
+        k: k as u32,
+        wg_rows: wg_rows(m) as u32,
+        a_row: strides[0] as u32,
+        a_col: strides[1] as u32,
+        b_row: strides[2] as u32,
+        b_col: strides[3] as u32,
+    };
+    if fits(runtime, vec4_sizes, k, ranges, vec4_grid) {
+        return Some((vec4, vec4_grid, params));
+    }
+    let grid = strided_grid(m, n);
+    fits(runtime, &[], k, ranges, grid).then_some((strided, grid, params))
+}
+
 /// out = act(x·w + bias) for x [m, k], w [k, n], bias [n]; act is relu or none.
 pub(crate) fn forward(
     runtime: &mut Runtime,
@@ -386,18 +511,21 @@ pub(crate) fn forward(
     (m, k, n): (usize, usize, usize),
     relu: bool,
 ) -> Result<()> {
-    let grid = tile_grid(m, n);
-    let fused = fits(runtime, &[k, n], k, &[x, w, bias, out], grid);
-    let params = Params {
-        m: m as u32,
-        n: n as u32,
-        k: k as u32,
-        wg_rows: wg_rows(m) as u32,
-        ..Params::default()
+    let kernels = if relu {
+        (&FORWARD_RELU, &FORWARD_RELU_STRIDED)
+    } else {
+        (&FORWARD, &FORWARD_STRIDED)
     };
-    let kernel = if relu { &FORWARD_RELU } else { &FORWARD };
+    let fused = fused_kernel(
+        runtime,
+        kernels,
+        (&[k, n], tile_grid(m, n)),
+        (m, k, n),
+        [k, 1, n, 1],
+        &[x, w, out, bias],
+    );
     let mut record = |runtime: &mut Runtime, variant: &str| {
-        if variant == FUSED {
+        if let (FUSED, Some((kernel, grid, params))) = (variant, fused) {
             return runtime.dispatch(
                 kernel,
                 bytemuck::bytes_of(&params),
@@ -438,7 +566,12 @@ pub(crate) fn forward(
             )
         }
     };
-    let variant = pick(runtime, fused, bucket("forward", (m, k, n)), &mut record);
+    let variant = pick(
+        runtime,
+        fused.is_some(),
+        bucket("forward", (m, k, n)),
+        &mut record,
+    );
     record(runtime, variant)
 }
 
@@ -449,23 +582,17 @@ pub(crate) fn weight_gradient(
     (dw, db): (BufferRange, BufferRange),
     (rows, inputs, outputs): (usize, usize, usize),
 ) -> Result<()> {
-    let grid = tile_grid(inputs, outputs);
-    let fused = fits(runtime, &[inputs, outputs], rows, &[x, dz, dw, db], grid);
-    let params = Params {
-        m: inputs as u32,
-        n: outputs as u32,
-        k: rows as u32,
-        wg_rows: wg_rows(inputs) as u32,
-        ..Params::default()
-    };
+    let fused = fused_kernel(
+        runtime,
+        (&WEIGHT_GRADIENT, &WEIGHT_GRADIENT_STRIDED),
+        (&[inputs, outputs], tile_grid(inputs, outputs)),
+        (inputs, rows, outputs),
+        [1, inputs, outputs, 1],
+        &[x, dz, dw, db],
+    );
     let mut record = |runtime: &mut Runtime, variant: &str| {
-        if variant == FUSED {
-            return runtime.dispatch(
-                &WEIGHT_GRADIENT,
-                bytemuck::bytes_of(&params),
-                &[x, dz, dw, db],
-                grid,
-            );
+        if let (FUSED, Some((kernel, grid, params))) = (variant, fused) {
+            return runtime.dispatch(kernel, bytemuck::bytes_of(&params), &[x, dz, dw, db], grid);
         }
         let layouts = (
             Layout::of(rows, inputs, false, true),
@@ -494,12 +621,8 @@ pub(crate) fn weight_gradient(
             db,
         )
     };
-    let variant = pick(
-        runtime,
-        fused,
-        bucket("weight gradient", (inputs, rows, outputs)),
-        &mut record,
-    );
+    let class = bucket("weight gradient", (inputs, rows, outputs));
+    let variant = pick(runtime, fused.is_some(), class, &mut record);
     record(runtime, variant)
 }
 
@@ -512,18 +635,19 @@ pub(crate) fn input_gradient_relu(
     (rows, inputs, outputs): (usize, usize, usize),
 ) -> Result<()> {
     let span = BT_TILE * BT_INVOCATIONS;
-    let grid = [inputs.div_ceil(span) as u32, rows.div_ceil(span) as u32, 1];
-    let fused = fits(runtime, &[outputs], outputs, &[dz, w, below, dx], grid);
-    let params = Params {
-        m: rows as u32,
-        n: inputs as u32,
-        k: outputs as u32,
-        ..Params::default()
-    };
+    let vec4_grid = [inputs.div_ceil(span) as u32, rows.div_ceil(span) as u32, 1];
+    let fused = fused_kernel(
+        runtime,
+        (&INPUT_GRADIENT_RELU, &INPUT_GRADIENT_RELU_STRIDED),
+        (&[outputs], vec4_grid),
+        (rows, outputs, inputs),
+        [outputs, 1, 1, outputs],
+        &[dz, w, dx, below],
+    );
     let mut record = |runtime: &mut Runtime, variant: &str| {
-        if variant == FUSED {
+        if let (FUSED, Some((kernel, grid, params))) = (variant, fused) {
             return runtime.dispatch(
-                &INPUT_GRADIENT_RELU,
+                kernel,
                 bytemuck::bytes_of(&params),
                 &[dz, w, dx, below],
                 grid,
@@ -543,16 +667,21 @@ pub(crate) fn input_gradient_relu(
         )?;
         elementwise::relu_backward(runtime, below, dx, dx, (rows * inputs) as u64)
     };
-    let variant = pick(
-        runtime,
-        fused,
-        bucket("input gradient", (rows, outputs, inputs)),
-        &mut record,
-    );
+    let class = bucket("input gradient", (rows, outputs, inputs));
+    let variant = pick(runtime, fused.is_some(), class, &mut record);
     record(runtime, variant)
 }
 
 reflected_layout!(
-    kernels: [FORWARD, FORWARD_RELU, WEIGHT_GRADIENT, INPUT_GRADIENT_RELU],
-    params: { m, n, k, wg_rows }
+    kernels: [
+        FORWARD,
+        FORWARD_RELU,
+        WEIGHT_GRADIENT,
+        INPUT_GRADIENT_RELU,
+        FORWARD_STRIDED,
+        FORWARD_RELU_STRIDED,
+        WEIGHT_GRADIENT_STRIDED,
+        INPUT_GRADIENT_RELU_STRIDED
+    ],
+    params: { m, n, k, wg_rows, a_row, a_col, b_row, b_col }
 );
