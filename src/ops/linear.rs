@@ -40,7 +40,7 @@ impl Tensor {
     /// let w = session.upload(&[1.0, -1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0].repeat(2), &[4, 4])?;
     /// let b = session.upload(&[0.5, -10.0, 0.0, 1.0], &[4])?;
     /// let y = x.linear(&w, Some(&b), Some(UnaryOp::Relu))?;
-    /// assert_eq!(y.to_vec()?, vec![4.5, 0.0, 0.0, 1.0]);
+    /// assert_eq!(y.to_vec()?, vec![10.5, 0.0, 0.0, 1.0]);
     /// # Ok(()) }
     /// ```
     pub fn linear(
