@@ -1,7 +1,9 @@
 //! Matrix products (shaders/matmul.wgsl): `C = op(A)·op(B)` with transpose flags and an optional leading batch
 //! dimension, at any size. GPUs take a shared-memory tiled kernel. CPU adapters (llvmpipe) take register
 //! tiles: row-major operands whose sizes are multiples of 4 take a vec4 kernel (one for Aᵀ·B too), anything
-//! else the strided kernel.
+//! else the strided kernel. Where the device has subgroup operations (lavapipe's Vulkan adapter does), the
+//! default vec4 tiles load A once per subgroup and broadcast it (a module of their own, `matmul_subgroup`);
+//! short products (up to 32 rows) take tiles that hold all their rows, so that B is read once.
 
 use bytemuck::{Pod, Zeroable};
 
@@ -15,6 +17,14 @@ static MATMUL: Shader = Shader {
     generated: register_tile_kernels,
 };
 
+/// matmul.wgsl with the short-and-wide tiles that share A's loads across a subgroup's lanes, as a module of its
+/// own: built only on devices with subgroup operations (a module using them fails to build elsewhere).
+static MATMUL_SUBGROUP: Shader = Shader {
+    name: "matmul_subgroup",
+    source: include_str!("../../shaders/matmul.wgsl"),
+    generated: subgroup_tile_kernels,
+};
+
 /// A register-tiled vec4 kernel generated from Rust: each invocation keeps `rows` × `vec4s`·4 of C in
 /// registers. Every tile shape (and the hand-written 8×8 `matmul_vec4`) adds up each element of C over K in the
 /// same order.
@@ -22,10 +32,12 @@ struct RegisterTile {
     variant: &'static str,
     rows: u32,
     vec4s: u32,
-    /// All 64 invocations of a workgroup share their rows (of A and C) and spread along N: A's addresses then
+    /// All invocations of a workgroup share their rows (of A and C) and spread along N: A's addresses then
     /// depend on the workgroup alone, which a compiler can load once for many invocations (llvmpipe does), so
     /// tall tiles pay off: each invocation's loads of B (its own addresses) feed `rows` multiply-adds each.
     shared_rows: bool,
+    /// Invocations per workgroup (along N where rows are shared).
+    invocations: u32,
     kernel: Kernel,
 }
 
@@ -78,7 +90,288 @@ const fn register_tile(
         rows,
         vec4s,
         shared_rows,
+        invocations: 64,
         kernel: Kernel::new(&MATMUL, entry, &[1, 2, 3]),
+    }
+}
+
+/// A shared-row tile of `invocations` per workgroup: the short-and-wide tiles below.
+const fn wide_tile(
+    variant: &'static str,
+    entry: &'static str,
+    rows: u32,
+    invocations: u32,
+) -> RegisterTile {
+    RegisterTile {
+        variant,
+        rows,
+        vec4s: WIDE_VEC4S,
+        shared_rows: true,
+        invocations,
+        kernel: Kernel::new(&MATMUL, entry, &[1, 2, 3]),
+    }
+}
+
+/// Vec4 columns of C per invocation of a short-and-wide tile.
+const WIDE_VEC4S: u32 = 4;
+/// Invocations per workgroup of a short-and-wide tile.
+const WIDE_INVOCATIONS: u32 = 16;
+/// Columns of C per workgroup of a short-and-wide tile.
+const WIDE_COLUMNS: usize = (4 * WIDE_VEC4S * WIDE_INVOCATIONS) as usize;
+/// The most rows of C for which the short-and-wide tiles are offered (in two row blocks of the tallest).
+const WIDE_MAX_ROWS: usize = 32;
+
+/// Short-and-wide tiles, for a few rows of C (a batch of 1 to 16, say) over a long K and a wide N: one
+/// invocation keeps ALL of C's rows (up to `rows`) × 4 vec4 columns, so that each B value it loads feeds every
+/// row and B is read once. On llvmpipe every storage load is a loop over the SIMD lanes (a bounds check and a
+/// branch per component), so what a tile costs is mostly its loads per multiply-add: `rows` of A and 16 of B
+/// per k for `rows` × 16 multiply-adds. The tile is as tall as the product (rows past M only repeat its last
+/// one) but no taller, and its workgroups are small (16 invocations, 256 columns of C), so that even N = 1000
+/// gives both cores work. On the seed workload's 10×10000×1000 the 10-row tile takes about 0.7 of the CPU
+/// time of the best 64-invocation tile (12×8) and half that of 8×8; 4 vec4s per invocation beat 2 (more loads
+/// per multiply-add) and 6 or 8 (spills). Devices with subgroups take `SUBGROUP_WIDE_TILES` instead.
+static WIDE_TILES: [RegisterTile; 6] = [
+    wide_tile("wide_1x16", "matmul_wide_1x16", 1, WIDE_INVOCATIONS),
+    wide_tile("wide_4x16", "matmul_wide_4x16", 4, WIDE_INVOCATIONS),
+    wide_tile("wide_8x16", "matmul_wide_8x16", 8, WIDE_INVOCATIONS),
+    wide_tile("wide_10x16", "matmul_wide_10x16", 10, WIDE_INVOCATIONS),
+    wide_tile("wide_12x16", "matmul_wide_12x16", 12, WIDE_INVOCATIONS),
+    wide_tile("wide_16x16", "matmul_wide_16x16", 16, WIDE_INVOCATIONS),
+];
+
+const fn subgroup_wide_tile(variant: &'static str, entry: &'static str, rows: u32) -> RegisterTile {
+    RegisterTile {
+        variant,
+        rows,
+        vec4s: WIDE_VEC4S,
+        shared_rows: true,
+        invocations: WIDE_INVOCATIONS,
+        kernel: Kernel::new(&MATMUL_SUBGROUP, entry, &[1, 2, 3]),
+    }
+}
+
+/// The lanes a subgroup needs at least for `SUBGROUP_WIDE_TILES`: each of A's rows is loaded by one of the
+/// first `SUBGROUP_LANES` lanes and broadcast from there.
+const SUBGROUP_LANES: u32 = 8;
+
+/// The short-and-wide tiles with A's loads shared by a subgroup: where `WIDE_TILES` has every lane load all
+/// `rows` values of A it needs per k (the same addresses in every lane, but on llvmpipe still one load per
+/// lane), here lane l loads rows l, l + 8, ... and `subgroupBroadcast` hands each row to every lane, so a lane
+/// loads ceil(rows / 8) of A per k besides its 16 of B. The sums are the same, in the same order. Candidates
+/// only on devices with subgroups of at least 8 lanes (lavapipe's are 8), and there at every M: with A's
+/// loads this cheap the 16-row tile is the fastest on tall products too (a 1024³ product at about 0.65 of the
+/// CPU time of the best 64-invocation tile, 24×16); on 10×10000×1000 the 10-row tile takes about 0.8 of the
+/// CPU time of `wide_10x16`.
+static SUBGROUP_WIDE_TILES: [RegisterTile; 6] = [
+    subgroup_wide_tile("subgroup_wide_1x16", "matmul_subgroup_wide_1x16", 1),
+    subgroup_wide_tile("subgroup_wide_4x16", "matmul_subgroup_wide_4x16", 4),
+    subgroup_wide_tile("subgroup_wide_8x16", "matmul_subgroup_wide_8x16", 8),
+    subgroup_wide_tile("subgroup_wide_10x16", "matmul_subgroup_wide_10x16", 10),
+    subgroup_wide_tile("subgroup_wide_12x16", "matmul_subgroup_wide_12x16", 12),
+    subgroup_wide_tile("subgroup_wide_16x16", "matmul_subgroup_wide_16x16", 16),
+];
+
+const fn subgroup_at_tile(variant: &'static str, entry: &'static str, rows: u32) -> RegisterTile {
+    RegisterTile {
+        variant,
+        rows,
+        vec4s: 4,
+        shared_rows: true,
+        invocations: WIDE_INVOCATIONS,
+        kernel: Kernel::new(&MATMUL_SUBGROUP, entry, &[1, 2, 3]),
+    }
+}
+
+/// Aᵀ·B tiles (a weight's gradient, xᵀ·dY) with A's loads shared by a subgroup: for each k the tile's `rows`
+/// of A are `rows / 4` neighbouring vec4s of A's row k, which lanes 0, 1, ... load and broadcast (so `rows`
+/// is at most 4 × 8). The sums are those of `TRANSPOSED_LEFT_TILES`, in the same order. On the seed workload's
+/// weight gradient (10000×10 by 10×1000, bound by its 10M stores) about 0.9 of the time of the others.
+static SUBGROUP_AT_TILES: [RegisterTile; 2] = [
+    subgroup_at_tile("subgroup_at_24x16", "matmul_subgroup_at_24x16", 24),
+    subgroup_at_tile("subgroup_at_32x16", "matmul_subgroup_at_32x16", 32),
+];
+
+/// As `transposed_left_source`, with A's vec4s loaded across the subgroup and broadcast; no invocation returns
+/// early (see `subgroup_wide_source`).
+fn subgroup_transposed_left_source(tile: &RegisterTile) -> String {
+    let (entry, rows, vec4s, invocations) =
+        (tile.kernel.entry, tile.rows, tile.vec4s, tile.invocations);
+    assert!(rows % 4 == 0 && rows / 4 <= SUBGROUP_LANES);
+    let mut body = String::new();
+    push_line(
+        &mut body,
+        "let a_lane = min(row0 / 4u + lane, m4s - 1u);".to_string(),
+    );
+    push_columns_and_accumulators(&mut body, rows, vec4s);
+    let mut line = |text: String| push_line(&mut body, text);
+    line("for (var k = params.k_begin; k < params.k_end; k = k + 1u) {".to_string());
+    line("    let a_mine = a4[a_base + k * m4s + a_lane];".to_string());
+    for group in 0..rows / 4 {
+        line(format!(
+            "    let a_vec{group} = subgroupBroadcast(a_mine, {group}u);"
+        ));
+    }
+    line("    let b_row = b_base + k * n4s;".to_string());
+    for j in 0..vec4s {
+        line(format!("    let b_vec{j} = b4[b_row + b_col{j}];"));
+    }
+    for i in 0..rows {
+        let component = ["x", "y", "z", "w"][(i % 4) as usize];
+        for j in 0..vec4s {
+            line(format!(
+                "    c{i}_{j} = c{i}_{j} + a_vec{group}.{component} * b_vec{j};",
+                group = i / 4
+            ));
+        }
+    }
+    line("}".to_string());
+    push_tile_stores(&mut body, rows, vec4s);
+    subgroup_entry_point(
+        entry,
+        invocations,
+        &format!(
+            "C = Aᵀ·B with A stored [K, M] (M % 4 == 0) and B stored [K, N] (N % 4 == 0): {rows} rows x {vec4s} vec4
+// columns of C per invocation, {invocations} invocations sharing their rows along N; A's vec4s loaded across the
+// subgroup and broadcast."
+        ),
+        &format!(
+            "    let m4s = params.m / 4u;
+    let n4s = params.n / 4u;
+    let row0 = (wid.y + params.group_row_offset) * {rows}u;
+    let col4 = (wid.x * {invocations}u + lid) * {vec4s}u;
+"
+        ),
+        &body,
+    )
+}
+
+/// The entry point of a subgroup tile: as `tile_entry_point`, with the lane's index in its subgroup (`lane`)
+/// and an early return for whole workgroups past M only.
+fn subgroup_entry_point(
+    entry: &str,
+    invocations: u32,
+    comment: &str,
+    setup: &str,
+    body: &str,
+) -> String {
+    format!(
+        "
+// {comment}
+@compute @workgroup_size({invocations})
+fn {entry}(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+    @builtin(subgroup_invocation_id) lane: u32,
+) {{
+    let m = params.m;
+{setup}    if (row0 >= m) {{
+        return;
+    }}
+    let batch = wid.z;
+    let a_base = batch * (params.a_batch / 4u);
+    let b_base = batch * (params.b_batch / 4u);
+    let c_base = batch * (params.c_batch / 4u);
+{body}}}
+"
+    )
+}
+
+/// The WGSL of the subgroup module's generated kernels.
+fn subgroup_tile_kernels() -> String {
+    SUBGROUP_WIDE_TILES
+        .iter()
+        .map(subgroup_wide_source)
+        .chain(
+            SUBGROUP_AT_TILES
+                .iter()
+                .map(subgroup_transposed_left_source),
+        )
+        .collect()
+}
+
+/// As `register_tile_source` for a shared-row tile, with A's rows loaded across the subgroup and broadcast. No
+/// invocation returns early (a broadcast needs its source lane active, and runs in uniform control flow):
+/// lanes past N compute clamped columns and store nothing.
+fn subgroup_wide_source(tile: &RegisterTile) -> String {
+    let (entry, rows, vec4s, invocations) =
+        (tile.kernel.entry, tile.rows, tile.vec4s, tile.invocations);
+    let loads = rows.div_ceil(SUBGROUP_LANES);
+    let mut body = String::new();
+    for g in 0..loads {
+        push_line(
+            &mut body,
+            format!(
+                "let r{g} = a_base + min(row0 + lane + {}u, m - 1u) * k4s;",
+                g * SUBGROUP_LANES
+            ),
+        );
+    }
+    push_columns_and_accumulators(&mut body, rows, vec4s);
+    let mut line = |text: String| push_line(&mut body, text);
+    line("for (var k4 = k4_begin; k4 < k4_end; k4 = k4 + 1u) {".to_string());
+    for g in 0..loads {
+        line(format!("    let al{g} = a4[r{g} + k4];"));
+    }
+    for i in 0..rows {
+        line(format!(
+            "    let av{i} = subgroupBroadcast(al{}, {}u);",
+            i / SUBGROUP_LANES,
+            i % SUBGROUP_LANES
+        ));
+    }
+    line("    var brow = b_base + k4 * 4u * n4s;".to_string());
+    for component in ["x", "y", "z", "w"] {
+        for j in 0..vec4s {
+            line(format!("    let b{component}{j} = b4[brow + b_col{j}];"));
+        }
+        for i in 0..rows {
+            for j in 0..vec4s {
+                line(format!(
+                    "    c{i}_{j} = c{i}_{j} + av{i}.{component} * b{component}{j};"
+                ));
+            }
+        }
+        line("    brow = brow + n4s;".to_string());
+    }
+    line("}".to_string());
+    push_tile_stores(&mut body, rows, vec4s);
+    subgroup_entry_point(
+        entry,
+        invocations,
+        &format!(
+            "{rows} rows x {vec4s} vec4 columns of C per invocation, {invocations} invocations sharing their rows along
+// N; A's rows loaded across the subgroup and broadcast."
+        ),
+        &format!(
+            "    let k4s = params.k / 4u;
+    let n4s = params.n / 4u;
+    let k4_begin = params.k_begin / 4u;
+    let k4_end = params.k_end / 4u;
+    let row0 = (wid.y + params.group_row_offset) * {rows}u;
+    let col4 = (wid.x * {invocations}u + lid) * {vec4s}u;
+"
+        ),
+        &body,
+    )
+}
+
+/// The short-and-wide tiles offered for `m` rows, the default (the shortest that holds them all) first: those at
+/// least as tall as the product, or the tallest (in row blocks) past it. Without subgroups none past
+/// `WIDE_MAX_ROWS`, where the 64-invocation tiles take over.
+fn wide_tiles_for(m: usize, subgroups: bool) -> impl Iterator<Item = &'static str> {
+    wide_tiles(subgroups)
+        .filter(move |tile| (subgroups || m <= WIDE_MAX_ROWS) && tile.rows as usize >= m.min(16))
+        .map(|tile| tile.variant)
+}
+
+/// The short-and-wide tiles offered on a device: those sharing A's loads across a subgroup where it has
+/// subgroup operations (the same sums with fewer loads: on the seed workload's product about 1.2× as fast),
+/// else the others.
+fn wide_tiles(subgroups: bool) -> std::slice::Iter<'static, RegisterTile> {
+    if subgroups {
+        SUBGROUP_WIDE_TILES.iter()
+    } else {
+        WIDE_TILES.iter()
     }
 }
 
@@ -87,6 +380,7 @@ const fn register_tile(
 fn register_tile_kernels() -> String {
     REGISTER_TILES
         .iter()
+        .chain(&WIDE_TILES)
         .map(register_tile_source)
         .chain([transposed_right_source()])
         .chain(TRANSPOSED_LEFT_TILES.iter().map(transposed_left_source))
@@ -433,6 +727,7 @@ fn push_tile_stores(body: &mut String, rows: u32, vec4s: u32) {
 /// its rows of K.
 fn transposed_left_source(tile: &RegisterTile) -> String {
     let (entry, rows, vec4s) = (tile.kernel.entry, tile.rows, tile.vec4s);
+    let invocations = tile.invocations;
     let mut body = String::new();
     for group in 0..rows / 4 {
         push_line(
@@ -466,6 +761,7 @@ fn transposed_left_source(tile: &RegisterTile) -> String {
     push_tile_stores(&mut body, rows, vec4s);
     tile_entry_point(
         entry,
+        tile.invocations,
         &format!(
             "C = Aᵀ·B with A stored [K, M] (M % 4 == 0) and B stored [K, N] (N % 4 == 0): {rows} rows x {vec4s} vec4
 // columns of C per invocation; the workgroup's 64 invocations share their rows and spread along N."
@@ -474,7 +770,7 @@ fn transposed_left_source(tile: &RegisterTile) -> String {
             "    let m4s = params.m / 4u;
     let n4s = params.n / 4u;
     let row0 = (wid.y + params.group_row_offset) * {rows}u;
-    let col4 = (wid.x * 64u + lid) * {vec4s}u;
+    let col4 = (wid.x * {invocations}u + lid) * {vec4s}u;
 "
         ),
         &body,
@@ -483,11 +779,17 @@ fn transposed_left_source(tile: &RegisterTile) -> String {
 
 /// A register tile's entry point: `setup` defines `row0` and `col4` (the tile's first row and vec4 column of
 /// C) and whatever `body` needs besides `m`, the batch's bases and the bindings.
-fn tile_entry_point(entry: &str, comment: &str, setup: &str, body: &str) -> String {
+fn tile_entry_point(
+    entry: &str,
+    invocations: u32,
+    comment: &str,
+    setup: &str,
+    body: &str,
+) -> String {
     format!(
         "
 // {comment}
-@compute @workgroup_size(64)
+@compute @workgroup_size({invocations})
 fn {entry}(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
     let m = params.m;
 {setup}    if (row0 >= m || col4 >= n4s) {{
@@ -504,11 +806,14 @@ fn {entry}(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_inde
 
 fn register_tile_source(tile: &RegisterTile) -> String {
     let (entry, rows, vec4s) = (tile.kernel.entry, tile.rows, tile.vec4s);
+    let invocations = tile.invocations;
     let (first_row, first_col4, layout) = if tile.shared_rows {
         (
             format!("(wid.y + params.group_row_offset) * {rows}u"),
-            format!("(wid.x * 64u + lid) * {vec4s}u"),
-            "the workgroup's 64 invocations share their rows and spread along N",
+            format!("(wid.x * {invocations}u + lid) * {vec4s}u"),
+            format!(
+                "the workgroup's {invocations} invocations share their rows and spread along N"
+            ),
         )
     } else {
         (
@@ -516,7 +821,7 @@ fn register_tile_source(tile: &RegisterTile) -> String {
                 "(((wid.y + params.group_row_offset) * params.wg_rows) + lid / wg_cols) * {rows}u"
             ),
             format!("((wid.x * wg_cols) + lid % wg_cols) * {vec4s}u"),
-            "workgroups as in matmul_vec4",
+            "workgroups as in matmul_vec4".to_string(),
         )
     };
     let mut body = String::new();
@@ -550,6 +855,7 @@ fn register_tile_source(tile: &RegisterTile) -> String {
     push_tile_stores(&mut body, rows, vec4s);
     tile_entry_point(
         entry,
+        tile.invocations,
         &format!("{rows} rows x {vec4s} vec4 columns of C per invocation; {layout}."),
         &format!(
             "    let k4s = params.k / 4u;
@@ -653,10 +959,24 @@ pub(crate) const VARIANTS: &[&str] = &[
     REGISTER_TILES[2].variant,
     REGISTER_TILES[3].variant,
     REGISTER_TILES[4].variant,
+    WIDE_TILES[0].variant,
+    WIDE_TILES[1].variant,
+    WIDE_TILES[2].variant,
+    WIDE_TILES[3].variant,
+    WIDE_TILES[4].variant,
+    WIDE_TILES[5].variant,
+    SUBGROUP_WIDE_TILES[0].variant,
+    SUBGROUP_WIDE_TILES[1].variant,
+    SUBGROUP_WIDE_TILES[2].variant,
+    SUBGROUP_WIDE_TILES[3].variant,
+    SUBGROUP_WIDE_TILES[4].variant,
+    SUBGROUP_WIDE_TILES[5].variant,
     VEC4_AT,
     TRANSPOSED_LEFT_TILES[0].variant,
     TRANSPOSED_LEFT_TILES[1].variant,
     TRANSPOSED_LEFT_TILES[2].variant,
+    SUBGROUP_AT_TILES[0].variant,
+    SUBGROUP_AT_TILES[1].variant,
     VEC4_BT,
     STRIDED,
     SHARED_TILE_SHAPES[0].variant,
@@ -714,9 +1034,13 @@ pub(crate) fn matmul(
         });
     }
     let cpu = runtime.adapter().get_info().device_type == wgpu::DeviceType::Cpu;
+    // Subgroups of at least `SUBGROUP_LANES` lanes: every lane past them still takes part, so any larger size
+    // works too.
+    let subgroups =
+        runtime.has_subgroups() && runtime.adapter().get_info().subgroup_min_size >= SUBGROUP_LANES;
     let mut eligible = candidates(
         runtime.matmul_kernel(),
-        cpu,
+        (cpu, subgroups),
         (a_layout, b_layout),
         (m, k, n),
     );
@@ -726,6 +1050,25 @@ pub(crate) fn matmul(
         let forced: Vec<&'static str> = runtime
             .forced_variants(FAMILY)
             .filter_map(|forced| shared_tiles().find(|&variant| variant == forced))
+            .collect();
+        for variant in forced {
+            if !eligible.contains(&variant) {
+                eligible.push(variant);
+            }
+        }
+    }
+    // A forced short-and-wide tile runs at any M its layout allows (by default they are offered for short
+    // products only), so that every one can be checked at every size.
+    if vec4_layout((a_layout, b_layout), (k, n)) {
+        let forced: Vec<&'static str> = runtime
+            .forced_variants(FAMILY)
+            .filter_map(|forced| {
+                WIDE_TILES
+                    .iter()
+                    .chain(wide_tiles(subgroups))
+                    .map(|tile| tile.variant)
+                    .find(|&variant| variant == forced)
+            })
             .collect();
         for variant in forced {
             if !eligible.contains(&variant) {
@@ -800,20 +1143,33 @@ pub(crate) fn matmul(
 /// every shared-memory tile and then the register tiles; `Auto` lets the tuner try them all.
 fn candidates(
     setting: MatmulKernel,
-    cpu: bool,
+    (cpu, subgroups): (bool, bool),
     (a, b): (Layout, Layout),
     (m, k, n): (usize, usize, usize),
 ) -> Vec<&'static str> {
-    let vec4 = a.is_row_major() && b.is_row_major() && k % 4 == 0 && n % 4 == 0;
+    let vec4 = vec4_layout((a, b), (k, n));
     let vec4_at = !a.is_row_major() && b.is_row_major() && m % 4 == 0 && n % 4 == 0;
+    // The 16-invocation tiles are the default only where N fills their workgroups (a narrower product leaves
+    // lanes idle: at 1000×128×128 the 16-row subgroup tile takes 1.4× the time of 8×8); elsewhere they are
+    // candidates after the default.
+    let wide_first = n >= WIDE_COLUMNS;
     let registers: Vec<&'static str> = if vec4 {
-        std::iter::once(VEC4_8X8)
-            .chain(REGISTER_TILES.iter().map(|tile| tile.variant))
-            .collect()
+        let (first, then): (Vec<&'static str>, Vec<&'static str>) = (
+            wide_tiles_for(m, subgroups).collect(),
+            std::iter::once(VEC4_8X8)
+                .chain(REGISTER_TILES.iter().map(|tile| tile.variant))
+                .collect(),
+        );
+        default_first(wide_first, first, then)
     } else if vec4_at {
-        std::iter::once(VEC4_AT)
-            .chain(TRANSPOSED_LEFT_TILES.iter().map(|tile| tile.variant))
-            .collect()
+        let subgroup_tiles: &[RegisterTile] = if subgroups { &SUBGROUP_AT_TILES } else { &[] };
+        let (first, then): (Vec<&'static str>, Vec<&'static str>) = (
+            subgroup_tiles.iter().map(|tile| tile.variant).collect(),
+            std::iter::once(VEC4_AT)
+                .chain(TRANSPOSED_LEFT_TILES.iter().map(|tile| tile.variant))
+                .collect(),
+        );
+        default_first(wide_first, first, then)
     } else if a.is_row_major() && b.row_stride == 1 && k % 4 == 0 {
         vec![VEC4_BT, STRIDED]
     } else {
@@ -826,6 +1182,24 @@ fn candidates(
         MatmulKernel::Auto if cpu => registers.into_iter().chain([SHARED_TILES]).collect(),
         MatmulKernel::Auto => shared_tiles().chain(registers).collect(),
     }
+}
+
+/// `first` then `then`, or the other way round.
+fn default_first(
+    first_is_default: bool,
+    first: Vec<&'static str>,
+    then: Vec<&'static str>,
+) -> Vec<&'static str> {
+    if first_is_default {
+        first.into_iter().chain(then).collect()
+    } else {
+        then.into_iter().chain(first).collect()
+    }
+}
+
+/// Whether the row-major vec4 kernels can take operands of these layouts: A along K and B along N in vec4s.
+fn vec4_layout((a, b): (Layout, Layout), (k, n): (usize, usize)) -> bool {
+    a.is_row_major() && b.is_row_major() && k % 4 == 0 && n % 4 == 0
 }
 
 /// Which kernel a product takes and how its workgroups are laid out.
@@ -853,9 +1227,10 @@ fn plan(variant: &str, batches: usize, (m, n): (usize, usize)) -> Plan {
             wg_rows: 1,
         };
     }
+    // `shared_rows`: the invocations per workgroup (all along N) of a shared-row tile, None for the others.
     let (kernel, rows, vec4s, shared_rows) = match variant {
-        VEC4_8X8 => (&MATMUL_VEC4, 8, 2, false),
-        VEC4_AT => (&MATMUL_VEC4_AT, 8, 2, false),
+        VEC4_8X8 => (&MATMUL_VEC4, 8, 2, None),
+        VEC4_AT => (&MATMUL_VEC4_AT, 8, 2, None),
         VEC4_BT => {
             let span = BT_TILE * BT_INVOCATIONS;
             return Plan {
@@ -870,14 +1245,17 @@ fn plan(variant: &str, batches: usize, (m, n): (usize, usize)) -> Plan {
         }
         _ => match REGISTER_TILES
             .iter()
+            .chain(&WIDE_TILES)
+            .chain(&SUBGROUP_WIDE_TILES)
             .chain(&TRANSPOSED_LEFT_TILES)
+            .chain(&SUBGROUP_AT_TILES)
             .find(|tile| tile.variant == variant)
         {
             Some(tile) => (
                 &tile.kernel,
                 tile.rows as usize,
                 tile.vec4s as usize,
-                tile.shared_rows,
+                tile.shared_rows.then_some(tile.invocations as usize),
             ),
             None => {
                 return Plan {
@@ -888,15 +1266,16 @@ fn plan(variant: &str, batches: usize, (m, n): (usize, usize)) -> Plan {
             }
         },
     };
-    // Spend the workgroup's 64 invocations on as many row blocks as there are (up to 8), the rest along N, so
-    // short, wide products (a batch of 10 rows) leave no invocation idle.
+    // Otherwise spend the workgroup's 64 invocations on as many row blocks as there are (up to 8), the rest
+    // along N, so that short, wide products (a batch of 10 rows) leave no invocation idle.
     let row_blocks = m.div_ceil(rows);
-    let wg_rows = if shared_rows {
-        1
-    } else {
-        row_blocks.next_power_of_two().min(8)
+    let (wg_rows, wg_cols) = match shared_rows {
+        Some(invocations) => (1, invocations),
+        None => {
+            let wg_rows = row_blocks.next_power_of_two().min(8);
+            (wg_rows, 64 / wg_rows)
+        }
     };
-    let wg_cols = 64 / wg_rows;
     Plan {
         kernel,
         groups: [
@@ -928,7 +1307,12 @@ mod tests {
         transpose: (bool, bool),
         (m, k, n): (usize, usize, usize),
     ) -> Plan {
-        let eligible = candidates(setting, cpu, layouts(transpose, (m, k, n)), (m, k, n));
+        let eligible = candidates(
+            setting,
+            (cpu, false),
+            layouts(transpose, (m, k, n)),
+            (m, k, n),
+        );
         plan(eligible[0], 1, (m, n))
     }
 
@@ -941,13 +1325,45 @@ mod tests {
                 false,
                 (false, false),
                 (10, 10_000, 1_000),
-                "matmul_vec4",
+                "matmul_wide_10x16",
             ),
             (
                 Auto,
                 true,
                 (false, false),
                 (10, 10_000, 1_000),
+                "matmul_wide_10x16",
+            ),
+            (
+                Auto,
+                true,
+                (false, false),
+                (1, 4096, 4096),
+                "matmul_wide_1x16",
+            ),
+            (Auto, true, (false, false), (3, 64, 256), "matmul_wide_4x16"),
+            (
+                Auto,
+                true,
+                (false, false),
+                (11, 64, 1024),
+                "matmul_wide_12x16",
+            ),
+            (
+                Auto,
+                true,
+                (false, false),
+                (32, 64, 256),
+                "matmul_wide_16x16",
+            ),
+            (Auto, true, (false, false), (33, 64, 256), "matmul_vec4"),
+            // Too narrow to fill a 16-invocation workgroup.
+            (Auto, true, (false, false), (10, 64, 128), "matmul_vec4"),
+            (
+                Auto,
+                true,
+                (false, false),
+                (1024, 1024, 1024),
                 "matmul_vec4",
             ),
             (
@@ -990,14 +1406,102 @@ mod tests {
     }
 
     #[test]
+    fn short_products_default_to_the_shortest_wide_tile_that_holds_them() {
+        let row_major = layouts((false, false), (10, 10_000, 1_000));
+        for (subgroups, expected) in [(false, "wide_10x16"), (true, "subgroup_wide_10x16")] {
+            let eligible = candidates(
+                MatmulKernel::Auto,
+                (true, subgroups),
+                row_major,
+                (10, 10_000, 1_000),
+            );
+            assert_eq!(eligible[0], expected);
+            // The taller ones are candidates too, and the shorter ones (two row blocks or more) are not.
+            let prefix = if subgroups { "subgroup_wide" } else { "wide" };
+            assert!(eligible.contains(&format!("{prefix}_16x16").as_str()));
+            assert!(!eligible.contains(&format!("{prefix}_8x16").as_str()));
+            assert_eq!(eligible.contains(&"wide_12x16"), !subgroups);
+        }
+        for m in 1..=WIDE_MAX_ROWS {
+            let default = wide_tiles_for(m, false).next().expect("a wide tile");
+            let rows = WIDE_TILES
+                .iter()
+                .find(|tile| tile.variant == default)
+                .map(|tile| tile.rows as usize)
+                .unwrap_or_default();
+            assert!(rows >= m.min(16), "{m} rows: {default}");
+            assert!(WIDE_TILES
+                .iter()
+                .all(|tile| (tile.rows as usize) < m.min(16) || tile.rows as usize >= rows));
+        }
+        // With subgroups, tall products take the 16-row subgroup tile where N fills its workgroups.
+        for (shape, expected) in [
+            ((1024, 1024, 1024), "subgroup_wide_16x16"),
+            ((1000, 128, 128), VEC4_8X8),
+        ] {
+            let eligible = candidates(
+                MatmulKernel::Auto,
+                (true, true),
+                layouts((false, false), shape),
+                shape,
+            );
+            assert_eq!(eligible[0], expected, "{shape:?}");
+            assert!(eligible.contains(&"subgroup_wide_16x16"), "{shape:?}");
+        }
+        // A weight's gradient, xᵀ·dY, takes the subgroup Aᵀ·B tile where there are subgroups.
+        let at = layouts((true, false), (10_000, 10, 1_000));
+        for (subgroups, expected) in [(false, VEC4_AT), (true, "subgroup_at_24x16")] {
+            let eligible = candidates(
+                MatmulKernel::Auto,
+                (true, subgroups),
+                at,
+                (10_000, 10, 1_000),
+            );
+            assert_eq!(eligible[0], expected);
+        }
+        assert_eq!(wide_tiles_for(WIDE_MAX_ROWS + 1, false).count(), 0);
+        assert_eq!(
+            wide_tiles_for(1024, true).collect::<Vec<_>>(),
+            ["subgroup_wide_16x16"]
+        );
+    }
+
+    #[test]
+    fn the_subgroup_module_validates_with_subgroup_operations() {
+        let source = MATMUL_SUBGROUP.assembled();
+        let module = naga::front::wgsl::parse_str(&source)
+            .unwrap_or_else(|error| panic!("{}", error.emit_to_string(&source)));
+        naga::valid::Validator::new(
+            naga::valid::ValidationFlags::all(),
+            naga::valid::Capabilities::SUBGROUP,
+        )
+        .subgroup_stages(naga::valid::ShaderStages::COMPUTE)
+        .subgroup_operations(naga::valid::SubgroupOperationSet::all())
+        .validate(&module)
+        .unwrap_or_else(|error| panic!("{}", error.emit_to_string(&source)));
+        for tile in &SUBGROUP_WIDE_TILES {
+            assert!(
+                module
+                    .entry_points
+                    .iter()
+                    .any(|entry| entry.name == tile.kernel.entry),
+                "{}",
+                tile.kernel.entry
+            );
+        }
+    }
+
+    #[test]
     fn every_setting_offers_only_variants_that_fit_and_auto_offers_both_families() {
         for transpose in [(false, false), (true, false), (false, true), (true, true)] {
             for shape in [(1, 1, 1), (10, 7, 8), (12, 12, 12), (64, 4096, 64)] {
                 let layouts = layouts(transpose, shape);
                 for cpu in [true, false] {
-                    let registers = candidates(MatmulKernel::Registers, cpu, layouts, shape);
-                    let auto = candidates(MatmulKernel::Auto, cpu, layouts, shape);
-                    let shared = candidates(MatmulKernel::SharedTiles, cpu, layouts, shape);
+                    let registers =
+                        candidates(MatmulKernel::Registers, (cpu, false), layouts, shape);
+                    let auto = candidates(MatmulKernel::Auto, (cpu, false), layouts, shape);
+                    let shared =
+                        candidates(MatmulKernel::SharedTiles, (cpu, false), layouts, shape);
                     assert_eq!(shared[0], SHARED_TILES);
                     assert_eq!(shared.len(), if cpu { 1 } else { 5 });
                     assert!(registers
@@ -1046,16 +1550,23 @@ mod tests {
                         .unwrap_or_default(),
                     VEC4_BT => (BT_TILE * BT_INVOCATIONS, BT_TILE * BT_INVOCATIONS),
                     _ => {
-                        let (rows, vec4s) = match REGISTER_TILES
+                        let (rows, vec4s, invocations) = match REGISTER_TILES
                             .iter()
+                            .chain(&WIDE_TILES)
+                            .chain(&SUBGROUP_WIDE_TILES)
+                            .chain(&SUBGROUP_AT_TILES)
                             .chain(&TRANSPOSED_LEFT_TILES)
                             .find(|tile| tile.variant == variant)
                         {
-                            Some(tile) => (tile.rows as usize, tile.vec4s as usize),
-                            None => (8, 2),
+                            Some(tile) => (
+                                tile.rows as usize,
+                                tile.vec4s as usize,
+                                tile.invocations as usize,
+                            ),
+                            None => (8, 2, 64),
                         };
                         let wg_rows = plan.wg_rows as usize;
-                        (rows * wg_rows, 64 / wg_rows * vec4s * 4)
+                        (rows * wg_rows, invocations / wg_rows * vec4s * 4)
                     }
                 };
                 assert!(
@@ -1083,8 +1594,8 @@ reflected_layout!(
     kernels: [
         MATMUL_VEC4, MATMUL_VEC4_AT, MATMUL_VEC4_BT, MATMUL_STRIDED, REGISTER_TILES[0].kernel,
         REGISTER_TILES[1].kernel, REGISTER_TILES[2].kernel, REGISTER_TILES[3].kernel,
-        REGISTER_TILES[4].kernel, TRANSPOSED_LEFT_TILES[0].kernel, TRANSPOSED_LEFT_TILES[1].kernel,
-        TRANSPOSED_LEFT_TILES[2].kernel,
+        REGISTER_TILES[4].kernel, WIDE_TILES[0].kernel, WIDE_TILES[1].kernel, WIDE_TILES[2].kernel, WIDE_TILES[3].kernel, WIDE_TILES[4].kernel, WIDE_TILES[5].kernel, SUBGROUP_WIDE_TILES[0].kernel, SUBGROUP_WIDE_TILES[1].kernel, SUBGROUP_WIDE_TILES[2].kernel, SUBGROUP_WIDE_TILES[3].kernel, SUBGROUP_WIDE_TILES[4].kernel, SUBGROUP_WIDE_TILES[5].kernel, TRANSPOSED_LEFT_TILES[0].kernel, TRANSPOSED_LEFT_TILES[1].kernel,
+        TRANSPOSED_LEFT_TILES[2].kernel, SUBGROUP_AT_TILES[0].kernel, SUBGROUP_AT_TILES[1].kernel,
         SHARED_TILE_SHAPES[0].kernel, SHARED_TILE_SHAPES[1].kernel, SHARED_TILE_SHAPES[2].kernel,
         SHARED_TILE_SHAPES[3].kernel, SHARED_TILE_SHAPES[4].kernel
     ],
