@@ -4,7 +4,8 @@
 //! for each where the separate ops take two.
 //!
 //! Two variants, which the tuner times against each other: `fused`, and `composed`, the separate kernels the
-//! fused one replaces (the matmul family's product, then the elementwise op or the reduction). Both give the
+//! fused one replaces (the matmul family's product, then the elementwise op or the reduction). `fused` is the
+//! default for products of up to 2^24 multiply-adds (a layer of a classifier), `composed` for larger ones. Both give the
 //! same bits for the products and the elementwise ops (the fused kernels add over K in the matmul kernels'
 //! order and apply the same op); a fused column sum adds its rows in order, the reduction in four interleaved
 //! runs, so a bias gradient may differ in the last bits between them. Shapes the fused kernels do not take
@@ -450,19 +451,31 @@ fn fits(
             .all(|&groups| groups <= limits.max_workgroups_per_dimension)
 }
 
+/// Multiply-adds up to which the fused kernel is the default: a product this small costs about what a pass
+/// does, so the pass it saves pays; past it the matmul family's own tiles (shared-memory tiles on a GPU, the
+/// wide subgroup tiles for a few rows on llvmpipe) can outrun the fused kernel by more than a pass, and the
+/// separate ops go first (the tuner still times both).
+const FUSED_FIRST_MULTIPLY_ADDS: usize = 1 << 24;
+
 /// The variant to record: the tuner's pick between the fused kernel and the composed ops where the fused one
 /// fits, else the composed ones.
 fn pick(
     runtime: &mut Runtime,
     fused: bool,
-    class: String,
+    (m, k, n): (usize, usize, usize),
+    what: &str,
     record: impl FnMut(&mut Runtime, &'static str) -> Result<()>,
 ) -> &'static str {
-    if fused {
-        runtime.choose_variant(FAMILY, class, VARIANTS, record)
-    } else {
-        COMPOSED
+    if !fused {
+        return COMPOSED;
     }
+    let candidates: &[&'static str] =
+        if m.saturating_mul(k).saturating_mul(n) <= FUSED_FIRST_MULTIPLY_ADDS {
+            &[FUSED, COMPOSED]
+        } else {
+            &[COMPOSED, FUSED]
+        };
+    runtime.choose_variant(FAMILY, bucket(what, (m, k, n)), candidates, record)
 }
 
 fn bucket(what: &str, (m, k, n): (usize, usize, usize)) -> String {
@@ -566,12 +579,7 @@ pub(crate) fn forward(
             )
         }
     };
-    let variant = pick(
-        runtime,
-        fused.is_some(),
-        bucket("forward", (m, k, n)),
-        &mut record,
-    );
+    let variant = pick(runtime, fused.is_some(), (m, k, n), "forward", &mut record);
     record(runtime, variant)
 }
 
@@ -621,8 +629,14 @@ pub(crate) fn weight_gradient(
             db,
         )
     };
-    let class = bucket("weight gradient", (inputs, rows, outputs));
-    let variant = pick(runtime, fused.is_some(), class, &mut record);
+    let sizes = (inputs, rows, outputs);
+    let variant = pick(
+        runtime,
+        fused.is_some(),
+        sizes,
+        "weight gradient",
+        &mut record,
+    );
     record(runtime, variant)
 }
 
@@ -667,8 +681,14 @@ pub(crate) fn input_gradient_relu(
         )?;
         elementwise::relu_backward(runtime, below, dx, dx, (rows * inputs) as u64)
     };
-    let class = bucket("input gradient", (rows, outputs, inputs));
-    let variant = pick(runtime, fused.is_some(), class, &mut record);
+    let sizes = (rows, outputs, inputs);
+    let variant = pick(
+        runtime,
+        fused.is_some(),
+        sizes,
+        "input gradient",
+        &mut record,
+    );
     record(runtime, variant)
 }
 
