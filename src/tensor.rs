@@ -281,6 +281,12 @@ impl Tensor {
     /// A tensor with the same data and another shape of the same element count (a copy-free view is not
     /// kept: the data is copied on the device).
     pub fn reshape(&self, shape: &[usize]) -> Result<Tensor> {
+        self.expect_reshape(shape)?;
+        self.copy_as("reshape", shape)
+    }
+
+    /// Errors unless `shape` holds as many elements as this tensor (and is a shape at all).
+    fn expect_reshape(&self, shape: &[usize]) -> Result<()> {
         let elements = element_count("reshape", shape)?;
         if elements != self.len() {
             return Err(Error::Shape {
@@ -292,7 +298,7 @@ impl Tensor {
                 ),
             });
         }
-        self.copy_as("reshape", shape)
+        Ok(())
     }
 
     /// This tensor under another shape of the same element count, its data left where it is: the reshape of a
@@ -311,17 +317,7 @@ impl Tensor {
     /// # Ok(()) }
     /// ```
     pub fn into_shape(mut self, shape: &[usize]) -> Result<Tensor> {
-        let elements = element_count("reshape", shape)?;
-        if elements != self.len() {
-            return Err(Error::Shape {
-                op: "reshape",
-                message: format!(
-                    "cannot reshape {:?} ({} elements) to {shape:?} ({elements} elements)",
-                    self.shape(),
-                    self.len()
-                ),
-            });
-        }
+        self.expect_reshape(shape)?;
         self.dims = [0; MAX_RANK];
         self.dims[..shape.len()].copy_from_slice(shape);
         self.rank = shape.len() as u8;

@@ -12,7 +12,7 @@ use pyo3::prelude::*;
 use wgcompute::{BinaryOp, DType, ReduceOp, Transpose, UnaryOp, Var};
 
 use crate::errors::{forked, named, raise};
-use crate::tensor::Tensor;
+use crate::tensor::{activation_named, unknown, Tensor};
 
 /// What a tape has recorded, until its release.
 struct Recorded {
@@ -166,13 +166,6 @@ impl Tape {
         })?;
         Ok(Tensor::from_shared(value, self.pid))
     }
-}
-
-fn unknown(kind: &str, name: &str) -> PyErr {
-    named(
-        "InvalidArgumentError",
-        format!("no {kind} op named {name:?}"),
-    )
 }
 
 #[pymethods]
@@ -329,9 +322,7 @@ impl Tape {
         bias: Option<&Tensor>,
         activation: Option<&str>,
     ) -> PyResult<Tensor> {
-        let activation = activation
-            .map(|name| UnaryOp::from_name(name).ok_or_else(|| unknown("unary", name)))
-            .transpose()?;
+        let activation = activation_named(activation)?;
         let mut operands = vec![x, weight];
         operands.extend(bias);
         self.record(py, &operands, |tape, vars| {

@@ -65,11 +65,18 @@ impl Drop for Tensor {
     }
 }
 
-fn unknown(kind: &str, name: &str) -> PyErr {
+/// The error for an op name the library's tables lack.
+pub(crate) fn unknown(kind: &str, name: &str) -> PyErr {
     named(
         "InvalidArgumentError",
         format!("no {kind} op named {name:?}"),
     )
+}
+
+/// A layer's activation by its unary op name, or none.
+pub(crate) fn activation_named(name: Option<&str>) -> PyResult<Option<UnaryOp>> {
+    name.map(|name| UnaryOp::from_name(name).ok_or_else(|| unknown("unary", name)))
+        .transpose()
 }
 
 #[pymethods]
@@ -133,9 +140,7 @@ impl Tensor {
         bias: Option<&Tensor>,
         activation: Option<&str>,
     ) -> PyResult<Tensor> {
-        let activation = activation
-            .map(|name| UnaryOp::from_name(name).ok_or_else(|| unknown("unary", name)))
-            .transpose()?;
+        let activation = activation_named(activation)?;
         let weight = weight.get()?;
         let bias = bias.map(Tensor::get).transpose()?;
         self.run(py, |tensor| tensor.linear(weight, bias, activation))
