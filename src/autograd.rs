@@ -1178,48 +1178,44 @@ fn binary_gradients(
     })
 }
 
-/// `gradient` summed to `shape` (see [`reduce_to_shape`]), read in place: for a gradient another operand takes
-/// as it is.
-fn upstream_reduced(gradient: &Tensor, shape: &[usize]) -> Result<Tensor> {
-    let first = if gradient.shape().len() > shape.len() {
-        gradient.sum(Some(0))?
-    } else {
-        let axis = (0..shape.len())
-            .find(|&axis| shape[axis] == 1 && gradient.shape()[axis] != 1)
-            .ok_or_else(|| Error::Shape {
-                op: "backward",
-                message: format!(
-                    "a gradient of shape {:?} is no broadcast of {shape:?}",
-                    gradient.shape()
-                ),
-            })?;
-        let mut kept = gradient.shape().to_vec();
-        kept[axis] = 1;
-        gradient.sum(Some(axis))?.into_shape(&kept)?
-    };
-    reduce_to_shape(first, shape)
-}
-
 /// Sums a gradient over the axes along which its operand was broadcast, so it takes the operand's shape.
 fn reduce_to_shape(gradient: Tensor, shape: &[usize]) -> Result<Tensor> {
     if gradient.shape() == shape {
         return Ok(gradient);
     }
-    let mut current = gradient;
-    while current.shape().len() > shape.len() {
-        current = current.sum(Some(0))?;
-    }
-    for axis in 0..shape.len() {
-        if shape[axis] == 1 && current.shape()[axis] != 1 {
+    upstream_reduced(&gradient, shape)
+}
+
+/// `gradient` summed to `shape`, as [`reduce_to_shape`] sums it (leading axes first, then each axis of length 1
+/// in `shape`), read in place: for a gradient another operand takes as it is.
+fn upstream_reduced(gradient: &Tensor, shape: &[usize]) -> Result<Tensor> {
+    let mut summed: Option<Tensor> = None;
+    loop {
+        let current = summed.as_ref().unwrap_or(gradient);
+        let next = if current.shape().len() > shape.len() {
+            current.sum(Some(0))?
+        } else if let Some(axis) =
+            (0..shape.len()).find(|&axis| shape[axis] == 1 && current.shape()[axis] != 1)
+        {
             let mut kept = current.shape().to_vec();
             kept[axis] = 1;
-            current = current.sum(Some(axis))?.into_shape(&kept)?;
-        }
+            current.sum(Some(axis))?.into_shape(&kept)?
+        } else {
+            break;
+        };
+        summed = Some(next);
     }
-    if current.shape() != shape {
-        return current.into_shape(shape);
+    match summed {
+        Some(summed) if summed.shape() == shape => Ok(summed),
+        Some(summed) => summed.into_shape(shape),
+        None => Err(Error::Shape {
+            op: "backward",
+            message: format!(
+                "a gradient of shape {:?} is no broadcast of {shape:?}",
+                gradient.shape()
+            ),
+        }),
     }
-    Ok(current)
 }
 
 macro_rules! tape_unary_methods {
