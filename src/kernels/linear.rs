@@ -410,27 +410,6 @@ fn {entry}(@builtin(global_invocation_id) id: vec3<u32>) {{
     )
 }
 
-/// The grid of the strided kernels over [m, n].
-fn strided_grid(m: usize, n: usize) -> [u32; 3] {
-    [n.div_ceil(64) as u32, m.div_ceil(64) as u32, 1]
-}
-
-/// Row blocks per workgroup of the 8-row tiles: as many as there are, up to 8, as matmul_vec4 spends them.
-fn wg_rows(m: usize) -> usize {
-    m.div_ceil(TILE_ROWS).next_power_of_two().min(8)
-}
-
-/// The grid of an 8-row, two-vec4 tile over [m, n].
-fn tile_grid(m: usize, n: usize) -> [u32; 3] {
-    let wg_rows = wg_rows(m);
-    let wg_cols = 64 / wg_rows;
-    [
-        (n / 4).div_ceil(2).div_ceil(wg_cols) as u32,
-        m.div_ceil(TILE_ROWS).div_ceil(wg_rows) as u32,
-        1,
-    ]
-}
-
 /// Whether the fused kernels take these operands: vec4 rows, one pass over K, ranges that bind whole and a
 /// grid within the adapter's workgroups per dimension.
 fn fits(
@@ -487,23 +466,23 @@ fn bucket(what: &str, (m, k, n): (usize, usize, usize)) -> String {
     )
 }
 
-/// The fused kernel for a product of these sizes, its grid and its parameters: the vec4 one where `vec4_sizes`
-/// are multiples of 4, else the strided one (with `strides`: A's rows and columns, B's), or none where neither
-/// fits.
-#[allow(clippy::too_many_arguments)] // a fused dispatch is fully described by these
+/// The fused kernel for a product [m, k]·[k, n], its grid and its parameters: the vec4 one, laid out as
+/// matmul's `vec4_variant`, where `vec4_sizes` are multiples of 4; else the strided one, laid out as
+/// matmul_strided, with `strides` (A's rows and columns, B's); or none where neither fits.
 fn fused_kernel(
     runtime: &Runtime,
     (vec4, strided): (&'static Kernel, &'static Kernel),
-    (vec4_sizes, vec4_grid): (&[usize], [u32; 3]),
+    (vec4_variant, vec4_sizes): (&str, &[usize]),
     (m, k, n): (usize, usize, usize),
     strides: [usize; 4],
     ranges: &[BufferRange],
 ) -> Option<(&'static Kernel, [u32; 3], Params)> {
+    let (vec4_grid, wg_rows) = matmul::grid(vec4_variant, (m, n));
     let params = Params {
         m: m as u32,
         n: n as u32,
         k: k as u32,
-        wg_rows: wg_rows(m) as u32,
+        wg_rows,
         a_row: strides[0] as u32,
         a_col: strides[1] as u32,
         b_row: strides[2] as u32,
@@ -512,8 +491,30 @@ fn fused_kernel(
     if fits(runtime, vec4_sizes, k, ranges, vec4_grid) {
         return Some((vec4, vec4_grid, params));
     }
-    let grid = strided_grid(m, n);
+    let (grid, _) = matmul::grid(matmul::STRIDED, (m, n));
     fits(runtime, &[], k, ranges, grid).then_some((strided, grid, params))
+}
+
+/// Records one of a layer's passes, the product [m, k]·[k, n] with what follows it: the fused kernel (see
+/// `fused_kernel`) over `ranges`, or the separate ops that `composed` records, as the tuner picks where the
+/// fused one fits (see `pick`).
+fn run(
+    runtime: &mut Runtime,
+    kernels: (&'static Kernel, &'static Kernel),
+    vec4: (&str, &[usize]),
+    (what, sizes): (&str, (usize, usize, usize)),
+    (strides, ranges): ([usize; 4], [BufferRange; 4]),
+    mut composed: impl FnMut(&mut Runtime) -> Result<()>,
+) -> Result<()> {
+    let fused = fused_kernel(runtime, kernels, vec4, sizes, strides, &ranges);
+    let mut record = |runtime: &mut Runtime, variant: &str| match (variant, fused) {
+        (FUSED, Some((kernel, grid, params))) => {
+            runtime.dispatch(kernel, bytemuck::bytes_of(&params), &ranges, grid)
+        }
+        _ => composed(runtime),
+    };
+    let variant = pick(runtime, fused.is_some(), sizes, what, &mut record);
+    record(runtime, variant)
 }
 
 /// out = act(x·w + bias) for x [m, k], w [k, n], bias [n]; act is relu or none.
@@ -529,58 +530,44 @@ pub(crate) fn forward(
     } else {
         (&FORWARD, &FORWARD_STRIDED)
     };
-    let fused = fused_kernel(
+    let layouts = (
+        Layout::of(m, k, false, false),
+        Layout::of(k, n, false, false),
+    );
+    run(
         runtime,
         kernels,
-        (&[k, n], tile_grid(m, n)),
-        (m, k, n),
-        [k, 1, n, 1],
-        &[x, w, out, bias],
-    );
-    let mut record = |runtime: &mut Runtime, variant: &str| {
-        if let (FUSED, Some((kernel, grid, params))) = (variant, fused) {
-            return runtime.dispatch(
-                kernel,
-                bytemuck::bytes_of(&params),
-                &[x, w, out, bias],
-                grid,
-            );
-        }
-        let layouts = (
-            Layout::of(m, k, false, false),
-            Layout::of(k, n, false, false),
-        );
-        matmul::matmul(runtime, (x, layouts.0), (w, layouts.1), out, 1, (m, k, n))?;
-        if relu {
-            elementwise::bias_activation(
-                runtime,
-                UnaryOp::Relu,
-                (out, bias),
-                n as u64,
-                out,
-                (m * n) as u64,
-            )
-        } else {
-            let shape = [m, n];
-            elementwise::binary(
-                runtime,
-                "add",
-                BinaryOp::Add,
-                Operand {
-                    range: out,
-                    shape: &shape,
-                },
-                Operand {
-                    range: bias,
-                    shape: &[n],
-                },
-                out,
-                &shape,
-            )
-        }
-    };
-    let variant = pick(runtime, fused.is_some(), (m, k, n), "forward", &mut record);
-    record(runtime, variant)
+        (matmul::VEC4_8X8, &[k, n]),
+        ("forward", (m, k, n)),
+        ([k, 1, n, 1], [x, w, out, bias]),
+        |runtime| {
+            matmul::matmul(runtime, (x, layouts.0), (w, layouts.1), out, 1, (m, k, n))?;
+            if relu {
+                let elements = (m * n) as u64;
+                elementwise::bias_activation(
+                    runtime,
+                    UnaryOp::Relu,
+                    (out, bias),
+                    n as u64,
+                    out,
+                    elements,
+                )
+            } else {
+                let shape = [m, n];
+                let (rows, row) = (
+                    Operand {
+                        range: out,
+                        shape: &shape,
+                    },
+                    Operand {
+                        range: bias,
+                        shape: &[n],
+                    },
+                );
+                elementwise::binary(runtime, "add", BinaryOp::Add, rows, row, out, &shape)
+            }
+        },
+    )
 }
 
 /// dw = xᵀ·dz and db = the column sums of dz, for x [rows, inputs] and dz [rows, outputs].
@@ -590,54 +577,35 @@ pub(crate) fn weight_gradient(
     (dw, db): (BufferRange, BufferRange),
     (rows, inputs, outputs): (usize, usize, usize),
 ) -> Result<()> {
-    let fused = fused_kernel(
+    let layouts = (
+        Layout::of(rows, inputs, false, true),
+        Layout::of(rows, outputs, false, false),
+    );
+    let sizes = (inputs, rows, outputs);
+    run(
         runtime,
         (&WEIGHT_GRADIENT, &WEIGHT_GRADIENT_STRIDED),
-        (&[inputs, outputs], tile_grid(inputs, outputs)),
-        (inputs, rows, outputs),
-        [1, inputs, outputs, 1],
-        &[x, dz, dw, db],
-    );
-    let mut record = |runtime: &mut Runtime, variant: &str| {
-        if let (FUSED, Some((kernel, grid, params))) = (variant, fused) {
-            return runtime.dispatch(kernel, bytemuck::bytes_of(&params), &[x, dz, dw, db], grid);
-        }
-        let layouts = (
-            Layout::of(rows, inputs, false, true),
-            Layout::of(rows, outputs, false, false),
-        );
-        matmul::matmul(
-            runtime,
-            (x, layouts.0),
-            (dz, layouts.1),
-            dw,
-            1,
-            (inputs, rows, outputs),
-        )?;
-        let lanes = Lanes {
-            outer: 1,
-            len: rows as u64,
-            inner: outputs as u64,
-        };
-        reduce::reduce(
-            runtime,
-            "sum",
-            Reduction::Value(ReduceOp::Sum),
-            dz,
-            lanes,
-            1.0,
-            db,
-        )
-    };
-    let sizes = (inputs, rows, outputs);
-    let variant = pick(
-        runtime,
-        fused.is_some(),
-        sizes,
-        "weight gradient",
-        &mut record,
-    );
-    record(runtime, variant)
+        (matmul::VEC4_AT, &[inputs, outputs]),
+        ("weight gradient", sizes),
+        ([1, inputs, outputs, 1], [x, dz, dw, db]),
+        |runtime| {
+            matmul::matmul(runtime, (x, layouts.0), (dz, layouts.1), dw, 1, sizes)?;
+            let lanes = Lanes {
+                outer: 1,
+                len: rows as u64,
+                inner: outputs as u64,
+            };
+            reduce::reduce(
+                runtime,
+                "sum",
+                Reduction::Value(ReduceOp::Sum),
+                dz,
+                lanes,
+                1.0,
+                db,
+            )
+        },
+    )
 }
 
 /// dx = dz·wᵀ where `below` (the layer input, [rows, inputs]) is positive, else 0: the gradient through the
@@ -648,48 +616,22 @@ pub(crate) fn input_gradient_relu(
     dx: BufferRange,
     (rows, inputs, outputs): (usize, usize, usize),
 ) -> Result<()> {
-    let span = BT_TILE * BT_INVOCATIONS;
-    let vec4_grid = [inputs.div_ceil(span) as u32, rows.div_ceil(span) as u32, 1];
-    let fused = fused_kernel(
+    let layouts = (
+        Layout::of(rows, outputs, false, false),
+        Layout::of(inputs, outputs, false, true),
+    );
+    let sizes = (rows, outputs, inputs);
+    run(
         runtime,
         (&INPUT_GRADIENT_RELU, &INPUT_GRADIENT_RELU_STRIDED),
-        (&[outputs], vec4_grid),
-        (rows, outputs, inputs),
-        [outputs, 1, 1, outputs],
-        &[dz, w, dx, below],
-    );
-    let mut record = |runtime: &mut Runtime, variant: &str| {
-        if let (FUSED, Some((kernel, grid, params))) = (variant, fused) {
-            return runtime.dispatch(
-                kernel,
-                bytemuck::bytes_of(&params),
-                &[dz, w, dx, below],
-                grid,
-            );
-        }
-        let layouts = (
-            Layout::of(rows, outputs, false, false),
-            Layout::of(inputs, outputs, false, true),
-        );
-        matmul::matmul(
-            runtime,
-            (dz, layouts.0),
-            (w, layouts.1),
-            dx,
-            1,
-            (rows, outputs, inputs),
-        )?;
-        elementwise::relu_backward(runtime, below, dx, dx, (rows * inputs) as u64)
-    };
-    let sizes = (rows, outputs, inputs);
-    let variant = pick(
-        runtime,
-        fused.is_some(),
-        sizes,
-        "input gradient",
-        &mut record,
-    );
-    record(runtime, variant)
+        (matmul::VEC4_BT, &[outputs]),
+        ("input gradient", sizes),
+        ([outputs, 1, 1, outputs], [dz, w, dx, below]),
+        |runtime| {
+            matmul::matmul(runtime, (dz, layouts.0), (w, layouts.1), dx, 1, sizes)?;
+            elementwise::relu_backward(runtime, below, dx, dx, (rows * inputs) as u64)
+        },
+    )
 }
 
 reflected_layout!(

@@ -191,60 +191,6 @@ static SUBGROUP_AT_TILES: [RegisterTile; 2] = [
     subgroup_at_tile("subgroup_at_32x16", "matmul_subgroup_at_32x16", 32),
 ];
 
-/// As `transposed_left_source`, with A's vec4s loaded across the subgroup and broadcast; no invocation returns
-/// early (see `subgroup_wide_source`).
-fn subgroup_transposed_left_source(tile: &RegisterTile) -> String {
-    let (entry, rows, vec4s, invocations) =
-        (tile.kernel.entry, tile.rows, tile.vec4s, tile.invocations);
-    assert!(rows % 4 == 0 && rows / 4 <= SUBGROUP_LANES);
-    let mut body = String::new();
-    push_line(
-        &mut body,
-        "let a_lane = min(row0 / 4u + lane, m4s - 1u);".to_string(),
-    );
-    push_columns_and_accumulators(&mut body, rows, vec4s);
-    let mut line = |text: String| push_line(&mut body, text);
-    line("for (var k = params.k_begin; k < params.k_end; k = k + 1u) {".to_string());
-    line("    let a_mine = a4[a_base + k * m4s + a_lane];".to_string());
-    for group in 0..rows / 4 {
-        line(format!(
-            "    let a_vec{group} = subgroupBroadcast(a_mine, {group}u);"
-        ));
-    }
-    line("    let b_row = b_base + k * n4s;".to_string());
-    for j in 0..vec4s {
-        line(format!("    let b_vec{j} = b4[b_row + b_col{j}];"));
-    }
-    for i in 0..rows {
-        let component = ["x", "y", "z", "w"][(i % 4) as usize];
-        for j in 0..vec4s {
-            line(format!(
-                "    c{i}_{j} = c{i}_{j} + a_vec{group}.{component} * b_vec{j};",
-                group = i / 4
-            ));
-        }
-    }
-    line("}".to_string());
-    push_tile_stores(&mut body, rows, vec4s);
-    subgroup_entry_point(
-        entry,
-        invocations,
-        &format!(
-            "C = Aᵀ·B with A stored [K, M] (M % 4 == 0) and B stored [K, N] (N % 4 == 0): {rows} rows x {vec4s} vec4
-// columns of C per invocation, {invocations} invocations sharing their rows along N; A's vec4s loaded across the
-// subgroup and broadcast."
-        ),
-        &format!(
-            "    let m4s = params.m / 4u;
-    let n4s = params.n / 4u;
-    let row0 = (wid.y + params.group_row_offset) * {rows}u;
-    let col4 = (wid.x * {invocations}u + lid) * {vec4s}u;
-"
-        ),
-        &body,
-    )
-}
-
 /// The entry point of a subgroup tile: as `tile_entry_point`, with the lane's index in its subgroup (`lane`)
 /// and an early return for whole workgroups past M only.
 fn subgroup_entry_point(
@@ -284,7 +230,7 @@ fn subgroup_tile_kernels() -> String {
         .chain(
             SUBGROUP_AT_TILES
                 .iter()
-                .map(subgroup_transposed_left_source),
+                .map(|tile| transposed_left_source(tile, true)),
         )
         .collect()
 }
@@ -383,7 +329,11 @@ fn register_tile_kernels() -> String {
         .chain(&WIDE_TILES)
         .map(register_tile_source)
         .chain([transposed_right_source()])
-        .chain(TRANSPOSED_LEFT_TILES.iter().map(transposed_left_source))
+        .chain(
+            TRANSPOSED_LEFT_TILES
+                .iter()
+                .map(|tile| transposed_left_source(tile, false)),
+        )
         .chain(SHARED_TILE_SHAPES.iter().map(shared_tile_source))
         .collect()
 }
@@ -724,25 +674,43 @@ fn push_tile_stores(body: &mut String, rows: u32, vec4s: u32) {
 }
 
 /// The WGSL of a shared-row Aᵀ·B tile (`rows` a multiple of 4): as `register_tile_source`, with A read along
-/// its rows of K.
-fn transposed_left_source(tile: &RegisterTile) -> String {
-    let (entry, rows, vec4s) = (tile.kernel.entry, tile.rows, tile.vec4s);
-    let invocations = tile.invocations;
+/// its rows of K. With `subgroup`, lanes 0, 1, ... load the tile's vec4s of A and broadcast them, and no
+/// invocation returns early (see `subgroup_wide_source`); the sums are the same, in the same order.
+fn transposed_left_source(tile: &RegisterTile, subgroup: bool) -> String {
+    let (entry, rows, vec4s, invocations) =
+        (tile.kernel.entry, tile.rows, tile.vec4s, tile.invocations);
     let mut body = String::new();
-    for group in 0..rows / 4 {
+    if subgroup {
+        assert!(rows % 4 == 0 && rows / 4 <= SUBGROUP_LANES);
         push_line(
             &mut body,
-            format!("let a_row4_{group} = min(row0 / 4u + {group}u, m4s - 1u);"),
+            "let a_lane = min(row0 / 4u + lane, m4s - 1u);".to_string(),
         );
+    } else {
+        for group in 0..rows / 4 {
+            push_line(
+                &mut body,
+                format!("let a_row4_{group} = min(row0 / 4u + {group}u, m4s - 1u);"),
+            );
+        }
     }
     push_columns_and_accumulators(&mut body, rows, vec4s);
     let mut line = |text: String| push_line(&mut body, text);
     line("for (var k = params.k_begin; k < params.k_end; k = k + 1u) {".to_string());
-    line("    let a_row = a_base + k * m4s;".to_string());
-    for group in 0..rows / 4 {
-        line(format!(
-            "    let a_vec{group} = a4[a_row + a_row4_{group}];"
-        ));
+    if subgroup {
+        line("    let a_mine = a4[a_base + k * m4s + a_lane];".to_string());
+        for group in 0..rows / 4 {
+            line(format!(
+                "    let a_vec{group} = subgroupBroadcast(a_mine, {group}u);"
+            ));
+        }
+    } else {
+        line("    let a_row = a_base + k * m4s;".to_string());
+        for group in 0..rows / 4 {
+            line(format!(
+                "    let a_vec{group} = a4[a_row + a_row4_{group}];"
+            ));
+        }
     }
     line("    let b_row = b_base + k * n4s;".to_string());
     for j in 0..vec4s {
@@ -759,22 +727,29 @@ fn transposed_left_source(tile: &RegisterTile) -> String {
     }
     line("}".to_string());
     push_tile_stores(&mut body, rows, vec4s);
-    tile_entry_point(
-        entry,
-        tile.invocations,
-        &format!(
-            "C = Aᵀ·B with A stored [K, M] (M % 4 == 0) and B stored [K, N] (N % 4 == 0): {rows} rows x {vec4s} vec4
-// columns of C per invocation; the workgroup's 64 invocations share their rows and spread along N."
-        ),
-        &format!(
-            "    let m4s = params.m / 4u;
+    let setup = format!(
+        "    let m4s = params.m / 4u;
     let n4s = params.n / 4u;
     let row0 = (wid.y + params.group_row_offset) * {rows}u;
     let col4 = (wid.x * {invocations}u + lid) * {vec4s}u;
 "
-        ),
-        &body,
-    )
+    );
+    let comment = format!(
+        "C = Aᵀ·B with A stored [K, M] (M % 4 == 0) and B stored [K, N] (N % 4 == 0): {rows} rows x {vec4s} vec4
+// columns of C per invocation"
+    );
+    if subgroup {
+        let comment = format!(
+            "{comment}, {invocations} invocations sharing their rows along N; A's vec4s loaded across the
+// subgroup and broadcast."
+        );
+        subgroup_entry_point(entry, invocations, &comment, &setup, &body)
+    } else {
+        let comment = format!(
+            "{comment}; the workgroup's 64 invocations share their rows and spread along N."
+        );
+        tile_entry_point(entry, invocations, &comment, &setup, &body)
+    }
 }
 
 /// A register tile's entry point: `setup` defines `row0` and `col4` (the tile's first row and vec4 column of
@@ -945,10 +920,10 @@ impl Layout {
 
 /// The family's name in tuning records, the cache and `SessionOptions::force_variant`.
 pub(crate) const FAMILY: &str = "matmul";
-const VEC4_8X8: &str = "vec4_8x8";
-const VEC4_AT: &str = "vec4_at_8x8";
-const VEC4_BT: &str = "vec4_bt_4x4";
-const STRIDED: &str = "strided_4x4";
+pub(crate) const VEC4_8X8: &str = "vec4_8x8";
+pub(crate) const VEC4_AT: &str = "vec4_at_8x8";
+pub(crate) const VEC4_BT: &str = "vec4_bt_4x4";
+pub(crate) const STRIDED: &str = "strided_4x4";
 const SHARED_TILES: &str = "shared_tiles";
 /// Every variant, by name: register tiles for row-major operands (rows x columns of C per invocation), the
 /// Aᵀ·B and any-stride register kernels, and the shared-memory tiles.
@@ -1208,6 +1183,14 @@ struct Plan {
     groups: [u32; 3],
     /// Register tiles: row blocks per workgroup.
     wg_rows: u32,
+}
+
+/// The grid, and the row blocks per workgroup, with which `variant`'s kernel covers one product of `m` rows and
+/// `n` columns: for the linear family's kernels, which keep the tiles of `VEC4_8X8`, `VEC4_AT`, `VEC4_BT` and
+/// `STRIDED`.
+pub(crate) fn grid(variant: &str, (m, n): (usize, usize)) -> ([u32; 3], u32) {
+    let plan = plan(variant, 1, (m, n));
+    (plan.groups, plan.wg_rows)
 }
 
 /// The kernel and grid of `variant` for `batches` products of `m` rows and `n` columns.

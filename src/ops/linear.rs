@@ -51,23 +51,26 @@ impl Tensor {
     ) -> Result<Tensor> {
         let fusable = matches!(activation, None | Some(UnaryOp::Relu));
         match bias {
-            Some(bias) if fusable && self.shape().len() == 2 => {
+            Some(bias) if fusable && self.shape().len() == 2 && self.shape()[1] > 0 => {
                 self.linear_pass(weight, bias, activation)
             }
-            Some(bias) => {
-                let product = self.matmul(weight)?;
-                match activation {
-                    Some(activation) => product.bias_activation(bias, activation),
-                    None => product.add(bias),
-                }
-            }
-            None => {
-                let product = self.matmul(weight)?;
-                match activation {
-                    Some(activation) => product.unary(activation, 0.0),
-                    None => Ok(product),
-                }
-            }
+            _ => self.layer_ops(weight, bias, activation),
+        }
+    }
+
+    /// The layer as its separate ops: the product, then the bias and the activation.
+    fn layer_ops(
+        &self,
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+        activation: Option<UnaryOp>,
+    ) -> Result<Tensor> {
+        let product = self.matmul(weight)?;
+        match (bias, activation) {
+            (Some(bias), Some(activation)) => product.bias_activation(bias, activation),
+            (Some(bias), None) => product.add(bias),
+            (None, Some(activation)) => product.unary(activation, 0.0),
+            (None, None) => Ok(product),
         }
     }
 
@@ -92,13 +95,6 @@ impl Tensor {
                 weight.shape(),
                 bias.shape()
             )));
-        }
-        if inputs == 0 {
-            let product = self.matmul(weight)?;
-            return activation.map_or_else(
-                || product.add(bias),
-                |act| product.bias_activation(bias, act),
-            );
         }
         let out = self.output(NAME, &[rows, outputs], DType::F32)?;
         if out.is_empty() {
