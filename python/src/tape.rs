@@ -330,20 +330,6 @@ impl Tape {
         })
     }
 
-    /// `activation(x + bias)` in one pass, recorded: its gradients are those of the add and the op.
-    fn bias_activation(
-        &self,
-        py: Python<'_>,
-        x: &Tensor,
-        bias: &Tensor,
-        activation: &str,
-    ) -> PyResult<Tensor> {
-        let op = UnaryOp::from_name(activation).ok_or_else(|| unknown("unary", activation))?;
-        self.record(py, &[x, bias], |tape, vars| {
-            tape.bias_activation(vars[0], vars[1], op)
-        })
-    }
-
     /// A row of the value-reduction table, recorded; one without a gradient (max, min) is refused where a
     /// gradient would flow through it, with the library's message naming it.
     #[pyo3(signature = (x, name, axis=None))]

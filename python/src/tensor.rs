@@ -146,13 +146,6 @@ impl Tensor {
         self.run(py, |tensor| tensor.linear(weight, bias, activation))
     }
 
-    /// `activation(x + bias)` in one pass, the bias a row over the last axis (a layer's bias and activation).
-    fn bias_activation(&self, py: Python<'_>, bias: &Tensor, activation: &str) -> PyResult<Tensor> {
-        let op = UnaryOp::from_name(activation).ok_or_else(|| unknown("unary", activation))?;
-        let bias = bias.get()?;
-        self.run(py, |tensor| tensor.bias_activation(bias, op))
-    }
-
     /// A row of the value-reduction table over all elements (`None`) or one axis.
     #[pyo3(signature = (name, axis=None))]
     fn reduce(&self, py: Python<'_>, name: &str, axis: Option<usize>) -> PyResult<Tensor> {
