@@ -7,10 +7,17 @@ import os
 import zlib
 from pathlib import Path
 
+import tempfile
+
 import numpy as np
 import pytest
 
-import wgcompute
+# Before the package is imported: every run tunes from its own cache unless told where one is, so that a warm
+# ~/.cache/wgcompute cannot hide what a fresh machine does.
+if not os.environ.get("WGCOMPUTE_CACHE_DIR"):
+    os.environ["WGCOMPUTE_CACHE_DIR"] = tempfile.mkdtemp(prefix="wgcompute-test-cache-")
+
+import wgcompute  # noqa: E402
 
 # Both backends every time: a machine without one of them fails here rather than passing on the other alone.
 ADAPTERS = ("vulkan", "gl")

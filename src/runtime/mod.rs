@@ -42,9 +42,10 @@ pub enum MatmulKernel {
 /// the session's (they go on across suspend and resume) and reading them neither flushes nor waits.
 ///
 /// ```
-/// use wgcompute::{Session, SessionOptions};
+/// use wgcompute::{Session, SessionOptions, Tuning};
 /// # fn main() -> wgcompute::Result<()> {
-/// let session = Session::open(SessionOptions::default())?;
+/// // The kernels' defaults: on first use the tuner would time variants, and its timing runs dispatch too.
+/// let session = Session::open(SessionOptions::default().tuning(Tuning::Defaults))?;
 /// let x = session.full(&[1000], 2.0)?;
 /// let before = session.counters();
 /// let _y = x.exp()?;
