@@ -224,9 +224,11 @@ struct Batch {
     params: Vec<u8>,
     params_buffer: wgpu::Buffer,
     recorded: u32,
-    /// Ranges freed while recorded commands may still use them: returned to the pool only after submission, so
-    /// an upload (which the queue runs before the next submission's commands) cannot overwrite them early.
-    deferred_frees: Vec<Allocation>,
+    /// Ranges freed while this batch was recorded, which its commands may still read or write. A freed range
+    /// goes back to the pool at once (the stream orders later dispatches after earlier ones, as a CUDA stream
+    /// does for PyTorch's caching allocator); only a queue write, which runs before the batch's commands, must
+    /// not land in one of these, so a write there is recorded in order instead (`write_fresh`).
+    freed_in_batch: Vec<BufferRange>,
     /// Queue writes not yet submitted: a wait submits them first, so that it covers them too.
     writes_pending: bool,
 }
@@ -312,7 +314,7 @@ impl Runtime {
                 params: Vec::new(),
                 params_buffer,
                 recorded: 0,
-                deferred_frees: Vec::new(),
+                freed_in_batch: Vec::new(),
                 writes_pending: false,
             },
             pool,
@@ -370,6 +372,7 @@ impl Runtime {
         self.sync()?;
         let gone = self.pool.set_limit(limit)?;
         self.pipelines.forget_slabs(&gone);
+        self.forget_released();
         Ok(())
     }
 
@@ -401,29 +404,39 @@ impl Runtime {
         work(&self.device, &self.queue)
     }
 
-    /// Allocates from the pool; if the cap is hit while freed ranges wait on a submission, submits and retries.
+    /// Allocates from the pool. The pool may give empty buffers back to make room only while no recorded or
+    /// queued work can still use them; when that is what the request needs, the batch is submitted first.
     pub fn allocate(&mut self, bytes: u64) -> Result<Allocation> {
-        match self.pool.allocate(bytes) {
-            Err(Error::OutOfMemory { .. }) if !self.batch.deferred_frees.is_empty() => {
+        let may_release = self.batch.recorded == 0 && !self.batch.writes_pending;
+        let outcome = match self.pool.allocate(bytes, may_release) {
+            Err(Error::OutOfMemory { .. }) if !may_release && self.pool.needs_release() => {
                 self.flush()?;
-                self.pool.allocate(bytes)
+                self.pool.allocate(bytes, true)
             }
             other => other,
-        }
+        };
+        self.forget_released();
+        outcome
     }
 
-    /// Returns a range to the pool, after the batch that may use it is submitted.
+    /// Returns a range to the pool at once: later recorded work may reuse it, since the stream runs it after
+    /// the work recorded before (see `Batch::freed_in_batch` for the one exception, queue writes).
     pub fn release(&mut self, allocation: Allocation) {
-        if self.batch.recorded == 0 {
-            self.free_now(allocation);
-        } else {
-            self.batch.deferred_frees.push(allocation);
+        if self.batch.recorded > 0 {
+            self.batch.freed_in_batch.push(BufferRange {
+                slab: allocation.slab,
+                offset: allocation.offset,
+                bytes: allocation.bytes,
+            });
         }
+        self.pool.free(allocation);
     }
 
-    fn free_now(&mut self, allocation: Allocation) {
-        if let Some(gone) = self.pool.free(allocation) {
-            self.pipelines.forget_slabs(&[gone]);
+    /// Lets the bind-group cache forget the slabs the pool has destroyed.
+    fn forget_released(&mut self) {
+        let gone = self.pool.take_released();
+        if !gone.is_empty() {
+            self.pipelines.forget_slabs(&gone);
         }
     }
 
@@ -497,7 +510,7 @@ impl Runtime {
         &self.batch.params_buffer
     }
 
-    /// Submits the open batch, then returns the ranges that waited on it.
+    /// Submits the open batch, then gives back the buffers that stayed empty through it.
     pub fn flush(&mut self) -> Result<()> {
         // A pass ends when dropped; the encoder can finish only after.
         self.batch.pass = None;
@@ -514,8 +527,10 @@ impl Runtime {
         self.batch.writes_pending = false;
         self.batch.params.clear();
         self.batch.recorded = 0;
-        for allocation in std::mem::take(&mut self.batch.deferred_frees) {
-            self.free_now(allocation);
+        self.batch.freed_in_batch.clear();
+        let idle = self.pool.retire_idle();
+        if !idle.is_empty() {
+            self.pipelines.forget_slabs(&idle);
         }
         Ok(())
     }
@@ -545,14 +560,49 @@ impl Runtime {
         self.write_fresh(range, bytes)
     }
 
-    /// Writes bytes into a range just allocated, which no recorded command can use yet: no flush needed.
+    /// Writes bytes into a range just allocated, which no command recorded after its allocation uses yet: no
+    /// flush needed. Where the range was freed by another tensor during this batch, whose recorded commands may
+    /// still use those bytes, the write is recorded in order behind them; elsewhere the queue writes it.
     pub fn write_fresh(&mut self, range: BufferRange, bytes: &[u8]) -> Result<()> {
         if bytes.is_empty() {
             return Ok(());
         }
+        let end = range.offset + bytes.len() as u64;
+        let overtakes_recorded_work = self.batch.freed_in_batch.iter().any(|freed| {
+            freed.slab == range.slab
+                && freed.offset < end
+                && range.offset < freed.offset + freed.bytes
+        });
+        if overtakes_recorded_work {
+            return self.write_in_order(range, bytes);
+        }
         let buffer = self.buffer(range.slab)?;
         self.queue.write_buffer(buffer, range.offset, bytes);
         self.batch.writes_pending = true;
+        Ok(())
+    }
+
+    /// Records a copy of `bytes` into `range` from a staging buffer of their own, so that it lands after every
+    /// command recorded before it (a queue write would land before them all).
+    fn write_in_order(&mut self, range: BufferRange, bytes: &[u8]) -> Result<()> {
+        let size = (bytes.len() as u64).next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT);
+        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("wgcompute ordered upload"),
+            size,
+            usage: wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: true,
+        });
+        {
+            let mut view = staging
+                .slice(..)
+                .get_mapped_range_mut()
+                .map_err(|error| Error::driver_caused("upload", error.to_string(), error))?;
+            view.slice(..bytes.len()).copy_from_slice(bytes);
+        }
+        staging.unmap();
+        let target = self.buffer(range.slab)?.clone();
+        let (encoder, _) = self.record(&[])?;
+        encoder.copy_buffer_to_buffer(&staging, 0, &target, range.offset, size);
         Ok(())
     }
 
@@ -865,7 +915,7 @@ fn release_all(mut runtime: Runtime, device_lost: bool) {
     }
     runtime.batch.pass = None;
     runtime.batch.encoder = None;
-    runtime.batch.deferred_frees.clear();
+    runtime.batch.freed_in_batch.clear();
     runtime.pool.destroy_all();
     runtime.batch.params_buffer.destroy();
     runtime.pipelines.clear();

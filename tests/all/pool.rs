@@ -63,9 +63,14 @@ fn a_range_freed_under_recorded_work_is_not_overwritten_by_an_upload(backend: &B
     // Recorded, not yet submitted: it will run when the batch is submitted.
     a.scale_add_(2.0, 1.0).expect("record");
     drop(a);
-    // Without deferral, b would take a's range, and the queue writes uploads before the batch runs, so the
-    // recorded scale_add would then land on b's data.
+    // b takes a's range at once (the stream runs b's work after a's), but the queue writes uploads before the
+    // batch runs: written that way, b's data would then be scaled by the work recorded for a.
     let b = session.upload(&second, &[len]).expect("upload b");
+    let stats = session.memory_stats().expect("stats");
+    assert_eq!(
+        stats.peak_in_use, stats.in_use,
+        "b reuses a's bytes at once: {stats:?}"
+    );
     assert_eq!(
         b.to_vec().expect("read b"),
         second,
@@ -80,6 +85,74 @@ fn a_range_freed_under_recorded_work_is_not_overwritten_by_an_upload(backend: &B
         first,
         "recorded work ran after the write"
     );
+}
+
+per_backend!(under_90_percent_of_the_cap_no_request_fails_and_no_tensor_sees_another_s_bytes);
+/// Random churn without read-backs: uploads and op outputs of mixed sizes (shared slabs and buffers of their
+/// own), in-place updates, and frees in random order, all recorded into the same batches, so that ranges are
+/// reused while earlier work on them is still unsubmitted. Whatever the order, every tensor reads back its
+/// own values, and while the live bytes stay under 90% of the cap nothing is refused.
+fn under_90_percent_of_the_cap_no_request_fails_and_no_tensor_sees_another_s_bytes(
+    backend: &Backend,
+) {
+    let cap = 24 * MIB;
+    let session = capped(backend, MemoryLimit::Bytes(cap));
+    let mut rng = Rng::fresh("churn under the cap");
+    let mut live: Vec<(Tensor, Vec<f64>)> = Vec::new();
+    let aligned = |len: usize| (len as u64 * 4).div_ceil(256) * 256;
+    for event in 0..400 {
+        let in_use: u64 = live.iter().map(|(tensor, _)| aligned(tensor.len())).sum();
+        // Log-uniform from 1 to 2^18 floats (4 B to 1 MiB).
+        let len = (2f64.powf(f64::from(rng.uniform(0.0, 18.0))) as usize).max(1);
+        let room = in_use + aligned(len) <= cap / 10 * 9;
+        match rng.next_u64() % 4 {
+            _ if !room || (live.len() > 30 && rng.next_u64().is_multiple_of(2)) => {
+                let index = (rng.next_u64() % live.len() as u64) as usize;
+                drop(live.swap_remove(index));
+            }
+            0 => {
+                let data = rng.vec(len, -1.0, 1.0);
+                let tensor = session.upload(&data, &[len]).unwrap_or_else(|error| {
+                    panic!("event {event}: upload of {len} with {in_use} live under {cap}: {error}")
+                });
+                live.push((tensor, data.iter().map(|&v| f64::from(v)).collect()));
+            }
+            1 if !live.is_empty() => {
+                let index = (rng.next_u64() % live.len() as u64) as usize;
+                let (tensor, values) = &mut live[index];
+                tensor.scale_add_(2.0, 0.5).expect("scale_add_");
+                values
+                    .iter_mut()
+                    .for_each(|value| *value = *value * 2.0 + 0.5);
+            }
+            _ if !live.is_empty() => {
+                // An op's output, then its input freed: the output may land where recorded work still reads.
+                let index = (rng.next_u64() % live.len() as u64) as usize;
+                let source = &live[index].0;
+                if in_use + aligned(source.len()) <= cap / 10 * 9 {
+                    let output = source.tanh().unwrap_or_else(|error| {
+                        panic!("event {event}: tanh output with {in_use} live under {cap}: {error}")
+                    });
+                    let values = live[index].1.iter().map(|value| value.tanh()).collect();
+                    live.swap_remove(index);
+                    live.push((output, values));
+                }
+            }
+            _ => {}
+        }
+    }
+    for (index, (tensor, want)) in live.iter().enumerate() {
+        let got = tensor.to_vec().expect("read");
+        for (position, (&got, &wanted)) in got.iter().zip(want).enumerate() {
+            assert!(
+                (f64::from(got) - wanted).abs() <= 1e-5 * (1.0 + wanted.abs()),
+                "tensor {index} of {} elements, element {position}: {got} where {wanted} was written",
+                want.len()
+            );
+        }
+    }
+    let stats = session.memory_stats().expect("stats");
+    assert!(stats.peak_reserved <= cap, "{stats:?}");
 }
 
 vulkan_only!(a_request_over_the_cap_fails_with_figures_and_the_session_goes_on);
