@@ -17,6 +17,7 @@
 //! ```
 
 pub mod cpu;
+pub mod min_cap;
 mod report;
 pub mod rows;
 pub mod workload;
@@ -63,7 +64,7 @@ pub const ADAM_LEN: usize = 10_000_000;
 pub const EMPTY_DISPATCH_BATCHES: [(usize, bool); 3] = [(1, false), (64, false), (64, true)];
 
 /// Every row's name, in the order [`run`] runs them.
-pub const ROWS: [&str; 13] = [
+pub const ROWS: [&str; 14] = [
     "session_open_close",
     "suspend_resume",
     "pool_alloc_free",
@@ -77,6 +78,7 @@ pub const ROWS: [&str; 13] = [
     "mlp_step",
     "mlp_small_step",
     "mlp_fit_epoch",
+    "min_cap",
 ];
 
 /// Which rows [`run`] measures, and how long it spends on each.
@@ -191,6 +193,18 @@ pub fn run(
     }
     if plan.wants("mlp_fit_epoch") {
         results.push(rows::mlp_fit_epoch(&session, plan.pick(1, 3))?);
+    }
+    if plan.wants("min_cap") {
+        // Each try opens a session of its own; this one's memory is not theirs to share.
+        session.trim()?;
+        for job in min_cap::CapJob::ALL {
+            results.push(min_cap::min_cap(
+                options,
+                job,
+                plan.pick(4, 20),
+                plan.pick(4, 7),
+            )?);
+        }
     }
     Ok(BenchReport::new(&session, results))
 }

@@ -120,6 +120,14 @@ fn bench_quick_json_has_the_documented_rows() {
         8
     );
     assert!(report["adapter"]["backend"].is_string());
+    let caps: Vec<_> = rows.iter().filter(|row| row["name"] == "min_cap").collect();
+    assert_eq!(caps.len(), 4, "a min_cap row per job");
+    for row in caps {
+        // The smallest cap found is at least the peak (speedup = peak / cap), and, at the quick run's 6% bisection
+        // step, within the cap's promise of stranding under a tenth of it.
+        let speedup = row["speedup"].as_f64().expect("speedup");
+        assert!((1.0 / 1.25..=1.0).contains(&speedup), "{row}");
+    }
 }
 
 /// `devices --json` says where tuned picks are cached (here `WGCOMPUTE_CACHE_DIR`) and which file is each
