@@ -62,7 +62,7 @@ fn build(py: Python<'_>, error: &wgcompute::Error) -> PyResult<PyErr> {
     };
     let exception = errors_module(py)?
         .getattr(class)?
-        .call1((error.to_string(),))?;
+        .call1((python_spelling(&error.to_string()),))?;
     match error {
         E::OutOfMemory {
             requested,
@@ -89,6 +89,30 @@ fn build(py: Python<'_>, error: &wgcompute::Error) -> PyResult<PyErr> {
         _ => {}
     }
     Ok(PyErr::from_value(exception))
+}
+
+/// The library's message as a Python caller reads it: a method named the Rust way (`Session::resume()`) is
+/// named the Python way (`Session.resume()`).
+pub fn python_spelling(message: &str) -> String {
+    let mut spelled = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(at) = rest.find("::") {
+        let (before, after) = (&rest[..at], &rest[at + 2..]);
+        let type_name = before
+            .rsplit(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+            .next()
+            .unwrap_or("");
+        let method_follows = after.starts_with(|c: char| c.is_ascii_lowercase());
+        spelled.push_str(before);
+        if type_name.starts_with(|c: char| c.is_ascii_uppercase()) && method_follows {
+            spelled.push('.');
+        } else {
+            spelled.push_str("::");
+        }
+        rest = after;
+    }
+    spelled.push_str(rest);
+    spelled
 }
 
 /// The error a process forked from one that opened a session gets when it uses that session: the child shares

@@ -401,13 +401,15 @@ impl CloseReport {
     }
 }
 
-/// The session's pool: bytes held by live tensors, bytes of GPU buffers reserved, their peaks, and the cap.
+/// The session's pool: bytes held by live tensors (what the cap bounds), bytes of GPU buffers reserved, their
+/// peaks, the free bytes inside buffers at the peak, and the cap.
 #[pyclass(module = "wgcompute._wgcompute", frozen, get_all)]
 pub struct MemoryStats {
     pub in_use: u64,
     pub reserved: u64,
     pub peak_in_use: u64,
     pub peak_reserved: u64,
+    pub fragmentation_at_peak: u64,
     pub allocations: u64,
     pub limit: Option<u64>,
 }
@@ -419,6 +421,7 @@ impl From<wgcompute::MemoryStats> for MemoryStats {
             reserved: stats.reserved,
             peak_in_use: stats.peak_in_use,
             peak_reserved: stats.peak_reserved,
+            fragmentation_at_peak: stats.fragmentation_at_peak,
             allocations: stats.allocations,
             limit: stats.limit,
         }
@@ -429,11 +432,13 @@ impl From<wgcompute::MemoryStats> for MemoryStats {
 impl MemoryStats {
     fn __repr__(&self) -> String {
         format!(
-            "MemoryStats(in_use={}, reserved={}, peak_in_use={}, peak_reserved={}, allocations={}, limit={})",
+            "MemoryStats(in_use={}, reserved={}, peak_in_use={}, peak_reserved={}, fragmentation_at_peak={}, \
+             allocations={}, limit={})",
             self.in_use,
             self.reserved,
             self.peak_in_use,
             self.peak_reserved,
+            self.fragmentation_at_peak,
             self.allocations,
             python_int(self.limit)
         )

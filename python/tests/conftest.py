@@ -4,10 +4,9 @@ Every test's inputs come from ``WGCOMPUTE_TEST_SEED`` (random unless set) and th
 replayed by running again with the seed the header printed."""
 
 import os
+import tempfile
 import zlib
 from pathlib import Path
-
-import tempfile
 
 import numpy as np
 import pytest

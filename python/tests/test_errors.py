@@ -214,6 +214,46 @@ def test_a_request_over_the_cap(make_session, adapter):
     assert_works(session)
 
 
+def test_messages_name_methods_as_python_does(make_session, adapter):
+    session = make_session(adapter, memory_limit="16MiB")
+    with pytest.raises(wgcompute.OutOfMemoryError) as raised:
+        session.zeros(((16 << 20) // 4 + 1,))
+    assert "::" not in str(raised.value), str(raised.value)
+    t = session.ones((3,))
+    session.suspend()
+    with pytest.raises(wgcompute.SuspendedError) as raised:
+        t.numpy()
+    assert "Session.resume()" in str(raised.value) and "::" not in str(raised.value), str(raised.value)
+    session.resume()
+    with pytest.raises(wgcompute.NotSuspendedError) as raised:
+        session.resume()
+    assert "Session.suspend()" in str(raised.value), str(raised.value)
+
+
+def test_a_cap_is_the_working_set_with_or_without_read_back(make_session, adapter, rng):
+    """Tensors dropped while their work is still recorded are reused by the next step's work at once: a loop
+    that never reads back runs under the same cap as one that reads every step (W, its gradient and Adam's two
+    moments take 3.9 MiB of the 5 MiB cap; 60 steps' gradients kept until a submission would take 60)."""
+    x = rng.standard_normal((64, 1000)).astype(np.float32)
+    w0 = rng.standard_normal((1000, 256)).astype(np.float32) * 0.01
+    peaks, losses = {}, {}
+    for read_every_step in (True, False):
+        session = make_session(adapter, memory_limit="5MiB", tuning="defaults")
+        w = wgcompute.Variable(session.tensor(w0))
+        optimizer = wgcompute.optim.Adam(lr=0.01)
+        t = session.tensor(x)
+        kept = []
+        for _ in range(60):
+            with wgcompute.GradientTape() as tape:
+                loss = (t @ w).tanh().mean()
+            optimizer.apply_gradients(zip(tape.gradient(loss, [w]), [w], strict=True))
+            kept.append(loss.item() if read_every_step else loss)
+        losses[read_every_step] = [loss if read_every_step else loss.item() for loss in kept]
+        peaks[read_every_step] = session.memory_stats().peak_in_use
+    assert peaks[False] <= peaks[True] * 1.05, peaks
+    np.testing.assert_array_equal(losses[False], losses[True])
+
+
 def test_an_op_whose_output_is_over_the_cap(make_session, adapter):
     session = make_session(adapter, memory_limit="16MiB")
     a = session.ones((1024, 1))
