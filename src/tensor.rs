@@ -100,8 +100,8 @@ impl Tensor {
         shape: &[usize],
         dtype: DType,
     ) -> Result<(Tensor, BufferRange)> {
-        // Not poisoned: an upload is written by the queue ahead of recorded commands, so a recorded poison fill
-        // would land on top of it.
+        // Not poisoned: an upload may be written by the queue ahead of recorded commands, so a recorded poison
+        // fill would land on top of it.
         let tensor = Self::allocate_in(session, op, shape, dtype, false)?;
         let range = tensor.range()?;
         Ok((tensor, range))

@@ -498,8 +498,8 @@ fn record_tensors(
     if groups.is_empty() {
         return Ok(());
     }
-    // Every group's table in one fresh range, written through the queue: no recorded command can use a range
-    // just allocated, so the write needs no flush.
+    // Every group's table in one fresh range, written without a flush (`write_fresh` orders it behind any
+    // recorded work on those bytes).
     let words: Vec<u32> = groups
         .iter()
         .flat_map(|group| group.entries.iter().flatten().copied())
