@@ -4,10 +4,9 @@
 //!
 //! ```
 //! use wgcompute::data::{Dataset, Labels};
-//! use wgcompute::{Adam, AdamConfig, Mlp, Session, SessionOptions, Tuning};
+//! use wgcompute::{Adam, AdamConfig, Mlp, Session, SessionOptions};
 //! # fn main() -> wgcompute::Result<()> {
-//! // The kernels' defaults, so that these 120 steps take the same path on every machine.
-//! let session = Session::open(SessionOptions::default().tuning(Tuning::Defaults))?;
+//! let session = Session::open(SessionOptions::default())?;
 //! // Four points of two classes: the class is whether x > 0.
 //! let x = [-1.0, 0.5, -0.8, -0.3, 0.9, 0.1, 0.7, -0.6];
 //! let data = Dataset::upload(&session, &x, 2, Labels::Classes(&[0, 0, 1, 1]), 2)?;

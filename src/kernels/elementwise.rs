@@ -62,6 +62,15 @@ struct Params {
     rhs_strides: [u32; 4],
 }
 
+/// Whether two of a dispatch's bindings share bytes: then what it writes is what another binding reads.
+fn writes_what_it_reads(ranges: &[(BufferRange, bool)]) -> bool {
+    ranges.iter().enumerate().any(|(index, (a, _))| {
+        ranges[index + 1..].iter().any(|(b, _)| {
+            a.slab == b.slab && a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes
+        })
+    })
+}
+
 fn groups(runtime: &Runtime, count: u64) -> [u32; 3] {
     Limits::of(runtime.limits()).per_element(count, 1)
 }
@@ -112,6 +121,10 @@ fn over_windows_with(
     let variant = if forms.in_place {
         // Timing runs would apply the update again and again: take the pick of a unary op of this size.
         let class = format!("{} n<={}", UNARY_FORMS.name, size_bucket(elements as usize));
+        runtime.peek_variant(FAMILY, &class, VARIANTS)
+    } else if writes_what_it_reads(ranges) {
+        // An output over one of its inputs (a bias added to a product in place, say): as above, it must run
+        // once, so it is never timed.
         runtime.peek_variant(FAMILY, &class, VARIANTS)
     } else {
         runtime.choose_variant(FAMILY, class, VARIANTS, record)

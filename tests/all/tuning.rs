@@ -8,7 +8,7 @@
 //! command nor is written back. `wgcompute tune`, whose job is the cache, fails when it cannot write it.
 
 use crate::common::{per_backend, reference, relative_error, vulkan_only, widen, Backend, Rng};
-use wgcompute::{Error, PickSource, Session, Tuning};
+use wgcompute::{Error, PickSource, Session, Tuning, UnaryOp};
 
 fn scratch_dir(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("wgcompute-tuning-{name}-{}", std::process::id()));
@@ -226,6 +226,58 @@ fn in_place_updates_run_once_while_tuning(backend: &Backend) {
         );
     }
     session.close();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+per_backend!(an_op_written_over_its_input_is_never_timed);
+/// A layer's separate ops add the bias to the product in place (out = out + bias). Timing that add's variants
+/// on the real operands would add the bias once per timed run, so the first forward of every shape came out
+/// wrong: the bug behind a small classifier that tuned while it trained and sometimes never learned.
+fn an_op_written_over_its_input_is_never_timed(backend: &Backend) {
+    let dir = scratch_dir(&format!("over-its-input-{}", backend.name));
+    let mut rng = Rng::fresh("over its input");
+    // Rows of a multiple of 4, which take the vec4 forms that the tuner times.
+    let (rows, inputs, outputs) = (7, 13, 12);
+    let x_data = rng.vec(rows * inputs, -1.0, 1.0);
+    let w_data = rng.vec(inputs * outputs, -1.0, 1.0);
+    let b_data = rng.vec(outputs, -1.0, 1.0);
+    let session = Session::open(
+        backend
+            .options()
+            .tuning(Tuning::Retune)
+            .tuning_cache_dir(&dir)
+            .force_variant("linear", "composed")
+            .poison_outputs(true),
+    )
+    .expect("open");
+    let x = session.upload(&x_data, &[rows, inputs]).expect("upload");
+    let w = session.upload(&w_data, &[inputs, outputs]).expect("upload");
+    let b = session.upload(&b_data, &[outputs]).expect("upload");
+    for activation in [None, Some(UnaryOp::Relu)] {
+        let got = x
+            .linear(&w, Some(&b), activation)
+            .expect("linear")
+            .to_vec()
+            .expect("read");
+        let want: Vec<f64> = (0..rows * outputs)
+            .map(|index| {
+                let (row, col) = (index / outputs, index % outputs);
+                let z = (0..inputs)
+                    .map(|k| {
+                        f64::from(x_data[row * inputs + k]) * f64::from(w_data[k * outputs + col])
+                    })
+                    .sum::<f64>()
+                    + f64::from(b_data[col]);
+                if activation.is_some() {
+                    z.max(0.0)
+                } else {
+                    z
+                }
+            })
+            .collect();
+        let error = relative_error(&got, &want);
+        assert!(error < 1e-5, "{activation:?}: relative error {error:e}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
