@@ -80,9 +80,9 @@ pub enum Error {
     /// A request did not fit under the session's memory cap, or the driver refused the buffer the pool needed
     /// for it (`by_driver`). Freeing memory may help.
     #[error(
-        "out of GPU memory{refused}: requested {requested}, in use {in_use}, reserved {reserved}, limit {limit} \
-         (empty buffers were given back before refusing). Drop tensors you no longer need, or open the session \
-         with a larger memory limit",
+        "out of GPU memory{refused}: requested {requested}, in use {in_use}, reserved {reserved}, limit {limit}; \
+         the empty buffers were already given back, as Session::trim() would. Drop tensors you no longer need, \
+         or open the session with a larger memory limit",
         refused = if *by_driver { " (the driver refused a new buffer)" } else { "" },
         requested = ByteSize(*requested), in_use = ByteSize(*in_use), reserved = ByteSize(*reserved),
         limit = limit_text(limit)
