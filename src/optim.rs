@@ -211,13 +211,15 @@ impl Adam {
 impl Optimizer for Adam {
     fn step(&mut self, parameters: &[Arc<Tensor>], gradients: &Gradients) -> Result<()> {
         check_positions("Adam", self.moments.len(), parameters.len())?;
-        if self.moments.is_empty() {
-            for parameter in parameters {
-                self.moments
-                    .push((zeros_like(parameter)?, zeros_like(parameter)?));
-            }
+        let step = next_step("Adam", self.step)?;
+        let first = self.moments.is_empty();
+        if first {
+            let moments: Result<Vec<_>> = parameters
+                .iter()
+                .map(|parameter| Ok((zeros_like(parameter)?, zeros_like(parameter)?)))
+                .collect();
+            self.moments = moments?;
         }
-        self.step += 1;
         let updates: Vec<_> = parameters
             .iter()
             .zip(&self.moments)
@@ -227,7 +229,14 @@ impl Optimizer for Adam {
                     .map(|gradient| (&**parameter, gradient, m, v))
             })
             .collect();
-        adam_update_tensors(&updates, self.step, &self.config)
+        let outcome = adam_update_tensors(&updates, step, &self.config);
+        // A refused step changes nothing: the count, and the moments a first step made.
+        match outcome {
+            Ok(()) => self.step = step,
+            Err(_) if first => self.moments.clear(),
+            Err(_) => {}
+        }
+        outcome
     }
 
     fn state(&self) -> OptimizerState<'_> {
@@ -268,10 +277,23 @@ impl Optimizer for Adam {
                 expected: "one of each per parameter".to_string(),
             });
         }
+        next_step("Adam", steps)?;
         self.moments = m.into_iter().zip(v).collect();
         self.step = steps;
         Ok(())
     }
+}
+
+/// The count after one more step; a count that would overflow (a checkpoint can claim any) is refused.
+fn next_step(optimizer: &'static str, steps: u64) -> Result<u64> {
+    steps.checked_add(1).ok_or_else(|| Error::InvalidArgument {
+        what: "optimizer step count",
+        given: format!("{optimizer} at {steps} steps"),
+        expected: format!(
+            "fewer than {} steps, so that the next one can be counted",
+            u64::MAX
+        ),
+    })
 }
 
 /// The optimizers by name, with the settings most recipes use: what a command line or a binding builds from
@@ -404,12 +426,14 @@ impl Sgd {
 impl Optimizer for Sgd {
     fn step(&mut self, parameters: &[Arc<Tensor>], gradients: &Gradients) -> Result<()> {
         check_positions("SGD", self.buffers.len(), parameters.len())?;
-        if self.buffers.is_empty() {
-            for parameter in parameters {
-                self.buffers.push(zeros_like(parameter)?);
-            }
+        let step = next_step("SGD", self.step)?;
+        let first = self.buffers.is_empty();
+        if first {
+            self.buffers = parameters
+                .iter()
+                .map(|parameter| zeros_like(parameter))
+                .collect::<Result<_>>()?;
         }
-        self.step += 1;
         let updates: Vec<_> = parameters
             .iter()
             .zip(&self.buffers)
@@ -419,7 +443,14 @@ impl Optimizer for Sgd {
                     .map(|gradient| (&**parameter, gradient, buffer))
             })
             .collect();
-        sgd_update_tensors(&updates, self.lr, self.momentum)
+        let outcome = sgd_update_tensors(&updates, self.lr, self.momentum);
+        // A refused step changes nothing: the count, and the buffers a first step made.
+        match outcome {
+            Ok(()) => self.step = step,
+            Err(_) if first => self.buffers.clear(),
+            Err(_) => {}
+        }
+        outcome
     }
 
     fn state(&self) -> OptimizerState<'_> {
@@ -443,6 +474,7 @@ impl Optimizer for Sgd {
     fn restore(&mut self, steps: u64, mut slots: Vec<(String, Vec<Tensor>)>) -> Result<()> {
         let buffers = take_slot("SGD", &mut slots, SGD_MOMENTUM_SLOT.name)?;
         refuse_other_slots("SGD", SGD_SLOTS, &slots)?;
+        next_step("SGD", steps)?;
         self.buffers = buffers;
         self.step = steps;
         Ok(())

@@ -253,6 +253,32 @@ def test_a_failed_first_step_leaves_the_optimizer_as_it_was_made(make_session, a
     np.testing.assert_array_equal(variable.numpy(), expected)
 
 
+@pytest.mark.parametrize("kind", OPTIMIZERS)
+def test_a_refused_later_step_changes_nothing(make_session, adapter, rng, kind):
+    """A step refused after the first (gradients of the wrong dtype, a suspended session) moves neither the step
+    count nor the variables nor the state: the steps around it are those of a run without it."""
+    make = OPTIMIZERS[kind]
+    session = make_session(adapter)
+    start = rng.uniform(-1, 1, (2, 3)).astype(np.float32)
+    gradients = gradients_for(rng, start.shape, 3)
+    expected = run_optimizer(session, make(), start, gradients)
+
+    optimizer, variable = make(), session.variable(start)
+    optimizer.step([variable], [session.tensor(gradients[0])])
+    with pytest.raises(wg.DTypeError):
+        optimizer.step([variable], [session.tensor(np.ones(start.shape, dtype=np.uint32))])
+    held = session.tensor(gradients[1])
+    session.suspend()
+    with pytest.raises(wg.SuspendedError):
+        optimizer.step([variable], [held])
+    session.resume()
+    assert optimizer.iterations == 1
+    for gradient in gradients[1:]:
+        optimizer.step([variable], [session.tensor(gradient)])
+    assert optimizer.iterations == 3
+    np.testing.assert_array_equal(variable.numpy(), expected)
+
+
 def test_hyperparameters_are_checked_by_the_library(session):
     for make in (
         lambda: wg.optim.Adam(0.0),

@@ -973,3 +973,52 @@ fn optimizer_refuses_a_changed_parameter_list(backend: &Backend) {
         Err(Error::InvalidArgument { .. })
     ));
 }
+
+vulkan_only!(a_refused_step_changes_neither_the_count_nor_the_state);
+/// A step refused by the session (suspended here) leaves the count, the moments and the parameters as they
+/// were, and a refused first step keeps no state: the steps around it are those of a run without it.
+fn a_refused_step_changes_neither_the_count_nor_the_state(backend: &Backend) {
+    let mut rng = Rng::fresh("refused step");
+    let start = rng.vec(6, -1.0, 1.0);
+    let run = |refuse: bool| -> (Vec<f32>, u64, u64) {
+        let mut session = backend.open();
+        let w = param(&session, &start, &[6]);
+        let mut tape = Tape::new();
+        let wv = tape.param(&w);
+        let squares = tape.square(wv).unwrap();
+        let total = tape.sum(squares, None).unwrap();
+        let grads = tape.backward(total).unwrap();
+        let (mut adam, mut sgd) = (Adam::new(AdamConfig::default()), Sgd::new(0.1, 0.9));
+        for step in 0..3 {
+            if refuse && step == 1 {
+                session.suspend().expect("suspend");
+                let refused = adam.step(&[Arc::clone(&w)], &grads);
+                assert!(matches!(refused, Err(Error::Suspended)), "{refused:?}");
+                let refused = sgd.step(&[Arc::clone(&w)], &grads);
+                assert!(matches!(refused, Err(Error::Suspended)), "{refused:?}");
+                session.resume().expect("resume");
+            }
+            adam.step(&[Arc::clone(&w)], &grads).expect("adam");
+            sgd.step(&[Arc::clone(&w)], &grads).expect("sgd");
+        }
+        (w.to_vec().expect("read"), adam.steps(), sgd.steps())
+    };
+    let clean = run(false);
+    assert_eq!((clean.1, clean.2), (3, 3));
+    assert_eq!(run(true), clean);
+
+    // A refused first step keeps no moments: the next one is a first step.
+    let mut session = backend.open();
+    let w = param(&session, &start, &[6]);
+    let mut tape = Tape::new();
+    let wv = tape.param(&w);
+    let total = tape.sum(wv, None).unwrap();
+    let grads = tape.backward(total).unwrap();
+    let mut adam = Adam::new(AdamConfig::default());
+    session.suspend().expect("suspend");
+    assert!(adam.step(&[Arc::clone(&w)], &grads).is_err());
+    assert!(adam.moments().is_empty() && adam.steps() == 0);
+    session.resume().expect("resume");
+    adam.step(&[Arc::clone(&w)], &grads).expect("a first step");
+    assert_eq!((adam.moments().len(), adam.steps()), (1, 1));
+}
