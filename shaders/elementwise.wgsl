@@ -40,6 +40,16 @@ fn strided(global: u32, strides: vec4<u32>) -> u32 {
 @group(0) @binding(2) var<storage, read_write> in1: array<f32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 
+// max(x, 0) that keeps NaN, as NumPy's maximum(x, 0) does. The NaN test is on the bits: a GLSL compiler may
+// turn a float compare-and-select into max(), and WGSL's max may return either operand for a NaN.
+fn nan_keeping_relu(x: f32) -> f32 {
+    return select(max(x, 0.0), x, (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u);
+}
+
+fn nan_keeping_relu4(x: vec4<f32>) -> vec4<f32> {
+    return select(max(x, vec4<f32>(0.0)), x, (bitcast<vec4<u32>>(x) & vec4<u32>(0x7fffffffu)) > vec4<u32>(0x7f800000u));
+}
+
 // WGSL's tanh loses its relative accuracy near 0 and can return NaN past |x| ≈ 88 (where exp overflows). A
 // Taylor series serves |x| < 0.25 (the first omitted term is below 1e-8 of the value); beyond it,
 // (1 - e^-2|x|) / (1 + e^-2|x|) has no cancellation worth the name and tends to 1, never to inf / inf.

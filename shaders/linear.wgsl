@@ -50,8 +50,13 @@ fn tile_origin(wid: vec3<u32>, lid: u32, m: u32, n4s: u32) -> vec2<u32> {
     return vec2<u32>(row0, col4);
 }
 
+// relu as the elementwise op computes it (nan_keeping_relu): NaN stays NaN, tested on the bits.
 fn relu4(x: vec4<f32>) -> vec4<f32> {
-    return max(x, vec4<f32>(0.0));
+    return select(max(x, vec4<f32>(0.0)), x, (bitcast<vec4<u32>>(x) & vec4<u32>(0x7fffffffu)) > vec4<u32>(0x7f800000u));
+}
+
+fn relu1(x: f32) -> f32 {
+    return select(max(x, 0.0), x, (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u);
 }
 
 // The relu gradient's mask, as relu_backward applies it: `value` where the layer input is positive, else 0.

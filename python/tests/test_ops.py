@@ -268,6 +268,13 @@ def test_counters_count_dispatches_without_waiting(make_session, adapter, rng):
     assert session.counters()["submissions"] > after["submissions"]
 
 
+def test_relu_keeps_nan_as_numpy_maximum_does(session):
+    x = np.array([np.nan, -1.0, 0.0, 2.0, np.inf, -np.inf], dtype=np.float32)
+    np.testing.assert_array_equal(session.tensor(x).relu().numpy(), np.maximum(x, 0))
+    wide = np.tile(x, 4).reshape(3, 8)
+    np.testing.assert_array_equal(session.tensor(wide).relu().numpy(), np.maximum(wide, 0))
+
+
 def test_unary_at_the_edges(session):
     x = session.tensor(np.array([0.0, -0.0, 1e-30, 88.0, -100.0, 100.0, np.inf, -np.inf]))
     assert np.isfinite(x.tanh().numpy()).all()

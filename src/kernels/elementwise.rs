@@ -208,7 +208,7 @@ pub(crate) fn copy(
 macro_rules! for_each_unary_op {
     ($callback:ident) => {
         $callback! {
-            pub Relu relu [] "max(x, zero)" "`max(x, 0)` elementwise.";
+            pub Relu relu [] "nan_keeping_relu(x)" "`max(x, 0)` elementwise; NaN stays NaN, as in NumPy's `maximum`.";
             pub Exp exp [] "exp(x)" "`e^x` elementwise.";
             pub Log log [] "log(x)" "The natural logarithm, elementwise.";
             pub Sqrt sqrt [] "sqrt(x)" "The square root, elementwise.";
@@ -347,9 +347,10 @@ for_each_unary_op!(unary_enum);
 for_each_binary_op!(binary_enum);
 
 /// Helpers of shaders/elementwise.wgsl that table rows call, and their vec4 twins.
-const VEC4_TWINS: [(&str, &str); 2] = [
+const VEC4_TWINS: [(&str, &str); 3] = [
     ("stable_tanh(", "stable_tanh4("),
     ("stable_sigmoid(", "stable_sigmoid4("),
+    ("nan_keeping_relu(", "nan_keeping_relu4("),
 ];
 
 /// The shader's `unary_op` and `binary_op` functions and their vec4 forms, one case per table row; an unknown

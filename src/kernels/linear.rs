@@ -365,7 +365,7 @@ fn strided_source(entry: &str, epilogue: Epilogue) -> String {
     };
     let value = match epilogue {
         Epilogue::Bias { relu: false } => "acc[i][j] + extra[col0 + j]",
-        Epilogue::Bias { relu: true } => "max(acc[i][j] + extra[col0 + j], 0.0)",
+        Epilogue::Bias { relu: true } => "relu1(acc[i][j] + extra[col0 + j])",
         Epilogue::ColumnSums => "acc[i][j]",
         Epilogue::ReluMask => "masked(acc[i][j], row * n + col0 + j)",
     };

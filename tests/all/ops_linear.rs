@@ -312,3 +312,84 @@ fn f64_first_weight_gradient(
     }
     (dw, magnitude)
 }
+
+per_backend!(nan_and_infinities_pass_through_every_activation_and_fused_form, "linear": fused, composed);
+/// NaN stays NaN through relu, as NumPy's `maximum(x, 0)` keeps it (and PyTorch's and TensorFlow's relu), in
+/// the op, in bias + activation in one pass, and in a layer's fused and composed forward passes; infinities
+/// go where the activation sends them. A NaN weight thus shows in a prediction instead of a plausible 0.
+fn nan_and_infinities_pass_through_every_activation_and_fused_form(
+    backend: &Backend,
+    variant: &str,
+) {
+    let session = backend.poisoned_with("linear", variant);
+    let specials = [
+        f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        -1.5,
+        0.0,
+        2.5,
+        -0.25,
+        7.0,
+    ];
+    let want = |activation: UnaryOp, x: f32| -> f32 {
+        match activation {
+            UnaryOp::Relu if x.is_nan() => f32::NAN,
+            UnaryOp::Relu => x.max(0.0),
+            UnaryOp::Tanh => x.tanh(),
+            UnaryOp::Sigmoid if x.is_nan() => f32::NAN,
+            UnaryOp::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+            other => panic!("{other:?}"),
+        }
+    };
+    let same = |got: f32, want: f32| {
+        (got.is_nan() && want.is_nan())
+            || got == want
+            || (got - want).abs() <= 1e-6 * want.abs().max(1.0)
+    };
+    // Widths of 8 (the vec4 forms) and 5 (the scalar and strided forms).
+    for width in [8usize, 5] {
+        let values: Vec<f32> = (0..2 * width)
+            .map(|i| specials[i % specials.len()])
+            .collect();
+        let x = upload(&session, &values, &[2, width]);
+        let zero_bias = upload(&session, &vec![0.0; width], &[width]);
+        for activation in [UnaryOp::Relu, UnaryOp::Tanh, UnaryOp::Sigmoid] {
+            let alone = read(&x.unary(activation, 0.0).expect("op"));
+            let with_bias = read(
+                &x.bias_activation(&zero_bias, activation)
+                    .expect("bias_activation"),
+            );
+            for (index, (&value, (&op, &fused))) in
+                values.iter().zip(alone.iter().zip(&with_bias)).enumerate()
+            {
+                let want = want(activation, value);
+                assert!(
+                    same(op, want),
+                    "{activation:?}({value}) at {index}, width {width}: the op gave {op}"
+                );
+                assert!(
+                    same(fused, want),
+                    "{activation:?}({value}), width {width}: with the bias {fused}"
+                );
+            }
+        }
+        // A layer whose weight holds a NaN: every output it reaches is NaN, through the relu too.
+        let mut weight = vec![0.5; width * width];
+        weight[3] = f32::NAN;
+        let weight = upload(&session, &weight, &[width, width]);
+        let ones = upload(&session, &vec![1.0; 3 * width], &[3, width]);
+        let layer = read(
+            &ones
+                .linear(&weight, Some(&zero_bias), Some(UnaryOp::Relu))
+                .expect("linear"),
+        );
+        for (index, value) in layer.iter().enumerate() {
+            assert_eq!(
+                value.is_nan(),
+                index % width == 3,
+                "{variant}, width {width}, output {index}: {value}"
+            );
+        }
+    }
+}

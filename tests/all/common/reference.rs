@@ -13,7 +13,8 @@ use super::lanes_of;
 /// A row of the unary table at (x, the scalar the scalar forms take; the others ignore it).
 pub fn unary(op: UnaryOp) -> fn(f64, f64) -> f64 {
     match op {
-        UnaryOp::Relu => |x, _| x.max(0.0),
+        // NumPy's maximum(x, 0): NaN stays NaN (f64::max would drop it).
+        UnaryOp::Relu => |x, _| if x < 0.0 { 0.0 } else { x },
         UnaryOp::Exp => |x, _| x.exp(),
         UnaryOp::Log => |x, _| x.ln(),
         UnaryOp::Sqrt => |x, _| x.sqrt(),
