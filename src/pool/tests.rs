@@ -1,3 +1,5 @@
+//! The pool's tests on a host stand-in for the GPU; compiled under `#[cfg(test)]` only (see mod.rs).
+
 use super::*;
 use proptest::prelude::*;
 
