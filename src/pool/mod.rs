@@ -390,7 +390,8 @@ impl<S: SlabStorage> Pool<S> {
             .map(|(_, id)| id)
     }
 
-    fn has_empty_slabs(&self) -> bool {
+    /// Whether any slab is empty: a request refused without `may_release` might succeed with it.
+    pub fn has_empty_slabs(&self) -> bool {
         self.slabs.values().any(Slab::is_empty)
     }
 
@@ -417,7 +418,7 @@ impl<S: SlabStorage> Pool<S> {
 
     /// Hands out an aligned range of at least `bytes`. With `may_release`, empty slabs are given back when that
     /// is the only way to make room; without it (recorded commands may still use them), such a request is
-    /// refused, and `needs_release` tells the caller that it would succeed once it may.
+    /// refused, and `has_empty_slabs` tells the caller whether it might succeed once it may.
     pub fn allocate(&mut self, bytes: u64, may_release: bool) -> Result<Allocation> {
         // Checked first, so that a request no buffer can ever hold is reported as such, not as out of memory.
         let largest = self.config.max_buffer_bytes.min(MAX_RANGE_BYTES);
@@ -460,11 +461,6 @@ impl<S: SlabStorage> Pool<S> {
             return Err(refused_by_driver);
         }
         Err(self.out_of_memory(bytes))
-    }
-
-    /// Whether a refused request might succeed once empty slabs may be given back.
-    pub fn needs_release(&self) -> bool {
-        self.has_empty_slabs()
     }
 
     /// Finds or makes a range for `aligned` bytes without destroying anything: `None` when the cap leaves no

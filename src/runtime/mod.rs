@@ -409,7 +409,7 @@ impl Runtime {
     pub fn allocate(&mut self, bytes: u64) -> Result<Allocation> {
         let may_release = self.batch.recorded == 0 && !self.batch.writes_pending;
         let outcome = match self.pool.allocate(bytes, may_release) {
-            Err(Error::OutOfMemory { .. }) if !may_release && self.pool.needs_release() => {
+            Err(Error::OutOfMemory { .. }) if !may_release && self.pool.has_empty_slabs() => {
                 self.flush()?;
                 self.pool.allocate(bytes, true)
             }
