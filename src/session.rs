@@ -112,6 +112,14 @@ impl MemoryLimit {
                 })
             }
             MemoryLimit::Fraction(fraction) => match total {
+                // A fraction so small that it leaves no byte is no cap anyone meant.
+                Some(total) if (total as f64 * fraction) < 1.0 => Err(Error::InvalidArgument {
+                    what: "memory fraction",
+                    given: fraction.to_string(),
+                    expected: format!(
+                        "a fraction that leaves at least one byte of this device's {total}"
+                    ),
+                }),
                 Some(total) => Ok((total as f64 * fraction) as u64),
                 None => Err(Error::DeviceMemoryUnknown { fraction }),
             },
@@ -781,5 +789,14 @@ mod tests {
             Some(500)
         );
         assert_eq!(MemoryLimit::Bytes(7).resolve(None).ok(), Some(7));
+        // A fraction that leaves no byte is refused, not a 0-byte cap.
+        assert!(MemoryLimit::Fraction(1e-320)
+            .resolve(Some(1 << 30))
+            .is_err());
+        assert!(MemoryLimit::Fraction(1e-4).resolve(Some(1000)).is_err());
+        assert_eq!(
+            MemoryLimit::Fraction(1e-3).resolve(Some(1000)).ok(),
+            Some(1)
+        );
     }
 }

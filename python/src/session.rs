@@ -52,8 +52,9 @@ fn memory_limit(limit: &Bound<'_, PyAny>) -> PyResult<MemoryLimit> {
             )
         });
     }
-    if limit.is_instance_of::<pyo3::types::PyInt>() {
-        let bytes: u64 = limit.extract().map_err(|_| {
+    // Any integer, a NumPy one too (it has __index__ where a float has not), is a number of bytes.
+    if limit.is_instance_of::<pyo3::types::PyInt>() || limit.hasattr("__index__")? {
+        let bytes: u64 = limit.call_method0("__index__")?.extract().map_err(|_| {
             named(
                 "InvalidArgumentError",
                 format!("memory_limit {limit}: a number of bytes must be from 0 to 2**64 - 1"),

@@ -383,6 +383,7 @@ ARGUMENT_MISTAKES = {
     "infinite fraction cap": lambda s: s.set_memory_limit(math.inf),
     "NaN string cap": lambda s: s.set_memory_limit("nan"),
     "zero cap": lambda s: s.set_memory_limit(0),
+    "a fraction that leaves no byte": lambda s: s.set_memory_limit(1e-320),
     "no classes": lambda s: s.tensor(np.array([1])).one_hot(0),
     "negative classes": lambda s: s.tensor(np.array([1])).one_hot(-1),
     "negative start": lambda s: s.ones((3,)).narrow(0, -1, 1),
@@ -390,6 +391,15 @@ ARGUMENT_MISTAKES = {
     "no tensors to concat": lambda s: wgcompute.concat([]),
     "negative index": lambda s: s.ones((3, 2)).gather_rows([-1]),
 }
+
+
+@pytest.mark.parametrize("limit", [np.int64(2**30), np.uint64(2**30), np.int32(2**29), 2**30])
+def test_integer_caps_of_any_kind_are_bytes(make_session, adapter, limit):
+    """A NumPy integer is a number of bytes, as a Python int is, never read as a fraction of device memory."""
+    session = make_session(adapter, memory_limit=limit)
+    assert session.memory_stats().limit == int(limit)
+    session.set_memory_limit(np.int64(2**29))
+    assert session.memory_stats().limit == 2**29
 
 
 @pytest.mark.parametrize("mistake", ARGUMENT_MISTAKES)
