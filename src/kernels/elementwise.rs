@@ -64,11 +64,10 @@ struct Params {
 
 /// Whether two of a dispatch's bindings share bytes: then what it writes is what another binding reads.
 fn writes_what_it_reads(ranges: &[(BufferRange, bool)]) -> bool {
-    ranges.iter().enumerate().any(|(index, (a, _))| {
-        ranges[index + 1..].iter().any(|(b, _)| {
-            a.slab == b.slab && a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes
-        })
-    })
+    ranges
+        .iter()
+        .enumerate()
+        .any(|(index, (a, _))| ranges[index + 1..].iter().any(|(b, _)| a.overlaps(b)))
 }
 
 fn groups(runtime: &Runtime, count: u64) -> [u32; 3] {

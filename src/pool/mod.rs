@@ -228,7 +228,8 @@ pub(crate) struct Pool<S: SlabStorage> {
     counters: Counters,
     /// Set once the cap was reserved up front: every request is carved from those slabs first.
     reserved_up_front: bool,
-    /// Slabs destroyed since the owner last asked (`take_released`), so that caches over them can forget them.
+    /// Slabs destroyed since the owner last asked (`take_released`), so that caches over them can forget them:
+    /// every method that destroys a slab records it here.
     released: Vec<SlabId>,
 }
 
@@ -396,8 +397,8 @@ impl<S: SlabStorage> Pool<S> {
     }
 
     /// Changes the cap. Empty slabs are given back if that makes room; if the slabs still reserved exceed the
-    /// new cap, it is refused and the old one stays. Returns the ids of slabs given back.
-    pub fn set_limit(&mut self, limit: Option<u64>) -> Result<Vec<SlabId>> {
+    /// new cap, it is refused and the old one stays.
+    pub fn set_limit(&mut self, limit: Option<u64>) -> Result<()> {
         if let Some(limit) = limit {
             if self.counters.reserved > limit {
                 self.release_empty_slabs();
@@ -413,7 +414,7 @@ impl<S: SlabStorage> Pool<S> {
             }
         }
         self.config.limit = limit;
-        Ok(self.take_released())
+        Ok(())
     }
 
     /// Hands out an aligned range of at least `bytes`. With `may_release`, empty slabs are given back when that
@@ -540,7 +541,7 @@ impl<S: SlabStorage> Pool<S> {
 
     /// Called after each submission: destroys the slabs that were already empty at the last call and have not
     /// been used since, and marks the ones empty now. A buffer kept for reuse lives through one whole batch.
-    pub fn retire_idle(&mut self) -> Vec<SlabId> {
+    pub fn retire_idle(&mut self) {
         let mut idle = Vec::new();
         for (&id, slab) in &mut self.slabs {
             if !slab.is_empty() {
@@ -554,7 +555,6 @@ impl<S: SlabStorage> Pool<S> {
         for id in idle {
             self.remove_slab(id);
         }
-        self.take_released()
     }
 
     /// The live ranges of each slab, in slab and offset order: (slab, offset, bytes).
@@ -567,10 +567,9 @@ impl<S: SlabStorage> Pool<S> {
         self.slabs.get(&slab).map(|slab| slab.bytes)
     }
 
-    /// Destroys every empty slab and returns the ids that are gone.
-    pub fn trim(&mut self) -> Vec<SlabId> {
+    /// Destroys every empty slab.
+    pub fn trim(&mut self) {
         self.release_empty_slabs();
-        self.take_released()
     }
 
     /// Destroys every slab, live or not: the session is closing.

@@ -197,6 +197,13 @@ pub(crate) struct BufferRange {
 }
 
 impl BufferRange {
+    /// Whether the two ranges share a byte.
+    pub fn overlaps(&self, other: &BufferRange) -> bool {
+        self.slab == other.slab
+            && self.offset < other.offset + other.bytes
+            && other.offset < self.offset + self.bytes
+    }
+
     /// The part holding 4-byte elements `first..first + count`.
     pub fn elements(&self, first: u64, count: u64) -> BufferRange {
         BufferRange {
@@ -370,10 +377,9 @@ impl Runtime {
     /// Changes the pool's cap; see `Pool::set_limit`.
     pub fn set_limit(&mut self, limit: Option<u64>) -> Result<()> {
         self.sync()?;
-        let gone = self.pool.set_limit(limit)?;
-        self.pipelines.forget_slabs(&gone);
+        let outcome = self.pool.set_limit(limit);
         self.forget_released();
-        Ok(())
+        outcome
     }
 
     /// The size of a slab's buffer, if it exists: for kernels that bind whole slabs (the optimizer's table pass).
@@ -384,8 +390,8 @@ impl Runtime {
     /// Waits for the device, then destroys empty slabs.
     pub fn trim(&mut self) -> Result<()> {
         self.sync()?;
-        let gone = self.pool.trim();
-        self.pipelines.forget_slabs(&gone);
+        self.pool.trim();
+        self.forget_released();
         Ok(())
     }
 
@@ -528,10 +534,8 @@ impl Runtime {
         self.batch.params.clear();
         self.batch.recorded = 0;
         self.batch.freed_in_batch.clear();
-        let idle = self.pool.retire_idle();
-        if !idle.is_empty() {
-            self.pipelines.forget_slabs(&idle);
-        }
+        self.pool.retire_idle();
+        self.forget_released();
         Ok(())
     }
 
@@ -567,12 +571,15 @@ impl Runtime {
         if bytes.is_empty() {
             return Ok(());
         }
-        let end = range.offset + bytes.len() as u64;
-        let overtakes_recorded_work = self.batch.freed_in_batch.iter().any(|freed| {
-            freed.slab == range.slab
-                && freed.offset < end
-                && range.offset < freed.offset + freed.bytes
-        });
+        let written = BufferRange {
+            bytes: bytes.len() as u64,
+            ..range
+        };
+        let overtakes_recorded_work = self
+            .batch
+            .freed_in_batch
+            .iter()
+            .any(|freed| freed.overlaps(&written));
         if overtakes_recorded_work {
             return self.write_in_order(range, bytes);
         }
