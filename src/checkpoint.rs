@@ -38,7 +38,7 @@ use std::path::Path;
 use safetensors::tensor::{Dtype, Metadata as SafetensorsHeader};
 
 use crate::error::{Error, Result};
-use crate::files::{write_atomically, Refusal, RegularFile};
+use crate::files::{Refusal, RegularFile};
 use crate::nn::{Linear, Mlp};
 use crate::optim::Optimizer;
 use crate::session::Session;
@@ -145,6 +145,7 @@ fn encode(
     extra: &[(&str, String)],
     extras: &FitExtras<'_>,
 ) -> Result<Vec<u8>> {
+    check_saveable(path, model)?;
     let mut named: Vec<(String, &Tensor)> = Vec::new();
     let parameters = model.named_parameters();
     for (name, tensor) in &parameters {
@@ -232,6 +233,103 @@ fn encode(
         }
     }
     encode_named(path, &named, &host, &metadata, Values::Finite)
+}
+
+/// Refuses, before anything is read from the device, a model the format cannot describe: the file would be
+/// written, and every load of it refused. An Mlp file holds at least one layer, each an F32 weight [inputs,
+/// outputs] and an F32 bias [outputs], each layer's inputs the previous one's outputs.
+fn check_saveable(path: &Path, model: &Mlp) -> Result<()> {
+    let refuse = |reason: String| {
+        failure(
+            path,
+            format!("not saved, since no load could read it back: {reason}"),
+        )
+    };
+    if model.layers.is_empty() {
+        return Err(refuse(
+            "the Mlp has no layers; a wgcompute.mlp checkpoint holds at least one".into(),
+        ));
+    }
+    let mut previous_outputs: Option<usize> = None;
+    for (index, layer) in model.layers.iter().enumerate() {
+        let weight = &layer.weight;
+        let &[inputs, outputs] = weight.shape() else {
+            return Err(refuse(format!(
+                "layer {index}'s weight has shape {:?}, not [inputs, outputs]",
+                weight.shape()
+            )));
+        };
+        if weight.dtype() != DType::F32 {
+            return Err(refuse(format!(
+                "layer {index}'s weight is {}; an Mlp's parameters are float32",
+                weight.dtype()
+            )));
+        }
+        if let Some(previous) = previous_outputs.filter(|&previous| previous != inputs) {
+            return Err(refuse(format!(
+                "layer {index} takes {inputs} inputs, but layer {} gives {previous} outputs",
+                index - 1
+            )));
+        }
+        match &layer.bias {
+            None => {
+                return Err(refuse(format!(
+                    "layer {index} has no bias; every layer of a wgcompute.mlp checkpoint has one (save the \
+                     tensors by name instead, which keeps any set of layers)"
+                )))
+            }
+            Some(bias) if bias.dtype() != DType::F32 || bias.shape() != [outputs] => {
+                return Err(refuse(format!(
+                    "layer {index}'s bias is {} {:?}, not float32 [{outputs}]",
+                    bias.dtype(),
+                    bias.shape()
+                )))
+            }
+            Some(_) => {}
+        }
+        previous_outputs = Some(outputs);
+    }
+    Ok(())
+}
+
+/// Reads `bytes`, the whole file a save is about to write, as a load reads a file: a save never writes what a
+/// load refuses. A refusal here is a bug in the writer, reported rather than written.
+fn check_encoded(path: &Path, bytes: &[u8]) -> Result<()> {
+    let refused = |reason: String| {
+        failure(
+            path,
+            format!(
+                "not saved, since a load would refuse what would be written: {}",
+                reason.replace(&format!("; {DAMAGED}"), "")
+            ),
+        )
+    };
+    let header_end = bytes
+        .get(..HEADER_LENGTH_BYTES as usize)
+        .and_then(|length| <[u8; 8]>::try_from(length).ok())
+        .map(u64::from_le_bytes)
+        .and_then(|length| length.checked_add(HEADER_LENGTH_BYTES))
+        .and_then(|end| usize::try_from(end).ok())
+        .filter(|&end| end <= bytes.len())
+        .ok_or_else(|| refused("its header length is wrong".into()))?;
+    let layout = StoredLayout::parse(&bytes[HEADER_LENGTH_BYTES as usize..header_end])
+        .map_err(|problem| refused(problem.text))?;
+    let data = &bytes[header_end..];
+    if layout.data_bytes != data.len() as u64 {
+        return Err(refused(format!(
+            "its header gives {} bytes of tensors, but {} follow",
+            layout.data_bytes,
+            data.len()
+        )));
+    }
+    let metadata = layout.metadata();
+    if metadata.get(FORMAT_KEY).map(String::as_str) == Some(FORMAT) {
+        check_mlp(path, &layout, data, &metadata).map_err(|error| match error {
+            Error::Checkpoint { message, .. } => refused(message),
+            other => other,
+        })?;
+    }
+    Ok(())
 }
 
 /// Which values a file may hold.
@@ -355,7 +453,9 @@ fn encode_named(
             bytes,
         });
     }
-    Ok(serialize(metadata, &data))
+    let bytes = serialize(metadata, &data);
+    check_encoded(path, &bytes)?;
+    Ok(bytes)
 }
 
 /// One tensor as the file stores it: its elements' little-endian bytes.
@@ -433,12 +533,9 @@ fn push_json_string(out: &mut String, text: &str) {
 /// file, a failed write leaves an older file whole, and saves racing to one path (from threads or processes)
 /// each write their own temporary file, the last rename winning whole.
 fn write_whole(path: &Path, bytes: &[u8]) -> Result<()> {
-    write_atomically(path, ".wgcompute-checkpoint.", bytes).map_err(|error| {
-        failure_caused(
-            path,
-            format!("cannot write it ({error}); check the folder exists and is writable"),
-            error,
-        )
+    crate::outputs::write_whole(path, bytes).map_err(|error| match error.into_parts() {
+        (message, Some(cause)) => failure_caused(path, message, cause),
+        (message, None) => failure(path, message),
     })
 }
 
@@ -1546,6 +1643,43 @@ mod tests {
             error.to_string().contains(&cause.to_string()),
             "{error} names {cause}"
         );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_save_follows_links_to_files_and_leaves_devices_and_fifos_as_they_were() {
+        use std::os::unix::fs::FileTypeExt;
+        let folder = tempfile::tempdir().expect("a scratch folder");
+        let fifo = folder.path().join("fifo");
+        crate::files::tests::make_fifo(&fifo);
+        let to_null = folder.path().join("null.safetensors");
+        std::os::unix::fs::symlink("/dev/null", &to_null).expect("a link to /dev/null");
+        for (target, kind) in [
+            (fifo.as_path(), "a FIFO"),
+            (to_null.as_path(), "a character device"),
+            (Path::new("/dev/null"), "a character device"),
+        ] {
+            let error = write_whole(target, b"bytes").expect_err("not a regular file");
+            assert!(error.to_string().contains(kind), "{error}");
+        }
+        assert!(std::fs::symlink_metadata(&fifo)
+            .expect("the FIFO")
+            .file_type()
+            .is_fifo());
+        assert!(std::fs::metadata("/dev/null")
+            .expect("/dev/null")
+            .file_type()
+            .is_char_device());
+        let real = folder.path().join("real.safetensors");
+        let link = folder.path().join("link.safetensors");
+        std::fs::write(&real, b"old").expect("a file");
+        std::os::unix::fs::symlink(&real, &link).expect("a link");
+        write_whole(&link, b"new").expect("a link to a file is written through");
+        assert!(std::fs::symlink_metadata(&link)
+            .expect("the link")
+            .file_type()
+            .is_symlink());
+        assert_eq!(std::fs::read(&real).expect("the file"), b"new");
     }
 
     #[test]

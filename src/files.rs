@@ -1,5 +1,5 @@
 //! Reading a file a user names as untrusted input (a checkpoint, the tuning cache): regular files only, opened
-//! without blocking, and never more of it read than the caller bounds. Writing one whole or not at all.
+//! without blocking, and never more of it read than the caller bounds. Writing is `outputs`' job.
 //!
 //! Whatever sits at the path may be swapped between any two looks at it, so the file as opened is what is
 //! judged: it is opened so that a FIFO cannot make the open wait, and then its own status (fstat) decides.
@@ -67,35 +67,6 @@ impl RegularFile {
         let read = (&mut self.file).take(limit).read_to_end(into)?;
         Ok(read as u64)
     }
-}
-
-/// Writes `bytes` to a temporary file beside `path` (named `prefix`, then random letters, then `.partial`), then
-/// renames it over `path`: a reader never sees half a file, a failed write leaves an older file whole and no
-/// temporary file behind, and writers racing to one path (threads or processes) each write their own temporary
-/// file, the last rename winning whole.
-pub(crate) fn write_atomically(path: &Path, prefix: &str, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write as _;
-    let folder = match path.parent() {
-        Some(folder) if !folder.as_os_str().is_empty() => folder,
-        _ => Path::new("."),
-    };
-    let mut builder = tempfile::Builder::new();
-    builder.prefix(prefix).suffix(".partial");
-    #[cfg(unix)]
-    {
-        // The mode a plain create gives (the umask applies) or the replaced file's, not the temporary file's
-        // owner-only default: what is written here is meant to be shared.
-        use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(path)
-            .map(|metadata| metadata.permissions().mode() & 0o777)
-            .unwrap_or(0o666);
-        builder.permissions(std::fs::Permissions::from_mode(mode));
-    }
-    // Removed on drop, so an error below leaves nothing behind.
-    let mut partial = builder.tempfile_in(folder)?;
-    partial.write_all(bytes)?;
-    partial.persist(path).map_err(|error| error.error)?;
-    Ok(())
 }
 
 /// O_NONBLOCK, because opening a FIFO for reading otherwise waits for a writer; it changes nothing for reading
@@ -238,27 +209,6 @@ pub(crate) mod tests {
             RegularFile::open(&scratch("missing")),
             Err(Refusal::Io(error)) if error.kind() == std::io::ErrorKind::NotFound
         ));
-    }
-
-    #[test]
-    fn an_atomic_write_replaces_the_file_whole_and_leaves_nothing_else() {
-        let folder = scratch("atomic");
-        std::fs::create_dir_all(&folder).expect("a folder");
-        let path = folder.join("file.txt");
-        write_atomically(&path, ".file.", b"first").expect("write");
-        write_atomically(&path, ".file.", b"second").expect("replace");
-        assert_eq!(std::fs::read(&path).expect("read"), b"second");
-        // A folder in the way: refused, and no temporary file stays.
-        let blocked = folder.join("blocked");
-        std::fs::create_dir(&blocked).expect("a folder in the way");
-        assert!(write_atomically(&blocked, ".file.", b"third").is_err());
-        let mut left: Vec<_> = std::fs::read_dir(&folder)
-            .expect("the folder")
-            .map(|entry| entry.expect("an entry").file_name())
-            .collect();
-        left.sort();
-        assert_eq!(left, ["blocked", "file.txt"]);
-        let _ = std::fs::remove_dir_all(&folder);
     }
 
     #[test]

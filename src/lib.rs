@@ -31,6 +31,7 @@ mod kernels;
 pub mod nn;
 mod ops;
 pub mod optim;
+pub mod outputs;
 pub mod pool;
 mod runtime;
 mod session;

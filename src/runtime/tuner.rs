@@ -522,15 +522,41 @@ impl Tuner {
             }
         }
         let text = format_cache(&self.cached, key);
-        let written = match path.parent() {
-            Some(dir) => std::fs::create_dir_all(dir),
-            None => Ok(()),
+        let refused =
+            |message: String, source: Option<Box<dyn std::error::Error + Send + Sync>>| {
+                Error::TuningCache {
+                    path: path.clone(),
+                    message,
+                    source,
+                }
+            };
+        if let Some(dir) = path.parent() {
+            if let Ok(metadata) = std::fs::metadata(dir) {
+                if !metadata.is_dir() {
+                    return Err(refused(
+                        format!(
+                            "the cache path {} is {}, not a directory",
+                            dir.display(),
+                            if metadata.is_file() {
+                                "a file"
+                            } else {
+                                crate::files::kind_of(&metadata.file_type())
+                            }
+                        ),
+                        None,
+                    ));
+                }
+            }
+            std::fs::create_dir_all(dir).map_err(|error| {
+                refused(
+                    format!("cannot make the cache directory {}: {error}", dir.display()),
+                    Some(Box::new(error)),
+                )
+            })?;
         }
-        .and_then(|()| crate::files::write_atomically(path, ".wgcompute-tuning.", text.as_bytes()));
-        written.map_err(|error| Error::TuningCache {
-            path: path.clone(),
-            message: error.to_string(),
-            source: Some(Box::new(error)),
+        crate::outputs::write_whole(path, text.as_bytes()).map_err(|error| {
+            let (message, cause) = error.into_parts();
+            refused(message, cause.map(|cause| Box::new(cause) as _))
         })?;
         Ok(Some(path.clone()))
     }
@@ -1181,9 +1207,15 @@ mod tests {
         });
         let (source, rewritten) = tune_once_over(&dir, "a tuner over a FIFO");
         assert_eq!(source, PickSource::Timed);
-        // The FIFO was replaced, never written into (that too would block without a reader).
-        let rewritten = rewritten.expect("a regular cache file took the FIFO's place");
-        assert!(rewritten.contains("family\tclass\tfaster"), "{rewritten}");
+        // The FIFO is left as it was: neither written into (that would block without a reader) nor replaced.
+        assert_eq!(rewritten, None);
+        assert!(std::fs::symlink_metadata(&path)
+            .is_ok_and(|metadata| std::os::unix::fs::FileTypeExt::is_fifo(&metadata.file_type())));
+        let message = tuner_in(&dir, Tuning::Tune)
+            .write_cache()
+            .expect_err("a FIFO is no cache file")
+            .to_string();
+        assert!(message.contains("a FIFO"), "{message}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -1198,10 +1230,11 @@ mod tests {
             std::os::unix::fs::symlink(device, &path).expect("symlink");
             let (source, rewritten) = tune_once_over(&dir, device);
             assert_eq!(source, PickSource::Timed, "{device}");
-            // The link was replaced by the new cache, not followed to the device.
-            assert!(
-                rewritten.is_some_and(|text| text.contains("family\tclass\tfaster")),
-                "{device}"
+            // The link is followed to the device, which is refused: the link and the device stay as they were.
+            assert_eq!(rewritten, None, "{device}");
+            assert_eq!(
+                std::fs::read_link(&path).expect("still a link"),
+                Path::new(device)
             );
         }
         std::fs::remove_file(&path).expect("remove the cache");
@@ -1209,6 +1242,24 @@ mod tests {
         let (source, rewritten) = tune_once_over(&dir, "a directory");
         assert_eq!((source, rewritten), (PickSource::Timed, None));
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_cache_path_that_is_a_file_is_named_as_no_directory() {
+        let dir = scratch_dir("not-a-directory");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::write(&dir, b"a file where the cache directory goes").expect("a file");
+        let message = tuner_in(&dir, Tuning::Tune)
+            .write_cache()
+            .expect_err("no directory to write into")
+            .to_string();
+        assert!(message.contains("is a file, not a directory"), "{message}");
+        assert!(!message.contains("os error 17"), "{message}");
+        assert_eq!(
+            std::fs::read(&dir).expect("the file"),
+            b"a file where the cache directory goes"
+        );
+        let _ = std::fs::remove_file(&dir);
     }
 
     #[test]
@@ -1323,12 +1374,9 @@ mod tests {
                 ..
             } => {
                 assert_eq!(named, &path);
-                assert!(!message.is_empty());
-                // The system's own error stays reachable, for a caller that tells a full disk from a denial.
-                let cause = std::error::Error::source(&error)
-                    .and_then(|source| source.downcast_ref::<std::io::Error>())
-                    .expect("the io::Error as the source");
-                assert_eq!(&cause.to_string(), message);
+                assert!(message.contains("is a directory"), "{message}");
+                // Refused by the output rules, not by the system: there is no io::Error to report.
+                assert!(std::error::Error::source(&error).is_none());
             }
             other => panic!("expected a TuningCache error, got {other:?}"),
         }

@@ -588,8 +588,14 @@ fn a_checkpoint_keeps_the_standardisation_and_refuses_halves_of_the_extras(backe
             .filter(|(name, _)| name != left_out)
             .map(|(name, tensor)| (name.as_str(), tensor))
             .collect();
-        let path = dir.path().join("half.safetensors");
-        wgcompute::checkpoint::save_tensors(&path, &kept, &metadata).expect("write");
+        let path = dir.path().join(format!("without-{left_out}.safetensors"));
+        // A save refuses to write what a load would refuse, naming what is missing.
+        let refused = wgcompute::checkpoint::save_tensors(&path, &kept, &metadata)
+            .expect_err("a save of half the extras");
+        assert!(refused.to_string().contains(left_out), "{refused}");
+        assert!(!path.exists(), "a refused save wrote {path:?}");
+        // The same tensors written by another writer: the load refuses them.
+        write_with_safetensors(&path, &kept, &metadata);
         match Checkpoint::read(&path) {
             Err(Error::Checkpoint { message, .. }) => {
                 assert!(message.contains(left_out), "{left_out}: {message}")
@@ -611,11 +617,50 @@ fn a_checkpoint_keeps_the_standardisation_and_refuses_halves_of_the_extras(backe
         })
         .collect();
     let path = dir.path().join("zero.safetensors");
-    wgcompute::checkpoint::save_tensors(&path, &altered, &metadata).expect("write");
+    assert!(matches!(
+        wgcompute::checkpoint::save_tensors(&path, &altered, &metadata),
+        Err(Error::Checkpoint { .. })
+    ));
+    write_with_safetensors(&path, &altered, &metadata);
     assert!(matches!(
         Checkpoint::read(&path),
         Err(Error::Checkpoint { .. })
     ));
+}
+
+/// Writes float32 `tensors` and `metadata` as a safetensors file with the safetensors crate, which checks
+/// nothing of what a wgcompute file must hold: how a file that a save would refuse gets onto disk.
+fn write_with_safetensors(
+    path: &std::path::Path,
+    tensors: &[(&str, &wgcompute::Tensor)],
+    metadata: &[(&str, String)],
+) {
+    let values: Vec<(String, Vec<u8>, Vec<usize>)> = tensors
+        .iter()
+        .map(|(name, tensor)| {
+            let bytes = tensor
+                .to_vec()
+                .expect("values")
+                .iter()
+                .flat_map(|value| value.to_le_bytes())
+                .collect();
+            (name.to_string(), bytes, tensor.shape().to_vec())
+        })
+        .collect();
+    let views: Vec<(String, safetensors::tensor::TensorView<'_>)> = values
+        .iter()
+        .map(|(name, bytes, shape)| {
+            let view =
+                safetensors::tensor::TensorView::new(safetensors::Dtype::F32, shape.clone(), bytes)
+                    .expect("a view");
+            (name.clone(), view)
+        })
+        .collect();
+    let metadata: std::collections::HashMap<String, String> = metadata
+        .iter()
+        .map(|(key, value)| (key.to_string(), value.clone()))
+        .collect();
+    safetensors::tensor::serialize_to_file(views, Some(metadata), path).expect("write");
 }
 
 per_backend!(a_fit_that_finished_on_its_best_epoch_resumes_with_its_best_weights);

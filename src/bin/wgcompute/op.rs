@@ -341,7 +341,7 @@ fn single_output(path: &Path, inputs: &[&Path]) -> Result<Outputs> {
         .iter()
         .map(|&input| ("argument".to_string(), input))
         .collect();
-    Outputs::plan(&[("-o".to_string(), path)], &inputs)
+    Ok(Outputs::plan(&[("-o".to_string(), path)], &inputs)?)
 }
 
 /// Opens a session, runs `work` in it, closes it, then writes the results to the planned outputs, all or none.
@@ -353,7 +353,7 @@ fn compute(
     let session = Session::open(global.session_options()?)?;
     let results = work(&session);
     session.close();
-    outputs.write(&results?)
+    Ok(outputs.write(&results?)?)
 }
 
 fn matmul(global: &GlobalOptions, args: &MatmulArgs) -> Result<()> {
