@@ -124,6 +124,10 @@ pub enum Error {
     /// A training step's loss was NaN or infinite: the model's parameters are no longer numbers worth keeping.
     #[error("training diverged: the loss of step {step} of the epoch is {loss}; lower the learning rate, or look for huge values in the inputs")]
     Diverged { step: usize, loss: f32 },
+    /// The caller stopped the work between two steps (a step callback's signal check, Ctrl-C): every step
+    /// before it is complete, none after it began.
+    #[error("interrupted between training steps; the model holds its last complete step")]
+    Interrupted,
 
     // --- checkpoints ---
     /// A checkpoint could not be written or read, or does not fit the model it is loaded into.

@@ -747,10 +747,30 @@ impl Default for FitConfig {
     }
 }
 
+/// Checks the hidden widths of an MLP before its data is read: each at least 1, each pair's weights countable.
+/// The input and output widths come with the data, so the widths are checked alone and a message names the
+/// ones the caller gave, with no stand-ins for the others; [`Mlp::check_sizes`] checks them all once known.
+pub fn check_hidden(hidden: &[usize]) -> Result<()> {
+    if let Some(position) = hidden.iter().position(|&width| width == 0) {
+        return Err(invalid(
+            "hidden layer widths",
+            format!("{hidden:?}"),
+            format!(
+                "every width at least 1 (hidden layer {} has width 0)",
+                position + 1
+            ),
+        ));
+    }
+    if hidden.len() >= 2 {
+        Mlp::check_sizes(hidden)?;
+    }
+    Ok(())
+}
+
 impl FitConfig {
     /// Checks every setting before any data is read or any work done.
     pub fn check(&self) -> Result<()> {
-        Mlp::check_sizes(&[&[1][..], &self.hidden, &[1]].concat())?;
+        check_hidden(&self.hidden)?;
         if !(1..=MAX_EPOCHS).contains(&self.epochs) {
             return Err(invalid(
                 "epochs",

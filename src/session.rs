@@ -568,6 +568,15 @@ impl Session {
             .with_runtime(|runtime| Ok(runtime.memory_stats()))
     }
 
+    /// Refuses, as an upload of `bytes` would, a request no buffer can hold ([`Error::BufferTooBig`]) or one
+    /// over the cap with what is in use now ([`Error::OutOfMemory`]), without allocating: a caller about to
+    /// prepare that many bytes (convert an array, read a file) asks first, so that the refusal costs nothing.
+    /// Passing is no promise: the driver may still refuse the buffer.
+    pub fn check_room_for(&self, bytes: u64) -> Result<()> {
+        self.inner
+            .with_runtime(|runtime| runtime.check_request(bytes))
+    }
+
     /// What the session's work has cost so far: dispatches recorded, submissions, bind groups and pipelines
     /// created (see [`Counters`](crate::Counters)). Counts go on across suspend and resume; reading them
     /// neither flushes nor waits, and works on a suspended or lost session too.

@@ -58,6 +58,11 @@ fn build(py: Python<'_>, error: &wgcompute::Error) -> PyResult<PyErr> {
         E::TuningCache { .. } => "TuningCacheError",
         E::Diverged { .. } => "DivergedError",
         E::Driver { .. } => "DriverError",
+        E::Interrupted => {
+            return Ok(pyo3::exceptions::PyKeyboardInterrupt::new_err(
+                error.to_string(),
+            ))
+        }
         _ => "Error",
     };
     let exception = errors_module(py)?

@@ -4,6 +4,8 @@
 //! from those host copies in a session for one prediction and lets go of it before returning.
 
 use std::str::FromStr;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use numpy::{
     IntoPyArray, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2,
@@ -20,6 +22,9 @@ use wgcompute::{Linear, Mlp, OptimizerKind};
 
 use crate::errors::{named, OrRaise};
 use crate::session::Session;
+
+/// How often a fit lets Python's signal handlers run: a Ctrl-C stops it within about this long plus one step.
+const SIGNAL_CHECK_INTERVAL: Duration = Duration::from_millis(100);
 
 /// A layer's weights on the host: `[inputs, outputs]` row-major, and `[outputs]`.
 struct HostLayer {
@@ -62,6 +67,13 @@ fn invalid(message: String) -> PyErr {
 /// `early_stopping` is `(monitor, patience, min_delta, restore_best)` with the monitor `val_loss`,
 /// `val_accuracy` or `loss`; `schedule` a spelling `wgcompute::fit::Schedule` reads (`constant`,
 /// `step:every=10,factor=0.5`, `cosine:min_lr=0`, `plateau:factor=0.1,patience=10,min_lr=0`).
+/// How many of `samples` samples a validation split of `fraction` holds out, as the library's fit splits them
+/// (`wgcompute::data::held_out_count`): a split leaving either side empty is refused there, naming both counts.
+#[pyfunction]
+pub fn held_out_count(samples: usize, fraction: f64) -> PyResult<usize> {
+    wgcompute::data::held_out_count(samples, fraction).or_raise()
+}
+
 #[pyfunction]
 #[pyo3(signature = (
     session, inputs, labels, classes, hidden, epochs, batch, optimizer, lr, seed, standardize, val_split,
@@ -134,42 +146,66 @@ pub fn fit_classifier<'py>(
             "class id {label} at index {index}: ids must be below the {classes} classes"
         )));
     }
-    let fitted = session.with(py, move |session| {
-        let train = Samples {
-            inputs: &inputs,
-            features,
-            labels: Labels::Classes(&labels),
-        };
-        let mut trainer = Trainer::new(session, config, classes, train, None)?;
-        trainer.run()?;
-        let layers = trainer
-            .model()
-            .layers
-            .iter()
-            .map(|layer| {
-                let shape = layer.weight.shape();
-                let bias = match &layer.bias {
-                    Some(bias) => bias.to_vec()?,
-                    None => vec![0.0; shape[1]],
-                };
-                Ok(HostLayer {
-                    inputs: shape[0],
-                    outputs: shape[1],
-                    weight: layer.weight.to_vec()?,
-                    bias,
+    // A signal (Ctrl-C) caught while the fit runs without the GIL: its exception, raised once the fit stops.
+    let signalled: Mutex<Option<PyErr>> = Mutex::new(None);
+    let fitted = session
+        .with(py, |session| {
+            let train = Samples {
+                inputs: &inputs,
+                features,
+                labels: Labels::Classes(&labels),
+            };
+            let mut trainer = Trainer::new(session, config, classes, train, None)?;
+            let mut checked = Instant::now();
+            while !trainer.is_done() {
+                trainer.epoch(|_| {
+                    // Python runs its signal handlers only when it runs bytecode; a fit holds no GIL for minutes,
+                    // so between steps it takes the GIL briefly to let them run (and raise).
+                    if checked.elapsed() < SIGNAL_CHECK_INTERVAL {
+                        return Ok(());
+                    }
+                    checked = Instant::now();
+                    Python::attach(|py| py.check_signals()).map_err(|error| {
+                        *signalled.lock().unwrap_or_else(PoisonError::into_inner) = Some(error);
+                        wgcompute::Error::Interrupted
+                    })
+                })?;
+            }
+            trainer.finish()?;
+            let layers = trainer
+                .model()
+                .layers
+                .iter()
+                .map(|layer| {
+                    let shape = layer.weight.shape();
+                    let bias = match &layer.bias {
+                        Some(bias) => bias.to_vec()?,
+                        None => vec![0.0; shape[1]],
+                    };
+                    Ok(HostLayer {
+                        inputs: shape[0],
+                        outputs: shape[1],
+                        weight: layer.weight.to_vec()?,
+                        bias,
+                    })
                 })
+                .collect::<wgcompute::Result<Vec<_>>>()?;
+            Ok(Fitted {
+                layers,
+                standardizer: trainer.standardizer().map(|standardizer| {
+                    (standardizer.mean().to_vec(), standardizer.scale().to_vec())
+                }),
+                history: trainer.history().to_vec(),
+                best_epoch: trainer.best_epoch(),
+                stopped_early: trainer.stopped_early(),
             })
-            .collect::<wgcompute::Result<Vec<_>>>()?;
-        Ok(Fitted {
-            layers,
-            standardizer: trainer
-                .standardizer()
-                .map(|standardizer| (standardizer.mean().to_vec(), standardizer.scale().to_vec())),
-            history: trainer.history().to_vec(),
-            best_epoch: trainer.best_epoch(),
-            stopped_early: trainer.stopped_early(),
         })
-    })?;
+        .map_err(|error| {
+            signalled
+                .into_inner()
+                .unwrap_or_else(PoisonError::into_inner)
+                .unwrap_or(error)
+        })?;
     let result = PyDict::new(py);
     let coefs = PyList::empty(py);
     let intercepts = PyList::empty(py);

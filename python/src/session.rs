@@ -315,6 +315,12 @@ impl Session {
         self.with(py, |session| session.sync())
     }
 
+    /// Refuses a tensor of `bytes` that no buffer could hold or that is over the cap now, before an array is
+    /// scanned or converted for it.
+    fn check_room_for(&self, py: Python<'_>, bytes: u64) -> PyResult<()> {
+        self.with(py, |session| session.check_room_for(bytes))
+    }
+
     #[pyo3(signature = (limit))]
     fn set_memory_limit(&self, py: Python<'_>, limit: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
         let limit = limit.map(memory_limit).transpose()?;
@@ -359,7 +365,8 @@ fn contiguous<T>(slice: Result<&[T], numpy::AsSliceError>) -> PyResult<&[T]> {
     slice.map_err(|_| {
         named(
             "InvalidArgumentError",
-            "the array must be C-contiguous".to_string(),
+            "the array must be C-contiguous and aligned (Session.tensor copies one that is not)"
+                .to_string(),
         )
     })
 }

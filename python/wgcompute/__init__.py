@@ -15,8 +15,9 @@ GPU memory, buffers, device and instance, while the process goes on::
 Arrays given to :meth:`Session.tensor` become float32 or uint32 tensors: float32 and uint32 go as they are;
 float64, float16 and other floats are rounded to float32 (values beyond float32's range become ±inf, as
 ``astype`` makes them); ints and bools become uint32 where every value fits (else ``InvalidArgumentError``);
-complex, object, string and datetime arrays are a ``DTypeError`` (a ``TypeError``). Non-contiguous and
-Fortran-ordered arrays are copied first.
+complex, object, string and datetime arrays are a ``DTypeError`` (a ``TypeError``). Non-contiguous,
+Fortran-ordered and unaligned arrays are copied first. A tensor that cannot fit (larger than any buffer, or over
+the cap) is refused before any element is read or converted, so a broadcast view of 2**40 elements costs nothing.
 """
 
 from __future__ import annotations
@@ -124,10 +125,24 @@ def devices() -> list[Device]:
 _UINT32_MAX = np.iinfo(np.uint32).max
 
 
-def _device_array(data: Any) -> np.ndarray:
-    """``data`` as a C-contiguous float32 or uint32 array, by the rules in the module's docstring."""
-    array = np.asarray(data)
+def _as_array(data: Any) -> np.ndarray:
+    """``np.asarray(data)``, with NumPy's refusals (a ragged list, an object it cannot read) as wgcompute's."""
+    try:
+        return np.asarray(data)
+    except ValueError as error:
+        raise ShapeError(f"the data has no array shape (a ragged nested list?): {error}") from error
+    except (TypeError, OverflowError) as error:
+        raise DTypeError(f"the data cannot become an array of numbers: {error}") from error
+
+
+def _device_array(data: Any, room: Any = None) -> np.ndarray:
+    """``data`` as a C-contiguous, aligned float32 or uint32 array, by the rules in the module's docstring.
+    ``room(bytes)`` refuses a tensor that cannot fit, before any element is read: a broadcast view of 2**40
+    elements is refused at once rather than scanned."""
+    array = _as_array(data)
     kind = array.dtype.kind
+    if room is not None and kind in "fiub":
+        room(array.size * 4)
     if kind == "f":
         if array.dtype != np.float32:
             # Beyond float32's range is ±inf, as the module's docstring promises: no warning for a documented rule.
@@ -149,8 +164,9 @@ def _device_array(data: Any) -> np.ndarray:
             f"a {array.dtype} array cannot become a tensor: tensors hold float32 or uint32 (real floats, ints and "
             "bools are converted)"
         )
-    # Not np.ascontiguousarray, which makes a 0-d array 1-d.
-    return np.require(array, requirements="C")
+    # Not np.ascontiguousarray, which makes a 0-d array 1-d; aligned too, since a view at an odd offset of a byte
+    # buffer is C-contiguous yet cannot be read as float32 in place.
+    return np.require(array, requirements=["C", "A"])
 
 
 def _shape(shape: int | Iterable[int]) -> list[int]:
@@ -293,7 +309,7 @@ class Session:
         the module's docstring says."""
         if isinstance(data, Tensor):
             data = data.numpy()
-        array = _device_array(data)
+        array = _device_array(data, self._s.check_room_for)
         if array.dtype == np.uint32:
             return self._wrap(self._s.upload_u32(array))
         return self._wrap(self._s.upload_f32(array))

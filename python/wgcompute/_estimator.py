@@ -453,8 +453,8 @@ class MLPClassifier(_ClassifierMixin, _BaseEstimator):
         inputs = _inputs(X, "X")
         classes, ids = _labels(y, inputs.shape[0])
         samples = inputs.shape[0]
-        # What the library keeps for training: all but round(samples · fraction), as wgcompute::data splits.
-        training = samples - int(math.floor(samples * fraction + 0.5))
+        # What the library keeps for training; a split that leaves either side empty is refused there.
+        training = samples - _wgcompute.held_out_count(samples, fraction)
         if batch == "auto":
             batch = min(_AUTO_BATCH, training)
         elif batch > training:

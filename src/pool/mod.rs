@@ -417,10 +417,10 @@ impl<S: SlabStorage> Pool<S> {
         Ok(())
     }
 
-    /// Hands out an aligned range of at least `bytes`. With `may_release`, empty slabs are given back when that
-    /// is the only way to make room; without it (recorded commands may still use them), such a request is
-    /// refused, and `has_empty_slabs` tells the caller whether it might succeed once it may.
-    pub fn allocate(&mut self, bytes: u64, may_release: bool) -> Result<Allocation> {
+    /// The aligned size of a request of `bytes`, or the error `allocate` would give for it without looking
+    /// for room: larger than any buffer can be, or over the cap with what is in use. Nothing is allocated, so a
+    /// caller can refuse a request before the work of preparing its contents.
+    pub fn check_request(&self, bytes: u64) -> Result<u64> {
         // Checked first, so that a request no buffer can ever hold is reported as such, not as out of memory.
         let largest = self.config.max_buffer_bytes.min(MAX_RANGE_BYTES);
         // A request near u64::MAX rounded up to the alignment would wrap to a tiny range.
@@ -445,6 +445,14 @@ impl<S: SlabStorage> Pool<S> {
                 return Err(self.out_of_memory(bytes));
             }
         }
+        Ok(aligned)
+    }
+
+    /// Hands out an aligned range of at least `bytes`. With `may_release`, empty slabs are given back when that
+    /// is the only way to make room; without it (recorded commands may still use them), such a request is
+    /// refused, and `has_empty_slabs` tells the caller whether it might succeed once it may.
+    pub fn allocate(&mut self, bytes: u64, may_release: bool) -> Result<Allocation> {
+        let aligned = self.check_request(bytes)?;
         let retry = match self.place(bytes, aligned) {
             Ok(Some(allocation)) => return Ok(allocation),
             Ok(None) => None,

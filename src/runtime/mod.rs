@@ -360,6 +360,10 @@ impl Runtime {
         self.pool.stats()
     }
 
+    pub fn check_request(&self, bytes: u64) -> Result<()> {
+        self.pool.check_request(bytes).map(|_| ())
+    }
+
     pub fn reset_peak(&mut self) {
         self.pool.reset_peak();
     }

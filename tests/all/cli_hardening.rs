@@ -314,6 +314,13 @@ fn counts_that_cannot_be_honoured_are_refused_before_any_work() {
         LIMIT,
         &["--hidden"],
     );
+    // A zero width is named as given (fit_args gives a first --hidden 8), without stand-ins for the data's widths.
+    let message = scratch.fails_within(
+        &fit_args(&x, &y, &save, &["--hidden", "32,0"]),
+        LIMIT,
+        &["--hidden", "[8, 32, 0]", "hidden layer 3 has width 0"],
+    );
+    assert!(!message.contains("[1, 8, 32, 0, 1]"), "{message}");
     for steps in ["18446744073709551615", "0"] {
         scratch.fails_within(&[os("demo"), os("--steps"), os(steps)], LIMIT, &["--steps"]);
     }

@@ -566,7 +566,7 @@ impl Plan {
             None => args.hidden.clone(),
         };
         // Before the data is read; the model's input and output widths come with it and are checked then.
-        Mlp::check_sizes(&[&[1][..], &hidden, &[1]].concat()).context("--hidden")?;
+        wgcompute::fit::check_hidden(&hidden).context("--hidden")?;
         let config = FitConfig {
             hidden,
             epochs,
