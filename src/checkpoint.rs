@@ -31,6 +31,7 @@
 //! # Ok(()) }
 //! ```
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
 use std::path::Path;
@@ -324,7 +325,8 @@ fn check_encoded(path: &Path, bytes: &[u8]) -> Result<()> {
     }
     let metadata = layout.metadata();
     if metadata.get(FORMAT_KEY).map(String::as_str) == Some(FORMAT) {
-        check_mlp(path, &layout, data, &metadata).map_err(|error| match error {
+        let data = InMemory { path, data };
+        check_mlp(path, &layout, &data, &metadata).map_err(|error| match error {
             Error::Checkpoint { message, .. } => refused(message),
             other => other,
         })?;
@@ -568,8 +570,8 @@ fn join(sizes: &[usize]) -> String {
 pub struct Checkpoint {
     path: std::path::PathBuf,
     layout: StoredLayout,
-    /// The tensors' bytes: the file after its header.
-    data: Vec<u8>,
+    /// The tensors' bytes, read from the opened file a tensor at a time.
+    data: FileData,
     metadata: HashMap<String, String>,
     /// What a file of ours holds, as checked when it was read; `None` for any other safetensors file.
     mlp: Option<MlpContents>,
@@ -692,7 +694,7 @@ const GIVE_A_CHECKPOINT: &str = "give a file written by checkpoint::save or `wgc
 /// and without blocking (see crate::files); the header length is checked against the file's size and
 /// safetensors' limit before the header is read, and the header is parsed before the data is read, so that a
 /// file whose size is not the one its header gives is refused before memory is reserved for its data.
-fn read_safetensors(path: &Path) -> Result<(StoredLayout, Vec<u8>)> {
+fn read_safetensors(path: &Path) -> Result<(StoredLayout, FileData)> {
     let cannot_read = |error: std::io::Error| {
         failure_caused(
             path,
@@ -797,17 +799,14 @@ fn read_safetensors(path: &Path) -> Result<(StoredLayout, Vec<u8>)> {
             ),
         ));
     }
-    let whole = usize::try_from(data_bytes).map_err(|_| too_large(data_bytes))?;
-    let mut data = Vec::new();
-    data.try_reserve_exact(whole)
-        .map_err(|error| refused(data_bytes, error))?;
-    // One byte more than the header gives, so that a file growing as it is read is seen rather than cut.
-    let read = file
-        .read_at_most(data_bytes + 1, &mut data)
-        .map_err(cannot_read)?;
-    if read != data_bytes {
-        return Err(changed(HEADER_LENGTH_BYTES + header_bytes + read, size));
-    }
+    // Each tensor's range must be one this process can address; the data itself is read a tensor at a time.
+    usize::try_from(data_bytes).map_err(|_| too_large(data_bytes))?;
+    let data = FileData {
+        path: path.to_path_buf(),
+        file: std::sync::Mutex::new(file),
+        start: HEADER_LENGTH_BYTES + header_bytes,
+        seen: std::sync::Mutex::new(HashMap::new()),
+    };
     Ok((layout, data))
 }
 
@@ -852,15 +851,21 @@ impl StoredLayout {
         self.header.info(name).is_some()
     }
 
-    /// Tensor `name` in `data`, the bytes after the header this layout was parsed from.
-    fn tensor<'a>(&'a self, data: &'a [u8], name: &str) -> Option<StoredView<'a>> {
-        let info = self.header.info(name)?;
-        let (start, end) = info.data_offsets;
-        Some(StoredView {
+    /// Tensor `name`, its bytes read from `data` (what follows the header this layout was parsed from); None
+    /// where the file has no such tensor.
+    fn tensor<'a>(
+        &'a self,
+        data: &'a dyn TensorSource,
+        name: &str,
+    ) -> Result<Option<StoredView<'a>>> {
+        let Some(info) = self.header.info(name) else {
+            return Ok(None);
+        };
+        Ok(Some(StoredView {
             dtype: info.dtype,
             shape: &info.shape,
-            data: data.get(start..end)?,
-        })
+            data: data.bytes(name, info.data_offsets)?,
+        }))
     }
 }
 
@@ -881,7 +886,93 @@ impl std::fmt::Display for HeaderProblem {
 struct StoredView<'a> {
     dtype: Dtype,
     shape: &'a [usize],
+    data: Cow<'a, [u8]>,
+}
+
+/// Where a file's tensor bytes come from, one tensor at a time: the bytes a save is about to write, or the
+/// file a load opened, which is never held whole in memory.
+trait TensorSource {
+    /// The bytes of tensor `name` at `range` (start, end) of the data after the header.
+    fn bytes(&self, name: &str, range: (usize, usize)) -> Result<Cow<'_, [u8]>>;
+}
+
+/// The whole file in memory, as a save encoded it.
+struct InMemory<'a> {
+    path: &'a Path,
     data: &'a [u8],
+}
+
+impl TensorSource for InMemory<'_> {
+    fn bytes(&self, name: &str, (start, end): (usize, usize)) -> Result<Cow<'_, [u8]>> {
+        self.data
+            .get(start..end)
+            .map(Cow::Borrowed)
+            .ok_or_else(|| failure(self.path, format!("tensor '{name}' lies past the data")))
+    }
+}
+
+/// The data of an opened file, read a tensor at a time. Each tensor's bytes are hashed when first read (the
+/// checks of `Checkpoint::read` read every tensor of a file of ours), and a later read that hashes otherwise
+/// is refused: the file changed after it was checked, and what it holds now was never checked.
+struct FileData {
+    path: std::path::PathBuf,
+    file: std::sync::Mutex<RegularFile>,
+    /// Where the data starts: after the header's length and the header.
+    start: u64,
+    seen: std::sync::Mutex<HashMap<(usize, usize), u64>>,
+}
+
+impl TensorSource for FileData {
+    fn bytes(&self, name: &str, (start, end): (usize, usize)) -> Result<Cow<'_, [u8]>> {
+        let length = end.saturating_sub(start);
+        let mut bytes = Vec::new();
+        bytes.try_reserve_exact(length).map_err(|error| {
+            failure_caused(
+                &self.path,
+                format!(
+                    "tensor '{name}' needs {length} bytes in memory, more than this process can hold; free \
+                     memory, or use a smaller file"
+                ),
+                error,
+            )
+        })?;
+        let mut file = self
+            .file
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        file.read_exactly_at(self.start + start as u64, length as u64, &mut bytes)
+            .map_err(|error| {
+                failure_caused(
+                    &self.path,
+                    format!(
+                        "cannot read tensor '{name}' ({error}): the file changed or went away after it was \
+                         opened; read it again once nothing is writing it"
+                    ),
+                    error,
+                )
+            })?;
+        drop(file);
+        let hash = {
+            use std::hash::{Hash, Hasher};
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            bytes.hash(&mut hasher);
+            hasher.finish()
+        };
+        let mut seen = self
+            .seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match seen.insert((start, end), hash) {
+            Some(earlier) if earlier != hash => Err(failure(
+                &self.path,
+                format!(
+                    "tensor '{name}' changed after the file was read and checked; read it again once nothing is \
+                     writing it"
+                ),
+            )),
+            _ => Ok(Cow::Owned(bytes)),
+        }
+    }
 }
 
 /// The architecture a file of ours names, checked against its tensors: every tensor is a parameter of
@@ -891,7 +982,7 @@ struct StoredView<'a> {
 fn check_mlp(
     path: &Path,
     layout: &StoredLayout,
-    data: &[u8],
+    data: &dyn TensorSource,
     metadata: &HashMap<String, String>,
 ) -> Result<MlpContents> {
     match metadata.get(ACTIVATION_KEY) {
@@ -965,7 +1056,7 @@ fn check_mlp(
             Part::Bias => &[outputs],
         };
         let view = layout
-            .tensor(data, name)
+            .tensor(data, name)?
             .ok_or_else(|| failure(path, format!("has no tensor '{name}'")))?;
         if view.dtype != Dtype::F32 || view.shape != expected {
             return Err(failure(
@@ -978,7 +1069,7 @@ fn check_mlp(
                 ),
             ));
         }
-        if let Some((index, value)) = first_f32_where(view.data, |value| !value.is_finite()) {
+        if let Some((index, value)) = first_f32_where(&view.data, |value| !value.is_finite()) {
             return Err(failure(
                 path,
                 format!(
@@ -998,7 +1089,7 @@ fn check_mlp(
         };
         let rule = slot_rules.and_then(|rules| rules.iter().find(|rule| rule.name == slot));
         if rule.is_some_and(|rule| rule.non_negative) {
-            if let Some((index, value)) = first_f32_where(view.data, |value| value < 0.0) {
+            if let Some((index, value)) = first_f32_where(&view.data, |value| value < 0.0) {
                 return Err(failure(
                     path,
                     format!(
@@ -1119,12 +1210,12 @@ fn check_mlp(
 fn check_standardization(
     path: &Path,
     layout: &StoredLayout,
-    data: &[u8],
+    data: &dyn TensorSource,
     name: &str,
     inputs: usize,
 ) -> Result<()> {
     let view = layout
-        .tensor(data, name)
+        .tensor(data, name)?
         .ok_or_else(|| failure(path, format!("has no tensor '{name}'")))?;
     if view.dtype != Dtype::F32 || view.shape != [inputs] {
         return Err(failure(
@@ -1136,7 +1227,7 @@ fn check_standardization(
         ));
     }
     let bad = |value: f32| !value.is_finite() || (name == STANDARDIZE_SCALE && value <= 0.0);
-    if let Some((index, value)) = first_f32_where(view.data, bad) {
+    if let Some((index, value)) = first_f32_where(&view.data, bad) {
         return Err(failure(
             path,
             format!(
@@ -1260,6 +1351,11 @@ impl Checkpoint {
     pub fn read(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
         let (layout, data) = read_safetensors(path)?;
+        Self::checked(path, layout, data)
+    }
+
+    /// The checks of a file of ours (see [`Checkpoint`]), each tensor read once and let go.
+    fn checked(path: &Path, layout: StoredLayout, data: FileData) -> Result<Self> {
         let metadata = layout.metadata();
         let mlp = if metadata.get(FORMAT_KEY).map(String::as_str) == Some(FORMAT) {
             Some(check_mlp(path, &layout, &data, &metadata)?)
@@ -1273,6 +1369,39 @@ impl Checkpoint {
             metadata,
             mlp,
         })
+    }
+
+    /// [`Checkpoint::read`] for a load into `session`: before any tensor is read, the tensors a load would
+    /// upload (a file of ours: the model's parameters; any other: every tensor) are checked against the room
+    /// the session's cap leaves, so a file too large for the cap is refused ([`Error::OutOfMemory`]) at the
+    /// cost of its header alone. The file is then read a tensor at a time, never whole.
+    pub fn read_for(path: impl AsRef<Path>, session: &Session) -> Result<Self> {
+        let path = path.as_ref();
+        let (layout, data) = read_safetensors(path)?;
+        let metadata = layout.metadata();
+        let ours = metadata.get(FORMAT_KEY).map(String::as_str) == Some(FORMAT);
+        let needed: u64 = layout
+            .header
+            .tensors()
+            .iter()
+            .filter(|(name, _)| {
+                !ours || role_of(name).is_some_and(|role| role.slot.is_none() && !role.best)
+            })
+            .map(|(_, info)| (info.data_offsets.1 - info.data_offsets.0) as u64)
+            .sum();
+        let stats = session.memory_stats()?;
+        if let Some(limit) = stats.limit {
+            if stats.in_use.saturating_add(needed) > limit {
+                return Err(Error::OutOfMemory {
+                    requested: needed,
+                    in_use: stats.in_use,
+                    reserved: stats.reserved,
+                    limit: Some(limit),
+                    by_driver: false,
+                });
+            }
+        }
+        Self::checked(path, layout, data)
     }
 
     /// The path it was read from.
@@ -1302,8 +1431,8 @@ impl Checkpoint {
     pub fn tensor(&self, session: &Session, name: &str) -> Result<Tensor> {
         let view = self.view(name)?;
         match view.dtype {
-            Dtype::F32 => session.upload(&f32_values(view.data), view.shape),
-            Dtype::U32 => session.upload_u32(&u32_values(view.data), view.shape),
+            Dtype::F32 => session.upload(&f32_values(&view.data), view.shape),
+            Dtype::U32 => session.upload_u32(&u32_values(&view.data), view.shape),
             other => Err(failure(
                 &self.path,
                 format!("tensor '{name}' is {other:?}; only F32 and U32 tensors load"),
@@ -1331,14 +1460,14 @@ impl Checkpoint {
             ));
         }
         match want {
-            Dtype::F32 => tensor.write(&f32_values(view.data)),
-            _ => tensor.write_u32(&u32_values(view.data)),
+            Dtype::F32 => tensor.write(&f32_values(&view.data)),
+            _ => tensor.write_u32(&u32_values(&view.data)),
         }
     }
 
     fn view(&self, name: &str) -> Result<StoredView<'_>> {
         self.layout
-            .tensor(&self.data, name)
+            .tensor(&self.data, name)?
             .ok_or_else(|| failure(&self.path, format!("has no tensor '{name}'")))
     }
 
@@ -1504,7 +1633,7 @@ impl Checkpoint {
 
     /// The values of tensor `name`, which must be finite f32 of `shape`.
     fn values(&self, name: &str, shape: &[usize]) -> Result<Vec<f32>> {
-        let view = self.layout.tensor(&self.data, name).ok_or_else(|| {
+        let view = self.layout.tensor(&self.data, name)?.ok_or_else(|| {
             failure(
                 &self.path,
                 format!("has no tensor '{name}', which the model needs"),
@@ -1526,13 +1655,13 @@ impl Checkpoint {
                 ),
             ));
         }
-        if let Some((index, value)) = first_f32_where(view.data, |value| !value.is_finite()) {
+        if let Some((index, value)) = first_f32_where(&view.data, |value| !value.is_finite()) {
             return Err(failure(
                 &self.path,
                 format!("tensor '{name}' holds {value} at flat index {index}; a model's parameters must be finite"),
             ));
         }
-        Ok(f32_values(view.data))
+        Ok(f32_values(&view.data))
     }
 
     fn upload(&self, session: &Session, name: &str, shape: &[usize]) -> Result<Tensor> {

@@ -62,6 +62,26 @@ impl RegularFile {
         self.size
     }
 
+    /// Appends exactly `count` bytes from `offset` to `into`; a file that ends sooner is an `UnexpectedEof`
+    /// error (it was cut after it was opened).
+    pub(crate) fn read_exactly_at(
+        &mut self,
+        offset: u64,
+        count: u64,
+        into: &mut Vec<u8>,
+    ) -> std::io::Result<()> {
+        use std::io::Seek as _;
+        self.file.seek(std::io::SeekFrom::Start(offset))?;
+        let read = (&mut self.file).take(count).read_to_end(into)?;
+        if read as u64 != count {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!("{read} of {count} bytes were there"),
+            ));
+        }
+        Ok(())
+    }
+
     /// Appends at most `limit` bytes to `into` (fewer at the end of the file) and returns how many it read.
     pub(crate) fn read_at_most(&mut self, limit: u64, into: &mut Vec<u8>) -> std::io::Result<u64> {
         let read = (&mut self.file).take(limit).read_to_end(into)?;

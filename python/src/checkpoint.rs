@@ -196,7 +196,8 @@ pub fn load(
     session: &Session,
     optimizer: Option<PyRef<'_, Optimizer>>,
 ) -> PyResult<Loaded> {
-    let file = py.detach(|| Checkpoint::read(&path)).or_raise()?;
+    // Read for the session: a file too large for its cap is refused on its header, before any tensor is read.
+    let file = session.with(py, |session| Checkpoint::read_for(&path, session))?;
     let metadata = file.metadata().clone();
     let pid = std::process::id();
     let Ok(sizes) = file.sizes() else {

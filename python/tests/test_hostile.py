@@ -206,3 +206,60 @@ def test_ctrl_c_stops_a_fit_within_about_a_second(adapter, tmp_path):
     # The signal came 2 s in; the fit stopped within about a second of it.
     assert float(lines[2]) < 2.0 + 1.5, done.stdout
     assert lines[-1] == "usable", done.stdout
+
+
+def _sparse_mlp_file(path, width, layers, fill=b""):
+    """A wgcompute.mlp file of ``layers`` [width, width] layers whose data is a hole (zeros, no disk), followed by
+    ``fill`` at the start of the data: a file of gigabytes made in no time."""
+    import json
+
+    tensors, offset = {}, 0
+    for layer in range(layers):
+        for part, shape in (("weight", [width, width]), ("bias", [width])):
+            size = 4 * int(np.prod(shape))
+            tensors[f"layers.{layer}.{part}"] = {
+                "dtype": "F32",
+                "shape": shape,
+                "data_offsets": [offset, offset + size],
+            }
+            offset += size
+    sizes = ",".join([str(width)] * (layers + 1))
+    header = {"__metadata__": {"format": "wgcompute.mlp", "sizes": sizes, "activation": "relu"}, **tensors}
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as file:
+        file.write(len(text).to_bytes(8, "little") + text + fill)
+        file.truncate(8 + len(text) + offset)
+    return offset
+
+
+_CAPPED_LOAD = """
+import resource, sys, time
+import wgcompute as wg
+session = wg.Session(adapter=sys.argv[2], memory_limit="64MiB")
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+started = time.monotonic()
+try:
+    wg.load(sys.argv[1], session)
+    print("loaded")
+except wg.OutOfMemoryError:
+    grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    print(f"refused {time.monotonic() - started:.3f} {grown:.1f}")
+"""
+
+
+def test_a_checkpoint_over_the_cap_is_refused_on_its_header(adapter, tmp_path):
+    path = tmp_path / "large.safetensors"
+    # 24 layers of 64 MiB: 1.5 GiB of parameters, for a session capped at 64 MiB. The data starts with NaN,
+    # which a read of it would refuse as damaged: the refusal is the cap's, so the data was not read first.
+    data_bytes = _sparse_mlp_file(path, 4096, 24, fill=np.full(4, np.nan, np.float32).tobytes())
+    assert data_bytes > 1.5 * 2**30
+    script = tmp_path / "capped_load.py"
+    script.write_text(_CAPPED_LOAD)
+    done = subprocess.run(
+        [sys.executable, str(script), str(path), adapter], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    verdict, seconds, grown_mib = done.stdout.split()
+    assert verdict == "refused", done.stdout
+    assert float(seconds) < 1.0 and float(grown_mib) < 64, done.stdout

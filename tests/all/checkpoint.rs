@@ -1690,3 +1690,77 @@ fn a_save_writes_only_what_a_load_reads_back(backend: &Backend) {
     );
 }
 vulkan_only!(a_save_writes_only_what_a_load_reads_back);
+
+/// A load into a capped session checks the parameters' sizes against the cap on the header alone: a file whose
+/// data a read would refuse (NaN) is refused as over the cap, so its data was not read first. Within the cap the
+/// same reader loads tensor by tensor what `Checkpoint::read` loads.
+fn a_load_over_the_cap_is_refused_before_its_data_is_read(backend: &Backend) {
+    let session = Session::open(
+        backend
+            .options()
+            .memory_limit(wgcompute::MemoryLimit::Bytes(1 << 20)),
+    )
+    .expect("a capped session");
+    let path = temp_path("over-the-cap");
+    let (inputs, outputs) = (512, 1024);
+    let weight: Vec<u8> = std::iter::repeat_n(f32::NAN.to_le_bytes(), inputs * outputs)
+        .flatten()
+        .collect();
+    let bias: Vec<u8> = vec![0; 4 * outputs];
+    let views = vec![
+        (
+            "layers.0.weight".to_string(),
+            safetensors::tensor::TensorView::new(
+                safetensors::Dtype::F32,
+                vec![inputs, outputs],
+                &weight,
+            )
+            .expect("a view"),
+        ),
+        (
+            "layers.0.bias".to_string(),
+            safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![outputs], &bias)
+                .expect("a view"),
+        ),
+    ];
+    let metadata: std::collections::HashMap<String, String> = [
+        ("format", "wgcompute.mlp".to_string()),
+        ("sizes", format!("{inputs},{outputs}")),
+        ("activation", "relu".to_string()),
+    ]
+    .into_iter()
+    .map(|(key, value)| (key.to_string(), value))
+    .collect();
+    safetensors::tensor::serialize_to_file(views, Some(metadata), &path).expect("write");
+    match Checkpoint::read_for(&path, &session) {
+        Err(Error::OutOfMemory {
+            requested, limit, ..
+        }) => {
+            assert_eq!(requested, 4 * (inputs * outputs + outputs) as u64);
+            assert_eq!(limit, Some(1 << 20));
+        }
+        Err(other) => panic!("expected the cap's refusal, got {other}"),
+        Ok(_) => panic!("a file over the cap was read"),
+    }
+    let message = Checkpoint::read(&path)
+        .err()
+        .expect("NaN is refused")
+        .to_string();
+    assert!(message.contains("NaN"), "{message}");
+    // Within the cap, read_for reads what read reads.
+    let small = Mlp::new(&session, 5, &[7], 3, 9).expect("a model");
+    checkpoint::save(&path, &small, None).expect("save");
+    let loaded = Checkpoint::read_for(&path, &session)
+        .expect("within the cap")
+        .model(&session)
+        .expect("the model");
+    for ((name, a), (_, b)) in small
+        .named_parameters()
+        .iter()
+        .zip(loaded.named_parameters())
+    {
+        assert_eq!(a.to_vec().expect("a"), b.to_vec().expect("b"), "{name}");
+    }
+    let _ = std::fs::remove_file(&path);
+}
+vulkan_only!(a_load_over_the_cap_is_refused_before_its_data_is_read);
