@@ -24,6 +24,7 @@ BUILTINS = {
     "ShapeError": ValueError,
     "DTypeError": TypeError,
     "InvalidArgumentError": ValueError,
+    "ArgumentTypeError": TypeError,
     "SessionMismatchError": ValueError,
     "SessionClosedError": RuntimeError,
     "SuspendedError": RuntimeError,

@@ -263,3 +263,50 @@ def test_a_checkpoint_over_the_cap_is_refused_on_its_header(adapter, tmp_path):
     verdict, seconds, grown_mib = done.stdout.split()
     assert verdict == "refused", done.stdout
     assert float(seconds) < 1.0 and float(grown_mib) < 64, done.stdout
+
+
+UNCLEAR = {
+    "max_iter=2**70": (lambda s, t: wg.MLPClassifier(max_iter=2**70).fit(np.ones((4, 2)), [0, 1, 0, 1]), ValueError),
+    "Adam(lr=10**400)": (lambda s, t: wg.optim.Adam(10**400), ValueError),
+    "zeros(None)": (lambda s, t: s.zeros(None), TypeError),
+    "reshape(None)": (lambda s, t: t.reshape(None), TypeError),
+    "Session(tuning=1)": (lambda s, t: wg.Session(tuning=1), TypeError),
+    "pickle.dumps(tensor)": (lambda s, t: __import__("pickle").dumps(t), TypeError),
+    "pickle.dumps(session)": (lambda s, t: __import__("pickle").dumps(s), TypeError),
+    "pickle.dumps(optimizer)": (lambda s, t: __import__("pickle").dumps(wg.optim.Adam(0.1)), TypeError),
+    "ragged list": (lambda s, t: s.tensor([[1, 2], [3]]), ValueError),
+    "concat of arrays alone": (lambda s, t: wg.concat([np.ones(2)]), TypeError),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNCLEAR))
+def test_each_refusal_is_a_wgcompute_error_and_the_builtin_a_user_catches(make_session, adapter, case):
+    session = make_session(adapter)
+    tensor = session.ones((2,))
+    call, builtin = UNCLEAR[case]
+    with pytest.raises(wg.Error) as refused:
+        call(session, tensor)
+    assert isinstance(refused.value, builtin), type(refused.value).__mro__
+    assert (tensor + 1.0).numpy().tolist() == [2.0, 2.0]
+
+
+def test_numbers_beyond_float_range_are_infinite_as_on_upload(make_session, adapter):
+    session = make_session(adapter)
+    tensor = session.ones((2,))
+    assert np.isposinf((tensor + 10**400).numpy()).all()
+    assert np.isneginf(session.full((3,), -(10**400)).numpy()).all()
+    # Arrays beside tensors join them, as operands of an operator do.
+    joined = wg.concat([tensor, np.full(2, 3.0)])
+    assert joined.numpy().tolist() == [1.0, 1.0, 3.0, 3.0]
+
+
+def test_copies_of_tensors_share_them_and_copies_of_variables_do_not(make_session, adapter):
+    import copy
+
+    session = make_session(adapter)
+    tensor = session.ones((2,))
+    assert copy.deepcopy(tensor) is tensor and copy.copy(tensor) is tensor
+    variable = session.variable(np.ones(2, np.float32))
+    twin = copy.deepcopy(variable)
+    twin.assign(np.zeros(2, np.float32))
+    assert variable.numpy().tolist() == [1.0, 1.0] and twin.numpy().tolist() == [0.0, 0.0]

@@ -38,6 +38,7 @@ import numpy as np
 from . import _wgcompute
 from ._errors import (
     AdapterError,
+    ArgumentTypeError,
     CheckpointError,
     DeviceLostError,
     DivergedError,
@@ -59,6 +60,7 @@ from ._wgcompute import CloseReport, MemoryStats
 
 __all__ = [
     "AdapterError",
+    "ArgumentTypeError",
     "CheckpointError",
     "CloseReport",
     "DeviceLostError",
@@ -135,6 +137,21 @@ def _as_array(data: Any) -> np.ndarray:
         raise DTypeError(f"the data cannot become an array of numbers: {error}") from error
 
 
+def _number(value: Any, what: str = "a scalar") -> float:
+    """A real number as a float; an int beyond float's range is ±inf, as a float64 array beyond float32's becomes
+    on upload (the module's docstring), rather than Python's OverflowError."""
+    if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "fiub":
+        value = value.item()
+    if isinstance(value, np.bool_):
+        value = bool(value)
+    if not isinstance(value, numbers.Real):
+        raise ArgumentTypeError(f"{what} is a real number; got {type(value).__name__} {value!r:.80}")
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
 def _device_array(data: Any, room: Any = None) -> np.ndarray:
     """``data`` as a C-contiguous, aligned float32 or uint32 array, by the rules in the module's docstring.
     ``room(bytes)`` refuses a tensor that cannot fit, before any element is read: a broadcast view of 2**40
@@ -172,6 +189,8 @@ def _device_array(data: Any, room: Any = None) -> np.ndarray:
 def _shape(shape: int | Iterable[int]) -> list[int]:
     if isinstance(shape, numbers.Integral):
         shape = (shape,)
+    if isinstance(shape, (str, bytes)) or not isinstance(shape, Iterable):
+        raise ArgumentTypeError(f"a shape is an int or a sequence of ints; got {type(shape).__name__} {shape!r:.80}")
     dims = []
     for dim in shape:
         if not isinstance(dim, numbers.Integral) or isinstance(dim, bool) or dim < 0:
@@ -181,6 +200,24 @@ def _shape(shape: int | Iterable[int]) -> list[int]:
             raise ShapeError(f"shape {tuple(shape)!r} has more elements than memory can hold")
         dims.append(int(dim))
     return dims
+
+
+@contextlib.contextmanager
+def _native_arguments(call: str):
+    """Around a native call taking a user's arguments as given: the binding's own refusal of an argument's type
+    or size (PyO3's TypeError, OverflowError) becomes wgcompute's, so that every refusal is in its tree."""
+    try:
+        yield
+    except Error:
+        raise
+    except TypeError as error:
+        raise ArgumentTypeError(f"{call}: {error}") from error
+    except OverflowError as error:
+        raise InvalidArgumentError(f"{call}: {error}") from error
+
+
+def _not_picklable(what: str, instead: str) -> ArgumentTypeError:
+    return ArgumentTypeError(f"a {what} holds GPU memory, which cannot be pickled or deep-copied with it; {instead}")
 
 
 def _count(value: Any, what: str) -> int:
@@ -225,7 +262,8 @@ class Session:
         *,
         poison_outputs: bool = False,
     ) -> None:
-        self._s = _wgcompute.Session(memory_limit, adapter, tuning, poison_outputs)
+        with _native_arguments("Session"):
+            self._s = _wgcompute.Session(memory_limit, adapter, tuning, poison_outputs)
         # One weak link for all its tensors: none of them keeps the session (or its GPU memory) alive.
         self._ref = weakref.ref(self)
         with _open_sessions_lock:
@@ -233,6 +271,9 @@ class Session:
 
     def __enter__(self) -> Session:
         return self
+
+    def __reduce__(self) -> Any:
+        raise _not_picklable("Session", "open a new Session in the other process and upload the data there")
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
@@ -325,7 +366,7 @@ class Session:
         return self._wrap(self._s.full(_shape(shape), 1.0))
 
     def full(self, shape: int | Iterable[int], value: float) -> Tensor:
-        return self._wrap(self._s.full(_shape(shape), float(value)))
+        return self._wrap(self._s.full(_shape(shape), _number(value, "a fill value")))
 
     def rand(self, shape: int | Iterable[int], seed: int | None = None) -> Tensor:
         """Uniform in [0, 1), drawn on the device from ``seed`` (the same seed gives the same numbers)."""
@@ -381,6 +422,18 @@ class Tensor:
     def _wrap(self, inner: _wgcompute.Tensor) -> Tensor:
         # The op that made `inner` already refused a closed session; the result shares this tensor's link to it.
         return Tensor._of(inner, self._session)
+
+    def __reduce__(self) -> Any:
+        raise _not_picklable(
+            "Tensor", "pickle tensor.numpy(), or save it with wgcompute.save(path, {'name': tensor}) and load it back"
+        )
+
+    def __copy__(self) -> Tensor:
+        return self
+
+    def __deepcopy__(self, memo: dict) -> Tensor:
+        # A tensor never changes, so a deep copy may share it, as a deep copy of a tuple does.
+        return self
 
     def _owner(self) -> Session:
         session = self._session()
@@ -467,7 +520,7 @@ class Tensor:
 
     def _scalar_or_tensor(self, other: Any, scalar_op: str, tensor_op: str) -> Tensor:
         if isinstance(other, numbers.Real) and not isinstance(other, bool):
-            return self._unary(scalar_op, float(other))
+            return self._unary(scalar_op, _number(other))
         if isinstance(other, (Tensor, np.ndarray, list, tuple, np.generic)):
             return self._binary(tensor_op, self._operand(other))
         return NotImplemented
@@ -483,7 +536,7 @@ class Tensor:
 
     def __rsub__(self, other: Any) -> Tensor:
         if isinstance(other, numbers.Real) and not isinstance(other, bool):
-            return self._unary("scalar_sub", float(other))
+            return self._unary("scalar_sub", _number(other))
         return self._operand(other).__sub__(self)
 
     def __mul__(self, other: Any) -> Tensor:
@@ -497,7 +550,7 @@ class Tensor:
 
     def __rtruediv__(self, other: Any) -> Tensor:
         if isinstance(other, numbers.Real) and not isinstance(other, bool):
-            return self._unary("scalar_div", float(other))
+            return self._unary("scalar_div", _number(other))
         return self._operand(other).__truediv__(self)
 
     def __neg__(self) -> Tensor:
@@ -555,7 +608,7 @@ class Tensor:
     def reshape(self, *shape: int | Sequence[int]) -> Tensor:
         """The same elements in another shape (``-1`` takes what is left)."""
         if len(shape) == 1 and not isinstance(shape[0], numbers.Integral):
-            shape = tuple(shape[0])
+            shape = tuple(_shape(shape[0]))
         dims = list(shape)
         if dims.count(-1) > 1:
             raise ShapeError(f"reshape takes at most one -1; got {tuple(dims)}")
@@ -665,7 +718,11 @@ def concat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     tensors = list(tensors)
     if not tensors:
         raise InvalidArgumentError("concat needs at least one tensor")
-    first = tensors[0]
+    first = next((t for t in tensors if isinstance(t, Tensor)), None)
+    if first is None:
+        raise ArgumentTypeError("concat joins tensors; give at least one Tensor (arrays beside it are uploaded)")
+    # Arrays and lists beside tensors go to the tensors' session, as an operator's operand does.
+    tensors = [first._operand(t) for t in tensors]
     axis = first._axis(axis)
     natives = [t._t for t in tensors]
     return first._op(tensors, lambda: _wgcompute.Tensor.concat(natives, axis), lambda tape: tape.concat(natives, axis))
@@ -766,6 +823,13 @@ class Variable(Tensor):
             else:
                 raise DTypeError(f"cannot assign a {value._t.dtype} value to {self._t.dtype} variable {self._name!r}")
         return value
+
+    def __copy__(self) -> Variable:
+        # A variable changes in place, so a copy holds its own values, in the same session.
+        return Variable(self, trainable=self._trainable, name=self._name)
+
+    def __deepcopy__(self, memo: dict) -> Variable:
+        return self.__copy__()
 
     def assign(self, value: Any) -> Variable:
         """Overwrites the variable, in place, with ``value`` (a tensor or array of its shape). Not recorded by

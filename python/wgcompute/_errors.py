@@ -32,6 +32,11 @@ class InvalidArgumentError(Error, ValueError):
     """An argument out of its range: a NaN hyperparameter, an unknown adapter, a memory limit that is no size..."""
 
 
+class ArgumentTypeError(InvalidArgumentError, TypeError):
+    """An argument of a type the call does not take (a shape that is no sequence, a tuning that is no string, an
+    object pickled that holds GPU memory): an :class:`InvalidArgumentError` that ``except TypeError`` catches too."""
+
+
 class SessionMismatchError(Error, ValueError):
     """Tensors of two different sessions in one operation."""
 

@@ -235,8 +235,9 @@ def _seed(random_state: Any) -> int:
 
 
 def _integer(value: Any, name: str, low: int) -> int:
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < low:
-        raise InvalidArgumentError(f"{name} must be an int of at least {low}; got {value!r}")
+    # Below 2**64 too: the library counts in 64 bits, and a larger int would be Python's OverflowError there.
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or not low <= value < 2**64:
+        raise InvalidArgumentError(f"{name} must be an int from {low} to 2**64 - 1; got {value!r}")
     return int(value)
 
 

@@ -10,10 +10,11 @@ learning rate is set. Like every tensor, the state keeps no GPU memory after its
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from . import InvalidArgumentError, Tensor, Variable, _wgcompute
+from . import ArgumentTypeError, InvalidArgumentError, Tensor, Variable, _wgcompute
 
 __all__ = ["SGD", "Adam", "AdamW", "Optimizer"]
 
@@ -22,7 +23,10 @@ def _float(value: Any, what: str) -> float:
     try:
         return float(value)
     except (TypeError, ValueError):
-        raise InvalidArgumentError(f"{what} is a number; got {value!r}") from None
+        raise InvalidArgumentError(f"{what} is a number; got {value!r:.80}") from None
+    except OverflowError:
+        # An int beyond float's range: infinite, which the optimizer then refuses as it refuses float("inf").
+        return math.inf if value > 0 else -math.inf
 
 
 def _rate(lr: Any, learning_rate: Any, default: float) -> float:
@@ -48,6 +52,12 @@ class Optimizer:
         self._native.learning_rate = _float(value, "learning_rate")
 
     lr = learning_rate
+
+    def __reduce__(self) -> Any:
+        raise ArgumentTypeError(
+            "an optimizer's state lives in GPU memory and cannot be pickled; save it with its model: "
+            "wgcompute.save(path, model, optimizer), and wgcompute.load(path, session, optimizer=...) restores it"
+        )
 
     @property
     def iterations(self) -> int:
