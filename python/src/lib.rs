@@ -9,6 +9,7 @@ mod bench;
 mod checkpoint;
 mod errors;
 mod estimator;
+mod fork;
 mod nn;
 mod optim;
 mod session;
@@ -40,6 +41,7 @@ fn devices(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
 
 #[pymodule]
 fn _wgcompute(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    fork::install();
     module.add_class::<session::Session>()?;
     module.add_class::<session::CloseReport>()?;
     module.add_class::<session::MemoryStats>()?;

@@ -24,13 +24,15 @@ impl Drop for Session {
     fn drop(&mut self) {
         // A forked child holds a copy of the parent's session: releasing it would reach into the parent's
         // driver state (and its locks, perhaps held at the fork). It is left alone; the parent releases it.
+        let session = self
+            .session
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
         if std::process::id() != self.pid {
-            let session = self
-                .session
-                .get_mut()
-                .unwrap_or_else(PoisonError::into_inner)
-                .take();
             std::mem::forget(session);
+        } else if session.is_some() {
+            crate::fork::released();
         }
     }
 }
@@ -186,6 +188,7 @@ impl Session {
             options = options.tuning(tuning);
         }
         let session = py.detach(|| wgcompute::Session::open(options)).or_raise()?;
+        crate::fork::opened();
         Ok(Session {
             session: Mutex::new(Some(session)),
             report: Mutex::new(None),
@@ -206,6 +209,7 @@ impl Session {
             let mut report = self.report.lock().unwrap_or_else(PoisonError::into_inner);
             if let Some(session) = session.take() {
                 *report = Some(CloseReport::from(&session.close()));
+                crate::fork::released();
             }
             report.clone()
         });

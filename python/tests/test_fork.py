@@ -4,6 +4,8 @@ cleanly; the parent's session goes on working."""
 import gc
 import os
 import select
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -63,3 +65,47 @@ def test_a_forked_child_gets_a_clear_error_and_the_parent_goes_on(adapter):
         np.testing.assert_array_equal((x * 2.0).numpy(), np.arange(6).reshape(2, 3) * 2.0)
     finally:
         session.close()
+
+
+_FORK_AND_EXIT = """
+import os, sys
+import numpy as np
+import wgcompute
+
+sessions = [wgcompute.Session(adapter=adapter) for adapter in sys.argv[1].split(",")]
+for session in sessions:
+    x = session.tensor(np.ones((64, 64), np.float32))
+    assert (x @ x).numpy()[0, 0] == 64.0
+pid = os.fork()
+if pid == 0:
+    if sys.argv[2] == "opens":
+        own = wgcompute.Session(adapter="vulkan")
+        y = own.tensor(np.ones((8, 8), np.float32))
+        print("own", (y @ y).numpy()[0, 0])
+    print("child leaves")  # not flushed: exit must flush it
+    raise SystemExit(3)
+_, status = os.waitpid(pid, 0)
+print("child", "signal" if os.WIFSIGNALED(status) else "status",
+      os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status), flush=True)
+assert (sessions[0].tensor(np.ones(2)) + 1.0).numpy().tolist() == [2.0, 2.0]
+print("parent works")
+"""
+
+
+@pytest.mark.parametrize("adapters", ["vulkan,vulkan", "vulkan,gl", "gl,vulkan", "gl,gl", "vulkan"])
+@pytest.mark.parametrize("child", ["exits", "opens"])
+def test_a_child_forked_from_several_sessions_exits_with_its_status(tmp_path, adapters, child):
+    """Exits normally (SystemExit, not os._exit): the driver's exit handlers inherited from the parent must not
+    run in the child, where their threads do not exist (they crashed it with SIGSEGV with two devices open)."""
+    script = tmp_path / "fork_and_exit.py"
+    script.write_text(_FORK_AND_EXIT)
+    # Buffered output, as a process without PYTHONUNBUFFERED has: the child's unflushed line must still come out.
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONUNBUFFERED"}
+    done = subprocess.run(
+        [sys.executable, str(script), adapters, child], capture_output=True, text=True, timeout=300, env=env
+    )
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert "child leaves" in lines and "child status 3" in lines and lines[-1] == "parent works", done.stdout
+    if child == "opens":
+        assert "own 8.0" in lines, done.stdout
