@@ -55,13 +55,17 @@ fn memory_limit(limit: &Bound<'_, PyAny>) -> PyResult<MemoryLimit> {
         });
     }
     // Any integer, a NumPy one too (it has __index__ where a float has not), is a number of bytes.
-    if limit.is_instance_of::<pyo3::types::PyInt>() || limit.hasattr("__index__")? {
-        let bytes: u64 = limit.call_method0("__index__")?.extract().map_err(|_| {
-            named(
-                "InvalidArgumentError",
-                format!("memory_limit {limit}: a number of bytes must be from 0 to 2**64 - 1"),
-            )
-        })?;
+    let is_a_type = limit.is_instance_of::<pyo3::types::PyType>();
+    if !is_a_type && (limit.is_instance_of::<pyo3::types::PyInt>() || limit.hasattr("__index__")?) {
+        let bytes: u64 = limit
+            .call_method0("__index__")
+            .and_then(|index| index.extract())
+            .map_err(|_| {
+                named(
+                    "InvalidArgumentError",
+                    format!("memory_limit {limit}: a number of bytes must be from 0 to 2**64 - 1"),
+                )
+            })?;
         return Ok(MemoryLimit::Bytes(bytes));
     }
     if let Ok(fraction) = limit.extract::<f64>() {
@@ -401,8 +405,49 @@ impl From<&wgcompute::CloseReport> for CloseReport {
     }
 }
 
+/// The fields of a report, in the order its constructor takes them: what a pickle of one holds.
+type CloseReportFields = (Option<u64>, Option<u64>, Option<u64>, u64, u64, bool);
+type MemoryStatsFields = (u64, u64, u64, u64, u64, u64, Option<u64>);
+
 #[pymethods]
 impl CloseReport {
+    /// A report from its figures: how a pickled one is made again (it is plain data, with nothing of a session).
+    #[new]
+    fn new(
+        memory_before_open: Option<u64>,
+        memory_while_open: Option<u64>,
+        memory_after_close: Option<u64>,
+        peak_in_use: u64,
+        peak_reserved: u64,
+        device_lost: bool,
+    ) -> Self {
+        CloseReport {
+            memory_before_open,
+            memory_while_open,
+            memory_after_close,
+            peak_in_use,
+            peak_reserved,
+            device_lost,
+        }
+    }
+
+    fn __reduce__<'py>(
+        slf: &Bound<'py, Self>,
+    ) -> (Bound<'py, pyo3::types::PyType>, CloseReportFields) {
+        let report = slf.get();
+        (
+            slf.get_type(),
+            (
+                report.memory_before_open,
+                report.memory_while_open,
+                report.memory_after_close,
+                report.peak_in_use,
+                report.peak_reserved,
+                report.device_lost,
+            ),
+        )
+    }
+
     fn __repr__(&self) -> String {
         format!(
             "CloseReport(memory_before_open={}, memory_while_open={}, memory_after_close={})",
@@ -442,6 +487,47 @@ impl From<wgcompute::MemoryStats> for MemoryStats {
 
 #[pymethods]
 impl MemoryStats {
+    /// Figures from their values: how a pickled one is made again.
+    #[new]
+    #[pyo3(signature = (in_use, reserved, peak_in_use, peak_reserved, fragmentation_at_peak, allocations, limit))]
+    fn new(
+        in_use: u64,
+        reserved: u64,
+        peak_in_use: u64,
+        peak_reserved: u64,
+        fragmentation_at_peak: u64,
+        allocations: u64,
+        limit: Option<u64>,
+    ) -> Self {
+        MemoryStats {
+            in_use,
+            reserved,
+            peak_in_use,
+            peak_reserved,
+            fragmentation_at_peak,
+            allocations,
+            limit,
+        }
+    }
+
+    fn __reduce__<'py>(
+        slf: &Bound<'py, Self>,
+    ) -> (Bound<'py, pyo3::types::PyType>, MemoryStatsFields) {
+        let stats = slf.get();
+        (
+            slf.get_type(),
+            (
+                stats.in_use,
+                stats.reserved,
+                stats.peak_in_use,
+                stats.peak_reserved,
+                stats.fragmentation_at_peak,
+                stats.allocations,
+                stats.limit,
+            ),
+        )
+    }
+
     fn __repr__(&self) -> String {
         format!(
             "MemoryStats(in_use={}, reserved={}, peak_in_use={}, peak_reserved={}, fragmentation_at_peak={}, \

@@ -30,7 +30,7 @@ import numbers
 import os
 import threading
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -152,6 +152,49 @@ def _number(value: Any, what: str = "a scalar") -> float:
         return math.inf if value > 0 else -math.inf
 
 
+def _sequence(value: Any, what: str) -> list:
+    """``value``'s items, for an argument that is a sequence (a shape, axes, tensors); anything that cannot be
+    iterated (None, a number, a 0-d array) or a string is an :class:`ArgumentTypeError` naming ``what``."""
+    if isinstance(value, (str, bytes)):
+        raise ArgumentTypeError(f"{what} is a sequence; got {type(value).__name__} {value!r:.80}")
+    try:
+        return list(value)
+    except TypeError:
+        raise ArgumentTypeError(f"{what} is a sequence; got {type(value).__name__} {value!r:.80}") from None
+
+
+def _flag(value: Any, what: str) -> bool:
+    """A True/False argument: bools (NumPy's too) and the ints 0 and 1; an array or anything else, whose truth
+    would be a guess, is an :class:`ArgumentTypeError`."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, numbers.Integral) and value in (0, 1):
+        return bool(value)
+    raise ArgumentTypeError(f"{what} is True or False; got {type(value).__name__} {value!r:.80}")
+
+
+def _session_argument(session: Any, what: str = "session") -> Session:
+    if not isinstance(session, Session):
+        raise ArgumentTypeError(f"{what} is a wgcompute.Session; got {type(session).__name__} {session!r:.80}")
+    return session
+
+
+def _tensor_argument(tensor: Any, what: str) -> Tensor:
+    if not isinstance(tensor, Tensor):
+        raise ArgumentTypeError(f"{what} is a Tensor; got {type(tensor).__name__} {tensor!r:.80}")
+    return tensor
+
+
+def _path(path: Any) -> str:
+    """A file path as the native module takes it: str, bytes or os.PathLike, as ``open`` takes one."""
+    try:
+        return os.fsdecode(os.fspath(path))
+    except TypeError:
+        raise ArgumentTypeError(
+            f"a path is a str, bytes or os.PathLike; got {type(path).__name__} {path!r:.80}"
+        ) from None
+
+
 def _device_array(data: Any, room: Any = None) -> np.ndarray:
     """``data`` as a C-contiguous, aligned float32 or uint32 array, by the rules in the module's docstring.
     ``room(bytes)`` refuses a tensor that cannot fit, before any element is read: a broadcast view of 2**40
@@ -187,10 +230,11 @@ def _device_array(data: Any, room: Any = None) -> np.ndarray:
 
 
 def _shape(shape: int | Iterable[int]) -> list[int]:
+    if isinstance(shape, np.ndarray) and shape.ndim == 0 and shape.dtype.kind in "iu":
+        shape = shape.item()
     if isinstance(shape, numbers.Integral):
         shape = (shape,)
-    if isinstance(shape, (str, bytes)) or not isinstance(shape, Iterable):
-        raise ArgumentTypeError(f"a shape is an int or a sequence of ints; got {type(shape).__name__} {shape!r:.80}")
+    shape = _sequence(shape, "a shape (an int or a sequence of ints)")
     dims = []
     for dim in shape:
         if not isinstance(dim, numbers.Integral) or isinstance(dim, bool) or dim < 0:
@@ -336,7 +380,8 @@ class Session:
 
     def set_memory_limit(self, limit: str | float | int | None) -> None:
         """Changes the cap (None: no cap); a cap below what is in use is an ``OutOfMemoryError``."""
-        self._s.set_memory_limit(limit)
+        with _native_arguments("set_memory_limit"):
+            self._s.set_memory_limit(limit)
 
     def sync(self) -> None:
         """Waits until the device has done all the work recorded so far."""
@@ -410,7 +455,7 @@ class Tensor:
     __array_priority__ = 1000
 
     def __init__(self, *_: object) -> None:
-        raise TypeError("tensors are made by a Session: s.tensor(array), s.zeros(shape), ...")
+        raise ArgumentTypeError("tensors are made by a Session: s.tensor(array), s.zeros(shape), ...")
 
     @classmethod
     def _of(cls, inner: _wgcompute.Tensor, session: weakref.ref[Session]) -> Tensor:
@@ -464,8 +509,17 @@ class Tensor:
     def __len__(self) -> int:
         shape = self._t.shape
         if not shape:
-            raise TypeError("len() of a 0-d tensor")
+            raise ArgumentTypeError("len() of a 0-d tensor")
         return shape[0]
+
+    def __bool__(self) -> bool:
+        # As numpy's: the truth of one element, read back; of more, ambiguous.
+        if self.size != 1:
+            raise ArgumentTypeError(
+                f"the truth of a tensor of {self.size} elements is ambiguous: use (t != 0).any() or .all() on "
+                "its numpy() values"
+            )
+        return bool(self.item())
 
     def __repr__(self) -> str:
         state = "session open" if self._t.session_is_open else "session closed"
@@ -608,8 +662,11 @@ class Tensor:
     def reshape(self, *shape: int | Sequence[int]) -> Tensor:
         """The same elements in another shape (``-1`` takes what is left)."""
         if len(shape) == 1 and not isinstance(shape[0], numbers.Integral):
-            shape = tuple(_shape(shape[0]))
+            shape = tuple(_sequence(shape[0], "a shape (ints, one of them perhaps -1)"))
         dims = list(shape)
+        for dim in dims:
+            if not isinstance(dim, numbers.Integral) or isinstance(dim, bool):
+                raise ArgumentTypeError(f"a shape is a sequence of ints; got {type(dim).__name__} {dim!r:.80} in it")
         if dims.count(-1) > 1:
             raise ShapeError(f"reshape takes at most one -1; got {tuple(dims)}")
         if -1 in dims:
@@ -624,7 +681,7 @@ class Tensor:
     def permute(self, *axes: int | Sequence[int]) -> Tensor:
         """The axes in the order ``axes`` (PyTorch's ``permute``; numpy's ``transpose(axes)``)."""
         if len(axes) == 1 and not isinstance(axes[0], numbers.Integral):
-            axes = tuple(axes[0])
+            axes = tuple(_sequence(axes[0], "axes"))
         order = [self._axis(axis) for axis in axes]
         return self._op((self,), lambda: self._t.permute(order), lambda tape: tape.permute(self._t, order))
 
@@ -632,7 +689,7 @@ class Tensor:
         """numpy's ``transpose``: no axes reverses them, a full order permutes them; two axes of a tensor of
         another rank swap those two (PyTorch's ``transpose(dim0, dim1)``)."""
         if len(axes) == 1 and not isinstance(axes[0], numbers.Integral):
-            axes = tuple(axes[0])
+            axes = tuple(_sequence(axes[0], "axes"))
         if not axes:
             return self.permute(list(reversed(range(self.ndim))))
         if len(axes) == 2 and self.ndim != 2:
@@ -674,7 +731,10 @@ class Tensor:
 
     def astype(self, dtype: Any) -> Tensor:
         """A copy as float32 or uint32 (float32 to float32 is recorded as a copy; to uint32 carries no gradient)."""
-        name = np.dtype(dtype).name
+        try:
+            name = np.dtype(dtype).name
+        except (TypeError, ValueError) as error:
+            raise ArgumentTypeError(f"astype takes a dtype (float32 or uint32); got {dtype!r:.80}: {error}") from None
         if name == "float32" and self._t.dtype == "float32":
             return self.copy()
         return self._wrap(self._t.cast(name))
@@ -715,7 +775,7 @@ del _name, _takes_scalar, _doc
 
 def concat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     """The tensors joined along ``axis`` (``numpy.concatenate``); all of one session and dtype."""
-    tensors = list(tensors)
+    tensors = _sequence(tensors, "concat's tensors")
     if not tensors:
         raise InvalidArgumentError("concat needs at least one tensor")
     first = next((t for t in tensors if isinstance(t, Tensor)), None)
@@ -733,6 +793,7 @@ def softmax_cross_entropy(logits: Tensor, labels: Any) -> Tensor:
     (probabilities or weights; rows need not sum to 1), as TensorFlow's
     ``softmax_cross_entropy_with_logits``. Under a :class:`GradientTape` its gradient goes to the logits (the
     exact one, also for labels that do not sum to 1); labels the tape watches are refused, since they get none."""
+    logits = _tensor_argument(logits, "logits")
     labels = logits._operand(labels)
     return logits._op(
         (logits, labels),
@@ -744,7 +805,8 @@ def softmax_cross_entropy(logits: Tensor, labels: Any) -> Tensor:
 def matmul(a: Tensor, b: Any, transpose_a: bool = False, transpose_b: bool = False) -> Tensor:
     """``op(a) @ op(b)``, ``op`` transposing a matrix where asked (TensorFlow's ``tf.matmul``), without a
     transposed copy."""
-    return a._matmul(a._operand(b), bool(transpose_a), bool(transpose_b))
+    a = _tensor_argument(a, "matmul's first operand")
+    return a._matmul(a._operand(b), _flag(transpose_a, "transpose_a"), _flag(transpose_b, "transpose_b"))
 
 
 # --- variables ---
@@ -764,7 +826,7 @@ class Variable(Tensor):
         self, initial_value: Any, session: Session | None = None, trainable: bool = True, name: str | None = None
     ) -> None:
         if isinstance(initial_value, Tensor):
-            owner = initial_value._owner() if session is None else session
+            owner = initial_value._owner() if session is None else _session_argument(session)
             if owner is initial_value._owner():
                 inner = initial_value._t.copy()
             else:
@@ -774,7 +836,7 @@ class Variable(Tensor):
                 raise InvalidArgumentError(
                     "a Variable made from an array needs its session: Variable(array, session=s), or s.variable(array)"
                 )
-            owner = session
+            owner = _session_argument(session)
             inner = session.tensor(initial_value)._t
         self._init(inner, owner._ref, trainable, name)
 
@@ -901,11 +963,14 @@ class GradientTape:
 
     def __init__(self, persistent: bool = False, watch_accessed_variables: bool = True) -> None:
         self._native = _wgcompute.Tape()
-        self._persistent = bool(persistent)
-        self._watch_accessed = bool(watch_accessed_variables)
+        self._persistent = _flag(persistent, "persistent")
+        self._watch_accessed = _flag(watch_accessed_variables, "watch_accessed_variables")
         self._thread: int | None = None
         self._paused = False
         self._watched: list[Variable] = []
+
+    def __reduce__(self) -> Any:
+        raise _not_picklable("GradientTape", "a tape records one computation in one process; record again there")
 
     @property
     def persistent(self) -> bool:
@@ -951,7 +1016,7 @@ class GradientTape:
     def watch(self, tensor: Tensor | Iterable[Tensor]) -> None:
         """Records every op on ``tensor`` (float32; or each tensor of a list) from now on, so that a gradient
         can flow to it. A uint32 tensor is a ``DTypeError``: integers carry no gradient."""
-        tensors = [tensor] if isinstance(tensor, Tensor) else list(tensor)
+        tensors = [tensor] if isinstance(tensor, Tensor) else _sequence(tensor, "what a GradientTape watches")
         for item in tensors:
             if not isinstance(item, Tensor):
                 raise InvalidArgumentError(f"a GradientTape watches tensors and variables; got {type(item).__name__}")
@@ -1043,13 +1108,15 @@ def save(
     library saves one (format ``wgcompute.mlp``, which ``wgcompute predict --model`` reads), with ``optimizer``'s
     state if given; a dict of named tensors as they are. ``metadata``: str to str entries kept in the file. The
     file is written beside ``path`` and renamed over it, so a failed save leaves an older file whole."""
+    if metadata is not None and not isinstance(metadata, Mapping):
+        raise ArgumentTypeError(f"metadata is a dict of str to str; got {type(metadata).__name__} {metadata!r:.80}")
     entries = [(str(key), str(value)) for key, value in (metadata or {}).items()]
     if isinstance(model_or_named_tensors, nn.Mlp):
         native_optimizer = None if optimizer is None else optim._native_of(optimizer)
         layers = [
             (layer.weight._t, None if layer.bias is None else layer.bias._t) for layer in model_or_named_tensors.layers
         ]
-        _wgcompute.save_mlp(os.fspath(path), layers, native_optimizer, entries)
+        _wgcompute.save_mlp(_path(path), layers, native_optimizer, entries)
         return
     if isinstance(model_or_named_tensors, dict):
         if optimizer is not None:
@@ -1059,7 +1126,7 @@ def save(
             if not isinstance(tensor, Tensor):
                 raise InvalidArgumentError(f"tensor {name!r} is a {type(tensor).__name__}, not a Tensor")
             named.append((str(name), tensor._t))
-        _wgcompute.save_tensors(os.fspath(path), named, entries)
+        _wgcompute.save_tensors(_path(path), named, entries)
         return
     raise InvalidArgumentError(
         f"save takes an nn.Mlp or a dict of named tensors; got {type(model_or_named_tensors).__name__}"
@@ -1070,8 +1137,9 @@ def load(path: str | os.PathLike, session: Session, optimizer: Any = None) -> An
     """Reads a file :func:`save` wrote (or any safetensors file of float32 and uint32 tensors) into ``session``:
     an :class:`nn.Mlp` for a model (its ``metadata`` attribute holds the file's metadata), restoring
     ``optimizer``'s state from it if given; a dict of tensors for anything else."""
+    session = _session_argument(session)
     native_optimizer = None if optimizer is None else optim._native_of(optimizer)
-    kind, tensors, sizes, metadata, _restored = _wgcompute.load(os.fspath(path), session._s, native_optimizer)
+    kind, tensors, sizes, metadata, _restored = _wgcompute.load(_path(path), session._s, native_optimizer)
     if kind == "mlp":
         return nn.Mlp._from_parameters(session, sizes, tensors, metadata)
     return {name: session._wrap(tensor) for name, tensor in tensors}

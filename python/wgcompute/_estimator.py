@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from . import Session, _wgcompute
+from . import Session, _session_argument, _wgcompute
 from ._errors import DTypeError, InvalidArgumentError, ShapeError
 
 try:
@@ -140,8 +140,8 @@ def _inputs(data: Any, name: str) -> np.ndarray:
             array = array.astype(np.float64)
         except TypeError as error:
             raise DTypeError(f"{name} holds values that are not numbers: {error}") from None
-        except ValueError as error:
-            raise InvalidArgumentError(f"{name} holds values that are not numbers: {error}") from None
+        except (ValueError, OverflowError) as error:
+            raise InvalidArgumentError(f"{name} holds values that are not numbers of float's range: {error}") from None
     elif kind not in "fiub":
         raise DTypeError(f"{name} is a {array.dtype} array; give real numbers (floats, ints or bools)")
     if array.ndim != 2:
@@ -179,7 +179,10 @@ def _labels(data: Any, samples: int) -> tuple[np.ndarray, np.ndarray]:
         raise InvalidArgumentError("MLPClassifier requires y to be passed, but the target y is None")
     if _is_sparse(data):
         raise DTypeError("y is a sparse matrix; sparse input is not supported: pass a 1d array of labels")
-    labels = np.asarray(data)
+    try:
+        labels = np.asarray(data)
+    except ValueError as error:
+        raise ShapeError(f"y is not an array of labels (a ragged list?): {error}") from None
     if labels.ndim == 2 and labels.shape[1] == 1:
         warnings.warn(
             "A column-vector y was passed when a 1d array was expected. Please change the shape of y to "
@@ -242,7 +245,10 @@ def _integer(value: Any, name: str, low: int) -> int:
 
 
 def _real(value: Any, name: str, low: float, *, strict: bool) -> float:
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+    try:
+        ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+    except OverflowError:
+        ok = False  # an int beyond float's range
     if not ok or value < low or (strict and value == low):
         bound = f"above {low}" if strict else f"of at least {low}"
         raise InvalidArgumentError(f"{name} must be a finite number {bound}; got {value!r}")
@@ -370,7 +376,8 @@ class MLPClassifier(_ClassifierMixin, _BaseEstimator):
                 return None
             # Never stops, but the best epoch's weights are still kept.
             return ("val_accuracy", _integer(self.max_iter, "max_iter", 1) + 1, tol, True)
-        patience = _integer(patience, "n_iter_no_change", 1) + 1
+        # One more than scikit-learn's count, kept within the library's 64 bits (2**64 - 1 epochs never end).
+        patience = min(_integer(patience, "n_iter_no_change", 1) + 1, 2**64 - 1)
         if self.early_stopping:
             return ("val_accuracy", patience, tol, True)
         return ("loss", patience, tol, False)
@@ -419,7 +426,14 @@ class MLPClassifier(_ClassifierMixin, _BaseEstimator):
         ``adapter`` opened and closed for the call. Everything is checked before any work; a refused fit
         leaves the estimator as it was."""
         hidden = self._hidden()
-        if self.solver not in _SOLVERS:
+        # The flags first: each is read as a truth below, which an array would make ambiguous.
+        for flag in ("early_stopping", "standardize"):
+            if not isinstance(getattr(self, flag), (bool, np.bool_)):
+                raise InvalidArgumentError(f"{flag} must be True or False; got {getattr(self, flag)!r}")
+        verbose = self.verbose
+        if not isinstance(verbose, (bool, np.bool_)) and not (isinstance(verbose, numbers.Integral) and verbose >= 0):
+            raise InvalidArgumentError(f"verbose must be True, False or a level of at least 0; got {verbose!r}")
+        if not isinstance(self.solver, str) or self.solver not in _SOLVERS:
             raise InvalidArgumentError(f"solver must be one of {', '.join(map(repr, _SOLVERS))}; got {self.solver!r}")
         momentum = _real(self.momentum, "momentum", 0.0, strict=False)
         if momentum > 1:
@@ -446,9 +460,6 @@ class MLPClassifier(_ClassifierMixin, _BaseEstimator):
         batch = self.batch_size
         if not (isinstance(batch, str) and batch == "auto"):
             batch = _integer(batch, "batch_size (or 'auto')", 1)
-        for flag in ("early_stopping", "standardize"):
-            if not isinstance(getattr(self, flag), (bool, np.bool_)):
-                raise InvalidArgumentError(f"{flag} must be True or False; got {getattr(self, flag)!r}")
 
         names = _feature_names(X)
         inputs = _inputs(X, "X")
@@ -483,7 +494,7 @@ class MLPClassifier(_ClassifierMixin, _BaseEstimator):
             stopping,
         )
         if session is not None:
-            fitted = _wgcompute.fit_classifier(session._s, *arguments)
+            fitted = _wgcompute.fit_classifier(_session_argument(session)._s, *arguments)
         else:
             with Session(memory_limit=self.memory_limit, adapter=self.adapter) as own:
                 fitted = _wgcompute.fit_classifier(own._s, *arguments)
@@ -547,7 +558,7 @@ class MLPClassifier(_ClassifierMixin, _BaseEstimator):
         scale = None if self.input_scale_ is None else np.ascontiguousarray(self.input_scale_, dtype=np.float32)
         arguments = (coefs, intercepts, mean, scale, inputs)
         if session is not None:
-            probabilities = _wgcompute.predict_classifier(session._s, *arguments)
+            probabilities = _wgcompute.predict_classifier(_session_argument(session)._s, *arguments)
         else:
             with Session(memory_limit=self.memory_limit, adapter=self.adapter) as own:
                 probabilities = _wgcompute.predict_classifier(own._s, *arguments)

@@ -18,7 +18,7 @@ import numbers
 from collections.abc import Sequence
 from typing import Any
 
-from . import InvalidArgumentError, Session, Tensor, Variable, _seed, _wgcompute
+from . import InvalidArgumentError, Session, Tensor, Variable, _flag, _seed, _sequence, _session_argument, _wgcompute
 
 __all__ = ["Linear", "Mlp"]
 
@@ -35,11 +35,12 @@ class Linear:
     def __init__(
         self, session: Session, in_features: int, out_features: int, bias: bool = True, seed: int | None = None
     ) -> None:
+        session = _session_argument(session)
         named = _wgcompute.linear_parameters(
             session._s,
             _width(in_features, "in_features"),
             _width(out_features, "out_features"),
-            bool(bias),
+            _flag(bias, "bias"),
             _seed(seed),
         )
         parameters = dict(named)
@@ -114,14 +115,15 @@ class Mlp:
         *,
         seed: int | None = None,
     ) -> None:
+        session = _session_argument(session)
         if isinstance(sizes, numbers.Integral):
             if hidden is None or outputs is None:
                 raise InvalidArgumentError("Mlp(session, inputs, hidden, outputs) needs all three, or a list of widths")
-            widths = [sizes, *hidden, outputs]
+            widths = [sizes, *_sequence(hidden, "hidden (the hidden widths)"), outputs]
         else:
             if hidden is not None or outputs is not None:
                 raise InvalidArgumentError("give the widths as one list, or as inputs, hidden and outputs, not both")
-            widths = list(sizes)
+            widths = _sequence(sizes, "sizes (the layer widths)")
         widths = [_width(width, "a layer width") for width in widths]
         named = _wgcompute.mlp_parameters(session._s, widths, _seed(seed))
         self._build(session, named)

@@ -14,7 +14,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from . import ArgumentTypeError, InvalidArgumentError, Tensor, Variable, _wgcompute
+from . import ArgumentTypeError, InvalidArgumentError, Tensor, Variable, _sequence, _wgcompute
 
 __all__ = ["SGD", "Adam", "AdamW", "Optimizer"]
 
@@ -33,7 +33,7 @@ def _rate(lr: Any, learning_rate: Any, default: float) -> float:
     """The learning rate given as ``lr`` or as TensorFlow's ``learning_rate``, not both."""
     if learning_rate is None:
         return _float(lr, "lr")
-    if lr != default:
+    if _float(lr, "lr") != default:
         raise InvalidArgumentError("give the learning rate once: lr or learning_rate")
     return _float(learning_rate, "learning_rate")
 
@@ -66,7 +66,7 @@ class Optimizer:
 
     def step(self, params: Sequence[Variable], grads: Sequence[Tensor | None]) -> None:
         """Moves each variable of ``params`` by its gradient in ``grads`` (None: left as it is)."""
-        params, grads = list(params), list(grads)
+        params, grads = _sequence(params, "params"), _sequence(grads, "grads")
         for param in params:
             if not isinstance(param, Variable):
                 raise InvalidArgumentError(
@@ -79,7 +79,10 @@ class Optimizer:
 
     def apply_gradients(self, grads_and_vars: Iterable[tuple[Tensor | None, Variable]]) -> int:
         """TensorFlow's form of :meth:`step`: (gradient, variable) pairs. Returns the step count."""
-        pairs = list(grads_and_vars)
+        pairs = [_sequence(pair, "each of grads_and_vars") for pair in _sequence(grads_and_vars, "grads_and_vars")]
+        for pair in pairs:
+            if len(pair) != 2:
+                raise ArgumentTypeError(f"grads_and_vars holds (gradient, variable) pairs; got {pair!r:.80}")
         self.step([var for _, var in pairs], [grad for grad, _ in pairs])
         return self.iterations
 
