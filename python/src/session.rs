@@ -18,6 +18,8 @@ pub struct Session {
     report: Mutex<Option<CloseReport>>,
     /// The process that opened it: a forked child must not touch the parent's device.
     pid: u32,
+    /// Whether its device is GL's, for what a forked child may open (see `fork`).
+    on_gl: bool,
 }
 
 impl Drop for Session {
@@ -32,7 +34,7 @@ impl Drop for Session {
         if std::process::id() != self.pid {
             std::mem::forget(session);
         } else if session.is_some() {
-            crate::fork::released();
+            crate::fork::released(self.on_gl);
         }
     }
 }
@@ -192,11 +194,24 @@ impl Session {
             options = options.tuning(tuning);
         }
         let session = py.detach(|| wgcompute::Session::open(options)).or_raise()?;
-        crate::fork::opened();
+        let on_gl = session.adapter().backend == "gl";
+        if on_gl && crate::fork::forked_with_gl() {
+            // Closing it would wait on the same missing threads: the child leaves it be.
+            std::mem::forget(session);
+            return Err(named(
+                "ForkedError",
+                "this process was forked from one holding a GL session, and GL's driver state, copied at the fork, \
+                 waits for threads the copy does not have: a GL device would hang here. Open a Vulkan session, \
+                 close the parent's GL sessions before forking, or start workers with the 'spawn' method"
+                    .to_string(),
+            ));
+        }
+        crate::fork::opened(on_gl);
         Ok(Session {
             session: Mutex::new(Some(session)),
             report: Mutex::new(None),
             pid: std::process::id(),
+            on_gl,
         })
     }
 
@@ -213,7 +228,7 @@ impl Session {
             let mut report = self.report.lock().unwrap_or_else(PoisonError::into_inner);
             if let Some(session) = session.take() {
                 *report = Some(CloseReport::from(&session.close()));
-                crate::fork::released();
+                crate::fork::released(self.on_gl);
             }
             report.clone()
         });

@@ -109,3 +109,35 @@ def test_a_child_forked_from_several_sessions_exits_with_its_status(tmp_path, ad
     assert "child leaves" in lines and "child status 3" in lines and lines[-1] == "parent works", done.stdout
     if child == "opens":
         assert "own 8.0" in lines, done.stdout
+
+
+def test_a_child_of_a_gl_session_is_refused_gl_and_opens_vulkan(tmp_path):
+    """A GL device opened in a child of a process holding one would wait for ever on the parent's driver threads
+    (its first pipeline never returns): it is a ForkedError at once; Vulkan works there."""
+    session = wgcompute.Session(adapter="gl")
+    try:
+        x = session.tensor(np.ones((8, 8), np.float32))
+        assert (x @ x).numpy()[0, 0] == 8.0
+
+        def open_gl():
+            wgcompute.Session(adapter="gl")
+
+        def open_vulkan():
+            own = wgcompute.Session(adapter="vulkan")
+            y = own.tensor(np.ones((4, 4), np.float32))
+            assert (y @ y).numpy()[0, 0] == 4.0
+            own.close()
+
+        assert _child_outcome(open_gl) == "ForkedError"
+        assert _child_outcome(open_vulkan) == "no error"
+    finally:
+        session.close()
+    # With no GL session held at the fork, a child opens GL as any process does.
+
+    def open_gl_and_compute():
+        own = wgcompute.Session(adapter="gl")
+        y = own.tensor(np.ones((4, 4), np.float32))
+        assert (y @ y).numpy()[0, 0] == 4.0
+        own.close()
+
+    assert _child_outcome(open_gl_and_compute) == "no error"
