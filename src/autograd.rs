@@ -26,10 +26,10 @@
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::kernels::elementwise::{for_each_binary_op, for_each_unary_op, BinaryOp, UnaryOp};
-use crate::kernels::reduce::{for_each_reduce_op, ReduceOp};
+use crate::op::elementwise::{for_each_binary_op, for_each_unary_op, BinaryOp, UnaryOp};
+use crate::op::matmul::Transpose;
+use crate::op::reduce::{for_each_reduce_op, ReduceOp};
 use crate::ops::linear;
-use crate::ops::matmul::Transpose;
 use crate::tensor::Tensor;
 
 /// A value recorded on a [`Tape`].
@@ -723,7 +723,7 @@ impl Tape {
                     });
                 }
                 output_value.expect_same_session("gradient", given)?;
-                given.expect_dtype("gradient", crate::DType::F32)?;
+                given.expect_dtype("gradient", crate::dtype::DType::F32)?;
                 given.try_clone()?
             }
             // A small seed (a scalar cost's) is written by the queue: no pass of its own.
@@ -731,8 +731,11 @@ impl Tape {
                 output_value.upload_beside(&vec![1.0; output_value.len()], output_value.shape())?
             }
             None => {
-                let ones =
-                    output_value.output("backward", output_value.shape(), crate::DType::F32)?;
+                let ones = output_value.output(
+                    "backward",
+                    output_value.shape(),
+                    crate::dtype::DType::F32,
+                )?;
                 ones.fill_(1.0)?;
                 ones
             }
@@ -1022,7 +1025,7 @@ impl Tape {
                 let dx = self.nodes[x].value.output(
                     "narrow backward",
                     self.nodes[x].value.shape(),
-                    crate::DType::F32,
+                    crate::dtype::DType::F32,
                 )?;
                 dx.fill_(0.0)?;
                 upstream.write_into(&dx, axis, start)?;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::autograd::{Tape, Var};
 use crate::error::{Error, Result};
-use crate::kernels::elementwise::UnaryOp;
+use crate::op::elementwise::UnaryOp;
 use crate::session::Session;
 use crate::tensor::Tensor;
 

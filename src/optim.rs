@@ -152,7 +152,7 @@ fn refuse_other_slots(
 }
 
 fn zeros_like(tensor: &Tensor) -> Result<Tensor> {
-    let zeros = tensor.output("optimizer state", tensor.shape(), crate::DType::F32)?;
+    let zeros = tensor.output("optimizer state", tensor.shape(), crate::dtype::DType::F32)?;
     zeros.fill_(0.0)?;
     Ok(zeros)
 }
@@ -191,7 +191,7 @@ impl Adam {
         Self::new(AdamConfig {
             lr,
             weight_decay,
-            epsilon_placement: crate::EpsilonPlacement::KingmaBa,
+            epsilon_placement: crate::ops::optim::EpsilonPlacement::KingmaBa,
             ..AdamConfig::default()
         })
     }

@@ -143,9 +143,9 @@ pub struct SessionOptions {
     /// How kernel variants are chosen; None: `$WGCOMPUTE_TUNING`, else [`Tuning::Tune`].
     pub tuning: Option<Tuning>,
     /// (family, variant) pairs: that variant wherever it can run, whatever the tuning (see
-    /// [`crate::kernel_variants`]).
+    /// [`crate::kernels::kernel_variants`]).
     pub forced_variants: Vec<(String, String)>,
-    /// Where tuned picks are cached instead of [`crate::tuning_cache_dir`].
+    /// Where tuned picks are cached instead of [`crate::runtime::tuning_cache_dir`].
     pub tuning_cache_dir: Option<std::path::PathBuf>,
 }
 
@@ -196,7 +196,7 @@ impl SessionOptions {
     /// The tuner these options ask for, with `info`'s cache file.
     fn tuner(&self, info: &wgpu::AdapterInfo) -> Result<Tuner> {
         for (family, variant) in &self.forced_variants {
-            let known = crate::kernel_variants();
+            let known = crate::kernels::kernel_variants();
             let Some((_, variants)) = known.iter().find(|(name, _)| name == family) else {
                 return Err(Error::InvalidArgument {
                     what: "kernel family",
@@ -233,7 +233,7 @@ impl SessionOptions {
             mode,
             self.forced_variants.clone(),
             cache,
-            crate::kernel_variants(),
+            crate::kernels::kernel_variants(),
         ))
     }
 }
@@ -578,9 +578,9 @@ impl Session {
     }
 
     /// What the session's work has cost so far: dispatches recorded, submissions, bind groups and pipelines
-    /// created (see [`Counters`](crate::Counters)). Counts go on across suspend and resume; reading them
+    /// created (see [`Counters`](crate::runtime::Counters)). Counts go on across suspend and resume; reading them
     /// neither flushes nor waits, and works on a suspended or lost session too.
-    pub fn counters(&self) -> crate::Counters {
+    pub fn counters(&self) -> crate::runtime::Counters {
         self.inner.counters()
     }
 

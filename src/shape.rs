@@ -16,10 +16,10 @@
 //! The crate-internal helpers below them (strides, lanes) turn those shapes into what the kernels read.
 
 use crate::error::{Error, Result};
-use crate::kernels::elementwise::{BinaryOp, UnaryOp};
-use crate::kernels::reduce::{ReduceOp, Reduction};
-use crate::kernels::softmax::MAX_COLS;
-use crate::ops::matmul::Transpose;
+use crate::op::elementwise::{BinaryOp, UnaryOp};
+use crate::op::matmul::Transpose;
+use crate::op::reduce::{ReduceOp, Reduction};
+use crate::op::softmax::MAX_COLS;
 
 /// Highest rank a tensor may have.
 pub const MAX_RANK: usize = 4;

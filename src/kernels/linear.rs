@@ -13,11 +13,13 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::elementwise::{self, BinaryOp, Operand, UnaryOp};
+use super::elementwise::{self, Operand};
 use super::matmul::{self, Layout};
 use super::plan::Limits;
-use super::reduce::{self, ReduceOp, Reduction};
+use super::reduce;
 use crate::error::Result;
+use crate::op::elementwise::{BinaryOp, UnaryOp};
+use crate::op::reduce::{ReduceOp, Reduction};
 use crate::runtime::{size_bucket, BufferRange, Kernel, Runtime, Shader};
 use crate::shape::Lanes;
 

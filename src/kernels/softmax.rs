@@ -157,10 +157,6 @@ fn run(
     }
 }
 
-/// Longest row: each of a row's 256 threads loops over cols / 256 elements, and llvmpipe ends any loop after
-/// 65,535 iterations.
-pub(crate) const MAX_COLS: usize = 256 * 65_535;
-
 /// Softmax (or log-softmax) of each of `rows` rows of `cols` elements.
 pub(crate) fn softmax_rows(
     runtime: &mut Runtime,
@@ -226,6 +222,7 @@ reflected_layout!(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::op::softmax::MAX_COLS;
 
     #[test]
     fn every_width_has_its_default_first_and_only_variants_that_can_take_it() {

@@ -2,9 +2,8 @@
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::kernels::elementwise::{
-    self, for_each_binary_op, for_each_unary_op, BinaryOp, Operand, UnaryOp,
-};
+use crate::kernels::elementwise::{self, Operand};
+use crate::op::elementwise::{for_each_binary_op, for_each_unary_op, BinaryOp, UnaryOp};
 use crate::shape::{binary_shape, unary_shape};
 use crate::tensor::Tensor;
 

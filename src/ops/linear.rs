@@ -4,9 +4,9 @@
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::kernels::elementwise::UnaryOp;
 use crate::kernels::linear;
-use crate::ops::matmul::Transpose;
+use crate::op::elementwise::UnaryOp;
+use crate::op::matmul::Transpose;
 use crate::tensor::Tensor;
 
 const NAME: &str = "linear";

@@ -7,7 +7,8 @@
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::kernels::reduce::{self, for_each_reduce_op, ReduceOp, Reduction, ZeroSplit};
+use crate::kernels::reduce::{self, ZeroSplit};
+use crate::op::reduce::{for_each_reduce_op, ReduceOp, Reduction};
 use crate::shape::{self, lanes, reduction_name};
 use crate::tensor::Tensor;
 

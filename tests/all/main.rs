@@ -35,6 +35,7 @@ mod checkpoint;
 mod counters;
 mod data;
 mod fit;
+mod layering;
 mod lifecycle;
 mod ops_edges;
 mod ops_elementwise;

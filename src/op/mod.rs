@@ -1,0 +1,8 @@
+//! The op vocabulary, at the bottom of the crate: which ops there are, their names, descriptions and table
+//! rows, and how a matrix product reads its operands. Shape inference (`shape`), the kernels and the autograd
+//! rules read these; none of them is imported here.
+
+pub mod elementwise;
+pub mod matmul;
+pub mod reduce;
+pub mod softmax;
