@@ -178,7 +178,79 @@ pub enum Error {
     Bench { row: String, message: String },
 }
 
+/// What kind of failure an [`Error`] is, for a caller that answers each kind its own way (a binding raising one
+/// exception class per kind). Every variant of [`Error`] has exactly one kind; the enum is exhaustive, so a
+/// new kind cannot go unmapped where a caller matches on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// Over the cap, over what the driver could give, or larger than any buffer may be.
+    OutOfMemory,
+    Shape,
+    DType,
+    /// An argument out of its range, or a fraction of device memory that is not known.
+    InvalidArgument,
+    SessionMismatch,
+    SessionClosed,
+    Suspended,
+    NotSuspended,
+    DeviceLost,
+    /// No adapter matched, or it would not open a device.
+    Adapter,
+    Checkpoint,
+    TuningCache,
+    Diverged,
+    Interrupted,
+    Driver,
+    Bench,
+}
+
+impl ErrorKind {
+    /// Every kind, for a caller that checks it maps them all.
+    pub const ALL: &'static [ErrorKind] = &[
+        ErrorKind::OutOfMemory,
+        ErrorKind::Shape,
+        ErrorKind::DType,
+        ErrorKind::InvalidArgument,
+        ErrorKind::SessionMismatch,
+        ErrorKind::SessionClosed,
+        ErrorKind::Suspended,
+        ErrorKind::NotSuspended,
+        ErrorKind::DeviceLost,
+        ErrorKind::Adapter,
+        ErrorKind::Checkpoint,
+        ErrorKind::TuningCache,
+        ErrorKind::Diverged,
+        ErrorKind::Interrupted,
+        ErrorKind::Driver,
+        ErrorKind::Bench,
+    ];
+}
+
 impl Error {
+    /// The kind of failure this is.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::OutOfMemory { .. } | Error::BufferTooBig { .. } => ErrorKind::OutOfMemory,
+            Error::Shape { .. } => ErrorKind::Shape,
+            Error::DType { .. } => ErrorKind::DType,
+            Error::InvalidArgument { .. } | Error::DeviceMemoryUnknown { .. } => {
+                ErrorKind::InvalidArgument
+            }
+            Error::SessionMismatch { .. } => ErrorKind::SessionMismatch,
+            Error::SessionClosed => ErrorKind::SessionClosed,
+            Error::Suspended => ErrorKind::Suspended,
+            Error::NotSuspended => ErrorKind::NotSuspended,
+            Error::DeviceLost { .. } => ErrorKind::DeviceLost,
+            Error::NoAdapter { .. } | Error::RequestDevice { .. } => ErrorKind::Adapter,
+            Error::Checkpoint { .. } => ErrorKind::Checkpoint,
+            Error::TuningCache { .. } => ErrorKind::TuningCache,
+            Error::Diverged { .. } => ErrorKind::Diverged,
+            Error::Interrupted => ErrorKind::Interrupted,
+            Error::Driver { .. } => ErrorKind::Driver,
+            Error::Bench { .. } => ErrorKind::Bench,
+        }
+    }
+
     /// A driver error that no error below it explains.
     pub(crate) fn driver(op: &'static str, message: impl Into<String>) -> Self {
         Error::Driver {

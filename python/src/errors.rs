@@ -5,6 +5,7 @@
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyModule;
+use wgcompute::ErrorKind;
 
 static ERRORS: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
 
@@ -41,29 +42,46 @@ fn errors_module(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
         .map(|module| module.bind(py))
 }
 
+/// The package's class for each kind of library error: a match without a wildcard, so that a new kind does
+/// not compile until it has its class.
+pub fn class_of(kind: ErrorKind) -> Option<&'static str> {
+    Some(match kind {
+        ErrorKind::OutOfMemory => "OutOfMemoryError",
+        ErrorKind::Shape => "ShapeError",
+        ErrorKind::DType => "DTypeError",
+        ErrorKind::InvalidArgument => "InvalidArgumentError",
+        ErrorKind::SessionMismatch => "SessionMismatchError",
+        ErrorKind::SessionClosed => "SessionClosedError",
+        ErrorKind::Suspended => "SuspendedError",
+        ErrorKind::NotSuspended => "NotSuspendedError",
+        ErrorKind::DeviceLost => "DeviceLostError",
+        ErrorKind::Adapter => "AdapterError",
+        ErrorKind::Checkpoint => "CheckpointError",
+        ErrorKind::TuningCache => "TuningCacheError",
+        ErrorKind::Diverged => "DivergedError",
+        ErrorKind::Driver => "DriverError",
+        // Raised as Python's own KeyboardInterrupt, which a user's Ctrl-C handling expects.
+        ErrorKind::Interrupted => return None,
+        // The benchmarks' own failures, which the package raises as its base class.
+        ErrorKind::Bench => "Error",
+    })
+}
+
+/// Each kind's class, for the test that every one is a class of the package.
+#[pyfunction]
+pub fn error_classes() -> Vec<(String, Option<&'static str>)> {
+    ErrorKind::ALL
+        .iter()
+        .map(|&kind| (format!("{kind:?}"), class_of(kind)))
+        .collect()
+}
+
 fn build(py: Python<'_>, error: &wgcompute::Error) -> PyResult<PyErr> {
     use wgcompute::Error as E;
-    let class = match error {
-        E::OutOfMemory { .. } | E::BufferTooBig { .. } => "OutOfMemoryError",
-        E::Shape { .. } => "ShapeError",
-        E::DType { .. } => "DTypeError",
-        E::InvalidArgument { .. } | E::DeviceMemoryUnknown { .. } => "InvalidArgumentError",
-        E::SessionMismatch { .. } => "SessionMismatchError",
-        E::SessionClosed => "SessionClosedError",
-        E::Suspended => "SuspendedError",
-        E::NotSuspended => "NotSuspendedError",
-        E::DeviceLost { .. } => "DeviceLostError",
-        E::NoAdapter { .. } | E::RequestDevice { .. } => "AdapterError",
-        E::Checkpoint { .. } => "CheckpointError",
-        E::TuningCache { .. } => "TuningCacheError",
-        E::Diverged { .. } => "DivergedError",
-        E::Driver { .. } => "DriverError",
-        E::Interrupted => {
-            return Ok(pyo3::exceptions::PyKeyboardInterrupt::new_err(
-                error.to_string(),
-            ))
-        }
-        _ => "Error",
+    let Some(class) = class_of(error.kind()) else {
+        return Ok(pyo3::exceptions::PyKeyboardInterrupt::new_err(
+            error.to_string(),
+        ));
     };
     let exception = errors_module(py)?
         .getattr(class)?

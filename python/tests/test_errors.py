@@ -60,6 +60,20 @@ def test_every_exported_error_class_is_checked():
     assert exported == set(BUILTINS)
 
 
+def test_every_kind_of_library_error_has_a_class_of_the_package():
+    kinds = wgcompute._wgcompute.error_classes()
+    assert len(kinds) >= 16
+    for kind, class_name in kinds:
+        if class_name is None:
+            # Interrupted: raised as Python's own KeyboardInterrupt.
+            assert kind == "Interrupted"
+            continue
+        cls = getattr(wgcompute, class_name)
+        assert issubclass(cls, wgcompute.Error), kind
+        # Each kind its own class, but for the benchmarks' failures, which are the base class.
+        assert (cls is wgcompute.Error) == (kind == "Bench"), kind
+
+
 def test_out_of_memory_carries_its_sizes():
     error = wgcompute.OutOfMemoryError("message")
     assert error.requested is None and error.limit is None and error.by_driver is False

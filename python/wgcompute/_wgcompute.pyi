@@ -42,6 +42,9 @@ class _Device(TypedDict):
 def devices() -> list[_Device]:
     """The adapters a session can open, as ``wgcompute devices`` lists them."""
 
+def error_classes() -> list[tuple[str, str | None]]:
+    """(kind, the package's class name) for every kind of library error; None: raised as KeyboardInterrupt."""
+
 def op_tables() -> tuple[list[tuple[str, bool, str]], list[tuple[str, str]], list[tuple[str, str]]]:
     """(name, takes a scalar, description) per unary row; (name, description) per binary and reduction row."""
 
