@@ -87,6 +87,20 @@ fn invalid(what: &'static str, given: String, expected: String) -> Error {
     }
 }
 
+/// Refuses a class id at or above `classes`, naming the first such and its position; `what` names the
+/// argument in the error. The one check every entry point that takes class ids (datasets, metrics, the
+/// binding's classifier) calls.
+pub fn check_class_ids(what: &'static str, ids: &[u32], classes: usize) -> Result<()> {
+    match ids.iter().enumerate().find(|(_, &id)| id as usize >= classes) {
+        Some((index, id)) => Err(invalid(
+            what,
+            format!("class id {id} at index {index}"),
+            format!("ids below the class count, {classes}"),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// SplitMix64, for the seeded shuffles: the same seed and epoch give the same order everywhere.
 struct SplitMix(u64);
 
@@ -181,17 +195,7 @@ impl Dataset {
                         format!("one per sample: {samples}"),
                     ));
                 }
-                if let Some((index, id)) = ids
-                    .iter()
-                    .enumerate()
-                    .find(|(_, &id)| id as usize >= classes)
-                {
-                    return Err(invalid(
-                        "dataset labels",
-                        format!("class id {id} at sample {index}"),
-                        format!("ids below the class count, {classes}"),
-                    ));
-                }
+                check_class_ids("dataset labels", ids, classes)?;
                 session.upload_u32(ids, &[samples])?
             }
             Labels::Probabilities(rows) => session.upload(rows, &[samples, classes])?,

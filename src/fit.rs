@@ -35,7 +35,7 @@ use std::time::Instant;
 
 use crate::checkpoint::{self, Checkpoint, FitExtras};
 use crate::data::{
-    check_batch_size, check_split_fraction, held_out_count, shuffled_order, Dataset, Figures,
+    check_batch_size, check_class_ids, check_split_fraction, held_out_count, shuffled_order, Dataset, Figures,
     Labels, Progress, StepOutcome,
 };
 use crate::error::{Error, Result};
@@ -1793,17 +1793,7 @@ impl Metrics {
                 format!("{classes} per sample"),
             ));
         }
-        if let Some((index, id)) = truth
-            .iter()
-            .enumerate()
-            .find(|(_, &id)| id as usize >= classes)
-        {
-            return Err(invalid(
-                "metrics",
-                format!("class id {id} at index {index}"),
-                format!("ids below the {classes} classes"),
-            ));
-        }
+        check_class_ids("metrics", truth, classes)?;
         let predicted = most_probable(probabilities, classes);
         let mut confusion =
             (classes <= MAX_CONFUSION_CLASSES).then(|| vec![vec![0u64; classes]; classes]);

@@ -137,15 +137,7 @@ pub fn fit_classifier<'py>(
     config.check().or_raise()?;
     let inputs = host(&inputs);
     let labels = host(&labels);
-    if let Some((index, label)) = labels
-        .iter()
-        .enumerate()
-        .find(|(_, &label)| label as usize >= classes)
-    {
-        return Err(invalid(format!(
-            "class id {label} at index {index}: ids must be below the {classes} classes"
-        )));
-    }
+    wgcompute::data::check_class_ids("labels", &labels, classes).or_raise()?;
     // A signal (Ctrl-C) caught while the fit runs without the GIL: its exception, raised once the fit stops.
     let signalled: Mutex<Option<PyErr>> = Mutex::new(None);
     let fitted = session
