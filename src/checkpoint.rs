@@ -35,6 +35,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
 use std::path::Path;
+use std::sync::Arc;
 
 use safetensors::tensor::{Dtype, Metadata as SafetensorsHeader};
 
@@ -209,24 +210,21 @@ fn encode(
     metadata.insert(FORMAT_KEY.into(), FORMAT.into());
     metadata.insert(SIZES_KEY.into(), join(&model.sizes()));
     metadata.insert(ACTIVATION_KEY.into(), ACTIVATION.into());
-    let state = optimizer.map(|optimizer| optimizer.state());
+    let model_order: Vec<Arc<Tensor>> = parameters
+        .iter()
+        .map(|(_, parameter)| Arc::clone(parameter))
+        .collect();
+    // An optimizer that stepped the parameters in another order saves its state in the model's, since the
+    // file pairs each slot's tensors with the parameters by name.
+    let state = optimizer
+        .map(|optimizer| optimizer.state().in_order_of(&model_order))
+        .transpose()?;
     if let Some(state) = &state {
         metadata.insert(OPTIMIZER_KEY.into(), state.kind.into());
         metadata.insert(OPTIMIZER_STEPS_KEY.into(), state.steps.to_string());
         for (slot, tensors) in &state.slots {
             if tensors.is_empty() {
                 continue;
-            }
-            if tensors.len() != parameters.len() {
-                return Err(failure(
-                    path,
-                    format!(
-                        "the optimizer holds {} '{slot}' tensors for {} parameters: save it with the model it \
-                         trained",
-                        tensors.len(),
-                        parameters.len()
-                    ),
-                ));
             }
             for ((name, _), tensor) in parameters.iter().zip(tensors) {
                 named.push((format!("{SLOT_PREFIX}{slot}.{name}"), tensor));
@@ -1618,8 +1616,12 @@ impl Checkpoint {
                 .collect::<Result<Vec<_>>>()?;
             slots.push((slot.to_string(), restored));
         }
+        let model_order: Vec<Arc<Tensor>> = parameters
+            .iter()
+            .map(|(_, parameter)| Arc::clone(parameter))
+            .collect();
         optimizer
-            .restore(saved.steps, slots)
+            .restore(&model_order, saved.steps, slots)
             .map_err(|error| match error {
                 Error::InvalidArgument { .. } => failure_caused(
                     &self.path,

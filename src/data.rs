@@ -91,7 +91,11 @@ fn invalid(what: &'static str, given: String, expected: String) -> Error {
 /// argument in the error. The one check every entry point that takes class ids (datasets, metrics, the
 /// binding's classifier) calls.
 pub fn check_class_ids(what: &'static str, ids: &[u32], classes: usize) -> Result<()> {
-    match ids.iter().enumerate().find(|(_, &id)| id as usize >= classes) {
+    match ids
+        .iter()
+        .enumerate()
+        .find(|(_, &id)| id as usize >= classes)
+    {
         Some((index, id)) => Err(invalid(
             what,
             format!("class id {id} at index {index}"),

@@ -35,8 +35,8 @@ use std::time::Instant;
 
 use crate::checkpoint::{self, Checkpoint, FitExtras};
 use crate::data::{
-    check_batch_size, check_class_ids, check_split_fraction, held_out_count, shuffled_order, Dataset, Figures,
-    Labels, Progress, StepOutcome,
+    check_batch_size, check_class_ids, check_split_fraction, held_out_count, shuffled_order,
+    Dataset, Figures, Labels, Progress, StepOutcome,
 };
 use crate::error::{Error, Result};
 use crate::nn::Mlp;

@@ -1,11 +1,14 @@
 //! Optimizers whose state (moments, momentum buffers, step count) lives in the session's pool: Adam with
 //! TensorFlow's epsilon placement by default, AdamW, and SGD with momentum. A step updates every parameter in one
 //! fused dispatch per combination of pool slabs its tensors lie in (one for a model whose tensors share a slab),
-//! with the bits the per-parameter updates give.
+//! with the bits the per-parameter updates give. Their state is keyed by each parameter's identity, as
+//! [`Gradients`] pairs gradients with parameters: a step may name the parameters in any order, and one the
+//! optimizer has no state for is refused rather than updated with another's.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use crate::autograd::Gradients;
+use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::ops::optim::{
     adam_update_tensors, check_sgd_lr, sgd_update_tensors, AdamConfig, AdamHyperparameter,
@@ -14,19 +17,22 @@ use crate::tensor::Tensor;
 
 /// Updates parameters from their gradients.
 pub trait Optimizer {
-    /// One step over `parameters`, in the same order every call (state is kept per position). A parameter
-    /// without a gradient is left as it is.
+    /// One step over `parameters`. The first step that succeeds fixes the parameters the optimizer keeps
+    /// state for, by identity; a later step may pass any of them, in any order. A parameter without a
+    /// gradient is left as it is. Refused before anything is updated: a parameter that is not float32, one
+    /// given twice, or one the first step did not have.
     fn step(&mut self, parameters: &[Arc<Tensor>], gradients: &Gradients) -> Result<()>;
 
-    /// What a checkpoint keeps of this optimizer: its kind, its step count, and its tensors by slot ("m", "v",
-    /// "momentum"), each in parameter order (empty before the first step). The step count is above 0 whenever
-    /// a slot holds tensors: a checkpoint reader refuses slot tensors at step 0, and refuses a step count above
-    /// 0 without every slot, since either means the file lost part of the state. An optimizer without state to
-    /// keep need not say more than the default.
+    /// What a checkpoint keeps of this optimizer: its kind, its step count, the parameters its state is for,
+    /// and its tensors by slot ("m", "v", "momentum"), each in the order of those parameters (all empty before
+    /// the first step). The step count is above 0 whenever a slot holds tensors: a checkpoint reader refuses
+    /// slot tensors at step 0, and refuses a step count above 0 without every slot, since either means the
+    /// file lost part of the state. An optimizer without state to keep need not say more than the default.
     fn state(&self) -> OptimizerState<'_> {
         OptimizerState {
             kind: "stateless",
             steps: 0,
+            parameters: Vec::new(),
             slots: Vec::new(),
         }
     }
@@ -47,9 +53,15 @@ pub trait Optimizer {
         })
     }
 
-    /// Takes back the state of a checkpoint: the step count and, per slot of [`Optimizer::state`], one tensor
-    /// per parameter (of its shape, in its session). A slot it does not keep is an error.
-    fn restore(&mut self, _steps: u64, slots: Vec<(String, Vec<Tensor>)>) -> Result<()> {
+    /// Takes back the state of a checkpoint for `parameters`: the step count and, per slot of
+    /// [`Optimizer::state`], one tensor per parameter in their order (of its shape, in its session). A slot it
+    /// does not keep is an error.
+    fn restore(
+        &mut self,
+        _parameters: &[Arc<Tensor>],
+        _steps: u64,
+        slots: Vec<(String, Vec<Tensor>)>,
+    ) -> Result<()> {
         if slots.is_empty() {
             Ok(())
         } else {
@@ -67,7 +79,139 @@ pub struct OptimizerState<'a> {
     /// "adam" or "sgd".
     pub kind: &'static str,
     pub steps: u64,
+    /// The parameters the state is for, in the order of every slot's tensors.
+    pub parameters: Vec<Weak<Tensor>>,
     pub slots: Vec<(&'static str, Vec<&'a Tensor>)>,
+}
+
+impl<'a> OptimizerState<'a> {
+    /// Whether the state is for `parameter` (the same tensor, not an equal one).
+    pub fn is_for(&self, parameter: &Arc<Tensor>) -> bool {
+        self.parameters
+            .iter()
+            .any(|known| Weak::as_ptr(known) == Arc::as_ptr(parameter))
+    }
+
+    /// The state with every slot's tensors in the order of `parameters`, as a checkpoint pairs them with a
+    /// model's parameters by position: an error unless the state is for exactly those parameters (or holds
+    /// none yet).
+    pub fn in_order_of(mut self, parameters: &[Arc<Tensor>]) -> Result<Self> {
+        if self.parameters.is_empty() && self.slots.iter().all(|(_, tensors)| tensors.is_empty()) {
+            return Ok(self);
+        }
+        let order = parameters
+            .iter()
+            .map(|parameter| {
+                self.parameters
+                    .iter()
+                    .position(|known| Weak::as_ptr(known) == Arc::as_ptr(parameter))
+            })
+            .collect::<Option<Vec<usize>>>()
+            .filter(|order| order.len() == self.parameters.len());
+        let Some(order) = order else {
+            return Err(Error::InvalidArgument {
+                what: "optimizer state",
+                given: format!(
+                    "the state of {} parameters that are not the model's {}",
+                    self.parameters.len(),
+                    parameters.len()
+                ),
+                expected: "the optimizer of the model it trained".to_string(),
+            });
+        };
+        for (name, tensors) in &mut self.slots {
+            if tensors.len() != self.parameters.len() {
+                return Err(Error::InvalidArgument {
+                    what: "optimizer state",
+                    given: format!(
+                        "{} '{name}' tensors for {} parameters",
+                        tensors.len(),
+                        self.parameters.len()
+                    ),
+                    expected: "one per parameter".to_string(),
+                });
+            }
+            *tensors = order.iter().map(|&position| tensors[position]).collect();
+        }
+        self.parameters = order
+            .iter()
+            .map(|&position| Weak::clone(&self.parameters[position]))
+            .collect();
+        Ok(self)
+    }
+}
+
+/// The parameters an optimizer keeps state for, in the order of its state's tensors. Held weakly: the
+/// optimizer keeps no parameter alive, and a parameter it knows cannot be freed and another made at its
+/// address while the key is held.
+#[derive(Default)]
+struct Known {
+    parameters: Vec<Weak<Tensor>>,
+}
+
+impl Known {
+    fn is_empty(&self) -> bool {
+        self.parameters.is_empty()
+    }
+
+    fn set(&mut self, parameters: &[Arc<Tensor>]) {
+        self.parameters = parameters.iter().map(Arc::downgrade).collect();
+    }
+
+    fn clear(&mut self) {
+        self.parameters.clear();
+    }
+
+    /// Where the state of each of `given` lies (its own index on a first step), or the reason the step is
+    /// refused, before anything is updated.
+    fn positions(&self, optimizer: &'static str, given: &[Arc<Tensor>]) -> Result<Vec<usize>> {
+        for (index, parameter) in given.iter().enumerate() {
+            if parameter.dtype() != DType::F32 {
+                return Err(Error::DType {
+                    op: optimizer,
+                    expected: DType::F32,
+                    found: parameter.dtype(),
+                });
+            }
+            if given[..index]
+                .iter()
+                .any(|earlier| Arc::ptr_eq(earlier, parameter))
+            {
+                return Err(Error::InvalidArgument {
+                    what: "optimizer parameters",
+                    given: format!("parameter {index}, given twice in one step"),
+                    expected: "each parameter once, with its gradient".to_string(),
+                });
+            }
+        }
+        if self.is_empty() {
+            return Ok((0..given.len()).collect());
+        }
+        given
+            .iter()
+            .enumerate()
+            .map(|(index, parameter)| {
+                self.parameters
+                    .iter()
+                    .position(|known| Weak::as_ptr(known) == Arc::as_ptr(parameter))
+                    .ok_or_else(|| Error::InvalidArgument {
+                        what: "optimizer parameters",
+                        given: format!(
+                            "parameter {index} of this step, not one this {optimizer} was first used with"
+                        ),
+                        expected: format!(
+                            "one of the {} parameters of its first step (by identity, not by value): make one \
+                             optimizer per set of parameters, or pass every parameter in the first step",
+                            self.parameters.len()
+                        ),
+                    })
+            })
+            .collect()
+    }
+
+    fn state(&self) -> Vec<Weak<Tensor>> {
+        self.parameters.clone()
+    }
 }
 
 /// One slot of a built-in optimizer's saved state, as a checkpoint reader checks it before any session work.
@@ -157,14 +301,13 @@ fn zeros_like(tensor: &Tensor) -> Result<Tensor> {
     Ok(zeros)
 }
 
-fn check_positions(kind: &'static str, known: usize, given: usize) -> Result<()> {
-    if known != 0 && known != given {
+/// Refuses restored slot tensors that are not one per parameter.
+fn check_restored(kind: &'static str, parameters: usize, slot: &str, given: usize) -> Result<()> {
+    if given != parameters {
         return Err(Error::InvalidArgument {
-            what: "optimizer parameters",
-            given: format!("{given} parameters"),
-            expected: format!(
-                "the same {known} parameters, in the same order, that the first {kind} step saw"
-            ),
+            what: "optimizer state",
+            given: format!("{given} '{slot}' tensors of {kind} for {parameters} parameters"),
+            expected: "one per parameter".to_string(),
         });
     }
     Ok(())
@@ -173,6 +316,7 @@ fn check_positions(kind: &'static str, known: usize, given: usize) -> Result<()>
 /// Adam (or AdamW, with a weight decay in its config).
 pub struct Adam {
     pub config: AdamConfig,
+    known: Known,
     moments: Vec<(Tensor, Tensor)>,
     step: u64,
 }
@@ -181,6 +325,7 @@ impl Adam {
     pub fn new(config: AdamConfig) -> Self {
         Self {
             config,
+            known: Known::default(),
             moments: Vec::new(),
             step: 0,
         }
@@ -201,8 +346,8 @@ impl Adam {
         self.step
     }
 
-    /// The first and second moments, one pair per parameter in the order the steps saw them (empty before the
-    /// first step).
+    /// The first and second moments, one pair per parameter in the order of the first step's (empty before
+    /// it).
     pub fn moments(&self) -> &[(Tensor, Tensor)] {
         &self.moments
     }
@@ -210,9 +355,9 @@ impl Adam {
 
 impl Optimizer for Adam {
     fn step(&mut self, parameters: &[Arc<Tensor>], gradients: &Gradients) -> Result<()> {
-        check_positions("Adam", self.moments.len(), parameters.len())?;
+        let positions = self.known.positions("Adam", parameters)?;
         let step = next_step("Adam", self.step)?;
-        let first = self.moments.is_empty();
+        let first = self.known.is_empty();
         if first {
             let moments: Result<Vec<_>> = parameters
                 .iter()
@@ -222,8 +367,9 @@ impl Optimizer for Adam {
         }
         let updates: Vec<_> = parameters
             .iter()
-            .zip(&self.moments)
-            .filter_map(|(parameter, (m, v))| {
+            .zip(&positions)
+            .filter_map(|(parameter, &position)| {
+                let (m, v) = &self.moments[position];
                 gradients
                     .of(parameter)
                     .map(|gradient| (&**parameter, gradient, m, v))
@@ -232,7 +378,12 @@ impl Optimizer for Adam {
         let outcome = adam_update_tensors(&updates, step, &self.config);
         // A refused step changes nothing: the count, and the moments a first step made.
         match outcome {
-            Ok(()) => self.step = step,
+            Ok(()) => {
+                self.step = step;
+                if first {
+                    self.known.set(parameters);
+                }
+            }
             Err(_) if first => self.moments.clear(),
             Err(_) => {}
         }
@@ -243,6 +394,7 @@ impl Optimizer for Adam {
         OptimizerState {
             kind: ADAM_KIND,
             steps: self.step,
+            parameters: self.known.state(),
             slots: vec![
                 (
                     ADAM_FIRST_MOMENTS.name,
@@ -266,19 +418,25 @@ impl Optimizer for Adam {
         Ok(())
     }
 
-    fn restore(&mut self, steps: u64, mut slots: Vec<(String, Vec<Tensor>)>) -> Result<()> {
+    fn restore(
+        &mut self,
+        parameters: &[Arc<Tensor>],
+        steps: u64,
+        mut slots: Vec<(String, Vec<Tensor>)>,
+    ) -> Result<()> {
         let m = take_slot("Adam", &mut slots, ADAM_FIRST_MOMENTS.name)?;
         let v = take_slot("Adam", &mut slots, ADAM_SECOND_MOMENTS.name)?;
         refuse_other_slots("Adam", ADAM_SLOTS, &slots)?;
-        if m.len() != v.len() {
-            return Err(Error::InvalidArgument {
-                what: "Adam state",
-                given: format!("{} first and {} second moments", m.len(), v.len()),
-                expected: "one of each per parameter".to_string(),
-            });
-        }
+        check_restored("Adam", parameters.len(), ADAM_FIRST_MOMENTS.name, m.len())?;
+        check_restored("Adam", parameters.len(), ADAM_SECOND_MOMENTS.name, v.len())?;
+        Known::default().positions("Adam", parameters)?;
         next_step("Adam", steps)?;
         self.moments = m.into_iter().zip(v).collect();
+        if self.moments.is_empty() {
+            self.known.clear();
+        } else {
+            self.known.set(parameters);
+        }
         self.step = steps;
         Ok(())
     }
@@ -401,6 +559,7 @@ impl std::str::FromStr for OptimizerKind {
 pub struct Sgd {
     pub lr: f32,
     pub momentum: f32,
+    known: Known,
     buffers: Vec<Tensor>,
     /// Counted only for checkpoints: SGD's update does not depend on it, but a file that says steps were
     /// taken and holds no momentum buffers is then known to have lost them.
@@ -412,6 +571,7 @@ impl Sgd {
         Self {
             lr,
             momentum,
+            known: Known::default(),
             buffers: Vec::new(),
             step: 0,
         }
@@ -425,9 +585,9 @@ impl Sgd {
 
 impl Optimizer for Sgd {
     fn step(&mut self, parameters: &[Arc<Tensor>], gradients: &Gradients) -> Result<()> {
-        check_positions("SGD", self.buffers.len(), parameters.len())?;
+        let positions = self.known.positions("SGD", parameters)?;
         let step = next_step("SGD", self.step)?;
-        let first = self.buffers.is_empty();
+        let first = self.known.is_empty();
         if first {
             self.buffers = parameters
                 .iter()
@@ -436,8 +596,9 @@ impl Optimizer for Sgd {
         }
         let updates: Vec<_> = parameters
             .iter()
-            .zip(&self.buffers)
-            .filter_map(|(parameter, buffer)| {
+            .zip(&positions)
+            .filter_map(|(parameter, &position)| {
+                let buffer = &self.buffers[position];
                 gradients
                     .of(parameter)
                     .map(|gradient| (&**parameter, gradient, buffer))
@@ -446,7 +607,12 @@ impl Optimizer for Sgd {
         let outcome = sgd_update_tensors(&updates, self.lr, self.momentum);
         // A refused step changes nothing: the count, and the buffers a first step made.
         match outcome {
-            Ok(()) => self.step = step,
+            Ok(()) => {
+                self.step = step;
+                if first {
+                    self.known.set(parameters);
+                }
+            }
             Err(_) if first => self.buffers.clear(),
             Err(_) => {}
         }
@@ -457,6 +623,7 @@ impl Optimizer for Sgd {
         OptimizerState {
             kind: SGD_KIND,
             steps: self.step,
+            parameters: self.known.state(),
             slots: vec![(SGD_MOMENTUM_SLOT.name, self.buffers.iter().collect())],
         }
     }
@@ -471,11 +638,28 @@ impl Optimizer for Sgd {
         Ok(())
     }
 
-    fn restore(&mut self, steps: u64, mut slots: Vec<(String, Vec<Tensor>)>) -> Result<()> {
+    fn restore(
+        &mut self,
+        parameters: &[Arc<Tensor>],
+        steps: u64,
+        mut slots: Vec<(String, Vec<Tensor>)>,
+    ) -> Result<()> {
         let buffers = take_slot("SGD", &mut slots, SGD_MOMENTUM_SLOT.name)?;
         refuse_other_slots("SGD", SGD_SLOTS, &slots)?;
+        check_restored(
+            "SGD",
+            parameters.len(),
+            SGD_MOMENTUM_SLOT.name,
+            buffers.len(),
+        )?;
+        Known::default().positions("SGD", parameters)?;
         next_step("SGD", steps)?;
         self.buffers = buffers;
+        if self.buffers.is_empty() {
+            self.known.clear();
+        } else {
+            self.known.set(parameters);
+        }
         self.step = steps;
         Ok(())
     }
@@ -533,20 +717,20 @@ mod tests {
                 .collect()
         };
         let mut adam = Adam::new(AdamConfig::default());
-        assert!(adam.restore(2, slots(&["m", "v"])).is_ok());
+        assert!(adam.restore(&[], 2, slots(&["m", "v"])).is_ok());
         assert_eq!(adam.steps(), 2);
         for refused in [&["m", "v", "momentum"][..], &["m"], &["v", "x"]] {
             assert!(
                 matches!(
-                    adam.restore(2, slots(refused)),
+                    adam.restore(&[], 2, slots(refused)),
                     Err(Error::InvalidArgument { .. })
                 ),
                 "{refused:?}"
             );
         }
         let mut sgd = Sgd::new(0.1, 0.9);
-        assert!(sgd.restore(4, slots(&["momentum"])).is_ok());
+        assert!(sgd.restore(&[], 4, slots(&["momentum"])).is_ok());
         assert_eq!(sgd.steps(), 4);
-        assert!(sgd.restore(4, slots(&["momentum", "m"])).is_err());
+        assert!(sgd.restore(&[], 4, slots(&["momentum", "m"])).is_err());
     }
 }

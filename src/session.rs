@@ -31,6 +31,21 @@ pub enum MemoryLimit {
 /// or a forgotten unit than a real cap.
 const MIN_BARE_BYTES: u64 = 1 << 20;
 
+impl MemoryLimit {
+    /// A fraction of device memory, which must be in (0, 1].
+    pub fn fraction(fraction: f64) -> Result<Self> {
+        if fraction > 0.0 && fraction <= 1.0 {
+            Ok(Self::Fraction(fraction))
+        } else {
+            Err(Error::InvalidArgument {
+                what: "memory limit",
+                given: format!("a fraction of {fraction}"),
+                expected: "a fraction of device memory above 0 and at most 1".to_string(),
+            })
+        }
+    }
+}
+
 impl FromStr for MemoryLimit {
     type Err = Error;
 

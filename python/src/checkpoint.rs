@@ -12,7 +12,7 @@ use wgcompute::checkpoint::{self, Checkpoint};
 use wgcompute::{Linear, Mlp};
 
 use crate::errors::{named, OrRaise};
-use crate::optim::{Built, Optimizer};
+use crate::optim::Optimizer;
 use crate::session::Session;
 use crate::tensor::Tensor;
 
@@ -31,84 +31,6 @@ type Loaded = (
 
 fn shared(tensor: &Tensor) -> PyResult<Arc<wgcompute::Tensor>> {
     tensor.shared().cloned()
-}
-
-/// Why a save under an optimizer's lock failed, made into an exception once the lock is let go (and the GIL
-/// taken back): making one needs the GIL.
-enum Refusal {
-    Library(wgcompute::Error),
-    Named(&'static str, String),
-}
-
-impl Refusal {
-    fn raise(self) -> PyErr {
-        match self {
-            Refusal::Library(error) => crate::errors::raise(error),
-            Refusal::Named(class, message) => named(class, message),
-        }
-    }
-}
-
-impl From<wgcompute::Error> for Refusal {
-    fn from(error: wgcompute::Error) -> Self {
-        Refusal::Library(error)
-    }
-}
-
-/// The optimizer's state in the model's parameter order: `None` where it is in that order already (or holds
-/// none yet), else a copy reordered, since the file pairs each slot's tensors with the parameters by position.
-/// Called under the optimizer's lock with the GIL released.
-fn in_model_order(
-    optimizer: &Built,
-    known: &[Arc<wgcompute::Tensor>],
-    parameters: &[Arc<wgcompute::Tensor>],
-) -> Result<Option<Built>, Refusal> {
-    let same_order = known.len() == parameters.len()
-        && known.iter().zip(parameters).all(|(a, b)| Arc::ptr_eq(a, b));
-    if known.is_empty() || same_order {
-        return Ok(None);
-    }
-    let order = parameters
-        .iter()
-        .map(|parameter| known.iter().position(|seen| Arc::ptr_eq(seen, parameter)))
-        .collect::<Option<Vec<usize>>>()
-        .filter(|order| order.len() == known.len());
-    let Some(order) = order else {
-        return Err(Refusal::Named(
-            "InvalidArgumentError",
-            format!(
-                "the optimizer keeps state for {} variables that are not this model's {} parameters: save an \
-                 optimizer with the model it trained",
-                known.len(),
-                parameters.len()
-            ),
-        ));
-    };
-    let state = optimizer.as_dyn().state();
-    let mut slots = Vec::with_capacity(state.slots.len());
-    for (name, tensors) in &state.slots {
-        let reordered = order
-            .iter()
-            .map(|&position| {
-                let tensor = tensors.get(position).ok_or_else(|| {
-                    Refusal::Named(
-                        "CheckpointError",
-                        format!(
-                            "the optimizer holds {} '{name}' tensors for the {} variables it keeps state for: its \
-                             state is incomplete, so it cannot be saved",
-                            tensors.len(),
-                            known.len()
-                        ),
-                    )
-                })?;
-                Ok(tensor.try_clone()?)
-            })
-            .collect::<Result<Vec<_>, Refusal>>()?;
-        slots.push((name.to_string(), reordered));
-    }
-    let mut reordered = optimizer.fresh_like();
-    reordered.as_dyn_mut().restore(state.steps, slots)?;
-    Ok(Some(reordered))
 }
 
 /// Writes an MLP (its layers' weights [inputs, outputs] and biases) and, if given, its optimizer's state to
@@ -143,16 +65,11 @@ pub fn save_mlp(
             .or_raise(),
         Some(optimizer) => {
             optimizer.check_process()?;
-            let parameters = model.parameters();
             optimizer
-                .with_state(py, |state| {
-                    let reordered =
-                        in_model_order(&state.optimizer, &state.variables, &parameters)?;
-                    let chosen = reordered.as_ref().unwrap_or(&state.optimizer);
-                    checkpoint::save_with_metadata(&path, &model, Some(chosen.as_dyn()), &extra)?;
-                    Ok(())
+                .with_state(py, |optimizer| {
+                    checkpoint::save_with_metadata(&path, &model, Some(optimizer.as_dyn()), &extra)
                 })
-                .map_err(Refusal::raise)
+                .or_raise()
         }
     }
 }
@@ -231,13 +148,8 @@ pub fn load(
         let optimizer: &Optimizer = &optimizer;
         // Under the session's lock and then the optimizer's, both taken with the GIL released.
         restored = session.with(py, |session| {
-            optimizer.with_state_released(|state| {
-                let restored =
-                    file.restore_optimizer(session, &model, state.optimizer.as_dyn_mut())?;
-                if restored {
-                    state.variables = model.parameters();
-                }
-                Ok(restored)
+            optimizer.with_state_released(|optimizer| {
+                file.restore_optimizer(session, &model, optimizer.as_dyn_mut())
             })
         })?;
     }

@@ -1,8 +1,8 @@
 //! `_wgcompute.Optimizer`: the library's Adam, AdamW and SGD (`wgcompute::Adam`, `wgcompute::Sgd`) behind a
-//! lock, stepping the variables Python hands it. The library keeps an optimizer's state by position; this
-//! binding maps each call's variables to the positions of the first call's, by identity (the shared tensor),
-//! and refuses a variable it has never seen rather than updating it with another one's moments. Its state
-//! refers to the session weakly, as every tensor does: held past the close, it keeps no GPU memory.
+//! lock, stepping the variables Python hands it. The library keys an optimizer's state by each variable's
+//! identity (the shared tensor) and refuses one it has never seen, so a step passes the variables in any
+//! order. Its state refers to the session weakly, as every tensor does: held past the close, it keeps no GPU
+//! memory.
 //!
 //! The lock is held across GIL releases (a step waits on the device, a checkpoint writes a file), so it is only
 //! ever taken with the GIL released, through `Optimizer::with_state`: a thread holding it while it waited for
@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use pyo3::prelude::*;
 use wgcompute::{
-    Adam, AdamConfig, AdamHyperparameter, DType, EpsilonPlacement, Gradients, OptimizerKind, Sgd,
+    Adam, AdamConfig, AdamHyperparameter, EpsilonPlacement, Gradients, OptimizerKind, Sgd,
 };
 
 use crate::errors::{forked, named, OrRaise};
@@ -39,28 +39,12 @@ impl Built {
             Built::Sgd(sgd) => sgd,
         }
     }
-
-    /// A fresh optimizer of the same kind and settings, without state.
-    pub(crate) fn fresh_like(&self) -> Built {
-        match self {
-            Built::Adam(adam) => Built::Adam(Adam::new(adam.config)),
-            Built::Sgd(sgd) => Built::Sgd(Sgd::new(sgd.lr, sgd.momentum)),
-        }
-    }
-}
-
-/// An optimizer and the variables of its positions.
-pub(crate) struct Stepping {
-    pub(crate) optimizer: Built,
-    /// The variables of the first step that succeeded, in its order: position `i` of the optimizer's state is
-    /// theirs. Empty while the optimizer holds no state.
-    pub(crate) variables: Vec<Arc<wgcompute::Tensor>>,
 }
 
 #[pyclass(module = "wgcompute._wgcompute", frozen)]
 pub struct Optimizer {
     /// Taken only through `with_state`, with the GIL released.
-    state: Mutex<Stepping>,
+    state: Mutex<Built>,
     /// Fixed when the optimizer is made, so read without the lock.
     kind: OptimizerKind,
     pid: u32,
@@ -80,10 +64,7 @@ fn check_adam(hyperparameter: AdamHyperparameter, spelled: &str, value: f32) -> 
 impl Optimizer {
     fn new(optimizer: Built, kind: OptimizerKind) -> Self {
         Optimizer {
-            state: Mutex::new(Stepping {
-                optimizer,
-                variables: Vec::new(),
-            }),
+            state: Mutex::new(optimizer),
             kind,
             pid: std::process::id(),
         }
@@ -102,14 +83,14 @@ impl Optimizer {
     pub(crate) fn with_state<T: Send>(
         &self,
         py: Python<'_>,
-        work: impl FnOnce(&mut Stepping) -> T + Send,
+        work: impl FnOnce(&mut Built) -> T + Send,
     ) -> T {
         py.detach(|| self.with_state_released(work))
     }
 
     /// `with_state` for code that runs with the GIL released already (inside `py.detach` or `Session::with`,
     /// where no `Python` token is at hand), under the same rule: `work` must not take the GIL.
-    pub(crate) fn with_state_released<T>(&self, work: impl FnOnce(&mut Stepping) -> T) -> T {
+    pub(crate) fn with_state_released<T>(&self, work: impl FnOnce(&mut Built) -> T) -> T {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         work(&mut state)
     }
@@ -184,7 +165,7 @@ impl Optimizer {
 
     #[getter]
     fn learning_rate(&self, py: Python<'_>) -> f32 {
-        self.with_state(py, |state| match &state.optimizer {
+        self.with_state(py, |state| match state {
             Built::Adam(adam) => adam.config.lr,
             Built::Sgd(sgd) => sgd.lr,
         })
@@ -196,7 +177,7 @@ impl Optimizer {
         self.kind
             .check_lr(lr)
             .map_err(|error| invalid(format!("learning_rate={lr}: {error}")))?;
-        self.with_state(py, |state| match &mut state.optimizer {
+        self.with_state(py, |state| match state {
             Built::Adam(adam) => adam.config.lr = lr,
             Built::Sgd(sgd) => sgd.lr = lr,
         });
@@ -205,7 +186,7 @@ impl Optimizer {
 
     /// The hyperparameters, by the names the constructor takes.
     fn hyperparameters(&self, py: Python<'_>) -> Vec<(&'static str, f32)> {
-        self.with_state(py, |state| match &state.optimizer {
+        self.with_state(py, |state| match state {
             Built::Adam(adam) => {
                 let config = adam.config;
                 let mut values = vec![
@@ -226,7 +207,7 @@ impl Optimizer {
     /// Steps taken so far (TensorFlow's `iterations`).
     #[getter]
     fn iterations(&self, py: Python<'_>) -> u64 {
-        self.with_state(py, |state| match &state.optimizer {
+        self.with_state(py, |state| match state {
             Built::Adam(adam) => adam.steps(),
             Built::Sgd(sgd) => sgd.steps(),
         })
@@ -235,18 +216,13 @@ impl Optimizer {
     /// How many variables the optimizer keeps state for (0 before its first successful step).
     #[getter]
     fn variable_count(&self, py: Python<'_>) -> usize {
-        self.with_state(py, |state| state.variables.len())
+        self.with_state(py, |state| state.as_dyn().state().parameters.len())
     }
 
     /// Whether `variable` is one of those the optimizer keeps state for.
     fn knows(&self, py: Python<'_>, variable: &Tensor) -> PyResult<bool> {
         let shared = variable.shared()?;
-        Ok(self.with_state(py, |state| {
-            state
-                .variables
-                .iter()
-                .any(|known| Arc::ptr_eq(known, shared))
-        }))
+        Ok(self.with_state(py, |state| state.as_dyn().state().is_for(shared)))
     }
 
     /// One step: each variable moves by its gradient (a None gradient leaves it as it is). The first call
@@ -276,45 +252,12 @@ impl Optimizer {
             .iter()
             .map(|gradient| gradient.as_ref().map(|g| g.shared().cloned()).transpose())
             .collect::<PyResult<Vec<_>>>()?;
-        for (index, variable) in variables.iter().enumerate() {
-            if variable.dtype() != DType::F32 {
-                return Err(named(
-                    "DTypeError",
-                    format!(
-                        "variable {index} is {}; an optimizer updates float32 variables",
-                        variable.dtype()
-                    ),
-                ));
-            }
-            if variables[..index]
-                .iter()
-                .any(|earlier| Arc::ptr_eq(earlier, variable))
-            {
-                return Err(invalid(format!(
-                    "variable {index} is given twice in one step: give each variable once, with its gradient"
-                )));
-            }
-        }
         if gradients.iter().all(Option::is_none) {
             return Err(invalid(
                 "no gradient for any variable: every gradient is None (is the loss computed from the variables \
                  inside the GradientTape?)"
                     .to_string(),
             ));
-        }
-        for (index, (variable, gradient)) in variables.iter().zip(&gradients).enumerate() {
-            if let Some(gradient) = gradient {
-                if gradient.shape() != variable.shape() {
-                    return Err(named(
-                        "ShapeError",
-                        format!(
-                            "the gradient of variable {index} has shape {:?}; the variable has shape {:?}",
-                            gradient.shape(),
-                            variable.shape()
-                        ),
-                    ));
-                }
-            }
         }
         let pairs: Vec<(Arc<wgcompute::Tensor>, Arc<wgcompute::Tensor>)> = variables
             .iter()
@@ -323,37 +266,12 @@ impl Optimizer {
                 gradient.map(|gradient| (Arc::clone(variable), gradient))
             })
             .collect();
-        // The positions are checked and the step taken under one hold of the lock, with the GIL released.
-        let outcome = self.with_state(py, |state| {
-            let Stepping {
-                optimizer,
-                variables: known,
-            } = state;
-            let gradients = Gradients::from_pairs(pairs);
-            if known.is_empty() {
-                // The library makes its state before it updates a variable, so a failed first step may leave
-                // some of it (or all of it, the step counted): dropped, since no variables are known to pair
-                // it with. The next step is a first step again.
-                let stepped = optimizer.as_dyn_mut().step(&variables, &gradients);
-                match &stepped {
-                    Ok(()) => *known = variables,
-                    Err(_) => *optimizer = optimizer.fresh_like(),
-                }
-                return Ok(stepped);
-            }
-            if let Some(index) = variables
-                .iter()
-                .position(|variable| !known.iter().any(|seen| Arc::ptr_eq(seen, variable)))
-            {
-                return Err(format!(
-                    "variable {index} of this step is not one this optimizer was first used with: it keeps state \
-                     for the {} variables of its first step (by identity, not by value). Make one optimizer per \
-                     set of variables, or pass every variable in the first step",
-                    known.len()
-                ));
-            }
-            Ok(optimizer.as_dyn_mut().step(known, &gradients))
-        });
-        outcome.map_err(invalid)?.or_raise()
+        // The library checks the variables against its state and steps under one hold of the lock, with the
+        // GIL released.
+        let gradients = Gradients::from_pairs(pairs);
+        self.with_state(py, |optimizer| {
+            optimizer.as_dyn_mut().step(&variables, &gradients)
+        })
+        .or_raise()
     }
 }

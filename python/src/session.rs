@@ -49,12 +49,7 @@ fn memory_limit(limit: &Bound<'_, PyAny>) -> PyResult<MemoryLimit> {
         ));
     }
     if let Ok(text) = limit.extract::<String>() {
-        return text.parse::<MemoryLimit>().map_err(|message| {
-            named(
-                "InvalidArgumentError",
-                format!("memory_limit {text:?}: {message}"),
-            )
-        });
+        return text.parse::<MemoryLimit>().or_raise();
     }
     // Any integer, a NumPy one too (it has __index__ where a float has not), is a number of bytes.
     let is_a_type = limit.is_instance_of::<pyo3::types::PyType>();
@@ -71,13 +66,7 @@ fn memory_limit(limit: &Bound<'_, PyAny>) -> PyResult<MemoryLimit> {
         return Ok(MemoryLimit::Bytes(bytes));
     }
     if let Ok(fraction) = limit.extract::<f64>() {
-        if !(fraction > 0.0 && fraction <= 1.0) {
-            return Err(named(
-                "InvalidArgumentError",
-                format!("memory_limit {fraction}: a fraction of device memory must be above 0 and at most 1"),
-            ));
-        }
-        return Ok(MemoryLimit::Fraction(fraction));
+        return MemoryLimit::fraction(fraction).or_raise();
     }
     Err(named(
         "InvalidArgumentError",
@@ -102,12 +91,7 @@ fn adapter(adapter: &Bound<'_, PyAny>) -> PyResult<AdapterSelector> {
             ),
         )
     })?;
-    text.parse::<AdapterSelector>().map_err(|message| {
-        named(
-            "InvalidArgumentError",
-            format!("adapter {text:?}: {message}"),
-        )
-    })
+    text.parse::<AdapterSelector>().or_raise()
 }
 
 impl Session {

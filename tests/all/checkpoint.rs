@@ -8,7 +8,7 @@
 //! finite is not saved, and saves racing to one path each leave a whole file.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use crate::common::{
     across_backends, per_backend, relative_error, vulkan_only, widen, Backend, Rng,
@@ -779,6 +779,7 @@ fn metadata_that_disagrees_with_the_tensors_is_refused_naming_what_disagrees(bac
 /// it is restored into (rather than against the built-in kinds it knows) are seen.
 struct Tally {
     steps: u64,
+    parameters: Vec<Weak<wgcompute::Tensor>>,
     counts: Vec<wgcompute::Tensor>,
 }
 
@@ -796,16 +797,19 @@ impl Optimizer for Tally {
         wgcompute::OptimizerState {
             kind: "tally",
             steps: self.steps,
+            parameters: self.parameters.clone(),
             slots: vec![("count", self.counts.iter().collect())],
         }
     }
 
     fn restore(
         &mut self,
+        parameters: &[Arc<wgcompute::Tensor>],
         steps: u64,
         mut slots: Vec<(String, Vec<wgcompute::Tensor>)>,
     ) -> wgcompute::Result<()> {
         self.steps = steps;
+        self.parameters = parameters.iter().map(Arc::downgrade).collect();
         self.counts = slots.pop().map(|(_, tensors)| tensors).unwrap_or_default();
         Ok(())
     }
@@ -894,7 +898,11 @@ fn optimizer_state_must_be_whole_and_agree_with_its_step_count(backend: &Backend
         .iter()
         .map(|(_, tensor)| session.zeros(tensor.shape()).expect("zeros"))
         .collect();
-    let tally = Tally { steps: 3, counts };
+    let tally = Tally {
+        steps: 3,
+        parameters: model.parameters().iter().map(Arc::downgrade).collect(),
+        counts,
+    };
     let tallied = Parts::of(&checkpoint::to_bytes(&model, Some(&tally), &[]).expect("bytes"));
     let restore = |parts: &Parts| {
         std::fs::write(&path, parts.bytes()).expect("write");
@@ -902,6 +910,7 @@ fn optimizer_state_must_be_whole_and_agree_with_its_step_count(backend: &Backend
         let loaded = file.model(&session).expect("model");
         let mut fresh = Tally {
             steps: 0,
+            parameters: Vec::new(),
             counts: Vec::new(),
         };
         file.restore_optimizer(&session, &loaded, &mut fresh)
@@ -1598,7 +1607,7 @@ fn build_case(session: &Session, rng: &mut Rng, case: &SaveCase) -> (Mlp, Box<dy
             })
             .collect();
         // A refused restore leaves the optimizer fresh: that too is a state to save.
-        let _ = optimizer.restore(steps, state);
+        let _ = optimizer.restore(&model.parameters(), steps, state);
     }
     (model, optimizer)
 }

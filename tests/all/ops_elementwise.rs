@@ -7,7 +7,12 @@
 //! for tensors of two sessions (and that the session still works after them), and tensors larger than one
 //! storage binding, which the kernels must process in windows.
 
-use crate::common::{count, per_backend, reference, vulkan_only, Backend, Rng};
+// The unary table's references, with where each op is defined and how close it must come, live with the other
+// references; the command's tests take them from here.
+pub(crate) use crate::common::reference::{
+    binary as binary_reference, unary as unary_reference, Domain, Tolerance, EXACTISH, EXP_LIKE,
+};
+use crate::common::{count, per_backend, vulkan_only, Backend, Rng};
 use wgcompute::{BinaryOp, Error, Session, Tensor, UnaryOp};
 
 // --- the f64 reference ---
@@ -64,33 +69,6 @@ fn source_indices(shape: &[usize], out: &[usize]) -> Vec<usize> {
     }
     indices
 }
-
-/// A row of the binary table as the tests check it: its f64 value and how its operands are drawn.
-pub(crate) struct BinaryReference {
-    pub value: fn(f64, f64) -> f64,
-    /// The right operand divides, so tests keep it to ±[0.5, 2).
-    pub divisor: bool,
-}
-
-pub(crate) fn binary_reference(op: BinaryOp) -> BinaryReference {
-    BinaryReference {
-        value: reference::binary(op),
-        divisor: matches!(op, BinaryOp::Div),
-    }
-}
-
-/// How far a result may be from the f64 reference.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Tolerance {
-    pub relative: f64,
-    /// Allowed besides the relative part (for results near 0 whose accuracy WGSL gives in absolute terms).
-    pub absolute: f64,
-}
-
-pub(crate) const EXACTISH: Tolerance = Tolerance {
-    relative: 1e-6,
-    absolute: 0.0,
-};
 
 /// Asserts every element of `got` is within `tolerance` of `want(i)`; NaN (an unwritten, poisoned element)
 /// never is. An infinity is right where the reference is that infinity or lies within the tolerance of
@@ -288,79 +266,6 @@ const AWKWARD_SHAPES: [&[usize]; 10] = [
     &[2, 3, 5, 7],
     &[1_000_003],
 ];
-
-/// Where a unary op is defined, so where tests draw its inputs.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) enum Domain {
-    Any,
-    /// sqrt: 0 and up.
-    NonNegative,
-    /// log: above 0.
-    Positive,
-    /// An op that divides by x: anything but 0.
-    NonZero,
-}
-
-/// A row of the unary table as the tests check it: its f64 value at (x, the scalar), where it is defined and
-/// how close the device must come.
-pub(crate) struct UnaryReference {
-    pub value: fn(f64, f64) -> f64,
-    pub domain: Domain,
-    pub tolerance: Tolerance,
-}
-
-/// Results whose accuracy WGSL gives in ULPs: 2^-23 relative.
-const ULP: f64 = 1.0 / (1u64 << 23) as f64;
-
-/// exp's WGSL accuracy is 3 + 2|x| ULP; the inputs reach |x| = 100 (beyond, it is 0 or infinite).
-const EXP_LIKE: Tolerance = Tolerance {
-    relative: 210.0 * ULP,
-    // A result below f32's smallest normal (exp(-89), sigmoid(-89)) may be flushed to 0.
-    absolute: f32::MIN_POSITIVE as f64,
-};
-
-const EXACT: Tolerance = Tolerance {
-    relative: 0.0,
-    absolute: 0.0,
-};
-
-pub(crate) fn unary_reference(op: UnaryOp) -> UnaryReference {
-    let (domain, tolerance) = match op {
-        UnaryOp::Relu | UnaryOp::Neg | UnaryOp::Copy => (Domain::Any, EXACT),
-        UnaryOp::Exp | UnaryOp::Sigmoid => (Domain::Any, EXP_LIKE),
-        UnaryOp::Log => (
-            Domain::Positive,
-            // WGSL gives log's accuracy near 1 in absolute terms (2^-21 on [0.5, 2]).
-            Tolerance {
-                relative: 1e-6,
-                absolute: 1e-6,
-            },
-        ),
-        UnaryOp::Sqrt => (Domain::NonNegative, EXACTISH),
-        // (1 - e) / (1 + e) with e = exp(-2|x|) loses a few ULPs of e to the cancellation just above |x| = 0.25,
-        // where the series takes over.
-        UnaryOp::Tanh => (
-            Domain::Any,
-            Tolerance {
-                relative: 32.0 * ULP,
-                absolute: 0.0,
-            },
-        ),
-        UnaryOp::Square
-        | UnaryOp::AddScalar
-        | UnaryOp::SubScalar
-        | UnaryOp::MulScalar
-        | UnaryOp::DivScalar
-        | UnaryOp::ScalarSub => (Domain::Any, EXACTISH),
-        UnaryOp::ScalarDiv => (Domain::NonZero, EXACTISH),
-        _ => panic!("no reference for {}", op.name()),
-    };
-    UnaryReference {
-        value: reference::unary(op),
-        domain,
-        tolerance,
-    }
-}
 
 /// Exact inputs where ops break if written naively: 0 (relu's edge, tanh's series), e^x's overflow just past
 /// 88.72 (so a tanh or sigmoid computed from e^x turns NaN or infinite at ±89), and ±1e30.

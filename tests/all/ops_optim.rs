@@ -739,10 +739,13 @@ fn an_optimizer_step_is_one_dispatch_whatever_the_parameter_count(backend: &Back
     }
 }
 
-vulkan_only!(a_parameter_given_twice_is_updated_twice_in_order);
-/// A parameter listed twice (so updated by two positions' state) and a gradient that is another parameter
-/// cannot be updated in one pass without a race: the step takes them in order and gives the per-tensor bits.
-fn a_parameter_given_twice_is_updated_twice_in_order(backend: &Backend) {
+vulkan_only!(a_parameter_given_twice_is_refused_and_one_that_is_a_gradient_updated_in_order);
+/// An optimizer keeps one state per parameter, by identity: a parameter listed twice in a step is refused
+/// before anything moves. A gradient that is another parameter cannot be updated in one pass without a race:
+/// the step takes them in order and gives the per-tensor bits.
+fn a_parameter_given_twice_is_refused_and_one_that_is_a_gradient_updated_in_order(
+    backend: &Backend,
+) {
     use std::sync::Arc;
     let mut rng = Rng::fresh("a parameter given twice");
     let session = backend.poisoned();
@@ -753,7 +756,7 @@ fn a_parameter_given_twice_is_updated_twice_in_order(backend: &Backend) {
     let other = Arc::new(session.upload(&grad_data, &[1031]).expect("upload"));
     let alone = session.upload(&data, &[1031]).expect("upload");
     let alone_other = session.upload(&grad_data, &[1031]).expect("upload");
-    let states: Vec<wgcompute::Tensor> = (0..6)
+    let states: Vec<wgcompute::Tensor> = (0..4)
         .map(|_| session.zeros(&[1031]).expect("zeros"))
         .collect();
     // `other` is a parameter and the gradient of `shared`; `shared`'s gradient is its own value's copy.
@@ -763,7 +766,15 @@ fn a_parameter_given_twice_is_updated_twice_in_order(backend: &Backend) {
         (Arc::clone(&other), Arc::clone(&own_grad)),
     ]);
     let mut adam = wgcompute::Adam::new(config);
-    let params = [Arc::clone(&shared), Arc::clone(&other), Arc::clone(&shared)];
+    let twice = [Arc::clone(&shared), Arc::clone(&other), Arc::clone(&shared)];
+    assert!(matches!(
+        adam.step(&twice, &gradients),
+        Err(wgcompute::Error::InvalidArgument { given, .. }) if given.contains("given twice")
+    ));
+    assert_eq!(adam.steps(), 0);
+    assert!(adam.moments().is_empty());
+    expect_same_bits("a refused step", &shared, &alone);
+    let params = [Arc::clone(&shared), Arc::clone(&other)];
     for step in 1..=3 {
         adam.step(&params, &gradients).expect("step");
         alone
@@ -772,14 +783,112 @@ fn a_parameter_given_twice_is_updated_twice_in_order(backend: &Backend) {
         alone_other
             .adam_update_(&own_grad, &states[2], &states[3], step, &config)
             .expect("alone");
-        alone
-            .adam_update_(&alone_other, &states[4], &states[5], step, &config)
-            .expect("alone");
     }
-    expect_same_bits("the parameter given twice", &shared, &alone);
+    expect_same_bits(
+        "the parameter whose gradient is a parameter",
+        &shared,
+        &alone,
+    );
     expect_same_bits("the parameter that is a gradient", &other, &alone_other);
     for (position, (m, v)) in adam.moments().iter().enumerate() {
         expect_same_bits(&format!("m {position}"), m, &states[2 * position]);
         expect_same_bits(&format!("v {position}"), v, &states[2 * position + 1]);
+    }
+}
+
+per_backend!(an_optimizers_state_follows_each_parameter_not_its_position);
+/// State is keyed by the parameter: steps that name the parameters in another order, or only some of them,
+/// give each the bits of steps that always named all of them in the first order (a parameter left out is
+/// left as it is, its state too); a parameter the first step did not have is refused and nothing moves.
+fn an_optimizers_state_follows_each_parameter_not_its_position(backend: &Backend) {
+    use std::sync::Arc;
+    let mut rng = Rng::fresh("state follows the parameter");
+    let session = backend.poisoned();
+    let shapes = [vec![3usize, 7], vec![1], vec![13, 5]];
+    let values: Vec<Vec<f32>> = shapes
+        .iter()
+        .map(|shape| rng.vec(shape.iter().product(), -1.0, 1.0))
+        .collect();
+    let steps: Vec<Vec<Vec<f32>>> = (0..4)
+        .map(|_| {
+            values
+                .iter()
+                .map(|value| rng.vec(value.len(), -1.0, 1.0))
+                .collect()
+        })
+        .collect();
+    let upload =
+        |data: &[f32], shape: &[usize]| Arc::new(session.upload(data, shape).expect("upload"));
+    for update in updates() {
+        let [fixed, reordered]: [Vec<Arc<wgcompute::Tensor>>; 2] = std::array::from_fn(|_| {
+            values
+                .iter()
+                .zip(&shapes)
+                .map(|(value, shape)| upload(value, shape))
+                .collect()
+        });
+        let (mut in_order, mut by_identity) = (optimizer_of(update), optimizer_of(update));
+        // Step 2 leaves parameter 1 out (of the list, and so of the update); the others name them backwards.
+        for (step, gradients) in steps.iter().enumerate() {
+            let pairs = |params: &[Arc<wgcompute::Tensor>], skip: Option<usize>| {
+                wgcompute::Gradients::from_pairs(
+                    params
+                        .iter()
+                        .zip(gradients.iter().zip(&shapes))
+                        .enumerate()
+                        .filter(|(index, _)| Some(*index) != skip)
+                        .map(|(_, (param, (gradient, shape)))| {
+                            (Arc::clone(param), upload(gradient, shape))
+                        }),
+                )
+            };
+            let skip = (step == 2).then_some(1);
+            in_order
+                .step(&fixed, &pairs(&fixed, skip))
+                .expect("in order");
+            let named: Vec<_> = reordered
+                .iter()
+                .enumerate()
+                .rev()
+                .filter(|(index, _)| step == 0 || Some(*index) != skip)
+                .map(|(_, param)| Arc::clone(param))
+                .collect();
+            by_identity
+                .step(&named, &pairs(&reordered, skip))
+                .expect("by identity");
+        }
+        for (position, (want, got)) in fixed.iter().zip(&reordered).enumerate() {
+            expect_same_bits(&format!("{update:?}: parameter {position}"), got, want);
+        }
+        let (want, got) = (in_order.state(), by_identity.state());
+        assert_eq!(got.steps, want.steps);
+        for ((name, want), (_, got)) in want.slots.iter().zip(&got.slots) {
+            // by_identity's first step named the parameters backwards, so its state is in that order.
+            for (position, want) in want.iter().enumerate() {
+                let got = got[got.len() - 1 - position];
+                expect_same_bits(&format!("{update:?}: {name} {position}"), got, want);
+            }
+        }
+        let stranger = upload(&values[1], &shapes[1]);
+        let before = bits(&stranger);
+        let refused = by_identity.step(
+            &[Arc::clone(&reordered[0]), Arc::clone(&stranger)],
+            &wgcompute::Gradients::from_pairs([
+                (Arc::clone(&reordered[0]), upload(&steps[0][0], &shapes[0])),
+                (Arc::clone(&stranger), upload(&steps[0][1], &shapes[1])),
+            ]),
+        );
+        assert!(
+            matches!(&refused, Err(wgcompute::Error::InvalidArgument { given, .. }) if given.contains("first used with")),
+            "{update:?}: {:?}",
+            refused.err()
+        );
+        assert_eq!(by_identity.state().steps, in_order.state().steps);
+        assert_eq!(bits(&stranger), before);
+        expect_same_bits(
+            &format!("{update:?}: after a refusal"),
+            &reordered[0],
+            &fixed[0],
+        );
     }
 }

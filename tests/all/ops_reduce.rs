@@ -12,17 +12,9 @@ fn apply(tensor: &Tensor, op: ReduceOp, axis: Option<usize>) -> Tensor {
         .unwrap_or_else(|error| panic!("{op:?} over {axis:?} of {:?}: {error}", tensor.shape()))
 }
 
-/// The relative error an op's f32 result may have over a lane of `len`. Sums are trees of short runs, so
-/// their error stays near f32 rounding at any length. A product rounds once per element whatever its order:
-/// those roundings add up like a random walk, about √len · ε/√12 (held here to 2·√len · ε, some seven of
-/// those), and where the values crowd close to 1 (long lanes, see `signed_data`) they sit on a coarse f32 grid
-/// and their roundings lean one way, by about len · ε/300 at 16 to 48 million elements (held to len · ε/64).
+/// The relative error an op's f32 result may have over a lane of `len`: its reference's.
 pub(crate) fn tolerance(op: ReduceOp, len: usize) -> f64 {
-    let (len, epsilon) = (len as f64, f64::from(f32::EPSILON));
-    match op {
-        ReduceOp::Prod => 1e-6 + 2.0 * len.sqrt() * epsilon + len * epsilon / 64.0,
-        _ => 2e-6,
-    }
+    (reference::reduction(op).tolerance)(len)
 }
 
 /// Per output, the reference and the scale its error is measured against: the larger of the result and the

@@ -10,53 +10,178 @@ use super::lanes_of;
 
 // --- the elementwise tables ---
 
-/// A row of the unary table at (x, the scalar the scalar forms take; the others ignore it).
-pub fn unary(op: UnaryOp) -> fn(f64, f64) -> f64 {
-    match op {
+/// How far a result may be from the f64 reference.
+#[derive(Clone, Copy, Debug)]
+pub struct Tolerance {
+    pub relative: f64,
+    /// Allowed besides the relative part (for results near 0 whose accuracy WGSL gives in absolute terms).
+    pub absolute: f64,
+}
+
+pub const EXACTISH: Tolerance = Tolerance {
+    relative: 1e-6,
+    absolute: 0.0,
+};
+
+/// Where a unary op is defined, so where tests draw its inputs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Domain {
+    Any,
+    /// sqrt: 0 and up.
+    NonNegative,
+    /// log: above 0.
+    Positive,
+    /// An op that divides by x: anything but 0.
+    NonZero,
+}
+
+/// A row of the unary table as the tests check it: its f64 value at (x, the scalar), where it is defined and
+/// how close the device must come.
+pub struct UnaryReference {
+    pub value: fn(f64, f64) -> f64,
+    pub domain: Domain,
+    pub tolerance: Tolerance,
+}
+
+/// Results whose accuracy WGSL gives in ULPs: 2^-23 relative.
+const ULP: f64 = 1.0 / (1u64 << 23) as f64;
+
+/// exp's WGSL accuracy is 3 + 2|x| ULP; the inputs reach |x| = 100 (beyond, it is 0 or infinite).
+pub const EXP_LIKE: Tolerance = Tolerance {
+    relative: 210.0 * ULP,
+    // A result below f32's smallest normal (exp(-89), sigmoid(-89)) may be flushed to 0.
+    absolute: f32::MIN_POSITIVE as f64,
+};
+
+const EXACT: Tolerance = Tolerance {
+    relative: 0.0,
+    absolute: 0.0,
+};
+
+/// A row of the unary table as the tests check it: its f64 value at (x, the scalar the scalar forms take; the
+/// others ignore it), where it is defined (so where tests draw its inputs) and how close the device must come.
+/// One arm per row, so a new op's reference is written here and nowhere else.
+pub fn unary(op: UnaryOp) -> UnaryReference {
+    let (value, domain, tolerance): (fn(f64, f64) -> f64, Domain, Tolerance) = match op {
         // NumPy's maximum(x, 0): NaN stays NaN (f64::max would drop it).
-        UnaryOp::Relu => |x, _| if x < 0.0 { 0.0 } else { x },
-        UnaryOp::Exp => |x, _| x.exp(),
-        UnaryOp::Log => |x, _| x.ln(),
-        UnaryOp::Sqrt => |x, _| x.sqrt(),
-        UnaryOp::Neg => |x, _| -x,
-        UnaryOp::Tanh => |x, _| x.tanh(),
-        UnaryOp::Sigmoid => |x, _| 1.0 / (1.0 + (-x).exp()),
-        UnaryOp::Square => |x, _| x * x,
-        UnaryOp::AddScalar => |x, a| x + a,
-        UnaryOp::SubScalar => |x, a| x - a,
-        UnaryOp::MulScalar => |x, a| x * a,
-        UnaryOp::DivScalar => |x, a| x / a,
-        UnaryOp::ScalarSub => |x, a| a - x,
-        UnaryOp::ScalarDiv => |x, a| a / x,
-        UnaryOp::Copy => |x, _| x,
+        UnaryOp::Relu => (|x, _| if x < 0.0 { 0.0 } else { x }, Domain::Any, EXACT),
+        UnaryOp::Exp => (|x, _| x.exp(), Domain::Any, EXP_LIKE),
+        // WGSL gives log's accuracy near 1 in absolute terms (2^-21 on [0.5, 2]).
+        UnaryOp::Log => (
+            |x, _| x.ln(),
+            Domain::Positive,
+            Tolerance {
+                relative: 1e-6,
+                absolute: 1e-6,
+            },
+        ),
+        UnaryOp::Sqrt => (|x, _| x.sqrt(), Domain::NonNegative, EXACTISH),
+        UnaryOp::Neg => (|x, _| -x, Domain::Any, EXACT),
+        // (1 - e) / (1 + e) with e = exp(-2|x|) loses a few ULPs of e to the cancellation just above |x| = 0.25,
+        // where the series takes over.
+        UnaryOp::Tanh => (
+            |x, _| x.tanh(),
+            Domain::Any,
+            Tolerance {
+                relative: 32.0 * ULP,
+                absolute: 0.0,
+            },
+        ),
+        UnaryOp::Sigmoid => (|x, _| 1.0 / (1.0 + (-x).exp()), Domain::Any, EXP_LIKE),
+        UnaryOp::Square => (|x, _| x * x, Domain::Any, EXACTISH),
+        UnaryOp::AddScalar => (|x, a| x + a, Domain::Any, EXACTISH),
+        UnaryOp::SubScalar => (|x, a| x - a, Domain::Any, EXACTISH),
+        UnaryOp::MulScalar => (|x, a| x * a, Domain::Any, EXACTISH),
+        UnaryOp::DivScalar => (|x, a| x / a, Domain::Any, EXACTISH),
+        UnaryOp::ScalarSub => (|x, a| a - x, Domain::Any, EXACTISH),
+        UnaryOp::ScalarDiv => (|x, a| a / x, Domain::NonZero, EXACTISH),
+        UnaryOp::Copy => (|x, _| x, Domain::Any, EXACT),
         _ => panic!("no reference for {}: add one", op.name()),
+    };
+    UnaryReference {
+        value,
+        domain,
+        tolerance,
     }
 }
 
-/// A row of the binary table at (lhs, rhs).
-pub fn binary(op: BinaryOp) -> fn(f64, f64) -> f64 {
-    match op {
-        BinaryOp::Add => |x, y| x + y,
-        BinaryOp::Sub => |x, y| x - y,
-        BinaryOp::Mul => |x, y| x * y,
-        BinaryOp::Div => |x, y| x / y,
+/// A row of the binary table as the tests check it: its f64 value at (lhs, rhs) and how its operands are drawn.
+pub struct BinaryReference {
+    pub value: fn(f64, f64) -> f64,
+    /// The right operand divides, so tests keep it to ±[0.5, 2).
+    pub divisor: bool,
+}
+
+pub fn binary(op: BinaryOp) -> BinaryReference {
+    let (value, divisor): (fn(f64, f64) -> f64, bool) = match op {
+        BinaryOp::Add => (|x, y| x + y, false),
+        BinaryOp::Sub => (|x, y| x - y, false),
+        BinaryOp::Mul => (|x, y| x * y, false),
+        BinaryOp::Div => (|x, y| x / y, true),
         _ => panic!("no reference for {}: add one", op.name()),
-    }
+    };
+    BinaryReference { value, divisor }
 }
 
 // --- reductions ---
 
-/// A row of the value-reduction table over one lane; over an empty lane NumPy's answer (0, 1, NaN, or ±inf
-/// where NumPy has none).
-pub fn reduce(op: ReduceOp, lane: &[f64]) -> f64 {
+/// A row of the value-reduction table as the tests check it: its f64 value over one lane (over an empty lane
+/// NumPy's answer: 0, 1, NaN, or ±inf where NumPy has none), the relative error its f32 result may have over a
+/// lane of a given length, and whether the tape differentiates it (its gradient is checked against central
+/// differences of `value`). One arm per row, so a new reduction's reference is written here and nowhere else.
+pub struct ReduceReference {
+    pub value: fn(&[f64]) -> f64,
+    pub tolerance: fn(usize) -> f64,
+    pub differentiable: bool,
+}
+
+/// Sums are trees of short runs, so their error stays near f32 rounding at any length.
+fn sum_like(_len: usize) -> f64 {
+    2e-6
+}
+
+/// A product rounds once per element whatever its order: those roundings add up like a random walk, about
+/// √len · ε/√12 (held here to 2·√len · ε, some seven of those), and where the values crowd close to 1 (long
+/// lanes, see `signed_data`) they sit on a coarse f32 grid and their roundings lean one way, by about
+/// len · ε/300 at 16 to 48 million elements (held to len · ε/64).
+fn product_like(len: usize) -> f64 {
+    let (len, epsilon) = (len as f64, f64::from(f32::EPSILON));
+    1e-6 + 2.0 * len.sqrt() * epsilon + len * epsilon / 64.0
+}
+
+pub fn reduction(op: ReduceOp) -> ReduceReference {
+    let row = |value: fn(&[f64]) -> f64, tolerance: fn(usize) -> f64, differentiable: bool| {
+        ReduceReference {
+            value,
+            tolerance,
+            differentiable,
+        }
+    };
     match op {
-        ReduceOp::Sum => lane.iter().sum(),
-        ReduceOp::Mean => lane.iter().sum::<f64>() / lane.len() as f64,
-        ReduceOp::Max => lane.iter().copied().fold(f64::NEG_INFINITY, f64::max),
-        ReduceOp::Min => lane.iter().copied().fold(f64::INFINITY, f64::min),
-        ReduceOp::Prod => lane.iter().product(),
+        ReduceOp::Sum => row(|lane| lane.iter().sum(), sum_like, true),
+        ReduceOp::Mean => row(
+            |lane| lane.iter().sum::<f64>() / lane.len() as f64,
+            sum_like,
+            true,
+        ),
+        ReduceOp::Max => row(
+            |lane| lane.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+            sum_like,
+            false,
+        ),
+        ReduceOp::Min => row(
+            |lane| lane.iter().copied().fold(f64::INFINITY, f64::min),
+            sum_like,
+            false,
+        ),
+        ReduceOp::Prod => row(|lane| lane.iter().product(), product_like, true),
         _ => panic!("no reference for {}: add one", op.name()),
     }
+}
+
+/// `op`'s reference value over one lane.
+pub fn reduce(op: ReduceOp, lane: &[f64]) -> f64 {
+    (reduction(op).value)(lane)
 }
 
 /// Argmax (argmin with `smallest`) of a lane: the first index of its largest (smallest) value.
