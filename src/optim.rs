@@ -141,25 +141,26 @@ impl<'a> OptimizerState<'a> {
     }
 }
 
-/// The parameters an optimizer keeps state for, in the order of its state's tensors. Held weakly: the
-/// optimizer keeps no parameter alive, and a parameter it knows cannot be freed and another made at its
-/// address while the key is held.
-#[derive(Default)]
-struct Known {
-    parameters: Vec<Weak<Tensor>>,
+/// What a built-in optimizer keeps: a state `S` per parameter of its first step, keyed by the parameter's
+/// identity, and the step count. The parameters are held weakly: the optimizer keeps none alive, and one it
+/// knows cannot be freed and another made at its address while the key is held.
+struct PerParameter<S> {
+    /// "Adam" or "SGD", as errors name it.
+    optimizer: &'static str,
+    known: Vec<Weak<Tensor>>,
+    /// `state[i]` is `known[i]`'s.
+    state: Vec<S>,
+    steps: u64,
 }
 
-impl Known {
-    fn is_empty(&self) -> bool {
-        self.parameters.is_empty()
-    }
-
-    fn set(&mut self, parameters: &[Arc<Tensor>]) {
-        self.parameters = parameters.iter().map(Arc::downgrade).collect();
-    }
-
-    fn clear(&mut self) {
-        self.parameters.clear();
+impl<S> PerParameter<S> {
+    fn new(optimizer: &'static str) -> Self {
+        Self {
+            optimizer,
+            known: Vec::new(),
+            state: Vec::new(),
+            steps: 0,
+        }
     }
 
     /// Where the state of each of `given` lies (its own index on a first step), or the reason the step is
@@ -184,14 +185,14 @@ impl Known {
                 });
             }
         }
-        if self.is_empty() {
+        if self.known.is_empty() {
             return Ok((0..given.len()).collect());
         }
         given
             .iter()
             .enumerate()
             .map(|(index, parameter)| {
-                self.parameters
+                self.known
                     .iter()
                     .position(|known| Weak::as_ptr(known) == Arc::as_ptr(parameter))
                     .ok_or_else(|| Error::InvalidArgument {
@@ -202,15 +203,79 @@ impl Known {
                         expected: format!(
                             "one of the {} parameters of its first step (by identity, not by value): make one \
                              optimizer per set of parameters, or pass every parameter in the first step",
-                            self.parameters.len()
+                            self.known.len()
                         ),
                     })
             })
             .collect()
     }
 
-    fn state(&self) -> Vec<Weak<Tensor>> {
-        self.parameters.clone()
+    /// One step over `parameters`: on a first step `make` gives each its state; `update` runs over (parameter,
+    /// gradient, state) of those with a gradient and the step's number. A refused step changes nothing: the
+    /// count, and the state a first step made.
+    fn step(
+        &mut self,
+        parameters: &[Arc<Tensor>],
+        gradients: &Gradients,
+        make: impl Fn(&Tensor) -> Result<S>,
+        update: impl FnOnce(&[(&Tensor, &Tensor, &S)], u64) -> Result<()>,
+    ) -> Result<()> {
+        let positions = self.positions(self.optimizer, parameters)?;
+        let step = next_step(self.optimizer, self.steps)?;
+        let first = self.known.is_empty();
+        if first {
+            self.state = parameters
+                .iter()
+                .map(|parameter| make(parameter))
+                .collect::<Result<_>>()?;
+        }
+        let updates: Vec<_> = parameters
+            .iter()
+            .zip(&positions)
+            .filter_map(|(parameter, &position)| {
+                gradients
+                    .of(parameter)
+                    .map(|gradient| (&**parameter, gradient, &self.state[position]))
+            })
+            .collect();
+        let outcome = update(&updates, step);
+        match outcome {
+            Ok(()) => {
+                self.steps = step;
+                if first {
+                    self.known = parameters.iter().map(Arc::downgrade).collect();
+                }
+            }
+            Err(_) if first => self.state.clear(),
+            Err(_) => {}
+        }
+        outcome
+    }
+
+    /// Takes back a checkpoint's count and state, `state[i]` for `parameters[i]` (none: no state yet).
+    fn restore(&mut self, parameters: &[Arc<Tensor>], steps: u64, state: Vec<S>) -> Result<()> {
+        if state.len() != parameters.len() {
+            return Err(Error::InvalidArgument {
+                what: "optimizer state",
+                given: format!(
+                    "the state of {} parameters of {} for {}",
+                    state.len(),
+                    self.optimizer,
+                    parameters.len()
+                ),
+                expected: "one per parameter".to_string(),
+            });
+        }
+        PerParameter::<S>::new(self.optimizer).positions(self.optimizer, parameters)?;
+        next_step(self.optimizer, steps)?;
+        self.known = parameters.iter().map(Arc::downgrade).collect();
+        self.state = state;
+        self.steps = steps;
+        Ok(())
+    }
+
+    fn known(&self) -> Vec<Weak<Tensor>> {
+        self.known.clone()
     }
 }
 
@@ -301,33 +366,18 @@ fn zeros_like(tensor: &Tensor) -> Result<Tensor> {
     Ok(zeros)
 }
 
-/// Refuses restored slot tensors that are not one per parameter.
-fn check_restored(kind: &'static str, parameters: usize, slot: &str, given: usize) -> Result<()> {
-    if given != parameters {
-        return Err(Error::InvalidArgument {
-            what: "optimizer state",
-            given: format!("{given} '{slot}' tensors of {kind} for {parameters} parameters"),
-            expected: "one per parameter".to_string(),
-        });
-    }
-    Ok(())
-}
-
 /// Adam (or AdamW, with a weight decay in its config).
 pub struct Adam {
     pub config: AdamConfig,
-    known: Known,
-    moments: Vec<(Tensor, Tensor)>,
-    step: u64,
+    /// The first and second moments of each parameter.
+    moments: PerParameter<(Tensor, Tensor)>,
 }
 
 impl Adam {
     pub fn new(config: AdamConfig) -> Self {
         Self {
             config,
-            known: Known::default(),
-            moments: Vec::new(),
-            step: 0,
+            moments: PerParameter::new("Adam"),
         }
     }
 
@@ -343,66 +393,46 @@ impl Adam {
 
     /// Steps taken so far.
     pub fn steps(&self) -> u64 {
-        self.step
+        self.moments.steps
     }
 
     /// The first and second moments, one pair per parameter in the order of the first step's (empty before
     /// it).
     pub fn moments(&self) -> &[(Tensor, Tensor)] {
-        &self.moments
+        &self.moments.state
     }
 }
 
 impl Optimizer for Adam {
     fn step(&mut self, parameters: &[Arc<Tensor>], gradients: &Gradients) -> Result<()> {
-        let positions = self.known.positions("Adam", parameters)?;
-        let step = next_step("Adam", self.step)?;
-        let first = self.known.is_empty();
-        if first {
-            let moments: Result<Vec<_>> = parameters
-                .iter()
-                .map(|parameter| Ok((zeros_like(parameter)?, zeros_like(parameter)?)))
-                .collect();
-            self.moments = moments?;
-        }
-        let updates: Vec<_> = parameters
-            .iter()
-            .zip(&positions)
-            .filter_map(|(parameter, &position)| {
-                let (m, v) = &self.moments[position];
-                gradients
-                    .of(parameter)
-                    .map(|gradient| (&**parameter, gradient, m, v))
-            })
-            .collect();
-        let outcome = adam_update_tensors(&updates, step, &self.config);
-        // A refused step changes nothing: the count, and the moments a first step made.
-        match outcome {
-            Ok(()) => {
-                self.step = step;
-                if first {
-                    self.known.set(parameters);
-                }
-            }
-            Err(_) if first => self.moments.clear(),
-            Err(_) => {}
-        }
-        outcome
+        let config = self.config;
+        self.moments.step(
+            parameters,
+            gradients,
+            |parameter| Ok((zeros_like(parameter)?, zeros_like(parameter)?)),
+            |updates, step| {
+                let updates: Vec<_> = updates
+                    .iter()
+                    .map(|&(parameter, gradient, (m, v))| (parameter, gradient, m, v))
+                    .collect();
+                adam_update_tensors(&updates, step, &config)
+            },
+        )
     }
 
     fn state(&self) -> OptimizerState<'_> {
         OptimizerState {
             kind: ADAM_KIND,
-            steps: self.step,
-            parameters: self.known.state(),
+            steps: self.moments.steps,
+            parameters: self.moments.known(),
             slots: vec![
                 (
                     ADAM_FIRST_MOMENTS.name,
-                    self.moments.iter().map(|(m, _)| m).collect(),
+                    self.moments.state.iter().map(|(m, _)| m).collect(),
                 ),
                 (
                     ADAM_SECOND_MOMENTS.name,
-                    self.moments.iter().map(|(_, v)| v).collect(),
+                    self.moments.state.iter().map(|(_, v)| v).collect(),
                 ),
             ],
         }
@@ -427,18 +457,15 @@ impl Optimizer for Adam {
         let m = take_slot("Adam", &mut slots, ADAM_FIRST_MOMENTS.name)?;
         let v = take_slot("Adam", &mut slots, ADAM_SECOND_MOMENTS.name)?;
         refuse_other_slots("Adam", ADAM_SLOTS, &slots)?;
-        check_restored("Adam", parameters.len(), ADAM_FIRST_MOMENTS.name, m.len())?;
-        check_restored("Adam", parameters.len(), ADAM_SECOND_MOMENTS.name, v.len())?;
-        Known::default().positions("Adam", parameters)?;
-        next_step("Adam", steps)?;
-        self.moments = m.into_iter().zip(v).collect();
-        if self.moments.is_empty() {
-            self.known.clear();
-        } else {
-            self.known.set(parameters);
+        if m.len() != v.len() {
+            return Err(Error::InvalidArgument {
+                what: "Adam state",
+                given: format!("{} first and {} second moments", m.len(), v.len()),
+                expected: "one of each per parameter".to_string(),
+            });
         }
-        self.step = steps;
-        Ok(())
+        self.moments
+            .restore(parameters, steps, m.into_iter().zip(v).collect())
     }
 }
 
@@ -559,11 +586,10 @@ impl std::str::FromStr for OptimizerKind {
 pub struct Sgd {
     pub lr: f32,
     pub momentum: f32,
-    known: Known,
-    buffers: Vec<Tensor>,
-    /// Counted only for checkpoints: SGD's update does not depend on it, but a file that says steps were
-    /// taken and holds no momentum buffers is then known to have lost them.
-    step: u64,
+    /// Each parameter's momentum buffer. The count is kept only for checkpoints: SGD's update does not
+    /// depend on it, but a file that says steps were taken and holds no momentum buffers is then known to
+    /// have lost them.
+    buffers: PerParameter<Tensor>,
 }
 
 impl Sgd {
@@ -571,60 +597,31 @@ impl Sgd {
         Self {
             lr,
             momentum,
-            known: Known::default(),
-            buffers: Vec::new(),
-            step: 0,
+            buffers: PerParameter::new("SGD"),
         }
     }
 
     /// Steps taken so far.
     pub fn steps(&self) -> u64 {
-        self.step
+        self.buffers.steps
     }
 }
 
 impl Optimizer for Sgd {
     fn step(&mut self, parameters: &[Arc<Tensor>], gradients: &Gradients) -> Result<()> {
-        let positions = self.known.positions("SGD", parameters)?;
-        let step = next_step("SGD", self.step)?;
-        let first = self.known.is_empty();
-        if first {
-            self.buffers = parameters
-                .iter()
-                .map(|parameter| zeros_like(parameter))
-                .collect::<Result<_>>()?;
-        }
-        let updates: Vec<_> = parameters
-            .iter()
-            .zip(&positions)
-            .filter_map(|(parameter, &position)| {
-                let buffer = &self.buffers[position];
-                gradients
-                    .of(parameter)
-                    .map(|gradient| (&**parameter, gradient, buffer))
+        let (lr, momentum) = (self.lr, self.momentum);
+        self.buffers
+            .step(parameters, gradients, zeros_like, |updates, _| {
+                sgd_update_tensors(updates, lr, momentum)
             })
-            .collect();
-        let outcome = sgd_update_tensors(&updates, self.lr, self.momentum);
-        // A refused step changes nothing: the count, and the buffers a first step made.
-        match outcome {
-            Ok(()) => {
-                self.step = step;
-                if first {
-                    self.known.set(parameters);
-                }
-            }
-            Err(_) if first => self.buffers.clear(),
-            Err(_) => {}
-        }
-        outcome
     }
 
     fn state(&self) -> OptimizerState<'_> {
         OptimizerState {
             kind: SGD_KIND,
-            steps: self.step,
-            parameters: self.known.state(),
-            slots: vec![(SGD_MOMENTUM_SLOT.name, self.buffers.iter().collect())],
+            steps: self.buffers.steps,
+            parameters: self.buffers.known(),
+            slots: vec![(SGD_MOMENTUM_SLOT.name, self.buffers.state.iter().collect())],
         }
     }
 
@@ -646,22 +643,7 @@ impl Optimizer for Sgd {
     ) -> Result<()> {
         let buffers = take_slot("SGD", &mut slots, SGD_MOMENTUM_SLOT.name)?;
         refuse_other_slots("SGD", SGD_SLOTS, &slots)?;
-        check_restored(
-            "SGD",
-            parameters.len(),
-            SGD_MOMENTUM_SLOT.name,
-            buffers.len(),
-        )?;
-        Known::default().positions("SGD", parameters)?;
-        next_step("SGD", steps)?;
-        self.buffers = buffers;
-        if self.buffers.is_empty() {
-            self.known.clear();
-        } else {
-            self.known.set(parameters);
-        }
-        self.step = steps;
-        Ok(())
+        self.buffers.restore(parameters, steps, buffers)
     }
 }
 
