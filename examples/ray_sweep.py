@@ -22,6 +22,8 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
 import ray
@@ -29,15 +31,16 @@ import wgcompute as wg
 import wgcompute.ray as wgray
 
 MiB = 1 << 20
+T = TypeVar("T")
 
 
-def where() -> dict:
+def where() -> dict[str, Any]:
     """The worker this job runs in."""
     context = ray.get_runtime_context()
     return {"pid": os.getpid(), "node": context.get_node_id()[:8], "node_ip": ray.util.get_node_ip_address()}
 
 
-def memory(report: wg.CloseReport) -> dict:
+def memory(report: wg.CloseReport) -> dict[str, Any]:
     """Device memory around the job's session (None where the adapter does not report it; on a GPU these are the
     device's figures, which other processes on it move too)."""
     return {
@@ -48,7 +51,7 @@ def memory(report: wg.CloseReport) -> dict:
 
 
 @wgray.remote(num_gpus=1)  # max_calls=0: the worker runs the next job too
-def fit_digits(lr: float, hidden: int, max_iter: int, seed: int) -> dict:
+def fit_digits(lr: float, hidden: int, max_iter: int, seed: int) -> dict[str, Any]:
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
 
@@ -73,7 +76,9 @@ def fit_digits(lr: float, hidden: int, max_iter: int, seed: int) -> dict:
 
 
 @wgray.remote(num_gpus=1)
-def seed_workload(steps: int, lr: float, batch: int = 10, inputs: int = 10_000, classes: int = 1_000) -> dict:
+def seed_workload(
+    steps: int, lr: float, batch: int = 10, inputs: int = 10_000, classes: int = 1_000
+) -> dict[str, Any]:
     started = time.perf_counter()
     rng = np.random.default_rng(1)
     with wgray.session() as s:
@@ -104,7 +109,7 @@ def mib(value: int | None) -> str:
     return "?" if value is None else f"{value / MiB:.0f}"
 
 
-def table(rows: list[dict]) -> str:
+def table(rows: list[dict[str, Any]]) -> str:
     header = ["job", "parameters", "result", "pid", "node", "before MiB", "pool peak MiB", "after MiB", "s"]
     lines = [
         [
@@ -126,13 +131,13 @@ def table(rows: list[dict]) -> str:
     )
 
 
-def sweep(lrs: list[float], hidden: list[int], max_iter: int, seed_steps: int) -> list[dict]:
+def sweep(lrs: list[float], hidden: list[int], max_iter: int, seed_steps: int) -> list[dict[str, Any]]:
     jobs = [fit_digits.remote(lr, size, max_iter, 0) for lr in lrs for size in hidden]
     jobs.append(seed_workload.remote(seed_steps, 0.001))
     return ray.get(jobs)
 
 
-def numbers(text: str, kind: type) -> list:
+def numbers(text: str, kind: Callable[[str], T]) -> list[T]:
     return [kind(part) for part in text.split(",") if part]
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import wgcompute as wg
@@ -55,7 +56,7 @@ def run_tensorflow(
     classes: int = 1_000,
     seed: int = 1,
     adapter: int | str | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """One call of the original's function: a session opened, the model trained, the session closed."""
     session = wg.Session(adapter=adapter)
     rng = np.random.default_rng(seed)
@@ -79,7 +80,7 @@ def main(
     inputs: int = 10_000,
     classes: int = 1_000,
     adapter: int | str | None = None,
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     runs = []
     for call in range(calls):
         run = run_tensorflow(

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from typing import Any
 
 import numpy as np
 import wgcompute
@@ -49,7 +50,7 @@ def seed_work(session: wgcompute.Session) -> np.ndarray:
     return c
 
 
-def load(session: wgcompute.Session, seed: int) -> dict:
+def load(session: wgcompute.Session, seed: int) -> dict[str, Any]:
     """The two-layer product, checked against numpy on a slice of its columns (a small host copy: on a CPU
     adapter device memory is this process's resident memory, and the second session's figures must not carry
     the first one's host arrays)."""
@@ -76,7 +77,7 @@ def mib(value: int | None) -> str:
     return "unknown" if value is None else f"{value / MiB:.0f} MiB"
 
 
-def run(index: int, fraction: float, fallback: int, adapter: int | str | None) -> dict:
+def run(index: int, fraction: float, fallback: int, adapter: int | str | None) -> dict[str, Any]:
     session, rule = open_capped(fraction, fallback, adapter)
     with session:
         limit = session.memory_stats().limit
@@ -101,7 +102,7 @@ def run(index: int, fraction: float, fallback: int, adapter: int | str | None) -
     return {"limit": limit, "rule": rule, "c": c, "peak_in_use": peak, "report": report, **figures}
 
 
-def main(adapter: int | str | None = None) -> list[dict]:
+def main(adapter: int | str | None = None) -> list[dict[str, Any]]:
     return [run(index, fraction, fallback, adapter) for index, (fraction, fallback) in enumerate(CAPS)]
 
 

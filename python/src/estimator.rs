@@ -8,15 +8,15 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use numpy::{
-    IntoPyArray, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2,
+    IntoPyArray, PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2,
     PyUntypedArrayMethods,
 };
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use wgcompute::data::Labels;
 use wgcompute::fit::{
-    predict_probabilities, EarlyStopping, EpochRecord, FitConfig, Monitor, Samples, Schedule,
-    Standardizer, Trainer,
+    predict_probabilities, ClassLabels, EarlyStopping, EpochRecord, FitConfig, Monitor, Samples,
+    Schedule, Standardizer, Trainer,
 };
 use wgcompute::{Linear, Mlp, OptimizerKind};
 
@@ -58,6 +58,31 @@ fn invalid(message: String) -> PyErr {
     named("InvalidArgumentError", message)
 }
 
+/// How many of `samples` samples a validation split of `fraction` holds out, as the library's fit splits them
+/// (`wgcompute::data::held_out_count`): a split leaving either side empty is refused there, naming both counts.
+#[pyfunction]
+pub fn held_out_count(samples: usize, fraction: f64) -> PyResult<usize> {
+    wgcompute::data::held_out_count(samples, fraction).or_raise()
+}
+
+/// The classes (their labels, increasing) and the class id of each label.
+type ClassIds<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<u32>>);
+
+/// The sorted distinct labels of integer `labels` and each one's class id, as the library's fit maps them
+/// (`wgcompute::fit::ClassLabels`); fewer than two distinct labels is an `InvalidArgumentError`.
+#[pyfunction]
+pub fn class_labels<'py>(
+    py: Python<'py>,
+    labels: PyReadonlyArray1<'py, i64>,
+) -> PyResult<ClassIds<'py>> {
+    let labels = host(&labels);
+    let (classes, ids) = ClassLabels::from_labels(&labels).or_raise()?;
+    Ok((
+        classes.labels().to_vec().into_pyarray(py),
+        ids.into_pyarray(py),
+    ))
+}
+
 /// Fits an MLP classifier on `inputs` [samples, features] and class ids `labels` (each below `classes`) with
 /// the library's loop, in `session`, and returns a dict of host values: `coefs` (a float32 [inputs, outputs]
 /// array per layer), `intercepts` (float32 [outputs] each), `mean` and `scale` (float32 [features], None
@@ -67,13 +92,6 @@ fn invalid(message: String) -> PyErr {
 /// `early_stopping` is `(monitor, patience, min_delta, restore_best)` with the monitor `val_loss`,
 /// `val_accuracy` or `loss`; `schedule` a spelling `wgcompute::fit::Schedule` reads (`constant`,
 /// `step:every=10,factor=0.5`, `cosine:min_lr=0`, `plateau:factor=0.1,patience=10,min_lr=0`).
-/// How many of `samples` samples a validation split of `fraction` holds out, as the library's fit splits them
-/// (`wgcompute::data::held_out_count`): a split leaving either side empty is refused there, naming both counts.
-#[pyfunction]
-pub fn held_out_count(samples: usize, fraction: f64) -> PyResult<usize> {
-    wgcompute::data::held_out_count(samples, fraction).or_raise()
-}
-
 #[pyfunction]
 #[pyo3(signature = (
     session, inputs, labels, classes, hidden, epochs, batch, optimizer, lr, seed, standardize, val_split,

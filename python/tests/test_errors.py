@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from references import BINARY_OPS, REDUCTIONS, UNARY_METHODS, operator_of
 
 import wgcompute
 
@@ -573,6 +574,11 @@ class Sweep:
             return None
         return int(self.rng.integers(-tensor.ndim - 1, tensor.ndim + 1))
 
+    def binary(self, name, t):
+        """A binary row's operator, the tensor on either side."""
+        apply = operator_of(name)
+        return apply(t, self.operand()) if self.rng.random() < 0.5 else apply(self.operand(), t)
+
     def step(self):
         rng, s = self.rng, self.session
         t = self.tensor()
@@ -582,13 +588,11 @@ class Sweep:
             lambda: s.full(self.shape(), float(rng.uniform(-5, 5))),
             lambda: s.rand(self.shape(), seed=int(rng.integers(0, 2**63))),
             lambda: s.randn(self.shape(), seed=int(rng.integers(0, 2**63))),
-            lambda: getattr(t, str(rng.choice(["exp", "log", "sqrt", "tanh", "sigmoid", "relu", "square", "neg"])))(),
-            lambda: t + self.operand(),
-            lambda: self.operand() - t,
-            lambda: t * self.operand(),
-            lambda: self.operand() / t,
+            lambda: getattr(t, str(rng.choice(UNARY_METHODS)))(),
+            # One action per binary row; the unary methods share one, as do the reductions.
+            *(lambda name=name: self.binary(name, t) for name in BINARY_OPS),
             lambda: t @ self.operand(),
-            lambda: getattr(t, str(rng.choice(["sum", "mean", "max", "min", "prod"])))(axis=self.axis(t)),
+            lambda: getattr(t, str(rng.choice(REDUCTIONS)))(axis=self.axis(t)),
             lambda: getattr(t, str(rng.choice(["argmax", "argmin"])))(axis=self.axis(t)),
             lambda: t.softmax(axis=self.axis(t) or -1),
             lambda: t.log_softmax(axis=self.axis(t) or -1),

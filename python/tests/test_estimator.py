@@ -373,6 +373,27 @@ def test_early_stopping_keeps_the_best_epoch(adapter, rng):
 # --- labels, pickling, sessions ---
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64, np.uint8, np.uint64])
+def test_integer_labels_map_as_numpy_unique_would(rng, dtype):
+    # Integer labels go through the library's ClassLabels; what comes back is numpy.unique's answer.
+    info = np.iinfo(dtype)
+    for size, spread in ((2, 2), (57, 3), (1000, 40)):
+        labels = rng.integers(max(info.min, -1000), min(info.max, 1000), spread, endpoint=True).astype(dtype)
+        y = np.concatenate([np.unique(labels), rng.choice(labels, size)])
+        if len(np.unique(y)) < 2:
+            continue
+        classes, ids = _estimator._labels(y, len(y))
+        want_classes, want_ids = np.unique(y, return_inverse=True)
+        assert classes.dtype == y.dtype and ids.dtype == np.uint32
+        np.testing.assert_array_equal(classes, want_classes)
+        np.testing.assert_array_equal(ids, want_ids)
+
+
+def test_one_integer_label_is_refused_by_name():
+    with pytest.raises(wgcompute.InvalidArgumentError, match=r"only one class \((np\.int64\()?7\)?\)"):
+        _estimator._labels(np.full(5, 7), 5)
+
+
 @pytest.mark.parametrize(
     "labels",
     [np.array(["cat", "dog", "emu"]), np.array([-5, 7, 100]), np.array([True, False]), np.array([0.5, -2.0, 3.0])],

@@ -26,6 +26,7 @@ import pytest
 from conftest import open_session
 from hypothesis import HealthCheck, example, given, seed, settings
 from hypothesis import strategies as st
+from references import BINARY_OPS, REDUCTIONS, UNARY_METHODS, operator_of
 
 import wgcompute as wg
 
@@ -384,7 +385,8 @@ def fit_target(name: str, call: Callable[..., Any]) -> Target:
     return Target(name, call, examples=FIT_EXAMPLES, uses="fit_s")
 
 
-REDUCTIONS = ("sum", "mean", "max", "min", "prod", "argmax", "argmin")
+# The table's reductions, and the index reductions beside them.
+ALL_REDUCTIONS = (*REDUCTIONS, "argmax", "argmin")
 
 
 def each(*calls):
@@ -411,8 +413,7 @@ def tensor_methods(c, value):
         ("numpy", tensor.numpy),
         ("tolist", tensor.tolist),
         ("len", len, tensor),
-        ("relu", lambda: tensor.relu().numpy()),
-        ("sum", lambda: tensor.sum().numpy()),
+        *((name, lambda name=name: getattr(tensor, name)().numpy()) for name in UNARY_METHODS + REDUCTIONS),
         ("argmax", lambda: tensor.argmax().numpy()),
         ("T", lambda: tensor.T.numpy()),
         ("softmax", lambda: tensor.softmax().numpy()),
@@ -498,6 +499,13 @@ def load_junk(c, value):
     return wg.load(path, c.s)
 
 
+def operator_targets():
+    for name in BINARY_OPS:
+        apply = operator_of(name)
+        yield Target(f"t {name} v", lambda c, v, apply=apply: apply(c.f(), v))
+        yield Target(f"v {name} t", lambda c, v, apply=apply: apply(v, c.f()))
+
+
 TARGETS = [
     # Opening sessions.
     Target("Session(memory_limit=v)", lambda c, v: open_and_close(memory_limit=v, adapter=c.adapter)),
@@ -525,15 +533,8 @@ TARGETS = [
     # Tensors made from the value, then used.
     Target("s.tensor(v) then its methods", tensor_methods),
     Target("Tensor(v)", lambda c, v: wg.Tensor(v)),
-    # Operators.
-    Target("t + v", lambda c, v: c.f() + v),
-    Target("v + t", lambda c, v: v + c.f()),
-    Target("t - v", lambda c, v: c.f() - v),
-    Target("v - t", lambda c, v: v - c.f()),
-    Target("t * v", lambda c, v: c.f() * v),
-    Target("v * t", lambda c, v: v * c.f()),
-    Target("t / v", lambda c, v: c.f() / v),
-    Target("v / t", lambda c, v: v / c.f()),
+    # Operators: each binary row's, the tensor on either side.
+    *operator_targets(),
     Target("t @ v", lambda c, v: c.f() @ v),
     Target("v @ t", lambda c, v: v @ c.f()),
     Target("u + v", lambda c, v: c.u() + v),
@@ -547,7 +548,7 @@ TARGETS = [
     ),
     Target("t.permute(v, w)", lambda c, v, w: c.f().permute(v, w), arity=2, partners=(1, 0)),
     Target("t.transpose(v, w)", lambda c, v, w: c.f().transpose(v, w), arity=2, partners=(1, 0)),
-    Target("t.<reduction>(axis=v)", lambda c, v: each(*((name, getattr(c.f(), name), v) for name in REDUCTIONS))),
+    Target("t.<reduction>(axis=v)", lambda c, v: each(*((name, getattr(c.f(), name), v) for name in ALL_REDUCTIONS))),
     Target(
         "t.softmax(axis=v) and t.log_softmax(v)",
         lambda c, v: each(("softmax", c.f().softmax, v), ("log_softmax", c.f().log_softmax, v)),

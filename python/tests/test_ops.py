@@ -5,10 +5,20 @@ the comparison instead of passing on whatever memory held."""
 
 import numpy as np
 import pytest
+from references import (
+    BINARY,
+    BINARY_OPS,
+    REDUCE,
+    REDUCTIONS,
+    SCALAR_FORMS,
+    UNARY,
+    UNARY_METHODS,
+    operator_of,
+    scalar_call,
+)
 
 import wgcompute
-
-UNARY_ROWS, BINARY_ROWS, REDUCE_ROWS = wgcompute._wgcompute.op_tables()
+from wgcompute import _ops
 
 # 1, primes, just over a tile (65, 257), 0-d, empty, and one large enough to take many workgroups.
 ELEMENTWISE_SHAPES = [(), (1,), (7,), (65,), (257,), (13, 65), (3, 31, 5), (0,), (4, 0), ((1 << 20) + 7,)]
@@ -214,29 +224,34 @@ class TestFills:
 
 # --- elementwise ---
 
-UNARY_REFERENCES = {
-    "relu": (lambda x: np.maximum(x, 0), (-2, 2)),
-    "exp": (np.exp, (-5, 5)),
-    "log": (np.log, (0.01, 10)),
-    "sqrt": (np.sqrt, (0, 10)),
-    "neg": (np.negative, (-2, 2)),
-    "tanh": (np.tanh, (-8, 8)),
-    "sigmoid": (lambda x: 1 / (1 + np.exp(-x)), (-8, 8)),
-    "square": (np.square, (-3, 3)),
-}
-UNARY_METHODS = [name for name, takes_scalar, _ in UNARY_ROWS if not takes_scalar and name != "copy"]
+# --- the op tables against the references ---
 
 
-def test_every_unary_row_has_a_reference():
-    assert sorted(UNARY_METHODS) == sorted(UNARY_REFERENCES)
+def test_every_row_has_a_reference_and_every_reference_a_row():
+    assert sorted(UNARY) == sorted(row.name for row in _ops.UNARY_ROWS)
+    assert sorted(BINARY) == sorted(BINARY_OPS)
+    assert sorted(REDUCE) == sorted(REDUCTIONS)
+
+
+def test_every_binary_row_has_an_operator_and_every_scalar_row_is_one_of_its_forms():
+    assert sorted(_ops.OPERATORS) == sorted(BINARY_OPS)
+    scalar_rows = {row.name for row in _ops.UNARY_ROWS if row.takes_scalar}
+    assert {scalar for scalar, _, _ in SCALAR_FORMS} == scalar_rows
+
+
+def test_every_method_row_is_a_tensor_method():
+    for name in UNARY_METHODS + REDUCTIONS:
+        assert callable(getattr(wgcompute.Tensor, name, None)), name
+    for written in _ops.OPERATORS.values():
+        assert f"__{written.dunder}__" in vars(wgcompute.Tensor) and f"__r{written.dunder}__" in vars(wgcompute.Tensor)
 
 
 @pytest.mark.parametrize("shape", ELEMENTWISE_SHAPES, ids=ids(ELEMENTWISE_SHAPES))
 @pytest.mark.parametrize("name", UNARY_METHODS)
 def test_unary(session, rng, name, shape):
-    reference, (low, high) = UNARY_REFERENCES[name]
+    low, high = UNARY[name].values
     x = uniform(rng, shape, low, high)
-    assert_close(getattr(session.tensor(x), name)(), reference(f64(x)))
+    assert_close(getattr(session.tensor(x), name)(), UNARY[name].reference(f64(x), 0.0))
 
 
 @pytest.mark.parametrize("shape", [(7,), (257,), (13, 65)], ids=shape_id)
@@ -285,22 +300,15 @@ def test_unary_at_the_edges(session):
     np.testing.assert_array_equal(session.tensor(np.array([-4.0])).sqrt().numpy(), [np.nan])
 
 
-SCALAR_CASES = {
-    "t + c": (lambda t, c: t + c, lambda x, c: x + c),
-    "c + t": (lambda t, c: c + t, lambda x, c: c + x),
-    "t - c": (lambda t, c: t - c, lambda x, c: x - c),
-    "c - t": (lambda t, c: c - t, lambda x, c: c - x),
-    "t * c": (lambda t, c: t * c, lambda x, c: x * c),
-    "c * t": (lambda t, c: c * t, lambda x, c: c * x),
-    "t / c": (lambda t, c: t / c, lambda x, c: x / c),
-    "c / t": (lambda t, c: c / t, lambda x, c: c / x),
-}
-
-
 @pytest.mark.parametrize("shape", ELEMENTWISE_SHAPES, ids=ids(ELEMENTWISE_SHAPES))
-@pytest.mark.parametrize("case", SCALAR_CASES)
-def test_with_a_python_scalar(session, rng, case, shape):
-    apply, reference = SCALAR_CASES[case]
+@pytest.mark.parametrize(
+    "form",
+    SCALAR_FORMS,
+    ids=[f"{binary}-{scalar}{'-reflected' if first else ''}" for scalar, binary, first in SCALAR_FORMS],
+)
+def test_with_a_python_scalar(session, rng, form, shape):
+    scalar_row, binary, scalar_first = form
+    apply, reference = scalar_call(scalar_first, binary), UNARY[scalar_row].reference
     x = away_from_zero(rng, shape)
     for scalar in (float(np.float32(rng.uniform(-3, 3))), int(rng.integers(1, 9)), np.float64(0.75)):
         assert_close(apply(session.tensor(x), scalar), reference(f64(x), f64(np.float32(scalar))))
@@ -320,22 +328,12 @@ BROADCAST_PAIRS = [
     ((0, 5), (5,)),
     (((1 << 20) + 7,), ((1 << 20) + 7,)),
 ]
-BINARY_CASES = {
-    "+": (lambda a, b: a + b, np.add),
-    "-": (lambda a, b: a - b, np.subtract),
-    "*": (lambda a, b: a * b, np.multiply),
-    "/": (lambda a, b: a / b, np.divide),
-}
-
-
-def test_every_binary_row_has_an_operator():
-    assert sorted(name for name, _ in BINARY_ROWS) == ["add", "div", "mul", "sub"]
 
 
 @pytest.mark.parametrize("shapes", BROADCAST_PAIRS, ids=[f"{shape_id(a)}-{shape_id(b)}" for a, b in BROADCAST_PAIRS])
-@pytest.mark.parametrize("case", BINARY_CASES)
-def test_binary_broadcasting(session, rng, case, shapes):
-    apply, reference = BINARY_CASES[case]
+@pytest.mark.parametrize("name", BINARY_OPS)
+def test_binary_broadcasting(session, rng, name, shapes):
+    apply, reference = operator_of(name), BINARY[name].reference
     a, b = away_from_zero(rng, shapes[0]), away_from_zero(rng, shapes[1])
     expected = reference(f64(a), f64(b))
     ta, tb = session.tensor(a), session.tensor(b)
@@ -390,41 +388,20 @@ def test_matmul_of_mismatched_inner_sizes(session):
 # --- reductions ---
 
 
-def reduce_input(rng, name, shape):
-    if name == "prod":
-        # exp of a symmetric draw, so that the product of many stays within float32's range.
-        return np.exp(rng.uniform(-0.05, 0.05, shape)).astype(np.float32)
-    return uniform(rng, shape)
-
-
-def reduce_tolerance(name, x, axis):
-    count = x.size if axis is None else x.shape[axis]
-    if name == "sum":
-        return 2e-6 * np.sqrt(count) * np.abs(x).sum(axis=axis) + 1e-5 * np.abs(x).max(initial=0) + 1e-6
-    if name == "mean":
-        return 2e-6 * np.sqrt(count) * np.abs(x).mean(axis=axis) + 1e-6
-    if name == "prod":
-        return (1e-5 + 1e-7 * count) * np.abs(x).prod(axis=axis)
-    return 0.0
-
-
 REDUCE_CASES = [(shape, axis) for shape in REDUCE_SHAPES for axis in [None, *range(len(shape)), *range(-len(shape), 0)]]
-
-
-def test_every_reduction_row_has_a_method():
-    assert sorted(name for name, _ in REDUCE_ROWS) == ["max", "mean", "min", "prod", "sum"]
 
 
 @pytest.mark.parametrize(
     "shape,axis", REDUCE_CASES, ids=[f"{shape_id(shape)}-axis{axis}" for shape, axis in REDUCE_CASES]
 )
-@pytest.mark.parametrize("name", [name for name, _ in REDUCE_ROWS])
+@pytest.mark.parametrize("name", REDUCTIONS)
 def test_reduction(session, rng, name, shape, axis):
-    x = reduce_input(rng, name, shape)
-    expected = getattr(np, name)(f64(x), axis=axis)
+    reduction = REDUCE[name]
+    x = reduction.inputs(rng, shape)
+    expected = reduction.reference(f64(x), axis=axis)
     got = getattr(session.tensor(x), name)(axis=axis)
     assert got.dtype == np.float32
-    assert_within(got, expected, reduce_tolerance(name, f64(x), axis))
+    assert_within(got, expected, reduction.tolerance(f64(x), axis))
     if axis is None:
         assert got.shape == ()
 
@@ -443,7 +420,7 @@ def test_reductions_over_an_empty_axis(session):
 
 def test_reductions_propagate_nan(session):
     x = session.tensor(np.array([[1.0, np.nan, 3.0], [1.0, 2.0, 3.0]]))
-    for name in ("sum", "mean", "max", "min", "prod"):
+    for name in REDUCTIONS:
         got = getattr(x, name)(axis=1).numpy()
         assert np.isnan(got[0]) and not np.isnan(got[1]), name
 

@@ -10,68 +10,17 @@ import threading
 
 import numpy as np
 import pytest
+from references import BINARY, BINARY_OPS, REDUCE, REDUCTIONS, SCALAR_FORMS, UNARY, draw, operator_of, scalar_call
 
 import wgcompute as wg
+from wgcompute import _ops
 
-UNARY_ROWS, BINARY_ROWS, REDUCE_ROWS = wg._wgcompute.op_tables()
-
-
-def sigmoid(x):
-    return 1.0 / (1.0 + np.exp(-x))
-
-
-# Each unary row: (reference of (x, scalar), input domain). "away" keeps |x| in [0.5, 2] (relu's kink and
-# divisions), "positive" in [0.5, 2] (log, sqrt).
-UNARY_REFERENCES = {
-    "relu": (lambda x, a: np.maximum(x, 0.0), "away"),
-    "exp": (lambda x, a: np.exp(x), "any"),
-    "log": (lambda x, a: np.log(x), "positive"),
-    "sqrt": (lambda x, a: np.sqrt(x), "positive"),
-    "neg": (lambda x, a: -x, "any"),
-    "tanh": (lambda x, a: np.tanh(x), "any"),
-    "sigmoid": (lambda x, a: sigmoid(x), "any"),
-    "square": (lambda x, a: x * x, "any"),
-    "add_scalar": (lambda x, a: x + a, "any"),
-    "sub_scalar": (lambda x, a: x - a, "any"),
-    "mul_scalar": (lambda x, a: x * a, "any"),
-    "div_scalar": (lambda x, a: x / a, "any"),
-    "scalar_sub": (lambda x, a: a - x, "any"),
-    "scalar_div": (lambda x, a: a / x, "away"),
-    "copy": (lambda x, a: x.copy(), "any"),
-}
-# How a user writes each row (the sweep falls back to the routing helper for a row without one).
-UNARY_CALLS = {
-    "add_scalar": lambda x, a: x + a,
-    "sub_scalar": lambda x, a: x - a,
-    "mul_scalar": lambda x, a: x * a,
-    "div_scalar": lambda x, a: x / a,
-    "scalar_sub": lambda x, a: a - x,
-    "scalar_div": lambda x, a: a / x,
-    "neg": lambda x, a: -x,
-}
-BINARY_REFERENCES = {
-    "add": (lambda a, b: a + b, "+"),
-    "sub": (lambda a, b: a - b, "-"),
-    "mul": (lambda a, b: a * b, "*"),
-    "div": (lambda a, b: a / b, "/"),
-}
-REDUCE_REFERENCES = {"sum": np.sum, "mean": np.mean, "prod": np.prod}
-# Reductions the tape has no gradient for: recording one where a gradient flows is an error naming it.
-NO_GRADIENT = {"max", "min"}
+# How a user writes each scalar row (the others are methods): ``x + c``, ``c - x``, ...
+SCALAR_CALLS = {scalar: scalar_call(first, binary) for scalar, binary, first in SCALAR_FORMS}
 
 UNARY_SHAPES = [(1,), (7,), (3, 5)]
 BINARY_SHAPES = [((7,), (7,)), ((3, 5), (5,)), ((3, 1), (1, 5)), ((1,), (3, 5)), ((2, 3, 5), (3, 1))]
 REDUCE_CASES = [((1,), None), ((7,), 0), ((3, 5), None), ((3, 5), 0), ((3, 5), -1), ((2, 3, 5), 1)]
-
-
-def draw(rng, shape, domain="any"):
-    if domain == "positive":
-        values = rng.uniform(0.5, 2.0, shape)
-    elif domain == "away":
-        values = rng.uniform(0.5, 2.0, shape) * rng.choice([-1.0, 1.0], shape)
-    else:
-        values = rng.uniform(-1.5, 1.5, shape)
-    return values.astype(np.float32)
 
 
 def numeric_gradients(reference, arrays, weights, which, step=1e-6):
@@ -129,56 +78,47 @@ def shape_id(shape):
 # --- the sweep over the op tables ---
 
 
-@pytest.mark.parametrize("row", UNARY_ROWS, ids=[row[0] for row in UNARY_ROWS])
+@pytest.mark.parametrize("row", _ops.UNARY_ROWS, ids=[row.name for row in _ops.UNARY_ROWS])
 @pytest.mark.parametrize("shape", UNARY_SHAPES, ids=shape_id)
 def test_every_unary_row_records_its_gradient(session, rng, row, shape):
-    name, takes_scalar, _ = row
-    assert name in UNARY_REFERENCES, f"unary row {name!r} has no float64 reference here: add one"
-    reference, domain = UNARY_REFERENCES[name]
+    name, takes_scalar = row.name, row.takes_scalar
+    reference = UNARY[name].reference
     scalar = float(rng.uniform(0.5, 2.0)) if takes_scalar else 0.0
-    call = UNARY_CALLS.get(name)
-    if call is None:
-        method = getattr(wg.Tensor, name, None)
-        call = (lambda x, a: method(x)) if method is not None and not takes_scalar else (lambda x, a: x._unary(name, a))
+    call = SCALAR_CALLS[name] if takes_scalar else (lambda x, a: getattr(x, name)())
     check_gradients(
         session,
         rng,
         lambda x: reference(x, np.float64(np.float32(scalar))),
         lambda x: call(x, scalar),
-        [draw(rng, shape, domain)],
+        [draw(rng, shape, UNARY[name].gradients)],
         what=name,
     )
 
 
-@pytest.mark.parametrize("row", BINARY_ROWS, ids=[row[0] for row in BINARY_ROWS])
+@pytest.mark.parametrize("name", BINARY_OPS)
 @pytest.mark.parametrize("shapes", BINARY_SHAPES, ids=lambda pair: "_".join(map(shape_id, pair)))
-def test_every_binary_row_records_both_gradients_with_broadcasting(session, rng, row, shapes):
-    name = row[0]
-    assert name in BINARY_REFERENCES, f"binary row {name!r} has no float64 reference here: add one"
-    reference, operator = BINARY_REFERENCES[name]
-    a, b = draw(rng, shapes[0]), draw(rng, shapes[1], "away" if name == "div" else "any")
-    calls = {"+": lambda x, y: x + y, "-": lambda x, y: x - y, "*": lambda x, y: x * y, "/": lambda x, y: x / y}
-    check_gradients(session, rng, reference, calls[operator], [a, b], what=name)
+def test_every_binary_row_records_both_gradients_with_broadcasting(session, rng, name, shapes):
+    reference, apply = BINARY[name].reference, operator_of(name)
+    a, b = draw(rng, shapes[0]), draw(rng, shapes[1], BINARY[name].divisor)
+    check_gradients(session, rng, reference, apply, [a, b], what=name)
     # The reflected form too, with the tensors swapped in the operator's place.
-    check_gradients(session, rng, lambda x, y: reference(y, x), lambda x, y: calls[operator](y, x), [b, a], what=name)
+    check_gradients(session, rng, lambda x, y: reference(y, x), lambda x, y: apply(y, x), [b, a], what=name)
 
 
-@pytest.mark.parametrize("row", REDUCE_ROWS, ids=[row[0] for row in REDUCE_ROWS])
+@pytest.mark.parametrize("name", REDUCTIONS)
 @pytest.mark.parametrize("case", REDUCE_CASES, ids=lambda case: f"{shape_id(case[0])}-axis{case[1]}")
-def test_every_reduction_records_its_gradient_or_refuses_by_name(session, rng, row, case):
-    name = row[0]
+def test_every_reduction_records_its_gradient_or_refuses_by_name(session, rng, name, case):
     shape, axis = case
     x = draw(rng, shape, "away")
-    if name in NO_GRADIENT:
+    reference = REDUCE[name].reference
+    if not REDUCE[name].differentiable:
         variable = session.variable(x)
         with wg.GradientTape():
             with pytest.raises(wg.InvalidArgumentError, match=name):
                 getattr(variable, name)(axis=axis)
             # On a tensor nothing watches it runs as it does outside a tape.
-            np.testing.assert_allclose(getattr(session.tensor(x), name)(axis=axis).numpy(), getattr(np, name)(x, axis))
+            np.testing.assert_allclose(getattr(session.tensor(x), name)(axis=axis).numpy(), reference(x, axis=axis))
         return
-    assert name in REDUCE_REFERENCES, f"reduction {name!r} has no float64 reference here (or belongs in NO_GRADIENT)"
-    reference = REDUCE_REFERENCES[name]
     check_gradients(
         session, rng, lambda x: reference(x, axis=axis), lambda x: getattr(x, name)(axis=axis), [x], what=name
     )

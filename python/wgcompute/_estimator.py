@@ -24,8 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from . import Session, _session_argument, _wgcompute
+from . import _wgcompute
 from ._errors import DTypeError, InvalidArgumentError, ShapeError
+from ._session import Session, _session_argument
 
 try:
     from sklearn.base import BaseEstimator as _BaseEstimator
@@ -98,6 +99,7 @@ _SGD_MOMENTUM = 0.9
 # scikit-learn's `batch_size="auto"`: min(200, n_samples).
 _AUTO_BATCH = 200
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
+_INT64_MAX = np.iinfo(np.int64).max
 
 
 def _is_sparse(data: Any) -> bool:
@@ -173,6 +175,10 @@ def _inputs(data: Any, name: str) -> np.ndarray:
     return np.require(converted, requirements="C")
 
 
+def _one_class(label: Any) -> str:
+    return f"y has only one class ({label!r}): a classifier needs samples of at least 2 classes"
+
+
 def _labels(data: Any, samples: int) -> tuple[np.ndarray, np.ndarray]:
     """The sorted distinct labels of ``data`` (any labels ``numpy.unique`` sorts) and each sample's class id."""
     if data is None:
@@ -210,6 +216,16 @@ def _labels(data: Any, samples: int) -> tuple[np.ndarray, np.ndarray]:
                 f"Unknown label type: continuous values in y (such as {fractional!r}); a classifier takes class "
                 "labels (ints, strings, ...), not a regression target"
             )
+    if labels.size and (kind == "i" or (kind == "u" and labels.max() <= _INT64_MAX)):
+        # Integer labels are mapped by the library's ClassLabels, as `wgcompute fit` maps them; the classes keep
+        # the labels' dtype, as numpy.unique's would.
+        try:
+            classes, ids = _wgcompute.class_labels(labels.astype(np.int64))
+        except InvalidArgumentError:
+            # Its one refusal a y can reach: fewer than two distinct labels.
+            raise InvalidArgumentError(_one_class(labels[0])) from None
+        return classes.astype(labels.dtype), ids
+    # Strings, floats, bools and objects have no library counterpart (its labels are integers).
     try:
         classes, ids = np.unique(labels, return_inverse=True)
     except TypeError as error:
@@ -217,9 +233,7 @@ def _labels(data: Any, samples: int) -> tuple[np.ndarray, np.ndarray]:
     if kind == "O" and any(isinstance(label, float) and not math.isfinite(label) for label in classes):
         raise InvalidArgumentError("Input y contains NaN or infinity; labels must be finite")
     if len(classes) < 2:
-        raise InvalidArgumentError(
-            f"y has only one class ({classes[0]!r}): a classifier needs samples of at least 2 classes"
-        )
+        raise InvalidArgumentError(_one_class(classes[0]))
     return classes, np.ascontiguousarray(ids.reshape(-1), dtype=np.uint32)
 
 

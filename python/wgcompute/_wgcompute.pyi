@@ -252,7 +252,7 @@ def load(
     """(kind, named tensors, the MLP's widths, metadata, whether the optimizer's state was restored)."""
 
 # python/src/estimator.rs: the library's classifier loop (wgcompute::fit) for wgcompute.MLPClassifier.
-__all__ += ["fit_classifier", "predict_classifier"]
+__all__ += ["fit_classifier", "predict_classifier", "held_out_count", "class_labels"]
 
 class _EpochRecord(TypedDict):
     epoch: int
@@ -293,6 +293,9 @@ def fit_classifier(
     ``early_stopping`` is (monitor, patience, min_delta, restore_best)."""
 
 def held_out_count(samples: int, fraction: float) -> int: ...
+def class_labels(labels: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.uint32]]:
+    """The sorted distinct labels and each label's class id, as the library's ClassLabels maps them."""
+
 def predict_classifier(
     session: Session,
     coefs: Sequence[NDArray[np.float32]],

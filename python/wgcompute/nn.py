@@ -18,7 +18,11 @@ import numbers
 from collections.abc import Sequence
 from typing import Any
 
-from . import InvalidArgumentError, Session, Tensor, Variable, _flag, _seed, _sequence, _session_argument, _wgcompute
+from . import _wgcompute
+from ._convert import _flag, _seed, _sequence
+from ._errors import InvalidArgumentError
+from ._session import Session, _session_argument
+from ._tensor import Tensor, Variable
 
 __all__ = ["Linear", "Mlp"]
 

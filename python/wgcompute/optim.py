@@ -14,7 +14,10 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from . import ArgumentTypeError, InvalidArgumentError, Tensor, Variable, _sequence, _wgcompute
+from . import _wgcompute
+from ._convert import _sequence
+from ._errors import ArgumentTypeError, InvalidArgumentError
+from ._tensor import Tensor, Variable
 
 __all__ = ["SGD", "Adam", "AdamW", "Optimizer"]
 

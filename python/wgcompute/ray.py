@@ -35,7 +35,7 @@ import contextlib
 import functools
 import os
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, overload
 
 import wgcompute
 
@@ -132,7 +132,17 @@ def session(
         opened.close()
 
 
-def remote(function: Callable | None = None, /, *, num_gpus: float = 1, max_calls: int = 0, **options: Any) -> Any:
+# Ray's remote functions and actors are untyped: what the decorator makes is Any, but the decorator itself is
+# typed, so that a strictly checked caller may use it.
+@overload
+def remote(function: Callable[..., Any], /, *, num_gpus: float = 1, max_calls: int = 0, **options: Any) -> Any: ...
+@overload
+def remote(
+    function: None = None, /, *, num_gpus: float = 1, max_calls: int = 0, **options: Any
+) -> Callable[[Callable[..., Any]], Any]: ...
+def remote(
+    function: Callable[..., Any] | None = None, /, *, num_gpus: float = 1, max_calls: int = 0, **options: Any
+) -> Any:
     """``ray.remote`` for wgcompute jobs: ``num_gpus=1`` and ``max_calls=0`` (a worker runs any number of tasks)
     unless told otherwise. Use it bare (``@remote``) or with Ray's options (``@remote(num_gpus=0.5,
     num_cpus=2)``). Give ``max_calls=1`` for a job that keeps memory past its end (one that leaves a session

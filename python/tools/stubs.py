@@ -1,0 +1,138 @@
+"""Writes, or with ``--check`` checks, ``wgcompute/_tensor.pyi``: the public surface of the tensor module as the
+imported package has it, the op methods and operators made from the op tables included, which a type checker
+cannot see in the source. ``python tools/stubs.py`` rewrites the stub; ``--check`` exits 1 with a diff where it
+differs (python/tests/test_typing.py runs the check).
+
+Signatures are read from the live objects, whose annotations are the source's text (the module defers them), so
+the stub says what the code says."""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import inspect
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+STUB = Path(__file__).resolve().parents[1] / "wgcompute" / "_tensor.pyi"
+LINE_LENGTH = 120
+
+HEADER = '''"""The public surface of wgcompute's tensors, written by python/tools/stubs.py from the package (its op
+methods and operators are made from the op tables at import): edit the source, then run the tool, not this file."""
+'''
+# What an annotation may name, and where from; the stub imports only those it uses.
+IMPORTS = {
+    "Callable": "from collections.abc import Callable",
+    "Iterable": "from collections.abc import Iterable",
+    "Sequence": "from collections.abc import Sequence",
+    "Any": "from typing import Any",
+    "np": "import numpy as np",
+    "Session": "from ._session import Session",
+}
+
+
+def _default(value: Any) -> str:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return repr(value)
+    return "..."
+
+
+def _parameters(function: Any, method: bool) -> list[str]:
+    signature = inspect.signature(function)
+    parts: list[str] = []
+    starred = False
+    for index, parameter in enumerate(signature.parameters.values()):
+        if method and index == 0:
+            parts.append(parameter.name)
+            continue
+        if parameter.kind is parameter.KEYWORD_ONLY and not starred:
+            parts.append("*")
+            starred = True
+        prefix = {parameter.VAR_POSITIONAL: "*", parameter.VAR_KEYWORD: "**"}.get(parameter.kind, "")
+        if parameter.kind is parameter.VAR_POSITIONAL:
+            starred = True
+        text = prefix + parameter.name
+        annotated = parameter.annotation is not parameter.empty
+        if annotated:
+            text += f": {parameter.annotation}"
+        if parameter.default is not parameter.empty:
+            text += (" = " if annotated else "=") + _default(parameter.default)
+        parts.append(text)
+    return parts
+
+
+def _def(name: str, function: Any, indent: str, method: bool) -> list[str]:
+    returns = inspect.signature(function).return_annotation
+    tail = "" if returns is inspect.Signature.empty else f" -> {returns}"
+    parameters = _parameters(function, method)
+    line = f"{indent}def {name}({', '.join(parameters)}){tail}: ..."
+    if len(line) <= LINE_LENGTH:
+        return [line]
+    # As the formatter splits a long signature: the parameters on one line of their own, else one a line.
+    inner = f"{indent}    {', '.join(parameters)}"
+    if len(inner) <= LINE_LENGTH:
+        return [f"{indent}def {name}(", inner, f"{indent}){tail}: ..."]
+    return [f"{indent}def {name}(", *(f"{indent}    {part}," for part in parameters), f"{indent}){tail}: ..."]
+
+
+def _public(name: str) -> bool:
+    return not name.startswith("_") or (name.startswith("__") and name.endswith("__"))
+
+
+def _class(cls: type) -> list[str]:
+    bases = ", ".join(base.__name__ for base in cls.__bases__ if base is not object)
+    lines = [f"class {cls.__name__}({bases}):" if bases else f"class {cls.__name__}:"]
+    for name, member in vars(cls).items():
+        if not _public(name):
+            continue
+        if isinstance(member, property):
+            lines += ["    @property", *_def(name, member.fget, "    ", method=True)]
+        elif isinstance(member, classmethod):
+            lines += ["    @classmethod", *_def(name, member.__func__, "    ", method=True)]
+        elif isinstance(member, staticmethod):
+            lines += ["    @staticmethod", *_def(name, member.__func__, "    ", method=False)]
+        elif inspect.isfunction(member):
+            lines += _def(name, member, "    ", method=True)
+        elif name == "__array_priority__":
+            lines.append(f"    {name}: {type(member).__name__}")
+    return lines
+
+
+def render() -> str:
+    from wgcompute import _tensor
+
+    # Laid out as the formatter lays out a stub: a blank line after each class, none between functions.
+    lines: list[str] = []
+    for name in ("Tensor", "Variable"):
+        lines += [*_class(getattr(_tensor, name)), ""]
+    for name in ("concat", "matmul", "softmax_cross_entropy"):
+        lines += _def(name, getattr(_tensor, name), "", method=False)
+    body = "\n".join(lines) + "\n"
+    imports = [line for word, line in IMPORTS.items() if re.search(rf"\b{word}\b", body)]
+    plain = sorted(line for line in imports if line.startswith("import "))
+    froms = [line for line in imports if line.startswith("from collections") or line.startswith("from typing")]
+    local = [line for line in imports if line.startswith("from .")]
+    groups = ["\n".join(froms), "\n".join(plain), "\n".join(local)]
+    return HEADER + "\n" + "\n\n".join(group for group in groups if group) + "\n\n" + body
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if the stub differs from the package")
+    arguments = parser.parse_args(argv)
+    wanted = render()
+    if not arguments.check:
+        STUB.write_text(wanted)
+        return 0
+    present = STUB.read_text() if STUB.exists() else ""
+    if present == wanted:
+        return 0
+    sys.stdout.writelines(difflib.unified_diff(present.splitlines(True), wanted.splitlines(True), str(STUB), "package"))
+    print(f"\n{STUB} differs from the package: run python/tools/stubs.py", file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

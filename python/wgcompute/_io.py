@@ -1,0 +1,61 @@
+"""Checkpoints: safetensors files of a model (with its optimizer's state) or of named tensors, written and read
+by the library, so that the ``wgcompute`` command reads what Python saves."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from . import _wgcompute, nn, optim
+from ._convert import _path
+from ._errors import ArgumentTypeError, InvalidArgumentError
+from ._session import Session, _session_argument
+from ._tensor import Tensor
+
+
+def save(
+    path: str | os.PathLike,
+    model_or_named_tensors: Any,
+    optimizer: Any = None,
+    metadata: dict[str, Any] | None = None,
+) -> None:
+    """Writes a safetensors file (``safetensors.numpy.load_file`` reads it). An :class:`nn.Mlp` is saved as the
+    library saves one (format ``wgcompute.mlp``, which ``wgcompute predict --model`` reads), with ``optimizer``'s
+    state if given; a dict of named tensors as they are. ``metadata``: str to str entries kept in the file. The
+    file is written beside ``path`` and renamed over it, so a failed save leaves an older file whole."""
+    if metadata is not None and not isinstance(metadata, Mapping):
+        raise ArgumentTypeError(f"metadata is a dict of str to str; got {type(metadata).__name__} {metadata!r:.80}")
+    entries = [(str(key), str(value)) for key, value in (metadata or {}).items()]
+    if isinstance(model_or_named_tensors, nn.Mlp):
+        native_optimizer = None if optimizer is None else optim._native_of(optimizer)
+        layers = [
+            (layer.weight._t, None if layer.bias is None else layer.bias._t) for layer in model_or_named_tensors.layers
+        ]
+        _wgcompute.save_mlp(_path(path), layers, native_optimizer, entries)
+        return
+    if isinstance(model_or_named_tensors, dict):
+        if optimizer is not None:
+            raise InvalidArgumentError("an optimizer's state is saved with an nn.Mlp; a dict of tensors saves alone")
+        named = []
+        for name, tensor in model_or_named_tensors.items():
+            if not isinstance(tensor, Tensor):
+                raise InvalidArgumentError(f"tensor {name!r} is a {type(tensor).__name__}, not a Tensor")
+            named.append((str(name), tensor._t))
+        _wgcompute.save_tensors(_path(path), named, entries)
+        return
+    raise InvalidArgumentError(
+        f"save takes an nn.Mlp or a dict of named tensors; got {type(model_or_named_tensors).__name__}"
+    )
+
+
+def load(path: str | os.PathLike, session: Session, optimizer: Any = None) -> Any:
+    """Reads a file :func:`save` wrote (or any safetensors file of float32 and uint32 tensors) into ``session``:
+    an :class:`nn.Mlp` for a model (its ``metadata`` attribute holds the file's metadata), restoring
+    ``optimizer``'s state from it if given; a dict of tensors for anything else."""
+    session = _session_argument(session)
+    native_optimizer = None if optimizer is None else optim._native_of(optimizer)
+    kind, tensors, sizes, metadata, _restored = _wgcompute.load(_path(path), session._s, native_optimizer)
+    if kind == "mlp":
+        return nn.Mlp._from_parameters(session, sizes, tensors, metadata)
+    return {name: session._wrap(tensor) for name, tensor in tensors}

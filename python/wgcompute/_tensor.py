@@ -1,0 +1,520 @@
+"""Tensors and variables: a float32 or uint32 array in a session's GPU memory, the ops on it (methods named as
+NumPy's, operators), and the ops of several tensors (:func:`concat`, :func:`matmul`,
+:func:`softmax_cross_entropy`). Each op runs eagerly, or on this thread's :class:`GradientTape` where it records
+one of the operands. The op methods and operators of the library's tables are made from :mod:`._ops`."""
+
+from __future__ import annotations
+
+import math
+import numbers
+import threading
+import weakref
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from . import _ops, _wgcompute
+from ._convert import _count, _flag, _not_picklable, _number, _sequence, _shape
+from ._errors import ArgumentTypeError, DTypeError, InvalidArgumentError, SessionClosedError, ShapeError
+
+if TYPE_CHECKING:
+    from ._session import Session
+    from ._tape import GradientTape
+
+
+def _tensor_argument(tensor: Any, what: str) -> Tensor:
+    if not isinstance(tensor, Tensor):
+        raise ArgumentTypeError(f"{what} is a Tensor; got {type(tensor).__name__} {tensor!r:.80}")
+    return tensor
+
+
+_NUMPY_DTYPES = {"float32": np.dtype(np.float32), "uint32": np.dtype(np.uint32)}
+
+
+class Tensor:
+    """A float32 or uint32 array in a session's GPU memory (made by a :class:`Session`). It never keeps a closed
+    session's memory alive: after the close every use raises :class:`SessionClosedError`.
+
+    Operators ``+ - * / @`` and unary ``-`` take tensors, Python scalars and numpy arrays, broadcasting as numpy
+    does; the methods are named as numpy's (``exp``, ``sum(axis=)``, ``argmax``, ``reshape``, ``transpose``...).
+    """
+
+    __slots__ = ("_t", "_session", "__weakref__")
+    # Above ndarray's, so that ``array + tensor`` comes to the tensor.
+    __array_priority__ = 1000
+
+    def __init__(self, *_: object) -> None:
+        raise ArgumentTypeError("tensors are made by a Session: s.tensor(array), s.zeros(shape), ...")
+
+    @classmethod
+    def _of(cls, inner: _wgcompute.Tensor, session: weakref.ref[Session]) -> Tensor:
+        tensor = object.__new__(cls)
+        tensor._t = inner
+        tensor._session = session
+        return tensor
+
+    def _wrap(self, inner: _wgcompute.Tensor) -> Tensor:
+        # The op that made `inner` already refused a closed session; the result shares this tensor's link to it.
+        return Tensor._of(inner, self._session)
+
+    def __reduce__(self) -> Any:
+        raise _not_picklable(
+            "Tensor", "pickle tensor.numpy(), or save it with wgcompute.save(path, {'name': tensor}) and load it back"
+        )
+
+    def __copy__(self) -> Tensor:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Tensor:
+        # A tensor never changes, so a deep copy may share it, as a deep copy of a tuple does.
+        return self
+
+    def _owner(self) -> Session:
+        session = self._session()
+        if session is None or not session.is_open:
+            raise SessionClosedError(
+                "the session was closed; its GPU memory has been released. Open a new session and upload the data again"
+            )
+        return session
+
+    # --- what it is ---
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self._t.shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return _NUMPY_DTYPES[self._t.dtype]
+
+    @property
+    def ndim(self) -> int:
+        return len(self._t.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self._t.shape, dtype=np.int64))
+
+    def __len__(self) -> int:
+        shape = self._t.shape
+        if not shape:
+            raise ArgumentTypeError("len() of a 0-d tensor")
+        return shape[0]
+
+    def __bool__(self) -> bool:
+        # As numpy's: the truth of one element, read back; of more, ambiguous.
+        if self.size != 1:
+            raise ArgumentTypeError(
+                f"the truth of a tensor of {self.size} elements is ambiguous: use (t != 0).any() or .all() on "
+                "its numpy() values"
+            )
+        return bool(self.item())
+
+    def __repr__(self) -> str:
+        state = "session open" if self._t.session_is_open else "session closed"
+        return f"Tensor(shape={self.shape}, dtype={self._t.dtype}, {state})"
+
+    # --- to the host ---
+
+    def numpy(self) -> np.ndarray:
+        """The contents, read back into a new numpy array."""
+        return self._t.numpy()
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        array = self._t.numpy()
+        return array if dtype is None else array.astype(dtype)
+
+    def item(self) -> float | int:
+        """The one value of a tensor of one element."""
+        if self.size != 1:
+            raise ShapeError(f"item() needs a tensor of one element; this one has shape {self.shape}")
+        return self.numpy().reshape(()).item()
+
+    def tolist(self) -> Any:
+        return self.numpy().tolist()
+
+    # --- operands ---
+
+    def _operand(self, other: Any) -> Tensor:
+        if isinstance(other, Tensor):
+            return other
+        return self._owner().tensor(other)
+
+    def _op(self, operands: Sequence[Tensor], eager: Any, taped: Any) -> Tensor:
+        """Runs an op: ``taped(native_tape)`` where this thread's :class:`GradientTape` records one of the
+        ``operands`` (so that a gradient can flow through it), else ``eager()``, which keeps nothing."""
+        tape = _recording_tape(operands)
+        return self._wrap(eager() if tape is None else taped(tape))
+
+    def _unary(self, name: str, scalar: float = 0.0) -> Tensor:
+        return self._op((self,), lambda: self._t.unary(name, scalar), lambda tape: tape.unary(self._t, name, scalar))
+
+    def _binary(self, name: str, other: Tensor) -> Tensor:
+        return self._op(
+            (self, other), lambda: self._t.binary(name, other._t), lambda tape: tape.binary(self._t, name, other._t)
+        )
+
+    def _matmul(self, other: Tensor, transpose_a: bool = False, transpose_b: bool = False) -> Tensor:
+        return self._op(
+            (self, other),
+            lambda: self._t.matmul(other._t, transpose_a, transpose_b),
+            lambda tape: tape.matmul(self._t, other._t, transpose_a, transpose_b),
+        )
+
+    def _scalar_or_tensor(self, other: Any, scalar_op: str, tensor_op: str) -> Tensor:
+        if isinstance(other, numbers.Real) and not isinstance(other, bool):
+            return self._unary(scalar_op, _number(other))
+        if isinstance(other, (Tensor, np.ndarray, list, tuple, np.generic)):
+            return self._binary(tensor_op, self._operand(other))
+        return NotImplemented
+
+    # ``+ - * /`` and their reflected forms are made from the operator table below the class.
+
+    def __neg__(self) -> Tensor:
+        return self._unary("neg")
+
+    def __pos__(self) -> Tensor:
+        return self
+
+    def __matmul__(self, other: Any) -> Tensor:
+        return self._matmul(self._operand(other))
+
+    def __rmatmul__(self, other: Any) -> Tensor:
+        return self._operand(other).__matmul__(self)
+
+    # --- axes ---
+
+    def _axis(self, axis: int) -> int:
+        ndim = self.ndim
+        if not isinstance(axis, numbers.Integral) or isinstance(axis, bool):
+            raise ShapeError(f"an axis is an int; got {axis!r}")
+        if not -ndim <= axis < ndim:
+            raise ShapeError(f"axis {axis} is out of range for a tensor of shape {self.shape}")
+        return int(axis) % ndim
+
+    def _reduce(self, name: str, axis: int | None) -> Tensor:
+        axis = None if axis is None else self._axis(axis)
+        return self._op((self,), lambda: self._t.reduce(name, axis), lambda tape: tape.reduce(self._t, name, axis))
+
+    # Integer results carry no gradient, so they are never recorded.
+    def argmax(self, axis: int | None = None) -> Tensor:
+        """Index of the largest element (the first on ties, the first NaN if any), as a uint32 tensor."""
+        return self._wrap(self._t.argmax(None if axis is None else self._axis(axis)))
+
+    def argmin(self, axis: int | None = None) -> Tensor:
+        """Index of the smallest element (the first on ties, the first NaN if any), as a uint32 tensor."""
+        return self._wrap(self._t.argmin(None if axis is None else self._axis(axis)))
+
+    def _along_last(self, axis: int, op: str) -> Tensor:
+        axis = self._axis(axis)
+        last = self.ndim - 1
+        if axis == last:
+            return self._op((self,), getattr(self._t, op), lambda tape: getattr(tape, op)(self._t))
+        order = list(range(self.ndim))
+        order[axis], order[last] = order[last], order[axis]
+        # Each step is an op of its own, so a tape records the three and differentiates through them.
+        return self.permute(order)._along_last(-1, op).permute(order)
+
+    def softmax(self, axis: int = -1) -> Tensor:
+        """exp(x) / Σ exp(x) along ``axis``, computed stably."""
+        return self._along_last(axis, "softmax")
+
+    def log_softmax(self, axis: int = -1) -> Tensor:
+        return self._along_last(axis, "log_softmax")
+
+    def reshape(self, *shape: int | Sequence[int]) -> Tensor:
+        """The same elements in another shape (``-1`` takes what is left)."""
+        if len(shape) == 1 and not isinstance(shape[0], numbers.Integral):
+            shape = tuple(_sequence(shape[0], "a shape (ints, one of them perhaps -1)"))
+        dims = list(shape)
+        for dim in dims:
+            if not isinstance(dim, numbers.Integral) or isinstance(dim, bool):
+                raise ArgumentTypeError(f"a shape is a sequence of ints; got {type(dim).__name__} {dim!r:.80} in it")
+        if dims.count(-1) > 1:
+            raise ShapeError(f"reshape takes at most one -1; got {tuple(dims)}")
+        if -1 in dims:
+            # Exact ints: an int64 product of sizes near 2**63 would wrap and could pass the check below.
+            known = math.prod(_shape([d for d in dims if d != -1]))
+            if known == 0 or self.size % known:
+                raise ShapeError(f"cannot reshape a tensor of shape {self.shape} into {tuple(dims)}")
+            dims[dims.index(-1)] = self.size // known
+        dims = _shape(dims)
+        return self._op((self,), lambda: self._t.reshape(dims), lambda tape: tape.reshape(self._t, dims))
+
+    def permute(self, *axes: int | Sequence[int]) -> Tensor:
+        """The axes in the order ``axes`` (PyTorch's ``permute``; numpy's ``transpose(axes)``)."""
+        if len(axes) == 1 and not isinstance(axes[0], numbers.Integral):
+            axes = tuple(_sequence(axes[0], "axes"))
+        order = [self._axis(axis) for axis in axes]
+        return self._op((self,), lambda: self._t.permute(order), lambda tape: tape.permute(self._t, order))
+
+    def transpose(self, *axes: int | Sequence[int]) -> Tensor:
+        """numpy's ``transpose``: no axes reverses them, a full order permutes them; two axes of a tensor of
+        another rank swap those two (PyTorch's ``transpose(dim0, dim1)``)."""
+        if len(axes) == 1 and not isinstance(axes[0], numbers.Integral):
+            axes = tuple(_sequence(axes[0], "axes"))
+        if not axes:
+            return self.permute(list(reversed(range(self.ndim))))
+        if len(axes) == 2 and self.ndim != 2:
+            order = list(range(self.ndim))
+            first, second = self._axis(axes[0]), self._axis(axes[1])
+            order[first], order[second] = order[second], order[first]
+            return self.permute(order)
+        return self.permute(list(axes))
+
+    @property
+    def T(self) -> Tensor:
+        """The axes reversed (a matrix's transpose)."""
+        return self.transpose()
+
+    def narrow(self, axis: int, start: int, length: int) -> Tensor:
+        """``length`` entries from ``start`` along ``axis`` (PyTorch's ``narrow``)."""
+        axis, start, length = self._axis(axis), _count(start, "start"), _count(length, "length")
+        return self._op(
+            (self,),
+            lambda: self._t.narrow(axis, start, length),
+            lambda tape: tape.narrow(self._t, axis, start, length),
+        )
+
+    def gather_rows(self, indices: Any) -> Tensor:
+        """The rows at ``indices`` (a uint32 tensor or int array), in that order."""
+        indices = self._operand(indices)
+        return self._op(
+            (self, indices),
+            lambda: self._t.gather_rows(indices._t),
+            lambda tape: tape.gather_rows(self._t, indices._t),
+        )
+
+    take = gather_rows
+
+    def one_hot(self, classes: int) -> Tensor:
+        """uint32 class ids [n] as float32 rows [n, classes]."""
+        # Its input is integer, so nothing flows through it.
+        return self._wrap(self._t.one_hot(_count(classes, "classes")))
+
+    def astype(self, dtype: Any) -> Tensor:
+        """A copy as float32 or uint32 (float32 to float32 is recorded as a copy; to uint32 carries no gradient)."""
+        try:
+            name = np.dtype(dtype).name
+        except (TypeError, ValueError) as error:
+            raise ArgumentTypeError(f"astype takes a dtype (float32 or uint32); got {dtype!r:.80}: {error}") from None
+        if name == "float32" and self._t.dtype == "float32":
+            return self.copy()
+        return self._wrap(self._t.cast(name))
+
+    def copy(self) -> Tensor:
+        if self._t.dtype != "float32":
+            return self._wrap(self._t.copy())
+        return self._op((self,), self._t.copy, lambda tape: tape.unary(self._t, "copy"))
+
+
+def _unary_method(name: str, doc: str) -> Callable[[Tensor], Tensor]:
+    def method(self: Tensor) -> Tensor:
+        return self._unary(name)
+
+    method.__name__, method.__qualname__ = name, f"Tensor.{name}"
+    method.__doc__ = doc
+    return method
+
+
+def _reduce_method(name: str, doc: str) -> Callable[[Tensor, int | None], Tensor]:
+    def method(self: Tensor, axis: int | None = None) -> Tensor:
+        return self._reduce(name, axis)
+
+    method.__name__, method.__qualname__ = name, f"Tensor.{name}"
+    method.__doc__ = f"{doc} Over all elements (``axis=None``) or along ``axis``."
+    return method
+
+
+def _operator_methods(binary: str, doc: str, operator: _ops.Operator) -> tuple[Callable[..., Tensor], ...]:
+    """``__op__`` and ``__rop__`` of a binary row: a real scalar operand takes the row's scalar form, a tensor or
+    array (or list, tuple, NumPy scalar) the binary row; any other operand is NotImplemented."""
+
+    def forward(self: Tensor, other: Any) -> Tensor:
+        return self._scalar_or_tensor(other, operator.scalar, binary)
+
+    reflected_scalar = operator.reflected_scalar
+    if reflected_scalar is None:
+
+        def reflected(self: Tensor, other: Any) -> Tensor:
+            return forward(self, other)
+
+    else:
+
+        def reflected(self: Tensor, other: Any) -> Tensor:
+            if isinstance(other, numbers.Real) and not isinstance(other, bool):
+                return self._unary(reflected_scalar, _number(other))
+            return getattr(self._operand(other), forward.__name__)(self)
+
+    for method, name in ((forward, f"__{operator.dunder}__"), (reflected, f"__r{operator.dunder}__")):
+        method.__name__ = name
+        method.__qualname__ = f"Tensor.{name}"
+        method.__doc__ = doc
+    return forward, reflected
+
+
+# One method per row of the library's op tables, and two operators per binary row: a new row needs no edit here.
+for _row in _ops.UNARY_ROWS:
+    if not _row.takes_scalar and not hasattr(Tensor, _row.name):
+        setattr(Tensor, _row.name, _unary_method(_row.name, _row.doc))
+for _named in _ops.REDUCE_ROWS:
+    setattr(Tensor, _named.name, _reduce_method(_named.name, _named.doc))
+for _named in _ops.BINARY_ROWS:
+    for _method in _operator_methods(_named.name, _named.doc, _ops.OPERATORS[_named.name]):
+        setattr(Tensor, _method.__name__, _method)
+del _row, _named, _method
+
+
+def concat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
+    """The tensors joined along ``axis`` (``numpy.concatenate``); all of one session and dtype."""
+    tensors = _sequence(tensors, "concat's tensors")
+    if not tensors:
+        raise InvalidArgumentError("concat needs at least one tensor")
+    first = next((t for t in tensors if isinstance(t, Tensor)), None)
+    if first is None:
+        raise ArgumentTypeError("concat joins tensors; give at least one Tensor (arrays beside it are uploaded)")
+    # Arrays and lists beside tensors go to the tensors' session, as an operator's operand does.
+    tensors = [first._operand(t) for t in tensors]
+    axis = first._axis(axis)
+    natives = [t._t for t in tensors]
+    return first._op(tensors, lambda: _wgcompute.Tensor.concat(natives, axis), lambda tape: tape.concat(natives, axis))
+
+
+def softmax_cross_entropy(logits: Tensor, labels: Any) -> Tensor:
+    """Per-row softmax cross-entropy of ``logits`` [rows, classes] against ``labels`` of the same shape
+    (probabilities or weights; rows need not sum to 1), as TensorFlow's
+    ``softmax_cross_entropy_with_logits``. Under a :class:`GradientTape` its gradient goes to the logits (the
+    exact one, also for labels that do not sum to 1); labels the tape watches are refused, since they get none."""
+    logits = _tensor_argument(logits, "logits")
+    labels = logits._operand(labels)
+    return logits._op(
+        (logits, labels),
+        lambda: logits._t.softmax_cross_entropy(labels._t)[0],
+        lambda tape: tape.softmax_cross_entropy(logits._t, labels._t),
+    )
+
+
+def matmul(a: Tensor, b: Any, transpose_a: bool = False, transpose_b: bool = False) -> Tensor:
+    """``op(a) @ op(b)``, ``op`` transposing a matrix where asked (TensorFlow's ``tf.matmul``), without a
+    transposed copy."""
+    a = _tensor_argument(a, "matmul's first operand")
+    return a._matmul(a._operand(b), _flag(transpose_a, "transpose_a"), _flag(transpose_b, "transpose_b"))
+
+
+class Variable(Tensor):
+    """A tensor a model trains: TensorFlow's ``tf.Variable``. ``Variable(value, session=None, trainable=True,
+    name=None)`` copies ``value`` (a tensor, into its own session unless ``session`` is given; or an array,
+    which needs ``session``); :meth:`Session.variable` makes one from an array. Every op on a trainable
+    variable inside a :class:`GradientTape` block is recorded (unless the tape was made with
+    ``watch_accessed_variables=False``); :meth:`assign` overwrites it in place, as an optimizer does. Like any
+    tensor, it keeps no GPU memory after its session closes."""
+
+    __slots__ = ("_trainable", "_name")
+
+    def __init__(
+        self, initial_value: Any, session: Session | None = None, trainable: bool = True, name: str | None = None
+    ) -> None:
+        # Sessions make tensors, so the session module imports this one: it is imported here, when first needed.
+        from . import _session
+
+        if isinstance(initial_value, Tensor):
+            owner = initial_value._owner() if session is None else _session._session_argument(session)
+            if owner is initial_value._owner():
+                inner = initial_value._t.copy()
+            else:
+                inner = owner.tensor(initial_value.numpy())._t
+        else:
+            if session is None:
+                raise InvalidArgumentError(
+                    "a Variable made from an array needs its session: Variable(array, session=s), or s.variable(array)"
+                )
+            owner = _session._session_argument(session)
+            inner = session.tensor(initial_value)._t
+        self._init(inner, owner._ref, trainable, name)
+
+    def _init(self, inner: _wgcompute.Tensor, session: weakref.ref[Session], trainable: bool, name: str | None) -> None:
+        if not isinstance(trainable, bool):
+            raise InvalidArgumentError(f"trainable is True or False; got {trainable!r}")
+        if trainable and inner.dtype != "float32":
+            raise DTypeError(
+                f"a {inner.dtype} Variable cannot be trainable (integer values carry no gradient); pass trainable=False"
+            )
+        self._t = inner
+        self._session = session
+        self._trainable = trainable
+        self._name = "Variable" if name is None else str(name)
+
+    @classmethod
+    def _of_native(
+        cls, inner: _wgcompute.Tensor, session: weakref.ref[Session], trainable: bool = True, name: str | None = None
+    ) -> Variable:
+        """A variable over a tensor the library made (a layer's parameter), sharing it."""
+        variable = object.__new__(cls)
+        variable._init(inner, session, trainable, name)
+        return variable
+
+    @property
+    def trainable(self) -> bool:
+        return self._trainable
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def __repr__(self) -> str:
+        state = "session open" if self._t.session_is_open else "session closed"
+        return f"Variable({self._name!r}, shape={self.shape}, dtype={self._t.dtype}, {state})"
+
+    def _value_of(self, value: Any) -> Tensor:
+        value = self._operand(value)
+        if value.shape != self.shape:
+            raise ShapeError(
+                f"cannot assign a value of shape {value.shape} to variable {self._name!r} of shape {self.shape}"
+            )
+        if value._t.dtype != self._t.dtype:
+            if self._t.dtype == "float32":
+                value = value.astype("float32")
+            else:
+                raise DTypeError(f"cannot assign a {value._t.dtype} value to {self._t.dtype} variable {self._name!r}")
+        return value
+
+    def __copy__(self) -> Variable:
+        # A variable changes in place, so a copy holds its own values, in the same session.
+        return Variable(self, trainable=self._trainable, name=self._name)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Variable:
+        return self.__copy__()
+
+    def assign(self, value: Any) -> Variable:
+        """Overwrites the variable, in place, with ``value`` (a tensor or array of its shape). Not recorded by
+        a tape; a persistent tape that recorded the variable differentiates with its new value afterwards."""
+        self._t.assign(self._value_of(value)._t)
+        return self
+
+    def assign_add(self, delta: Any) -> Variable:
+        self._t.assign(self._t.binary("add", self._value_of(delta)._t))
+        return self
+
+    def assign_sub(self, delta: Any) -> Variable:
+        self._t.assign(self._t.binary("sub", self._value_of(delta)._t))
+        return self
+
+    def read_value(self) -> Tensor:
+        """A copy of the current value, as a plain tensor; recorded by a tape as :meth:`Tensor.copy` is, so that
+        a gradient flows through it to the variable."""
+        return self.copy()
+
+
+# --- the tape an op records on ---
+
+_this_thread = threading.local()
+
+
+def _recording_tape(operands: Iterable[Tensor]) -> _wgcompute.Tape | None:
+    """This thread's tape if it records one of ``operands``, watching trainable variables among them as it goes;
+    else None (and then nothing is recorded)."""
+    tape: GradientTape | None = getattr(_this_thread, "tape", None)
+    if tape is None:
+        return None
+    return tape._recording(operands)
