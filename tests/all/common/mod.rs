@@ -4,6 +4,7 @@
 
 #[cfg(feature = "cli")]
 pub mod cli;
+pub mod elementwise;
 pub mod reference;
 
 use std::cell::Cell;
