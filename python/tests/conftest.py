@@ -88,5 +88,5 @@ def wgcompute_binary() -> Path:
         return Path(os.environ["WGCOMPUTE_BIN"])
     target = Path(os.environ.get("CARGO_TARGET_DIR") or ROOT / "target")
     built = [path for path in (target / "release" / "wgcompute", target / "debug" / "wgcompute") if path.exists()]
-    assert built, f"no wgcompute binary in {target}: build it with `cargo build --release --features cli`"
+    assert built, f"no wgcompute binary in {target}: build it with `cargo build --release`"
     return max(built, key=lambda path: path.stat().st_mtime)

@@ -1,16 +1,16 @@
 //! Elementwise ops against a CPU reference computed in f64: every row of the binary table (same shapes and NumPy
 //! broadcasting, both operand orders) and of the unary table (`UnaryOp::all()`, scalar forms included, over
 //! inputs up to ±1e30), and relu's gradient, at awkward sizes (1, primes, just over a workgroup of 256, a million
-//! and three). The values come from `common::reference`, each row's domain and tolerance from here, shared
-//! with the command line's tests (cli_op.rs); a row without them fails with "no reference for …". Every session
-//! poisons its outputs with NaN, so an element a kernel fails to write fails the comparison. Also: the errors for shapes that do not broadcast and
-//! for tensors of two sessions (and that the session still works after them), and tensors larger than one
-//! storage binding, which the kernels must process in windows.
+//! and three). Each row's value, domain and tolerance come from `common::reference`, the
+//! comparison and the inputs from `common::elementwise`, which the command line's tests (cli_op.rs) share; a row
+//! without a reference fails with "no reference for …". Every session poisons its outputs with NaN, so an element a kernel fails to write fails the
+//! comparison. Also: the errors for shapes that do not broadcast and for tensors of two sessions (and that the
+//! session still works after them), and tensors larger than one storage binding, which the kernels must process
+//! in windows.
 
-// The unary table's references, with where each op is defined and how close it must come, live with the other
-// references; the command's tests take them from here.
-pub(crate) use crate::common::reference::{
-    binary as binary_reference, unary as unary_reference, Domain, Tolerance, EXACTISH, EXP_LIKE,
+use crate::common::elementwise::{
+    binary_reference, check, operand, unary_inputs, unary_reference, unary_scalar, Domain,
+    Tolerance, EXACTISH, EXP_LIKE,
 };
 use crate::common::{count, per_backend, vulkan_only, Backend, Rng};
 use wgcompute::{BinaryOp, Error, Session, Tensor, UnaryOp};
@@ -68,56 +68,6 @@ fn source_indices(shape: &[usize], out: &[usize]) -> Vec<usize> {
         }
     }
     indices
-}
-
-/// Asserts every element of `got` is within `tolerance` of `want(i)`; NaN (an unwritten, poisoned element)
-/// never is. An infinity is right where the reference is that infinity or lies within the tolerance of
-/// overflowing f32 (beyond `f32::MAX`) on that side. Reports the first few offenders and how many there were.
-pub(crate) fn check(label: &str, got: &[f32], want: impl Fn(usize) -> f64, tolerance: Tolerance) {
-    let mut bad = Vec::new();
-    let mut bad_count = 0usize;
-    for (index, &value) in got.iter().enumerate() {
-        let expected = want(index);
-        let bound = tolerance.relative * expected.abs() + tolerance.absolute;
-        let right = if value.is_infinite() || expected.is_infinite() {
-            f64::from(value).signum() == expected.signum()
-                && (expected.is_infinite() || expected.abs() + bound >= f64::from(f32::MAX))
-                && value.is_infinite()
-        } else {
-            // NaN (a poisoned element nobody wrote) fails as well.
-            (f64::from(value) - expected).abs() <= bound
-        };
-        if !right {
-            bad_count += 1;
-            if bad.len() < 8 {
-                bad.push(format!("[{index}] got {value:e}, want {expected:e}"));
-            }
-        }
-    }
-    assert!(
-        bad_count == 0,
-        "{label}: {bad_count} of {} elements off (tolerance {tolerance:?}): {}",
-        got.len(),
-        bad.join("; ")
-    );
-}
-
-/// Random operands: numerators anywhere in [-10, 10), denominators of div kept to ±[0.5, 2).
-pub(crate) fn operand(rng: &mut Rng, len: usize, denominator: bool) -> Vec<f32> {
-    if denominator {
-        (0..len)
-            .map(|_| {
-                let magnitude = rng.uniform(0.5, 2.0);
-                if rng.next_u64() & 1 == 0 {
-                    magnitude
-                } else {
-                    -magnitude
-                }
-            })
-            .collect()
-    } else {
-        rng.vec(len, -10.0, 10.0)
-    }
 }
 
 /// Runs `op` on fresh random operands of these shapes and checks shape and every element against f64.
@@ -266,46 +216,6 @@ const AWKWARD_SHAPES: [&[usize]; 10] = [
     &[2, 3, 5, 7],
     &[1_000_003],
 ];
-
-/// Exact inputs where ops break if written naively: 0 (relu's edge, tanh's series), e^x's overflow just past
-/// 88.72 (so a tanh or sigmoid computed from e^x turns NaN or infinite at ±89), and ±1e30.
-const SPECIAL_INPUTS: [f32; 7] = [0.0, 88.7, -88.7, 89.0, -89.0, 1e30, -1e30];
-
-/// Inputs for a unary op within its domain: every third element one of `SPECIAL_INPUTS`, the others drawn
-/// from three bands of magnitude, ±[1e-3, 0.5) (tanh's series), ±[0.5, 2) and ±[80, 100) (around e^x's
-/// overflow), so every band reaches the vec4 body and the scalar tail alike.
-pub(crate) fn unary_inputs(rng: &mut Rng, len: usize, domain: Domain) -> Vec<f32> {
-    let specials: Vec<f32> = SPECIAL_INPUTS
-        .into_iter()
-        .filter(|&x| match domain {
-            Domain::Any => true,
-            Domain::NonNegative => x >= 0.0,
-            Domain::Positive => x > 0.0,
-            Domain::NonZero => x != 0.0,
-        })
-        .collect();
-    let signed = matches!(domain, Domain::Any | Domain::NonZero);
-    (0..len)
-        .map(|index| {
-            if index % 3 == 0 {
-                return specials[(index / 3) % specials.len()];
-            }
-            let (low, high) =
-                [(1e-3, 0.5), (0.5, 2.0), (80.0, 100.0)][(rng.next_u64() % 3) as usize];
-            let magnitude = rng.uniform(low, high);
-            if signed && rng.next_u64() & 1 == 1 {
-                -magnitude
-            } else {
-                magnitude
-            }
-        })
-        .collect()
-}
-
-/// A scalar for the ops that take one: ±[0.5, 2), a divisor as well as anything else.
-pub(crate) fn unary_scalar(rng: &mut Rng) -> f32 {
-    operand(rng, 1, true)[0]
-}
 
 per_backend!(every_unary_op_matches_f64_in_every_variant_up_to_large_magnitudes, "elementwise": scalar, vec4, vec4x4);
 fn every_unary_op_matches_f64_in_every_variant_up_to_large_magnitudes(

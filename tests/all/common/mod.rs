@@ -2,8 +2,7 @@
 //! the f64 references (`reference` holds them), and the lock that keeps other tests' buffers out of a memory
 //! measurement.
 
-#[cfg(feature = "cli")]
-pub mod cli;
+pub mod elementwise;
 pub mod reference;
 
 use std::cell::Cell;
@@ -495,8 +494,7 @@ pub fn reduced_shape(shape: &[usize], axis: Option<usize>) -> Vec<usize> {
 pub struct Rng(u64);
 
 impl Rng {
-    /// A fixed seed. Only the binary's tests use one, so without the `cli` feature nothing does.
-    #[cfg_attr(not(feature = "cli"), allow(dead_code))]
+    /// A fixed seed.
     pub fn new(seed: u64) -> Self {
         Self(seed)
     }

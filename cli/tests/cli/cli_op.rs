@@ -1,13 +1,13 @@
 //! `wgcompute op` as scripts use it: .npy files in, .npy files out, each result checked against an f64
-//! reference (`common::reference`; the elementwise tables' domains and tolerances from ops_elementwise.rs);
+//! reference (`common::reference`; the elementwise tables' domains and tolerances from `common::elementwise`);
 //! every row of the op tables is swept, so a new row is run here too; bad inputs are clear errors on stderr
 //! with a non-zero exit, never panics.
 
 use crate::common::cli::{read_f32, read_npy, write_npy, Scratch};
-use crate::common::{self, reduced_shape, reference, widen, Rng};
-use crate::ops_elementwise::{
+use crate::common::elementwise::{
     binary_reference, check, operand, unary_inputs, unary_reference, unary_scalar, EXACTISH,
 };
+use crate::common::{self, reduced_shape, reference, widen, Rng};
 use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::path::Path;

@@ -1,0 +1,100 @@
+//! How the tests check the elementwise tables, shared by the library's tests (ops_elementwise.rs) and the
+//! command's (cli_op.rs): the comparison with a row's reference and the inputs drawn for it. Each row's f64
+//! value, domain and tolerance are its reference's in `reference`; a row without one fails with "no reference
+//! for …".
+
+use super::Rng;
+
+pub use super::reference::{
+    binary as binary_reference, unary as unary_reference, Domain, Tolerance, EXACTISH, EXP_LIKE,
+};
+
+/// Asserts every element of `got` is within `tolerance` of `want(i)`; NaN (an unwritten, poisoned element)
+/// never is. An infinity is right where the reference is that infinity or lies within the tolerance of
+/// overflowing f32 (beyond `f32::MAX`) on that side. Reports the first few offenders and how many there were.
+pub fn check(label: &str, got: &[f32], want: impl Fn(usize) -> f64, tolerance: Tolerance) {
+    let mut bad = Vec::new();
+    let mut bad_count = 0usize;
+    for (index, &value) in got.iter().enumerate() {
+        let expected = want(index);
+        let bound = tolerance.relative * expected.abs() + tolerance.absolute;
+        let right = if value.is_infinite() || expected.is_infinite() {
+            f64::from(value).signum() == expected.signum()
+                && (expected.is_infinite() || expected.abs() + bound >= f64::from(f32::MAX))
+                && value.is_infinite()
+        } else {
+            // NaN (a poisoned element nobody wrote) fails as well.
+            (f64::from(value) - expected).abs() <= bound
+        };
+        if !right {
+            bad_count += 1;
+            if bad.len() < 8 {
+                bad.push(format!("[{index}] got {value:e}, want {expected:e}"));
+            }
+        }
+    }
+    assert!(
+        bad_count == 0,
+        "{label}: {bad_count} of {} elements off (tolerance {tolerance:?}): {}",
+        got.len(),
+        bad.join("; ")
+    );
+}
+
+/// Random operands: numerators anywhere in [-10, 10), denominators of div kept to ±[0.5, 2).
+pub fn operand(rng: &mut Rng, len: usize, denominator: bool) -> Vec<f32> {
+    if denominator {
+        (0..len)
+            .map(|_| {
+                let magnitude = rng.uniform(0.5, 2.0);
+                if rng.next_u64() & 1 == 0 {
+                    magnitude
+                } else {
+                    -magnitude
+                }
+            })
+            .collect()
+    } else {
+        rng.vec(len, -10.0, 10.0)
+    }
+}
+
+/// Exact inputs where ops break if written naively: 0 (relu's edge, tanh's series), e^x's overflow just past
+/// 88.72 (so a tanh or sigmoid computed from e^x turns NaN or infinite at ±89), and ±1e30.
+const SPECIAL_INPUTS: [f32; 7] = [0.0, 88.7, -88.7, 89.0, -89.0, 1e30, -1e30];
+
+/// Inputs for a unary op within its domain: every third element one of `SPECIAL_INPUTS`, the others drawn
+/// from three bands of magnitude, ±[1e-3, 0.5) (tanh's series), ±[0.5, 2) and ±[80, 100) (around e^x's
+/// overflow), so every band reaches the vec4 body and the scalar tail alike.
+pub fn unary_inputs(rng: &mut Rng, len: usize, domain: Domain) -> Vec<f32> {
+    let specials: Vec<f32> = SPECIAL_INPUTS
+        .into_iter()
+        .filter(|&x| match domain {
+            Domain::Any => true,
+            Domain::NonNegative => x >= 0.0,
+            Domain::Positive => x > 0.0,
+            Domain::NonZero => x != 0.0,
+        })
+        .collect();
+    let signed = matches!(domain, Domain::Any | Domain::NonZero);
+    (0..len)
+        .map(|index| {
+            if index % 3 == 0 {
+                return specials[(index / 3) % specials.len()];
+            }
+            let (low, high) =
+                [(1e-3, 0.5), (0.5, 2.0), (80.0, 100.0)][(rng.next_u64() % 3) as usize];
+            let magnitude = rng.uniform(low, high);
+            if signed && rng.next_u64() & 1 == 1 {
+                -magnitude
+            } else {
+                magnitude
+            }
+        })
+        .collect()
+}
+
+/// A scalar for the ops that take one: ±[0.5, 2), a divisor as well as anything else.
+pub fn unary_scalar(rng: &mut Rng) -> f32 {
+    operand(rng, 1, true)[0]
+}
