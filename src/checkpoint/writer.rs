@@ -344,7 +344,9 @@ pub(super) struct StoredTensor {
 /// metadata in a hash map's order: the same model and settings then give the same bytes on every save, so a
 /// checkpoint can be compared or hashed. The layout: the header's length (u64, little-endian), the header (JSON:
 /// `__metadata__` in key order, then each tensor's dtype, shape and byte range in `tensors`' order, padded with
-/// spaces to a multiple of 8 bytes), then the tensors' bytes.
+/// spaces to a multiple of 8 bytes), then the tensors' bytes. Nor is it `serde_json`'s: its map sorts keys, which
+/// would put the tensors in name order, and it writes U+0008 and U+000C as `\b` and `\f` where saved files hold
+/// `\u0008` and `\u000c`, so the same save would no longer give the same bytes.
 pub(super) fn serialize(metadata: &BTreeMap<String, String>, tensors: &[StoredTensor]) -> Vec<u8> {
     let mut header = String::from("{\"__metadata__\":{");
     for (index, (key, value)) in metadata.iter().enumerate() {
