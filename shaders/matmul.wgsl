@@ -5,7 +5,7 @@
 // along N. It stages nothing in workgroup memory: on llvmpipe barriers cost more than they save, and register
 // blocking is what pays. `matmul_strided` takes any strides (transposed operands, odd sizes) with a 4×4 block.
 // Rows and columns past the edge are clamped on load and skipped on store. The other register tiles and the
-// shared-memory tiles for GPUs are generated from their shapes in src/kernels/matmul.rs and built with this
+// shared-memory tiles for GPUs are generated from their shapes in src/kernels/matmul/codegen.rs and built with this
 // file (and, for the tiles that use subgroup operations, into a second module with this file, matmul_subgroup).
 //
 // llvmpipe stops any loop after 65,535 iterations, so the host splits K into passes of at most a few thousand;

@@ -6,8 +6,9 @@
 /// `visibility Variant method [argument] "WGSL of x (and a)" "doc"`, each of `for_each_binary_op!`
 /// `Variant method "WGSL of x and y" "doc"`; the WGSL serves scalars and vec4s alike (`a` is a scalar, `zero` is
 /// 0 of x's type). The op codes, the shader's switch, the public `Tensor` methods
-/// (src/ops/elementwise.rs) and the `Tape` methods (src/autograd.rs) all follow from these rows; a gradient
-/// arm in the tape's one match completes a new op.
+/// (src/ops/elementwise.rs) and the `Tape` methods (src/autograd/tape.rs) all follow from these rows; a gradient
+/// arm in `unary_gradient` or `binary_gradients` (src/autograd/rules.rs) and a reference in
+/// tests/all/common/reference.rs complete a new op.
 macro_rules! for_each_unary_op {
     ($callback:ident) => {
         $callback! {

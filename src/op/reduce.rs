@@ -13,7 +13,7 @@
 ///
 /// The op codes, the shader's `identity`, `combine` and `accumulate4` switches (an unknown code yields NaN, never
 /// another op's result), `ReduceOp` and the `Tensor` methods (src/ops/reduce.rs) follow from these rows; an
-/// arm in `reduce_gradient` (src/autograd.rs) and a reference in tests/all/common/reference.rs (its value, its
+/// arm in `reduce_gradient_rule` (src/autograd/rules.rs) and a reference in tests/all/common/reference.rs (its value, its
 /// tolerance, whether the tape differentiates it) complete a new one.
 macro_rules! for_each_reduce_op {
     ($callback:ident) => {

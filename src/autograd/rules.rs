@@ -1,0 +1,384 @@
+//! The gradient rules, one arm per op of the tape: how the gradient reaching a node passes on to its inputs
+//! (`propagate`), with the tables of the elementwise and reduction ops beside it, one arm per row.
+
+use crate::error::{Error, Result};
+use crate::op::elementwise::{BinaryOp, UnaryOp};
+use crate::op::matmul::Transpose;
+use crate::op::reduce::ReduceOp;
+use crate::ops::linear;
+use crate::tensor::Tensor;
+
+use super::backward::Walk;
+use super::tape::{Node, Op, Tape};
+
+impl Tape {
+    /// Passes the gradient `upstream` of `node` on to its inputs. The node is borrowed: a walk that consumes
+    /// the tape drops it after this returns, one that keeps the tape leaves it in place.
+    pub(super) fn propagate(
+        &self,
+        index: usize,
+        node: &Node,
+        upstream: Tensor,
+        walk: &mut Walk<'_>,
+    ) -> Result<()> {
+        let gradients = &mut walk.gradients;
+        // Copy fields bind by value, the rest by reference: the node stays whole for its owner.
+        match node.op {
+            Op::Leaf => {}
+            Op::MatMul { a, b, transpose } => {
+                let (a_value, b_value) = (&self.nodes[a].value, &self.nodes[b].value);
+                if self.nodes[a].wants_gradient {
+                    let da = match transpose {
+                        Transpose::Neither => upstream.matmul_t(b_value, Transpose::Right)?,
+                        Transpose::Right => upstream.matmul_t(b_value, Transpose::Neither)?,
+                        Transpose::Left => b_value.matmul_t(&upstream, Transpose::Right)?,
+                        Transpose::Both => b_value.matmul_t(&upstream, Transpose::Both)?,
+                    };
+                    self.accumulate(gradients, a, da)?;
+                }
+                if self.nodes[b].wants_gradient {
+                    let db = match transpose {
+                        Transpose::Neither => a_value.matmul_t(&upstream, Transpose::Left)?,
+                        Transpose::Right => upstream.matmul_t(a_value, Transpose::Left)?,
+                        Transpose::Left => a_value.matmul_t(&upstream, Transpose::Neither)?,
+                        Transpose::Both => upstream.matmul_t(a_value, Transpose::Both)?,
+                    };
+                    self.accumulate(gradients, b, db)?;
+                }
+            }
+            Op::Unary { op, x, scalar } => {
+                let input = &self.nodes[x].value;
+                let dx = unary_gradient(op, scalar, input, &node.value, upstream)?;
+                self.accumulate(gradients, x, dx)?;
+            }
+            Op::Binary { op, a, b } => {
+                let wants = (self.nodes[a].wants_gradient, self.nodes[b].wants_gradient);
+                let (lhs, rhs) = (&self.nodes[a].value, &self.nodes[b].value);
+                let (da, db) = binary_gradients(op, wants, lhs, rhs, &node.value, upstream)?;
+                if let Some(da) = da {
+                    self.accumulate(gradients, a, da)?;
+                }
+                if let Some(db) = db {
+                    self.accumulate(gradients, b, db)?;
+                }
+            }
+            Op::BiasActivation {
+                x,
+                bias,
+                activation,
+            } => {
+                // Each activation's gradient reads its output only; relu's input is positive where its
+                // output is.
+                let dz = unary_gradient(activation, 0.0, &node.value, &node.value, upstream)?;
+                if self.nodes[bias].wants_gradient {
+                    let db = upstream_reduced(&dz, self.nodes[bias].value.shape())?;
+                    self.accumulate(gradients, bias, db)?;
+                }
+                self.accumulate(gradients, x, dz)?;
+            }
+            Op::Linear {
+                x,
+                weight,
+                bias,
+                activation,
+            } => {
+                let dz = match activation {
+                    Some(activation) if !walk.through_relu[index] => {
+                        unary_gradient(activation, 0.0, &node.value, &node.value, upstream)?
+                    }
+                    _ => upstream,
+                };
+                let (input, w) = (&self.nodes[x].value, &self.nodes[weight].value);
+                let wants_weight = self.nodes[weight].wants_gradient;
+                let bias = bias.filter(|&bias| self.nodes[bias].wants_gradient);
+                match bias {
+                    Some(bias) if wants_weight && input.shape().len() == 2 => {
+                        let (dw, db) = linear::weight_gradients(input, &dz)?;
+                        self.accumulate(gradients, weight, dw)?;
+                        self.accumulate(gradients, bias, db)?;
+                    }
+                    _ => {
+                        if wants_weight {
+                            let dw = input.matmul_t(&dz, Transpose::Left)?;
+                            self.accumulate(gradients, weight, dw)?;
+                        }
+                        if let Some(bias) = bias {
+                            let db = upstream_reduced(&dz, self.nodes[bias].value.shape())?;
+                            self.accumulate(gradients, bias, db)?;
+                        }
+                    }
+                }
+                if self.nodes[x].wants_gradient {
+                    // A layer below with a relu, read by this layer alone and not asked for itself, takes its
+                    // gradient through its relu in this pass.
+                    let below_relu = matches!(
+                        self.nodes[x].op,
+                        Op::Linear {
+                            activation: Some(UnaryOp::Relu),
+                            ..
+                        }
+                    ) && walk.readers[x] == 1
+                        && !walk.sources.contains(&x)
+                        && input.shape().len() == 2;
+                    let dx = if below_relu {
+                        walk.through_relu[x] = true;
+                        linear::input_gradient_through_relu(&dz, w, input)?
+                    } else {
+                        dz.matmul_t(w, Transpose::Right)?
+                    };
+                    self.accumulate(gradients, x, dx)?;
+                }
+            }
+            Op::SoftmaxCrossEntropy {
+                logits,
+                ref gradient,
+            } => {
+                let Some(gradient) = gradient else {
+                    return Ok(());
+                };
+                // d(loss_r)/d(logits_r) is the fused kernel's row gradient; scale each row by its upstream.
+                let mut column = upstream.shape().to_vec();
+                column.push(1);
+                let scale = upstream.into_shape(&column)?;
+                self.accumulate(gradients, logits, gradient.mul(&scale)?)?;
+            }
+            Op::Softmax { x, log } => {
+                let last = node.value.shape().len() - 1;
+                let mut kept = node.value.shape().to_vec();
+                kept[last] = 1;
+                let dx = if log {
+                    // d log_softmax: g - softmax(x) · Σ g
+                    let total = upstream.sum(Some(last))?.into_shape(&kept)?;
+                    upstream.sub(&node.value.exp()?.mul(&total)?)?
+                } else {
+                    // d softmax: y ⊙ (g - Σ g ⊙ y)
+                    let total = upstream
+                        .mul(&node.value)?
+                        .sum(Some(last))?
+                        .into_shape(&kept)?;
+                    upstream.sub(&total)?.mul(&node.value)?
+                };
+                self.accumulate(gradients, x, dx)?;
+            }
+            Op::GatherRows { table, indices } => {
+                // d table = one_hot(indices)ᵀ · upstream: each row sums the gradients of its picks, in a fixed
+                // order (no atomics), through matmul.
+                let table_shape = self.nodes[table].value.shape().to_vec();
+                let rows = table_shape[0];
+                let row_words: usize = table_shape[1..].iter().product();
+                let picks = self.nodes[indices].value.len();
+                let ids = self.nodes[indices].value.reshape(&[picks])?;
+                let one_hot = ids.one_hot(rows)?;
+                let upstream = upstream.into_shape(&[picks, row_words])?;
+                let dtable = one_hot.matmul_t(&upstream, Transpose::Left)?;
+                self.accumulate(gradients, table, dtable.into_shape(&table_shape)?)?;
+            }
+            Op::Concat { ref parts, axis } => {
+                let mut start = 0;
+                for &part in parts {
+                    let len = self.nodes[part].value.shape()[axis];
+                    if self.nodes[part].wants_gradient {
+                        self.accumulate(gradients, part, upstream.narrow(axis, start, len)?)?;
+                    }
+                    start += len;
+                }
+            }
+            Op::Narrow { x, axis, start } => {
+                let dx = self.nodes[x].value.output(
+                    "narrow backward",
+                    self.nodes[x].value.shape(),
+                    crate::dtype::DType::F32,
+                )?;
+                dx.fill_(0.0)?;
+                upstream.write_into(&dx, axis, start)?;
+                self.accumulate(gradients, x, dx)?;
+            }
+            Op::Permute { x, ref axes } => {
+                let mut inverse = vec![0; axes.len()];
+                for (position, &axis) in axes.iter().enumerate() {
+                    inverse[axis] = position;
+                }
+                self.accumulate(gradients, x, upstream.permute(&inverse)?)?;
+            }
+            Op::Reshape { x } => {
+                let shape = self.nodes[x].value.shape().to_vec();
+                self.accumulate(gradients, x, upstream.into_shape(&shape)?)?;
+            }
+            Op::Reduce { op, x, axis } => {
+                // Recording refused a reduction without a rule wherever a gradient flows.
+                let rule = reduce_gradient_rule(op).ok_or_else(|| Error::InvalidArgument {
+                    what: "reduction on the tape",
+                    given: op.name().to_string(),
+                    expected: "a reduction with a gradient".to_string(),
+                })?;
+                let dx = rule(axis, &self.nodes[x].value, upstream)?;
+                self.accumulate(gradients, x, dx)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The gradient of `op(input)` over `axis` with respect to `input`, given the upstream gradient (of the
+/// reduced shape).
+type ReduceGradient = fn(Option<usize>, &Tensor, Tensor) -> Result<Tensor>;
+
+/// Each reduction's gradient rule, `None` where the tape has none: the one match a new reduction adds an arm to.
+pub(super) fn reduce_gradient_rule(op: ReduceOp) -> Option<ReduceGradient> {
+    match op {
+        ReduceOp::Sum => {
+            Some(|axis, input, upstream| spread_over_lanes(axis, input, upstream, 1.0))
+        }
+        ReduceOp::Mean => Some(|axis, input, upstream| {
+            let count = match axis {
+                None => input.len(),
+                Some(axis) => input.shape()[axis],
+            };
+            spread_over_lanes(axis, input, upstream, (1.0 / count as f64) as f32)
+        }),
+        ReduceOp::Prod => Some(|axis, input, upstream| input.prod_backward(axis, &upstream)),
+        ReduceOp::Max | ReduceOp::Min => None,
+    }
+}
+
+/// The upstream gradient of a reduction back over the reduced axis, times `scale`: every element of a lane
+/// gets its lane's, in one pass (the scale an uploaded scalar, the product the same bits as `mul_scalar`'s).
+fn spread_over_lanes(
+    axis: Option<usize>,
+    input: &Tensor,
+    upstream: Tensor,
+    scale: f32,
+) -> Result<Tensor> {
+    let input_shape = input.shape();
+    let mut kept = input_shape.to_vec();
+    match axis {
+        None => kept.iter_mut().for_each(|dim| *dim = 1),
+        Some(axis) => kept[axis] = 1,
+    }
+    let scale = upstream.upload_beside(&[scale], &[])?;
+    upstream
+        .into_shape(&kept)?
+        .binary_expanded(BinaryOp::Mul, &scale, input_shape)
+}
+
+/// The gradient of `output = op(input, scalar)` with respect to `input`, given the upstream gradient: the one
+/// match a new unary op adds an arm to.
+fn unary_gradient(
+    op: UnaryOp,
+    scalar: f32,
+    input: &Tensor,
+    output: &Tensor,
+    upstream: Tensor,
+) -> Result<Tensor> {
+    match op {
+        UnaryOp::Relu => input.relu_backward(&upstream),
+        UnaryOp::Exp => upstream.mul(output),
+        UnaryOp::Log => upstream.div(input),
+        // d sqrt(x) = 1 / (2 sqrt(x))
+        UnaryOp::Sqrt => upstream.div(output)?.mul_scalar(0.5),
+        UnaryOp::Neg | UnaryOp::ScalarSub => upstream.neg(),
+        // d tanh = 1 - tanh²
+        UnaryOp::Tanh => output.square()?.scalar_sub(1.0)?.mul(&upstream),
+        // d σ = σ (1 - σ)
+        UnaryOp::Sigmoid => output.scalar_sub(1.0)?.mul(output)?.mul(&upstream),
+        UnaryOp::Square => input.mul_scalar(2.0)?.mul(&upstream),
+        UnaryOp::AddScalar | UnaryOp::SubScalar | UnaryOp::Copy => Ok(upstream),
+        UnaryOp::MulScalar => upstream.mul_scalar(scalar),
+        UnaryOp::DivScalar => upstream.div_scalar(scalar),
+        // d (a / x) = −a / x² = −(a / x) / x
+        UnaryOp::ScalarDiv => upstream.mul(output)?.div(input)?.neg(),
+    }
+}
+
+/// The gradients of `output = lhs (op) rhs` with respect to each operand that `wants` one, before they are
+/// summed back over broadcast axes: the one match a new binary op adds an arm to.
+fn binary_gradients(
+    op: BinaryOp,
+    wants: (bool, bool),
+    lhs: &Tensor,
+    rhs: &Tensor,
+    output: &Tensor,
+    upstream: Tensor,
+) -> Result<(Option<Tensor>, Option<Tensor>)> {
+    let (left, right) = wants;
+    Ok(match op {
+        // Both operands receive the upstream gradient itself; it is copied only when both need it whole.
+        BinaryOp::Add => match wants {
+            // A broadcast operand (a bias) takes the sum of the gradient, read in place; the other takes the
+            // gradient itself, with no copy.
+            (true, true) if rhs.shape() != upstream.shape() => {
+                let db = upstream_reduced(&upstream, rhs.shape())?;
+                (Some(upstream), Some(db))
+            }
+            (true, true) if lhs.shape() != upstream.shape() => (
+                Some(upstream_reduced(&upstream, lhs.shape())?),
+                Some(upstream),
+            ),
+            (true, true) => (Some(upstream.try_clone()?), Some(upstream)),
+            (true, false) => (Some(upstream), None),
+            (false, true) => (None, Some(upstream)),
+            (false, false) => (None, None),
+        },
+        BinaryOp::Sub => {
+            let db = if right { Some(upstream.neg()?) } else { None };
+            (left.then_some(upstream), db)
+        }
+        BinaryOp::Mul => (
+            if left { Some(upstream.mul(rhs)?) } else { None },
+            if right {
+                Some(upstream.mul(lhs)?)
+            } else {
+                None
+            },
+        ),
+        // d (a / b) / db = −(a / b) / b
+        BinaryOp::Div => (
+            if left { Some(upstream.div(rhs)?) } else { None },
+            if right {
+                Some(upstream.mul(output)?.div(rhs)?.neg()?)
+            } else {
+                None
+            },
+        ),
+    })
+}
+
+/// Sums a gradient over the axes along which its operand was broadcast, so it takes the operand's shape.
+pub(super) fn reduce_to_shape(gradient: Tensor, shape: &[usize]) -> Result<Tensor> {
+    if gradient.shape() == shape {
+        return Ok(gradient);
+    }
+    upstream_reduced(&gradient, shape)
+}
+
+/// `gradient` summed to `shape`, as [`reduce_to_shape`] sums it (leading axes first, then each axis of length 1
+/// in `shape`), read in place: for a gradient another operand takes as it is.
+fn upstream_reduced(gradient: &Tensor, shape: &[usize]) -> Result<Tensor> {
+    let mut summed: Option<Tensor> = None;
+    loop {
+        let current = summed.as_ref().unwrap_or(gradient);
+        let next = if current.shape().len() > shape.len() {
+            current.sum(Some(0))?
+        } else if let Some(axis) =
+            (0..shape.len()).find(|&axis| shape[axis] == 1 && current.shape()[axis] != 1)
+        {
+            let mut kept = current.shape().to_vec();
+            kept[axis] = 1;
+            current.sum(Some(axis))?.into_shape(&kept)?
+        } else {
+            break;
+        };
+        summed = Some(next);
+    }
+    match summed {
+        Some(summed) if summed.shape() == shape => Ok(summed),
+        Some(summed) => summed.into_shape(shape),
+        None => Err(Error::Shape {
+            op: "backward",
+            message: format!(
+                "a gradient of shape {:?} is no broadcast of {shape:?}",
+                gradient.shape()
+            ),
+        }),
+    }
+}

@@ -1,0 +1,565 @@
+//! The tape: the values and ops of one forward pass, recorded as they run, one node each.
+
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::op::elementwise::{for_each_binary_op, for_each_unary_op, BinaryOp, UnaryOp};
+use crate::op::matmul::Transpose;
+use crate::op::reduce::{for_each_reduce_op, ReduceOp};
+use crate::tensor::Tensor;
+
+use super::rules::reduce_gradient_rule;
+
+/// A value recorded on a [`Tape`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Var {
+    pub(super) index: usize,
+    tape: u64,
+}
+
+pub(super) enum Op {
+    /// An input or a parameter: a leaf.
+    Leaf,
+    MatMul {
+        a: usize,
+        b: usize,
+        transpose: Transpose,
+    },
+    /// Any row of the unary op table, with its scalar argument (0 where it takes none).
+    Unary {
+        op: UnaryOp,
+        x: usize,
+        scalar: f32,
+    },
+    /// Any row of the binary op table, broadcasting.
+    Binary {
+        op: BinaryOp,
+        a: usize,
+        b: usize,
+    },
+    /// `activation(x + bias)`, the bias a row over x's last axis, in one pass: its gradient comes from the
+    /// output alone.
+    BiasActivation {
+        x: usize,
+        bias: usize,
+        activation: UnaryOp,
+    },
+    /// A layer, `activation(x·weight + bias)`: forward and backward in the fewest passes (see
+    /// [`Tensor::linear`]).
+    Linear {
+        x: usize,
+        weight: usize,
+        bias: Option<usize>,
+        activation: Option<UnaryOp>,
+    },
+    /// Softmax cross-entropy per row; the fused kernel's gradient of the summed loss is kept for backward.
+    SoftmaxCrossEntropy {
+        logits: usize,
+        gradient: Option<Tensor>,
+    },
+    /// Softmax (or log-softmax) along the last axis.
+    Softmax {
+        x: usize,
+        log: bool,
+    },
+    /// Rows of `table` picked by the u32 tensor of node `indices`.
+    GatherRows {
+        table: usize,
+        indices: usize,
+    },
+    /// Parts joined along an axis.
+    Concat {
+        parts: Vec<usize>,
+        axis: usize,
+    },
+    /// Entries `start..` along an axis.
+    Narrow {
+        x: usize,
+        axis: usize,
+        start: usize,
+    },
+    Permute {
+        x: usize,
+        axes: Vec<usize>,
+    },
+    Reshape {
+        x: usize,
+    },
+    /// A row of the value-reduction table over all elements (`None`) or along an axis.
+    Reduce {
+        op: ReduceOp,
+        x: usize,
+        axis: Option<usize>,
+    },
+}
+
+impl Op {
+    /// The nodes the op reads, once per operand (an op reading one node twice names it twice).
+    pub(super) fn inputs(&self) -> Vec<usize> {
+        match *self {
+            Op::Leaf => Vec::new(),
+            Op::MatMul { a, b, .. } | Op::Binary { a, b, .. } => vec![a, b],
+            Op::BiasActivation { x, bias, .. } => vec![x, bias],
+            Op::Linear {
+                x, weight, bias, ..
+            } => [Some(x), Some(weight), bias]
+                .into_iter()
+                .flatten()
+                .collect(),
+            Op::GatherRows { table, indices } => vec![table, indices],
+            Op::Concat { ref parts, .. } => parts.clone(),
+            Op::Unary { x, .. }
+            | Op::Softmax { x, .. }
+            | Op::Narrow { x, .. }
+            | Op::Permute { x, .. }
+            | Op::Reshape { x }
+            | Op::Reduce { x, .. } => vec![x],
+            Op::SoftmaxCrossEntropy { logits, .. } => vec![logits],
+        }
+    }
+}
+
+pub(super) struct Node {
+    pub(super) value: Arc<Tensor>,
+    pub(super) op: Op,
+    /// Whether a gradient flows to this node (it is a parameter or depends on one).
+    pub(super) wants_gradient: bool,
+    /// Set for parameters, so gradients can be looked up by the tensor the caller holds.
+    pub(super) parameter: bool,
+}
+
+/// Records operations for one forward pass and differentiates them.
+pub struct Tape {
+    pub(super) nodes: Vec<Node>,
+    id: u64,
+}
+
+static NEXT_TAPE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+impl Default for Tape {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Tape {
+    pub fn new() -> Self {
+        Self {
+            nodes: Vec::new(),
+            id: NEXT_TAPE.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        }
+    }
+
+    fn push(&mut self, value: Tensor, op: Op, wants_gradient: bool) -> Var {
+        self.push_shared(Arc::new(value), op, wants_gradient, false)
+    }
+
+    fn push_shared(
+        &mut self,
+        value: Arc<Tensor>,
+        op: Op,
+        wants_gradient: bool,
+        parameter: bool,
+    ) -> Var {
+        self.nodes.push(Node {
+            value,
+            op,
+            wants_gradient,
+            parameter,
+        });
+        Var {
+            index: self.nodes.len() - 1,
+            tape: self.id,
+        }
+    }
+
+    pub(super) fn node(&self, var: Var) -> Result<&Node> {
+        if var.tape != self.id {
+            return Err(Error::InvalidArgument {
+                what: "tape variable",
+                given: format!("{var:?}"),
+                expected: "a variable recorded on this tape".to_string(),
+            });
+        }
+        self.nodes.get(var.index).ok_or(Error::InvalidArgument {
+            what: "tape variable",
+            given: format!("{var:?}"),
+            expected: "a variable recorded on this tape".to_string(),
+        })
+    }
+
+    /// The value a variable holds.
+    pub fn value(&self, var: Var) -> Result<&Tensor> {
+        Ok(&self.node(var)?.value)
+    }
+
+    /// The value a variable holds, as the handle the tape shares: a front end that gives the value to its user
+    /// hands out this `Arc`, so that an op on it later can find the variable again by pointer
+    /// ([`Arc::ptr_eq`]), as [`Tape::param`] finds a parameter.
+    pub fn shared_value(&self, var: Var) -> Result<&Arc<Tensor>> {
+        Ok(&self.node(var)?.value)
+    }
+
+    /// Whether a gradient flows to `var`: it is a parameter or was computed from one.
+    pub fn wants_gradient(&self, var: Var) -> Result<bool> {
+        Ok(self.node(var)?.wants_gradient)
+    }
+
+    /// A constant input: no gradient flows to it.
+    pub fn input(&mut self, value: Tensor) -> Var {
+        self.push(value, Op::Leaf, false)
+    }
+
+    /// A constant input shared with its owner (a batch buffer refilled every step, say).
+    pub fn constant(&mut self, value: &Arc<Tensor>) -> Var {
+        self.push_shared(Arc::clone(value), Op::Leaf, false, false)
+    }
+
+    /// A parameter shared with its owner; [`Gradients::of`](super::Gradients::of) finds its gradient by this `Arc`.
+    pub fn param(&mut self, value: &Arc<Tensor>) -> Var {
+        if let Some(index) = self
+            .nodes
+            .iter()
+            .position(|node| node.parameter && Arc::ptr_eq(&node.value, value))
+        {
+            return Var {
+                index,
+                tape: self.id,
+            };
+        }
+        self.push_shared(Arc::clone(value), Op::Leaf, true, true)
+    }
+
+    fn wants(&self, vars: &[Var]) -> Result<bool> {
+        let mut any = false;
+        for var in vars {
+            any |= self.node(*var)?.wants_gradient;
+        }
+        Ok(any)
+    }
+
+    /// `a · b`.
+    pub fn matmul(&mut self, a: Var, b: Var) -> Result<Var> {
+        self.matmul_t(a, b, Transpose::Neither)
+    }
+
+    /// `op(a) · op(b)` with transpose flags.
+    pub fn matmul_t(&mut self, a: Var, b: Var, transpose: Transpose) -> Result<Var> {
+        let value = self.value(a)?.matmul_t(self.value(b)?, transpose)?;
+        let wants = self.wants(&[a, b])?;
+        let op = Op::MatMul {
+            a: a.index,
+            b: b.index,
+            transpose,
+        };
+        Ok(self.push(value, op, wants))
+    }
+
+    /// Records `op` of `x` (with its scalar argument).
+    pub fn unary(&mut self, op: UnaryOp, x: Var, scalar: f32) -> Result<Var> {
+        let value = self.value(x)?.unary(op, scalar)?;
+        let wants = self.wants(&[x])?;
+        Ok(self.push(
+            value,
+            Op::Unary {
+                op,
+                x: x.index,
+                scalar,
+            },
+            wants,
+        ))
+    }
+
+    /// Records `a (op) b`, broadcasting.
+    pub fn binary(&mut self, op: BinaryOp, a: Var, b: Var) -> Result<Var> {
+        let value = self.value(a)?.binary(op, self.value(b)?)?;
+        let wants = self.wants(&[a, b])?;
+        Ok(self.push(
+            value,
+            Op::Binary {
+                op,
+                a: a.index,
+                b: b.index,
+            },
+            wants,
+        ))
+    }
+
+    /// Records `activation(x + bias)` in one pass (see [`Tensor::bias_activation`]): a layer's bias and its
+    /// relu, tanh or sigmoid, with the bits and the gradients of an add followed by the op.
+    pub fn bias_activation(&mut self, x: Var, bias: Var, activation: UnaryOp) -> Result<Var> {
+        let value = self
+            .value(x)?
+            .bias_activation(self.value(bias)?, activation)?;
+        let wants = self.wants(&[x, bias])?;
+        let op = Op::BiasActivation {
+            x: x.index,
+            bias: bias.index,
+            activation,
+        };
+        Ok(self.push(value, op, wants))
+    }
+
+    /// Records a layer, `activation(x·weight + bias)` (see [`Tensor::linear`]): forward in one pass where the
+    /// shapes allow; backward the weight and bias gradients in one, and the input gradient in one, through the
+    /// relu of a layer below recorded the same way when nothing else reads it. The bits are those of the
+    /// product, the add and the activation recorded one by one, but for a bias gradient's last bits.
+    pub fn linear(
+        &mut self,
+        x: Var,
+        weight: Var,
+        bias: Option<Var>,
+        activation: Option<UnaryOp>,
+    ) -> Result<Var> {
+        let bias_value = match bias {
+            Some(bias) => Some(self.value(bias)?),
+            None => None,
+        };
+        let value = self
+            .value(x)?
+            .linear(self.value(weight)?, bias_value, activation)?;
+        let operands: Vec<Var> = [Some(x), Some(weight), bias]
+            .into_iter()
+            .flatten()
+            .collect();
+        let wants = self.wants(&operands)?;
+        let op = Op::Linear {
+            x: x.index,
+            weight: weight.index,
+            bias: bias.map(|bias| bias.index),
+            activation,
+        };
+        Ok(self.push(value, op, wants))
+    }
+
+    /// TensorFlow's softmax cross-entropy per row (see [`Tensor::softmax_cross_entropy_with_logits`]). Its
+    /// gradient is the exact one, also for labels that do not sum to 1. Labels get no gradient: labels a
+    /// gradient would flow to (a parameter, or computed from one) are refused here, rather than left without
+    /// one in silence.
+    pub fn softmax_cross_entropy(&mut self, logits: Var, labels: Var) -> Result<Var> {
+        self.softmax_cross_entropy_counting(logits, labels, None)
+    }
+
+    /// [`Tape::softmax_cross_entropy`], also adding to `correct` the rows whose argmaxes agree (see
+    /// [`Tensor::softmax_cross_entropy_counting`]) in the same pass.
+    pub(crate) fn softmax_cross_entropy_counting(
+        &mut self,
+        logits: Var,
+        labels: Var,
+        correct: Option<&Tensor>,
+    ) -> Result<Var> {
+        if self.node(labels)?.wants_gradient {
+            return Err(Error::InvalidArgument {
+                what: "softmax cross-entropy labels on the tape",
+                given: "labels a gradient flows to (a parameter, or computed from one)".to_string(),
+                expected: "constant labels: the tape differentiates the loss with respect to the logits only, so \
+                           pass labels that need no gradient (outside the tape, or not watched)"
+                    .to_string(),
+            });
+        }
+        let (logits_value, labels_value) = (self.value(logits)?, self.value(labels)?);
+        let (loss, gradient) = match correct {
+            Some(correct) => logits_value.softmax_cross_entropy_counting(labels_value, correct)?,
+            None => logits_value.softmax_cross_entropy_with_logits(labels_value)?,
+        };
+        let wants = self.wants(&[logits])?;
+        let op = Op::SoftmaxCrossEntropy {
+            logits: logits.index,
+            gradient: wants.then_some(gradient),
+        };
+        Ok(self.push(loss, op, wants))
+    }
+
+    /// Records `op` over all elements (`None`) or along an axis. A reduction without a gradient rule (see
+    /// [`reduce_gradient_rule`]) is refused where a gradient would flow through it, at once rather than at
+    /// `backward`.
+    pub fn reduce(&mut self, op: ReduceOp, x: Var, axis: Option<usize>) -> Result<Var> {
+        let wants = self.wants(&[x])?;
+        if wants && reduce_gradient_rule(op).is_none() {
+            return Err(Error::InvalidArgument {
+                what: "reduction on the tape",
+                given: op.name().to_string(),
+                expected: format!(
+                    "a reduction with a gradient ({}); {} has none, so record it on tensors that need no \
+                     gradient, or reduce the tensor outside the tape",
+                    ReduceOp::all()
+                        .filter(|op| reduce_gradient_rule(*op).is_some())
+                        .map(ReduceOp::name)
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    op.name()
+                ),
+            });
+        }
+        let value = self.value(x)?.reduce(op, axis)?;
+        Ok(self.push(
+            value,
+            Op::Reduce {
+                op,
+                x: x.index,
+                axis,
+            },
+            wants,
+        ))
+    }
+
+    /// Softmax along the last axis.
+    pub fn softmax(&mut self, x: Var) -> Result<Var> {
+        self.softmax_rows(x, false)
+    }
+
+    /// Log-softmax along the last axis.
+    pub fn log_softmax(&mut self, x: Var) -> Result<Var> {
+        self.softmax_rows(x, true)
+    }
+
+    fn softmax_rows(&mut self, x: Var, log: bool) -> Result<Var> {
+        let input = self.value(x)?;
+        let value = if log {
+            input.log_softmax()?
+        } else {
+            input.softmax()?
+        };
+        let wants = self.wants(&[x])?;
+        Ok(self.push(value, Op::Softmax { x: x.index, log }, wants))
+    }
+
+    /// Rows of `table` picked by the u32 tensor `indices` holds (see [`Tensor::gather_rows`]): an embedding
+    /// lookup. The gradient of a row picked more than once is the sum of its uses.
+    pub fn gather_rows(&mut self, table: Var, indices: Var) -> Result<Var> {
+        let value = self.value(table)?.gather_rows(self.value(indices)?)?;
+        let wants = self.wants(&[table])?;
+        let op = Op::GatherRows {
+            table: table.index,
+            indices: indices.index,
+        };
+        Ok(self.push(value, op, wants))
+    }
+
+    /// The parts joined along `axis` (see [`Tensor::concat`]).
+    pub fn concat(&mut self, parts: &[Var], axis: usize) -> Result<Var> {
+        let values = parts
+            .iter()
+            .map(|&part| self.value(part))
+            .collect::<Result<Vec<_>>>()?;
+        let value = Tensor::concat(&values, axis)?;
+        let wants = self.wants(parts)?;
+        let op = Op::Concat {
+            parts: parts.iter().map(|part| part.index).collect(),
+            axis,
+        };
+        Ok(self.push(value, op, wants))
+    }
+
+    /// The `len` entries from `start` along `axis` (see [`Tensor::narrow`]).
+    pub fn narrow(&mut self, x: Var, axis: usize, start: usize, len: usize) -> Result<Var> {
+        let value = self.value(x)?.narrow(axis, start, len)?;
+        let wants = self.wants(&[x])?;
+        Ok(self.push(
+            value,
+            Op::Narrow {
+                x: x.index,
+                axis,
+                start,
+            },
+            wants,
+        ))
+    }
+
+    /// The axes reordered (see [`Tensor::permute`]).
+    pub fn permute(&mut self, x: Var, axes: &[usize]) -> Result<Var> {
+        let value = self.value(x)?.permute(axes)?;
+        let wants = self.wants(&[x])?;
+        let op = Op::Permute {
+            x: x.index,
+            axes: axes.to_vec(),
+        };
+        Ok(self.push(value, op, wants))
+    }
+
+    /// Axes `first` and `second` swapped.
+    pub fn transpose(&mut self, x: Var, first: usize, second: usize) -> Result<Var> {
+        let rank = self.value(x)?.shape().len();
+        let mut axes: Vec<usize> = (0..rank).collect();
+        if first < rank && second < rank {
+            axes.swap(first, second);
+        } else {
+            // Out-of-range axes: let permute name the problem.
+            axes = vec![first, second];
+        }
+        self.permute(x, &axes)
+    }
+
+    /// The same values in another shape of the same element count.
+    pub fn reshape(&mut self, x: Var, shape: &[usize]) -> Result<Var> {
+        let value = self.value(x)?.reshape(shape)?;
+        let wants = self.wants(&[x])?;
+        Ok(self.push(value, Op::Reshape { x: x.index }, wants))
+    }
+
+    /// The mean squared error `mean((prediction - target)²)` over all elements, as a 0-d value.
+    pub fn mse(&mut self, prediction: Var, target: Var) -> Result<Var> {
+        let difference = self.sub(prediction, target)?;
+        let squared = self.square(difference)?;
+        self.mean(squared, None)
+    }
+}
+
+macro_rules! tape_unary_methods {
+    ($($vis:ident $variant:ident $method:ident [$($arg:ident)?] $wgsl:literal $doc:literal;)*) => {
+        /// Unary elementwise ops on the tape, one method per row of the op table.
+        impl Tape {
+            $(tape_unary_method!($vis $variant $method [$($arg)?] $doc);)*
+        }
+    };
+}
+
+macro_rules! tape_unary_method {
+    (pub $variant:ident $method:ident [] $doc:literal) => {
+        #[doc = $doc]
+        pub fn $method(&mut self, x: Var) -> Result<Var> {
+            self.unary(UnaryOp::$variant, x, 0.0)
+        }
+    };
+    (pub $variant:ident $method:ident [$arg:ident] $doc:literal) => {
+        #[doc = $doc]
+        pub fn $method(&mut self, x: Var, value: f32) -> Result<Var> {
+            self.unary(UnaryOp::$variant, x, value)
+        }
+    };
+    (internal $($rest:tt)*) => {};
+}
+
+macro_rules! tape_binary_methods {
+    ($($variant:ident $method:ident $wgsl:literal $doc:literal;)*) => {
+        /// Binary elementwise ops on the tape (broadcasting), one method per row of the op table.
+        impl Tape {
+            $(
+                #[doc = $doc]
+                pub fn $method(&mut self, a: Var, b: Var) -> Result<Var> {
+                    self.binary(BinaryOp::$variant, a, b)
+                }
+            )*
+        }
+    };
+}
+
+for_each_unary_op!(tape_unary_methods);
+for_each_binary_op!(tape_binary_methods);
+
+macro_rules! tape_reduce_methods {
+    ($($variant:ident $method:ident { $($row:tt)* } $doc:literal;)*) => {
+        /// Value reductions on the tape, over all elements (`None`) or along an axis: one method per row of the op
+        /// table, recorded through [`Tape::reduce`].
+        impl Tape {
+            $(
+                #[doc = $doc]
+                pub fn $method(&mut self, x: Var, axis: Option<usize>) -> Result<Var> {
+                    self.reduce(ReduceOp::$variant, x, axis)
+                }
+            )*
+        }
+    };
+}
+
+for_each_reduce_op!(tape_reduce_methods);

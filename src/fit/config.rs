@@ -1,0 +1,218 @@
+//! A fit's settings, its training samples on the host, where its validation figures come from, and the figures
+//! of one epoch.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::data::{check_batch_size, check_split_fraction, Labels};
+use crate::error::{Error, Result};
+use crate::nn::Mlp;
+use crate::optim::OptimizerKind;
+
+use super::early_stopping::EarlyStopping;
+use super::schedule::Schedule;
+use super::settings::invalid;
+
+/// More epochs than this would outlast any machine (a billion passes at a millisecond each are eleven days);
+/// the bound keeps every count derived from it far from overflow.
+pub const MAX_EPOCHS: usize = 1_000_000_000;
+
+/// Everything a fit's trajectory depends on besides its data.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FitConfig {
+    /// Widths of the relu hidden layers.
+    pub hidden: Vec<usize>,
+    /// Epochs in all: a resumed fit goes on up to this many.
+    pub epochs: usize,
+    /// Samples per minibatch.
+    pub batch: usize,
+    pub optimizer: OptimizerKind,
+    /// The learning rate a schedule starts from.
+    pub lr: f32,
+    /// Seed of the weights, the validation split and every epoch's order.
+    pub seed: u64,
+    /// Whether inputs are standardised with statistics of the training rows.
+    pub standardize: bool,
+    /// The fraction of samples held out for validation when no validation set is given (0: none).
+    pub val_split: f64,
+    pub schedule: Schedule,
+    pub early_stopping: Option<EarlyStopping>,
+}
+
+impl Default for FitConfig {
+    fn default() -> Self {
+        Self {
+            hidden: vec![128],
+            epochs: 10,
+            batch: 64,
+            optimizer: OptimizerKind::Adam,
+            lr: OptimizerKind::Adam.default_lr(),
+            seed: 1,
+            standardize: true,
+            val_split: 0.0,
+            schedule: Schedule::Constant,
+            early_stopping: None,
+        }
+    }
+}
+
+/// Checks the hidden widths of an MLP before its data is read: each at least 1, each pair's weights countable.
+/// The input and output widths come with the data, so the widths are checked alone and a message names the
+/// ones the caller gave, with no stand-ins for the others; [`Mlp::check_sizes`] checks them all once known.
+pub fn check_hidden(hidden: &[usize]) -> Result<()> {
+    if let Some(position) = hidden.iter().position(|&width| width == 0) {
+        return Err(invalid(
+            "hidden layer widths",
+            format!("{hidden:?}"),
+            format!(
+                "every width at least 1 (hidden layer {} has width 0)",
+                position + 1
+            ),
+        ));
+    }
+    if hidden.len() >= 2 {
+        Mlp::check_sizes(hidden)?;
+    }
+    Ok(())
+}
+
+impl FitConfig {
+    /// Checks every setting before any data is read or any work done.
+    pub fn check(&self) -> Result<()> {
+        check_hidden(&self.hidden)?;
+        if !(1..=MAX_EPOCHS).contains(&self.epochs) {
+            return Err(invalid(
+                "epochs",
+                self.epochs,
+                format!("from 1 to {MAX_EPOCHS}"),
+            ));
+        }
+        check_batch_size(self.batch)?;
+        self.optimizer.check_lr(self.lr)?;
+        check_split_fraction(self.val_split)?;
+        self.schedule.check()?;
+        if let Some(stopping) = &self.early_stopping {
+            stopping.check()?;
+        }
+        Ok(())
+    }
+}
+
+/// Training samples on the host: rows of `features` inputs and their labels (class ids below the class count,
+/// or rows of class probabilities).
+#[derive(Clone, Copy)]
+pub struct Samples<'a> {
+    pub inputs: &'a [f32],
+    pub features: usize,
+    pub labels: Labels<'a>,
+}
+
+impl Samples<'_> {
+    pub(super) fn count(&self) -> usize {
+        self.inputs.len() / self.features.max(1)
+    }
+}
+
+/// One epoch's figures.
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct EpochRecord {
+    /// Counted from 1 over the whole fit.
+    pub epoch: usize,
+    /// The rate this epoch trained with.
+    pub lr: f32,
+    /// Mean softmax cross-entropy of the training batches as trained (before each step's update).
+    pub loss: f64,
+    pub accuracy: f64,
+    pub val_loss: Option<f64>,
+    pub val_accuracy: Option<f64>,
+    /// Wall-clock time of the epoch; 0 for an epoch read back from a checkpoint, which keeps no times.
+    pub seconds: f64,
+    /// Whether the monitored figure improved on every earlier epoch (with early stopping).
+    pub best: bool,
+}
+
+impl EpochRecord {
+    /// `epoch:lr:loss:accuracy:val_loss:val_accuracy:seconds:best` with `-` for what is absent: a checkpoint's
+    /// history, every number in the shortest text that reads back to the same bits.
+    pub(super) fn encode(&self) -> String {
+        let optional =
+            |value: Option<f64>| value.map_or("-".to_string(), |value| value.to_string());
+        format!(
+            "{}:{}:{}:{}:{}:{}:{}:{}",
+            self.epoch,
+            self.lr,
+            self.loss,
+            self.accuracy,
+            optional(self.val_loss),
+            optional(self.val_accuracy),
+            self.seconds,
+            self.best
+        )
+    }
+
+    pub(super) fn decode(text: &str) -> Option<Self> {
+        let parts: Vec<&str> = text.split(':').collect();
+        let [epoch, lr, loss, accuracy, val_loss, val_accuracy, seconds, best] = parts[..] else {
+            return None;
+        };
+        let optional = |text: &str| -> Option<Option<f64>> {
+            if text == "-" {
+                Some(None)
+            } else {
+                text.parse().ok().map(Some)
+            }
+        };
+        Some(Self {
+            epoch: epoch.parse().ok()?,
+            lr: lr.parse().ok()?,
+            loss: loss.parse().ok()?,
+            accuracy: accuracy.parse().ok()?,
+            val_loss: optional(val_loss)?,
+            val_accuracy: optional(val_accuracy)?,
+            seconds: seconds.parse().ok()?,
+            best: best.parse().ok()?,
+        })
+    }
+}
+
+/// Where the validation figures of a fit come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ValidationSource {
+    None,
+    /// Held out of the training samples by `val_split` and the seed.
+    Split,
+    /// A separate set given by the caller.
+    Given,
+}
+
+impl ValidationSource {
+    pub fn name(self) -> &'static str {
+        match self {
+            ValidationSource::None => "none",
+            ValidationSource::Split => "split",
+            ValidationSource::Given => "given",
+        }
+    }
+}
+
+impl FromStr for ValidationSource {
+    type Err = Error;
+
+    fn from_str(text: &str) -> Result<Self> {
+        [
+            ValidationSource::None,
+            ValidationSource::Split,
+            ValidationSource::Given,
+        ]
+        .into_iter()
+        .find(|source| source.name() == text)
+        .ok_or_else(|| invalid("validation source", text, "none, split or given"))
+    }
+}
+
+impl fmt::Display for ValidationSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}

@@ -1,0 +1,434 @@
+//! The trainer: a fit in progress, one epoch at a time, with the schedule and early stopping between epochs.
+
+use std::time::Instant;
+
+use crate::data::{held_out_count, shuffled_order, Dataset, Figures, Progress, StepOutcome};
+use crate::error::Result;
+use crate::nn::Mlp;
+use crate::optim::Optimizer;
+use crate::session::Session;
+
+use super::config::{EpochRecord, FitConfig, Samples, ValidationSource};
+use super::early_stopping::StoppingState;
+use super::metrics::INFERENCE_BATCH;
+
+use super::schedule::{Schedule, ScheduleState, MIN_RATE, PLATEAU_THRESHOLD};
+use super::settings::invalid;
+use super::standardize::Standardizer;
+
+/// A fit in progress: the model, its optimizer, the data on the device and where the schedule and early
+/// stopping stand. [`Trainer::epoch`] runs one epoch; [`Trainer::run`] runs them all and then
+/// [`Trainer::finish`]es.
+pub struct Trainer {
+    pub(super) config: FitConfig,
+    pub(super) classes: usize,
+    pub(super) model: Mlp,
+    pub(super) optimizer: Box<dyn Optimizer>,
+    pub(super) standardizer: Option<Standardizer>,
+    pub(super) train_set: Dataset,
+    pub(super) val_set: Option<Dataset>,
+    pub(super) validation: ValidationSource,
+    pub(super) epochs_done: usize,
+    pub(super) schedule: ScheduleState,
+    pub(super) stopping: Option<StoppingState>,
+    pub(super) history: Vec<EpochRecord>,
+    pub(super) stopped: bool,
+    pub(super) finished: bool,
+    /// Whether `finish` gave the model an earlier epoch's weights: the trajectory cannot go on from them.
+    pub(super) restored: bool,
+}
+
+/// The training and validation sets on the device, standardised as `standardizer` says.
+pub(super) fn upload_sets(
+    session: &Session,
+    config: &FitConfig,
+    classes: usize,
+    train: &Samples<'_>,
+    validation: Option<&Samples<'_>>,
+    standardizer: Option<&Standardizer>,
+) -> Result<(Dataset, Option<Dataset>)> {
+    let upload = |samples: &Samples<'_>| -> Result<Dataset> {
+        let standardized;
+        let inputs = match standardizer {
+            Some(standardizer) => {
+                standardized = standardizer.apply(samples.inputs)?;
+                &standardized[..]
+            }
+            None => samples.inputs,
+        };
+        Dataset::upload(session, inputs, samples.features, samples.labels, classes)
+    };
+    // Without a split the training set stays in the caller's order, so a fit measured on a given validation
+    // set trains exactly as one measured on none.
+    match validation {
+        Some(validation) => Ok((upload(train)?, Some(upload(validation)?))),
+        None if config.val_split == 0.0 => Ok((upload(train)?, None)),
+        None => upload(train)?.split(config.val_split, config.seed),
+    }
+}
+
+/// The training rows of a split of `samples` samples: those [`Dataset::split`] keeps.
+fn kept_rows(samples: usize, config: &FitConfig) -> Result<Vec<u32>> {
+    let held = held_out_count(samples, config.val_split)?;
+    Ok(shuffled_order(samples, config.seed, u64::MAX)[held..].to_vec())
+}
+
+fn check_samples(what: &'static str, samples: &Samples<'_>, features: usize) -> Result<()> {
+    if samples.features != features
+        || samples.inputs.is_empty()
+        || !samples.inputs.len().is_multiple_of(features.max(1))
+    {
+        return Err(invalid(
+            what,
+            format!(
+                "{} values in rows of {}",
+                samples.inputs.len(),
+                samples.features
+            ),
+            format!("at least one row of the model's {features} features"),
+        ));
+    }
+    if let Some((index, value)) = samples
+        .inputs
+        .iter()
+        .enumerate()
+        .find(|(_, value)| !value.is_finite())
+    {
+        return Err(invalid(
+            what,
+            format!("{value} at flat index {index}"),
+            "finite inputs",
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a fit's data against its settings, for a new fit and a resumed one alike: both sets are finite rows of
+/// `features`, a given validation set comes without a split, and early stopping that watches validation figures
+/// has some. Returns where the validation figures come from.
+pub(super) fn check_data(
+    config: &FitConfig,
+    train: &Samples<'_>,
+    validation: Option<&Samples<'_>>,
+    features: usize,
+) -> Result<ValidationSource> {
+    check_samples("training inputs", train, features)?;
+    if let Some(validation) = validation {
+        check_samples("validation inputs", validation, features)?;
+    }
+    let source = match (validation, config.val_split > 0.0) {
+        (Some(_), true) => {
+            return Err(invalid(
+                "validation",
+                format!("a validation set and a split of {}", config.val_split),
+                "one or the other",
+            ))
+        }
+        (Some(_), false) => ValidationSource::Given,
+        (None, true) => ValidationSource::Split,
+        (None, false) => ValidationSource::None,
+    };
+    if let Some(stopping) = &config.early_stopping {
+        if stopping.monitor.needs_validation() && source == ValidationSource::None {
+            return Err(invalid(
+                "early stopping",
+                format!("monitor={}", stopping.monitor.name()),
+                "a validation set or split to monitor (or monitor=loss)",
+            ));
+        }
+    }
+    Ok(source)
+}
+
+impl Trainer {
+    /// A new fit of a model for `classes` classes on `train`, measured on `validation` if given, else on the
+    /// split `config.val_split` holds out (none for 0). Everything is checked before any work.
+    pub fn new(
+        session: &Session,
+        config: FitConfig,
+        classes: usize,
+        train: Samples<'_>,
+        validation: Option<Samples<'_>>,
+    ) -> Result<Self> {
+        config.check()?;
+        if classes < 2 {
+            return Err(invalid("classes", classes, "at least 2"));
+        }
+        let source = check_data(&config, &train, validation.as_ref(), train.features)?;
+        let sizes: Vec<usize> = std::iter::once(train.features)
+            .chain(config.hidden.iter().copied())
+            .chain([classes])
+            .collect();
+        Mlp::check_sizes(&sizes)?;
+        let standardizer = if config.standardize {
+            let rows = match &validation {
+                Some(_) => None,
+                None => Some(kept_rows(train.count(), &config)?),
+            };
+            Some(Standardizer::fit(
+                train.inputs,
+                train.features,
+                rows.as_deref(),
+            )?)
+        } else {
+            None
+        };
+        let (train_set, val_set) = upload_sets(
+            session,
+            &config,
+            classes,
+            &train,
+            validation.as_ref(),
+            standardizer.as_ref(),
+        )?;
+        let model = Mlp::new(
+            session,
+            train.features,
+            &config.hidden,
+            classes,
+            config.seed,
+        )?;
+        let optimizer = config.optimizer.build(config.lr)?;
+        let lr = config
+            .schedule
+            .rate(config.lr, 0, config.epochs)
+            .unwrap_or(config.lr);
+        let stopping = config.early_stopping.map(|_| StoppingState::fresh());
+        Ok(Self {
+            config,
+            classes,
+            model,
+            optimizer,
+            standardizer,
+            train_set,
+            val_set,
+            validation: source,
+            epochs_done: 0,
+            schedule: ScheduleState {
+                lr,
+                best: None,
+                bad_epochs: 0,
+            },
+            stopping,
+            history: Vec::new(),
+            stopped: false,
+            finished: false,
+            restored: false,
+        })
+    }
+
+    /// Whether every epoch has run or early stopping has ended the fit.
+    pub fn is_done(&self) -> bool {
+        self.stopped || self.epochs_done >= self.config.epochs
+    }
+
+    /// One epoch at the schedule's rate, `progress` called after each step (its error stops the epoch), then
+    /// the validation figures, the schedule and early stopping. A loss that stops being a number ends in
+    /// [`Error::Diverged`](crate::error::Error::Diverged).
+    pub fn epoch<Outcome: StepOutcome>(
+        &mut self,
+        progress: impl FnMut(Progress) -> Outcome,
+    ) -> Result<&EpochRecord> {
+        if self.is_done() || self.finished {
+            return Err(invalid(
+                "epoch",
+                self.epochs_done + 1,
+                "a fit that has not ended: it trained all its epochs or stopped early",
+            ));
+        }
+        let start = Instant::now();
+        let lr = self.schedule.lr;
+        self.optimizer.set_learning_rate(lr)?;
+        let trained: Figures = self.train_set.train_epoch(
+            &self.model,
+            self.optimizer.as_mut(),
+            self.config.batch,
+            self.config.seed,
+            self.epochs_done as u64,
+            progress,
+        )?;
+        let validated = self
+            .val_set
+            .as_ref()
+            .map(|set| set.evaluate(&self.model, INFERENCE_BATCH))
+            .transpose()?;
+        self.epochs_done += 1;
+        let mut record = EpochRecord {
+            epoch: self.epochs_done,
+            lr,
+            loss: trained.loss,
+            accuracy: trained.accuracy,
+            val_loss: validated.map(|figures| figures.loss),
+            val_accuracy: validated.map(|figures| figures.accuracy),
+            seconds: 0.0,
+            best: false,
+        };
+        self.update_stopping(&mut record)?;
+        self.update_schedule(&record);
+        record.seconds = start.elapsed().as_secs_f64();
+        self.history.push(record);
+        Ok(self.history.last().expect("just pushed"))
+    }
+
+    fn update_stopping(&mut self, record: &mut EpochRecord) -> Result<()> {
+        let (Some(stopping), Some(state)) = (&self.config.early_stopping, &mut self.stopping)
+        else {
+            return Ok(());
+        };
+        let Some(value) = stopping.monitor.value(record) else {
+            return Ok(());
+        };
+        let improved = match state.best {
+            None => value.is_finite(),
+            Some(best) => stopping.monitor.improves(value, best, stopping.min_delta),
+        };
+        if improved {
+            state.best = Some(value);
+            state.best_epoch = record.epoch;
+            state.bad_epochs = 0;
+            record.best = true;
+            if stopping.restore_best {
+                let parameters = self.model.parameters();
+                match &state.best_weights {
+                    // Copied into the buffers the last best epoch took, rather than into new ones each time.
+                    Some(kept) => {
+                        for (copy, parameter) in kept.iter().zip(&parameters) {
+                            copy.copy_from(parameter)?;
+                        }
+                    }
+                    None => {
+                        let copies = parameters
+                            .iter()
+                            .map(|parameter| parameter.try_clone())
+                            .collect::<Result<Vec<_>>>()?;
+                        state.best_weights = Some(copies);
+                    }
+                }
+            }
+        } else {
+            state.bad_epochs += 1;
+            if state.bad_epochs >= stopping.patience {
+                self.stopped = true;
+            }
+        }
+        Ok(())
+    }
+
+    fn update_schedule(&mut self, record: &EpochRecord) {
+        let next = self.epochs_done;
+        if let Some(lr) = self
+            .config
+            .schedule
+            .rate(self.config.lr, next, self.config.epochs)
+        {
+            self.schedule.lr = lr;
+            return;
+        }
+        let Schedule::Plateau {
+            factor,
+            patience,
+            min_lr,
+        } = self.config.schedule
+        else {
+            return;
+        };
+        let monitored = record.val_loss.unwrap_or(record.loss);
+        let state = &mut self.schedule;
+        // NaN never improves.
+        let improves = |best: f64| monitored < best * (1.0 - PLATEAU_THRESHOLD);
+        match state.best {
+            Some(best) if !improves(best) => {
+                state.bad_epochs += 1;
+                if state.bad_epochs > patience {
+                    state.lr = ((state.lr as f64 * factor).max(min_lr) as f32).max(MIN_RATE);
+                    state.bad_epochs = 0;
+                }
+            }
+            _ => {
+                if monitored.is_finite() {
+                    state.best = Some(monitored);
+                    state.bad_epochs = 0;
+                }
+            }
+        }
+    }
+
+    /// Every remaining epoch, then [`Trainer::finish`].
+    pub fn run(&mut self) -> Result<()> {
+        while !self.is_done() {
+            self.epoch(|_| ())?;
+        }
+        self.finish()
+    }
+
+    /// Ends the fit: with early stopping that restores, the model takes the best epoch's weights. After it no
+    /// epoch runs, and a checkpoint records the fit as stopped if early stopping ended it.
+    pub fn finish(&mut self) -> Result<()> {
+        if self.finished {
+            return Ok(());
+        }
+        if let Some(state) = &self.stopping {
+            if let Some(best) = &state.best_weights {
+                if state.best_epoch != self.epochs_done {
+                    for (parameter, best) in self.model.parameters().iter().zip(best) {
+                        parameter.copy_from(best)?;
+                    }
+                    self.restored = true;
+                }
+            }
+        }
+        self.finished = true;
+        Ok(())
+    }
+
+    pub fn model(&self) -> &Mlp {
+        &self.model
+    }
+
+    pub fn optimizer(&self) -> &dyn Optimizer {
+        self.optimizer.as_ref()
+    }
+
+    pub fn config(&self) -> &FitConfig {
+        &self.config
+    }
+
+    pub fn classes(&self) -> usize {
+        self.classes
+    }
+
+    pub fn standardizer(&self) -> Option<&Standardizer> {
+        self.standardizer.as_ref()
+    }
+
+    /// Every epoch's figures, resumed epochs included.
+    pub fn history(&self) -> &[EpochRecord] {
+        &self.history
+    }
+
+    pub fn epochs_done(&self) -> usize {
+        self.epochs_done
+    }
+
+    /// Whether early stopping ended the fit.
+    pub fn stopped_early(&self) -> bool {
+        self.stopped
+    }
+
+    /// The epoch (from 1) whose monitored figure was best, with early stopping.
+    pub fn best_epoch(&self) -> Option<usize> {
+        self.stopping
+            .as_ref()
+            .map(|state| state.best_epoch)
+            .filter(|&epoch| epoch > 0)
+    }
+
+    /// The rate the next epoch trains with.
+    pub fn learning_rate(&self) -> f32 {
+        self.schedule.lr
+    }
+
+    pub fn validation(&self) -> ValidationSource {
+        self.validation
+    }
+}
