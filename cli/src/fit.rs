@@ -517,16 +517,7 @@ impl Plan {
                     Some(epochs) => epochs,
                     None => return Err(resumed.lacks("--epochs")),
                 };
-                let done = match resumed.saved.epochs_done {
-                    Some(done) => done,
-                    // A model that has never been stepped has trained no epochs: a fact, not a default.
-                    None if resumed.file.optimizer_steps().unwrap_or(0) == 0 => 0,
-                    None => bail!(
-                        "{} does not record how many epochs it has trained (its optimizer has taken steps); it was \
-                         not written by `wgcompute fit`, so it cannot be resumed by it",
-                        resumed.path.display()
-                    ),
-                };
+                let done = resumed.saved.epochs_done(resumed.file)?;
                 // A cosine schedule spans the fit's epochs: another total bends the rate of the epochs left.
                 if let (Schedule::Cosine { .. }, Some(saved)) =
                     (schedule, resumed.saved.target_epochs)
@@ -657,46 +648,6 @@ fn resolve_validation(
             Ok((split, false))
         }
     }
-}
-
-/// Refuses to resume what cannot go on as an uninterrupted fit would, before any work.
-fn check_resumable(resumed: &Resumed, plan: &Plan) -> Result<()> {
-    let saved = &resumed.saved;
-    let path = resumed.path.display();
-    if saved.stopped == Some(true) {
-        // A fit that ran all its epochs gave its model the best epoch's weights as it finished, so the weights
-        // it had reached are gone; only the checkpoints written on the way hold them.
-        let finished = saved.target_epochs.is_some() && saved.target_epochs == saved.epochs_done;
-        let best_epoch = resumed
-            .file
-            .metadata()
-            .get(keys::STOPPING_BEST_EPOCH)
-            .and_then(|text| text.parse::<usize>().ok())
-            .filter(|&best| best > 0);
-        if let (true, Some(best)) = (finished, best_epoch) {
-            bail!(
-                "{path} finished its {} epochs with early stopping's restore, so its model holds the weights of \
-                 epoch {best}, its best, not those it had reached: there is no trajectory to go on with; resume \
-                 from a checkpoint written on the way (--checkpoint-every), or start a new fit",
-                plan.done_epochs
-            );
-        }
-        bail!(
-            "{path}: its fit stopped early and holds the weights of its best epoch, so there is no trajectory to \
-             go on with; start a new fit, resume from a checkpoint written on the way (--checkpoint-every), or \
-             use the model with predict"
-        );
-    }
-    if plan.done_epochs >= plan.config.epochs {
-        bail!(
-            "{path} has trained {} epochs already and --epochs is {}; --epochs is the total to reach, so give more \
-             than {} to train on",
-            plan.done_epochs,
-            plan.config.epochs,
-            plan.done_epochs
-        );
-    }
-    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -945,7 +896,16 @@ pub fn fit(global: &GlobalOptions, args: &FitArgs) -> Result<()> {
     let plan = Plan::resolve(args, resumed.as_ref())?;
     let data = read_data(args, &plan, resumed.as_ref())?;
     if let Some(resumed) = &resumed {
-        check_resumable(resumed, &plan)?;
+        // The library names the setting as a caller of its API spells it; here it is a flag.
+        resumed
+            .saved
+            .check_resumable(resumed.file, plan.config.epochs)
+            .map_err(|error| match error {
+                wgcompute::Error::InvalidArgument { .. } => {
+                    anyhow::Error::new(error).context(format!("--epochs {}", plan.config.epochs))
+                }
+                other => other.into(),
+            })?;
     }
 
     // Checked before any work, and the same schedule the library runs wherever training offers it.

@@ -66,6 +66,63 @@ pub struct SavedFit {
     pub stopped: Option<bool>,
 }
 
+impl SavedFit {
+    /// The epochs the saved fit has trained: as recorded, or 0 for a model whose optimizer never stepped; a
+    /// file whose optimizer stepped without a record cannot say, and is refused.
+    pub fn epochs_done(&self, file: &Checkpoint) -> Result<usize> {
+        match self.epochs_done {
+            Some(done) => Ok(done),
+            // A model that has never been stepped has trained no epochs: a fact, not a default.
+            None if file.optimizer_steps().unwrap_or(0) == 0 => Ok(0),
+            None => Err(Error::checkpoint(
+                file.path().display().to_string(),
+                "it does not record how many epochs it has trained (its optimizer has taken steps); it was not \
+                 written by a wgcompute fit, so it cannot be resumed",
+            )),
+        }
+    }
+
+    /// Refuses, before any work, to resume what cannot go on as an uninterrupted fit would: a fit that stopped
+    /// early, or finished with early stopping's restore (either holds its best epoch's weights, not those it
+    /// had reached), or one that has trained `epochs`, the total to reach, already. Gives the epochs done.
+    pub fn check_resumable(&self, file: &Checkpoint, epochs: usize) -> Result<usize> {
+        let refuse =
+            |message: String| Error::checkpoint(file.path().display().to_string(), message);
+        if self.stopped == Some(true) {
+            let finished = self.target_epochs.is_some() && self.target_epochs == self.epochs_done;
+            let best_epoch = file
+                .metadata()
+                .get(keys::STOPPING_BEST_EPOCH)
+                .and_then(|text| text.parse::<usize>().ok())
+                .filter(|&best| best > 0);
+            return Err(refuse(match (finished, best_epoch) {
+                (true, Some(best)) => format!(
+                    "it finished its {} epochs with early stopping's restore, so its model holds the weights of \
+                     epoch {best}, its best, not those it had reached: there is no trajectory to go on with; resume \
+                     from a checkpoint written on the way (--checkpoint-every), or start a new fit",
+                    self.epochs_done.unwrap_or(0)
+                ),
+                _ => "its fit stopped early and holds the weights of its best epoch, so there is no trajectory to \
+                      go on with; start a new fit, resume from a checkpoint written on the way \
+                      (--checkpoint-every), or use the model to predict"
+                    .to_string(),
+            }));
+        }
+        let done = self.epochs_done(file)?;
+        if done >= epochs {
+            return Err(invalid(
+                "epochs",
+                epochs,
+                format!(
+                    "more than {done}: the resumed fit has trained {done} epochs already, and epochs are the \
+                     total to reach"
+                ),
+            ));
+        }
+        Ok(done)
+    }
+}
+
 fn altered(file: &Checkpoint, key: &str, text: &str) -> Error {
     let shown: String = text.chars().take(40).collect();
     let cut = if shown.len() < text.len() { "…" } else { "" };
@@ -149,14 +206,7 @@ impl Trainer {
                 message,
             ))
         };
-        if saved.stopped == Some(true) {
-            return refuse(
-                "its fit ended holding its best epoch's weights (early stopping restored them), so there is no \
-                 trajectory to go on with; start a new fit, resume a checkpoint written during it \
-                 (--checkpoint-every), or load the model to use it"
-                    .to_string(),
-            );
-        }
+        let epochs_done = saved.check_resumable(file, config.epochs)?;
         let sizes = file.sizes()?;
         let classes = *sizes.last().unwrap_or(&0);
         let hidden = &sizes[1..sizes.len() - 1];
@@ -183,26 +233,6 @@ impl Trainer {
                 } else {
                     "not "
                 }
-            ));
-        }
-        let epochs_done = match saved.epochs_done {
-            Some(done) => done,
-            None if file.optimizer_steps().unwrap_or(0) == 0 => 0,
-            None => {
-                return refuse(
-                    "it does not record how many epochs it has trained (its optimizer has taken steps), so it \
-                     cannot be resumed"
-                        .to_string(),
-                )
-            }
-        };
-        if epochs_done >= config.epochs {
-            return Err(invalid(
-                "epochs",
-                config.epochs,
-                format!(
-                    "more than the {epochs_done} the resumed fit has trained: epochs are the total to reach"
-                ),
             ));
         }
         let source = check_data(&config, &train, validation.as_ref(), sizes[0])?;
