@@ -219,3 +219,52 @@ fn a_header_alone_gives_the_datas_length_or_is_refused() {
     }
     assert!(StoredLayout::parse(b"{\"\xff\":1}").is_err_and(|error| error.text.contains("UTF-8")));
 }
+
+/// The header is serde_json's, with the escapes every saved file holds: each character below 0x80 and some
+/// beyond in metadata keys, values and tensor names, the tensors in the order given (not by name). The
+/// expected text is built here from JSON's rules, so a change of escape or order fails.
+#[test]
+fn the_header_escapes_as_saved_files_do_and_keeps_the_tensors_order() {
+    let escaped = |text: &str| -> String {
+        let mut out = String::from("\"");
+        for character in text.chars() {
+            match character {
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                '\n' => out.push_str("\\n"),
+                '\r' => out.push_str("\\r"),
+                '\t' => out.push_str("\\t"),
+                control if (control as u32) < 0x20 => {
+                    out.push_str(&format!("\\u{:04x}", control as u32))
+                }
+                other => out.push(other),
+            }
+        }
+        out.push('"');
+        out
+    };
+    let every: String = (0u8..0x80).map(char::from).chain("é€😀".chars()).collect();
+    let metadata = BTreeMap::from([
+        (every.clone(), "plain".to_string()),
+        ("a key".to_string(), every.clone()),
+    ]);
+    let tensors = vec![
+        stored("z".into(), vec![2]),
+        stored(every.clone(), vec![1, 3]),
+    ];
+    let bytes = serialize(&metadata, &tensors);
+    let length = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")) as usize;
+    let header = std::str::from_utf8(&bytes[8..8 + length]).expect("UTF-8");
+    let want = format!(
+        "{{\"__metadata__\":{{{}:{},{}:{}}},\"z\":{{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}},{}:{{\"dtype\":\"F32\",\"shape\":[1,3],\"data_offsets\":[8,20]}}}}",
+        // In key order: `every` starts with U+0000.
+        escaped(&every),
+        escaped("plain"),
+        escaped("a key"),
+        escaped(&every),
+        escaped(&every),
+    );
+    assert_eq!(header.trim_end_matches(' '), want);
+    assert_eq!(length % 8, 0);
+    assert_eq!(bytes.len(), 8 + length + 20);
+}

@@ -2,9 +2,12 @@
 //! always gives the same bytes, each file read back as a load would before it is written.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::path::Path;
 use std::sync::Arc;
+
+use serde::ser::{SerializeMap, Serializer};
+use serde::Serialize;
+use serde_json::ser::{CharEscape, CompactFormatter, Formatter};
 
 use crate::error::{Error, Result};
 use crate::nn::Mlp;
@@ -333,65 +336,75 @@ pub(super) struct StoredTensor {
 /// metadata in a hash map's order: the same model and settings then give the same bytes on every save, so a
 /// checkpoint can be compared or hashed. The layout: the header's length (u64, little-endian), the header (JSON:
 /// `__metadata__` in key order, then each tensor's dtype, shape and byte range in `tensors`' order, padded with
-/// spaces to a multiple of 8 bytes), then the tensors' bytes. Nor is it `serde_json`'s: its map sorts keys, which
-/// would put the tensors in name order, and it writes U+0008 and U+000C as `\b` and `\f` where saved files hold
-/// `\u0008` and `\u000c`, so the same save would no longer give the same bytes.
+/// spaces to a multiple of 8 bytes), then the tensors' bytes.
 pub(super) fn serialize(metadata: &BTreeMap<String, String>, tensors: &[StoredTensor]) -> Vec<u8> {
-    let mut header = String::from("{\"__metadata__\":{");
-    for (index, (key, value)) in metadata.iter().enumerate() {
-        if index > 0 {
-            header.push(',');
-        }
-        push_json_string(&mut header, key);
-        header.push(':');
-        push_json_string(&mut header, value);
-    }
-    header.push('}');
-    let mut offset = 0usize;
-    for tensor in tensors {
-        let bytes = tensor.bytes.len();
-        header.push(',');
-        push_json_string(&mut header, &tensor.name);
-        let shape: Vec<String> = tensor.shape.iter().map(usize::to_string).collect();
-        let _ = write!(
-            header,
-            ":{{\"dtype\":\"{}\",\"shape\":[{}],\"data_offsets\":[{offset},{}]}}",
-            tensor.dtype,
-            shape.join(","),
-            offset + bytes
-        );
-        offset += bytes;
-    }
-    header.push('}');
+    let mut header = Vec::new();
+    let mut serializer = serde_json::Serializer::with_formatter(&mut header, SavedEscapes);
+    // Writing JSON into memory fails only on a value serde_json cannot write, and the header holds none.
+    let written = Header { metadata, tensors }.serialize(&mut serializer);
+    debug_assert!(written.is_ok(), "{written:?}");
     while header.len() % 8 != 0 {
-        header.push(' ');
+        header.push(b' ');
     }
-    let mut out = Vec::with_capacity(8 + header.len() + offset);
+    let data: usize = tensors.iter().map(|tensor| tensor.bytes.len()).sum();
+    let mut out = Vec::with_capacity(8 + header.len() + data);
     out.extend_from_slice(&(header.len() as u64).to_le_bytes());
-    out.extend_from_slice(header.as_bytes());
+    out.extend_from_slice(&header);
     for tensor in tensors {
         out.extend_from_slice(&tensor.bytes);
     }
     out
 }
 
-/// `text` as a JSON string: quotes, backslashes and control characters escaped, everything else as UTF-8.
-fn push_json_string(out: &mut String, text: &str) {
-    out.push('"');
-    for character in text.chars() {
-        match character {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            control if (control as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", control as u32);
-            }
-            other => out.push(other),
+/// The header as safetensors lays it out: one JSON object, `__metadata__` first and then a member per tensor,
+/// in `tensors`' order (a map type would sort them by name and so move their bytes).
+struct Header<'a> {
+    metadata: &'a BTreeMap<String, String>,
+    tensors: &'a [StoredTensor],
+}
+
+#[derive(Serialize)]
+struct TensorEntry<'a> {
+    dtype: &'a str,
+    shape: &'a [usize],
+    data_offsets: [usize; 2],
+}
+
+impl Serialize for Header<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        let mut header = serializer.serialize_map(Some(1 + self.tensors.len()))?;
+        header.serialize_entry("__metadata__", self.metadata)?;
+        let mut offset = 0usize;
+        for tensor in self.tensors {
+            let end = offset + tensor.bytes.len();
+            let entry = TensorEntry {
+                dtype: tensor.dtype,
+                shape: &tensor.shape,
+                data_offsets: [offset, end],
+            };
+            header.serialize_entry(&tensor.name, &entry)?;
+            offset = end;
+        }
+        header.end()
+    }
+}
+
+/// serde_json's compact JSON, with U+0008 and U+000C escaped as `\u0008` and `\u000c` (serde_json's own are
+/// `\b` and `\f`), as every checkpoint saved so far holds them: the same save gives the same bytes.
+struct SavedEscapes;
+
+impl Formatter for SavedEscapes {
+    fn write_char_escape<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+        char_escape: CharEscape,
+    ) -> std::io::Result<()> {
+        match char_escape {
+            CharEscape::Backspace => writer.write_all(b"\\u0008"),
+            CharEscape::FormFeed => writer.write_all(b"\\u000c"),
+            other => CompactFormatter.write_char_escape(writer, other),
         }
     }
-    out.push('"');
 }
 
 /// Writes `bytes` to a temporary file beside `path`, then renames it over `path`: a reader never sees half a
