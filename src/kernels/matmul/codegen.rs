@@ -97,21 +97,7 @@ fn subgroup_wide_source(tile: &RegisterTile) -> String {
             i % SUBGROUP_LANES
         ));
     }
-    line("    var brow = b_base + k4 * 4u * n4s;".to_string());
-    for component in ["x", "y", "z", "w"] {
-        for j in 0..vec4s {
-            line(format!("    let b{component}{j} = b4[brow + b_col{j}];"));
-        }
-        for i in 0..rows {
-            for j in 0..vec4s {
-                line(format!(
-                    "    c{i}_{j} = c{i}_{j} + av{i}.{component} * b{component}{j};"
-                ));
-            }
-        }
-        line("    brow = brow + n4s;".to_string());
-    }
-    line("}".to_string());
+    push_rank_one_updates(&mut body, rows, vec4s);
     push_tile_stores(&mut body, rows, vec4s);
     subgroup_entry_point(
         entry,
@@ -371,6 +357,27 @@ fn push_columns_and_accumulators(body: &mut String, rows: u32, vec4s: u32) {
 
 /// A register tile's stores: each accumulator written (or added, in a later pass over K) where its row and
 /// vec4 column are inside C.
+/// The rest of a register tile's k4 loop once each row's `av{i}` (A's four k values) is loaded: for each of
+/// the four k, B's row of vec4s and the rank-one update of every accumulator, then the loop's end.
+fn push_rank_one_updates(body: &mut String, rows: u32, vec4s: u32) {
+    let mut line = |text: String| push_line(body, text);
+    line("    var brow = b_base + k4 * 4u * n4s;".to_string());
+    for component in ["x", "y", "z", "w"] {
+        for j in 0..vec4s {
+            line(format!("    let b{component}{j} = b4[brow + b_col{j}];"));
+        }
+        for i in 0..rows {
+            for j in 0..vec4s {
+                line(format!(
+                    "    c{i}_{j} = c{i}_{j} + av{i}.{component} * b{component}{j};"
+                ));
+            }
+        }
+        line("    brow = brow + n4s;".to_string());
+    }
+    line("}".to_string());
+}
+
 fn push_tile_stores(body: &mut String, rows: u32, vec4s: u32) {
     push_line(
         body,
@@ -533,21 +540,7 @@ fn register_tile_source(tile: &RegisterTile) -> String {
     for i in 0..rows {
         line(format!("    let av{i} = a4[r{i} + k4];"));
     }
-    line("    var brow = b_base + k4 * 4u * n4s;".to_string());
-    for component in ["x", "y", "z", "w"] {
-        for j in 0..vec4s {
-            line(format!("    let b{component}{j} = b4[brow + b_col{j}];"));
-        }
-        for i in 0..rows {
-            for j in 0..vec4s {
-                line(format!(
-                    "    c{i}_{j} = c{i}_{j} + av{i}.{component} * b{component}{j};"
-                ));
-            }
-        }
-        line("    brow = brow + n4s;".to_string());
-    }
-    line("}".to_string());
+    push_rank_one_updates(&mut body, rows, vec4s);
     push_tile_stores(&mut body, rows, vec4s);
     tile_entry_point(
         entry,
