@@ -3,6 +3,7 @@
 Every test's inputs come from ``WGCOMPUTE_TEST_SEED`` (random unless set) and the test's id, so a failure is
 replayed by running again with the seed the header printed."""
 
+import importlib.util
 import os
 import tempfile
 import zlib
@@ -22,6 +23,25 @@ import wgcompute  # noqa: E402
 ADAPTERS = ("vulkan", "gl")
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def load_module(name, path):
+    """The Python file at ``path`` (an example or a tool, not on the import path) imported as ``name``."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def example_fixture(name, path):
+    """A fixture giving the Python file at ``path`` imported as ``name``, once for the tests of a module."""
+
+    @pytest.fixture(scope="module")
+    def example():
+        return load_module(name, path)
+
+    return example
+
 
 SEED = int(os.environ.get("WGCOMPUTE_TEST_SEED") or int.from_bytes(os.urandom(4), "little"))
 

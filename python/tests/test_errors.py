@@ -146,10 +146,15 @@ def test_a_closed_session_raises_session_closed(make_session, adapter, call):
     assert isinstance(raised.value, RuntimeError)
 
 
+def _session_and_two_tensors(make_session, adapter):
+    """A session with the two tensors TENSOR_CALLS take: a float matrix and integer indices."""
+    session = make_session(adapter)
+    return session, session.ones((2, 3)), session.tensor(np.array([0, 1]))
+
+
 @pytest.mark.parametrize("call", TENSOR_CALLS)
 def test_a_tensor_of_a_closed_session_raises_session_closed(make_session, adapter, call):
-    session = make_session(adapter)
-    t, u = session.ones((2, 3)), session.tensor(np.array([0, 1]))
+    session, t, u = _session_and_two_tensors(make_session, adapter)
     session.close()
     with pytest.raises(wgcompute.SessionClosedError):
         TENSOR_CALLS[call](t, u)
@@ -162,8 +167,7 @@ def test_a_tensor_of_a_closed_session_raises_session_closed(make_session, adapte
 
 @pytest.mark.parametrize("call", TENSOR_CALLS)
 def test_tensors_of_a_suspended_session_raise_suspended(make_session, adapter, call):
-    session = make_session(adapter)
-    t, u = session.ones((2, 3)), session.tensor(np.array([0, 1]))
+    session, t, u = _session_and_two_tensors(make_session, adapter)
     session.suspend()
     with pytest.raises(wgcompute.SuspendedError):
         TENSOR_CALLS[call](t, u)
@@ -354,13 +358,11 @@ SHAPE_MISTAKES = {
 }
 
 
-@pytest.mark.parametrize("mistake", SHAPE_MISTAKES)
-def test_shape_mistakes(make_session, adapter, mistake):
-    session = make_session(adapter)
-    with pytest.raises(wgcompute.ShapeError) as raised:
-        SHAPE_MISTAKES[mistake](session)
-    assert isinstance(raised.value, ValueError)
-    assert_works(session)
+def assert_refused(session, mistake, error, builtin):
+    """``mistake(session)`` raises ``error``, which is also the ``builtin`` exception."""
+    with pytest.raises(error) as raised:
+        mistake(session)
+    assert isinstance(raised.value, builtin)
 
 
 DTYPE_MISTAKES = {
@@ -380,12 +382,18 @@ DTYPE_MISTAKES = {
 }
 
 
-@pytest.mark.parametrize("mistake", DTYPE_MISTAKES)
-def test_dtype_mistakes(make_session, adapter, mistake):
+def _mistakes(table, error, builtin):
+    return [pytest.param(mistake, error, builtin, id=name) for name, mistake in table.items()]
+
+
+@pytest.mark.parametrize(
+    ("mistake", "error", "builtin"),
+    _mistakes(SHAPE_MISTAKES, wgcompute.ShapeError, ValueError)
+    + _mistakes(DTYPE_MISTAKES, wgcompute.DTypeError, TypeError),
+)
+def test_shape_and_dtype_mistakes(make_session, adapter, mistake, error, builtin):
     session = make_session(adapter)
-    with pytest.raises(wgcompute.DTypeError) as raised:
-        DTYPE_MISTAKES[mistake](session)
-    assert isinstance(raised.value, TypeError)
+    assert_refused(session, mistake, error, builtin)
     assert_works(session)
 
 
@@ -421,9 +429,7 @@ def test_integer_caps_of_any_kind_are_bytes(make_session, adapter, limit):
 @pytest.mark.parametrize("mistake", ARGUMENT_MISTAKES)
 def test_argument_mistakes(make_session, adapter, mistake):
     session = make_session(adapter, memory_limit="256MiB")
-    with pytest.raises(wgcompute.InvalidArgumentError) as raised:
-        ARGUMENT_MISTAKES[mistake](session)
-    assert isinstance(raised.value, ValueError)
+    assert_refused(session, ARGUMENT_MISTAKES[mistake], wgcompute.InvalidArgumentError, ValueError)
     assert session.memory_stats().limit == 256 << 20
     assert_works(session)
 

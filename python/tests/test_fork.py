@@ -13,6 +13,14 @@ import pytest
 import wgcompute
 
 
+def _open_and_multiply(adapter):
+    """A session of its own on ``adapter`` computes a product, and closes."""
+    own = wgcompute.Session(adapter=adapter)
+    y = own.tensor(np.ones((4, 4), np.float32))
+    assert (y @ y).numpy()[0, 0] == 4.0
+    own.close()
+
+
 def _child_outcome(use):
     """Runs ``use`` in a forked child; returns what the child reported, within a time limit."""
     read_end, write_end = os.pipe()
@@ -122,22 +130,9 @@ def test_a_child_of_a_gl_session_is_refused_gl_and_opens_vulkan(tmp_path):
         def open_gl():
             wgcompute.Session(adapter="gl")
 
-        def open_vulkan():
-            own = wgcompute.Session(adapter="vulkan")
-            y = own.tensor(np.ones((4, 4), np.float32))
-            assert (y @ y).numpy()[0, 0] == 4.0
-            own.close()
-
         assert _child_outcome(open_gl) == "ForkedError"
-        assert _child_outcome(open_vulkan) == "no error"
+        assert _child_outcome(lambda: _open_and_multiply("vulkan")) == "no error"
     finally:
         session.close()
     # With no GL session held at the fork, a child opens GL as any process does.
-
-    def open_gl_and_compute():
-        own = wgcompute.Session(adapter="gl")
-        y = own.tensor(np.ones((4, 4), np.float32))
-        assert (y @ y).numpy()[0, 0] == 4.0
-        own.close()
-
-    assert _child_outcome(open_gl_and_compute) == "no error"
+    assert _child_outcome(lambda: _open_and_multiply("gl")) == "no error"

@@ -444,22 +444,26 @@ def set_limit(c, limit):
         c.s.set_memory_limit(MEMORY_LIMIT)
 
 
-def with_tape(c, use, **options):
-    """``use(tape, w, loss)`` inside a tape made with ``options``, where ``loss`` is Σ w² of a variable."""
+def _on_a_tape(c, use, inside, **options):
+    """``use(tape, w, loss)``, inside the block of a tape made with ``options`` or after it, where ``loss`` is
+    Σ w² of a variable."""
     w = c.var()
     tape = wg.GradientTape(**options)
     with tape:
         loss = (w * w).sum()
-        return use(tape, w, loss)
+        if inside:
+            return use(tape, w, loss)
+    return use(tape, w, loss)
+
+
+def with_tape(c, use, **options):
+    """``use(tape, w, loss)`` inside a tape made with ``options``, where ``loss`` is Σ w² of a variable."""
+    return _on_a_tape(c, use, True, **options)
 
 
 def after_tape(c, use, **options):
     """``use(tape, w, loss)`` after the tape's block."""
-    w = c.var()
-    tape = wg.GradientTape(**options)
-    with tape:
-        loss = (w * w).sum()
-    return use(tape, w, loss)
+    return _on_a_tape(c, use, False, **options)
 
 
 def gradient_through(c, value):

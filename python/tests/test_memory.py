@@ -44,6 +44,21 @@ def mib(size):
     return f"{size / MiB:.1f} MiB"
 
 
+def held_past_close(adapter, work, at_least, what):
+    """What ``work(session)`` returns, held past the close of the session it ran in: more than ``at_least``
+    bytes measured while the session is open, and no more than SLACK after it closes."""
+    start = memory_in_use()
+    session = wgcompute.Session(adapter=adapter)
+    held = work(session)
+    while_open = memory_in_use()
+    assert while_open - start > at_least, f"{what} measured {mib(while_open - start)}"
+    session.close()
+    after_close = memory_in_use()
+    print(f"start {mib(start)}, open {mib(while_open)}, closed with {what} held {mib(after_close)}")
+    assert after_close - start <= SLACK, f"{mib(after_close - start)} still held after close"
+    return held
+
+
 def touch_32_mib(session, seed):
     """Allocates about 32 MiB in two tensors and makes the device write and read every element."""
     drawn = session.rand((4 * MiB,), seed=seed)
@@ -84,16 +99,13 @@ def test_ten_thousand_tensors_held_past_close_hold_nothing(adapter):
     # A first session loads the driver and compiles the fill, so that the measure starts after them.
     with wgcompute.Session(adapter=adapter) as warm:
         warm.full((1024,), 1.0).numpy()
-    start = memory_in_use()
-    session = wgcompute.Session(adapter=adapter)
-    tensors = [session.full((1024,), float(index)) for index in range(10_000)]
-    assert tensors[-1].numpy()[0] == 9999.0
-    while_open = memory_in_use()
-    assert while_open - start > 30 * MiB, f"10,000 tensors of 4 KiB measured {mib(while_open - start)}"
-    session.close()
-    after_close = memory_in_use()
-    print(f"start {mib(start)}, open {mib(while_open)}, closed with the tensors held {mib(after_close)}")
-    assert after_close - start <= SLACK, f"{mib(after_close - start)} still held after close"
+
+    def fill(session):
+        tensors = [session.full((1024,), float(index)) for index in range(10_000)]
+        assert tensors[-1].numpy()[0] == 9999.0
+        return tensors
+
+    tensors = held_past_close(adapter, fill, 30 * MiB, "10,000 tensors of 4 KiB")
     for tensor in tensors:
         with pytest.raises(wgcompute.SessionClosedError):
             tensor.numpy()

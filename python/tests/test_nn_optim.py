@@ -312,7 +312,7 @@ def test_hyperparameters_are_checked_by_the_library(session):
 def test_tapes_variables_optimizers_and_gradients_hold_nothing_after_close(adapter):
     """Held past ``close()``, they keep no GPU memory (the process's resident plus memfd memory comes back, as
     test_memory measures it) and every use raises SessionClosedError."""
-    from test_memory import SLACK, MiB, memory_in_use, mib
+    from test_memory import MiB, held_past_close
 
     inputs, classes = 4096, 1024  # 16 MiB of weights, 48 MiB with Adam's moments, more for the gradients
 
@@ -332,15 +332,7 @@ def test_tapes_variables_optimizers_and_gradients_hold_nothing_after_close(adapt
         # The same work first, so that every kernel the measured session runs (the variants its shapes pick)
         # has been compiled once and the measure starts after the driver's caches fill.
         train(warm)
-    start = memory_in_use()
-    session = wg.Session(adapter=adapter)
-    w, model, adam, tape, loss, grads = train(session)
-    while_open = memory_in_use()
-    assert while_open - start > 64 * MiB, f"the session's tensors measured {mib(while_open - start)}"
-    session.close()
-    after_close = memory_in_use()
-    print(f"start {mib(start)}, open {mib(while_open)}, closed with all of it held {mib(after_close)}")
-    assert after_close - start <= SLACK, f"{mib(after_close - start)} still held after close"
+    w, model, adam, tape, loss, grads = held_past_close(adapter, train, 64 * MiB, "the session's tensors")
     with pytest.raises(wg.SessionClosedError):
         tape.gradient(loss, w)
     with pytest.raises(wg.SessionClosedError):

@@ -4,28 +4,20 @@ each call gives its device memory back when its session closes."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import ROOT, example_fixture
 
-ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "seed.py"
 MiB = 1 << 20
 # Allocator slack, the driver's compiled pipelines and Python's own growth, not a session's buffers.
 TOLERANCE = 64 * MiB
 
-
-@pytest.fixture(scope="module")
-def example():
-    spec = importlib.util.spec_from_file_location("seed_example", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+example = example_fixture("seed_example", EXAMPLE)
 
 
 def test_the_loop_gives_the_losses_and_weights_of_wgcompute_train(

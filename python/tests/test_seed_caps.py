@@ -3,27 +3,20 @@ the first held given back."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import ROOT, example_fixture
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "seed_caps.py"
+EXAMPLE = ROOT / "examples" / "seed_caps.py"
 MiB = 1 << 20
 # Allocator slack, the driver's compiled pipelines and Python's own growth, not a session's buffers (each
 # session's pool peaks above 500 MiB).
 TOLERANCE = 64 * MiB
 
-
-@pytest.fixture(scope="module")
-def example():
-    spec = importlib.util.spec_from_file_location("seed_caps", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+example = example_fixture("seed_caps", EXAMPLE)
 
 
 @pytest.fixture(scope="module")

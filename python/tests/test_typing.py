@@ -2,20 +2,16 @@
 so a method added to the source or to an op table fails here until the stub is written again; and the examples
 pass ``mypy --strict`` against the package, its stub included."""
 
-import importlib.util
 import subprocess
 import sys
 
-from conftest import ROOT
+from conftest import ROOT, load_module
 
 TOOL = ROOT / "python" / "tools" / "stubs.py"
 
 
 def load_tool():
-    spec = importlib.util.spec_from_file_location("stubs", TOOL)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module("stubs", TOOL)
 
 
 def test_the_tensor_stub_is_what_the_package_has():

@@ -11,6 +11,20 @@ use wgcompute::{Adam, AdamConfig, Optimizer, Session, Tape, Tensor, Var};
 
 type Reference<'a> = dyn Fn(&[Vec<f64>]) -> Vec<f64> + 'a;
 
+/// The row-major array `x` of shape `dims` with its axes put in the order `axes`.
+fn permuted(x: &[f64], dims: [usize; 3], axes: [usize; 3]) -> Vec<f64> {
+    let strides = [dims[1] * dims[2], dims[2], 1];
+    let mut out = Vec::with_capacity(x.len());
+    for a in 0..dims[axes[0]] {
+        for b in 0..dims[axes[1]] {
+            for c in 0..dims[axes[2]] {
+                out.push(x[a * strides[axes[0]] + b * strides[axes[1]] + c * strides[axes[2]]]);
+            }
+        }
+    }
+    out
+}
+
 /// Records `build` over parameters holding `inputs`, weights its output by random numbers, and checks the value
 /// against `reference` and every input's gradient against central differences of Σ w·reference.
 fn check(
@@ -131,17 +145,7 @@ fn concat_narrow_permute_transpose_reshape_and_mse_differentiate(backend: &Backe
         "permute [2, 0, 1]",
         &[(vec![4, 9, 3], x.clone())],
         |tape, v| tape.permute(v[0], &[2, 0, 1]).expect("permute"),
-        &|x| {
-            let mut out = Vec::new();
-            for k in 0..3 {
-                for i in 0..4 {
-                    for j in 0..9 {
-                        out.push(x[0][i * 27 + j * 3 + k]);
-                    }
-                }
-            }
-            out
-        },
+        &|x| permuted(&x[0], [4, 9, 3], [2, 0, 1]),
     );
     check(
         &session,
@@ -152,17 +156,8 @@ fn concat_narrow_permute_transpose_reshape_and_mse_differentiate(backend: &Backe
             let t = tape.transpose(v[0], 0, 2).expect("transpose");
             tape.reshape(t, &[27, 4]).expect("reshape")
         },
-        &|x| {
-            let mut out = Vec::new();
-            for k in 0..3 {
-                for j in 0..9 {
-                    for i in 0..4 {
-                        out.push(x[0][i * 27 + j * 3 + k]);
-                    }
-                }
-            }
-            out
-        },
+        // The reshape keeps the transposed order.
+        &|x| permuted(&x[0], [4, 9, 3], [2, 1, 0]),
     );
     let target = rng.vec(30, -1.0, 1.0);
     check(

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use crate::common::{per_backend, relative_error, Backend, Rng};
+use crate::common::{per_backend, reference, relative_error, widen, Backend, Rng};
 use wgcompute::{train, Adam, AdamConfig, BinaryOp, Counters, Mlp, Session, Tensor, UnaryOp};
 
 fn upload(session: &Session, data: &[f32], shape: &[usize]) -> Tensor {
@@ -73,19 +73,6 @@ fn poisoning_is_counted(backend: &Backend) {
 }
 per_backend!(poisoning_is_counted);
 
-fn matmul(a: &[f32], b: &[f32], (m, k, n): (usize, usize, usize)) -> Vec<f64> {
-    let mut c = vec![0.0; m * n];
-    for row in 0..m {
-        for inner in 0..k {
-            let left = f64::from(a[row * k + inner]);
-            for col in 0..n {
-                c[row * n + col] += left * f64::from(b[inner * n + col]);
-            }
-        }
-    }
-    c
-}
-
 /// A product is one dispatch per pass over K (a pass covers 4096 of K, as llvmpipe caps a shader's loops);
 /// these shapes stay within one grid's workgroups, so there are no turns along M.
 fn matmul_is_one_dispatch_per_pass(backend: &Backend) {
@@ -102,7 +89,10 @@ fn matmul_is_one_dispatch_per_pass(backend: &Backend) {
         let (product, counted) = cost(&session, || x.matmul(&y).expect("matmul"));
         assert_eq!(counted.dispatches, passes, "{m}×{k}×{n}: {counted:?}");
         assert_eq!(counted.submissions, 0, "{m}×{k}×{n}: {counted:?}");
-        let error = relative_error(&product.to_vec().expect("read"), &matmul(&a, &b, (m, k, n)));
+        let error = relative_error(
+            &product.to_vec().expect("read"),
+            &reference::matmul(&widen(&a), &widen(&b), (m, k, n)),
+        );
         assert!(error < 1e-4, "{m}×{k}×{n}: relative error {error:e}");
     }
     session.close();

@@ -34,6 +34,15 @@ fn blobs(rng: &mut Rng, samples: usize, features: usize, classes: usize) -> (Vec
     (x, y)
 }
 
+/// Rows of `features` inputs, each labelled with a class id.
+fn labelled<'a>(inputs: &'a [f32], features: usize, classes: &'a [u32]) -> Samples<'a> {
+    Samples {
+        inputs,
+        features,
+        labels: Labels::Classes(classes),
+    }
+}
+
 fn parameters_of(trainer: &Trainer) -> Vec<Vec<f32>> {
     trainer
         .model()
@@ -270,11 +279,7 @@ fn a_fit_learns_blobs_whose_scale_only_standardisation_removes(backend: &Backend
     let (features, classes) = (3, 3);
     let (x, y) = blobs(&mut rng, 240, features, classes);
     let session = backend.poisoned();
-    let train = Samples {
-        inputs: &x,
-        features,
-        labels: Labels::Classes(&y),
-    };
+    let train = labelled(&x, features, &y);
     let mut config = small_config(25);
     config.val_split = 0.25;
     let mut trainer = Trainer::new(&session, config, classes, train, None).expect("a trainer");
@@ -307,16 +312,8 @@ fn early_stopping_restores_the_best_epoch_bit_for_bit(backend: &Backend) {
     // best epoch is the first.
     let flipped: Vec<u32> = y.iter().map(|&class| 1 - class).collect();
     let session = backend.poisoned();
-    let samples = || Samples {
-        inputs: &x,
-        features,
-        labels: Labels::Classes(&y),
-    };
-    let validation = Samples {
-        inputs: &x,
-        features,
-        labels: Labels::Classes(&flipped),
-    };
+    let samples = || labelled(&x, features, &y);
+    let validation = labelled(&x, features, &flipped);
     let mut config = small_config(30);
     config.early_stopping = Some(EarlyStopping::new(3));
     let mut stopped =
@@ -361,16 +358,8 @@ fn the_plateau_schedule_lowers_the_rate_as_its_rule_says(backend: &Backend) {
     // Contradicting validation labels again: the validation loss stops improving, so the rate falls.
     let shifted: Vec<u32> = y.iter().map(|&class| (class + 1) % 3).collect();
     let session = backend.poisoned();
-    let train = Samples {
-        inputs: &x,
-        features,
-        labels: Labels::Classes(&y),
-    };
-    let validation = Samples {
-        inputs: &x,
-        features,
-        labels: Labels::Classes(&shifted),
-    };
+    let train = labelled(&x, features, &y);
+    let validation = labelled(&x, features, &shifted);
     let mut config = small_config(12);
     config.schedule = Schedule::Plateau {
         factor: 0.5,
@@ -410,11 +399,7 @@ fn a_resumed_fit_equals_an_uninterrupted_one(backend: &Backend) {
     let (features, classes) = (5, 3);
     let (x, y) = blobs(&mut rng, 101, features, classes);
     let session: Session = backend.poisoned();
-    let train = || Samples {
-        inputs: &x,
-        features,
-        labels: Labels::Classes(&y),
-    };
+    let train = || labelled(&x, features, &y);
     let mut config = small_config(6);
     config.val_split = 0.2;
     config.schedule = Schedule::Plateau {
@@ -479,11 +464,7 @@ fn bad_fits_are_refused_before_any_work_and_the_session_goes_on(backend: &Backen
     let session = backend.poisoned();
     let x = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0];
     let ids = [0u32, 1, 0];
-    let train = Samples {
-        inputs: &x,
-        features: 2,
-        labels: Labels::Classes(&ids),
-    };
+    let train = labelled(&x, 2, &ids);
     let refused = |config: FitConfig, classes: usize, validation: Option<Samples<'_>>| {
         Trainer::new(&session, config, classes, train, validation).is_err()
     };
@@ -548,11 +529,7 @@ fn a_checkpoint_keeps_the_standardisation_and_refuses_halves_of_the_extras(backe
     let (features, classes) = (3, 2);
     let (x, y) = blobs(&mut rng, 40, features, classes);
     let session = backend.poisoned();
-    let train = Samples {
-        inputs: &x,
-        features,
-        labels: Labels::Classes(&y),
-    };
+    let train = labelled(&x, features, &y);
     let mut config = small_config(3);
     config.val_split = 0.25;
     config.early_stopping = Some(EarlyStopping::new(5));
@@ -669,11 +646,7 @@ fn a_fit_that_finished_on_its_best_epoch_resumes_with_its_best_weights(backend: 
     let (features, classes) = (3, 3);
     let (x, y) = blobs(&mut rng, 90, features, classes);
     let session = backend.poisoned();
-    let train = || Samples {
-        inputs: &x,
-        features,
-        labels: Labels::Classes(&y),
-    };
+    let train = || labelled(&x, features, &y);
     let config = |epochs| FitConfig {
         early_stopping: Some(EarlyStopping::new(50)),
         ..small_config(epochs)

@@ -70,6 +70,13 @@ fn source_indices(shape: &[usize], out: &[usize]) -> Vec<usize> {
     indices
 }
 
+/// The output of the op `label` names, which must have succeeded with `shape`, read back.
+fn read_output(label: &str, result: wgcompute::Result<Tensor>, shape: &[usize]) -> Vec<f32> {
+    let out = result.unwrap_or_else(|error| panic!("{label}: {error}"));
+    assert_eq!(out.shape(), shape, "{label}: output shape");
+    out.to_vec().expect("download")
+}
+
 /// Runs `op` on fresh random operands of these shapes and checks shape and every element against f64.
 fn check_binary(
     session: &Session,
@@ -85,11 +92,7 @@ fn check_binary(
     let rhs_data = operand(rng, count(rhs_shape), reference.divisor);
     let lhs = session.upload(&lhs_data, lhs_shape).expect("upload lhs");
     let rhs = session.upload(&rhs_data, rhs_shape).expect("upload rhs");
-    let out = lhs
-        .binary(op, &rhs)
-        .unwrap_or_else(|error| panic!("{label}: {error}"));
-    assert_eq!(out.shape(), &out_shape[..], "{label}: output shape");
-    let got = out.to_vec().expect("download");
+    let got = read_output(&label, lhs.binary(op, &rhs), &out_shape);
     assert_eq!(got.len(), count(&out_shape), "{label}: output length");
     let lhs_at = source_indices(lhs_shape, &out_shape);
     let rhs_at = source_indices(rhs_shape, &out_shape);
@@ -149,18 +152,9 @@ fn the_reference_broadcasts_like_numpy() {
 
 per_backend!(binary_ops_at_same_shapes_match_f64, "elementwise": scalar, vec4, vec4x4);
 fn binary_ops_at_same_shapes_match_f64(backend: &Backend, variant: &str) {
-    let shapes: [&[usize]; 10] = [
-        &[],
-        &[0, 3],
-        &[1],
-        &[97],
-        &[256],
-        &[257],
-        &[513],
-        &[3, 171],
-        &[2, 3, 5, 7],
-        &[1_000_003],
-    ];
+    let shapes = [&[] as &[usize], &[0, 3], &[1]]
+        .into_iter()
+        .chain(PAST_ONE_VEC4);
     let mut rng = Rng::fresh("binary_same_shapes");
     let session = &backend.poisoned_with("elementwise", variant);
     for shape in shapes {
@@ -204,10 +198,9 @@ fn binary_ops_broadcast_like_numpy_in_both_orders(backend: &Backend, variant: &s
     }
 }
 
-const AWKWARD_SHAPES: [&[usize]; 10] = [
-    &[],
-    &[1],
-    &[7],
+/// Shapes of more than a vec4, whose sizes fall on and around the workgroup and vec4 boundaries, up to a
+/// million and three.
+const PAST_ONE_VEC4: [&[usize]; 7] = [
     &[97],
     &[256],
     &[257],
@@ -217,6 +210,13 @@ const AWKWARD_SHAPES: [&[usize]; 10] = [
     &[1_000_003],
 ];
 
+/// Rank 0, a single element and a vec4 with a tail, then [`PAST_ONE_VEC4`].
+fn awkward_shapes() -> impl Iterator<Item = &'static [usize]> {
+    [&[] as &[usize], &[1], &[7]]
+        .into_iter()
+        .chain(PAST_ONE_VEC4)
+}
+
 per_backend!(every_unary_op_matches_f64_in_every_variant_up_to_large_magnitudes, "elementwise": scalar, vec4, vec4x4);
 fn every_unary_op_matches_f64_in_every_variant_up_to_large_magnitudes(
     backend: &Backend,
@@ -225,7 +225,7 @@ fn every_unary_op_matches_f64_in_every_variant_up_to_large_magnitudes(
     // 4: one vec4 and no tail; 7: one vec4 and a tail of 3; 4099: many vec4s, a tail of 3.
     let shapes: Vec<&[usize]> = [&[4usize] as &[usize], &[4099]]
         .into_iter()
-        .chain(AWKWARD_SHAPES)
+        .chain(awkward_shapes())
         .collect();
     let mut rng = Rng::fresh("unary");
     let session = &backend.poisoned_with("elementwise", variant);
@@ -240,11 +240,7 @@ fn every_unary_op_matches_f64_in_every_variant_up_to_large_magnitudes(
                 format!("{variant}: {} {shape:?}", op.name())
             };
             let x = session.upload(&data, shape).expect("upload");
-            let out = x
-                .unary(op, scalar)
-                .unwrap_or_else(|error| panic!("{label}: {error}"));
-            assert_eq!(out.shape(), shape, "{label}: output shape");
-            let got = out.to_vec().expect("download");
+            let got = read_output(&label, x.unary(op, scalar), shape);
             check(
                 &label,
                 &got,
@@ -306,7 +302,7 @@ per_backend!(
 fn relu_backward_passes_the_gradient_where_the_input_is_positive(backend: &Backend, variant: &str) {
     let mut rng = Rng::fresh("relu_backward");
     let session = &backend.poisoned_with("elementwise", variant);
-    for shape in AWKWARD_SHAPES {
+    for shape in awkward_shapes() {
         let label = format!("relu_backward {shape:?}");
         let len = count(shape);
         let mut input = rng.vec(len, -1.0, 1.0);
@@ -321,11 +317,7 @@ fn relu_backward_passes_the_gradient_where_the_input_is_positive(backend: &Backe
         let gradient = rng.vec(len, -10.0, 10.0);
         let x = session.upload(&input, shape).expect("upload input");
         let g = session.upload(&gradient, shape).expect("upload gradient");
-        let out = x
-            .relu_backward(&g)
-            .unwrap_or_else(|error| panic!("{label}: {error}"));
-        assert_eq!(out.shape(), shape, "{label}: output shape");
-        let got = out.to_vec().expect("download");
+        let got = read_output(&label, x.relu_backward(&g), shape);
         check(
             &label,
             &got,
@@ -607,7 +599,7 @@ per_backend!(fill_and_scale_add_in_every_variant, "elementwise": scalar, vec4, v
 fn fill_and_scale_add_in_every_variant(backend: &Backend, variant: &str) {
     let mut rng = Rng::fresh("fill and scale_add");
     let session = &backend.poisoned_with("elementwise", variant);
-    for shape in AWKWARD_SHAPES {
+    for shape in awkward_shapes() {
         let label = format!("{variant}: {shape:?}");
         let data = rng.vec(count(shape), -10.0, 10.0);
         let x = session.upload(&data, shape).expect("upload");

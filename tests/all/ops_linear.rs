@@ -8,7 +8,9 @@
 
 use std::sync::Arc;
 
-use crate::common::{error_against_magnitude, per_backend, relative_error, Backend, Rng};
+use crate::common::{
+    self, error_against_magnitude, per_backend, relative_error, widen, Backend, Rng,
+};
 use wgcompute::{Error, Session, Tape, Tensor, UnaryOp, Var};
 
 fn upload(session: &Session, data: &[f32], shape: &[usize]) -> Arc<Tensor> {
@@ -43,14 +45,8 @@ fn reference(
     (rows, inputs, outputs): (usize, usize, usize),
     relu: bool,
 ) -> Vec<f64> {
-    let mut out = vec![0.0; rows * outputs];
+    let mut out = common::reference::matmul(&widen(x), &widen(w), (rows, inputs, outputs));
     for r in 0..rows {
-        for i in 0..inputs {
-            let left = f64::from(x[r * inputs + i]);
-            for o in 0..outputs {
-                out[r * outputs + o] += left * f64::from(w[i * outputs + o]);
-            }
-        }
         for o in 0..outputs {
             let value = out[r * outputs + o] + f64::from(b[o]);
             out[r * outputs + o] = if relu { value.max(0.0) } else { value };

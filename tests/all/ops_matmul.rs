@@ -259,38 +259,29 @@ fn every_matmul_variant_at_partial_tiles_long_k_and_a_batch(backend: &Backend, v
             tolerance,
         );
     }
-    check(
-        &session,
-        &mut rng,
-        &[3, 5, 8],
-        false,
-        &[3, 8, 12],
-        false,
-        1e-5,
-    );
-    check(&session, &mut rng, &[12, 8], true, &[12, 16], false, 1e-5);
-    // Aᵀ·B tiles: partial row and column tiles, K in two passes, a batch.
-    check(&session, &mut rng, &[37, 20], true, &[37, 12], false, 1e-5);
-    check(
-        &session,
-        &mut rng,
-        &[4500, 8],
-        true,
-        &[4500, 4],
-        false,
-        1e-4,
-    );
-    check(
-        &session,
-        &mut rng,
-        &[2, 9, 12],
-        true,
-        &[2, 9, 8],
-        false,
-        1e-5,
-    );
-    check(&session, &mut rng, &[7, 9], false, &[9, 5], false, 1e-5);
-    check(&session, &mut rng, &[66, 12], false, &[70, 12], true, 1e-5);
+    /// a's shape, whether a is transposed, b's shape, whether b is, and the tolerance.
+    type Case = (&'static [usize], bool, &'static [usize], bool, f64);
+    let cases: [Case; 7] = [
+        (&[3, 5, 8], false, &[3, 8, 12], false, 1e-5),
+        (&[12, 8], true, &[12, 16], false, 1e-5),
+        // Aᵀ·B tiles: partial row and column tiles, K in two passes, a batch.
+        (&[37, 20], true, &[37, 12], false, 1e-5),
+        (&[4500, 8], true, &[4500, 4], false, 1e-4),
+        (&[2, 9, 12], true, &[2, 9, 8], false, 1e-5),
+        (&[7, 9], false, &[9, 5], false, 1e-5),
+        (&[66, 12], false, &[70, 12], true, 1e-5),
+    ];
+    for (a, transpose_a, b, transpose_b, tolerance) in cases {
+        check(
+            &session,
+            &mut rng,
+            a,
+            transpose_a,
+            b,
+            transpose_b,
+            tolerance,
+        );
+    }
     let report = session.tuning_report().expect("report");
     // The subgroup tiles run where the adapter has subgroup operations (lavapipe's Vulkan adapter does, GL does
     // not); elsewhere the checks above ran on the variants the library takes instead.

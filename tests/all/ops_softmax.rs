@@ -42,15 +42,6 @@ fn loss_magnitude(logits: &[f32], labels: &[f32], cols: usize) -> Vec<f64> {
         .collect()
 }
 
-/// TensorFlow's loss of each row: sum_j y_j * (logsumexp(x) - x_j).
-fn loss_reference(logits: &[f32], labels: &[f32], cols: usize) -> Vec<f64> {
-    logits
-        .chunks(cols)
-        .zip(labels.chunks(cols))
-        .map(|(x, y)| reference::cross_entropy(&widen(x), &widen(y)))
-        .collect()
-}
-
 /// The analytic gradient of the summed loss, softmax(x) * sum(y) - y, per row, with each element's magnitude
 /// |softmax(x) * sum(y)| + |y|: the two terms cancel where a label is close to its share of the row's total, and
 /// f32 rounding is proportional to the terms, not to their difference.
@@ -98,24 +89,35 @@ const SHAPES: &[&[usize]] = &[
     &[300, 1],
 ];
 
+/// The output of `op` (softmax or log_softmax) of a `shape` input, checked: its shape, finite, and within
+/// 1e-5 relative Frobenius error of `want`.
+fn check_row_op(
+    label: &str,
+    op: &str,
+    shape: &[usize],
+    result: wgcompute::Result<Tensor>,
+    want: &[f64],
+) -> Vec<f32> {
+    let out = result.unwrap_or_else(|error| panic!("{label}: {op} of {shape:?}: {error}"));
+    assert_eq!(out.shape(), shape, "{label}: {op} shape");
+    let got = read(&out, label);
+    assert_finite(&got, &format!("{label}: {op} of {shape:?}"));
+    let error = common::relative_error(&got, want);
+    assert!(
+        error < 1e-5,
+        "{label}: {op} of {shape:?}: relative error {error}"
+    );
+    got
+}
+
 /// Softmax and log-softmax of `data` checked against the reference, element by element where the values are
 /// extreme (`elementwise`), and by relative Frobenius error (per row) otherwise; softmax rows sum to 1.
 fn check_softmax(session: &Session, data: &[f32], shape: &[usize], elementwise: bool, label: &str) {
     let cols = cols_of(shape);
     let input = session.upload(data, shape).expect("upload");
 
-    let softmax = input
-        .softmax()
-        .unwrap_or_else(|error| panic!("{label}: softmax of {shape:?}: {error}"));
-    assert_eq!(softmax.shape(), shape, "{label}: softmax shape");
-    let got = read(&softmax, label);
-    assert_finite(&got, &format!("{label}: softmax of {shape:?}"));
     let want = softmax_reference(data, cols);
-    let error = common::relative_error(&got, &want);
-    assert!(
-        error < 1e-5,
-        "{label}: softmax of {shape:?}: relative error {error}"
-    );
+    let got = check_row_op(label, "softmax", shape, input.softmax(), &want);
     for (row, values) in got.chunks(cols).enumerate() {
         let total: f64 = values.iter().map(|&p| p as f64).sum();
         assert!(
@@ -128,18 +130,8 @@ fn check_softmax(session: &Session, data: &[f32], shape: &[usize], elementwise: 
         );
     }
 
-    let log_softmax = input
-        .log_softmax()
-        .unwrap_or_else(|error| panic!("{label}: log_softmax of {shape:?}: {error}"));
-    assert_eq!(log_softmax.shape(), shape, "{label}: log_softmax shape");
-    let got_log = read(&log_softmax, label);
-    assert_finite(&got_log, &format!("{label}: log_softmax of {shape:?}"));
     let want_log = log_softmax_reference(data, cols);
-    let error = common::relative_error(&got_log, &want_log);
-    assert!(
-        error < 1e-5,
-        "{label}: log_softmax of {shape:?}: relative error {error}"
-    );
+    let got_log = check_row_op(label, "log_softmax", shape, input.log_softmax(), &want_log);
     assert!(
         got_log.iter().all(|&v| v <= 0.0),
         "{label}: log_softmax of {shape:?} has a positive value"
@@ -254,7 +246,7 @@ fn extreme_rows_stay_finite_and_correct(backend: &Backend, variant: &str) {
         let got_gradient = read(&gradient, &label);
         assert_finite(&got_loss, &format!("{label}: loss"));
         assert_finite(&got_gradient, &format!("{label}: gradient"));
-        let want_loss = loss_reference(&data, &labels, cols);
+        let want_loss = reference::cross_entropy_rows(&data, &labels, cols);
         let loss_scale = loss_magnitude(&data, &labels, cols);
         let (want_gradient, magnitude) = gradient_reference(&data, &labels, cols);
         for row in 0..EXTREME_ROWS {
@@ -341,7 +333,7 @@ fn check_cross_entropy(
     assert_finite(&got_loss, &format!("{label}: loss"));
     assert_finite(&got_gradient, &format!("{label}: gradient"));
 
-    let want_loss = loss_reference(&logits_data, &labels_data, cols);
+    let want_loss = reference::cross_entropy_rows(&logits_data, &labels_data, cols);
     let loss_scale = loss_magnitude(&logits_data, &labels_data, cols);
     let error = common::error_against_magnitude(&got_loss, &want_loss, &loss_scale);
     assert!(error < 1e-5, "{label}: loss: relative error {error}");
@@ -738,7 +730,7 @@ fn bad_shapes_dtypes_and_sessions_are_errors_and_the_session_goes_on(backend: &B
     let logits_data: Vec<f32> = (0..12).map(|v| v as f32).collect();
     let error = common::relative_error(
         &read(&loss, "loss"),
-        &loss_reference(&logits_data, &[0.25; 12], 4),
+        &reference::cross_entropy_rows(&logits_data, &[0.25; 12], 4),
     );
     assert!(error < 1e-5, "loss after errors: relative error {error}");
     let error = common::relative_error(

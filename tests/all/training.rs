@@ -10,7 +10,7 @@ use crate::common::{
 };
 use wgcompute::{
     Adam, AdamConfig, EpsilonPlacement, Error, Linear, Mlp, Optimizer, ReduceOp, Session, Sgd,
-    Tape, Tensor, Transpose,
+    Tape, Tensor, Transpose, Var,
 };
 
 fn upload(session: &Session, data: &[f32], shape: &[usize]) -> Tensor {
@@ -25,7 +25,7 @@ fn read(tensor: &Tensor) -> Vec<f32> {
     tensor.to_vec().expect("read")
 }
 
-fn scalar(tape: &Tape, var: wgcompute::Var) -> f64 {
+fn scalar(tape: &Tape, var: Var) -> f64 {
     let values = read(tape.value(var).expect("value"));
     assert_eq!(values.len(), 1, "a scalar");
     values[0] as f64
@@ -33,6 +33,14 @@ fn scalar(tape: &Tape, var: wgcompute::Var) -> f64 {
 
 fn norm(values: &[f64]) -> f64 {
     values.iter().map(|value| value * value).sum::<f64>().sqrt()
+}
+
+/// The cost the tape computed against the f64 one, to f32 rounding.
+fn check_cost(label: &str, got: f64, want: f64) {
+    assert!(
+        (got - want).abs() <= 1e-5 * want.abs(),
+        "{label}: cost {got} vs {want}"
+    );
 }
 
 /// The gradient the tape found for `parameter`, against a reference: shape and relative error.
@@ -247,11 +255,7 @@ fn mlp_gradients_match_finite_differences(backend: &Backend) {
     let losses = tape.softmax_cross_entropy(logits, yv).unwrap();
     assert_eq!(tape.value(losses).unwrap().shape(), &[batch]);
     let total = tape.mean(losses, None).unwrap();
-    let got_cost = scalar(&tape, total);
-    assert!(
-        (got_cost - want_cost).abs() <= 1e-5 * want_cost.abs(),
-        "cost {got_cost} vs {want_cost}"
-    );
+    check_cost("MLP", scalar(&tape, total), want_cost);
     let grads = tape.backward(total).expect("backward");
     check_gradient("dW1", &grads, &w1_gpu, &want[0], 1e-3);
     check_gradient("db1", &grads, &b1_gpu, &want[1], 1e-3);
@@ -299,11 +303,7 @@ fn matmul_transposes_gradients_match_finite_differences(backend: &Backend) {
         assert_eq!(tape.value(product).unwrap().shape(), &[m, n], "{label}");
         let losses = tape.softmax_cross_entropy(product, yv).unwrap();
         let total = tape.sum(losses, None).unwrap();
-        let got_cost = scalar(&tape, total);
-        assert!(
-            (got_cost - want_cost).abs() <= 1e-5 * want_cost.abs(),
-            "{label}: cost {got_cost} vs {want_cost}"
-        );
+        check_cost(&label, scalar(&tape, total), want_cost);
         let grads = tape.backward(total).expect("backward");
         check_gradient(&format!("{label}: dA"), &grads, &a_gpu, &want[0], 1e-3);
         check_gradient(&format!("{label}: dB"), &grads, &b_gpu, &want[1], 1e-3);
@@ -379,11 +379,7 @@ fn sub_and_axis_reductions_gradients_match_finite_differences(backend: &Backend)
             let logits = tape.matmul(reduced, mixv).unwrap();
             let losses = tape.softmax_cross_entropy(logits, yv).unwrap();
             let total = tape.sum(losses, Some(0)).unwrap();
-            let got_cost = scalar(&tape, total);
-            assert!(
-                (got_cost - want_cost).abs() <= 1e-5 * want_cost.abs(),
-                "{label}: cost {got_cost} vs {want_cost}"
-            );
+            check_cost(&label, scalar(&tape, total), want_cost);
             let grads = tape.backward(total).expect("backward");
             check_gradient(&format!("{label}: dP"), &grads, &p_gpu, &want[0], 1e-3);
             // dQ_k = −Σ dP[.., .., k]: along the last axis it is one sum of terms of both signs, which can
@@ -456,11 +452,7 @@ fn parameter_used_twice_accumulates_gradients(backend: &Backend) {
     let logits = tape.add(bv, logits).unwrap();
     let losses = tape.softmax_cross_entropy(logits, yv).unwrap();
     let total = tape.mean(losses, None).unwrap();
-    let got_cost = scalar(&tape, total);
-    assert!(
-        (got_cost - want_cost).abs() <= 1e-5 * want_cost.abs(),
-        "cost {got_cost} vs {want_cost}"
-    );
+    check_cost("parameter used twice", scalar(&tape, total), want_cost);
     let grads = tape.backward(total).expect("backward");
     check_gradient("dW (used four times)", &grads, &w_gpu, &want[0], 1e-3);
     check_gradient("db (used twice)", &grads, &b_gpu, &want[1], 1e-3);
@@ -487,11 +479,17 @@ fn inputs_get_no_gradient_and_backward_needs_a_scalar(backend: &Backend) {
     assert_eq!(grads.iter().count(), 0);
     assert!(grads.of(&x_arc).is_none());
 
-    // An input next to a parameter: only the parameter has a gradient.
-    let mut tape = Tape::new();
-    let xv = tape.input(upload(&session, &x, &[2, 3]));
-    let wv = tape.param(&w_gpu);
-    let product = tape.matmul(xv, wv).unwrap();
+    // x·W on a new tape: an input next to a parameter.
+    let input_times_parameter = || {
+        let mut tape = Tape::new();
+        let xv = tape.input(upload(&session, &x, &[2, 3]));
+        let wv = tape.param(&w_gpu);
+        let product = tape.matmul(xv, wv).unwrap();
+        (tape, product)
+    };
+
+    // Only the parameter has a gradient.
+    let (mut tape, product) = input_times_parameter();
     let total = tape.sum(product, None).unwrap();
     let grads = tape.backward(total).expect("backward");
     assert!(grads.of(&x_arc).is_none(), "an input gets no gradient");
@@ -506,20 +504,14 @@ fn inputs_get_no_gradient_and_backward_needs_a_scalar(backend: &Backend) {
     assert_eq!(grads.iter().count(), 1);
 
     // backward from a non-scalar is a shape error.
-    let mut tape = Tape::new();
-    let xv = tape.input(upload(&session, &x, &[2, 3]));
-    let wv = tape.param(&w_gpu);
-    let product = tape.matmul(xv, wv).unwrap();
+    let (tape, product) = input_times_parameter();
     match tape.backward(product) {
         Err(Error::Shape { op, .. }) => assert_eq!(op, "backward"),
         Err(other) => panic!("backward from [2, 2]: expected a shape error, got {other:?}"),
         Ok(_) => panic!("backward from [2, 2] succeeded"),
     }
     // A row of losses is not a scalar either.
-    let mut tape = Tape::new();
-    let xv = tape.input(upload(&session, &x, &[2, 3]));
-    let wv = tape.param(&w_gpu);
-    let product = tape.matmul(xv, wv).unwrap();
+    let (mut tape, product) = input_times_parameter();
     let rows = tape.sum(product, Some(1)).unwrap();
     assert!(matches!(tape.backward(rows), Err(Error::Shape { .. })));
 
@@ -630,13 +622,7 @@ impl LinearProblem {
         x: &Arc<Tensor>,
         y: &Arc<Tensor>,
     ) -> f64 {
-        let mut tape = Tape::new();
-        // The data is uploaded once; the tape takes a copy of each (inputs are owned by the tape).
-        let xv = tape.input(x.try_clone().expect("copy x"));
-        let yv = tape.input(y.try_clone().expect("copy y"));
-        let logits = layer.forward(&mut tape, xv).expect("forward");
-        let losses = tape.softmax_cross_entropy(logits, yv).expect("xent");
-        let cost = tape.mean(losses, None).expect("mean");
+        let (tape, cost) = self.gpu_forward(layer, x, y);
         let value = scalar(&tape, cost);
         let grads = tape.backward(cost).expect("backward");
         optimizer
@@ -665,13 +651,20 @@ impl LinearProblem {
 
     /// The cost at the layer's current weights, on the GPU.
     fn gpu_cost(&self, layer: &Linear, x: &Arc<Tensor>, y: &Arc<Tensor>) -> f64 {
+        let (tape, cost) = self.gpu_forward(layer, x, y);
+        scalar(&tape, cost)
+    }
+
+    /// The forward pass on a new tape, and the cost's variable on it.
+    fn gpu_forward(&self, layer: &Linear, x: &Arc<Tensor>, y: &Arc<Tensor>) -> (Tape, Var) {
         let mut tape = Tape::new();
+        // The data is uploaded once; the tape takes a copy of each (inputs are owned by the tape).
         let xv = tape.input(x.try_clone().expect("copy x"));
         let yv = tape.input(y.try_clone().expect("copy y"));
         let logits = layer.forward(&mut tape, xv).expect("forward");
         let losses = tape.softmax_cross_entropy(logits, yv).expect("xent");
         let cost = tape.mean(losses, None).expect("mean");
-        scalar(&tape, cost)
+        (tape, cost)
     }
 
     fn data(&self, session: &Session) -> (Arc<Tensor>, Arc<Tensor>) {
@@ -728,32 +721,49 @@ fn train_against_reference(
     (first.expect("at least one step"), last)
 }
 
+/// [`train_against_reference`] for 20 steps, which must lower the cost.
+fn train_lowers_the_cost(
+    label: &str,
+    session: &Session,
+    problem: &LinearProblem,
+    optimizer: &mut dyn Optimizer,
+    step_ref: &mut dyn FnMut(&mut [f64], &[f64]),
+) {
+    let (first, last) = train_against_reference(label, session, problem, optimizer, step_ref, 20);
+    assert!(last < first, "{label}: cost {first} → {last}");
+}
+
+/// Adam as TensorFlow has it at lr 0.01 trains `problem` step for step like its f64 reference.
+fn adam_trains_like_tensorflow(label: &str, session: &Session, problem: &LinearProblem) -> Adam {
+    let config = AdamConfig {
+        lr: 0.01,
+        ..AdamConfig::default()
+    };
+    let mut optimizer = Adam::new(config);
+    let mut reference = adam_reference(&config, &problem.w0);
+    train_lowers_the_cost(label, session, problem, &mut optimizer, &mut reference);
+    optimizer
+}
+
+/// The first step's update against the reference one.
+fn check_first_step(label: &str, update: &[f64], want: &[f64]) {
+    let error = relative_error(update, want);
+    assert!(error < 1e-3, "{label}: first step relative error {error:e}");
+}
+
 per_backend!(adam_trains_a_linear_layer_like_tensorflow);
 fn adam_trains_a_linear_layer_like_tensorflow(backend: &Backend) {
     let session = backend.poisoned();
     let mut rng = Rng::fresh("adam linear 8x37x11");
     let problem = LinearProblem::random_without_flat_gradients(&mut rng, 8, 37, 11, 0.5);
-    let config = AdamConfig {
-        lr: 0.01,
-        ..AdamConfig::default()
-    };
+    let optimizer = adam_trains_like_tensorflow("Adam [8, 37]·[37, 11]", &session, &problem);
+    let config = optimizer.config;
     assert_eq!(config.epsilon_placement, EpsilonPlacement::TensorFlow);
     assert_eq!(
         (config.beta1, config.beta2, config.epsilon),
         (0.9, 0.999, 1e-8)
     );
-    let mut optimizer = Adam::new(config);
-    let mut reference = adam_reference(&config, &problem.w0);
-    let (first, last) = train_against_reference(
-        "Adam [8, 37]·[37, 11]",
-        &session,
-        &problem,
-        &mut optimizer,
-        &mut reference,
-        20,
-    );
     assert_eq!(optimizer.steps(), 20);
-    assert!(last < first, "Adam lowered the cost: {first} → {last}");
 }
 
 vulkan_only!(adam_trains_a_wide_linear_layer_like_tensorflow);
@@ -762,21 +772,7 @@ fn adam_trains_a_wide_linear_layer_like_tensorflow(backend: &Backend) {
     let mut rng = Rng::fresh("adam linear 10x1000x100");
     // At 100,000 weights a first-step gradient within rounding of 0 turns up in a few draws in a hundred.
     let problem = LinearProblem::random_without_flat_gradients(&mut rng, 10, 1000, 100, 0.05);
-    let config = AdamConfig {
-        lr: 0.01,
-        ..AdamConfig::default()
-    };
-    let mut optimizer = Adam::new(config);
-    let mut reference = adam_reference(&config, &problem.w0);
-    let (first, last) = train_against_reference(
-        "Adam [10, 1000]·[1000, 100]",
-        &session,
-        &problem,
-        &mut optimizer,
-        &mut reference,
-        20,
-    );
-    assert!(last < first, "Adam lowered the cost: {first} → {last}");
+    adam_trains_like_tensorflow("Adam [10, 1000]·[1000, 100]", &session, &problem);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -890,18 +886,9 @@ fn sgd_with_momentum_matches_reference_and_lowers_the_cost(backend: &Backend) {
         {
             let (update, gradient) = problem.first_update(&session, &mut Sgd::new(lr, momentum));
             let want: Vec<f64> = gradient.iter().map(|g| -(lr as f64) * g).collect();
-            let error = relative_error(&update, &want);
-            assert!(error < 1e-3, "{label}: first step relative error {error:e}");
+            check_first_step(&label, &update, &want);
         }
-        let (first, last) = train_against_reference(
-            &label,
-            &session,
-            &problem,
-            &mut optimizer,
-            &mut reference,
-            20,
-        );
-        assert!(last < first, "{label}: cost {first} → {last}");
+        train_lowers_the_cost(&label, &session, &problem, &mut optimizer, &mut reference);
     }
 }
 
@@ -926,8 +913,7 @@ fn adamw_first_step_matches_reference_and_training_lowers_the_cost(backend: &Bac
             .zip(&gradient)
             .map(|(w, g)| -lr * weight_decay * w - lr * g / (g.abs() + epsilon))
             .collect();
-        let error = relative_error(&update, &want);
-        assert!(error < 1e-3, "{label}: first step relative error {error:e}");
+        check_first_step(label, &update, &want);
         // Without the decay the update would be off by lr·wd·‖W0‖: the check above can see it.
         let decay_share = lr * weight_decay * norm(&w0) / norm(&want);
         assert!(decay_share > 1e-2, "decay share {decay_share}");
@@ -935,15 +921,7 @@ fn adamw_first_step_matches_reference_and_training_lowers_the_cost(backend: &Bac
 
     let mut optimizer = Adam::adamw(lr, weight_decay);
     let mut reference = adam_reference(&optimizer.config, &problem.w0);
-    let (first, last) = train_against_reference(
-        label,
-        &session,
-        &problem,
-        &mut optimizer,
-        &mut reference,
-        20,
-    );
-    assert!(last < first, "{label}: cost {first} → {last}");
+    train_lowers_the_cost(label, &session, &problem, &mut optimizer, &mut reference);
 }
 
 vulkan_only!(optimizer_refuses_a_parameter_its_first_step_did_not_have);

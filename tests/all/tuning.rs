@@ -7,8 +7,10 @@
 //! The cache file is untrusted input: what the command does with whatever sits at its path is tested with the
 //! command (cli/tests/cli/cli_tuning.rs).
 
-use crate::common::{per_backend, reference, relative_error, vulkan_only, widen, Backend, Rng};
-use wgcompute::{Error, PickSource, Session, Tuning, UnaryOp};
+use crate::common::{per_backend, reference, relative_error, vulkan_only, Backend, Rng};
+use std::path::Path;
+
+use wgcompute::{Error, PickSource, Session, SessionOptions, Tuning, TuningRecord, UnaryOp};
 
 fn scratch_dir(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("wgcompute-tuning-{name}-{}", std::process::id()));
@@ -16,13 +18,19 @@ fn scratch_dir(name: &str) -> std::path::PathBuf {
     dir
 }
 
-/// Softmax cross-entropy's loss per row, in f64, for comparison.
-fn loss_reference(logits: &[f32], labels: &[f32], cols: usize) -> Vec<f64> {
-    logits
-        .chunks(cols)
-        .zip(labels.chunks(cols))
-        .map(|(x, y)| reference::cross_entropy(&widen(x), &widen(y)))
+/// The session's tuning decisions for kernel `family`, in the order of its report.
+fn decisions_of(session: &Session, family: &str) -> Vec<TuningRecord> {
+    session
+        .tuning_report()
+        .expect("report")
+        .into_iter()
+        .filter(|record| record.family == family)
         .collect()
+}
+
+/// Options for a session that tunes as `tuning` says and keeps its picks in `dir`.
+fn tuning_in(backend: &Backend, tuning: Tuning, dir: &Path) -> SessionOptions {
+    backend.options().tuning(tuning).tuning_cache_dir(dir)
 }
 
 vulkan_only!(the_first_use_is_timed_cached_and_the_next_session_starts_from_the_cache);
@@ -32,17 +40,11 @@ fn the_first_use_is_timed_cached_and_the_next_session_starts_from_the_cache(back
     let (rows, cols) = (1000, 4);
     let logits_data = rng.vec(rows * cols, -5.0, 5.0);
     let labels_data = rng.vec(rows * cols, 0.0, 1.0);
-    let want = loss_reference(&logits_data, &labels_data, cols);
+    let want = reference::cross_entropy_rows(&logits_data, &labels_data, cols);
     let mut results = Vec::new();
     for (round, expected_source) in [(0, PickSource::Timed), (1, PickSource::Cache)] {
-        let session = Session::open(
-            backend
-                .options()
-                .tuning(Tuning::Tune)
-                .tuning_cache_dir(&dir)
-                .poison_outputs(true),
-        )
-        .expect("open");
+        let session = Session::open(tuning_in(backend, Tuning::Tune, &dir).poison_outputs(true))
+            .expect("open");
         let logits = session.upload(&logits_data, &[rows, cols]).expect("upload");
         let labels = session.upload(&labels_data, &[rows, cols]).expect("upload");
         for _ in 0..2 {
@@ -54,12 +56,7 @@ fn the_first_use_is_timed_cached_and_the_next_session_starts_from_the_cache(back
             assert!(error < 1e-5, "round {round}: relative error {error}");
             results.push(got);
         }
-        let report: Vec<_> = session
-            .tuning_report()
-            .expect("report")
-            .into_iter()
-            .filter(|record| record.family == "softmax")
-            .collect();
+        let report = decisions_of(&session, "softmax");
         assert_eq!(
             report.len(),
             1,
@@ -102,23 +99,15 @@ fn a_pick_cached_for_another_candidate_set_is_timed_again(backend: &Backend) {
     let labels_data: Vec<f32> = (0..rows * cols).map(|i| f32::from(i % 4 == 1)).collect();
     // One session's decision for the softmax family's class, and the cache file after it.
     let run = || {
-        let session = Session::open(
-            backend
-                .options()
-                .tuning(Tuning::Tune)
-                .tuning_cache_dir(&dir),
-        )
-        .expect("open");
+        let session = Session::open(tuning_in(backend, Tuning::Tune, &dir)).expect("open");
         let logits = session.upload(&logits_data, &[rows, cols]).expect("upload");
         let labels = session.upload(&labels_data, &[rows, cols]).expect("upload");
         logits
             .softmax_cross_entropy_with_logits(&labels)
             .expect("cross-entropy");
-        let record = session
-            .tuning_report()
-            .expect("report")
+        let record = decisions_of(&session, "softmax")
             .into_iter()
-            .find(|record| record.family == "softmax")
+            .next()
             .expect("softmax was decided");
         let file = session.tuning_cache_file().expect("a cache file");
         session.close();
@@ -189,11 +178,8 @@ fn unknown_families_and_variants_are_refused_at_open(backend: &Backend) {
     let session = backend.poisoned_with("softmax", "rows_per_workgroup");
     let x = session.upload(&[1.0, 2.0, 3.0], &[1, 3]).expect("upload");
     x.softmax().expect("softmax");
-    let report = session.tuning_report().expect("report");
-    let softmax = report
-        .iter()
-        .find(|record| record.family == "softmax")
-        .expect("softmax was decided");
+    let report = decisions_of(&session, "softmax");
+    let softmax = report.first().expect("softmax was decided");
     assert_eq!(softmax.pick, "rows_per_workgroup");
     assert_eq!(softmax.source, PickSource::Forced);
 }
@@ -203,13 +189,7 @@ vulkan_only!(in_place_updates_run_once_while_tuning);
 /// never timed, and takes the pick of a unary op of its size where there is one.
 fn in_place_updates_run_once_while_tuning(backend: &Backend) {
     let dir = scratch_dir("in-place");
-    let session = Session::open(
-        backend
-            .options()
-            .tuning(Tuning::Tune)
-            .tuning_cache_dir(&dir),
-    )
-    .expect("open");
+    let session = Session::open(tuning_in(backend, Tuning::Tune, &dir)).expect("open");
     for len in [1024, 4099, 100_000] {
         let x = session.full(&[len], 1.0).expect("full");
         x.scale_add_(2.0, 1.0).expect("scale_add_");
@@ -242,10 +222,7 @@ fn an_op_written_over_its_input_is_never_timed(backend: &Backend) {
     let w_data = rng.vec(inputs * outputs, -1.0, 1.0);
     let b_data = rng.vec(outputs, -1.0, 1.0);
     let session = Session::open(
-        backend
-            .options()
-            .tuning(Tuning::Retune)
-            .tuning_cache_dir(&dir)
+        tuning_in(backend, Tuning::Retune, &dir)
             .force_variant("linear", "composed")
             .poison_outputs(true),
     )
@@ -292,25 +269,14 @@ fn timing_an_in_place_update_leaves_the_real_operands_to_one_step(backend: &Back
     let grad_data = rng.vec(len, -1.0, 1.0);
     let buffer_data = rng.vec(len, -1.0, 1.0);
     let (lr, momentum) = (0.1f32, 0.5f32);
-    let session = Session::open(
-        backend
-            .options()
-            .tuning(Tuning::Retune)
-            .tuning_cache_dir(&dir),
-    )
-    .expect("open");
+    let session = Session::open(tuning_in(backend, Tuning::Retune, &dir)).expect("open");
     let param = session.upload(&param_data, &[len]).expect("upload");
     let grad = session.upload(&grad_data, &[len]).expect("upload");
     let buffer = session.upload(&buffer_data, &[len]).expect("upload");
     param
         .sgd_update_(&grad, &buffer, lr, momentum)
         .expect("sgd");
-    let report: Vec<_> = session
-        .tuning_report()
-        .expect("report")
-        .into_iter()
-        .filter(|record| record.family == "optim")
-        .collect();
+    let report = decisions_of(&session, "optim");
     assert_eq!(report.len(), 1, "{report:?}");
     assert_eq!(report[0].source, PickSource::Timed, "{report:?}");
     assert!(
@@ -340,13 +306,7 @@ vulkan_only!(a_session_writes_its_picks_on_request_and_reports_a_failure);
 /// it could not; a session without a cache has nothing to write.
 fn a_session_writes_its_picks_on_request_and_reports_a_failure(backend: &Backend) {
     let dir = scratch_dir("explicit-write");
-    let session = Session::open(
-        backend
-            .options()
-            .tuning(Tuning::Retune)
-            .tuning_cache_dir(&dir),
-    )
-    .expect("open");
+    let session = Session::open(tuning_in(backend, Tuning::Retune, &dir)).expect("open");
     let file = session.tuning_cache_file().expect("a cache file");
     match session.write_tuning_cache() {
         Ok(Some(written)) => assert_eq!(written, file),

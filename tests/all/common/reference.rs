@@ -263,6 +263,15 @@ pub fn cross_entropy(logits: &[f64], labels: &[f64]) -> f64 {
         .sum()
 }
 
+/// [`cross_entropy`] of each row of `cols` logits and labels, from f32 data.
+pub fn cross_entropy_rows(logits: &[f32], labels: &[f32], cols: usize) -> Vec<f64> {
+    logits
+        .chunks(cols)
+        .zip(labels.chunks(cols))
+        .map(|(x, y)| cross_entropy(&super::widen(x), &super::widen(y)))
+        .collect()
+}
+
 /// The exact gradient of [`cross_entropy`] with respect to the logits: softmax(x)·Σ_j y_j − y.
 pub fn cross_entropy_gradient(logits: &[f64], labels: &[f64]) -> Vec<f64> {
     assert_eq!(logits.len(), labels.len(), "a row of logits and of labels");
