@@ -10,7 +10,7 @@ import numbers
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -20,7 +20,14 @@ from ._errors import ArgumentTypeError, DTypeError, InvalidArgumentError, Sessio
 
 if TYPE_CHECKING:
     from ._session import Session
-    from ._tape import GradientTape
+
+
+# The tape module records tensors' ops, so it imports this one; an op knows this thread's tape only by the one
+# thing it asks of it.
+class _Recorder(Protocol):
+    """What an op asks of this thread's :class:`GradientTape`."""
+
+    def _recording(self, operands: Iterable[Tensor]) -> _wgcompute.Tape | None: ...
 
 
 def _tensor_argument(tensor: Any, what: str) -> Tensor:
@@ -514,7 +521,7 @@ _this_thread = threading.local()
 def _recording_tape(operands: Iterable[Tensor]) -> _wgcompute.Tape | None:
     """This thread's tape if it records one of ``operands``, watching trainable variables among them as it goes;
     else None (and then nothing is recorded)."""
-    tape: GradientTape | None = getattr(_this_thread, "tape", None)
+    tape: _Recorder | None = getattr(_this_thread, "tape", None)
     if tape is None:
         return None
     return tape._recording(operands)

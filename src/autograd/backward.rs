@@ -9,6 +9,7 @@ use crate::tensor::Tensor;
 
 use super::rules::reduce_to_shape;
 use super::tape::{Node, Op, Tape, Var};
+use super::walk::Walk;
 
 /// Seeds of at most this many elements are uploaded rather than filled by a pass.
 const SEED_UPLOAD_MAX: usize = 1024;
@@ -66,25 +67,6 @@ impl Gradients {
             .find(|(candidate, _)| Arc::ptr_eq(candidate, parameter))
             .map(|(_, gradient)| gradient)
     }
-}
-
-/// The state of one reverse walk over a tape: the gradient reaching each node so far, and what the caller
-/// asked for (every parameter's, or the nodes of `sources`).
-pub(super) struct Walk<'a> {
-    pub(super) gradients: Vec<Option<Tensor>>,
-    /// Whether parameters' gradients are collected as they are reached ([`Tape::backward`]).
-    collect_parameters: bool,
-    by_parameter: Vec<(Arc<Tensor>, Arc<Tensor>)>,
-    /// The node indices whose gradients were asked for, in the caller's order (repeats allowed).
-    pub(super) sources: &'a [usize],
-    found: Vec<Option<Tensor>>,
-    /// The lowest node a gradient must reach: below it nothing asked for lies, so the walk stops there.
-    lowest: usize,
-    /// How many operands of the ops on the walk read each node.
-    pub(super) readers: Vec<u32>,
-    /// The nodes whose gradient arrived already through their own relu: a layer's input gradient, taken
-    /// through the relu of the layer below in the same pass.
-    pub(super) through_relu: Vec<bool>,
 }
 
 impl Tape {

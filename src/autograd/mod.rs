@@ -26,6 +26,7 @@
 mod backward;
 mod rules;
 mod tape;
+mod walk;
 
 pub use backward::Gradients;
 pub use tape::{Tape, Var};

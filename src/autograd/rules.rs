@@ -8,8 +8,44 @@ use crate::op::reduce::ReduceOp;
 use crate::ops::linear;
 use crate::tensor::Tensor;
 
-use super::backward::Walk;
-use super::tape::{Node, Op, Tape};
+use super::tape::{Node, Op, Tape, Var};
+use super::walk::Walk;
+
+// Recording a reduction is refused where its rule is missing, so the method lives beside the rules.
+impl Tape {
+    /// Records `op` over all elements (`None`) or along an axis. A reduction without a gradient rule (see
+    /// [`reduce_gradient_rule`]) is refused where a gradient would flow through it, at once rather than at
+    /// `backward`.
+    pub fn reduce(&mut self, op: ReduceOp, x: Var, axis: Option<usize>) -> Result<Var> {
+        let wants = self.wants(&[x])?;
+        if wants && reduce_gradient_rule(op).is_none() {
+            return Err(Error::InvalidArgument {
+                what: "reduction on the tape",
+                given: op.name().to_string(),
+                expected: format!(
+                    "a reduction with a gradient ({}); {} has none, so record it on tensors that need no \
+                     gradient, or reduce the tensor outside the tape",
+                    ReduceOp::all()
+                        .filter(|op| reduce_gradient_rule(*op).is_some())
+                        .map(ReduceOp::name)
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    op.name()
+                ),
+            });
+        }
+        let value = self.value(x)?.reduce(op, axis)?;
+        Ok(self.push(
+            value,
+            Op::Reduce {
+                op,
+                x: x.index,
+                axis,
+            },
+            wants,
+        ))
+    }
+}
 
 impl Tape {
     /// Passes the gradient `upstream` of `node` on to its inputs. The node is borrowed: a walk that consumes

@@ -8,8 +8,6 @@ use crate::op::matmul::Transpose;
 use crate::op::reduce::{for_each_reduce_op, ReduceOp};
 use crate::tensor::Tensor;
 
-use super::rules::reduce_gradient_rule;
-
 /// A value recorded on a [`Tape`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Var {
@@ -150,7 +148,7 @@ impl Tape {
         }
     }
 
-    fn push(&mut self, value: Tensor, op: Op, wants_gradient: bool) -> Var {
+    pub(super) fn push(&mut self, value: Tensor, op: Op, wants_gradient: bool) -> Var {
         self.push_shared(Arc::new(value), op, wants_gradient, false)
     }
 
@@ -230,7 +228,7 @@ impl Tape {
         self.push_shared(Arc::clone(value), Op::Leaf, true, true)
     }
 
-    fn wants(&self, vars: &[Var]) -> Result<bool> {
+    pub(super) fn wants(&self, vars: &[Var]) -> Result<bool> {
         let mut any = false;
         for var in vars {
             any |= self.node(*var)?.wants_gradient;
@@ -368,39 +366,6 @@ impl Tape {
             gradient: wants.then_some(gradient),
         };
         Ok(self.push(loss, op, wants))
-    }
-
-    /// Records `op` over all elements (`None`) or along an axis. A reduction without a gradient rule (see
-    /// [`reduce_gradient_rule`]) is refused where a gradient would flow through it, at once rather than at
-    /// `backward`.
-    pub fn reduce(&mut self, op: ReduceOp, x: Var, axis: Option<usize>) -> Result<Var> {
-        let wants = self.wants(&[x])?;
-        if wants && reduce_gradient_rule(op).is_none() {
-            return Err(Error::InvalidArgument {
-                what: "reduction on the tape",
-                given: op.name().to_string(),
-                expected: format!(
-                    "a reduction with a gradient ({}); {} has none, so record it on tensors that need no \
-                     gradient, or reduce the tensor outside the tape",
-                    ReduceOp::all()
-                        .filter(|op| reduce_gradient_rule(*op).is_some())
-                        .map(ReduceOp::name)
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                    op.name()
-                ),
-            });
-        }
-        let value = self.value(x)?.reduce(op, axis)?;
-        Ok(self.push(
-            value,
-            Op::Reduce {
-                op,
-                x: x.index,
-                axis,
-            },
-            wants,
-        ))
     }
 
     /// Softmax along the last axis.

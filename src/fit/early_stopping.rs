@@ -6,7 +6,7 @@ use std::str::FromStr;
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
 
-use super::config::EpochRecord;
+use super::record::EpochRecord;
 use super::settings::{invalid, parse_setting, settings};
 
 /// What early stopping watches.

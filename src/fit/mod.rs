@@ -35,18 +35,20 @@ mod config;
 mod early_stopping;
 mod labels;
 mod metrics;
+mod record;
 mod saved;
 mod schedule;
 mod settings;
 mod standardize;
 mod trainer;
 
-pub use config::{check_hidden, EpochRecord, FitConfig, Samples, ValidationSource, MAX_EPOCHS};
+pub use config::{check_hidden, FitConfig, Samples, ValidationSource, MAX_EPOCHS};
 pub use early_stopping::{EarlyStopping, Monitor};
 pub use labels::ClassLabels;
 pub use metrics::{
     most_probable, predict_probabilities, Metrics, INFERENCE_BATCH, MAX_CONFUSION_CLASSES,
 };
+pub use record::EpochRecord;
 pub use saved::{keys, SavedFit};
 pub use schedule::{Schedule, MIN_RATE, PLATEAU_THRESHOLD};
 pub use standardize::Standardizer;

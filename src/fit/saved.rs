@@ -9,9 +9,10 @@ use crate::error::{Error, Result};
 use crate::optim::OptimizerKind;
 use crate::session::Session;
 
-use super::config::{EpochRecord, FitConfig, Samples, ValidationSource, MAX_EPOCHS};
+use super::config::{FitConfig, Samples, ValidationSource, MAX_EPOCHS};
 use super::early_stopping::{EarlyStopping, StoppingState};
 use super::labels::ClassLabels;
+use super::record::EpochRecord;
 use super::schedule::{Schedule, ScheduleState};
 use super::settings::invalid;
 use super::standardize::Standardizer;

@@ -8,9 +8,10 @@ use crate::nn::Mlp;
 use crate::optim::Optimizer;
 use crate::session::Session;
 
-use super::config::{EpochRecord, FitConfig, Samples, ValidationSource};
+use super::config::{FitConfig, Samples, ValidationSource};
 use super::early_stopping::StoppingState;
 use super::metrics::INFERENCE_BATCH;
+use super::record::EpochRecord;
 
 use super::schedule::{Schedule, ScheduleState, MIN_RATE, PLATEAU_THRESHOLD};
 use super::settings::invalid;

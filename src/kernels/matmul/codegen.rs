@@ -1,27 +1,8 @@
-//! The WGSL of the generated matmul kernels, written out from the tile shapes in `plan`: register tiles, the
-//! short-and-wide and subgroup tiles, the transposed ones and the shared-memory tiles, appended to
-//! shaders/matmul.wgsl as the two shader modules the kernels live in.
+//! The WGSL of the generated matmul kernels, written out from the tile shapes `plan` gives: register tiles,
+//! the short-and-wide and subgroup tiles, the transposed ones and the shared-memory tiles, which `plan` appends
+//! to shaders/matmul.wgsl as the two shader modules the kernels live in.
 
-use crate::runtime::Shader;
-
-use super::plan::{
-    RegisterTile, SharedTile, BT_INVOCATIONS, BT_TILE, REGISTER_TILES, SHARED_TILE_SHAPES,
-    SUBGROUP_AT_TILES, SUBGROUP_LANES, SUBGROUP_WIDE_TILES, TRANSPOSED_LEFT_TILES, WIDE_TILES,
-};
-
-pub(super) static MATMUL: Shader = Shader {
-    name: "matmul",
-    source: include_str!("../../../shaders/matmul.wgsl"),
-    generated: register_tile_kernels,
-};
-
-/// matmul.wgsl with the short-and-wide tiles that share A's loads across a subgroup's lanes, as a module of its
-/// own: built only on devices with subgroup operations (a module using them fails to build elsewhere).
-pub(super) static MATMUL_SUBGROUP: Shader = Shader {
-    name: "matmul_subgroup",
-    source: include_str!("../../../shaders/matmul.wgsl"),
-    generated: subgroup_tile_kernels,
-};
+use super::tiles::{RegisterTile, SharedTile, BT_INVOCATIONS, BT_TILE, SUBGROUP_LANES};
 
 /// The entry point of a subgroup tile: as `tile_entry_point`, with the lane's index in its subgroup (`lane`)
 /// and an early return for whole workgroups past M only.
@@ -54,13 +35,15 @@ fn {entry}(
     )
 }
 
-/// The WGSL of the subgroup module's generated kernels.
-fn subgroup_tile_kernels() -> String {
-    SUBGROUP_WIDE_TILES
-        .iter()
+/// The WGSL of the subgroup module's generated kernels: the short-and-wide tiles, then the Aᵀ·B ones.
+pub(super) fn subgroup_tile_kernels(
+    wide: &[RegisterTile],
+    transposed_left: &[RegisterTile],
+) -> String {
+    wide.iter()
         .map(subgroup_wide_source)
         .chain(
-            SUBGROUP_AT_TILES
+            transposed_left
                 .iter()
                 .map(|tile| transposed_left_source(tile, true)),
         )
@@ -121,18 +104,23 @@ fn subgroup_wide_source(tile: &RegisterTile) -> String {
 
 /// The WGSL of every generated register tile: written out in full (no arrays of accumulators), since llvmpipe
 /// keeps named accumulators in registers but may spill an indexed array to memory.
-fn register_tile_kernels() -> String {
-    REGISTER_TILES
+pub(super) fn register_tile_kernels(
+    register: &[RegisterTile],
+    wide: &[RegisterTile],
+    transposed_left: &[RegisterTile],
+    shared: &[SharedTile],
+) -> String {
+    register
         .iter()
-        .chain(&WIDE_TILES)
+        .chain(wide)
         .map(register_tile_source)
         .chain([transposed_right_source()])
         .chain(
-            TRANSPOSED_LEFT_TILES
+            transposed_left
                 .iter()
                 .map(|tile| transposed_left_source(tile, false)),
         )
-        .chain(SHARED_TILE_SHAPES.iter().map(shared_tile_source))
+        .chain(shared.iter().map(shared_tile_source))
         .collect()
 }
 

@@ -9,6 +9,7 @@ mod codegen;
 mod plan;
 #[cfg(test)]
 mod tests;
+mod tiles;
 
 use bytemuck::{Pod, Zeroable};
 
@@ -16,8 +17,9 @@ use super::plan::Limits;
 use crate::error::{Error, Result};
 use crate::runtime::{size_bucket, BufferRange, MatmulKernel, Runtime};
 
-use plan::{candidates, plan, shared_tiles, vec4_layout, wide_tiles, SUBGROUP_LANES, WIDE_TILES};
+use plan::{candidates, plan, shared_tiles, vec4_layout, wide_tiles, WIDE_TILES};
 pub(crate) use plan::{grid, FAMILY, STRIDED, VARIANTS, VEC4_8X8, VEC4_AT, VEC4_BT};
+use tiles::SUBGROUP_LANES;
 // What `reflected_layout!` lists, for the test that holds every kernel's bindings and parameters to `Params`.
 #[cfg(test)]
 use crate::runtime::Kernel;

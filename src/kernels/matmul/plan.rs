@@ -1,25 +1,39 @@
 //! Which kernel a product takes: the tile shapes (shared by the WGSL they generate), the variants a product of
 //! given layouts and sizes may take with the default first, and each variant's grid.
 
-use crate::runtime::{Kernel, MatmulKernel};
+use crate::runtime::{Kernel, MatmulKernel, Shader};
 
-use super::codegen::{MATMUL, MATMUL_SUBGROUP};
+use super::codegen;
+use super::tiles::{RegisterTile, SharedTile, BT_INVOCATIONS, BT_TILE};
 use super::Layout;
 
-/// A register-tiled vec4 kernel generated from Rust: each invocation keeps `rows` × `vec4s`·4 of C in
-/// registers. Every tile shape (and the hand-written 8×8 `matmul_vec4`) adds up each element of C over K in the
-/// same order.
-pub(super) struct RegisterTile {
-    pub(super) variant: &'static str,
-    pub(super) rows: u32,
-    pub(super) vec4s: u32,
-    /// All invocations of a workgroup share their rows (of A and C) and spread along N: A's addresses then
-    /// depend on the workgroup alone, which a compiler can load once for many invocations (llvmpipe does), so
-    /// tall tiles pay off: each invocation's loads of B (its own addresses) feed `rows` multiply-adds each.
-    pub(super) shared_rows: bool,
-    /// Invocations per workgroup (along N where rows are shared).
-    pub(super) invocations: u32,
-    pub(super) kernel: Kernel,
+pub(super) static MATMUL: Shader = Shader {
+    name: "matmul",
+    source: include_str!("../../../shaders/matmul.wgsl"),
+    generated: register_tile_kernels,
+};
+
+/// matmul.wgsl with the short-and-wide tiles that share A's loads across a subgroup's lanes, as a module of its
+/// own: built only on devices with subgroup operations (a module using them fails to build elsewhere).
+pub(super) static MATMUL_SUBGROUP: Shader = Shader {
+    name: "matmul_subgroup",
+    source: include_str!("../../../shaders/matmul.wgsl"),
+    generated: subgroup_tile_kernels,
+};
+
+/// The WGSL of every generated register tile of the main module.
+fn register_tile_kernels() -> String {
+    codegen::register_tile_kernels(
+        &REGISTER_TILES,
+        &WIDE_TILES,
+        &TRANSPOSED_LEFT_TILES,
+        &SHARED_TILE_SHAPES,
+    )
+}
+
+/// The WGSL of the subgroup module's generated kernels.
+fn subgroup_tile_kernels() -> String {
+    codegen::subgroup_tile_kernels(&SUBGROUP_WIDE_TILES, &SUBGROUP_AT_TILES)
 }
 
 /// The generated tile shapes, beside the hand-written 8×8 one (`VEC4_8X8`). On llvmpipe the large shared-row
@@ -131,10 +145,6 @@ const fn subgroup_wide_tile(variant: &'static str, entry: &'static str, rows: u3
     }
 }
 
-/// The lanes a subgroup needs at least for `SUBGROUP_WIDE_TILES`: each of A's rows is loaded by one of the
-/// first `SUBGROUP_LANES` lanes and broadcast from there.
-pub(super) const SUBGROUP_LANES: u32 = 8;
-
 /// The short-and-wide tiles with A's loads shared by a subgroup: where `WIDE_TILES` has every lane load all
 /// `rows` values of A it needs per k (the same addresses in every lane, but on llvmpipe still one load per
 /// lane), here lane l loads rows l, l + 8, ... and `subgroupBroadcast` hands each row to every lane, so a lane
@@ -190,22 +200,6 @@ pub(super) fn wide_tiles(subgroups: bool) -> std::slice::Iter<'static, RegisterT
     } else {
         WIDE_TILES.iter()
     }
-}
-
-/// A shared-memory tile for GPUs, generated from Rust: a workgroup of `threads_x`·`threads_y` invocations
-/// computes `block_rows` × `block_cols` of C, staging `block_rows` × `depth` of A and `depth` × `block_cols` of
-/// B in workgroup memory per step along K. Any strides (so any transpose) and any sizes: out-of-range elements
-/// load as 0 and are not stored. GPUs differ in which shape fills them best (registers per invocation,
-/// workgroup memory, occupancy), so the tuner measures them. Each element of C adds its products over K in
-/// the same order in every shape.
-pub(super) struct SharedTile {
-    pub(super) variant: &'static str,
-    pub(super) block_rows: u32,
-    pub(super) block_cols: u32,
-    pub(super) depth: u32,
-    pub(super) threads_x: u32,
-    pub(super) threads_y: u32,
-    pub(super) kernel: Kernel,
 }
 
 pub(super) static SHARED_TILE_SHAPES: [SharedTile; 5] = [
@@ -265,24 +259,10 @@ const fn shared_tile(
     }
 }
 
-impl SharedTile {
-    /// Rows and columns of C per invocation.
-    pub(super) fn per_invocation(&self) -> (u32, u32) {
-        (
-            self.block_rows / self.threads_y,
-            self.block_cols / self.threads_x,
-        )
-    }
-}
-
 /// A·Bᵀ with both operands row-major along K (K % 4 == 0): a weight's input gradient, dY·Wᵀ. Each invocation
 /// keeps a 4×4 block of C as 16 vec4 partial dot products along K, reading rows of A and of B as vec4s; the
 /// four lanes of each are added at the end.
 pub(super) static MATMUL_VEC4_BT: Kernel = Kernel::new(&MATMUL, "matmul_vec4_bt", &[1, 2, 3]);
-/// Rows (and columns) of C per invocation of `matmul_vec4_bt`, and invocations per workgroup along each.
-pub(super) const BT_TILE: usize = 4;
-pub(super) const BT_INVOCATIONS: usize = 8;
-
 pub(super) static MATMUL_VEC4: Kernel = Kernel::new(&MATMUL, "matmul_vec4", &[1, 2, 3]);
 pub(super) static MATMUL_VEC4_AT: Kernel = Kernel::new(&MATMUL, "matmul_vec4_at", &[1, 2, 3]);
 pub(super) static MATMUL_STRIDED: Kernel = Kernel::new(&MATMUL, "matmul_strided", &[1, 2, 3]);

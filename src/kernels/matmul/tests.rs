@@ -1,7 +1,7 @@
 //! The matmul kernels' own tests: the variants each product takes, and the WGSL each tile generates.
 
-use super::codegen::MATMUL_SUBGROUP;
-use super::plan::{wide_tiles_for, Plan, BT_INVOCATIONS, BT_TILE, SHARED_TILES, WIDE_MAX_ROWS};
+use super::plan::{wide_tiles_for, Plan, MATMUL_SUBGROUP, SHARED_TILES, WIDE_MAX_ROWS};
+use super::tiles::{BT_INVOCATIONS, BT_TILE};
 use super::*;
 
 fn layouts(transpose: (bool, bool), (m, k, n): (usize, usize, usize)) -> (Layout, Layout) {
