@@ -72,8 +72,8 @@ fn os(text: &str) -> &std::ffi::OsStr {
     text.as_ref()
 }
 
-/// `fit` of a 16-wide hidden layer over the dataset in batches of 100, a tenth held out, into `model`.
-fn small_fit(files: &Files, model: &Path, epochs: &str) -> Vec<std::ffi::OsString> {
+/// `fit` over the dataset's training set into `model`, every other setting left to the caller.
+fn fit_into<'a>(files: &'a Files, model: &'a Path) -> [&'a std::ffi::OsStr; 7] {
     [
         os("fit"),
         os("--inputs"),
@@ -82,15 +82,63 @@ fn small_fit(files: &Files, model: &Path, epochs: &str) -> Vec<std::ffi::OsStrin
         files.y.as_os_str(),
         os("--save"),
         model.as_os_str(),
-        os("--hidden"),
-        os("16"),
-        os("--epochs"),
-        os(epochs),
-        os("--batch"),
-        os("100"),
-        os("--val-split"),
-        os("0.1"),
     ]
+}
+
+/// `predict` of `inputs` with `model`, the probabilities written to `probabilities`.
+fn predict_into<'a>(
+    model: &'a Path,
+    inputs: &'a Path,
+    probabilities: &'a Path,
+) -> [&'a std::ffi::OsStr; 7] {
+    [
+        os("predict"),
+        os("--model"),
+        model.as_os_str(),
+        os("--inputs"),
+        inputs.as_os_str(),
+        os("-o"),
+        probabilities.as_os_str(),
+    ]
+}
+
+/// A separate validation set: `--val-inputs inputs --val-labels labels`.
+fn validation_on<'a>(inputs: &'a Path, labels: &'a Path) -> [&'a std::ffi::OsStr; 4] {
+    [
+        os("--val-inputs"),
+        inputs.as_os_str(),
+        os("--val-labels"),
+        labels.as_os_str(),
+    ]
+}
+
+/// Runs a command that must succeed and returns its stdout.
+fn stdout_of_success<S: AsRef<std::ffi::OsStr>>(scratch: &Scratch, args: &[S]) -> String {
+    let output = scratch.run(args);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// `fit` of a 16-wide hidden layer over the dataset in batches of 100, a tenth held out, into `model`.
+fn small_fit(files: &Files, model: &Path, epochs: &str) -> Vec<std::ffi::OsString> {
+    [
+        &fit_into(files, model)[..],
+        &[
+            os("--hidden"),
+            os("16"),
+            os("--epochs"),
+            os(epochs),
+            os("--batch"),
+            os("100"),
+            os("--val-split"),
+            os("0.1"),
+        ],
+    ]
+    .concat()
     .iter()
     .map(|arg| arg.to_os_string())
     .collect()
@@ -107,19 +155,16 @@ fn predict(
     let report = json(
         scratch,
         &[
-            os("predict"),
-            os("--model"),
-            model.as_os_str(),
-            os("--inputs"),
-            files.test_x.as_os_str(),
-            os("-o"),
-            probabilities.as_os_str(),
-            os("--classes"),
-            classes.as_os_str(),
-            os("--labels"),
-            files.test_y.as_os_str(),
-            os("--json"),
-        ],
+            &predict_into(model, &files.test_x, &probabilities)[..],
+            &[
+                os("--classes"),
+                classes.as_os_str(),
+                os("--labels"),
+                files.test_y.as_os_str(),
+                os("--json"),
+            ],
+        ]
+        .concat(),
     );
     (report, probabilities, classes)
 }
@@ -133,25 +178,22 @@ fn fit_trains_a_classifier_that_predict_reloads_in_a_new_process(backend: &Backe
     let report = json(
         &scratch,
         &[
-            os("fit"),
-            os("--inputs"),
-            files.x.as_os_str(),
-            os("--labels"),
-            files.y.as_os_str(),
-            os("--save"),
-            model.as_os_str(),
-            os("--hidden"),
-            os("32"),
-            os("--epochs"),
-            os("4"),
-            os("--batch"),
-            os("32"),
-            os("--lr"),
-            os("0.01"),
-            os("--val-split"),
-            os("0.2"),
-            os("--json"),
-        ],
+            &fit_into(&files, &model)[..],
+            &[
+                os("--hidden"),
+                os("32"),
+                os("--epochs"),
+                os("4"),
+                os("--batch"),
+                os("32"),
+                os("--lr"),
+                os("0.01"),
+                os("--val-split"),
+                os("0.2"),
+                os("--json"),
+            ],
+        ]
+        .concat(),
     );
     let epochs = report["epochs"].as_array().expect("epochs");
     assert_eq!(epochs.len(), 4);
@@ -246,27 +288,21 @@ fn fit_trains_a_classifier_that_predict_reloads_in_a_new_process(backend: &Backe
 
     // Resumed for one more epoch: the count goes on, and plain lines come out without a terminal.
     let resumed = scratch.path("resumed.safetensors");
-    let output = scratch.run(&[
-        os("fit"),
-        os("--inputs"),
-        files.x.as_os_str(),
-        os("--labels"),
-        files.y.as_os_str(),
-        os("--save"),
-        resumed.as_os_str(),
-        os("--resume"),
-        model.as_os_str(),
-        os("--epochs"),
-        os("5"),
-        os("--lr"),
-        os("0.01"),
-    ]);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    let stdout = stdout_of_success(
+        &scratch,
+        &[
+            &fit_into(&files, &resumed)[..],
+            &[
+                os("--resume"),
+                model.as_os_str(),
+                os("--epochs"),
+                os("5"),
+                os("--lr"),
+                os("0.01"),
+            ],
+        ]
+        .concat(),
     );
-    let stdout = String::from_utf8_lossy(&output.stdout);
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines.len(), 2, "an epoch line and a summary: {stdout}");
     assert!(
@@ -743,12 +779,10 @@ fn a_separate_validation_set_is_measured_every_epoch_as_predict_measures_it() {
         &with(
             plain_fit(&files, &model, "3"),
             &[
-                os("--val-inputs"),
-                files.test_x.as_os_str(),
-                os("--val-labels"),
-                files.test_y.as_os_str(),
-                os("--json"),
-            ],
+                &validation_on(&files.test_x, &files.test_y)[..],
+                &[os("--json")],
+            ]
+            .concat(),
         ),
     );
     assert_eq!(report["validation"], "given");
@@ -781,28 +815,12 @@ fn a_separate_validation_set_is_measured_every_epoch_as_predict_measures_it() {
     let other = scratch.path("other.safetensors");
     let base = plain_fit(&files, &other, "1");
     scratch.fails(
-        &with(
-            base.clone(),
-            &[
-                os("--val-inputs"),
-                files.test_x.as_os_str(),
-                os("--val-labels"),
-                odd_labels.as_os_str(),
-            ],
-        ),
+        &with(base.clone(), &validation_on(&files.test_x, &odd_labels)),
         &["odd.npy", "label 9", "index 2", "no class"],
     );
     let narrow = scratch.write("narrow.npy", &[300, 3], &[0.5; 900]);
     scratch.fails(
-        &with(
-            base,
-            &[
-                os("--val-inputs"),
-                narrow.as_os_str(),
-                os("--val-labels"),
-                files.test_y.as_os_str(),
-            ],
-        ),
+        &with(base, &validation_on(&narrow, &files.test_y)),
         &["narrow.npy", "3 features", "8"],
     );
     assert!(!other.exists());
@@ -814,12 +832,7 @@ fn early_stopping_saves_the_best_epochs_weights_bit_for_bit() {
     let mut rng = Rng::new(21);
     let files = dataset(&scratch, &mut rng);
     let wrong = contradicting(&scratch, &files);
-    let validation = [
-        os("--val-inputs"),
-        files.x.as_os_str(),
-        os("--val-labels"),
-        wrong.as_os_str(),
-    ];
+    let validation = validation_on(&files.x, &wrong);
     let stopped = scratch.path("stopped.safetensors");
     let report = json(
         &scratch,
@@ -872,15 +885,12 @@ fn early_stopping_saves_the_best_epochs_weights_bit_for_bit() {
         &["stopped.safetensors", "stopped early", "new fit"],
     );
     let again = scratch.path("again.safetensors");
-    let output = scratch.run(&with(
-        plain_fit(&files, &again, "30"),
-        &[&validation[..], &[os("--early-stopping"), os("patience=3")]].concat(),
-    ));
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    let stdout = stdout_of_success(
+        &scratch,
+        &with(
+            plain_fit(&files, &again, "30"),
+            &[&validation[..], &[os("--early-stopping"), os("patience=3")]].concat(),
+        ),
     );
     assert!(
         stdout.contains("epoch 1/30: ") && stdout.contains(", best so far"),
@@ -932,14 +942,10 @@ fn each_schedule_gives_every_epoch_the_rate_of_its_formula() {
             &with(
                 plain_fit(&files, &model, &epochs.to_string()),
                 &[
-                    os("--val-inputs"),
-                    files.x.as_os_str(),
-                    os("--val-labels"),
-                    wrong.as_os_str(),
-                    os("--schedule"),
-                    os(spec),
-                    os("--json"),
-                ],
+                    &validation_on(&files.x, &wrong)[..],
+                    &[os("--schedule"), os(spec), os("--json")],
+                ]
+                .concat(),
             ),
         )
     };
@@ -993,15 +999,12 @@ fn each_schedule_gives_every_epoch_the_rate_of_its_formula() {
 
     // Lines show the rate where a schedule moves it, and times with digits to show.
     let model = scratch.path("lines.safetensors");
-    let output = scratch.run(&with(
-        plain_fit(&files, &model, "2"),
-        &[os("--schedule"), os("step:every=1,factor=0.5")],
-    ));
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    let stdout = stdout_of_success(
+        &scratch,
+        &with(
+            plain_fit(&files, &model, "2"),
+            &[os("--schedule"), os("step:every=1,factor=0.5")],
+        ),
     );
     assert!(
         stdout.contains(", lr 0.01 (") && stdout.contains(", lr 0.005 ("),
@@ -1021,12 +1024,7 @@ fn a_resumed_fit_goes_on_bit_for_bit_and_refuses_flags_that_contradict_it() {
     let wrong = contradicting(&scratch, &files);
     // A plateau schedule that the contradicting set's rising loss lowers, and early stopping on the falling
     // training loss, so that both have state to carry over.
-    let validation = [
-        os("--val-inputs"),
-        files.x.as_os_str(),
-        os("--val-labels"),
-        wrong.as_os_str(),
-    ];
+    let validation = validation_on(&files.x, &wrong);
     let settings = [
         &validation[..],
         &[
@@ -1201,19 +1199,16 @@ fn labels_that_are_not_class_ids_round_trip_and_predict_measures_in_them() {
     let measured = json(
         &scratch,
         &[
-            os("predict"),
-            os("--model"),
-            model.as_os_str(),
-            os("--inputs"),
-            files.test_x.as_os_str(),
-            os("-o"),
-            probabilities.as_os_str(),
-            os("--classes"),
-            classes.as_os_str(),
-            os("--labels"),
-            test_y.as_os_str(),
-            os("--json"),
-        ],
+            &predict_into(&model, &files.test_x, &probabilities)[..],
+            &[
+                os("--classes"),
+                classes.as_os_str(),
+                os("--labels"),
+                test_y.as_os_str(),
+                os("--json"),
+            ],
+        ]
+        .concat(),
     );
     let (_, p) = read_f32(&probabilities);
     let (_, predicted) = read_npy::<i64>(&classes, "<i8");
@@ -1252,17 +1247,13 @@ fn labels_that_are_not_class_ids_round_trip_and_predict_measures_in_them() {
     assert_eq!(measured["class_labels"], serde_json::json!(names));
 
     // The summary line gives both figures; a label the model has no class for is an error naming it.
-    let output = scratch.run(&[
-        os("predict"),
-        os("--model"),
-        model.as_os_str(),
-        os("--inputs"),
-        files.test_x.as_os_str(),
-        os("-o"),
-        probabilities.as_os_str(),
-        os("--labels"),
-        test_y.as_os_str(),
-    ]);
+    let output = scratch.run(
+        &[
+            &predict_into(&model, &files.test_x, &probabilities)[..],
+            &[os("--labels"), test_y.as_os_str()],
+        ]
+        .concat(),
+    );
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         stdout.contains("accuracy ") && stdout.contains("log-loss "),
@@ -1275,16 +1266,10 @@ fn labels_that_are_not_class_ids_round_trip_and_predict_measures_in_them() {
     let fresh = scratch.path("fresh.npy");
     scratch.fails(
         &[
-            os("predict"),
-            os("--model"),
-            model.as_os_str(),
-            os("--inputs"),
-            files.test_x.as_os_str(),
-            os("-o"),
-            fresh.as_os_str(),
-            os("--labels"),
-            unknown_path.as_os_str(),
-        ],
+            &predict_into(&model, &files.test_x, &fresh)[..],
+            &[os("--labels"), unknown_path.as_os_str()],
+        ]
+        .concat(),
         &["unknown.npy", "label 3", "index 5", "-5,7,100,1000"],
     );
     assert!(!fresh.exists());
