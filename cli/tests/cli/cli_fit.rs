@@ -114,13 +114,7 @@ fn validation_on<'a>(inputs: &'a Path, labels: &'a Path) -> [&'a std::ffi::OsStr
 
 /// Runs a command that must succeed and returns its stdout.
 fn stdout_of_success<S: AsRef<std::ffi::OsStr>>(scratch: &Scratch, args: &[S]) -> String {
-    let output = scratch.run(args);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
+    String::from_utf8_lossy(&scratch.succeeds(args).stdout).into_owned()
 }
 
 /// `fit` of a 16-wide hidden layer over the dataset in batches of 100, a tenth held out, into `model`.
@@ -1350,7 +1344,7 @@ fn fit_and_memcheck_plots_are_svg_with_a_line_per_series() {
 
     // memcheck: three sessions, each before, while and after, and the pool the session held.
     let memory = scratch.path("memory.svg");
-    let output = scratch.run(&[
+    let output = scratch.succeeds(&[
         os("memcheck"),
         os("--cycles"),
         os("3"),
@@ -1360,11 +1354,6 @@ fn fit_and_memcheck_plots_are_svg_with_a_line_per_series() {
         memory.as_os_str(),
         os("--json"),
     ]);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
     serde_json::from_slice::<serde_json::Value>(&output.stdout)
         .expect("--json still prints one document");
     let svg = std::fs::read_to_string(&memory).expect("the memory plot");

@@ -176,12 +176,7 @@ fn outputs_that_name_inputs_by_any_name_are_refused_and_nothing_changes() {
     let mut rng = Rng::fresh("outputs-inputs");
     let (x, y) = blobs(&scratch, &mut rng, 40);
     let model = scratch.path("m.safetensors");
-    let fitted = scratch.run(&fit_args(&x, &y, &model, &["--epochs", "1"]));
-    assert!(
-        fitted.status.success(),
-        "{}",
-        String::from_utf8_lossy(&fitted.stderr)
-    );
+    scratch.succeeds(&fit_args(&x, &y, &model, &["--epochs", "1"]));
     let x3 = scratch.write("x3.npy", &[2, 3, 4], &rng.vec(24, -1.0, 1.0));
     let y3 = scratch.write("y3.npy", &[2, 3, 2], &rng.vec(12, 0.0, 1.0));
     let w = scratch.write("w.npy", &[4, 2], &rng.vec(8, -1.0, 1.0));
@@ -329,12 +324,7 @@ fn counts_that_cannot_be_honoured_are_refused_before_any_work() {
 
 /// A fit's JSON report, which must succeed.
 fn fit_json(scratch: &Scratch, command: &[OsString]) -> serde_json::Value {
-    let output = scratch.run_within(command, LIMIT, None);
-    assert!(
-        output.status.success(),
-        "{command:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let output = scratch.succeeds_within(command, LIMIT);
     serde_json::from_slice(&output.stdout).expect("one JSON document")
 }
 
@@ -379,13 +369,8 @@ fn a_resumed_fit_keeps_the_settings_and_epoch_count_of_the_fit_it_continues() {
     let resumed = scratch.path("resumed.safetensors");
     let mut resume = fit_args(&x, &y, &resumed, &["--epochs", "4"]);
     resume.extend([os("--resume"), half.clone().into_os_string()]);
-    let output = scratch.run_within(&resume, LIMIT, None);
+    let output = scratch.succeeds_within(&resume, LIMIT);
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
     assert!(
         stdout.starts_with("epoch 3/4: ") && stdout.contains("\nepoch 4/4: "),
         "{stdout}"
@@ -861,7 +846,7 @@ fn demo_obeys_the_memory_limit_it_is_given() {
         LIMIT,
         &["memory"],
     );
-    let output = scratch.run_within(
+    let output = scratch.succeeds_within(
         &[
             os("demo"),
             os("--steps"),
@@ -871,12 +856,6 @@ fn demo_obeys_the_memory_limit_it_is_given() {
             os("--json"),
         ],
         LIMIT,
-        None,
-    );
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
     );
     let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
     let runs = report["runs"].as_array().expect("runs");

@@ -49,16 +49,6 @@ fn softmax_xent_args(logits: &str, loss: &str, grad: &str) -> Vec<String> {
     ])
 }
 
-/// Runs a command that must succeed within `WITH_GPU`.
-fn succeeds(scratch: &Scratch, command: &[String]) {
-    let output = scratch.run_within(command, WITH_GPU, None);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
-
 /// A float32 .npy with the given shape (Python source) and data, written raw.
 fn crafted(scratch: &Scratch, name: &str, shape: &str, data: &[f32]) -> String {
     text(&scratch.write_bytes(
@@ -173,8 +163,7 @@ fn adam_over_an_empty_parameter_finishes_at_once() {
     // 10^12 updates of nothing.
     let grads = crafted(&scratch, "grads.npy", "(1000000000000, 0)", &[]);
     let (out, m_out) = (scratch.path("out.npy"), scratch.path("m.npy"));
-    succeeds(
-        &scratch,
+    scratch.succeeds_within(
         &args(&[
             "op",
             "adam",
@@ -185,6 +174,7 @@ fn adam_over_an_empty_parameter_finishes_at_once() {
             "--m-out",
             &text(&m_out),
         ]),
+        WITH_GPU,
     );
     assert_eq!(read_f32(&out), (vec![0], vec![]));
     assert_eq!(read_f32(&m_out), (vec![0], vec![]));
@@ -204,11 +194,11 @@ fn adam_step_overflow_is_an_error() {
     );
     // The last of the three updates is step u64::MAX exactly: allowed.
     let last_fits = (u64::MAX - 2).to_string();
-    succeeds(
-        &scratch,
+    scratch.succeeds_within(
         &args(&[
             "op", "adam", &param, &grads, "-o", &out, "--step", &last_fits,
         ]),
+        WITH_GPU,
     );
 }
 

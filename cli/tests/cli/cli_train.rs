@@ -234,12 +234,7 @@ fn train_suspended_every_two_steps_writes_the_same_bits_as_an_uninterrupted_run(
         );
         args.push("--json".as_ref());
         args.extend(extra.iter().map(OsStr::new));
-        let output = scratch.run(&args);
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+        let output = scratch.succeeds(&args);
         serde_json::from_slice(&output.stdout).expect("one JSON document")
     };
     let plain = train("plain", &[]);
@@ -290,12 +285,7 @@ fn train_suspended_every_two_steps_writes_the_same_bits_as_an_uninterrupted_run(
 #[test]
 fn the_demo_runs_twice_and_gives_its_memory_back() {
     let scratch = Scratch::new("demo");
-    let output = scratch.run(&["demo", "--steps", "3", "--suspend", "--json"]);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let output = scratch.succeeds(&["demo", "--steps", "3", "--suspend", "--json"]);
     let report: serde_json::Value =
         serde_json::from_slice(&output.stdout).expect("one JSON document");
     let runs = report["runs"].as_array().expect("runs");
