@@ -53,6 +53,13 @@ fn dataset(scratch: &Scratch, rng: &mut Rng) -> Files {
     files
 }
 
+/// A test's scratch directory holding the dataset that `seed` generates.
+fn scratch_with_dataset(test: &str, seed: u64) -> (Scratch, Files) {
+    let scratch = Scratch::new(test);
+    let files = dataset(&scratch, &mut Rng::new(seed));
+    (scratch, files)
+}
+
 fn json<S: AsRef<std::ffi::OsStr> + std::fmt::Debug>(
     scratch: &Scratch,
     args: &[S],
@@ -165,9 +172,7 @@ fn predict(
 
 vulkan_only!(fit_trains_a_classifier_that_predict_reloads_in_a_new_process);
 fn fit_trains_a_classifier_that_predict_reloads_in_a_new_process(backend: &Backend) {
-    let scratch = Scratch::new("fit");
-    let mut rng = Rng::new(11);
-    let files = dataset(&scratch, &mut rng);
+    let (scratch, files) = scratch_with_dataset("fit", 11);
     let model = scratch.path("model.safetensors");
     let report = json(
         &scratch,
@@ -317,9 +322,7 @@ fn fit_trains_a_classifier_that_predict_reloads_in_a_new_process(backend: &Backe
 
 #[test]
 fn fit_suspended_every_few_steps_saves_the_same_tensors_as_an_uninterrupted_fit() {
-    let scratch = Scratch::new("fit-suspend");
-    let mut rng = Rng::new(11);
-    let files = dataset(&scratch, &mut rng);
+    let (scratch, files) = scratch_with_dataset("fit-suspend", 11);
     let fit = |name: &str, extra: &[&str]| {
         let model = scratch.path(&format!("{name}.safetensors"));
         let mut args = small_fit(&files, &model, "2");
@@ -380,9 +383,7 @@ fn fit_suspended_every_few_steps_saves_the_same_tensors_as_an_uninterrupted_fit(
 /// from it gives the same bytes as a fit that ran those epochs and one more without a stop.
 #[test]
 fn fit_checkpoints_every_epoch_and_an_interrupted_fit_resumes_where_it_stopped() {
-    let scratch = Scratch::new("fit-checkpoint");
-    let mut rng = Rng::new(12);
-    let files = dataset(&scratch, &mut rng);
+    let (scratch, files) = scratch_with_dataset("fit-checkpoint", 12);
     let args = |model: &Path, epochs: &str| small_fit(&files, model, epochs);
     let plain = scratch.path("plain.safetensors");
     json(
@@ -454,9 +455,7 @@ fn fit_checkpoints_every_epoch_and_an_interrupted_fit_resumes_where_it_stopped()
 
 #[test]
 fn fit_takes_float_target_rows_and_every_optimizer() {
-    let scratch = Scratch::new("fit-rows");
-    let mut rng = Rng::new(5);
-    let files = dataset(&scratch, &mut rng);
+    let (scratch, files) = scratch_with_dataset("fit-rows", 5);
     let (_, ids) = read_npy::<i64>(&files.y, "<i8");
     let rows: Vec<f32> = ids
         .iter()
@@ -719,6 +718,23 @@ fn plain_fit(files: &Files, model: &Path, epochs: &str) -> Vec<std::ffi::OsStrin
     args
 }
 
+/// The JSON report of a `plain_fit` with `extra` flags, which must succeed.
+fn plain_fit_report(
+    scratch: &Scratch,
+    files: &Files,
+    model: &Path,
+    epochs: &str,
+    extra: &[&std::ffi::OsStr],
+) -> serde_json::Value {
+    json(
+        scratch,
+        &with(
+            with(plain_fit(files, model, epochs), extra),
+            &[os("--json")],
+        ),
+    )
+}
+
 fn with(mut args: Vec<std::ffi::OsString>, extra: &[&std::ffi::OsStr]) -> Vec<std::ffi::OsString> {
     args.extend(extra.iter().map(|arg| arg.to_os_string()));
     args
@@ -764,20 +780,14 @@ fn number(value: &serde_json::Value, key: &str) -> f64 {
 
 #[test]
 fn a_separate_validation_set_is_measured_every_epoch_as_predict_measures_it() {
-    let scratch = Scratch::new("fit-validation");
-    let mut rng = Rng::new(13);
-    let files = dataset(&scratch, &mut rng);
+    let (scratch, files) = scratch_with_dataset("fit-validation", 13);
     let model = scratch.path("model.safetensors");
-    let report = json(
+    let report = plain_fit_report(
         &scratch,
-        &with(
-            plain_fit(&files, &model, "3"),
-            &[
-                &validation_on(&files.test_x, &files.test_y)[..],
-                &[os("--json")],
-            ]
-            .concat(),
-        ),
+        &files,
+        &model,
+        "3",
+        &validation_on(&files.test_x, &files.test_y),
     );
     assert_eq!(report["validation"], "given");
     assert_eq!(report["val_samples"], 300);
@@ -822,22 +832,16 @@ fn a_separate_validation_set_is_measured_every_epoch_as_predict_measures_it() {
 
 #[test]
 fn early_stopping_saves_the_best_epochs_weights_bit_for_bit() {
-    let scratch = Scratch::new("fit-early-stopping");
-    let mut rng = Rng::new(21);
-    let files = dataset(&scratch, &mut rng);
+    let (scratch, files) = scratch_with_dataset("fit-early-stopping", 21);
     let wrong = contradicting(&scratch, &files);
     let validation = validation_on(&files.x, &wrong);
     let stopped = scratch.path("stopped.safetensors");
-    let report = json(
+    let report = plain_fit_report(
         &scratch,
-        &with(
-            plain_fit(&files, &stopped, "30"),
-            &[
-                &validation[..],
-                &[os("--early-stopping"), os("patience=3"), os("--json")],
-            ]
-            .concat(),
-        ),
+        &files,
+        &stopped,
+        "30",
+        &[&validation[..], &[os("--early-stopping"), os("patience=3")]].concat(),
     );
     let epochs = epochs_of(&report);
     let losses: Vec<f64> = epochs
@@ -859,10 +863,7 @@ fn early_stopping_saves_the_best_epochs_weights_bit_for_bit() {
 
     // The same fit stopped by --epochs at epoch 1 has the same weights, to the bit.
     let one = scratch.path("one.safetensors");
-    json(
-        &scratch,
-        &with(plain_fit(&files, &one, "1"), &[os("--json")]),
-    );
+    plain_fit_report(&scratch, &files, &one, "1", &[]);
     assert!(
         layers(&stopped) == layers(&one),
         "the saved weights are not epoch 1's"
@@ -924,23 +925,21 @@ fn plateau_rates(losses: &[f64], lr0: f64, factor: f64, patience: usize, min_lr:
 
 #[test]
 fn each_schedule_gives_every_epoch_the_rate_of_its_formula() {
-    let scratch = Scratch::new("fit-schedules");
-    let mut rng = Rng::new(17);
-    let files = dataset(&scratch, &mut rng);
+    let (scratch, files) = scratch_with_dataset("fit-schedules", 17);
     let wrong = contradicting(&scratch, &files);
     let (lr0, epochs) = (0.01f64, 6usize);
     let run = |spec: &str| -> serde_json::Value {
         let model = scratch.path("model.safetensors");
-        json(
+        plain_fit_report(
             &scratch,
-            &with(
-                plain_fit(&files, &model, &epochs.to_string()),
-                &[
-                    &validation_on(&files.x, &wrong)[..],
-                    &[os("--schedule"), os(spec), os("--json")],
-                ]
-                .concat(),
-            ),
+            &files,
+            &model,
+            &epochs.to_string(),
+            &[
+                &validation_on(&files.x, &wrong)[..],
+                &[os("--schedule"), os(spec)],
+            ]
+            .concat(),
         )
     };
     let check = |spec: &str, report: &serde_json::Value, want: &[f64]| {
@@ -1012,9 +1011,7 @@ fn each_schedule_gives_every_epoch_the_rate_of_its_formula() {
 
 #[test]
 fn a_resumed_fit_goes_on_bit_for_bit_and_refuses_flags_that_contradict_it() {
-    let scratch = Scratch::new("fit-resume");
-    let mut rng = Rng::new(19);
-    let files = dataset(&scratch, &mut rng);
+    let (scratch, files) = scratch_with_dataset("fit-resume", 19);
     let wrong = contradicting(&scratch, &files);
     // A plateau schedule that the contradicting set's rising loss lowers, and early stopping on the falling
     // training loss, so that both have state to carry over.
@@ -1030,21 +1027,9 @@ fn a_resumed_fit_goes_on_bit_for_bit_and_refuses_flags_that_contradict_it() {
     ]
     .concat();
     let straight = scratch.path("straight.safetensors");
-    let whole = json(
-        &scratch,
-        &with(
-            plain_fit(&files, &straight, "6"),
-            &[&settings[..], &[os("--json")]].concat(),
-        ),
-    );
+    let whole = plain_fit_report(&scratch, &files, &straight, "6", &settings);
     let half = scratch.path("half.safetensors");
-    json(
-        &scratch,
-        &with(
-            plain_fit(&files, &half, "3"),
-            &[&settings[..], &[os("--json")]].concat(),
-        ),
-    );
+    plain_fit_report(&scratch, &files, &half, "3", &settings);
     let file = Checkpoint::read(&half).expect("the half fit");
     assert_eq!(
         file.metadata()["fit.early_stopping.best_epoch"],
@@ -1059,16 +1044,12 @@ fn a_resumed_fit_goes_on_bit_for_bit_and_refuses_flags_that_contradict_it() {
 
     // Only --epochs and the validation set (data, not a setting) are given again.
     let resumed = scratch.path("resumed.safetensors");
-    let report = json(
+    let report = plain_fit_report(
         &scratch,
-        &with(
-            plain_fit(&files, &resumed, "6"),
-            &[
-                &validation[..],
-                &[os("--resume"), half.as_os_str(), os("--json")],
-            ]
-            .concat(),
-        ),
+        &files,
+        &resumed,
+        "6",
+        &[&validation[..], &[os("--resume"), half.as_os_str()]].concat(),
     );
     assert_eq!(report["first_epoch"], 4);
     assert_eq!(
@@ -1128,16 +1109,16 @@ fn a_resumed_fit_goes_on_bit_for_bit_and_refuses_flags_that_contradict_it() {
     // A fit that finished all its epochs gave its model the best epoch's weights: there is no trajectory
     // left to go on with, --override or not.
     let restored = scratch.path("restored.safetensors");
-    let report = json(
+    let report = plain_fit_report(
         &scratch,
-        &with(
-            plain_fit(&files, &restored, "3"),
-            &[
-                &validation[..],
-                &[os("--early-stopping"), os("patience=10"), os("--json")],
-            ]
-            .concat(),
-        ),
+        &files,
+        &restored,
+        "3",
+        &[
+            &validation[..],
+            &[os("--early-stopping"), os("patience=10")],
+        ]
+        .concat(),
     );
     assert_eq!(report["best_epoch"], 1, "{report}");
     assert_eq!(report["stopped_early"], false);
@@ -1157,9 +1138,7 @@ fn a_resumed_fit_goes_on_bit_for_bit_and_refuses_flags_that_contradict_it() {
 
 #[test]
 fn labels_that_are_not_class_ids_round_trip_and_predict_measures_in_them() {
-    let scratch = Scratch::new("fit-labels");
-    let mut rng = Rng::new(23);
-    let files = dataset(&scratch, &mut rng);
+    let (scratch, files) = scratch_with_dataset("fit-labels", 23);
     let names = [-5i64, 7, 100, 1000];
     let relabel = |path: &Path, name: &str| -> (PathBuf, Vec<i64>) {
         let (shape, ids) = read_npy::<i64>(path, "<i8");
@@ -1302,9 +1281,7 @@ fn polylines(svg: &str) -> Vec<usize> {
 
 #[test]
 fn fit_and_memcheck_plots_are_svg_with_a_line_per_series() {
-    let scratch = Scratch::new("fit-plots");
-    let mut rng = Rng::new(29);
-    let files = dataset(&scratch, &mut rng);
+    let (scratch, files) = scratch_with_dataset("fit-plots", 29);
     let model = scratch.path("model.safetensors");
     let curves = scratch.path("curves.svg");
     let report = json(
@@ -1401,18 +1378,10 @@ fn fit_help_lists_every_schedule_the_library_reads() {
 
 #[test]
 fn a_resumed_cosine_schedule_keeps_the_epochs_it_spans_unless_overridden() {
-    let scratch = Scratch::new("fit-cosine-epochs");
-    let mut rng = Rng::new(29);
-    let files = dataset(&scratch, &mut rng);
+    let (scratch, files) = scratch_with_dataset("fit-cosine-epochs", 29);
     let model = scratch.path("cosine.safetensors");
     let cosine = [os("--schedule"), os("cosine")];
-    json(
-        &scratch,
-        &with(
-            plain_fit(&files, &model, "2"),
-            &[&cosine[..], &[os("--json")]].concat(),
-        ),
-    );
+    plain_fit_report(&scratch, &files, &model, "2", &cosine);
     let longer = scratch.path("longer.safetensors");
     let resume = with(
         plain_fit(&files, &longer, "4"),
