@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 
-use crate::common::cli::{read_f32, write_npy, Scratch};
+use crate::common::cli::{mkfifo, read_f32, write_npy, Scratch};
 use crate::common::Rng;
 
 /// Long enough for a session to open on a loaded machine; a hang on a FIFO would pass it.
@@ -66,14 +66,6 @@ fn mknod_null(path: &Path) {
         "mknod {} c 1 3 failed: these tests need root",
         path.display()
     );
-}
-
-fn mkfifo(path: &Path) {
-    let status = std::process::Command::new("mkfifo")
-        .arg(path)
-        .status()
-        .expect("mkfifo runs");
-    assert!(status.success(), "mkfifo {} failed", path.display());
 }
 
 #[cfg(unix)]

@@ -257,6 +257,15 @@ pub fn succeeded<S: AsRef<OsStr>>(output: Output, args: &[S]) -> Output {
     output
 }
 
+/// Makes a FIFO at `path`.
+pub fn mkfifo(path: &Path) {
+    let status = Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .expect("mkfifo runs");
+    assert!(status.success(), "mkfifo {} failed", path.display());
+}
+
 /// A version 1.0 .npy with exactly this header text, then `data`.
 pub fn npy_bytes(header: &str, data: &[u8]) -> Vec<u8> {
     let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
