@@ -114,6 +114,13 @@ fn fit_args(x: &Path, y: &Path, save: &Path, extra: &[&str]) -> Vec<OsString> {
     all
 }
 
+/// `fit_args` going on from the checkpoint `from`.
+fn resumed_fit_args(x: &Path, y: &Path, save: &Path, from: &Path, extra: &[&str]) -> Vec<OsString> {
+    let mut all = fit_args(x, y, save, extra);
+    all.extend([os("--resume"), from.as_os_str().to_os_string()]);
+    all
+}
+
 /// `train` of X [steps, batch, in] and Y [steps, batch, out], from `init` if given, with `extra` flags.
 fn train_args(
     (x, y, init): (&Path, &Path, Option<&Path>),
@@ -359,8 +366,7 @@ fn a_resumed_fit_keeps_the_settings_and_epoch_count_of_the_fit_it_continues() {
     );
     // No setting repeated: each comes from the checkpoint.
     let resumed = scratch.path("resumed.safetensors");
-    let mut resume = fit_args(&x, &y, &resumed, &["--epochs", "4"]);
-    resume.extend([os("--resume"), half.clone().into_os_string()]);
+    let resume = resumed_fit_args(&x, &y, &resumed, &half, &["--epochs", "4"]);
     let output = scratch.succeeds_within(&resume, LIMIT);
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     assert!(
@@ -380,29 +386,28 @@ fn a_resumed_fit_keeps_the_settings_and_epoch_count_of_the_fit_it_continues() {
         ("--seed", "8", "7"),
         ("--val-split", "0.5", "0.25"),
     ] {
-        let mut command = fit_args(&x, &y, &other, &["--epochs", "3", flag, value]);
-        command.extend([os("--resume"), half.clone().into_os_string()]);
+        let mut command = resumed_fit_args(&x, &y, &other, &half, &["--epochs", "3", flag, value]);
         scratch.fails_within(&command, LIMIT, &[flag, value, saved, "--override"]);
         command.push(os("--override"));
         let report = fit_json(&scratch, &[command, vec![os("--json")]].concat());
         assert_eq!(report["first_epoch"], 3, "{report}");
     }
-    let mut command = fit_args(&x, &y, &other, &["--epochs", "3", "--optimizer", "adam"]);
-    command.extend([
-        os("--resume"),
-        half.clone().into_os_string(),
-        os("--override"),
-    ]);
+    let mut command = resumed_fit_args(
+        &x,
+        &y,
+        &other,
+        &half,
+        &["--epochs", "3", "--optimizer", "adam"],
+    );
+    command.push(os("--override"));
     scratch.fails_within(&command, LIMIT, &["adamw", "same optimizer"]);
     // --epochs is the total to reach: 2 are done, so 2 trains nothing.
-    let mut command = fit_args(&x, &y, &other, &["--epochs", "2"]);
-    command.extend([os("--resume"), half.clone().into_os_string()]);
+    let command = resumed_fit_args(&x, &y, &other, &half, &["--epochs", "2"]);
     scratch.fails_within(&command, LIMIT, &["--epochs", "2 epochs already"]);
     // --resume may name --save: the checkpoint goes on in place.
     let in_place = scratch.path("in_place.safetensors");
     fs::copy(&half, &in_place).expect("a copy");
-    let mut command = fit_args(&x, &y, &in_place, &["--epochs", "4"]);
-    command.extend([os("--resume"), in_place.clone().into_os_string()]);
+    let command = resumed_fit_args(&x, &y, &in_place, &in_place, &["--epochs", "4"]);
     fit_json(&scratch, &[command, vec![os("--json")]].concat());
     assert!(fs::read(&in_place).expect("in place") == fs::read(&straight).expect("straight"));
 }
@@ -432,21 +437,23 @@ fn training_that_diverges_stops_with_an_error_and_writes_nothing() {
         &fit_args(&x, &y, &good, &["--epochs", "1", "--batch", "8", "--json"]),
     );
     let kept = fs::read(&good).expect("good");
-    let mut command = fit_args(
+    let command = resumed_fit_args(
         &x,
         &y,
         &good,
+        &good,
         &["--epochs", "3", "--lr", "1e30", "--override"],
     );
-    command.extend([os("--resume"), good.clone().into_os_string()]);
     scratch.fails_within(&command, LIMIT, &["epoch 2/3", "diverged", "keeps"]);
     assert!(fs::read(&good).expect("good") == kept);
 
     // With checkpoints, the last finite one stays.
     let checkpointed = scratch.path("checkpointed.safetensors");
-    let mut command = fit_args(
+    fs::copy(&good, &checkpointed).expect("a copy");
+    let command = resumed_fit_args(
         &x,
         &y,
+        &checkpointed,
         &checkpointed,
         &[
             "--epochs",
@@ -458,8 +465,6 @@ fn training_that_diverges_stops_with_an_error_and_writes_nothing() {
             "1",
         ],
     );
-    fs::copy(&good, &checkpointed).expect("a copy");
-    command.extend([os("--resume"), checkpointed.clone().into_os_string()]);
     scratch.fails_within(&command, LIMIT, &["diverged"]);
     let bytes = fs::read(&checkpointed).expect("the checkpoint");
     let file = safetensors::SafeTensors::deserialize(&bytes).expect("a whole checkpoint");
@@ -541,13 +546,13 @@ fn labels_that_do_not_fit_say_what_is_wrong_with_them() {
         &fit_args(&x, &y, &save, &["--epochs", "1", "--json"]),
     );
     let rows2 = scratch.write("rows2.npy", &[30, 2], &[0.5; 60]);
-    let mut command = fit_args(
+    let command = resumed_fit_args(
         &x,
         &rows2,
         &scratch.path("n.safetensors"),
+        &save,
         &["--epochs", "2"],
     );
-    command.extend([os("--resume"), save.into_os_string()]);
     scratch.fails_within(&command, LIMIT, &["rows2.npy", "2 targets", "classes"]);
 
     let x3 = scratch.write("x3.npy", &[2, 3, 4], &rng.vec(24, -1.0, 1.0));
@@ -726,8 +731,7 @@ fn resume_refuses_fit_settings_it_cannot_read_and_never_defaults_them() {
     let save = scratch.path("resumed.safetensors");
     let resume_with = |name: &str, crafted: Vec<u8>| -> (Option<i32>, String) {
         let crafted = scratch.write_bytes(name, &crafted);
-        let mut command = fit_args(&x, &y, &save, &[]);
-        command.extend([os("--resume"), crafted.into_os_string()]);
+        let command = resumed_fit_args(&x, &y, &save, &crafted, &[]);
         let output = scratch.run_within(&command, LIMIT, None);
         let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
         assert!(!stderr.contains("panicked"), "{name}: {stderr}");
