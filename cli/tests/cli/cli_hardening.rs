@@ -98,6 +98,15 @@ fn blobs(scratch: &Scratch, rng: &mut Rng, samples: usize) -> (PathBuf, PathBuf)
     (x_path, y_path)
 }
 
+/// A test's scratch directory holding `samples` blobs, and the generator seeded by the test's name that made
+/// them, for the test's other data.
+fn scratch_with_blobs(test: &str, samples: usize) -> (Scratch, Rng, (PathBuf, PathBuf)) {
+    let scratch = Scratch::new(test);
+    let mut rng = Rng::fresh(test);
+    let files = blobs(&scratch, &mut rng, samples);
+    (scratch, rng, files)
+}
+
 fn fit_args(x: &Path, y: &Path, save: &Path, extra: &[&str]) -> Vec<OsString> {
     let mut all = args(&[
         OsStr::new("fit"),
@@ -171,9 +180,7 @@ fn predict_args(
 #[cfg(unix)]
 #[test]
 fn outputs_that_name_inputs_by_any_name_are_refused_and_nothing_changes() {
-    let scratch = Scratch::new("outputs-inputs");
-    let mut rng = Rng::fresh("outputs-inputs");
-    let (x, y) = blobs(&scratch, &mut rng, 40);
+    let (scratch, mut rng, (x, y)) = scratch_with_blobs("outputs-inputs", 40);
     let model = scratch.path("m.safetensors");
     scratch.succeeds(&fit_args(&x, &y, &model, &["--epochs", "1"]));
     let x3 = scratch.write("x3.npy", &[2, 3, 4], &rng.vec(24, -1.0, 1.0));
@@ -291,9 +298,7 @@ fn outputs_that_are_devices_or_fifos_are_refused_and_stay_what_they_are() {
 
 #[test]
 fn counts_that_cannot_be_honoured_are_refused_before_any_work() {
-    let scratch = Scratch::new("counts");
-    let mut rng = Rng::fresh("counts");
-    let (x, y) = blobs(&scratch, &mut rng, 20);
+    let (scratch, _, (x, y)) = scratch_with_blobs("counts", 20);
     let save = scratch.path("m.safetensors");
     for epochs in ["18446744073709551615", "1000000000000", "0"] {
         scratch.fails_within(
@@ -329,9 +334,7 @@ fn fit_json(scratch: &Scratch, command: &[OsString]) -> serde_json::Value {
 
 #[test]
 fn a_resumed_fit_keeps_the_settings_and_epoch_count_of_the_fit_it_continues() {
-    let scratch = Scratch::new("resume-trajectory");
-    let mut rng = Rng::fresh("resume-trajectory");
-    let (x, y) = blobs(&scratch, &mut rng, 120);
+    let (scratch, _, (x, y)) = scratch_with_blobs("resume-trajectory", 120);
     let settings = [
         "--lr",
         "0.02",
@@ -344,26 +347,21 @@ fn a_resumed_fit_keeps_the_settings_and_epoch_count_of_the_fit_it_continues() {
         "--optimizer",
         "adamw",
     ];
+    let fit_with_settings = |save: &Path, epochs: &str| {
+        fit_json(
+            &scratch,
+            &fit_args(
+                &x,
+                &y,
+                save,
+                &[&settings[..], &["--epochs", epochs, "--json"]].concat(),
+            ),
+        )
+    };
     let half = scratch.path("half.safetensors");
-    fit_json(
-        &scratch,
-        &fit_args(
-            &x,
-            &y,
-            &half,
-            &[&settings[..], &["--epochs", "2", "--json"]].concat(),
-        ),
-    );
+    fit_with_settings(&half, "2");
     let straight = scratch.path("straight.safetensors");
-    fit_json(
-        &scratch,
-        &fit_args(
-            &x,
-            &y,
-            &straight,
-            &[&settings[..], &["--epochs", "4", "--json"]].concat(),
-        ),
-    );
+    fit_with_settings(&straight, "4");
     // No setting repeated: each comes from the checkpoint.
     let resumed = scratch.path("resumed.safetensors");
     let resume = resumed_fit_args(&x, &y, &resumed, &half, &["--epochs", "4"]);
@@ -414,9 +412,7 @@ fn a_resumed_fit_keeps_the_settings_and_epoch_count_of_the_fit_it_continues() {
 
 #[test]
 fn training_that_diverges_stops_with_an_error_and_writes_nothing() {
-    let scratch = Scratch::new("diverge");
-    let mut rng = Rng::fresh("diverge");
-    let (x, y) = blobs(&scratch, &mut rng, 64);
+    let (scratch, mut rng, (x, y)) = scratch_with_blobs("diverge", 64);
     let save = scratch.write_bytes("m.safetensors", b"an older file");
     scratch.fails_within(
         &fit_args(
@@ -523,9 +519,7 @@ fn training_that_diverges_stops_with_an_error_and_writes_nothing() {
 
 #[test]
 fn labels_that_do_not_fit_say_what_is_wrong_with_them() {
-    let scratch = Scratch::new("labels");
-    let mut rng = Rng::fresh("labels");
-    let (x, y) = blobs(&scratch, &mut rng, 30);
+    let (scratch, mut rng, (x, y)) = scratch_with_blobs("labels", 30);
     let save = scratch.path("m.safetensors");
     let narrow = scratch.write("rows1.npy", &[30, 1], &[1.0; 30]);
     scratch.fails_within(
@@ -696,9 +690,7 @@ fn with_metadata(
 
 #[test]
 fn resume_refuses_fit_settings_it_cannot_read_and_never_defaults_them() {
-    let scratch = Scratch::new("resume-metadata");
-    let mut rng = Rng::fresh("resume-metadata");
-    let (x, y) = blobs(&scratch, &mut rng, 40);
+    let (scratch, _, (x, y)) = scratch_with_blobs("resume-metadata", 40);
     let good = scratch.path("good.safetensors");
     fit_json(
         &scratch,
