@@ -2,6 +2,8 @@
 
 use std::process::Command;
 
+use crate::common::cli::succeeded;
+
 fn wgcompute(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_wgcompute"))
         .args(args)
@@ -179,12 +181,7 @@ fn devices_shows_the_tuning_cache_that_a_tuning_process_fills() {
         "-o".as_ref(),
         loss.as_os_str(),
     ];
-    let output = run(&args, "tune");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    succeeded(run(&args, "tune"), &args);
     let text = std::fs::read_to_string(&file).expect("the tuning process wrote the cache");
     assert!(
         text.contains("softmax\txent rows<=1024 cols<=4\t"),

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 
-use crate::common::cli::{read_f32, write_npy, Scratch};
+use crate::common::cli::{mkfifo, read_f32, write_npy, Scratch};
 use crate::common::Rng;
 
 /// Long enough for a session to open on a loaded machine; a hang on a FIFO would pass it.
@@ -68,14 +68,6 @@ fn mknod_null(path: &Path) {
     );
 }
 
-fn mkfifo(path: &Path) {
-    let status = std::process::Command::new("mkfifo")
-        .arg(path)
-        .status()
-        .expect("mkfifo runs");
-    assert!(status.success(), "mkfifo {} failed", path.display());
-}
-
 #[cfg(unix)]
 fn is_char_device(path: &Path) -> bool {
     use std::os::unix::fs::FileTypeExt;
@@ -106,6 +98,15 @@ fn blobs(scratch: &Scratch, rng: &mut Rng, samples: usize) -> (PathBuf, PathBuf)
     (x_path, y_path)
 }
 
+/// A test's scratch directory holding `samples` blobs, and the generator seeded by the test's name that made
+/// them, for the test's other data.
+fn scratch_with_blobs(test: &str, samples: usize) -> (Scratch, Rng, (PathBuf, PathBuf)) {
+    let scratch = Scratch::new(test);
+    let mut rng = Rng::fresh(test);
+    let files = blobs(&scratch, &mut rng, samples);
+    (scratch, rng, files)
+}
+
 fn fit_args(x: &Path, y: &Path, save: &Path, extra: &[&str]) -> Vec<OsString> {
     let mut all = args(&[
         OsStr::new("fit"),
@@ -119,6 +120,13 @@ fn fit_args(x: &Path, y: &Path, save: &Path, extra: &[&str]) -> Vec<OsString> {
         OsStr::new("8"),
     ]);
     all.extend(extra.iter().map(|arg| os(arg)));
+    all
+}
+
+/// `fit_args` going on from the checkpoint `from`.
+fn resumed_fit_args(x: &Path, y: &Path, save: &Path, from: &Path, extra: &[&str]) -> Vec<OsString> {
+    let mut all = fit_args(x, y, save, extra);
+    all.extend([os("--resume"), from.as_os_str().to_os_string()]);
     all
 }
 
@@ -172,16 +180,9 @@ fn predict_args(
 #[cfg(unix)]
 #[test]
 fn outputs_that_name_inputs_by_any_name_are_refused_and_nothing_changes() {
-    let scratch = Scratch::new("outputs-inputs");
-    let mut rng = Rng::fresh("outputs-inputs");
-    let (x, y) = blobs(&scratch, &mut rng, 40);
+    let (scratch, mut rng, (x, y)) = scratch_with_blobs("outputs-inputs", 40);
     let model = scratch.path("m.safetensors");
-    let fitted = scratch.run(&fit_args(&x, &y, &model, &["--epochs", "1"]));
-    assert!(
-        fitted.status.success(),
-        "{}",
-        String::from_utf8_lossy(&fitted.stderr)
-    );
+    scratch.succeeds(&fit_args(&x, &y, &model, &["--epochs", "1"]));
     let x3 = scratch.write("x3.npy", &[2, 3, 4], &rng.vec(24, -1.0, 1.0));
     let y3 = scratch.write("y3.npy", &[2, 3, 2], &rng.vec(12, 0.0, 1.0));
     let w = scratch.write("w.npy", &[4, 2], &rng.vec(8, -1.0, 1.0));
@@ -297,9 +298,7 @@ fn outputs_that_are_devices_or_fifos_are_refused_and_stay_what_they_are() {
 
 #[test]
 fn counts_that_cannot_be_honoured_are_refused_before_any_work() {
-    let scratch = Scratch::new("counts");
-    let mut rng = Rng::fresh("counts");
-    let (x, y) = blobs(&scratch, &mut rng, 20);
+    let (scratch, _, (x, y)) = scratch_with_blobs("counts", 20);
     let save = scratch.path("m.safetensors");
     for epochs in ["18446744073709551615", "1000000000000", "0"] {
         scratch.fails_within(
@@ -329,20 +328,13 @@ fn counts_that_cannot_be_honoured_are_refused_before_any_work() {
 
 /// A fit's JSON report, which must succeed.
 fn fit_json(scratch: &Scratch, command: &[OsString]) -> serde_json::Value {
-    let output = scratch.run_within(command, LIMIT, None);
-    assert!(
-        output.status.success(),
-        "{command:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let output = scratch.succeeds_within(command, LIMIT);
     serde_json::from_slice(&output.stdout).expect("one JSON document")
 }
 
 #[test]
 fn a_resumed_fit_keeps_the_settings_and_epoch_count_of_the_fit_it_continues() {
-    let scratch = Scratch::new("resume-trajectory");
-    let mut rng = Rng::fresh("resume-trajectory");
-    let (x, y) = blobs(&scratch, &mut rng, 120);
+    let (scratch, _, (x, y)) = scratch_with_blobs("resume-trajectory", 120);
     let settings = [
         "--lr",
         "0.02",
@@ -355,37 +347,26 @@ fn a_resumed_fit_keeps_the_settings_and_epoch_count_of_the_fit_it_continues() {
         "--optimizer",
         "adamw",
     ];
+    let fit_with_settings = |save: &Path, epochs: &str| {
+        fit_json(
+            &scratch,
+            &fit_args(
+                &x,
+                &y,
+                save,
+                &[&settings[..], &["--epochs", epochs, "--json"]].concat(),
+            ),
+        )
+    };
     let half = scratch.path("half.safetensors");
-    fit_json(
-        &scratch,
-        &fit_args(
-            &x,
-            &y,
-            &half,
-            &[&settings[..], &["--epochs", "2", "--json"]].concat(),
-        ),
-    );
+    fit_with_settings(&half, "2");
     let straight = scratch.path("straight.safetensors");
-    fit_json(
-        &scratch,
-        &fit_args(
-            &x,
-            &y,
-            &straight,
-            &[&settings[..], &["--epochs", "4", "--json"]].concat(),
-        ),
-    );
+    fit_with_settings(&straight, "4");
     // No setting repeated: each comes from the checkpoint.
     let resumed = scratch.path("resumed.safetensors");
-    let mut resume = fit_args(&x, &y, &resumed, &["--epochs", "4"]);
-    resume.extend([os("--resume"), half.clone().into_os_string()]);
-    let output = scratch.run_within(&resume, LIMIT, None);
+    let resume = resumed_fit_args(&x, &y, &resumed, &half, &["--epochs", "4"]);
+    let output = scratch.succeeds_within(&resume, LIMIT);
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
     assert!(
         stdout.starts_with("epoch 3/4: ") && stdout.contains("\nepoch 4/4: "),
         "{stdout}"
@@ -403,38 +384,35 @@ fn a_resumed_fit_keeps_the_settings_and_epoch_count_of_the_fit_it_continues() {
         ("--seed", "8", "7"),
         ("--val-split", "0.5", "0.25"),
     ] {
-        let mut command = fit_args(&x, &y, &other, &["--epochs", "3", flag, value]);
-        command.extend([os("--resume"), half.clone().into_os_string()]);
+        let mut command = resumed_fit_args(&x, &y, &other, &half, &["--epochs", "3", flag, value]);
         scratch.fails_within(&command, LIMIT, &[flag, value, saved, "--override"]);
         command.push(os("--override"));
         let report = fit_json(&scratch, &[command, vec![os("--json")]].concat());
         assert_eq!(report["first_epoch"], 3, "{report}");
     }
-    let mut command = fit_args(&x, &y, &other, &["--epochs", "3", "--optimizer", "adam"]);
-    command.extend([
-        os("--resume"),
-        half.clone().into_os_string(),
-        os("--override"),
-    ]);
+    let mut command = resumed_fit_args(
+        &x,
+        &y,
+        &other,
+        &half,
+        &["--epochs", "3", "--optimizer", "adam"],
+    );
+    command.push(os("--override"));
     scratch.fails_within(&command, LIMIT, &["adamw", "same optimizer"]);
     // --epochs is the total to reach: 2 are done, so 2 trains nothing.
-    let mut command = fit_args(&x, &y, &other, &["--epochs", "2"]);
-    command.extend([os("--resume"), half.clone().into_os_string()]);
+    let command = resumed_fit_args(&x, &y, &other, &half, &["--epochs", "2"]);
     scratch.fails_within(&command, LIMIT, &["--epochs", "2 epochs already"]);
     // --resume may name --save: the checkpoint goes on in place.
     let in_place = scratch.path("in_place.safetensors");
     fs::copy(&half, &in_place).expect("a copy");
-    let mut command = fit_args(&x, &y, &in_place, &["--epochs", "4"]);
-    command.extend([os("--resume"), in_place.clone().into_os_string()]);
+    let command = resumed_fit_args(&x, &y, &in_place, &in_place, &["--epochs", "4"]);
     fit_json(&scratch, &[command, vec![os("--json")]].concat());
     assert!(fs::read(&in_place).expect("in place") == fs::read(&straight).expect("straight"));
 }
 
 #[test]
 fn training_that_diverges_stops_with_an_error_and_writes_nothing() {
-    let scratch = Scratch::new("diverge");
-    let mut rng = Rng::fresh("diverge");
-    let (x, y) = blobs(&scratch, &mut rng, 64);
+    let (scratch, mut rng, (x, y)) = scratch_with_blobs("diverge", 64);
     let save = scratch.write_bytes("m.safetensors", b"an older file");
     scratch.fails_within(
         &fit_args(
@@ -455,21 +433,23 @@ fn training_that_diverges_stops_with_an_error_and_writes_nothing() {
         &fit_args(&x, &y, &good, &["--epochs", "1", "--batch", "8", "--json"]),
     );
     let kept = fs::read(&good).expect("good");
-    let mut command = fit_args(
+    let command = resumed_fit_args(
         &x,
         &y,
         &good,
+        &good,
         &["--epochs", "3", "--lr", "1e30", "--override"],
     );
-    command.extend([os("--resume"), good.clone().into_os_string()]);
     scratch.fails_within(&command, LIMIT, &["epoch 2/3", "diverged", "keeps"]);
     assert!(fs::read(&good).expect("good") == kept);
 
     // With checkpoints, the last finite one stays.
     let checkpointed = scratch.path("checkpointed.safetensors");
-    let mut command = fit_args(
+    fs::copy(&good, &checkpointed).expect("a copy");
+    let command = resumed_fit_args(
         &x,
         &y,
+        &checkpointed,
         &checkpointed,
         &[
             "--epochs",
@@ -481,8 +461,6 @@ fn training_that_diverges_stops_with_an_error_and_writes_nothing() {
             "1",
         ],
     );
-    fs::copy(&good, &checkpointed).expect("a copy");
-    command.extend([os("--resume"), checkpointed.clone().into_os_string()]);
     scratch.fails_within(&command, LIMIT, &["diverged"]);
     let bytes = fs::read(&checkpointed).expect("the checkpoint");
     let file = safetensors::SafeTensors::deserialize(&bytes).expect("a whole checkpoint");
@@ -541,9 +519,7 @@ fn training_that_diverges_stops_with_an_error_and_writes_nothing() {
 
 #[test]
 fn labels_that_do_not_fit_say_what_is_wrong_with_them() {
-    let scratch = Scratch::new("labels");
-    let mut rng = Rng::fresh("labels");
-    let (x, y) = blobs(&scratch, &mut rng, 30);
+    let (scratch, mut rng, (x, y)) = scratch_with_blobs("labels", 30);
     let save = scratch.path("m.safetensors");
     let narrow = scratch.write("rows1.npy", &[30, 1], &[1.0; 30]);
     scratch.fails_within(
@@ -564,13 +540,13 @@ fn labels_that_do_not_fit_say_what_is_wrong_with_them() {
         &fit_args(&x, &y, &save, &["--epochs", "1", "--json"]),
     );
     let rows2 = scratch.write("rows2.npy", &[30, 2], &[0.5; 60]);
-    let mut command = fit_args(
+    let command = resumed_fit_args(
         &x,
         &rows2,
         &scratch.path("n.safetensors"),
+        &save,
         &["--epochs", "2"],
     );
-    command.extend([os("--resume"), save.into_os_string()]);
     scratch.fails_within(&command, LIMIT, &["rows2.npy", "2 targets", "classes"]);
 
     let x3 = scratch.write("x3.npy", &[2, 3, 4], &rng.vec(24, -1.0, 1.0));
@@ -714,9 +690,7 @@ fn with_metadata(
 
 #[test]
 fn resume_refuses_fit_settings_it_cannot_read_and_never_defaults_them() {
-    let scratch = Scratch::new("resume-metadata");
-    let mut rng = Rng::fresh("resume-metadata");
-    let (x, y) = blobs(&scratch, &mut rng, 40);
+    let (scratch, _, (x, y)) = scratch_with_blobs("resume-metadata", 40);
     let good = scratch.path("good.safetensors");
     fit_json(
         &scratch,
@@ -749,8 +723,7 @@ fn resume_refuses_fit_settings_it_cannot_read_and_never_defaults_them() {
     let save = scratch.path("resumed.safetensors");
     let resume_with = |name: &str, crafted: Vec<u8>| -> (Option<i32>, String) {
         let crafted = scratch.write_bytes(name, &crafted);
-        let mut command = fit_args(&x, &y, &save, &[]);
-        command.extend([os("--resume"), crafted.into_os_string()]);
+        let command = resumed_fit_args(&x, &y, &save, &crafted, &[]);
         let output = scratch.run_within(&command, LIMIT, None);
         let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
         assert!(!stderr.contains("panicked"), "{name}: {stderr}");
@@ -861,7 +834,7 @@ fn demo_obeys_the_memory_limit_it_is_given() {
         LIMIT,
         &["memory"],
     );
-    let output = scratch.run_within(
+    let output = scratch.succeeds_within(
         &[
             os("demo"),
             os("--steps"),
@@ -871,12 +844,6 @@ fn demo_obeys_the_memory_limit_it_is_given() {
             os("--json"),
         ],
         LIMIT,
-        None,
-    );
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
     );
     let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
     let runs = report["runs"].as_array().expect("runs");

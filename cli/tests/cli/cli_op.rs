@@ -23,6 +23,19 @@ fn assert_close(what: &str, got: &[f32], want: &[f64], tolerance: f64) {
     );
 }
 
+/// Seeded values in [low, high) for a tensor of `shape`, written to `name`.
+fn random_npy(
+    scratch: &Scratch,
+    rng: &mut Rng,
+    name: &str,
+    shape: &[usize],
+    (low, high): (f32, f32),
+) -> (Vec<f32>, std::path::PathBuf) {
+    let data = rng.vec(shape.iter().product(), low, high);
+    let path = scratch.write(name, shape, &data);
+    (data, path)
+}
+
 // --- matmul ---
 
 /// op(A) · op(B) in f64, where A is stored [m, k] (or [k, m] when transposed) and B [k, n] (or [n, k]).
@@ -95,10 +108,8 @@ fn matmul_of_a_batch_by_a_shared_matrix() {
     let scratch = Scratch::new("matmul-batch");
     let mut rng = Rng::new(0x6261_7463);
     let (batch, m, k, n) = (3, 9, 8, 4);
-    let a = rng.vec(batch * m * k, -1.0, 1.0);
-    let b = rng.vec(k * n, -1.0, 1.0);
-    let a_path = scratch.write("a.npy", &[batch, m, k], &a);
-    let b_path = scratch.write("b.npy", &[k, n], &b);
+    let (a, a_path) = random_npy(&scratch, &mut rng, "a.npy", &[batch, m, k], (-1.0, 1.0));
+    let (b, b_path) = random_npy(&scratch, &mut rng, "b.npy", &[k, n], (-1.0, 1.0));
     let c_path = scratch.path("c.npy");
     scratch.ok(&[
         "op".as_ref(),
@@ -392,8 +403,7 @@ fn softmax_and_log_softmax_along_the_last_axis() {
     let mut rng = Rng::new(0x736f_6674);
     let shape = [4, 6, 9];
     let cols = shape[2];
-    let data = rng.vec(shape.iter().product(), -5.0, 5.0);
-    let input = scratch.write("x.npy", &shape, &data);
+    let (data, input) = random_npy(&scratch, &mut rng, "x.npy", &shape, (-5.0, 5.0));
     let softmax = reference::by_rows(&data, cols, reference::softmax);
     let log_softmax = reference::by_rows(&data, cols, reference::log_softmax);
     for (op, want) in [("softmax", &softmax), ("log-softmax", &log_softmax)] {
@@ -417,10 +427,8 @@ fn softmax_xent_loss_and_exact_gradient_with_unnormalised_labels() {
     let mut rng = Rng::new(0x7865_6e74);
     let shape = [8, 10];
     let cols = shape[1];
-    let logits = rng.vec(shape.iter().product(), -3.0, 3.0);
-    let labels = rng.vec(shape.iter().product(), 0.0, 1.0);
-    let logits_path = scratch.write("logits.npy", &shape, &logits);
-    let labels_path = scratch.write("labels.npy", &shape, &labels);
+    let (logits, logits_path) = random_npy(&scratch, &mut rng, "logits.npy", &shape, (-3.0, 3.0));
+    let (labels, labels_path) = random_npy(&scratch, &mut rng, "labels.npy", &shape, (0.0, 1.0));
     let loss_path = scratch.path("loss.npy");
     let grad_path = scratch.path("grad.npy");
     scratch.ok(&[
@@ -473,10 +481,8 @@ fn adam_one_update_with_defaults() {
     let mut rng = Rng::new(0x6164_616d);
     let shape = [6, 7];
     let len = shape.iter().product();
-    let param = rng.vec(len, -1.0, 1.0);
-    let grad = rng.vec(len, -1.0, 1.0);
-    let param_path = scratch.write("param.npy", &shape, &param);
-    let grad_path = scratch.write("grad.npy", &shape, &grad);
+    let (param, param_path) = random_npy(&scratch, &mut rng, "param.npy", &shape, (-1.0, 1.0));
+    let (grad, grad_path) = random_npy(&scratch, &mut rng, "grad.npy", &shape, (-1.0, 1.0));
     let out_path = scratch.path("out.npy");
     scratch.ok(&[
         "op".as_ref(),
@@ -503,14 +509,12 @@ fn adam_stacked_updates_from_given_state_and_step() {
     let len = shape.iter().product();
     let updates = 3;
     let first_step = 5;
-    let param = rng.vec(len, -1.0, 1.0);
-    let grads = rng.vec(updates * len, -1.0, 1.0);
-    let m0 = rng.vec(len, -0.1, 0.1);
-    let v0 = rng.vec(len, 0.0, 0.01);
-    let param_path = scratch.write("param.npy", &shape, &param);
-    let grads_path = scratch.write("grads.npy", &[updates, shape[0], shape[1]], &grads);
-    let m_path = scratch.write("m.npy", &shape, &m0);
-    let v_path = scratch.write("v.npy", &shape, &v0);
+    let (param, param_path) = random_npy(&scratch, &mut rng, "param.npy", &shape, (-1.0, 1.0));
+    let grads_shape = [updates, shape[0], shape[1]];
+    let (grads, grads_path) =
+        random_npy(&scratch, &mut rng, "grads.npy", &grads_shape, (-1.0, 1.0));
+    let (m0, m_path) = random_npy(&scratch, &mut rng, "m.npy", &shape, (-0.1, 0.1));
+    let (v0, v_path) = random_npy(&scratch, &mut rng, "v.npy", &shape, (0.0, 0.01));
     let out_path = scratch.path("out.npy");
     let m_out = scratch.path("m2.npy");
     let v_out = scratch.path("v2.npy");

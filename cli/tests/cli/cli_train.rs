@@ -1,6 +1,9 @@
 //! `wgcompute train` and `wgcompute demo` as scripts use them: trained weights and losses against an f64
 //! reference of the same math, clear errors naming the files, and the demo's memory coming back.
 
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+
 use crate::common::cli::{read_f32, Scratch};
 use crate::common::{reference, widen, Rng};
 
@@ -50,6 +53,52 @@ fn reference(
     (costs, state.param)
 }
 
+/// `train` of `inputs` onto `targets` with `settings` (the model's and the run's flags) before the outputs.
+fn train_args<'a>(
+    inputs: &'a Path,
+    targets: &'a Path,
+    settings: &[&'a OsStr],
+    save: &'a Path,
+    losses: &'a Path,
+) -> Vec<&'a OsStr> {
+    [
+        &[
+            "train".as_ref(),
+            "--inputs".as_ref(),
+            inputs.as_os_str(),
+            "--targets".as_ref(),
+            targets.as_os_str(),
+        ][..],
+        settings,
+        &[
+            "--save".as_ref(),
+            save.as_os_str(),
+            "--losses".as_ref(),
+            losses.as_os_str(),
+        ],
+    ]
+    .concat()
+}
+
+/// Seeded inputs and targets in [0, 1), `steps` batches of `batch` rows, written to x.npy and y.npy.
+fn random_batches(
+    scratch: &Scratch,
+    rng: &mut Rng,
+    (steps, batch, inputs, outputs): (usize, usize, usize, usize),
+) -> (PathBuf, PathBuf) {
+    let x_path = scratch.write(
+        "x.npy",
+        &[steps, batch, inputs],
+        &rng.vec(steps * batch * inputs, 0.0, 1.0),
+    );
+    let y_path = scratch.write(
+        "y.npy",
+        &[steps, batch, outputs],
+        &rng.vec(steps * batch * outputs, 0.0, 1.0),
+    );
+    (x_path, y_path)
+}
+
 #[test]
 fn train_matches_the_reference_in_every_loss_and_the_final_weights() {
     let scratch = Scratch::new("train");
@@ -62,23 +111,20 @@ fn train_matches_the_reference_in_every_loss_and_the_final_weights() {
     let y_path = scratch.write("y.npy", &[steps, batch, outputs], &y);
     let w_path = scratch.write("w0.npy", &[inputs, outputs], &w0);
     let (save, losses) = (scratch.path("w.npy"), scratch.path("losses.npy"));
-    scratch.ok(&[
-        "train".as_ref(),
-        "--inputs".as_ref(),
-        x_path.as_os_str(),
-        "--targets".as_ref(),
-        y_path.as_os_str(),
-        "--init".as_ref(),
-        w_path.as_os_str(),
-        "--steps".as_ref(),
-        "6".as_ref(),
-        "--lr".as_ref(),
-        "0.01".as_ref(),
-        "--save".as_ref(),
-        save.as_os_str(),
-        "--losses".as_ref(),
-        losses.as_os_str(),
-    ]);
+    scratch.ok(&train_args(
+        &x_path,
+        &y_path,
+        &[
+            "--init".as_ref(),
+            w_path.as_os_str(),
+            "--steps".as_ref(),
+            "6".as_ref(),
+            "--lr".as_ref(),
+            "0.01".as_ref(),
+        ],
+        &save,
+        &losses,
+    ));
     let (want_costs, want_w) = reference(&x, &y, &w0, steps, batch, inputs, outputs, 0.01);
     let (loss_shape, got_costs) = read_f32(&losses);
     assert_eq!(loss_shape, vec![steps]);
@@ -114,32 +160,20 @@ fn train_with_hidden_layers_writes_every_layer() {
     let scratch = Scratch::new("train-hidden");
     let mut rng = Rng::fresh("cli train hidden");
     let (steps, batch, inputs, outputs) = (5, 3, 7, 4);
-    let x_path = scratch.write(
-        "x.npy",
-        &[steps, batch, inputs],
-        &rng.vec(steps * batch * inputs, 0.0, 1.0),
-    );
-    let y_path = scratch.write(
-        "y.npy",
-        &[steps, batch, outputs],
-        &rng.vec(steps * batch * outputs, 0.0, 1.0),
-    );
+    let (x_path, y_path) = random_batches(&scratch, &mut rng, (steps, batch, inputs, outputs));
     let (save, losses) = (scratch.path("w.npy"), scratch.path("losses.npy"));
-    scratch.ok(&[
-        "train".as_ref(),
-        "--inputs".as_ref(),
-        x_path.as_os_str(),
-        "--targets".as_ref(),
-        y_path.as_os_str(),
-        "--hidden".as_ref(),
-        "8,6".as_ref(),
-        "--seed".as_ref(),
-        "3".as_ref(),
-        "--save".as_ref(),
-        save.as_os_str(),
-        "--losses".as_ref(),
-        losses.as_os_str(),
-    ]);
+    scratch.ok(&train_args(
+        &x_path,
+        &y_path,
+        &[
+            "--hidden".as_ref(),
+            "8,6".as_ref(),
+            "--seed".as_ref(),
+            "3".as_ref(),
+        ],
+        &save,
+        &losses,
+    ));
     let (_, costs) = read_f32(&losses);
     assert_eq!(costs.len(), steps);
     assert!(costs.iter().all(|cost| cost.is_finite()));
@@ -163,26 +197,10 @@ fn train_errors_name_the_files_and_their_shapes() {
     let text = scratch.path("notes.npy");
     std::fs::write(&text, "not numpy").expect("write");
     let (save, losses) = (scratch.path("w.npy"), scratch.path("l.npy"));
-    let base = |x: &std::path::Path,
-                y: &std::path::Path,
-                w: &std::path::Path|
-     -> Vec<std::ffi::OsString> {
-        ["train", "--inputs"]
-            .iter()
-            .map(Into::into)
-            .chain([x.as_os_str().to_owned()])
-            .chain([
-                "--targets".into(),
-                y.as_os_str().to_owned(),
-                "--init".into(),
-                w.as_os_str().to_owned(),
-            ])
-            .chain([
-                "--save".into(),
-                save.as_os_str().to_owned(),
-                "--losses".into(),
-                losses.as_os_str().to_owned(),
-            ])
+    let base = |x: &Path, y: &Path, w: &Path| -> Vec<std::ffi::OsString> {
+        train_args(x, y, &["--init".as_ref(), w.as_os_str()], &save, &losses)
+            .into_iter()
+            .map(OsStr::to_os_string)
             .collect()
     };
     scratch.fails(
@@ -201,43 +219,22 @@ fn train_errors_name_the_files_and_their_shapes() {
 fn train_suspended_every_two_steps_writes_the_same_bits_as_an_uninterrupted_run() {
     let scratch = Scratch::new("train-suspend");
     let mut rng = Rng::fresh("cli train suspend");
-    let (steps, batch, inputs, outputs) = (5, 3, 7, 4);
-    let x_path = scratch.write(
-        "x.npy",
-        &[steps, batch, inputs],
-        &rng.vec(steps * batch * inputs, 0.0, 1.0),
-    );
-    let y_path = scratch.write(
-        "y.npy",
-        &[steps, batch, outputs],
-        &rng.vec(steps * batch * outputs, 0.0, 1.0),
-    );
+    let (x_path, y_path) = random_batches(&scratch, &mut rng, (5, 3, 7, 4));
     let train = |name: &str, extra: &[&str]| -> serde_json::Value {
         let (save, losses) = (
             scratch.path(&format!("{name}.npy")),
             scratch.path(&format!("{name}_losses.npy")),
         );
-        let mut args: Vec<&std::ffi::OsStr> = vec![
-            "train".as_ref(),
-            "--inputs".as_ref(),
-            x_path.as_os_str(),
-            "--targets".as_ref(),
-            y_path.as_os_str(),
-            "--hidden".as_ref(),
-            "8".as_ref(),
-            "--save".as_ref(),
-            save.as_os_str(),
-            "--losses".as_ref(),
-            losses.as_os_str(),
-            "--json".as_ref(),
-        ];
-        args.extend(extra.iter().map(std::ffi::OsStr::new));
-        let output = scratch.run(&args);
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
+        let mut args = train_args(
+            &x_path,
+            &y_path,
+            &["--hidden".as_ref(), "8".as_ref()],
+            &save,
+            &losses,
         );
+        args.push("--json".as_ref());
+        args.extend(extra.iter().map(OsStr::new));
+        let output = scratch.succeeds(&args);
         serde_json::from_slice(&output.stdout).expect("one JSON document")
     };
     let plain = train("plain", &[]);
@@ -288,12 +285,7 @@ fn train_suspended_every_two_steps_writes_the_same_bits_as_an_uninterrupted_run(
 #[test]
 fn the_demo_runs_twice_and_gives_its_memory_back() {
     let scratch = Scratch::new("demo");
-    let output = scratch.run(&["demo", "--steps", "3", "--suspend", "--json"]);
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let output = scratch.succeeds(&["demo", "--steps", "3", "--suspend", "--json"]);
     let report: serde_json::Value =
         serde_json::from_slice(&output.stdout).expect("one JSON document");
     let runs = report["runs"].as_array().expect("runs");

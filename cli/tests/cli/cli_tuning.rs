@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use crate::common::cli::Scratch;
+use crate::common::cli::{mkfifo, Scratch};
 
 /// Runs the binary on Vulkan with its tuning cache in `cache_dir` and `WGCOMPUTE_TUNING=tuning`, killing it and
 /// failing the test past `limit`: a command that blocks on the cache must fail the test, not hang it.
@@ -53,6 +53,13 @@ fn succeeded(output: &Output, what: &str) {
     );
 }
 
+/// The directory cache/ in the scratch directory, made.
+fn made_cache_dir(scratch: &Scratch) -> PathBuf {
+    let cache_dir = scratch.path("cache");
+    std::fs::create_dir_all(&cache_dir).expect("the cache directory");
+    cache_dir
+}
+
 /// The Vulkan adapter's cache file under `cache_dir`, as `devices --json` names it (nothing is created).
 fn vulkan_cache_file(scratch: &Scratch, cache_dir: &Path) -> PathBuf {
     let output = run_with_cache(
@@ -82,14 +89,8 @@ const SMALL_MEMCHECK: &[&str] = &["memcheck", "--cycles", "1", "--size", "4096"]
 #[test]
 fn a_fifo_at_the_cache_path_does_not_hang_a_command() {
     let scratch = Scratch::new("tuning-fifo");
-    let cache_dir = scratch.path("cache");
-    std::fs::create_dir_all(&cache_dir).expect("the cache directory");
-    let file = vulkan_cache_file(&scratch, &cache_dir);
-    let status = Command::new("mkfifo")
-        .arg(&file)
-        .status()
-        .expect("mkfifo runs");
-    assert!(status.success(), "mkfifo {file:?}");
+    let cache_dir = made_cache_dir(&scratch);
+    mkfifo(&vulkan_cache_file(&scratch, &cache_dir));
     let limit = Duration::from_secs(90);
     for tuning in ["cache", "tune"] {
         let output = run_with_cache(&scratch, &cache_dir, tuning, SMALL_MEMCHECK, limit);
@@ -146,8 +147,7 @@ fn an_oversized_cache_is_discarded_and_not_written_back() {
 #[test]
 fn tune_fails_naming_the_cache_file_when_it_cannot_write_it() {
     let scratch = Scratch::new("tuning-unwritable");
-    let in_the_way = scratch.path("cache");
-    std::fs::create_dir_all(&in_the_way).expect("the cache directory");
+    let in_the_way = made_cache_dir(&scratch);
     let blocked = vulkan_cache_file(&scratch, &in_the_way);
     std::fs::create_dir(&blocked).expect("a directory where the cache file goes");
     let unmakeable = PathBuf::from("/proc/wgcompute-no-such-cache-dir");

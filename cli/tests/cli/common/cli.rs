@@ -185,15 +185,19 @@ impl Scratch {
             .expect("the binary starts")
     }
 
+    /// Runs a command that must succeed; returns its output.
+    pub fn succeeds<S: AsRef<OsStr>>(&self, args: &[S]) -> Output {
+        succeeded(self.run(args), args)
+    }
+
+    /// As `succeeds`, failing the test if it runs past `limit`.
+    pub fn succeeds_within<S: AsRef<OsStr>>(&self, args: &[S], limit: Duration) -> Output {
+        succeeded(self.run_within(args, limit, None), args)
+    }
+
     /// Runs a command that must succeed quietly.
     pub fn ok<S: AsRef<OsStr>>(&self, args: &[S]) {
-        let output = self.run(args);
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(
-            output.status.success(),
-            "{:?} failed: {stderr}",
-            shown(args)
-        );
+        let output = self.succeeds(args);
         let stdout = String::from_utf8_lossy(&output.stdout);
         assert!(
             stdout.lines().count() <= 1,
@@ -239,6 +243,27 @@ impl Drop for Scratch {
     fn drop(&mut self) {
         let _ = fs::remove_dir_all(&self.root);
     }
+}
+
+/// Checks that the command `args` exited with success, naming it and its stderr where it did not; returns its
+/// output.
+pub fn succeeded<S: AsRef<OsStr>>(output: Output, args: &[S]) -> Output {
+    assert!(
+        output.status.success(),
+        "{:?} failed: {}",
+        shown(args),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+/// Makes a FIFO at `path`.
+pub fn mkfifo(path: &Path) {
+    let status = Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .expect("mkfifo runs");
+    assert!(status.success(), "mkfifo {} failed", path.display());
 }
 
 /// A version 1.0 .npy with exactly this header text, then `data`.
