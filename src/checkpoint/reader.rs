@@ -13,6 +13,12 @@ use crate::files::{Refusal, RegularFile};
 
 use super::{failure, failure_caused};
 
+#[cfg(test)]
+thread_local! {
+    /// Headers parsed on this thread, counted for the tests: a file's header is parsed once, when it is read.
+    pub(super) static HEADERS_PARSED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 /// The most header bytes a file may announce: the safetensors crate's own limit, checked before anything
 /// past the length is read, so a damaged length cannot make the reader hold more than the format allows.
 const MAX_HEADER_BYTES: u64 = 100_000_000;
@@ -189,7 +195,7 @@ impl StoredLayout {
                 cause: Box::new(error),
             })?;
         #[cfg(test)]
-        super::tests::HEADERS_PARSED.with(|count| count.set(count.get() + 1));
+        HEADERS_PARSED.with(|count| count.set(count.get() + 1));
         let data_bytes = header.data_len() as u64;
         Ok(Self { header, data_bytes })
     }

@@ -2,15 +2,10 @@
 
 use std::collections::BTreeMap;
 
-use super::reader::HeaderProblem;
+use super::reader::{HeaderProblem, HEADERS_PARSED};
 use super::schema::{join, ACTIVATION, ACTIVATION_KEY, SIZES_KEY};
 use super::writer::{serialize, StoredTensor};
 use super::*;
-
-thread_local! {
-    /// Headers parsed on this thread: a file's header is parsed once, when it is read.
-    pub(super) static HEADERS_PARSED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-}
 
 fn stored(name: String, shape: Vec<usize>) -> StoredTensor {
     let elements: usize = shape.iter().product();
