@@ -89,7 +89,7 @@ impl<'a> OptimizerState<'a> {
     pub fn is_for(&self, parameter: &Arc<Tensor>) -> bool {
         self.parameters
             .iter()
-            .any(|known| Weak::as_ptr(known) == Arc::as_ptr(parameter))
+            .any(|known| is_key_of(known, parameter))
     }
 
     /// The state with every slot's tensors in the order of `parameters`, as a checkpoint pairs them with a
@@ -104,7 +104,7 @@ impl<'a> OptimizerState<'a> {
             .map(|parameter| {
                 self.parameters
                     .iter()
-                    .position(|known| Weak::as_ptr(known) == Arc::as_ptr(parameter))
+                    .position(|known| is_key_of(known, parameter))
             })
             .collect::<Option<Vec<usize>>>()
             .filter(|order| order.len() == self.parameters.len());
@@ -141,6 +141,36 @@ impl<'a> OptimizerState<'a> {
     }
 }
 
+/// Whether `key` is `parameter`'s: the same tensor, not an equal one.
+fn is_key_of(key: &Weak<Tensor>, parameter: &Arc<Tensor>) -> bool {
+    Weak::as_ptr(key) == Arc::as_ptr(parameter)
+}
+
+/// Refuses, before anything is updated, parameters an optimizer cannot keep state for: one that is not
+/// float32, or one given twice.
+fn check_parameters(optimizer: &'static str, given: &[Arc<Tensor>]) -> Result<()> {
+    for (index, parameter) in given.iter().enumerate() {
+        if parameter.dtype() != DType::F32 {
+            return Err(Error::DType {
+                op: optimizer,
+                expected: DType::F32,
+                found: parameter.dtype(),
+            });
+        }
+        if given[..index]
+            .iter()
+            .any(|earlier| Arc::ptr_eq(earlier, parameter))
+        {
+            return Err(Error::InvalidArgument {
+                what: "optimizer parameters",
+                given: format!("parameter {index}, given twice in one step"),
+                expected: "each parameter once, with its gradient".to_string(),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// What a built-in optimizer keeps: a state `S` per parameter of its first step, keyed by the parameter's
 /// identity, and the step count. The parameters are held weakly: the optimizer keeps none alive, and one it
 /// knows cannot be freed and another made at its address while the key is held.
@@ -165,26 +195,9 @@ impl<S> PerParameter<S> {
 
     /// Where the state of each of `given` lies (its own index on a first step), or the reason the step is
     /// refused, before anything is updated.
-    fn positions(&self, optimizer: &'static str, given: &[Arc<Tensor>]) -> Result<Vec<usize>> {
-        for (index, parameter) in given.iter().enumerate() {
-            if parameter.dtype() != DType::F32 {
-                return Err(Error::DType {
-                    op: optimizer,
-                    expected: DType::F32,
-                    found: parameter.dtype(),
-                });
-            }
-            if given[..index]
-                .iter()
-                .any(|earlier| Arc::ptr_eq(earlier, parameter))
-            {
-                return Err(Error::InvalidArgument {
-                    what: "optimizer parameters",
-                    given: format!("parameter {index}, given twice in one step"),
-                    expected: "each parameter once, with its gradient".to_string(),
-                });
-            }
-        }
+    fn positions(&self, given: &[Arc<Tensor>]) -> Result<Vec<usize>> {
+        let optimizer = self.optimizer;
+        check_parameters(optimizer, given)?;
         if self.known.is_empty() {
             return Ok((0..given.len()).collect());
         }
@@ -194,7 +207,7 @@ impl<S> PerParameter<S> {
             .map(|(index, parameter)| {
                 self.known
                     .iter()
-                    .position(|known| Weak::as_ptr(known) == Arc::as_ptr(parameter))
+                    .position(|known| is_key_of(known, parameter))
                     .ok_or_else(|| Error::InvalidArgument {
                         what: "optimizer parameters",
                         given: format!(
@@ -220,7 +233,7 @@ impl<S> PerParameter<S> {
         make: impl Fn(&Tensor) -> Result<S>,
         update: impl FnOnce(&[(&Tensor, &Tensor, &S)], u64) -> Result<()>,
     ) -> Result<()> {
-        let positions = self.positions(self.optimizer, parameters)?;
+        let positions = self.positions(parameters)?;
         let step = next_step(self.optimizer, self.steps)?;
         let first = self.known.is_empty();
         if first {
@@ -266,7 +279,7 @@ impl<S> PerParameter<S> {
                 expected: "one per parameter".to_string(),
             });
         }
-        PerParameter::<S>::new(self.optimizer).positions(self.optimizer, parameters)?;
+        check_parameters(self.optimizer, parameters)?;
         next_step(self.optimizer, steps)?;
         self.known = parameters.iter().map(Arc::downgrade).collect();
         self.state = state;

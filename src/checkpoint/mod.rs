@@ -39,7 +39,6 @@ mod writer;
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Arc;
 
 use safetensors::tensor::Dtype;
 
@@ -439,12 +438,8 @@ impl Checkpoint {
                 .collect::<Result<Vec<_>>>()?;
             slots.push((slot.to_string(), restored));
         }
-        let model_order: Vec<Arc<Tensor>> = parameters
-            .iter()
-            .map(|(_, parameter)| Arc::clone(parameter))
-            .collect();
         optimizer
-            .restore(&model_order, saved.steps, slots)
+            .restore(&model.parameters(), saved.steps, slots)
             .map_err(|error| match error {
                 Error::InvalidArgument { .. } => failure_caused(
                     &self.path,
