@@ -13,25 +13,31 @@ struct Params {
     b: f32,
     start: u32,   // scalar kernels: the first element this dispatch writes (the tail after a vec4 dispatch)
     vec4s: u32,   // vec4 kernels: vec4s per invocation
-    // output dims, padded at the front with 1 to rank 4
-    dims: vec4<u32>,
-    lhs_strides: vec4<u32>,
-    rhs_strides: vec4<u32>,
+    // output dims, padded at the front with 1 to rank 8 (MAX_RANK), four axes to a vec4
+    dims: array<vec4<u32>, 2>,
+    lhs_strides: array<vec4<u32>, 2>,
+    rhs_strides: array<vec4<u32>, 2>,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
 
 
-fn strided(global: u32, strides: vec4<u32>) -> u32 {
-    let d = params.dims;
+// The element at `strides` of the output element `global`, its coordinates peeled off from the last axis. Once
+// what is left is 0, every coordinate before is 0 too: a low-rank shape pays for its own axes only.
+fn strided(global: u32, strides: array<vec4<u32>, 2>) -> u32 {
+    // A local copy: SPIR-V and GLSL index a function's own variable at run time, not an argument's value.
+    var axis_strides = strides;
     var rest = global;
-    let c3 = rest % d.w;
-    rest = rest / d.w;
-    let c2 = rest % d.z;
-    rest = rest / d.z;
-    let c1 = rest % d.y;
-    let c0 = rest / d.y;
-    return c0 * strides.x + c1 * strides.y + c2 * strides.z + c3 * strides.w;
+    var index = 0u;
+    for (var axis = 7u; rest != 0u; axis = axis - 1u) {
+        let dim = params.dims[axis / 4u][axis % 4u];
+        index = index + (rest % dim) * axis_strides[axis / 4u][axis % 4u];
+        rest = rest / dim;
+        if (axis == 0u) {
+            break;
+        }
+    }
+    return index;
 }
 
 // Every storage binding is read_write: wgpu lets one buffer (a pool slab) be bound read-write many times in a
@@ -105,14 +111,14 @@ fn binary(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups)
 }
 
 // out = in0 (op) in1 where in1 is a row repeated along the leading axes (a bias over a batch), its length in
-// rhs_strides.x: in1's index is the output's global index modulo that length, with no division per axis.
+// rhs_strides[0].x: in1's index is the output's global index modulo that length, with no division per axis.
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn binary_rows(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     let i = params.start + linear_index(id, groups);
     if (i >= params.count) {
         return;
     }
-    out[i] = binary_op(params.op, in0[i], in1[(params.base + i) % params.rhs_strides.x]);
+    out[i] = binary_op(params.op, in0[i], in1[(params.base + i) % params.rhs_strides[0].x]);
 }
 
 // out = unary op `op` of (in0 + in1), in1 a row repeated as in binary_rows: a layer's bias and activation in one
@@ -123,7 +129,7 @@ fn bias_activation(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_wo
     if (i >= params.count) {
         return;
     }
-    out[i] = unary_op(params.op, in0[i] + in1[(params.base + i) % params.rhs_strides.x], 0.0);
+    out[i] = unary_op(params.op, in0[i] + in1[(params.base + i) % params.rhs_strides[0].x], 0.0);
 }
 
 // out = op(in0) with scalar a; unary_op is generated from the op table in Rust.
@@ -222,7 +228,7 @@ fn scale_add_vec4(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_wor
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn bias_activation_vec4(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     let span = vec4_span(id, groups);
-    let row4s = params.rhs_strides.x / 4u;
+    let row4s = params.rhs_strides[0].x / 4u;
     let base4 = params.base / 4u;
     for (var q = span.x; q < span.y; q = q + 1u) {
         out4[q] = unary_op4(params.op, in0_4[q] + in1_4[(base4 + q) % row4s], 0.0);
@@ -233,7 +239,7 @@ fn bias_activation_vec4(@builtin(global_invocation_id) id: vec3<u32>, @builtin(n
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn binary_rows_vec4(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     let span = vec4_span(id, groups);
-    let row4s = params.rhs_strides.x / 4u;
+    let row4s = params.rhs_strides[0].x / 4u;
     let base4 = params.base / 4u;
     for (var q = span.x; q < span.y; q = q + 1u) {
         out4[q] = binary_op4(params.op, in0_4[q], in1_4[(base4 + q) % row4s]);

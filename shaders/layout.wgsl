@@ -7,10 +7,11 @@ struct Params {
     base: u32,
     src_offset: u32,
     dst_offset: u32,
-    // the iteration space (the copied block's dims, padded at the front with 1 to rank 4)
-    dims: vec4<u32>,
-    src_strides: vec4<u32>,
-    dst_strides: vec4<u32>,
+    // the iteration space (the copied block's dims, padded at the front with 1 to rank 8, MAX_RANK), four axes
+    // to a vec4
+    dims: array<vec4<u32>, 2>,
+    src_strides: array<vec4<u32>, 2>,
+    dst_strides: array<vec4<u32>, 2>,
     // gather: words per row, rows in the bound window of the table, the window's first row, and the table's
     // rows; one-hot: classes (in `rows`)
     row_words: u32,
@@ -29,16 +30,22 @@ struct Params {
 
 const NAN_BITS: u32 = 0x7fc00000u;
 
-fn strided(linear: u32, strides: vec4<u32>) -> u32 {
-    let d = params.dims;
+// The word at `strides` of the block's element `linear`, its coordinates peeled off from the last axis; once
+// what is left is 0, every coordinate before is 0 too.
+fn strided(linear: u32, strides: array<vec4<u32>, 2>) -> u32 {
+    // A local copy: SPIR-V and GLSL index a function's own variable at run time, not an argument's value.
+    var axis_strides = strides;
     var rest = linear;
-    let c3 = rest % d.w;
-    rest = rest / d.w;
-    let c2 = rest % d.z;
-    rest = rest / d.z;
-    let c1 = rest % d.y;
-    let c0 = rest / d.y;
-    return c0 * strides.x + c1 * strides.y + c2 * strides.z + c3 * strides.w;
+    var index = 0u;
+    for (var axis = 7u; rest != 0u; axis = axis - 1u) {
+        let dim = params.dims[axis / 4u][axis % 4u];
+        index = index + (rest % dim) * axis_strides[axis / 4u][axis % 4u];
+        rest = rest / dim;
+        if (axis == 0u) {
+            break;
+        }
+    }
+    return index;
 }
 
 // words_out[dst_offset + coords · dst_strides] = words_in[src_offset + coords · src_strides] for every coordinate

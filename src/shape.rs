@@ -22,7 +22,7 @@ use crate::op::reduce::{ReduceOp, Reduction};
 use crate::op::softmax::MAX_COLS;
 
 /// Highest rank a tensor may have.
-pub const MAX_RANK: usize = 4;
+pub const MAX_RANK: usize = 8;
 
 fn shape_error(op: &'static str, message: String) -> Error {
     Error::Shape { op, message }
@@ -542,13 +542,13 @@ pub fn adam_update_count(param: &[usize], grads: &[usize]) -> Result<usize> {
 
 // --- what the kernels read ---
 
-/// Pads a shape at the front to rank 4.
-pub(crate) fn dims4(shape: &[usize]) -> [u32; 4] {
+/// A shape padded at the front to [`MAX_RANK`] axes, as the kernels' `dims` read it.
+pub(crate) fn padded_dims(shape: &[usize]) -> [u32; MAX_RANK] {
     padded_front(shape, 1)
 }
 
-/// `values` at the back of a rank-4 array whose front holds `fill` (1 for sizes, 0 for strides).
-pub(crate) fn padded_front(values: &[usize], fill: u32) -> [u32; 4] {
+/// `values` at the back of a [`MAX_RANK`]-long array whose front holds `fill` (1 for sizes, 0 for strides).
+pub(crate) fn padded_front(values: &[usize], fill: u32) -> [u32; MAX_RANK] {
     let mut padded = [fill; MAX_RANK];
     padded[MAX_RANK - values.len()..]
         .iter_mut()
@@ -558,9 +558,9 @@ pub(crate) fn padded_front(values: &[usize], fill: u32) -> [u32; 4] {
 }
 
 /// Strides that read an operand of `shape` at an output's coordinates (0 along broadcast axes).
-pub(crate) fn broadcast_strides(shape: &[usize]) -> [u32; 4] {
-    let dims = dims4(shape);
-    let mut strides = [0u32; 4];
+pub(crate) fn broadcast_strides(shape: &[usize]) -> [u32; MAX_RANK] {
+    let dims = padded_dims(shape);
+    let mut strides = [0u32; MAX_RANK];
     let mut stride = 1u32;
     for axis in (0..MAX_RANK).rev() {
         // A size-1 axis is read at coordinate 0 whatever the output's coordinate.
@@ -599,7 +599,8 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        assert!(binary_shape(BinaryOp::Add, &[1, 1, 1, 1, 1], &[1]).is_err());
+        assert!(binary_shape(BinaryOp::Add, &[1; MAX_RANK + 1], &[1]).is_err());
+        assert!(binary_shape(BinaryOp::Add, &[1; MAX_RANK], &[1]).is_ok());
     }
 
     #[test]
@@ -687,7 +688,7 @@ mod tests {
         );
         assert!(adam_update_count(&[2, 3], &[3, 2]).is_err());
         assert!(adam_update_count(&[2, 3], &[2, 3, 1]).is_err());
-        assert!(adam_update_count(&[1, 1, 1, 1, 1], &[1, 1, 1, 1, 1]).is_err());
+        assert!(adam_update_count(&[1; MAX_RANK + 1], &[1; MAX_RANK + 1]).is_err());
         assert!(adam_operand_shape("m", &[2, 3], &[6]).is_err());
     }
 
@@ -696,13 +697,18 @@ mod tests {
         assert_eq!(element_count("t", &[]).ok(), Some(1));
         assert_eq!(element_count("t", &[3, 0, 5]).ok(), Some(0));
         assert!(element_count("t", &[usize::MAX, 2]).is_err());
-        assert!(element_count("t", &[1, 1, 1, 1, 1]).is_err());
+        assert_eq!(element_count("t", &[1; MAX_RANK]).ok(), Some(1));
+        assert!(element_count("t", &[1; MAX_RANK + 1]).is_err());
     }
 
     #[test]
     fn broadcast_strides_are_zero_along_stretched_axes() {
-        assert_eq!(broadcast_strides(&[4]), [0, 0, 0, 1]);
-        assert_eq!(broadcast_strides(&[2, 1, 4]), [0, 4, 0, 1]);
-        assert_eq!(broadcast_strides(&[2, 3, 4]), [0, 12, 4, 1]);
+        assert_eq!(broadcast_strides(&[4]), [0, 0, 0, 0, 0, 0, 0, 1]);
+        assert_eq!(broadcast_strides(&[2, 1, 4]), [0, 0, 0, 0, 0, 4, 0, 1]);
+        assert_eq!(broadcast_strides(&[2, 3, 4]), [0, 0, 0, 0, 0, 12, 4, 1]);
+        assert_eq!(
+            broadcast_strides(&[2, 1, 3, 1, 5, 1, 7, 2]),
+            [210, 0, 70, 0, 14, 0, 2, 1]
+        );
     }
 }

@@ -8,7 +8,7 @@ use super::plan::Limits;
 use super::{dispatch_vec4_windows, vec4s_per_invocation, SCALAR, VEC4, VEC4X4};
 use crate::error::Result;
 use crate::runtime::{size_bucket, BufferRange, Kernel, Runtime, Shader};
-use crate::shape::{broadcast_strides, dims4};
+use crate::shape::{broadcast_strides, padded_dims, MAX_RANK};
 
 static ELEMENTWISE: Shader = Shader {
     name: "elementwise",
@@ -46,6 +46,8 @@ struct Forms {
     in_place: bool,
 }
 
+const _: () = assert!(MAX_RANK == 8, "Params spells MAX_RANK out as 8");
+
 #[repr(C)]
 #[derive(Clone, Copy, Default, Pod, Zeroable)]
 struct Params {
@@ -57,9 +59,10 @@ struct Params {
     b: f32,
     start: u32,
     vec4s: u32,
-    dims: [u32; 4],
-    lhs_strides: [u32; 4],
-    rhs_strides: [u32; 4],
+    // MAX_RANK axes, written out: an array length from a constant in a Pod struct trips rustc 1.95 (an ICE)
+    dims: [u32; 8],
+    lhs_strides: [u32; 8],
+    rhs_strides: [u32; 8],
 }
 
 /// Whether two of a dispatch's bindings share bytes: then what it writes is what another binding reads.
@@ -249,6 +252,13 @@ pub(crate) struct Operand<'a> {
 
 /// out = lhs (op) rhs, broadcasting both to `out_shape`. Operands as large as the output are bound in windows
 /// with it; a broadcast operand is bound whole.
+/// The `rhs_strides` of a row kernel: only the first word counts, the row's length (the period of its index).
+fn row_period(period: u64) -> [u32; MAX_RANK] {
+    let mut strides = [0; MAX_RANK];
+    strides[0] = period as u32;
+    strides
+}
+
 pub(crate) fn binary(
     runtime: &mut Runtime,
     name: &'static str,
@@ -265,7 +275,7 @@ pub(crate) fn binary(
     let params = Params {
         op: op as u32,
         windowed: u32::from(left_windowed) | (u32::from(right_windowed) << 1),
-        dims: dims4(out_shape),
+        dims: padded_dims(out_shape),
         lhs_strides: broadcast_strides(lhs.shape),
         rhs_strides: broadcast_strides(rhs.shape),
         ..Params::default()
@@ -307,7 +317,7 @@ pub(crate) fn binary(
             in_place: false,
         };
         let params = Params {
-            rhs_strides: [period as u32, 0, 0, 0],
+            rhs_strides: row_period(period),
             ..params
         };
         return over_windows_with(
@@ -379,7 +389,7 @@ pub(crate) fn bias_activation(
     };
     let params = Params {
         op: activation as u32,
-        rhs_strides: [period as u32, 0, 0, 0],
+        rhs_strides: row_period(period),
         ..Params::default()
     };
     if !period.is_multiple_of(4) {

@@ -8,7 +8,7 @@ use super::dispatch_windows;
 use super::plan::Limits;
 use crate::error::{Error, Result};
 use crate::runtime::{nothing_generated, BufferRange, Kernel, Runtime, Shader};
-use crate::shape::{dims4, padded_front};
+use crate::shape::{padded_dims, padded_front, MAX_RANK};
 
 static LAYOUT: Shader = Shader {
     name: "layout",
@@ -23,6 +23,8 @@ static ONE_HOT_GATHERED: Kernel = Kernel::new(&LAYOUT, "one_hot_gathered", &[1, 
 static F32_TO_U32: Kernel = Kernel::new(&LAYOUT, "f32_to_u32", &[1, 3]);
 static U32_TO_F32: Kernel = Kernel::new(&LAYOUT, "u32_to_f32", &[1, 3]);
 
+const _: () = assert!(MAX_RANK == 8, "Params spells MAX_RANK out as 8");
+
 #[repr(C)]
 #[derive(Clone, Copy, Default, Pod, Zeroable)]
 struct Params {
@@ -30,9 +32,10 @@ struct Params {
     base: u32,
     src_offset: u32,
     dst_offset: u32,
-    dims: [u32; 4],
-    src_strides: [u32; 4],
-    dst_strides: [u32; 4],
+    // MAX_RANK axes, written out: an array length from a constant in a Pod struct trips rustc 1.95 (an ICE)
+    dims: [u32; 8],
+    src_strides: [u32; 8],
+    dst_strides: [u32; 8],
     row_words: u32,
     rows: u32,
     first_row: u32,
@@ -48,8 +51,8 @@ pub(crate) fn contiguous_strides(shape: &[usize]) -> Vec<usize> {
     strides
 }
 
-/// Pads strides at the front with 0 to rank 4, beside [`dims4`] of the same shape.
-fn strides4(strides: &[usize]) -> [u32; 4] {
+/// Pads strides at the front with 0 to [`MAX_RANK`], beside [`padded_dims`] of the same shape.
+fn padded_strides(strides: &[usize]) -> [u32; MAX_RANK] {
     padded_front(strides, 0)
 }
 
@@ -80,9 +83,9 @@ pub(crate) fn strided_copy(
         count: count as u32,
         src_offset: source.offset as u32,
         dst_offset: target.offset as u32,
-        dims: dims4(dims),
-        src_strides: strides4(source.strides),
-        dst_strides: strides4(target.strides),
+        dims: padded_dims(dims),
+        src_strides: padded_strides(source.strides),
+        dst_strides: padded_strides(target.strides),
         ..Params::default()
     };
     let workgroups = limits.per_element(count, 1);
@@ -292,6 +295,6 @@ mod tests {
         assert_eq!(contiguous_strides(&[2, 3, 4]), vec![12, 4, 1]);
         assert_eq!(contiguous_strides(&[5]), vec![1]);
         assert!(contiguous_strides(&[]).is_empty());
-        assert_eq!(strides4(&[12, 4, 1]), [0, 12, 4, 1]);
+        assert_eq!(padded_strides(&[12, 4, 1]), [0, 0, 0, 0, 0, 12, 4, 1]);
     }
 }

@@ -166,7 +166,7 @@ fn binary_ops_at_same_shapes_match_f64(backend: &Backend, variant: &str) {
 
 per_backend!(binary_ops_broadcast_like_numpy_in_both_orders, "elementwise": scalar, vec4, vec4x4);
 fn binary_ops_broadcast_like_numpy_in_both_orders(backend: &Backend, variant: &str) {
-    let pairs: [(&[usize], &[usize]); 16] = [
+    let pairs: [(&[usize], &[usize]); 19] = [
         // a bias row over a batch (rows whose length is a multiple of 4 take their own kernels)
         (&[10, 1000], &[1000]),
         (&[257, 12], &[12]),
@@ -182,6 +182,10 @@ fn binary_ops_broadcast_like_numpy_in_both_orders(backend: &Backend, variant: &s
         (&[4, 1, 6, 1], &[5, 1, 7]),
         (&[2, 1, 1, 7], &[1, 3, 5, 1]),
         (&[1, 1, 1, 1], &[2, 3, 5, 7]),
+        // rank 8 (MAX_RANK): broadcast axes alternating, so no two axes fold into one; a rank-5 operand
+        (&[2, 1, 3, 1, 2, 1, 3, 1], &[1, 2, 1, 3, 1, 2, 1, 5]),
+        (&[3, 1, 2, 5, 1, 1, 2, 3], &[5, 1, 7, 1, 3]),
+        (&[1, 1, 1, 1, 1, 1, 1, 1], &[257]),
         // a column over a large batch: 1,000,003 elements
         (&[1_000_003, 1], &[1]),
         // zero elements: a 0 stays 0 against 1 or a missing axis
