@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import nn, optim
+from . import array_api, nn, optim
 from ._errors import (
     AdapterError,
     ArgumentTypeError,
@@ -79,6 +79,7 @@ __all__ = [
     "TuningCacheError",
     "UnconnectedGradients",
     "Variable",
+    "array_api",
     "concat",
     "devices",
     "load",

@@ -141,6 +141,62 @@ class Tensor:
     def tolist(self) -> Any:
         return self.numpy().tolist()
 
+    # --- Python's and the array protocols' conversions: of one element, as NumPy's; the host copy for DLPack ---
+
+    def _one_value(self, kind: str) -> Any:
+        if self.size != 1:
+            raise ArgumentTypeError(
+                f"only a tensor of one element converts to a Python {kind}; this one has shape {self.shape}"
+            )
+        return self.numpy().reshape(()).item()
+
+    def __float__(self) -> float:
+        return float(self._one_value("float"))
+
+    def __int__(self) -> int:
+        return int(self._one_value("int"))
+
+    def __complex__(self) -> complex:
+        return complex(self._one_value("complex"))
+
+    def __index__(self) -> int:
+        # As the standard's: an integer tensor only, so that a float never silently becomes an index.
+        if self.dtype.kind not in "iu":
+            raise ArgumentTypeError(f"a {self.dtype} tensor is no index: only integer tensors are")
+        return int(self._one_value("int"))
+
+    def __dlpack__(
+        self,
+        *,
+        stream: Any = None,
+        max_version: tuple[int, int] | None = None,
+        dl_device: tuple[int, int] | None = None,
+        copy: bool | None = None,
+    ) -> Any:
+        """A DLPack capsule of a host copy (``np.from_dlpack(t)``): the values are read back, as
+        :meth:`numpy` does, so the capsule never refers to GPU memory and outlives the session. ``copy=False``
+        is refused, since a device tensor cannot be shared with the host without one."""
+        if copy is False:
+            raise InvalidArgumentError("a tensor reaches the host only as a copy: __dlpack__(copy=False) cannot be met")
+        if dl_device is not None and tuple(dl_device) != (1, 0):
+            raise InvalidArgumentError(f"a tensor's DLPack export is a host (CPU, 1) copy; dl_device={dl_device}")
+        kwargs: dict[str, Any] = {} if max_version is None else {"max_version": max_version}
+        return self.numpy().__dlpack__(**kwargs)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        # kDLCPU: the export is a host copy.
+        return (1, 0)
+
+    def __array_namespace__(self, *, api_version: str | None = None) -> Any:
+        """The Array API namespace of these tensors: :mod:`wgcompute.array_api` (the 2024.12 standard)."""
+        from . import array_api
+
+        if api_version is not None and api_version != array_api.__array_api_version__:
+            raise InvalidArgumentError(
+                f"wgcompute implements the Array API {array_api.__array_api_version__}; api_version={api_version!r}"
+            )
+        return array_api
+
     # --- operands ---
 
     def _operand(self, other: Any) -> Tensor:
@@ -371,6 +427,31 @@ for _named in _ops.BINARY_ROWS:
     for _method in _operator_methods(_named.name, _named.doc, _ops.OPERATORS[_named.name]):
         setattr(Tensor, _method.__name__, _method)
 del _row, _named, _method
+
+# Tensors are immutable, as TensorFlow's are: ``t += 1`` would otherwise rebind ``t`` to a new tensor without a
+# word, which reads as a write to anyone who holds the old one. Each in-place operator says what to use instead.
+_IN_PLACE = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or", "xor", "lshift", "rshift")
+
+
+def _in_place_refusal(dunder: str) -> Callable[[Tensor, Any], Tensor]:
+    def refuse(self: Tensor, other: Any) -> Tensor:
+        if isinstance(self, Variable):
+            raise ArgumentTypeError(
+                f"variables change only through their methods: use v.assign(...), v.assign_add(...) or "
+                f"v.assign_sub(...) in place of an in-place operator (__i{dunder}__)"
+            )
+        raise ArgumentTypeError(
+            f"tensors are immutable (__i{dunder}__): write t = t <op> other for a new tensor, keep what changes "
+            f"in a Variable and use its assign/assign_add/assign_sub, or pick values with wgcompute.where"
+        )
+
+    refuse.__name__ = refuse.__qualname__ = f"Tensor.__i{dunder}__"
+    return refuse
+
+
+for _dunder in _IN_PLACE:
+    setattr(Tensor, f"__i{_dunder}__", _in_place_refusal(_dunder))
+del _dunder
 
 
 def concat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
