@@ -21,24 +21,7 @@ struct Params {
 
 @group(0) @binding(0) var<uniform> params: Params;
 
-
-// The element at `strides` of the output element `global`, its coordinates peeled off from the last axis. Once
-// what is left is 0, every coordinate before is 0 too: a low-rank shape pays for its own axes only.
-fn strided(global: u32, strides: array<vec4<u32>, 2>) -> u32 {
-    // A local copy: SPIR-V and GLSL index a function's own variable at run time, not an argument's value.
-    var axis_strides = strides;
-    var rest = global;
-    var index = 0u;
-    for (var axis = 7u; rest != 0u; axis = axis - 1u) {
-        let dim = params.dims[axis / 4u][axis % 4u];
-        index = index + (rest % dim) * axis_strides[axis / 4u][axis % 4u];
-        rest = rest / dim;
-        if (axis == 0u) {
-            break;
-        }
-    }
-    return index;
-}
+// strided(linear, strides) is generated (kernels/mod.rs `strided_wgsl`), for MAX_RANK axes.
 
 // Every storage binding is read_write: wgpu lets one buffer (a pool slab) be bound read-write many times in a
 // dispatch, but not read-only beside read-write.

@@ -30,23 +30,7 @@ struct Params {
 
 const NAN_BITS: u32 = 0x7fc00000u;
 
-// The word at `strides` of the block's element `linear`, its coordinates peeled off from the last axis; once
-// what is left is 0, every coordinate before is 0 too.
-fn strided(linear: u32, strides: array<vec4<u32>, 2>) -> u32 {
-    // A local copy: SPIR-V and GLSL index a function's own variable at run time, not an argument's value.
-    var axis_strides = strides;
-    var rest = linear;
-    var index = 0u;
-    for (var axis = 7u; rest != 0u; axis = axis - 1u) {
-        let dim = params.dims[axis / 4u][axis % 4u];
-        index = index + (rest % dim) * axis_strides[axis / 4u][axis % 4u];
-        rest = rest / dim;
-        if (axis == 0u) {
-            break;
-        }
-    }
-    return index;
-}
+// strided(linear, strides) is generated (kernels/mod.rs `strided_wgsl`), for MAX_RANK axes.
 
 // words_out[dst_offset + coords · dst_strides] = words_in[src_offset + coords · src_strides] for every coordinate
 // of the block `dims`.

@@ -236,7 +236,8 @@ fn generated() -> String {
             .map(|&(op, wgsl)| (op as u32, wgsl))
             .collect(),
     );
-    format!(
+    super::strided_wgsl()
+        + &format!(
         "fn unary_op(op: u32, x: f32, a: f32) -> f32 {{\n    let zero = 0.0;\n    switch op {{\n{unary}        default: {{ return nan(); }}\n    }}\n}}\n\n\
          fn binary_op(op: u32, x: f32, y: f32) -> f32 {{\n    switch op {{\n{binary}        default: {{ return nan(); }}\n    }}\n}}\n\n\
          fn unary_op4(op: u32, x: vec4<f32>, a: f32) -> vec4<f32> {{\n    let zero = vec4<f32>(0.0);\n    switch op {{\n{unary4}        default: {{ return vec4<f32>(nan()); }}\n    }}\n}}\n\n\

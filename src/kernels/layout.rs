@@ -7,13 +7,13 @@ use bytemuck::{Pod, Zeroable};
 use super::dispatch_windows;
 use super::plan::Limits;
 use crate::error::{Error, Result};
-use crate::runtime::{nothing_generated, BufferRange, Kernel, Runtime, Shader};
+use crate::runtime::{BufferRange, Kernel, Runtime, Shader};
 use crate::shape::{padded_dims, padded_front, MAX_RANK};
 
 static LAYOUT: Shader = Shader {
     name: "layout",
     source: include_str!("../../shaders/layout.wgsl"),
-    generated: nothing_generated,
+    generated: super::strided_wgsl,
 };
 
 static STRIDED_COPY: Kernel = Kernel::new(&LAYOUT, "strided_copy", &[1, 3]);

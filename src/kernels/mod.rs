@@ -35,6 +35,7 @@ pub(crate) mod softmax;
 
 use crate::error::Result;
 use crate::runtime::{BufferRange, Kernel, Runtime};
+use crate::shape::MAX_RANK;
 
 /// Every kernel family with variants, and its variants' names: what `SessionOptions::force_variant` accepts and
 /// tuning records name.
@@ -56,6 +57,31 @@ pub(crate) const VEC4: &str = "vec4";
 pub(crate) const VEC4X4: &str = "vec4x4";
 
 /// How many vec4s one invocation of such a variant handles: none for the scalar one.
+/// WGSL's `strided(linear, strides)`, shared by the shaders whose `Params` carry `dims` as [`MAX_RANK`] axes
+/// in vec4s: the element at `strides` of the block's element `linear`, its coordinates taken off from the last
+/// axis. Once what is left is 0 every coordinate before it is 0 too, so a low-rank shape pays for its own axes
+/// only. `strides` is copied into a variable: SPIR-V and GLSL index a function's own variable at run time, not
+/// an argument's value.
+pub(crate) fn strided_wgsl() -> String {
+    let (last, vec4s) = (MAX_RANK - 1, MAX_RANK / 4);
+    format!(
+        "fn strided(linear: u32, strides: array<vec4<u32>, {vec4s}>) -> u32 {{\n\
+         \x20   var axis_strides = strides;\n\
+         \x20   var rest = linear;\n\
+         \x20   var index = 0u;\n\
+         \x20   for (var axis = {last}u; rest != 0u; axis = axis - 1u) {{\n\
+         \x20       let dim = params.dims[axis / 4u][axis % 4u];\n\
+         \x20       index = index + (rest % dim) * axis_strides[axis / 4u][axis % 4u];\n\
+         \x20       rest = rest / dim;\n\
+         \x20       if (axis == 0u) {{\n\
+         \x20           break;\n\
+         \x20       }}\n\
+         \x20   }}\n\
+         \x20   return index;\n\
+         }}\n"
+    )
+}
+
 pub(crate) fn vec4s_per_invocation(variant: &str) -> u32 {
     match variant {
         VEC4 => 1,

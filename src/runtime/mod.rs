@@ -13,9 +13,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::error::{Error, Result};
 use crate::pool::{Allocation, MemoryStats, Pool, PoolConfig, SlabError, SlabId, SlabStorage};
 
-pub(crate) use pipelines::{
-    nothing_generated, wgsl_constants, Kernel, PipelineCache, Shader, WORKGROUP_SIZE,
-};
+pub(crate) use pipelines::{wgsl_constants, Kernel, PipelineCache, Shader, WORKGROUP_SIZE};
 pub(crate) use suspend::{ResumeFigures, SuspendFigures, Suspension};
 pub(crate) use tuner::{adapter_key, cache_file, size_bucket, Tuner};
 pub use tuner::{

@@ -35,11 +35,6 @@ impl Shader {
     }
 }
 
-/// For families that derive nothing beyond the prelude.
-pub(crate) fn nothing_generated() -> String {
-    String::new()
-}
-
 /// `const NAME: u32 = Nu;` lines, for op codes shared with Rust.
 pub(crate) fn wgsl_constants(constants: &[(&str, u32)]) -> String {
     constants
