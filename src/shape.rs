@@ -133,9 +133,10 @@ pub fn binary_shape(op: BinaryOp, lhs: &[usize], rhs: &[usize]) -> Result<Vec<us
 /// ops): the input's, which must be within [`MAX_RANK`].
 ///
 /// ```
-/// use wgcompute::{shape::unary_shape, UnaryOp};
+/// use wgcompute::{shape::unary_shape, UnaryOp, MAX_RANK};
 /// assert_eq!(unary_shape(UnaryOp::Exp, &[2, 3]).ok(), Some(vec![2, 3]));
-/// assert!(unary_shape(UnaryOp::Exp, &[1, 1, 1, 1, 1]).is_err());
+/// assert!(unary_shape(UnaryOp::Exp, &[1; MAX_RANK]).is_ok());
+/// assert!(unary_shape(UnaryOp::Exp, &[1; MAX_RANK + 1]).is_err());
 /// ```
 pub fn unary_shape(op: UnaryOp, shape: &[usize]) -> Result<Vec<usize>> {
     tensor_shape(op.name(), shape)
