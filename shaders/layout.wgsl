@@ -18,6 +18,17 @@ struct Params {
     rows: u32,
     first_row: u32,
     total_rows: u32,
+    // take and scatter along an axis: a tensor seen as [outer, axis_len, inner] and the picks as
+    // [outer, picked, inner]; pick (o, j, i) reads its index at o·index_outer + j·index_axis + i·index_inner.
+    // index_signed: the index words are i32, negative counting from the end. mode: see each kernel.
+    inner: u32,
+    axis_len: u32,
+    picked: u32,
+    index_outer: u32,
+    index_axis: u32,
+    index_inner: u32,
+    index_signed: u32,
+    mode: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -27,6 +38,10 @@ struct Params {
 @group(0) @binding(1) var<storage, read_write> words_in: array<u32>;
 @group(0) @binding(2) var<storage, read_write> indices: array<u32>;
 @group(0) @binding(3) var<storage, read_write> words_out: array<u32>;
+// take and scatter: the smallest index position found out of bounds (u32::MAX while none is), and the values a
+// scatter writes.
+@group(0) @binding(4) var<storage, read_write> fault: array<atomic<u32>>;
+@group(0) @binding(5) var<storage, read_write> values_in: array<u32>;
 
 const NAN_BITS: u32 = 0x7fc00000u;
 
@@ -42,6 +57,99 @@ fn strided_copy(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workg
     }
     words_out[params.dst_offset + strided(i, params.dst_strides)] =
         words_in[params.src_offset + strided(i, params.src_strides)];
+}
+
+// The index a pick reads, in bounds or axis_len: negative i32 indices count from the end.
+fn picked_index(position: u32) -> u32 {
+    let word = indices[position];
+    if (params.index_signed != 0u && bitcast<i32>(word) < 0) {
+        let back = 0u - word;
+        return select(params.axis_len, params.axis_len - back, back <= params.axis_len);
+    }
+    return min(word, params.axis_len);
+}
+
+fn index_position(outer: u32, j: u32, inner: u32) -> u32 {
+    return outer * params.index_outer + j * params.index_axis + inner * params.index_inner;
+}
+
+// output[o, j, i] = input[o, indices[o, j, i], i] (the index read at the pick's position; see Params): take along
+// an axis, and take_along_axis. An index out of bounds gives NaN and leaves its position in `fault`, which the
+// caller reads back and reports. mode 1 (the gradient of a put): a pick overwritten by a later pick of the same
+// index in its lane gives 0.
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn take_axis(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let i = linear_index(id, groups);
+    if (i >= params.count) {
+        return;
+    }
+    let inner = i % params.inner;
+    let j = (i / params.inner) % params.picked;
+    let outer = i / (params.inner * params.picked);
+    let position = index_position(outer, j, inner);
+    let index = picked_index(position);
+    if (index >= params.axis_len) {
+        atomicMin(&fault[0], position);
+        words_out[i] = NAN_BITS;
+        return;
+    }
+    var value = words_in[(outer * params.axis_len + index) * params.inner + inner];
+    if (params.mode == 1u) {
+        for (var later = j + 1u; later < params.picked; later++) {
+            if (picked_index(index_position(outer, later, inner)) == index) {
+                value = 0u;
+                break;
+            }
+        }
+    }
+    words_out[i] = value;
+}
+
+// output[o, r, i] from input[o, r, i] (the base) and the f32 values[o, j, i] of the picks j whose index is r,
+// visited in order, so that the result does not depend on the order invocations run in (no atomics): mode 0
+// adds their sum to the base (a scatter-add), 1 takes the last one's value (a put), 2 gives 0 where any pick
+// lands and the base elsewhere (a put's gradient); with bit 4 set the base is 0 and `words_in` is not read (a
+// take's gradient). The invocation at r = 0 of each lane also checks that lane's indices, leaving the smallest
+// bad position in `fault`.
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn scatter_axis(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let i = linear_index(id, groups);
+    if (i >= params.count) {
+        return;
+    }
+    let inner = i % params.inner;
+    let row = (i / params.inner) % params.axis_len;
+    let outer = i / (params.inner * params.axis_len);
+    let kind = params.mode & 3u;
+    var word = 0u;
+    if ((params.mode & 4u) == 0u) {
+        word = words_in[i];
+    }
+    var total = 0.0;
+    var hit = false;
+    for (var j = 0u; j < params.picked; j++) {
+        let position = index_position(outer, j, inner);
+        let index = picked_index(position);
+        if (index >= params.axis_len) {
+            if (row == 0u) {
+                atomicMin(&fault[0], position);
+            }
+        } else if (index == row) {
+            let value = values_in[(outer * params.picked + j) * params.inner + inner];
+            hit = true;
+            if (kind == 0u) {
+                total += bitcast<f32>(value);
+            } else {
+                word = value;
+            }
+        }
+    }
+    if (kind == 0u && hit) {
+        word = bitcast<u32>(bitcast<f32>(word) + total);
+    } else if (kind == 2u && hit) {
+        word = 0u;
+    }
+    words_out[i] = word;
 }
 
 // output row r = input row indices[r]; an index past the table's rows gives a row of NaN. A table larger than

@@ -119,6 +119,10 @@ pub enum Error {
         "{op}: the tensors belong to different sessions; move data with to_vec() and upload it"
     )]
     SessionMismatch { op: &'static str },
+    /// An index that does not fit the tensor it indexes: an integer past the end of its axis (named, with the
+    /// axis' size), too many indices, a mask of the wrong shape.
+    #[error("index error in {op}: {message}")]
+    Index { op: &'static str, message: String },
 
     // --- training ---
     /// A training step's loss was NaN or infinite: the model's parameters are no longer numbers worth keeping.
@@ -190,6 +194,8 @@ pub enum ErrorKind {
     /// An argument out of its range, or a fraction of device memory that is not known.
     InvalidArgument,
     SessionMismatch,
+    /// An index out of its axis' bounds, or an index that does not fit the tensor's shape.
+    Index,
     SessionClosed,
     Suspended,
     NotSuspended,
@@ -212,6 +218,7 @@ impl ErrorKind {
         ErrorKind::DType,
         ErrorKind::InvalidArgument,
         ErrorKind::SessionMismatch,
+        ErrorKind::Index,
         ErrorKind::SessionClosed,
         ErrorKind::Suspended,
         ErrorKind::NotSuspended,
@@ -237,6 +244,7 @@ impl Error {
                 ErrorKind::InvalidArgument
             }
             Error::SessionMismatch { .. } => ErrorKind::SessionMismatch,
+            Error::Index { .. } => ErrorKind::Index,
             Error::SessionClosed => ErrorKind::SessionClosed,
             Error::Suspended => ErrorKind::Suspended,
             Error::NotSuspended => ErrorKind::NotSuspended,

@@ -47,6 +47,7 @@ pub use files::kind_of as file_kind;
 pub use kernels::kernel_variants;
 pub use nn::{Linear, Mlp, Module};
 pub use op::elementwise::{BinaryOp, UnaryOp};
+pub use op::index::{HostArray, IndexItem, Slice};
 pub use op::matmul::Transpose;
 pub use op::reduce::ReduceOp;
 pub use ops::optim::{AdamConfig, AdamHyperparameter, EpsilonPlacement};

@@ -17,6 +17,7 @@
 
 use crate::error::{Error, Result};
 use crate::op::elementwise::{BinaryOp, UnaryOp};
+use crate::op::index::{IndexItem, Slice};
 use crate::op::matmul::Transpose;
 use crate::op::reduce::{ReduceOp, Reduction};
 use crate::op::softmax::MAX_COLS;
@@ -539,6 +540,193 @@ pub fn adam_update_count(param: &[usize], grads: &[usize]) -> Result<usize> {
             ),
         )),
     }
+}
+
+// --- indexing ---
+
+fn index_error(op: &'static str, message: String) -> Error {
+    Error::Index { op, message }
+}
+
+/// The strided view the basic entries of an index select: `shape` and signed element `strides` from `offset`
+/// in the source. The axes integer arrays index are kept whole, grouped at `advanced_at` in the order of their
+/// entries (the source axis of each in `advanced`), where their broadcast dims will go.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct IndexView {
+    pub offset: usize,
+    pub shape: Vec<usize>,
+    pub strides: Vec<isize>,
+    pub advanced: Vec<usize>,
+    pub advanced_at: usize,
+}
+
+impl IndexView {
+    /// Whether the view is the source itself, element for element.
+    pub(crate) fn is_whole(&self, source: &[usize]) -> bool {
+        let contiguous = contiguous_strides_signed(source);
+        self.offset == 0 && self.shape == source && self.strides == contiguous
+    }
+}
+
+/// Signed element strides of a contiguous row-major tensor of `shape`.
+pub(crate) fn contiguous_strides_signed(shape: &[usize]) -> Vec<isize> {
+    let mut strides = vec![1isize; shape.len()];
+    for axis in (0..shape.len().saturating_sub(1)).rev() {
+        strides[axis] = strides[axis + 1] * shape[axis + 1] as isize;
+    }
+    strides
+}
+
+/// The first index, element count and step a Python slice takes of an axis of `len`, as `slice.indices` does.
+pub(crate) fn slice_span(slice: Slice, len: usize) -> (i64, usize, i64) {
+    let (len, step) = (len as i64, slice.step);
+    let (lower, upper) = if step < 0 { (-1, len - 1) } else { (0, len) };
+    let bound = |value: Option<i64>, default: i64| match value {
+        None => default,
+        Some(value) => {
+            let value = if value < 0 {
+                value.saturating_add(len)
+            } else {
+                value
+            };
+            value.clamp(lower, upper)
+        }
+    };
+    let start = bound(slice.start, if step < 0 { upper } else { lower });
+    let stop = bound(slice.stop, if step < 0 { lower } else { upper });
+    let count = if step < 0 && stop < start {
+        (start - stop - 1) / -step + 1
+    } else if step > 0 && start < stop {
+        (stop - start - 1) / step + 1
+    } else {
+        0
+    };
+    (start, count as usize, step)
+}
+
+/// An integer index into an axis of `len`, negative counting from the end, or an index error naming the axis.
+pub(crate) fn wrap_index(op: &'static str, value: i64, axis: usize, len: usize) -> Result<usize> {
+    let wrapped = if value < 0 {
+        value.checked_add(len as i64)
+    } else {
+        Some(value)
+    };
+    match wrapped {
+        Some(index) if (0..len as i64).contains(&index) => Ok(index as usize),
+        _ => Err(index_error(
+            op,
+            format!("index {value} is out of bounds for axis {axis} with size {len}"),
+        )),
+    }
+}
+
+/// The view the basic entries of `items` take of a tensor of `shape` (masks already turned into the integer
+/// arrays of their set positions), with NumPy's rules: one `...` at most, standing for as many whole axes as
+/// the other entries leave (at the end if none is given); integers drop their axis (and, beside an integer
+/// array, count as one for where the arrays' dims go).
+pub(crate) fn index_view<A>(
+    op: &'static str,
+    shape: &[usize],
+    items: &[IndexItem<'_, A>],
+) -> Result<IndexView> {
+    let consumed = items
+        .iter()
+        .filter(|item| !matches!(item, IndexItem::Ellipsis | IndexItem::NewAxis))
+        .count();
+    let ellipses = items
+        .iter()
+        .filter(|item| matches!(item, IndexItem::Ellipsis))
+        .count();
+    if ellipses > 1 {
+        return Err(index_error(
+            op,
+            "an index can only have a single ellipsis ('...')".to_string(),
+        ));
+    }
+    if consumed > shape.len() {
+        return Err(index_error(
+            op,
+            format!(
+                "too many indices: {consumed} given for a tensor of shape {shape:?} ({} axes)",
+                shape.len()
+            ),
+        ));
+    }
+    let source_strides = contiguous_strides_signed(shape);
+    let any_array = items.iter().any(IndexItem::is_array);
+    // Each basic dim of the view (its size and stride), and `None` where an array's axis stands.
+    let mut dims: Vec<Option<(usize, isize)>> = Vec::new();
+    let mut advanced = Vec::new();
+    let mut advanced_positions = Vec::new();
+    let mut offset = 0i64;
+    let mut axis = 0;
+    let whole = IndexItem::<A>::Slice(Slice::ALL);
+    let spread = shape.len() - consumed;
+    let expanded = items.iter().flat_map(|item| match item {
+        IndexItem::Ellipsis => std::iter::repeat_n(&whole, spread).collect::<Vec<_>>(),
+        item => vec![item],
+    });
+    let trailing = std::iter::repeat_n(&whole, if ellipses == 0 { spread } else { 0 });
+    for (position, item) in expanded.chain(trailing).enumerate() {
+        match item {
+            IndexItem::Int(value) => {
+                let index = wrap_index(op, *value, axis, shape[axis])?;
+                offset += index as i64 * source_strides[axis] as i64;
+                if any_array {
+                    advanced_positions.push(position);
+                }
+                axis += 1;
+            }
+            IndexItem::Slice(slice) => {
+                if slice.step == 0 {
+                    return Err(index_error(op, format!("slice step cannot be zero (axis {axis})")));
+                }
+                let (start, count, step) = slice_span(*slice, shape[axis]);
+                if count > 0 {
+                    offset += start * source_strides[axis] as i64;
+                }
+                dims.push(Some((count, step as isize * source_strides[axis])));
+                axis += 1;
+            }
+            IndexItem::NewAxis => dims.push(Some((1, 0))),
+            IndexItem::Array(_) | IndexItem::HostArray(_) => {
+                advanced.push(axis);
+                advanced_positions.push(position);
+                dims.push(None);
+                axis += 1;
+            }
+            IndexItem::Mask(_) | IndexItem::HostMask(_) | IndexItem::Ellipsis => {
+                return Err(index_error(
+                    op,
+                    "a mask stands for the integer arrays of its set positions before the view is taken"
+                        .to_string(),
+                ))
+            }
+        }
+    }
+    let adjacent = advanced_positions
+        .windows(2)
+        .all(|pair| pair[1] == pair[0] + 1);
+    let advanced_at = if adjacent {
+        dims.iter().position(Option::is_none).map_or(0, |first| {
+            dims[..first].iter().filter(|dim| dim.is_some()).count()
+        })
+    } else {
+        0
+    };
+    let mut basic: Vec<(usize, isize)> = dims.into_iter().flatten().collect();
+    let grouped = advanced
+        .iter()
+        .map(|&axis| (shape[axis], source_strides[axis]));
+    basic.splice(advanced_at..advanced_at, grouped);
+    let (view_shape, strides) = basic.into_iter().unzip();
+    Ok(IndexView {
+        offset: offset as usize,
+        shape: view_shape,
+        strides,
+        advanced,
+        advanced_at,
+    })
 }
 
 // --- what the kernels read ---

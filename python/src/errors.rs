@@ -51,6 +51,7 @@ pub fn class_of(kind: ErrorKind) -> Option<&'static str> {
         ErrorKind::DType => "DTypeError",
         ErrorKind::InvalidArgument => "InvalidArgumentError",
         ErrorKind::SessionMismatch => "SessionMismatchError",
+        ErrorKind::Index => "IndexOutOfRangeError",
         ErrorKind::SessionClosed => "SessionClosedError",
         ErrorKind::Suspended => "SuspendedError",
         ErrorKind::NotSuspended => "NotSuspendedError",

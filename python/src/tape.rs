@@ -9,10 +9,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use pyo3::prelude::*;
+use pyo3::types::PyTuple;
 use wgcompute::{BinaryOp, DType, ReduceOp, Transpose, UnaryOp, Var};
 
 use crate::errors::{forked, named, raise};
-use crate::tensor::{activation_named, unknown, Tensor};
+use crate::tensor::{activation_named, unknown, Key, KeyEntry, Tensor};
 
 /// What a tape has recorded, until its release.
 struct Recorded {
@@ -421,5 +422,72 @@ impl Tape {
     ) -> PyResult<Tensor> {
         let parts: Vec<&Tensor> = parts.iter().map(|part| &**part).collect();
         self.record(py, &parts, |tape, vars| tape.concat(vars, axis))
+    }
+    // --- indexing ---
+
+    /// `x[key]`, recorded: the key's tensors (index arrays, masks) are constants.
+    fn index(&self, py: Python<'_>, x: &Tensor, key: Vec<Bound<'_, PyTuple>>) -> PyResult<Tensor> {
+        let key = Key::parse(&key)?;
+        let mut operands = vec![x];
+        operands.extend(key.operands());
+        let entries = &key.entries;
+        self.record(py, &operands, |tape, vars| {
+            let items = KeyEntry::items(entries, &vars[1..]);
+            tape.index(vars[0], &items)
+        })
+    }
+
+    fn take(&self, py: Python<'_>, x: &Tensor, indices: &Tensor, axis: usize) -> PyResult<Tensor> {
+        self.record(py, &[x, indices], |tape, vars| {
+            tape.take(vars[0], vars[1], axis)
+        })
+    }
+
+    fn take_along_axis(
+        &self,
+        py: Python<'_>,
+        x: &Tensor,
+        indices: &Tensor,
+        axis: usize,
+    ) -> PyResult<Tensor> {
+        self.record(py, &[x, indices], |tape, vars| {
+            tape.take_along_axis(vars[0], vars[1], axis)
+        })
+    }
+
+    /// `values` added ("add") or written ("update") at `indices` along `axis` of `x`, recorded.
+    fn scatter(
+        &self,
+        py: Python<'_>,
+        x: &Tensor,
+        indices: &Tensor,
+        values: &Tensor,
+        axis: usize,
+        how: &str,
+    ) -> PyResult<Tensor> {
+        let update = how == "update";
+        self.record(py, &[x, indices, values], |tape, vars| {
+            if update {
+                tape.index_update(vars[0], vars[1], vars[2], axis)
+            } else {
+                tape.scatter_add(vars[0], vars[1], vars[2], axis)
+            }
+        })
+    }
+
+    #[pyo3(signature = (x, axes=None))]
+    fn flip(&self, py: Python<'_>, x: &Tensor, axes: Option<Vec<usize>>) -> PyResult<Tensor> {
+        self.record(py, &[x], |tape, vars| tape.flip(vars[0], axes.as_deref()))
+    }
+
+    #[pyo3(signature = (x, shift, axis=None))]
+    fn roll(
+        &self,
+        py: Python<'_>,
+        x: &Tensor,
+        shift: i64,
+        axis: Option<usize>,
+    ) -> PyResult<Tensor> {
+        self.record(py, &[x], |tape, vars| tape.roll(vars[0], shift, axis))
     }
 }

@@ -4,9 +4,10 @@
 
 use std::sync::Arc;
 
-use numpy::IntoPyArray;
+use numpy::{IntoPyArray, PyReadonlyArrayDyn, PyUntypedArrayMethods};
 use pyo3::prelude::*;
-use wgcompute::{BinaryOp, DType, ReduceOp, Transpose, UnaryOp};
+use pyo3::types::PyTuple;
+use wgcompute::{BinaryOp, DType, HostArray, IndexItem, ReduceOp, Slice, Transpose, UnaryOp};
 
 use crate::errors::{forked, named, OrRaise};
 
@@ -266,6 +267,177 @@ impl Tensor {
             .detach(|| wgcompute::Tensor::concat(&tensors, axis))
             .or_raise()?;
         Ok(Tensor::new(joined, pid))
+    }
+
+    // --- indexing ---
+
+    /// `x[key]`, the key parsed by the package into tagged entries.
+    fn index(&self, py: Python<'_>, key: Vec<Bound<'_, PyTuple>>) -> PyResult<Tensor> {
+        let key = Key::parse(&key)?;
+        let tensors = key
+            .operands()
+            .into_iter()
+            .map(Tensor::get)
+            .collect::<PyResult<Vec<_>>>()?;
+        let items = KeyEntry::items(&key.entries, &tensors);
+        self.run(py, |tensor| tensor.index(&items))
+    }
+
+    /// `x[key] = value` (or `+=`, `-=` by `how`: "set", "add", "sub") in place, for keys of basic entries.
+    fn index_assign(
+        &self,
+        py: Python<'_>,
+        key: Vec<Bound<'_, PyTuple>>,
+        value: &Tensor,
+        how: &str,
+    ) -> PyResult<()> {
+        let key = Key::parse(&key)?;
+        let items = KeyEntry::items::<&wgcompute::Tensor>(&key.entries, &[]);
+        let (target, value) = (self.get()?, value.get()?);
+        let how = how.to_string();
+        py.detach(|| match how.as_str() {
+            "set" => target.index_assign(&items, value),
+            subtract => target.index_assign_add(&items, value, subtract == "sub"),
+        })
+        .or_raise()
+    }
+
+    fn take(&self, py: Python<'_>, indices: &Tensor, axis: usize) -> PyResult<Tensor> {
+        let indices = indices.get()?;
+        self.run(py, |tensor| tensor.take(indices, axis))
+    }
+
+    fn take_along_axis(&self, py: Python<'_>, indices: &Tensor, axis: usize) -> PyResult<Tensor> {
+        let indices = indices.get()?;
+        self.run(py, |tensor| tensor.take_along_axis(indices, axis))
+    }
+
+    /// A new tensor with `values` added ("add") or written ("update") at `indices` along `axis`.
+    fn scatter(
+        &self,
+        py: Python<'_>,
+        indices: &Tensor,
+        values: &Tensor,
+        axis: usize,
+        how: &str,
+    ) -> PyResult<Tensor> {
+        let (indices, values) = (indices.get()?, values.get()?);
+        let update = how == "update";
+        self.run(py, |tensor| {
+            if update {
+                tensor.index_update(indices, values, axis)
+            } else {
+                tensor.scatter_add(indices, values, axis)
+            }
+        })
+    }
+
+    #[pyo3(signature = (axes=None))]
+    fn flip(&self, py: Python<'_>, axes: Option<Vec<usize>>) -> PyResult<Tensor> {
+        self.run(py, |tensor| tensor.flip(axes.as_deref()))
+    }
+
+    #[pyo3(signature = (shift, axis=None))]
+    fn roll(&self, py: Python<'_>, shift: i64, axis: Option<usize>) -> PyResult<Tensor> {
+        self.run(py, |tensor| tensor.roll(shift, axis))
+    }
+}
+
+/// One entry of an index as the package's key parser (`wgcompute/_index.py`) hands it over, a tuple of a tag
+/// and its parts; an array or mask tensor stands in [`Key::tensors`], in order.
+pub(crate) enum KeyEntry {
+    Int(i64),
+    Slice(Slice),
+    Ellipsis,
+    NewAxis,
+    Array,
+    HostArray(Vec<i64>, Vec<usize>),
+    Mask,
+    HostMask(Vec<bool>, Vec<usize>),
+}
+
+/// A parsed key: its entries, and the tensors its array and mask entries name.
+pub(crate) struct Key<'py> {
+    pub entries: Vec<KeyEntry>,
+    pub tensors: Vec<Bound<'py, Tensor>>,
+}
+
+impl<'py> Key<'py> {
+    pub(crate) fn parse(key: &[Bound<'py, PyTuple>]) -> PyResult<Key<'py>> {
+        let mut tensors = Vec::new();
+        let mut entries = Vec::with_capacity(key.len());
+        for entry in key {
+            let tag: String = entry.get_item(0)?.extract()?;
+            let part = |at: usize| entry.get_item(at);
+            entries.push(match tag.as_str() {
+                "int" => KeyEntry::Int(part(1)?.extract()?),
+                "slice" => KeyEntry::Slice(Slice {
+                    start: part(1)?.extract()?,
+                    stop: part(2)?.extract()?,
+                    step: part(3)?.extract()?,
+                }),
+                "ellipsis" => KeyEntry::Ellipsis,
+                "newaxis" => KeyEntry::NewAxis,
+                "array" | "mask" => {
+                    tensors.push(part(1)?.cast_into::<Tensor>()?);
+                    if tag == "array" {
+                        KeyEntry::Array
+                    } else {
+                        KeyEntry::Mask
+                    }
+                }
+                "host_array" => {
+                    let values: PyReadonlyArrayDyn<'py, i64> = part(1)?.extract()?;
+                    let shape = values.shape().to_vec();
+                    KeyEntry::HostArray(values.as_array().iter().copied().collect(), shape)
+                }
+                "host_mask" => {
+                    let values: PyReadonlyArrayDyn<'py, bool> = part(1)?.extract()?;
+                    let shape = values.shape().to_vec();
+                    KeyEntry::HostMask(values.as_array().iter().copied().collect(), shape)
+                }
+                other => {
+                    return Err(named(
+                        "InvalidArgumentError",
+                        format!("no index entry of kind {other:?}"),
+                    ))
+                }
+            });
+        }
+        Ok(Key { entries, tensors })
+    }
+
+    /// The tensors of the array and mask entries, in order: the operands a tape records beside the indexed one.
+    pub(crate) fn operands(&self) -> Vec<&Tensor> {
+        self.tensors.iter().map(Bound::get).collect()
+    }
+}
+
+impl KeyEntry {
+    /// The library's entries, each array or mask entry taking the next of `tensors` (the key's own, or a
+    /// tape's variables of them).
+    pub(crate) fn items<'a, A: Copy>(
+        entries: &'a [KeyEntry],
+        tensors: &[A],
+    ) -> Vec<IndexItem<'a, A>> {
+        let mut next = tensors.iter().copied();
+        entries
+            .iter()
+            .map(|entry| match entry {
+                KeyEntry::Int(value) => IndexItem::Int(*value),
+                KeyEntry::Slice(slice) => IndexItem::Slice(*slice),
+                KeyEntry::Ellipsis => IndexItem::Ellipsis,
+                KeyEntry::NewAxis => IndexItem::NewAxis,
+                KeyEntry::Array => IndexItem::Array(next.next().expect("a tensor per array entry")),
+                KeyEntry::Mask => IndexItem::Mask(next.next().expect("a tensor per mask entry")),
+                KeyEntry::HostArray(values, shape) => {
+                    IndexItem::HostArray(HostArray { values, shape })
+                }
+                KeyEntry::HostMask(values, shape) => {
+                    IndexItem::HostMask(HostArray { values, shape })
+                }
+            })
+            .collect()
     }
 }
 

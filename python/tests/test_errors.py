@@ -27,6 +27,7 @@ BUILTINS = {
     "InvalidArgumentError": ValueError,
     "ArgumentTypeError": TypeError,
     "SessionMismatchError": ValueError,
+    "IndexOutOfRangeError": IndexError,
     "SessionClosedError": RuntimeError,
     "SuspendedError": RuntimeError,
     "NotSuspendedError": RuntimeError,

@@ -35,6 +35,7 @@ from ._errors import (
     DTypeError,
     Error,
     ForkedError,
+    IndexOutOfRangeError,
     InvalidArgumentError,
     NotSuspendedError,
     OutOfMemoryError,
@@ -48,7 +49,19 @@ from ._errors import (
 from ._io import load, save
 from ._session import Device, DeviceMemory, Session, devices
 from ._tape import GradientTape, UnconnectedGradients
-from ._tensor import Tensor, Variable, concat, matmul, softmax_cross_entropy
+from ._tensor import (
+    Tensor,
+    Variable,
+    concat,
+    flip,
+    index_update,
+    matmul,
+    roll,
+    scatter_add,
+    softmax_cross_entropy,
+    take,
+    take_along_axis,
+)
 from ._wgcompute import CloseReport, MemoryStats
 
 __all__ = [
@@ -64,6 +77,7 @@ __all__ = [
     "Error",
     "ForkedError",
     "GradientTape",
+    "IndexOutOfRangeError",
     "InvalidArgumentError",
     "MLPClassifier",
     "MemoryStats",
@@ -88,6 +102,12 @@ __all__ = [
     "optim",
     "save",
     "softmax_cross_entropy",
+    "flip",
+    "index_update",
+    "roll",
+    "scatter_add",
+    "take",
+    "take_along_axis",
 ]
 
 __version__ = "0.1.0"
@@ -105,6 +125,12 @@ for _public in (
     concat,
     matmul,
     softmax_cross_entropy,
+    flip,
+    index_update,
+    roll,
+    scatter_add,
+    take,
+    take_along_axis,
     load,
     save,
 ):

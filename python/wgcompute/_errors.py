@@ -41,6 +41,11 @@ class SessionMismatchError(Error, ValueError):
     """Tensors of two different sessions in one operation."""
 
 
+class IndexOutOfRangeError(Error, IndexError):
+    """An index that does not fit the tensor: an integer past the end of its axis (the message names the axis and
+    its size), too many indices, a mask of the wrong shape."""
+
+
 class SessionClosedError(Error, RuntimeError):
     """The session was closed; its GPU memory is released. Open a new session and upload the data again."""
 

@@ -14,9 +14,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from . import _ops, _wgcompute
+from . import _index, _ops, _wgcompute
 from ._convert import _count, _flag, _not_picklable, _number, _sequence, _shape
-from ._errors import ArgumentTypeError, DTypeError, InvalidArgumentError, SessionClosedError, ShapeError
+from ._errors import (
+    ArgumentTypeError,
+    DTypeError,
+    IndexOutOfRangeError,
+    InvalidArgumentError,
+    SessionClosedError,
+    ShapeError,
+)
 
 if TYPE_CHECKING:
     from ._session import Session
@@ -349,8 +356,6 @@ class Tensor:
             lambda tape: tape.gather_rows(self._t, indices._t),
         )
 
-    take = gather_rows
-
     def one_hot(self, classes: int) -> Tensor:
         """uint32 class ids [n] as float32 rows [n, classes]."""
         # Its input is integer, so nothing flows through it.
@@ -370,6 +375,118 @@ class Tensor:
         if self._t.dtype != "float32":
             return self._wrap(self._t.copy())
         return self._op((self,), self._t.copy, lambda tape: tape.unary(self._t, "copy"))
+
+    # --- indexing ---
+
+    def __getitem__(self, key: Any) -> Tensor:
+        """NumPy's indexing: ints, slices (any step), ``...``, ``None``, integer arrays (uint32 tensors, numpy
+        arrays, lists; several broadcast together) and boolean masks. Out-of-bounds indices raise
+        :class:`IndexOutOfRangeError` (an ``IndexError``) naming the axis. Basic indexing is one strided copy."""
+        entries = _index.parse(key)
+        operands = [self, *(Tensor._of(inner, self._session) for inner in _index.tensors(entries))]
+        return self._op(operands, lambda: self._t.index(entries), lambda tape: tape.index(self._t, entries))
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        raise ArgumentTypeError(
+            "a Tensor is immutable: compute a new one (wgcompute.where(mask, value, x), x.index_update(indices, "
+            "values, axis) or scatter_add), or keep the values in a Variable and write them with "
+            "variable[key].assign(value)"
+        )
+
+    def _indices(self, indices: Any, axis: int) -> Tensor:
+        """Index values as a uint32 tensor: a tensor as it is, host ints wrapped (negative from the end) and
+        checked against ``axis`` here."""
+        if isinstance(indices, Tensor):
+            return indices
+        try:
+            array = np.asarray(indices)
+        except (TypeError, ValueError, OverflowError) as error:
+            raise ArgumentTypeError(f"indices are integers; got {indices!r:.80}: {error}") from None
+        if array.size == 0:
+            array = array.astype(np.int64)
+        if array.dtype.kind not in "iu":
+            raise ArgumentTypeError(f"indices are integers; got an array of {array.dtype}")
+        size = self.shape[axis]
+        bad = (array < -size) | (array >= size)
+        if bad.any():
+            raise IndexOutOfRangeError(
+                f"index {int(array[bad].flat[0])} is out of bounds for axis {axis} with size {size}"
+            )
+        return self._owner().tensor(np.where(array < 0, array + size, array).astype(np.uint32))
+
+    def take(self, indices: Any, axis: int | None = None) -> Tensor:
+        """The entries at ``indices`` (a uint32 tensor, checked on the device; or host ints, negative from the
+        end, checked here) along ``axis`` (the Array API's ``take``; without an axis, along the first, as
+        :meth:`gather_rows` picks rows)."""
+        axis = 0 if axis is None else self._axis(axis)
+        if not isinstance(indices, Tensor):
+            if not isinstance(indices, (list, np.ndarray, numbers.Integral)) or isinstance(indices, bool):
+                raise ArgumentTypeError(
+                    f"take's indices are a uint32 tensor or integers; got {type(indices).__name__} {indices!r:.80}"
+                )
+            return self[(slice(None),) * axis + (indices,)]
+        return self._op(
+            (self, indices),
+            lambda: self._t.take(indices._t, axis),
+            lambda tape: tape.take(self._t, indices._t, axis),
+        )
+
+    def take_along_axis(self, indices: Any, axis: int = -1) -> Tensor:
+        """The Array API's ``take_along_axis``: indices of this tensor's rank and sizes (but along ``axis``), each
+        picking along its own lane."""
+        axis = self._axis(axis)
+        indices = self._indices(indices, axis)
+        return self._op(
+            (self, indices),
+            lambda: self._t.take_along_axis(indices._t, axis),
+            lambda tape: tape.take_along_axis(self._t, indices._t, axis),
+        )
+
+    def _scatter(self, indices: Any, values: Any, axis: int, how: str) -> Tensor:
+        axis = self._axis(axis)
+        indices, values = self._indices(indices, axis), self._operand(values)
+        return self._op(
+            (self, indices, values),
+            lambda: self._t.scatter(indices._t, values._t, axis, how),
+            lambda tape: tape.scatter(self._t, indices._t, values._t, axis, how),
+        )
+
+    def scatter_add(self, indices: Any, values: Any, axis: int = 0) -> Tensor:
+        """A new tensor: this one with ``values`` added at ``indices`` along ``axis``, repeated indices adding up
+        (``numpy.add.at``); ``values`` has the shape ``take(indices, axis)`` gives."""
+        return self._scatter(indices, values, axis, "add")
+
+    def index_update(self, indices: Any, values: Any, axis: int = 0) -> Tensor:
+        """A new tensor: this one with the entries at ``indices`` along ``axis`` set to ``values`` (of the shape
+        ``take(indices, axis)`` gives); of repeated indices the last one's value is kept."""
+        return self._scatter(indices, values, axis, "update")
+
+    def flip(self, axis: int | Sequence[int] | None = None) -> Tensor:
+        """The entries along ``axis`` (an int, a tuple, or every axis) in reverse order, in one pass."""
+        axes = None if axis is None else [self._axis(a) for a in _axes(axis)]
+        return self._op((self,), lambda: self._t.flip(axes), lambda tape: tape.flip(self._t, axes))
+
+    def roll(self, shift: int | Sequence[int], axis: int | Sequence[int] | None = None) -> Tensor:
+        """The entries shifted by ``shift`` along ``axis`` (over the flattened tensor where None), coming round;
+        a tuple of shifts pairs with a tuple of axes."""
+        if axis is None:
+            if not isinstance(shift, numbers.Integral) or isinstance(shift, bool):
+                raise ArgumentTypeError(f"roll over the flattened tensor takes one int shift; got {shift!r:.80}")
+            pairs = [(int(shift), None)]
+        else:
+            axes = _axes(axis)
+            shifts = _axes(shift) if not isinstance(shift, numbers.Integral) else [shift] * len(axes)
+            if len(shifts) != len(axes):
+                raise InvalidArgumentError(f"roll pairs each shift with an axis; got shifts {shift} for axes {axis}")
+            pairs = [(int(s), self._axis(a)) for s, a in zip(shifts, axes, strict=True)]
+        rolled = self
+        for step, along in pairs:
+            rolled = rolled._op(
+                (rolled,),
+                lambda r=rolled, step=step, along=along: r._t.roll(step, along),
+                lambda tape, r=rolled, step=step, along=along: tape.roll(r._t, step, along),
+            )
+        return rolled
 
 
 def _unary_method(name: str, doc: str) -> Callable[[Tensor], Tensor]:
@@ -588,6 +705,21 @@ class Variable(Tensor):
         self._t.assign(self._t.binary("sub", self._value_of(delta)._t))
         return self
 
+    def __getitem__(self, key: Any) -> Tensor:
+        """``variable[key]``: the selected values, a tensor recorded through the variable as any op is, whose
+        :meth:`~_IndexedVariable.assign` (and ``assign_add``, ``assign_sub``) writes them in the variable, in place,
+        where ``key`` holds ints, slices, ``...`` and ``None`` only."""
+        selected = super().__getitem__(key)
+        return _IndexedVariable._over(selected, self, _index.parse(key))
+
+    def _refuse_in_place(self, other: Any) -> Variable:
+        raise ArgumentTypeError(
+            f"variable {self._name!r} is written with assign, assign_add and assign_sub (or variable[key].assign): "
+            "an augmented assignment would bind the name to a new tensor instead"
+        )
+
+    __iadd__ = __isub__ = __imul__ = __itruediv__ = _refuse_in_place
+
     def read_value(self) -> Tensor:
         """A copy of the current value, as a plain tensor; recorded by a tape as :meth:`Tensor.copy` is, so that
         a gradient flows through it to the variable."""
@@ -606,3 +738,78 @@ def _recording_tape(operands: Iterable[Tensor]) -> _wgcompute.Tape | None:
     if tape is None:
         return None
     return tape._recording(operands)
+
+
+class _IndexedVariable(Tensor):
+    """The values ``variable[key]`` selects: a tensor, which can also write its part of the variable in place."""
+
+    __slots__ = ("_variable", "_entries")
+
+    @classmethod
+    def _over(cls, selected: Tensor, variable: Variable, entries: list[_index.Entry]) -> _IndexedVariable:
+        indexed = object.__new__(cls)
+        indexed._t, indexed._session = selected._t, selected._session
+        indexed._variable, indexed._entries = variable, entries
+        return indexed
+
+    def _write(self, value: Any, how: str) -> Variable:
+        variable = self._variable
+        if not _index.is_basic(self._entries):
+            raise IndexOutOfRangeError(
+                "variable[key].assign takes a key of ints, slices, ... and None; for integer arrays or masks "
+                "compute the new value with index_update or wgcompute.where and assign it whole"
+            )
+        value = variable._operand(value)
+        if value._t.dtype != variable._t.dtype and variable._t.dtype == "float32":
+            value = value.astype("float32")
+        variable._t.index_assign(self._entries, value._t, how)
+        return variable
+
+    def assign(self, value: Any) -> Variable:
+        """Writes ``value`` (broadcast to the selection's shape) into the selected part of the variable, in one
+        pass; returns the variable."""
+        return self._write(value, "set")
+
+    def assign_add(self, delta: Any) -> Variable:
+        return self._write(delta, "add")
+
+    def assign_sub(self, delta: Any) -> Variable:
+        return self._write(delta, "sub")
+
+
+def _axes(axis: int | Sequence[int]) -> list[int]:
+    if isinstance(axis, numbers.Integral) and not isinstance(axis, bool):
+        return [int(axis)]
+    axes = list(_sequence(axis, "axes (an int or a tuple of ints)"))
+    for a in axes:
+        if not isinstance(a, numbers.Integral) or isinstance(a, bool):
+            raise ArgumentTypeError(f"an axis is an int; got {a!r:.80}")
+    return axes
+
+
+# --- the index functions of the Array API, beside the methods ---
+
+
+def take(x: Tensor, indices: Any, /, *, axis: int | None = None) -> Tensor:
+    """The entries of ``x`` at ``indices`` along ``axis`` (see :meth:`Tensor.take`)."""
+    return _tensor_argument(x, "take's x").take(indices, axis)
+
+
+def take_along_axis(x: Tensor, indices: Any, /, *, axis: int = -1) -> Tensor:
+    return _tensor_argument(x, "take_along_axis's x").take_along_axis(indices, axis)
+
+
+def flip(x: Tensor, /, *, axis: int | Sequence[int] | None = None) -> Tensor:
+    return _tensor_argument(x, "flip's x").flip(axis)
+
+
+def roll(x: Tensor, /, shift: int | Sequence[int], *, axis: int | Sequence[int] | None = None) -> Tensor:
+    return _tensor_argument(x, "roll's x").roll(shift, axis)
+
+
+def scatter_add(x: Tensor, indices: Any, values: Any, /, *, axis: int = 0) -> Tensor:
+    return _tensor_argument(x, "scatter_add's x").scatter_add(indices, values, axis)
+
+
+def index_update(x: Tensor, indices: Any, values: Any, /, *, axis: int = 0) -> Tensor:
+    return _tensor_argument(x, "index_update's x").index_update(indices, values, axis)

@@ -1,10 +1,13 @@
 //! The gradient rules, one arm per op of the tape: how the gradient reaching a node passes on to its inputs
 //! (`propagate`), with the tables of the elementwise and reduction ops beside it, one arm per row.
 
+use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::kernels::layout::{ScatterMode, TakeMode};
 use crate::op::elementwise::{BinaryOp, UnaryOp};
 use crate::op::matmul::Transpose;
 use crate::op::reduce::ReduceOp;
+use crate::ops::index::{along_axis_picks, axes_picks, take_picks};
 use crate::ops::linear;
 use crate::tensor::Tensor;
 
@@ -239,6 +242,101 @@ impl Tape {
             Op::Reshape { x } => {
                 let shape = self.nodes[x].value.shape().to_vec();
                 self.accumulate(gradients, x, upstream.into_shape(&shape)?)?;
+            }
+            Op::View { x, ref view } => {
+                let input = &self.nodes[x].value;
+                let dx = input.output("index backward", input.shape(), DType::F32)?;
+                dx.fill_(0.0)?;
+                dx.write_view(view, &upstream)?;
+                self.accumulate(gradients, x, dx)?;
+            }
+            Op::Take {
+                x,
+                indices,
+                ref axes,
+            } => {
+                // A scatter-add into zeros: each element sums the gradients of the picks of it, in order.
+                let (shape, picked) = (self.nodes[x].value.shape(), &self.nodes[indices].value);
+                let picks = axes_picks(shape, axes.clone(), picked)?;
+                let dx = Tensor::run_scatter(
+                    "take backward",
+                    None,
+                    shape,
+                    (picked, &upstream),
+                    picks,
+                    ScatterMode::Sum,
+                    false,
+                    axes.start,
+                )?;
+                self.accumulate(gradients, x, dx)?;
+            }
+            Op::TakeAlong { x, indices, axis } => {
+                let (shape, picked) = (self.nodes[x].value.shape(), &self.nodes[indices].value);
+                let picks = along_axis_picks("take_along_axis backward", shape, picked, axis)?;
+                let dx = Tensor::run_scatter(
+                    "take_along_axis backward",
+                    None,
+                    shape,
+                    (picked, &upstream),
+                    picks,
+                    ScatterMode::Sum,
+                    false,
+                    axis,
+                )?;
+                self.accumulate(gradients, x, dx)?;
+            }
+            Op::Scatter {
+                x,
+                indices,
+                values,
+                axis,
+                put,
+            } => {
+                let (shape, picked) = (self.nodes[x].value.shape(), &self.nodes[indices].value);
+                let new = &self.nodes[values].value;
+                let picks = take_picks(shape, axis, picked)?;
+                if self.nodes[values].wants_gradient {
+                    // A put's later repeat of an index overwrites the earlier picks, which get none.
+                    let mode = if put {
+                        TakeMode::LastOfEach
+                    } else {
+                        TakeMode::Every
+                    };
+                    let dvalues = upstream.run_take(
+                        "scatter backward",
+                        picked,
+                        picks,
+                        new.shape(),
+                        mode,
+                        false,
+                        axis,
+                    )?;
+                    self.accumulate(gradients, values, dvalues)?;
+                }
+                if self.nodes[x].wants_gradient {
+                    let dx = if put {
+                        Tensor::run_scatter(
+                            "put backward",
+                            Some(&upstream),
+                            shape,
+                            (picked, new),
+                            picks,
+                            ScatterMode::Clear,
+                            false,
+                            axis,
+                        )?
+                    } else {
+                        upstream
+                    };
+                    self.accumulate(gradients, x, dx)?;
+                }
+            }
+            Op::Roll { x, shift, axis } => {
+                self.accumulate(
+                    gradients,
+                    x,
+                    upstream.roll(shift.wrapping_neg(), Some(axis))?,
+                )?;
             }
             Op::Reduce { op, x, axis } => {
                 // Recording refused a reduction without a rule wherever a gradient flows.

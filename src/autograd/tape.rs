@@ -1,11 +1,15 @@
 //! The tape: the values and ops of one forward pass, recorded as they run, one node each.
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::op::elementwise::{for_each_binary_op, for_each_unary_op, BinaryOp, UnaryOp};
+use crate::op::index::IndexItem;
 use crate::op::matmul::Transpose;
 use crate::op::reduce::{for_each_reduce_op, ReduceOp};
+use crate::ops::index::{flip_items, Picks};
+use crate::shape::IndexView;
 use crate::tensor::Tensor;
 
 /// A value recorded on a [`Tape`].
@@ -83,6 +87,36 @@ pub(super) enum Op {
     Reshape {
         x: usize,
     },
+    /// The strided view the basic entries of an index select (see [`Tensor::index`]).
+    View {
+        x: usize,
+        view: IndexView,
+    },
+    /// Entries of x at the u32 tensor of node `indices` along x's axes `axes`, merged into one.
+    Take {
+        x: usize,
+        indices: usize,
+        axes: Range<usize>,
+    },
+    /// `take_along_axis`.
+    TakeAlong {
+        x: usize,
+        indices: usize,
+        axis: usize,
+    },
+    /// x with `values` added (or, where `put`, written) at `indices` along `axis`.
+    Scatter {
+        x: usize,
+        indices: usize,
+        values: usize,
+        axis: usize,
+        put: bool,
+    },
+    Roll {
+        x: usize,
+        shift: i64,
+        axis: usize,
+    },
     /// A row of the value-reduction table over all elements (`None`) or along an axis.
     Reduce {
         op: ReduceOp,
@@ -105,6 +139,11 @@ impl Op {
                 .flatten()
                 .collect(),
             Op::GatherRows { table, indices } => vec![table, indices],
+            Op::Take { x, indices, .. } | Op::TakeAlong { x, indices, .. } => vec![x, indices],
+            Op::Scatter {
+                x, indices, values, ..
+            } => vec![x, indices, values],
+            Op::View { x, .. } | Op::Roll { x, .. } => vec![x],
             Op::Concat { ref parts, .. } => parts.clone(),
             Op::Unary { x, .. }
             | Op::Softmax { x, .. }
@@ -467,6 +506,179 @@ impl Tape {
         let difference = self.sub(prediction, target)?;
         let squared = self.square(difference)?;
         self.mean(squared, None)
+    }
+}
+
+/// Indexing on the tape: each step of an index (its strided view, its take) recorded as an op of its own.
+impl Tape {
+    /// NumPy's `x[items]` (see [`Tensor::index`]); index arrays and masks are variables of u32 tensors, which
+    /// get no gradient. The gradient of the view is a strided write into zeros; that of a take, a scatter-add
+    /// in which repeated indices add up.
+    pub fn index(&mut self, x: Var, items: &[IndexItem<'_, Var>]) -> Result<Var> {
+        let (view, take) = {
+            let values = items
+                .iter()
+                .map(|item| self.item_value(item))
+                .collect::<Result<Vec<_>>>()?;
+            let plan = self.value(x)?.index_plan(&values)?;
+            let take = plan.take.map(|(axes, picks)| match picks {
+                Picks::Device(_) => (axes, None),
+                Picks::Checked(uploaded) => (axes, Some(uploaded)),
+            });
+            (plan.view, take)
+        };
+        let wants = self.wants(&[x])?;
+        let mut current = x;
+        if let Some(view) = view {
+            let value = self.value(current)?.view(&view)?;
+            current = self.push(
+                value,
+                Op::View {
+                    x: current.index,
+                    view,
+                },
+                wants,
+            );
+        }
+        match take {
+            Some((axes, uploaded)) => {
+                let (indices, check) = match uploaded {
+                    Some(uploaded) => (self.input(uploaded), false),
+                    None => {
+                        let device = items.iter().find_map(|item| match item {
+                            IndexItem::Array(var) => Some(*var),
+                            _ => None,
+                        });
+                        (
+                            device.ok_or_else(|| Error::InvalidArgument {
+                                what: "index",
+                                given: "a take without an index array".to_string(),
+                                expected: "an integer array among the entries".to_string(),
+                            })?,
+                            true,
+                        )
+                    }
+                };
+                let value =
+                    self.value(current)?
+                        .take_axes(axes.clone(), self.value(indices)?, check)?;
+                let op = Op::Take {
+                    x: current.index,
+                    indices: indices.index,
+                    axes,
+                };
+                Ok(self.push(value, op, wants))
+            }
+            None if current == x => self.unary(UnaryOp::Copy, x, 0.0),
+            None => Ok(current),
+        }
+    }
+
+    fn item_value<'a>(&self, item: &IndexItem<'a, Var>) -> Result<IndexItem<'a, &Tensor>> {
+        Ok(match *item {
+            IndexItem::Int(value) => IndexItem::Int(value),
+            IndexItem::Slice(slice) => IndexItem::Slice(slice),
+            IndexItem::Ellipsis => IndexItem::Ellipsis,
+            IndexItem::NewAxis => IndexItem::NewAxis,
+            IndexItem::Array(var) => IndexItem::Array(self.value(var)?),
+            IndexItem::HostArray(array) => IndexItem::HostArray(array),
+            IndexItem::Mask(var) => IndexItem::Mask(self.value(var)?),
+            IndexItem::HostMask(mask) => IndexItem::HostMask(mask),
+        })
+    }
+
+    /// The entries at `indices` (a u32 variable) along `axis` (see [`Tensor::take`]).
+    pub fn take(&mut self, x: Var, indices: Var, axis: usize) -> Result<Var> {
+        let value = self.value(x)?.take(self.value(indices)?, axis)?;
+        let wants = self.wants(&[x])?;
+        let op = Op::Take {
+            x: x.index,
+            indices: indices.index,
+            axes: axis..axis + 1,
+        };
+        Ok(self.push(value, op, wants))
+    }
+
+    /// See [`Tensor::take_along_axis`].
+    pub fn take_along_axis(&mut self, x: Var, indices: Var, axis: usize) -> Result<Var> {
+        let value = self.value(x)?.take_along_axis(self.value(indices)?, axis)?;
+        let wants = self.wants(&[x])?;
+        let op = Op::TakeAlong {
+            x: x.index,
+            indices: indices.index,
+            axis,
+        };
+        Ok(self.push(value, op, wants))
+    }
+
+    /// See [`Tensor::scatter_add`]; gradients flow to `x` and `values`.
+    pub fn scatter_add(&mut self, x: Var, indices: Var, values: Var, axis: usize) -> Result<Var> {
+        self.scatter(x, indices, values, axis, false)
+    }
+
+    /// See [`Tensor::index_update`]; gradients flow to `x` (but where it is overwritten) and `values` (but those a later
+    /// repeat of their index overwrites).
+    pub fn index_update(&mut self, x: Var, indices: Var, values: Var, axis: usize) -> Result<Var> {
+        self.scatter(x, indices, values, axis, true)
+    }
+
+    fn scatter(
+        &mut self,
+        x: Var,
+        indices: Var,
+        values: Var,
+        axis: usize,
+        put: bool,
+    ) -> Result<Var> {
+        let (target, picks, new) = (self.value(x)?, self.value(indices)?, self.value(values)?);
+        let value = if put {
+            target.index_update(picks, new, axis)?
+        } else {
+            target.scatter_add(picks, new, axis)?
+        };
+        let wants = self.wants(&[x, values])?;
+        let op = Op::Scatter {
+            x: x.index,
+            indices: indices.index,
+            values: values.index,
+            axis,
+            put,
+        };
+        Ok(self.push(value, op, wants))
+    }
+
+    /// See [`Tensor::flip`].
+    pub fn flip(&mut self, x: Var, axes: Option<&[usize]>) -> Result<Var> {
+        let items = flip_items(self.value(x)?.shape(), axes)?;
+        let items: Vec<IndexItem<'_, Var>> = items
+            .into_iter()
+            .map(|item| match item {
+                IndexItem::Slice(slice) => IndexItem::Slice(slice),
+                _ => IndexItem::Ellipsis,
+            })
+            .collect();
+        self.index(x, &items)
+    }
+
+    /// See [`Tensor::roll`].
+    pub fn roll(&mut self, x: Var, shift: i64, axis: Option<usize>) -> Result<Var> {
+        let Some(axis) = axis else {
+            let shape = self.value(x)?.shape().to_vec();
+            let flat = self.reshape(x, &[shape.iter().product()])?;
+            let rolled = self.roll(flat, shift, Some(0))?;
+            return self.reshape(rolled, &shape);
+        };
+        let value = self.value(x)?.roll(shift, Some(axis))?;
+        let wants = self.wants(&[x])?;
+        Ok(self.push(
+            value,
+            Op::Roll {
+                x: x.index,
+                shift,
+                axis,
+            },
+            wants,
+        ))
     }
 }
 

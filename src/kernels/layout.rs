@@ -17,6 +17,8 @@ static LAYOUT: Shader = Shader {
 };
 
 static STRIDED_COPY: Kernel = Kernel::new(&LAYOUT, "strided_copy", &[1, 3]);
+static TAKE_AXIS: Kernel = Kernel::new(&LAYOUT, "take_axis", &[1, 2, 3, 4]);
+static SCATTER_AXIS: Kernel = Kernel::new(&LAYOUT, "scatter_axis", &[1, 2, 3, 4, 5]);
 static GATHER_ROWS: Kernel = Kernel::new(&LAYOUT, "gather_rows", &[1, 2, 3]);
 static ONE_HOT: Kernel = Kernel::new(&LAYOUT, "one_hot", &[2, 3]);
 static ONE_HOT_GATHERED: Kernel = Kernel::new(&LAYOUT, "one_hot_gathered", &[1, 2, 3]);
@@ -40,6 +42,14 @@ struct Params {
     rows: u32,
     first_row: u32,
     total_rows: u32,
+    inner: u32,
+    axis_len: u32,
+    picked: u32,
+    index_outer: u32,
+    index_axis: u32,
+    index_inner: u32,
+    index_signed: u32,
+    mode: u32,
 }
 
 /// Element strides of a contiguous row-major tensor of `shape`.
@@ -94,6 +104,116 @@ pub(crate) fn strided_copy(
         bytemuck::bytes_of(&params),
         &[source.range, target.range],
         workgroups,
+    )
+}
+
+/// A tensor seen as `[outer, axis_len, inner]` and the picks of a take or scatter along its middle axis, seen
+/// as `[outer, picked, inner]`: pick (o, j, i) reads its index at `o·index_strides[0] + j·index_strides[1] +
+/// i·index_strides[2]` of the index words, i32 (negative counting from the end) where `signed`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct AxisPicks {
+    pub axis_len: usize,
+    pub inner: usize,
+    pub picked: usize,
+    pub index_strides: [usize; 3],
+    pub signed: bool,
+}
+
+impl AxisPicks {
+    fn params(&self, count: u64, mode: u32) -> Params {
+        Params {
+            count: count as u32,
+            inner: self.inner as u32,
+            axis_len: self.axis_len as u32,
+            picked: self.picked as u32,
+            index_outer: self.index_strides[0] as u32,
+            index_axis: self.index_strides[1] as u32,
+            index_inner: self.index_strides[2] as u32,
+            index_signed: u32::from(self.signed),
+            mode,
+            ..Params::default()
+        }
+    }
+}
+
+/// What a take writes where a later pick of the same lane has the same index: the value (a take), or 0 (the
+/// gradient of a put, whose later pick wins).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TakeMode {
+    Every,
+    LastOfEach,
+}
+
+/// target[o, j, i] = source[o, indices[pick], i]; an index out of bounds gives NaN and its position, the
+/// smallest one, in the u32 `fault` (which the caller fills with u32::MAX first).
+pub(crate) fn take_axis(
+    runtime: &mut Runtime,
+    op: &'static str,
+    (source, indices, target): (BufferRange, BufferRange, BufferRange),
+    fault: BufferRange,
+    picks: &AxisPicks,
+    mode: TakeMode,
+) -> Result<()> {
+    let limits = Limits::of(runtime.limits());
+    for range in [source, indices, target, fault] {
+        limits.expect_bindable(op, range)?;
+    }
+    let count = target.bytes / 4;
+    if count == 0 {
+        return Ok(());
+    }
+    let params = picks.params(count, u32::from(mode == TakeMode::LastOfEach));
+    runtime.dispatch(
+        &TAKE_AXIS,
+        bytemuck::bytes_of(&params),
+        &[source, indices, target, fault],
+        limits.per_element(count, 1),
+    )
+}
+
+/// How a scatter combines a base element with the values of the picks that land on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ScatterMode {
+    /// base + the sum of the values, in pick order.
+    Add,
+    /// The last pick's value, else the base.
+    Put,
+    /// 0 where any pick lands, else the base.
+    Clear,
+    /// The sum of the values, 0 where none lands (the base is not read).
+    Sum,
+}
+
+/// target[o, r, i] = the base combined with values[o, j, i] of the picks j whose index is r, in pick order
+/// (each element gathers its own, so the result is deterministic). Out-of-bounds indices are left in `fault`
+/// as for [`take_axis`].
+pub(crate) fn scatter_axis(
+    runtime: &mut Runtime,
+    op: &'static str,
+    (base, indices, values, target): (BufferRange, BufferRange, BufferRange, BufferRange),
+    fault: BufferRange,
+    picks: &AxisPicks,
+    mode: ScatterMode,
+) -> Result<()> {
+    let limits = Limits::of(runtime.limits());
+    for range in [base, indices, values, target, fault] {
+        limits.expect_bindable(op, range)?;
+    }
+    let count = target.bytes / 4;
+    if count == 0 {
+        return Ok(());
+    }
+    let mode = match mode {
+        ScatterMode::Add => 0,
+        ScatterMode::Put => 1,
+        ScatterMode::Clear => 2,
+        ScatterMode::Sum => 4,
+    };
+    runtime.dispatch(
+        &SCATTER_AXIS,
+        bytemuck::bytes_of(&picks.params(count, mode)),
+        &[base, indices, target, fault, values],
+        limits.per_element(count, 1),
     )
 }
 
@@ -258,11 +378,11 @@ pub(crate) fn cast(
 
 reflected_layout!(
     kernels: [
-        STRIDED_COPY, GATHER_ROWS, ONE_HOT, ONE_HOT_GATHERED, F32_TO_U32, U32_TO_F32
+        STRIDED_COPY, TAKE_AXIS, SCATTER_AXIS, GATHER_ROWS, ONE_HOT, ONE_HOT_GATHERED, F32_TO_U32, U32_TO_F32
     ],
     params: {
         count, base, src_offset, dst_offset, dims, src_strides, dst_strides, row_words, rows, first_row,
-        total_rows
+        total_rows, inner, axis_len, picked, index_outer, index_axis, index_inner, index_signed, mode
     }
 );
 

@@ -3,6 +3,7 @@
 //! rules read these; none of them is imported here.
 
 pub mod elementwise;
+pub mod index;
 pub mod matmul;
 pub mod reduce;
 pub mod softmax;

@@ -2,6 +2,7 @@
 //! One module per op family, each an `impl Tensor` block.
 
 mod elementwise;
+pub(crate) mod index;
 mod layout;
 pub(crate) mod linear;
 pub(crate) mod matmul;

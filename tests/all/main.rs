@@ -15,6 +15,7 @@ mod layering;
 mod lifecycle;
 mod ops_edges;
 mod ops_elementwise;
+mod ops_index;
 mod ops_layout;
 mod ops_linear;
 mod ops_matmul;
