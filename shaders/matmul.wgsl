@@ -31,7 +31,22 @@ struct Params {
     // the first row of workgroups this dispatch covers: a product taller than the adapter's workgroups per
     // dimension runs as several dispatches
     group_row_offset: u32,
+    // batches split as (z / batch_inner, z % batch_inner): an operand broadcast along one of two groups of
+    // batch axes steps *_batch per inner batch and *_outer per outer one (0 where it is broadcast)
+    batch_inner: u32,
+    a_outer: u32,
+    b_outer: u32,
     _pad0: u32,
+    _pad1: u32,
+}
+
+// The first element of batch `z` of A and of B.
+fn a_batch_base(z: u32) -> u32 {
+    return (z / params.batch_inner) * params.a_outer + (z % params.batch_inner) * params.a_batch;
+}
+
+fn b_batch_base(z: u32) -> u32 {
+    return (z / params.batch_inner) * params.b_outer + (z % params.batch_inner) * params.b_batch;
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -80,8 +95,8 @@ fn matmul_vec4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_
         return;
     }
     let batch = wid.z;
-    let a_base = batch * (params.a_batch / 4u);
-    let b_base = batch * (params.b_batch / 4u);
+    let a_base = a_batch_base(batch) / 4u;
+    let b_base = b_batch_base(batch) / 4u;
     let c_base = batch * (params.c_batch / 4u);
     // Written out rather than looped: llvmpipe keeps unrolled accumulators in registers, while indexing an
     // array of them in a loop can push them to memory.
@@ -217,8 +232,8 @@ fn matmul_vec4_at(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocati
         return;
     }
     let batch = wid.z;
-    let a_base = batch * (params.a_batch / 4u);
-    let b_base = batch * (params.b_batch / 4u);
+    let a_base = a_batch_base(batch) / 4u;
+    let b_base = b_batch_base(batch) / 4u;
     let c_base = batch * (params.c_batch / 4u);
     let row4_a = row0 / 4u;
     let row4_b = min(row4_a + 1u, m4s - 1u);
@@ -278,8 +293,8 @@ fn matmul_strided(@builtin(global_invocation_id) id: vec3<u32>, @builtin(workgro
         return;
     }
     let batch = wid.z;
-    let a_base = batch * params.a_batch;
-    let b_base = batch * params.b_batch;
+    let a_base = a_batch_base(batch);
+    let b_base = b_batch_base(batch);
     let c_base = batch * params.c_batch;
     var a_rows: array<u32, 4>;
     var b_cols: array<u32, 4>;

@@ -50,6 +50,7 @@ pub use op::elementwise::{BinaryOp, UnaryOp};
 pub use op::index::{HostArray, IndexItem, Slice};
 pub use op::matmul::Transpose;
 pub use op::reduce::ReduceOp;
+pub use op::sort::Side;
 pub use ops::optim::{AdamConfig, AdamHyperparameter, EpsilonPlacement};
 pub use optim::{Adam, Optimizer, OptimizerKind, OptimizerState, Sgd};
 pub use pool::MemoryStats;

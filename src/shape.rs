@@ -146,48 +146,55 @@ pub fn unary_shape(op: UnaryOp, shape: &[usize]) -> Result<Vec<usize>> {
 // --- matmul ---
 
 /// A matrix product's operands and result: the sizes it multiplies (`[m, k] · [k, n]`, after the transposes),
-/// the batch, and each operand as stored.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// the batch axes, and each operand as stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct MatmulDims {
     pub m: usize,
     pub k: usize,
     pub n: usize,
-    /// The result's batch size, if either operand has one (a 2-D operand is shared by every batch).
-    pub batch: Option<usize>,
-    /// Each operand's (stored rows, stored cols, whether it is batched).
-    pub lhs: (usize, usize, bool),
-    pub rhs: (usize, usize, bool),
+    /// The result's batch axes: the operands' leading axes broadcast together (none for two matrices).
+    pub batch: Vec<usize>,
+    /// Each operand's (stored rows, stored cols, leading batch axes); a 1-D operand is stored as a matrix of
+    /// one row (left) or one column (right), as the standard promotes it.
+    pub lhs: (usize, usize, Vec<usize>),
+    pub rhs: (usize, usize, Vec<usize>),
+    /// Whether the left operand is 1-D (the result has no m axis) and whether the right one is (no n axis).
+    pub vectors: (bool, bool),
 }
 
 impl MatmulDims {
     pub(crate) fn out_shape(&self) -> Vec<usize> {
-        match self.batch {
-            Some(batch) => vec![batch, self.m, self.n],
-            None => vec![self.m, self.n],
+        let mut shape = self.batch.clone();
+        if !self.vectors.0 {
+            shape.push(self.m);
         }
+        if !self.vectors.1 {
+            shape.push(self.n);
+        }
+        shape
     }
 }
 
-/// An operand as (batch, stored rows, stored cols), or a shape error naming it.
+/// An operand as (batch axes, stored rows, stored cols), or a shape error naming it. A 1-D operand is a matrix
+/// of one row on the left, of one column on the right (transposed: the other way round).
 fn matmul_operand(
     op: &'static str,
     name: &str,
     shape: &[usize],
-) -> Result<(Option<usize>, usize, usize)> {
+    (left, transposed): (bool, bool),
+) -> Result<(Vec<usize>, usize, usize)> {
     match *shape {
-        [rows, cols] => Ok((None, rows, cols)),
-        [batch, rows, cols] => Ok((Some(batch), rows, cols)),
-        ref other => Err(shape_error(
+        [] => Err(shape_error(
             op,
-            format!(
-                "{name} must be [rows, cols] or [batch, rows, cols] (2-D or 3-D); got {other:?}, {} axes",
-                other.len()
-            ),
+            format!("{name} must have at least one axis; got a 0-d shape"),
         )),
+        [len] if left != transposed => Ok((Vec::new(), 1, len)),
+        [len] => Ok((Vec::new(), len, 1)),
+        [ref batch @ .., rows, cols] => Ok((batch.to_vec(), rows, cols)),
     }
 }
 
-/// The sizes `op(lhs) · op(rhs)` multiplies, checked.
+/// The sizes `op(lhs) · op(rhs)` multiplies, checked: the inner sizes agree and the batch axes broadcast.
 pub(crate) fn matmul_dims(
     lhs: &[usize],
     rhs: &[usize],
@@ -195,8 +202,12 @@ pub(crate) fn matmul_dims(
 ) -> Result<MatmulDims> {
     const NAME: &str = "matmul";
     let (transpose_lhs, transpose_rhs) = transpose.flags();
-    let (batch_a, stored_a_rows, stored_a_cols) = matmul_operand(NAME, "the left operand", lhs)?;
-    let (batch_b, stored_b_rows, stored_b_cols) = matmul_operand(NAME, "the right operand", rhs)?;
+    element_count(NAME, lhs)?;
+    element_count(NAME, rhs)?;
+    let (batch_a, stored_a_rows, stored_a_cols) =
+        matmul_operand(NAME, "the left operand", lhs, (true, transpose_lhs))?;
+    let (batch_b, stored_b_rows, stored_b_cols) =
+        matmul_operand(NAME, "the right operand", rhs, (false, transpose_rhs))?;
     let oriented = |rows, cols, transposed| {
         if transposed {
             (cols, rows)
@@ -217,38 +228,42 @@ pub(crate) fn matmul_dims(
             ),
         ));
     }
-    let batch = match (batch_a, batch_b) {
-        (Some(x), Some(y)) if x != y => {
-            return Err(shape_error(
-                NAME,
-                format!("batch sizes differ: {lhs:?} and {rhs:?} ({x} and {y})"),
-            ))
-        }
-        (x, y) => x.or(y),
-    };
+    let batch = broadcast(NAME, &batch_a, &batch_b).map_err(|_| {
+        shape_error(
+            NAME,
+            format!(
+                "batch axes {batch_a:?} and {batch_b:?} of {lhs:?} and {rhs:?} do not broadcast: aligned at \
+                 their last axes, each pair of sizes must be equal or one of them 1"
+            ),
+        )
+    })?;
     let dims = MatmulDims {
         m: a_rows,
         k: a_cols,
         n: b_cols,
         batch,
-        lhs: (stored_a_rows, stored_a_cols, batch_a.is_some()),
-        rhs: (stored_b_rows, stored_b_cols, batch_b.is_some()),
+        lhs: (stored_a_rows, stored_a_cols, batch_a),
+        rhs: (stored_b_rows, stored_b_cols, batch_b),
+        vectors: (lhs.len() == 1, rhs.len() == 1),
     };
     element_count(NAME, &dims.out_shape())?;
     Ok(dims)
 }
 
 /// The shape of `op(lhs) · op(rhs)` ([`Tensor::matmul_t`](crate::Tensor::matmul_t)), where `transpose` says
-/// which operands are read with their last two axes swapped: `[m, n]`, or `[batch, m, n]` when either operand
-/// is a 3-D batch (a 2-D operand is shared by every batch).
+/// which operands are read with their last two axes swapped: the Array API's `matmul`. The leading axes of both
+/// operands are batch axes and broadcast (`[1, m, k] · [b, k, n]` is `[b, m, n]`); a 1-D left operand is a row
+/// and a 1-D right operand a column, whose axis the result then drops.
 ///
-/// Errors with [`Error::Shape`] unless each operand is 2-D or 3-D, the inner sizes agree and two batched
-/// operands have the same batch size; the message names both shapes.
+/// Errors with [`Error::Shape`] for a 0-d operand, inner sizes that differ, or batch axes that do not
+/// broadcast; the message names both shapes.
 ///
 /// ```
 /// use wgcompute::{shape::matmul_shape, Transpose};
 /// assert_eq!(matmul_shape(&[3, 4], &[4, 5], Transpose::Neither).ok(), Some(vec![3, 5]));
 /// assert_eq!(matmul_shape(&[4, 3], &[2, 4, 5], Transpose::Left).ok(), Some(vec![2, 3, 5]));
+/// assert_eq!(matmul_shape(&[2, 1, 3, 4], &[5, 4, 6], Transpose::Neither).ok(), Some(vec![2, 5, 3, 6]));
+/// assert_eq!(matmul_shape(&[4], &[2, 4, 5], Transpose::Neither).ok(), Some(vec![2, 5]));
 /// assert!(matmul_shape(&[3, 4], &[5, 2], Transpose::Neither).is_err());
 /// assert!(matmul_shape(&[2, 3, 4], &[3, 4, 5], Transpose::Neither).is_err());
 /// ```
@@ -813,11 +828,29 @@ mod tests {
         );
         assert_eq!(shape(&[3, 4], &[5, 2], Transpose::Neither), None);
         assert_eq!(shape(&[2, 3, 4], &[3, 4, 5], Transpose::Neither), None);
-        assert_eq!(shape(&[4], &[4, 5], Transpose::Neither), None);
-        assert_eq!(shape(&[1, 2, 3, 4], &[4, 5], Transpose::Neither), None);
+        assert_eq!(shape(&[4], &[4, 5], Transpose::Neither), Some(vec![5]));
+        assert_eq!(shape(&[3, 4], &[4], Transpose::Neither), Some(vec![3]));
+        assert_eq!(shape(&[4], &[4], Transpose::Neither), Some(vec![]));
+        assert_eq!(shape(&[4], &[5], Transpose::Neither), None);
+        assert_eq!(shape(&[], &[4], Transpose::Neither), None);
+        assert_eq!(
+            shape(&[1, 2, 3, 4], &[4, 5], Transpose::Neither),
+            Some(vec![1, 2, 3, 5])
+        );
+        assert_eq!(
+            shape(&[3, 1, 2, 4], &[5, 4, 6], Transpose::Neither),
+            Some(vec![3, 5, 2, 6])
+        );
+        assert_eq!(
+            shape(&[3, 2, 4], &[2, 1, 4, 6], Transpose::Neither),
+            Some(vec![2, 3, 2, 6])
+        );
         let dims = matmul_dims(&[4, 3], &[2, 4, 5], Transpose::Left).unwrap();
-        assert_eq!((dims.m, dims.k, dims.n, dims.batch), (3, 4, 5, Some(2)));
-        assert_eq!((dims.lhs, dims.rhs), ((4, 3, false), (4, 5, true)));
+        assert_eq!(
+            (dims.m, dims.k, dims.n, dims.batch.clone()),
+            (3, 4, 5, vec![2])
+        );
+        assert_eq!((dims.lhs, dims.rhs), ((4, 3, vec![]), (4, 5, vec![2])));
     }
 
     #[test]

@@ -489,5 +489,38 @@ impl Tape {
         axis: Option<usize>,
     ) -> PyResult<Tensor> {
         self.record(py, &[x], |tape, vars| tape.roll(vars[0], shift, axis))
+
+    }
+
+
+    // --- sorting ---
+
+    /// `x` sorted along `axis`, recorded: the gradient goes back through the permutation.
+    fn sort(&self, py: Python<'_>, x: &Tensor, axis: usize, descending: bool) -> PyResult<Tensor> {
+        self.record(py, &[x], |tape, vars| tape.sort(vars[0], axis, descending))
+    }
+
+    /// (values, uint32 indices) of the `k` largest (or smallest) of `x` along `axis`, the values recorded.
+    fn top_k(
+        &self,
+        py: Python<'_>,
+        x: &Tensor,
+        k: usize,
+        axis: usize,
+        largest: bool,
+    ) -> PyResult<(Tensor, Tensor)> {
+        let mut picked = None;
+        let values = self.record(py, &[x], |tape, vars| {
+            let (values, indices) = tape.top_k(vars[0], k, axis, largest)?;
+            picked = Some(indices);
+            Ok(values)
+        })?;
+        let indices = picked.ok_or_else(|| {
+            named(
+                "InvalidArgumentError",
+                "top_k recorded no indices".to_string(),
+            )
+        })?;
+        Ok((values, Tensor::new(indices, self.pid)))
     }
 }

@@ -269,6 +269,76 @@ impl Tensor {
         Ok(Tensor::new(joined, pid))
     }
 
+    // --- sorting and searching ---
+
+    /// (values, uint32 indices) sorted along `axis`, stably.
+    fn sort_with_indices(
+        &self,
+        py: Python<'_>,
+        axis: usize,
+        descending: bool,
+    ) -> PyResult<(Tensor, Tensor)> {
+        let tensor = self.get()?;
+        let (values, indices) = py
+            .detach(|| tensor.sort_with_indices(axis, descending))
+            .or_raise()?;
+        Ok((
+            Tensor::new(values, self.pid),
+            Tensor::new(indices, self.pid),
+        ))
+    }
+
+    /// (values, uint32 indices) of the `k` largest (or smallest) along `axis`.
+    fn top_k(
+        &self,
+        py: Python<'_>,
+        k: usize,
+        axis: usize,
+        largest: bool,
+    ) -> PyResult<(Tensor, Tensor)> {
+        let tensor = self.get()?;
+        let (values, indices) = py.detach(|| tensor.top_k(k, axis, largest)).or_raise()?;
+        Ok((
+            Tensor::new(values, self.pid),
+            Tensor::new(indices, self.pid),
+        ))
+    }
+
+    /// Insertion points of `needles` in this sorted 1-D tensor, on `side` ("left" or "right").
+    #[pyo3(signature = (needles, side, sorter=None))]
+    fn searchsorted(
+        &self,
+        py: Python<'_>,
+        needles: &Tensor,
+        side: &str,
+        sorter: Option<&Tensor>,
+    ) -> PyResult<Tensor> {
+        let side = wgcompute::Side::from_name(side).ok_or_else(|| {
+            named(
+                "InvalidArgumentError",
+                format!("side is 'left' or 'right'; got {side:?}"),
+            )
+        })?;
+        let (needles, sorter) = (needles.get()?, sorter.map(Tensor::get).transpose()?);
+        self.run(py, |tensor| tensor.searchsorted(needles, side, sorter))
+    }
+
+    /// One uint32 tensor of indices per axis, of the nonzero elements.
+    fn nonzero(&self, py: Python<'_>) -> PyResult<Vec<Tensor>> {
+        let tensor = self.get()?;
+        let axes = py.detach(|| tensor.nonzero()).or_raise()?;
+        Ok(axes
+            .into_iter()
+            .map(|axis| Tensor::new(axis, self.pid))
+            .collect())
+    }
+
+    /// The distinct elements, sorted.
+    fn unique_values(&self, py: Python<'_>) -> PyResult<Tensor> {
+        self.run(py, wgcompute::Tensor::unique_values)
+
+    }
+
     // --- indexing ---
 
     /// `x[key]`, the key parsed by the package into tagged entries.

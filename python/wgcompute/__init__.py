@@ -47,7 +47,9 @@ from ._errors import (
     TuningCacheError,
 )
 from ._io import load, save
+from ._linalg import matrix_transpose, outer, tensordot, vecdot
 from ._session import Device, DeviceMemory, Session, devices
+from ._sorting import argsort, nonzero, searchsorted, sort, top_k, unique_values
 from ._tape import GradientTape, UnconnectedGradients
 from ._tensor import (
     Tensor,
@@ -108,6 +110,17 @@ __all__ = [
     "scatter_add",
     "take",
     "take_along_axis",
+    # Sorting, searching and linear algebra, as the Array API names them.
+    "argsort",
+    "matrix_transpose",
+    "nonzero",
+    "outer",
+    "searchsorted",
+    "sort",
+    "tensordot",
+    "top_k",
+    "unique_values",
+    "vecdot",
 ]
 
 __version__ = "0.1.0"
@@ -133,6 +146,16 @@ for _public in (
     take_along_axis,
     load,
     save,
+    argsort,
+    matrix_transpose,
+    nonzero,
+    outer,
+    searchsorted,
+    sort,
+    tensordot,
+    top_k,
+    unique_values,
+    vecdot,
 ):
     _public.__module__ = __name__
 del _public

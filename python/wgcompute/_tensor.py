@@ -488,6 +488,28 @@ class Tensor:
             )
         return rolled
 
+    # --- sorting and matrices: the functions of _sorting and _linalg, as methods (imported when first used,
+    # since they import this module) ---
+
+    @property
+    def mT(self) -> Tensor:
+        """The last two axes swapped: each matrix of a stack transposed (the Array API's ``mT``)."""
+        from ._linalg import matrix_transpose
+
+        return matrix_transpose(self)
+
+    def argsort(self, axis: int = -1, descending: bool = False, stable: bool = True) -> Tensor:
+        """The uint32 indices along ``axis`` that sort the tensor, stably (see :func:`wgcompute.argsort`)."""
+        from ._sorting import argsort
+
+        return argsort(self, axis=axis, descending=descending, stable=stable)
+
+    def nonzero(self) -> tuple[Tensor, ...]:
+        """The indices of the nonzero elements, one uint32 tensor per axis (see :func:`wgcompute.nonzero`)."""
+        from ._sorting import nonzero
+
+        return nonzero(self)
+
 
 def _unary_method(name: str, doc: str) -> Callable[[Tensor], Tensor]:
     def method(self: Tensor) -> Tensor:

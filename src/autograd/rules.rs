@@ -348,6 +348,15 @@ impl Tape {
                 let dx = rule(axis, &self.nodes[x].value, upstream)?;
                 self.accumulate(gradients, x, dx)?;
             }
+            Op::Sort {
+                x,
+                axis,
+                ref indices,
+            } => {
+                let len = self.nodes[x].value.shape()[axis];
+                let dx = upstream.scatter_along(indices, axis, len)?;
+                self.accumulate(gradients, x, dx)?;
+            }
         }
         Ok(())
     }

@@ -123,6 +123,14 @@ pub(super) enum Op {
         x: usize,
         axis: Option<usize>,
     },
+    // --- sorting ---
+    /// Values taken along `axis` at `indices` (a sort's permutation, or a top-k's picks): the gradient goes
+    /// back to where they came from.
+    Sort {
+        x: usize,
+        axis: usize,
+        indices: Tensor,
+    },
 }
 
 impl Op {
@@ -150,7 +158,8 @@ impl Op {
             | Op::Narrow { x, .. }
             | Op::Permute { x, .. }
             | Op::Reshape { x }
-            | Op::Reduce { x, .. } => vec![x],
+            | Op::Reduce { x, .. }
+            | Op::Sort { x, .. } => vec![x],
             Op::SoftmaxCrossEntropy { logits, .. } => vec![logits],
         }
     }
@@ -280,8 +289,31 @@ impl Tape {
         self.matmul_t(a, b, Transpose::Neither)
     }
 
-    /// `op(a) · op(b)` with transpose flags.
+    /// `op(a) · op(b)` with transpose flags, batch axes broadcast (see [`Tensor::matmul_t`]).
     pub fn matmul_t(&mut self, a: Var, b: Var, transpose: Transpose) -> Result<Var> {
+        let a_shape = self.value(a)?.shape().to_vec();
+        let b_shape = self.value(b)?.shape().to_vec();
+        if a_shape.len() == 1 || b_shape.len() == 1 {
+            // A 1-D operand is recorded as a reshape to a row (left) or a column (right) and the result as a
+            // reshape back, so that the product's rule sees matrices only.
+            let out_shape = crate::shape::matmul_shape(&a_shape, &b_shape, transpose)?;
+            let (transpose_a, transpose_b) = transpose.flags();
+            let as_matrix = |shape: &[usize], row: bool| match *shape {
+                [len] if row => Some(vec![1, len]),
+                [len] => Some(vec![len, 1]),
+                _ => None,
+            };
+            let a = match as_matrix(&a_shape, !transpose_a) {
+                Some(shape) => self.reshape(a, &shape)?,
+                None => a,
+            };
+            let b = match as_matrix(&b_shape, transpose_b) {
+                Some(shape) => self.reshape(b, &shape)?,
+                None => b,
+            };
+            let product = self.matmul_t(a, b, transpose)?;
+            return self.reshape(product, &out_shape);
+        }
         let value = self.value(a)?.matmul_t(self.value(b)?, transpose)?;
         let wants = self.wants(&[a, b])?;
         let op = Op::MatMul {
@@ -499,6 +531,33 @@ impl Tape {
         let value = self.value(x)?.reshape(shape)?;
         let wants = self.wants(&[x])?;
         Ok(self.push(value, Op::Reshape { x: x.index }, wants))
+    }
+
+    /// The elements sorted along `axis` (see [`Tensor::sort_with_indices`]); the gradient goes back through
+    /// the permutation.
+    pub fn sort(&mut self, x: Var, axis: usize, descending: bool) -> Result<Var> {
+        let (value, indices) = self.value(x)?.sort_with_indices(axis, descending)?;
+        let wants = self.wants(&[x])?;
+        let op = Op::Sort {
+            x: x.index,
+            axis,
+            indices,
+        };
+        Ok(self.push(value, op, wants))
+    }
+
+    /// The `k` largest (or smallest) elements along `axis` and their indices (see [`Tensor::top_k`]); the
+    /// values' gradient goes back to where they were picked, zero elsewhere.
+    pub fn top_k(&mut self, x: Var, k: usize, axis: usize, largest: bool) -> Result<(Var, Tensor)> {
+        let (value, indices) = self.value(x)?.top_k(k, axis, largest)?;
+        let wants = self.wants(&[x])?;
+        let returned = indices.try_clone()?;
+        let op = Op::Sort {
+            x: x.index,
+            axis,
+            indices,
+        };
+        Ok((self.push(value, op, wants), returned))
     }
 
     /// The mean squared error `mean((prediction - target)²)` over all elements, as a 0-d value.

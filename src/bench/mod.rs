@@ -63,8 +63,12 @@ pub const ADAM_LEN: usize = 10_000_000;
 /// as the command stream submits them); and the same in one pass (what merging passes would save).
 pub const EMPTY_DISPATCH_BATCHES: [(usize, bool); 3] = [(1, false), (64, false), (64, true)];
 
+/// Elements of the `sort` and `top_k` rows, and the k of `top_k`.
+pub const SORT_LEN: usize = 1 << 20;
+pub const TOP_K: usize = 10;
+
 /// Every row's name, in the order [`run`] runs them.
-pub const ROWS: [&str; 14] = [
+pub const ROWS: [&str; 16] = [
     "session_open_close",
     "suspend_resume",
     "pool_alloc_free",
@@ -73,6 +77,8 @@ pub const ROWS: [&str; 14] = [
     "sum",
     "sum_axis",
     "softmax_xent",
+    "sort",
+    "top_k",
     "adam",
     "seed_step",
     "mlp_step",
@@ -170,6 +176,12 @@ pub fn run(
         for (rows_, cols) in SOFTMAX_XENT_SHAPES {
             results.push(rows::softmax_xent(&session, rows_, cols, runs)?);
         }
+    }
+    if plan.wants("sort") {
+        results.push(rows::sort(&session, SORT_LEN, runs)?);
+    }
+    if plan.wants("top_k") {
+        results.push(rows::top_k(&session, SORT_LEN, TOP_K, runs)?);
     }
     if plan.wants("adam") {
         results.push(rows::adam(&session, ADAM_LEN, runs)?);

@@ -479,6 +479,59 @@ pub fn softmax_xent(session: &Session, rows: usize, cols: usize, runs: usize) ->
     .with_dispatches(dispatches))
 }
 
+/// Milliseconds to sort `len` floats with their indices (stable, along the axis), beside the CPU sorting a copy
+/// of the same floats (`sort_unstable_by(total_cmp)`, one thread: values only, so the fastest CPU sort of the
+/// standard library).
+pub fn sort(session: &Session, len: usize, runs: usize) -> Result<BenchRow> {
+    let host = host_data(len, 11);
+    let input = session.upload(&host, &[len])?;
+    let (sorted, dispatches) = device_time(session, runs, || {
+        input.sort_with_indices(0, false).map(drop)
+    })?;
+    let cpu = median_time(runs, || {
+        let mut copy = host.clone();
+        copy.sort_unstable_by(f32::total_cmp);
+        std::hint::black_box(copy);
+        Ok(())
+    })?;
+    Ok(BenchRow::new(
+        Better::Lower,
+        "sort",
+        len.to_string(),
+        "ms",
+        sorted.as_secs_f64() * 1e3,
+        "cpu sort_unstable_by(total_cmp), 1 thread".to_string(),
+        cpu.as_secs_f64() * 1e3,
+    )
+    .with_dispatches(dispatches))
+}
+
+/// Milliseconds for the `k` largest of `len` floats with their indices, beside the CPU: `select_nth_unstable_by`
+/// on a copy, then the k sorted.
+pub fn top_k(session: &Session, len: usize, k: usize, runs: usize) -> Result<BenchRow> {
+    let host = host_data(len, 12);
+    let input = session.upload(&host, &[len])?;
+    let (picked, dispatches) = device_time(session, runs, || input.top_k(k, 0, true).map(drop))?;
+    let cpu = median_time(runs, || {
+        let mut copy = host.clone();
+        let descending = |a: &f32, b: &f32| b.total_cmp(a);
+        copy.select_nth_unstable_by(k.min(len - 1), descending);
+        copy[..k].sort_unstable_by(descending);
+        std::hint::black_box(copy);
+        Ok(())
+    })?;
+    Ok(BenchRow::new(
+        Better::Lower,
+        "top_k",
+        format!("k={k} of {len}"),
+        "ms",
+        picked.as_secs_f64() * 1e3,
+        "cpu select_nth_unstable_by + sort of k, 1 thread".to_string(),
+        cpu.as_secs_f64() * 1e3,
+    )
+    .with_dispatches(dispatches))
+}
+
 /// A sum along the last axis of [rows, cols], in GB/s of input, beside a device copy of the same input.
 pub fn sum_axis(session: &Session, rows: usize, cols: usize, runs: usize) -> Result<BenchRow> {
     let input = session.upload(&host_data(rows * cols, 10), &[rows, cols])?;

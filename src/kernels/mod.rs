@@ -32,6 +32,7 @@ pub(crate) mod plan;
 pub(crate) mod random;
 pub(crate) mod reduce;
 pub(crate) mod softmax;
+pub(crate) mod sort;
 
 use crate::error::Result;
 use crate::runtime::{BufferRange, Kernel, Runtime};
@@ -192,7 +193,8 @@ mod reflection {
             random,
             reduce,
             reduce::subgroup,
-            softmax
+            softmax,
+            sort
         )
     }
 

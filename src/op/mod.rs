@@ -7,3 +7,4 @@ pub mod index;
 pub mod matmul;
 pub mod reduce;
 pub mod softmax;
+pub mod sort;

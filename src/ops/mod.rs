@@ -10,3 +10,4 @@ pub(crate) mod optim;
 mod random;
 mod reduce;
 mod softmax;
+mod sort;

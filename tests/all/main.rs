@@ -23,6 +23,7 @@ mod ops_optim;
 mod ops_random;
 mod ops_reduce;
 mod ops_softmax;
+mod ops_sort;
 mod pool;
 mod suspend;
 mod training;

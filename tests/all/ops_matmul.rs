@@ -1,5 +1,8 @@
-//! Matrix products against an f64 reference: every transpose, batches, tile edges, primes, the seed shape and a
+//! Matrix products against an f64 reference: every transpose, batches (broadcast on both sides, 1-D operands, with
+//! their gradients), tile edges, primes, the seed shape and a
 //! very long K; outputs poisoned so an unwritten element fails.
+
+use std::sync::Arc;
 
 use crate::common::{self, per_backend, reference, vulkan_only, widen, Backend, Rng};
 use wgcompute::{Error, Session, Transpose};
@@ -380,4 +383,184 @@ fn grids_past_the_workgroup_limit_run_in_turns_take_another_variant_or_are_shape
         ),
     }
     check(&session, &mut rng, &[7, 9], false, &[9, 5], false, 1e-5);
+}
+
+/// A broadcast product's pieces, NumPy's way: each operand as a stack of matrices (a 1-D left operand a row,
+/// a 1-D right one a column), the result's batch axes, and where each batch of the result reads each operand.
+struct Broadcast {
+    m: usize,
+    k: usize,
+    n: usize,
+    out_shape: Vec<usize>,
+    /// For each batch of the result, the batch of a and of b it multiplies.
+    pairs: Vec<(usize, usize)>,
+}
+
+fn broadcast_of(a_shape: &[usize], b_shape: &[usize]) -> Broadcast {
+    let a: Vec<usize> = if a_shape.len() == 1 {
+        vec![1, a_shape[0]]
+    } else {
+        a_shape.to_vec()
+    };
+    let b: Vec<usize> = if b_shape.len() == 1 {
+        vec![b_shape[0], 1]
+    } else {
+        b_shape.to_vec()
+    };
+    let (a_batch, b_batch) = (&a[..a.len() - 2], &b[..b.len() - 2]);
+    let rank = a_batch.len().max(b_batch.len());
+    let padded = |axes: &[usize]| -> Vec<usize> {
+        std::iter::repeat_n(1, rank - axes.len())
+            .chain(axes.iter().copied())
+            .collect()
+    };
+    let (pa, pb) = (padded(a_batch), padded(b_batch));
+    let batch: Vec<usize> = pa.iter().zip(&pb).map(|(&x, &y)| x.max(y)).collect();
+    let count: usize = batch.iter().product();
+    let linear = |axes: &[usize], index: &[usize]| {
+        axes.iter().zip(index).fold(0, |at, (&size, &i)| {
+            at * size + if size == 1 { 0 } else { i }
+        })
+    };
+    let pairs = (0..count)
+        .map(|mut z| {
+            let mut index = vec![0; rank];
+            for axis in (0..rank).rev() {
+                index[axis] = z % batch[axis];
+                z /= batch[axis];
+            }
+            (linear(&pa, &index), linear(&pb, &index))
+        })
+        .collect();
+    let mut out_shape = batch.clone();
+    if a_shape.len() > 1 {
+        out_shape.push(a[a.len() - 2]);
+    }
+    if b_shape.len() > 1 {
+        out_shape.push(b[b.len() - 1]);
+    }
+    Broadcast {
+        m: a[a.len() - 2],
+        k: a[a.len() - 1],
+        n: b[b.len() - 1],
+        out_shape,
+        pairs,
+    }
+}
+
+/// Products whose leading axes broadcast on both sides, and 1-D operands, as the Array API's `matmul` gives
+/// them; with each operand's gradient of Σ w·(a·b), summed back over the batches it was broadcast along.
+fn broadcast_products(session: &Session, rng: &mut Rng) {
+    let cases: [(&[usize], &[usize]); 16] = [
+        (&[2, 3, 4], &[2, 4, 5]),
+        (&[1, 3, 4], &[6, 4, 5]),
+        (&[6, 3, 4], &[1, 4, 5]),
+        (&[2, 1, 3, 4], &[5, 4, 7]),
+        (&[3, 1, 7, 5], &[1, 2, 5, 4]),
+        (&[2, 3, 5, 4], &[3, 4, 9]),
+        (&[4], &[4, 5]),
+        (&[3, 4], &[4]),
+        (&[4], &[4]),
+        (&[4], &[3, 4, 5]),
+        (&[2, 3, 4], &[4]),
+        (&[1, 1, 4], &[1, 4, 1]),
+        (&[7, 13, 8], &[7, 8, 12]),
+        (&[2, 65, 17], &[1, 17, 67]),
+        // Batch axes that alternate between the operands make more than two groups: expanded first.
+        (&[2, 1, 3, 1, 2, 3], &[1, 4, 1, 5, 3, 2]),
+        (&[1, 2, 1, 2, 1, 2, 3, 4], &[2, 1, 2, 1, 2, 1, 4, 5]),
+    ];
+    for (a_shape, b_shape) in cases {
+        let a_data = rng.vec(a_shape.iter().product(), -1.0, 1.0);
+        let b_data = rng.vec(b_shape.iter().product(), -1.0, 1.0);
+        let plan = broadcast_of(a_shape, b_shape);
+        let (m, k, n) = (plan.m, plan.k, plan.n);
+        let label = format!("{a_shape:?} · {b_shape:?}");
+        let a = Arc::new(session.upload(&a_data, a_shape).expect("a"));
+        let b = Arc::new(session.upload(&b_data, b_shape).expect("b"));
+        let c = a
+            .matmul(&b)
+            .unwrap_or_else(|error| panic!("{label}: {error}"));
+        assert_eq!(c.shape(), &plan.out_shape[..], "{label}");
+        assert_eq!(
+            wgcompute::shape::matmul_shape(a_shape, b_shape, Transpose::Neither).expect("shape"),
+            plan.out_shape,
+            "{label}"
+        );
+        let mut want = Vec::new();
+        for &(za, zb) in &plan.pairs {
+            let matrix =
+                |data: &[f32], z: usize, size: usize| widen(&data[z * size..(z + 1) * size]);
+            want.extend(reference::matmul(
+                &matrix(&a_data, za, m * k),
+                &matrix(&b_data, zb, k * n),
+                (m, k, n),
+            ));
+        }
+        let error = common::relative_error(&c.to_vec().expect("read"), &want);
+        assert!(error < 1e-5, "{label}: relative error {error}");
+
+        let weights = rng.vec(want.len(), -1.0, 1.0);
+        let (_, gradients) = common::weighted_cost(
+            session,
+            &[Arc::clone(&a), Arc::clone(&b)],
+            &weights,
+            |tape, x| tape.matmul(x[0], x[1]),
+        )
+        .unwrap_or_else(|error| panic!("{label}: {error}"));
+        let (mut da, mut db) = (vec![0.0f64; a_data.len()], vec![0.0f64; b_data.len()]);
+        for (z, &(za, zb)) in plan.pairs.iter().enumerate() {
+            for i in 0..m {
+                for j in 0..n {
+                    let w = weights[(z * m + i) * n + j] as f64;
+                    for kk in 0..k {
+                        da[za * m * k + i * k + kk] += w * b_data[zb * k * n + kk * n + j] as f64;
+                        db[zb * k * n + kk * n + j] += w * a_data[za * m * k + i * k + kk] as f64;
+                    }
+                }
+            }
+        }
+        let error = common::relative_error(&gradients[0], &da);
+        assert!(error < 1e-5, "{label}: d a relative error {error}");
+        let error = common::relative_error(&gradients[1], &db);
+        assert!(error < 1e-5, "{label}: d b relative error {error}");
+    }
+    // Batch axes that do not broadcast, and a 0-d operand, are shape errors.
+    let a = session.zeros(&[2, 3, 4]).expect("a");
+    let b = session.zeros(&[3, 4, 5]).expect("b");
+    assert!(matches!(a.matmul(&b), Err(Error::Shape { .. })));
+    let scalar = session.full(&[], 1.0).expect("scalar");
+    assert!(matches!(scalar.matmul(&b), Err(Error::Shape { .. })));
+    // Empty batches and an empty inner size.
+    let empty = session.zeros(&[0, 3, 4]).expect("empty");
+    assert_eq!(
+        empty
+            .matmul(&b.narrow(0, 0, 1).expect("one"))
+            .expect("empty")
+            .shape(),
+        &[0, 3, 5]
+    );
+    let no_k = session
+        .zeros(&[2, 3, 0])
+        .expect("no k")
+        .matmul(&session.zeros(&[0, 5]).expect("k"))
+        .expect("k = 0");
+    assert_eq!(no_k.to_vec().expect("read"), vec![0.0; 30]);
+}
+
+per_backend!(broadcast_batches_and_vectors_forward_and_backward);
+fn broadcast_batches_and_vectors_forward_and_backward(backend: &Backend) {
+    broadcast_products(&backend.poisoned(), &mut Rng::fresh("matmul broadcast"));
+}
+
+vulkan_only!(broadcast_batches_on_the_shared_memory_tiles);
+fn broadcast_batches_on_the_shared_memory_tiles(backend: &Backend) {
+    let session = Session::open(
+        backend
+            .options()
+            .poison_outputs(true)
+            .matmul_kernel(wgcompute::MatmulKernel::SharedTiles),
+    )
+    .expect("open");
+    broadcast_products(&session, &mut Rng::fresh("matmul broadcast tiles"));
 }

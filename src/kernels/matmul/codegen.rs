@@ -27,8 +27,8 @@ fn {entry}(
         return;
     }}
     let batch = wid.z;
-    let a_base = batch * (params.a_batch / 4u);
-    let b_base = batch * (params.b_batch / 4u);
+    let a_base = a_batch_base(batch) / 4u;
+    let b_base = b_batch_base(batch) / 4u;
     let c_base = batch * (params.c_batch / 4u);
 {body}}}
 "
@@ -235,8 +235,8 @@ fn {entry}(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) 
     let b_row = params.b_row;
     let b_col = params.b_col;
     let accumulate = params.accumulate == 1u;
-    let a_base = wid.z * params.a_batch;
-    let b_base = wid.z * params.b_batch;
+    let a_base = a_batch_base(wid.z);
+    let b_base = b_batch_base(wid.z);
     let c_base = wid.z * params.c_batch;
     let row_base = (wid.y + params.group_row_offset) * {bm}u;
     let col_base = wid.x * {bn}u;
@@ -315,8 +315,8 @@ fn matmul_vec4_bt(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocati
     if (row0 >= m || col0 >= n) {{
         return;
     }}
-    let a_base = wid.z * (params.a_batch / 4u);
-    let b_base = wid.z * (params.b_batch / 4u);
+    let a_base = a_batch_base(wid.z) / 4u;
+    let b_base = b_batch_base(wid.z) / 4u;
     let c_base = wid.z * params.c_batch;
 {body}}}
 ",
@@ -487,8 +487,8 @@ fn {entry}(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_inde
         return;
     }}
     let batch = wid.z;
-    let a_base = batch * (params.a_batch / 4u);
-    let b_base = batch * (params.b_batch / 4u);
+    let a_base = a_batch_base(batch) / 4u;
+    let b_base = b_batch_base(batch) / 4u;
     let c_base = batch * (params.c_batch / 4u);
 {body}}}
 "

@@ -49,7 +49,13 @@ struct Params {
     /// The first row of workgroups a dispatch covers: a product taller than the adapter allows in one grid
     /// runs in turns.
     group_row_offset: u32,
-    _pad: u32,
+    /// Batches split as (z / batch_inner, z % batch_inner): an operand broadcast along one of two groups of
+    /// batch axes steps `*_batch` per inner batch and `*_outer` per outer one.
+    batch_inner: u32,
+    a_outer: u32,
+    b_outer: u32,
+    _pad0: u32,
+    _pad1: u32,
 }
 
 /// K per pass: llvmpipe ends any shader loop after 65,535 iterations, inner loops included; a pass of this
@@ -64,13 +70,22 @@ fn passes(k: usize) -> Vec<(usize, usize)> {
         .collect()
 }
 
-/// How an operand's elements are laid out: element strides between batches, rows and columns of the matrix
-/// the product reads (after any transpose).
+/// How an operand's elements are laid out: element strides between batches (inner and outer, see
+/// [`Batches`]), rows and columns of the matrix the product reads (after any transpose).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Layout {
     pub batch_stride: usize,
+    pub outer_stride: usize,
     pub row_stride: usize,
     pub col_stride: usize,
+}
+
+/// A product's batches: `count` of them, seen as [count / inner, inner] so that each operand can step through
+/// its own batches with a stride per group ([`Layout`]), 0 where it is broadcast.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Batches {
+    pub count: usize,
+    pub inner: usize,
 }
 
 impl Layout {
@@ -80,12 +95,14 @@ impl Layout {
         if transpose {
             Layout {
                 batch_stride,
+                outer_stride: 0,
                 row_stride: 1,
                 col_stride: cols,
             }
         } else {
             Layout {
                 batch_stride,
+                outer_stride: 0,
                 row_stride: cols,
                 col_stride: 1,
             }
@@ -104,13 +121,34 @@ const TIMING_MULTIPLY_ADDS: usize = 1 << 27;
 /// C[batch, m, n] = A[batch, m, k] · B[batch, k, n], for k ≥ 1 and a non-empty C; C is row-major.
 pub(crate) fn matmul(
     runtime: &mut Runtime,
+    a: (BufferRange, Layout),
+    b: (BufferRange, Layout),
+    c: BufferRange,
+    batches: usize,
+    sizes: (usize, usize, usize),
+) -> Result<()> {
+    let batches = Batches {
+        count: batches,
+        inner: batches.max(1),
+    };
+    matmul_batched(runtime, a, b, c, batches, sizes)
+}
+
+/// [`matmul`] over batches in two groups, each operand stepping through them as its layout says: the batch
+/// axes of a broadcast product, `[b1, 1] · [1, b2]` say, read in place.
+pub(crate) fn matmul_batched(
+    runtime: &mut Runtime,
     (a, a_layout): (BufferRange, Layout),
     (b, b_layout): (BufferRange, Layout),
     c: BufferRange,
-    batches: usize,
+    batches: Batches,
     (m, k, n): (usize, usize, usize),
 ) -> Result<()> {
     const NAME: &str = "matmul";
+    let Batches {
+        count: batches,
+        inner: batch_inner,
+    } = batches;
     let params = Params {
         m: m as u32,
         n: n as u32,
@@ -123,6 +161,9 @@ pub(crate) fn matmul(
         b_row: b_layout.row_stride as u32,
         b_col: b_layout.col_stride as u32,
         c_batch: (m * n) as u32,
+        batch_inner: batch_inner.max(1) as u32,
+        a_outer: a_layout.outer_stride as u32,
+        b_outer: b_layout.outer_stride as u32,
         ..Params::default()
     };
     let limits = Limits::of(runtime.limits());
@@ -254,6 +295,6 @@ reflected_layout!(
     ],
     params: {
         m, n, k, wg_rows, a_batch, a_row, a_col, b_batch, b_row, b_col, c_batch, k_begin, k_end,
-        accumulate, group_row_offset
+        accumulate, group_row_offset, batch_inner, a_outer, b_outer
     }
 );
