@@ -229,3 +229,53 @@ fn u32_to_f32(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgro
     }
     words_out[i] = bitcast<u32>(f32(words_in[i]));
 }
+
+// f32 → i32 as Rust's `as` does it: toward zero, saturating at i32::MIN and i32::MAX, NaN to 0.
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn f32_to_i32(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let i = linear_index(id, groups);
+    if (i >= params.count) {
+        return;
+    }
+    let bits = words_in[i];
+    let x = bitcast<f32>(bits);
+    // 2147483520 is the largest f32 below 2^31; -2^31 is exact.
+    var value = i32(clamp(x, -2147483648.0, 2147483520.0));
+    if (x >= 2147483648.0) {
+        value = 2147483647;
+    }
+    if ((bits & 0x7fffffffu) > 0x7f800000u) {
+        value = 0;
+    }
+    words_out[i] = bitcast<u32>(value);
+}
+
+// i32 → f32, rounded to the nearest f32 (exact within ±2^24).
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn i32_to_f32(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let i = linear_index(id, groups);
+    if (i >= params.count) {
+        return;
+    }
+    words_out[i] = bitcast<u32>(f32(bitcast<i32>(words_in[i])));
+}
+
+// f32 → bool: true (1) for every value but ±0 (NaN is true, as in NumPy).
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn f32_to_bool(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let i = linear_index(id, groups);
+    if (i >= params.count) {
+        return;
+    }
+    words_out[i] = select(0u, 1u, (words_in[i] & 0x7fffffffu) != 0u);
+}
+
+// int32 or uint32 → bool: true (1) for every nonzero word.
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn word_to_bool(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let i = linear_index(id, groups);
+    if (i >= params.count) {
+        return;
+    }
+    words_out[i] = select(0u, 1u, words_in[i] != 0u);
+}

@@ -291,6 +291,14 @@ impl Dataset {
             }
             DType::U32 => self.labels.gather_rows(indices)?.one_hot(self.classes)?,
             DType::F32 => self.labels.gather_rows(indices)?,
+            // A dataset's labels are u32 ids or f32 rows (see from_tensors).
+            found @ (DType::I32 | DType::Bool) => {
+                return Err(Error::DType {
+                    op: "dataset",
+                    expected: DType::U32,
+                    found,
+                })
+            }
         };
         Ok((inputs, targets))
     }

@@ -114,6 +114,21 @@ pub enum Error {
         expected: DType,
         found: DType,
     },
+    /// Operands whose dtypes the Array API standard's promotion does not join (int32 with uint32, which would
+    /// need int64; bool with a number; an integer with a float).
+    #[error("{op} cannot combine a {lhs} tensor with a {rhs} tensor: type promotion has no common dtype for them (int32 with uint32 would need int64; bool, integer and float kinds do not mix). Convert one with astype first")]
+    Promotion {
+        op: &'static str,
+        lhs: DType,
+        rhs: DType,
+    },
+    /// A tensor of a dtype the operation does not take, where it takes several (every integer dtype, say).
+    #[error("{op} takes {expected} tensors, but was given a {found} tensor")]
+    DTypes {
+        op: &'static str,
+        expected: &'static str,
+        found: DType,
+    },
     /// A tensor from another session was passed to this one.
     #[error(
         "{op}: the tensors belong to different sessions; move data with to_vec() and upload it"
@@ -239,7 +254,9 @@ impl Error {
         match self {
             Error::OutOfMemory { .. } | Error::BufferTooBig { .. } => ErrorKind::OutOfMemory,
             Error::Shape { .. } => ErrorKind::Shape,
-            Error::DType { .. } => ErrorKind::DType,
+            Error::DType { .. } | Error::Promotion { .. } | Error::DTypes { .. } => {
+                ErrorKind::DType
+            }
             Error::InvalidArgument { .. } | Error::DeviceMemoryUnknown { .. } => {
                 ErrorKind::InvalidArgument
             }

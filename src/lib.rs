@@ -42,12 +42,14 @@ pub mod train;
 
 pub use autograd::{Gradients, Tape, Var};
 pub use device::{list_adapters, AdapterDescription, AdapterSelector, DeviceMemory, MemorySource};
+pub use dtype::Kind as DTypeKind;
 pub use error::{ByteSize, Error, ErrorKind, Result};
 pub use files::kind_of as file_kind;
 pub use kernels::kernel_variants;
 pub use nn::{Linear, Mlp, Module};
 pub use op::elementwise::{BinaryOp, UnaryOp};
 pub use op::index::{HostArray, IndexItem, Slice};
+pub use op::logic::{LogicBinaryOp, LogicUnaryOp, TruthReduction};
 pub use op::matmul::Transpose;
 pub use op::reduce::ReduceOp;
 pub use op::sort::Side;

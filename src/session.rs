@@ -665,6 +665,16 @@ impl Session {
         Tensor::from_u32_slice(&self.inner, data, shape)
     }
 
+    /// Uploads int32 data as a new int32 tensor.
+    pub fn upload_i32(&self, data: &[i32], shape: &[usize]) -> Result<Tensor> {
+        Tensor::from_i32_slice(&self.inner, data, shape)
+    }
+
+    /// Uploads bools as a new bool tensor (each element the word 0 or 1).
+    pub fn upload_bool(&self, data: &[bool], shape: &[usize]) -> Result<Tensor> {
+        Tensor::from_bool_slice(&self.inner, data, shape)
+    }
+
     /// A new tensor whose contents are whatever its range last held (like `torch.empty`): for outputs that a
     /// kernel overwrites anyway.
     pub fn empty(&self, shape: &[usize]) -> Result<Tensor> {

@@ -175,6 +175,37 @@ impl Tensor {
         )
     }
 
+    /// Uploads int32 `data`, exactly as many values as `shape` has elements.
+    pub(crate) fn from_i32_slice(
+        session: &Arc<SharedRuntime>,
+        data: &[i32],
+        shape: &[usize],
+    ) -> Result<Tensor> {
+        Self::from_words(
+            session,
+            "upload_i32",
+            bytemuck::cast_slice(data),
+            shape,
+            DType::I32,
+        )
+    }
+
+    /// Uploads bools, each as the word 0 or 1.
+    pub(crate) fn from_bool_slice(
+        session: &Arc<SharedRuntime>,
+        data: &[bool],
+        shape: &[usize],
+    ) -> Result<Tensor> {
+        let words: Vec<u32> = data.iter().map(|&value| u32::from(value)).collect();
+        Self::from_words(
+            session,
+            "upload_bool",
+            bytemuck::cast_slice(&words),
+            shape,
+            DType::Bool,
+        )
+    }
+
     /// Uploads `data` as a tensor of `shape` in this tensor's session: written by the queue, so it records no
     /// dispatch (what a small constant, such as a gradient's seed, should cost).
     pub(crate) fn upload_beside(&self, data: &[f32], shape: &[usize]) -> Result<Tensor> {
@@ -276,6 +307,34 @@ impl Tensor {
         let range = self.range()?;
         let bytes = self.with_runtime(|runtime| runtime.read(range))?;
         Ok(bytemuck::pod_collect_to_vec(&bytes))
+    }
+
+    /// Downloads every element of an int32 tensor.
+    pub fn to_vec_i32(&self) -> Result<Vec<i32>> {
+        self.expect_dtype("to_vec_i32", DType::I32)?;
+        Ok(self.words()?.into_iter().map(|word| word as i32).collect())
+    }
+
+    /// Downloads every element of a bool tensor.
+    pub fn to_vec_bool(&self) -> Result<Vec<bool>> {
+        self.expect_dtype("to_vec_bool", DType::Bool)?;
+        Ok(self.words()?.into_iter().map(|word| word != 0).collect())
+    }
+
+    fn words(&self) -> Result<Vec<u32>> {
+        let range = self.range()?;
+        let bytes = self.with_runtime(|runtime| runtime.read(range))?;
+        Ok(bytemuck::pod_collect_to_vec(&bytes))
+    }
+
+    /// A copy of every word as a tensor of `dtype`: a cast that keeps the bits (int32 ↔ uint32, bool → an
+    /// integer).
+    pub(crate) fn copy_words_as(&self, dtype: DType) -> Result<Tensor> {
+        let out = self.output("astype", self.shape(), dtype)?;
+        let (from, to) = (self.range()?, out.range()?);
+        let elements = self.len() as u64;
+        self.with_runtime(|runtime| elementwise::copy(runtime, from, to, elements))?;
+        Ok(out)
     }
 
     /// A tensor with the same data and another shape of the same element count (a copy-free view is not

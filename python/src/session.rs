@@ -347,6 +347,18 @@ impl Session {
         self.create(|session| session.upload_u32(data, array.shape()))
     }
 
+    /// A tensor holding a C-contiguous int32 array.
+    fn upload_i32(&self, array: PyReadonlyArrayDyn<'_, i32>) -> PyResult<Tensor> {
+        let data = contiguous(array.as_slice())?;
+        self.create(|session| session.upload_i32(data, array.shape()))
+    }
+
+    /// A tensor holding a C-contiguous bool array.
+    fn upload_bool(&self, array: PyReadonlyArrayDyn<'_, bool>) -> PyResult<Tensor> {
+        let data = contiguous(array.as_slice())?;
+        self.create(|session| session.upload_bool(data, array.shape()))
+    }
+
     fn empty(&self, py: Python<'_>, shape: Vec<usize>) -> PyResult<Tensor> {
         self.fill(py, |session| session.empty(&shape))
     }

@@ -311,6 +311,19 @@ impl Tape {
         self.record(py, &[a, b], |tape, vars| tape.binary(op, vars[0], vars[1]))
     }
 
+    /// The standard's `where(condition, x1, x2)`, broadcasting, recorded: the gradient goes to `x1` and `x2`.
+    fn where_(
+        &self,
+        py: Python<'_>,
+        condition: &Tensor,
+        x1: &Tensor,
+        x2: &Tensor,
+    ) -> PyResult<Tensor> {
+        self.record(py, &[condition, x1, x2], |tape, vars| {
+            tape.where_(vars[0], vars[1], vars[2])
+        })
+    }
+
     /// `activation(x @ weight + bias)` recorded as one layer: its forward, and backward its weight and bias
     /// gradients and its input gradient (through the relu of a layer below recorded the same way), each in one
     /// pass where the library's fused kernels take them.

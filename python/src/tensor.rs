@@ -7,7 +7,9 @@ use std::sync::Arc;
 use numpy::{IntoPyArray, PyReadonlyArrayDyn, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
-use wgcompute::{BinaryOp, DType, HostArray, IndexItem, ReduceOp, Slice, Transpose, UnaryOp};
+use wgcompute::{
+    BinaryOp, DType, HostArray, IndexItem, LogicBinaryOp, LogicUnaryOp, ReduceOp, Slice, Transpose, UnaryOp,
+};
 
 use crate::errors::{forked, named, OrRaise};
 
@@ -87,13 +89,10 @@ impl Tensor {
         self.inner.shape().to_vec()
     }
 
-    /// "float32" or "uint32", as numpy names them.
+    /// "float32", "uint32", "int32" or "bool", as numpy names them.
     #[getter]
     fn dtype(&self) -> &'static str {
-        match self.inner.dtype() {
-            DType::F32 => "float32",
-            DType::U32 => "uint32",
-        }
+        self.inner.dtype().name()
     }
 
     #[getter]
@@ -113,6 +112,14 @@ impl Tensor {
             }
             DType::U32 => {
                 let data = py.detach(|| tensor.to_vec_u32()).or_raise()?;
+                reshape(data.into_pyarray(py).into_any())
+            }
+            DType::I32 => {
+                let data = py.detach(|| tensor.to_vec_i32()).or_raise()?;
+                reshape(data.into_pyarray(py).into_any())
+            }
+            DType::Bool => {
+                let data = py.detach(|| tensor.to_vec_bool()).or_raise()?;
                 reshape(data.into_pyarray(py).into_any())
             }
         }
@@ -217,19 +224,51 @@ impl Tensor {
         self.run(py, |tensor| tensor.one_hot(classes))
     }
 
-    /// A copy converted to "float32" or "uint32".
+    /// A copy converted to "float32", "uint32", "int32" or "bool".
     fn cast(&self, py: Python<'_>, dtype: &str) -> PyResult<Tensor> {
-        let dtype = match dtype {
-            "float32" => DType::F32,
-            "uint32" => DType::U32,
-            other => {
-                return Err(named(
-                    "DTypeError",
-                    format!("a tensor holds float32 or uint32, not {other}"),
-                ))
-            }
-        };
+        let dtype = DType::from_name(dtype).ok_or_else(|| {
+            named(
+                "DTypeError",
+                format!("a tensor holds float32, uint32, int32 or bool, not {dtype}"),
+            )
+        })?;
         self.run(py, |tensor| tensor.cast(dtype))
+    }
+
+    /// `x (op) y` for a row of the logic table (a routed row's integer form too), broadcasting.
+    fn logic_binary(&self, py: Python<'_>, name: &str, other: &Tensor) -> PyResult<Tensor> {
+        let op = LogicBinaryOp::from_name(name).ok_or_else(|| unknown("logic", name))?;
+        let other = other.get()?;
+        self.run(py, |tensor| tensor.logic_binary(op, other))
+    }
+
+    /// `op(x)` for a row of the logic table.
+    fn logic_unary(&self, py: Python<'_>, name: &str) -> PyResult<Tensor> {
+        let op = LogicUnaryOp::from_name(name).ok_or_else(|| unknown("logic", name))?;
+        self.run(py, |tensor| tensor.logic_unary(op))
+    }
+
+    /// The standard's `where(self, x1, x2)`, this tensor the condition.
+    fn where_(&self, py: Python<'_>, x1: &Tensor, x2: &Tensor) -> PyResult<Tensor> {
+        let (x1, x2) = (x1.get()?, x2.get()?);
+        self.run(py, |tensor| tensor.where_(x1, x2))
+    }
+
+    /// "any", "all" or "count_nonzero" over `axes` (None: all of them).
+    #[pyo3(signature = (name, axes=None, keepdims=false))]
+    fn reduce_truth(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        axes: Option<Vec<usize>>,
+        keepdims: bool,
+    ) -> PyResult<Tensor> {
+        let axes = axes.as_deref();
+        self.run(py, |tensor| match name {
+            "any" => tensor.any(axes, keepdims),
+            "all" => tensor.all(axes, keepdims),
+            _ => tensor.count_nonzero(axes, keepdims),
+        })
     }
 
     /// A copy in the same session.
@@ -529,4 +568,18 @@ pub fn op_tables() -> (Vec<UnaryRow>, Vec<NamedRow>, Vec<NamedRow>) {
             .map(|op| (op.name(), op.description()))
             .collect(),
     )
+}
+
+/// The dtype the Array API standard's promotion gives two dtypes, by name, or None where it gives none.
+#[pyfunction]
+pub fn promoted_dtype(lhs: &str, rhs: &str) -> PyResult<Option<&'static str>> {
+    let dtype = |name: &str| {
+        DType::from_name(name).ok_or_else(|| {
+            named(
+                "DTypeError",
+                format!("a tensor holds float32, uint32, int32 or bool, not {name}"),
+            )
+        })
+    };
+    Ok(dtype(lhs)?.promoted(dtype(rhs)?).map(DType::name))
 }

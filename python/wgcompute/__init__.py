@@ -12,9 +12,10 @@ GPU memory, buffers, device and instance, while the process goes on::
         print(c.numpy(), c.sum().item())
     # here every byte the session held is back
 
-Arrays given to :meth:`Session.tensor` become float32 or uint32 tensors: float32 and uint32 go as they are;
-float64, float16 and other floats are rounded to float32 (values beyond float32's range become ±inf, as
-``astype`` makes them); ints and bools become uint32 where every value fits (else ``InvalidArgumentError``);
+Arrays given to :meth:`Session.tensor` become float32, uint32, int32 or bool tensors: those four go as they are
+(a bool element is one 4-byte word, 0 or 1); float64, float16 and other floats are rounded to float32 (values
+beyond float32's range become ±inf, as ``astype`` makes them); other ints become uint32 where every value fits
+(else ``InvalidArgumentError``);
 complex, object, string and datetime arrays are a ``DTypeError`` (a ``TypeError``). Non-contiguous,
 Fortran-ordered and unaligned arrays are copied first. A tensor that cannot fit (larger than any buffer, or over
 the cap) is refused before any element is read or converted, so a broadcast view of 2**40 elements costs nothing.
@@ -65,6 +66,45 @@ from ._tensor import (
     take_along_axis,
 )
 from ._wgcompute import CloseReport, MemoryStats
+
+# The Array API standard's comparison, logical and bitwise functions, where, the truth reductions and the data
+# type functions (python/wgcompute/_logic.py), and its dtype objects.
+from . import _logic
+from ._logic import bool_ as bool
+from ._logic import (
+    all,
+    any,
+    astype,
+    bitwise_and,
+    bitwise_invert,
+    bitwise_left_shift,
+    bitwise_or,
+    bitwise_right_shift,
+    bitwise_xor,
+    can_cast,
+    count_nonzero,
+    equal,
+    finfo,
+    float32,
+    greater,
+    greater_equal,
+    iinfo,
+    int32,
+    isfinite,
+    isinf,
+    isnan,
+    less,
+    less_equal,
+    logical_and,
+    logical_not,
+    logical_or,
+    logical_xor,
+    not_equal,
+    result_type,
+    uint32,
+    where,
+)
+
 
 __all__ = [
     "AdapterError",
@@ -121,6 +161,8 @@ __all__ = [
     "top_k",
     "unique_values",
     "vecdot",
+    # The bool dtype object is the package's `bool`, as the standard names it.
+    *("bool" if name == "bool_" else name for name in _logic.__all__),
 ]
 
 __version__ = "0.1.0"
@@ -158,7 +200,10 @@ for _public in (
     vecdot,
 ):
     _public.__module__ = __name__
-del _public
+for _name in _logic.__all__:
+    if callable(_public := getattr(_logic, _name)) and not isinstance(_public, type):
+        _public.__module__ = __name__
+del _public, _name
 
 
 def __getattr__(name: str) -> Any:

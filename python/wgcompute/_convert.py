@@ -1,5 +1,5 @@
 """What every entry point does with a user's arguments before the extension sees them: arrays converted to
-float32 or uint32 by the rules in the package's docstring, shapes, counts, seeds, flags and paths checked, and
+float32, uint32, int32 or bool by the rules in the package's docstring, shapes, counts, seeds, flags and paths checked, and
 the binding's own refusals turned into wgcompute's errors."""
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def _path(path: Any) -> str:
 
 
 def _device_array(data: Any, room: Any = None) -> np.ndarray:
-    """``data`` as a C-contiguous, aligned float32 or uint32 array, by the rules in the module's docstring.
+    """``data`` as a C-contiguous, aligned float32, uint32, int32 or bool array, by the rules in the module's docstring.
     ``room(bytes)`` refuses a tensor that cannot fit, before any element is read: a broadcast view of 2**40
     elements is refused at once rather than scanned."""
     array = _as_array(data)
@@ -87,6 +87,9 @@ def _device_array(data: Any, room: Any = None) -> np.ndarray:
             # Beyond float32's range is ±inf, as the module's docstring promises: no warning for a documented rule.
             with np.errstate(over="ignore"):
                 array = array.astype(np.float32)
+    elif array.dtype in (np.int32, np.bool_):
+        # Tensors hold int32 and bool as they are (a bool as one 4-byte word per element, 0 or 1).
+        pass
     elif kind in "iub":
         if array.dtype != np.uint32:
             if array.size and kind != "b":
@@ -94,14 +97,14 @@ def _device_array(data: Any, room: Any = None) -> np.ndarray:
                 if low < 0 or high > _UINT32_MAX:
                     raise InvalidArgumentError(
                         f"a {array.dtype} array holding {low if low < 0 else high} cannot become a uint32 tensor: "
-                        "integer arrays become uint32, so every value must be from 0 to 4294967295; convert it to "
-                        "float32 first if it holds other numbers"
+                        "integer arrays other than int32 become uint32, so every value must be from 0 to 4294967295; "
+                        "convert it to int32 or float32 first if it holds other numbers"
                     )
             array = array.astype(np.uint32)
     else:
         raise DTypeError(
-            f"a {array.dtype} array cannot become a tensor: tensors hold float32 or uint32 (real floats, ints and "
-            "bools are converted)"
+            f"a {array.dtype} array cannot become a tensor: tensors hold float32, uint32, int32 or bool (real "
+            "floats and ints are converted)"
         )
     # Not np.ascontiguousarray, which makes a 0-d array 1-d; aligned too, since a view at an odd offset of a byte
     # buffer is C-contiguous yet cannot be read as float32 in place.

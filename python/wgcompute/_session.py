@@ -166,9 +166,8 @@ class Session:
         if isinstance(data, Tensor):
             data = data.numpy()
         array = _device_array(data, self._s.check_room_for)
-        if array.dtype == np.uint32:
-            return self._wrap(self._s.upload_u32(array))
-        return self._wrap(self._s.upload_f32(array))
+        upload = {"uint32": self._s.upload_u32, "int32": self._s.upload_i32, "bool": self._s.upload_bool}
+        return self._wrap(upload.get(array.dtype.name, self._s.upload_f32)(array))
 
     def empty(self, shape: int | Iterable[int]) -> Tensor:
         """A float32 tensor whose contents are unspecified."""

@@ -1,5 +1,5 @@
-"""Tensors and variables: a float32 or uint32 array in a session's GPU memory, the ops on it (methods named as
-NumPy's, operators), and the ops of several tensors (:func:`concat`, :func:`matmul`,
+"""Tensors and variables: a float32, uint32, int32 or bool array in a session's GPU memory, the ops on it (methods
+named as NumPy's, operators), and the ops of several tensors (:func:`concat`, :func:`matmul`,
 :func:`softmax_cross_entropy`). Each op runs eagerly, or on this thread's :class:`GradientTape` where it records
 one of the operands. The op methods and operators of the library's tables are made from :mod:`._ops`."""
 
@@ -43,15 +43,18 @@ def _tensor_argument(tensor: Any, what: str) -> Tensor:
     return tensor
 
 
-_NUMPY_DTYPES = {"float32": np.dtype(np.float32), "uint32": np.dtype(np.uint32)}
+_NUMPY_DTYPES = {name: np.dtype(name) for name in ("float32", "uint32", "int32", "bool")}
 
 
 class Tensor:
-    """A float32 or uint32 array in a session's GPU memory (made by a :class:`Session`). It never keeps a closed
-    session's memory alive: after the close every use raises :class:`SessionClosedError`.
+    """A float32, uint32, int32 or bool array in a session's GPU memory (made by a :class:`Session`). It never
+    keeps a closed session's memory alive: after the close every use raises :class:`SessionClosedError`.
 
-    Operators ``+ - * / @`` and unary ``-`` take tensors, Python scalars and numpy arrays, broadcasting as numpy
-    does; the methods are named as numpy's (``exp``, ``sum(axis=)``, ``argmax``, ``reshape``, ``transpose``...).
+    Operators ``+ - * / @`` and unary ``-``, the comparisons ``== != < <= > >=`` (giving bool tensors) and the
+    bitwise ``& | ^ ~ << >>`` take tensors, Python scalars and numpy arrays, broadcasting as numpy does (a Python
+    scalar takes the tensor's dtype, as the Array API standard says; tensors of two dtypes are a ``DTypeError``,
+    since its promotion joins none of these four). A tensor hashes by identity. The methods are named as numpy's
+    (``exp``, ``sum(axis=)``, ``argmax``, ``reshape``, ``transpose``...).
     """
 
     __slots__ = ("_t", "_session", "__weakref__")
@@ -233,6 +236,9 @@ class Tensor:
         )
 
     def _scalar_or_tensor(self, other: Any, scalar_op: str, tensor_op: str) -> Tensor:
+        if self._t.dtype != "float32" and isinstance(other, (bool, numbers.Real)):
+            # As the standard says: the scalar becomes a 0-d tensor of this tensor's dtype.
+            return self._binary(tensor_op, self._scalar_operand(other))
         if isinstance(other, numbers.Real) and not isinstance(other, bool):
             return self._unary(scalar_op, _number(other))
         if isinstance(other, (Tensor, np.ndarray, list, tuple, np.generic)):
@@ -252,6 +258,119 @@ class Tensor:
 
     def __rmatmul__(self, other: Any) -> Tensor:
         return self._operand(other).__matmul__(self)
+
+    # --- comparisons, logical and bitwise operators (src/op/logic.rs); their results carry no gradient ---
+
+    # Comparing tensors gives a tensor, so a tensor is hashed (and a dict or set finds it) by identity.
+    __hash__ = object.__hash__
+
+    def _scalar_operand(self, value: Any) -> Tensor:
+        """A Python scalar as a 0-d tensor of this tensor's dtype, as the standard mixes them: an int or float
+        with float32, an int in range with an integer dtype, a bool with bool; others are a DTypeError."""
+        dtype = self._t.dtype
+        if dtype == "bool":
+            fits = isinstance(value, (bool, np.bool_))
+        elif dtype == "float32":
+            fits = isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+        else:
+            fits = isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+            if fits and not np.iinfo(dtype).min <= value <= np.iinfo(dtype).max:
+                raise InvalidArgumentError(f"{value} is outside the range of a {dtype} tensor it is combined with")
+        if not fits:
+            raise DTypeError(
+                f"a Python {type(value).__name__} cannot be combined with a {dtype} tensor (the standard mixes an "
+                "int or float with float32, an int with an integer dtype, a bool with bool); convert with astype"
+            )
+        if dtype == "float32":
+            value = _number(value)
+        return self._owner().tensor(np.array(value, dtype=dtype))
+
+    def _logic_operand(self, other: Any) -> Tensor | Any:
+        if isinstance(other, Tensor):
+            return other
+        if isinstance(other, (bool, numbers.Number, np.bool_)):
+            return self._scalar_operand(other)
+        if isinstance(other, (np.ndarray, list, tuple, np.generic)):
+            return self._operand(other)
+        return NotImplemented
+
+    def _logic(self, name: str, other: Any, reflected: bool = False) -> Tensor:
+        operand = self._logic_operand(other)
+        if operand is NotImplemented:
+            return NotImplemented
+        lhs, rhs = (operand, self) if reflected else (self, operand)
+        return lhs._wrap(lhs._t.logic_binary(name, rhs._t))
+
+    def __eq__(self, other: Any) -> Tensor:  # type: ignore[override]
+        return self._logic("equal", other)
+
+    def __ne__(self, other: Any) -> Tensor:  # type: ignore[override]
+        return self._logic("not_equal", other)
+
+    def __lt__(self, other: Any) -> Tensor:
+        return self._logic("less", other)
+
+    def __le__(self, other: Any) -> Tensor:
+        return self._logic("less_equal", other)
+
+    def __gt__(self, other: Any) -> Tensor:
+        return self._logic("greater", other)
+
+    def __ge__(self, other: Any) -> Tensor:
+        return self._logic("greater_equal", other)
+
+    def __and__(self, other: Any) -> Tensor:
+        return self._logic("bitwise_and", other)
+
+    def __rand__(self, other: Any) -> Tensor:
+        return self._logic("bitwise_and", other, reflected=True)
+
+    def __or__(self, other: Any) -> Tensor:
+        return self._logic("bitwise_or", other)
+
+    def __ror__(self, other: Any) -> Tensor:
+        return self._logic("bitwise_or", other, reflected=True)
+
+    def __xor__(self, other: Any) -> Tensor:
+        return self._logic("bitwise_xor", other)
+
+    def __rxor__(self, other: Any) -> Tensor:
+        return self._logic("bitwise_xor", other, reflected=True)
+
+    def __lshift__(self, other: Any) -> Tensor:
+        return self._logic("bitwise_left_shift", other)
+
+    def __rlshift__(self, other: Any) -> Tensor:
+        return self._logic("bitwise_left_shift", other, reflected=True)
+
+    def __rshift__(self, other: Any) -> Tensor:
+        return self._logic("bitwise_right_shift", other)
+
+    def __rrshift__(self, other: Any) -> Tensor:
+        return self._logic("bitwise_right_shift", other, reflected=True)
+
+    def __invert__(self) -> Tensor:
+        return self._wrap(self._t.logic_unary("bitwise_invert"))
+
+    def _axes(self, axis: int | Sequence[int] | None) -> list[int] | None:
+        """An axis or a tuple of axes (negative ones from the end), distinct; None for all."""
+        if axis is None:
+            return None
+        axes = [self._axis(axis)] if isinstance(axis, numbers.Integral) else [self._axis(a) for a in axis]
+        if len(set(axes)) != len(axes):
+            raise ShapeError(f"axes {axis!r} name an axis twice")
+        return axes
+
+    def _truth(self, name: str, axis: int | Sequence[int] | None, keepdims: bool) -> Tensor:
+        return self._wrap(self._t.reduce_truth(name, self._axes(axis), _flag(keepdims, "keepdims")))
+
+    def all(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
+        """Whether every element is nonzero (true), over ``axis`` (an int, a tuple, or None for all)."""
+        return self._truth("all", axis, keepdims)
+
+    def any(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
+        """Whether any element is nonzero (true), over ``axis`` (an int, a tuple, or None for all)."""
+        return self._truth("any", axis, keepdims)
 
     # --- axes ---
 
@@ -361,12 +480,18 @@ class Tensor:
         # Its input is integer, so nothing flows through it.
         return self._wrap(self._t.one_hot(_count(classes, "classes")))
 
-    def astype(self, dtype: Any) -> Tensor:
-        """A copy as float32 or uint32 (float32 to float32 is recorded as a copy; to uint32 carries no gradient)."""
+    def astype(self, dtype: Any, copy: bool = True) -> Tensor:
+        """This tensor as ``dtype`` (float32, uint32, int32 or bool): float32 to an integer toward zero, saturating,
+        NaN to 0; int32 and uint32 keep their bits; to bool is ``!= 0``. The same dtype gives a copy (recorded
+        for float32), or this tensor itself where ``copy`` is False; other casts carry no gradient."""
         try:
             name = np.dtype(dtype).name
         except (TypeError, ValueError) as error:
-            raise ArgumentTypeError(f"astype takes a dtype (float32 or uint32); got {dtype!r:.80}: {error}") from None
+            raise ArgumentTypeError(
+                f"astype takes a dtype (float32, uint32, int32 or bool); got {dtype!r:.80}: {error}"
+            ) from None
+        if name == self._t.dtype and not _flag(copy, "copy"):
+            return self
         if name == "float32" and self._t.dtype == "float32":
             return self.copy()
         return self._wrap(self._t.cast(name))
@@ -545,6 +670,8 @@ def _operator_methods(binary: str, doc: str, operator: _ops.Operator) -> tuple[C
     else:
 
         def reflected(self: Tensor, other: Any) -> Tensor:
+            if self._t.dtype != "float32" and isinstance(other, (bool, numbers.Real)):
+                return self._scalar_operand(other)._binary(binary, self)
             if isinstance(other, numbers.Real) and not isinstance(other, bool):
                 return self._unary(reflected_scalar, _number(other))
             return getattr(self._operand(other), forward.__name__)(self)

@@ -27,7 +27,7 @@ __all__ = [
 
 _MemoryLimit = str | float | int
 _Adapter = int | str
-_DType = Literal["float32", "uint32"]
+_DType = Literal["float32", "uint32", "int32", "bool"]
 
 class _Device(TypedDict):
     index: int
@@ -44,6 +44,9 @@ def devices() -> list[_Device]:
 
 def error_classes() -> list[tuple[str, str | None]]:
     """(kind, the package's class name) for every kind of library error; None: raised as KeyboardInterrupt."""
+
+def promoted_dtype(lhs: str, rhs: str) -> str | None:
+    """The dtype the standard's type promotion gives two dtypes by name; None where it gives none."""
 
 def op_tables() -> tuple[list[tuple[str, bool, str]], list[tuple[str, str]], list[tuple[str, str]]]:
     """(name, takes a scalar, description) per unary row; (name, description) per binary and reduction row."""
@@ -128,6 +131,10 @@ class Session:
         """A C-contiguous float32 array."""
     def upload_u32(self, array: NDArray[np.uint32]) -> Tensor:
         """A C-contiguous uint32 array."""
+    def upload_i32(self, array: NDArray[np.int32]) -> Tensor:
+        """A C-contiguous int32 array."""
+    def upload_bool(self, array: NDArray[np.bool_]) -> Tensor:
+        """A C-contiguous bool array."""
     def empty(self, shape: Sequence[int]) -> Tensor: ...
     def zeros(self, shape: Sequence[int]) -> Tensor: ...
     def full(self, shape: Sequence[int], value: float) -> Tensor: ...
@@ -166,7 +173,15 @@ class Tensor:
     def gather_rows(self, indices: Tensor) -> Tensor: ...
     def one_hot(self, classes: int) -> Tensor: ...
     def cast(self, dtype: str) -> Tensor:
-        """A copy as "float32" or "uint32" (anything else is a DTypeError)."""
+        """A copy as "float32", "uint32", "int32" or "bool" (anything else is a DTypeError)."""
+    def logic_binary(self, name: str, other: Tensor) -> Tensor:
+        """A row of the logic table by name (a comparison, logical or bitwise op), broadcasting."""
+    def logic_unary(self, name: str) -> Tensor:
+        """A unary row of the logic table by name (isnan, logical_not, bitwise_invert...)."""
+    def where_(self, x1: Tensor, x2: Tensor) -> Tensor:
+        """``x1`` where this bool tensor is true, else ``x2``, broadcasting."""
+    def reduce_truth(self, name: str, axes: Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
+        """"any", "all" or "count_nonzero" over ``axes`` (None: all)."""
     def copy(self) -> Tensor: ...
     def assign(self, source: Tensor) -> None:
         """Overwrites this tensor in place with ``source`` (same element count, dtype and session)."""
@@ -210,6 +225,7 @@ class Tape:
         """None for a source the target does not depend on; ``keep=False`` consumes and releases the tape."""
     def unary(self, x: Tensor, name: str, scalar: float = 0.0) -> Tensor: ...
     def binary(self, a: Tensor, name: str, b: Tensor) -> Tensor: ...
+    def where_(self, condition: Tensor, x1: Tensor, x2: Tensor) -> Tensor: ...
     def linear(
         self, x: Tensor, weight: Tensor, bias: Tensor | None = None, activation: str | None = None
     ) -> Tensor: ...

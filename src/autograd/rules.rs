@@ -338,6 +338,18 @@ impl Tape {
                     upstream.roll(shift.wrapping_neg(), Some(axis))?,
                 )?;
             }
+            Op::Where { condition, x1, x2 } => {
+                // The upstream gradient where each operand was picked, zero elsewhere (accumulate sums it
+                // over the axes that operand was broadcast along).
+                let zero = upstream.upload_beside(&[0.0], &[])?;
+                let mask = &self.nodes[condition].value;
+                if self.nodes[x1].wants_gradient {
+                    self.accumulate(gradients, x1, mask.where_(&upstream, &zero)?)?;
+                }
+                if self.nodes[x2].wants_gradient {
+                    self.accumulate(gradients, x2, mask.where_(&zero, &upstream)?)?;
+                }
+            }
             Op::Reduce { op, x, axis } => {
                 // Recording refused a reduction without a rule wherever a gradient flows.
                 let rule = reduce_gradient_rule(op).ok_or_else(|| Error::InvalidArgument {

@@ -117,6 +117,12 @@ pub(super) enum Op {
         shift: i64,
         axis: usize,
     },
+    /// `x1` where the bool `condition` is true, else `x2`, the three broadcast together.
+    Where {
+        condition: usize,
+        x1: usize,
+        x2: usize,
+    },
     /// A row of the value-reduction table over all elements (`None`) or along an axis.
     Reduce {
         op: ReduceOp,
@@ -161,6 +167,7 @@ impl Op {
             | Op::Reduce { x, .. }
             | Op::Sort { x, .. } => vec![x],
             Op::SoftmaxCrossEntropy { logits, .. } => vec![logits],
+            Op::Where { condition, x1, x2 } => vec![condition, x1, x2],
         }
     }
 }
@@ -352,6 +359,22 @@ impl Tape {
             },
             wants,
         ))
+    }
+
+    /// Records the standard's `where(condition, x1, x2)` (see [`Tensor::where_`]): the gradient goes to `x1`
+    /// where the condition holds and to `x2` elsewhere, summed over the axes each was broadcast along; the
+    /// condition (bool) gets none.
+    pub fn where_(&mut self, condition: Var, x1: Var, x2: Var) -> Result<Var> {
+        let value = self
+            .value(condition)?
+            .where_(self.value(x1)?, self.value(x2)?)?;
+        let wants = self.wants(&[x1, x2])?;
+        let op = Op::Where {
+            condition: condition.index,
+            x1: x1.index,
+            x2: x2.index,
+        };
+        Ok(self.push(value, op, wants))
     }
 
     /// Records `activation(x + bias)` in one pass (see [`Tensor::bias_activation`]): a layer's bias and its

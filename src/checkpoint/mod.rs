@@ -267,6 +267,12 @@ impl Checkpoint {
         let want = match tensor.dtype() {
             DType::F32 => Dtype::F32,
             DType::U32 => Dtype::U32,
+            other @ (DType::I32 | DType::Bool) => {
+                return Err(failure(
+                    &self.path,
+                    format!("cannot load '{name}' into a {other} tensor; checkpoints hold float32 and uint32 tensors"),
+                ))
+            }
         };
         if view.dtype != want || view.shape != tensor.shape() {
             return Err(failure(

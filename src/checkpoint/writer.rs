@@ -311,6 +311,15 @@ fn encode_named(
                     .flat_map(|v| v.to_le_bytes())
                     .collect(),
             ),
+            other @ (DType::I32 | DType::Bool) => {
+                return Err(failure(
+                    path,
+                    format!(
+                        "tensor '{name}' is {other}; checkpoints hold float32 and uint32 tensors, so convert it \
+                         with astype first"
+                    ),
+                ))
+            }
         };
         data.push(StoredTensor {
             name: name.clone(),

@@ -24,6 +24,10 @@ static ONE_HOT: Kernel = Kernel::new(&LAYOUT, "one_hot", &[2, 3]);
 static ONE_HOT_GATHERED: Kernel = Kernel::new(&LAYOUT, "one_hot_gathered", &[1, 2, 3]);
 static F32_TO_U32: Kernel = Kernel::new(&LAYOUT, "f32_to_u32", &[1, 3]);
 static U32_TO_F32: Kernel = Kernel::new(&LAYOUT, "u32_to_f32", &[1, 3]);
+static F32_TO_I32: Kernel = Kernel::new(&LAYOUT, "f32_to_i32", &[1, 3]);
+static I32_TO_F32: Kernel = Kernel::new(&LAYOUT, "i32_to_f32", &[1, 3]);
+static F32_TO_BOOL: Kernel = Kernel::new(&LAYOUT, "f32_to_bool", &[1, 3]);
+static WORD_TO_BOOL: Kernel = Kernel::new(&LAYOUT, "word_to_bool", &[1, 3]);
 
 const _: () = assert!(MAX_RANK == 8, "Params spells MAX_RANK out as 8");
 
@@ -344,11 +348,18 @@ pub(crate) fn one_hot_gathered(
     Ok(())
 }
 
-/// Which way a cast goes.
+/// Which way a cast goes; the casts that keep every word (between the integers, from bool to an integer) are
+/// copies, no kernel.
 #[derive(Clone, Copy)]
 pub(crate) enum Cast {
     F32ToU32,
+    /// From uint32, or from bool (whose words are 0 and 1).
     U32ToF32,
+    F32ToI32,
+    I32ToF32,
+    F32ToBool,
+    /// From int32 or uint32.
+    WordToBool,
 }
 
 /// target = source cast elementwise.
@@ -361,6 +372,10 @@ pub(crate) fn cast(
     let kernel = match cast {
         Cast::F32ToU32 => &F32_TO_U32,
         Cast::U32ToF32 => &U32_TO_F32,
+        Cast::F32ToI32 => &F32_TO_I32,
+        Cast::I32ToF32 => &I32_TO_F32,
+        Cast::F32ToBool => &F32_TO_BOOL,
+        Cast::WordToBool => &WORD_TO_BOOL,
     };
     dispatch_windows(
         runtime,
@@ -378,7 +393,8 @@ pub(crate) fn cast(
 
 reflected_layout!(
     kernels: [
-        STRIDED_COPY, TAKE_AXIS, SCATTER_AXIS, GATHER_ROWS, ONE_HOT, ONE_HOT_GATHERED, F32_TO_U32, U32_TO_F32
+        STRIDED_COPY, TAKE_AXIS, SCATTER_AXIS, GATHER_ROWS, ONE_HOT, ONE_HOT_GATHERED, F32_TO_U32, U32_TO_F32,
+        F32_TO_I32, I32_TO_F32, F32_TO_BOOL, WORD_TO_BOOL
     ],
     params: {
         count, base, src_offset, dst_offset, dims, src_strides, dst_strides, row_words, rows, first_row,

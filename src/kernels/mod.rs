@@ -26,6 +26,7 @@ macro_rules! reflected_layout {
 pub(crate) mod elementwise;
 pub(crate) mod layout;
 pub(crate) mod linear;
+pub(crate) mod logic;
 pub(crate) mod matmul;
 pub(crate) mod optim;
 pub(crate) mod plan;
@@ -188,6 +189,7 @@ mod reflection {
             elementwise,
             layout,
             linear,
+            logic,
             matmul,
             optim,
             random,

@@ -4,6 +4,7 @@
 
 pub mod elementwise;
 pub mod index;
+pub mod logic;
 pub mod matmul;
 pub mod reduce;
 pub mod softmax;

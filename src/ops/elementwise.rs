@@ -11,8 +11,10 @@ use crate::tensor::Tensor;
 fn binary(lhs: &Tensor, rhs: &Tensor, op: BinaryOp, expand_to: Option<&[usize]>) -> Result<Tensor> {
     let name = op.name();
     lhs.expect_same_session(name, rhs)?;
-    lhs.expect_dtype(name, DType::F32)?;
-    rhs.expect_dtype(name, DType::F32)?;
+    if (lhs.dtype(), rhs.dtype()) != (DType::F32, DType::F32) {
+        // Integer operands take the op's integer form (src/op/logic.rs), where it has one.
+        return crate::ops::logic::routed_binary(lhs, rhs, name, expand_to);
+    }
     let mut shape = binary_shape(op, lhs.shape(), rhs.shape())?;
     if let Some(wanted) = expand_to {
         if binary_shape(op, &shape, wanted)? != wanted {
@@ -51,7 +53,13 @@ fn binary(lhs: &Tensor, rhs: &Tensor, op: BinaryOp, expand_to: Option<&[usize]>)
 
 fn unary(input: &Tensor, op: UnaryOp, scalar: f32) -> Result<Tensor> {
     let name = op.name();
-    input.expect_dtype(name, DType::F32)?;
+    if input.dtype() != DType::F32 {
+        if op.takes_scalar() {
+            // A scalar form's value is an f32; an integer tensor takes a 0-d tensor of its dtype instead.
+            input.expect_dtype(name, DType::F32)?;
+        }
+        return crate::ops::logic::routed_unary(input, name);
+    }
     let shape = unary_shape(op, input.shape())?;
     let out = input.output(name, &shape, DType::F32)?;
     let (source, target) = (input.range()?, out.range()?);

@@ -292,13 +292,23 @@ impl Tensor {
         Ok(out)
     }
 
-    /// This tensor as `dtype`: f32 → u32 as Rust's `as` does (toward zero, saturating, NaN to 0); u32 → f32 to
-    /// the nearest f32 (exact below 2^24). The same dtype gives a copy.
+    /// This tensor as `dtype` (the standard's `astype`): float32 → an integer as Rust's `as` does (toward
+    /// zero, saturating at the integer's range, NaN to 0); an integer → float32 to the nearest f32 (exact within
+    /// ±2^24); int32 ↔ uint32 keeps the bits (wraps, as NumPy's astype); anything → bool is `!= 0` (NaN is
+    /// true, -0.0 false); bool → a number is 0 or 1. The same dtype gives a copy.
     pub fn cast(&self, dtype: DType) -> Result<Tensor> {
         let direction = match (self.dtype(), dtype) {
+            (DType::F32, DType::F32) | (DType::Bool, DType::Bool) => return self.try_clone(),
             (DType::F32, DType::U32) => Cast::F32ToU32,
-            (DType::U32, DType::F32) => Cast::U32ToF32,
-            _ => return self.try_clone(),
+            (DType::U32 | DType::Bool, DType::F32) => Cast::U32ToF32,
+            (DType::F32, DType::I32) => Cast::F32ToI32,
+            (DType::I32, DType::F32) => Cast::I32ToF32,
+            (DType::F32, DType::Bool) => Cast::F32ToBool,
+            (DType::I32 | DType::U32, DType::Bool) => Cast::WordToBool,
+            (from, to @ (DType::I32 | DType::U32)) if from == to => return self.try_clone(),
+            (DType::I32 | DType::U32 | DType::Bool, DType::I32 | DType::U32) => {
+                return self.copy_words_as(dtype)
+            }
         };
         let out = self.output("cast", self.shape(), dtype)?;
         let (source, target) = (self.range()?, out.range()?);

@@ -5,6 +5,7 @@ mod elementwise;
 pub(crate) mod index;
 mod layout;
 pub(crate) mod linear;
+pub(crate) mod logic;
 pub(crate) mod matmul;
 pub(crate) mod optim;
 mod random;

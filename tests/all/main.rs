@@ -18,6 +18,7 @@ mod ops_elementwise;
 mod ops_index;
 mod ops_layout;
 mod ops_linear;
+mod ops_logic;
 mod ops_matmul;
 mod ops_optim;
 mod ops_random;
