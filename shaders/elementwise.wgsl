@@ -72,6 +72,294 @@ fn stable_sigmoid4(x: vec4<f32>) -> vec4<f32> {
     return select(e / (1.0 + e), 1.0 / (1.0 + e), x >= vec4<f32>(0.0));
 }
 
+// --- helpers of the table's maths rows. Each is written for one f32; its vec4 twin (named with a 4) is
+// generated beside the op switches and applies it lane by lane, so both forms give the same bits. ---
+
+const LN2: f32 = 0.6931471805599453;
+const FRAC_1_SQRT_2: f32 = 0.7071067811865476;
+
+// IEEE specials are recognised on the bits, for the reason nan_keeping_relu gives.
+fn is_nan_bits(x: f32) -> bool {
+    return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;
+}
+
+fn is_inf_bits(x: f32) -> bool {
+    return (bitcast<u32>(x) & 0x7fffffffu) == 0x7f800000u;
+}
+
+fn sign_bit(x: f32) -> bool {
+    return (bitcast<u32>(x) & 0x80000000u) != 0u;
+}
+
+fn infinity() -> f32 {
+    return bitcast<f32>(0x7f800000u);
+}
+
+// A row's scalar `a` as an operand of x's type (WGSL has no implicit splat in calls).
+fn splat(a: f32) -> f32 {
+    return a;
+}
+
+fn splat4(a: f32) -> vec4<f32> {
+    return vec4<f32>(a);
+}
+
+// WGSL's sign may give 0 for NaN.
+fn nan_keeping_sign(x: f32) -> f32 {
+    return select(sign(x), x, is_nan_bits(x));
+}
+
+fn nan_keeping_maximum(x: f32, y: f32) -> f32 {
+    return select(max(x, y), x + y, is_nan_bits(x) || is_nan_bits(y));
+}
+
+fn nan_keeping_minimum(x: f32, y: f32) -> f32 {
+    return select(min(x, y), x + y, is_nan_bits(x) || is_nan_bits(y));
+}
+
+// WGSL gives log's accuracy near 1 in absolute terms only (2^-21), so e^x - 1 and log(1 + x) are not built from
+// them near 0, nor with Kahan's (u - 1) x / log(u): series serve there. e^x - 1: Taylor to x^9/9! on |x| < 0.5
+// (the first omitted term is below 1e-9 of the value); beyond, the cancellation in e^x - 1 costs under 2.5×.
+fn accurate_expm1(x: f32) -> f32 {
+    if (abs(x) < 0.5) {
+        return x * (1.0 + x * (1.0 / 2.0 + x * (1.0 / 6.0 + x * (1.0 / 24.0 + x * (1.0 / 120.0 + x * (1.0 / 720.0
+            + x * (1.0 / 5040.0 + x * (1.0 / 40320.0 + x * (1.0 / 362880.0)))))))));
+    }
+    return exp(x) - 1.0;
+}
+
+// log(1 + x) = 2 atanh(s), s = x / (2 + x), |s| ≤ 1/3 on (-0.5, 1): the odd series to s^17 (first omitted term
+// below 2e-9 of the value). Outside, log(1 + x) is at least ln 2 in magnitude and log's absolute error is small
+// beside it.
+fn accurate_log1p(x: f32) -> f32 {
+    if (x > -0.5 && x < 1.0) {
+        let s = x / (2.0 + x);
+        let s2 = s * s;
+        return 2.0 * s * (1.0 + s2 * (1.0 / 3.0 + s2 * (1.0 / 5.0 + s2 * (1.0 / 7.0 + s2 * (1.0 / 9.0 + s2 * (1.0 / 11.0
+            + s2 * (1.0 / 13.0 + s2 * (1.0 / 15.0 + s2 * (1.0 / 17.0)))))))));
+    }
+    return log(1.0 + x);
+}
+
+// sinh and cosh from e = e^(|x|/2), so that e·e/2 stays finite as far as the result does (to |x| ≈ 89.4, where
+// e^|x| alone overflows at 88.7); sinh's Taylor series below |x| = 0.5, where e - 1/e would cancel.
+fn accurate_sinh(x: f32) -> f32 {
+    let m = abs(x);
+    if (m < 0.5) {
+        let s = x * x;
+        return x * (1.0 + s * (1.0 / 6.0 + s * (1.0 / 120.0 + s * (1.0 / 5040.0 + s * (1.0 / 362880.0)))));
+    }
+    let e = exp(0.5 * m);
+    let r = (0.5 * e) * e - (0.5 / e) / e;
+    return select(-r, r, x > 0.0);
+}
+
+fn wide_cosh(x: f32) -> f32 {
+    let e = exp(0.5 * abs(x));
+    return (0.5 * e) * e + (0.5 / e) / e;
+}
+
+// asinh(|x|) = log1p(|x| + x² / (1 + sqrt(1 + x²))), accurate near 0; past 1e8, where x² would lose 1 (and
+// later overflow), log(2|x|).
+fn accurate_asinh(x: f32) -> f32 {
+    let m = abs(x);
+    var r: f32;
+    if (m > 1e8) {
+        r = log(m) + LN2;
+    } else {
+        r = accurate_log1p(m + m * m / (1.0 + sqrt(1.0 + m * m)));
+    }
+    return select(-r, r, x > 0.0);
+}
+
+// acosh(1 + t) = log1p(t + sqrt(t (t + 2))), t = x - 1 exact near 1; past 1e8, log(2x).
+fn accurate_acosh(x: f32) -> f32 {
+    if (x > 1e8) {
+        return log(x) + LN2;
+    }
+    if (x < 1.0) {
+        return nan();
+    }
+    let t = x - 1.0;
+    return accurate_log1p(t + sqrt(t * (t + 2.0)));
+}
+
+// atanh(|x|) = log1p(2|x| / (1 - |x|)) / 2: infinite at 1, NaN beyond.
+fn accurate_atanh(x: f32) -> f32 {
+    let m = abs(x);
+    let r = 0.5 * accurate_log1p(2.0 * m / (1.0 - m));
+    return select(-r, r, x > 0.0);
+}
+
+// erf on |x| < 1: its Taylor series to x^19 (relative error under 2e-8 there).
+fn erf_series(x: f32) -> f32 {
+    let s = x * x;
+    return 1.1283791670955126 * x * (1.0 + s * (-1.0 / 3.0 + s * (1.0 / 10.0 + s * (-1.0 / 42.0 + s * (1.0 / 216.0
+        + s * (-1.0 / 1320.0 + s * (1.0 / 9360.0 + s * (-1.0 / 75600.0 + s * (1.0 / 685440.0
+        + s * (-1.0 / 6894720.0))))))))));
+}
+
+// erfc(z) for z ≥ 0 by the Chebyshev fit of Numerical Recipes (erfcc): relative error under 1.2e-7 at every z,
+// so the tail keeps its digits where 1 - erf(z) would have none.
+fn erfc_tail(z: f32) -> f32 {
+    let t = 1.0 / (1.0 + 0.5 * z);
+    let p = -1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806 + t * (0.27886807
+        + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))))));
+    return t * exp(p - z * z);
+}
+
+fn accurate_erf(x: f32) -> f32 {
+    let m = abs(x);
+    if (m < 1.0) {
+        return erf_series(x);
+    }
+    let r = 1.0 - erfc_tail(m);
+    return select(-r, r, x > 0.0);
+}
+
+fn accurate_erfc(x: f32) -> f32 {
+    if (abs(x) < 1.0) {
+        return 1.0 - erf_series(x);
+    }
+    if (x > 0.0) {
+        return erfc_tail(x);
+    }
+    return 2.0 - erfc_tail(-x);
+}
+
+// x Φ(x) = x erfc(-x / √2) / 2, the tail from erfc so that large negative x keep their relative accuracy; at
+// -inf the limit 0 (x · 0 would be NaN).
+fn gelu_erf(x: f32) -> f32 {
+    if (x < -3.4e38) {
+        return -0.0;
+    }
+    return 0.5 * x * accurate_erfc(-x * FRAC_1_SQRT_2);
+}
+
+// x (1 + tanh(u)) / 2 with u = √(2/π) (x + 0.044715 x³), written as x σ(2u) (the same function), which has no
+// cancellation for negative x.
+fn gelu_tanh_form(x: f32) -> f32 {
+    if (x < -3.4e38) {
+        return -0.0;
+    }
+    return x * stable_sigmoid(1.5957691216057308 * (x + 0.044715 * x * x * x));
+}
+
+fn silu_of(x: f32) -> f32 {
+    if (x < -3.4e38) {
+        return -0.0;
+    }
+    return x * stable_sigmoid(x);
+}
+
+// log(1 + e^x) = max(x, 0) + log1p(e^-|x|): never overflows, and accurate for large negative x (where it is
+// e^x).
+fn stable_softplus(x: f32) -> f32 {
+    return nan_keeping_relu(x) + accurate_log1p(exp(-abs(x)));
+}
+
+// x^y with C99's (and NumPy's) special cases, which WGSL's pow (exp2(y log2 x)) leaves undefined: negative bases
+// with integral exponents, zeros, infinities, pow(x, 0) = pow(1, y) = 1 even for NaN.
+fn ieee_pow(x: f32, y: f32) -> f32 {
+    if (y == 0.0 || x == 1.0) {
+        return 1.0;
+    }
+    if (is_nan_bits(x) || is_nan_bits(y)) {
+        return x + y;
+    }
+    let m = abs(x);
+    if (is_inf_bits(y)) {
+        if (m == 1.0) {
+            return 1.0;
+        }
+        return select(0.0, infinity(), (m > 1.0) == (y > 0.0));
+    }
+    let integral = floor(y) == y;
+    if (x < 0.0 && !integral) {
+        return nan();
+    }
+    // Every float from 2^24 up is even.
+    let odd = integral && abs(y) < 16777216.0 && floor(y * 0.5) != y * 0.5;
+    var r: f32;
+    if (m == 0.0) {
+        r = select(infinity(), 0.0, y > 0.0);
+    } else if (is_inf_bits(m)) {
+        r = select(0.0, infinity(), y > 0.0);
+    } else {
+        r = exp2(y * log2(m));
+    }
+    return select(r, -r, odd && sign_bit(x));
+}
+
+// atan2 with the standard's special cases for two zeros and two infinities, which WGSL leaves undefined.
+fn full_atan2(y: f32, x: f32) -> f32 {
+    if (is_nan_bits(x) || is_nan_bits(y)) {
+        return x + y;
+    }
+    var r: f32;
+    if (y == 0.0 && x == 0.0) {
+        r = select(0.0, 3.141592653589793, sign_bit(x));
+    } else if (is_inf_bits(y) && is_inf_bits(x)) {
+        r = select(0.7853981633974483, 2.356194490192345, x < 0.0);
+    } else {
+        return atan2(y, x);
+    }
+    return select(r, -r, sign_bit(y));
+}
+
+// sqrt(x² + y²) without overflow or underflow in the squares; infinite where either is, NaN or not.
+fn safe_hypot(x: f32, y: f32) -> f32 {
+    let a = abs(x);
+    let b = abs(y);
+    if (is_inf_bits(a) || is_inf_bits(b)) {
+        return infinity();
+    }
+    if (is_nan_bits(a) || is_nan_bits(b)) {
+        return a + b;
+    }
+    let m = max(a, b);
+    if (m == 0.0) {
+        return 0.0;
+    }
+    let r = min(a, b) / m;
+    return m * sqrt(1.0 + r * r);
+}
+
+fn copy_sign(x: f32, y: f32) -> f32 {
+    return bitcast<f32>((bitcast<u32>(x) & 0x7fffffffu) | (bitcast<u32>(y) & 0x80000000u));
+}
+
+// floor(x / y), corrected where x / y rounds across an integer: the remainder x - q y (one rounding, by fma) must
+// have y's sign and be smaller than y. Exact while |x / y| < 2^24.
+fn floor_quotient(x: f32, y: f32) -> f32 {
+    var q = floor(x / y);
+    let r = fma(-q, y, x);
+    if (r != 0.0 && ((r < 0.0) != (y < 0.0))) {
+        q = q - 1.0;
+    } else if (abs(r) >= abs(y)) {
+        q = q + 1.0;
+    }
+    return q;
+}
+
+// Python's x % y: the sign of y; a zero remainder is a zero of y's sign. A finite x over an infinite y is x
+// where their signs agree, else y (as Python, and the standard).
+fn python_remainder(x: f32, y: f32) -> f32 {
+    if (is_inf_bits(y) && !is_inf_bits(x) && !is_nan_bits(x)) {
+        return select(y, x, x == 0.0 || (x < 0.0) == (y < 0.0));
+    }
+    let r = fma(-floor_quotient(x, y), y, x);
+    return select(r, copy_sign(0.0, y), r == 0.0);
+}
+
+// log(e^x + e^y) = max + log1p(e^-|x - y|); equal arguments (both infinite alike, say) give x + ln 2.
+fn stable_logaddexp(x: f32, y: f32) -> f32 {
+    if (x == y) {
+        return x + LN2;
+    }
+    return nan_keeping_maximum(x, y) + accurate_log1p(exp(-abs(x - y)));
+}
+
 // out = in0 (op) in1, with broadcasting; binary_op is generated from the op table in Rust.
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn binary(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {

@@ -5,6 +5,7 @@ every entry a row, so a new op fails until it has its reference."""
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ import numpy as np
 from wgcompute import _ops
 
 # How ``draw`` picks inputs: "any" in [-1.5, 1.5]; "positive" in [0.5, 2]; "away" |x| in [0.5, 2], either sign
-# (kinks and divisors).
+# (kinks and divisors); "unit" in [-0.9, 0.9] (asin, atanh); "above_one" in [1.1, 3] (acosh).
 Domain = str
 
 
@@ -24,9 +25,27 @@ def draw(rng, shape, domain: Domain = "any"):
         values = rng.uniform(0.5, 2.0, shape)
     elif domain == "away":
         values = rng.uniform(0.5, 2.0, shape) * rng.choice([-1.0, 1.0], shape)
+    elif domain == "unit":
+        values = rng.uniform(-0.9, 0.9, shape)
+    elif domain == "above_one":
+        values = rng.uniform(1.1, 3.0, shape)
     else:
         values = rng.uniform(-1.5, 1.5, shape)
     return values.astype(np.float32)
+
+
+def _erf(x):
+    return np.vectorize(math.erf, otypes=[np.float64])(x)
+
+
+def _python_remainder(x, y):
+    # numpy's remainder is Python's %: the divisor's sign.
+    return np.remainder(x, y)
+
+
+def _power(x, y):
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        return np.power(x, y)
 
 
 def sigmoid(x):
@@ -48,6 +67,8 @@ class Binary:
     reference: Callable[[np.ndarray, np.ndarray], np.ndarray]
     # The second operand's domain for gradients (a divisor's is away from 0).
     divisor: Domain = "any"
+    # The first operand's (a power's base is positive there: a negative one has no gradient in the exponent).
+    first: Domain = "any"
 
 
 def _uniform(rng, shape):
@@ -86,6 +107,48 @@ UNARY: dict[str, Unary] = {
     "scalar_sub": Unary(lambda x, c: c - x),
     "scalar_div": Unary(lambda x, c: c / x, gradients="away"),
     "copy": Unary(lambda x, c: x.copy()),
+    "abs": Unary(lambda x, c: np.abs(x), gradients="away"),
+    "sign": Unary(lambda x, c: np.sign(x), gradients="away"),
+    "positive": Unary(lambda x, c: +x),
+    # Piecewise constant: gradients away from the steps (at integers, and halves for round).
+    "floor": Unary(lambda x, c: np.floor(x), (-5, 5), "unit"),
+    "ceil": Unary(lambda x, c: np.ceil(x), (-5, 5), "unit"),
+    "round": Unary(lambda x, c: np.round(x), (-5, 5), "unit"),
+    "trunc": Unary(lambda x, c: np.trunc(x), (-5, 5), "unit"),
+    "reciprocal": Unary(lambda x, c: 1.0 / x, (0.1, 10), "away"),
+    "rsqrt": Unary(lambda x, c: 1.0 / np.sqrt(x), (0.01, 10), "positive"),
+    "exp2": Unary(lambda x, c: np.exp2(x), (-5, 5)),
+    "expm1": Unary(lambda x, c: np.expm1(x), (-5, 5)),
+    "log2": Unary(lambda x, c: np.log2(x), (0.01, 10), "positive"),
+    "log10": Unary(lambda x, c: np.log10(x), (0.01, 10), "positive"),
+    "log1p": Unary(lambda x, c: np.log1p(x), (-0.99, 10), "positive"),
+    "sin": Unary(lambda x, c: np.sin(x), (-10, 10)),
+    "cos": Unary(lambda x, c: np.cos(x), (-10, 10)),
+    "tan": Unary(lambda x, c: np.tan(x), (-1.5, 1.5)),
+    "sinh": Unary(lambda x, c: np.sinh(x), (-8, 8)),
+    "cosh": Unary(lambda x, c: np.cosh(x), (-8, 8)),
+    "asin": Unary(lambda x, c: np.arcsin(x), (-1, 1), "unit"),
+    "acos": Unary(lambda x, c: np.arccos(x), (-1, 1), "unit"),
+    "atan": Unary(lambda x, c: np.arctan(x), (-10, 10)),
+    "asinh": Unary(lambda x, c: np.arcsinh(x), (-10, 10)),
+    "acosh": Unary(lambda x, c: np.arccosh(x), (1, 10), "above_one"),
+    "atanh": Unary(lambda x, c: np.arctanh(x), (-0.99, 0.99), "unit"),
+    "erf": Unary(lambda x, c: _erf(x), (-4, 4)),
+    "gelu": Unary(lambda x, c: 0.5 * x * (1.0 + _erf(x / np.sqrt(2.0))), (-5, 5)),
+    "gelu_tanh": Unary(
+        lambda x, c: 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x**3))), (-5, 5)
+    ),
+    "silu": Unary(lambda x, c: x * sigmoid(x), (-8, 8)),
+    "softplus": Unary(lambda x, c: np.logaddexp(x, 0.0), (-20, 20)),
+    # A negative base at a non-integral exponent is NaN, on the device as in numpy.
+    "pow_scalar": Unary(lambda x, c: _power(x, c), gradients="positive"),
+    "scalar_pow": Unary(lambda x, c: _power(c, x)),
+    "maximum_scalar": Unary(lambda x, c: np.maximum(x, c), gradients="away"),
+    "minimum_scalar": Unary(lambda x, c: np.minimum(x, c), gradients="away"),
+    "remainder_scalar": Unary(lambda x, c: _python_remainder(x, c)),
+    "scalar_remainder": Unary(lambda x, c: _python_remainder(c, x), gradients="away"),
+    "floor_divide_scalar": Unary(lambda x, c: np.floor_divide(x, c)),
+    "scalar_floor_divide": Unary(lambda x, c: np.floor_divide(c, x), gradients="away"),
 }
 
 BINARY: dict[str, Binary] = {
@@ -93,6 +156,15 @@ BINARY: dict[str, Binary] = {
     "sub": Binary(np.subtract),
     "mul": Binary(np.multiply),
     "div": Binary(np.divide, divisor="away"),
+    "pow": Binary(lambda x, y: _power(x, y), first="positive"),
+    "maximum": Binary(np.maximum),
+    "minimum": Binary(np.minimum),
+    "atan2": Binary(np.arctan2),
+    "hypot": Binary(np.hypot),
+    "copysign": Binary(np.copysign, divisor="away"),
+    "remainder": Binary(np.remainder, divisor="away"),
+    "floor_divide": Binary(np.floor_divide, divisor="away"),
+    "logaddexp": Binary(np.logaddexp),
 }
 
 REDUCE: dict[str, Reduction] = {
@@ -124,16 +196,21 @@ BINARY_OPS = [row.name for row in _ops.BINARY_ROWS]
 
 
 def operator_of(binary: str) -> Callable[[Any, Any], Any]:
-    """The ``operator`` function that writes a binary row (``operator.add`` for ``a + b``)."""
-    return getattr(operator, _ops.OPERATORS[binary].dunder)
+    """The ``operator`` function that writes a binary row (``operator.add`` for ``a + b``), or for a row without
+    an operator the package's function of it (``wgcompute.maximum``)."""
+    if binary in _ops.OPERATORS:
+        return getattr(operator, _ops.OPERATORS[binary].dunder)
+    from wgcompute import _elementwise
+
+    return _elementwise.ROW_FUNCTIONS[binary]
 
 
 # Each scalar form as a user writes it: (scalar row, binary row, whether the scalar comes first), e.g.
 # ("scalar_sub", "sub", True) is ``c - t``; a commuting op's reflected form is its forward row again.
 SCALAR_FORMS = [
     form
-    for binary, written in _ops.OPERATORS.items()
-    for form in ((written.scalar, binary, False), (written.reflected_scalar or written.scalar, binary, True))
+    for binary, (scalar, reflected) in _ops.SCALAR_ROWS.items()
+    for form in ((scalar, binary, False), (reflected or scalar, binary, True))
 ]
 
 

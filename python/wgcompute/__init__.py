@@ -165,6 +165,65 @@ __all__ = [
     *("bool" if name == "bool_" else name for name in _logic.__all__),
 ]
 
+# The Array API's elementwise functions (exp, maximum, clip, ...), one per row of the op tables.
+from . import _elementwise  # noqa: E402
+from ._elementwise import (  # noqa: E402
+    abs,
+    acos,
+    acosh,
+    add,
+    asin,
+    asinh,
+    atan,
+    atan2,
+    atanh,
+    ceil,
+    clip,
+    copysign,
+    cos,
+    cosh,
+    divide,
+    erf,
+    exp,
+    exp2,
+    expm1,
+    floor,
+    floor_divide,
+    gelu,
+    gelu_tanh,
+    hypot,
+    log,
+    log10,
+    log1p,
+    log2,
+    logaddexp,
+    maximum,
+    minimum,
+    multiply,
+    negative,
+    positive,
+    pow,
+    reciprocal,
+    relu,
+    remainder,
+    round,
+    rsqrt,
+    sigmoid,
+    sign,
+    silu,
+    sin,
+    sinh,
+    softplus,
+    sqrt,
+    square,
+    subtract,
+    tan,
+    tanh,
+    trunc,
+)
+
+__all__ += _elementwise.__all__
+
 __version__ = "0.1.0"
 
 # What the package defines shows as the package's own, in reprs and help(), wherever in it it is written.

@@ -1,6 +1,7 @@
 """The op tables that :class:`Tensor`'s op methods and operators are made from: the library's rows (unary,
-binary, reduction), as the extension lists them, and the Python operator that writes each binary row. A new
-library row becomes a method with no edit here; a new binary row needs its row in :data:`OPERATORS`."""
+binary, reduction), as the extension lists them, the Python operator that writes a binary row and each binary
+row's scalar forms. A new library row becomes a method with no edit here; a new binary row with an operator or
+scalar forms needs its row in :data:`OPERATORS` or :data:`SCALAR_ROWS`."""
 
 from __future__ import annotations
 
@@ -37,10 +38,23 @@ BINARY_ROWS: tuple[NamedRow, ...] = tuple(NamedRow(*row) for row in _binary)
 REDUCE_ROWS: tuple[NamedRow, ...] = tuple(NamedRow(*row) for row in _reduce)
 del _unary, _binary, _reduce
 
-# Keyed by binary row; every binary row has one (a test checks), as has every scalar row of the unary table.
+# Keyed by binary row, for the rows Python writes with an operator; every scalar row of the unary table is a form
+# of one of these or of SCALAR_ROWS (a test checks).
 OPERATORS: dict[str, Operator] = {
     "add": Operator("add", "add_scalar", None),
     "sub": Operator("sub", "sub_scalar", "scalar_sub"),
     "mul": Operator("mul", "mul_scalar", None),
     "div": Operator("truediv", "div_scalar", "scalar_div"),
+    "pow": Operator("pow", "pow_scalar", "scalar_pow"),
+    "remainder": Operator("mod", "remainder_scalar", "scalar_remainder"),
+    "floor_divide": Operator("floordiv", "floor_divide_scalar", "scalar_floor_divide"),
+}
+
+# Each binary row's scalar forms, (``tensor ∘ scalar``, ``scalar ∘ tensor``: None where the op commutes), those of
+# its operator included: what a function of the row (``maximum(t, 0.0)``) runs for a Python scalar operand. A
+# row without an entry takes a scalar as a 0-d tensor.
+SCALAR_ROWS: dict[str, tuple[str, str | None]] = {
+    **{binary: (written.scalar, written.reflected_scalar) for binary, written in OPERATORS.items()},
+    "maximum": ("maximum_scalar", None),
+    "minimum": ("minimum_scalar", None),
 }

@@ -245,10 +245,23 @@ class Tensor:
             return self._binary(tensor_op, self._operand(other))
         return NotImplemented
 
-    # ``+ - * /`` and their reflected forms are made from the operator table below the class.
+    def _with(self, name: str, other: Any, reflected: bool = False) -> Tensor:
+        """The binary row ``name`` of this tensor and ``other`` (``other`` first where ``reflected``), for any
+        operand: a real Python scalar takes the row's scalar form where it has one (else it is a 0-d tensor), an
+        array or list is uploaded to this tensor's session."""
+        if isinstance(other, numbers.Real) and not isinstance(other, bool) and name in _ops.SCALAR_ROWS:
+            forward, backward = _ops.SCALAR_ROWS[name]
+            return self._unary((backward or forward) if reflected else forward, _number(other))
+        operand = self._operand(other)
+        return operand._binary(name, self) if reflected else self._binary(name, operand)
+
+    # ``+ - * / ** % //`` and their reflected forms are made from the operator table below the class.
 
     def __neg__(self) -> Tensor:
         return self._unary("neg")
+
+    def __abs__(self) -> Tensor:
+        return self._unary("abs")
 
     def __pos__(self) -> Tensor:
         return self
@@ -635,13 +648,34 @@ class Tensor:
 
         return nonzero(self)
 
+    def clip(self, min: Any = None, max: Any = None) -> Tensor:
+        """Each element limited to [``min``, ``max``] (scalars or tensors, broadcasting; None: no limit on that
+        side), as the Array API's ``clip``: ``minimum(maximum(x, min), max)``, so NaN stays NaN, and where
+        ``min > max`` the result is ``max``. A tape sends the gradient through where the element is strictly
+        inside, half of it where it touches a limit."""
+        result = self if min is None else self._with("maximum", min)
+        result = result if max is None else result._with("minimum", max)
+        return self.copy() if result is self else result
 
-def _unary_method(name: str, doc: str) -> Callable[[Tensor], Tensor]:
+
+def _unary_method(name: str, doc: str, row: str | None = None) -> Callable[[Tensor], Tensor]:
+    """The method ``name`` of the unary row ``row`` (default: the row of that name)."""
+    of = name if row is None else row
+
     def method(self: Tensor) -> Tensor:
-        return self._unary(name)
+        return self._unary(of)
 
     method.__name__, method.__qualname__ = name, f"Tensor.{name}"
     method.__doc__ = doc
+    return method
+
+
+def _binary_method(name: str, doc: str) -> Callable[[Tensor, Any], Tensor]:
+    def method(self: Tensor, other: Any) -> Tensor:
+        return self._with(name, other)
+
+    method.__name__, method.__qualname__ = name, f"Tensor.{name}"
+    method.__doc__ = f"{doc} ``other`` is a tensor, an array or a Python scalar."
     return method
 
 
@@ -690,8 +724,13 @@ for _row in _ops.UNARY_ROWS:
 for _named in _ops.REDUCE_ROWS:
     setattr(Tensor, _named.name, _reduce_method(_named.name, _named.doc))
 for _named in _ops.BINARY_ROWS:
-    for _method in _operator_methods(_named.name, _named.doc, _ops.OPERATORS[_named.name]):
-        setattr(Tensor, _method.__name__, _method)
+    if not hasattr(Tensor, _named.name):
+        setattr(Tensor, _named.name, _binary_method(_named.name, _named.doc))
+    if _named.name in _ops.OPERATORS:
+        for _method in _operator_methods(_named.name, _named.doc, _ops.OPERATORS[_named.name]):
+            setattr(Tensor, _method.__name__, _method)
+# The Array API's name for the table's neg.
+setattr(Tensor, "negative", _unary_method("negative", "``-x`` elementwise (the Array API's name for neg).", "neg"))
 del _row, _named, _method
 
 # Tensors are immutable, as TensorFlow's are: ``t += 1`` would otherwise rebind ``t`` to a new tensor without a

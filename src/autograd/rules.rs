@@ -442,7 +442,136 @@ fn unary_gradient(
         UnaryOp::DivScalar => upstream.div_scalar(scalar),
         // d (a / x) = −a / x² = −(a / x) / x
         UnaryOp::ScalarDiv => upstream.mul(output)?.div(input)?.neg(),
+        // sign(x): 0 at 0, where |x| has no derivative (PyTorch's choice).
+        UnaryOp::Abs => input.sign()?.mul(&upstream),
+        // Piecewise constant: 0 wherever the derivative exists.
+        UnaryOp::Sign
+        | UnaryOp::Floor
+        | UnaryOp::Ceil
+        | UnaryOp::Round
+        | UnaryOp::Trunc
+        | UnaryOp::FloorDivideScalar
+        | UnaryOp::ScalarFloorDivide => zeros_like(input),
+        UnaryOp::Positive | UnaryOp::RemainderScalar => Ok(upstream),
+        // d (1 / x) = −(1 / x)²
+        UnaryOp::Reciprocal => upstream.mul(output)?.mul(output)?.neg(),
+        // d x^-1/2 = −x^-1/2 / (2x)
+        UnaryOp::Rsqrt => upstream.mul(output)?.div(input)?.mul_scalar(-0.5),
+        UnaryOp::Exp2 => upstream.mul(output)?.mul_scalar(std::f32::consts::LN_2),
+        // d (e^x − 1) = e^x, which is the output plus 1 (exp(x) itself would lose nothing, but costs a pass
+        // more).
+        UnaryOp::Expm1 => output.add_scalar(1.0)?.mul(&upstream),
+        UnaryOp::Log1p => upstream.div(&input.add_scalar(1.0)?),
+        UnaryOp::Log2 => upstream.div(input)?.mul_scalar(std::f32::consts::LOG2_E),
+        UnaryOp::Log10 => upstream.div(input)?.mul_scalar(std::f32::consts::LOG10_E),
+        UnaryOp::Sin => input.cos()?.mul(&upstream),
+        UnaryOp::Cos => input.sin()?.mul(&upstream)?.neg(),
+        // d tan = 1 + tan²
+        UnaryOp::Tan => output.square()?.add_scalar(1.0)?.mul(&upstream),
+        UnaryOp::Sinh => input.cosh()?.mul(&upstream),
+        UnaryOp::Cosh => input.sinh()?.mul(&upstream),
+        // d asin = 1 / sqrt((1 − x)(1 + x)), the product exact where 1 − x² would cancel.
+        UnaryOp::Asin => one_minus_square(input)?.rsqrt()?.mul(&upstream),
+        UnaryOp::Acos => one_minus_square(input)?.rsqrt()?.mul(&upstream)?.neg(),
+        UnaryOp::Atan => upstream.div(&input.square()?.add_scalar(1.0)?),
+        UnaryOp::Asinh => input.square()?.add_scalar(1.0)?.rsqrt()?.mul(&upstream),
+        // d acosh = 1 / sqrt((x − 1)(x + 1))
+        UnaryOp::Acosh => input
+            .sub_scalar(1.0)?
+            .mul(&input.add_scalar(1.0)?)?
+            .rsqrt()?
+            .mul(&upstream),
+        UnaryOp::Atanh => upstream.div(&one_minus_square(input)?),
+        // d erf = 2 / √π · e^(−x²)
+        UnaryOp::Erf => input
+            .square()?
+            .neg()?
+            .exp()?
+            .mul_scalar(std::f32::consts::FRAC_2_SQRT_PI)?
+            .mul(&upstream),
+        // d (x Φ(x)) = Φ(x) + x φ(x), φ(x) = e^(−x²/2) / √(2π)
+        UnaryOp::Gelu => {
+            let cdf = input
+                .mul_scalar(std::f32::consts::FRAC_1_SQRT_2)?
+                .erf()?
+                .add_scalar(1.0)?
+                .mul_scalar(0.5)?;
+            let density = input
+                .square()?
+                .mul_scalar(-0.5)?
+                .exp()?
+                .mul_scalar(0.398_942_3)?;
+            cdf.add(&density.mul(input)?)?.mul(&upstream)
+        }
+        // d (x σ(2u)) = σ(2u) + x σ(2u)(1 − σ(2u)) · 2u', u = c (x + k x³), u' = c (1 + 3k x²)
+        UnaryOp::GeluTanh => {
+            const C: f32 = 0.797_884_6; // √(2/π)
+            const K: f32 = 0.044_715;
+            let square = input.square()?;
+            let s = square
+                .mul_scalar(K)?
+                .add_scalar(1.0)?
+                .mul(input)?
+                .mul_scalar(2.0 * C)?
+                .sigmoid()?;
+            let slope = square
+                .mul_scalar(3.0 * K)?
+                .add_scalar(1.0)?
+                .mul_scalar(2.0 * C)?;
+            let spread = s.scalar_sub(1.0)?.mul(&s)?.mul(&slope)?.mul(input)?;
+            s.add(&spread)?.mul(&upstream)
+        }
+        // d (x σ(x)) = σ(x) (1 + x (1 − σ(x)))
+        UnaryOp::Silu => {
+            let s = input.sigmoid()?;
+            let inner = s.scalar_sub(1.0)?.mul(input)?.add_scalar(1.0)?;
+            s.mul(&inner)?.mul(&upstream)
+        }
+        UnaryOp::Softplus => input.sigmoid()?.mul(&upstream),
+        // d x^a = a x^(a − 1); at a = 0 the exponent is 0, so that 0^0 gives 1 and the product 0 (not 0 · inf).
+        UnaryOp::PowScalar => {
+            let exponent = if scalar == 0.0 { 0.0 } else { scalar - 1.0 };
+            input
+                .pow_scalar(exponent)?
+                .mul_scalar(scalar)?
+                .mul(&upstream)
+        }
+        // d a^x = a^x ln a
+        UnaryOp::ScalarPow => upstream.mul(output)?.mul_scalar(scalar.ln()),
+        // The tie goes half to each side (PyTorch's rule): (1 + sign(x − a)) / 2 of the gradient reaches x.
+        UnaryOp::MaximumScalar => input
+            .sub_scalar(scalar)?
+            .sign()?
+            .add_scalar(1.0)?
+            .mul_scalar(0.5)?
+            .mul(&upstream),
+        UnaryOp::MinimumScalar => input
+            .sub_scalar(scalar)?
+            .sign()?
+            .scalar_sub(1.0)?
+            .mul_scalar(0.5)?
+            .mul(&upstream),
+        // a % x = a − x floor(a / x): d/dx = −floor(a / x)
+        UnaryOp::ScalarRemainder => input.scalar_floor_divide(scalar)?.mul(&upstream)?.neg(),
     }
+}
+
+/// A tensor of zeros of `input`'s shape: the gradient of a piecewise-constant op.
+fn zeros_like(input: &Tensor) -> Result<Tensor> {
+    let zeros = input.output("backward", input.shape(), crate::dtype::DType::F32)?;
+    zeros.fill_(0.0)?;
+    Ok(zeros)
+}
+
+/// (1 − x)(1 + x): 1 − x², without its cancellation near |x| = 1.
+fn one_minus_square(input: &Tensor) -> Result<Tensor> {
+    input.scalar_sub(1.0)?.mul(&input.add_scalar(1.0)?)
+}
+
+/// Where `lhs` wins a maximum against `rhs`: (1 + sign(lhs − rhs)) / 2, so that a tie splits the gradient in
+/// half (PyTorch's rule), and NaN where either is NaN.
+fn wins(lhs: &Tensor, rhs: &Tensor) -> Result<Tensor> {
+    lhs.sub(rhs)?.sign()?.add_scalar(1.0)?.mul_scalar(0.5)
 }
 
 /// The gradients of `output = lhs (op) rhs` with respect to each operand that `wants` one, before they are
@@ -491,6 +620,122 @@ fn binary_gradients(
             if left { Some(upstream.div(rhs)?) } else { None },
             if right {
                 Some(upstream.mul(output)?.div(rhs)?.neg()?)
+            } else {
+                None
+            },
+        ),
+        // d a^b / da = b a^(b − 1), the exponent 0 where b is (so that 0^0 gives 1 and the product 0);
+        // d a^b / db = a^b ln a, 0 at a = 0 (ln taken of 1 there: the limit along b > 0), NaN for a negative base
+        // (no real logarithm).
+        BinaryOp::Pow => (
+            if left {
+                let exponent = rhs.sub(&rhs.sign()?.abs()?)?;
+                Some(lhs.pow(&exponent)?.mul(rhs)?.mul(&upstream)?)
+            } else {
+                None
+            },
+            if right {
+                let base = lhs.abs()?.sign()?.scalar_sub(1.0)?.add(lhs)?;
+                Some(base.log()?.mul(output)?.mul(&upstream)?)
+            } else {
+                None
+            },
+        ),
+        // A tie splits the gradient in half (PyTorch's rule): lhs takes `share` of it, rhs the rest.
+        BinaryOp::Maximum | BinaryOp::Minimum => {
+            let share = if op == BinaryOp::Maximum {
+                wins(lhs, rhs)?
+            } else {
+                wins(rhs, lhs)?
+            };
+            let db = if right {
+                Some(share.scalar_sub(1.0)?.mul(&upstream)?)
+            } else {
+                None
+            };
+            let da = if left {
+                Some(share.mul(&upstream)?)
+            } else {
+                None
+            };
+            (da, db)
+        }
+        // d atan2(a, b) = (b da − a db) / (a² + b²)
+        BinaryOp::Atan2 => {
+            let norm = lhs.square()?.add(&rhs.square()?)?;
+            (
+                if left {
+                    Some(upstream.mul(rhs)?.div(&norm)?)
+                } else {
+                    None
+                },
+                if right {
+                    Some(upstream.mul(lhs)?.div(&norm)?.neg()?)
+                } else {
+                    None
+                },
+            )
+        }
+        // d hypot = (a da + b db) / hypot
+        BinaryOp::Hypot => (
+            if left {
+                Some(upstream.mul(lhs)?.div(output)?)
+            } else {
+                None
+            },
+            if right {
+                Some(upstream.mul(rhs)?.div(output)?)
+            } else {
+                None
+            },
+        ),
+        // d copysign(a, b) / da = sign(a) · sign(b) = sign(a) · sign(output); nothing reaches b.
+        BinaryOp::Copysign => (
+            if left {
+                Some(lhs.sign()?.mul(&output.sign()?)?.mul(&upstream)?)
+            } else {
+                None
+            },
+            if right {
+                Some(zeros_like(output)?)
+            } else {
+                None
+            },
+        ),
+        // a % b = a − b floor(a / b)
+        BinaryOp::Remainder => (
+            if left {
+                Some(upstream.try_clone()?)
+            } else {
+                None
+            },
+            if right {
+                Some(lhs.floor_divide(rhs)?.mul(&upstream)?.neg()?)
+            } else {
+                None
+            },
+        ),
+        BinaryOp::FloorDivide => (
+            if left {
+                Some(zeros_like(output)?)
+            } else {
+                None
+            },
+            if right {
+                Some(zeros_like(output)?)
+            } else {
+                None
+            },
+        ),
+        // d logaddexp(a, b) / da = σ(a − b)
+        BinaryOp::Logaddexp => (
+            if left {
+                Some(lhs.sub(rhs)?.sigmoid()?.mul(&upstream)?)
+            } else {
+                None
+            },
+            if right {
+                Some(rhs.sub(lhs)?.sigmoid()?.mul(&upstream)?)
             } else {
                 None
             },

@@ -63,18 +63,22 @@ pub const ADAM_LEN: usize = 10_000_000;
 /// as the command stream submits them); and the same in one pass (what merging passes would save).
 pub const EMPTY_DISPATCH_BATCHES: [(usize, bool); 3] = [(1, false), (64, false), (64, true)];
 
+/// Elements of the `elementwise` rows.
+pub const ELEMENTWISE_LEN: usize = 16 << 20;
+
 /// Elements of the `sort` and `top_k` rows, and the k of `top_k`.
 pub const SORT_LEN: usize = 1 << 20;
 pub const TOP_K: usize = 10;
 
 /// Every row's name, in the order [`run`] runs them.
-pub const ROWS: [&str; 16] = [
+pub const ROWS: [&str; 17] = [
     "session_open_close",
     "suspend_resume",
     "pool_alloc_free",
     "empty_dispatch",
     "matmul",
     "sum",
+    "elementwise",
     "sum_axis",
     "softmax_xent",
     "sort",
@@ -166,6 +170,9 @@ pub fn run(
     }
     if plan.wants("sum") {
         results.push(rows::sum(&session, SUM_LEN, runs)?);
+    }
+    if plan.wants("elementwise") {
+        results.extend(rows::elementwise(&session, ELEMENTWISE_LEN, runs)?);
     }
     if plan.wants("sum_axis") {
         for (rows_, cols) in SUM_AXIS_SHAPES {

@@ -458,6 +458,52 @@ fn beside_copy(
     )
 }
 
+/// Every row of the elementwise tables over `len` elements, in elements per nanosecond: each unary row (a scalar
+/// form with 1.5) beside `exp` over the same input, each binary row beside `add` of the same operands, both
+/// measured in the same run. Inputs lie in [0.75, 1.25), inside most rows' domains.
+pub fn elementwise(session: &Session, len: usize, runs: usize) -> Result<Vec<BenchRow>> {
+    use crate::{BinaryOp, UnaryOp};
+    let shifted: Vec<f32> = host_data(len, 11).iter().map(|x| 1.0 + 0.5 * x).collect();
+    let x = session.upload(&shifted, &[len])?;
+    let y = session.upload(&shifted.iter().rev().copied().collect::<Vec<_>>(), &[len])?;
+    drop(shifted);
+    let rate = |time: Duration| len as f64 / time.as_secs_f64() / 1e9;
+    let (exp, _) = device_time(session, runs, || x.exp().map(drop))?;
+    let (add, _) = device_time(session, runs, || x.add(&y).map(drop))?;
+    let mut rows = Vec::new();
+    for op in UnaryOp::all().filter(|op| !op.is_internal()) {
+        let (time, dispatches) = device_time(session, runs, || x.unary(op, 1.5).map(drop))?;
+        rows.push(
+            BenchRow::new(
+                Better::Higher,
+                "elementwise",
+                format!("{} {len}", op.name()),
+                "Gelem/s",
+                rate(time),
+                "exp of the same input".to_string(),
+                rate(exp),
+            )
+            .with_dispatches(dispatches),
+        );
+    }
+    for op in BinaryOp::all() {
+        let (time, dispatches) = device_time(session, runs, || x.binary(op, &y).map(drop))?;
+        rows.push(
+            BenchRow::new(
+                Better::Higher,
+                "elementwise",
+                format!("{} {len}", op.name()),
+                "Gelem/s",
+                rate(time),
+                "add of the same operands".to_string(),
+                rate(add),
+            )
+            .with_dispatches(dispatches),
+        );
+    }
+    Ok(rows)
+}
+
 /// Softmax cross-entropy (loss and gradient) of `rows`×`cols` logits in milliseconds, beside one elementwise op
 /// (`exp`) over the same logits: a fused row-wise op should cost about as much as reading its input once.
 pub fn softmax_xent(session: &Session, rows: usize, cols: usize, runs: usize) -> Result<BenchRow> {

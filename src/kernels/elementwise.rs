@@ -203,12 +203,76 @@ pub(crate) fn copy(
 
 use crate::op::elementwise::{BinaryOp, UnaryOp};
 
-/// Helpers of shaders/elementwise.wgsl that table rows call, and their vec4 twins.
-const VEC4_TWINS: [(&str, &str); 3] = [
+/// Helpers of shaders/elementwise.wgsl that table rows call and whose vec4 twins the shader writes out.
+const VEC4_TWINS: [(&str, &str); 4] = [
     ("stable_tanh(", "stable_tanh4("),
     ("stable_sigmoid(", "stable_sigmoid4("),
     ("nan_keeping_relu(", "nan_keeping_relu4("),
+    ("splat(", "splat4("),
 ];
+
+/// Helpers of shaders/elementwise.wgsl that table rows call, written for one f32, with how many f32 operands
+/// they take: their vec4 twins are generated, lane by lane, so both forms give the same bits.
+const LANEWISE_HELPERS: [(&str, usize); 22] = [
+    ("nan_keeping_sign", 1),
+    ("accurate_expm1", 1),
+    ("accurate_log1p", 1),
+    ("accurate_sinh", 1),
+    ("wide_cosh", 1),
+    ("accurate_asinh", 1),
+    ("accurate_acosh", 1),
+    ("accurate_atanh", 1),
+    ("accurate_erf", 1),
+    ("gelu_erf", 1),
+    ("gelu_tanh_form", 1),
+    ("silu_of", 1),
+    ("stable_softplus", 1),
+    ("ieee_pow", 2),
+    ("nan_keeping_maximum", 2),
+    ("nan_keeping_minimum", 2),
+    ("full_atan2", 2),
+    ("safe_hypot", 2),
+    ("copy_sign", 2),
+    ("python_remainder", 2),
+    ("floor_quotient", 2),
+    ("stable_logaddexp", 2),
+];
+
+/// `name4`, the vec4 twin of the lane-wise helper `name` of `operands` f32 operands.
+fn lanewise_twin(name: &str, operands: usize) -> String {
+    let parameters: Vec<String> = (0..operands)
+        .map(|operand| format!("p{operand}: vec4<f32>"))
+        .collect();
+    let lanes: Vec<String> = ["x", "y", "z", "w"]
+        .iter()
+        .map(|lane| {
+            let arguments: Vec<String> = (0..operands)
+                .map(|operand| format!("p{operand}.{lane}"))
+                .collect();
+            format!("{name}({})", arguments.join(", "))
+        })
+        .collect();
+    format!(
+        "fn {name}4({}) -> vec4<f32> {{\n    return vec4<f32>({});\n}}\n\n",
+        parameters.join(", "),
+        lanes.join(", ")
+    )
+}
+
+/// The vec4 form of a row's expression: each helper call turned into its twin's.
+fn vec4_form(cases: &str) -> String {
+    let twins = VEC4_TWINS
+        .iter()
+        .map(|&(scalar, vector)| (scalar.to_string(), vector.to_string()));
+    let lanewise = LANEWISE_HELPERS
+        .iter()
+        .map(|&(name, _)| (format!("{name}("), format!("{name}4(")));
+    twins
+        .chain(lanewise)
+        .fold(cases.to_string(), |cases, (scalar, vector)| {
+            cases.replace(&scalar, &vector)
+        })
+}
 
 /// The shader's `unary_op` and `binary_op` functions and their vec4 forms, one case per table row; an unknown
 /// code yields NaN.
@@ -225,23 +289,24 @@ fn generated() -> String {
             .collect(),
     );
     // WGSL has no overloading: a helper a row calls has a vec4 twin named with a 4, which the vec4 form calls.
-    let unary4 = VEC4_TWINS
-        .iter()
-        .fold(unary.clone(), |cases, (scalar, vector)| {
-            cases.replace(scalar, vector)
-        });
+    let unary4 = vec4_form(&unary);
     let binary = cases(
         BinaryOp::ALL
             .iter()
             .map(|&(op, wgsl)| (op as u32, wgsl))
             .collect(),
     );
+    let binary4 = vec4_form(&binary);
+    let twins: String = LANEWISE_HELPERS
+        .iter()
+        .map(|&(name, operands)| lanewise_twin(name, operands))
+        .collect();
     super::strided_wgsl()
         + &format!(
-        "fn unary_op(op: u32, x: f32, a: f32) -> f32 {{\n    let zero = 0.0;\n    switch op {{\n{unary}        default: {{ return nan(); }}\n    }}\n}}\n\n\
+        "{twins}fn unary_op(op: u32, x: f32, a: f32) -> f32 {{\n    let zero = 0.0;\n    switch op {{\n{unary}        default: {{ return nan(); }}\n    }}\n}}\n\n\
          fn binary_op(op: u32, x: f32, y: f32) -> f32 {{\n    switch op {{\n{binary}        default: {{ return nan(); }}\n    }}\n}}\n\n\
          fn unary_op4(op: u32, x: vec4<f32>, a: f32) -> vec4<f32> {{\n    let zero = vec4<f32>(0.0);\n    switch op {{\n{unary4}        default: {{ return vec4<f32>(nan()); }}\n    }}\n}}\n\n\
-         fn binary_op4(op: u32, x: vec4<f32>, y: vec4<f32>) -> vec4<f32> {{\n    switch op {{\n{binary}        default: {{ return vec4<f32>(nan()); }}\n    }}\n}}\n",
+         fn binary_op4(op: u32, x: vec4<f32>, y: vec4<f32>) -> vec4<f32> {{\n    switch op {{\n{binary4}        default: {{ return vec4<f32>(nan()); }}\n    }}\n}}\n",
     )
 }
 

@@ -9,8 +9,8 @@
 //! in windows.
 
 use crate::common::elementwise::{
-    binary_reference, check, operand, unary_inputs, unary_reference, unary_scalar, Domain,
-    Tolerance, EXACTISH, EXP_LIKE,
+    binary_reference, check, in_domain, operand, unary_inputs, unary_reference, unary_scalar,
+    Domain, Tolerance, EXACTISH, EXP_LIKE,
 };
 use crate::common::{count, per_backend, vulkan_only, Backend, Rng};
 use wgcompute::{BinaryOp, Error, Session, Tensor, UnaryOp};
@@ -105,7 +105,7 @@ fn check_binary(
                 f64::from(rhs_data[rhs_at[i]]),
             )
         },
-        EXACTISH,
+        reference.tolerance,
     );
     // The inputs are untouched.
     assert_eq!(
@@ -271,12 +271,7 @@ fn the_unary_references_and_the_comparison_agree_on_the_edges() {
         Domain::NonZero,
     ] {
         let inputs = unary_inputs(&mut rng, 4099, domain);
-        assert!(inputs.iter().all(|&x| match domain {
-            Domain::Any => true,
-            Domain::NonNegative => x >= 0.0,
-            Domain::Positive => x > 0.0,
-            Domain::NonZero => x != 0.0,
-        }));
+        assert!(inputs.iter().all(|&x| in_domain(x, domain)));
         assert!(
             inputs.contains(&89.0) && inputs.contains(&1e30),
             "{domain:?}"
@@ -285,6 +280,16 @@ fn the_unary_references_and_the_comparison_agree_on_the_edges() {
             inputs.iter().any(|&x| (80.0..100.0).contains(&x)),
             "{domain:?}"
         );
+    }
+    // An interval keeps every draw strictly inside, its bounds included in none, both signs where it has them.
+    for (low, high) in [(-1.0, 1.0), (1.0, f64::INFINITY), (-1.0, f64::INFINITY)] {
+        let domain = Domain::Within(low, high);
+        let inputs = unary_inputs(&mut rng, 4099, domain);
+        assert!(inputs.iter().all(|&x| in_domain(x, domain)), "{domain:?}");
+        assert!(!in_domain(low as f32, domain) && !in_domain(high as f32, domain));
+        if low < 0.0 {
+            assert!(inputs.iter().any(|&x| x < 0.0) && inputs.iter().any(|&x| x > 0.0));
+        }
     }
     // An infinity is right for a result past f32's range, and only there.
     let fails = |got: f32, want: f64| {
@@ -621,4 +626,255 @@ fn fill_and_scale_add_in_every_variant(backend: &Backend, variant: &str) {
             "{label}: fill_"
         );
     }
+}
+
+// --- the edges of the maths rows: zeros, infinities, NaN, halves, large and tiny magnitudes ---
+
+/// Inputs where maths rows are easily written wrong: signed zeros, infinities and NaN (which must stay NaN, or
+/// give the limit the standard names), the halves round breaks ties at, tiny magnitudes (where expm1, log1p,
+/// sinh, asinh and erf must keep their relative accuracy), and large ones (softplus, cosh, expm1's overflow).
+const EDGE_INPUTS: [f32; 33] = [
+    0.0,
+    -0.0,
+    f32::INFINITY,
+    f32::NEG_INFINITY,
+    f32::NAN,
+    0.5,
+    -0.5,
+    1.5,
+    -1.5,
+    2.5,
+    -2.5,
+    1.0,
+    -1.0,
+    1e-30,
+    -1e-30,
+    1e-5,
+    -1e-5,
+    3e-3,
+    0.3,
+    -0.3,
+    0.49,
+    -0.51,
+    0.999,
+    -0.999,
+    50.0,
+    -50.0,
+    89.0,
+    -89.0,
+    100.0,
+    -100.0,
+    1e10,
+    1e30,
+    -1e30,
+];
+
+/// The edge inputs a row is checked at: all of them (outside its domain of definition it must give NaN), but for
+/// rows accurate only within a range (the trigonometric functions' argument reduction, remainder's quotient
+/// below 2^24) the finite ones inside it.
+fn edge_inputs(domain: Domain) -> Vec<f32> {
+    EDGE_INPUTS
+        .into_iter()
+        .filter(|&x| match domain {
+            Domain::Accurate(low, high) => {
+                !x.is_finite() || (low <= f64::from(x) && f64::from(x) <= high)
+            }
+            _ => true,
+        })
+        .collect()
+}
+
+per_backend!(every_unary_row_at_the_edges_matches_f64, "elementwise": scalar, vec4);
+fn every_unary_row_at_the_edges_matches_f64(backend: &Backend, variant: &str) {
+    let session = &backend.poisoned_with("elementwise", variant);
+    // The scalar forms at scalars of both signs, 0, ±1, and the specials.
+    let scalars = [
+        2.0,
+        -2.0,
+        0.5,
+        -0.5,
+        3.0,
+        -3.0,
+        0.0,
+        1.0,
+        -1.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+    ];
+    for op in UnaryOp::all() {
+        let reference = unary_reference(op);
+        let data = edge_inputs(reference.domain);
+        let x = session.upload(&data, &[data.len()]).expect("upload");
+        let scalars: &[f32] = if op.takes_scalar() { &scalars } else { &[0.0] };
+        for &scalar in scalars {
+            let label = format!("{variant}: {}({scalar}) at the edges", op.name());
+            let got = read_output(&label, x.unary(op, scalar), &[data.len()]);
+            check(
+                &label,
+                &got,
+                |i| (reference.value)(f64::from(data[i]), f64::from(scalar)),
+                reference.tolerance,
+            );
+        }
+    }
+}
+
+/// Pairs of edge values: signed zeros, infinities, NaN, integers and halves of both signs (a power's odd and
+/// even exponents, a remainder's signs), and large and tiny magnitudes.
+const EDGE_PAIRS: [f32; 18] = [
+    0.0,
+    -0.0,
+    f32::INFINITY,
+    f32::NEG_INFINITY,
+    f32::NAN,
+    1.0,
+    -1.0,
+    2.0,
+    -2.0,
+    0.5,
+    -0.5,
+    3.0,
+    -3.0,
+    2.5,
+    -2.5,
+    1e30,
+    -1e30,
+    1e-30,
+];
+
+per_backend!(every_binary_row_at_the_edges_matches_f64, "elementwise": scalar, vec4);
+fn every_binary_row_at_the_edges_matches_f64(backend: &Backend, variant: &str) {
+    let session = &backend.poisoned_with("elementwise", variant);
+    for op in BinaryOp::all() {
+        let reference = binary_reference(op);
+        // Remainder and floor division are exact while the quotient is below 2^24.
+        let exact = |x: f32, y: f32| {
+            !matches!(op, BinaryOp::Remainder | BinaryOp::FloorDivide)
+                || !(x.is_finite() && y.is_finite() && y != 0.0)
+                || (f64::from(x) / f64::from(y)).abs() < f64::from(1u32 << 24)
+        };
+        let (lhs, rhs): (Vec<f32>, Vec<f32>) = EDGE_PAIRS
+            .iter()
+            .flat_map(|&x| EDGE_PAIRS.iter().map(move |&y| (x, y)))
+            .filter(|&(x, y)| exact(x, y))
+            .unzip();
+        let shape = [lhs.len()];
+        let a = session.upload(&lhs, &shape).expect("upload lhs");
+        let b = session.upload(&rhs, &shape).expect("upload rhs");
+        let label = format!("{variant}: {} at the edges", op.name());
+        let got = read_output(&label, a.binary(op, &b), &shape);
+        check(
+            &label,
+            &got,
+            |i| (reference.value)(f64::from(lhs[i]), f64::from(rhs[i])),
+            reference.tolerance,
+        );
+    }
+}
+
+per_backend!(signed_zeros_and_halves_come_out_as_the_standard_says);
+fn signed_zeros_and_halves_come_out_as_the_standard_says(backend: &Backend) {
+    let session = backend.poisoned();
+    let bits = |tensor: wgcompute::Result<Tensor>| -> Vec<u32> {
+        let values = tensor.expect("op").to_vec().expect("read");
+        values.iter().map(|value| value.to_bits()).collect()
+    };
+    let want =
+        |values: &[f32]| -> Vec<u32> { values.iter().map(|value| value.to_bits()).collect() };
+    // round: halves to the even neighbour, the sign of zero kept.
+    let halves = session
+        .upload(&[0.5, 1.5, 2.5, -0.5, -2.5, -0.4, 3.5, -3.5], &[8])
+        .expect("upload");
+    assert_eq!(
+        bits(halves.round()),
+        want(&[0.0, 2.0, 2.0, -0.0, -2.0, -0.0, 4.0, -4.0])
+    );
+    // remainder takes the divisor's sign, a zero remainder too; floor division keeps the quotient's.
+    let x = session
+        .upload(&[5.0, -5.0, 5.0, -5.0, 4.0, -4.0, -0.0, 0.0], &[8])
+        .expect("upload");
+    let y = session
+        .upload(&[3.0, 3.0, -3.0, -3.0, -2.0, 2.0, 2.0, -2.0], &[8])
+        .expect("upload");
+    assert_eq!(
+        bits(x.remainder(&y)),
+        want(&[2.0, 1.0, -1.0, -2.0, -0.0, 0.0, 0.0, -0.0])
+    );
+    assert_eq!(
+        bits(x.floor_divide(&y)),
+        want(&[1.0, -2.0, -2.0, 1.0, -2.0, -2.0, -0.0, -0.0])
+    );
+    // copysign reads the sign bit, of zeros and NaN too.
+    let signs = session
+        .upload(&[-0.0, 0.0, -1.0, f32::from_bits(0xffc0_0000)], &[4])
+        .expect("upload");
+    let ones = session.upload(&[1.0; 4], &[4]).expect("upload");
+    assert_eq!(bits(ones.copysign(&signs)), want(&[-1.0, 1.0, -1.0, -1.0]));
+    // pow of a negative base: odd integral exponents keep the sign, even ones drop it, others are NaN.
+    let bases = session
+        .upload(&[-2.0, -2.0, -0.0, -0.0, -8.0], &[5])
+        .expect("upload");
+    let exponents = session
+        .upload(&[3.0, 2.0, 3.0, -1.0, 1.0 / 3.0], &[5])
+        .expect("upload");
+    let powers = bases.pow(&exponents).expect("pow").to_vec().expect("read");
+    assert_eq!(&powers[..4], &[-8.0, 4.0, -0.0, f32::NEG_INFINITY]);
+    assert!(
+        powers[3].is_sign_negative() && powers[4].is_nan(),
+        "{powers:?}"
+    );
+}
+
+/// d/dx and d/dy of Σ w·op(x, y), read from the tape.
+fn tape_gradients(session: &Session, op: BinaryOp, x: &[f32], y: &[f32]) -> (Vec<f32>, Vec<f32>) {
+    let a = std::sync::Arc::new(session.upload(x, &[x.len()]).expect("x"));
+    let b = std::sync::Arc::new(session.upload(y, &[y.len()]).expect("y"));
+    let (_, gradients) =
+        crate::common::weighted_cost(session, &[a, b], &vec![1.0; x.len()], |tape, v| {
+            tape.binary(op, v[0], v[1])
+        })
+        .expect("forward and backward");
+    (gradients[0].clone(), gradients[1].clone())
+}
+
+per_backend!(gradients_at_the_edges_follow_the_documented_rules);
+fn gradients_at_the_edges_follow_the_documented_rules(backend: &Backend) {
+    let session = backend.poisoned();
+    // maximum and minimum: a tie sends half the gradient to each side.
+    let (dx, dy) = tape_gradients(
+        &session,
+        BinaryOp::Maximum,
+        &[1.0, 2.0, 3.0],
+        &[1.0, 3.0, 2.0],
+    );
+    assert_eq!((dx, dy), (vec![0.5, 0.0, 1.0], vec![0.5, 1.0, 0.0]));
+    let (dx, dy) = tape_gradients(
+        &session,
+        BinaryOp::Minimum,
+        &[1.0, 2.0, 3.0],
+        &[1.0, 3.0, 2.0],
+    );
+    assert_eq!((dx, dy), (vec![0.5, 1.0, 0.0], vec![0.5, 0.0, 1.0]));
+    // pow at a zero base: d/dx is y·0^(y-1) (0 for y > 1, 1 at y = 1, 0 at y = 0), d/dy is 0 (the limit along
+    // y > 0); at a negative base with an integral exponent d/dx is y·x^(y-1) and d/dy NaN (no real logarithm).
+    let (dx, dy) = tape_gradients(
+        &session,
+        BinaryOp::Pow,
+        &[0.0, 0.0, 0.0, -2.0, 2.0],
+        &[2.0, 1.0, 0.0, 3.0, 3.0],
+    );
+    assert_eq!(dx, vec![0.0, 1.0, 0.0, 12.0, 12.0]);
+    assert_eq!(&dy[..3], &[0.0, 0.0, 0.0]);
+    assert!(dy[3].is_nan(), "{dy:?}");
+    assert!(
+        (dy[4] - 8.0 * std::f32::consts::LN_2).abs() < 1e-5,
+        "{dy:?}"
+    );
+    // remainder: 1 and -floor(x / y).
+    let (dx, dy) = tape_gradients(&session, BinaryOp::Remainder, &[5.0, -5.0], &[3.0, 3.0]);
+    assert_eq!((dx, dy), (vec![1.0, 1.0], vec![-1.0, 2.0]));
+    // floor division: nothing flows.
+    let (dx, dy) = tape_gradients(&session, BinaryOp::FloorDivide, &[5.0, -5.0], &[3.0, 3.0]);
+    assert_eq!((dx, dy), (vec![0.0, 0.0], vec![0.0, 0.0]));
 }

@@ -5,7 +5,7 @@
 
 use crate::common::cli::{read_f32, read_npy, write_npy, Scratch};
 use crate::common::elementwise::{
-    binary_reference, check, operand, unary_inputs, unary_reference, unary_scalar, EXACTISH,
+    binary_reference, check, operand, unary_inputs, unary_reference, unary_scalar,
 };
 use crate::common::{self, reduced_shape, reference, widen, Rng};
 use std::ffi::{OsStr, OsString};
@@ -303,7 +303,7 @@ fn every_unary_binary_and_reduction_row_is_an_op_matching_f64() {
             &format!("op {} [3, 7] [7]", subcommand(op.name())),
             &got,
             |i| (reference.value)(f64::from(a[i]), f64::from(b[i % shape[1]])),
-            EXACTISH,
+            reference.tolerance,
         );
     }
     for (seed, op) in ReduceOp::all().enumerate() {

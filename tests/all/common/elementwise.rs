@@ -10,7 +10,8 @@ pub use super::reference::{
 };
 
 /// Asserts every element of `got` is within `tolerance` of `want(i)`; NaN (an unwritten, poisoned element)
-/// never is. An infinity is right where the reference is that infinity or lies within the tolerance of
+/// never is, except where the reference itself is NaN (a negative base at a non-integral exponent, a remainder by
+/// 0), and there only NaN is right. An infinity is right where the reference is that infinity or lies within the tolerance of
 /// overflowing f32 (beyond `f32::MAX`) on that side. Reports the first few offenders and how many there were.
 pub fn check(label: &str, got: &[f32], want: impl Fn(usize) -> f64, tolerance: Tolerance) {
     let mut bad = Vec::new();
@@ -18,7 +19,9 @@ pub fn check(label: &str, got: &[f32], want: impl Fn(usize) -> f64, tolerance: T
     for (index, &value) in got.iter().enumerate() {
         let expected = want(index);
         let bound = tolerance.relative * expected.abs() + tolerance.absolute;
-        let right = if value.is_infinite() || expected.is_infinite() {
+        let right = if expected.is_nan() {
+            value.is_nan()
+        } else if value.is_infinite() || expected.is_infinite() {
             f64::from(value).signum() == expected.signum()
                 && (expected.is_infinite() || expected.abs() + bound >= f64::from(f32::MAX))
                 && value.is_infinite()
@@ -69,29 +72,61 @@ const SPECIAL_INPUTS: [f32; 7] = [0.0, 88.7, -88.7, 89.0, -89.0, 1e30, -1e30];
 pub fn unary_inputs(rng: &mut Rng, len: usize, domain: Domain) -> Vec<f32> {
     let specials: Vec<f32> = SPECIAL_INPUTS
         .into_iter()
-        .filter(|&x| match domain {
-            Domain::Any => true,
-            Domain::NonNegative => x >= 0.0,
-            Domain::Positive => x > 0.0,
-            Domain::NonZero => x != 0.0,
-        })
+        .filter(|&x| in_domain(x, domain))
         .collect();
-    let signed = matches!(domain, Domain::Any | Domain::NonZero);
+    let signed = matches!(
+        domain,
+        Domain::Any | Domain::NonZero | Domain::Within(..) | Domain::Accurate(..)
+    );
     (0..len)
         .map(|index| {
-            if index % 3 == 0 {
+            if index % 3 == 0 && !specials.is_empty() {
                 return specials[(index / 3) % specials.len()];
             }
             let (low, high) =
                 [(1e-3, 0.5), (0.5, 2.0), (80.0, 100.0)][(rng.next_u64() % 3) as usize];
             let magnitude = rng.uniform(low, high);
-            if signed && rng.next_u64() & 1 == 1 {
+            let value = if signed && rng.next_u64() & 1 == 1 {
                 -magnitude
             } else {
                 magnitude
+            };
+            match domain {
+                // A band outside the interval gives way to a uniform draw inside it (clipped to ±100).
+                Domain::Within(low, high) | Domain::Accurate(low, high)
+                    if !in_domain(value, domain) =>
+                {
+                    rng.uniform(low.max(-100.0) as f32, high.min(100.0) as f32)
+                }
+                _ => value,
+            }
+        })
+        .map(|value| {
+            // The draw's float rounding can land on a bound; step inside.
+            match domain {
+                Domain::Within(low, _) | Domain::Accurate(low, _) if f64::from(value) <= low => {
+                    value.next_up()
+                }
+                Domain::Within(_, high) | Domain::Accurate(_, high) if f64::from(value) >= high => {
+                    value.next_down()
+                }
+                _ => value,
             }
         })
         .collect()
+}
+
+/// Whether `x` is in `domain`.
+pub fn in_domain(x: f32, domain: Domain) -> bool {
+    match domain {
+        Domain::Any => true,
+        Domain::NonNegative => x >= 0.0,
+        Domain::Positive => x > 0.0,
+        Domain::NonZero => x != 0.0,
+        Domain::Within(low, high) | Domain::Accurate(low, high) => {
+            low < f64::from(x) && f64::from(x) < high
+        }
+    }
 }
 
 /// A scalar for the ops that take one: ±[0.5, 2), a divisor as well as anything else.

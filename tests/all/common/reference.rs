@@ -33,6 +33,11 @@ pub enum Domain {
     Positive,
     /// An op that divides by x: anything but 0.
     NonZero,
+    /// Strictly between the two bounds, outside which the op is NaN (asin's (-1, 1), log1p's (-1, inf)).
+    Within(f64, f64),
+    /// Defined everywhere, but accurate only strictly between the two bounds, where tests draw its inputs (sin's
+    /// argument reduction, remainder's quotient below 2^24).
+    Accurate(f64, f64),
 }
 
 /// A row of the unary table as the tests check it: its f64 value at (x, the scalar), where it is defined and
@@ -96,6 +101,119 @@ pub fn unary(op: UnaryOp) -> UnaryReference {
         UnaryOp::ScalarSub => (|x, a| a - x, Domain::Any, EXACTISH),
         UnaryOp::ScalarDiv => (|x, a| a / x, Domain::NonZero, EXACTISH),
         UnaryOp::Copy => (|x, _| x, Domain::Any, EXACT),
+        UnaryOp::Abs => (|x, _| x.abs(), Domain::Any, EXACT),
+        UnaryOp::Sign => (|x, _| sign(x), Domain::Any, EXACT),
+        UnaryOp::Positive => (|x, _| x, Domain::Any, EXACT),
+        UnaryOp::Floor => (|x, _| x.floor(), Domain::Any, EXACT),
+        UnaryOp::Ceil => (|x, _| x.ceil(), Domain::Any, EXACT),
+        UnaryOp::Round => (|x, _| x.round_ties_even(), Domain::Any, EXACT),
+        UnaryOp::Trunc => (|x, _| x.trunc(), Domain::Any, EXACT),
+        UnaryOp::Reciprocal => (|x, _| 1.0 / x, Domain::NonZero, EXACTISH),
+        UnaryOp::Rsqrt => (|x, _| 1.0 / x.sqrt(), Domain::NonNegative, EXACTISH),
+        UnaryOp::Exp2 => (|x, _| x.exp2(), Domain::Any, EXP_LIKE),
+        // Below |x| = 0.5 a series; beyond, e^x - 1 with exp's error, magnified at most 2.5× by the subtraction.
+        UnaryOp::Expm1 => (|x, _| x.exp_m1(), Domain::Any, EXP_LIKE),
+        // log2's accuracy is log's (absolute near 1); log10 is log2 scaled.
+        UnaryOp::Log2 => (|x, _| x.log2(), Domain::Positive, LOG_LIKE),
+        UnaryOp::Log10 => (|x, _| x.log10(), Domain::Positive, LOG_LIKE),
+        // A series on (-0.5, 1) (relative error a few ULPs, from s = x / (2 + x)); outside, log's absolute error
+        // beside a result of at least ln 2.
+        UnaryOp::Log1p => (
+            |x, _| x.ln_1p(),
+            Domain::Within(-1.0, f64::INFINITY),
+            Tolerance {
+                relative: 2e-6,
+                absolute: 0.0,
+            },
+        ),
+        // WGSL leaves sin and cos to the driver (absolute error 2^-11 on [-π, π] is all it promises), and past a
+        // few hundred radians their argument reduction loses digits: drawn within ±100, with the absolute error
+        // lavapipe keeps there.
+        UnaryOp::Sin => (|x, _| x.sin(), Domain::Accurate(-100.0, 100.0), TRIG),
+        UnaryOp::Cos => (|x, _| x.cos(), Domain::Accurate(-100.0, 100.0), TRIG),
+        // tan's relative error grows as 1 / cos near its poles: drawn within ±1.5 (tan ≤ 14.2).
+        UnaryOp::Tan => (
+            |x, _| x.tan(),
+            Domain::Accurate(-1.5, 1.5),
+            Tolerance {
+                relative: 2e-6,
+                absolute: 1e-6,
+            },
+        ),
+        // From e^(|x|/2) squared: exp's error, doubled.
+        UnaryOp::Sinh => (|x, _| x.sinh(), Domain::Any, EXP_LIKE),
+        UnaryOp::Cosh => (|x, _| x.cosh(), Domain::Any, EXP_LIKE),
+        UnaryOp::Asin => (|x, _| x.asin(), Domain::Within(-1.0, 1.0), TRIG),
+        UnaryOp::Acos => (|x, _| x.acos(), Domain::Within(-1.0, 1.0), TRIG),
+        UnaryOp::Atan => (|x, _| x.atan(), Domain::Any, TRIG),
+        // From log1p, a few ULPs (log's past 1e8).
+        UnaryOp::Asinh => (|x, _| x.asinh(), Domain::Any, FEW_ULPS),
+        UnaryOp::Acosh => (
+            |x, _| x.acosh(),
+            Domain::Within(1.0, f64::INFINITY),
+            FEW_ULPS,
+        ),
+        UnaryOp::Atanh => (|x, _| x.atanh(), Domain::Within(-1.0, 1.0), FEW_ULPS),
+        // A Taylor series below 1, a Chebyshev fit of erfc (relative error 1.05e-7) beyond.
+        UnaryOp::Erf => (|x, _| erf(x), Domain::Any, EXACTISH),
+        // The negative tail is x erfc(-x / √2) / 2, whose e^(-x²/2) carries exp's error, 3 + x² ULPs, and the
+        // rounding of x² / 2 (x² / 2 · 2^-24 relative): at x = -13 (beyond, the result is below f32's normal
+        // range) some 4e-5.
+        UnaryOp::Gelu => (
+            |x, _| at_minus_infinity(x, |x| 0.5 * x * erfc(-x * std::f64::consts::FRAC_1_SQRT_2)),
+            Domain::Any,
+            Tolerance {
+                relative: 4e-5,
+                absolute: f32::MIN_POSITIVE as f64,
+            },
+        ),
+        // x σ(2u) with u ~ 0.0357 x³: σ's e^-2|u| carries exp's error, 3 + 4|u| ULPs, and 2u's own rounding
+        // (|2u| · 2^-23): at 2u = -87, where σ leaves f32's normal range, about 3e-5.
+        UnaryOp::GeluTanh => (
+            |x, _| {
+                at_minus_infinity(x, |x| {
+                    let u = (2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x);
+                    0.5 * x * (1.0 + u.tanh())
+                })
+            },
+            Domain::Any,
+            Tolerance {
+                relative: 6e-5,
+                absolute: f32::MIN_POSITIVE as f64,
+            },
+        ),
+        UnaryOp::Silu => (
+            |x, _| at_minus_infinity(x, |x| x * sigmoid(x)),
+            Domain::Any,
+            EXP_LIKE,
+        ),
+        // max(x, 0) + log1p(e^-|x|): for large negative x it is e^x, with exp's error.
+        UnaryOp::Softplus => (
+            |x, _| x.max(0.0) + (-x.abs()).exp().ln_1p(),
+            Domain::Any,
+            EXP_LIKE,
+        ),
+        // exp2(y log2 x): exp2's 3 + 2|y log2 x| ULPs with |y log2 x| up to 200 (x to 1e30, y to 2), and log2's
+        // error times y.
+        UnaryOp::PowScalar => (|x, a| x.powf(a), Domain::NonNegative, POW_LIKE),
+        // a ±[0.5, 2): a negative base is NaN at non-integral x (and the references NaN too), and exact integral
+        // exponents (0, ±89, ±1e30) take the sign of an odd power.
+        UnaryOp::ScalarPow => (|x, a| a.powf(x), Domain::Any, POW_LIKE),
+        UnaryOp::MaximumScalar => (|x, a| maximum(x, a), Domain::Any, EXACT),
+        UnaryOp::MinimumScalar => (|x, a| minimum(x, a), Domain::Any, EXACT),
+        // Exact while the quotient is below 2^24: drawn within ±1e6 (the scalar is at least 0.5).
+        UnaryOp::RemainderScalar => (
+            |x, a| python_remainder(x, a),
+            Domain::Accurate(-1e6, 1e6),
+            EXACTISH,
+        ),
+        UnaryOp::ScalarRemainder => (
+            |x, a| python_remainder(a, x),
+            Domain::Accurate(-1e6, 1e6),
+            EXACTISH,
+        ),
+        UnaryOp::FloorDivideScalar => (|x, a| (x / a).floor(), Domain::Accurate(-1e6, 1e6), EXACT),
+        UnaryOp::ScalarFloorDivide => (|x, a| (a / x).floor(), Domain::Accurate(-1e6, 1e6), EXACT),
         _ => panic!("no reference for {}: add one", op.name()),
     };
     UnaryReference {
@@ -105,22 +223,202 @@ pub fn unary(op: UnaryOp) -> UnaryReference {
     }
 }
 
-/// A row of the binary table as the tests check it: its f64 value at (lhs, rhs) and how its operands are drawn.
+/// A row of the binary table as the tests check it: its f64 value at (lhs, rhs), how its operands are drawn and
+/// how close the device must come.
 pub struct BinaryReference {
     pub value: fn(f64, f64) -> f64,
     /// The right operand divides, so tests keep it to ±[0.5, 2).
     pub divisor: bool,
+    /// The left operand is a power's base: gradients are checked at positive ones (a negative base has no
+    /// gradient with respect to the exponent); values are checked at both signs.
+    pub base: bool,
+    pub tolerance: Tolerance,
 }
 
 pub fn binary(op: BinaryOp) -> BinaryReference {
-    let (value, divisor): (fn(f64, f64) -> f64, bool) = match op {
-        BinaryOp::Add => (|x, y| x + y, false),
-        BinaryOp::Sub => (|x, y| x - y, false),
-        BinaryOp::Mul => (|x, y| x * y, false),
-        BinaryOp::Div => (|x, y| x / y, true),
+    let (value, divisor, tolerance): (fn(f64, f64) -> f64, bool, Tolerance) = match op {
+        BinaryOp::Add => (|x, y| x + y, false, EXACTISH),
+        BinaryOp::Sub => (|x, y| x - y, false, EXACTISH),
+        BinaryOp::Mul => (|x, y| x * y, false, EXACTISH),
+        BinaryOp::Div => (|x, y| x / y, true, EXACTISH),
+        // Bases in [-10, 10), exponents ±[0.5, 2) (|y log2 x| ≤ 7): exp2's 3 + 2|y log2 x| ULPs and log2's
+        // absolute 2^-21 near 1, times y. A negative base at a non-integral exponent is NaN on both sides.
+        BinaryOp::Pow => (
+            |x, y| x.powf(y),
+            true,
+            Tolerance {
+                relative: 8e-6,
+                absolute: 0.0,
+            },
+        ),
+        BinaryOp::Maximum => (maximum, false, EXACT),
+        BinaryOp::Minimum => (minimum, false, EXACT),
+        BinaryOp::Atan2 => (f64::atan2, false, TRIG),
+        BinaryOp::Hypot => (f64::hypot, false, EXACTISH),
+        BinaryOp::Copysign => (f64::copysign, false, EXACT),
+        // One rounding (fma) of the exact remainder.
+        BinaryOp::Remainder => (python_remainder, true, EXACTISH),
+        BinaryOp::FloorDivide => (|x, y| (x / y).floor(), true, EXACT),
+        // max + log1p(e^-|x - y|) cancels where the result crosses 0: accurate in absolute terms there.
+        BinaryOp::Logaddexp => (
+            |x, y| {
+                if x == y {
+                    // Both infinite alike included, where the difference is NaN.
+                    x + std::f64::consts::LN_2
+                } else {
+                    maximum(x, y) + (-(x - y).abs()).exp().ln_1p()
+                }
+            },
+            false,
+            Tolerance {
+                relative: 1e-6,
+                absolute: 1e-6,
+            },
+        ),
         _ => panic!("no reference for {}: add one", op.name()),
     };
-    BinaryReference { value, divisor }
+    BinaryReference {
+        value,
+        divisor,
+        base: op == BinaryOp::Pow,
+        tolerance,
+    }
+}
+
+/// Log's accuracy, WGSL's absolute 2^-21 on [0.5, 2] and a few ULPs elsewhere.
+const LOG_LIKE: Tolerance = Tolerance {
+    relative: 1e-6,
+    absolute: 1e-6,
+};
+
+/// A result built from log1p or series: a few ULPs.
+const FEW_ULPS: Tolerance = Tolerance {
+    relative: 2e-6,
+    absolute: 0.0,
+};
+
+/// The driver's trigonometric functions, as lavapipe computes them within the drawn range: an absolute error
+/// beside results of order 1.
+const TRIG: Tolerance = Tolerance {
+    relative: 1e-6,
+    absolute: 1e-6,
+};
+
+/// exp2(y log2 x) with |y log2 x| up to 200: exp2's 3 + 2|y log2 x| ULPs (5e-5), and log2's error times y;
+/// results below f32's normal range may be flushed to 0.
+const POW_LIKE: Tolerance = Tolerance {
+    relative: 1e-4,
+    absolute: f32::MIN_POSITIVE as f64,
+};
+
+/// -1, 0 or 1; NaN stays NaN.
+fn sign(x: f64) -> f64 {
+    if x > 0.0 {
+        1.0
+    } else if x < 0.0 {
+        -1.0
+    } else {
+        x
+    }
+}
+
+/// NumPy's maximum and minimum: NaN if either is (f64::max would drop it).
+fn maximum(x: f64, y: f64) -> f64 {
+    if x.is_nan() || y.is_nan() {
+        f64::NAN
+    } else {
+        x.max(y)
+    }
+}
+
+fn minimum(x: f64, y: f64) -> f64 {
+    if x.is_nan() || y.is_nan() {
+        f64::NAN
+    } else {
+        x.min(y)
+    }
+}
+
+/// Python's `x % y`: the truncated remainder (exact in f64) moved into the divisor's sign.
+fn python_remainder(x: f64, y: f64) -> f64 {
+    let r = x % y;
+    if r != 0.0 && (r < 0.0) != (y < 0.0) {
+        r + y
+    } else {
+        r
+    }
+}
+
+/// `f(x)`, but at -inf the limit 0 of `x · (something tending to 0 faster)`, where the product would be NaN.
+fn at_minus_infinity(x: f64, f: impl Fn(f64) -> f64) -> f64 {
+    if x == f64::NEG_INFINITY {
+        -0.0
+    } else {
+        f(x)
+    }
+}
+
+fn sigmoid(x: f64) -> f64 {
+    1.0 / (1.0 + (-x).exp())
+}
+
+/// erfc in f64 to about 1e-15 (relative): its Taylor series below 2, a continued fraction (Lentz) above, so
+/// that the reference is independent of the device's Chebyshev fit.
+fn erfc(x: f64) -> f64 {
+    if x.is_nan() {
+        return x;
+    }
+    if x < 0.0 {
+        return 2.0 - erfc(-x);
+    }
+    if x < 2.0 {
+        return 1.0 - erf_series(x);
+    }
+    if x.is_infinite() {
+        return 0.0;
+    }
+    // erfc(x) = e^(-x²)/√π · 1 / (x + (1/2) / (x + 1 / (x + (3/2) / (x + 2 / (x + …)))))
+    let tiny = 1e-300;
+    let mut f = x;
+    let mut c = x;
+    let mut d = 0.0;
+    for k in 1..500 {
+        let a = k as f64 / 2.0;
+        d = x + a * d;
+        d = if d == 0.0 { tiny } else { d };
+        c = x + a / c;
+        c = if c == 0.0 { tiny } else { c };
+        d = 1.0 / d;
+        let delta = c * d;
+        f *= delta;
+        if (delta - 1.0).abs() < 1e-16 {
+            break;
+        }
+    }
+    (-x * x).exp() / std::f64::consts::PI.sqrt() / f
+}
+
+fn erf_series(x: f64) -> f64 {
+    // 2/√π Σ (-1)^n x^(2n+1) / (n! (2n + 1)), summed until the terms stop mattering (|x| < 2).
+    let mut term = x;
+    let mut sum = x;
+    for n in 1..200 {
+        term *= -x * x / n as f64;
+        let next = term / (2 * n + 1) as f64;
+        sum += next;
+        if next.abs() < 1e-17 * sum.abs() {
+            break;
+        }
+    }
+    std::f64::consts::FRAC_2_SQRT_PI * sum
+}
+
+fn erf(x: f64) -> f64 {
+    if x.abs() < 2.0 {
+        erf_series(x)
+    } else {
+        x.signum() * (1.0 - erfc(x.abs()))
+    }
 }
 
 // --- reductions ---
