@@ -25,6 +25,9 @@ struct Params {
     blocks: u32,      // chunk kernels: partials (chunks) per row; prod_backward: elements in this window
     infinity: f32,    // +inf, which WGSL cannot write as a literal: the identity of max (negated) and min
     out_base: u32,    // value axis kernels: output j goes to out[out_base + j] (a slot of a longer record)
+    reverse: u32,     // scan: 1 to run each lane from its last element to its first
+    initial: u32,     // scan: 1 to write the identity before the first element (each output lane len + 1 long)
+    compensated: u32, // scan: 1 to carry a Kahan compensation (sums)
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -380,4 +383,56 @@ fn prod_backward(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_work
         gradient = scale;
     }
     out[j] = gradient;
+}
+
+// out = the element, or 0 where it is ±inf or NaN, over `len` elements: the shift of a log-sum-exp, which must
+// be finite for `x - shift` to keep the infinities it is meant to keep.
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn infinite_to_zero(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let j = linear_index(id, groups);
+    if (j >= params.len) {
+        return;
+    }
+    let x = input[j];
+    out[j] = select(x, 0.0, (bitcast<u32>(x) & 0x7f800000u) == 0x7f800000u);
+}
+
+// The running sums or products (op) along the middle axis of [outer, len, inner], one invocation per lane and
+// in order, so each element is what adding (multiplying) one element at a time gives: out[o, i, n] combines
+// input[o, 0..=i, n] (or input[o, i..len, n] with `reverse`). With `initial`, each output lane is one longer and
+// starts (ends, in reverse) with the identity. Sums carry a Kahan compensation, so a long lane's error stays near
+// one rounding rather than growing with its length; an infinite running sum drops it, which would be NaN.
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn scan(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let lane = linear_index(id, groups);
+    if (lane >= params.outer * params.inner) {
+        return;
+    }
+    let o = lane / params.inner;
+    let n = lane % params.inner;
+    let out_len = params.len + params.initial;
+    let in_base = o * params.len * params.inner + n;
+    let out_base = o * out_len * params.inner + n;
+    let forward = params.reverse == 0u;
+    // Forward, element i lands at i + initial and the identity at 0; in reverse at i and the identity at len.
+    let shift = select(0u, params.initial, forward);
+    var acc = identity(params.op);
+    if (params.initial != 0u) {
+        out[out_base + select(params.len, 0u, forward) * params.inner] = acc;
+    }
+    var compensation = 0.0;
+    for (var step = 0u; step < params.len; step = step + 1u) {
+        let i = select(params.len - 1u - step, step, forward);
+        let x = input[in_base + i * params.inner];
+        if (params.compensated != 0u) {
+            let y = x - compensation;
+            let total = acc + y;
+            let finite = (bitcast<u32>(total) & 0x7f800000u) != 0x7f800000u;
+            compensation = select(0.0, (total - acc) - y, finite);
+            acc = total;
+        } else {
+            acc = combine(params.op, acc, x);
+        }
+        out[out_base + (i + shift) * params.inner] = acc;
+    }
 }

@@ -406,6 +406,99 @@ pub fn argmin_shape(shape: &[usize], axis: Option<usize>) -> Result<Vec<usize>> 
     reduction(Reduction::Argmin, shape, axis).map(|(_, shape)| shape)
 }
 
+/// The axes a reduction over `axes` of `shape` reduces (`None`: every axis), checked and sorted: each in range
+/// and none named twice. An empty list reduces no axis (each element is its own lane).
+pub(crate) fn reduced_axes(
+    op: &'static str,
+    shape: &[usize],
+    axes: Option<&[usize]>,
+) -> Result<Vec<usize>> {
+    let Some(axes) = axes else {
+        return Ok((0..shape.len()).collect());
+    };
+    let mut sorted = axes.to_vec();
+    sorted.sort_unstable();
+    if let Some(&axis) = sorted.iter().find(|&&axis| axis >= shape.len()) {
+        return Err(shape_error(
+            op,
+            format!(
+                "axis {axis} of {axes:?} is out of range for shape {shape:?}, which has {} axes",
+                shape.len()
+            ),
+        ));
+    }
+    if let Some(pair) = sorted.windows(2).find(|pair| pair[0] == pair[1]) {
+        return Err(shape_error(
+            op,
+            format!("axis {} is named twice in {axes:?}", pair[0]),
+        ));
+    }
+    Ok(sorted)
+}
+
+/// The shape left when the sorted `axes` of `shape` are reduced: without them, or with each kept as a 1.
+pub(crate) fn kept_shape(shape: &[usize], axes: &[usize], keepdims: bool) -> Vec<usize> {
+    shape
+        .iter()
+        .enumerate()
+        .filter_map(|(axis, &dim)| match (axes.contains(&axis), keepdims) {
+            (false, _) => Some(dim),
+            (true, true) => Some(1),
+            (true, false) => None,
+        })
+        .collect()
+}
+
+/// The shape of a value reduction over several axes ([`Tensor::reduce_axes`](crate::Tensor::reduce_axes)):
+/// `axes: None` reduces every axis; `keepdims` keeps each reduced axis as a 1.
+///
+/// Errors with [`Error::Shape`] when an axis is out of range or named twice, or the reduced lanes are empty
+/// and the op has no value for nothing (max and min).
+///
+/// ```
+/// use wgcompute::{shape::reduce_axes_shape, ReduceOp};
+/// assert_eq!(reduce_axes_shape(ReduceOp::Sum, &[2, 3, 4], Some(&[0, 2]), false).ok(), Some(vec![3]));
+/// assert_eq!(reduce_axes_shape(ReduceOp::Sum, &[2, 3, 4], Some(&[2, 0]), true).ok(), Some(vec![1, 3, 1]));
+/// assert_eq!(reduce_axes_shape(ReduceOp::Max, &[2, 3], None, true).ok(), Some(vec![1, 1]));
+/// assert!(reduce_axes_shape(ReduceOp::Sum, &[2, 3], Some(&[1, 1]), false).is_err());
+/// assert!(reduce_axes_shape(ReduceOp::Max, &[2, 0], Some(&[1]), false).is_err());
+/// ```
+pub fn reduce_axes_shape(
+    op: ReduceOp,
+    shape: &[usize],
+    axes: Option<&[usize]>,
+    keepdims: bool,
+) -> Result<Vec<usize>> {
+    reduction_over_axes(Reduction::Value(op), shape, axes, keepdims).map(|(_, shape)| shape)
+}
+
+/// The sorted axes a reduction over `axes` reduces and its result's shape, checked as [`reduce_axes_shape`]
+/// says.
+pub(crate) fn reduction_over_axes(
+    reduction: Reduction,
+    shape: &[usize],
+    axes: Option<&[usize]>,
+    keepdims: bool,
+) -> Result<(Vec<usize>, Vec<usize>)> {
+    let name = reduction_name(reduction);
+    element_count(name, shape)?;
+    let axes = reduced_axes(name, shape, axes)?;
+    let len: usize = axes.iter().map(|&axis| shape[axis]).product();
+    let empty = match reduction {
+        Reduction::Value(op) => op.row().empty,
+        Reduction::Argmax | Reduction::Argmin => None,
+    };
+    if len == 0 && empty.is_none() {
+        return Err(shape_error(
+            name,
+            format!(
+                "{name} of nothing is undefined (shape {shape:?}, over axes {axes:?}, which hold no element)"
+            ),
+        ));
+    }
+    Ok((axes.clone(), kept_shape(shape, &axes, keepdims)))
+}
+
 // --- softmax ---
 
 /// (rows, cols) of a tensor read as rows along its last axis, checked: at least one axis, whose length is

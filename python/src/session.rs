@@ -378,6 +378,27 @@ impl Session {
     fn randn(&self, py: Python<'_>, shape: Vec<usize>, seed: u64) -> PyResult<Tensor> {
         self.fill(py, |session| session.randn(&shape, seed))
     }
+
+    // --- the Array API's creation functions computed on the device ---
+
+    fn arange(&self, py: Python<'_>, start: f64, stop: f64, step: f64) -> PyResult<Tensor> {
+        self.fill(py, |session| session.arange(start, stop, step))
+    }
+
+    fn linspace(
+        &self,
+        py: Python<'_>,
+        start: f64,
+        stop: f64,
+        num: usize,
+        endpoint: bool,
+    ) -> PyResult<Tensor> {
+        self.fill(py, |session| session.linspace(start, stop, num, endpoint))
+    }
+
+    fn eye(&self, py: Python<'_>, n_rows: usize, n_cols: usize, k: i64) -> PyResult<Tensor> {
+        self.fill(py, |session| session.eye(n_rows, Some(n_cols), k))
+    }
 }
 
 fn contiguous<T>(slice: Result<&[T], numpy::AsSliceError>) -> PyResult<&[T]> {

@@ -488,6 +488,73 @@ impl Tape {
         })
     }
 
+    // --- the Array API's reductions, statistics, scans and shape ops, recorded ---
+
+    #[pyo3(signature = (x, name, axes=None, keepdims=false))]
+    fn reduce_axes(
+        &self,
+        py: Python<'_>,
+        x: &Tensor,
+        name: &str,
+        axes: Option<Vec<usize>>,
+        keepdims: bool,
+    ) -> PyResult<Tensor> {
+        let op = crate::tensor::reduce_op_named(name)?;
+        self.record(py, &[x], |tape, vars| {
+            tape.reduce_axes(op, vars[0], axes.as_deref(), keepdims)
+        })
+    }
+
+    #[pyo3(signature = (x, axes=None, correction=0.0, keepdims=false, root=false))]
+    fn var(
+        &self,
+        py: Python<'_>,
+        x: &Tensor,
+        axes: Option<Vec<usize>>,
+        correction: f64,
+        keepdims: bool,
+        root: bool,
+    ) -> PyResult<Tensor> {
+        self.record(py, &[x], |tape, vars| {
+            if root {
+                tape.std(vars[0], axes.as_deref(), correction, keepdims)
+            } else {
+                tape.var(vars[0], axes.as_deref(), correction, keepdims)
+            }
+        })
+    }
+
+    #[pyo3(signature = (x, axes=None, keepdims=false))]
+    fn logsumexp(
+        &self,
+        py: Python<'_>,
+        x: &Tensor,
+        axes: Option<Vec<usize>>,
+        keepdims: bool,
+    ) -> PyResult<Tensor> {
+        self.record(py, &[x], |tape, vars| {
+            tape.logsumexp(vars[0], axes.as_deref(), keepdims)
+        })
+    }
+
+    #[pyo3(signature = (x, axis=None, include_initial=false, prod=false))]
+    fn cumulative(
+        &self,
+        py: Python<'_>,
+        x: &Tensor,
+        axis: Option<usize>,
+        include_initial: bool,
+        prod: bool,
+    ) -> PyResult<Tensor> {
+        self.record(py, &[x], |tape, vars| {
+            if prod {
+                tape.cumulative_prod(vars[0], axis, include_initial)
+            } else {
+                tape.cumulative_sum(vars[0], axis, include_initial)
+            }
+        })
+    }
+
     #[pyo3(signature = (x, axes=None))]
     fn flip(&self, py: Python<'_>, x: &Tensor, axes: Option<Vec<usize>>) -> PyResult<Tensor> {
         self.record(py, &[x], |tape, vars| tape.flip(vars[0], axes.as_deref()))
@@ -535,5 +602,55 @@ impl Tape {
             )
         })?;
         Ok((values, Tensor::new(indices, self.pid)))
+    }
+
+    fn broadcast_to(&self, py: Python<'_>, x: &Tensor, shape: Vec<usize>) -> PyResult<Tensor> {
+        self.record(py, &[x], |tape, vars| tape.broadcast_to(vars[0], &shape))
+    }
+
+    fn tile(&self, py: Python<'_>, x: &Tensor, reps: Vec<usize>) -> PyResult<Tensor> {
+        self.record(py, &[x], |tape, vars| tape.tile(vars[0], &reps))
+    }
+
+    #[pyo3(signature = (x, counts, axis=None))]
+    fn repeat(
+        &self,
+        py: Python<'_>,
+        x: &Tensor,
+        counts: Vec<usize>,
+        axis: Option<usize>,
+    ) -> PyResult<Tensor> {
+        self.record(py, &[x], |tape, vars| {
+            tape.repeat(vars[0], &wgcompute::Repeats::PerElement(counts), axis)
+        })
+    }
+
+    #[pyo3(signature = (x, widths, mode="constant", value=0.0))]
+    fn pad(
+        &self,
+        py: Python<'_>,
+        x: &Tensor,
+        widths: Vec<(usize, usize)>,
+        mode: &str,
+        value: f32,
+    ) -> PyResult<Tensor> {
+        let mode = crate::tensor::pad_mode_named(mode, value)?;
+        self.record(py, &[x], |tape, vars| tape.pad(vars[0], &widths, mode))
+    }
+
+    #[pyo3(signature = (x, k=0, lower=true))]
+    fn triangle(&self, py: Python<'_>, x: &Tensor, k: i64, lower: bool) -> PyResult<Tensor> {
+        self.record(py, &[x], |tape, vars| {
+            if lower {
+                tape.tril(vars[0], k)
+            } else {
+                tape.triu(vars[0], k)
+            }
+        })
+    }
+
+    fn stack(&self, py: Python<'_>, parts: Vec<PyRef<'_, Tensor>>, axis: usize) -> PyResult<Tensor> {
+        let parts: Vec<&Tensor> = parts.iter().map(|part| &**part).collect();
+        self.record(py, &parts, |tape, vars| tape.stack(vars, axis))
     }
 }

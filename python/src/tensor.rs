@@ -441,6 +441,138 @@ impl Tensor {
         })
     }
 
+    // --- the Array API's reductions, statistics, scans and shape ops ---
+
+    /// A row of the value-reduction table over `axes` (`None`: all), kept as 1s with `keepdims`.
+    #[pyo3(signature = (name, axes=None, keepdims=false))]
+    fn reduce_axes(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        axes: Option<Vec<usize>>,
+        keepdims: bool,
+    ) -> PyResult<Tensor> {
+        let op = reduce_op_named(name)?;
+        self.run(py, |tensor| tensor.reduce_axes(op, axes.as_deref(), keepdims))
+    }
+
+    /// argmax (`smallest`: argmin) along `axis` (`None`: all) with the axis kept as a 1.
+    #[pyo3(signature = (axis=None, smallest=false))]
+    fn arg_keepdims(&self, py: Python<'_>, axis: Option<usize>, smallest: bool) -> PyResult<Tensor> {
+        self.run(py, |tensor| {
+            if smallest {
+                tensor.argmin_keepdims(axis)
+            } else {
+                tensor.argmax_keepdims(axis)
+            }
+        })
+    }
+
+    #[pyo3(signature = (axes=None, correction=0.0, keepdims=false))]
+    fn var(
+        &self,
+        py: Python<'_>,
+        axes: Option<Vec<usize>>,
+        correction: f64,
+        keepdims: bool,
+    ) -> PyResult<Tensor> {
+        self.run(py, |tensor| tensor.var(axes.as_deref(), correction, keepdims))
+    }
+
+    #[pyo3(signature = (axes=None, correction=0.0, keepdims=false))]
+    fn std(
+        &self,
+        py: Python<'_>,
+        axes: Option<Vec<usize>>,
+        correction: f64,
+        keepdims: bool,
+    ) -> PyResult<Tensor> {
+        self.run(py, |tensor| tensor.std(axes.as_deref(), correction, keepdims))
+    }
+
+    #[pyo3(signature = (axes=None, keepdims=false))]
+    fn logsumexp(
+        &self,
+        py: Python<'_>,
+        axes: Option<Vec<usize>>,
+        keepdims: bool,
+    ) -> PyResult<Tensor> {
+        self.run(py, |tensor| tensor.logsumexp(axes.as_deref(), keepdims))
+    }
+
+    /// Running sums (`prod`: products) along `axis`.
+    #[pyo3(signature = (axis=None, include_initial=false, prod=false))]
+    fn cumulative(
+        &self,
+        py: Python<'_>,
+        axis: Option<usize>,
+        include_initial: bool,
+        prod: bool,
+    ) -> PyResult<Tensor> {
+        self.run(py, |tensor| {
+            if prod {
+                tensor.cumulative_prod(axis, include_initial)
+            } else {
+                tensor.cumulative_sum(axis, include_initial)
+            }
+        })
+    }
+
+    fn broadcast_to(&self, py: Python<'_>, shape: Vec<usize>) -> PyResult<Tensor> {
+        self.run(py, |tensor| tensor.broadcast_to(&shape))
+    }
+
+    fn tile(&self, py: Python<'_>, reps: Vec<usize>) -> PyResult<Tensor> {
+        self.run(py, |tensor| tensor.tile(&reps))
+    }
+
+    /// Each element repeated along `axis` (`None`: flattened): `counts` one count, or one per element.
+    #[pyo3(signature = (counts, axis=None))]
+    fn repeat(&self, py: Python<'_>, counts: Vec<usize>, axis: Option<usize>) -> PyResult<Tensor> {
+        self.run(py, |tensor| {
+            tensor.repeat(&wgcompute::Repeats::PerElement(counts), axis)
+        })
+    }
+
+    /// Padded by `widths` (before, after) per axis; `mode` "constant" (with `value`), "edge" or "reflect".
+    #[pyo3(signature = (widths, mode="constant", value=0.0))]
+    fn pad(
+        &self,
+        py: Python<'_>,
+        widths: Vec<(usize, usize)>,
+        mode: &str,
+        value: f32,
+    ) -> PyResult<Tensor> {
+        let mode = pad_mode_named(mode, value)?;
+        self.run(py, |tensor| tensor.pad(&widths, mode))
+    }
+
+    /// The lower (`lower`) or upper triangle of each matrix from diagonal `k`.
+    #[pyo3(signature = (k=0, lower=true))]
+    fn triangle(&self, py: Python<'_>, k: i64, lower: bool) -> PyResult<Tensor> {
+        self.run(py, |tensor| if lower { tensor.tril(k) } else { tensor.triu(k) })
+    }
+
+    /// The tensors, all of one shape, joined along a new axis (numpy.stack).
+    #[staticmethod]
+    fn stack(py: Python<'_>, parts: Vec<PyRef<'_, Tensor>>, axis: usize) -> PyResult<Tensor> {
+        let first = parts.first().ok_or_else(|| {
+            named(
+                "InvalidArgumentError",
+                "stack needs at least one tensor".to_string(),
+            )
+        })?;
+        let pid = first.pid;
+        let tensors = parts
+            .iter()
+            .map(|part| part.get())
+            .collect::<PyResult<Vec<_>>>()?;
+        let stacked = py
+            .detach(|| wgcompute::Tensor::stack(&tensors, axis))
+            .or_raise()?;
+        Ok(Tensor::new(stacked, pid))
+    }
+
     #[pyo3(signature = (axes=None))]
     fn flip(&self, py: Python<'_>, axes: Option<Vec<usize>>) -> PyResult<Tensor> {
         self.run(py, |tensor| tensor.flip(axes.as_deref()))
@@ -582,4 +714,47 @@ pub fn promoted_dtype(lhs: &str, rhs: &str) -> PyResult<Option<&'static str>> {
         })
     };
     Ok(dtype(lhs)?.promoted(dtype(rhs)?).map(DType::name))
+}
+
+/// A value reduction by its name in the table.
+pub(crate) fn reduce_op_named(name: &str) -> PyResult<ReduceOp> {
+    ReduceOp::all()
+        .find(|op| op.name() == name)
+        .ok_or_else(|| unknown("reduction", name))
+}
+
+/// A pad mode by NumPy's name, with the constant it fills with.
+pub(crate) fn pad_mode_named(mode: &str, value: f32) -> PyResult<wgcompute::PadMode> {
+    match mode {
+        "constant" => Ok(wgcompute::PadMode::Constant(value)),
+        "edge" => Ok(wgcompute::PadMode::Edge),
+        "reflect" => Ok(wgcompute::PadMode::Reflect),
+        other => Err(named(
+            "InvalidArgumentError",
+            format!("pad mode {other:?} is not one of \"constant\", \"edge\", \"reflect\""),
+        )),
+    }
+}
+
+/// The (start, len) of each part `split` (`strict`) or `array_split` cuts an axis of `len` into: `sections`
+/// equal parts, or parts between `indices`.
+#[pyfunction]
+#[pyo3(signature = (len, sections=None, indices=None, strict=true))]
+pub fn split_bounds(
+    len: usize,
+    sections: Option<usize>,
+    indices: Option<Vec<usize>>,
+    strict: bool,
+) -> PyResult<Vec<(usize, usize)>> {
+    let how = match (sections, indices) {
+        (Some(sections), None) => wgcompute::Split::Sections(sections),
+        (None, Some(indices)) => wgcompute::Split::Indices(indices),
+        _ => {
+            return Err(named(
+                "InvalidArgumentError",
+                "split takes a number of sections or a list of indices".to_string(),
+            ))
+        }
+    };
+    how.bounds(len, strict).or_raise()
 }

@@ -55,7 +55,6 @@ from ._tape import GradientTape, UnconnectedGradients
 from ._tensor import (
     Tensor,
     Variable,
-    concat,
     flip,
     index_update,
     matmul,
@@ -105,6 +104,77 @@ from ._logic import (
     where,
 )
 
+
+# The Array API's statistics, shape manipulation and creation, at module level.
+from ._creation import arange, eye, full_like, linspace, ones_like, tril, triu, zeros_like
+from ._manipulate import (
+    argmax,
+    argmin,
+    array_split,
+    broadcast_arrays,
+    broadcast_to,
+    concat,
+    cumulative_prod,
+    cumulative_sum,
+    expand_dims,
+    flatten,
+    logsumexp,
+    max,
+    mean,
+    min,
+    moveaxis,
+    pad,
+    permute_dims,
+    prod,
+    repeat,
+    split,
+    squeeze,
+    stack,
+    std,
+    sum,
+    swapaxes,
+    tile,
+    unstack,
+    var,
+)
+
+_ARRAY_API = [
+    "arange",
+    "argmax",
+    "argmin",
+    "array_split",
+    "broadcast_arrays",
+    "broadcast_to",
+    "cumulative_prod",
+    "cumulative_sum",
+    "expand_dims",
+    "eye",
+    "flatten",
+    "full_like",
+    "linspace",
+    "logsumexp",
+    "max",
+    "mean",
+    "min",
+    "moveaxis",
+    "ones_like",
+    "pad",
+    "permute_dims",
+    "prod",
+    "repeat",
+    "split",
+    "squeeze",
+    "stack",
+    "std",
+    "sum",
+    "swapaxes",
+    "tile",
+    "tril",
+    "triu",
+    "unstack",
+    "var",
+    "zeros_like",
+]
 
 __all__ = [
     "AdapterError",
@@ -163,6 +233,7 @@ __all__ = [
     "vecdot",
     # The bool dtype object is the package's `bool`, as the standard names it.
     *("bool" if name == "bool_" else name for name in _logic.__all__),
+    *_ARRAY_API,
 ]
 
 # The Array API's elementwise functions (exp, maximum, clip, ...), one per row of the op tables.
@@ -236,7 +307,6 @@ for _public in (
     UnconnectedGradients,
     Tensor,
     Variable,
-    concat,
     matmul,
     softmax_cross_entropy,
     flip,
@@ -257,6 +327,7 @@ for _public in (
     top_k,
     unique_values,
     vecdot,
+    *(globals()[_name] for _name in _ARRAY_API),
 ):
     _public.__module__ = __name__
 for _name in _logic.__all__:

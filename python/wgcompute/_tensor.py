@@ -400,13 +400,21 @@ class Tensor:
         return self._op((self,), lambda: self._t.reduce(name, axis), lambda tape: tape.reduce(self._t, name, axis))
 
     # Integer results carry no gradient, so they are never recorded.
-    def argmax(self, axis: int | None = None) -> Tensor:
-        """Index of the largest element (the first on ties, the first NaN if any), as a uint32 tensor."""
-        return self._wrap(self._t.argmax(None if axis is None else self._axis(axis)))
+    def argmax(self, axis: int | None = None, keepdims: bool = False) -> Tensor:
+        """Index of the largest element (the first on ties, the first NaN if any), as a uint32 tensor; over all
+        elements (a flat index) or along ``axis``, which ``keepdims`` keeps as a 1."""
+        return self._arg(axis, keepdims, smallest=False)
 
-    def argmin(self, axis: int | None = None) -> Tensor:
-        """Index of the smallest element (the first on ties, the first NaN if any), as a uint32 tensor."""
-        return self._wrap(self._t.argmin(None if axis is None else self._axis(axis)))
+    def argmin(self, axis: int | None = None, keepdims: bool = False) -> Tensor:
+        """Index of the smallest element (the first on ties, the first NaN if any), as a uint32 tensor; as
+        :meth:`argmax`."""
+        return self._arg(axis, keepdims, smallest=True)
+
+    def _arg(self, axis: int | None, keepdims: bool, smallest: bool) -> Tensor:
+        axis = None if axis is None else self._axis(axis)
+        if _flag(keepdims, "keepdims"):
+            return self._wrap(self._t.arg_keepdims(axis, smallest))
+        return self._wrap(self._t.argmin(axis) if smallest else self._t.argmax(axis))
 
     def _along_last(self, axis: int, op: str) -> Tensor:
         axis = self._axis(axis)
@@ -657,6 +665,184 @@ class Tensor:
         result = result if max is None else result._with("minimum", max)
         return self.copy() if result is self else result
 
+    # --- the Array API's reductions over several axes, statistics, scans and shape ops ---
+
+    def _axes(self, axis: int | Sequence[int] | None) -> list[int] | None:
+        """``axis`` (None: all; an int; a sequence of ints, negative counting from the end) as axes from 0; an axis
+        named twice is the library's to refuse."""
+        if axis is None:
+            return None
+        if isinstance(axis, numbers.Integral) and not isinstance(axis, bool):
+            return [self._axis(axis)]
+        return [self._axis(a) for a in _sequence(axis, "axis (an int or a tuple of ints)")]
+
+    def _reduce_over(self, name: str, axis: int | Sequence[int] | None, keepdims: bool) -> Tensor:
+        keepdims = _flag(keepdims, "keepdims")
+        if not keepdims and (axis is None or isinstance(axis, numbers.Integral)):
+            # One axis or all: the op a tape fuses into a loss below it.
+            return self._reduce(name, axis)
+        axes = self._axes(axis)
+        return self._op(
+            (self,),
+            lambda: self._t.reduce_axes(name, axes, keepdims),
+            lambda tape: tape.reduce_axes(self._t, name, axes, keepdims),
+        )
+
+    def var(self, axis: int | Sequence[int] | None = None, *, correction: float = 0.0, keepdims: bool = False) -> Tensor:
+        """The variance over ``axis`` (None: all), dividing by ``N - correction`` (NaN where that is not positive),
+        in two passes, so that a large mean costs no accuracy."""
+        return self._statistic(axis, correction, keepdims, root=False)
+
+    def std(self, axis: int | Sequence[int] | None = None, *, correction: float = 0.0, keepdims: bool = False) -> Tensor:
+        """The standard deviation, the square root of :meth:`var`."""
+        return self._statistic(axis, correction, keepdims, root=True)
+
+    def _statistic(self, axis: Any, correction: Any, keepdims: Any, root: bool) -> Tensor:
+        axes, keepdims = self._axes(axis), _flag(keepdims, "keepdims")
+        correction = _number(correction, "correction")
+        eager = self._t.std if root else self._t.var
+        return self._op(
+            (self,),
+            lambda: eager(axes, correction, keepdims),
+            lambda tape: tape.var(self._t, axes, correction, keepdims, root),
+        )
+
+    def logsumexp(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
+        """``log(sum(exp(x)))`` over ``axis``, shifted by the max so that nothing overflows."""
+        axes, keepdims = self._axes(axis), _flag(keepdims, "keepdims")
+        return self._op(
+            (self,),
+            lambda: self._t.logsumexp(axes, keepdims),
+            lambda tape: tape.logsumexp(self._t, axes, keepdims),
+        )
+
+    def cumulative_sum(self, axis: int | None = None, *, include_initial: bool = False) -> Tensor:
+        """Running sums along ``axis`` (optional for a 1-D tensor); ``include_initial`` starts with a 0."""
+        return self._cumulative(axis, include_initial, prod=False)
+
+    def cumulative_prod(self, axis: int | None = None, *, include_initial: bool = False) -> Tensor:
+        """Running products along ``axis`` (optional for a 1-D tensor); ``include_initial`` starts with a 1. Under
+        a tape the gradient divides by each element: where a lane holds a zero it is not finite."""
+        return self._cumulative(axis, include_initial, prod=True)
+
+    def _cumulative(self, axis: int | None, include_initial: Any, prod: bool) -> Tensor:
+        axis = None if axis is None else self._axis(axis)
+        initial = _flag(include_initial, "include_initial")
+        return self._op(
+            (self,),
+            lambda: self._t.cumulative(axis, initial, prod),
+            lambda tape: tape.cumulative(self._t, axis, initial, prod),
+        )
+
+    def _native(self, eager: str, *arguments: Any) -> Tensor:
+        """The library op ``eager`` of the tensor and of the tape, of the same name, with these arguments."""
+        return self._op(
+            (self,),
+            lambda: getattr(self._t, eager)(*arguments),
+            lambda tape: getattr(tape, eager)(self._t, *arguments),
+        )
+
+    def broadcast_to(self, shape: int | Sequence[int]) -> Tensor:
+        """The tensor broadcast to ``shape`` (NumPy's rules)."""
+        return self._native("broadcast_to", _shape(shape))
+
+    def expand_dims(self, axis: int = 0) -> Tensor:
+        """An axis of length 1 inserted at ``axis`` (from ``-ndim - 1`` to ``ndim``)."""
+        if not isinstance(axis, numbers.Integral) or isinstance(axis, bool) or not -self.ndim - 1 <= axis <= self.ndim:
+            raise ShapeError(f"axis {axis!r} is out of range for inserting into shape {self.shape}")
+        axis = int(axis) % (self.ndim + 1)
+        return self.reshape(self.shape[:axis] + (1,) + self.shape[axis:])
+
+    def squeeze(self, axis: int | Sequence[int] | None = None) -> Tensor:
+        """The axes of length 1 removed: those in ``axis``, each of which must be 1 (None: every such axis)."""
+        axes = [a for a in range(self.ndim) if self.shape[a] == 1] if axis is None else self._axes(axis)
+        if len(set(axes)) != len(axes) or any(self.shape[a] != 1 for a in axes):
+            raise ShapeError(f"squeeze removes distinct axes of length 1; got {axis!r} for shape {self.shape}")
+        return self.reshape([d for a, d in enumerate(self.shape) if a not in axes])
+
+    def flatten(self) -> Tensor:
+        """The elements in one axis, in row-major order."""
+        return self.reshape(self.size)
+
+    def permute_dims(self, axes: Sequence[int]) -> Tensor:
+        """The Array API's name for :meth:`permute`."""
+        return self.permute(axes)
+
+    def swapaxes(self, axis1: int, axis2: int) -> Tensor:
+        order = list(range(self.ndim))
+        first, second = self._axis(axis1), self._axis(axis2)
+        order[first], order[second] = order[second], order[first]
+        return self.permute(order)
+
+    def moveaxis(self, source: int | Sequence[int], destination: int | Sequence[int]) -> Tensor:
+        """Axes ``source`` moved to ``destination``, the others in their order (``numpy.moveaxis``)."""
+        sources, destinations = self._axes(source) or [], self._axes(destination) or []
+        if len(sources) != len(destinations) or len(set(sources)) != len(sources) or len(set(destinations)) != len(
+            destinations
+        ):
+            raise ShapeError(f"moveaxis takes as many distinct source as destination axes; got {source!r}, {destination!r}")
+        order = [a for a in range(self.ndim) if a not in sources]
+        for to, frm in sorted(zip(destinations, sources)):
+            order.insert(to, frm)
+        return self.permute(order)
+
+    def tile(self, repetitions: Sequence[int]) -> Tensor:
+        """The tensor repeated ``repetitions[i]`` times along axis i (aligned at the right, as ``numpy.tile``)."""
+        reps = [_count(r, "a repetition") for r in _sequence(repetitions, "repetitions")]
+        return self._native("tile", reps)
+
+    def repeat(self, repeats: int | Sequence[int] | Tensor, axis: int | None = None) -> Tensor:
+        """Each element repeated ``repeats`` times (an int, or one count per element) along ``axis`` (None: of the
+        flattened tensor)."""
+        if isinstance(repeats, Tensor):
+            repeats = repeats.numpy()
+        if isinstance(repeats, np.ndarray):
+            if repeats.dtype.kind not in "iu":
+                raise DTypeError(f"repeats is an integer array; got {repeats.dtype}")
+            repeats = repeats.reshape(-1).tolist()
+        counts = [_count(repeats, "repeats")] if isinstance(repeats, numbers.Integral) else [
+            _count(r, "a repeat count") for r in _sequence(repeats, "repeats")
+        ]
+        return self._native("repeat", counts, None if axis is None else self._axis(axis))
+
+    def pad(self, pad_width: Any, mode: str = "constant", constant_values: float = 0.0) -> Tensor:
+        """``numpy.pad``: ``pad_width`` an int, a (before, after) pair, or one pair per axis; ``mode`` "constant"
+        (with ``constant_values``), "edge" or "reflect"."""
+        widths = _pad_widths(pad_width, self.ndim)
+        if not isinstance(mode, str):
+            raise ArgumentTypeError(f"mode is a str; got {mode!r:.80}")
+        return self._native("pad", widths, mode, _number(constant_values, "constant_values"))
+
+    def tril(self, k: int = 0) -> Tensor:
+        """The lower triangle of each matrix of the last two axes, from diagonal ``k``; 0 above it."""
+        return self._native("triangle", _diagonal(k), True)
+
+    def triu(self, k: int = 0) -> Tensor:
+        """The upper triangle of each matrix of the last two axes, from diagonal ``k``; 0 below it."""
+        return self._native("triangle", _diagonal(k), False)
+
+    def unstack(self, axis: int = 0) -> tuple[Tensor, ...]:
+        """The slices along ``axis``, each without it."""
+        axis = self._axis(axis)
+        rest = self.shape[:axis] + self.shape[axis + 1 :]
+        return tuple(self.narrow(axis, i, 1).reshape(rest) for i in range(self.shape[axis]))
+
+    def split(self, indices_or_sections: int | Sequence[int], axis: int = 0) -> list[Tensor]:
+        """``numpy.split``: equal sections (which must divide the axis) or the parts between indices."""
+        return self._split(indices_or_sections, axis, strict=True)
+
+    def array_split(self, indices_or_sections: int | Sequence[int], axis: int = 0) -> list[Tensor]:
+        """``numpy.array_split``: as :meth:`split`, sections allowed not to divide the axis."""
+        return self._split(indices_or_sections, axis, strict=False)
+
+    def _split(self, how: Any, axis: int, strict: bool) -> list[Tensor]:
+        axis = self._axis(axis)
+        if isinstance(how, numbers.Integral) and not isinstance(how, bool):
+            bounds = _wgcompute.split_bounds(self.shape[axis], sections=_count(how, "sections"), strict=strict)
+        else:
+            indices = [_count(i, "a split index") for i in _sequence(how, "indices_or_sections")]
+            bounds = _wgcompute.split_bounds(self.shape[axis], indices=indices, strict=strict)
+        return [self.narrow(axis, start, length) for start, length in bounds]
 
 def _unary_method(name: str, doc: str, row: str | None = None) -> Callable[[Tensor], Tensor]:
     """The method ``name`` of the unary row ``row`` (default: the row of that name)."""
@@ -679,12 +865,15 @@ def _binary_method(name: str, doc: str) -> Callable[[Tensor, Any], Tensor]:
     return method
 
 
-def _reduce_method(name: str, doc: str) -> Callable[[Tensor, int | None], Tensor]:
-    def method(self: Tensor, axis: int | None = None) -> Tensor:
-        return self._reduce(name, axis)
+def _reduce_method(name: str, doc: str) -> Callable[..., Tensor]:
+    def method(self: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
+        return self._reduce_over(name, axis, keepdims)
 
     method.__name__, method.__qualname__ = name, f"Tensor.{name}"
-    method.__doc__ = f"{doc} Over all elements (``axis=None``) or along ``axis``."
+    method.__doc__ = (
+        f"{doc} Over all elements (``axis=None``), along ``axis`` or a tuple of axes (negative count from the "
+        "end); ``keepdims`` keeps each reduced axis as a 1."
+    )
     return method
 
 
@@ -1001,3 +1190,27 @@ def scatter_add(x: Tensor, indices: Any, values: Any, /, *, axis: int = 0) -> Te
 
 def index_update(x: Tensor, indices: Any, values: Any, /, *, axis: int = 0) -> Tensor:
     return _tensor_argument(x, "index_update's x").index_update(indices, values, axis)
+
+
+def _pad_widths(pad_width: Any, ndim: int) -> list[tuple[int, int]]:
+    """NumPy's ``pad_width`` as one (before, after) pair per axis: an int for all, one pair for all, or a pair (or
+    an int) per axis."""
+    if isinstance(pad_width, np.ndarray):
+        pad_width = pad_width.tolist()
+    if isinstance(pad_width, numbers.Integral):
+        pad_width = [(pad_width, pad_width)]
+    pairs = _sequence(pad_width, "pad_width (an int, a (before, after) pair, or one pair per axis)")
+    if len(pairs) == 2 and all(isinstance(p, numbers.Integral) for p in pairs):
+        pairs = [tuple(pairs)]
+    pairs = [(p, p) if isinstance(p, numbers.Integral) else tuple(_sequence(p, "a (before, after) pair")) for p in pairs]
+    if len(pairs) == 1:
+        pairs = pairs * ndim
+    if len(pairs) != ndim or any(len(p) != 2 for p in pairs):
+        raise ShapeError(f"pad_width {pad_width!r:.80} is not one (before, after) pair per axis of {ndim}")
+    return [(_count(before, "a pad width"), _count(after, "a pad width")) for before, after in pairs]
+
+
+def _diagonal(k: Any) -> int:
+    if not isinstance(k, numbers.Integral) or isinstance(k, bool):
+        raise ArgumentTypeError(f"k, a diagonal, is an int; got {k!r:.80}")
+    return int(k)

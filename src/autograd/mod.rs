@@ -23,6 +23,7 @@
 //! # Ok(()) }
 //! ```
 
+mod array_api;
 mod backward;
 mod rules;
 mod tape;

@@ -369,6 +369,32 @@ impl Tape {
                 let dx = upstream.scatter_along(indices, axis, len)?;
                 self.accumulate(gradients, x, dx)?;
             }
+            Op::ReduceAxes { op, x, ref axes } => {
+                let dx = reduce_axes_gradient(op, axes, &self.nodes[x].value, upstream)?;
+                self.accumulate(gradients, x, dx)?;
+            }
+            Op::Scan {
+                op,
+                x,
+                axis,
+                initial,
+            } => {
+                let input = &self.nodes[x].value;
+                let dx = scan_gradient(op, (axis, initial), input, &node.value, upstream)?;
+                self.accumulate(gradients, x, dx)?;
+            }
+            Op::BroadcastTo { x } => {
+                let dx = reduce_to_shape(upstream, self.nodes[x].value.shape())?;
+                self.accumulate(gradients, x, dx)?;
+            }
+            Op::Triangle { x, k, lower } => {
+                let dx = upstream.triangle("triangle backward", k, lower)?;
+                self.accumulate(gradients, x, dx)?;
+            }
+            Op::PadConstant { x, ref widths } => {
+                let dx = upstream.pad_interior(widths, self.nodes[x].value.shape())?;
+                self.accumulate(gradients, x, dx)?;
+            }
         }
         Ok(())
     }
@@ -779,6 +805,93 @@ fn upstream_reduced(gradient: &Tensor, shape: &[usize]) -> Result<Tensor> {
                 "a gradient of shape {:?} is no broadcast of {shape:?}",
                 gradient.shape()
             ),
+        }),
+    }
+}
+
+// --- the Array API's reductions over several axes, and scans ---
+
+/// The gradient of `op` over the sorted `axes` of `input`, given the upstream gradient (of the reduced shape,
+/// kept or not): sums and means spread it back in one pass, a product through prod's exact rule along the
+/// axes moved last.
+fn reduce_axes_gradient(
+    op: ReduceOp,
+    axes: &[usize],
+    input: &Tensor,
+    upstream: Tensor,
+) -> Result<Tensor> {
+    let shape = input.shape();
+    let kept = crate::shape::kept_shape(shape, axes, true);
+    let count: usize = axes.iter().map(|&axis| shape[axis]).product();
+    match op {
+        ReduceOp::Sum | ReduceOp::Mean => {
+            let scale = if op == ReduceOp::Mean {
+                (1.0 / count as f64) as f32
+            } else {
+                1.0
+            };
+            let scale = upstream.upload_beside(&[scale], &[])?;
+            upstream
+                .into_shape(&kept)?
+                .binary_expanded(BinaryOp::Mul, &scale, shape)
+        }
+        ReduceOp::Prod => {
+            let order: Vec<usize> = (0..shape.len())
+                .filter(|axis| !axes.contains(axis))
+                .chain(axes.iter().copied())
+                .collect();
+            let moved_shape: Vec<usize> = order.iter().map(|&axis| shape[axis]).collect();
+            let lanes: usize = kept.iter().product();
+            let moved = input.permute(&order)?.into_shape(&[lanes, count])?;
+            let upstream = upstream.into_shape(&[lanes])?;
+            let mut inverse = vec![0; order.len()];
+            for (position, &axis) in order.iter().enumerate() {
+                inverse[axis] = position;
+            }
+            moved
+                .prod_backward(Some(1), &upstream)?
+                .into_shape(&moved_shape)?
+                .permute(&inverse)
+        }
+        ReduceOp::Max | ReduceOp::Min => Err(Error::InvalidArgument {
+            what: "reduction on the tape",
+            given: op.name().to_string(),
+            expected: "a reduction with a gradient".to_string(),
+        }),
+    }
+}
+
+/// The gradient of a running sum or product along `axis` (with the identity first where `initial`), given
+/// the upstream gradient (of the output's shape): the sums of the upstream from each element to the end of its
+/// lane, for a product each term times the output there and divided by the element. Exact for sums; for
+/// products only where the lane holds no zero (a zero divides by zero: its gradient and those before it are
+/// NaN or infinite).
+fn scan_gradient(
+    op: ReduceOp,
+    (axis, initial): (usize, bool),
+    input: &Tensor,
+    output: &Tensor,
+    upstream: Tensor,
+) -> Result<Tensor> {
+    const NAME: &str = "cumulative backward";
+    let len = input.shape()[axis];
+    // The identity written first depends on no element: its gradient goes nowhere.
+    let (upstream, narrowed) = if initial {
+        (upstream.narrow(axis, 1, len)?, Some(output.narrow(axis, 1, len)?))
+    } else {
+        (upstream, None)
+    };
+    let products = narrowed.as_ref().unwrap_or(output);
+    match op {
+        ReduceOp::Sum => upstream.scan(NAME, ReduceOp::Sum, Some(axis), (true, false)),
+        ReduceOp::Prod => upstream
+            .mul(products)?
+            .scan(NAME, ReduceOp::Sum, Some(axis), (true, false))?
+            .div(input),
+        _ => Err(Error::InvalidArgument {
+            what: NAME,
+            given: op.name().to_string(),
+            expected: "a running sum or product".to_string(),
         }),
     }
 }

@@ -137,6 +137,26 @@ pub(super) enum Op {
         axis: usize,
         indices: Tensor,
     },
+    // The Array API's reductions, scans and shape ops (src/autograd/array_api.rs records them).
+    /// A row of the value-reduction table over the sorted `axes`, kept as 1s or not.
+    ReduceAxes {
+        op: ReduceOp,
+        x: usize,
+        axes: Vec<usize>,
+    },
+    /// Running sums or products along an axis, the identity first with `initial`.
+    Scan {
+        op: ReduceOp,
+        x: usize,
+        axis: usize,
+        initial: bool,
+    },
+    /// A broadcast to a larger shape.
+    BroadcastTo { x: usize },
+    /// The lower (or upper) triangle of each matrix, from diagonal `k`.
+    Triangle { x: usize, k: i64, lower: bool },
+    /// A constant border of `widths` (before, after) along each axis.
+    PadConstant { x: usize, widths: Vec<(usize, usize)> },
 }
 
 impl Op {
@@ -165,7 +185,12 @@ impl Op {
             | Op::Permute { x, .. }
             | Op::Reshape { x }
             | Op::Reduce { x, .. }
-            | Op::Sort { x, .. } => vec![x],
+            | Op::Sort { x, .. }
+            | Op::ReduceAxes { x, .. }
+            | Op::Scan { x, .. }
+            | Op::BroadcastTo { x }
+            | Op::Triangle { x, .. }
+            | Op::PadConstant { x, .. } => vec![x],
             Op::SoftmaxCrossEntropy { logits, .. } => vec![logits],
             Op::Where { condition, x1, x2 } => vec![condition, x1, x2],
         }

@@ -23,6 +23,7 @@ macro_rules! reflected_layout {
     };
 }
 
+pub(crate) mod creation;
 pub(crate) mod elementwise;
 pub(crate) mod layout;
 pub(crate) mod linear;
@@ -186,6 +187,7 @@ mod reflection {
             };
         }
         families!(
+            creation,
             elementwise,
             layout,
             linear,

@@ -157,6 +157,8 @@ static SUM_IN_ORDER: Kernel = Kernel::new(&REDUCE, "sum_in_order", &[1, 3]);
 static ZEROS_TO_ONES: Kernel = Kernel::new(&REDUCE, "zeros_to_ones", &[1, 3]);
 static ZERO_INDICATOR: Kernel = Kernel::new(&REDUCE, "zero_indicator", &[1, 3]);
 static PROD_BACKWARD: Kernel = Kernel::new(&REDUCE, "prod_backward", &[1, 3, 5, 6]);
+static INFINITE_TO_ZERO: Kernel = Kernel::new(&REDUCE, "infinite_to_zero", &[1, 3]);
+static SCAN: Kernel = Kernel::new(&REDUCE, "scan", &[1, 3]);
 static AXIS_REDUCE_SUBGROUP: Kernel =
     Kernel::new(&REDUCE_SUBGROUP, "axis_reduce_subgroup", &[1, 3]);
 
@@ -243,6 +245,12 @@ struct Params {
     infinity: f32,
     /// The value axis kernels write output j at `out_base + j`: one slot of a longer record.
     out_base: u32,
+    /// The scan runs each lane backwards.
+    reverse: u32,
+    /// The scan writes the identity before each lane's first value.
+    initial: u32,
+    /// The scan carries a Kahan compensation (a sum's).
+    compensated: u32,
 }
 
 impl Default for Params {
@@ -891,6 +899,8 @@ pub(crate) enum ZeroSplit {
     ZerosToOnes,
     /// 1 where the element is 0, else 0.
     Indicator,
+    /// The element, or 0 where it is ±inf or NaN (a log-sum-exp's shift, which must be finite).
+    InfiniteToZero,
 }
 
 /// out = `split` of each of `elements` elements of `input`, window by window.
@@ -904,6 +914,7 @@ pub(crate) fn zero_split(
     let kernel = match split {
         ZeroSplit::ZerosToOnes => &ZEROS_TO_ONES,
         ZeroSplit::Indicator => &ZERO_INDICATOR,
+        ZeroSplit::InfiniteToZero => &INFINITE_TO_ZERO,
     };
     dispatch_windows(runtime, kernel, &[input, out], elements, 1, |_, count| {
         Params {
@@ -953,13 +964,46 @@ pub(crate) fn prod_backward(
     Ok(())
 }
 
+/// Running sums or products (`op`) along the lanes' middle axis of `input` into `out` (one longer per lane
+/// with `initial`), forwards or in `reverse`: one invocation per lane, each in order.
+pub(crate) fn scan(
+    runtime: &mut Runtime,
+    name: &'static str,
+    op: ReduceOp,
+    input: BufferRange,
+    lanes: Lanes,
+    (reverse, initial): (bool, bool),
+    out: BufferRange,
+) -> Result<()> {
+    let limits = Limits::of(runtime.limits());
+    limits.expect_bindable(name, input)?;
+    limits.expect_bindable(name, out)?;
+    let params = Params {
+        outer: lanes.outer as u32,
+        len: lanes.len as u32,
+        inner: lanes.inner as u32,
+        op: op as u32,
+        reverse: u32::from(reverse),
+        initial: u32::from(initial),
+        compensated: u32::from(op == ReduceOp::Sum),
+        ..Params::default()
+    };
+    runtime.dispatch(
+        &SCAN,
+        bytemuck::bytes_of(&params),
+        &[input, out],
+        groups(runtime, lanes.outer * lanes.inner),
+    )
+}
+
 reflected_layout!(
     kernels: [
         CHUNK_REDUCE, CHUNK_REDUCE_VEC4, CHUNK_REDUCE_LONG, CHUNK_ARGMAX, AXIS_REDUCE, AXIS_ARGMAX, CHUNK_REDUCE_STRIDED,
-        AXIS_REDUCE_LANES, SUM_IN_ORDER, ZEROS_TO_ONES, ZERO_INDICATOR, PROD_BACKWARD
+        AXIS_REDUCE_LANES, SUM_IN_ORDER, ZEROS_TO_ONES, ZERO_INDICATOR, PROD_BACKWARD, INFINITE_TO_ZERO, SCAN
     ],
     params: {
-        outer, len, inner, op, chunk, chunks, scale, indexed, index_base, blocks, infinity, out_base
+        outer, len, inner, op, chunk, chunks, scale, indexed, index_base, blocks, infinity, out_base, reverse,
+        initial, compensated
     }
 );
 
@@ -973,7 +1017,8 @@ pub(crate) mod subgroup {
             AXIS_REDUCE_SUBGROUP
         ],
         params: {
-            outer, len, inner, op, chunk, chunks, scale, indexed, index_base, blocks, infinity, out_base
+            outer, len, inner, op, chunk, chunks, scale, indexed, index_base, blocks, infinity, out_base,
+            reverse, initial, compensated
         }
     );
 }

@@ -9,13 +9,24 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::kernels::reduce::{self, ZeroSplit};
 use crate::op::reduce::{for_each_reduce_op, ReduceOp, Reduction};
-use crate::shape::{self, lanes, reduction_name};
+use crate::shape::{self, element_count, lanes, reduction_name, Lanes};
 use crate::tensor::Tensor;
 
 fn reduce(input: &Tensor, axis: Option<usize>, reduction: Reduction) -> Result<Tensor> {
     let name = reduction_name(reduction);
     input.expect_dtype(name, DType::F32)?;
     let (view, out_shape) = shape::reduction(reduction, input.shape(), axis)?;
+    reduce_lanes(input, name, reduction, view, &out_shape)
+}
+
+/// Reduces `input` seen as `view` along its middle axis into a new tensor of `out_shape` (checked already).
+fn reduce_lanes(
+    input: &Tensor,
+    name: &'static str,
+    reduction: Reduction,
+    view: Lanes,
+    out_shape: &[usize],
+) -> Result<Tensor> {
     let row = match reduction {
         Reduction::Value(op) => Some(op.row()),
         Reduction::Argmax | Reduction::Argmin => None,
@@ -26,7 +37,7 @@ fn reduce(input: &Tensor, axis: Option<usize>, reduction: Reduction) -> Result<T
     } else {
         DType::F32
     };
-    let out = input.output(name, &out_shape, dtype)?;
+    let out = input.output(name, out_shape, dtype)?;
     if let (0, Some(value)) = (view.len, empty) {
         out.fill_(value)?;
         return Ok(out);
@@ -43,6 +54,65 @@ fn reduce(input: &Tensor, axis: Option<usize>, reduction: Reduction) -> Result<T
         reduce::reduce(runtime, name, reduction, source, view, scale, target)
     })?;
     Ok(out)
+}
+
+/// `input` with the sorted `axes` side by side, and the lanes that hold them as one middle axis: the input
+/// itself where they already are, else a copy with them moved last (one pass).
+fn lanes_over_axes(input: &Tensor, axes: &[usize]) -> Result<(Option<Tensor>, Lanes)> {
+    let shape = input.shape();
+    let count = |dims: &[usize]| dims.iter().product::<usize>() as u64;
+    let Some((&first, _)) = axes.split_first() else {
+        // No axis: each element is a lane of its own.
+        return Ok((
+            None,
+            Lanes {
+                outer: count(shape),
+                len: 1,
+                inner: 1,
+            },
+        ));
+    };
+    let last = axes[axes.len() - 1];
+    if last - first + 1 == axes.len() {
+        return Ok((
+            None,
+            Lanes {
+                outer: count(&shape[..first]),
+                len: count(&shape[first..=last]),
+                inner: count(&shape[last + 1..]),
+            },
+        ));
+    }
+    let order: Vec<usize> = (0..shape.len())
+        .filter(|axis| !axes.contains(axis))
+        .chain(axes.iter().copied())
+        .collect();
+    let moved = input.permute(&order)?;
+    let len: usize = axes.iter().map(|&axis| shape[axis]).product();
+    let lanes = Lanes {
+        outer: (input.len() / len.max(1)) as u64,
+        len: len as u64,
+        inner: 1,
+    };
+    Ok((Some(moved), lanes))
+}
+
+fn reduce_over_axes(
+    input: &Tensor,
+    axes: Option<&[usize]>,
+    keepdims: bool,
+    reduction: Reduction,
+) -> Result<Tensor> {
+    let name = reduction_name(reduction);
+    input.expect_dtype(name, DType::F32)?;
+    let (axes, out_shape) = shape::reduction_over_axes(reduction, input.shape(), axes, keepdims)?;
+    let (moved, view) = lanes_over_axes(input, &axes)?;
+    reduce_lanes(moved.as_ref().unwrap_or(input), name, reduction, view, &out_shape)
+}
+
+/// The element count of the lanes `axes` (`None`: all) of `shape` span, as a reduction over them divides by.
+fn lane_count(shape: &[usize], axes: &[usize]) -> usize {
+    axes.iter().map(|&axis| shape[axis]).product()
 }
 
 /// Reductions. `axis: None` reduces over all elements into a 0-d tensor; `Some(axis)` removes that axis. The
@@ -127,6 +197,178 @@ impl Tensor {
             reduce::prod_backward(runtime, NAME, source, view, (scale, zeros), target)
         })?;
         Ok(out)
+    }
+}
+
+/// Reductions over several axes at once, with NumPy's and the Array API's `keepdims`, and the statistics
+/// built on them. `axes: None` reduces every axis; axes are checked (in range, none twice) as
+/// [`reduce_axes_shape`](crate::shape::reduce_axes_shape) checks them.
+impl Tensor {
+    /// `op` over the `axes` (`None`: all), each kept as a 1 with `keepdims`: axes next to one another reduce in
+    /// place, others after one copy that moves them last.
+    ///
+    /// ```
+    /// use wgcompute::{ReduceOp, Session, SessionOptions};
+    /// # fn main() -> wgcompute::Result<()> {
+    /// let session = Session::open(SessionOptions::default())?;
+    /// let x = session.upload(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], &[2, 2, 2])?;
+    /// let sums = x.reduce_axes(ReduceOp::Sum, Some(&[0, 2]), true)?;
+    /// assert_eq!((sums.shape(), sums.to_vec()?), (&[1, 2, 1][..], vec![14.0, 22.0]));
+    /// # Ok(()) }
+    /// ```
+    pub fn reduce_axes(
+        &self,
+        op: ReduceOp,
+        axes: Option<&[usize]>,
+        keepdims: bool,
+    ) -> Result<Tensor> {
+        reduce_over_axes(self, axes, keepdims, Reduction::Value(op))
+    }
+
+    /// [`Tensor::argmax`] with the reduced axis kept as a 1 (every axis, for `None`: a flat index, of shape
+    /// `[1, …, 1]`).
+    pub fn argmax_keepdims(&self, axis: Option<usize>) -> Result<Tensor> {
+        let kept = arg_kept_shape(self.shape(), axis);
+        self.argmax(axis)?.into_shape(&kept)
+    }
+
+    /// [`Tensor::argmin`] with the reduced axis kept as a 1, as [`Tensor::argmax_keepdims`].
+    pub fn argmin_keepdims(&self, axis: Option<usize>) -> Result<Tensor> {
+        let kept = arg_kept_shape(self.shape(), axis);
+        self.argmin(axis)?.into_shape(&kept)
+    }
+
+    /// The variance over `axes` (`None`: all) with `correction` degrees of freedom taken off the count
+    /// (the Array API's `var`; NumPy's `ddof`): `Σ (x − mean)² / (N − correction)`, NaN where
+    /// `N − correction ≤ 0`. Two passes (the mean, then the squared deviations from it), so a large mean costs
+    /// no accuracy, as the one-pass `E[x²] − E[x]²` would.
+    pub fn var(&self, axes: Option<&[usize]>, correction: f64, keepdims: bool) -> Result<Tensor> {
+        const NAME: &str = "var";
+        self.expect_dtype(NAME, DType::F32)?;
+        let (sorted, _) = shape::reduction_over_axes(
+            Reduction::Value(ReduceOp::Sum),
+            self.shape(),
+            axes,
+            keepdims,
+        )?;
+        let mean = self.reduce_axes(ReduceOp::Mean, axes, true)?;
+        let squares = self.sub(&mean)?.square()?;
+        let sum = squares.reduce_axes(ReduceOp::Sum, axes, keepdims)?;
+        sum.mul_scalar(degrees_of_freedom_scale(lane_count(self.shape(), &sorted), correction))
+    }
+
+    /// The standard deviation: the square root of [`Tensor::var`].
+    pub fn std(&self, axes: Option<&[usize]>, correction: f64, keepdims: bool) -> Result<Tensor> {
+        self.var(axes, correction, keepdims)?.sqrt()
+    }
+
+    /// `log Σ exp(x)` over `axes` (`None`: all), computed as `m + log Σ exp(x − m)` with `m` the lane's max,
+    /// so no exp overflows; a lane of −inf gives −inf, one holding +inf gives +inf, NaN gives NaN. Errors over
+    /// an empty lane, as max does.
+    pub fn logsumexp(&self, axes: Option<&[usize]>, keepdims: bool) -> Result<Tensor> {
+        let (shift, out_shape) = self.logsumexp_shift(axes, keepdims)?;
+        let sum = self.sub(&shift)?.exp()?.reduce_axes(ReduceOp::Sum, axes, keepdims)?;
+        sum.log()?.add(&shift.into_shape(&out_shape)?)
+    }
+
+    /// The shift of a log-sum-exp over `axes` (each lane's max, or 0 where that is not finite), with the
+    /// reduced axes kept as 1s, and the shape of the log-sum-exp.
+    pub(crate) fn logsumexp_shift(
+        &self,
+        axes: Option<&[usize]>,
+        keepdims: bool,
+    ) -> Result<(Tensor, Vec<usize>)> {
+        const NAME: &str = "logsumexp";
+        self.expect_dtype(NAME, DType::F32)?;
+        let (_, out_shape) = shape::reduction_over_axes(
+            Reduction::Value(ReduceOp::Max),
+            self.shape(),
+            axes,
+            keepdims,
+        )?;
+        let max = self.reduce_axes(ReduceOp::Max, axes, true)?;
+        let shift = max.output(NAME, max.shape(), DType::F32)?;
+        let (source, target, elements) = (max.range()?, shift.range()?, max.len() as u64);
+        self.with_runtime(|runtime| {
+            reduce::zero_split(runtime, ZeroSplit::InfiniteToZero, source, target, elements)
+        })?;
+        Ok((shift, out_shape))
+    }
+
+    /// The running sums along `axis` (the Array API's `cumulative_sum`): element i is the sum of elements
+    /// 0..=i, added one at a time with a compensation (so a long axis's error stays near one rounding); with
+    /// `include_initial` the axis is one longer and starts with 0. `axis` may be `None` for a 1-D tensor only.
+    pub fn cumulative_sum(&self, axis: Option<usize>, include_initial: bool) -> Result<Tensor> {
+        self.scan("cumulative_sum", ReduceOp::Sum, axis, (false, include_initial))
+    }
+
+    /// The running products along `axis` (the Array API's `cumulative_prod`), as [`Tensor::cumulative_sum`]
+    /// (1 first with `include_initial`), multiplied one at a time.
+    pub fn cumulative_prod(&self, axis: Option<usize>, include_initial: bool) -> Result<Tensor> {
+        self.scan("cumulative_prod", ReduceOp::Prod, axis, (false, include_initial))
+    }
+
+    /// A scan of `op` along `axis`, forwards or in `reverse`, with or without the identity first.
+    pub(crate) fn scan(
+        &self,
+        name: &'static str,
+        op: ReduceOp,
+        axis: Option<usize>,
+        (reverse, initial): (bool, bool),
+    ) -> Result<Tensor> {
+        self.expect_dtype(name, DType::F32)?;
+        let axis = scan_axis(name, self.shape(), axis)?;
+        let (view, _) = lanes(name, self.shape(), Some(axis))?;
+        let mut out_shape = self.shape().to_vec();
+        out_shape[axis] += usize::from(initial);
+        element_count(name, &out_shape)?;
+        let out = self.output(name, &out_shape, DType::F32)?;
+        if out.is_empty() {
+            return Ok(out);
+        }
+        let (source, target) = (self.range()?, out.range()?);
+        self.with_runtime(|runtime| {
+            reduce::scan(runtime, name, op, source, view, (reverse, initial), target)
+        })?;
+        Ok(out)
+    }
+}
+
+/// What a sum of squared deviations over `count` elements is multiplied by for a variance with `correction`:
+/// `1 / (count − correction)`, NaN where that divisor is not positive (the Array API's rule).
+pub(crate) fn degrees_of_freedom_scale(count: usize, correction: f64) -> f32 {
+    let divisor = count as f64 - correction;
+    if divisor > 0.0 {
+        (1.0 / divisor) as f32
+    } else {
+        f32::NAN
+    }
+}
+
+/// The shape of an arg reduction along `axis` (`None`: all) with the axis kept as a 1.
+fn arg_kept_shape(shape: &[usize], axis: Option<usize>) -> Vec<usize> {
+    let axes: Vec<usize> = match axis {
+        Some(axis) => vec![axis],
+        None => (0..shape.len()).collect(),
+    };
+    shape::kept_shape(shape, &axes, true)
+}
+
+/// The axis a scan runs along: the one given (in range), or the only one of a 1-D tensor.
+pub(crate) fn scan_axis(name: &'static str, shape: &[usize], axis: Option<usize>) -> Result<usize> {
+    match axis {
+        Some(axis) if axis < shape.len() => Ok(axis),
+        None if shape.len() == 1 => Ok(0),
+        _ => Err(Error::Shape {
+            op: name,
+            message: match axis {
+                Some(axis) => format!("axis {axis} is out of range for shape {shape:?}"),
+                None => format!(
+                    "needs an axis for a tensor of {} axes (shape {shape:?}); only a 1-D tensor may omit it",
+                    shape.len()
+                ),
+            },
+        }),
     }
 }
 

@@ -340,3 +340,269 @@ fn reduction_variant(backend: &Backend, family: &str, variant: &str) {
         );
     }
 }
+
+// --- the Array API's reductions over several axes, statistics and scans ---
+
+mod array_api {
+    use crate::common::reference;
+    use crate::common::{per_backend, vulkan_only, widen, Backend, Rng};
+    use crate::ops_manipulate::{check_gradient, data, ravel, unravel};
+    use wgcompute::{Error, ReduceOp, Tensor};
+
+    /// Each kept position's lane (the elements that differ only along `axes`), in row-major order, as f64.
+    fn lanes_over(x: &[f64], shape: &[usize], axes: &[usize]) -> Vec<Vec<f64>> {
+        let kept: Vec<usize> = (0..shape.len()).map(|a| if axes.contains(&a) { 1 } else { shape[a] }).collect();
+        let mut lanes = vec![Vec::new(); kept.iter().product()];
+        for (i, &value) in x.iter().enumerate() {
+            let mut index = unravel(i, shape);
+            for &axis in axes {
+                index[axis] = 0;
+            }
+            lanes[ravel(&index, &kept)].push(value);
+        }
+        lanes
+    }
+
+    fn kept_shape(shape: &[usize], axes: &[usize], keepdims: bool) -> Vec<usize> {
+        (0..shape.len())
+            .filter_map(|a| match (axes.contains(&a), keepdims) {
+                (false, _) => Some(shape[a]),
+                (true, true) => Some(1),
+                (true, false) => None,
+            })
+            .collect()
+    }
+
+    fn variance(lane: &[f64], correction: f64) -> f64 {
+        let n = lane.len() as f64;
+        let mean = lane.iter().sum::<f64>() / n;
+        let divisor = n - correction;
+        if divisor <= 0.0 {
+            return f64::NAN;
+        }
+        lane.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / divisor
+    }
+
+    fn logsumexp(lane: &[f64]) -> f64 {
+        let max = lane.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        max + lane.iter().map(|x| (x - max).exp()).sum::<f64>().ln()
+    }
+
+    fn check_close(label: &str, got: &Tensor, want_shape: &[usize], want: &[f64], tolerance: f64) {
+        assert_eq!(got.shape(), want_shape, "{label}: shape");
+        let got = got.to_vec().expect("read");
+        for (k, (&g, &w)) in got.iter().zip(want).enumerate() {
+            let error = (f64::from(g) - w).abs() / w.abs().max(1.0);
+            assert!(
+                error <= tolerance || (g.is_nan() && w.is_nan()),
+                "{label}: element {k} is {g}, want {w} (error {error:e})"
+            );
+        }
+    }
+
+    /// Every subset of the axes of `rank` (each in the order given, some reversed: order does not matter).
+    fn axis_sets(rank: usize) -> Vec<Vec<usize>> {
+        (0..1usize << rank)
+            .map(|mask| {
+                let mut axes: Vec<usize> = (0..rank).filter(|a| mask & (1 << a) != 0).collect();
+                if mask % 3 == 0 {
+                    axes.reverse();
+                }
+                axes
+            })
+            .collect()
+    }
+
+    per_backend!(reductions_over_axis_tuples_with_keepdims);
+    fn reductions_over_axis_tuples_with_keepdims(backend: &Backend) {
+        let session = backend.poisoned();
+        let mut rng = Rng::fresh("reduce axes");
+        for shape in [&[7][..], &[3, 1, 5], &[2, 3, 5, 7], &[4, 0, 3], &[1, 257]] {
+            let host = super::signed_data(&mut rng, shape.iter().product());
+            let x = session.upload(&host, shape).expect("upload");
+            let wide = widen(&host);
+            for axes in axis_sets(shape.len()) {
+                let mut sorted = axes.clone();
+                sorted.sort_unstable();
+                let lanes = lanes_over(&wide, shape, &sorted);
+                for keepdims in [false, true] {
+                    let out_shape = kept_shape(shape, &sorted, keepdims);
+                    for op in ReduceOp::all() {
+                        let empty = lanes.first().is_some_and(|lane| lane.is_empty());
+                        let result = x.reduce_axes(op, Some(&axes), keepdims);
+                        if empty && matches!(op, ReduceOp::Max | ReduceOp::Min) {
+                            assert!(matches!(result, Err(Error::Shape { .. })), "{op:?} of nothing");
+                            continue;
+                        }
+                        let want: Vec<f64> = lanes.iter().map(|lane| reference::reduce(op, lane)).collect();
+                        let len = lanes.first().map_or(1, Vec::len);
+                        let got = result.expect("reduce_axes");
+                        check_close(
+                            &format!("{op:?} over {axes:?} of {shape:?} keepdims={keepdims}"),
+                            &got,
+                            &out_shape,
+                            &want,
+                            super::tolerance(op, len.max(1)) * 4.0,
+                        );
+                    }
+                    if lanes.first().is_some_and(|lane| !lane.is_empty()) {
+                        let label = format!("over {axes:?} of {shape:?} keepdims={keepdims}");
+                        for correction in [0.0, 1.0] {
+                            let want: Vec<f64> = lanes.iter().map(|lane| variance(lane, correction)).collect();
+                            check_close(&format!("var {label}"), &x.var(Some(&axes), correction, keepdims).expect("var"), &out_shape, &want, 1e-5);
+                            let want: Vec<f64> = want.iter().map(|v| v.sqrt()).collect();
+                            check_close(&format!("std {label}"), &x.std(Some(&axes), correction, keepdims).expect("std"), &out_shape, &want, 1e-5);
+                        }
+                        let want: Vec<f64> = lanes.iter().map(|lane| logsumexp(lane)).collect();
+                        check_close(&format!("logsumexp {label}"), &x.logsumexp(Some(&axes), keepdims).expect("logsumexp"), &out_shape, &want, 1e-5);
+                    }
+                }
+            }
+            // argmax and argmin with the axis kept.
+            for axis in (0..shape.len()).map(Some).chain([None]) {
+                if x.is_empty() {
+                    continue;
+                }
+                let kept = x.argmax_keepdims(axis).expect("argmax_keepdims");
+                let plain = x.argmax(axis).expect("argmax");
+                assert_eq!(kept.to_vec_u32().expect("read"), plain.to_vec_u32().expect("read"));
+                let axes: Vec<usize> = axis.map_or((0..shape.len()).collect(), |a| vec![a]);
+                assert_eq!(kept.shape(), kept_shape(shape, &axes, true), "argmax keepdims over {axis:?}");
+                assert_eq!(x.argmin_keepdims(axis).expect("argmin").shape(), kept.shape());
+            }
+        }
+    }
+
+    per_backend!(variance_keeps_its_accuracy_around_a_large_mean);
+    fn variance_keeps_its_accuracy_around_a_large_mean(backend: &Backend) {
+        let session = backend.poisoned();
+        let mut rng = Rng::fresh("var large mean");
+        for (mean, len) in [(1e4f32, 10_007usize), (3e5, 4099), (-1e6, 65_537)] {
+            let host: Vec<f32> = (0..len).map(|_| mean + rng.uniform(-1.0, 1.0)).collect();
+            let x = session.upload(&host, &[len]).expect("upload");
+            let want = variance(&widen(&host), 1.0);
+            let got = f64::from(x.var(None, 1.0, false).expect("var").item().expect("item"));
+            // A one-pass E[x²] − E[x]² would lose every digit here (mean² / var ≈ 1e9 and more).
+            assert!((got - want).abs() / want < 1e-3, "var around {mean}: {got}, want {want}");
+        }
+        let one = session.upload(&[3.0], &[1]).expect("one");
+        assert!(one.var(None, 1.0, false).expect("var").item().expect("item").is_nan(), "N − correction = 0 is NaN");
+    }
+
+    per_backend!(running_sums_and_products_match_their_references);
+    fn running_sums_and_products_match_their_references(backend: &Backend) {
+        let session = backend.poisoned();
+        let mut rng = Rng::fresh("scans");
+        for shape in [&[1][..], &[7], &[3, 0, 2], &[2, 3, 5, 7], &[4097], &[3, 300]] {
+            let host = super::signed_data(&mut rng, shape.iter().product());
+            let x = session.upload(&host, shape).expect("upload");
+            let wide = widen(&host);
+            for axis in 0..shape.len() {
+                for (prod, initial) in [(false, false), (false, true), (true, false), (true, true)] {
+                    let mut out_shape = shape.to_vec();
+                    out_shape[axis] += usize::from(initial);
+                    let want: Vec<f64> = (0..out_shape.iter().product())
+                        .map(|linear| {
+                            let index = unravel(linear, &out_shape);
+                            let end = index[axis] + 1 - usize::from(initial);
+                            let mut source = index.clone();
+                            let terms = (0..end).map(|i| {
+                                source[axis] = i;
+                                wide[ravel(&source, shape)]
+                            });
+                            if prod { terms.product() } else { terms.sum() }
+                        })
+                        .collect();
+                    let got = if prod { x.cumulative_prod(Some(axis), initial) } else { x.cumulative_sum(Some(axis), initial) }
+                        .expect("scan");
+                    let label = format!("{} along {axis} of {shape:?} initial={initial}", if prod { "cumprod" } else { "cumsum" });
+                    // Against the running sum of magnitudes: a compensated sum's error stays near one rounding.
+                    let len = shape[axis].max(1) as f64;
+                    check_close(&label, &got, &out_shape, &want, if prod { 4.0 * len * 6e-8 } else { 1e-5 });
+                }
+            }
+        }
+        let matrix = session.upload(&[1.0; 6], &[2, 3]).expect("matrix");
+        assert!(matches!(matrix.cumulative_sum(None, false), Err(Error::Shape { .. })), "a matrix needs an axis");
+        assert!(matches!(matrix.cumulative_sum(Some(2), false), Err(Error::Shape { .. })));
+        assert_eq!(
+            session.upload(&[1.0, 2.0, 3.0], &[3]).expect("v").cumulative_sum(None, true).expect("cumsum").to_vec().expect("read"),
+            vec![0.0, 1.0, 3.0, 6.0]
+        );
+    }
+
+    per_backend!(statistics_and_scans_differentiate_on_the_tape);
+    fn statistics_and_scans_differentiate_on_the_tape(backend: &Backend) {
+        let session = backend.poisoned();
+        let mut rng = Rng::fresh("statistics gradients");
+        let shape = vec![3, 4, 5];
+        let tolerance = 1e-5;
+        for axes in [vec![0, 2], vec![1], vec![2, 1, 0]] {
+            let mut sorted = axes.clone();
+            sorted.sort_unstable();
+            for keepdims in [false, true] {
+                let input = vec![(shape.clone(), data(&mut rng, &shape))];
+                for op in [ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Prod] {
+                    check_gradient(&session, &mut rng, &format!("{op:?} over {axes:?}"), &input, |tape, v| {
+                        tape.reduce_axes(op, v[0], Some(&axes), keepdims)
+                    }, &|x| lanes_over(&x[0], &shape, &sorted).iter().map(|lane| reference::reduce(op, lane)).collect(), tolerance);
+                }
+                check_gradient(&session, &mut rng, &format!("var over {axes:?}"), &input, |tape, v| tape.var(v[0], Some(&axes), 1.0, keepdims), &|x| {
+                    lanes_over(&x[0], &shape, &sorted).iter().map(|lane| variance(lane, 1.0)).collect()
+                }, tolerance);
+                check_gradient(&session, &mut rng, &format!("std over {axes:?}"), &input, |tape, v| tape.std(v[0], Some(&axes), 0.0, keepdims), &|x| {
+                    lanes_over(&x[0], &shape, &sorted).iter().map(|lane| variance(lane, 0.0).sqrt()).collect()
+                }, tolerance);
+                check_gradient(&session, &mut rng, &format!("logsumexp over {axes:?}"), &input, |tape, v| tape.logsumexp(v[0], Some(&axes), keepdims), &|x| {
+                    lanes_over(&x[0], &shape, &sorted).iter().map(|lane| logsumexp(lane)).collect()
+                }, tolerance);
+            }
+        }
+        for axis in 0..3 {
+            for initial in [false, true] {
+                // Products of values away from zero, whose gradient is exact.
+                let positive: Vec<f32> = (0..60).map(|_| rng.uniform(0.5, 1.5)).collect();
+                let input = vec![(shape.clone(), positive)];
+                for prod in [false, true] {
+                    check_gradient(&session, &mut rng, &format!("scan prod={prod} along {axis}"), &input, |tape, v| {
+                        if prod { tape.cumulative_prod(v[0], Some(axis), initial) } else { tape.cumulative_sum(v[0], Some(axis), initial) }
+                    }, &|x| {
+                        let mut out_shape = shape.clone();
+                        out_shape[axis] += usize::from(initial);
+                        (0..out_shape.iter().product())
+                            .map(|linear| {
+                                let index = unravel(linear, &out_shape);
+                                let end = index[axis] + 1 - usize::from(initial);
+                                let mut source = index.clone();
+                                let terms = (0..end).map(|i| {
+                                    source[axis] = i;
+                                    x[0][ravel(&source, &shape)]
+                                });
+                                if prod { terms.product() } else { terms.sum() }
+                            })
+                            .collect()
+                    }, tolerance);
+                }
+            }
+        }
+    }
+
+    vulkan_only!(bad_axes_are_errors_and_max_is_refused_on_the_tape);
+    fn bad_axes_are_errors_and_max_is_refused_on_the_tape(backend: &Backend) {
+        let session = backend.poisoned();
+        let x = session.upload(&[1.0; 6], &[2, 3]).expect("x");
+        for axes in [&[0, 0][..], &[2], &[1, 0, 1]] {
+            assert!(matches!(x.reduce_axes(ReduceOp::Sum, Some(axes), false), Err(Error::Shape { .. })), "{axes:?}");
+            assert!(matches!(x.var(Some(axes), 0.0, false), Err(Error::Shape { .. })), "var {axes:?}");
+        }
+        let empty = session.zeros(&[2, 0]).expect("empty");
+        assert!(matches!(empty.logsumexp(Some(&[1]), false), Err(Error::Shape { .. })));
+        let mut tape = wgcompute::Tape::new();
+        let param = std::sync::Arc::new(session.upload(&[1.0; 6], &[2, 3]).expect("param"));
+        let var = tape.param(&param);
+        assert!(matches!(tape.reduce_axes(ReduceOp::Max, var, Some(&[0, 1]), true), Err(Error::InvalidArgument { .. })));
+        // Axes reduced as given: none is the identity, every one is all.
+        assert_eq!(x.reduce_axes(ReduceOp::Sum, Some(&[]), false).expect("no axes").to_vec().expect("read"), vec![1.0; 6]);
+        assert_eq!(x.reduce_axes(ReduceOp::Sum, None, true).expect("all").shape(), &[1, 1]);
+    }
+}
