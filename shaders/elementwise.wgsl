@@ -275,7 +275,8 @@ fn ieee_pow(x: f32, y: f32) -> f32 {
         return select(0.0, infinity(), (m > 1.0) == (y > 0.0));
     }
     let integral = floor(y) == y;
-    if (x < 0.0 && !integral) {
+    // A negative base at a non-integral exponent is NaN, except -inf (IEEE's pow: +inf or +0 by y's sign).
+    if (x < 0.0 && !integral && !is_inf_bits(x)) {
         return nan();
     }
     // Every float from 2^24 up is even.
@@ -291,20 +292,59 @@ fn ieee_pow(x: f32, y: f32) -> f32 {
     return select(r, -r, odd && sign_bit(x));
 }
 
-// atan2 with the standard's special cases for two zeros and two infinities, which WGSL leaves undefined.
+// atan on |x| ≤ tan(π/8) by Cephes's atanf polynomial, after its reduction of larger arguments by tan(π/8) and
+// tan(3π/8) (relative error about 2e-7). WGSL asks 4096 ULPs of its atan only, and drivers give that (lavapipe's
+// atan2 and asin are off by 2e-5 and 3e-4), so the inverse trigonometric rows are built on this one.
+fn accurate_atan(x: f32) -> f32 {
+    let t = abs(x);
+    var offset = 0.0;
+    var z = t;
+    if (t > 2.414213562373095) {
+        offset = 1.5707963267948966;
+        z = -1.0 / t;
+    } else if (t > 0.41421356237309503) {
+        offset = 0.7853981633974483;
+        z = (t - 1.0) / (t + 1.0);
+    }
+    let zz = z * z;
+    let series = (((8.05374449538e-2 * zz - 1.38776856032e-1) * zz + 1.99777106478e-1) * zz
+        - 3.33329491539e-1) * zz * z + z;
+    let r = offset + series;
+    return select(r, -r, sign_bit(x));
+}
+
+// atan2 with the standard's special cases for two zeros and two infinities, which WGSL leaves undefined: the
+// smaller of |y| / |x| and |x| / |y| goes to accurate_atan, and the quadrant follows from the signs.
 fn full_atan2(y: f32, x: f32) -> f32 {
     if (is_nan_bits(x) || is_nan_bits(y)) {
         return x + y;
     }
+    let ax = abs(x);
+    let ay = abs(y);
     var r: f32;
     if (y == 0.0 && x == 0.0) {
-        r = select(0.0, 3.141592653589793, sign_bit(x));
+        r = 0.0;
     } else if (is_inf_bits(y) && is_inf_bits(x)) {
-        r = select(0.7853981633974483, 2.356194490192345, x < 0.0);
+        r = 0.7853981633974483;
+    } else if (ay <= ax) {
+        r = accurate_atan(ay / ax);
     } else {
-        return atan2(y, x);
+        r = 1.5707963267948966 - accurate_atan(ax / ay);
+    }
+    if (sign_bit(x)) {
+        r = 3.141592653589793 - r;
     }
     return select(r, -r, sign_bit(y));
+}
+
+// asin and acos as atan2 of the two legs, sqrt((1 - x)(1 + x)) exact enough near ±1 (1 - x has no rounding
+// there); NaN beyond ±1, where the square root is.
+fn accurate_asin(x: f32) -> f32 {
+    return full_atan2(x, sqrt((1.0 - x) * (1.0 + x)));
+}
+
+fn accurate_acos(x: f32) -> f32 {
+    return full_atan2(sqrt((1.0 - x) * (1.0 + x)), x);
 }
 
 // sqrt(x² + y²) without overflow or underflow in the squares; infinite where either is, NaN or not.
@@ -329,14 +369,44 @@ fn copy_sign(x: f32, y: f32) -> f32 {
     return bitcast<f32>((bitcast<u32>(x) & 0x7fffffffu) | (bitcast<u32>(y) & 0x80000000u));
 }
 
-// floor(x / y), corrected where x / y rounds across an integer: the remainder x - q y (one rounding, by fma) must
+// x - q y rounded once. WGSL's fma may round twice (its accuracy is that of x * y + z), so this rests on
+// Dekker's exact product instead: q y = p + e, each of q and y split in halves of 12 bits (Veltkamp) whose
+// products are exact. For |q| ≤ 1 the product itself is exact; past 2^115, where the split would overflow, fma
+// serves.
+fn split_halves(a: f32) -> vec2<f32> {
+    let c = 4097.0 * a;
+    let high = c - (c - a);
+    return vec2<f32>(high, a - high);
+}
+
+fn exact_residual(x: f32, q: f32, y: f32) -> f32 {
+    if (abs(q) <= 1.0) {
+        return x - q * y;
+    }
+    if (abs(y) > 4.0e34 || abs(q) > 4.0e34) {
+        return fma(-q, y, x);
+    }
+    let p = q * y;
+    let qs = split_halves(q);
+    let ys = split_halves(y);
+    let e = ((qs.x * ys.x - p) + qs.x * ys.y + qs.y * ys.x) + qs.y * ys.y;
+    return (x - p) - e;
+}
+
+// floor(x / y), corrected where x / y rounds across an integer: the remainder x - q y (exact_residual) must
 // have y's sign and be smaller than y. Exact while |x / y| < 2^24.
 fn floor_quotient(x: f32, y: f32) -> f32 {
     var q = floor(x / y);
-    let r = fma(-q, y, x);
+    let r = exact_residual(x, q, y);
+    // An infinite operand leaves floor(x / y) as it is (r is NaN there).
+    if (is_inf_bits(x) || is_inf_bits(y)) {
+        return q;
+    }
     if (r != 0.0 && ((r < 0.0) != (y < 0.0))) {
         q = q - 1.0;
-    } else if (abs(r) >= abs(y)) {
+    } else if (abs(r) >= abs(y) && q != -1.0) {
+        // At q = -1 the quotient is negative and above -1, so never 0: an r as large as y there is x + y
+        // rounded (x far smaller than y), not a quotient that fell below an integer.
         q = q + 1.0;
     }
     return q;
@@ -348,7 +418,7 @@ fn python_remainder(x: f32, y: f32) -> f32 {
     if (is_inf_bits(y) && !is_inf_bits(x) && !is_nan_bits(x)) {
         return select(y, x, x == 0.0 || (x < 0.0) == (y < 0.0));
     }
-    let r = fma(-floor_quotient(x, y), y, x);
+    let r = exact_residual(x, floor_quotient(x, y), y);
     return select(r, copy_sign(0.0, y), r == 0.0);
 }
 

@@ -747,6 +747,65 @@ impl std::fmt::Debug for Session {
     }
 }
 
+/// The Array API's creation functions that compute their values on the device (f32 tensors; `zeros`, `full`
+/// and uploads are above).
+impl Session {
+    /// `[start, start + step, …]` up to `stop` excluded (the Array API's `arange`): `ceil((stop − start) /
+    /// step)` elements, none where the step points away from `stop`. Each is `start + i · step` in one f32
+    /// rounding, so the last can land a rounding past `stop`, as NumPy's can.
+    ///
+    /// ```
+    /// use wgcompute::{Session, SessionOptions};
+    /// # fn main() -> wgcompute::Result<()> {
+    /// let session = Session::open(SessionOptions::default())?;
+    /// assert_eq!(session.arange(1.0, 2.0, 0.25)?.to_vec()?, vec![1.0, 1.25, 1.5, 1.75]);
+    /// assert_eq!(session.arange(3.0, 0.0, 1.0)?.shape(), &[0]);
+    /// assert!(session.arange(0.0, 1.0, 0.0).is_err());
+    /// # Ok(()) }
+    /// ```
+    pub fn arange(&self, start: f64, stop: f64, step: f64) -> Result<Tensor> {
+        let len = crate::ops::creation::arange_len(start, stop, step)?;
+        let out = self.empty(&[len])?;
+        out.fill_ramp_(start, step, 0.0, None)?;
+        Ok(out)
+    }
+
+    /// `num` evenly spaced values from `start` to `stop` (the Array API's `linspace`): with `endpoint` the last
+    /// is `stop` exactly, without it the interval is cut in `num` parts and `stop` left out.
+    ///
+    /// ```
+    /// use wgcompute::{Session, SessionOptions};
+    /// # fn main() -> wgcompute::Result<()> {
+    /// let session = Session::open(SessionOptions::default())?;
+    /// assert_eq!(session.linspace(0.0, 1.0, 5, true)?.to_vec()?, vec![0.0, 0.25, 0.5, 0.75, 1.0]);
+    /// assert_eq!(session.linspace(0.0, 1.0, 4, false)?.to_vec()?, vec![0.0, 0.25, 0.5, 0.75]);
+    /// # Ok(()) }
+    /// ```
+    pub fn linspace(&self, start: f64, stop: f64, num: usize, endpoint: bool) -> Result<Tensor> {
+        let step = crate::ops::creation::linspace_step(start, stop, num, endpoint)?;
+        let out = self.empty(&[num])?;
+        let last = (endpoint && num > 1).then(|| num - 1);
+        out.fill_ramp_(start, step, stop, last)?;
+        Ok(out)
+    }
+
+    /// A `[n_rows, n_cols]` matrix (`n_cols` defaults to `n_rows`) of ones on diagonal `k` (0 the main one,
+    /// positive above it) and zeros elsewhere (the Array API's `eye`).
+    ///
+    /// ```
+    /// use wgcompute::{Session, SessionOptions};
+    /// # fn main() -> wgcompute::Result<()> {
+    /// let session = Session::open(SessionOptions::default())?;
+    /// assert_eq!(session.eye(2, Some(3), 1)?.to_vec()?, vec![0.0, 1.0, 0.0, 0.0, 0.0, 1.0]);
+    /// # Ok(()) }
+    /// ```
+    pub fn eye(&self, n_rows: usize, n_cols: Option<usize>, k: i64) -> Result<Tensor> {
+        let out = self.empty(&[n_rows, n_cols.unwrap_or(n_rows)])?;
+        out.fill_eye_(k)?;
+        Ok(out)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -832,64 +891,5 @@ mod tests {
             MemoryLimit::Fraction(1e-3).resolve(Some(1000)).ok(),
             Some(1)
         );
-    }
-}
-
-/// The Array API's creation functions that compute their values on the device (f32 tensors; `zeros`, `full`
-/// and uploads are above).
-impl Session {
-    /// `[start, start + step, …]` up to `stop` excluded (the Array API's `arange`): `ceil((stop − start) /
-    /// step)` elements, none where the step points away from `stop`. Each is `start + i · step` in one f32
-    /// rounding, so the last can land a rounding past `stop`, as NumPy's can.
-    ///
-    /// ```
-    /// use wgcompute::{Session, SessionOptions};
-    /// # fn main() -> wgcompute::Result<()> {
-    /// let session = Session::open(SessionOptions::default())?;
-    /// assert_eq!(session.arange(1.0, 2.0, 0.25)?.to_vec()?, vec![1.0, 1.25, 1.5, 1.75]);
-    /// assert_eq!(session.arange(3.0, 0.0, 1.0)?.shape(), &[0]);
-    /// assert!(session.arange(0.0, 1.0, 0.0).is_err());
-    /// # Ok(()) }
-    /// ```
-    pub fn arange(&self, start: f64, stop: f64, step: f64) -> Result<Tensor> {
-        let len = crate::ops::creation::arange_len(start, stop, step)?;
-        let out = self.empty(&[len])?;
-        out.fill_ramp_(start, step, 0.0, None)?;
-        Ok(out)
-    }
-
-    /// `num` evenly spaced values from `start` to `stop` (the Array API's `linspace`): with `endpoint` the last
-    /// is `stop` exactly, without it the interval is cut in `num` parts and `stop` left out.
-    ///
-    /// ```
-    /// use wgcompute::{Session, SessionOptions};
-    /// # fn main() -> wgcompute::Result<()> {
-    /// let session = Session::open(SessionOptions::default())?;
-    /// assert_eq!(session.linspace(0.0, 1.0, 5, true)?.to_vec()?, vec![0.0, 0.25, 0.5, 0.75, 1.0]);
-    /// assert_eq!(session.linspace(0.0, 1.0, 4, false)?.to_vec()?, vec![0.0, 0.25, 0.5, 0.75]);
-    /// # Ok(()) }
-    /// ```
-    pub fn linspace(&self, start: f64, stop: f64, num: usize, endpoint: bool) -> Result<Tensor> {
-        let step = crate::ops::creation::linspace_step(start, stop, num, endpoint)?;
-        let out = self.empty(&[num])?;
-        let last = (endpoint && num > 1).then(|| num - 1);
-        out.fill_ramp_(start, step, stop, last)?;
-        Ok(out)
-    }
-
-    /// A `[n_rows, n_cols]` matrix (`n_cols` defaults to `n_rows`) of ones on diagonal `k` (0 the main one,
-    /// positive above it) and zeros elsewhere (the Array API's `eye`).
-    ///
-    /// ```
-    /// use wgcompute::{Session, SessionOptions};
-    /// # fn main() -> wgcompute::Result<()> {
-    /// let session = Session::open(SessionOptions::default())?;
-    /// assert_eq!(session.eye(2, Some(3), 1)?.to_vec()?, vec![0.0, 1.0, 0.0, 0.0, 0.0, 1.0]);
-    /// # Ok(()) }
-    /// ```
-    pub fn eye(&self, n_rows: usize, n_cols: Option<usize>, k: i64) -> Result<Tensor> {
-        let out = self.empty(&[n_rows, n_cols.unwrap_or(n_rows)])?;
-        out.fill_eye_(k)?;
-        Ok(out)
     }
 }

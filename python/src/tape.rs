@@ -569,9 +569,7 @@ impl Tape {
         axis: Option<usize>,
     ) -> PyResult<Tensor> {
         self.record(py, &[x], |tape, vars| tape.roll(vars[0], shift, axis))
-
     }
-
 
     // --- sorting ---
 
@@ -649,7 +647,12 @@ impl Tape {
         })
     }
 
-    fn stack(&self, py: Python<'_>, parts: Vec<PyRef<'_, Tensor>>, axis: usize) -> PyResult<Tensor> {
+    fn stack(
+        &self,
+        py: Python<'_>,
+        parts: Vec<PyRef<'_, Tensor>>,
+        axis: usize,
+    ) -> PyResult<Tensor> {
         let parts: Vec<&Tensor> = parts.iter().map(|part| &**part).collect();
         self.record(py, &parts, |tape, vars| tape.stack(vars, axis))
     }

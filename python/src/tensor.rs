@@ -8,7 +8,8 @@ use numpy::{IntoPyArray, PyReadonlyArrayDyn, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use wgcompute::{
-    BinaryOp, DType, HostArray, IndexItem, LogicBinaryOp, LogicUnaryOp, ReduceOp, Slice, Transpose, UnaryOp,
+    BinaryOp, DType, HostArray, IndexItem, LogicBinaryOp, LogicUnaryOp, ReduceOp, Slice, Transpose,
+    UnaryOp,
 };
 
 use crate::errors::{forked, named, OrRaise};
@@ -375,7 +376,6 @@ impl Tensor {
     /// The distinct elements, sorted.
     fn unique_values(&self, py: Python<'_>) -> PyResult<Tensor> {
         self.run(py, wgcompute::Tensor::unique_values)
-
     }
 
     // --- indexing ---
@@ -453,12 +453,19 @@ impl Tensor {
         keepdims: bool,
     ) -> PyResult<Tensor> {
         let op = reduce_op_named(name)?;
-        self.run(py, |tensor| tensor.reduce_axes(op, axes.as_deref(), keepdims))
+        self.run(py, |tensor| {
+            tensor.reduce_axes(op, axes.as_deref(), keepdims)
+        })
     }
 
     /// argmax (`smallest`: argmin) along `axis` (`None`: all) with the axis kept as a 1.
     #[pyo3(signature = (axis=None, smallest=false))]
-    fn arg_keepdims(&self, py: Python<'_>, axis: Option<usize>, smallest: bool) -> PyResult<Tensor> {
+    fn arg_keepdims(
+        &self,
+        py: Python<'_>,
+        axis: Option<usize>,
+        smallest: bool,
+    ) -> PyResult<Tensor> {
         self.run(py, |tensor| {
             if smallest {
                 tensor.argmin_keepdims(axis)
@@ -476,7 +483,9 @@ impl Tensor {
         correction: f64,
         keepdims: bool,
     ) -> PyResult<Tensor> {
-        self.run(py, |tensor| tensor.var(axes.as_deref(), correction, keepdims))
+        self.run(py, |tensor| {
+            tensor.var(axes.as_deref(), correction, keepdims)
+        })
     }
 
     #[pyo3(signature = (axes=None, correction=0.0, keepdims=false))]
@@ -487,7 +496,9 @@ impl Tensor {
         correction: f64,
         keepdims: bool,
     ) -> PyResult<Tensor> {
-        self.run(py, |tensor| tensor.std(axes.as_deref(), correction, keepdims))
+        self.run(py, |tensor| {
+            tensor.std(axes.as_deref(), correction, keepdims)
+        })
     }
 
     #[pyo3(signature = (axes=None, keepdims=false))]
@@ -550,7 +561,13 @@ impl Tensor {
     /// The lower (`lower`) or upper triangle of each matrix from diagonal `k`.
     #[pyo3(signature = (k=0, lower=true))]
     fn triangle(&self, py: Python<'_>, k: i64, lower: bool) -> PyResult<Tensor> {
-        self.run(py, |tensor| if lower { tensor.tril(k) } else { tensor.triu(k) })
+        self.run(py, |tensor| {
+            if lower {
+                tensor.tril(k)
+            } else {
+                tensor.triu(k)
+            }
+        })
     }
 
     /// The tensors, all of one shape, joined along a new axis (numpy.stack).

@@ -4,12 +4,12 @@
 //! elementwise ops), so their gradients follow from those.
 
 use crate::error::{Error, Result};
+use crate::op::reduce::ReduceOp;
 use crate::ops::manipulate::{
     moveaxis_order, pad_sources, padded_shape, repeat_counts, repeat_sources, split_bounds,
     tiled_shape, PadMode, Repeats, Split,
 };
 use crate::ops::reduce::{degrees_of_freedom_scale, scan_axis};
-use crate::op::reduce::ReduceOp;
 use crate::shape::reduced_axes;
 
 use super::rules::reduce_gradient_rule;
@@ -32,9 +32,10 @@ impl Tape {
             return Err(Error::InvalidArgument {
                 what: "reduction on the tape",
                 given: op.name().to_string(),
-                expected: "a reduction with a gradient (sum, mean, prod); record it on tensors that need \
+                expected:
+                    "a reduction with a gradient (sum, mean, prod); record it on tensors that need \
                            no gradient, or reduce the tensor outside the tape"
-                    .to_string(),
+                        .to_string(),
             });
         }
         let input = self.value(x)?;
@@ -195,7 +196,7 @@ impl Tape {
             .map(|&part| self.value(part))
             .collect::<Result<Vec<_>>>()?;
         // Checked whole first, so that an error names the stack, not one of its steps.
-        let shape = crate::Tensor::stack_shape(&values, axis)?;
+        let shape = crate::tensor::Tensor::stack_shape(&values, axis)?;
         let mut part_shape = shape;
         part_shape[axis] = 1;
         let expanded = parts
@@ -338,7 +339,13 @@ impl Tape {
 
     /// The entries at `sources` along `axis` of `x` seen as `shape`, as rows [sources, inner] or a tensor
     /// [outer, sources, inner]: the axis moved first where it is not, a row gather, and moved back.
-    fn gather_along(&mut self, x: Var, shape: &[usize], axis: usize, sources: &[u32]) -> Result<Var> {
+    fn gather_along(
+        &mut self,
+        x: Var,
+        shape: &[usize],
+        axis: usize,
+        sources: &[u32],
+    ) -> Result<Var> {
         let outer: usize = shape[..axis].iter().product();
         let len = shape[axis];
         let inner: usize = shape[axis + 1..].iter().product();
@@ -366,9 +373,21 @@ impl Tape {
 
     fn triangle(&mut self, x: Var, k: i64, lower: bool) -> Result<Var> {
         let input = self.value(x)?;
-        let value = if lower { input.tril(k)? } else { input.triu(k)? };
+        let value = if lower {
+            input.tril(k)?
+        } else {
+            input.triu(k)?
+        };
         let wants = self.wants(&[x])?;
-        Ok(self.push(value, Op::Triangle { x: x.index, k, lower }, wants))
+        Ok(self.push(
+            value,
+            Op::Triangle {
+                x: x.index,
+                k,
+                lower,
+            },
+            wants,
+        ))
     }
 }
 

@@ -877,7 +877,10 @@ fn scan_gradient(
     let len = input.shape()[axis];
     // The identity written first depends on no element: its gradient goes nowhere.
     let (upstream, narrowed) = if initial {
-        (upstream.narrow(axis, 1, len)?, Some(output.narrow(axis, 1, len)?))
+        (
+            upstream.narrow(axis, 1, len)?,
+            Some(output.narrow(axis, 1, len)?),
+        )
     } else {
         (upstream, None)
     };

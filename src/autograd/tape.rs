@@ -152,11 +152,20 @@ pub(super) enum Op {
         initial: bool,
     },
     /// A broadcast to a larger shape.
-    BroadcastTo { x: usize },
+    BroadcastTo {
+        x: usize,
+    },
     /// The lower (or upper) triangle of each matrix, from diagonal `k`.
-    Triangle { x: usize, k: i64, lower: bool },
+    Triangle {
+        x: usize,
+        k: i64,
+        lower: bool,
+    },
     /// A constant border of `widths` (before, after) along each axis.
-    PadConstant { x: usize, widths: Vec<(usize, usize)> },
+    PadConstant {
+        x: usize,
+        widths: Vec<(usize, usize)>,
+    },
 }
 
 impl Op {

@@ -5,12 +5,12 @@ use bytemuck::{Pod, Zeroable};
 
 use super::dispatch_windows;
 use crate::error::{Error, Result};
-use crate::runtime::{nothing_generated, BufferRange, Kernel, Runtime, Shader};
+use crate::runtime::{BufferRange, Kernel, Runtime, Shader};
 
 static CREATION: Shader = Shader {
     name: "creation",
     source: include_str!("../../shaders/creation.wgsl"),
-    generated: nothing_generated,
+    generated: String::new,
 };
 
 static RAMP: Kernel = Kernel::new(&CREATION, "ramp", &[3]);

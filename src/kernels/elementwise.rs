@@ -213,7 +213,7 @@ const VEC4_TWINS: [(&str, &str); 4] = [
 
 /// Helpers of shaders/elementwise.wgsl that table rows call, written for one f32, with how many f32 operands
 /// they take: their vec4 twins are generated, lane by lane, so both forms give the same bits.
-const LANEWISE_HELPERS: [(&str, usize); 22] = [
+const LANEWISE_HELPERS: [(&str, usize); 25] = [
     ("nan_keeping_sign", 1),
     ("accurate_expm1", 1),
     ("accurate_log1p", 1),
@@ -222,6 +222,9 @@ const LANEWISE_HELPERS: [(&str, usize); 22] = [
     ("accurate_asinh", 1),
     ("accurate_acosh", 1),
     ("accurate_atanh", 1),
+    ("accurate_atan", 1),
+    ("accurate_asin", 1),
+    ("accurate_acos", 1),
     ("accurate_erf", 1),
     ("gelu_erf", 1),
     ("gelu_tanh_form", 1),

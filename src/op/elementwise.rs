@@ -45,9 +45,9 @@ macro_rules! for_each_unary_op {
             pub Tan tan [] "tan(x)" "The tangent (x in radians), elementwise.";
             pub Sinh sinh [] "accurate_sinh(x)" "The hyperbolic sine, elementwise, accurate near 0 and finite as far as f32 reaches.";
             pub Cosh cosh [] "wide_cosh(x)" "The hyperbolic cosine, elementwise, finite as far as f32 reaches.";
-            pub Asin asin [] "asin(x)" "The inverse sine, in radians, elementwise; NaN outside [-1, 1].";
-            pub Acos acos [] "acos(x)" "The inverse cosine, in radians, elementwise; NaN outside [-1, 1].";
-            pub Atan atan [] "atan(x)" "The inverse tangent, in radians, elementwise.";
+            pub Asin asin [] "accurate_asin(x)" "The inverse sine, in radians, elementwise; NaN outside [-1, 1].";
+            pub Acos acos [] "accurate_acos(x)" "The inverse cosine, in radians, elementwise; NaN outside [-1, 1].";
+            pub Atan atan [] "accurate_atan(x)" "The inverse tangent, in radians, elementwise.";
             pub Asinh asinh [] "accurate_asinh(x)" "The inverse hyperbolic sine, elementwise.";
             pub Acosh acosh [] "accurate_acosh(x)" "The inverse hyperbolic cosine, elementwise; NaN below 1.";
             pub Atanh atanh [] "accurate_atanh(x)" "The inverse hyperbolic tangent, elementwise; ±inf at ±1, NaN beyond.";

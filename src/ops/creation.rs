@@ -45,7 +45,13 @@ pub(crate) fn linspace_step(start: f64, stop: f64, num: usize, endpoint: bool) -
 
 impl Tensor {
     /// Writes `start + i · step` into element i of this f32 tensor, and `stop` into element `last` (where given).
-    pub(crate) fn fill_ramp_(&self, start: f64, step: f64, stop: f64, last: Option<usize>) -> Result<()> {
+    pub(crate) fn fill_ramp_(
+        &self,
+        start: f64,
+        step: f64,
+        stop: f64,
+        last: Option<usize>,
+    ) -> Result<()> {
         const NAME: &str = "arange";
         if self.is_empty() {
             return Ok(());

@@ -24,25 +24,35 @@ fn shape_error(op: &'static str, message: String) -> Error {
 
 /// Whether a device index tensor holds signed words; the one place a new index dtype is admitted.
 fn index_words_signed(op: &'static str, indices: &Tensor) -> Result<bool> {
-    indices.expect_dtype(op, DType::U32)?;
-    Ok(false)
+    match indices.dtype() {
+        DType::U32 => Ok(false),
+        DType::I32 => Ok(true),
+        found => Err(Error::DType {
+            op,
+            expected: DType::U32,
+            found,
+        }),
+    }
 }
 
-/// The set flags of a device mask, read back: u32 words, nonzero where set; the one place a new mask dtype is
+/// The set flags of a device mask, read back: a bool tensor's words, nonzero where set; the one place a new mask dtype is
 /// admitted.
 fn mask_flags(op: &'static str, mask: &Tensor) -> Result<Vec<bool>> {
-    mask.expect_dtype(op, DType::U32)?;
-    Ok(mask
-        .to_vec_u32()?
-        .into_iter()
-        .map(|word| word != 0)
-        .collect())
+    mask.expect_dtype(op, DType::Bool)?;
+    mask.to_vec_bool()
 }
 
 /// The index words of a device index tensor, read back, as signed values.
 fn host_indices(op: &'static str, indices: &Tensor) -> Result<Vec<i64>> {
     let signed = index_words_signed(op, indices)?;
-    let words = indices.to_vec_u32()?;
+    let words = match indices.dtype() {
+        DType::I32 => indices
+            .to_vec_i32()?
+            .into_iter()
+            .map(|value| value as u32)
+            .collect(),
+        _ => indices.to_vec_u32()?,
+    };
     Ok(words
         .into_iter()
         .map(|word| {
@@ -521,16 +531,16 @@ impl Tensor {
     /// (indices,), values)`): repeated indices add up, in order. `values` has the shape `take(indices, axis)`
     /// would give.
     pub fn scatter_add(&self, indices: &Tensor, values: &Tensor, axis: usize) -> Result<Tensor> {
-        self.scatter_along("scatter_add", indices, values, axis, ScatterMode::Add)
+        self.scatter_at("scatter_add", indices, values, axis, ScatterMode::Add)
     }
 
     /// A new tensor: this one with the entries at `indices` along `axis` set to `values` (of the shape
     /// `take(indices, axis)` would give); of repeated indices the last one's value is kept.
     pub fn index_update(&self, indices: &Tensor, values: &Tensor, axis: usize) -> Result<Tensor> {
-        self.scatter_along("index_update", indices, values, axis, ScatterMode::Put)
+        self.scatter_at("index_update", indices, values, axis, ScatterMode::Put)
     }
 
-    fn scatter_along(
+    fn scatter_at(
         &self,
         op: &'static str,
         indices: &Tensor,

@@ -49,7 +49,12 @@ impl Split {
     /// assert_eq!(Split::Indices(vec![2, 9]).bounds(5, true).ok(), Some(vec![(0, 2), (2, 3), (5, 0)]));
     /// ```
     pub fn bounds(&self, len: usize, strict: bool) -> Result<Vec<(usize, usize)>> {
-        split_bounds(if strict { "split" } else { "array_split" }, len, self, strict)
+        split_bounds(
+            if strict { "split" } else { "array_split" },
+            len,
+            self,
+            strict,
+        )
     }
 }
 
@@ -89,7 +94,7 @@ pub(crate) fn split_bounds(
             expected: "at least one section".to_string(),
         }),
         &Split::Sections(sections) => {
-            if strict && len % sections != 0 {
+            if strict && !len.is_multiple_of(sections) {
                 return Err(shape_error(
                     op,
                     format!(
@@ -144,7 +149,11 @@ pub(crate) fn moveaxis_order(
         ));
     }
     let mut order: Vec<usize> = (0..rank).filter(|axis| !source.contains(axis)).collect();
-    let mut pairs: Vec<(usize, usize)> = destination.iter().copied().zip(source.iter().copied()).collect();
+    let mut pairs: Vec<(usize, usize)> = destination
+        .iter()
+        .copied()
+        .zip(source.iter().copied())
+        .collect();
     pairs.sort_unstable();
     for (to, from) in pairs {
         order.insert(to, from);
@@ -559,9 +568,10 @@ impl Tensor {
         };
         let counts = repeat_counts(NAME, shape[axis], repeats)?;
         let mut out_shape = shape.clone();
-        out_shape[axis] = counts.iter().try_fold(0usize, |total, &count| total.checked_add(count)).ok_or_else(|| {
-            shape_error(NAME, format!("repeats {repeats:?} overflow"))
-        })?;
+        out_shape[axis] = counts
+            .iter()
+            .try_fold(0usize, |total, &count| total.checked_add(count))
+            .ok_or_else(|| shape_error(NAME, format!("repeats {repeats:?} overflow")))?;
         element_count(NAME, &out_shape)?;
         let outer: usize = shape[..axis].iter().product();
         let inner: usize = shape[axis + 1..].iter().product();
@@ -636,12 +646,7 @@ impl Tensor {
 
     /// The entries at `sources` along `axis` of this tensor seen as `shape`, in that order, in row-major order
     /// (the caller gives the result its shape): the axis moved first where it is not, then a row gather.
-    fn gather_along(
-        &self,
-        shape: &[usize],
-        axis: usize,
-        sources: &[u32],
-    ) -> Result<Tensor> {
+    fn gather_along(&self, shape: &[usize], axis: usize, sources: &[u32]) -> Result<Tensor> {
         let outer: usize = shape[..axis].iter().product();
         let len = shape[axis];
         let inner: usize = shape[axis + 1..].iter().product();
@@ -697,7 +702,11 @@ impl Tensor {
 
     /// The parts of a padded tensor of `padded` shape that this one was padded from by `widths`: the interior,
     /// in one pass (a constant pad's gradient).
-    pub(crate) fn pad_interior(&self, widths: &[(usize, usize)], interior: &[usize]) -> Result<Tensor> {
+    pub(crate) fn pad_interior(
+        &self,
+        widths: &[(usize, usize)],
+        interior: &[usize],
+    ) -> Result<Tensor> {
         const NAME: &str = "pad backward";
         let strides = contiguous_strides(self.shape());
         let offset = widths

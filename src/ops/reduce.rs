@@ -107,7 +107,13 @@ fn reduce_over_axes(
     input.expect_dtype(name, DType::F32)?;
     let (axes, out_shape) = shape::reduction_over_axes(reduction, input.shape(), axes, keepdims)?;
     let (moved, view) = lanes_over_axes(input, &axes)?;
-    reduce_lanes(moved.as_ref().unwrap_or(input), name, reduction, view, &out_shape)
+    reduce_lanes(
+        moved.as_ref().unwrap_or(input),
+        name,
+        reduction,
+        view,
+        &out_shape,
+    )
 }
 
 /// The element count of the lanes `axes` (`None`: all) of `shape` span, as a reduction over them divides by.
@@ -254,7 +260,10 @@ impl Tensor {
         let mean = self.reduce_axes(ReduceOp::Mean, axes, true)?;
         let squares = self.sub(&mean)?.square()?;
         let sum = squares.reduce_axes(ReduceOp::Sum, axes, keepdims)?;
-        sum.mul_scalar(degrees_of_freedom_scale(lane_count(self.shape(), &sorted), correction))
+        sum.mul_scalar(degrees_of_freedom_scale(
+            lane_count(self.shape(), &sorted),
+            correction,
+        ))
     }
 
     /// The standard deviation: the square root of [`Tensor::var`].
@@ -267,7 +276,10 @@ impl Tensor {
     /// an empty lane, as max does.
     pub fn logsumexp(&self, axes: Option<&[usize]>, keepdims: bool) -> Result<Tensor> {
         let (shift, out_shape) = self.logsumexp_shift(axes, keepdims)?;
-        let sum = self.sub(&shift)?.exp()?.reduce_axes(ReduceOp::Sum, axes, keepdims)?;
+        let sum = self
+            .sub(&shift)?
+            .exp()?
+            .reduce_axes(ReduceOp::Sum, axes, keepdims)?;
         sum.log()?.add(&shift.into_shape(&out_shape)?)
     }
 
@@ -299,13 +311,23 @@ impl Tensor {
     /// 0..=i, added one at a time with a compensation (so a long axis's error stays near one rounding); with
     /// `include_initial` the axis is one longer and starts with 0. `axis` may be `None` for a 1-D tensor only.
     pub fn cumulative_sum(&self, axis: Option<usize>, include_initial: bool) -> Result<Tensor> {
-        self.scan("cumulative_sum", ReduceOp::Sum, axis, (false, include_initial))
+        self.scan(
+            "cumulative_sum",
+            ReduceOp::Sum,
+            axis,
+            (false, include_initial),
+        )
     }
 
     /// The running products along `axis` (the Array API's `cumulative_prod`), as [`Tensor::cumulative_sum`]
     /// (1 first with `include_initial`), multiplied one at a time.
     pub fn cumulative_prod(&self, axis: Option<usize>, include_initial: bool) -> Result<Tensor> {
-        self.scan("cumulative_prod", ReduceOp::Prod, axis, (false, include_initial))
+        self.scan(
+            "cumulative_prod",
+            ReduceOp::Prod,
+            axis,
+            (false, include_initial),
+        )
     }
 
     /// A scan of `op` along `axis`, forwards or in `reverse`, with or without the identity first.
@@ -324,6 +346,11 @@ impl Tensor {
         element_count(name, &out_shape)?;
         let out = self.output(name, &out_shape, DType::F32)?;
         if out.is_empty() {
+            return Ok(out);
+        }
+        if self.is_empty() {
+            // An empty axis with the identity first: every lane is the identity alone.
+            out.fill_(if op == ReduceOp::Prod { 1.0 } else { 0.0 })?;
             return Ok(out);
         }
         let (source, target) = (self.range()?, out.range()?);

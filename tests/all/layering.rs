@@ -22,6 +22,7 @@ const LAYERS: &[&str] = &[
     "ops",
     "session",
     "autograd",
+    "losses",
     "optim",
     "nn",
     "train",

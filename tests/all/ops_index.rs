@@ -327,6 +327,34 @@ fn takes_and_their_gradients_follow_the_positions_with_repeats_adding_up(backend
                 gathered(&data, &positions),
                 "take {shape:?} axis {axis} {indices:?}"
             );
+            // The same picks as int32 indices, counted from the end where odd.
+            let signed: Vec<i32> = indices
+                .iter()
+                .enumerate()
+                .map(|(at, &index)| {
+                    if at % 2 == 1 {
+                        index as i32 - shape[axis] as i32
+                    } else {
+                        index as i32
+                    }
+                })
+                .collect();
+            let device = session
+                .upload_i32(&signed, &index_shape)
+                .expect("int32 indices");
+            let bits: Vec<u32> = x
+                .take(&device, axis)
+                .expect("take int32")
+                .to_vec()
+                .expect("read")
+                .iter()
+                .map(|v| v.to_bits())
+                .collect();
+            assert_eq!(
+                bits,
+                gathered(&data, &positions),
+                "take {shape:?} axis {axis} int32 {signed:?}"
+            );
 
             let weights = rng.vec(positions.len(), -1.0, 1.0);
             let (_, gradients) =
@@ -600,8 +628,7 @@ fn masks_pick_their_set_positions_in_row_major_order(backend: &Backend) {
             .map(|v| v.to_bits())
             .collect();
         assert_eq!(bits, gathered(&data, &positions), "host mask {flags:?}");
-        let words: Vec<u32> = flags.iter().map(|&flag| u32::from(flag)).collect();
-        let device = session.upload_u32(&words, &[4, 3]).expect("mask");
+        let device = session.upload_bool(&flags, &[4, 3]).expect("mask");
         let got = x.index(&[IndexItem::Mask(&device)]).expect("device mask");
         let bits: Vec<u32> = got
             .to_vec()
@@ -614,7 +641,7 @@ fn masks_pick_their_set_positions_in_row_major_order(backend: &Backend) {
             let weights = rng.vec(positions.len(), -1.0, 1.0);
             let (_, gradients) =
                 weighted_cost(&session, &[Arc::clone(&x)], &weights, |tape, vars| {
-                    let mask = tape.input(session.upload_u32(&words, &[4, 3])?);
+                    let mask = tape.input(session.upload_bool(&flags, &[4, 3])?);
                     tape.index(vars[0], &[IndexItem::Mask(mask)])
                 })
                 .expect("tape");

@@ -80,7 +80,10 @@ pub(crate) fn check_gradient(
         weighted_cost(session, &params, &weights, |tape, vars| build(tape, vars))
             .unwrap_or_else(|error| panic!("{name}: {error}"));
     let error = relative_error(&value, &want);
-    assert!(error < tolerance, "{name} forward: relative error {error:e}");
+    assert!(
+        error < tolerance,
+        "{name} forward: relative error {error:e}"
+    );
     let cost_of = |x: &[Vec<f64>]| -> f64 {
         reference(x)
             .iter()
@@ -109,7 +112,10 @@ pub(crate) fn check_gradient(
     }
 }
 
-fn broadcast_source(x_shape: &[usize], out_shape: &[usize]) -> impl Fn(&[usize]) -> Result<Vec<usize>, f64> {
+fn broadcast_source(
+    x_shape: &[usize],
+    out_shape: &[usize],
+) -> impl Fn(&[usize]) -> Result<Vec<usize>, f64> {
     let lead = out_shape.len() - x_shape.len();
     let x_shape = x_shape.to_vec();
     move |index: &[usize]| {
@@ -131,12 +137,21 @@ fn tile_reference(x: &[f64], shape: &[usize], reps: &[usize]) -> (Vec<usize>, Ve
         .collect();
     let out: Vec<usize> = padded.iter().zip(&reps).map(|(a, b)| a * b).collect();
     let values = gathered(x, &padded, &out, |index| {
-        Ok(index.iter().zip(&padded).map(|(&i, &dim)| i % dim).collect())
+        Ok(index
+            .iter()
+            .zip(&padded)
+            .map(|(&i, &dim)| i % dim)
+            .collect())
     });
     (out, values)
 }
 
-fn repeat_reference(x: &[f64], shape: &[usize], counts: &[usize], axis: usize) -> (Vec<usize>, Vec<f64>) {
+fn repeat_reference(
+    x: &[f64],
+    shape: &[usize],
+    counts: &[usize],
+    axis: usize,
+) -> (Vec<usize>, Vec<f64>) {
     let sources: Vec<usize> = counts
         .iter()
         .enumerate()
@@ -152,7 +167,12 @@ fn repeat_reference(x: &[f64], shape: &[usize], counts: &[usize], axis: usize) -
     (out, values)
 }
 
-fn pad_reference(x: &[f64], shape: &[usize], widths: &[(usize, usize)], mode: PadMode) -> (Vec<usize>, Vec<f64>) {
+fn pad_reference(
+    x: &[f64],
+    shape: &[usize],
+    widths: &[(usize, usize)],
+    mode: PadMode,
+) -> (Vec<usize>, Vec<f64>) {
     let out: Vec<usize> = shape
         .iter()
         .zip(widths)
@@ -192,10 +212,20 @@ fn shape_ops_match_their_references_at_awkward_shapes(backend: &Backend) {
                 expanded.insert(axis, 1);
                 let got = x.expand_dims(axis).expect("expand_dims");
                 exact("expand_dims", &got, &expanded, &wide);
-                exact("squeeze", &got.squeeze(&[axis]).expect("squeeze"), shape, &wide);
+                exact(
+                    "squeeze",
+                    &got.squeeze(&[axis]).expect("squeeze"),
+                    shape,
+                    &wide,
+                );
             }
         }
-        exact("flatten", &x.flatten().expect("flatten"), &[wide.len()], &wide);
+        exact(
+            "flatten",
+            &x.flatten().expect("flatten"),
+            &[wide.len()],
+            &wide,
+        );
         // moveaxis of the first axis to the last, and swapaxes of the first and last.
         if rank >= 2 {
             let moved = x.moveaxis(&[0], &[rank - 1]).expect("moveaxis");
@@ -214,14 +244,24 @@ fn shape_ops_match_their_references_at_awkward_shapes(backend: &Backend) {
                 source.swap(0, rank - 1);
                 Ok(source)
             });
-            exact("swapaxes", &x.swapaxes(0, rank - 1).expect("swapaxes"), &swapped_shape, &want);
+            exact(
+                "swapaxes",
+                &x.swapaxes(0, rank - 1).expect("swapaxes"),
+                &swapped_shape,
+                &want,
+            );
         }
         // broadcast_to a leading axis of 3 (within rank 4).
         if rank < 4 {
             let mut target = vec![3];
             target.extend_from_slice(shape);
             let want = gathered(&wide, shape, &target, broadcast_source(shape, &target));
-            exact("broadcast_to", &x.broadcast_to(&target).expect("broadcast_to"), &target, &want);
+            exact(
+                "broadcast_to",
+                &x.broadcast_to(&target).expect("broadcast_to"),
+                &target,
+                &want,
+            );
         }
         // stack of three along every place, and unstack back.
         if rank < 4 {
@@ -251,7 +291,11 @@ fn shape_ops_match_their_references_at_awkward_shapes(backend: &Backend) {
         }
         // split and array_split along the first axis.
         let len = shape[0];
-        for how in [Split::Sections(1), Split::Sections(3), Split::Indices(vec![1, 5, 2, 40])] {
+        for how in [
+            Split::Sections(1),
+            Split::Sections(3),
+            Split::Indices(vec![1, 5, 2, 40]),
+        ] {
             let parts = x.array_split(&how, 0).expect("array_split");
             let bounds = how.bounds(len, false).expect("bounds");
             assert_eq!(parts.len(), bounds.len());
@@ -279,14 +323,26 @@ fn shape_ops_match_their_references_at_awkward_shapes(backend: &Backend) {
             let n = shape[axis];
             let counts: Vec<usize> = (0..n).map(|i| (i * 7 + 3) % 4).collect();
             let (out_shape, want) = repeat_reference(&wide, shape, &counts, axis);
-            let got = x.repeat(&Repeats::PerElement(counts), Some(axis)).expect("repeat");
+            let got = x
+                .repeat(&Repeats::PerElement(counts), Some(axis))
+                .expect("repeat");
             exact("repeat per element", &got, &out_shape, &want);
             let (out_shape, want) = repeat_reference(&wide, shape, &vec![3; n], axis);
-            exact("repeat", &x.repeat(&Repeats::Each(3), Some(axis)).expect("repeat"), &out_shape, &want);
+            exact(
+                "repeat",
+                &x.repeat(&Repeats::Each(3), Some(axis)).expect("repeat"),
+                &out_shape,
+                &want,
+            );
         }
         let flat = [wide.len()];
         let (out_shape, want) = repeat_reference(&wide, &flat, &vec![2; wide.len()], 0);
-        exact("repeat flat", &x.repeat(&Repeats::Each(2), None).expect("repeat"), &out_shape, &want);
+        exact(
+            "repeat flat",
+            &x.repeat(&Repeats::Each(2), None).expect("repeat"),
+            &out_shape,
+            &want,
+        );
         // pad in each mode.
         let widths: Vec<(usize, usize)> = shape
             .iter()
@@ -304,7 +360,12 @@ fn shape_ops_match_their_references_at_awkward_shapes(backend: &Backend) {
                 _ => widths.clone(),
             };
             let (out_shape, want) = pad_reference(&wide, shape, &widths, mode);
-            exact(&format!("pad {mode:?}"), &x.pad(&widths, mode).expect("pad"), &out_shape, &want);
+            exact(
+                &format!("pad {mode:?}"),
+                &x.pad(&widths, mode).expect("pad"),
+                &out_shape,
+                &want,
+            );
         }
         // concat of flattened tensors.
         let other = data(&mut rng, &[5]);
@@ -317,8 +378,18 @@ fn shape_ops_match_their_references_at_awkward_shapes(backend: &Backend) {
     let a = session.upload(&[1.0, 2.0, 3.0], &[3, 1]).expect("a");
     let b = session.upload(&[10.0, 20.0], &[2]).expect("b");
     let both = Tensor::broadcast_arrays(&[&a, &b]).expect("broadcast_arrays");
-    exact("broadcast_arrays a", &both[0], &[3, 2], &[1.0, 1.0, 2.0, 2.0, 3.0, 3.0]);
-    exact("broadcast_arrays b", &both[1], &[3, 2], &[10.0, 20.0, 10.0, 20.0, 10.0, 20.0]);
+    exact(
+        "broadcast_arrays a",
+        &both[0],
+        &[3, 2],
+        &[1.0, 1.0, 2.0, 2.0, 3.0, 3.0],
+    );
+    exact(
+        "broadcast_arrays b",
+        &both[1],
+        &[3, 2],
+        &[10.0, 20.0, 10.0, 20.0, 10.0, 20.0],
+    );
 }
 
 per_backend!(shape_ops_on_the_tape_differentiate);
@@ -330,51 +401,129 @@ fn shape_ops_on_the_tape_differentiate(backend: &Backend) {
     let name_of_input = "manipulate gradient inputs";
     let tolerance = 1e-5;
     let target = [2, 3, 4, 5];
-    check_gradient(&session, &mut rng, "broadcast_to", &input(&mut Rng::fresh(name_of_input)), |tape, v| tape.broadcast_to(v[0], &[2, 3, 4, 5]), &|x| {
-        gathered(&x[0], &[3, 1, 5], &target, broadcast_source(&[3, 1, 5], &target))
-    }, tolerance);
-    check_gradient(&session, &mut rng, "tile", &input(&mut Rng::fresh(name_of_input)), |tape, v| tape.tile(v[0], &[2, 1, 3]), &|x| {
-        tile_reference(&x[0], &[3, 1, 5], &[2, 1, 3]).1
-    }, tolerance);
+    check_gradient(
+        &session,
+        &mut rng,
+        "broadcast_to",
+        &input(&mut Rng::fresh(name_of_input)),
+        |tape, v| tape.broadcast_to(v[0], &[2, 3, 4, 5]),
+        &|x| {
+            gathered(
+                &x[0],
+                &[3, 1, 5],
+                &target,
+                broadcast_source(&[3, 1, 5], &target),
+            )
+        },
+        tolerance,
+    );
+    check_gradient(
+        &session,
+        &mut rng,
+        "tile",
+        &input(&mut Rng::fresh(name_of_input)),
+        |tape, v| tape.tile(v[0], &[2, 1, 3]),
+        &|x| tile_reference(&x[0], &[3, 1, 5], &[2, 1, 3]).1,
+        tolerance,
+    );
     let counts = vec![2, 0, 1, 3, 1];
-    check_gradient(&session, &mut rng, "repeat per element", &input(&mut Rng::fresh(name_of_input)), |tape, v| {
-        tape.repeat(v[0], &Repeats::PerElement(counts.clone()), Some(2))
-    }, &|x| repeat_reference(&x[0], &[3, 1, 5], &counts, 2).1, tolerance);
-    check_gradient(&session, &mut rng, "repeat", &input(&mut Rng::fresh(name_of_input)), |tape, v| tape.repeat(v[0], &Repeats::Each(2), Some(0)), &|x| {
-        repeat_reference(&x[0], &[3, 1, 5], &[2, 2, 2], 0).1
-    }, tolerance);
+    check_gradient(
+        &session,
+        &mut rng,
+        "repeat per element",
+        &input(&mut Rng::fresh(name_of_input)),
+        |tape, v| tape.repeat(v[0], &Repeats::PerElement(counts.clone()), Some(2)),
+        &|x| repeat_reference(&x[0], &[3, 1, 5], &counts, 2).1,
+        tolerance,
+    );
+    check_gradient(
+        &session,
+        &mut rng,
+        "repeat",
+        &input(&mut Rng::fresh(name_of_input)),
+        |tape, v| tape.repeat(v[0], &Repeats::Each(2), Some(0)),
+        &|x| repeat_reference(&x[0], &[3, 1, 5], &[2, 2, 2], 0).1,
+        tolerance,
+    );
     for mode in [PadMode::Constant(-1.0), PadMode::Edge, PadMode::Reflect] {
         let widths = [(2, 1), (0, 0), (1, 3)];
-        check_gradient(&session, &mut rng, &format!("pad {mode:?}"), &input(&mut Rng::fresh(name_of_input)), |tape, v| tape.pad(v[0], &widths, mode), &|x| {
-            pad_reference(&x[0], &[3, 1, 5], &widths, mode).1
-        }, tolerance);
+        check_gradient(
+            &session,
+            &mut rng,
+            &format!("pad {mode:?}"),
+            &input(&mut Rng::fresh(name_of_input)),
+            |tape, v| tape.pad(v[0], &widths, mode),
+            &|x| pad_reference(&x[0], &[3, 1, 5], &widths, mode).1,
+            tolerance,
+        );
     }
-    check_gradient(&session, &mut rng, "moveaxis", &input(&mut Rng::fresh(name_of_input)), |tape, v| tape.moveaxis(v[0], &[2], &[0]), &|x| {
-        gathered(&x[0], &[3, 1, 5], &[5, 3, 1], |index| Ok(vec![index[1], index[2], index[0]]))
-    }, tolerance);
-    let pair = vec![(shape.clone(), data(&mut rng, &shape)), (shape.clone(), data(&mut rng, &shape))];
-    check_gradient(&session, &mut rng, "stack", &pair, |tape, v| tape.stack(v, 1), &|x| {
-        (0..30)
-            .map(|linear| {
-                let mut index = unravel(linear, &[3, 2, 1, 5]);
-                let which = index.remove(1);
-                x[which][ravel(&index, &[3, 1, 5])]
+    check_gradient(
+        &session,
+        &mut rng,
+        "moveaxis",
+        &input(&mut Rng::fresh(name_of_input)),
+        |tape, v| tape.moveaxis(v[0], &[2], &[0]),
+        &|x| {
+            gathered(&x[0], &[3, 1, 5], &[5, 3, 1], |index| {
+                Ok(vec![index[1], index[2], index[0]])
             })
-            .collect()
-    }, tolerance);
-    check_gradient(&session, &mut rng, "unstack and concat_flat", &input(&mut Rng::fresh(name_of_input)), |tape, v| {
-        let parts = tape.unstack(v[0], 2)?;
-        let reversed: Vec<Var> = parts.into_iter().rev().collect();
-        tape.concat_flat(&reversed)
-    }, &|x| {
-        (0..5).rev().flat_map(|k| (0..3).map(move |i| (i, k))).map(|(i, k)| x[0][i * 5 + k]).collect()
-    }, tolerance);
-    check_gradient(&session, &mut rng, "split and squeeze", &input(&mut Rng::fresh(name_of_input)), |tape, v| {
-        let parts = tape.split(v[0], &Split::Indices(vec![1]), 0)?;
-        let squeezed = tape.squeeze(parts[1], &[1])?;
-        let expanded = tape.expand_dims(squeezed, 0)?;
-        tape.flatten(expanded)
-    }, &|x| x[0][5..].to_vec(), tolerance);
+        },
+        tolerance,
+    );
+    let pair = vec![
+        (shape.clone(), data(&mut rng, &shape)),
+        (shape.clone(), data(&mut rng, &shape)),
+    ];
+    check_gradient(
+        &session,
+        &mut rng,
+        "stack",
+        &pair,
+        |tape, v| tape.stack(v, 1),
+        &|x| {
+            (0..30)
+                .map(|linear| {
+                    let mut index = unravel(linear, &[3, 2, 1, 5]);
+                    let which = index.remove(1);
+                    x[which][ravel(&index, &[3, 1, 5])]
+                })
+                .collect()
+        },
+        tolerance,
+    );
+    check_gradient(
+        &session,
+        &mut rng,
+        "unstack and concat_flat",
+        &input(&mut Rng::fresh(name_of_input)),
+        |tape, v| {
+            let parts = tape.unstack(v[0], 2)?;
+            let reversed: Vec<Var> = parts.into_iter().rev().collect();
+            tape.concat_flat(&reversed)
+        },
+        &|x| {
+            (0..5)
+                .rev()
+                .flat_map(|k| (0..3).map(move |i| (i, k)))
+                .map(|(i, k)| x[0][i * 5 + k])
+                .collect()
+        },
+        tolerance,
+    );
+    check_gradient(
+        &session,
+        &mut rng,
+        "split and squeeze",
+        &input(&mut Rng::fresh(name_of_input)),
+        |tape, v| {
+            let parts = tape.split(v[0], &Split::Indices(vec![1]), 0)?;
+            let squeezed = tape.squeeze(parts[1], &[1])?;
+            let expanded = tape.expand_dims(squeezed, 0)?;
+            tape.flatten(expanded)
+        },
+        &|x| x[0][5..].to_vec(),
+        tolerance,
+    );
 }
 
 per_backend!(bad_shape_arguments_are_errors_and_the_session_goes_on);
@@ -389,16 +538,37 @@ fn bad_shape_arguments_are_errors_and_the_session_goes_on(backend: &Backend) {
     shape_error(x.squeeze(&[0]), "squeeze of an axis of 2");
     shape_error(x.broadcast_to(&[3, 3]), "broadcast of 2 to 3");
     shape_error(x.broadcast_to(&[3]), "broadcast to a lower rank");
-    shape_error(x.moveaxis(&[0, 0], &[0, 1]), "moveaxis with a repeated axis");
-    shape_error(x.tile(&[1, 1, 1, 1, 2]), "tile past the rank limit");
-    shape_error(x.repeat(&Repeats::PerElement(vec![1, 2]), Some(1)), "two counts for three elements");
-    shape_error(x.pad(&[(1, 1)], PadMode::Edge), "one width pair for two axes");
-    shape_error(x.pad(&[(0, 0), (3, 0)], PadMode::Reflect), "reflect wider than the axis");
+    shape_error(
+        x.moveaxis(&[0, 0], &[0, 1]),
+        "moveaxis with a repeated axis",
+    );
+    shape_error(
+        x.tile(&[1, 1, 1, 1, 1, 1, 1, 1, 2]),
+        "tile past the rank limit",
+    );
+    shape_error(
+        x.repeat(&Repeats::PerElement(vec![1, 2]), Some(1)),
+        "two counts for three elements",
+    );
+    shape_error(
+        x.pad(&[(1, 1)], PadMode::Edge),
+        "one width pair for two axes",
+    );
+    shape_error(
+        x.pad(&[(0, 0), (3, 0)], PadMode::Reflect),
+        "reflect wider than the axis",
+    );
     let y = session.upload(&[1.0; 4], &[2, 2]).expect("y");
     shape_error(Tensor::stack(&[&x, &y], 0), "stack of two shapes");
     shape_error(Tensor::stack(&[&x], 3), "stack past the rank");
-    assert!(matches!(x.split(&Split::Sections(4), 1), Err(Error::Shape { .. })), "3 does not split in 4");
-    assert!(matches!(x.split(&Split::Sections(0), 1), Err(Error::InvalidArgument { .. })));
+    assert!(
+        matches!(x.split(&Split::Sections(4), 1), Err(Error::Shape { .. })),
+        "3 does not split in 4"
+    );
+    assert!(matches!(
+        x.split(&Split::Sections(0), 1),
+        Err(Error::InvalidArgument { .. })
+    ));
     assert!(x.unstack(2).is_err(), "unstack past the rank");
     // The session still works.
     assert_eq!(x.tile(&[2]).expect("tile").shape(), &[2, 6]);

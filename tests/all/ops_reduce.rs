@@ -351,7 +351,9 @@ mod array_api {
 
     /// Each kept position's lane (the elements that differ only along `axes`), in row-major order, as f64.
     fn lanes_over(x: &[f64], shape: &[usize], axes: &[usize]) -> Vec<Vec<f64>> {
-        let kept: Vec<usize> = (0..shape.len()).map(|a| if axes.contains(&a) { 1 } else { shape[a] }).collect();
+        let kept: Vec<usize> = (0..shape.len())
+            .map(|a| if axes.contains(&a) { 1 } else { shape[a] })
+            .collect();
         let mut lanes = vec![Vec::new(); kept.iter().product()];
         for (i, &value) in x.iter().enumerate() {
             let mut index = unravel(i, shape);
@@ -431,10 +433,16 @@ mod array_api {
                         let empty = lanes.first().is_some_and(|lane| lane.is_empty());
                         let result = x.reduce_axes(op, Some(&axes), keepdims);
                         if empty && matches!(op, ReduceOp::Max | ReduceOp::Min) {
-                            assert!(matches!(result, Err(Error::Shape { .. })), "{op:?} of nothing");
+                            assert!(
+                                matches!(result, Err(Error::Shape { .. })),
+                                "{op:?} of nothing"
+                            );
                             continue;
                         }
-                        let want: Vec<f64> = lanes.iter().map(|lane| reference::reduce(op, lane)).collect();
+                        let want: Vec<f64> = lanes
+                            .iter()
+                            .map(|lane| reference::reduce(op, lane))
+                            .collect();
                         let len = lanes.first().map_or(1, Vec::len);
                         let got = result.expect("reduce_axes");
                         check_close(
@@ -448,13 +456,34 @@ mod array_api {
                     if lanes.first().is_some_and(|lane| !lane.is_empty()) {
                         let label = format!("over {axes:?} of {shape:?} keepdims={keepdims}");
                         for correction in [0.0, 1.0] {
-                            let want: Vec<f64> = lanes.iter().map(|lane| variance(lane, correction)).collect();
-                            check_close(&format!("var {label}"), &x.var(Some(&axes), correction, keepdims).expect("var"), &out_shape, &want, 1e-5);
+                            let want: Vec<f64> = lanes
+                                .iter()
+                                .map(|lane| variance(lane, correction))
+                                .collect();
+                            check_close(
+                                &format!("var {label}"),
+                                &x.var(Some(&axes), correction, keepdims).expect("var"),
+                                &out_shape,
+                                &want,
+                                1e-5,
+                            );
                             let want: Vec<f64> = want.iter().map(|v| v.sqrt()).collect();
-                            check_close(&format!("std {label}"), &x.std(Some(&axes), correction, keepdims).expect("std"), &out_shape, &want, 1e-5);
+                            check_close(
+                                &format!("std {label}"),
+                                &x.std(Some(&axes), correction, keepdims).expect("std"),
+                                &out_shape,
+                                &want,
+                                1e-5,
+                            );
                         }
                         let want: Vec<f64> = lanes.iter().map(|lane| logsumexp(lane)).collect();
-                        check_close(&format!("logsumexp {label}"), &x.logsumexp(Some(&axes), keepdims).expect("logsumexp"), &out_shape, &want, 1e-5);
+                        check_close(
+                            &format!("logsumexp {label}"),
+                            &x.logsumexp(Some(&axes), keepdims).expect("logsumexp"),
+                            &out_shape,
+                            &want,
+                            1e-5,
+                        );
                     }
                 }
             }
@@ -465,10 +494,20 @@ mod array_api {
                 }
                 let kept = x.argmax_keepdims(axis).expect("argmax_keepdims");
                 let plain = x.argmax(axis).expect("argmax");
-                assert_eq!(kept.to_vec_u32().expect("read"), plain.to_vec_u32().expect("read"));
+                assert_eq!(
+                    kept.to_vec_u32().expect("read"),
+                    plain.to_vec_u32().expect("read")
+                );
                 let axes: Vec<usize> = axis.map_or((0..shape.len()).collect(), |a| vec![a]);
-                assert_eq!(kept.shape(), kept_shape(shape, &axes, true), "argmax keepdims over {axis:?}");
-                assert_eq!(x.argmin_keepdims(axis).expect("argmin").shape(), kept.shape());
+                assert_eq!(
+                    kept.shape(),
+                    kept_shape(shape, &axes, true),
+                    "argmax keepdims over {axis:?}"
+                );
+                assert_eq!(
+                    x.argmin_keepdims(axis).expect("argmin").shape(),
+                    kept.shape()
+                );
             }
         }
     }
@@ -483,22 +522,40 @@ mod array_api {
             let want = variance(&widen(&host), 1.0);
             let got = f64::from(x.var(None, 1.0, false).expect("var").item().expect("item"));
             // A one-pass E[x²] − E[x]² would lose every digit here (mean² / var ≈ 1e9 and more).
-            assert!((got - want).abs() / want < 1e-3, "var around {mean}: {got}, want {want}");
+            assert!(
+                (got - want).abs() / want < 1e-3,
+                "var around {mean}: {got}, want {want}"
+            );
         }
         let one = session.upload(&[3.0], &[1]).expect("one");
-        assert!(one.var(None, 1.0, false).expect("var").item().expect("item").is_nan(), "N − correction = 0 is NaN");
+        assert!(
+            one.var(None, 1.0, false)
+                .expect("var")
+                .item()
+                .expect("item")
+                .is_nan(),
+            "N − correction = 0 is NaN"
+        );
     }
 
     per_backend!(running_sums_and_products_match_their_references);
     fn running_sums_and_products_match_their_references(backend: &Backend) {
         let session = backend.poisoned();
         let mut rng = Rng::fresh("scans");
-        for shape in [&[1][..], &[7], &[3, 0, 2], &[2, 3, 5, 7], &[4097], &[3, 300]] {
+        for shape in [
+            &[1][..],
+            &[7],
+            &[3, 0, 2],
+            &[2, 3, 5, 7],
+            &[4097],
+            &[3, 300],
+        ] {
             let host = super::signed_data(&mut rng, shape.iter().product());
             let x = session.upload(&host, shape).expect("upload");
             let wide = widen(&host);
             for axis in 0..shape.len() {
-                for (prod, initial) in [(false, false), (false, true), (true, false), (true, true)] {
+                for (prod, initial) in [(false, false), (false, true), (true, false), (true, true)]
+                {
                     let mut out_shape = shape.to_vec();
                     out_shape[axis] += usize::from(initial);
                     let want: Vec<f64> = (0..out_shape.iter().product())
@@ -510,23 +567,52 @@ mod array_api {
                                 source[axis] = i;
                                 wide[ravel(&source, shape)]
                             });
-                            if prod { terms.product() } else { terms.sum() }
+                            if prod {
+                                terms.product()
+                            } else {
+                                terms.sum()
+                            }
                         })
                         .collect();
-                    let got = if prod { x.cumulative_prod(Some(axis), initial) } else { x.cumulative_sum(Some(axis), initial) }
-                        .expect("scan");
-                    let label = format!("{} along {axis} of {shape:?} initial={initial}", if prod { "cumprod" } else { "cumsum" });
+                    let got = if prod {
+                        x.cumulative_prod(Some(axis), initial)
+                    } else {
+                        x.cumulative_sum(Some(axis), initial)
+                    }
+                    .expect("scan");
+                    let label = format!(
+                        "{} along {axis} of {shape:?} initial={initial}",
+                        if prod { "cumprod" } else { "cumsum" }
+                    );
                     // Against the running sum of magnitudes: a compensated sum's error stays near one rounding.
                     let len = shape[axis].max(1) as f64;
-                    check_close(&label, &got, &out_shape, &want, if prod { 4.0 * len * 6e-8 } else { 1e-5 });
+                    check_close(
+                        &label,
+                        &got,
+                        &out_shape,
+                        &want,
+                        if prod { 4.0 * len * 6e-8 } else { 1e-5 },
+                    );
                 }
             }
         }
         let matrix = session.upload(&[1.0; 6], &[2, 3]).expect("matrix");
-        assert!(matches!(matrix.cumulative_sum(None, false), Err(Error::Shape { .. })), "a matrix needs an axis");
-        assert!(matches!(matrix.cumulative_sum(Some(2), false), Err(Error::Shape { .. })));
+        assert!(
+            matches!(matrix.cumulative_sum(None, false), Err(Error::Shape { .. })),
+            "a matrix needs an axis"
+        );
+        assert!(matches!(
+            matrix.cumulative_sum(Some(2), false),
+            Err(Error::Shape { .. })
+        ));
         assert_eq!(
-            session.upload(&[1.0, 2.0, 3.0], &[3]).expect("v").cumulative_sum(None, true).expect("cumsum").to_vec().expect("read"),
+            session
+                .upload(&[1.0, 2.0, 3.0], &[3])
+                .expect("v")
+                .cumulative_sum(None, true)
+                .expect("cumsum")
+                .to_vec()
+                .expect("read"),
             vec![0.0, 1.0, 3.0, 6.0]
         );
     }
@@ -543,19 +629,63 @@ mod array_api {
             for keepdims in [false, true] {
                 let input = vec![(shape.clone(), data(&mut rng, &shape))];
                 for op in [ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Prod] {
-                    check_gradient(&session, &mut rng, &format!("{op:?} over {axes:?}"), &input, |tape, v| {
-                        tape.reduce_axes(op, v[0], Some(&axes), keepdims)
-                    }, &|x| lanes_over(&x[0], &shape, &sorted).iter().map(|lane| reference::reduce(op, lane)).collect(), tolerance);
+                    check_gradient(
+                        &session,
+                        &mut rng,
+                        &format!("{op:?} over {axes:?}"),
+                        &input,
+                        |tape, v| tape.reduce_axes(op, v[0], Some(&axes), keepdims),
+                        &|x| {
+                            lanes_over(&x[0], &shape, &sorted)
+                                .iter()
+                                .map(|lane| reference::reduce(op, lane))
+                                .collect()
+                        },
+                        tolerance,
+                    );
                 }
-                check_gradient(&session, &mut rng, &format!("var over {axes:?}"), &input, |tape, v| tape.var(v[0], Some(&axes), 1.0, keepdims), &|x| {
-                    lanes_over(&x[0], &shape, &sorted).iter().map(|lane| variance(lane, 1.0)).collect()
-                }, tolerance);
-                check_gradient(&session, &mut rng, &format!("std over {axes:?}"), &input, |tape, v| tape.std(v[0], Some(&axes), 0.0, keepdims), &|x| {
-                    lanes_over(&x[0], &shape, &sorted).iter().map(|lane| variance(lane, 0.0).sqrt()).collect()
-                }, tolerance);
-                check_gradient(&session, &mut rng, &format!("logsumexp over {axes:?}"), &input, |tape, v| tape.logsumexp(v[0], Some(&axes), keepdims), &|x| {
-                    lanes_over(&x[0], &shape, &sorted).iter().map(|lane| logsumexp(lane)).collect()
-                }, tolerance);
+                check_gradient(
+                    &session,
+                    &mut rng,
+                    &format!("var over {axes:?}"),
+                    &input,
+                    |tape, v| tape.var(v[0], Some(&axes), 1.0, keepdims),
+                    &|x| {
+                        lanes_over(&x[0], &shape, &sorted)
+                            .iter()
+                            .map(|lane| variance(lane, 1.0))
+                            .collect()
+                    },
+                    tolerance,
+                );
+                check_gradient(
+                    &session,
+                    &mut rng,
+                    &format!("std over {axes:?}"),
+                    &input,
+                    |tape, v| tape.std(v[0], Some(&axes), 0.0, keepdims),
+                    &|x| {
+                        lanes_over(&x[0], &shape, &sorted)
+                            .iter()
+                            .map(|lane| variance(lane, 0.0).sqrt())
+                            .collect()
+                    },
+                    tolerance,
+                );
+                check_gradient(
+                    &session,
+                    &mut rng,
+                    &format!("logsumexp over {axes:?}"),
+                    &input,
+                    |tape, v| tape.logsumexp(v[0], Some(&axes), keepdims),
+                    &|x| {
+                        lanes_over(&x[0], &shape, &sorted)
+                            .iter()
+                            .map(|lane| logsumexp(lane))
+                            .collect()
+                    },
+                    tolerance,
+                );
             }
         }
         for axis in 0..3 {
@@ -564,24 +694,40 @@ mod array_api {
                 let positive: Vec<f32> = (0..60).map(|_| rng.uniform(0.5, 1.5)).collect();
                 let input = vec![(shape.clone(), positive)];
                 for prod in [false, true] {
-                    check_gradient(&session, &mut rng, &format!("scan prod={prod} along {axis}"), &input, |tape, v| {
-                        if prod { tape.cumulative_prod(v[0], Some(axis), initial) } else { tape.cumulative_sum(v[0], Some(axis), initial) }
-                    }, &|x| {
-                        let mut out_shape = shape.clone();
-                        out_shape[axis] += usize::from(initial);
-                        (0..out_shape.iter().product())
-                            .map(|linear| {
-                                let index = unravel(linear, &out_shape);
-                                let end = index[axis] + 1 - usize::from(initial);
-                                let mut source = index.clone();
-                                let terms = (0..end).map(|i| {
-                                    source[axis] = i;
-                                    x[0][ravel(&source, &shape)]
-                                });
-                                if prod { terms.product() } else { terms.sum() }
-                            })
-                            .collect()
-                    }, tolerance);
+                    check_gradient(
+                        &session,
+                        &mut rng,
+                        &format!("scan prod={prod} along {axis}"),
+                        &input,
+                        |tape, v| {
+                            if prod {
+                                tape.cumulative_prod(v[0], Some(axis), initial)
+                            } else {
+                                tape.cumulative_sum(v[0], Some(axis), initial)
+                            }
+                        },
+                        &|x| {
+                            let mut out_shape = shape.clone();
+                            out_shape[axis] += usize::from(initial);
+                            (0..out_shape.iter().product())
+                                .map(|linear| {
+                                    let index = unravel(linear, &out_shape);
+                                    let end = index[axis] + 1 - usize::from(initial);
+                                    let mut source = index.clone();
+                                    let terms = (0..end).map(|i| {
+                                        source[axis] = i;
+                                        x[0][ravel(&source, &shape)]
+                                    });
+                                    if prod {
+                                        terms.product()
+                                    } else {
+                                        terms.sum()
+                                    }
+                                })
+                                .collect()
+                        },
+                        tolerance,
+                    );
                 }
             }
         }
@@ -592,17 +738,43 @@ mod array_api {
         let session = backend.poisoned();
         let x = session.upload(&[1.0; 6], &[2, 3]).expect("x");
         for axes in [&[0, 0][..], &[2], &[1, 0, 1]] {
-            assert!(matches!(x.reduce_axes(ReduceOp::Sum, Some(axes), false), Err(Error::Shape { .. })), "{axes:?}");
-            assert!(matches!(x.var(Some(axes), 0.0, false), Err(Error::Shape { .. })), "var {axes:?}");
+            assert!(
+                matches!(
+                    x.reduce_axes(ReduceOp::Sum, Some(axes), false),
+                    Err(Error::Shape { .. })
+                ),
+                "{axes:?}"
+            );
+            assert!(
+                matches!(x.var(Some(axes), 0.0, false), Err(Error::Shape { .. })),
+                "var {axes:?}"
+            );
         }
         let empty = session.zeros(&[2, 0]).expect("empty");
-        assert!(matches!(empty.logsumexp(Some(&[1]), false), Err(Error::Shape { .. })));
+        assert!(matches!(
+            empty.logsumexp(Some(&[1]), false),
+            Err(Error::Shape { .. })
+        ));
         let mut tape = wgcompute::Tape::new();
         let param = std::sync::Arc::new(session.upload(&[1.0; 6], &[2, 3]).expect("param"));
         let var = tape.param(&param);
-        assert!(matches!(tape.reduce_axes(ReduceOp::Max, var, Some(&[0, 1]), true), Err(Error::InvalidArgument { .. })));
+        assert!(matches!(
+            tape.reduce_axes(ReduceOp::Max, var, Some(&[0, 1]), true),
+            Err(Error::InvalidArgument { .. })
+        ));
         // Axes reduced as given: none is the identity, every one is all.
-        assert_eq!(x.reduce_axes(ReduceOp::Sum, Some(&[]), false).expect("no axes").to_vec().expect("read"), vec![1.0; 6]);
-        assert_eq!(x.reduce_axes(ReduceOp::Sum, None, true).expect("all").shape(), &[1, 1]);
+        assert_eq!(
+            x.reduce_axes(ReduceOp::Sum, Some(&[]), false)
+                .expect("no axes")
+                .to_vec()
+                .expect("read"),
+            vec![1.0; 6]
+        );
+        assert_eq!(
+            x.reduce_axes(ReduceOp::Sum, None, true)
+                .expect("all")
+                .shape(),
+            &[1, 1]
+        );
     }
 }
