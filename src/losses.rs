@@ -71,7 +71,7 @@ pub enum Loss {
     /// [[`PROBABILITY_EPSILON`], 1 - it] first (as Keras does; no gradient flows past the clip); from logits it
     /// is `softplus(x) - x t`, exact at any size.
     BinaryCrossentropy { from_logits: bool },
-    /// `-log p[label]` per row, `y_true` the u32 class ids of `y_pred`'s rows (its shape without the last axis).
+    /// `-log p[label]` per row, `y_true` the u32 (or int32) class ids of `y_pred`'s rows (its shape without the last axis).
     /// From logits, through a numerically stable log-softmax (TensorFlow's
     /// `sparse_softmax_cross_entropy_with_logits`); from probabilities, `p` clipped as above. A class id past the
     /// classes gives a NaN loss for its row (as TensorFlow's GPU kernel does), never a silent 0.
@@ -284,6 +284,8 @@ impl Tape {
         };
         let ids = match ids.dtype() {
             DType::U32 => ids.one_hot(classes)?,
+            // A negative id becomes a word past the classes: its row's loss is NaN, as any bad id's.
+            DType::I32 => ids.copy_words_as(DType::U32)?.one_hot(classes)?,
             other => {
                 return Err(Error::DType {
                     op: name,

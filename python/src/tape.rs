@@ -385,6 +385,26 @@ impl Tape {
         self.record(py, &[x], |tape, vars| tape.log_softmax(vars[0]))
     }
 
+    /// The loss `name` of `y_true` against `y_pred`, recorded: the gradient goes to whichever wants one.
+    #[pyo3(signature = (y_true, y_pred, name, reduction, delta=1.0, from_logits=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn loss(
+        &self,
+        py: Python<'_>,
+        y_true: &Tensor,
+        y_pred: &Tensor,
+        name: &str,
+        reduction: &str,
+        delta: f32,
+        from_logits: bool,
+    ) -> PyResult<Tensor> {
+        let loss = wgcompute::Loss::from_name(name, delta, from_logits).map_err(raise)?;
+        let reduction = wgcompute::LossReduction::from_name(reduction).map_err(raise)?;
+        self.record(py, &[y_true, y_pred], |tape, vars| {
+            tape.loss(loss, reduction, vars[0], vars[1])
+        })
+    }
+
     /// Per-row softmax cross-entropy, recorded: the gradient goes to the logits; labels a gradient would flow
     /// to are refused (the library says why).
     fn softmax_cross_entropy(

@@ -195,6 +195,27 @@ impl Tensor {
         self.run(py, wgcompute::Tensor::log_softmax)
     }
 
+    /// The loss `name` (Keras's function names) of these targets against `y_pred`, reduced as `reduction`
+    /// ("mean", "sum" or "none") says.
+    #[pyo3(signature = (y_pred, name, reduction, delta=1.0, from_logits=false))]
+    fn loss(
+        &self,
+        py: Python<'_>,
+        y_pred: &Tensor,
+        name: &str,
+        reduction: &str,
+        delta: f32,
+        from_logits: bool,
+    ) -> PyResult<Tensor> {
+        let loss = wgcompute::Loss::from_name(name, delta, from_logits).or_raise()?;
+        let reduction = wgcompute::LossReduction::from_name(reduction).or_raise()?;
+        let (y_true, y_pred) = (Arc::clone(self.shared()?), Arc::clone(y_pred.shared()?));
+        let made = py
+            .detach(|| loss.evaluate(&y_true, &y_pred, reduction))
+            .or_raise()?;
+        Ok(Tensor::new(made, self.pid))
+    }
+
     /// Per-row softmax cross-entropy of these logits against `labels`, and its gradient.
     fn softmax_cross_entropy(&self, py: Python<'_>, labels: &Tensor) -> PyResult<(Tensor, Tensor)> {
         let (logits, labels) = (self.get()?, labels.get()?);

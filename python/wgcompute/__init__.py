@@ -25,7 +25,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import array_api, nn, optim
+# The Array API standard's comparison, logical and bitwise functions, where, the truth reductions and the data
+# type functions (python/wgcompute/_logic.py), and its dtype objects.
+from . import _logic, array_api, losses, nn, optim
+
+# The Array API's statistics, shape manipulation and creation, at module level.
+from ._creation import arange, eye, full_like, linspace, ones_like, tril, triu, zeros_like
 from ._errors import (
     AdapterError,
     ArgumentTypeError,
@@ -49,27 +54,6 @@ from ._errors import (
 )
 from ._io import load, save
 from ._linalg import matrix_transpose, outer, tensordot, vecdot
-from ._session import Device, DeviceMemory, Session, devices
-from ._sorting import argsort, nonzero, searchsorted, sort, top_k, unique_values
-from ._tape import GradientTape, UnconnectedGradients
-from ._tensor import (
-    Tensor,
-    Variable,
-    flip,
-    index_update,
-    matmul,
-    roll,
-    scatter_add,
-    softmax_cross_entropy,
-    take,
-    take_along_axis,
-)
-from ._wgcompute import CloseReport, MemoryStats
-
-# The Array API standard's comparison, logical and bitwise functions, where, the truth reductions and the data
-# type functions (python/wgcompute/_logic.py), and its dtype objects.
-from . import _logic
-from ._logic import bool_ as bool
 from ._logic import (
     all,
     any,
@@ -103,10 +87,7 @@ from ._logic import (
     uint32,
     where,
 )
-
-
-# The Array API's statistics, shape manipulation and creation, at module level.
-from ._creation import arange, eye, full_like, linspace, ones_like, tril, triu, zeros_like
+from ._logic import bool_ as bool
 from ._manipulate import (
     argmax,
     argmin,
@@ -137,6 +118,22 @@ from ._manipulate import (
     unstack,
     var,
 )
+from ._session import Device, DeviceMemory, Session, devices
+from ._sorting import argsort, nonzero, searchsorted, sort, top_k, unique_values
+from ._tape import GradientTape, UnconnectedGradients
+from ._tensor import (
+    Tensor,
+    Variable,
+    flip,
+    index_update,
+    matmul,
+    roll,
+    scatter_add,
+    softmax_cross_entropy,
+    take,
+    take_along_axis,
+)
+from ._wgcompute import CloseReport, MemoryStats
 
 _ARRAY_API = [
     "arange",
@@ -206,6 +203,7 @@ __all__ = [
     "UnconnectedGradients",
     "Variable",
     "array_api",
+    "losses",
     "concat",
     "devices",
     "load",
@@ -264,9 +262,9 @@ from ._elementwise import (  # noqa: E402
     gelu_tanh,
     hypot,
     log,
-    log10,
     log1p,
     log2,
+    log10,
     logaddexp,
     maximum,
     minimum,
