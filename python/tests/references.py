@@ -135,9 +135,7 @@ UNARY: dict[str, Unary] = {
     "atanh": Unary(lambda x, c: np.arctanh(x), (-0.99, 0.99), "unit"),
     "erf": Unary(lambda x, c: _erf(x), (-4, 4)),
     "gelu": Unary(lambda x, c: 0.5 * x * (1.0 + _erf(x / np.sqrt(2.0))), (-5, 5)),
-    "gelu_tanh": Unary(
-        lambda x, c: 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x**3))), (-5, 5)
-    ),
+    "gelu_tanh": Unary(lambda x, c: 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x**3))), (-5, 5)),
     "silu": Unary(lambda x, c: x * sigmoid(x), (-8, 8)),
     "softplus": Unary(lambda x, c: np.logaddexp(x, 0.0), (-20, 20)),
     # A negative base at a non-integral exponent is NaN, on the device as in numpy.

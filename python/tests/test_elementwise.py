@@ -48,7 +48,8 @@ def test_the_operators(session, rng):
     close(-7.0 % t, np.remainder(-7.0, f64(x)))
     close(t // 0.5, np.floor_divide(f64(x), 0.5))
     close(7 // t, np.floor_divide(7.0, f64(x)))
-    close(t ** t[:1], np.power(f64(x), f64(x[:1])))
+    with np.errstate(invalid="ignore"):
+        close(t ** t[:1], np.power(f64(x), f64(x[:1])))
     close(x % t, np.remainder(f64(x), f64(x)), atol=1e-6)
     close(abs(t), np.abs(f64(x)))
     close(-t, -f64(x))
@@ -56,7 +57,8 @@ def test_the_operators(session, rng):
     close(wg.negative(t), -f64(x))
     close(wg.positive(t), f64(x))
     close(t.maximum(0.0), np.maximum(f64(x), 0.0))
-    close(t.pow(t), np.power(f64(x), f64(x)))
+    with np.errstate(invalid="ignore"):
+        close(t.pow(t), np.power(f64(x), f64(x)))
 
 
 def test_clip(session, rng):

@@ -150,7 +150,11 @@ def test_int32_extremes_wrap(session):
 
 
 def test_where_matches_numpy_and_takes_scalars(session, rng):
-    for condition_shape, x1_shape, x2_shape in [((5, 1), (1, 259), (5, 259)), ((263,), (263,), ()), ((0, 2), (2,), (1, 2))]:
+    for condition_shape, x1_shape, x2_shape in [
+        ((5, 1), (1, 259), (5, 259)),
+        ((263,), (263,), ()),
+        ((0, 2), (2,), (1, 2)),
+    ]:
         for dtype in DTYPES:
             c = values(rng, np.bool_, condition_shape)
             a, b = values(rng, dtype, x1_shape), values(rng, dtype, x2_shape)
@@ -263,7 +267,7 @@ def test_python_scalars_follow_the_standard(session):
 def test_float_only_ops_name_the_op_and_the_dtype(session):
     for dtype in (np.int32, np.bool_):
         x = session.tensor(np.ones((2, 2), dtype=dtype))
-        for name, mistake in (("exp", x.exp), ("sum", x.sum), ("matmul", lambda: x @ x), ("softmax", x.softmax)):
+        for name, mistake in (("exp", x.exp), ("sum", x.sum), ("matmul", lambda x=x: x @ x), ("softmax", x.softmax)):
             with pytest.raises(wg.DTypeError) as raised:
                 mistake()
             assert name in str(raised.value) and np.dtype(dtype).name in str(raised.value)

@@ -1,6 +1,6 @@
 """What every entry point does with a user's arguments before the extension sees them: arrays converted to
-float32, uint32, int32 or bool by the rules in the package's docstring, shapes, counts, seeds, flags and paths checked, and
-the binding's own refusals turned into wgcompute's errors."""
+float32, uint32, int32 or bool by the rules in the package's docstring, shapes, counts, seeds, flags and paths
+checked, and the binding's own refusals turned into wgcompute's errors."""
 
 from __future__ import annotations
 

@@ -49,7 +49,10 @@ def _entry(item: Any) -> Entry:
             "a bool is not an index; index with a boolean array (a mask) of the tensor's leading shape"
         )
     if isinstance(item, numbers.Integral):
-        return ("int", int(item))
+        value = int(item)
+        if not -(2**63) <= value < 2**63:
+            raise IndexOutOfRangeError(f"index {value} is out of bounds for every axis")
+        return ("int", value)
     if isinstance(item, Tensor):
         if _mask_tensor(item):
             return ("mask", item._t)

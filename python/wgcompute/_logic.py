@@ -61,7 +61,9 @@ _DTYPES = ("float32", "uint32", "int32", "bool")
 def _tensor_among(name: str, *operands: Any) -> Tensor:
     first = next((operand for operand in operands if isinstance(operand, Tensor)), None)
     if first is None:
-        raise ArgumentTypeError(f"{name} takes at least one Tensor; got {', '.join(type(o).__name__ for o in operands)}")
+        raise ArgumentTypeError(
+            f"{name} takes at least one Tensor; got {', '.join(type(o).__name__ for o in operands)}"
+        )
     return first
 
 
@@ -71,7 +73,9 @@ def _binary(name: str, x1: Any, x2: Any) -> Tensor:
     else:
         result = _tensor_among(name, x1, x2)._logic(name, x1, reflected=True)
     if result is NotImplemented:
-        raise ArgumentTypeError(f"{name} takes tensors, arrays and Python scalars; got {type(x1).__name__}, {type(x2).__name__}")
+        raise ArgumentTypeError(
+            f"{name} takes tensors, arrays and Python scalars; got {type(x1).__name__}, {type(x2).__name__}"
+        )
     return result
 
 
@@ -170,7 +174,9 @@ def where(condition: Any, x1: Any, x2: Any, /) -> Tensor:
     :class:`GradientTape` the gradient goes to ``x1`` where the condition holds and to ``x2`` elsewhere."""
     first = _tensor_among("where", condition, x1, x2)
     if not isinstance(x1, Tensor) and not isinstance(x2, Tensor):
-        raise ArgumentTypeError("where takes x1 and x2 not both scalars or arrays: one is a Tensor, whose dtype both take")
+        raise ArgumentTypeError(
+            "where takes x1 and x2 not both scalars or arrays: one is a Tensor, whose dtype both take"
+        )
     # A scalar beside a tensor takes its dtype, as an operator's does.
     x1 = x1 if isinstance(x1, Tensor) else x2._logic_operand(x1)
     x2 = x2 if isinstance(x2, Tensor) else x1._logic_operand(x2)

@@ -45,8 +45,9 @@ def broadcast_arrays(*arrays: Tensor) -> list[Tensor]:
     return [tensor.broadcast_to(shape) for tensor in tensors]
 
 
-def concat(arrays: Sequence[Tensor], /, *, axis: int | None = 0) -> Tensor:
-    """The tensors joined along ``axis`` (negative counts from the end); ``axis=None`` joins them flattened."""
+def concat(arrays: Sequence[Tensor], /, axis: int | None = 0) -> Tensor:
+    """The tensors joined along ``axis`` (negative counts from the end); ``axis=None`` joins them flattened.
+    ``axis`` may also come second without its name, as it could before the standard's keyword-only form."""
     tensors = _tensors(arrays, "concat")
     if axis is None:
         tensors = [t.flatten() for t in tensors]

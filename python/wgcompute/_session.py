@@ -9,8 +9,6 @@ import weakref
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
-import numpy as np
-
 from . import _wgcompute
 from ._convert import _device_array, _native_arguments, _not_picklable, _number, _seed, _shape
 from ._errors import ArgumentTypeError, Error

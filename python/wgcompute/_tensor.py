@@ -688,12 +688,16 @@ class Tensor:
             lambda tape: tape.reduce_axes(self._t, name, axes, keepdims),
         )
 
-    def var(self, axis: int | Sequence[int] | None = None, *, correction: float = 0.0, keepdims: bool = False) -> Tensor:
+    def var(
+        self, axis: int | Sequence[int] | None = None, *, correction: float = 0.0, keepdims: bool = False
+    ) -> Tensor:
         """The variance over ``axis`` (None: all), dividing by ``N - correction`` (NaN where that is not positive),
         in two passes, so that a large mean costs no accuracy."""
         return self._statistic(axis, correction, keepdims, root=False)
 
-    def std(self, axis: int | Sequence[int] | None = None, *, correction: float = 0.0, keepdims: bool = False) -> Tensor:
+    def std(
+        self, axis: int | Sequence[int] | None = None, *, correction: float = 0.0, keepdims: bool = False
+    ) -> Tensor:
         """The standard deviation, the square root of :meth:`var`."""
         return self._statistic(axis, correction, keepdims, root=True)
 
@@ -777,12 +781,16 @@ class Tensor:
     def moveaxis(self, source: int | Sequence[int], destination: int | Sequence[int]) -> Tensor:
         """Axes ``source`` moved to ``destination``, the others in their order (``numpy.moveaxis``)."""
         sources, destinations = self._axes(source) or [], self._axes(destination) or []
-        if len(sources) != len(destinations) or len(set(sources)) != len(sources) or len(set(destinations)) != len(
-            destinations
+        if (
+            len(sources) != len(destinations)
+            or len(set(sources)) != len(sources)
+            or len(set(destinations)) != len(destinations)
         ):
-            raise ShapeError(f"moveaxis takes as many distinct source as destination axes; got {source!r}, {destination!r}")
+            raise ShapeError(
+                f"moveaxis takes as many distinct source as destination axes; got {source!r}, {destination!r}"
+            )
         order = [a for a in range(self.ndim) if a not in sources]
-        for to, frm in sorted(zip(destinations, sources)):
+        for to, frm in sorted(zip(destinations, sources, strict=True)):
             order.insert(to, frm)
         return self.permute(order)
 
@@ -800,9 +808,11 @@ class Tensor:
             if repeats.dtype.kind not in "iu":
                 raise DTypeError(f"repeats is an integer array; got {repeats.dtype}")
             repeats = repeats.reshape(-1).tolist()
-        counts = [_count(repeats, "repeats")] if isinstance(repeats, numbers.Integral) else [
-            _count(r, "a repeat count") for r in _sequence(repeats, "repeats")
-        ]
+        counts = (
+            [_count(repeats, "repeats")]
+            if isinstance(repeats, numbers.Integral)
+            else [_count(r, "a repeat count") for r in _sequence(repeats, "repeats")]
+        )
         return self._native("repeat", counts, None if axis is None else self._axis(axis))
 
     def pad(self, pad_width: Any, mode: str = "constant", constant_values: float = 0.0) -> Tensor:
@@ -843,6 +853,7 @@ class Tensor:
             indices = [_count(i, "a split index") for i in _sequence(how, "indices_or_sections")]
             bounds = _wgcompute.split_bounds(self.shape[axis], indices=indices, strict=strict)
         return [self.narrow(axis, start, length) for start, length in bounds]
+
 
 def _unary_method(name: str, doc: str, row: str | None = None) -> Callable[[Tensor], Tensor]:
     """The method ``name`` of the unary row ``row`` (default: the row of that name)."""
@@ -919,7 +930,7 @@ for _named in _ops.BINARY_ROWS:
         for _method in _operator_methods(_named.name, _named.doc, _ops.OPERATORS[_named.name]):
             setattr(Tensor, _method.__name__, _method)
 # The Array API's name for the table's neg.
-setattr(Tensor, "negative", _unary_method("negative", "``-x`` elementwise (the Array API's name for neg).", "neg"))
+Tensor.negative = _unary_method("negative", "``-x`` elementwise (the Array API's name for neg).", "neg")
 del _row, _named, _method
 
 # Tensors are immutable, as TensorFlow's are: ``t += 1`` would otherwise rebind ``t`` to a new tensor without a
@@ -1202,7 +1213,9 @@ def _pad_widths(pad_width: Any, ndim: int) -> list[tuple[int, int]]:
     pairs = _sequence(pad_width, "pad_width (an int, a (before, after) pair, or one pair per axis)")
     if len(pairs) == 2 and all(isinstance(p, numbers.Integral) for p in pairs):
         pairs = [tuple(pairs)]
-    pairs = [(p, p) if isinstance(p, numbers.Integral) else tuple(_sequence(p, "a (before, after) pair")) for p in pairs]
+    pairs = [
+        (p, p) if isinstance(p, numbers.Integral) else tuple(_sequence(p, "a (before, after) pair")) for p in pairs
+    ]
     if len(pairs) == 1:
         pairs = pairs * ndim
     if len(pairs) != ndim or any(len(p) != 2 for p in pairs):

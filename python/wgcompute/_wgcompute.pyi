@@ -181,7 +181,7 @@ class Tensor:
     def where_(self, x1: Tensor, x2: Tensor) -> Tensor:
         """``x1`` where this bool tensor is true, else ``x2``, broadcasting."""
     def reduce_truth(self, name: str, axes: Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
-        """"any", "all" or "count_nonzero" over ``axes`` (None: all)."""
+        """ "any", "all" or "count_nonzero" over ``axes`` (None: all)."""
     def copy(self) -> Tensor: ...
     def assign(self, source: Tensor) -> None:
         """Overwrites this tensor in place with ``source`` (same element count, dtype and session)."""
