@@ -1,6 +1,7 @@
 """The Array API's creation functions (arange, linspace, eye, zeros_like, ones_like, full_like, tril, triu)
 against NumPy's float64 results: lengths by the standard's rule, values to a float32 rounding, diagonals on both
-sides and past the matrix, stacks of matrices, empty shapes; dtypes other than float32 refused for now."""
+sides and past the matrix, stacks of matrices, empty shapes; every dtype tensors hold, the standard's defaults (int32
+for an integer arange, the input's for the _like functions), and dtypes tensors do not hold refused."""
 
 from __future__ import annotations
 
@@ -70,7 +71,7 @@ def test_bad_arguments_are_refused(session):
     with pytest.raises(wg.DTypeError):
         wg.arange(5, dtype="int64", device=session)
     with pytest.raises(wg.DTypeError):
-        wg.eye(3, dtype=bool, device=session)
+        wg.zeros_like(session.tensor(np.ones(2, np.float32)), dtype=np.float64)
     with pytest.raises(wg.ArgumentTypeError):
         wg.arange(5)
     with pytest.raises(wg.InvalidArgumentError):
@@ -80,3 +81,26 @@ def test_bad_arguments_are_refused(session):
     with pytest.raises(wg.ShapeError):
         wg.tril(session.tensor(np.ones(3, np.float32)))
     close(wg.arange(3, device=session), np.arange(3.0))
+
+
+def test_every_dtype_and_the_standards_defaults(session):
+    ints = wg.arange(2, 11, 3, device=session)
+    assert ints.dtype == np.int32 and ints.numpy().tolist() == [2, 5, 8]
+    assert wg.arange(4, dtype=np.float32, device=session).dtype == np.float32
+    assert wg.arange(0.5, 3, device=session).dtype == np.float32
+    # Past 2^24, where a float32 ramp would round, integers still come out exact.
+    big = wg.arange(2**30, 2**30 + 7, 2, device=session)
+    np.testing.assert_array_equal(big.numpy(), np.arange(2**30, 2**30 + 7, 2, dtype=np.int32))
+    np.testing.assert_array_equal(wg.arange(5, dtype=np.uint32, device=session).numpy(), np.arange(5, dtype=np.uint32))
+    np.testing.assert_array_equal(wg.eye(3, k=1, dtype=bool, device=session).numpy(), np.eye(3, k=1, dtype=bool))
+    np.testing.assert_array_equal(wg.linspace(0, 4, 5, dtype=np.int32, device=session).numpy(), np.arange(5))
+    x = session.tensor(np.array([[1, -2, 3]], np.int32))
+    for made, want in (
+        (wg.zeros_like(x), np.zeros((1, 3), np.int32)),
+        (wg.ones_like(x, dtype=bool), np.ones((1, 3), bool)),
+        (wg.full_like(x, 7), np.full((1, 3), 7, np.int32)),
+        (wg.full_like(x, True, dtype=bool), np.ones((1, 3), bool)),
+        (wg.full_like(x, 2.5, dtype=np.float32), np.full((1, 3), 2.5, np.float32)),
+    ):
+        assert made.dtype == want.dtype
+        np.testing.assert_array_equal(made.numpy(), want)
