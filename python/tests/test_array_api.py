@@ -61,3 +61,15 @@ def test_the_namespace_refuses_a_missing_device_and_unknown_kinds(session):
     with pytest.raises(wg.InvalidArgumentError, match="kinds"):
         array_api.isdtype(array_api.float32, "floating")
     assert array_api.zeros((1,), device=session).numpy().tolist() == [0.0]
+
+
+def test_device_and_to_device(make_session, adapter, rng):
+    first, second = make_session(adapter), make_session(adapter)
+    x = rng.uniform(-1, 1, (3, 5)).astype(np.float32)
+    t = first.tensor(x)
+    assert t.device is first and t.to_device(first) is t
+    moved = t.to_device(second)
+    assert moved.device is second
+    np.testing.assert_array_equal(moved.numpy(), x)
+    with pytest.raises(wg.ArgumentTypeError):
+        t.to_device("cpu")

@@ -110,6 +110,25 @@ class Tensor:
         return len(self._t.shape)
 
     @property
+    def device(self) -> Session:
+        """The session the tensor lives in: the Array API's device, which creation functions take as
+        ``device=``."""
+        return self._owner()
+
+    def to_device(self, device: Session, /, *, stream: Any = None) -> Tensor:
+        """This tensor in ``device`` (a session): itself where it is there already, else a copy through the
+        host."""
+        from ._session import Session
+
+        if not isinstance(device, Session):
+            raise ArgumentTypeError(f"to_device takes a Session; got {type(device).__name__} {device!r:.80}")
+        if stream is not None:
+            raise InvalidArgumentError("to_device has no streams; pass stream=None")
+        if device is self._owner():
+            return self
+        return device.tensor(self.numpy())
+
+    @property
     def size(self) -> int:
         return int(np.prod(self._t.shape, dtype=np.int64))
 
