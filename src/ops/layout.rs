@@ -116,8 +116,9 @@ impl Tensor {
     }
 
     /// Copies the elements of `shape`, read from this tensor at (offset, strides) `from`, into `target` at
-    /// (offset, strides) `to`: the one kernel behind permute, narrow and concatenation.
-    fn copy_strided(
+    /// (offset, strides) `to`: the one kernel behind permute, narrow, concatenation and the shape ops of
+    /// `manipulate` (tile, pad, stack).
+    pub(super) fn copy_strided(
         &self,
         name: &'static str,
         (from_offset, from_strides): (usize, &[usize]),

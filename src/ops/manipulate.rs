@@ -5,7 +5,7 @@
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::kernels::layout::{self, contiguous_strides, Strided};
+use crate::kernels::layout::contiguous_strides;
 use crate::shape::{broadcast, element_count};
 use crate::tensor::Tensor;
 
@@ -261,35 +261,6 @@ pub(crate) fn tiled_shape(shape: &[usize], reps: &[usize]) -> (Vec<usize>, Vec<u
 }
 
 impl Tensor {
-    /// Copies the block `dims`, read at (offset, strides) `from`, into `target` at (offset, strides) `to`.
-    fn copy_block(
-        &self,
-        name: &'static str,
-        (from_offset, from_strides): (usize, &[usize]),
-        target: &Tensor,
-        (to_offset, to_strides): (usize, &[usize]),
-        dims: &[usize],
-    ) -> Result<()> {
-        let (source, range) = (self.range()?, target.range()?);
-        self.with_runtime(|runtime| {
-            layout::strided_copy(
-                runtime,
-                name,
-                Strided {
-                    range: source,
-                    offset: from_offset,
-                    strides: from_strides,
-                },
-                Strided {
-                    range,
-                    offset: to_offset,
-                    strides: to_strides,
-                },
-                dims,
-            )
-        })
-    }
-
     /// This tensor with an axis of length 1 inserted at `axis` (from 0 to the rank).
     pub fn expand_dims(&self, axis: usize) -> Result<Tensor> {
         self.reshape(&self.expand_dims_shape(axis)?)
@@ -376,7 +347,7 @@ impl Tensor {
             })
             .collect();
         let out = self.output(NAME, shape, self.dtype())?;
-        self.copy_block(
+        self.copy_strided(
             NAME,
             (0, &strides),
             &out,
@@ -406,7 +377,7 @@ impl Tensor {
         let step = out_strides.remove(axis);
         let part_strides = contiguous_strides(shape);
         for (index, part) in parts.iter().enumerate() {
-            part.copy_block(
+            part.copy_strided(
                 NAME,
                 (0, &part_strides),
                 &out,
@@ -465,7 +436,7 @@ impl Tensor {
         (0..shape[axis])
             .map(|index| {
                 let part = self.output(NAME, &part_shape, self.dtype())?;
-                self.copy_block(
+                self.copy_strided(
                     NAME,
                     (index * step, &strides),
                     &part,
@@ -515,7 +486,7 @@ impl Tensor {
         let out = first.output(NAME, &[total], first.dtype())?;
         let mut start = 0;
         for part in parts {
-            part.copy_block(NAME, (0, &[1]), &out, (start, &[1]), &[part.len()])?;
+            part.copy_strided(NAME, (0, &[1]), &out, (start, &[1]), &[part.len()])?;
             start += part.len();
         }
         Ok(out)
@@ -540,7 +511,7 @@ impl Tensor {
             current_shape[axis] *= reps[axis];
             let next = self.output(NAME, &current_shape, self.dtype())?;
             // [outer, reps, block]: every repetition reads the same block.
-            source.copy_block(
+            source.copy_strided(
                 NAME,
                 (0, &[block, 0, 1]),
                 &next,
@@ -583,7 +554,7 @@ impl Tensor {
             let out = self.output(NAME, &out_shape, self.dtype())?;
             let len = shape[axis];
             // [outer, len, count, inner]: every copy of an element reads it.
-            self.copy_block(
+            self.copy_strided(
                 NAME,
                 (0, &[len * inner, inner, 0, 1]),
                 &out,
@@ -614,7 +585,7 @@ impl Tensor {
                     .zip(&strides)
                     .map(|(&(before, _), stride)| before * stride)
                     .sum();
-                self.copy_block(
+                self.copy_strided(
                     NAME,
                     (0, &contiguous_strides(self.shape())),
                     &out,
@@ -715,7 +686,7 @@ impl Tensor {
             .map(|(&(before, _), stride)| before * stride)
             .sum();
         let out = self.output(NAME, interior, self.dtype())?;
-        self.copy_block(
+        self.copy_strided(
             NAME,
             (offset, &strides),
             &out,
