@@ -9,7 +9,7 @@ use crate::ops::manipulate::{
     moveaxis_order, pad_sources, padded_shape, repeat_counts, repeat_sources, split_bounds,
     tiled_shape, PadMode, Repeats, Split,
 };
-use crate::ops::reduce::{degrees_of_freedom_scale, scan_axis};
+use crate::ops::reduce::{degrees_of_freedom_scale, reciprocal_count, scan_axis};
 use crate::shape::reduced_axes;
 
 use super::rules::reduce_gradient_rule;
@@ -50,7 +50,9 @@ impl Tape {
     }
 
     /// The variance over `axes` with `correction` (see [`Tensor::var`](crate::Tensor::var)), recorded as its
-    /// two passes: the mean, then the mean square deviation from it.
+    /// corrected two passes: `Σd² − (Σd)²/N` over the deviations `d` from the mean. That is the variance
+    /// whatever the shift, so the mean is a constant of the tape (no gradient flows through it), and the
+    /// gradient is still `2 (x − mean) / (N − correction)`.
     pub fn var(
         &mut self,
         x: Var,
@@ -61,11 +63,16 @@ impl Tape {
         let shape = self.value(x)?.shape().to_vec();
         let sorted = reduced_axes("var", &shape, axes)?;
         let count = sorted.iter().map(|&axis| shape[axis]).product();
-        let mean = self.reduce_axes(ReduceOp::Mean, x, axes, true)?;
+        let mean = self.value(x)?.reduce_axes(ReduceOp::Mean, axes, true)?;
+        let mean = self.input(mean);
         let deviation = self.sub(x, mean)?;
         let squares = self.square(deviation)?;
-        let sum = self.reduce_axes(ReduceOp::Sum, squares, axes, keepdims)?;
-        self.mul_scalar(sum, degrees_of_freedom_scale(count, correction))
+        let squares = self.reduce_axes(ReduceOp::Sum, squares, axes, keepdims)?;
+        let drift = self.reduce_axes(ReduceOp::Sum, deviation, axes, keepdims)?;
+        let drift = self.square(drift)?;
+        let drift = self.mul_scalar(drift, reciprocal_count(count))?;
+        let corrected = self.sub(squares, drift)?;
+        self.mul_scalar(corrected, degrees_of_freedom_scale(count, correction))
     }
 
     /// The standard deviation, the square root of [`Tape::var`].

@@ -246,8 +246,10 @@ impl Tensor {
 
     /// The variance over `axes` (`None`: all) with `correction` degrees of freedom taken off the count
     /// (the Array API's `var`; NumPy's `ddof`): `Σ (x − mean)² / (N − correction)`, NaN where
-    /// `N − correction ≤ 0`. Two passes (the mean, then the squared deviations from it), so a large mean costs
-    /// no accuracy, as the one-pass `E[x²] − E[x]²` would.
+    /// `N − correction ≤ 0`. Two passes (the mean, then the deviations from it), so a large mean costs no
+    /// accuracy, as the one-pass `E[x²] − E[x]²` would; and the deviations' own sum is taken off
+    /// (`Σd² − (Σd)²/N`, the corrected two-pass form), because a float32 mean near 1e6 is itself off by up
+    /// to half its ulp (0.03), which would add its square to a variance of 0.3.
     pub fn var(&self, axes: Option<&[usize]>, correction: f64, keepdims: bool) -> Result<Tensor> {
         const NAME: &str = "var";
         self.expect_dtype(NAME, DType::F32)?;
@@ -257,13 +259,18 @@ impl Tensor {
             axes,
             keepdims,
         )?;
-        let mean = self.reduce_axes(ReduceOp::Mean, axes, true)?;
-        let squares = self.sub(&mean)?.square()?;
-        let sum = squares.reduce_axes(ReduceOp::Sum, axes, keepdims)?;
-        sum.mul_scalar(degrees_of_freedom_scale(
-            lane_count(self.shape(), &sorted),
-            correction,
-        ))
+        let count = lane_count(self.shape(), &sorted);
+        let deviation = self.sub(&self.reduce_axes(ReduceOp::Mean, axes, true)?)?;
+        let squares = deviation
+            .square()?
+            .reduce_axes(ReduceOp::Sum, axes, keepdims)?;
+        let drift = deviation
+            .reduce_axes(ReduceOp::Sum, axes, keepdims)?
+            .square()?
+            .mul_scalar(reciprocal_count(count))?;
+        squares
+            .sub(&drift)?
+            .mul_scalar(degrees_of_freedom_scale(count, correction))
     }
 
     /// The standard deviation: the square root of [`Tensor::var`].
@@ -363,6 +370,16 @@ impl Tensor {
 
 /// What a sum of squared deviations over `count` elements is multiplied by for a variance with `correction`:
 /// `1 / (count − correction)`, NaN where that divisor is not positive (the Array API's rule).
+/// `1 / N` for the corrected two-pass variance's drift term, 0 over an empty lane (whose variance is NaN
+/// through [`degrees_of_freedom_scale`] already).
+pub(crate) fn reciprocal_count(count: usize) -> f32 {
+    if count == 0 {
+        0.0
+    } else {
+        (1.0 / count as f64) as f32
+    }
+}
+
 pub(crate) fn degrees_of_freedom_scale(count: usize, correction: f64) -> f32 {
     let divisor = count as f64 - correction;
     if divisor > 0.0 {
