@@ -9,7 +9,7 @@ use crate::ops::manipulate::{
     moveaxis_order, pad_sources, padded_shape, repeat_counts, repeat_sources, split_bounds,
     tiled_shape, PadMode, Repeats, Split,
 };
-use crate::ops::reduce::{degrees_of_freedom_scale, reciprocal_count, scan_axis};
+use crate::ops::reduce::{degrees_of_freedom_scale, lane_count, reciprocal_count, scan_axis};
 use crate::shape::reduced_axes;
 
 use super::rules::reduce_gradient_rule;
@@ -62,7 +62,7 @@ impl Tape {
     ) -> Result<Var> {
         let shape = self.value(x)?.shape().to_vec();
         let sorted = reduced_axes("var", &shape, axes)?;
-        let count = sorted.iter().map(|&axis| shape[axis]).product();
+        let count = lane_count(&shape, &sorted);
         let mean = self.value(x)?.reduce_axes(ReduceOp::Mean, axes, true)?;
         let mean = self.input(mean);
         let deviation = self.sub(x, mean)?;

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::op::reduce::ReduceOp;
+use crate::ops::reduce::reciprocal_count;
 use crate::tensor::Tensor;
 
 use super::rules::reduce_to_shape;
@@ -255,7 +256,7 @@ impl Tape {
             return Ok(());
         }
         let scale = match op {
-            ReduceOp::Mean => (1.0 / self.nodes[losses].value.len() as f64) as f32,
+            ReduceOp::Mean => reciprocal_count(self.nodes[losses].value.len()),
             _ => 1.0,
         };
         walk.gradients[output] = None;

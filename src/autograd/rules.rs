@@ -9,6 +9,7 @@ use crate::op::matmul::Transpose;
 use crate::op::reduce::ReduceOp;
 use crate::ops::index::{along_axis_picks, axes_picks, take_picks};
 use crate::ops::linear;
+use crate::ops::reduce::{lane_count, reciprocal_count};
 use crate::tensor::Tensor;
 
 use super::tape::{Node, Op, Tape, Var};
@@ -415,7 +416,7 @@ pub(super) fn reduce_gradient_rule(op: ReduceOp) -> Option<ReduceGradient> {
                 None => input.len(),
                 Some(axis) => input.shape()[axis],
             };
-            spread_over_lanes(axis, input, upstream, (1.0 / count as f64) as f32)
+            spread_over_lanes(axis, input, upstream, reciprocal_count(count))
         }),
         ReduceOp::Prod => Some(|axis, input, upstream| input.prod_backward(axis, &upstream)),
         ReduceOp::Max | ReduceOp::Min => None,
@@ -822,11 +823,11 @@ fn reduce_axes_gradient(
 ) -> Result<Tensor> {
     let shape = input.shape();
     let kept = crate::shape::kept_shape(shape, axes, true);
-    let count: usize = axes.iter().map(|&axis| shape[axis]).product();
+    let count = lane_count(shape, axes);
     match op {
         ReduceOp::Sum | ReduceOp::Mean => {
             let scale = if op == ReduceOp::Mean {
-                (1.0 / count as f64) as f32
+                reciprocal_count(count)
             } else {
                 1.0
             };

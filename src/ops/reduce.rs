@@ -46,7 +46,7 @@ fn reduce_lanes(
         return Ok(out);
     }
     let scale = match row {
-        Some(row) if row.divide_by_count => (1.0 / view.len as f64) as f32,
+        Some(row) if row.divide_by_count => reciprocal_count(view.len as usize),
         _ => 1.0,
     };
     let (source, target) = (input.range()?, out.range()?);
@@ -88,7 +88,7 @@ fn lanes_over_axes(input: &Tensor, axes: &[usize]) -> Result<(Option<Tensor>, La
         .chain(axes.iter().copied())
         .collect();
     let moved = input.permute(&order)?;
-    let len: usize = axes.iter().map(|&axis| shape[axis]).product();
+    let len = lane_count(shape, axes);
     let lanes = Lanes {
         outer: (input.len() / len.max(1)) as u64,
         len: len as u64,
@@ -117,7 +117,7 @@ fn reduce_over_axes(
 }
 
 /// The element count of the lanes `axes` (`None`: all) of `shape` span, as a reduction over them divides by.
-fn lane_count(shape: &[usize], axes: &[usize]) -> usize {
+pub(crate) fn lane_count(shape: &[usize], axes: &[usize]) -> usize {
     axes.iter().map(|&axis| shape[axis]).product()
 }
 
@@ -368,10 +368,9 @@ impl Tensor {
     }
 }
 
-/// What a sum of squared deviations over `count` elements is multiplied by for a variance with `correction`:
-/// `1 / (count − correction)`, NaN where that divisor is not positive (the Array API's rule).
-/// `1 / N` for the corrected two-pass variance's drift term, 0 over an empty lane (whose variance is NaN
-/// through [`degrees_of_freedom_scale`] already).
+/// `1 / count` in float32, what a mean over `count` elements (and its gradient) multiplies a sum by; 0 for no
+/// elements, which have nothing to scale (an empty mean is NaN by its row, an empty variance through
+/// [`degrees_of_freedom_scale`]).
 pub(crate) fn reciprocal_count(count: usize) -> f32 {
     if count == 0 {
         0.0
@@ -380,6 +379,8 @@ pub(crate) fn reciprocal_count(count: usize) -> f32 {
     }
 }
 
+/// What a sum of squared deviations over `count` elements is multiplied by for a variance with `correction`:
+/// `1 / (count − correction)`, NaN where that divisor is not positive (the Array API's rule).
 pub(crate) fn degrees_of_freedom_scale(count: usize, correction: f64) -> f32 {
     let divisor = count as f64 - correction;
     if divisor > 0.0 {
