@@ -346,7 +346,7 @@ fn reduction_variant(backend: &Backend, family: &str, variant: &str) {
 mod array_api {
     use crate::common::reference;
     use crate::common::{per_backend, vulkan_only, widen, Backend, Rng};
-    use crate::ops_manipulate::{check_gradient, data, ravel, unravel};
+    use crate::ops_manipulate::{check_gradient, ravel, unravel};
     use wgcompute::{Error, ReduceOp, Tensor};
 
     /// Each kept position's lane (the elements that differ only along `axes`), in row-major order, as f64.
@@ -656,7 +656,9 @@ mod array_api {
             let mut sorted = axes.clone();
             sorted.sort_unstable();
             for keepdims in [false, true] {
-                let input = vec![(shape.clone(), data(&mut rng, &shape))];
+                // Centred off zero: a float32 sum's error is relative to Σ|x|, and a sum of 60 draws from
+                // [-2, 2] lands near 0 often enough (a few in a hundred) to fail a tolerance relative to itself.
+                let input = vec![(shape.clone(), rng.vec(shape.iter().product(), -1.0, 3.0))];
                 for op in [ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Prod] {
                     check_gradient(
                         &session,
