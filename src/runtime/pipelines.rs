@@ -70,6 +70,9 @@ fn nan() -> f32 {{
 /// Every storage binding is read-write, inputs included: wgpu treats a read-write binding as an exclusive use
 /// of its whole buffer, so an input and an output carved from the same slab could not otherwise be bound
 /// together, while any number of read-write bindings of one buffer can.
+///
+/// Workgroup memory starts undefined (see `compile`): a kernel writes every element of a `var<workgroup>`
+/// that it reads, before a barrier, in each pass over it.
 pub(crate) struct Kernel {
     pub shader: &'static Shader,
     pub entry: &'static str,
@@ -191,7 +194,14 @@ fn compile(runtime: &mut Runtime, kernel: &'static Kernel) -> Result<()> {
         layout: Some(&pipeline_layout),
         module: &module,
         entry_point: Some(kernel.entry),
-        compilation_options: wgpu::PipelineCompilationOptions::default(),
+        // WebGPU zeroes workgroup memory at each workgroup's start. On GL naga writes that as shader code (an
+        // array constructor per variable) that llvmpipe takes minutes to compile for sort's two 2048-entry
+        // arrays (the GL sort test: 400 s without a shader cache, 2 s without the zeroing). Every kernel here
+        // writes what it reads first (see `Kernel`), so the zeroing buys nothing.
+        compilation_options: wgpu::PipelineCompilationOptions {
+            zero_initialize_workgroup_memory: false,
+            ..Default::default()
+        },
         cache: None,
     });
     if let Some(error) = pollster::block_on(scope.pop()) {
