@@ -65,6 +65,9 @@ pub const EMPTY_DISPATCH_BATCHES: [(usize, bool); 3] = [(1, false), (64, false),
 
 /// Elements of the `elementwise` rows.
 pub const ELEMENTWISE_LEN: usize = 16 << 20;
+/// Elements of the `elementwise` rows in a quick run: a row per op makes them most of the run at 16M (on a
+/// 2-core lavapipe, 0.8 s an op, 5.5 of the quick run's minutes).
+pub const QUICK_ELEMENTWISE_LEN: usize = 1 << 20;
 
 /// Elements of the `sort` and `top_k` rows, and the k of `top_k`.
 pub const SORT_LEN: usize = 1 << 20;
@@ -172,7 +175,8 @@ pub fn run(
         results.push(rows::sum(&session, SUM_LEN, runs)?);
     }
     if plan.wants("elementwise") {
-        results.extend(rows::elementwise(&session, ELEMENTWISE_LEN, runs)?);
+        let len = plan.pick(QUICK_ELEMENTWISE_LEN, ELEMENTWISE_LEN);
+        results.extend(rows::elementwise(&session, len, runs)?);
     }
     if plan.wants("sum_axis") {
         for (rows_, cols) in SUM_AXIS_SHAPES {
