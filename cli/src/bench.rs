@@ -8,7 +8,7 @@ use crate::GlobalOptions;
 
 #[derive(Args)]
 pub struct BenchArgs {
-    /// Fewer repetitions: the whole run stays under a minute on lavapipe.
+    /// Fewer repetitions and smaller shapes: about two minutes on a 2-core lavapipe (release build).
     #[arg(long)]
     quick: bool,
     /// Print one JSON document instead of a table.

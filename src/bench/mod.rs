@@ -97,7 +97,7 @@ pub const ROWS: [&str; 17] = [
 /// Which rows [`run`] measures, and how long it spends on each.
 #[derive(Clone, Debug, Default)]
 pub struct BenchPlan {
-    /// Fewer repetitions, and no 2048³ product: the whole run stays under a minute on lavapipe.
+    /// Fewer repetitions, no 2048³ product and smaller elementwise rows: about two minutes on a 2-core lavapipe.
     pub quick: bool,
     /// Only these rows, by the names in [`ROWS`]; empty: every row.
     pub only: Vec<String>,
