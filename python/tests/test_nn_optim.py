@@ -68,13 +68,22 @@ def numpy_mlp(parameters, x):
 
 
 # Widths that are multiples of 4 take the fused layer kernels; the others the separate ops.
-@pytest.mark.parametrize(
+MLP_SHAPES = pytest.mark.parametrize(
     ("widths", "batch"), [([7, 11, 5, 3], 4), ([7, 12, 8, 3], 67), ([1, 4, 1], 1)], ids=["odd", "vec4", "one"]
 )
-def test_an_mlp_trains_under_a_tape_and_infers_without_one(session, rng, widths, batch):
+
+
+def mlp_and_batch(session, rng, widths, batch):
+    """An nn.Mlp of ``widths`` from a drawn seed, a batch of inputs and soft labels for it."""
     model = wg.nn.Mlp(session, widths, seed=int(rng.integers(2**32)))
     x = rng.uniform(-1, 1, (batch, widths[0])).astype(np.float32)
     labels = rng.uniform(0, 1, (batch, widths[-1])).astype(np.float32)
+    return model, x, labels
+
+
+@MLP_SHAPES
+def test_an_mlp_trains_under_a_tape_and_infers_without_one(session, rng, widths, batch):
+    model, x, labels = mlp_and_batch(session, rng, widths, batch)
     parameters = [f64(p.numpy()) for p in model.parameters()]
     logits, activations = numpy_mlp(parameters, f64(x))
     np.testing.assert_allclose(model(x).numpy(), logits, rtol=1e-5, atol=1e-6)
@@ -95,16 +104,12 @@ def test_an_mlp_trains_under_a_tape_and_infers_without_one(session, rng, widths,
         np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-6)
 
 
-@pytest.mark.parametrize(
-    ("widths", "batch"), [([7, 11, 5, 3], 4), ([7, 12, 8, 3], 67), ([1, 4, 1], 1)], ids=["odd", "vec4", "one"]
-)
+@MLP_SHAPES
 def test_an_mlp_gives_the_bits_of_its_ops_recorded_one_by_one(make_session, adapter, rng, widths, batch):
     # The fused layer kernels keep the summation order of matmul's default variants; the tuner may pick another
     # matmul variant for the ops recorded one by one, which sums in another order. So the defaults, pinned.
     session = make_session(adapter, tuning="defaults")
-    model = wg.nn.Mlp(session, widths, seed=int(rng.integers(2**32)))
-    x = rng.uniform(-1, 1, (batch, widths[0])).astype(np.float32)
-    labels = rng.uniform(0, 1, (batch, widths[-1])).astype(np.float32)
+    model, x, labels = mlp_and_batch(session, rng, widths, batch)
     with wg.GradientTape() as tape:
         loss = wg.softmax_cross_entropy(model(x), labels).mean()
     gradients = tape.gradient(loss, model.parameters())
