@@ -21,6 +21,10 @@ struct Params {
 
 @group(0) @binding(0) var<uniform> params: Params;
 
+// The op code (`params.op` too) as a pipeline constant: each op gets a pipeline of its own, in which the op
+// switches below fold to the op's one case (src/runtime/pipelines.rs, `Specialisation`).
+override OP: u32;
+
 // strided(linear, strides) is generated (kernels/mod.rs `strided_wgsl`), for MAX_RANK axes.
 
 // Every storage binding is read_write: wgpu lets one buffer (a pool slab) be bound read-write many times in a
@@ -448,7 +452,7 @@ fn binary(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups)
     }
     let x = in0[li];
     let y = in1[ri];
-    out[i] = binary_op(params.op, x, y);
+    out[i] = binary_op(OP, x, y);
 }
 
 // out = in0 (op) in1 where in1 is a row repeated along the leading axes (a bias over a batch), its length in
@@ -459,7 +463,7 @@ fn binary_rows(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgr
     if (i >= params.count) {
         return;
     }
-    out[i] = binary_op(params.op, in0[i], in1[(params.base + i) % params.rhs_strides[0].x]);
+    out[i] = binary_op(OP, in0[i], in1[(params.base + i) % params.rhs_strides[0].x]);
 }
 
 // out = unary op `op` of (in0 + in1), in1 a row repeated as in binary_rows: a layer's bias and activation in one
@@ -470,7 +474,7 @@ fn bias_activation(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_wo
     if (i >= params.count) {
         return;
     }
-    out[i] = unary_op(params.op, in0[i] + in1[(params.base + i) % params.rhs_strides[0].x], 0.0);
+    out[i] = unary_op(OP, in0[i] + in1[(params.base + i) % params.rhs_strides[0].x], 0.0);
 }
 
 // out = op(in0) with scalar a; unary_op is generated from the op table in Rust.
@@ -480,7 +484,7 @@ fn unary(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) 
     if (i >= params.count) {
         return;
     }
-    out[i] = unary_op(params.op, in0[i], params.a);
+    out[i] = unary_op(OP, in0[i], params.a);
 }
 
 // out = in1 where in0 > 0, else 0: the gradient of relu (in0: relu's input, in1: the incoming gradient).
@@ -529,7 +533,7 @@ fn vec4_span(id: vec3<u32>, groups: vec3<u32>) -> vec2<u32> {
 fn binary_vec4(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     let span = vec4_span(id, groups);
     for (var q = span.x; q < span.y; q = q + 1u) {
-        out4[q] = binary_op4(params.op, in0_4[q], in1_4[q]);
+        out4[q] = binary_op4(OP, in0_4[q], in1_4[q]);
     }
 }
 
@@ -537,7 +541,7 @@ fn binary_vec4(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgr
 fn unary_vec4(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     let span = vec4_span(id, groups);
     for (var q = span.x; q < span.y; q = q + 1u) {
-        out4[q] = unary_op4(params.op, in0_4[q], params.a);
+        out4[q] = unary_op4(OP, in0_4[q], params.a);
     }
 }
 
@@ -572,7 +576,7 @@ fn bias_activation_vec4(@builtin(global_invocation_id) id: vec3<u32>, @builtin(n
     let row4s = params.rhs_strides[0].x / 4u;
     let base4 = params.base / 4u;
     for (var q = span.x; q < span.y; q = q + 1u) {
-        out4[q] = unary_op4(params.op, in0_4[q] + in1_4[(base4 + q) % row4s], 0.0);
+        out4[q] = unary_op4(OP, in0_4[q] + in1_4[(base4 + q) % row4s], 0.0);
     }
 }
 
@@ -583,6 +587,6 @@ fn binary_rows_vec4(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_w
     let row4s = params.rhs_strides[0].x / 4u;
     let base4 = params.base / 4u;
     for (var q = span.x; q < span.y; q = q + 1u) {
-        out4[q] = binary_op4(params.op, in0_4[q], in1_4[(base4 + q) % row4s]);
+        out4[q] = binary_op4(OP, in0_4[q], in1_4[(base4 + q) % row4s]);
     }
 }

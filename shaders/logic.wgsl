@@ -24,6 +24,10 @@ struct Params {
 
 @group(0) @binding(0) var<uniform> params: Params;
 
+// The op code of `binary` and `unary` (`params.op` too) as a pipeline constant: each op gets a pipeline of its
+// own, in which the op switches fold to the op's one case (src/runtime/pipelines.rs, `Specialisation`).
+override OP: u32;
+
 // Every storage binding is read_write: wgpu lets one buffer (a pool slab) be bound read-write many times in a
 // dispatch, but not read-only beside read-write.
 @group(0) @binding(1) var<storage, read_write> in0: array<u32>;
@@ -135,19 +139,19 @@ fn windowed_index(i: u32, operand: u32) -> u32 {
 
 fn binary_word(x: u32, y: u32) -> u32 {
     switch params.dtype {
-        case 0u: { return logic_binary_f32(params.op, bitcast<f32>(x), bitcast<f32>(y)); }
-        case 1u: { return logic_binary_i32(params.op, bitcast<i32>(x), bitcast<i32>(y)); }
-        case 2u: { return logic_binary_u32(params.op, x, y); }
-        default: { return logic_binary_bool(params.op, x, y); }
+        case 0u: { return logic_binary_f32(OP, bitcast<f32>(x), bitcast<f32>(y)); }
+        case 1u: { return logic_binary_i32(OP, bitcast<i32>(x), bitcast<i32>(y)); }
+        case 2u: { return logic_binary_u32(OP, x, y); }
+        default: { return logic_binary_bool(OP, x, y); }
     }
 }
 
 fn unary_word(x: u32) -> u32 {
     switch params.dtype {
-        case 0u: { return logic_unary_f32(params.op, bitcast<f32>(x)); }
-        case 1u: { return logic_unary_i32(params.op, bitcast<i32>(x)); }
-        case 2u: { return logic_unary_u32(params.op, x); }
-        default: { return logic_unary_bool(params.op, x); }
+        case 0u: { return logic_unary_f32(OP, bitcast<f32>(x)); }
+        case 1u: { return logic_unary_i32(OP, bitcast<i32>(x)); }
+        case 2u: { return logic_unary_u32(OP, x); }
+        default: { return logic_unary_bool(OP, x); }
     }
 }
 

@@ -16,17 +16,27 @@ static ELEMENTWISE: Shader = Shader {
     generated,
 };
 
-static BINARY: Kernel = Kernel::new(&ELEMENTWISE, "binary", &[1, 2, 3]);
-static UNARY: Kernel = Kernel::new(&ELEMENTWISE, "unary", &[1, 3]);
+/// Where `Params` holds the op code, which the op kernels are specialised on.
+const OP_OFFSET: usize = std::mem::offset_of!(Params, op);
+
+static BINARY: Kernel =
+    Kernel::new(&ELEMENTWISE, "binary", &[1, 2, 3]).specialised("OP", OP_OFFSET);
+static UNARY: Kernel = Kernel::new(&ELEMENTWISE, "unary", &[1, 3]).specialised("OP", OP_OFFSET);
 static RELU_BACKWARD: Kernel = Kernel::new(&ELEMENTWISE, "relu_backward", &[1, 2, 3]);
 static FILL: Kernel = Kernel::new(&ELEMENTWISE, "fill", &[3]);
 static SCALE_ADD: Kernel = Kernel::new(&ELEMENTWISE, "scale_add", &[3]);
-static BINARY_ROWS: Kernel = Kernel::new(&ELEMENTWISE, "binary_rows", &[1, 2, 3]);
-static BIAS_ACTIVATION: Kernel = Kernel::new(&ELEMENTWISE, "bias_activation", &[1, 2, 3]);
-static BIAS_ACTIVATION_VEC4: Kernel = Kernel::new(&ELEMENTWISE, "bias_activation_vec4", &[1, 2, 3]);
-static BINARY_ROWS_VEC4: Kernel = Kernel::new(&ELEMENTWISE, "binary_rows_vec4", &[1, 2, 3]);
-static BINARY_VEC4: Kernel = Kernel::new(&ELEMENTWISE, "binary_vec4", &[1, 2, 3]);
-static UNARY_VEC4: Kernel = Kernel::new(&ELEMENTWISE, "unary_vec4", &[1, 3]);
+static BINARY_ROWS: Kernel =
+    Kernel::new(&ELEMENTWISE, "binary_rows", &[1, 2, 3]).specialised("OP", OP_OFFSET);
+static BIAS_ACTIVATION: Kernel =
+    Kernel::new(&ELEMENTWISE, "bias_activation", &[1, 2, 3]).specialised("OP", OP_OFFSET);
+static BIAS_ACTIVATION_VEC4: Kernel =
+    Kernel::new(&ELEMENTWISE, "bias_activation_vec4", &[1, 2, 3]).specialised("OP", OP_OFFSET);
+static BINARY_ROWS_VEC4: Kernel =
+    Kernel::new(&ELEMENTWISE, "binary_rows_vec4", &[1, 2, 3]).specialised("OP", OP_OFFSET);
+static BINARY_VEC4: Kernel =
+    Kernel::new(&ELEMENTWISE, "binary_vec4", &[1, 2, 3]).specialised("OP", OP_OFFSET);
+static UNARY_VEC4: Kernel =
+    Kernel::new(&ELEMENTWISE, "unary_vec4", &[1, 3]).specialised("OP", OP_OFFSET);
 static RELU_BACKWARD_VEC4: Kernel = Kernel::new(&ELEMENTWISE, "relu_backward_vec4", &[1, 2, 3]);
 static FILL_VEC4: Kernel = Kernel::new(&ELEMENTWISE, "fill_vec4", &[3]);
 static SCALE_ADD_VEC4: Kernel = Kernel::new(&ELEMENTWISE, "scale_add_vec4", &[3]);

@@ -18,8 +18,11 @@ static LOGIC: Shader = Shader {
     generated,
 };
 
-static BINARY: Kernel = Kernel::new(&LOGIC, "binary", &[1, 2, 4]);
-static UNARY: Kernel = Kernel::new(&LOGIC, "unary", &[1, 4]);
+/// Where `Params` holds the op code, which `binary` and `unary` are specialised on.
+const OP_OFFSET: usize = std::mem::offset_of!(Params, op);
+
+static BINARY: Kernel = Kernel::new(&LOGIC, "binary", &[1, 2, 4]).specialised("OP", OP_OFFSET);
+static UNARY: Kernel = Kernel::new(&LOGIC, "unary", &[1, 4]).specialised("OP", OP_OFFSET);
 static WHERE_SELECT: Kernel = Kernel::new(&LOGIC, "where_select", &[1, 2, 3, 4]);
 static FILL_WORDS: Kernel = Kernel::new(&LOGIC, "fill_words", &[4]);
 static REDUCE_TRUTH: Kernel = Kernel::new(&LOGIC, "reduce_truth", &[1, 4]);

@@ -60,7 +60,8 @@ pub struct Counters {
     pub submissions: u64,
     /// Bind groups created (the cache's misses).
     pub bind_groups: u64,
-    /// Compute pipelines created (once per kernel variant per device the session has been on).
+    /// Compute pipelines created (once per kernel variant, and per op code for the kernels specialised on
+    /// one, per device the session has been on).
     pub pipelines: u64,
 }
 

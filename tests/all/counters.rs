@@ -147,6 +147,14 @@ fn pipelines_are_built_once_per_session(backend: &Backend) {
     let y = upload(&session, &rng.vec(17 * 3, -1.0, 1.0), &[17, 3]);
     let (_, counted) = cost(&session, || y.unary(UnaryOp::Exp, 0.0).expect("exp"));
     assert_eq!(counted.pipelines, 0, "exp of another shape: {counted:?}");
+    // The op kernels are compiled per op code (the code is a pipeline constant): another op builds its own
+    // pipeline once, and exp's is still there.
+    let (_, counted) = cost(&session, || x.unary(UnaryOp::Log, 0.0).expect("log"));
+    assert_eq!(counted.pipelines, 1, "first log: {counted:?}");
+    let (_, counted) = cost(&session, || x.unary(UnaryOp::Log, 0.0).expect("log"));
+    assert_eq!(counted.pipelines, 0, "second log: {counted:?}");
+    let (_, counted) = cost(&session, || x.unary(UnaryOp::Exp, 0.0).expect("exp"));
+    assert_eq!(counted.pipelines, 0, "exp after log: {counted:?}");
     assert_eq!(
         first.to_vec().expect("read"),
         second.to_vec().expect("read")
