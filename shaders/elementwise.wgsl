@@ -154,13 +154,19 @@ fn accurate_sinh(x: f32) -> f32 {
         return x * (1.0 + s * (1.0 / 6.0 + s * (1.0 / 120.0 + s * (1.0 / 5040.0 + s * (1.0 / 362880.0)))));
     }
     let e = exp(0.5 * m);
-    let r = (0.5 * e) * e - (0.5 / e) / e;
+    let r = half_square(e, -(0.5 / e) / e);
     return select(-r, r, x > 0.0);
 }
 
 fn wide_cosh(x: f32) -> f32 {
     let e = exp(0.5 * abs(x));
-    return (0.5 * e) * e + (0.5 / e) / e;
+    return half_square(e, (0.5 / e) / e);
+}
+
+// e·e/2 + c, with e·e never formed: a compiler free to reassociate turns (0.5·e)·e into 0.5·(e·e), which
+// overflows where the result does not (NVIDIA's sinh(89) came out inf); an fma's product is not split.
+fn half_square(e: f32, c: f32) -> f32 {
+    return fma(0.5 * e, e, c);
 }
 
 // asinh(|x|) = log1p(|x| + x² / (1 + sqrt(1 + x²))), accurate near 0; past 1e8, where x² would lose 1 (and
@@ -193,6 +199,52 @@ fn accurate_atanh(x: f32) -> f32 {
     let m = abs(x);
     let r = 0.5 * accurate_log1p(2.0 * m / (1.0 - m));
     return select(-r, r, x > 0.0);
+}
+
+// sin, cos and tan with the argument reduction of Cephes's sinf.c: |x| = y·π/4 + r with y even and
+// |r| ≤ π/4, π/4 in three parts short enough that y·part is exact for |x| < 8192, then the octant's minimax
+// polynomial in r. WGSL leaves sin and cos to the driver, which need only keep 2^-11 absolute error on [-π, π]:
+// NVIDIA's are off by 7e-6 at tens of radians. Past 8192 the reduction loses digits (the result stays in
+// [-1, 1]); an infinite or NaN x gives NaN.
+const FOUR_OVER_PI: f32 = 1.2732395447351628;
+const PI_4_HIGH: f32 = 0.78515625;
+const PI_4_MIDDLE: f32 = 2.4187564849853515625e-4;
+const PI_4_LOW: f32 = 3.77489497744594108e-8;
+
+// (sin r, cos r, the quadrant y/2 mod 4) for |x| = m.
+fn reduced_sin_cos(m: f32) -> vec3<f32> {
+    // Clamped below 2^24 so the conversion is defined for every finite m.
+    var j = u32(min(m * FOUR_OVER_PI, 16777216.0));
+    j = j + (j & 1u);
+    let y = f32(j);
+    let r = ((m - y * PI_4_HIGH) - y * PI_4_MIDDLE) - y * PI_4_LOW;
+    let z = r * r;
+    let s = ((-1.9515295891e-4 * z + 8.3321608736e-3) * z - 1.6666654611e-1) * z * r + r;
+    let c = ((2.443315711809948e-5 * z - 1.388731625493765e-3) * z + 4.166664568298827e-2) * z * z - 0.5 * z + 1.0;
+    return vec3<f32>(s, c, f32((j >> 1u) & 3u));
+}
+
+fn accurate_sin(x: f32) -> f32 {
+    let m = abs(x);
+    let t = reduced_sin_cos(m);
+    let q = u32(t.z);
+    var r = select(t.x, t.y, (q & 1u) == 1u);
+    r = select(r, -r, q >= 2u);
+    r = select(r, -r, sign_bit(x));
+    return select(r, nan(), is_nan_bits(x) || is_inf_bits(x));
+}
+
+fn accurate_cos(x: f32) -> f32 {
+    let t = reduced_sin_cos(abs(x));
+    let q = u32(t.z);
+    let r = select(t.y, t.x, (q & 1u) == 1u);
+    return select(select(r, -r, q == 1u || q == 2u), nan(), is_nan_bits(x) || is_inf_bits(x));
+}
+
+fn accurate_tan(x: f32) -> f32 {
+    let t = reduced_sin_cos(abs(x));
+    let r = select(t.x / t.y, -t.y / t.x, (u32(t.z) & 1u) == 1u);
+    return select(select(r, -r, sign_bit(x)), nan(), is_nan_bits(x) || is_inf_bits(x));
 }
 
 // erf on |x| < 1: its Taylor series to x^19 (relative error under 2e-8 there).

@@ -223,8 +223,11 @@ const VEC4_TWINS: [(&str, &str); 4] = [
 
 /// Helpers of shaders/elementwise.wgsl that table rows call, written for one f32, with how many f32 operands
 /// they take: their vec4 twins are generated, lane by lane, so both forms give the same bits.
-const LANEWISE_HELPERS: [(&str, usize); 25] = [
+const LANEWISE_HELPERS: [(&str, usize); 28] = [
     ("nan_keeping_sign", 1),
+    ("accurate_sin", 1),
+    ("accurate_cos", 1),
+    ("accurate_tan", 1),
     ("accurate_expm1", 1),
     ("accurate_log1p", 1),
     ("accurate_sinh", 1),

@@ -40,9 +40,9 @@ macro_rules! for_each_unary_op {
             pub Log2 log2 [] "log2(x)" "The base-2 logarithm, elementwise.";
             pub Log10 log10 [] "log2(x) * 0.30102999566398120" "The base-10 logarithm, elementwise.";
             pub Log1p log1p [] "accurate_log1p(x)" "`log(1 + x)` elementwise, accurate near 0.";
-            pub Sin sin [] "sin(x)" "The sine (x in radians), elementwise.";
-            pub Cos cos [] "cos(x)" "The cosine (x in radians), elementwise.";
-            pub Tan tan [] "tan(x)" "The tangent (x in radians), elementwise.";
+            pub Sin sin [] "accurate_sin(x)" "The sine (x in radians), elementwise; to f32 rounding for |x| < 8192.";
+            pub Cos cos [] "accurate_cos(x)" "The cosine (x in radians), elementwise; to f32 rounding for |x| < 8192.";
+            pub Tan tan [] "accurate_tan(x)" "The tangent (x in radians), elementwise; to f32 rounding for |x| < 8192.";
             pub Sinh sinh [] "accurate_sinh(x)" "The hyperbolic sine, elementwise, accurate near 0 and finite as far as f32 reaches.";
             pub Cosh cosh [] "wide_cosh(x)" "The hyperbolic cosine, elementwise, finite as far as f32 reaches.";
             pub Asin asin [] "accurate_asin(x)" "The inverse sine, in radians, elementwise; NaN outside [-1, 1].";

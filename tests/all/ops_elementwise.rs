@@ -9,8 +9,8 @@
 //! in windows.
 
 use crate::common::elementwise::{
-    binary_reference, check, in_domain, operand, unary_inputs, unary_reference, unary_scalar,
-    Domain, Tolerance, EXACTISH, EXP_LIKE,
+    binary_reference, check, in_domain, mismatch, operand, unary_inputs, unary_reference,
+    unary_scalar, Domain, Tolerance, EXACTISH, EXP_LIKE,
 };
 use crate::common::{count, per_backend, vulkan_only, Backend, Rng};
 use wgcompute::{BinaryOp, Error, Session, Tensor, UnaryOp};
@@ -233,6 +233,8 @@ fn every_unary_op_matches_f64_in_every_variant_up_to_large_magnitudes(
         .collect();
     let mut rng = Rng::fresh("unary");
     let session = &backend.poisoned_with("elementwise", variant);
+    // Every row runs, and the test fails with each row that is off: one run on a new driver shows them all.
+    let mut failures = Vec::new();
     for &shape in &shapes {
         for op in UnaryOp::all() {
             let reference = unary_reference(op);
@@ -245,12 +247,12 @@ fn every_unary_op_matches_f64_in_every_variant_up_to_large_magnitudes(
             };
             let x = session.upload(&data, shape).expect("upload");
             let got = read_output(&label, x.unary(op, scalar), shape);
-            check(
+            failures.extend(mismatch(
                 &label,
                 &got,
                 |i| (reference.value)(f64::from(data[i]), f64::from(scalar)),
                 reference.tolerance,
-            );
+            ));
             assert_eq!(
                 x.to_vec().expect("read input"),
                 data,
@@ -258,6 +260,7 @@ fn every_unary_op_matches_f64_in_every_variant_up_to_large_magnitudes(
             );
         }
     }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 #[test]
@@ -702,6 +705,7 @@ fn every_unary_row_at_the_edges_matches_f64(backend: &Backend, variant: &str) {
         f32::NEG_INFINITY,
         f32::NAN,
     ];
+    let mut failures = Vec::new();
     for op in UnaryOp::all() {
         let reference = unary_reference(op);
         let inputs = edge_inputs(reference.domain);
@@ -722,14 +726,15 @@ fn every_unary_row_at_the_edges_matches_f64(backend: &Backend, variant: &str) {
             let x = session.upload(&data, &[data.len()]).expect("upload");
             let label = format!("{variant}: {}({scalar}) at the edges", op.name());
             let got = read_output(&label, x.unary(op, scalar), &[data.len()]);
-            check(
+            failures.extend(mismatch(
                 &label,
                 &got,
                 |i| (reference.value)(f64::from(data[i]), f64::from(scalar)),
                 reference.tolerance,
-            );
+            ));
         }
     }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 /// Pairs of edge values: signed zeros, infinities, NaN, integers and halves of both signs (a power's odd and
