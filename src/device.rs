@@ -326,6 +326,8 @@ pub struct AdapterDescription {
     pub driver_info: String,
     pub max_buffer_size: u64,
     pub max_storage_binding_size: u64,
+    /// Workgroups one dispatch may have along each dimension (WebGPU's floor is 65,535; some drivers allow more).
+    pub max_workgroups_per_dimension: u32,
     /// Whether it has subgroup operations: a session on it requests them, and a reduction variant uses them.
     pub subgroups: bool,
     pub memory: DeviceMemory,
@@ -356,6 +358,7 @@ fn describe(index: usize, adapter: &wgpu::Adapter) -> AdapterDescription {
         driver_info: info.driver_info.clone(),
         max_buffer_size: limits.max_buffer_size,
         max_storage_binding_size: limits.max_storage_buffer_binding_size,
+        max_workgroups_per_dimension: limits.max_compute_workgroups_per_dimension,
         subgroups: adapter.features().contains(wgpu::Features::SUBGROUP),
         memory: device_memory(adapter),
         pool: crate::pool::PoolConfig::for_limits(&limits),

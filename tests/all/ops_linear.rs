@@ -163,6 +163,10 @@ per_backend!(stacked_layers_backward_match_their_ops_and_f64, "linear": fused, c
 fn stacked_layers_backward_match_their_ops_and_f64(backend: &Backend, variant: &str) {
     let mut rng = Rng::fresh("linear backward");
     let session = backend.poisoned_with("linear", variant);
+    // The fused kernels sum in the order of the products recorded one by one, so on a CPU adapter (llvmpipe)
+    // they give the same bits. A GPU's compiler contracts a·b + c into one fma in one kernel and not in the
+    // other (NVIDIA's weight gradients differ by a few ulps), so there the two agree to f32 rounding.
+    let same_bits_expected = session.adapter().device_type == "cpu";
     // (rows, widths): vec4 widths throughout, an odd batch over a tile, a last layer of 10 classes, odd widths,
     // and a batch past one pass.
     let cases: [(usize, &[usize]); 5] = [
@@ -212,11 +216,20 @@ fn stacked_layers_backward_match_their_ops_and_f64(backend: &Backend, variant: &
             let context = format!("{variant}: {rows} rows, widths {widths:?}, reread {reread}");
             for (index, ((dw, db), (want_dw, want_db))) in layered.iter().zip(&composed).enumerate()
             {
-                assert_eq!(
-                    bits(dw),
-                    bits(want_dw),
-                    "{context}: layer {index}'s weight gradient"
-                );
+                if same_bits_expected {
+                    assert_eq!(
+                        bits(dw),
+                        bits(want_dw),
+                        "{context}: layer {index}'s weight gradient"
+                    );
+                } else {
+                    let want: Vec<f64> = want_dw.iter().map(|&v| f64::from(v)).collect();
+                    let error = relative_error(dw, &want);
+                    assert!(
+                        error < 1e-6,
+                        "{context}: layer {index}'s weight gradient, {error:e}"
+                    );
+                }
                 let want: Vec<f64> = want_db.iter().map(|&v| f64::from(v)).collect();
                 let error = relative_error(db, &want);
                 assert!(
