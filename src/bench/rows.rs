@@ -458,9 +458,33 @@ fn beside_copy(
     )
 }
 
+/// Shortest device time of one timed iteration of an op: below it, a wait for the device (tens of
+/// microseconds on a discrete GPU) would be a large part of what is timed.
+const LEAST_TIMED: Duration = Duration::from_millis(2);
+
+/// As [`device_time`], for an op that finishes quickly: `work` is recorded `repeats` times before one wait, and
+/// the time and dispatches returned are per run of `work`.
+fn repeated_device_time(
+    session: &Session,
+    runs: usize,
+    repeats: u32,
+    mut work: impl FnMut() -> Result<()>,
+) -> Result<(Duration, f64)> {
+    let (time, dispatches) = device_time(session, runs, || (0..repeats).try_for_each(|_| work()))?;
+    Ok((time / repeats, dispatches / f64::from(repeats)))
+}
+
+/// How many times to record an op taking `once` per wait, so that one timed iteration takes [`LEAST_TIMED`].
+fn repeats_for(once: Duration) -> u32 {
+    let repeats = LEAST_TIMED.as_secs_f64() / once.as_secs_f64().max(1e-9);
+    repeats.ceil().clamp(1.0, 256.0) as u32
+}
+
 /// Every row of the elementwise tables over `len` elements, in elements per nanosecond: each unary row (a scalar
-/// form with 1.5) beside `exp` over the same input, each binary row beside `add` of the same operands, both
-/// measured in the same run. Inputs lie in [0.75, 1.25), inside most rows' domains.
+/// form with 1.5) beside `exp` over the same input, each binary row beside `add` of the same operands, the
+/// baseline timed just before its row. Inputs lie in [0.75, 1.25), inside most rows' domains. Where one op
+/// takes less than [`LEAST_TIMED`] (a GPU's 16M elements take a tenth of a millisecond), each timed iteration
+/// records it several times before its one wait.
 pub fn elementwise(session: &Session, len: usize, runs: usize) -> Result<Vec<BenchRow>> {
     use crate::{BinaryOp, UnaryOp};
     let shifted: Vec<f32> = host_data(len, 11).iter().map(|x| 1.0 + 0.5 * x).collect();
@@ -468,11 +492,16 @@ pub fn elementwise(session: &Session, len: usize, runs: usize) -> Result<Vec<Ben
     let y = session.upload(&shifted.iter().rev().copied().collect::<Vec<_>>(), &[len])?;
     drop(shifted);
     let rate = |time: Duration| len as f64 / time.as_secs_f64() / 1e9;
-    let (exp, _) = device_time(session, runs, || x.exp().map(drop))?;
-    let (add, _) = device_time(session, runs, || x.add(&y).map(drop))?;
+    let (once, _) = device_time(session, runs, || x.exp().map(drop))?;
+    let repeats = repeats_for(once);
+    let timed =
+        |work: &mut dyn FnMut() -> Result<()>| repeated_device_time(session, runs, repeats, work);
     let mut rows = Vec::new();
     for op in UnaryOp::all().filter(|op| !op.is_internal()) {
-        let (time, dispatches) = device_time(session, runs, || x.unary(op, 1.5).map(drop))?;
+        // The baseline is timed beside each row, so that a device whose speed drifts over the run (an H200
+        // measured later rows at half the rate of earlier ones, whatever the op) drifts both alike.
+        let (exp, _) = timed(&mut || x.exp().map(drop))?;
+        let (time, dispatches) = timed(&mut || x.unary(op, 1.5).map(drop))?;
         rows.push(
             BenchRow::new(
                 Better::Higher,
@@ -487,7 +516,8 @@ pub fn elementwise(session: &Session, len: usize, runs: usize) -> Result<Vec<Ben
         );
     }
     for op in BinaryOp::all() {
-        let (time, dispatches) = device_time(session, runs, || x.binary(op, &y).map(drop))?;
+        let (add, _) = timed(&mut || x.add(&y).map(drop))?;
+        let (time, dispatches) = timed(&mut || x.binary(op, &y).map(drop))?;
         rows.push(
             BenchRow::new(
                 Better::Higher,
