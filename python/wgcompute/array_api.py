@@ -5,8 +5,9 @@ Each name is the standard's, with its signature and defaults, for the four dtype
 uint32, float32); where NumPy and the standard differ, the standard's behaviour is the one given. The functions
 are the package's own (``wgcompute.abs`` is ``array_api.abs``): this module gathers them under the standard's
 names, and adds the few that only the namespace needs (the constants, ``zeros``/``ones``/``full``/``empty``/
-``asarray`` with ``device=`` a :class:`Session`, ``reshape``, ``signbit``, ``diff``, ``isdtype``). What the
-standard has and wgcompute does not is listed in :data:`NOT_PROVIDED`, with why."""
+``asarray`` with ``device=`` a :class:`Session`, ``reshape``, ``signbit``, ``diff``, ``isdtype``, ``meshgrid``,
+``__array_namespace_info__``). What the standard has and wgcompute does not is listed in :data:`NOT_PROVIDED`,
+with why."""
 
 from __future__ import annotations
 
@@ -51,13 +52,11 @@ NOT_PROVIDED: dict[str, str] = {
     **{name: "wgcompute has no complex dtypes" for name in ("conj", "imag", "real", "complex64", "complex128")},
     **{name: _DTYPES_HELD for name in ("int8", "int16", "int64", "uint8", "uint16", "uint64", "float64")},
     "nextafter": "not implemented yet",
-    "meshgrid": "not implemented yet (broadcast_to of reshaped ranges gives it)",
     "from_dlpack": "a tensor is made from host data (asarray, Session.tensor); another library's device memory is "
     "not imported",
     "unique_all": "only unique_values: the indices, inverse and counts need a second data-dependent read-back",
     "unique_counts": "only unique_values: the counts need a second data-dependent read-back",
     "unique_inverse": "only unique_values: the inverse needs a second data-dependent read-back",
-    "__array_namespace_info__": "not implemented yet (the devices are wgcompute.devices())",
 }
 
 e = math.e
@@ -143,6 +142,26 @@ def diff(x: Any, /, *, axis: int = -1, n: int = 1, prepend: Any = None, append: 
     return x
 
 
+# The standard's dtype kinds, by the NumPy dtype kinds each takes in.
+_KINDS = {
+    "bool": "b",
+    "signed integer": "i",
+    "unsigned integer": "u",
+    "integral": "iu",
+    "real floating": "f",
+    "complex floating": "c",
+    "numeric": "iufc",
+}
+
+
+def _kind_letters(kind: str, what: str) -> str:
+    if kind not in _KINDS:
+        from ._errors import InvalidArgumentError
+
+        raise InvalidArgumentError(f"{what} knows the kinds {sorted(_KINDS)}; got {kind!r:.80}")
+    return _KINDS[kind]
+
+
 def isdtype(dtype: Any, kind: Any) -> bool:
     """The standard's dtype kinds ("bool", "signed integer", "unsigned integer", "integral", "real floating",
     "numeric", ...) or a dtype, or a tuple of either."""
@@ -151,23 +170,120 @@ def isdtype(dtype: Any, kind: Any) -> bool:
     dtype = np.dtype(dtype)
     if not isinstance(kind, str):
         return dtype == np.dtype(kind)
-    kinds = {
-        "bool": "b",
-        "signed integer": "i",
-        "unsigned integer": "u",
-        "integral": "iu",
-        "real floating": "f",
-        "complex floating": "c",
-        "numeric": "iufc",
-    }
-    if kind not in kinds:
-        from ._errors import InvalidArgumentError
+    return dtype.kind in _kind_letters(kind, "isdtype")
 
-        raise InvalidArgumentError(f"isdtype knows the kinds {sorted(kinds)}; got {kind!r:.80}")
-    return dtype.kind in kinds[kind]
+
+def meshgrid(*arrays: Any, indexing: str = "xy") -> list[Any]:
+    """Coordinate grids from 1-D tensors ``x1, ..., xn`` of lengths ``N1, ..., Nn``, one per input, each of rank
+    n: of shape ``(N1, N2, ..., Nn)`` with ``indexing="ij"``, ``(N2, N1, N3, ..., Nn)`` with ``"xy"`` (for one
+    input, ``(N1,)`` either way). The tensors share a dtype and a session; arrays beside them go to their session.
+    Made of ``reshape`` and ``broadcast_to``, so a :class:`GradientTape` differentiates through it."""
+    from ._errors import DTypeError, InvalidArgumentError, SessionMismatchError, ShapeError
+    from ._manipulate import _tensors
+
+    if indexing not in ("xy", "ij"):
+        raise InvalidArgumentError(f"meshgrid's indexing is 'xy' or 'ij'; got {indexing!r:.80}")
+    if not arrays:
+        return []
+    tensors = _tensors(arrays, "meshgrid")
+    for position, tensor in enumerate(tensors):
+        if tensor.ndim != 1:
+            raise ShapeError(f"meshgrid takes 1-D tensors; array {position} has shape {tensor.shape}")
+    if len({tensor.dtype for tensor in tensors}) > 1:
+        raise DTypeError(f"meshgrid takes tensors of one dtype; got {', '.join(t.dtype.name for t in tensors)}")
+    session = tensors[0].device
+    if any(tensor.device is not session for tensor in tensors):
+        raise SessionMismatchError("meshgrid takes tensors of one session; move them with to_device first")
+    # Which axis of the grid each input runs along: with "xy" the first two swap.
+    axes = list(range(len(tensors)))
+    if indexing == "xy" and len(axes) > 1:
+        axes[0], axes[1] = 1, 0
+    shape = [0] * len(tensors)
+    for tensor, axis in zip(tensors, axes, strict=True):
+        shape[axis] = tensor.shape[0]
+    grids = []
+    for tensor, axis in zip(tensors, axes, strict=True):
+        along = [1] * len(shape)
+        along[axis] = shape[axis]
+        grids.append(tensor.reshape(along).broadcast_to(shape))
+    return grids
+
+
+class _NamespaceInfo:
+    """What ``__array_namespace_info__()`` returns: the standard's inspection of this namespace. Its devices
+    are :class:`Session` objects, which the creation functions take as ``device=``; every session holds the same
+    four dtypes (bool, int32, uint32, float32)."""
+
+    def __repr__(self) -> str:
+        return "wgcompute.array_api.__array_namespace_info__()"
+
+    def capabilities(self) -> dict[str, Any]:
+        """Boolean indexing works (the mask's count is read back). The standard's "data-dependent shapes" is
+        True only where every function with such a shape is there: unique_all, unique_counts and unique_inverse
+        are not (see NOT_PROVIDED), so it is False until they are. A tensor has at most 8 axes."""
+        data_dependent = ("nonzero", "repeat", "unique_all", "unique_counts", "unique_inverse", "unique_values")
+        return {
+            "boolean indexing": True,
+            "data-dependent shapes": not any(name in NOT_PROVIDED for name in data_dependent),
+            "max dimensions": 8,
+        }
+
+    def default_device(self) -> None:
+        """None: there is no default device. A tensor is made in a session, given as ``device=`` (creation
+        functions refuse ``device=None``), and a ``_like`` function's result is made in its input's session."""
+        return None
+
+    def default_dtypes(self, *, device: Any = None) -> dict[str, np.dtype]:
+        """float32 for real floating, int32 for integral (``arange`` of ints) and uint32 for indexing (what
+        ``argmax``, ``argsort``, ``nonzero`` and ``searchsorted`` give), on every session. There is no
+        "complex floating" key: wgcompute has no complex dtype, and None there would read as "the default"."""
+        _info_device(device, "default_dtypes")
+        return {"real floating": np.dtype(np.float32), "integral": np.dtype(np.int32), "indexing": np.dtype(np.uint32)}
+
+    def dtypes(self, *, device: Any = None, kind: str | tuple[str, ...] | None = None) -> dict[str, np.dtype]:
+        """The dtypes tensors hold, by canonical name (bool, int32, uint32, float32), those of ``kind`` (a kind
+        as :func:`isdtype` names it, or a tuple of kinds) where given; the same on every session."""
+        _info_device(device, "dtypes")
+        held = {name: np.dtype(name) for name in ("bool", "int32", "uint32", "float32")}
+        if kind is None:
+            return held
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        for each in kinds:
+            if not isinstance(each, str):
+                from ._errors import ArgumentTypeError
+
+                raise ArgumentTypeError(f"dtypes' kind is a kind's name or a tuple of them; got {kind!r:.80}")
+        letters = "".join(_kind_letters(each, "dtypes") for each in kinds)
+        return {name: dtype for name, dtype in held.items() if dtype.kind in letters}
+
+    def devices(self) -> list[Any]:
+        """The sessions open now and not suspended (in no particular order): those a tensor can be made in."""
+        from ._session import _open_sessions, _open_sessions_lock
+
+        with _open_sessions_lock:
+            sessions = list(_open_sessions)
+        return [session for session in sessions if session.is_open and not session.is_suspended]
+
+
+def _info_device(device: Any, what: str) -> None:
+    from ._errors import ArgumentTypeError
+    from ._session import Session
+
+    if device is not None and not isinstance(device, Session):
+        raise ArgumentTypeError(f"{what}'s device is a wgcompute.Session or None; got {device!r:.80}")
+
+
+_INFO = _NamespaceInfo()
+
+
+def __array_namespace_info__() -> _NamespaceInfo:
+    """The standard's inspection of this namespace: ``capabilities()``, ``default_device()``,
+    ``default_dtypes(device=)``, ``dtypes(device=, kind=)`` and ``devices()``."""
+    return _INFO
 
 
 _HERE = {"asarray", "zeros", "ones", "empty", "full", "empty_like", "reshape", "signbit", "diff", "isdtype"}
+_HERE |= {"meshgrid", "__array_namespace_info__"}
 _HERE |= {"e", "inf", "nan", "pi", "newaxis"}
 
 
