@@ -73,3 +73,46 @@ def test_device_and_to_device(make_session, adapter, rng):
     np.testing.assert_array_equal(moved.numpy(), x)
     with pytest.raises(wg.ArgumentTypeError):
         t.to_device("cpu")
+
+
+def test_full_takes_the_standards_default_dtype_from_its_fill(session):
+    # bool → bool, int → int32 (exact past 2^24, where float32 is not), float → float32, as the standard says.
+    for fill, dtype in [(True, np.bool_), (-7, np.int32), (2**24 + 1, np.int32), (2.5, np.float32)]:
+        got = array_api.full((3, 5), fill, device=session)
+        assert got.dtype == np.dtype(dtype), (fill, got.dtype)
+        np.testing.assert_array_equal(got.numpy(), np.full((3, 5), fill, dtype=dtype))
+    for fill, dtype in [(2**31 - 1, np.int32), (2**32 - 1, np.uint32), (3, np.float32), (0, np.bool_)]:
+        got = array_api.full((2,), fill, dtype=dtype, device=session)
+        assert got.dtype == np.dtype(dtype)
+        np.testing.assert_array_equal(got.numpy(), np.full((2,), fill, dtype=dtype))
+    for fill, dtype in [(2**31, None), (-1, np.uint32), (2**32, np.uint32)]:
+        with pytest.raises(wg.InvalidArgumentError, match="range"):
+            array_api.full((2,), fill, dtype=dtype, device=session)
+    assert array_api.full((4,), 1.0, device=session).numpy().tolist() == [1.0] * 4
+
+
+def test_device_places_empty_like_and_astype_results(session, adapter):
+    x = session.tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+    with wg.Session(adapter=adapter) as other:
+        moved = array_api.empty_like(x, device=other)
+        assert moved.device is other and moved.shape == (2, 3)
+        cast = array_api.astype(x, np.int32, device=other)
+        assert cast.device is other
+        np.testing.assert_array_equal(cast.numpy(), np.arange(6, dtype=np.int32).reshape(2, 3))
+    assert array_api.empty_like(x, device=session).device is session
+    assert array_api.astype(x, np.int32).device is session
+
+
+def test_result_type_takes_python_scalars_as_the_standard_promotes_them(session):
+    f = session.tensor(np.zeros(3, dtype=np.float32))
+    i = session.tensor(np.zeros(3, dtype=np.int32))
+    b = session.tensor(np.zeros(3, dtype=np.bool_))
+    assert array_api.result_type(f, 1, 2.5) == np.float32
+    assert array_api.result_type(i, 3) == np.int32
+    assert array_api.result_type(np.uint32, 3) == np.uint32
+    assert array_api.result_type(b, True) == np.bool_
+    for args in [(i, 2.5), (b, 1), (f, True)]:
+        with pytest.raises(wg.DTypeError):
+            array_api.result_type(*args)
+    with pytest.raises(wg.ArgumentTypeError):
+        array_api.result_type(1, 2.5)

@@ -195,7 +195,8 @@ def astype(x: Tensor, dtype: Any, /, *, copy: bool = True, device: Any = None) -
     """``x`` as ``dtype`` (float32, uint32, int32 or bool); see :meth:`Tensor.astype`."""
     if not isinstance(x, Tensor):
         raise ArgumentTypeError(f"astype takes a Tensor; got {type(x).__name__} {x!r:.80}")
-    return x.astype(dtype, copy=copy)
+    result = x.astype(dtype, copy=copy)
+    return result if device is None else result.to_device(device)
 
 
 def all(x: Tensor, /, *, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
@@ -225,18 +226,30 @@ def _dtype_name(value: Any) -> str:
     return name
 
 
+# The dtype kinds a Python scalar of each type joins, as the standard's mixed array/scalar promotion has it:
+# a bool with bool, an int with integers and floats, a float with floats.
+_SCALAR_JOINS = {bool: "b", int: "iuf", float: "f"}
+
+
 def result_type(*arrays_and_dtypes: Any) -> np.dtype:
-    """The dtype the standard's type promotion gives these tensors and dtypes: their common one, since it joins
-    none of float32, uint32, int32 and bool (int32 with uint32 would need int64); two of them are a DTypeError."""
-    if not arrays_and_dtypes:
-        raise ArgumentTypeError("result_type takes at least one tensor or dtype")
-    names = [_dtype_name(value) for value in arrays_and_dtypes]
+    """The dtype the standard's type promotion gives these tensors, dtypes and Python scalars: the tensors' and
+    dtypes' common one, since it joins none of float32, uint32, int32 and bool (int32 with uint32 would need
+    int64); two of them are a DTypeError. A Python scalar takes that dtype where its kind fits it (a bool only
+    bool, an int an integer or float32, a float only float32); at least one tensor or dtype is needed."""
+    scalars = [value for value in arrays_and_dtypes if type(value) in _SCALAR_JOINS]
+    typed = [value for value in arrays_and_dtypes if type(value) not in _SCALAR_JOINS]
+    if not typed:
+        raise ArgumentTypeError("result_type takes at least one tensor or dtype (Python scalars alone have none)")
+    names = [_dtype_name(value) for value in typed]
     result = names[0]
     for name in names[1:]:
         promoted = _wgcompute.promoted_dtype(result, name)
         if promoted is None:
             raise DTypeError(f"type promotion has no common dtype for {result} and {name}")
         result = promoted
+    for scalar in scalars:
+        if np.dtype(result).kind not in _SCALAR_JOINS[type(scalar)]:
+            raise DTypeError(f"a Python {type(scalar).__name__} does not promote with {result}")
     return np.dtype(result)
 
 

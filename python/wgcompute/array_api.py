@@ -107,11 +107,33 @@ def empty(shape: Any, *, dtype: Any = None, device: Any = None) -> Any:
 
 
 def full(shape: Any, fill_value: Any, *, dtype: Any = None, device: Any = None) -> Any:
-    return _with_dtype(_session(device, "full").full(shape, float(fill_value)), dtype)
+    """``shape`` filled with ``fill_value``, of ``dtype`` or, where it is None, the standard's default for the
+    fill's kind: bool for a bool, int32 for an int, float32 for a float. Integer fills are exact at any size."""
+    session = _session(device, "full")
+    if dtype is None:
+        dtype = np.bool_ if isinstance(fill_value, bool | np.bool_) else np.int32
+        if not isinstance(fill_value, bool | int | np.bool_ | np.integer):
+            dtype = np.float32
+    dtype = np.dtype(dtype)
+    if dtype == np.float32:
+        return session.full(shape, float(fill_value))
+    if dtype.kind in "iu" and isinstance(fill_value, int | np.integer):
+        bounds = np.iinfo(dtype)
+        if not bounds.min <= int(fill_value) <= bounds.max:
+            from ._errors import InvalidArgumentError
+
+            raise InvalidArgumentError(f"full: {fill_value} is outside {dtype.name}'s range")
+    # Integers and bools from the host, so that an int32 fill past 2^24 keeps every digit.
+    return session.tensor(np.full(shape, fill_value, dtype=dtype))
+
+
+def _on(result: Any, device: Any) -> Any:
+    return result if device is None else result.to_device(device)
 
 
 def empty_like(x: Any, /, *, dtype: Any = None, device: Any = None) -> Any:
-    return _with_dtype(x._owner().empty(x.shape), dtype)
+    """An uninitialised tensor of ``x``'s shape, in ``device`` (a session) or, where it is None, in ``x``'s."""
+    return _on(_with_dtype(x._owner().empty(x.shape), dtype), device)
 
 
 def reshape(x: Any, /, shape: tuple[int, ...], *, copy: bool | None = None) -> Any:
