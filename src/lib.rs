@@ -55,6 +55,7 @@ pub use op::logic::{LogicBinaryOp, LogicUnaryOp, TruthReduction};
 pub use op::matmul::Transpose;
 pub use op::reduce::ReduceOp;
 pub use op::sort::Side;
+pub use op::window::{Conv1dOptions, Conv2dOptions, Padding, Padding1d};
 pub use ops::manipulate::{PadMode, Repeats, Split};
 pub use ops::optim::{AdamConfig, AdamHyperparameter, EpsilonPlacement};
 pub use optim::{Adam, Optimizer, OptimizerKind, OptimizerState, Sgd};

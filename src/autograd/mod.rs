@@ -28,6 +28,7 @@ mod backward;
 mod rules;
 mod tape;
 mod walk;
+mod window;
 
 pub use backward::Gradients;
 pub use tape::{Tape, Var};

@@ -240,6 +240,15 @@ impl Tape {
                 }
                 self.accumulate(gradients, x, upstream.permute(&inverse)?)?;
             }
+            Op::Patches { x, windows } => {
+                let dx = upstream.patches_adjoint("patches backward", &windows)?;
+                self.accumulate(gradients, x, dx)?;
+            }
+            Op::PatchesAdjoint { x, windows } => {
+                let shape = self.nodes[x].value.shape().to_vec();
+                let dx = upstream.patches("patches adjoint backward", &windows, 0.0, &shape)?;
+                self.accumulate(gradients, x, dx)?;
+            }
             Op::Reshape { x } => {
                 let shape = self.nodes[x].value.shape().to_vec();
                 self.accumulate(gradients, x, upstream.into_shape(&shape)?)?;

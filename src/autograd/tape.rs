@@ -8,6 +8,7 @@ use crate::op::elementwise::{for_each_binary_op, for_each_unary_op, BinaryOp, Un
 use crate::op::index::IndexItem;
 use crate::op::matmul::Transpose;
 use crate::op::reduce::{for_each_reduce_op, ReduceOp};
+use crate::op::window::Windows;
 use crate::ops::index::{flip_items, Picks};
 use crate::shape::IndexView;
 use crate::tensor::Tensor;
@@ -166,6 +167,17 @@ pub(super) enum Op {
         x: usize,
         widths: Vec<(usize, usize)>,
     },
+    // Convolutions and pooling (src/autograd/window.rs records them).
+    /// The patches of an NHWC image (im2col), in the shape the product or reduction reads them.
+    Patches {
+        x: usize,
+        windows: Windows,
+    },
+    /// Patches summed back onto their image (col2im): the transposed convolution's last step.
+    PatchesAdjoint {
+        x: usize,
+        windows: Windows,
+    },
 }
 
 impl Op {
@@ -199,7 +211,9 @@ impl Op {
             | Op::Scan { x, .. }
             | Op::BroadcastTo { x }
             | Op::Triangle { x, .. }
-            | Op::PadConstant { x, .. } => vec![x],
+            | Op::PadConstant { x, .. }
+            | Op::Patches { x, .. }
+            | Op::PatchesAdjoint { x, .. } => vec![x],
             Op::SoftmaxCrossEntropy { logits, .. } => vec![logits],
             Op::Where { condition, x1, x2 } => vec![condition, x1, x2],
         }

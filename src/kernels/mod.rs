@@ -35,6 +35,7 @@ pub(crate) mod random;
 pub(crate) mod reduce;
 pub(crate) mod softmax;
 pub(crate) mod sort;
+pub(crate) mod window;
 
 use crate::error::Result;
 use crate::runtime::{BufferRange, Kernel, Runtime};
@@ -198,7 +199,8 @@ mod reflection {
             reduce,
             reduce::subgroup,
             softmax,
-            sort
+            sort,
+            window
         )
     }
 

@@ -9,3 +9,4 @@ pub mod matmul;
 pub mod reduce;
 pub mod softmax;
 pub mod sort;
+pub mod window;

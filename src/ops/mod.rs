@@ -14,3 +14,4 @@ mod random;
 pub(crate) mod reduce;
 mod softmax;
 mod sort;
+pub(crate) mod window;

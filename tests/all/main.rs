@@ -27,6 +27,7 @@ mod ops_random;
 mod ops_reduce;
 mod ops_softmax;
 mod ops_sort;
+mod ops_window;
 mod pool;
 mod suspend;
 mod training;
