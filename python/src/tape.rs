@@ -375,6 +375,58 @@ impl Tape {
         })
     }
 
+    /// A 2-D convolution (or its transpose) of `x` by `kernel`, recorded.
+    #[pyo3(signature = (x, kernel, stride, padding, pads, dilation, groups, transposed=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn conv2d(
+        &self,
+        py: Python<'_>,
+        x: &Tensor,
+        kernel: &Tensor,
+        stride: [usize; 2],
+        padding: &str,
+        pads: Option<[[usize; 2]; 2]>,
+        dilation: [usize; 2],
+        groups: usize,
+        transposed: bool,
+    ) -> PyResult<Tensor> {
+        let options = crate::tensor::conv2d_options(stride, padding, pads, dilation, groups)?;
+        self.record(py, &[x, kernel], |tape, vars| {
+            if transposed {
+                tape.conv2d_transpose(vars[0], vars[1], &options)
+            } else {
+                tape.conv2d(vars[0], vars[1], &options)
+            }
+        })
+    }
+
+    /// Max (`max`) or average pooling of `x`, recorded.
+    #[pyo3(signature = (x, max, size, stride, padding, pads=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn pool2d(
+        &self,
+        py: Python<'_>,
+        x: &Tensor,
+        max: bool,
+        size: [usize; 2],
+        stride: [usize; 2],
+        padding: &str,
+        pads: Option<[[usize; 2]; 2]>,
+    ) -> PyResult<Tensor> {
+        let padding = crate::tensor::window_padding(padding, pads)?;
+        self.record(py, &[x], |tape, vars| {
+            if max {
+                tape.max_pool2d(vars[0], size, stride, padding)
+            } else {
+                tape.avg_pool2d(vars[0], size, stride, padding)
+            }
+        })
+    }
+
+    fn global_avg_pool2d(&self, py: Python<'_>, x: &Tensor) -> PyResult<Tensor> {
+        self.record(py, &[x], |tape, vars| tape.global_avg_pool2d(vars[0]))
+    }
+
     /// Softmax along the last axis, recorded.
     fn softmax(&self, py: Python<'_>, x: &Tensor) -> PyResult<Tensor> {
         self.record(py, &[x], |tape, vars| tape.softmax(vars[0]))

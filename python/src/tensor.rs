@@ -187,6 +187,57 @@ impl Tensor {
         self.run(py, |tensor| tensor.matmul_t(other, transpose))
     }
 
+    /// The 2-D convolution of this NHWC image by `kernel` ([kh, kw, in / groups, out]), or with `transposed`
+    /// its transpose (kernel [kh, kw, out, in]).
+    #[pyo3(signature = (kernel, stride, padding, pads, dilation, groups, transposed=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn conv2d(
+        &self,
+        py: Python<'_>,
+        kernel: &Tensor,
+        stride: [usize; 2],
+        padding: &str,
+        pads: Option<[[usize; 2]; 2]>,
+        dilation: [usize; 2],
+        groups: usize,
+        transposed: bool,
+    ) -> PyResult<Tensor> {
+        let options = conv2d_options(stride, padding, pads, dilation, groups)?;
+        let kernel = kernel.get()?;
+        self.run(py, |image| {
+            if transposed {
+                image.conv2d_transpose(kernel, &options)
+            } else {
+                image.conv2d(kernel, &options)
+            }
+        })
+    }
+
+    /// Max (`max`) or average pooling of this NHWC image over `size` windows.
+    #[pyo3(signature = (max, size, stride, padding, pads=None))]
+    fn pool2d(
+        &self,
+        py: Python<'_>,
+        max: bool,
+        size: [usize; 2],
+        stride: [usize; 2],
+        padding: &str,
+        pads: Option<[[usize; 2]; 2]>,
+    ) -> PyResult<Tensor> {
+        let padding = window_padding(padding, pads)?;
+        self.run(py, |image| {
+            if max {
+                image.max_pool2d(size, stride, padding)
+            } else {
+                image.avg_pool2d(size, stride, padding)
+            }
+        })
+    }
+
+    fn global_avg_pool2d(&self, py: Python<'_>) -> PyResult<Tensor> {
+        self.run(py, wgcompute::Tensor::global_avg_pool2d)
+    }
+
     fn softmax(&self, py: Python<'_>) -> PyResult<Tensor> {
         self.run(py, wgcompute::Tensor::softmax)
     }
@@ -759,6 +810,42 @@ pub(crate) fn reduce_op_named(name: &str) -> PyResult<ReduceOp> {
     ReduceOp::all()
         .find(|op| op.name() == name)
         .ok_or_else(|| unknown("reduction", name))
+}
+
+/// Window padding by Keras's name ("valid", "same") or as explicit `[[top, bottom], [left, right]]` widths.
+pub(crate) fn window_padding(
+    padding: &str,
+    pads: Option<[[usize; 2]; 2]>,
+) -> PyResult<wgcompute::Padding> {
+    match (padding, pads) {
+        ("explicit", Some(pads)) => Ok(wgcompute::Padding::Explicit(pads)),
+        (name, None) => wgcompute::Padding::from_name(name).ok_or_else(|| {
+            named(
+                "InvalidArgumentError",
+                format!("padding {name:?} is not one of \"valid\", \"same\" or explicit widths"),
+            )
+        }),
+        (name, Some(_)) => Err(named(
+            "InvalidArgumentError",
+            format!("padding {name:?} takes no widths; explicit widths come with \"explicit\""),
+        )),
+    }
+}
+
+/// The options of a 2-D convolution as the bindings receive them.
+pub(crate) fn conv2d_options(
+    stride: [usize; 2],
+    padding: &str,
+    pads: Option<[[usize; 2]; 2]>,
+    dilation: [usize; 2],
+    groups: usize,
+) -> PyResult<wgcompute::Conv2dOptions> {
+    Ok(wgcompute::Conv2dOptions {
+        stride,
+        padding: window_padding(padding, pads)?,
+        dilation,
+        groups,
+    })
 }
 
 /// A pad mode by NumPy's name, with the constant it fills with.

@@ -464,9 +464,12 @@ fn pooling_forward_and_gradients_match_f64(backend: &Backend) {
             .collect();
         let want: Vec<f32> = winners.iter().map(|&i| x[i]).collect();
         assert_eq!(bits(&got), bits(&want), "{label}: max pooling");
-        let (taped, gradients) = weighted_cost(&session, std::slice::from_ref(&xt), &weights, |tape, vars| {
-            tape.max_pool2d(vars[0], size, stride, padding)
-        })
+        let (taped, gradients) = weighted_cost(
+            &session,
+            std::slice::from_ref(&xt),
+            &weights,
+            |tape, vars| tape.max_pool2d(vars[0], size, stride, padding),
+        )
         .expect("max_pool2d on the tape");
         assert_eq!(
             bits(&taped),
@@ -503,9 +506,12 @@ fn pooling_forward_and_gradients_match_f64(backend: &Backend) {
             .map(|read| mean(read, &|i| f64::from(x[i].abs())))
             .collect();
         expect_close(&format!("{label} average"), &got, &(want, magnitude));
-        let (_, gradients) = weighted_cost(&session, std::slice::from_ref(&xt), &weights, |tape, vars| {
-            tape.avg_pool2d(vars[0], size, stride, padding)
-        })
+        let (_, gradients) = weighted_cost(
+            &session,
+            std::slice::from_ref(&xt),
+            &weights,
+            |tape, vars| tape.avg_pool2d(vars[0], size, stride, padding),
+        )
         .expect("avg_pool2d on the tape");
         let mut dx = vec![0.0f64; x.len()];
         let mut magnitude = vec![0.0f64; x.len()];
