@@ -27,7 +27,7 @@ from typing import Any
 
 # The Array API standard's comparison, logical and bitwise functions, where, the truth reductions and the data
 # type functions (python/wgcompute/_logic.py), and its dtype objects.
-from . import _logic, array_api, losses, nn, optim
+from . import _logic, _neural, _window, array_api, losses, nn, optim
 
 # The Array API's statistics, shape manipulation and creation, at module level.
 from ._creation import arange, eye, full_like, linspace, ones_like, tril, triu, zeros_like
@@ -118,6 +118,16 @@ from ._manipulate import (
     unstack,
     var,
 )
+from ._neural import (
+    batch_norm,
+    dropout,
+    embedding,
+    layer_norm,
+    log_softmax,
+    rms_norm,
+    scaled_dot_product_attention,
+    softmax,
+)
 from ._session import Device, DeviceMemory, Session, devices
 from ._sorting import argsort, nonzero, searchsorted, sort, top_k, unique_values
 from ._tape import GradientTape, UnconnectedGradients
@@ -134,6 +144,7 @@ from ._tensor import (
     take_along_axis,
 )
 from ._wgcompute import CloseReport, MemoryStats
+from ._window import avg_pool2d, conv1d, conv2d, conv2d_transpose, global_avg_pool2d, max_pool2d
 
 _ARRAY_API = [
     "arange",
@@ -229,6 +240,10 @@ __all__ = [
     "top_k",
     "unique_values",
     "vecdot",
+    # Convolutions and pooling over channels-last images.
+    *_window.__all__,
+    # Normalisation, dropout, embeddings and attention.
+    *_neural.__all__,
     # The bool dtype object is the package's `bool`, as the standard names it.
     *("bool" if name == "bool_" else name for name in _logic.__all__),
     *_ARRAY_API,
@@ -326,6 +341,8 @@ for _public in (
     unique_values,
     vecdot,
     *(globals()[_name] for _name in _ARRAY_API),
+    *(globals()[_name] for _name in _window.__all__),
+    *(globals()[_name] for _name in _neural.__all__),
 ):
     _public.__module__ = __name__
 for _name in _logic.__all__:

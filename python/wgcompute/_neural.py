@@ -1,0 +1,343 @@
+"""The functions a neural network is built from beyond the elementwise activations (which are ``wgcompute.relu``,
+``gelu``, ``silu``, ...): softmax on any axis, layer, RMS and batch normalisation, dropout, embedding lookup and
+scaled dot-product attention. Each is composed from :class:`Tensor` ops, so it runs eagerly, or on this thread's
+:class:`GradientTape` with gradients to every float input, at no cost beyond the ops it is made of.
+
+Batch normalisation follows Keras 3 (channels last, biased batch variance also for the moving variance),
+attention follows PyTorch's ``scaled_dot_product_attention`` (``[batch, heads, seq, dim]``, a causal mask
+aligned to the top left, a bool mask that is True where a query may attend)."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import numbers
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from . import _tensor
+from ._convert import _flag, _number
+from ._errors import ArgumentTypeError, DTypeError, IndexOutOfRangeError, InvalidArgumentError, ShapeError
+from ._logic import where
+from ._tensor import Tensor, _tensor_argument, matmul
+
+__all__ = [
+    "batch_norm",
+    "dropout",
+    "embedding",
+    "layer_norm",
+    "log_softmax",
+    "rms_norm",
+    "scaled_dot_product_attention",
+    "softmax",
+]
+
+Axes = int | Sequence[int]
+
+# What a masked attention score becomes before the softmax: finite, so that a row with nothing to attend gives a
+# uniform row rather than NaN, and far enough below any real score that exp() of the difference is exactly 0.
+_MASKED_SCORE = -1e30
+
+
+# --- arguments ---
+
+
+def _float_tensor(x: Any, what: str) -> Tensor:
+    tensor = _tensor_argument(x, what)
+    if tensor.dtype != np.float32:
+        raise DTypeError(f"{what} is a float32 tensor; got a {tensor.dtype} tensor")
+    return tensor
+
+
+def _parameter(x: Tensor, value: Any, what: str) -> Tensor | None:
+    """An optional float operand (a tensor, or an array uploaded to ``x``'s session)."""
+    if value is None:
+        return None
+    tensor = x._operand(value)
+    if tensor.dtype != np.float32:
+        raise DTypeError(f"{what} is a float32 tensor or a float array; got {tensor.dtype}")
+    return tensor
+
+
+def _real(value: Any, what: str, low: float, high: float, high_open: bool = False) -> float:
+    """A real number (not NaN) in [low, high], or [low, high) where ``high_open``; a bool is refused."""
+    if isinstance(value, (bool, np.bool_)):
+        raise ArgumentTypeError(f"{what} is a real number; got {value!r}")
+    number = _number(value, what)
+    if not (low <= number <= high) or (high_open and number == high) or math.isnan(number):
+        bounds = f"[{low}, {high})" if high_open else f"[{low}, {high}]"
+        raise InvalidArgumentError(f"{what} is a number in {bounds}; got {value!r:.80}")
+    return number
+
+
+def _normalised_axes(x: Tensor, axis: Any) -> list[int]:
+    """``axis`` (an int or a sequence of ints, negative from the end) as sorted distinct axes from 0."""
+    if isinstance(axis, numbers.Integral) and not isinstance(axis, bool):
+        return [x._axis(axis)]
+    if not isinstance(axis, Sequence) or isinstance(axis, str) or not axis:
+        raise ArgumentTypeError(f"axis is an int or a non-empty tuple of ints; got {axis!r:.80}")
+    axes = [x._axis(a) for a in axis]
+    if len(set(axes)) != len(axes):
+        raise ShapeError(f"axes {tuple(axis)!r} name an axis twice")
+    return sorted(axes)
+
+
+def _scale_shift(x: Tensor, parameter: Tensor | None, axes: list[int], what: str) -> Tensor | None:
+    """A scale or offset broadcast over the normalised axes. One shaped as those axes of ``x`` (Keras's
+    parameter shape, ``x.shape[axes]``) is laid along them, so that ``axis=1`` takes a vector as long as axis 1;
+    any other shape must broadcast to ``x``'s without growing it, as NumPy broadcasts it."""
+    if parameter is None:
+        return None
+    along = tuple(x.shape[a] for a in axes)
+    if parameter.shape == along:
+        if axes == list(range(x.ndim - len(axes), x.ndim)):
+            return parameter  # the last axes: it broadcasts as it is
+        return parameter.reshape(tuple(d if a in axes else 1 for a, d in enumerate(x.shape)))
+    try:
+        joined = np.broadcast_shapes(parameter.shape, x.shape)
+    except ValueError:
+        joined = None
+    if joined != x.shape:
+        raise ShapeError(
+            f"{what} of shape {parameter.shape} neither matches the normalised axes {along} nor broadcasts to x's "
+            f"shape {x.shape}"
+        )
+    return parameter
+
+
+def _affine(y: Tensor, gamma: Tensor | None, beta: Tensor | None) -> Tensor:
+    if gamma is not None:
+        y = y * gamma
+    if beta is not None:
+        y = y + beta
+    return y
+
+
+@contextlib.contextmanager
+def _unrecorded() -> Iterator[None]:
+    """A block in which this thread's tape (if any) records nothing: values computed here carry no gradient."""
+    tape = getattr(_tensor._this_thread, "tape", None)
+    if tape is None or tape._paused:
+        yield
+        return
+    with tape.stop_recording():
+        yield
+
+
+# --- softmax on any axis ---
+
+
+def softmax(x: Tensor, axis: int = -1) -> Tensor:
+    """``exp(x) / Σ exp(x)`` along ``axis``, with the max subtracted first so that nothing overflows
+    (:meth:`Tensor.softmax` at module level, as Keras's ``ops.softmax``)."""
+    return _float_tensor(x, "x").softmax(axis)
+
+
+def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
+    """``x - logsumexp(x)`` along ``axis``, computed stably: the log of :func:`softmax` without its underflow."""
+    return _float_tensor(x, "x").log_softmax(axis)
+
+
+# --- normalisation ---
+
+
+def layer_norm(x: Tensor, gamma: Any = None, beta: Any = None, axis: Axes = -1, epsilon: float = 1e-5) -> Tensor:
+    """Each slice over ``axis`` (an int or a tuple of ints; by default the last) shifted to mean 0 and scaled
+    to variance 1, the variance biased (divided by N, as Keras's ``LayerNormalization`` and PyTorch's
+    ``layer_norm``): ``(x - mean) / sqrt(var + epsilon) * gamma + beta``. ``gamma`` and ``beta`` (optional,
+    tensors or arrays) are shaped as the normalised axes of ``x`` or broadcast to ``x``."""
+    x = _float_tensor(x, "x")
+    axes = _normalised_axes(x, axis)
+    eps = _real(epsilon, "epsilon", 0.0, math.inf)
+    scale = _scale_shift(x, _parameter(x, gamma, "gamma"), axes, "gamma")
+    shift = _scale_shift(x, _parameter(x, beta, "beta"), axes, "beta")
+    mean = x.mean(axis=axes, keepdims=True)
+    centred = x - mean
+    # The variance of what is already centred: one pass over it, and the tape differentiates it as the formula.
+    variance = (centred * centred).mean(axis=axes, keepdims=True)
+    return _affine(centred * (variance + eps).rsqrt(), scale, shift)
+
+
+def rms_norm(x: Tensor, gamma: Any = None, axis: Axes = -1, epsilon: float = 1e-6) -> Tensor:
+    """``x / sqrt(mean(x², axis) + epsilon) * gamma``: layer normalisation without the centring (Zhang and
+    Sennrich 2019; PyTorch's ``rms_norm``, Keras's ``ops.rms_normalization``), cheaper and as good for
+    transformers. ``gamma`` is optional, shaped as :func:`layer_norm`'s."""
+    x = _float_tensor(x, "x")
+    axes = _normalised_axes(x, axis)
+    eps = _real(epsilon, "epsilon", 0.0, math.inf)
+    scale = _scale_shift(x, _parameter(x, gamma, "gamma"), axes, "gamma")
+    mean_square = (x * x).mean(axis=axes, keepdims=True)
+    return _affine(x * (mean_square + eps).rsqrt(), scale, None)
+
+
+def _channel_vector(x: Tensor, value: Any, what: str) -> Tensor | None:
+    tensor = _parameter(x, value, what)
+    if tensor is not None and tensor.shape != (x.shape[-1],):
+        raise ShapeError(f"{what} has one value per channel, shape ({x.shape[-1]},); got {tensor.shape}")
+    return tensor
+
+
+def batch_norm(
+    x: Tensor,
+    moving_mean: Any,
+    moving_variance: Any,
+    gamma: Any = None,
+    beta: Any = None,
+    training: bool = False,
+    momentum: float = 0.99,
+    epsilon: float = 1e-3,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Keras 3's ``BatchNormalization`` over channels-last ``x`` (every axis but the last is a sample):
+    ``(x - mean) / sqrt(variance + epsilon) * gamma + beta``, each statistic one value per channel.
+
+    Inference (``training=False``) uses ``moving_mean`` and ``moving_variance`` and returns them unchanged, as
+    tensors, beside the output. Training uses the batch's mean and biased variance (the output's gradient flows
+    through them, as Keras's does) and returns the moving statistics updated as Keras updates them:
+    ``moving * momentum + batch * (1 - momentum)``, the batch variance biased here too. The updated statistics
+    are computed outside any tape, so they carry no gradient: they are state to keep (assign them to the
+    variables that hold it), not part of the model's function.
+
+    Returns ``(y, new_moving_mean, new_moving_variance)``."""
+    x = _float_tensor(x, "x")
+    if x.ndim < 2:
+        raise ShapeError(f"batch_norm takes x of at least [samples, channels]; got shape {x.shape}")
+    if moving_mean is None or moving_variance is None:
+        raise ArgumentTypeError("batch_norm needs moving_mean and moving_variance (tensors or arrays, one per channel)")
+    mean_in = _channel_vector(x, moving_mean, "moving_mean")
+    variance_in = _channel_vector(x, moving_variance, "moving_variance")
+    assert mean_in is not None and variance_in is not None
+    scale = _channel_vector(x, gamma, "gamma")
+    shift = _channel_vector(x, beta, "beta")
+    is_training = _flag(training, "training")
+    keep = _real(momentum, "momentum", 0.0, 1.0)
+    eps = _real(epsilon, "epsilon", 0.0, math.inf)
+    if not is_training:
+        y = (x - mean_in) * (variance_in + eps).rsqrt()
+        return _affine(y, scale, shift), mean_in, variance_in
+    samples = list(range(x.ndim - 1))
+    mean = x.mean(axis=samples, keepdims=True)
+    centred = x - mean
+    variance = (centred * centred).mean(axis=samples, keepdims=True)
+    y = _affine(centred * (variance + eps).rsqrt(), scale, shift)
+    channels = x.shape[-1]
+    with _unrecorded():
+        new_mean = mean_in * keep + mean.reshape(channels) * (1.0 - keep)
+        new_variance = variance_in * keep + variance.reshape(channels) * (1.0 - keep)
+    return y, new_mean, new_variance
+
+
+# --- dropout and embedding ---
+
+
+def dropout(x: Tensor, rate: float, seed: int | None = None, training: bool = True) -> Tensor:
+    """Inverted dropout: each element kept with probability ``1 - rate`` and scaled by ``1 / (1 - rate)``, the
+    rest zero, so that the expected value is unchanged and inference needs no rescaling. The mask comes from the
+    device's generator (:meth:`Session.rand` with ``seed``: the same seed and shape give the same mask, None a
+    fresh one); an element is kept where its uniform draw is ``>= rate``. Not training, or ``rate == 0``, it is
+    ``x`` itself. The gradient flows to the kept elements, scaled as they are."""
+    x = _float_tensor(x, "x")
+    drop = _real(rate, "rate", 0.0, 1.0, high_open=True)
+    if not _flag(training, "training") or drop == 0.0:
+        return x
+    uniform = x._owner().rand(x.shape, seed)
+    # The mask is a constant of the step: made from a fresh tensor, it is never on the tape.
+    mask = (uniform >= drop).astype("float32") * (1.0 / (1.0 - drop))
+    return x * mask
+
+
+def embedding(ids: Any, table: Any) -> Tensor:
+    """The rows of ``table`` [count, dim] at ``ids`` (a uint32 or int32 tensor, or integers, of any shape): a
+    tensor of shape ``ids.shape + (dim,)``, as Keras's ``Embedding`` and PyTorch's ``embedding``. Under a tape
+    the gradient goes to the table, rows picked more than once adding up their gradients. An id outside
+    ``[0, count)`` (a negative one included: ids are not counted from the end here) raises
+    :class:`IndexOutOfRangeError`."""
+    anchor = table if isinstance(table, Tensor) else ids if isinstance(ids, Tensor) else None
+    if anchor is None:
+        raise ArgumentTypeError("embedding takes a Tensor table (or Tensor ids); got neither")
+    weights = anchor._operand(table)
+    if weights.dtype != np.float32:
+        raise DTypeError(f"table is a float32 tensor; got {weights.dtype}")
+    if weights.ndim != 2:
+        raise ShapeError(f"table is [count, dim]; got shape {weights.shape}")
+    count, dim = weights.shape
+    if isinstance(ids, Tensor):
+        if ids.dtype == np.int32:
+            # Keeps the bits: a negative id becomes one above 2**31, which take refuses on the device.
+            ids = ids.astype("uint32")
+        elif ids.dtype != np.uint32:
+            raise DTypeError(f"ids are a uint32 or int32 tensor; got {ids.dtype}")
+        index = ids
+    else:
+        try:
+            array = np.asarray(ids)
+        except (TypeError, ValueError) as error:
+            raise ArgumentTypeError(f"ids are integers; got {ids!r:.80}: {error}") from None
+        if array.size == 0:
+            array = array.astype(np.int64)
+        if array.dtype.kind not in "iu":
+            raise ArgumentTypeError(f"ids are integers; got an array of {array.dtype}")
+        bad = (array < 0) | (array >= count)
+        if bad.any():
+            raise IndexOutOfRangeError(f"id {int(array[bad].flat[0])} is out of range for a table of {count} rows")
+        index = weights._owner().tensor(array.astype(np.uint32))
+    shape = index.shape
+    return weights.take(index.flatten(), axis=0).reshape((*shape, dim))
+
+
+# --- attention ---
+
+
+def scaled_dot_product_attention(
+    q: Tensor, k: Any, v: Any, mask: Any = None, causal: bool = False, scale: float | None = None
+) -> Tensor:
+    """``softmax(q·kᵀ·scale, masked) · v`` for ``q`` [batch, heads, seq_q, dim], ``k`` [batch, heads, seq_k, dim]
+    and ``v`` [batch, heads, seq_k, dim_v] (batch and heads broadcasting as matmul's do): ``[batch, heads, seq_q,
+    dim_v]``. ``scale`` defaults to ``1 / sqrt(dim)``.
+
+    ``mask`` is a bool tensor or array broadcasting to [batch, heads, seq_q, seq_k], True where the query may
+    attend to the key. ``causal`` lets query i attend to keys j <= i, aligned to the top left as PyTorch's
+    ``is_causal`` is (so with ``seq_q < seq_k`` the last keys are seen by none); with both, a key must pass both.
+    A masked score becomes a large negative finite number before the (max-subtracted) softmax, so its weight is
+    exactly 0; a query with nothing to attend gets equal weights over all keys rather than NaN."""
+    query = _float_tensor(q, "q")
+    key, value = query._operand(k), query._operand(v)
+    for name, tensor in (("q", query), ("k", key), ("v", value)):
+        if tensor.dtype != np.float32:
+            raise DTypeError(f"{name} is a float32 tensor; got {tensor.dtype}")
+        if tensor.ndim != 4:
+            raise ShapeError(f"{name} is [batch, heads, seq, dim]; got shape {tensor.shape}")
+    if key.shape[-1] != query.shape[-1]:
+        raise ShapeError(f"q and k end in the same dim; got shapes {query.shape} and {key.shape}")
+    if key.shape[-2] != value.shape[-2]:
+        raise ShapeError(f"k and v have one row per key; got shapes {key.shape} and {value.shape}")
+    try:
+        batch = np.broadcast_shapes(query.shape[:2], key.shape[:2], value.shape[:2])
+    except ValueError:
+        raise ShapeError(
+            f"q, k and v's batch and heads must broadcast; got shapes {query.shape}, {key.shape}, {value.shape}"
+        ) from None
+    seq_q, seq_k = query.shape[-2], key.shape[-2]
+    factor = 1.0 / math.sqrt(query.shape[-1]) if scale is None else _real(scale, "scale", -math.inf, math.inf)
+    if math.isinf(factor):
+        raise InvalidArgumentError(f"scale is a finite number; got {scale!r}")
+    allowed = None
+    if mask is not None:
+        allowed = query._operand(mask)
+        if allowed.dtype != np.bool_:
+            raise DTypeError(f"mask is a bool tensor or array (True: attend); got {allowed.dtype}")
+        scores_shape = (*batch, seq_q, seq_k)
+        try:
+            joined = np.broadcast_shapes(allowed.shape, scores_shape)
+        except ValueError:
+            joined = None
+        if joined != scores_shape:
+            raise ShapeError(f"mask of shape {allowed.shape} does not broadcast to the scores' {scores_shape}")
+    if _flag(causal, "causal"):
+        lower = query._owner().tensor(np.tril(np.ones((seq_q, seq_k), dtype=bool)))
+        allowed = lower if allowed is None else allowed & lower
+    scores = matmul(query, key, transpose_b=True) * factor
+    if allowed is not None:
+        scores = where(allowed, scores, _MASKED_SCORE)
+    return matmul(scores.softmax(-1), value)
