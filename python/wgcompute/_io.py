@@ -22,8 +22,10 @@ def save(
 ) -> None:
     """Writes a safetensors file (``safetensors.numpy.load_file`` reads it). An :class:`nn.Mlp` is saved as the
     library saves one (format ``wgcompute.mlp``, which ``wgcompute predict --model`` reads), with ``optimizer``'s
-    state if given; a dict of named tensors as they are. ``metadata``: str to str entries kept in the file. The
-    file is written beside ``path`` and renamed over it, so a failed save leaves an older file whole."""
+    state if given; an :class:`nn.Layer` (a :class:`nn.Sequential` included) as its named variables, which
+    its ``load_weights`` reads back; a dict of named tensors as they are. ``metadata``: str to str entries kept
+    in the file. The file is written beside ``path`` and renamed over it, so a failed save leaves an older file
+    whole."""
     if metadata is not None and not isinstance(metadata, Mapping):
         raise ArgumentTypeError(f"metadata is a dict of str to str; got {type(metadata).__name__} {metadata!r:.80}")
     entries = [(str(key), str(value)) for key, value in (metadata or {}).items()]
@@ -34,6 +36,9 @@ def save(
         ]
         _wgcompute.save_mlp(_path(path), layers, native_optimizer, entries)
         return
+    if isinstance(model_or_named_tensors, nn.Layer):
+        # Any layer or Sequential: its variables by name (layers.0.kernel, ...), read back by its load_weights.
+        model_or_named_tensors = model_or_named_tensors.state_dict()
     if isinstance(model_or_named_tensors, dict):
         if optimizer is not None:
             raise InvalidArgumentError("an optimizer's state is saved with an nn.Mlp; a dict of tensors saves alone")

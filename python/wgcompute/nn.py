@@ -1,4 +1,6 @@
-"""Layers: :class:`Linear` and :class:`Mlp` (linear layers with relu between them), as the library builds them.
+"""Layers: :class:`Linear` and :class:`Mlp` (linear layers with relu between them), as the library builds them,
+and the convolution, pooling, normalisation, dropout, embedding, attention and shape layers of
+``wgcompute._layers`` with :class:`Sequential` to chain them.
 
 Their weights come from the library's own ``Linear::new`` and ``Mlp::new`` (Glorot-uniform from a seed, zero
 biases), so a seed gives the weights the Rust API and ``wgcompute train --hidden --seed`` give. The parameters
@@ -21,10 +23,47 @@ from typing import Any
 from . import _wgcompute
 from ._convert import _flag, _seed, _sequence
 from ._errors import InvalidArgumentError
+from ._layers import (
+    Activation,
+    AvgPool2d,
+    BatchNorm,
+    Conv1d,
+    Conv2d,
+    Dropout,
+    Embedding,
+    Flatten,
+    GlobalAvgPool2d,
+    Layer,
+    LayerNorm,
+    MaxPool2d,
+    MultiHeadAttention,
+    Reshape,
+    RMSNorm,
+    Sequential,
+)
 from ._session import Session, _session_argument
 from ._tensor import Tensor, Variable
 
-__all__ = ["Linear", "Mlp"]
+__all__ = [
+    "Linear",
+    "Mlp",
+    "Activation",
+    "AvgPool2d",
+    "BatchNorm",
+    "Conv1d",
+    "Conv2d",
+    "Dropout",
+    "Embedding",
+    "Flatten",
+    "GlobalAvgPool2d",
+    "Layer",
+    "LayerNorm",
+    "MaxPool2d",
+    "MultiHeadAttention",
+    "RMSNorm",
+    "Reshape",
+    "Sequential",
+]
 
 
 def _width(value: Any, what: str) -> int:

@@ -1,0 +1,661 @@
+"""The layers of convolutional and sequence models, as Keras names and lays them out (images NHWC, kernels
+``[kh, kw, in / groups, out]``), each a :class:`Layer`: ``layer(x, training=False)``, its trainable
+:meth:`~Layer.parameters` and :meth:`~Layer.named_parameters`, its state (running statistics) apart in
+:meth:`~Layer.named_states`, and :meth:`~Layer.save_weights` / :meth:`~Layer.load_weights` through the
+safetensors layout :func:`wgcompute.save` writes, under names such as ``layers.0.kernel`` and
+``layers.1.moving_mean``.
+
+Layers with parameters take their session first, as :class:`Linear` does; their weights are drawn on the device
+from ``seed`` (Glorot-uniform for kernels, as Keras draws them; a fresh seed if None)."""
+
+from __future__ import annotations
+
+import math
+import numbers
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from . import _elementwise, _neural, _window
+from ._convert import _flag, _seed
+from ._errors import ArgumentTypeError, InvalidArgumentError, ShapeError
+from ._session import Session, _session_argument
+from ._tensor import Tensor, Variable, _tensor_argument
+
+__all__ = [
+    "Activation",
+    "AvgPool2d",
+    "BatchNorm",
+    "Conv1d",
+    "Conv2d",
+    "Dropout",
+    "Embedding",
+    "Flatten",
+    "GlobalAvgPool2d",
+    "Layer",
+    "LayerNorm",
+    "MaxPool2d",
+    "MultiHeadAttention",
+    "RMSNorm",
+    "Reshape",
+    "Sequential",
+]
+
+
+def _width(value: Any, what: str) -> int:
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or not 1 <= value < 2**31:
+        raise InvalidArgumentError(f"{what} is an int of at least 1; got {value!r:.80}")
+    return int(value)
+
+
+def _real(value: Any, what: str) -> float:
+    if not isinstance(value, numbers.Real) or isinstance(value, bool) or not math.isfinite(value) or value < 0:
+        raise InvalidArgumentError(f"{what} is a finite number of at least 0; got {value!r:.80}")
+    return float(value)
+
+
+def _uniform(session: Session, shape: Sequence[int], limit: float, seed: int, name: str) -> Variable:
+    """A trainable variable uniform in [-limit, limit), drawn on the device from ``seed``."""
+    drawn = session.rand(shape, seed) * (2.0 * limit) - limit
+    return Variable(drawn, name=name)
+
+
+def _constant(session: Session, shape: Sequence[int], value: float, name: str, trainable: bool = True) -> Variable:
+    return Variable(session.full(shape, value), trainable=trainable, name=name)
+
+
+def _input(layer: Layer, x: Any) -> Tensor:
+    """``x`` as a tensor of the layer's session: arrays are uploaded there."""
+    if isinstance(x, Tensor):
+        return x
+    session = layer._session()
+    if session is None:
+        raise ArgumentTypeError(f"{type(layer).__name__} takes a Tensor; got {type(x).__name__}")
+    return session.tensor(x)
+
+
+class Layer:
+    """The base of every layer: a callable ``layer(x, training=False)`` whose subclasses define :meth:`call`.
+    As in Keras and PyTorch, what a layer assigns to its attributes is tracked, in the order first assigned:
+    a trainable :class:`Variable` is a parameter, a variable that is not trainable is state (running
+    statistics, updated by the forward pass), and a layer, a :class:`Linear`, an :class:`Mlp` or a list of them
+    is a sublayer whose variables are named under the attribute's name (``blocks.0.gamma``). Attributes whose
+    names start with ``_`` are not tracked."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        if name.startswith("_"):
+            return
+        tracked: dict[str, str] = self.__dict__.setdefault("_tracked", {})
+        kind = _kind_of(value)
+        if kind is None:
+            tracked.pop(name, None)
+        else:
+            tracked[name] = kind
+
+    # The constructors below predate attribute tracking; they remain as plain assignments.
+    def _add_parameter(self, name: str, variable: Variable | None) -> None:
+        setattr(self, name, variable)
+
+    def _add_state(self, name: str, variable: Variable) -> None:
+        setattr(self, name, variable)
+
+    def _add_sublayer(self, name: str, layer: Any) -> None:
+        setattr(self, name, layer)
+
+    def _session(self) -> Session | None:
+        for _, variable in self._named_variables():
+            return variable._owner()
+        return None
+
+    def call(self, x: Any, training: bool = False) -> Tensor:
+        raise NotImplementedError(f"{type(self).__name__} defines no call(x, training)")
+
+    def __call__(self, x: Any, training: bool = False) -> Tensor:
+        return self.call(x, training=_flag(training, "training"))
+
+    def named_parameters(self) -> list[tuple[str, Variable]]:
+        """The trainable variables with their names, each sublayer's under its name."""
+        named = []
+        for name, kind in self.__dict__.get("_tracked", {}).items():
+            if kind == "parameter":
+                named.append((name, getattr(self, name)))
+            elif kind == "sublayer":
+                named += [
+                    (f"{prefix}.{inner}", variable)
+                    for prefix, child in self._children_named(name)
+                    for inner, variable in _named_parameters_of(child)
+                ]
+        return named
+
+    def _children_named(self, name: str) -> list[tuple[str, Any]]:
+        value = getattr(self, name)
+        if isinstance(value, (list, tuple)):
+            return [(f"{name}.{index}", item) for index, item in enumerate(value)]
+        return [(name, value)]
+
+    def parameters(self) -> list[Variable]:
+        """The trainable variables, in the order :meth:`named_parameters` gives them (the same objects every call)."""
+        return [variable for _, variable in self.named_parameters()]
+
+    def named_states(self) -> list[tuple[str, Variable]]:
+        """The variables the forward pass updates (running statistics), not trained by an optimizer."""
+        named = []
+        for name, kind in self.__dict__.get("_tracked", {}).items():
+            if kind == "state":
+                named.append((name, getattr(self, name)))
+            elif kind == "sublayer":
+                named += [
+                    (f"{prefix}.{inner}", variable)
+                    for prefix, child in self._children_named(name)
+                    if isinstance(child, Layer)
+                    for inner, variable in child.named_states()
+                ]
+        return named
+
+    def _named_variables(self) -> list[tuple[str, Variable]]:
+        return self.named_parameters() + self.named_states()
+
+    def state_dict(self) -> dict[str, Variable]:
+        """Every parameter and state variable by name: what :meth:`save_weights` writes."""
+        return dict(self._named_variables())
+
+    def load_state_dict(self, tensors: dict[str, Any]) -> None:
+        """Overwrites every variable from ``tensors`` (by name; arrays or tensors of the same shapes). Names
+        missing or left over are an error, and nothing is written unless every one fits."""
+        variables = self.state_dict()
+        missing = sorted(set(variables) - set(tensors))
+        extra = sorted(set(tensors) - set(variables))
+        if missing or extra:
+            raise InvalidArgumentError(f"the weights do not match the layer: missing {missing}, unexpected {extra}")
+        values = {name: variable._value_of(tensors[name]) for name, variable in variables.items()}
+        for name, variable in variables.items():
+            variable.assign(values[name])
+
+    def save_weights(self, path: str | os.PathLike) -> None:
+        """Writes every parameter and state variable, by name, to a safetensors file (:func:`wgcompute.save`)."""
+        from ._io import save
+
+        save(path, dict(self.state_dict()))
+
+    def load_weights(self, path: str | os.PathLike) -> None:
+        """Reads a file :meth:`save_weights` wrote (bit for bit) into this layer's variables."""
+        from ._io import load
+
+        session = self._session()
+        if session is None:
+            raise InvalidArgumentError(f"{type(self).__name__} has no weights to load")
+        self.load_state_dict(load(path, session))
+
+    def count_params(self) -> int:
+        return sum(math.prod(variable.shape) for variable in self.parameters())
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+def _is_sublayer(value: Any) -> bool:
+    return isinstance(value, Layer) or callable(getattr(value, "named_parameters", None))
+
+
+def _kind_of(value: Any) -> str | None:
+    """What an attribute of a layer is to it: a parameter, state, a sublayer (or a list of them), or nothing."""
+    if isinstance(value, Variable):
+        return "parameter" if value.trainable else "state"
+    if _is_sublayer(value) and not isinstance(value, type):
+        return "sublayer"
+    if isinstance(value, (list, tuple)) and any(_is_sublayer(item) for item in value):
+        return "sublayer"
+    return None
+
+
+def _named_parameters_of(layer: Any) -> list[tuple[str, Variable]]:
+    """A layer's named parameters: a :class:`Layer`'s, or those of a :class:`Linear` or :class:`Mlp`."""
+    named = getattr(layer, "named_parameters", None)
+    return list(named()) if callable(named) else []
+
+
+def _call_layer(layer: Any, x: Any, training: bool) -> Any:
+    if isinstance(layer, Layer):
+        return layer(x, training=training)
+    return layer(x)
+
+
+# --- convolution and pooling ---
+
+
+class Conv2d(Layer):
+    """A 2-D convolution layer (Keras's ``Conv2D``): ``kernel`` [kh, kw, in_channels / groups, out_channels]
+    and ``bias`` [out_channels]; the arguments as :func:`wgcompute.conv2d` takes them."""
+
+    def __init__(
+        self,
+        session: Session,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int | Sequence[int],
+        stride: int | Sequence[int] = 1,
+        padding: Any = "valid",
+        dilation: int | Sequence[int] = 1,
+        groups: int = 1,
+        bias: bool = True,
+        seed: int | None = None,
+    ) -> None:
+        super().__init__()
+        session = _session_argument(session)
+        inputs, outputs = _width(in_channels, "in_channels"), _width(out_channels, "out_channels")
+        self.groups = _width(groups, "groups")
+        if inputs % self.groups or outputs % self.groups:
+            raise InvalidArgumentError(
+                f"groups ({self.groups}) must divide in_channels ({inputs}) and out_channels ({outputs})"
+            )
+        self.kernel_size = tuple(_window._pair(kernel_size, "kernel_size"))
+        self.stride, self.padding, self.dilation = stride, padding, dilation
+        # Checked now, not at the first call.
+        _window._pair(stride, "stride")
+        _window._pair(dilation, "dilation")
+        _window._padding(padding)
+        kh, kw = self.kernel_size
+        fan_in, fan_out = kh * kw * inputs // self.groups, kh * kw * outputs // self.groups
+        limit = math.sqrt(6.0 / (fan_in + fan_out))
+        self._add_parameter(
+            "kernel", _uniform(session, (kh, kw, inputs // self.groups, outputs), limit, _seed(seed), "kernel")
+        )
+        self._add_parameter("bias", _constant(session, (outputs,), 0.0, "bias") if _flag(bias, "bias") else None)
+
+    def call(self, x: Any, training: bool = False) -> Tensor:
+        y = _window.conv2d(_input(self, x), self.kernel, self.stride, self.padding, self.dilation, self.groups)
+        return y if self.bias is None else y + self.bias
+
+    def __repr__(self) -> str:
+        kh, kw, group_in, out = self.kernel.shape
+        return (
+            f"Conv2d({group_in * self.groups}, {out}, kernel_size={(kh, kw)}, stride={self.stride}, "
+            f"padding={self.padding!r}, dilation={self.dilation}, groups={self.groups}, bias={self.bias is not None})"
+        )
+
+
+class Conv1d(Layer):
+    """A 1-D convolution layer over [batch, width, channels] (Keras's ``Conv1D``; ``padding`` may be
+    ``"causal"``): ``kernel`` [k, in_channels / groups, out_channels]."""
+
+    def __init__(
+        self,
+        session: Session,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int,
+        stride: int = 1,
+        padding: Any = "valid",
+        dilation: int = 1,
+        groups: int = 1,
+        bias: bool = True,
+        seed: int | None = None,
+    ) -> None:
+        super().__init__()
+        session = _session_argument(session)
+        inputs, outputs = _width(in_channels, "in_channels"), _width(out_channels, "out_channels")
+        self.groups = _width(groups, "groups")
+        if inputs % self.groups or outputs % self.groups:
+            raise InvalidArgumentError(
+                f"groups ({self.groups}) must divide in_channels ({inputs}) and out_channels ({outputs})"
+            )
+        size = _width(kernel_size, "kernel_size")
+        self.stride, self.padding, self.dilation = _width(stride, "stride"), padding, _width(dilation, "dilation")
+        limit = math.sqrt(6.0 / (size * (inputs + outputs) // self.groups))
+        self._add_parameter(
+            "kernel", _uniform(session, (size, inputs // self.groups, outputs), limit, _seed(seed), "kernel")
+        )
+        self._add_parameter("bias", _constant(session, (outputs,), 0.0, "bias") if _flag(bias, "bias") else None)
+
+    def call(self, x: Any, training: bool = False) -> Tensor:
+        y = _window.conv1d(_input(self, x), self.kernel, self.stride, self.padding, self.dilation, self.groups)
+        return y if self.bias is None else y + self.bias
+
+
+class MaxPool2d(Layer):
+    """Max pooling (Keras's ``MaxPooling2D``): windows of ``size``, ``stride`` apart (``size`` if None)."""
+
+    def __init__(
+        self, size: int | Sequence[int] = 2, stride: int | Sequence[int] | None = None, padding: Any = "valid"
+    ):
+        super().__init__()
+        _window._pair(size, "size")
+        if stride is not None:
+            _window._pair(stride, "stride")
+        _window._padding(padding)
+        self.size, self.stride, self.padding = size, stride, padding
+
+    def call(self, x: Any, training: bool = False) -> Tensor:
+        return _window.max_pool2d(_tensor_argument(x, "x"), self.size, self.stride, self.padding)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(size={self.size}, stride={self.stride}, padding={self.padding!r})"
+
+
+class AvgPool2d(MaxPool2d):
+    """Average pooling (Keras's ``AveragePooling2D``): padded positions are not counted."""
+
+    def call(self, x: Any, training: bool = False) -> Tensor:
+        return _window.avg_pool2d(_tensor_argument(x, "x"), self.size, self.stride, self.padding)
+
+
+class GlobalAvgPool2d(Layer):
+    """The mean over height and width: [batch, h, w, c] to [batch, c]."""
+
+    def call(self, x: Any, training: bool = False) -> Tensor:
+        return _window.global_avg_pool2d(_tensor_argument(x, "x"))
+
+
+# --- normalisation, dropout, embedding ---
+
+
+class BatchNorm(Layer):
+    """Batch normalisation over every axis but the last (Keras's ``BatchNormalization``): training, the batch's
+    statistics normalise and update ``moving_mean`` and ``moving_variance`` (state, not trained) with
+    ``momentum``; inference, the moving statistics normalise."""
+
+    def __init__(
+        self,
+        session: Session,
+        features: int,
+        momentum: float = 0.99,
+        epsilon: float = 1e-3,
+        center: bool = True,
+        scale: bool = True,
+    ) -> None:
+        super().__init__()
+        session = _session_argument(session)
+        width = _width(features, "features")
+        self.momentum, self.epsilon = _real(momentum, "momentum"), _real(epsilon, "epsilon")
+        if self.momentum > 1.0:
+            raise InvalidArgumentError(f"momentum is in [0, 1]; got {momentum!r}")
+        self._add_parameter("gamma", _constant(session, (width,), 1.0, "gamma") if _flag(scale, "scale") else None)
+        self._add_parameter("beta", _constant(session, (width,), 0.0, "beta") if _flag(center, "center") else None)
+        self._add_state("moving_mean", _constant(session, (width,), 0.0, "moving_mean", trainable=False))
+        self._add_state("moving_variance", _constant(session, (width,), 1.0, "moving_variance", trainable=False))
+
+    def call(self, x: Any, training: bool = False) -> Tensor:
+        y, mean, variance = _neural.batch_norm(
+            _input(self, x),
+            self.moving_mean,
+            self.moving_variance,
+            self.gamma,
+            self.beta,
+            training=training,
+            momentum=self.momentum,
+            epsilon=self.epsilon,
+        )
+        if training:
+            self.moving_mean.assign(mean)
+            self.moving_variance.assign(variance)
+        return y
+
+    def __repr__(self) -> str:
+        return f"BatchNorm({self.moving_mean.shape[0]}, momentum={self.momentum}, epsilon={self.epsilon})"
+
+
+class LayerNorm(Layer):
+    """Layer normalisation over the last axis, with ``gamma`` (ones) and ``beta`` (zeros) of ``features``."""
+
+    def __init__(self, session: Session, features: int, epsilon: float = 1e-5) -> None:
+        super().__init__()
+        session = _session_argument(session)
+        width = _width(features, "features")
+        self.epsilon = _real(epsilon, "epsilon")
+        self._add_parameter("gamma", _constant(session, (width,), 1.0, "gamma"))
+        self._add_parameter("beta", _constant(session, (width,), 0.0, "beta"))
+
+    def call(self, x: Any, training: bool = False) -> Tensor:
+        return _neural.layer_norm(_input(self, x), self.gamma, self.beta, axis=-1, epsilon=self.epsilon)
+
+    def __repr__(self) -> str:
+        return f"LayerNorm({self.gamma.shape[0]}, epsilon={self.epsilon})"
+
+
+class RMSNorm(Layer):
+    """Root-mean-square normalisation over the last axis, with ``gamma`` (ones) of ``features``."""
+
+    def __init__(self, session: Session, features: int, epsilon: float = 1e-6) -> None:
+        super().__init__()
+        session = _session_argument(session)
+        self.epsilon = _real(epsilon, "epsilon")
+        self._add_parameter("gamma", _constant(session, (_width(features, "features"),), 1.0, "gamma"))
+
+    def call(self, x: Any, training: bool = False) -> Tensor:
+        return _neural.rms_norm(_input(self, x), self.gamma, axis=-1, epsilon=self.epsilon)
+
+
+class Dropout(Layer):
+    """Inverted dropout of ``rate`` while training, the identity otherwise. Each training call draws a new
+    mask: from ``seed``, the n-th call's mask is the same on every run and backend."""
+
+    def __init__(self, rate: float, seed: int | None = None) -> None:
+        super().__init__()
+        self.rate = _real(rate, "rate")
+        if self.rate >= 1.0:
+            raise InvalidArgumentError(f"rate is in [0, 1); got {rate!r}")
+        self._seed = _seed(seed)
+        self._calls = 0
+
+    def call(self, x: Any, training: bool = False) -> Tensor:
+        if not training:
+            return _tensor_argument(x, "x")
+        seed = (self._seed + self._calls * 0x9E3779B97F4A7C15) % 2**64
+        self._calls += 1
+        return _neural.dropout(x, self.rate, seed=seed, training=True)
+
+    def __repr__(self) -> str:
+        return f"Dropout({self.rate})"
+
+
+class Embedding(Layer):
+    """Rows of ``embeddings`` [count, dim] (uniform in ±0.05, as Keras draws them) picked by integer ids."""
+
+    def __init__(self, session: Session, count: int, dim: int, seed: int | None = None) -> None:
+        super().__init__()
+        session = _session_argument(session)
+        shape = (_width(count, "count"), _width(dim, "dim"))
+        self._add_parameter("embeddings", _uniform(session, shape, 0.05, _seed(seed), "embeddings"))
+
+    def call(self, x: Any, training: bool = False) -> Tensor:
+        return _neural.embedding(x, self.embeddings)
+
+    def __repr__(self) -> str:
+        count, dim = self.embeddings.shape
+        return f"Embedding({count}, {dim})"
+
+
+# --- attention ---
+
+
+class MultiHeadAttention(Layer):
+    """Multi-head attention over [batch, seq, embed_dim]: ``query``, ``key`` and ``value`` projected to
+    ``num_heads`` heads of ``key_dim`` (``embed_dim // num_heads`` if None), :func:`scaled_dot_product_attention`
+    per head, the heads joined and projected back to ``embed_dim``. ``layer(query, value=None, key=None,
+    mask=None, causal=False)``: self-attention when ``value`` is None; ``key`` is ``value`` if None."""
+
+    def __init__(
+        self,
+        session: Session,
+        embed_dim: int,
+        num_heads: int,
+        key_dim: int | None = None,
+        bias: bool = True,
+        dropout: float = 0.0,
+        seed: int | None = None,
+    ) -> None:
+        super().__init__()
+        session = _session_argument(session)
+        embed, heads = _width(embed_dim, "embed_dim"), _width(num_heads, "num_heads")
+        if key_dim is None and embed % heads:
+            raise InvalidArgumentError(f"num_heads ({heads}) must divide embed_dim ({embed}), or give key_dim")
+        self.num_heads = heads
+        self.key_dim = embed // heads if key_dim is None else _width(key_dim, "key_dim")
+        inner = heads * self.key_dim
+        base = _seed(seed)
+        with_bias = _flag(bias, "bias")
+        for index, (name, rows, columns) in enumerate(
+            (("query", embed, inner), ("key", embed, inner), ("value", embed, inner), ("output", inner, embed))
+        ):
+            limit = math.sqrt(6.0 / (rows + columns))
+            self._add_parameter(
+                f"{name}_kernel", _uniform(session, (rows, columns), limit, (base + index) % 2**64, f"{name}_kernel")
+            )
+            self._add_parameter(
+                f"{name}_bias", _constant(session, (columns,), 0.0, f"{name}_bias") if with_bias else None
+            )
+        self.dropout = Dropout(dropout, seed=(base + 4) % 2**64)
+
+    def _project(self, x: Tensor, name: str) -> Tensor:
+        y = x @ getattr(self, f"{name}_kernel")
+        bias = getattr(self, f"{name}_bias")
+        return y if bias is None else y + bias
+
+    def _heads(self, x: Tensor) -> Tensor:
+        batch, length, _ = x.shape
+        return x.reshape((batch, length, self.num_heads, self.key_dim)).transpose((0, 2, 1, 3))
+
+    def __call__(  # type: ignore[override]
+        self,
+        query: Any,
+        value: Any = None,
+        key: Any = None,
+        mask: Any = None,
+        causal: bool = False,
+        training: bool = False,
+    ) -> Tensor:
+        query = _input(self, query)
+        value = query if value is None else _input(self, value)
+        key = value if key is None else _input(self, key)
+        for what, tensor in (("query", query), ("key", key), ("value", value)):
+            if tensor.ndim != 3:
+                raise ShapeError(f"MultiHeadAttention takes {what} [batch, seq, features]; got shape {tensor.shape}")
+        q = self._heads(self._project(query, "query"))
+        k = self._heads(self._project(key, "key"))
+        v = self._heads(self._project(value, "value"))
+        attended = _neural.scaled_dot_product_attention(q, k, v, mask=mask, causal=_flag(causal, "causal"))
+        attended = self.dropout(attended, training=_flag(training, "training"))
+        batch, _, length, _ = attended.shape
+        joined = attended.transpose((0, 2, 1, 3)).reshape((batch, length, self.num_heads * self.key_dim))
+        return self._project(joined, "output")
+
+    def call(self, x: Any, training: bool = False) -> Tensor:
+        return self(x, training=training)
+
+    def __repr__(self) -> str:
+        embed = self.output_kernel.shape[1]
+        return f"MultiHeadAttention({embed}, num_heads={self.num_heads}, key_dim={self.key_dim})"
+
+
+# --- shapes and activations ---
+
+
+class Flatten(Layer):
+    """Every axis but the first joined: [batch, ...] to [batch, product]."""
+
+    def call(self, x: Any, training: bool = False) -> Tensor:
+        x = _tensor_argument(x, "x")
+        if x.ndim == 0:
+            raise ShapeError("Flatten keeps the batch axis; a 0-d tensor has none")
+        return x.reshape((x.shape[0], math.prod(x.shape[1:])))
+
+
+class Reshape(Layer):
+    """Each example reshaped to ``target_shape`` (the batch axis kept; one entry may be -1), as Keras's."""
+
+    def __init__(self, target_shape: Sequence[int]) -> None:
+        super().__init__()
+        if isinstance(target_shape, (str, bytes)) or not isinstance(target_shape, Sequence):
+            raise ArgumentTypeError(f"target_shape is a sequence of ints; got {target_shape!r:.80}")
+        self.target_shape = tuple(int(d) for d in target_shape)
+
+    def call(self, x: Any, training: bool = False) -> Tensor:
+        x = _tensor_argument(x, "x")
+        return x.reshape((x.shape[0], *self.target_shape))
+
+    def __repr__(self) -> str:
+        return f"Reshape({self.target_shape})"
+
+
+_ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
+    "linear": lambda x: x,
+    "relu": _elementwise.relu,
+    "gelu": _elementwise.gelu,
+    "gelu_tanh": _elementwise.gelu_tanh,
+    "silu": _elementwise.silu,
+    "swish": _elementwise.silu,
+    "tanh": _elementwise.tanh,
+    "sigmoid": _elementwise.sigmoid,
+    "softplus": _elementwise.softplus,
+    "softmax": _neural.softmax,
+    "log_softmax": _neural.log_softmax,
+}
+
+
+class Activation(Layer):
+    """An activation by Keras's name (``"relu"``, ``"gelu"``, ``"gelu_tanh"``, ``"silu"``, ``"tanh"``,
+    ``"sigmoid"``, ``"softplus"``, ``"softmax"``, ``"log_softmax"``, ``"linear"``) or a function of a tensor;
+    softmax over ``axis``."""
+
+    def __init__(self, activation: str | Callable[[Tensor], Tensor], axis: int = -1) -> None:
+        super().__init__()
+        if isinstance(activation, str):
+            if activation not in _ACTIVATIONS:
+                raise InvalidArgumentError(f"activation {activation!r} is not one of {sorted(_ACTIVATIONS)}")
+            function = _ACTIVATIONS[activation]
+            if activation in ("softmax", "log_softmax"):
+                softmax = function
+                self._function: Callable[[Tensor], Tensor] = lambda x: softmax(x, axis)  # type: ignore[call-arg]
+            else:
+                self._function = function
+        elif callable(activation):
+            self._function = activation
+        else:
+            raise ArgumentTypeError(f"activation is a name or a function; got {activation!r:.80}")
+        self.activation = activation
+
+    def call(self, x: Any, training: bool = False) -> Tensor:
+        return self._function(_tensor_argument(x, "x"))
+
+    def __repr__(self) -> str:
+        return f"Activation({self.activation!r})"
+
+
+def _check_layer(layer: Any) -> None:
+    if not callable(layer):
+        raise ArgumentTypeError(f"a layer is callable; got {type(layer).__name__} {layer!r:.80}")
+
+
+class Sequential(Layer):
+    """Layers applied in order: ``Sequential([Conv2d(...), Activation("relu"), ...])``. Its variables are named
+    ``layers.<index>.<name>`` (``layers.0.kernel``, ``layers.1.moving_mean``); ``training`` reaches every layer
+    that takes it. :class:`Linear` and :class:`Mlp` may be among the layers."""
+
+    def __init__(self, layers: Sequence[Any] = ()) -> None:
+        super().__init__()
+        if isinstance(layers, (str, bytes)) or not isinstance(layers, Sequence):
+            raise ArgumentTypeError(f"Sequential takes a list of layers; got {type(layers).__name__}")
+        for layer in layers:
+            _check_layer(layer)
+        self.layers: list[Any] = list(layers)
+
+    def add(self, layer: Any) -> None:
+        _check_layer(layer)
+        # Assigned anew, so that the list is tracked even when it was empty.
+        self.layers = [*self.layers, layer]
+
+    def call(self, x: Any, training: bool = False) -> Tensor:
+        for layer in self.layers:
+            x = _call_layer(layer, x, training)
+        return x
+
+    def __len__(self) -> int:
+        return len(self.layers)
+
+    def __getitem__(self, index: int) -> Any:
+        return self.layers[index]
+
+    def __repr__(self) -> str:
+        inner = ",\n".join(f"  {layer!r}" for layer in self.layers)
+        return f"Sequential([\n{inner}\n])"
