@@ -16,6 +16,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod conv;
 pub mod cpu;
 pub mod min_cap;
 mod report;
@@ -74,7 +75,7 @@ pub const SORT_LEN: usize = 1 << 20;
 pub const TOP_K: usize = 10;
 
 /// Every row's name, in the order [`run`] runs them.
-pub const ROWS: [&str; 17] = [
+pub const ROWS: [&str; 18] = [
     "session_open_close",
     "suspend_resume",
     "pool_alloc_free",
@@ -87,6 +88,7 @@ pub const ROWS: [&str; 17] = [
     "sort",
     "top_k",
     "adam",
+    "conv2d",
     "seed_step",
     "mlp_step",
     "mlp_small_step",
@@ -196,6 +198,10 @@ pub fn run(
     }
     if plan.wants("adam") {
         results.push(rows::adam(&session, ADAM_LEN, runs)?);
+    }
+    if plan.wants("conv2d") {
+        let case = plan.pick(conv::ConvCase::QUICK, conv::ConvCase::FULL);
+        results.push(conv::conv2d(&session, case, runs)?);
     }
     if plan.wants("seed_step") {
         results.push(rows::seed_step(&session, plan.pick(3, 10))?);

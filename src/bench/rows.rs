@@ -242,7 +242,7 @@ pub fn counted_time(
 
 /// Median time of `work` followed by a wait for the device, after one warm-up, with the dispatches per timed
 /// iteration.
-fn device_time(
+pub(crate) fn device_time(
     session: &Session,
     runs: usize,
     mut work: impl FnMut() -> Result<()>,
