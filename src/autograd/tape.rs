@@ -8,8 +8,8 @@ use crate::op::elementwise::{for_each_binary_op, for_each_unary_op, BinaryOp, Un
 use crate::op::index::IndexItem;
 use crate::op::matmul::Transpose;
 use crate::op::reduce::{for_each_reduce_op, ReduceOp};
-use crate::op::window::Windows;
 use crate::ops::index::{flip_items, Picks};
+use crate::shape::window::Windows;
 use crate::shape::IndexView;
 use crate::tensor::Tensor;
 

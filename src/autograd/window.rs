@@ -6,10 +6,11 @@ use crate::error::Result;
 use crate::op::elementwise::BinaryOp;
 use crate::op::matmul::Transpose;
 use crate::op::reduce::ReduceOp;
-use crate::op::window::{Conv1dOptions, Conv2dOptions, Padding, Windows};
+use crate::op::window::{Conv1dOptions, Conv2dOptions, Padding};
 use crate::ops::window::{
     conv1d_as_2d, expect_f32_pair, pool_windows, pooled_counts, rank4, transposed_windows, ConvPlan,
 };
+use crate::shape::window::Windows;
 
 use super::tape::{Op, Tape, Var};
 
@@ -108,7 +109,7 @@ impl Tape {
     ) -> Result<Var> {
         const NAME: &str = "max_pool2d";
         let image = self.value(x)?;
-        image.expect_dtype(NAME, crate::DType::F32)?;
+        image.expect_dtype(NAME, crate::dtype::DType::F32)?;
         let windows = pool_windows(NAME, image.shape(), size, stride, padding)?;
         let [_, positions, _] = windows.patches_shape();
         let channels = windows.channels;
@@ -146,7 +147,7 @@ impl Tape {
     ) -> Result<Var> {
         const NAME: &str = "avg_pool2d";
         let image = self.value(x)?;
-        image.expect_dtype(NAME, crate::DType::F32)?;
+        image.expect_dtype(NAME, crate::dtype::DType::F32)?;
         let windows = pool_windows(NAME, image.shape(), size, stride, padding)?;
         let counts = image.upload_beside(
             &pooled_counts(&windows),
@@ -179,7 +180,7 @@ impl Tape {
     pub fn global_avg_pool2d(&mut self, x: Var) -> Result<Var> {
         const NAME: &str = "global_avg_pool2d";
         let image = self.value(x)?;
-        image.expect_dtype(NAME, crate::DType::F32)?;
+        image.expect_dtype(NAME, crate::dtype::DType::F32)?;
         rank4(NAME, "the image", image.shape())?;
         self.reduce_axes(ReduceOp::Mean, x, Some(&[1, 2]), false)
     }

@@ -6,8 +6,8 @@ use bytemuck::{Pod, Zeroable};
 
 use super::plan::Limits;
 use crate::error::{Error, Result};
-use crate::op::window::Windows;
 use crate::runtime::{BufferRange, Kernel, Runtime, Shader};
+use crate::shape::window::Windows;
 
 static WINDOW: Shader = Shader {
     name: "window",

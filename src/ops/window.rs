@@ -7,7 +7,8 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::op::matmul::Transpose;
 use crate::op::reduce::ReduceOp;
-use crate::op::window::{Conv1dOptions, Conv2dOptions, Padding, Windows};
+use crate::op::window::{Conv1dOptions, Conv2dOptions, Padding};
+use crate::shape::window::Windows;
 use crate::tensor::Tensor;
 
 fn shape_error(op: &'static str, message: String) -> Error {

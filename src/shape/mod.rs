@@ -15,6 +15,8 @@
 //!
 //! The crate-internal helpers below them (strides, lanes) turn those shapes into what the kernels read.
 
+pub(crate) mod window;
+
 use crate::error::{Error, Result};
 use crate::op::elementwise::{BinaryOp, UnaryOp};
 use crate::op::index::{IndexItem, Slice};
