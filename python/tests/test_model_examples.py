@@ -185,3 +185,17 @@ def test_save_and_load_weights_on_each_adapter(which, cnn, transformer, make_ses
         got = fresh(session.tensor(ids)).numpy()
     assert np.isfinite(expected).all()
     np.testing.assert_array_equal(got, expected)
+
+
+def test_the_cnn_trains_in_a_session_capped_at_1_2_times_its_peak(cnn):
+    """The cap issue's promise for a convnet: a cap of 1.2× the job's peak live bytes is enough to run it."""
+    x_train, x_test, y_train, y_test = cnn.load_data()
+    data = (x_train[:320], x_test[:64], y_train[:320], y_test[:64])
+    with vulkan_session() as free:
+        first = cnn.train(free, epochs=1, batch_size=32, seed=3, data=data)
+        peak = free.memory_stats().peak_in_use
+    assert peak > 0
+    with open_session("vulkan", memory_limit=math.ceil(1.2 * peak), tuning="defaults") as capped:
+        again = cnn.train(capped, epochs=1, batch_size=32, seed=3, data=data)
+        assert capped.memory_stats().peak_in_use <= math.ceil(1.2 * peak)
+    np.testing.assert_allclose(again["losses"], first["losses"], rtol=1e-5)
