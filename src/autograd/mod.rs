@@ -25,6 +25,7 @@
 
 mod array_api;
 mod backward;
+mod neural;
 mod rules;
 mod tape;
 mod walk;

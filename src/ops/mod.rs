@@ -9,6 +9,7 @@ pub(crate) mod linear;
 pub(crate) mod logic;
 pub(crate) mod manipulate;
 pub(crate) mod matmul;
+pub(crate) mod neural;
 pub(crate) mod optim;
 mod random;
 pub(crate) mod reduce;

@@ -22,6 +22,7 @@ mod ops_linear;
 mod ops_logic;
 mod ops_manipulate;
 mod ops_matmul;
+mod ops_neural;
 mod ops_optim;
 mod ops_random;
 mod ops_reduce;

@@ -1,0 +1,602 @@
+//! Layer, RMS and batch normalisation, dropout and scaled dot-product attention (`Tensor` and `Tape`) against
+//! f64 references on fresh random inputs at awkward shapes (a feature axis of 1, primes, rank 4), their
+//! gradients against f64 central differences of the same references; the tape's forward is the eager one bit
+//! for bit; bad operands are errors after which the session goes on. Outputs start NaN-filled.
+
+use std::sync::Arc;
+
+use crate::common::{per_backend, weighted_cost, Backend, Rng};
+use wgcompute::{BatchNormOptions, Error, Session, Tape, Tensor};
+
+fn upload(session: &Session, data: &[f32], shape: &[usize]) -> Arc<Tensor> {
+    Arc::new(session.upload(data, shape).expect("upload"))
+}
+
+fn wide(values: &[f32]) -> Vec<f64> {
+    values.iter().map(|&v| v as f64).collect()
+}
+
+/// The largest difference from `want`, against the larger of 1 and `want`'s largest magnitude.
+fn scaled_error(got: &[f32], want: &[f64]) -> f64 {
+    assert_eq!(got.len(), want.len(), "element counts differ");
+    let scale = want.iter().fold(1.0f64, |top, w| top.max(w.abs()));
+    got.iter()
+        .zip(want)
+        .map(|(&g, w)| {
+            if g.is_finite() {
+                (g as f64 - w).abs()
+            } else {
+                f64::INFINITY
+            }
+        })
+        .fold(0.0, f64::max)
+        / scale
+}
+
+fn expect_close(what: &str, got: &[f32], want: &[f64], tolerance: f64) {
+    let error = scaled_error(got, want);
+    assert!(
+        error <= tolerance,
+        "{what}: error {error:e} over {tolerance:e}\n got {got:?}\nwant {want:?}"
+    );
+}
+
+/// Central differences in f64 of Σ weights · reference(inputs), for input `which`.
+fn numeric_gradient(
+    reference: &dyn Fn(&[Vec<f64>]) -> Vec<f64>,
+    inputs: &[Vec<f64>],
+    weights: &[f64],
+    which: usize,
+) -> Vec<f64> {
+    let mut inputs = inputs.to_vec();
+    let cost = |inputs: &[Vec<f64>]| -> f64 {
+        reference(inputs)
+            .iter()
+            .zip(weights)
+            .map(|(y, w)| y * w)
+            .sum()
+    };
+    (0..inputs[which].len())
+        .map(|at| {
+            let kept = inputs[which][at];
+            let step = 1e-6 * kept.abs().max(1.0);
+            inputs[which][at] = kept + step;
+            let above = cost(&inputs);
+            inputs[which][at] = kept - step;
+            let below = cost(&inputs);
+            inputs[which][at] = kept;
+            (above - below) / (2.0 * step)
+        })
+        .collect()
+}
+
+/// Checks the eager forward, the tape's forward (bit for bit) and every parameter's gradient against `reference`.
+fn check(
+    session: &Session,
+    rng: &mut Rng,
+    what: &str,
+    inputs: &[(Vec<f32>, Vec<usize>)],
+    reference: &dyn Fn(&[Vec<f64>]) -> Vec<f64>,
+    eager: &dyn Fn(&[Arc<Tensor>]) -> wgcompute::Result<Tensor>,
+    taped: &dyn Fn(&mut Tape, &[wgcompute::Var]) -> wgcompute::Result<wgcompute::Var>,
+) {
+    let tensors: Vec<Arc<Tensor>> = inputs
+        .iter()
+        .map(|(data, shape)| upload(session, data, shape))
+        .collect();
+    let wide_inputs: Vec<Vec<f64>> = inputs.iter().map(|(data, _)| wide(data)).collect();
+    let want = reference(&wide_inputs);
+    let got = eager(&tensors).expect("eager").to_vec().expect("read");
+    expect_close(&format!("{what}: forward"), &got, &want, 2e-5);
+    let weights = rng.vec(want.len(), -1.0, 1.0);
+    let (value, gradients) = weighted_cost(session, &tensors, &weights, taped).expect("taped");
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(
+        bits(&value),
+        bits(&got),
+        "{what}: the tape's forward is the eager one"
+    );
+    for (which, gradient) in gradients.iter().enumerate() {
+        let want = numeric_gradient(reference, &wide_inputs, &wide(&weights), which);
+        expect_close(&format!("{what}: gradient {which}"), gradient, &want, 1e-4);
+    }
+}
+
+/// Normalises each run of `features` values (the last axis) by `moments` of it, then gamma and beta.
+fn normalise_rows(
+    x: &[f64],
+    features: usize,
+    gamma: Option<&[f64]>,
+    beta: Option<&[f64]>,
+    moments: impl Fn(&[f64]) -> (f64, f64),
+) -> Vec<f64> {
+    x.chunks(features)
+        .flat_map(|row| {
+            let (centre, scale) = moments(row);
+            row.iter()
+                .enumerate()
+                .map(move |(f, &v)| {
+                    (v - centre) * scale * gamma.map_or(1.0, |g| g[f]) + beta.map_or(0.0, |b| b[f])
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+const EPSILON: f32 = 1e-5;
+
+fn layer_moments(row: &[f64]) -> (f64, f64) {
+    let mean = row.iter().sum::<f64>() / row.len() as f64;
+    let variance = row.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / row.len() as f64;
+    (mean, 1.0 / (variance + EPSILON as f64).sqrt())
+}
+
+fn rms_moments(row: &[f64]) -> (f64, f64) {
+    let power = row.iter().map(|v| v * v).sum::<f64>() / row.len() as f64;
+    (0.0, 1.0 / (power + EPSILON as f64).sqrt())
+}
+
+per_backend!(layer_norm_and_rms_norm_match_f64);
+fn layer_norm_and_rms_norm_match_f64(backend: &Backend) {
+    let mut rng = Rng::fresh("layer_norm");
+    let session = backend.poisoned();
+    for shape in [
+        vec![3, 7],
+        vec![2, 1, 5],
+        vec![1, 13],
+        vec![2, 2, 3, 4],
+        vec![4, 1],
+    ] {
+        let features = *shape.last().expect("an axis");
+        let len: usize = shape.iter().product();
+        let x = rng.vec(len, -2.0, 2.0);
+        let gamma = rng.vec(features, 0.5, 1.5);
+        let beta = rng.vec(features, -1.0, 1.0);
+        let inputs = [
+            (x.clone(), shape.clone()),
+            (gamma, vec![features]),
+            (beta, vec![features]),
+        ];
+        check(
+            &session,
+            &mut rng,
+            &format!("layer_norm {shape:?}"),
+            &inputs,
+            &|v| normalise_rows(&v[0], features, Some(&v[1]), Some(&v[2]), layer_moments),
+            &|t| t[0].layer_norm(Some(&t[1]), Some(&t[2]), EPSILON),
+            &|tape, v| tape.layer_norm(v[0], Some(v[1]), Some(v[2]), EPSILON),
+        );
+        check(
+            &session,
+            &mut rng,
+            &format!("rms_norm {shape:?}"),
+            &inputs[..2],
+            &|v| normalise_rows(&v[0], features, Some(&v[1]), None, rms_moments),
+            &|t| t[0].rms_norm(Some(&t[1]), EPSILON),
+            &|tape, v| tape.rms_norm(v[0], Some(v[1]), EPSILON),
+        );
+        let plain = session.upload(&x, &shape).expect("upload");
+        let got = plain
+            .layer_norm(None, None, EPSILON)
+            .expect("no gamma")
+            .to_vec()
+            .expect("read");
+        let want = normalise_rows(&wide(&x), features, None, None, layer_moments);
+        expect_close("layer_norm without gamma and beta", &got, &want, 2e-5);
+    }
+}
+
+/// Batch normalisation's output, by channel (the last axis) over everything else, and the batch's mean and
+/// biased variance per channel.
+fn batch_norm_reference(
+    x: &[f64],
+    channels: usize,
+    gamma: &[f64],
+    beta: &[f64],
+    epsilon: f64,
+) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+    let count = (x.len() / channels) as f64;
+    let mut mean = vec![0.0; channels];
+    for (at, v) in x.iter().enumerate() {
+        mean[at % channels] += v / count;
+    }
+    let mut variance = vec![0.0; channels];
+    for (at, v) in x.iter().enumerate() {
+        variance[at % channels] += (v - mean[at % channels]).powi(2) / count;
+    }
+    let out = x
+        .iter()
+        .enumerate()
+        .map(|(at, v)| {
+            let c = at % channels;
+            (v - mean[c]) / (variance[c] + epsilon).sqrt() * gamma[c] + beta[c]
+        })
+        .collect();
+    (out, mean, variance)
+}
+
+per_backend!(batch_norm_trains_on_the_batch_and_infers_from_running_statistics);
+fn batch_norm_trains_on_the_batch_and_infers_from_running_statistics(backend: &Backend) {
+    let mut rng = Rng::fresh("batch_norm");
+    let session = backend.poisoned();
+    let options = BatchNormOptions {
+        training: true,
+        momentum: 0.9,
+        epsilon: 1e-3,
+    };
+    for shape in [vec![4, 3], vec![2, 3, 2, 5], vec![7, 1]] {
+        let channels = *shape.last().expect("an axis");
+        let len: usize = shape.iter().product();
+        let x = rng.vec(len, -2.0, 3.0);
+        let gamma = rng.vec(channels, 0.5, 1.5);
+        let beta = rng.vec(channels, -1.0, 1.0);
+        let moving_mean = rng.vec(channels, -1.0, 1.0);
+        let moving_variance = rng.vec(channels, 0.5, 2.0);
+        let mm = session.upload(&moving_mean, &[channels]).expect("upload");
+        let mv = session
+            .upload(&moving_variance, &[channels])
+            .expect("upload");
+        let inputs = [
+            (x.clone(), shape.clone()),
+            (gamma.clone(), vec![channels]),
+            (beta.clone(), vec![channels]),
+        ];
+        check(
+            &session,
+            &mut rng,
+            &format!("batch_norm training {shape:?}"),
+            &inputs,
+            &|v| batch_norm_reference(&v[0], channels, &v[1], &v[2], 1e-3).0,
+            &|t| {
+                Ok(t[0]
+                    .batch_norm(&mm, &mv, Some(&t[1]), Some(&t[2]), &options)?
+                    .output)
+            },
+            &|tape, v| {
+                Ok(tape
+                    .batch_norm(v[0], &mm, &mv, Some(v[1]), Some(v[2]), &options)?
+                    .output)
+            },
+        );
+        let (_, mean, variance) =
+            batch_norm_reference(&wide(&x), channels, &wide(&gamma), &wide(&beta), 1e-3);
+        let stepped = session
+            .upload(&x, &shape)
+            .expect("upload")
+            .batch_norm(
+                &mm,
+                &mv,
+                Some(&session.upload(&gamma, &[channels]).expect("gamma")),
+                None,
+                &options,
+            )
+            .expect("training step");
+        let moved = |moving: &[f32], batch: &[f64]| -> Vec<f64> {
+            moving
+                .iter()
+                .zip(batch)
+                .map(|(&m, b)| m as f64 * 0.9 + b * 0.1)
+                .collect()
+        };
+        expect_close(
+            "moving mean",
+            &stepped.moving_mean.to_vec().expect("read"),
+            &moved(&moving_mean, &mean),
+            2e-6,
+        );
+        expect_close(
+            "moving variance",
+            &stepped.moving_variance.to_vec().expect("read"),
+            &moved(&moving_variance, &variance),
+            2e-6,
+        );
+
+        let inference = BatchNormOptions {
+            training: false,
+            ..options
+        };
+        check(
+            &session,
+            &mut rng,
+            &format!("batch_norm inference {shape:?}"),
+            &inputs,
+            &|v| {
+                v[0].iter()
+                    .enumerate()
+                    .map(|(at, x)| {
+                        let c = at % channels;
+                        (x - moving_mean[c] as f64) / (moving_variance[c] as f64 + 1e-3).sqrt()
+                            * v[1][c]
+                            + v[2][c]
+                    })
+                    .collect()
+            },
+            &|t| {
+                Ok(t[0]
+                    .batch_norm(&mm, &mv, Some(&t[1]), Some(&t[2]), &inference)?
+                    .output)
+            },
+            &|tape, v| {
+                Ok(tape
+                    .batch_norm(v[0], &mm, &mv, Some(v[1]), Some(v[2]), &inference)?
+                    .output)
+            },
+        );
+    }
+}
+
+per_backend!(dropout_repeats_its_mask_from_the_seed_and_scales_what_it_keeps);
+fn dropout_repeats_its_mask_from_the_seed_and_scales_what_it_keeps(backend: &Backend) {
+    let mut rng = Rng::fresh("dropout");
+    let session = backend.poisoned();
+    let len = 100_003;
+    let x = rng.vec(len, 0.5, 1.5);
+    let xt = upload(&session, &x, &[len]);
+    let seed = rng.next_u64();
+    for rate in [0.1f32, 0.5, 0.9] {
+        let first = xt
+            .dropout(rate, seed)
+            .expect("dropout")
+            .to_vec()
+            .expect("read");
+        let again = xt
+            .dropout(rate, seed)
+            .expect("dropout")
+            .to_vec()
+            .expect("read");
+        assert_eq!(first, again, "the same seed, the same mask");
+        let other = xt
+            .dropout(rate, seed ^ 1)
+            .expect("dropout")
+            .to_vec()
+            .expect("read");
+        assert_ne!(first, other, "another seed, another mask");
+        let scale = 1.0 / (1.0 - rate);
+        let mut kept = 0usize;
+        for (&got, &value) in first.iter().zip(&x) {
+            if got != 0.0 {
+                kept += 1;
+                assert_eq!(
+                    got,
+                    value * scale,
+                    "a kept element is scaled by 1 / (1 - rate)"
+                );
+            }
+        }
+        let fraction = kept as f64 / len as f64;
+        assert!(
+            (fraction - (1.0 - rate as f64)).abs() < 0.01,
+            "rate {rate}: kept {fraction}"
+        );
+
+        let mut tape = Tape::new();
+        let xv = tape.param(&xt);
+        let y = tape.dropout(xv, rate, seed).expect("taped");
+        assert_eq!(tape.value(y).expect("y").to_vec().expect("read"), first);
+        let total = tape.sum(y, None).expect("sum");
+        let gradient = tape.backward(total).expect("backward");
+        let gradient = gradient
+            .of(&xt)
+            .expect("a gradient")
+            .to_vec()
+            .expect("read");
+        for (g, y) in gradient.iter().zip(&first) {
+            assert_eq!(
+                *g,
+                if *y == 0.0 { 0.0 } else { scale },
+                "the gradient is the mask"
+            );
+        }
+    }
+    let none = xt
+        .dropout(0.0, seed)
+        .expect("rate 0")
+        .to_vec()
+        .expect("read");
+    assert_eq!(none, x, "rate 0 keeps everything as it is");
+}
+
+/// softmax(q·kᵀ/sqrt(d) masked)·v over [batch, heads, seq, dim], in f64.
+fn attention_reference(
+    v: &[Vec<f64>],
+    [batch, heads, queries, keys, dim, value_dim]: [usize; 6],
+    mask: Option<&[bool]>,
+    causal: bool,
+) -> Vec<f64> {
+    let (q, k, values) = (&v[0], &v[1], &v[2]);
+    let mut out = Vec::with_capacity(batch * heads * queries * value_dim);
+    for group in 0..batch * heads {
+        for i in 0..queries {
+            let scores: Vec<f64> = (0..keys)
+                .map(|j| {
+                    let open = mask.is_none_or(|m| m[(group * queries + i) * keys + j])
+                        && !(causal && j > i);
+                    if !open {
+                        return f64::NEG_INFINITY;
+                    }
+                    (0..dim)
+                        .map(|d| {
+                            q[(group * queries + i) * dim + d] * k[(group * keys + j) * dim + d]
+                        })
+                        .sum::<f64>()
+                        / (dim as f64).sqrt()
+                })
+                .collect();
+            let top = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let weights: Vec<f64> = scores.iter().map(|s| (s - top).exp()).collect();
+            let total: f64 = weights.iter().sum();
+            for e in 0..value_dim {
+                out.push(
+                    (0..keys)
+                        .map(|j| weights[j] / total * values[(group * keys + j) * value_dim + e])
+                        .sum(),
+                );
+            }
+        }
+    }
+    out
+}
+
+per_backend!(scaled_dot_product_attention_matches_f64_with_masks);
+fn scaled_dot_product_attention_matches_f64_with_masks(backend: &Backend) {
+    let mut rng = Rng::fresh("attention");
+    let session = backend.poisoned();
+    for sizes in [
+        [2, 3, 5, 7, 4, 3],
+        [1, 1, 1, 1, 1, 1],
+        [1, 2, 6, 6, 8, 8],
+        [2, 1, 4, 3, 5, 2],
+    ] {
+        let [batch, heads, queries, keys, dim, value_dim] = sizes;
+        let inputs = [
+            (
+                rng.vec(batch * heads * queries * dim, -1.5, 1.5),
+                vec![batch, heads, queries, dim],
+            ),
+            (
+                rng.vec(batch * heads * keys * dim, -1.5, 1.5),
+                vec![batch, heads, keys, dim],
+            ),
+            (
+                rng.vec(batch * heads * keys * value_dim, -1.0, 1.0),
+                vec![batch, heads, keys, value_dim],
+            ),
+        ];
+        // A mask per batch and query, shared by the heads; every row keeps its first key.
+        let small: Vec<bool> = (0..batch * queries * keys)
+            .map(|at| at % keys == 0 || rng.uniform(0.0, 1.0) < 0.6)
+            .collect();
+        let full: Vec<bool> = (0..batch * heads * queries * keys)
+            .map(|at| {
+                let (b, rest) = (at / (heads * queries * keys), at % (queries * keys));
+                small[b * queries * keys + rest]
+            })
+            .collect();
+        let mask = session
+            .upload_bool(&small, &[batch, 1, queries, keys])
+            .expect("mask");
+        for (masked, causal) in [(false, false), (false, true), (true, false), (true, true)] {
+            let mask_ref = masked.then_some(&mask);
+            check(
+                &session,
+                &mut rng,
+                &format!("attention {sizes:?} mask {masked} causal {causal}"),
+                &inputs,
+                &|v| attention_reference(v, sizes, masked.then_some(&full[..]), causal),
+                &|t| t[0].scaled_dot_product_attention(&t[1], &t[2], mask_ref, causal),
+                &|tape, v| tape.scaled_dot_product_attention(v[0], v[1], v[2], mask_ref, causal),
+            );
+        }
+    }
+}
+
+per_backend!(bad_operands_are_errors_and_the_session_goes_on);
+fn bad_operands_are_errors_and_the_session_goes_on(backend: &Backend) {
+    let session = backend.poisoned();
+    let x = session
+        .upload(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3])
+        .expect("x");
+    let two = session.upload(&[1.0, 2.0], &[2]).expect("a vector of 2");
+    let three = session
+        .upload(&[1.0, 2.0, 3.0], &[3])
+        .expect("a vector of 3");
+    let scalar = session.upload(&[1.0], &[]).expect("0-d");
+    let ids = session
+        .upload_u32(&[1, 2, 3, 4, 5, 6], &[2, 3])
+        .expect("u32");
+    let q = session.upload(&[0.0; 24], &[1, 2, 3, 4]).expect("q");
+    let training = BatchNormOptions {
+        training: true,
+        ..BatchNormOptions::default()
+    };
+    let outcomes: Vec<(&str, wgcompute::Result<Tensor>)> = vec![
+        (
+            "gamma of the wrong length",
+            x.layer_norm(Some(&two), None, 1e-5),
+        ),
+        ("a 0-d input", scalar.layer_norm(None, None, 1e-5)),
+        ("a negative epsilon", x.rms_norm(None, -1.0)),
+        ("a u32 input", ids.layer_norm(None, None, 1e-5)),
+        (
+            "running statistics of the wrong length",
+            x.batch_norm(&two, &three, None, None, &training)
+                .map(|o| o.output),
+        ),
+        (
+            "momentum over 1",
+            x.batch_norm(
+                &three,
+                &three,
+                None,
+                None,
+                &BatchNormOptions {
+                    momentum: 1.5,
+                    ..training
+                },
+            )
+            .map(|o| o.output),
+        ),
+        (
+            "training without a batch axis",
+            three
+                .batch_norm(&three, &three, None, None, &training)
+                .map(|o| o.output),
+        ),
+        ("a dropout rate of 1", x.dropout(1.0, 1)),
+        ("a NaN dropout rate", x.dropout(f32::NAN, 1)),
+        (
+            "rank-2 attention",
+            x.scaled_dot_product_attention(&x, &x, None, false),
+        ),
+        (
+            "keys of another width",
+            q.scaled_dot_product_attention(
+                &session.upload(&[0.0; 18], &[1, 2, 3, 3]).expect("k"),
+                &q,
+                None,
+                false,
+            ),
+        ),
+        (
+            "a float mask",
+            q.scaled_dot_product_attention(
+                &q,
+                &q,
+                Some(&session.upload(&[1.0; 9], &[3, 3]).expect("mask")),
+                false,
+            ),
+        ),
+        (
+            "a mask of the wrong shape",
+            q.scaled_dot_product_attention(
+                &q,
+                &q,
+                Some(&session.upload_bool(&[true; 4], &[2, 2]).expect("mask")),
+                false,
+            ),
+        ),
+    ];
+    for (what, outcome) in outcomes {
+        match outcome {
+            Err(Error::Shape { .. } | Error::InvalidArgument { .. } | Error::DType { .. }) => {}
+            other => panic!("{what}: {other:?}"),
+        }
+    }
+    let got = x
+        .layer_norm(Some(&three), None, 0.0)
+        .expect("the session goes on")
+        .to_vec()
+        .expect("read");
+    let want = normalise_rows(
+        &wide(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]),
+        3,
+        Some(&[1.0, 2.0, 3.0]),
+        None,
+        |row| {
+            let mean = row.iter().sum::<f64>() / 3.0;
+            let variance = row.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / 3.0;
+            (mean, 1.0 / variance.sqrt())
+        },
+    );
+    expect_close("after the errors", &got, &want, 2e-6);
+}
