@@ -258,6 +258,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help="the session's cap, e.g. 1GiB or 0.5 (a fraction)",
     )
     parser.add_argument("--save", help="write the trained weights here (safetensors)")
+    parser.add_argument(
+        "--loss-csv",
+        help="write the loss of every step here (step,training loss), for `wgcompute plot`",
+    )
     args = parser.parse_args(argv)
     adapter = (
         int(args.adapter) if args.adapter and args.adapter.isdigit() else args.adapter
@@ -290,6 +294,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if args.save:
             model.save_weights(args.save)
     losses = result["losses"]
+    if args.loss_csv:
+        with open(args.loss_csv, "w", encoding="utf-8") as csv:
+            csv.write("step,training loss (nats per character)\n")
+            csv.writelines(f"{step},{loss:.6f}\n" for step, loss in enumerate(losses, 1))
     print(
         f"train loss {losses[0]:.4f} → {np.mean(losses[-20:]):.4f} (mean of the last 20 steps)"
     )

@@ -76,6 +76,8 @@ enum Command {
     Op(op::OpCommand),
     /// Measure against same-run baselines.
     Bench(bench::BenchArgs),
+    /// Draw the series of a CSV file (x first, one column per series) as an SVG line chart.
+    Plot(plot::PlotArgs),
     /// Time the kernel variants of the bench's and the seed workload's shapes on this adapter, cache the picks.
     Tune(tune::TuneArgs),
     /// One small job (open, kernel, read back, close); the child-process side of `bench`.
@@ -98,6 +100,7 @@ fn main() {
         Command::Memcheck(args) => memcheck::run(&cli.global, args),
         Command::Bench(args) => bench::run(&cli.global, args),
         Command::Tune(args) => tune::run(&cli.global, args),
+        Command::Plot(args) => plot::run(args),
         Command::Op(command) => op::run(&cli.global, command),
         Command::Train(args) => train::run(&cli.global, args),
         Command::Fit(args) => fit::fit(&cli.global, args),

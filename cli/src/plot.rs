@@ -168,3 +168,84 @@ mod tests {
         assert!(document.contains("single") && document.contains("<polyline"));
     }
 }
+
+/// `wgcompute plot`: series from a CSV file drawn as one SVG line chart.
+#[derive(clap::Args)]
+pub struct PlotArgs {
+    /// A CSV file: a header row (the x axis's name, then one name per series) and rows of numbers, x first.
+    /// An empty cell leaves that series without a point at that x.
+    pub csv: std::path::PathBuf,
+    /// Where the SVG goes (written whole, or not at all).
+    #[arg(short, long)]
+    pub output: std::path::PathBuf,
+    #[arg(long, default_value = "")]
+    pub title: String,
+    /// The vertical axis's description.
+    #[arg(long, default_value = "")]
+    pub y_label: String,
+}
+
+/// The series of a CSV file as [`PlotArgs::csv`] describes it: the x axis's name and the series.
+pub fn read_series(text: &str) -> Result<(String, Vec<Series>)> {
+    let mut lines = text.lines().filter(|line| !line.trim().is_empty());
+    let header = lines
+        .next()
+        .ok_or_else(|| anyhow!("the CSV file is empty"))?;
+    let mut names = header.split(',').map(|name| name.trim().to_string());
+    let x_name = names.next().unwrap_or_default();
+    let mut series: Vec<Series> = names
+        .map(|name| Series {
+            name,
+            points: Vec::new(),
+        })
+        .collect();
+    if series.is_empty() {
+        return Err(anyhow!("the header names the x axis but no series"));
+    }
+    for (index, line) in lines.enumerate() {
+        let row = index + 2;
+        let cells: Vec<&str> = line.split(',').map(str::trim).collect();
+        if cells.len() != series.len() + 1 {
+            return Err(anyhow!(
+                "line {row} has {} cells; the header has {}",
+                cells.len(),
+                series.len() + 1
+            ));
+        }
+        let number = |cell: &str| -> Result<f64> {
+            cell.parse::<f64>()
+                .map_err(|_| anyhow!("line {row}: {cell:?} is not a number"))
+        };
+        let x = number(cells[0])?;
+        for (line_series, cell) in series.iter_mut().zip(&cells[1..]) {
+            if !cell.is_empty() {
+                line_series.points.push((x, number(cell)?));
+            }
+        }
+    }
+    Ok((x_name, series))
+}
+
+pub fn run(args: &PlotArgs) -> Result<()> {
+    let outputs = crate::outputs::Outputs::plan(
+        &[("--output".to_string(), &args.output)],
+        &[("the CSV".to_string(), &args.csv)],
+    )?;
+    let text = std::fs::read_to_string(&args.csv)
+        .map_err(|error| anyhow!("reading {}: {error}", args.csv.display()))?;
+    let (x_label, series) = read_series(&text)?;
+    let whole_x = series
+        .iter()
+        .flat_map(|line| &line.points)
+        .all(|(x, _)| x.fract() == 0.0);
+    let document = svg(&[Panel {
+        title: args.title.clone(),
+        x_label,
+        y_label: args.y_label.clone(),
+        whole_x,
+        series,
+        y_range: None,
+    }])?;
+    outputs.write(&[document.into_bytes()])?;
+    Ok(())
+}

@@ -120,6 +120,15 @@ def test_the_transformer_learns_the_text(transformer, transformer_run):
     assert result["held_out_loss"] < FINAL_BOUND + 0.1, result["held_out_loss"]
 
 
+def test_the_transformer_script_writes_its_loss_curve(transformer, tmp_path):
+    path = tmp_path / "losses.csv"
+    small = ["--batch-size", "4", "--context", "8", "--dim", "16", "--heads", "2", "--layers", "1"]
+    result = transformer.main(["--steps", "3", "--adapter", "vulkan", "--loss-csv", str(path), *small])
+    rows = path.read_text().splitlines()
+    assert rows[0].startswith("step,")
+    assert [float(row.split(",")[1]) for row in rows[1:]] == pytest.approx(result["losses"], abs=1e-6)
+
+
 def test_the_text_is_deterministic(transformer):
     text = transformer.make_text(400, seed=0)
     assert text == transformer.make_text(400, seed=0)

@@ -232,3 +232,50 @@ fn memcheck_takes_the_largest_tolerance_at_its_word() {
     assert_eq!(report["passed"], true, "{report}");
     assert!(report["growth"].is_i64(), "{report}");
 }
+
+/// `plot` draws a CSV's series as SVG, and refuses a malformed file by line, writing nothing.
+#[test]
+fn plot_draws_the_series_of_a_csv_and_refuses_a_malformed_one() {
+    let scratch = crate::common::cli::Scratch::new("plot");
+    let csv = scratch.write_bytes(
+        "losses.csv",
+        b"step,training loss,held-out loss\n1,3.5,\n2,2.25,2.5\n3,1.125,\n4,0.75,1.0\n",
+    );
+    let svg = scratch.path("losses.svg");
+    scratch.succeeds(&[
+        "plot".as_ref(),
+        csv.as_os_str(),
+        "--output".as_ref(),
+        svg.as_os_str(),
+        "--title".as_ref(),
+        "a loss curve".as_ref(),
+    ]);
+    let drawn = std::fs::read_to_string(&svg).expect("the SVG");
+    assert!(drawn.starts_with("<svg"), "{drawn:.80}");
+    for text in ["a loss curve", "training loss", "held-out loss", "step"] {
+        assert!(drawn.contains(text), "the SVG lacks {text:?}");
+    }
+
+    let bad = scratch.write_bytes("bad.csv", b"step,loss\n1,0.5\n2,zero\n");
+    let refused = scratch.path("refused.svg");
+    scratch.fails(
+        &[
+            "plot".as_ref(),
+            bad.as_os_str(),
+            "--output".as_ref(),
+            refused.as_os_str(),
+        ],
+        &["line 3", "\"zero\""],
+    );
+    assert!(!refused.exists(), "a refused plot writes nothing");
+    let ragged = scratch.write_bytes("ragged.csv", b"step,loss\n1,0.5,7\n");
+    scratch.fails(
+        &[
+            "plot".as_ref(),
+            ragged.as_os_str(),
+            "-o".as_ref(),
+            refused.as_os_str(),
+        ],
+        &["line 2", "3 cells"],
+    );
+}
