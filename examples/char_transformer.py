@@ -297,7 +297,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.loss_csv:
         with open(args.loss_csv, "w", encoding="utf-8") as csv:
             csv.write("step,training loss (nats per character)\n")
-            csv.writelines(f"{step},{loss:.6f}\n" for step, loss in enumerate(losses, 1))
+            csv.writelines(
+                f"{step},{loss:.6f}\n" for step, loss in enumerate(losses, 1)
+            )
     print(
         f"train loss {losses[0]:.4f} → {np.mean(losses[-20:]):.4f} (mean of the last 20 steps)"
     )
