@@ -315,3 +315,41 @@ def test_a_subclass_tracks_what_it_assigns_and_trains(session, rng):
     assert all(g is not None for g in tape.gradient(loss, net.parameters()))
     block.dense = None  # an attribute set to something else is no longer a sublayer
     assert "dense.weight" not in dict(block.named_parameters())
+
+
+def test_a_sequence_model_of_embedding_and_conv1d_round_trips_and_trains(session, rng, tmp_path):
+    def sequence_model(seed):
+        return nn.Sequential(
+            [
+                nn.Embedding(session, 7, 4, seed=seed),
+                nn.Conv1d(session, 4, 6, 3, padding="causal", seed=seed + 1),
+                nn.Activation("gelu_tanh"),
+                nn.Conv1d(session, 6, 6, 1, groups=3, seed=seed + 2),
+                nn.Reshape((5, 2, 3)),
+                nn.GlobalAvgPool2d(),
+            ]
+        )
+
+    trained = sequence_model(1)
+    ids = session.tensor(rng.integers(0, 7, (2, 5)).astype(np.uint32))
+    target = session.tensor(draw(rng, (2, 3)))
+    adam = wg.optim.Adam(learning_rate=0.05)
+    losses = []
+    for _ in range(30):
+        with wg.GradientTape() as tape:
+            loss = ((trained(ids, training=True) - target) ** 2).mean()
+        adam.apply_gradients(zip(tape.gradient(loss, trained.parameters()), trained.parameters(), strict=True))
+        losses.append(loss.item())
+    assert losses[-1] < 0.5 * losses[0], losses
+    assert [name for name, _ in trained.named_parameters()][:3] == [
+        "layers.0.embeddings",
+        "layers.1.kernel",
+        "layers.1.bias",
+    ]
+    path = tmp_path / "sequence.safetensors"
+    trained.save_weights(path)
+    fresh = sequence_model(50)
+    fresh.load_weights(path)
+    for name, variable in trained.state_dict().items():
+        np.testing.assert_array_equal(fresh.state_dict()[name].numpy(), variable.numpy(), err_msg=name)
+    np.testing.assert_array_equal(fresh(ids).numpy(), trained(ids).numpy())
