@@ -95,7 +95,19 @@ def test_running_sums_and_products(session, rng, shape):
                     pad[axis] = (1, 0)
                     want = np.pad(want, pad, constant_values=identity)
                 got = getattr(wg, name)(t, axis=axis, include_initial=include_initial)
-                close(got, want, rtol=1e-4, atol=1e-4)
+                if name == "cumulative_sum":
+                    # A running sum rounds on the scale of the magnitudes it has added, not of a partial sum that
+                    # cancels to near 0 (4,097 normal terms cross zero often).
+                    scale = np.cumsum(np.abs(x.astype(np.float64)), axis=axis)
+                    if include_initial:
+                        scale = np.pad(scale, pad)
+                    got = got.numpy()
+                    assert got.shape == want.shape
+                    error = np.abs(got - want)
+                    bound = 1e-6 * scale + 1e-5 * np.abs(want) + 1e-6
+                    assert np.all(error <= bound), f"{name} axis {axis}: worst excess {np.max(error - bound):.3g}"
+                else:
+                    close(got, want, rtol=1e-4, atol=1e-4)
     if len(shape) > 1:
         with pytest.raises(wg.ShapeError):
             wg.cumulative_sum(t)
