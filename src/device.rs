@@ -340,10 +340,32 @@ fn all_backends_instance() -> wgpu::Instance {
 }
 
 pub(crate) fn instance_for(backends: wgpu::Backends) -> wgpu::Instance {
+    if backends.contains(wgpu::Backends::VULKAN) {
+        quiet_device_select_layer_when_headless();
+    }
     let mut descriptor = wgpu::InstanceDescriptor::new_without_display_handle();
     descriptor.backends = backends;
     descriptor.flags = wgpu::InstanceFlags::from_build_config().with_env();
     wgpu::Instance::new(descriptor)
+}
+
+/// Mesa's implicit Vulkan layer `VK_LAYER_MESA_device_select` reorders adapters by the desktop's default GPU:
+/// it connects to the Wayland compositor to ask, and on a machine with no desktop libwayland prints
+/// `error: XDG_RUNTIME_DIR is invalid or not set in the environment.` to stderr, twice per Vulkan instance.
+/// Adapters here are chosen by [`best`] and the selectors, never by that order, so where there is no display to
+/// ask (neither `WAYLAND_DISPLAY` nor `DISPLAY` set) the layer is turned off as its manifest allows
+/// (`NODEVICE_SELECT=1`). A value the user set is left alone. Set once, before the first Vulkan instance: glibc
+/// never frees an environment block it replaces, so a concurrent `getenv` still reads a valid one.
+fn quiet_device_select_layer_when_headless() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let headless = ["WAYLAND_DISPLAY", "DISPLAY", "NODEVICE_SELECT"]
+            .iter()
+            .all(|name| std::env::var_os(name).is_none());
+        if cfg!(target_os = "linux") && headless {
+            std::env::set_var("NODEVICE_SELECT", "1");
+        }
+    });
 }
 
 fn describe(index: usize, adapter: &wgpu::Adapter) -> AdapterDescription {
@@ -398,12 +420,46 @@ fn best(adapters: Vec<wgpu::Adapter>) -> Option<wgpu::Adapter> {
 }
 
 /// Creates an instance and picks the adapter the selector names. The instance must outlive the adapter.
+///
+/// A selector that names no backend looks at the primary backends (Vulkan, Metal, DX12) first, and at GL only
+/// when none of them has a match: GL is only ever chosen when nothing else exists (see [`best`]), and a GL
+/// instance initialises EGL, which the open need not pay for.
+/// An index counts in [`list_adapters`]' list, which holds every backend, so it looks at them all at once.
 pub(crate) fn open_adapter(selector: &AdapterSelector) -> Result<(wgpu::Instance, wgpu::Adapter)> {
     let selector = selector.clone().resolve_env()?;
-    let instance = instance_for(selector.backends());
-    let adapters = pollster::block_on(instance.enumerate_adapters(selector.backends()));
-    let available = adapters.len();
-    let chosen = match &selector {
+    let widest = selector.backends();
+    let mut available = 0;
+    for backends in backend_tries(&selector, widest) {
+        let instance = instance_for(backends);
+        let adapters = pollster::block_on(instance.enumerate_adapters(backends));
+        available = adapters.len();
+        if let Some(adapter) = choose(&selector, adapters) {
+            return Ok((instance, adapter));
+        }
+    }
+    Err(Error::NoAdapter {
+        wanted: selector.describe(),
+        advice: if available == 0 {
+            NO_ADAPTER_ADVICE.to_string()
+        } else {
+            format!("{available} adapter(s) exist; `wgcompute devices` lists them")
+        },
+    })
+}
+
+/// The backend sets to enumerate in turn for a selector: the primary ones, then every one, where the selector
+/// names no backend and no index.
+fn backend_tries(selector: &AdapterSelector, widest: wgpu::Backends) -> Vec<wgpu::Backends> {
+    match selector {
+        AdapterSelector::Default | AdapterSelector::Name(_) | AdapterSelector::DeviceType(_) => {
+            vec![widest & wgpu::Backends::PRIMARY, widest]
+        }
+        AdapterSelector::Index(_) | AdapterSelector::Backend(_) => vec![widest],
+    }
+}
+
+fn choose(selector: &AdapterSelector, adapters: Vec<wgpu::Adapter>) -> Option<wgpu::Adapter> {
+    match selector {
         AdapterSelector::Default | AdapterSelector::Backend(_) => best(adapters),
         AdapterSelector::Index(index) => adapters.into_iter().nth(*index),
         AdapterSelector::Name(name) => {
@@ -422,17 +478,6 @@ pub(crate) fn open_adapter(selector: &AdapterSelector) -> Result<(wgpu::Instance
                 .filter(|adapter| adapter.get_info().device_type == *kind)
                 .collect(),
         ),
-    };
-    match chosen {
-        Some(adapter) => Ok((instance, adapter)),
-        None => Err(Error::NoAdapter {
-            wanted: selector.describe(),
-            advice: if available == 0 {
-                NO_ADAPTER_ADVICE.to_string()
-            } else {
-                format!("{available} adapter(s) exist; `wgcompute devices` lists them")
-            },
-        }),
     }
 }
 

@@ -279,3 +279,41 @@ fn plot_draws_the_series_of_a_csv_and_refuses_a_malformed_one() {
         &["line 2", "3 cells"],
     );
 }
+
+/// On a machine with no desktop (no `XDG_RUNTIME_DIR`, `WAYLAND_DISPLAY` or `DISPLAY`), opening a Vulkan session
+/// prints nothing on stderr: Mesa's device-select layer would otherwise ask for a Wayland compositor and
+/// libwayland complain `XDG_RUNTIME_DIR is invalid or not set` twice per instance.
+#[test]
+fn a_headless_vulkan_run_prints_nothing_on_stderr() {
+    let scratch = crate::common::cli::Scratch::new("headless-stderr");
+    let input = scratch.write("x.npy", &[2, 3], &[0.5, -1.0, 2.0, 3.0, 0.0, -4.0]);
+    for adapter in [None, Some("vulkan"), Some("cpu")] {
+        let output_path = scratch.path(&format!("softmax-{}.npy", adapter.unwrap_or("default")));
+        let mut command = Command::new(env!("CARGO_BIN_EXE_wgcompute"));
+        if let Some(adapter) = adapter {
+            command.args(["--adapter", adapter]);
+        }
+        let output = command
+            .arg("op")
+            .arg("softmax")
+            .arg(&input)
+            .arg("-o")
+            .arg(&output_path)
+            .env_remove("WGCOMPUTE_ADAPTER")
+            .env_remove("XDG_RUNTIME_DIR")
+            .env_remove("WAYLAND_DISPLAY")
+            .env_remove("DISPLAY")
+            .env_remove("NODEVICE_SELECT")
+            .env("WGCOMPUTE_TUNING", "defaults")
+            .env("WGCOMPUTE_CACHE_DIR", scratch.path("cache"))
+            .output()
+            .expect("the binary runs");
+        assert!(output.status.success(), "{adapter:?}: {output:?}");
+        assert!(
+            output.stderr.is_empty(),
+            "{adapter:?} printed on stderr: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(output_path.exists(), "{adapter:?}: no output written");
+    }
+}
