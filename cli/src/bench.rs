@@ -19,7 +19,13 @@ pub struct BenchArgs {
     only: Vec<String>,
 }
 
-pub fn run(global: &GlobalOptions, args: &BenchArgs) -> Result<()> {
+/// `program`: the file the command was started as, where it was named by a path (the child-process baseline
+/// runs it again); else this executable.
+pub fn run(
+    global: &GlobalOptions,
+    args: &BenchArgs,
+    program: Option<&std::path::Path>,
+) -> Result<()> {
     let plan = BenchPlan {
         quick: args.quick,
         only: args.only.clone(),
@@ -31,8 +37,11 @@ pub fn run(global: &GlobalOptions, args: &BenchArgs) -> Result<()> {
         );
     }
     let options = global.session_options()?;
-    let exe = std::env::current_exe()
-        .context("finding this executable for the child-process baseline")?;
+    let exe = match program {
+        Some(program) => program.to_path_buf(),
+        None => std::env::current_exe()
+            .context("finding this executable for the child-process baseline")?,
+    };
     let report = bench::run(&options, &plan, || {
         bench::child_job(&exe, global.adapter.as_deref())
     })?;

@@ -7,6 +7,7 @@ use pyo3::types::PyDict;
 
 mod bench;
 mod checkpoint;
+mod command;
 mod errors;
 mod estimator;
 mod fork;
@@ -49,6 +50,7 @@ fn _wgcompute(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<tape::Tape>()?;
     module.add_class::<optim::Optimizer>()?;
     module.add_function(wrap_pyfunction!(devices, module)?)?;
+    module.add_function(wrap_pyfunction!(command::run_command, module)?)?;
     module.add_function(wrap_pyfunction!(errors::error_classes, module)?)?;
     module.add_function(wrap_pyfunction!(estimator::fit_classifier, module)?)?;
     module.add_function(wrap_pyfunction!(estimator::predict_classifier, module)?)?;

@@ -42,6 +42,9 @@ class _Device(TypedDict):
 def devices() -> list[_Device]:
     """The adapters a session can open, as ``wgcompute devices`` lists them."""
 
+def run_command(argv: list[str]) -> int:
+    """Runs the ``wgcompute`` command line ``argv`` (the program first, as ``sys.argv``); its exit status."""
+
 def error_classes() -> list[tuple[str, str | None]]:
     """(kind, the package's class name) for every kind of library error; None: raised as KeyboardInterrupt."""
 
