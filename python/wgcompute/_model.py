@@ -38,7 +38,7 @@ from ._errors import (
     ShapeError,
 )
 from ._manipulate import stack
-from ._session import Session
+from ._session import Session, _session_argument
 from ._tape import GradientTape
 from ._tensor import Tensor, Variable, softmax_cross_entropy
 
@@ -415,7 +415,8 @@ class Model(_layers.Layer):
     """A trainable model, as Keras's ``keras.Model``: functional (``Model(inputs, outputs)`` with ``inputs``
     a :func:`Input` and ``outputs`` what layers made of it) or subclassed (define ``call(x, training=False)``
     and assign layers to attributes). ``device`` and ``memory_limit`` are the session's it opens when its
-    layers hold none (see the module's docstring)."""
+    layers hold none (see the module's docstring), or ``session`` is the one it works in (left open by
+    :meth:`close`)."""
 
     def __init__(
         self,
@@ -425,9 +426,11 @@ class Model(_layers.Layer):
         name: str | None = None,
         device: int | str | None = None,
         memory_limit: str | float | int | None = None,
+        session: Session | None = None,
     ) -> None:
         super().__init__()
         self._device, self._memory_limit = device, memory_limit
+        self._given = None if session is None else _session_argument(session)
         self._owned: Session | None = None
         self._closed = False
         self._compiled = False
@@ -461,6 +464,8 @@ class Model(_layers.Layer):
             raise SessionClosedError(
                 f"model {self.name!r} was closed and its GPU memory released; build a new model (or load_model)"
             )
+        if self._given is not None:
+            return self._given
         if self._owned is not None:
             if not self._owned.is_open:
                 raise SessionClosedError("the model's session was closed; its GPU memory has been released")
@@ -1072,6 +1077,7 @@ class Sequential(_layers.Sequential, Model):
         *,
         device: int | str | None = None,
         memory_limit: str | float | int | None = None,
+        session: Session | None = None,
     ) -> None:
         if isinstance(layers, (str, bytes)) or not isinstance(layers, Sequence):
             raise ArgumentTypeError(f"Sequential takes a list of layers; got {type(layers).__name__}")
@@ -1083,6 +1089,7 @@ class Sequential(_layers.Sequential, Model):
         # The list's constructor runs Model's (the next in the method order) with its defaults first.
         _layers.Sequential.__init__(self, layers)
         self._device, self._memory_limit = device, memory_limit
+        self._given = None if session is None else _session_argument(session)
         self._input_shape = declared
         if name is not None:
             self.name = name
