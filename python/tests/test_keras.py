@@ -600,3 +600,38 @@ def test_a_model_releases_its_own_session_on_close_and_when_collected(adapter, r
     gc.collect()
     assert alive() is None and not session.is_open
     assert history.history["loss"] and stopper.model is not None
+
+
+def test_fit_adds_no_passes_to_the_tape_written_loop(session, rng):
+    """The counters are exact: an epoch of fit dispatches what the hand-written loop of the same steps does,
+    and the accuracy metric costs only its argmax a batch (a few passes, by size) and the epoch's gathering."""
+    x, y = data(rng, 45, 6, 4, "sparse")
+
+    def loop_epoch(model):
+        params = model.parameters()
+        for first in range(0, 45, 16):
+            xb = session.tensor(x[first : first + 16])
+            yb = session.tensor(y[first : first + 16].astype(np.int32))
+            with wg.GradientTape() as tape:
+                loss = wg.losses.sparse_categorical_crossentropy(yb, model(xb, training=True), from_logits=True)
+            model.optimizer.step(params, tape.gradient(loss, params))
+            loss.item()
+
+    def dispatches(run):
+        before = session.counters()["dispatches"]
+        run()
+        return session.counters()["dispatches"] - before
+
+    costs = {}
+    for name, metrics in (("loop", []), ("fit", []), ("fit + accuracy", ["accuracy"])):
+        model = dense_model(session, 6, 8, 4, seed=3)
+        compile_for(model, "sparse", metrics=metrics)
+        if name == "loop":
+            loop_epoch(model)  # the first epoch makes the optimizer's state
+            costs[name] = dispatches(lambda model=model: loop_epoch(model))
+        else:
+            model.fit(x, y, batch_size=16, shuffle=False, verbose=0)
+            costs[name] = dispatches(lambda model=model: model.fit(x, y, batch_size=16, shuffle=False, verbose=0))
+    assert costs["fit"] == costs["loop"], costs
+    assert costs["loop"] < costs["fit + accuracy"] <= costs["loop"] + 3 * 4, costs
+    assert model.train_on_batch(x[:5], y[:5]) > 0

@@ -37,7 +37,7 @@ from ._errors import (
     SessionClosedError,
     ShapeError,
 )
-from ._manipulate import stack
+from ._manipulate import concat, stack
 from ._session import Session, _session_argument
 from ._tape import GradientTape
 from ._tensor import Tensor, Variable, softmax_cross_entropy
@@ -198,28 +198,35 @@ def _optimizer_of(optimizer: Any) -> optim.Optimizer:
 
 
 class _Metric:
-    """A metric as a per-batch sum on the device, read back once an epoch."""
+    """A metric gathered on the device a batch at a time and read back once an epoch. The accuracies of
+    class ids keep only each batch's predicted classes (one pass) and compare them with the labels on the
+    host; the others keep a per-batch sum."""
 
     def __init__(self, name: str, kind: str) -> None:
         self.name, self.kind = name, kind
 
-    def batch_sum(self, y_true: Tensor, y_pred: Tensor) -> Tensor:
+    def batch(self, y_true: Tensor, y_pred: Tensor, host_true: np.ndarray) -> tuple[Tensor, np.ndarray | None]:
         if self.kind == "sparse_categorical_accuracy":
-            labels = y_true.reshape(y_true.shape[:1]) if y_true.ndim > 1 else y_true
-            hits = y_pred.argmax(axis=-1).astype("float32") == labels.astype("float32")
-        elif self.kind == "categorical_accuracy":
-            hits = y_pred.argmax(axis=-1) == y_true.argmax(axis=-1)
-        elif self.kind == "binary_accuracy":
-            targets = _match_targets(y_true, y_pred)
+            return y_pred.argmax(axis=-1), host_true.reshape(len(host_true))
+        if self.kind == "categorical_accuracy":
+            return y_pred.argmax(axis=-1), host_true.reshape(len(host_true), -1).argmax(axis=1)
+        targets = _match_targets(y_true, y_pred).astype("float32")
+        if self.kind == "binary_accuracy":
             hits = (y_pred > 0.5) == (targets > 0.5)
-        elif self.kind == "mean_absolute_error":
-            return _rows(abs(y_pred - _match_targets(y_true, y_pred).astype("float32"))).sum()
-        elif self.kind == "mean_squared_error":
-            difference = y_pred - _match_targets(y_true, y_pred).astype("float32")
-            return _rows(difference * difference).sum()
-        else:
-            raise InvalidArgumentError(f"unknown metric kind {self.kind}")
-        return _rows(hits.astype("float32")).sum()
+            return _rows(hits.astype("float32")).sum(), None
+        if self.kind == "mean_absolute_error":
+            return _rows(abs(y_pred - targets)).sum(), None
+        difference = y_pred - targets
+        return _rows(difference * difference).sum(), None
+
+    @staticmethod
+    def value(batches: list[tuple[Tensor, np.ndarray | None]], total: int) -> float:
+        """The metric over every sample of ``batches``."""
+        if batches[0][1] is not None:
+            predicted = concat([tensor for tensor, _ in batches]).numpy()
+            labels = np.concatenate([labels for _, labels in batches if labels is not None])
+            return float(np.count_nonzero(predicted.astype(np.int64) == labels.astype(np.int64)) / total)
+        return float(stack([tensor for tensor, _ in batches]).numpy().astype(np.float64).sum() / total)
 
 
 _METRIC_NAMES = {
@@ -648,10 +655,14 @@ class Model(_layers.Layer):
         self._require_compiled("train_on_batch")
         xs, ys, ws = self._prepare(x, y, sample_weight)
         self._ensure_built(xs.shape[1:])
-        return float(self._train_step(xs, ys, ws, []).item())
+        return float(self._train_step(xs, ys, ws, [[] for _ in self._metrics]).item())
 
     def _train_step(
-        self, xs: np.ndarray, ys: np.ndarray | None, ws: np.ndarray | None, metric_sums: list[list[Tensor]]
+        self,
+        xs: np.ndarray,
+        ys: np.ndarray | None,
+        ws: np.ndarray | None,
+        metric_sums: list[list[tuple[Tensor, np.ndarray | None]]],
     ) -> Tensor:
         x, y = self._upload(xs, ys)
         assert y is not None
@@ -663,7 +674,7 @@ class Model(_layers.Layer):
         assert self.optimizer is not None
         self.optimizer.step(params, grads)
         for sums, metric in zip(metric_sums, self._metrics, strict=True):
-            sums.append(metric.batch_sum(y, y_pred))
+            sums.append(metric.batch(y, y_pred, ys))
         return loss
 
     # --- fit ---
@@ -801,7 +812,7 @@ class Model(_layers.Layer):
                 prefetch = _Prefetch(batches)
                 seen = total = 0
                 loss_sum = 0.0
-                metric_sums: list[list[Tensor]] = [[] for _ in self._metrics]
+                metric_sums: list[list[tuple[Tensor, np.ndarray | None]]] = [[] for _ in self._metrics]
                 try:
                     for step, (bx, by, bw) in enumerate(prefetch):
                         if by is None:
@@ -824,7 +835,7 @@ class Model(_layers.Layer):
                     raise InvalidArgumentError("an epoch of fit had no batches")
                 logs: dict[str, float] = {"loss": loss_sum / total}
                 for name, sums in zip(metric_names, metric_sums, strict=True):
-                    logs[name] = float(stack(sums).numpy().astype(np.float64).sum() / total)
+                    logs[name] = _Metric.value(sums, total)
                 if validation_data is not None and (epoch + 1 - int(initial_epoch)) % int(validation_freq) == 0:
                     values = self._evaluate_arrays(validation_data, validation_batch_size or batch, validation_steps)
                     logs.update({f"val_{name}": value for name, value in values.items()})
@@ -860,7 +871,7 @@ class Model(_layers.Layer):
                 raise ShapeError(f"x and y hold the same number of samples; got {vx.shape} and {vy.shape}")
             source = self._array_batches(vx, vy, vw, batch_size, np.arange(len(vx)), steps)
         loss_sums: list[Tensor] = []
-        metric_sums: list[list[Tensor]] = [[] for _ in self._metrics]
+        metric_sums: list[list[tuple[Tensor, np.ndarray | None]]] = [[] for _ in self._metrics]
         total = 0
         for bx, by, bw in source:
             if by is None:
@@ -871,13 +882,13 @@ class Model(_layers.Layer):
             y_pred = self(x, training=False)
             loss_sums.append(self._batch_loss(y, y_pred, bw) * float(len(bx)))
             for sums, metric in zip(metric_sums, self._metrics, strict=True):
-                sums.append(metric.batch_sum(y, y_pred))
+                sums.append(metric.batch(y, y_pred, by))
             total += len(bx)
         if total == 0:
             raise InvalidArgumentError("there is nothing to evaluate: no samples")
         values = {"loss": float(stack(loss_sums).numpy().astype(np.float64).sum() / total)}
         for metric, sums in zip(self._metrics, metric_sums, strict=True):
-            values[metric.name] = float(stack(sums).numpy().astype(np.float64).sum() / total)
+            values[metric.name] = _Metric.value(sums, total)
         return values
 
     def evaluate(
