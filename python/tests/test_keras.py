@@ -635,3 +635,32 @@ def test_fit_adds_no_passes_to_the_tape_written_loop(session, rng):
     assert costs["fit"] == costs["loop"], costs
     assert costs["loop"] < costs["fit + accuracy"] <= costs["loop"] + 3 * 4, costs
     assert model.train_on_batch(x[:5], y[:5]) > 0
+
+
+def test_a_sequence_model_of_embedding_conv1d_and_pooling_trains_on_integer_ids(session, rng):
+    model = keras.Sequential(
+        [
+            keras.layers.Embedding(13, 6),
+            keras.layers.Conv1D(5, 3, padding="causal", activation="relu"),
+            keras.layers.LayerNormalization(),
+            keras.layers.Reshape((7, 1, 5)),
+            keras.layers.GlobalAveragePooling2D(),
+            keras.layers.Activation("tanh"),
+            keras.layers.Dense(3),
+        ],
+        session=session,
+    )
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
+    ids = rng.integers(0, 13, (11, 7))
+    labels = rng.integers(0, 3, 11)
+    history = model.fit(ids, labels, batch_size=4, epochs=3, verbose=0)
+    assert len(history.history["loss"]) == 3 and all(math.isfinite(v) for v in history.history["loss"])
+    # The embedding's rows feed the model: predict equals a float64 forward pass of the first two layers' sum.
+    names = [name for name, _ in model.named_parameters()]
+    assert names[:3] == ["layers.0.embeddings", "layers.1.kernel", "layers.1.bias"]
+    table, kernel, bias = (v.numpy().astype(np.float64) for _, v in model.named_parameters()[:3])
+    embedded = np.pad(table[ids], ((0, 0), (2, 0), (0, 0)))
+    conv = np.maximum(sum(embedded[:, i : i + 7] @ kernel[i] for i in range(3)) + bias, 0.0)
+    want = model.layers[1](session.tensor(table[ids].astype(np.float32))).numpy()
+    np.testing.assert_allclose(want, conv, rtol=1e-4, atol=1e-5)
+    assert model.predict(ids).shape == (11, 3)

@@ -334,6 +334,15 @@ def _array(value: Any, what: str) -> np.ndarray:
     return array
 
 
+def _features(array: np.ndarray) -> np.ndarray:
+    """Inputs as the device takes them: integers (an embedding's ids) as int32, anything else as float32."""
+    if array.dtype.kind in "iu":
+        if array.size and (array.min() < -(2**31) or array.max() >= 2**31):
+            raise InvalidArgumentError("integer inputs must fit in int32")
+        return np.ascontiguousarray(array, dtype=np.int32)
+    return np.ascontiguousarray(array, dtype=np.float32)
+
+
 def _positive_int(value: Any, what: str, allow_none: bool = False) -> int | None:
     if value is None and allow_none:
         return None
@@ -524,7 +533,7 @@ class Model(_layers.Layer):
         if isinstance(x, KerasTensor):
             return _symbolic_call(self, x)
         if not isinstance(x, Tensor):
-            x = self._model_session().tensor(np.ascontiguousarray(_array(x, "x"), dtype=np.float32))
+            x = self._model_session().tensor(_features(_array(x, "x")))
         return super().__call__(x, training=training)
 
     def build(self, input_shape: Sequence[int | None]) -> None:
@@ -636,7 +645,7 @@ class Model(_layers.Layer):
 
     def _prepare(self, x: Any, y: Any, weights: Any) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
         """A batch's host arrays as the device takes them (run on the prefetch thread)."""
-        xs = np.ascontiguousarray(_array(x, "x"), dtype=np.float32)
+        xs = _features(_array(x, "x"))
         ys = None
         if y is not None:
             loss = self.loss
@@ -927,14 +936,9 @@ class Model(_layers.Layer):
         batch = _positive_int(32 if batch_size is None else batch_size, "batch_size")
         assert batch is not None
         if _is_batches(x) and not isinstance(x, (tuple, list)):
-            arrays = [
-                np.ascontiguousarray(
-                    _array(_batch_tuple(item)[0] if isinstance(item, tuple) else item, "x"), np.float32
-                )
-                for item in x
-            ]
+            arrays = [_features(_array(_batch_tuple(item)[0] if isinstance(item, tuple) else item, "x")) for item in x]
         else:
-            data = np.ascontiguousarray(_array(x, "x"), dtype=np.float32)
+            data = _features(_array(x, "x"))
             if data.ndim < 1:
                 raise ShapeError("predict takes a batch of samples: an array with a batch axis")
             arrays = [data[first : first + batch] for first in range(0, len(data), batch)]
