@@ -664,3 +664,35 @@ def test_a_sequence_model_of_embedding_conv1d_and_pooling_trains_on_integer_ids(
     want = model.layers[1](session.tensor(table[ids].astype(np.float32))).numpy()
     np.testing.assert_allclose(want, conv, rtol=1e-4, atol=1e-5)
     assert model.predict(ids).shape == (11, 3)
+
+
+def test_a_declared_input_shape_builds_the_weights_before_any_data(session, tmp_path):
+    model = keras.Sequential([keras.layers.Dense(4, input_shape=(3,)), keras.layers.Dense(2)], session=session)
+    assert not model.built
+    assert [w.shape for w in model.get_weights()] == [(3, 4), (4,), (4, 2), (2,)] and model.built
+    model.compile("sgd", "mse")
+    model.save(tmp_path / "m.safetensors")
+    loaded = keras.models.load_model(tmp_path / "m.safetensors", device=session.adapter["backend"])
+    try:
+        for got, want in zip(loaded.get_weights(), model.get_weights(), strict=True):
+            np.testing.assert_array_equal(got, want)
+    finally:
+        loaded.close()
+    with pytest.raises(wg.InvalidArgumentError, match="not built"):
+        keras.Sequential([keras.layers.Dense(2)], session=session).save(tmp_path / "n.safetensors")
+
+
+def test_validation_data_and_initial_epoch(session, rng):
+    model = dense_model(session, 3, 4, 2)
+    compile_for(model, "mse", metrics=["mae"])
+    x, y = data(rng, 14, 3, 2, "mse")
+    xv, yv = data(rng, 5, 3, 2, "mse")
+    history = model.fit(x, y, batch_size=4, epochs=4, initial_epoch=2, validation_data=(xv, yv), verbose=0)
+    assert history.epoch == [2, 3]
+    assert sorted(history.history) == ["loss", "mae", "val_loss", "val_mae"]
+    val_loss, val_mae = model.evaluate(xv, yv, verbose=0)
+    assert history.history["val_loss"][-1] == pytest.approx(val_loss, rel=1e-6)
+    _, out = forward(model.get_weights(), xv.astype(np.float64))
+    np.testing.assert_allclose(val_mae, np.abs(out - yv).mean(), rtol=1e-4)
+    with pytest.raises(wg.InvalidArgumentError, match="not both"):
+        model.fit(x, y, validation_split=0.2, validation_data=(xv, yv), verbose=0)

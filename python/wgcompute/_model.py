@@ -351,10 +351,6 @@ def _positive_int(value: Any, what: str, allow_none: bool = False) -> int | None
     return int(value)
 
 
-def _is_arrays(x: Any) -> bool:
-    return isinstance(x, (np.ndarray, Tensor)) or (isinstance(x, (list, tuple)) and not _is_batches(x))
-
-
 def _is_batches(x: Any) -> bool:
     """A generator, an iterator or an iterable of (x, y) batches, not an array."""
     if isinstance(x, (np.ndarray, Tensor, str, bytes)):
@@ -552,24 +548,36 @@ class Model(_layers.Layer):
                 x = _layers._call_layer(layer, x, False)
                 self._output_shapes[id(layer)] = (None, *x.shape[1:])
         self._input_shape = shape
+        self._built_weights = True
 
     @property
     def built(self) -> bool:
-        return self._input_shape is not None
+        return bool(self.__dict__.get("_built_weights"))
 
-    def _ensure_built(self, sample_shape: tuple[int, ...]) -> None:
-        if self._input_shape is None:
-            self.build((None, *sample_shape))
-        elif tuple(sample_shape) != self._input_shape:
-            raise ShapeError(f"model {self.name!r} takes samples of shape {self._input_shape}; got {sample_shape}")
+    def _ensure_built(self, sample_shape: tuple[int, ...] | None = None) -> None:
+        """Builds the model for samples of ``sample_shape`` (the declared input shape if None) unless it is
+        built; a shape other than the one it was built or declared for is a :class:`ShapeError`."""
+        declared = self._input_shape
+        if declared is None and sample_shape is None:
+            declared = _declared_input_shape(self.__dict__.get("layers") or [])
+            if declared is None:
+                return
+        if sample_shape is not None and declared is not None and tuple(sample_shape) != declared:
+            raise ShapeError(f"model {self.name!r} takes samples of shape {declared}; got {tuple(sample_shape)}")
+        if not self.built:
+            shape = declared if declared is not None else sample_shape
+            assert shape is not None
+            self.build((None, *shape))
 
     # --- weights ---
 
     def get_weights(self) -> list[np.ndarray]:
         """Every variable's value (parameters, then state) as NumPy arrays, in :meth:`state_dict`'s order."""
+        self._ensure_built()
         return [variable.numpy() for _, variable in self._named_variables()]
 
     def set_weights(self, weights: Sequence[Any]) -> None:
+        self._ensure_built()
         variables = [variable for _, variable in self._named_variables()]
         if len(weights) != len(variables):
             raise InvalidArgumentError(f"the model has {len(variables)} weights; got {len(weights)}")
@@ -977,15 +985,13 @@ class Model(_layers.Layer):
         """Prints the layers, their output shapes and parameter counts, and the totals, as Keras does.
         Building needs the input shape: from a ``keras.Input``, an ``input_shape=`` on the first layer, an
         earlier :meth:`build` or a call."""
-        if self._input_shape is None:
-            shape = _declared_input_shape(self.__dict__.get("layers") or [])
-            if shape is None:
-                raise InvalidArgumentError(
-                    f"model {self.name!r} is not built yet: give it an Input(shape=...), call build(input_shape), "
-                    "or fit or call it first"
-                )
-            self.build((None, *shape))
-        elif not self._output_shapes and self.__dict__.get("layers") is not None:
+        self._ensure_built()
+        if not self.built or self._input_shape is None:
+            raise InvalidArgumentError(
+                f"model {self.name!r} is not built yet: give it an Input(shape=...), call build(input_shape), "
+                "or fit or call it first"
+            )
+        if not self._output_shapes and self.__dict__.get("layers") is not None:
             self.build((None, *self._input_shape))
         rows = self._summary_rows()
         widths = (max(33, *(len(r[0]) + 2 for r in rows)), max(24, *(len(r[1]) + 2 for r in rows)), 15)
@@ -1035,7 +1041,8 @@ class Model(_layers.Layer):
 
         if not overwrite and os.path.exists(filepath):
             raise InvalidArgumentError(f"{os.fspath(filepath)!r} exists and overwrite is False")
-        if self._input_shape is None:
+        self._ensure_built()
+        if not self.built:
             raise InvalidArgumentError(f"model {self.name!r} is not built yet: it has no weights to save")
         config = self.get_config()
         if isinstance(self.loss, Loss) and self.optimizer is not None:
@@ -1191,10 +1198,3 @@ def load_model(
             metrics=list(settings["metrics"]),
         )
     return model
-
-
-def _weak(model: Model) -> Any:
-    return weakref.proxy(model)
-
-
-_clock = time.perf_counter
