@@ -22,8 +22,6 @@ import queue
 import struct
 import sys
 import threading
-import time
-import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
