@@ -380,7 +380,7 @@ def Input(shape: Sequence[int], batch_size: int | None = None, name: str | None 
     if isinstance(shape, (str, bytes)) or not isinstance(shape, Sequence):
         raise ArgumentTypeError(f"Input's shape is a tuple of ints; got {shape!r:.80}")
     dims = tuple(_positive_int(d, "each of Input's dimensions") for d in shape)
-    return KerasTensor((batch_size, *dims))  # type: ignore[arg-type]
+    return KerasTensor((batch_size, *dims))
 
 
 def _symbolic_call(layer: Any, x: KerasTensor) -> KerasTensor:
@@ -688,6 +688,7 @@ class Model(_layers.Layer):
         grads = tape.gradient(loss, params)
         assert self.optimizer is not None
         self.optimizer.step(params, grads)
+        assert ys is not None
         for sums, metric in zip(metric_sums, self._metrics, strict=True):
             sums.append(metric.batch(y, y_pred, ys))
         return loss

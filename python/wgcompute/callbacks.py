@@ -101,7 +101,7 @@ def _format_logs(logs: dict[str, Any]) -> str:
 
 
 def _duration(seconds: float) -> str:
-    return f"{seconds:.0f}s" if seconds >= 1 or seconds == 0 else f"{seconds:.0f}s"
+    return f"{seconds:.0f}s"
 
 
 def _per_step(seconds: float, steps: int) -> str:
@@ -131,11 +131,7 @@ class ProgbarLogger(Callback):
         if not steps:
             return f"{done}/Unknown"
         filled = self.WIDTH * min(done, steps) // steps
-        return (
-            f"{done}/{steps} " + "━" * filled + " " * (self.WIDTH - filled)
-            if filled < self.WIDTH
-            else (f"{done}/{steps} " + "━" * self.WIDTH)
-        )
+        return f"{done}/{steps} " + "━" * filled + " " * (self.WIDTH - filled)
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         self._start, self._seen = time.perf_counter(), 0
