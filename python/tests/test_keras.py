@@ -696,3 +696,21 @@ def test_validation_data_and_initial_epoch(session, rng):
     np.testing.assert_allclose(val_mae, np.abs(out - yv).mean(), rtol=1e-4)
     with pytest.raises(wg.InvalidArgumentError, match="not both"):
         model.fit(x, y, validation_split=0.2, validation_data=(xv, yv), verbose=0)
+
+
+def test_a_loss_function_of_y_true_and_y_pred_trains(session, rng):
+    model = dense_model(session, 4, 5, 2)
+    model.add(keras.layers.Activation("sigmoid"))
+    assert isinstance(model.pop(), keras.layers.Activation) and len(model.layers) == 2
+
+    def squared(y_true, y_pred):
+        difference = y_pred - y_true
+        return (difference * difference).mean(axis=-1)
+
+    model.compile(keras.optimizers.SGD(learning_rate=0.01), loss=squared)
+    x, y = data(rng, 9, 4, 2, "mse")
+    _, out = forward(model.get_weights(), x.astype(np.float64))
+    weights = rng.uniform(0.5, 2.0, 9)
+    history = model.fit(x, y, batch_size=9, sample_weight=weights, verbose=0)
+    want = (((out - y) ** 2).mean(axis=1) * weights).sum() / 9
+    np.testing.assert_allclose(history.history["loss"][0], want, rtol=1e-4)

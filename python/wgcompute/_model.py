@@ -1125,6 +1125,15 @@ class Sequential(_layers.Sequential, Model):
             if self._input_shape is not None:
                 self.build((None, *self._input_shape))
 
+    def pop(self) -> Any:
+        """Removes and returns the last layer."""
+        if not self.layers:
+            raise InvalidArgumentError("pop() on a Sequential without layers")
+        last = self.layers[-1]
+        self.layers = self.layers[:-1]
+        self._output_shapes.pop(id(last), None)
+        return last
+
     def call(self, x: Any, training: bool = False) -> Tensor:
         return _layers.Sequential.call(self, x, training)
 
