@@ -678,10 +678,12 @@ class Model(_layers.Layer):
         ys: np.ndarray | None,
         ws: np.ndarray | None,
         metric_sums: list[list[tuple[Tensor, np.ndarray | None]]],
+        params: list[Variable] | None = None,
     ) -> Tensor:
         x, y = self._upload(xs, ys)
         assert y is not None
-        params = self.parameters()
+        if params is None:
+            params = self.parameters()
         with GradientTape() as tape:
             y_pred = self(x, training=True)
             loss = self._batch_loss(y, y_pred, ws)
@@ -807,6 +809,7 @@ class Model(_layers.Layer):
         self.stop_training = False
         metric_names = [metric.name for metric in self._metrics]
         callback_list.on_train_begin()
+        params: list[Variable] | None = None
         epoch = int(initial_epoch)
         try:
             for epoch in range(int(initial_epoch), epochs_total):
@@ -835,7 +838,10 @@ class Model(_layers.Layer):
                             raise InvalidArgumentError("a training batch is (x, y); this one has no y")
                         self._ensure_built(tuple(bx.shape[1:]))
                         callback_list.on_train_batch_begin(step)
-                        loss_value = float(self._train_step(bx, by, bw, metric_sums).item())
+                        if params is None:
+                            # Once the model is built its parameters are fixed: walked once, not every step.
+                            params = self.parameters()
+                        loss_value = float(self._train_step(bx, by, bw, metric_sums, params).item())
                         seen += 1
                         total += len(bx)
                         loss_sum += loss_value * len(bx)
