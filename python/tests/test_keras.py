@@ -714,3 +714,35 @@ def test_a_loss_function_of_y_true_and_y_pred_trains(session, rng):
     history = model.fit(x, y, batch_size=9, sample_weight=weights, verbose=0)
     want = (((out - y) ** 2).mean(axis=1) * weights).sum() / 9
     np.testing.assert_allclose(history.history["loss"][0], want, rtol=1e-4)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_multi_head_attention_is_attention_in_float64(session, rng, causal):
+    from test_layers import attention_reference
+
+    layer = keras.layers.MultiHeadAttention(num_heads=3, key_dim=4, seed=int(rng.integers(2**32)))
+    x = rng.normal(size=(2, 5, 7)).astype(np.float32)
+    got = layer(session.tensor(x), use_causal_mask=causal)
+    assert [name for name, _ in layer.named_parameters()][:2] == ["query_kernel", "query_bias"]
+    assert layer.query_kernel.shape == (7, 12) and layer.output_kernel.shape == (12, 7)
+    for name in ("query", "key", "value", "output"):
+        bias = getattr(layer, f"{name}_bias")
+        bias.assign(rng.normal(size=bias.shape).astype(np.float32))
+    got = layer(session.tensor(x), use_causal_mask=causal)
+    want = attention_reference(layer, x.astype(np.float64), causal)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-4)
+    # In a model: self-attention, pooled, classified; it trains.
+    model = keras.Sequential(
+        [
+            keras.layers.MultiHeadAttention(2, 3),
+            keras.layers.Reshape((5, 1, 7)),
+            keras.layers.GlobalAveragePooling2D(),
+            keras.layers.Dense(2),
+        ],
+        session=session,
+    )
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    history = model.fit(x, np.array([0, 1]), epochs=2, verbose=0)
+    assert (
+        all(math.isfinite(v) for v in history.history["loss"]) and model.count_params() == 4 * (7 * 6) + 3 * 6 + 7 + 16
+    )

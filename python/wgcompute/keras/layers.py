@@ -35,6 +35,7 @@ __all__ = [
     "Layer",
     "LayerNormalization",
     "MaxPooling2D",
+    "MultiHeadAttention",
     "Reshape",
 ]
 
@@ -370,6 +371,67 @@ class Embedding(_Wrapped):
     def call(self, x: Any, training: bool = False) -> Tensor:
         ids = x.astype("uint32") if isinstance(x, Tensor) and x._t.dtype == "float32" else x
         return self._inner(ids)
+
+
+class MultiHeadAttention(_Wrapped):
+    """Keras's ``MultiHeadAttention(num_heads, key_dim)``: ``layer(query, value=None, key=None,
+    attention_mask=None, use_causal_mask=False)`` over [batch, seq, features], self-attention when ``value`` is
+    None; the output has the query's width. Its weights are ``query_kernel``, ``query_bias``, ... ``output_bias``
+    (kernels [features, num_heads · key_dim])."""
+
+    def __init__(
+        self,
+        num_heads: int,
+        key_dim: int,
+        dropout: float = 0.0,
+        use_bias: bool = True,
+        seed: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.num_heads = _layers._width(num_heads, "num_heads")
+        self.key_dim = _layers._width(key_dim, "key_dim")
+        self._seed = seed
+        self._config = {"num_heads": self.num_heads, "key_dim": self.key_dim, "dropout": dropout, "use_bias": use_bias}
+        _layers._real(dropout, "dropout")
+
+    def __call__(  # type: ignore[override]
+        self,
+        query: Any,
+        value: Any = None,
+        key: Any = None,
+        attention_mask: Any = None,
+        use_causal_mask: bool = False,
+        training: bool = False,
+    ) -> Any:
+        if isinstance(query, KerasTensor):
+            return _symbolic_call(self, query)
+        query = _tensor_argument(query, "query")
+        if not self.built:
+            if query.ndim != 3:
+                raise ShapeError(f"MultiHeadAttention takes [batch, seq, features]; got shape {query.shape}")
+            inner = _layers.MultiHeadAttention(
+                query._owner(),
+                query.shape[-1],
+                self.num_heads,
+                key_dim=self.key_dim,
+                bias=self._config["use_bias"],
+                dropout=self._config["dropout"],
+                seed=_next_seed(self._seed),
+            )
+            self._adopt(inner)
+            self.built = True
+        return self._inner(
+            query,
+            value=value,
+            key=key,
+            mask=attention_mask,
+            causal=_flag(use_causal_mask, "use_causal_mask"),
+            training=_flag(training, "training"),
+        )
+
+    def call(self, x: Any, training: bool = False) -> Tensor:
+        return self(x, training=training)  # type: ignore[no-any-return]
 
 
 class _Plain(Layer):
