@@ -746,3 +746,39 @@ def test_multi_head_attention_is_attention_in_float64(session, rng, causal):
     assert (
         all(math.isfinite(v) for v in history.history["loss"]) and model.count_params() == 4 * (7 * 6) + 3 * 6 + 7 + 16
     )
+
+
+def test_a_functional_graph_with_a_residual_and_a_concatenation(session, rng):
+    seed = int(rng.integers(2**32))
+    inputs = keras.Input(shape=(5,))
+    hidden = keras.layers.Dense(5, activation="relu", seed=seed)(inputs)
+    residual = keras.layers.Add()([inputs, hidden])
+    joined = keras.layers.Concatenate()([residual, keras.layers.Multiply()([inputs, inputs])])
+    outputs = keras.layers.Dense(2, seed=seed + 1)(joined)
+    model = keras.Model(inputs=inputs, outputs=outputs, session=session)
+    model.compile(keras.optimizers.SGD(learning_rate=0.05), "mse")
+    x, y = data(rng, 13, 5, 2, "mse")
+    w1, b1, w2, b2 = (w.astype(np.float64) for w in model.get_weights())
+    wide_x = x.astype(np.float64)
+
+    def reference(w1, b1, w2, b2):
+        h = np.maximum(wide_x @ w1 + b1, 0.0)
+        z = np.concatenate([wide_x + h, wide_x * wide_x], axis=1)
+        return h, z, z @ w2 + b2
+
+    h, z, out = reference(w1, b1, w2, b2)
+    np.testing.assert_allclose(model.predict(x), out, rtol=1e-4, atol=1e-5)
+    lines = []
+    model.summary(print_fn=lines.append)
+    assert any("(None, 10)" in line and "Concatenate" in line for line in lines)
+    # One full-batch SGD step against its float64 gradient: the graph's backward reaches every branch.
+    model.fit(x, y, batch_size=13, shuffle=False, verbose=0)
+    g_out = 2.0 * (out - y) / out.size
+    g_w2, g_b2 = z.T @ g_out, g_out.sum(0)
+    g_z = g_out @ w2.T
+    g_h = g_z[:, :5] * (h > 0)
+    g_w1, g_b1 = wide_x.T @ g_h, g_h.sum(0)
+    for got, want in zip(model.get_weights(), (w1 - 0.05 * g_w1, b1 - 0.05 * g_b1, w2 - 0.05 * g_w2, b2 - 0.05 * g_b2)):
+        np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-5)
+    with pytest.raises(wg.InvalidArgumentError, match="other than its inputs"):
+        keras.Model(keras.Input(shape=(5,)), outputs, session=session)

@@ -362,15 +362,18 @@ def _is_batches(x: Any) -> bool:
 
 
 class KerasTensor:
-    """A symbolic tensor: the shape (batch axis None) of an :func:`Input` or of a layer's output on one."""
+    """A symbolic tensor of the functional API: an :func:`Input` (its shape, batch axis None), or what a layer
+    made of others (``parents``)."""
 
-    def __init__(self, shape: tuple[int | None, ...], layer: Any = None, parent: KerasTensor | None = None) -> None:
+    def __init__(
+        self, shape: tuple[int | None, ...] | None, layer: Any = None, parents: tuple[KerasTensor, ...] = ()
+    ) -> None:
         self.shape = shape
         self._layer = layer
-        self._parent = parent
+        self._parents = parents
 
     def __repr__(self) -> str:
-        return f"<KerasTensor shape={self.shape}>"
+        return "<KerasTensor input>" if self._layer is None else f"<KerasTensor of {type(self._layer).__name__}>"
 
 
 def Input(shape: Sequence[int], batch_size: int | None = None, name: str | None = None) -> KerasTensor:  # noqa: N802
@@ -383,9 +386,43 @@ def Input(shape: Sequence[int], batch_size: int | None = None, name: str | None 
     return KerasTensor((batch_size, *dims))
 
 
-def _symbolic_call(layer: Any, x: KerasTensor) -> KerasTensor:
-    """A layer applied to a symbolic tensor: its output's shape from a one-sample pass on a scratch session."""
-    return KerasTensor(x.shape, layer, x)
+def _is_symbolic(x: Any) -> bool:
+    """A symbolic tensor, or a list of them (what a merging layer takes)."""
+    if isinstance(x, KerasTensor):
+        return True
+    return isinstance(x, (list, tuple)) and bool(x) and all(isinstance(item, KerasTensor) for item in x)
+
+
+def _symbolic_call(layer: Any, x: Any) -> KerasTensor:
+    """A layer applied to symbolic tensors: a node of the graph, evaluated when the model runs."""
+    parents = (x,) if isinstance(x, KerasTensor) else tuple(x)
+    return KerasTensor(None, layer, parents)
+
+
+def _graph_of(inputs: KerasTensor, outputs: KerasTensor) -> list[KerasTensor]:
+    """The nodes from ``inputs`` to ``outputs`` in an order that computes each after its parents."""
+    order: list[KerasTensor] = []
+    state: dict[int, str] = {}
+    stack_: list[tuple[KerasTensor, bool]] = [(outputs, False)]
+    while stack_:
+        node, expanded = stack_.pop()
+        if expanded:
+            state[id(node)] = "done"
+            order.append(node)
+            continue
+        if state.get(id(node)) == "done":
+            continue
+        if node is inputs:
+            state[id(node)] = "done"
+            continue
+        if node._layer is None:
+            raise InvalidArgumentError("the model's outputs depend on a keras.Input other than its inputs")
+        state[id(node)] = "open"
+        stack_.append((node, True))
+        for parent in node._parents:
+            if state.get(id(parent)) != "done":
+                stack_.append((parent, False))
+    return order
 
 
 # --- the model ---
@@ -456,14 +493,13 @@ class Model(_layers.Layer):
         if inputs is not None:
             if not isinstance(inputs, KerasTensor) or not isinstance(outputs, KerasTensor):
                 raise ArgumentTypeError("Model(inputs, outputs) takes one keras.Input and the tensor made from it")
-            chain = []
-            node: KerasTensor | None = outputs
-            while node is not None and node is not inputs:
-                chain.append(node._layer)
-                node = node._parent
-            if node is not inputs:
-                raise InvalidArgumentError("the model's outputs were not made from its inputs")
-            self.layers: list[Any] = chain[::-1]
+            self._graph = _graph_of(inputs, outputs)
+            self._graph_input = inputs
+            layers: list[Any] = []
+            for node in self._graph:
+                if not any(node._layer is layer for layer in layers):
+                    layers.append(node._layer)
+            self.layers: list[Any] = layers
             self._input_shape = tuple(int(d) for d in inputs.shape[1:] if d is not None)
 
     # --- the session ---
@@ -515,7 +551,19 @@ class Model(_layers.Layer):
 
     # --- forward and build ---
 
+    def _run_graph(self, x: Any, training: bool, record: bool = False) -> Any:
+        values: dict[int, Any] = {id(self._graph_input): x}
+        for node in self._graph:
+            arguments = [values[id(parent)] for parent in node._parents]
+            value = _layers._call_layer(node._layer, arguments[0] if len(arguments) == 1 else arguments, training)
+            values[id(node)] = value
+            if record:
+                self._output_shapes[id(node._layer)] = (None, *value.shape[1:])
+        return values[id(self._graph[-1])] if self._graph else x
+
     def call(self, x: Any, training: bool = False) -> Tensor:
+        if "_graph" in self.__dict__:
+            return self._run_graph(x, training)  # type: ignore[no-any-return]
         layers = self.__dict__.get("layers")
         if layers is None:
             raise NotImplementedError(f"{type(self).__name__} defines no call(x, training)")
@@ -524,7 +572,7 @@ class Model(_layers.Layer):
         return x
 
     def __call__(self, x: Any, training: bool = False) -> Any:
-        if isinstance(x, KerasTensor):
+        if _is_symbolic(x):
             return _symbolic_call(self, x)
         if not isinstance(x, Tensor):
             x = self._model_session().tensor(_features(_array(x, "x")))
@@ -539,7 +587,9 @@ class Model(_layers.Layer):
         session = self._model_session()
         x: Any = session.zeros((1, *shape))
         layers = self.__dict__.get("layers")
-        if layers is None:
+        if "_graph" in self.__dict__:
+            self._run_graph(x, False, record=True)
+        elif layers is None:
             self.call(x)
         else:
             for layer in layers:

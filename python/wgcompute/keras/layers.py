@@ -12,17 +12,20 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .. import _layers, _neural
+from .. import _layers, _manipulate, _neural
 from .._convert import _flag
 from .._errors import ArgumentTypeError, InvalidArgumentError, ShapeError
-from .._model import Input, KerasTensor, _symbolic_call
+from .._model import Input, KerasTensor, _is_symbolic, _symbolic_call
 from .._tensor import Tensor, _tensor_argument
 from ..nn import Linear
 
 __all__ = [
     "Activation",
+    "Add",
+    "Average",
     "AveragePooling2D",
     "BatchNormalization",
+    "Concatenate",
     "Conv1D",
     "Conv2D",
     "Dense",
@@ -36,7 +39,9 @@ __all__ = [
     "LayerNormalization",
     "MaxPooling2D",
     "MultiHeadAttention",
+    "Multiply",
     "Reshape",
+    "Subtract",
 ]
 
 _seeds: dict[str, int | None] = {"next": None}
@@ -106,13 +111,16 @@ class Layer(_layers.Layer):
         self.built = False
 
     def __call__(self, x: Any, training: bool = False) -> Any:
-        if isinstance(x, KerasTensor):
+        if _is_symbolic(x):
             return _symbolic_call(self, x)
-        x = _tensor_argument(x, "x") if not isinstance(x, Tensor) else x
+        x = self._tensors(x)
         if not self.built:
             self.build(x)
             self.built = True
         return self.call(x, training=_flag(training, "training"))
+
+    def _tensors(self, x: Any) -> Any:
+        return _tensor_argument(x, "x")
 
     def build(self, x: Tensor) -> None:
         """Creates the layer's weights for inputs like ``x``; layers without weights have nothing to do."""
@@ -405,7 +413,13 @@ class MultiHeadAttention(_Wrapped):
         training: bool = False,
     ) -> Any:
         if isinstance(query, KerasTensor):
-            return _symbolic_call(self, query)
+            symbolic = [query, *(item for item in (value, key) if item is not None)]
+            if key is not None and value is None:
+                raise InvalidArgumentError("MultiHeadAttention takes a key only with a value")
+            return _symbolic_call(self, symbolic if len(symbolic) > 1 else query)
+        if isinstance(query, (list, tuple)):
+            # A node of a functional model: [query, value] or [query, value, key].
+            query, value, key = (*query, None, None)[:3]
         query = _tensor_argument(query, "query")
         if not self.built:
             if query.ndim != 3:
@@ -507,6 +521,69 @@ class Dropout(_Plain):
         super().__init__(**kwargs)
         self._inner = _layers.Dropout(rate, seed=_next_seed(seed))
         self._config = {"rate": rate}
+
+
+class _Merge(Layer):
+    """A layer of several inputs of one shape (a list), as Keras's merging layers."""
+
+    def _tensors(self, x: Any) -> Any:
+        if isinstance(x, Tensor) or not isinstance(x, (list, tuple)) or len(x) < 2:
+            raise ArgumentTypeError(f"{type(self).__name__} takes a list of at least two tensors")
+        return [_tensor_argument(item, "each input") for item in x]
+
+    def _combine(self, tensors: list[Tensor]) -> Tensor:
+        raise NotImplementedError
+
+    def call(self, x: Any, training: bool = False) -> Tensor:
+        return self._combine(list(x))
+
+
+class Add(_Merge):
+    """The inputs' elementwise sum."""
+
+    def _combine(self, tensors: list[Tensor]) -> Tensor:
+        total = tensors[0]
+        for tensor in tensors[1:]:
+            total = total + tensor
+        return total
+
+
+class Subtract(_Merge):
+    """The first input less the second."""
+
+    def _combine(self, tensors: list[Tensor]) -> Tensor:
+        if len(tensors) != 2:
+            raise InvalidArgumentError("Subtract takes exactly two tensors")
+        return tensors[0] - tensors[1]
+
+
+class Multiply(_Merge):
+    """The inputs' elementwise product."""
+
+    def _combine(self, tensors: list[Tensor]) -> Tensor:
+        product = tensors[0]
+        for tensor in tensors[1:]:
+            product = product * tensor
+        return product
+
+
+class Average(Add):
+    """The inputs' elementwise mean."""
+
+    def _combine(self, tensors: list[Tensor]) -> Tensor:
+        return super()._combine(tensors) * (1.0 / len(tensors))
+
+
+class Concatenate(_Merge):
+    """The inputs joined along ``axis`` (the last by default)."""
+
+    def __init__(self, axis: int = -1, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.axis = int(axis)
+        self._config = {"axis": self.axis}
+
+    def _combine(self, tensors: list[Tensor]) -> Tensor:
+        return _manipulate.concat(tensors, axis=self.axis)
 
 
 _unused = (Input,)
