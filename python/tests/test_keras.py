@@ -778,7 +778,8 @@ def test_a_functional_graph_with_a_residual_and_a_concatenation(session, rng):
     g_z = g_out @ w2.T
     g_h = g_z[:, :5] * (h > 0)
     g_w1, g_b1 = wide_x.T @ g_h, g_h.sum(0)
-    for got, want in zip(model.get_weights(), (w1 - 0.05 * g_w1, b1 - 0.05 * g_b1, w2 - 0.05 * g_w2, b2 - 0.05 * g_b2)):
+    stepped = (w1 - 0.05 * g_w1, b1 - 0.05 * g_b1, w2 - 0.05 * g_w2, b2 - 0.05 * g_b2)
+    for got, want in zip(model.get_weights(), stepped, strict=True):
         np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-5)
     with pytest.raises(wg.InvalidArgumentError, match="other than its inputs"):
         keras.Model(keras.Input(shape=(5,)), outputs, session=session)
