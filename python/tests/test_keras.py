@@ -783,3 +783,41 @@ def test_a_functional_graph_with_a_residual_and_a_concatenation(session, rng):
         np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-5)
     with pytest.raises(wg.InvalidArgumentError, match="other than its inputs"):
         keras.Model(keras.Input(shape=(5,)), outputs, session=session)
+
+
+def test_a_cnn_round_trips_through_save_and_load_model_bit_for_bit(adapter, rng, tmp_path):
+    layers = [
+        keras.Input(shape=(7, 6, 2)),
+        keras.layers.Conv2D(3, (3, 2), strides=1, padding="same", activation="relu"),
+        keras.layers.BatchNormalization(momentum=0.9),
+        keras.layers.AveragePooling2D(pool_size=2, padding="same"),
+        keras.layers.Reshape((4, 9)),
+        keras.layers.Conv1D(4, 2, padding="causal"),
+        keras.layers.Flatten(),
+        keras.layers.Dropout(0.3),
+        keras.layers.Dense(3, activation="softmax"),
+    ]
+    model = keras.Sequential(layers, device=adapter)
+    model.compile(keras.optimizers.Adam(learning_rate=0.01), "sparse_categorical_crossentropy", metrics=["accuracy"])
+    # compile's memory_limit reaches a session the model has not opened yet.
+    later = keras.Sequential([keras.layers.Dense(2)])
+    later.compile("sgd", "mse", device=adapter, memory_limit="64MiB")
+    try:
+        assert later.session.memory_stats().limit == 64 * 2**20
+    finally:
+        later.close()
+    x = rng.uniform(size=(9, 7, 6, 2)).astype(np.float32)
+    model.fit(x, rng.integers(0, 3, 9), batch_size=4, epochs=2, verbose=0)
+    path = tmp_path / "cnn.safetensors"
+    model.save(path)
+    loaded = keras.models.load_model(path, device=adapter)
+    try:
+        names = [name for name, _ in model.state_dict().items()]
+        assert names == list(loaded.state_dict()) and "layers.1.moving_mean" in names
+        for got, want in zip(loaded.get_weights(), model.get_weights(), strict=True):
+            np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(loaded.predict(x), model.predict(x))
+        assert loaded.evaluate(x, np.zeros(9, np.int64), verbose=0) == model.evaluate(x, np.zeros(9), verbose=0)
+    finally:
+        loaded.close()
+        model.close()
