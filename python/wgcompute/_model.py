@@ -354,7 +354,10 @@ def _is_batches(x: Any) -> bool:
     if isinstance(x, (np.ndarray, Tensor, str, bytes)):
         return False
     if isinstance(x, (list, tuple)):
-        return bool(x) and all(isinstance(item, tuple) for item in x)
+        # A list of (x, y) tuples of arrays, not nested numbers.
+        return bool(x) and all(
+            isinstance(item, tuple) and 2 <= len(item) <= 3 and isinstance(item[0], (np.ndarray, Tensor)) for item in x
+        )
     return isinstance(x, Iterable) or isinstance(x, Iterator)
 
 
@@ -813,10 +816,11 @@ class Model(_layers.Layer):
         xs = ys = ws = None
         if x is None:
             raise InvalidArgumentError("fit needs x (arrays, or a generator of (x, y) batches)")
-        if _is_batches(x) and not isinstance(x, (list, tuple)) or isinstance(x, (list, tuple)) and _is_batches(x):
-            if y is not None or sample_weight is not None or validation_split:
+        if _is_batches(x):
+            if y is not None or sample_weight is not None or validation_split or class_weight is not None:
                 raise InvalidArgumentError(
-                    "with a generator of batches, y, sample_weight and validation_split come in the batches"
+                    "with a generator of batches, y and sample weights come in the batches, and validation_split "
+                    "and class_weight are for arrays"
                 )
             if isinstance(x, Iterator):
                 generator = x
@@ -982,7 +986,7 @@ class Model(_layers.Layer):
         steps = _positive_int(steps, "steps", allow_none=True)
         if x is None:
             raise InvalidArgumentError("evaluate needs x")
-        if _is_batches(x) and not isinstance(x, (tuple, list)) or isinstance(x, (list, tuple)) and _is_batches(x):
+        if _is_batches(x):
             values = self._evaluate_arrays(x, batch, steps)
         else:
             if y is None:
