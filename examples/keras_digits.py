@@ -10,8 +10,9 @@
   ``ReduceLROnPlateau(factor=0.5, patience=3)`` on the validation loss.
 * Evaluation: ``model.evaluate`` on the held-out quarter.
 
-Measured on lavapipe (Vulkan on 2 CPU cores), the defaults above, seed 0: held-out accuracy about 0.97 after
-40 epochs, a second or so an epoch.
+Measured on lavapipe (Vulkan on 2 CPU cores, ``WGCOMPUTE_ADAPTER=vulkan``), the defaults above: seed 0 stops
+early after 35 epochs with held-out accuracy 0.9667 (loss 0.091), the whole script in about 7 s (under 0.1 s an
+epoch); seed 1 after 29 epochs, 0.9711. ``keras.utils.set_random_seed`` makes a run repeat exactly.
 """
 
 from __future__ import annotations

@@ -791,7 +791,8 @@ class Model(_layers.Layer):
         iterable of ``(x, y[, sample_weight])`` batches (``steps_per_epoch`` of them an epoch, or until it ends).
         ``validation_split`` holds out the *last* fraction of the arrays (before shuffling), as Keras does;
         ``validation_data`` is ``(x_val, y_val)``. Returns the :class:`~wgcompute.callbacks.History`.
-        ``seed`` fixes the shuffling (a fresh one if None)."""
+        ``seed`` fixes the shuffling (if None, one is drawn from NumPy's global generator, which
+        ``keras.utils.set_random_seed`` seeds)."""
         from . import callbacks as callbacks_module
 
         self._require_compiled("fit")
@@ -809,7 +810,8 @@ class Model(_layers.Layer):
         if not isinstance(shuffle, (bool, np.bool_)):
             raise ArgumentTypeError(f"shuffle is a bool; got {shuffle!r:.80}")
         level = _verbosity(verbose)
-        rng = np.random.default_rng(seed)
+        # Without a seed, NumPy's global generator picks one, so keras.utils.set_random_seed fixes the order.
+        rng = np.random.default_rng(seed if seed is not None else int(np.random.randint(0, 2**62, dtype=np.int64)))
 
         generator: Iterator[Any] | None = None
         reiterable: Any = None
