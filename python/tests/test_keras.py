@@ -821,3 +821,28 @@ def test_a_cnn_round_trips_through_save_and_load_model_bit_for_bit(adapter, rng,
     finally:
         loaded.close()
         model.close()
+
+
+def test_set_random_seed_repeats_weights_dropout_and_shuffling(session, rng, monkeypatch):
+    # The seed sequence is global: the tests after this one draw fresh seeds again.
+    monkeypatch.setitem(keras.layers._seeds, "next", None)
+    x, y = data(rng, 21, 4, 3, "sparse")
+    runs = []
+    for _ in range(2):
+        keras.utils.set_random_seed(1234)
+        model = keras.Sequential(
+            [keras.layers.Dense(6, activation="relu"), keras.layers.Dropout(0.5), keras.layers.Dense(3)],
+            session=session,
+        )
+        model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        history = model.fit(x, y, batch_size=5, epochs=2, verbose=0)
+        runs.append((model.get_weights(), history.history["loss"]))
+    assert runs[0][1] == runs[1][1]
+    for a, b in zip(runs[0][0], runs[1][0], strict=True):
+        np.testing.assert_array_equal(a, b)
+    keras.utils.set_random_seed(99)
+    other = keras.Sequential([keras.layers.Dense(6)], session=session)
+    other.build((None, 4))
+    assert not np.array_equal(other.get_weights()[0], runs[0][0][0])
+    with pytest.raises(wg.InvalidArgumentError):
+        keras.utils.set_random_seed(-1)
