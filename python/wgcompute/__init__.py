@@ -27,7 +27,7 @@ from typing import Any
 
 # The Array API standard's comparison, logical and bitwise functions, where, the truth reductions and the data
 # type functions (python/wgcompute/_logic.py), and its dtype objects.
-from . import _logic, _neural, _window, array_api, losses, nn, optim
+from . import _logic, _neural, _window, array_api, callbacks, keras, losses, nn, optim
 
 # The Array API's statistics, shape manipulation and creation, at module level.
 from ._creation import arange, eye, full_like, linspace, ones_like, tril, triu, zeros_like
@@ -185,6 +185,8 @@ _ARRAY_API = [
 ]
 
 __all__ = [
+    "callbacks",
+    "keras",
     "AdapterError",
     "ArgumentTypeError",
     "CheckpointError",

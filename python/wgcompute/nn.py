@@ -39,8 +39,8 @@ from ._layers import (
     MultiHeadAttention,
     Reshape,
     RMSNorm,
-    Sequential,
 )
+from ._model import Model, Sequential
 from ._session import Session, _session_argument
 from ._tensor import Tensor, Variable
 
@@ -58,6 +58,7 @@ __all__ = [
     "GlobalAvgPool2d",
     "Layer",
     "LayerNorm",
+    "Model",
     "MaxPool2d",
     "MultiHeadAttention",
     "RMSNorm",

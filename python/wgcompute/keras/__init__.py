@@ -1,0 +1,33 @@
+"""Keras's names over wgcompute, so that a Keras user's script runs with only its import changed::
+
+    from wgcompute import keras
+
+    model = keras.Sequential([
+        keras.Input(shape=(64,)),
+        keras.layers.Dense(64, activation="relu"),
+        keras.layers.Dense(10, activation="softmax"),
+    ])
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    history = model.fit(x, y, epochs=5, validation_split=0.2)
+
+Layers take no session: a model opens its own when it is built (``device=`` and ``memory_limit=`` on the model
+or on ``compile`` choose it) and releases it with ``model.close()``, a ``with`` block or garbage collection."""
+
+from __future__ import annotations
+
+from .. import callbacks
+from .._model import Input, Model, Sequential, load_model
+from . import layers, losses, models, optimizers, utils
+
+__all__ = [
+    "Input",
+    "Model",
+    "Sequential",
+    "callbacks",
+    "layers",
+    "load_model",
+    "losses",
+    "models",
+    "optimizers",
+    "utils",
+]
