@@ -50,3 +50,47 @@ def test_the_examples_pass_mypy_strict(tmp_path):
         timeout=600,
     )
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_every_public_name_is_exported_to_type_checkers(tmp_path):
+    """``__all__`` is a literal list, which type checkers read (a list built with ``*`` they cannot): every name
+    in it, the op-table functions included, is one ``mypy --strict`` resolves on ``import wgcompute``, and every
+    public name of the modules it gathers from is in it."""
+    import wgcompute as wg
+    from wgcompute import _elementwise, _logic, _neural, _window
+
+    public = set(wg.__all__)
+    assert len(public) == len(wg.__all__), "a name is listed twice"
+    gathered = {*_window.__all__, *_neural.__all__, *_elementwise.__all__, *wg._ARRAY_API}
+    gathered |= {"bool" if name == "bool_" else name for name in _logic.__all__}
+    assert gathered <= public, sorted(gathered - public)
+    uses = tmp_path / "uses_every_name.py"
+    uses.write_text(
+        "import wgcompute\n\n" + "".join(f"print(wgcompute.{name})\n" for name in sorted(public)), encoding="utf-8"
+    )
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--config-file",
+            str(ROOT / "python" / "pyproject.toml"),
+            "--cache-dir",
+            str(tmp_path / "mypy"),
+            str(uses),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_dir_shows_the_public_names_not_the_imports():
+    import wgcompute as wg
+
+    shown = set(dir(wg))
+    assert set(wg.__all__) <= shown
+    for leaked in ("np", "os", "threading", "contextlib", "Any", "annotations", "_elementwise", "_wgcompute"):
+        assert leaked not in shown, leaked
