@@ -24,7 +24,8 @@ pub const MAX_HEADER_BYTES: usize = 10_000;
 const MAGIC: &[u8; 6] = b"\x93NUMPY";
 /// How much is read at a time when the size of the source is not known in advance.
 const CHUNK: usize = 64 * 1024;
-const NEED_F32: &str = "wgcompute needs float32 ('<f4')";
+const NEED_F32: &str =
+    "wgcompute needs floats: float32 ('<f4'), or float16 or float64, which are rounded to float32";
 
 /// A float32 array read from a .npy file, remembered with its path for error messages.
 pub struct Array {
@@ -597,7 +598,9 @@ enum ByteOrder {
 /// The element types this reader decodes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Element {
-    F32(ByteOrder),
+    /// float16, float32 or float64 (by its size in bytes), read as float32 as Python's `Session.tensor` reads
+    /// them: rounded to nearest, values beyond float32's range becoming ±inf as NumPy's `astype` makes them.
+    Float { size: usize, order: ByteOrder },
     Int {
         signed: bool,
         size: usize,
@@ -648,7 +651,7 @@ impl Element {
             _ => ByteOrder::Little,
         };
         match (want, kind, size) {
-            (Want::Float32, 'f', 4) => Some(Element::F32(order)),
+            (Want::Float32, 'f', 2 | 4 | 8) => Some(Element::Float { size, order }),
             (Want::Integer, 'i' | 'u', 1 | 2 | 4 | 8) => Some(Element::Int {
                 signed: kind == 'i',
                 size,
@@ -660,14 +663,13 @@ impl Element {
 
     fn size(self) -> usize {
         match self {
-            Element::F32(_) => 4,
-            Element::Int { size, .. } => size,
+            Element::Float { size, .. } | Element::Int { size, .. } => size,
         }
     }
 
     fn name(self) -> String {
         match self {
-            Element::F32(_) => "float32".to_string(),
+            Element::Float { size, .. } => format!("float{}", size * 8),
             Element::Int { signed, size, .. } => {
                 format!("{}int{}", if signed { "" } else { "u" }, size * 8)
             }
@@ -676,13 +678,23 @@ impl Element {
 
     fn decode(self, raw: &[u8], name: &str) -> Result<Values> {
         Ok(match self {
-            Element::F32(order) => Values::F32(
-                raw.chunks_exact(4)
+            Element::Float { size, order } => Values::F32(
+                raw.chunks_exact(size)
                     .map(|bytes| {
-                        let bytes = [bytes[0], bytes[1], bytes[2], bytes[3]];
+                        let mut wide = [0u8; 8];
                         match order {
-                            ByteOrder::Little => f32::from_le_bytes(bytes),
-                            ByteOrder::Big => f32::from_be_bytes(bytes),
+                            ByteOrder::Little => wide[..size].copy_from_slice(bytes),
+                            ByteOrder::Big => wide[..size]
+                                .iter_mut()
+                                .zip(bytes.iter().rev())
+                                .for_each(|(to, &from)| *to = from),
+                        }
+                        let bits = u64::from_le_bytes(wide);
+                        match size {
+                            2 => f16_to_f32(bits as u16),
+                            4 => f32::from_bits(bits as u32),
+                            // `as` rounds to nearest and gives ±inf beyond float32's range, as astype does.
+                            _ => f64::from_bits(bits) as f32,
                         }
                     })
                     .collect(),
@@ -720,6 +732,25 @@ impl Element {
             }
         })
     }
+}
+
+/// An IEEE half's value as float32, exactly (every half is a float32).
+fn f16_to_f32(half: u16) -> f32 {
+    let sign = u32::from(half >> 15) << 31;
+    let exponent = u32::from((half >> 10) & 0x1f);
+    let mantissa = u32::from(half & 0x3ff);
+    let bits = match (exponent, mantissa) {
+        (0, 0) => sign,
+        // A subnormal half: its value is mantissa · 2^-24, a normal float32.
+        (0, _) => {
+            let magnitude = mantissa as f32 * f32::from_bits(0x3380_0000);
+            sign | magnitude.to_bits()
+        }
+        (0x1f, 0) => sign | 0x7f80_0000,
+        (0x1f, _) => sign | 0x7fc0_0000 | (mantissa << 13),
+        _ => sign | ((exponent + 127 - 15) << 23) | (mantissa << 13),
+    };
+    f32::from_bits(bits)
 }
 
 /// How NumPy would name a dtype: "float64 ('<f8')".

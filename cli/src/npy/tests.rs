@@ -129,8 +129,7 @@ fn versions_two_and_three() {
 #[test]
 fn other_dtypes_are_named() {
     for (descr, named) in [
-        ("<f8", "float64 ('<f8')"),
-        ("<f2", "float16 ('<f2')"),
+        ("<f16", "float128 ('<f16')"),
         ("<i4", "int32 ('<i4')"),
         ("|u1", "uint8 ('|u1')"),
         ("|b1", "bool ('|b1')"),
@@ -535,5 +534,95 @@ fn fuzzed_files_never_panic_hang_or_overread() {
         start.elapsed() < Duration::from_secs(10),
         "{:?}",
         start.elapsed()
+    );
+}
+
+/// The floats of a file, read sized and streamed, which must agree bit for bit (NaN included).
+fn floats_read(descr: &str, data: &[u8], count: usize) -> Vec<f32> {
+    let bytes = npy(descr, &[count], data);
+    let sized = parse_bytes(&bytes, Want::Float32).expect("reads");
+    let streamed = parse(&mut &bytes[..], None, "x.npy", Want::Float32).expect("reads streamed");
+    match (sized, streamed) {
+        ((shape, Values::F32(values)), (streamed_shape, Values::F32(streamed_values))) => {
+            assert_eq!(shape, vec![count]);
+            assert_eq!(streamed_shape, shape);
+            same_bits(&streamed_values, &values);
+            values
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+fn same_bits(got: &[f32], want: &[f32]) {
+    let bits = |values: &[f32]| values.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(got), bits(want), "{got:?} against {want:?}");
+}
+
+/// float64 and float16 files are read as Python's `Session.tensor` reads such arrays: rounded to the nearest
+/// float32, beyond its range ±inf (as NumPy's astype), in either byte order.
+#[test]
+fn float64_and_float16_are_rounded_to_float32() {
+    let doubles = [
+        0.1f64,
+        -2.5,
+        1e39,
+        -1e39,
+        1e-50,
+        f64::INFINITY,
+        f64::NAN,
+        -0.0,
+        16777217.0,
+    ];
+    let want: Vec<f32> = doubles.iter().map(|&value| value as f32).collect();
+    assert!(want[2].is_infinite() && want[4] == 0.0 && want[8] == 16777216.0 && want[6].is_nan());
+    let little: Vec<u8> = doubles
+        .iter()
+        .flat_map(|value| value.to_le_bytes())
+        .collect();
+    same_bits(&floats_read("<f8", &little, doubles.len()), &want);
+    let big: Vec<u8> = doubles
+        .iter()
+        .flat_map(|value| value.to_be_bytes())
+        .collect();
+    same_bits(&floats_read(">f8", &big, doubles.len()), &want);
+
+    // (half bits, its value): normal, negative, the largest, the smallest subnormal, the largest subnormal,
+    // ±inf, a NaN, -0 and a third.
+    let halves: [(u16, f32); 10] = [
+        (0x3c00, 1.0),
+        (0xc000, -2.0),
+        (0x7bff, 65504.0),
+        (0x0001, 2f32.powi(-24)),
+        (0x03ff, 1023.0 * 2f32.powi(-24)),
+        (0x7c00, f32::INFINITY),
+        (0xfc00, f32::NEG_INFINITY),
+        (0x7e00, f32::NAN),
+        (0x8000, -0.0),
+        (0x3555, 0.333_251_95),
+    ];
+    let little: Vec<u8> = halves
+        .iter()
+        .flat_map(|(bits, _)| bits.to_le_bytes())
+        .collect();
+    let got = floats_read("<f2", &little, halves.len());
+    for ((bits, value), read) in halves.iter().zip(&got) {
+        if value.is_nan() {
+            assert!(read.is_nan(), "{bits:#06x}: {read}");
+        } else {
+            assert_eq!(
+                read.to_bits(),
+                value.to_bits(),
+                "{bits:#06x}: {read} against {value}"
+            );
+        }
+    }
+    let big: Vec<u8> = halves
+        .iter()
+        .flat_map(|(bits, _)| bits.to_be_bytes())
+        .collect();
+    let got_big = floats_read(">f2", &big, halves.len());
+    assert_eq!(
+        got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+        got_big.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
     );
 }

@@ -599,17 +599,22 @@ fn unreadable_inputs_are_clear_errors() {
     );
     assert!(stderr.contains("not a .npy file"), "{stderr}");
 
-    let doubles = scratch.path("doubles.npy");
-    write_npy(&doubles, &[2, 2], &[1.0f64, 2.0, 3.0, 4.0], npyz::Order::C);
+    let complex = scratch.write_bytes(
+        "complex.npy",
+        &crate::common::cli::npy_bytes(
+            &crate::common::cli::npy_header("'<c8'", "(2,)"),
+            &[0u8; 16],
+        ),
+    );
     let stderr = scratch.fails(
         &[
             "op".as_ref(),
             "softmax".as_ref(),
-            doubles.as_os_str(),
+            complex.as_os_str(),
             "-o".as_ref(),
             output.as_os_str(),
         ],
-        &["doubles.npy", "float64", "<f8", "<f4"],
+        &["complex.npy", "complex64", "<c8", "<f4"],
     );
     assert!(stderr.contains("float32"), "{stderr}");
 
@@ -739,4 +744,54 @@ fn mismatched_shapes_name_both_files() {
         ["left.npy", "right.npy", "row.npy"],
         "a failed op writes nothing"
     );
+}
+
+/// A float64 .npy is read as Python reads a float64 array: rounded to float32. `op softmax` of it gives, bit for
+/// bit, what the same op gives the float32 file NumPy's astype would write.
+#[test]
+fn float64_and_float16_inputs_are_rounded_to_float32_as_python_does() {
+    let scratch = Scratch::new("op-float64");
+    let values = [0.1f64, -2.5, 3.000_000_1, 1e-3, 7.25, -0.3];
+    let doubles = scratch.path("doubles.npy");
+    write_npy(&doubles, &[2, 3], &values, npyz::Order::C);
+    let singles = scratch.path("singles.npy");
+    let rounded: Vec<f32> = values.iter().map(|&value| value as f32).collect();
+    write_npy(&singles, &[2, 3], &rounded, npyz::Order::C);
+    let halves = scratch.write_bytes(
+        "halves.npy",
+        &crate::common::cli::npy_bytes(
+            &crate::common::cli::npy_header("'<f2'", "(2, 3)"),
+            // 1, -2, 0.5, 65504, 2^-24, -0 as IEEE halves
+            &[0x3c00u16, 0xc000, 0x3800, 0x7bff, 0x0001, 0x8000]
+                .iter()
+                .flat_map(|bits| bits.to_le_bytes())
+                .collect::<Vec<u8>>(),
+        ),
+    );
+    let half_values = [1.0f32, -2.0, 0.5, 65504.0, 2f32.powi(-24), -0.0];
+    let half_singles = scratch.path("half_singles.npy");
+    write_npy(&half_singles, &[2, 3], &half_values, npyz::Order::C);
+    for (wide, narrow) in [(&doubles, &singles), (&halves, &half_singles)] {
+        let mut results = Vec::new();
+        for input in [wide, narrow] {
+            let output = scratch.path(&format!(
+                "softmax-{}",
+                input
+                    .file_name()
+                    .and_then(|name| name.to_str())
+                    .unwrap_or("x")
+            ));
+            scratch.ok(&[
+                "op".as_ref(),
+                "softmax".as_ref(),
+                input.as_os_str(),
+                "-o".as_ref(),
+                output.as_os_str(),
+            ]);
+            results.push(crate::common::cli::read_f32(&output));
+        }
+        assert_eq!(results[0].0, vec![2, 3]);
+        let bits = |values: &[f32]| values.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&results[0].1), bits(&results[1].1), "{wide:?}");
+    }
 }
