@@ -16,6 +16,8 @@ struct Params {
     vec4s: u32,         // vec4 kernels: vec4s per invocation
     table: u32,         // *_tensors kernels: the vec4 at which the table starts in its binding
     entries: u32,       // *_tensors kernels: the table's entries
+    gradient_step: f32, // rule RULE_NADAM: lr * (1 - u_t) / (1 - u_1 ... u_t), the step along the gradient itself
+    slots: u32,         // rule kernels: SLOT_SECOND | SLOT_THIRD, the state operands the rule reads and writes
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -23,6 +25,7 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> grad: array<f32>;
 @group(0) @binding(3) var<storage, read_write> m: array<f32>;
 @group(0) @binding(4) var<storage, read_write> v: array<f32>;
+@group(0) @binding(6) var<storage, read_write> w: array<f32>;
 
 
 // The hyperparameters, read once before any store: after a store to a storage buffer the compiler must assume
@@ -108,6 +111,7 @@ fn sgd(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) gr
 @group(0) @binding(2) var<storage, read_write> grad4: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read_write> m4: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read_write> v4: array<vec4<f32>>;
+@group(0) @binding(6) var<storage, read_write> w4: array<vec4<f32>>;
 
 // The vec4s of invocation `id`: [first, end).
 fn vec4_span(id: vec3<u32>, groups: vec3<u32>) -> vec2<u32> {
@@ -194,6 +198,8 @@ struct Part {
     count: u32,
     first: u32,
     end: u32,
+    // The vec4 offset of a fifth operand (the rule kernels' third state).
+    fifth: u32,
 }
 
 fn part_of(workgroup: vec3<u32>, groups: vec3<u32>, local: u32) -> Part {
@@ -202,7 +208,7 @@ fn part_of(workgroup: vec3<u32>, groups: vec3<u32>, local: u32) -> Part {
     let offsets = table[params.table + 2u * e];
     let shape = table[params.table + 2u * e + 1u];
     let first = ((group - shape.y) * WORKGROUP_SIZE + local) * params.vec4s;
-    return Part(offsets, shape.x, first, min(first + params.vec4s, (shape.x + 3u) / 4u));
+    return Part(offsets, shape.x, first, min(first + params.vec4s, (shape.x + 3u) / 4u), shape.z);
 }
 
 // Which lanes of vec4 `i` of a tensor of `count` elements are the tensor's: all but in its last vec4 when
@@ -249,6 +255,179 @@ fn sgd_tensors(
         let step = sgd4(h, p_old, grad4[o.y + i], m_old);
         let own = own_lanes(i, part.count);
         m4[o.z + i] = select(m_old, step.buffer, own);
+        param4[o.x + i] = select(p_old, step.param, own);
+    }
+}
+
+// Keras's other optimizers, one fused pass each, the rule chosen by `mode`; every one first decays the parameter
+// (`decay` = 1 - lr * weight_decay, exactly 1 without decay). The state operands are `m`, `v` and `w`; a rule
+// that keeps fewer than three has the others bound to its gradient and neither reads nor writes them (`slots`).
+//   RULE_RMSPROP(_CENTERED): m velocity, v momentum (momentum > 0), w average gradient (centered); beta1 is rho.
+//   RULE_ADAGRAD: m accumulator.
+//   RULE_ADAMAX: m first moment, v exponentially weighted infinity norm; step_size = lr / (1 - beta1^t).
+//   RULE_NADAM: m, v moments; step_size = lr * u_{t+1} / (1 - u_1 ... u_{t+1}), gradient_step (above).
+//   RULE_LION: m momentum.
+struct Rule {
+    mode: u32,
+    lr: f32,
+    beta1: f32,
+    beta2: f32,
+    epsilon: f32,
+    momentum: f32,
+    step_size: f32,
+    gradient_step: f32,
+    bias2_sqrt: f32,
+    decay: f32,
+}
+
+fn rule_hyper() -> Rule {
+    return Rule(params.mode, params.lr, params.beta1, params.beta2, params.epsilon, params.momentum,
+        params.step_size, params.gradient_step, params.bias2_sqrt, params.decay);
+}
+
+struct Rule4 {
+    param: vec4<f32>,
+    m: vec4<f32>,
+    v: vec4<f32>,
+    w: vec4<f32>,
+}
+
+fn rule4(h: Rule, param_old: vec4<f32>, g: vec4<f32>, m_old: vec4<f32>, v_old: vec4<f32>, w_old: vec4<f32>) -> Rule4 {
+    var p = param_old * h.decay;
+    var m_new = m_old;
+    var v_new = v_old;
+    var w_new = w_old;
+    switch h.mode {
+        case RULE_RMSPROP, RULE_RMSPROP_CENTERED: {
+            let rho = h.beta1;
+            m_new = rho * m_old + (1.0 - rho) * g * g;
+            var denominator = m_new + h.epsilon;
+            if (h.mode == RULE_RMSPROP_CENTERED) {
+                w_new = rho * w_old + (1.0 - rho) * g;
+                denominator = m_new - w_new * w_new + h.epsilon;
+            }
+            let increment = h.lr * g / sqrt(denominator);
+            if (h.momentum > 0.0) {
+                v_new = h.momentum * v_old + increment;
+                p = p - v_new;
+            } else {
+                p = p - increment;
+            }
+        }
+        case RULE_ADAGRAD: {
+            m_new = m_old + g * g;
+            p = p - h.lr * g / sqrt(m_new + h.epsilon);
+        }
+        case RULE_ADAMAX: {
+            m_new = m_old + (g - m_old) * (1.0 - h.beta1);
+            v_new = max(h.beta2 * v_old, abs(g));
+            p = p - h.step_size * m_new / (v_new + h.epsilon);
+        }
+        case RULE_NADAM: {
+            m_new = m_old + (g - m_old) * (1.0 - h.beta1);
+            v_new = v_old + (g * g - v_old) * (1.0 - h.beta2);
+            p = p - (h.step_size * m_new + h.gradient_step * g) / (sqrt(v_new) / h.bias2_sqrt + h.epsilon);
+        }
+        default: {
+            // RULE_LION
+            p = p - h.lr * sign(h.beta1 * m_old + (1.0 - h.beta1) * g);
+            m_new = h.beta2 * m_old + (1.0 - h.beta2) * g;
+        }
+    }
+    return Rule4(p, m_new, v_new, w_new);
+}
+
+fn has_slot(slot: u32) -> bool {
+    return (params.slots & slot) != 0u;
+}
+
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn rule(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let i = params.start + linear_index(id, groups);
+    if (i >= params.count) {
+        return;
+    }
+    let h = rule_hyper();
+    let second = has_slot(SLOT_SECOND);
+    let third = has_slot(SLOT_THIRD);
+    var v_old = 0.0;
+    if (second) {
+        v_old = v[i];
+    }
+    var w_old = 0.0;
+    if (third) {
+        w_old = w[i];
+    }
+    let step = rule4(h, vec4<f32>(param[i]), vec4<f32>(grad[i]), vec4<f32>(m[i]), vec4<f32>(v_old), vec4<f32>(w_old));
+    m[i] = step.m.x;
+    if (second) {
+        v[i] = step.v.x;
+    }
+    if (third) {
+        w[i] = step.w.x;
+    }
+    param[i] = step.param.x;
+}
+
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn rule_vec4(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let span = vec4_span(id, groups);
+    let h = rule_hyper();
+    let second = has_slot(SLOT_SECOND);
+    let third = has_slot(SLOT_THIRD);
+    for (var i = span.x; i < span.y; i = i + 1u) {
+        var v_old = vec4<f32>(0.0);
+        if (second) {
+            v_old = v4[i];
+        }
+        var w_old = vec4<f32>(0.0);
+        if (third) {
+            w_old = w4[i];
+        }
+        let step = rule4(h, param4[i], grad4[i], m4[i], v_old, w_old);
+        m4[i] = step.m;
+        if (second) {
+            v4[i] = step.v;
+        }
+        if (third) {
+            w4[i] = step.w;
+        }
+        param4[i] = step.param;
+    }
+}
+
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn rule_tensors(
+    @builtin(workgroup_id) workgroup: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) local: u32,
+) {
+    let h = rule_hyper();
+    let second = has_slot(SLOT_SECOND);
+    let third = has_slot(SLOT_THIRD);
+    let part = part_of(workgroup, groups, local);
+    let o = part.offsets;
+    for (var i = part.first; i < part.end; i = i + 1u) {
+        let p_old = param4[o.x + i];
+        let m_old = m4[o.z + i];
+        var v_old = vec4<f32>(0.0);
+        if (second) {
+            v_old = v4[o.w + i];
+        }
+        var w_old = vec4<f32>(0.0);
+        if (third) {
+            w_old = w4[part.fifth + i];
+        }
+        let step = rule4(h, p_old, grad4[o.y + i], m_old, v_old, w_old);
+        // The lanes past the tensor's end get back the bits loaded from them, as in adam_tensors.
+        let own = own_lanes(i, part.count);
+        m4[o.z + i] = select(m_old, step.m, own);
+        if (second) {
+            v4[o.w + i] = select(v_old, step.v, own);
+        }
+        if (third) {
+            w4[part.fifth + i] = select(w_old, step.w, own);
+        }
         param4[o.x + i] = select(p_old, step.param, own);
     }
 }

@@ -59,7 +59,9 @@ pub use op::window::{Conv1dOptions, Conv2dOptions, Padding, Padding1d};
 pub use ops::manipulate::{PadMode, Repeats, Split};
 pub use ops::neural::{BatchNormOptions, BatchNormOutput};
 pub use ops::optim::{AdamConfig, AdamHyperparameter, EpsilonPlacement, SgdConfig};
-pub use optim::{Adam, Optimizer, OptimizerKind, OptimizerState, Sgd};
+pub use optim::{
+    Adam, Optimizer, OptimizerKind, OptimizerRule, OptimizerState, RuleOptimizer, Sgd,
+};
 pub use pool::MemoryStats;
 pub use runtime::Counters;
 pub use runtime::{

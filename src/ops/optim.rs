@@ -396,3 +396,47 @@ pub(crate) fn sgd_update_tensors(
     }
     first.with_runtime(|runtime| optim::sgd_tensors(runtime, &ranges, step))
 }
+
+/// One step of a [`Rule`](optim::Rule) over many parameters at once, each `(param, grad, states)` with the
+/// rule's state tensors in its binding order (None where the rule keeps none there): one dispatch per
+/// combination of slabs. Everything is checked before anything runs.
+pub(crate) fn rule_update_tensors(
+    updates: &[(&Tensor, &Tensor, [Option<&Tensor>; 3])],
+    step: optim::RuleStep,
+) -> Result<()> {
+    let name = "optimizer update";
+    let Some(&(first, ..)) = updates.first() else {
+        return Ok(());
+    };
+    let mut ranges = Vec::with_capacity(updates.len());
+    for (param, grad, states) in updates {
+        first.expect_same_session(name, param)?;
+        expect_like(name, param, &[("grad", grad)])?;
+        let grad_range = grad.range()?;
+        let mut operands = [
+            param.range()?,
+            grad_range,
+            grad_range,
+            grad_range,
+            grad_range,
+        ];
+        for (index, state) in states.iter().enumerate() {
+            if let Some(state) = state {
+                expect_like(name, param, &[("optimizer state", state)])?;
+                operands[2 + index] = state.range()?;
+            }
+        }
+        ranges.push(operands);
+    }
+    first.with_runtime(|runtime| optim::rule_tensors(runtime, &ranges, step))
+}
+
+/// Errors with [`Error::InvalidArgument`] naming `what` unless `value` is finite and `fits`.
+pub(crate) fn check_hyperparameter(
+    what: &'static str,
+    value: f32,
+    fits: bool,
+    accepted: &str,
+) -> Result<()> {
+    expect_hyperparameter(what, value, fits, accepted)
+}
