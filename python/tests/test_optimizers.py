@@ -334,3 +334,61 @@ def test_an_optimizer_takes_its_rate_from_a_schedule_at_every_step(session, rng,
         np.testing.assert_allclose(variable.numpy(), w, rtol=1e-5, atol=1e-6)
     optimizer.learning_rate = 0.5
     assert optimizer.learning_rate == pytest.approx(0.5)
+
+
+# --- checkpoints ---
+
+SAVED = {
+    "rmsprop centered with momentum": (
+        lambda: wg.optim.RMSprop(0.01, momentum=0.5, centered=True),
+        ("velocity", "momentum", "average_gradient"),
+    ),
+    "rmsprop": (lambda: wg.optim.RMSprop(0.01), ("velocity",)),
+    "adagrad": (lambda: wg.optim.Adagrad(0.05, weight_decay=0.1), ("accumulator",)),
+    "adamax": (lambda: wg.optim.Adamax(0.01), ("m", "u")),
+    "nadam": (lambda: wg.optim.Nadam(0.01), ("m", "v")),
+    "lion": (lambda: wg.optim.Lion(0.001), ("momentum",)),
+    "sgd nesterov": (lambda: wg.optim.SGD(0.1, momentum=0.9, nesterov=True), ("momentum",)),
+}
+
+
+def train_steps(session, model, optimizer, batches):
+    for x, y in batches:
+        with wg.GradientTape() as tape:
+            loss = wg.softmax_cross_entropy(model(session.tensor(x)), session.tensor(y)).mean()
+        params = model.parameters()
+        optimizer.apply_gradients(zip(tape.gradient(loss, params), params, strict=True))
+
+
+@pytest.mark.parametrize("case", SAVED)
+def test_the_state_round_trips_through_a_checkpoint_bit_for_bit(make_session, adapter, rng, tmp_path, case):
+    import safetensors.numpy
+
+    make, slots = SAVED[case]
+    path = tmp_path / "model.safetensors"
+    first, second = make_session(adapter), make_session(adapter)
+    model = wg.nn.Mlp(first, [6, 9, 4], seed=int(rng.integers(2**32)))
+    data = [
+        (rng.uniform(-1, 1, (5, 6)).astype(np.float32), rng.uniform(0, 1, (5, 4)).astype(np.float32)) for _ in range(5)
+    ]
+    optimizer = make()
+    train_steps(first, model, optimizer, data[:3])
+    wg.save(path, model, optimizer)
+    stored = safetensors.numpy.load_file(str(path))
+    expected = {name for name, _ in model.named_parameters()}
+    expected |= {f"optimizer.{slot}.{name}" for slot in slots for name, _ in model.named_parameters()}
+    assert set(stored) == expected
+
+    restored = make()
+    loaded = wg.load(path, second, optimizer=restored)
+    assert restored.iterations == 3
+    train_steps(first, model, optimizer, data[3:])
+    train_steps(second, loaded, restored, data[3:])
+    for (name, a), (_, b) in zip(model.named_parameters(), loaded.named_parameters(), strict=True):
+        np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=name)
+    # Into an optimizer of another kind, or RMSprop keeping other slots, the state is refused.
+    with pytest.raises(wg.CheckpointError, match="resume with the same optimizer"):
+        wg.load(path, second, optimizer=wg.optim.Adam() if "adam" not in case else wg.optim.Lion())
+    if case.startswith("rmsprop"):
+        with pytest.raises((wg.CheckpointError, wg.InvalidArgumentError)):
+            wg.load(path, second, optimizer=wg.optim.RMSprop(momentum=0.9 if case == "rmsprop" else 0.0))

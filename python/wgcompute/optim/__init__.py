@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from .. import _wgcompute
 from .._convert import _sequence
@@ -191,13 +191,14 @@ class Optimizer:
         for grad in grads:
             if grad is not None and not isinstance(grad, Tensor):
                 raise InvalidArgumentError(f"a gradient is a Tensor or None; got a {type(grad).__name__}")
-        grads = list(grads)
+        # Any: the stubs do not show a tensor's native handle, which the native step takes.
+        given: list[Any] = list(grads)
         if self._clipnorm is not None or self._global_clipnorm is not None or self._clipvalue is not None:
-            if any(grad is not None for grad in grads):
-                grads = self._clipped(grads)
+            if any(grad is not None for grad in given):
+                given = self._clipped(given)
         if self._schedule is not None:
             self._native.learning_rate = self._scheduled_rate(self.iterations)
-        self._native.step([param._t for param in params], [None if grad is None else grad._t for grad in grads])
+        self._native.step([param._t for param in params], [None if grad is None else grad._t for grad in given])
 
     def apply_gradients(self, grads_and_vars: Iterable[tuple[Tensor | None, Variable]]) -> int:
         """TensorFlow's form of :meth:`step`: (gradient, variable) pairs. Returns the step count."""
@@ -301,7 +302,7 @@ class SGD(Optimizer):
 class _Keras(Optimizer):
     """An optimizer of Keras's rules that the library runs as one fused pass (``_wgcompute.Optimizer.rule``)."""
 
-    _rule: str
+    _rule: Literal["rmsprop", "adagrad", "adamax", "nadam", "lion"]
 
     def _build(
         self,

@@ -80,7 +80,7 @@ class ExponentialDecay(LearningRateSchedule):
         fraction = _step(step) / self.decay_steps
         if self.staircase:
             fraction = math.floor(fraction)
-        return self.initial_learning_rate * self.decay_rate**fraction
+        return float(self.initial_learning_rate * self.decay_rate**fraction)
 
     def get_config(self) -> dict[str, Any]:
         return {
@@ -110,9 +110,9 @@ class PiecewiseConstantDecay(LearningRateSchedule):
         self.name = name
 
     def __call__(self, step: int) -> float:
-        step = _step(step)
+        at = _step(step)
         for boundary, value in zip(self.boundaries, self.values, strict=False):
-            if step <= boundary:
+            if at <= boundary:
                 return value
         return self.values[-1]
 
@@ -147,14 +147,14 @@ class CosineDecay(LearningRateSchedule):
         return decay_from * ((1.0 - self.alpha) * cosine + self.alpha)
 
     def __call__(self, step: int) -> float:
-        step = _step(step)
+        at = _step(step)
         if self.warmup_target is None:
-            return self._decay(min(step, self.decay_steps), self.initial_learning_rate)
-        step = min(step, self.decay_steps + self.warmup_steps)
-        if step < self.warmup_steps:
+            return self._decay(min(at, self.decay_steps), self.initial_learning_rate)
+        at = min(at, self.decay_steps + self.warmup_steps)
+        if at < self.warmup_steps:
             rise = self.warmup_target - self.initial_learning_rate
-            return rise * step / self.warmup_steps + self.initial_learning_rate
-        return self._decay(step - self.warmup_steps, self.warmup_target)
+            return rise * at / self.warmup_steps + self.initial_learning_rate
+        return self._decay(at - self.warmup_steps, self.warmup_target)
 
     def get_config(self) -> dict[str, Any]:
         return {
@@ -188,15 +188,15 @@ class PolynomialDecay(LearningRateSchedule):
         self.name = name
 
     def __call__(self, step: int) -> float:
-        step = _step(step)
+        at = _step(step)
         decay_steps = self.decay_steps
         if self.cycle:
-            decay_steps *= 1.0 if step == 0 else math.ceil(step / decay_steps)
+            decay_steps *= 1.0 if at == 0 else math.ceil(at / decay_steps)
         else:
-            step = min(step, decay_steps)
-        fraction = step / decay_steps
+            at = min(at, decay_steps)
+        fraction = at / decay_steps
         span = self.initial_learning_rate - self.end_learning_rate
-        return span * (1.0 - fraction) ** self.power + self.end_learning_rate
+        return float(span * (1.0 - fraction) ** self.power + self.end_learning_rate)
 
     def get_config(self) -> dict[str, Any]:
         return {
