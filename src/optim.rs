@@ -1049,9 +1049,11 @@ impl RuleOptimizer {
                 let now = nadam_momentum(beta_1, step);
                 let next = nadam_momentum(beta_1, step.saturating_add(1));
                 product *= now;
-                numbers.step_size = (lr * next / (1.0 - product * next)) as f32;
-                numbers.gradient_step = (lr * (1.0 - now) / (1.0 - product)) as f32;
-                numbers.bias2_sqrt = (1.0 - (beta_2 as f64).powi(t)).sqrt() as f32;
+                // Multiplied through by sqrt(1 − β2^t), so that the shader divides once per element.
+                let bias2_sqrt = (1.0 - (beta_2 as f64).powi(t)).sqrt();
+                numbers.step_size = (bias2_sqrt * lr * next / (1.0 - product * next)) as f32;
+                numbers.gradient_step = (bias2_sqrt * lr * (1.0 - now) / (1.0 - product)) as f32;
+                numbers.epsilon = (epsilon as f64 * bias2_sqrt) as f32;
             }
             OptimizerRule::Lion { beta_1, beta_2 } => {
                 numbers.rule = Rule::Lion;

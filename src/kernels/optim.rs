@@ -59,9 +59,19 @@ static ADAM: Kernel = Kernel::new(&OPTIM, "adam", &[1, 2, 3, 4]);
 static ADAM_VEC4: Kernel = Kernel::new(&OPTIM, "adam_vec4", &[1, 2, 3, 4]);
 static SGD_VEC4: Kernel = Kernel::new(&OPTIM, "sgd_vec4", &[1, 2, 3]);
 static SGD: Kernel = Kernel::new(&OPTIM, "sgd", &[1, 2, 3]);
+// Every rule's kernels bind all three state operands (those a rule does not keep go unused), so that one
+// dispatch path serves them all.
 static RULE: Kernel = Kernel::new(&OPTIM, "rule", &[1, 2, 3, 4, 6]);
-static RULE_VEC4: Kernel = Kernel::new(&OPTIM, "rule_vec4", &[1, 2, 3, 4, 6]);
-static RULE_TENSORS: Kernel = Kernel::new(&OPTIM, "rule_tensors", &[1, 2, 3, 4, 6, 5]);
+static RMSPROP_VEC4: Kernel = Kernel::new(&OPTIM, "rmsprop_vec4", &[1, 2, 3, 4, 6]);
+static ADAGRAD_VEC4: Kernel = Kernel::new(&OPTIM, "adagrad_vec4", &[1, 2, 3, 4, 6]);
+static ADAMAX_VEC4: Kernel = Kernel::new(&OPTIM, "adamax_vec4", &[1, 2, 3, 4, 6]);
+static NADAM_VEC4: Kernel = Kernel::new(&OPTIM, "nadam_vec4", &[1, 2, 3, 4, 6]);
+static LION_VEC4: Kernel = Kernel::new(&OPTIM, "lion_vec4", &[1, 2, 3, 4, 6]);
+static RMSPROP_TENSORS: Kernel = Kernel::new(&OPTIM, "rmsprop_tensors", &[1, 2, 3, 4, 6, 5]);
+static ADAGRAD_TENSORS: Kernel = Kernel::new(&OPTIM, "adagrad_tensors", &[1, 2, 3, 4, 6, 5]);
+static ADAMAX_TENSORS: Kernel = Kernel::new(&OPTIM, "adamax_tensors", &[1, 2, 3, 4, 6, 5]);
+static NADAM_TENSORS: Kernel = Kernel::new(&OPTIM, "nadam_tensors", &[1, 2, 3, 4, 6, 5]);
+static LION_TENSORS: Kernel = Kernel::new(&OPTIM, "lion_tensors", &[1, 2, 3, 4, 6, 5]);
 static ADAM_TENSORS: Kernel = Kernel::new(&OPTIM, "adam_tensors", &[1, 2, 3, 4, 5]);
 static SGD_TENSORS: Kernel = Kernel::new(&OPTIM, "sgd_tensors", &[1, 2, 3, 5]);
 
@@ -164,11 +174,18 @@ pub(crate) fn rule_tensors(
     tensors: &[[BufferRange; 5]],
     step: RuleStep,
 ) -> Result<()> {
+    let (vec4, table_kernel): (&'static Kernel, &'static Kernel) = match step.rule {
+        Rule::Rmsprop | Rule::RmspropCentered => (&RMSPROP_VEC4, &RMSPROP_TENSORS),
+        Rule::Adagrad => (&ADAGRAD_VEC4, &ADAGRAD_TENSORS),
+        Rule::Adamax => (&ADAMAX_VEC4, &ADAMAX_TENSORS),
+        Rule::Nadam => (&NADAM_VEC4, &NADAM_TENSORS),
+        Rule::Lion => (&LION_VEC4, &LION_TENSORS),
+    };
     let forms = Forms {
         name: step.rule.name(),
         scalar: &RULE,
-        vec4: &RULE_VEC4,
-        tensors: &RULE_TENSORS,
+        vec4,
+        tensors: table_kernel,
     };
     let operands: Vec<&[BufferRange]> = tensors.iter().map(|tensor| &tensor[..]).collect();
     run_tensors(runtime, forms, &operands, rule_params(step))
@@ -681,7 +698,9 @@ fn whole_slab(runtime: &Runtime, slab: SlabId) -> Option<BufferRange> {
 
 reflected_layout!(
     kernels: [
-        ADAM, ADAM_VEC4, SGD_VEC4, SGD, ADAM_TENSORS, SGD_TENSORS, RULE, RULE_VEC4, RULE_TENSORS
+        ADAM, ADAM_VEC4, SGD_VEC4, SGD, ADAM_TENSORS, SGD_TENSORS, RULE, RMSPROP_VEC4, ADAGRAD_VEC4,
+        ADAMAX_VEC4, NADAM_VEC4, LION_VEC4, RMSPROP_TENSORS, ADAGRAD_TENSORS, ADAMAX_TENSORS,
+        NADAM_TENSORS, LION_TENSORS
     ],
     params: {
         count, mode, lr, beta1, beta2, epsilon, step_size, bias2_sqrt, decay, momentum, start, vec4s,
