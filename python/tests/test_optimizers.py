@@ -392,3 +392,19 @@ def test_the_state_round_trips_through_a_checkpoint_bit_for_bit(make_session, ad
     if case.startswith("rmsprop"):
         with pytest.raises((wg.CheckpointError, wg.InvalidArgumentError)):
             wg.load(path, second, optimizer=wg.optim.RMSprop(momentum=0.9 if case == "rmsprop" else 0.0))
+
+
+def test_a_schedule_that_reaches_zero_leaves_the_variables_and_advances_the_state(session, rng):
+    """CosineDecay with alpha 0 ends at a rate of 0, which the optimizer takes as a step that moves nothing."""
+    start = rng.uniform(-1, 1, (7,)).astype(np.float32)
+    optimizer = wg.optim.Adagrad(learning_rate=schedules.CosineDecay(0.1, 2))
+    variable = session.variable(start)
+    for step in range(4):
+        before = variable.numpy()
+        optimizer.step([variable], [session.tensor(np.ones(7, np.float32))])
+        if step >= 2:
+            np.testing.assert_array_equal(variable.numpy(), before)
+        else:
+            assert not np.array_equal(variable.numpy(), before)
+    assert optimizer.iterations == 4 and optimizer.learning_rate == 0.0
+    assert repr(optimizer).startswith("Adagrad(learning_rate=")
