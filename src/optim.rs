@@ -10,8 +10,10 @@ use std::sync::{Arc, Weak};
 use crate::autograd::Gradients;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::kernels::optim::{Rule, RuleStep, SLOT_SECOND, SLOT_THIRD};
 use crate::ops::optim::{
-    adam_update_tensors, check_sgd_lr, sgd_update_tensors, AdamConfig, AdamHyperparameter,
+    adam_update_tensors, check_hyperparameter, check_sgd_lr, rule_update_tensors,
+    sgd_update_tensors, AdamConfig, AdamHyperparameter, SgdConfig,
 };
 use crate::tensor::Tensor;
 
@@ -324,6 +326,11 @@ pub(crate) fn saved_slots(kind: &str) -> Option<&'static [SavedSlot]> {
     match kind {
         ADAM_KIND => Some(ADAM_SLOTS),
         SGD_KIND => Some(SGD_SLOTS),
+        ADAGRAD_KIND => Some(&[ADAGRAD_ACCUMULATOR]),
+        ADAMAX_KIND => Some(&[ADAM_FIRST_MOMENTS, ADAMAX_NORM]),
+        NADAM_KIND => Some(ADAM_SLOTS),
+        LION_KIND => Some(&[LION_MOMENTUM]),
+        // RMSprop's slots depend on its settings (momentum, centered): checked by the optimizer it goes into.
         _ => None,
     }
 }
@@ -595,10 +602,14 @@ impl std::str::FromStr for OptimizerKind {
     }
 }
 
-/// SGD with momentum (PyTorch's form); momentum 0 is plain SGD.
+/// SGD with momentum (PyTorch's form); momentum 0 is plain SGD. Optionally Nesterov's momentum
+/// ([`Sgd::with_nesterov`]) and decoupled weight decay (`weight_decay`, Keras's: `p −= lr·wd·p` first).
 pub struct Sgd {
     pub lr: f32,
     pub momentum: f32,
+    /// `p −= lr·(g + momentum·buffer)` with the updated buffer, rather than `p −= lr·buffer`.
+    pub nesterov: bool,
+    pub weight_decay: f32,
     /// Each parameter's momentum buffer. The count is kept only for checkpoints: SGD's update does not
     /// depend on it, but a file that says steps were taken and holds no momentum buffers is then known to
     /// have lost them.
@@ -607,9 +618,17 @@ pub struct Sgd {
 
 impl Sgd {
     pub fn new(lr: f32, momentum: f32) -> Self {
+        Self::with_nesterov(lr, momentum, false)
+    }
+
+    /// SGD with momentum, Nesterov's form when `nesterov` is set (PyTorch's `SGD(nesterov=True)`:
+    /// `buffer = momentum·buffer + g; p −= lr·(g + momentum·buffer)`). Its state and checkpoints are plain SGD's.
+    pub fn with_nesterov(lr: f32, momentum: f32, nesterov: bool) -> Self {
         Self {
             lr,
             momentum,
+            nesterov,
+            weight_decay: 0.0,
             buffers: PerParameter::new("SGD"),
         }
     }
@@ -618,14 +637,23 @@ impl Sgd {
     pub fn steps(&self) -> u64 {
         self.buffers.steps
     }
+
+    pub fn config(&self) -> SgdConfig {
+        SgdConfig {
+            lr: self.lr,
+            momentum: self.momentum,
+            nesterov: self.nesterov,
+            weight_decay: self.weight_decay,
+        }
+    }
 }
 
 impl Optimizer for Sgd {
     fn step(&mut self, parameters: &[Arc<Tensor>], gradients: &Gradients) -> Result<()> {
-        let (lr, momentum) = (self.lr, self.momentum);
+        let config = self.config();
         self.buffers
             .step(parameters, gradients, zeros_like, |updates, _| {
-                sgd_update_tensors(updates, lr, momentum)
+                sgd_update_tensors(updates, &config)
             })
     }
 
@@ -657,6 +685,502 @@ impl Optimizer for Sgd {
         let buffers = take_slot("SGD", &mut slots, SGD_MOMENTUM_SLOT.name)?;
         refuse_other_slots("SGD", SGD_SLOTS, &slots)?;
         self.buffers.restore(parameters, steps, buffers)
+    }
+}
+
+const RMSPROP_KIND: &str = "rmsprop";
+const ADAGRAD_KIND: &str = "adagrad";
+const ADAMAX_KIND: &str = "adamax";
+const NADAM_KIND: &str = "nadam";
+const LION_KIND: &str = "lion";
+const RMSPROP_VELOCITY: SavedSlot = SavedSlot {
+    name: "velocity",
+    non_negative: true,
+};
+const RMSPROP_MOMENTUM: SavedSlot = SavedSlot {
+    name: "momentum",
+    non_negative: false,
+};
+const RMSPROP_AVERAGE_GRADIENT: SavedSlot = SavedSlot {
+    name: "average_gradient",
+    non_negative: false,
+};
+const ADAGRAD_ACCUMULATOR: SavedSlot = SavedSlot {
+    name: "accumulator",
+    non_negative: true,
+};
+const ADAMAX_NORM: SavedSlot = SavedSlot {
+    name: "u",
+    non_negative: true,
+};
+const LION_MOMENTUM: SavedSlot = SavedSlot {
+    name: "momentum",
+    non_negative: false,
+};
+
+/// Keras's optimizers beside Adam and SGD, with Keras's parameter names and defaults
+/// ([`OptimizerRule::rmsprop`] and the like give them). Their update rules are Keras 3's:
+///
+/// - RMSprop: `v = ρv + (1−ρ)g²`; centered: `a = ρa + (1−ρ)g`, `d = v − a² + ε`, else `d = v + ε`;
+///   `inc = lr·g/sqrt(d)`; with momentum `b = momentum·b + inc`, `p −= b`, else `p −= inc`.
+/// - Adagrad: `acc += g²` (from `initial_accumulator_value`); `p −= lr·g/sqrt(acc + ε)`.
+/// - Adamax: `m += (g − m)(1−β1)`; `u = max(β2u, |g|)`; `p −= lr·m/((1−β1^t)(u + ε))`.
+/// - Nadam: Keras's momentum schedule `u_t = β1(1 − 0.5·0.96^(0.004t))`, `m̂ = u_{t+1}m/(1 − Πu_{..t+1}) +
+///   (1 − u_t)g/(1 − Πu_{..t})`, `p −= lr·m̂/(sqrt(v/(1−β2^t)) + ε)`.
+/// - Lion: `p −= lr·sign(β1m + (1−β1)g)`; `m = β2m + (1−β2)g`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum OptimizerRule {
+    Rmsprop {
+        rho: f32,
+        momentum: f32,
+        epsilon: f32,
+        centered: bool,
+    },
+    Adagrad {
+        initial_accumulator_value: f32,
+        epsilon: f32,
+    },
+    Adamax {
+        beta_1: f32,
+        beta_2: f32,
+        epsilon: f32,
+    },
+    Nadam {
+        beta_1: f32,
+        beta_2: f32,
+        epsilon: f32,
+    },
+    Lion {
+        beta_1: f32,
+        beta_2: f32,
+    },
+}
+
+impl OptimizerRule {
+    /// Keras's RMSprop defaults: ρ 0.9, momentum 0, ε 1e-7, not centered.
+    pub fn rmsprop() -> Self {
+        OptimizerRule::Rmsprop {
+            rho: 0.9,
+            momentum: 0.0,
+            epsilon: 1e-7,
+            centered: false,
+        }
+    }
+
+    /// Keras's Adagrad defaults: initial accumulator 0.1, ε 1e-7.
+    pub fn adagrad() -> Self {
+        OptimizerRule::Adagrad {
+            initial_accumulator_value: 0.1,
+            epsilon: 1e-7,
+        }
+    }
+
+    /// Keras's Adamax defaults: β1 0.9, β2 0.999, ε 1e-7.
+    pub fn adamax() -> Self {
+        OptimizerRule::Adamax {
+            beta_1: 0.9,
+            beta_2: 0.999,
+            epsilon: 1e-7,
+        }
+    }
+
+    /// Keras's Nadam defaults: β1 0.9, β2 0.999, ε 1e-7.
+    pub fn nadam() -> Self {
+        OptimizerRule::Nadam {
+            beta_1: 0.9,
+            beta_2: 0.999,
+            epsilon: 1e-7,
+        }
+    }
+
+    /// Keras's Lion defaults: β1 0.9, β2 0.99.
+    pub fn lion() -> Self {
+        OptimizerRule::Lion {
+            beta_1: 0.9,
+            beta_2: 0.99,
+        }
+    }
+
+    /// The name errors and the checkpoint's kind use.
+    pub fn name(&self) -> &'static str {
+        match self {
+            OptimizerRule::Rmsprop { .. } => "RMSprop",
+            OptimizerRule::Adagrad { .. } => "Adagrad",
+            OptimizerRule::Adamax { .. } => "Adamax",
+            OptimizerRule::Nadam { .. } => "Nadam",
+            OptimizerRule::Lion { .. } => "Lion",
+        }
+    }
+
+    fn kind(&self) -> &'static str {
+        match self {
+            OptimizerRule::Rmsprop { .. } => RMSPROP_KIND,
+            OptimizerRule::Adagrad { .. } => ADAGRAD_KIND,
+            OptimizerRule::Adamax { .. } => ADAMAX_KIND,
+            OptimizerRule::Nadam { .. } => NADAM_KIND,
+            OptimizerRule::Lion { .. } => LION_KIND,
+        }
+    }
+
+    /// The slots bound to the kernel's three state operands, in their order (None: unused).
+    fn bindings(&self) -> [Option<SavedSlot>; 3] {
+        match *self {
+            OptimizerRule::Rmsprop {
+                momentum, centered, ..
+            } => [
+                Some(RMSPROP_VELOCITY),
+                (momentum > 0.0).then_some(RMSPROP_MOMENTUM),
+                centered.then_some(RMSPROP_AVERAGE_GRADIENT),
+            ],
+            OptimizerRule::Adagrad { .. } => [Some(ADAGRAD_ACCUMULATOR), None, None],
+            OptimizerRule::Adamax { .. } => [Some(ADAM_FIRST_MOMENTS), Some(ADAMAX_NORM), None],
+            OptimizerRule::Nadam { .. } => {
+                [Some(ADAM_FIRST_MOMENTS), Some(ADAM_SECOND_MOMENTS), None]
+            }
+            OptimizerRule::Lion { .. } => [Some(LION_MOMENTUM), None, None],
+        }
+    }
+
+    /// The value a fresh state slot starts from (Adagrad's accumulator: its initial value).
+    fn initial(&self, binding: usize) -> f32 {
+        match *self {
+            OptimizerRule::Adagrad {
+                initial_accumulator_value,
+                ..
+            } if binding == 0 => initial_accumulator_value,
+            _ => 0.0,
+        }
+    }
+
+    /// Errors with [`Error::InvalidArgument`] unless every hyperparameter is usable (all finite): ρ, β2 and
+    /// Adamax's and Nadam's β1 in [0, 1), Lion's β1 in (0, 1] (Keras's rule), ε, momentum and the initial
+    /// accumulator 0 or more.
+    pub fn validate(&self) -> Result<()> {
+        let unit = |what: &'static str, value: f32| {
+            check_hyperparameter(
+                what,
+                value,
+                (0.0..1.0).contains(&value),
+                "a number in [0, 1)",
+            )
+        };
+        let non_negative = |what: &'static str, value: f32| {
+            check_hyperparameter(what, value, value >= 0.0, "a finite number ≥ 0")
+        };
+        match *self {
+            OptimizerRule::Rmsprop {
+                rho,
+                momentum,
+                epsilon,
+                ..
+            } => {
+                unit("RMSprop rho", rho)?;
+                non_negative("RMSprop momentum", momentum)?;
+                non_negative("RMSprop epsilon", epsilon)
+            }
+            OptimizerRule::Adagrad {
+                initial_accumulator_value,
+                epsilon,
+            } => {
+                non_negative(
+                    "Adagrad initial_accumulator_value",
+                    initial_accumulator_value,
+                )?;
+                non_negative("Adagrad epsilon", epsilon)
+            }
+            OptimizerRule::Adamax {
+                beta_1,
+                beta_2,
+                epsilon,
+            } => {
+                unit("Adamax beta_1", beta_1)?;
+                unit("Adamax beta_2", beta_2)?;
+                non_negative("Adamax epsilon", epsilon)
+            }
+            OptimizerRule::Nadam {
+                beta_1,
+                beta_2,
+                epsilon,
+            } => {
+                unit("Nadam beta_1", beta_1)?;
+                unit("Nadam beta_2", beta_2)?;
+                non_negative("Nadam epsilon", epsilon)
+            }
+            OptimizerRule::Lion { beta_1, beta_2 } => {
+                check_hyperparameter(
+                    "Lion beta_1",
+                    beta_1,
+                    beta_1 > 0.0 && beta_1 <= 1.0,
+                    "a number in (0, 1]",
+                )?;
+                unit("Lion beta_2", beta_2)
+            }
+        }
+    }
+}
+
+/// Keras's Nadam momentum schedule `u_t = β1(1 − 0.5·0.96^(0.004t))`.
+fn nadam_momentum(beta_1: f64, step: u64) -> f64 {
+    beta_1 * (1.0 - 0.5 * 0.96f64.powf(step as f64 * 0.004))
+}
+
+/// `u_1 … u_steps`: every factor is below 1, so the product reaches 0 (where it stays) long before a
+/// checkpoint's count could make the loop slow.
+fn nadam_product(beta_1: f64, steps: u64) -> f64 {
+    let mut product = 1.0;
+    let mut step = 1;
+    while step <= steps && product != 0.0 {
+        product *= nadam_momentum(beta_1, step);
+        step += 1;
+    }
+    product
+}
+
+/// Checks a learning rate or weight decay as every [`RuleOptimizer`] does.
+fn check_rate(optimizer: &'static str, lr: f32) -> Result<()> {
+    check_hyperparameter(
+        optimizer,
+        lr,
+        lr > 0.0,
+        "a finite number > 0 (the learning rate)",
+    )
+}
+
+/// An optimizer of Keras's rules ([`OptimizerRule`]) with decoupled weight decay (Keras's `weight_decay`:
+/// `p −= lr·wd·p` before the update): each step one fused pass per combination of slabs, as Adam's.
+pub struct RuleOptimizer {
+    rule: OptimizerRule,
+    lr: f32,
+    weight_decay: f32,
+    /// Each parameter's state tensors, by binding.
+    state: PerParameter<[Option<Tensor>; 3]>,
+    /// Nadam's product of its momentum schedule over the steps taken.
+    nadam_product: f64,
+}
+
+impl RuleOptimizer {
+    /// Checked: the rule's hyperparameters, `lr` > 0 and `weight_decay` ≥ 0, all finite.
+    pub fn new(rule: OptimizerRule, lr: f32, weight_decay: f32) -> Result<Self> {
+        rule.validate()?;
+        check_rate(rule.name(), lr)?;
+        check_hyperparameter(
+            "weight decay",
+            weight_decay,
+            weight_decay >= 0.0,
+            "a finite number ≥ 0",
+        )?;
+        Ok(Self {
+            rule,
+            lr,
+            weight_decay,
+            state: PerParameter::new(rule.name()),
+            nadam_product: 1.0,
+        })
+    }
+
+    pub fn rule(&self) -> OptimizerRule {
+        self.rule
+    }
+
+    pub fn weight_decay(&self) -> f32 {
+        self.weight_decay
+    }
+
+    /// Steps taken so far.
+    pub fn steps(&self) -> u64 {
+        self.state.steps
+    }
+
+    /// Step `step`'s numbers, and Nadam's product after it.
+    fn step_numbers(&self, step: u64) -> (RuleStep, f64) {
+        let lr = self.lr as f64;
+        let [_, second, third] = self.rule.bindings();
+        let slots = second.map_or(0, |_| SLOT_SECOND) | third.map_or(0, |_| SLOT_THIRD);
+        let mut numbers = RuleStep {
+            rule: Rule::Lion,
+            lr: self.lr,
+            beta1: 0.0,
+            beta2: 0.0,
+            epsilon: 0.0,
+            momentum: 0.0,
+            step_size: 0.0,
+            gradient_step: 0.0,
+            bias2_sqrt: 1.0,
+            decay: (1.0 - lr * self.weight_decay as f64) as f32,
+            slots,
+        };
+        let t = step.min(i32::MAX as u64) as i32;
+        let mut product = self.nadam_product;
+        match self.rule {
+            OptimizerRule::Rmsprop {
+                rho,
+                momentum,
+                epsilon,
+                centered,
+            } => {
+                numbers.rule = if centered {
+                    Rule::RmspropCentered
+                } else {
+                    Rule::Rmsprop
+                };
+                (numbers.beta1, numbers.momentum, numbers.epsilon) = (rho, momentum, epsilon);
+            }
+            OptimizerRule::Adagrad { epsilon, .. } => {
+                numbers.rule = Rule::Adagrad;
+                numbers.epsilon = epsilon;
+            }
+            OptimizerRule::Adamax {
+                beta_1,
+                beta_2,
+                epsilon,
+            } => {
+                numbers.rule = Rule::Adamax;
+                (numbers.beta1, numbers.beta2, numbers.epsilon) = (beta_1, beta_2, epsilon);
+                numbers.step_size = (lr / (1.0 - (beta_1 as f64).powi(t))) as f32;
+            }
+            OptimizerRule::Nadam {
+                beta_1,
+                beta_2,
+                epsilon,
+            } => {
+                numbers.rule = Rule::Nadam;
+                (numbers.beta1, numbers.beta2, numbers.epsilon) = (beta_1, beta_2, epsilon);
+                let beta_1 = beta_1 as f64;
+                let now = nadam_momentum(beta_1, step);
+                let next = nadam_momentum(beta_1, step.saturating_add(1));
+                product *= now;
+                // Multiplied through by sqrt(1 − β2^t), so that the shader divides once per element.
+                let bias2_sqrt = (1.0 - (beta_2 as f64).powi(t)).sqrt();
+                numbers.step_size = (bias2_sqrt * lr * next / (1.0 - product * next)) as f32;
+                numbers.gradient_step = (bias2_sqrt * lr * (1.0 - now) / (1.0 - product)) as f32;
+                numbers.epsilon = (epsilon as f64 * bias2_sqrt) as f32;
+            }
+            OptimizerRule::Lion { beta_1, beta_2 } => {
+                numbers.rule = Rule::Lion;
+                (numbers.beta1, numbers.beta2) = (beta_1, beta_2);
+            }
+        }
+        (numbers, product)
+    }
+}
+
+impl Optimizer for RuleOptimizer {
+    fn step(&mut self, parameters: &[Arc<Tensor>], gradients: &Gradients) -> Result<()> {
+        let rule = self.rule;
+        let next = self.state.steps.saturating_add(1);
+        let (numbers, product) = self.step_numbers(next);
+        self.state.step(
+            parameters,
+            gradients,
+            |parameter| {
+                let mut state: [Option<Tensor>; 3] = [None, None, None];
+                for (binding, slot) in rule.bindings().iter().enumerate() {
+                    if slot.is_some() {
+                        let tensor = zeros_like(parameter)?;
+                        let initial = rule.initial(binding);
+                        if initial != 0.0 {
+                            tensor.fill_(initial)?;
+                        }
+                        state[binding] = Some(tensor);
+                    }
+                }
+                Ok(state)
+            },
+            |updates, _| {
+                let updates: Vec<_> = updates
+                    .iter()
+                    .map(|&(parameter, gradient, state)| {
+                        (
+                            parameter,
+                            gradient,
+                            [state[0].as_ref(), state[1].as_ref(), state[2].as_ref()],
+                        )
+                    })
+                    .collect();
+                rule_update_tensors(&updates, numbers)
+            },
+        )?;
+        self.nadam_product = product;
+        Ok(())
+    }
+
+    fn state(&self) -> OptimizerState<'_> {
+        let bindings = self.rule.bindings();
+        OptimizerState {
+            kind: self.rule.kind(),
+            steps: self.state.steps,
+            parameters: self.state.known(),
+            slots: bindings
+                .iter()
+                .enumerate()
+                .filter_map(|(binding, slot)| {
+                    slot.as_ref().map(|slot| {
+                        (
+                            slot.name,
+                            self.state
+                                .state
+                                .iter()
+                                .filter_map(|state| state[binding].as_ref())
+                                .collect(),
+                        )
+                    })
+                })
+                .collect(),
+        }
+    }
+
+    fn learning_rate(&self) -> Option<f32> {
+        Some(self.lr)
+    }
+
+    fn set_learning_rate(&mut self, lr: f32) -> Result<()> {
+        check_rate(self.rule.name(), lr)?;
+        self.lr = lr;
+        Ok(())
+    }
+
+    fn restore(
+        &mut self,
+        parameters: &[Arc<Tensor>],
+        steps: u64,
+        mut slots: Vec<(String, Vec<Tensor>)>,
+    ) -> Result<()> {
+        let name = self.rule.name();
+        let bindings = self.rule.bindings();
+        let mut taken: [Option<Vec<Tensor>>; 3] = [None, None, None];
+        for (binding, slot) in bindings.iter().enumerate() {
+            if let Some(slot) = slot {
+                taken[binding] = Some(take_slot(name, &mut slots, slot.name)?);
+            }
+        }
+        let kept: Vec<SavedSlot> = bindings.into_iter().flatten().collect();
+        refuse_other_slots(name, &kept, &slots)?;
+        let count = taken.iter().flatten().map(Vec::len).next().unwrap_or(0);
+        if taken.iter().flatten().any(|tensors| tensors.len() != count) {
+            return Err(Error::InvalidArgument {
+                what: "optimizer state",
+                given: format!("slots of {name} with different tensor counts"),
+                expected: "one tensor per parameter in every slot".to_string(),
+            });
+        }
+        let mut iterators: Vec<Option<std::vec::IntoIter<Tensor>>> = taken
+            .into_iter()
+            .map(|tensors| tensors.map(Vec::into_iter))
+            .collect();
+        let state: Vec<[Option<Tensor>; 3]> = (0..count)
+            .map(|_| {
+                let mut one: [Option<Tensor>; 3] = [None, None, None];
+                for (binding, iterator) in iterators.iter_mut().enumerate() {
+                    one[binding] = iterator.as_mut().and_then(Iterator::next);
+                }
+                one
+            })
+            .collect();
+        self.state.restore(parameters, steps, state)?;
+        if let OptimizerRule::Nadam { beta_1, .. } = self.rule {
+            self.nadam_product = nadam_product(beta_1 as f64, steps);
+        }
+        Ok(())
     }
 }
 

@@ -13,7 +13,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use pyo3::prelude::*;
 use wgcompute::{
-    Adam, AdamConfig, AdamHyperparameter, EpsilonPlacement, Gradients, OptimizerKind, Sgd,
+    Adam, AdamConfig, AdamHyperparameter, EpsilonPlacement, Gradients, OptimizerKind,
+    OptimizerRule, RuleOptimizer, Sgd,
 };
 
 use crate::errors::{forked, named, OrRaise};
@@ -23,6 +24,8 @@ use crate::tensor::Tensor;
 pub(crate) enum Built {
     Adam(Adam),
     Sgd(Sgd),
+    /// RMSprop, Adagrad, Adamax, Nadam or Lion.
+    Rule(RuleOptimizer),
 }
 
 impl Built {
@@ -30,6 +33,7 @@ impl Built {
         match self {
             Built::Adam(adam) => adam,
             Built::Sgd(sgd) => sgd,
+            Built::Rule(rule) => rule,
         }
     }
 
@@ -37,6 +41,7 @@ impl Built {
         match self {
             Built::Adam(adam) => adam,
             Built::Sgd(sgd) => sgd,
+            Built::Rule(rule) => rule,
         }
     }
 }
@@ -45,8 +50,9 @@ impl Built {
 pub struct Optimizer {
     /// Taken only through `with_state`, with the GIL released.
     state: Mutex<Built>,
-    /// Fixed when the optimizer is made, so read without the lock.
-    kind: OptimizerKind,
+    /// Fixed when the optimizer is made, so read without the lock: "adam", "adamw", "sgd", "rmsprop",
+    /// "adagrad", "adamax", "nadam" or "lion".
+    kind: &'static str,
     pid: u32,
 }
 
@@ -62,7 +68,7 @@ fn check_adam(hyperparameter: AdamHyperparameter, spelled: &str, value: f32) -> 
 }
 
 impl Optimizer {
-    fn new(optimizer: Built, kind: OptimizerKind) -> Self {
+    fn new(optimizer: Built, kind: &'static str) -> Self {
         Optimizer {
             state: Mutex::new(optimizer),
             kind,
@@ -116,7 +122,7 @@ impl Optimizer {
         };
         Ok(Self::new(
             Built::Adam(Adam::new(config)),
-            OptimizerKind::Adam,
+            OptimizerKind::Adam.name(),
         ))
     }
 
@@ -136,52 +142,101 @@ impl Optimizer {
         adamw.config.beta1 = beta1;
         adamw.config.beta2 = beta2;
         adamw.config.epsilon = epsilon;
-        Ok(Self::new(Built::Adam(adamw), OptimizerKind::Adamw))
+        Ok(Self::new(Built::Adam(adamw), OptimizerKind::Adamw.name()))
     }
 
-    /// SGD with momentum, PyTorch's form: `buffer = momentum·buffer + grad; p −= lr·buffer`.
+    /// SGD with momentum, PyTorch's form: `buffer = momentum·buffer + grad; p −= lr·buffer`, or Nesterov's
+    /// `p −= lr·(grad + momentum·buffer)`, after decoupled weight decay `p −= lr·wd·p`.
     #[staticmethod]
-    fn sgd(lr: f32, momentum: f32) -> PyResult<Self> {
-        OptimizerKind::Sgd
-            .check_lr(lr)
-            .map_err(|error| invalid(format!("learning_rate={lr}: {error}")))?;
-        // The library checks momentum at every step; checked here too, so a bad one fails where it is given.
-        if !(momentum.is_finite() && momentum >= 0.0) {
-            return Err(invalid(format!(
-                "momentum={momentum}: SGD momentum must be a finite number ≥ 0"
-            )));
-        }
-        Ok(Self::new(
-            Built::Sgd(Sgd::new(lr, momentum)),
-            OptimizerKind::Sgd,
-        ))
+    #[pyo3(signature = (lr, momentum, nesterov = false, weight_decay = 0.0))]
+    fn sgd(lr: f32, momentum: f32, nesterov: bool, weight_decay: f32) -> PyResult<Self> {
+        let mut sgd = Sgd::with_nesterov(lr, momentum, nesterov);
+        sgd.weight_decay = weight_decay;
+        sgd.config()
+            .validate()
+            .map_err(|error| invalid(format!("SGD(learning_rate={lr}, momentum={momentum}, weight_decay={weight_decay}): {error}")))?;
+        Ok(Self::new(Built::Sgd(sgd), OptimizerKind::Sgd.name()))
     }
 
-    /// "adam", "adamw" or "sgd".
+    /// One of Keras's other optimizers by its lower-case name ("rmsprop", "adagrad", "adamax", "nadam",
+    /// "lion"), each taking the settings of its rule and ignoring the others.
+    #[staticmethod]
+    #[allow(clippy::too_many_arguments)]
+    fn rule(
+        name: &str,
+        lr: f32,
+        weight_decay: f32,
+        rho: f32,
+        momentum: f32,
+        epsilon: f32,
+        centered: bool,
+        initial_accumulator_value: f32,
+        beta_1: f32,
+        beta_2: f32,
+    ) -> PyResult<Self> {
+        let (rule, kind) = match name {
+            "rmsprop" => (
+                OptimizerRule::Rmsprop {
+                    rho,
+                    momentum,
+                    epsilon,
+                    centered,
+                },
+                "rmsprop",
+            ),
+            "adagrad" => (
+                OptimizerRule::Adagrad {
+                    initial_accumulator_value,
+                    epsilon,
+                },
+                "adagrad",
+            ),
+            "adamax" => (
+                OptimizerRule::Adamax {
+                    beta_1,
+                    beta_2,
+                    epsilon,
+                },
+                "adamax",
+            ),
+            "nadam" => (
+                OptimizerRule::Nadam {
+                    beta_1,
+                    beta_2,
+                    epsilon,
+                },
+                "nadam",
+            ),
+            "lion" => (OptimizerRule::Lion { beta_1, beta_2 }, "lion"),
+            other => {
+                return Err(invalid(format!(
+                    "optimizer {other:?}: expected one of rmsprop, adagrad, adamax, nadam, lion"
+                )))
+            }
+        };
+        let optimizer = RuleOptimizer::new(rule, lr, weight_decay)
+            .map_err(|error| invalid(format!("{}: {error}", rule.name())))?;
+        Ok(Self::new(Built::Rule(optimizer), kind))
+    }
+
+    /// "adam", "adamw", "sgd", "rmsprop", "adagrad", "adamax", "nadam" or "lion".
     #[getter]
     fn kind(&self) -> &'static str {
-        self.kind.name()
+        self.kind
     }
 
     #[getter]
     fn learning_rate(&self, py: Python<'_>) -> f32 {
-        self.with_state(py, |state| match state {
-            Built::Adam(adam) => adam.config.lr,
-            Built::Sgd(sgd) => sgd.lr,
+        self.with_state(py, |state| {
+            state.as_dyn().learning_rate().unwrap_or(f32::NAN)
         })
     }
 
     /// Sets the learning rate for the next steps, checked by the library's rule for this kind.
     #[setter]
     fn set_learning_rate(&self, py: Python<'_>, lr: f32) -> PyResult<()> {
-        self.kind
-            .check_lr(lr)
-            .map_err(|error| invalid(format!("learning_rate={lr}: {error}")))?;
-        self.with_state(py, |state| match state {
-            Built::Adam(adam) => adam.config.lr = lr,
-            Built::Sgd(sgd) => sgd.lr = lr,
-        });
-        Ok(())
+        self.with_state(py, |state| state.as_dyn_mut().set_learning_rate(lr))
+            .map_err(|error| invalid(format!("learning_rate={lr}: {error}")))
     }
 
     /// The hyperparameters, by the names the constructor takes.
@@ -200,17 +255,68 @@ impl Optimizer {
                 }
                 values
             }
-            Built::Sgd(sgd) => vec![("lr", sgd.lr), ("momentum", sgd.momentum)],
+            Built::Sgd(sgd) => {
+                let mut values = vec![("lr", sgd.lr), ("momentum", sgd.momentum)];
+                if sgd.nesterov {
+                    values.push(("nesterov", 1.0));
+                }
+                if sgd.weight_decay != 0.0 {
+                    values.push(("weight_decay", sgd.weight_decay));
+                }
+                values
+            }
+            Built::Rule(optimizer) => {
+                let lr = wgcompute::Optimizer::learning_rate(optimizer).unwrap_or(f32::NAN);
+                let mut values = vec![("learning_rate", lr)];
+                match optimizer.rule() {
+                    OptimizerRule::Rmsprop {
+                        rho,
+                        momentum,
+                        epsilon,
+                        centered,
+                    } => values.extend([
+                        ("rho", rho),
+                        ("momentum", momentum),
+                        ("epsilon", epsilon),
+                        ("centered", f32::from(u8::from(centered))),
+                    ]),
+                    OptimizerRule::Adagrad {
+                        initial_accumulator_value,
+                        epsilon,
+                    } => values.extend([
+                        ("initial_accumulator_value", initial_accumulator_value),
+                        ("epsilon", epsilon),
+                    ]),
+                    OptimizerRule::Adamax {
+                        beta_1,
+                        beta_2,
+                        epsilon,
+                    }
+                    | OptimizerRule::Nadam {
+                        beta_1,
+                        beta_2,
+                        epsilon,
+                    } => values.extend([
+                        ("beta_1", beta_1),
+                        ("beta_2", beta_2),
+                        ("epsilon", epsilon),
+                    ]),
+                    OptimizerRule::Lion { beta_1, beta_2 } => {
+                        values.extend([("beta_1", beta_1), ("beta_2", beta_2)])
+                    }
+                }
+                if optimizer.weight_decay() != 0.0 {
+                    values.push(("weight_decay", optimizer.weight_decay()));
+                }
+                values
+            }
         })
     }
 
     /// Steps taken so far (TensorFlow's `iterations`).
     #[getter]
     fn iterations(&self, py: Python<'_>) -> u64 {
-        self.with_state(py, |state| match state {
-            Built::Adam(adam) => adam.steps(),
-            Built::Sgd(sgd) => sgd.steps(),
-        })
+        self.with_state(py, |state| state.as_dyn().state().steps)
     }
 
     /// How many variables the optimizer keeps state for (0 before its first successful step).

@@ -294,16 +294,30 @@ class Tape:
 
 @final
 class Optimizer:
-    """The library's Adam, AdamW or SGD; state per variable of the first step."""
+    """The library's Adam, AdamW, SGD, RMSprop, Adagrad, Adamax, Nadam or Lion; state per variable of the first
+    step."""
 
     @staticmethod
     def adam(lr: float, beta1: float, beta2: float, epsilon: float) -> Optimizer: ...
     @staticmethod
     def adamw(lr: float, weight_decay: float, beta1: float, beta2: float, epsilon: float) -> Optimizer: ...
     @staticmethod
-    def sgd(lr: float, momentum: float) -> Optimizer: ...
+    def sgd(lr: float, momentum: float, nesterov: bool = False, weight_decay: float = 0.0) -> Optimizer: ...
+    @staticmethod
+    def rule(
+        name: Literal["rmsprop", "adagrad", "adamax", "nadam", "lion"],
+        lr: float,
+        weight_decay: float,
+        rho: float,
+        momentum: float,
+        epsilon: float,
+        centered: bool,
+        initial_accumulator_value: float,
+        beta_1: float,
+        beta_2: float,
+    ) -> Optimizer: ...
     @property
-    def kind(self) -> Literal["adam", "adamw", "sgd"]: ...
+    def kind(self) -> Literal["adam", "adamw", "sgd", "rmsprop", "adagrad", "adamax", "nadam", "lion"]: ...
     @property
     def learning_rate(self) -> float: ...
     @learning_rate.setter

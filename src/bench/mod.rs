@@ -75,7 +75,7 @@ pub const SORT_LEN: usize = 1 << 20;
 pub const TOP_K: usize = 10;
 
 /// Every row's name, in the order [`run`] runs them.
-pub const ROWS: [&str; 18] = [
+pub const ROWS: [&str; 19] = [
     "session_open_close",
     "suspend_resume",
     "pool_alloc_free",
@@ -88,6 +88,7 @@ pub const ROWS: [&str; 18] = [
     "sort",
     "top_k",
     "adam",
+    "optimizer_step",
     "conv2d",
     "seed_step",
     "mlp_step",
@@ -198,6 +199,9 @@ pub fn run(
     }
     if plan.wants("adam") {
         results.push(rows::adam(&session, ADAM_LEN, runs)?);
+    }
+    if plan.wants("optimizer_step") {
+        results.extend(rows::optimizer_steps(&session, ADAM_LEN, runs)?);
     }
     if plan.wants("conv2d") {
         let case = plan.pick(conv::ConvCase::QUICK, conv::ConvCase::FULL);

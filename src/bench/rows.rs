@@ -643,6 +643,74 @@ pub fn adam(session: &Session, len: usize, runs: usize) -> Result<BenchRow> {
     )
 }
 
+/// Each optimizer's step over one parameter of `len` elements (its fused pass, through [`Optimizer::step`]) in
+/// millions of parameters updated per second, beside Adam's step measured in the same run: the speedup is the
+/// ratio to Adam's throughput.
+pub fn optimizer_steps(session: &Session, len: usize, runs: usize) -> Result<Vec<BenchRow>> {
+    use crate::{Gradients, Optimizer, OptimizerRule, RuleOptimizer, Sgd};
+    use std::sync::Arc;
+
+    let param = Arc::new(session.upload(&host_data(len, 4), &[len])?);
+    let grad = Arc::new(session.upload(&host_data(len, 5), &[len])?);
+    let gradients = Gradients::from_pairs([(Arc::clone(&param), Arc::clone(&grad))]);
+    let parameters = [Arc::clone(&param)];
+    let rule = |rule: OptimizerRule| -> Result<Box<dyn Optimizer>> {
+        Ok(Box::new(RuleOptimizer::new(rule, 1e-6, 0.0)?))
+    };
+    let optimizers: Vec<(&str, Box<dyn Optimizer>)> = vec![
+        (
+            "adam",
+            Box::new(Adam::new(AdamConfig {
+                lr: 1e-6,
+                ..AdamConfig::default()
+            })),
+        ),
+        ("rmsprop", rule(OptimizerRule::rmsprop())?),
+        (
+            "rmsprop centered, momentum 0.9",
+            rule(OptimizerRule::Rmsprop {
+                rho: 0.9,
+                momentum: 0.9,
+                epsilon: 1e-7,
+                centered: true,
+            })?,
+        ),
+        ("adagrad", rule(OptimizerRule::adagrad())?),
+        ("adamax", rule(OptimizerRule::adamax())?),
+        ("nadam", rule(OptimizerRule::nadam())?),
+        ("lion", rule(OptimizerRule::lion())?),
+        (
+            "sgd nesterov",
+            Box::new(Sgd::with_nesterov(1e-6, 0.9, true)),
+        ),
+    ];
+    let mut measured = Vec::new();
+    for (name, mut optimizer) in optimizers {
+        // The first step makes the state; it is not timed.
+        optimizer.step(&parameters, &gradients)?;
+        session.sync()?;
+        let (time, dispatches) =
+            device_time(session, runs, || optimizer.step(&parameters, &gradients))?;
+        measured.push((name, len as f64 / time.as_secs_f64() / 1e6, dispatches));
+    }
+    let adam = measured[0].1;
+    Ok(measured
+        .into_iter()
+        .map(|(name, rate, dispatches)| {
+            BenchRow::new(
+                Better::Higher,
+                "optimizer_step",
+                format!("{name}, {len}"),
+                "Mparams/s",
+                rate,
+                "adam in the same run".to_string(),
+                adam,
+            )
+            .with_dispatches(dispatches)
+        })
+        .collect())
+}
+
 /// Milliseconds per step of the seed workload (see [`SeedJob`]) beside the same step on the CPU: matrixmultiply
 /// for the two products, plain loops for softmax cross-entropy and Adam.
 pub fn seed_step(session: &Session, runs: usize) -> Result<BenchRow> {

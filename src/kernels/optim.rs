@@ -31,6 +31,15 @@ static OPTIM: Shader = Shader {
             ("MODE_TENSORFLOW", AdamMode::TensorFlow as u32),
             ("MODE_KINGMA_BA", AdamMode::KingmaBa as u32),
             ("MODE_ADAMW", AdamMode::AdamW as u32),
+            ("SGD_NESTEROV", SGD_NESTEROV),
+            ("RULE_RMSPROP", Rule::Rmsprop as u32),
+            ("RULE_RMSPROP_CENTERED", Rule::RmspropCentered as u32),
+            ("RULE_ADAGRAD", Rule::Adagrad as u32),
+            ("RULE_ADAMAX", Rule::Adamax as u32),
+            ("RULE_NADAM", Rule::Nadam as u32),
+            ("RULE_LION", Rule::Lion as u32),
+            ("SLOT_SECOND", SLOT_SECOND),
+            ("SLOT_THIRD", SLOT_THIRD),
         ])
     },
 };
@@ -50,6 +59,19 @@ static ADAM: Kernel = Kernel::new(&OPTIM, "adam", &[1, 2, 3, 4]);
 static ADAM_VEC4: Kernel = Kernel::new(&OPTIM, "adam_vec4", &[1, 2, 3, 4]);
 static SGD_VEC4: Kernel = Kernel::new(&OPTIM, "sgd_vec4", &[1, 2, 3]);
 static SGD: Kernel = Kernel::new(&OPTIM, "sgd", &[1, 2, 3]);
+// Every rule's kernels bind all three state operands (those a rule does not keep go unused), so that one
+// dispatch path serves them all.
+static RULE: Kernel = Kernel::new(&OPTIM, "rule", &[1, 2, 3, 4, 6]);
+static RMSPROP_VEC4: Kernel = Kernel::new(&OPTIM, "rmsprop_vec4", &[1, 2, 3, 4, 6]);
+static ADAGRAD_VEC4: Kernel = Kernel::new(&OPTIM, "adagrad_vec4", &[1, 2, 3, 4, 6]);
+static ADAMAX_VEC4: Kernel = Kernel::new(&OPTIM, "adamax_vec4", &[1, 2, 3, 4, 6]);
+static NADAM_VEC4: Kernel = Kernel::new(&OPTIM, "nadam_vec4", &[1, 2, 3, 4, 6]);
+static LION_VEC4: Kernel = Kernel::new(&OPTIM, "lion_vec4", &[1, 2, 3, 4, 6]);
+static RMSPROP_TENSORS: Kernel = Kernel::new(&OPTIM, "rmsprop_tensors", &[1, 2, 3, 4, 6, 5]);
+static ADAGRAD_TENSORS: Kernel = Kernel::new(&OPTIM, "adagrad_tensors", &[1, 2, 3, 4, 6, 5]);
+static ADAMAX_TENSORS: Kernel = Kernel::new(&OPTIM, "adamax_tensors", &[1, 2, 3, 4, 6, 5]);
+static NADAM_TENSORS: Kernel = Kernel::new(&OPTIM, "nadam_tensors", &[1, 2, 3, 4, 6, 5]);
+static LION_TENSORS: Kernel = Kernel::new(&OPTIM, "lion_tensors", &[1, 2, 3, 4, 6, 5]);
 static ADAM_TENSORS: Kernel = Kernel::new(&OPTIM, "adam_tensors", &[1, 2, 3, 4, 5]);
 static SGD_TENSORS: Kernel = Kernel::new(&OPTIM, "sgd_tensors", &[1, 2, 3, 5]);
 
@@ -70,12 +92,104 @@ struct Params {
     vec4s: u32,
     table: u32,
     entries: u32,
+    gradient_step: f32,
+    slots: u32,
 }
 
 /// The family's name in tuning records, the cache and `SessionOptions::force_variant`.
 pub(crate) const FAMILY: &str = "optim";
 /// The first is the default.
 pub(crate) const VARIANTS: &[&str] = &[VEC4X4, VEC4, SCALAR];
+
+/// Keras's optimizers beside Adam and SGD, each one fused pass of the `rule` kernels; the discriminant is the
+/// shader's mode code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Rule {
+    Rmsprop = 0,
+    RmspropCentered = 1,
+    Adagrad = 2,
+    Adamax = 3,
+    Nadam = 4,
+    Lion = 5,
+}
+
+impl Rule {
+    /// How tuning records name its pass.
+    fn name(self) -> &'static str {
+        match self {
+            Rule::Rmsprop | Rule::RmspropCentered => "rmsprop",
+            Rule::Adagrad => "adagrad",
+            Rule::Adamax => "adamax",
+            Rule::Nadam => "nadam",
+            Rule::Lion => "lion",
+        }
+    }
+}
+
+/// The `slots` bits: whether a rule reads and writes its second and third state operand (the first it always
+/// does).
+pub(crate) const SLOT_SECOND: u32 = 2;
+pub(crate) const SLOT_THIRD: u32 = 4;
+
+/// One step of a [`Rule`], its numbers as the shader takes them (see `shaders/optim.wgsl`), folded on the host.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RuleStep {
+    pub rule: Rule,
+    pub lr: f32,
+    /// β1, or RMSprop's ρ.
+    pub beta1: f32,
+    pub beta2: f32,
+    pub epsilon: f32,
+    pub momentum: f32,
+    pub step_size: f32,
+    pub gradient_step: f32,
+    pub bias2_sqrt: f32,
+    pub decay: f32,
+    /// `SLOT_SECOND | SLOT_THIRD` as the rule keeps them.
+    pub slots: u32,
+}
+
+fn rule_params(step: RuleStep) -> Params {
+    Params {
+        mode: step.rule as u32,
+        lr: step.lr,
+        beta1: step.beta1,
+        beta2: step.beta2,
+        epsilon: step.epsilon,
+        momentum: step.momentum,
+        step_size: step.step_size,
+        gradient_step: step.gradient_step,
+        bias2_sqrt: step.bias2_sqrt,
+        decay: step.decay,
+        slots: step.slots,
+        ..Params::default()
+    }
+}
+
+/// One step of a rule over many tensors, each `[param, grad, first, second, third state]` (a state the rule does
+/// not keep given as the gradient's range): the same bits as the per-tensor kernels on each in turn, in one
+/// dispatch per combination of slabs.
+pub(crate) fn rule_tensors(
+    runtime: &mut Runtime,
+    tensors: &[[BufferRange; 5]],
+    step: RuleStep,
+) -> Result<()> {
+    let (vec4, table_kernel): (&'static Kernel, &'static Kernel) = match step.rule {
+        Rule::Rmsprop | Rule::RmspropCentered => (&RMSPROP_VEC4, &RMSPROP_TENSORS),
+        Rule::Adagrad => (&ADAGRAD_VEC4, &ADAGRAD_TENSORS),
+        Rule::Adamax => (&ADAMAX_VEC4, &ADAMAX_TENSORS),
+        Rule::Nadam => (&NADAM_VEC4, &NADAM_TENSORS),
+        Rule::Lion => (&LION_VEC4, &LION_TENSORS),
+    };
+    let forms = Forms {
+        name: step.rule.name(),
+        scalar: &RULE,
+        vec4,
+        tensors: table_kernel,
+    };
+    let operands: Vec<&[BufferRange]> = tensors.iter().map(|tensor| &tensor[..]).collect();
+    run_tensors(runtime, forms, &operands, rule_params(step))
+}
 
 /// One Adam step's numbers, as the shader takes them; the host has folded the bias corrections into
 /// `step_size` and `bias2_sqrt`.
@@ -206,10 +320,25 @@ const ADAM_FORMS: Forms = Forms {
     tensors: &ADAM_TENSORS,
 };
 
-fn sgd_params(lr: f32, momentum: f32) -> Params {
+/// The shader's `mode` for SGD with Nesterov's momentum (0: the plain momentum form).
+const SGD_NESTEROV: u32 = 1;
+
+/// One SGD step's numbers, as the shader takes them.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SgdStep {
+    pub lr: f32,
+    pub momentum: f32,
+    /// `1 − lr·weight_decay`, computed in f64 and rounded once: exactly 1 without weight decay.
+    pub decay: f32,
+    pub nesterov: bool,
+}
+
+fn sgd_params(step: SgdStep) -> Params {
     Params {
-        lr,
-        momentum,
+        lr: step.lr,
+        momentum: step.momentum,
+        decay: step.decay,
+        mode: if step.nesterov { SGD_NESTEROV } else { 0 },
         ..Params::default()
     }
 }
@@ -236,16 +365,9 @@ pub(crate) fn sgd(
     runtime: &mut Runtime,
     ranges: [BufferRange; 3],
     elements: u64,
-    lr: f32,
-    momentum: f32,
+    step: SgdStep,
 ) -> Result<()> {
-    run(
-        runtime,
-        SGD_FORMS,
-        &ranges,
-        elements,
-        sgd_params(lr, momentum),
-    )
+    run(runtime, SGD_FORMS, &ranges, elements, sgd_params(step))
 }
 
 /// One Adam step over many tensors, each `[param, grad, m, v]` of as many elements as its param's range holds:
@@ -264,15 +386,14 @@ pub(crate) fn adam_tensors(
 pub(crate) fn sgd_tensors(
     runtime: &mut Runtime,
     tensors: &[[BufferRange; 3]],
-    lr: f32,
-    momentum: f32,
+    step: SgdStep,
 ) -> Result<()> {
     let operands: Vec<&[BufferRange]> = tensors.iter().map(|tensor| &tensor[..]).collect();
-    run_tensors(runtime, SGD_FORMS, &operands, sgd_params(lr, momentum))
+    run_tensors(runtime, SGD_FORMS, &operands, sgd_params(step))
 }
 
-/// A table entry: the vec4 offsets of (param, grad, state 1, state 2), then (elements, first workgroup, 0, 0),
-/// as `shaders/optim.wgsl` reads them.
+/// A table entry: the vec4 offsets of (param, grad, state 1, state 2), then (elements, first workgroup, state 3,
+/// 0), as `shaders/optim.wgsl` reads them.
 type Entry = [u32; 8];
 
 /// Bytes of one vec4: the unit of the table's offsets, which the pool's alignment (256 bytes) is a multiple of.
@@ -368,7 +489,11 @@ fn plan_tensors(
             }
         };
         let mut entry: Entry = [0; 8];
-        entry[..offsets.len()].copy_from_slice(&offsets);
+        let (first_four, fifth) = offsets.split_at(offsets.len().min(4));
+        entry[..first_four.len()].copy_from_slice(first_four);
+        if let Some(&fifth) = fifth.first() {
+            entry[6] = fifth;
+        }
         entry[4] = count;
         entry[5] = group.workgroups;
         // Within one slab the tensors are disjoint, so a group's workgroups stay below a slab's vec4s / 256.
@@ -573,11 +698,13 @@ fn whole_slab(runtime: &Runtime, slab: SlabId) -> Option<BufferRange> {
 
 reflected_layout!(
     kernels: [
-        ADAM, ADAM_VEC4, SGD_VEC4, SGD, ADAM_TENSORS, SGD_TENSORS
+        ADAM, ADAM_VEC4, SGD_VEC4, SGD, ADAM_TENSORS, SGD_TENSORS, RULE, RMSPROP_VEC4, ADAGRAD_VEC4,
+        ADAMAX_VEC4, NADAM_VEC4, LION_VEC4, RMSPROP_TENSORS, ADAGRAD_TENSORS, ADAMAX_TENSORS,
+        NADAM_TENSORS, LION_TENSORS
     ],
     params: {
         count, mode, lr, beta1, beta2, epsilon, step_size, bias2_sqrt, decay, momentum, start, vec4s,
-        table, entries
+        table, entries, gradient_step, slots
     }
 );
 

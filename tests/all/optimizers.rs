@@ -1,0 +1,460 @@
+//! The optimizers beside Adam against f64 references of their update rules (Keras's formulas, PyTorch's form of
+//! SGD's momentum), over several steps of fresh gradients at awkward sizes, in every variant of the fused pass:
+//! SGD with Nesterov's momentum and weight decay; RMSprop (plain, with momentum, centered), Adagrad, Adamax, Nadam
+//! and Lion, with and without weight decay; their hyperparameters refused.
+// Parallel arrays (reference state, inputs, outputs) are indexed together.
+#![allow(clippy::needless_range_loop)]
+
+use std::sync::Arc;
+
+use crate::common::{self, per_backend, relative_error, Backend, Rng};
+use wgcompute::{Error, Gradients, Optimizer, OptimizerRule, RuleOptimizer, Session, Tensor};
+
+/// One element, a prime, a ragged vec4 just over a workgroup's vec4s, a matrix of no multiple of 4 elements.
+const MODEL: [&[usize]; 4] = [&[1], &[7], &[1025], &[13, 17]];
+const STEPS: u64 = 5;
+const TOLERANCE: f64 = 1e-5;
+
+/// One step of the f64 reference on one element: (step number, param, gradient, the slots' values).
+type ElementUpdate = Box<dyn Fn(u64, &mut f64, f64, &mut [f64])>;
+
+/// An optimizer and its update of one element in f64: `state` is its slots' values for that element.
+struct Case {
+    label: String,
+    optimizer: Box<dyn Optimizer>,
+    /// The slots' initial value.
+    initial_state: f64,
+    slots: usize,
+    /// The names of the reference's state values, in their order, as the optimizer saves them.
+    names: &'static [&'static str],
+    /// How many of them the optimizer keeps.
+    saved: usize,
+    update: ElementUpdate,
+}
+
+fn sgd_cases() -> Vec<Case> {
+    let mut cases = Vec::new();
+    for (lr, momentum, nesterov, weight_decay) in [
+        (0.05, 0.9, true, 0.0),
+        (0.1, 0.5, true, 0.2),
+        (0.02, 0.8, false, 0.1),
+        (0.1, 0.0, true, 0.0),
+    ] {
+        let mut sgd = wgcompute::Sgd::with_nesterov(lr, momentum, nesterov);
+        sgd.weight_decay = weight_decay;
+        let (lr, momentum, weight_decay) = (lr as f64, momentum as f64, weight_decay as f64);
+        cases.push(Case {
+            label: format!(
+                "SGD lr {lr} momentum {momentum} nesterov {nesterov} weight decay {weight_decay}"
+            ),
+            optimizer: Box::new(sgd),
+            initial_state: 0.0,
+            slots: 1,
+            names: &["momentum"],
+            saved: 1,
+            update: Box::new(move |_, p, g, state| {
+                *p -= lr * weight_decay * *p;
+                state[0] = momentum * state[0] + g;
+                let direction = if nesterov {
+                    g + momentum * state[0]
+                } else {
+                    state[0]
+                };
+                *p -= lr * direction;
+            }),
+        });
+    }
+    cases
+}
+
+/// Runs `case` over `MODEL` for `STEPS` steps of fresh gradients (one parameter without a gradient, left as it
+/// is) and checks every parameter and slot against the f64 reference.
+fn check_case(session: &Session, rng: &mut Rng, mut case: Case, label: &str) {
+    let label = format!("{}, {label}", case.label);
+    let data: Vec<Vec<f32>> = MODEL
+        .iter()
+        .map(|shape| rng.vec(common::count(shape), -1.0, 1.0))
+        .collect();
+    let params: Vec<Arc<Tensor>> = MODEL
+        .iter()
+        .zip(&data)
+        .map(|(shape, data)| Arc::new(session.upload(data, shape).expect("upload")))
+        .collect();
+    let mut want: Vec<Vec<f64>> = data.iter().map(|data| common::widen(data)).collect();
+    let mut state: Vec<Vec<Vec<f64>>> = data
+        .iter()
+        .map(|data| vec![vec![case.initial_state; case.slots]; data.len()])
+        .collect();
+    let without = 1;
+    for step in 1..=STEPS {
+        let mut pairs = Vec::new();
+        for (position, shape) in MODEL.iter().enumerate() {
+            let scale = rng.uniform(0.1, 2.0);
+            let grad = rng.vec(common::count(shape), -scale, scale);
+            if position == without {
+                continue;
+            }
+            for i in 0..grad.len() {
+                (case.update)(
+                    step,
+                    &mut want[position][i],
+                    grad[i] as f64,
+                    &mut state[position][i],
+                );
+            }
+            let tensor = Arc::new(session.upload(&grad, shape).expect("upload"));
+            pairs.push((Arc::clone(&params[position]), tensor));
+        }
+        case.optimizer
+            .step(&params, &Gradients::from_pairs(pairs))
+            .unwrap_or_else(|error| panic!("{label}: step {step}: {error}"));
+    }
+    let saved = case.optimizer.state();
+    assert_eq!(saved.steps, STEPS, "{label}");
+    assert_eq!(saved.slots.len(), case.saved, "{label}: slots");
+    for (position, shape) in MODEL.iter().enumerate() {
+        let got = params[position].to_vec().expect("read");
+        if position == without {
+            assert_eq!(
+                got, data[position],
+                "{label}: a parameter without a gradient moved"
+            );
+        }
+        let error = relative_error(&got, &want[position]);
+        assert!(
+            error < TOLERANCE,
+            "{label}: param of shape {shape:?}: relative error {error}"
+        );
+        for (name, tensors) in &saved.slots {
+            let slot = case
+                .names
+                .iter()
+                .position(|known| known == name)
+                .unwrap_or_else(|| panic!("{label}: slot {name}"));
+            let got = tensors[position].to_vec().expect("read");
+            let want: Vec<f64> = state[position].iter().map(|values| values[slot]).collect();
+            let error = relative_error(&got, &want);
+            assert!(
+                error < TOLERANCE,
+                "{label}: slot {name} of shape {shape:?}: relative error {error}"
+            );
+        }
+    }
+}
+
+per_backend!(sgd_with_nesterov_and_weight_decay_follows_the_f64_reference, "optim": vec4, scalar, vec4x4);
+fn sgd_with_nesterov_and_weight_decay_follows_the_f64_reference(backend: &Backend, variant: &str) {
+    let mut rng = Rng::fresh("sgd with nesterov");
+    let session = backend.poisoned_with("optim", variant);
+    for case in sgd_cases() {
+        check_case(
+            &session,
+            &mut rng,
+            case,
+            &format!("{variant} on {}", backend.name),
+        );
+    }
+}
+
+/// Keras's `u_t` of Nadam, and the product `u_1 … u_t`.
+fn nadam_u(beta_1: f64, step: u64) -> f64 {
+    beta_1 * (1.0 - 0.5 * 0.96f64.powf(step as f64 * 0.004))
+}
+
+fn nadam_product(beta_1: f64, steps: u64) -> f64 {
+    (1..=steps).map(|step| nadam_u(beta_1, step)).product()
+}
+
+/// One element's update of `rule` in f64, Keras's formulas as written there, after decoupled weight decay.
+fn rule_update(rule: OptimizerRule, lr: f64, weight_decay: f64) -> ElementUpdate {
+    Box::new(move |step, p, g, state| {
+        *p -= *p * weight_decay * lr;
+        let t = step as i32;
+        match rule {
+            OptimizerRule::Rmsprop {
+                rho,
+                momentum,
+                epsilon,
+                centered,
+            } => {
+                let (rho, momentum, epsilon) = (rho as f64, momentum as f64, epsilon as f64);
+                state[0] = rho * state[0] + (1.0 - rho) * g * g;
+                let denominator = if centered {
+                    state[2] = rho * state[2] + (1.0 - rho) * g;
+                    state[0] - state[2] * state[2] + epsilon
+                } else {
+                    state[0] + epsilon
+                };
+                let increment = lr * g / denominator.sqrt();
+                if momentum > 0.0 {
+                    state[1] = momentum * state[1] + increment;
+                    *p -= state[1];
+                } else {
+                    *p -= increment;
+                }
+            }
+            OptimizerRule::Adagrad { epsilon, .. } => {
+                state[0] += g * g;
+                *p -= lr * g / (state[0] + epsilon as f64).sqrt();
+            }
+            OptimizerRule::Adamax {
+                beta_1,
+                beta_2,
+                epsilon,
+            } => {
+                let (beta_1, beta_2) = (beta_1 as f64, beta_2 as f64);
+                state[0] += (g - state[0]) * (1.0 - beta_1);
+                state[1] = (beta_2 * state[1]).max(g.abs());
+                *p -= lr * state[0] / ((1.0 - beta_1.powi(t)) * (state[1] + epsilon as f64));
+            }
+            OptimizerRule::Nadam {
+                beta_1,
+                beta_2,
+                epsilon,
+            } => {
+                let (beta_1, beta_2) = (beta_1 as f64, beta_2 as f64);
+                let u_t = nadam_u(beta_1, step);
+                let u_t_1 = nadam_u(beta_1, step + 1);
+                let u_product_t = nadam_product(beta_1, step);
+                let u_product_t_1 = u_product_t * u_t_1;
+                state[0] += (g - state[0]) * (1.0 - beta_1);
+                state[1] += (g * g - state[1]) * (1.0 - beta_2);
+                let m_hat = u_t_1 * state[0] / (1.0 - u_product_t_1)
+                    + (1.0 - u_t) * g / (1.0 - u_product_t);
+                let v_hat = state[1] / (1.0 - beta_2.powi(t));
+                *p -= m_hat * lr / (v_hat.sqrt() + epsilon as f64);
+            }
+            OptimizerRule::Lion { beta_1, beta_2 } => {
+                let (beta_1, beta_2) = (beta_1 as f64, beta_2 as f64);
+                *p -= lr * (beta_1 * state[0] + (1.0 - beta_1) * g).signum();
+                state[0] = beta_2 * state[0] + (1.0 - beta_2) * g;
+            }
+        }
+    })
+}
+
+fn rule_cases() -> Vec<Case> {
+    let rules = [
+        (OptimizerRule::rmsprop(), 0.01, 0.0),
+        (
+            OptimizerRule::Rmsprop {
+                rho: 0.8,
+                momentum: 0.5,
+                epsilon: 1e-3,
+                centered: false,
+            },
+            0.01,
+            0.1,
+        ),
+        (
+            OptimizerRule::Rmsprop {
+                rho: 0.9,
+                momentum: 0.0,
+                epsilon: 1e-3,
+                centered: true,
+            },
+            0.01,
+            0.0,
+        ),
+        (
+            OptimizerRule::Rmsprop {
+                rho: 0.7,
+                momentum: 0.9,
+                epsilon: 1e-2,
+                centered: true,
+            },
+            0.005,
+            0.05,
+        ),
+        (OptimizerRule::adagrad(), 0.1, 0.0),
+        (
+            OptimizerRule::Adagrad {
+                initial_accumulator_value: 0.5,
+                epsilon: 1e-3,
+            },
+            0.05,
+            0.2,
+        ),
+        (OptimizerRule::adamax(), 0.01, 0.0),
+        (
+            OptimizerRule::Adamax {
+                beta_1: 0.7,
+                beta_2: 0.9,
+                epsilon: 1e-3,
+            },
+            0.02,
+            0.1,
+        ),
+        (OptimizerRule::nadam(), 0.01, 0.0),
+        (
+            OptimizerRule::Nadam {
+                beta_1: 0.8,
+                beta_2: 0.95,
+                epsilon: 1e-3,
+            },
+            0.02,
+            0.1,
+        ),
+        (OptimizerRule::lion(), 0.001, 0.0),
+        (
+            OptimizerRule::Lion {
+                beta_1: 0.5,
+                beta_2: 0.9,
+            },
+            0.01,
+            0.3,
+        ),
+    ];
+    rules
+        .into_iter()
+        .map(|(rule, lr, weight_decay)| {
+            let (names, saved): (&[&str], usize) = match rule {
+                OptimizerRule::Rmsprop {
+                    momentum, centered, ..
+                } => (
+                    &["velocity", "momentum", "average_gradient"],
+                    1 + usize::from(momentum > 0.0) + usize::from(centered),
+                ),
+                OptimizerRule::Adagrad { .. } => (&["accumulator"], 1),
+                OptimizerRule::Lion { .. } => (&["momentum"], 1),
+                OptimizerRule::Adamax { .. } => (&["m", "u"], 2),
+                OptimizerRule::Nadam { .. } => (&["m", "v"], 2),
+            };
+            let initial_state = match rule {
+                OptimizerRule::Adagrad {
+                    initial_accumulator_value,
+                    ..
+                } => initial_accumulator_value as f64,
+                _ => 0.0,
+            };
+            Case {
+                label: format!("{rule:?} lr {lr} weight decay {weight_decay}"),
+                optimizer: Box::new(RuleOptimizer::new(rule, lr, weight_decay).expect("valid")),
+                initial_state,
+                slots: names.len(),
+                names,
+                saved,
+                update: rule_update(rule, lr as f64, weight_decay as f64),
+            }
+        })
+        .collect()
+}
+
+per_backend!(keras_rules_follow_their_f64_references, "optim": vec4, scalar, vec4x4);
+/// Every rule (and RMSprop in its four forms) over several steps, fused over a model of awkward sizes.
+fn keras_rules_follow_their_f64_references(backend: &Backend, variant: &str) {
+    let mut rng = Rng::fresh("keras rules");
+    let session = backend.poisoned_with("optim", variant);
+    for case in rule_cases() {
+        check_case(
+            &session,
+            &mut rng,
+            case,
+            &format!("{variant} on {}", backend.name),
+        );
+    }
+}
+
+#[test]
+fn bad_hyperparameters_are_refused() {
+    let refused = [
+        (
+            OptimizerRule::Rmsprop {
+                rho: 1.0,
+                momentum: 0.0,
+                epsilon: 1e-7,
+                centered: false,
+            },
+            0.1,
+            0.0,
+        ),
+        (
+            OptimizerRule::Rmsprop {
+                rho: 0.9,
+                momentum: -0.1,
+                epsilon: 1e-7,
+                centered: false,
+            },
+            0.1,
+            0.0,
+        ),
+        (
+            OptimizerRule::Rmsprop {
+                rho: 0.9,
+                momentum: 0.0,
+                epsilon: f32::NAN,
+                centered: false,
+            },
+            0.1,
+            0.0,
+        ),
+        (
+            OptimizerRule::Adagrad {
+                initial_accumulator_value: -1.0,
+                epsilon: 1e-7,
+            },
+            0.1,
+            0.0,
+        ),
+        (
+            OptimizerRule::Adamax {
+                beta_1: 1.0,
+                beta_2: 0.9,
+                epsilon: 1e-7,
+            },
+            0.1,
+            0.0,
+        ),
+        (
+            OptimizerRule::Nadam {
+                beta_1: 0.9,
+                beta_2: -0.5,
+                epsilon: 1e-7,
+            },
+            0.1,
+            0.0,
+        ),
+        (
+            OptimizerRule::Lion {
+                beta_1: 0.0,
+                beta_2: 0.9,
+            },
+            0.1,
+            0.0,
+        ),
+        (
+            OptimizerRule::Lion {
+                beta_1: 1.5,
+                beta_2: 0.9,
+            },
+            0.1,
+            0.0,
+        ),
+        (OptimizerRule::adamax(), 0.0, 0.0),
+        (OptimizerRule::nadam(), f32::INFINITY, 0.0),
+        (OptimizerRule::lion(), 0.1, -0.1),
+    ];
+    for (rule, lr, weight_decay) in refused {
+        assert!(
+            matches!(
+                RuleOptimizer::new(rule, lr, weight_decay),
+                Err(Error::InvalidArgument { .. })
+            ),
+            "{rule:?} lr {lr} weight decay {weight_decay}"
+        );
+    }
+    let mut lion = RuleOptimizer::new(
+        OptimizerRule::Lion {
+            beta_1: 1.0,
+            beta_2: 0.0,
+        },
+        0.1,
+        0.0,
+    )
+    .expect("valid");
+    assert!(matches!(
+        lion.set_learning_rate(-1.0),
+        Err(Error::InvalidArgument { .. })
+    ));
+    assert_eq!(lion.learning_rate(), Some(0.1));
+}
