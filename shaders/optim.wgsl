@@ -3,14 +3,14 @@
 
 struct Params {
     count: u32,
-    mode: u32,          // adam: MODE_TENSORFLOW, MODE_KINGMA_BA or MODE_ADAMW (decoupled decay)
+    mode: u32,          // adam: MODE_TENSORFLOW, MODE_KINGMA_BA or MODE_ADAMW (decoupled decay); sgd: SGD_NESTEROV or 0
     lr: f32,
     beta1: f32,
     beta2: f32,
     epsilon: f32,
     step_size: f32,     // MODE_TENSORFLOW: lr * sqrt(1 - beta2^t) / (1 - beta1^t); else lr / (1 - beta1^t)
     bias2_sqrt: f32,    // sqrt(1 - beta2^t)
-    decay: f32,         // MODE_ADAMW: 1 - lr * weight_decay
+    decay: f32,         // MODE_ADAMW, sgd: 1 - lr * weight_decay (exactly 1 without decay)
     momentum: f32,      // sgd
     start: u32,         // scalar kernels: the first element (after the vec4 kernel's part)
     vec4s: u32,         // vec4 kernels: vec4s per invocation
@@ -65,18 +65,40 @@ fn adam(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) g
     param[i] = p;
 }
 
-// SGD with momentum (PyTorch's form): buffer = momentum * buffer + g; param -= lr * buffer. `m` is the buffer.
+// SGD with momentum (PyTorch's form): buffer = momentum * buffer + g; param = param * decay - lr * buffer, or
+// with Nesterov's momentum param = param * decay - lr * (g + momentum * buffer). `m` is the buffer. A decay of
+// exactly 1 leaves the bits of the form without weight decay.
+struct Sgd {
+    lr: f32,
+    momentum: f32,
+    decay: f32,
+    nesterov: bool,
+}
+
+fn sgd_hyper() -> Sgd {
+    return Sgd(params.lr, params.momentum, params.decay, params.mode == SGD_NESTEROV);
+}
+
+struct Sgd4 {
+    param: vec4<f32>,
+    buffer: vec4<f32>,
+}
+
+fn sgd4(h: Sgd, param_old: vec4<f32>, g: vec4<f32>, buffer_old: vec4<f32>) -> Sgd4 {
+    let buffer = h.momentum * buffer_old + g;
+    let direction = select(buffer, g + h.momentum * buffer, h.nesterov);
+    return Sgd4(param_old * h.decay - h.lr * direction, buffer);
+}
+
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn sgd(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     let i = params.start + linear_index(id, groups);
     if (i >= params.count) {
         return;
     }
-    let lr = params.lr;
-    let buffer = params.momentum * m[i] + grad[i];
-    let p = param[i] - lr * buffer;
-    m[i] = buffer;
-    param[i] = p;
+    let step = sgd4(sgd_hyper(), vec4<f32>(param[i]), vec4<f32>(grad[i]), vec4<f32>(m[i]));
+    m[i] = step.buffer.x;
+    param[i] = step.param.x;
 }
 
 // The same updates on vec4s, `vec4s` neighbouring ones per invocation, over the first count / 4 * 4 elements
@@ -131,13 +153,11 @@ fn adam_vec4(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgrou
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn sgd_vec4(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     let span = vec4_span(id, groups);
-    let lr = params.lr;
-    let momentum = params.momentum;
+    let h = sgd_hyper();
     for (var i = span.x; i < span.y; i = i + 1u) {
-        let buffer = momentum * m4[i] + grad4[i];
-        let p = param4[i] - lr * buffer;
-        m4[i] = buffer;
-        param4[i] = p;
+        let step = sgd4(h, param4[i], grad4[i], m4[i]);
+        m4[i] = step.buffer;
+        param4[i] = step.param;
     }
 }
 
@@ -220,17 +240,15 @@ fn sgd_tensors(
     @builtin(num_workgroups) groups: vec3<u32>,
     @builtin(local_invocation_index) local: u32,
 ) {
-    let lr = params.lr;
-    let momentum = params.momentum;
+    let h = sgd_hyper();
     let part = part_of(workgroup, groups, local);
     let o = part.offsets;
     for (var i = part.first; i < part.end; i = i + 1u) {
         let m_old = m4[o.z + i];
         let p_old = param4[o.x + i];
-        let buffer = momentum * m_old + grad4[o.y + i];
-        let p = p_old - lr * buffer;
+        let step = sgd4(h, p_old, grad4[o.y + i], m_old);
         let own = own_lanes(i, part.count);
-        m4[o.z + i] = select(m_old, buffer, own);
-        param4[o.x + i] = select(p_old, p, own);
+        m4[o.z + i] = select(m_old, step.buffer, own);
+        param4[o.x + i] = select(p_old, step.param, own);
     }
 }

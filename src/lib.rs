@@ -58,7 +58,7 @@ pub use op::sort::Side;
 pub use op::window::{Conv1dOptions, Conv2dOptions, Padding, Padding1d};
 pub use ops::manipulate::{PadMode, Repeats, Split};
 pub use ops::neural::{BatchNormOptions, BatchNormOutput};
-pub use ops::optim::{AdamConfig, AdamHyperparameter, EpsilonPlacement};
+pub use ops::optim::{AdamConfig, AdamHyperparameter, EpsilonPlacement, SgdConfig};
 pub use optim::{Adam, Optimizer, OptimizerKind, OptimizerState, Sgd};
 pub use pool::MemoryStats;
 pub use runtime::Counters;

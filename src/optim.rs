@@ -12,6 +12,7 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::ops::optim::{
     adam_update_tensors, check_sgd_lr, sgd_update_tensors, AdamConfig, AdamHyperparameter,
+    SgdConfig,
 };
 use crate::tensor::Tensor;
 
@@ -595,10 +596,14 @@ impl std::str::FromStr for OptimizerKind {
     }
 }
 
-/// SGD with momentum (PyTorch's form); momentum 0 is plain SGD.
+/// SGD with momentum (PyTorch's form); momentum 0 is plain SGD. Optionally Nesterov's momentum
+/// ([`Sgd::with_nesterov`]) and decoupled weight decay (`weight_decay`, Keras's: `p −= lr·wd·p` first).
 pub struct Sgd {
     pub lr: f32,
     pub momentum: f32,
+    /// `p −= lr·(g + momentum·buffer)` with the updated buffer, rather than `p −= lr·buffer`.
+    pub nesterov: bool,
+    pub weight_decay: f32,
     /// Each parameter's momentum buffer. The count is kept only for checkpoints: SGD's update does not
     /// depend on it, but a file that says steps were taken and holds no momentum buffers is then known to
     /// have lost them.
@@ -607,9 +612,17 @@ pub struct Sgd {
 
 impl Sgd {
     pub fn new(lr: f32, momentum: f32) -> Self {
+        Self::with_nesterov(lr, momentum, false)
+    }
+
+    /// SGD with momentum, Nesterov's form when `nesterov` is set (PyTorch's `SGD(nesterov=True)`:
+    /// `buffer = momentum·buffer + g; p −= lr·(g + momentum·buffer)`). Its state and checkpoints are plain SGD's.
+    pub fn with_nesterov(lr: f32, momentum: f32, nesterov: bool) -> Self {
         Self {
             lr,
             momentum,
+            nesterov,
+            weight_decay: 0.0,
             buffers: PerParameter::new("SGD"),
         }
     }
@@ -618,14 +631,23 @@ impl Sgd {
     pub fn steps(&self) -> u64 {
         self.buffers.steps
     }
+
+    pub fn config(&self) -> SgdConfig {
+        SgdConfig {
+            lr: self.lr,
+            momentum: self.momentum,
+            nesterov: self.nesterov,
+            weight_decay: self.weight_decay,
+        }
+    }
 }
 
 impl Optimizer for Sgd {
     fn step(&mut self, parameters: &[Arc<Tensor>], gradients: &Gradients) -> Result<()> {
-        let (lr, momentum) = (self.lr, self.momentum);
+        let config = self.config();
         self.buffers
             .step(parameters, gradients, zeros_like, |updates, _| {
-                sgd_update_tensors(updates, lr, momentum)
+                sgd_update_tensors(updates, &config)
             })
     }
 

@@ -31,6 +31,7 @@ static OPTIM: Shader = Shader {
             ("MODE_TENSORFLOW", AdamMode::TensorFlow as u32),
             ("MODE_KINGMA_BA", AdamMode::KingmaBa as u32),
             ("MODE_ADAMW", AdamMode::AdamW as u32),
+            ("SGD_NESTEROV", SGD_NESTEROV),
         ])
     },
 };
@@ -206,10 +207,25 @@ const ADAM_FORMS: Forms = Forms {
     tensors: &ADAM_TENSORS,
 };
 
-fn sgd_params(lr: f32, momentum: f32) -> Params {
+/// The shader's `mode` for SGD with Nesterov's momentum (0: the plain momentum form).
+const SGD_NESTEROV: u32 = 1;
+
+/// One SGD step's numbers, as the shader takes them.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SgdStep {
+    pub lr: f32,
+    pub momentum: f32,
+    /// `1 − lr·weight_decay`, computed in f64 and rounded once: exactly 1 without weight decay.
+    pub decay: f32,
+    pub nesterov: bool,
+}
+
+fn sgd_params(step: SgdStep) -> Params {
     Params {
-        lr,
-        momentum,
+        lr: step.lr,
+        momentum: step.momentum,
+        decay: step.decay,
+        mode: if step.nesterov { SGD_NESTEROV } else { 0 },
         ..Params::default()
     }
 }
@@ -236,16 +252,9 @@ pub(crate) fn sgd(
     runtime: &mut Runtime,
     ranges: [BufferRange; 3],
     elements: u64,
-    lr: f32,
-    momentum: f32,
+    step: SgdStep,
 ) -> Result<()> {
-    run(
-        runtime,
-        SGD_FORMS,
-        &ranges,
-        elements,
-        sgd_params(lr, momentum),
-    )
+    run(runtime, SGD_FORMS, &ranges, elements, sgd_params(step))
 }
 
 /// One Adam step over many tensors, each `[param, grad, m, v]` of as many elements as its param's range holds:
@@ -264,11 +273,10 @@ pub(crate) fn adam_tensors(
 pub(crate) fn sgd_tensors(
     runtime: &mut Runtime,
     tensors: &[[BufferRange; 3]],
-    lr: f32,
-    momentum: f32,
+    step: SgdStep,
 ) -> Result<()> {
     let operands: Vec<&[BufferRange]> = tensors.iter().map(|tensor| &tensor[..]).collect();
-    run_tensors(runtime, SGD_FORMS, &operands, sgd_params(lr, momentum))
+    run_tensors(runtime, SGD_FORMS, &operands, sgd_params(step))
 }
 
 /// A table entry: the vec4 offsets of (param, grad, state 1, state 2), then (elements, first workgroup, 0, 0),

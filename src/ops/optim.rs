@@ -3,7 +3,7 @@
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::kernels::optim::{self, AdamMode, AdamStep};
+use crate::kernels::optim::{self, AdamMode, AdamStep, SgdStep};
 use crate::shape::same_as_param;
 use crate::tensor::Tensor;
 
@@ -284,9 +284,19 @@ impl Tensor {
         lr: f32,
         momentum: f32,
     ) -> Result<()> {
+        self.sgd_update_with_(grad, momentum_buffer, &SgdConfig::new(lr, momentum))
+    }
+
+    /// One SGD step as `config` says: `buffer = momentum·buffer + grad`, then `param = param·(1 − lr·wd) −
+    /// lr·buffer`, or with Nesterov's momentum `param = param·(1 − lr·wd) − lr·(grad + momentum·buffer)`.
+    pub fn sgd_update_with_(
+        &self,
+        grad: &Tensor,
+        momentum_buffer: &Tensor,
+        config: &SgdConfig,
+    ) -> Result<()> {
         const NAME: &str = "sgd";
-        check_sgd_lr(lr)?;
-        check_sgd_momentum(momentum)?;
+        let step = config.step()?;
         expect_like(
             NAME,
             self,
@@ -294,7 +304,51 @@ impl Tensor {
         )?;
         let ranges = [self.range()?, grad.range()?, momentum_buffer.range()?];
         let elements = self.len() as u64;
-        self.with_runtime(|runtime| optim::sgd(runtime, ranges, elements, lr, momentum))
+        self.with_runtime(|runtime| optim::sgd(runtime, ranges, elements, step))
+    }
+}
+
+/// SGD's hyperparameters: PyTorch's form of momentum, optionally Nesterov's, and decoupled weight decay
+/// (Keras's `weight_decay`: `p −= lr·wd·p` before the update).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SgdConfig {
+    pub lr: f32,
+    pub momentum: f32,
+    pub nesterov: bool,
+    pub weight_decay: f32,
+}
+
+impl SgdConfig {
+    /// Momentum without Nesterov's correction and without weight decay.
+    pub fn new(lr: f32, momentum: f32) -> Self {
+        Self {
+            lr,
+            momentum,
+            nesterov: false,
+            weight_decay: 0.0,
+        }
+    }
+
+    /// Errors with [`Error::InvalidArgument`] unless lr > 0, momentum ≥ 0 and weight decay ≥ 0, all finite.
+    pub fn validate(&self) -> Result<()> {
+        check_sgd_lr(self.lr)?;
+        check_sgd_momentum(self.momentum)?;
+        expect_hyperparameter(
+            "SGD weight decay",
+            self.weight_decay,
+            self.weight_decay >= 0.0,
+            "a finite number ≥ 0",
+        )
+    }
+
+    fn step(&self) -> Result<SgdStep> {
+        self.validate()?;
+        Ok(SgdStep {
+            lr: self.lr,
+            momentum: self.momentum,
+            decay: (1.0 - self.lr as f64 * self.weight_decay as f64) as f32,
+            nesterov: self.nesterov,
+        })
     }
 }
 
@@ -322,24 +376,23 @@ pub(crate) fn adam_update_tensors(
     first.with_runtime(|runtime| optim::adam_tensors(runtime, &ranges, adam_step))
 }
 
-/// One SGD step over many parameters at once, each `(param, grad, momentum buffer)` as [`Tensor::sgd_update_`]
-/// takes them: the same bits as that update on each in turn, in one dispatch per combination of slabs.
+/// One SGD step over many parameters at once, each `(param, grad, momentum buffer)` as
+/// [`Tensor::sgd_update_with_`] takes them: the same bits as that update on each in turn, in one dispatch per
+/// combination of slabs.
 pub(crate) fn sgd_update_tensors(
     updates: &[(&Tensor, &Tensor, &Tensor)],
-    lr: f32,
-    momentum: f32,
+    config: &SgdConfig,
 ) -> Result<()> {
     const NAME: &str = "sgd";
     let Some(&(first, ..)) = updates.first() else {
         return Ok(());
     };
-    check_sgd_lr(lr)?;
-    check_sgd_momentum(momentum)?;
+    let step = config.step()?;
     let mut ranges = Vec::with_capacity(updates.len());
     for &(param, grad, buffer) in updates {
         first.expect_same_session(NAME, param)?;
         expect_like(NAME, param, &[("grad", grad), ("momentum buffer", buffer)])?;
         ranges.push([param.range()?, grad.range()?, buffer.range()?]);
     }
-    first.with_runtime(|runtime| optim::sgd_tensors(runtime, &ranges, lr, momentum))
+    first.with_runtime(|runtime| optim::sgd_tensors(runtime, &ranges, step))
 }

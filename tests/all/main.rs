@@ -29,6 +29,7 @@ mod ops_reduce;
 mod ops_softmax;
 mod ops_sort;
 mod ops_window;
+mod optimizers;
 mod pool;
 mod suspend;
 mod training;
