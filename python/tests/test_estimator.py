@@ -227,11 +227,12 @@ def test_predictions_are_numpys(adapter, rng, samples, features, classes, hidden
     rng.shuffle(y)
     model = MLPClassifier(hidden_layer_sizes=hidden, max_iter=7, random_state=int(rng.integers(2**31)), adapter=adapter)
     model.fit(X, y)
-    sizes = [features, *hidden, classes]
+    # Two classes are one logistic output, as in scikit-learn.
+    sizes = [features, *hidden, 1 if classes == 2 else classes]
     assert [weight.shape for weight in model.coefs_] == list(zip(sizes[:-1], sizes[1:], strict=True))
     assert [bias.shape for bias in model.intercepts_] == [(width,) for width in sizes[1:]]
     assert model.n_features_in_ == features and model.n_iter_ == 7 and len(model.loss_curve_) == 7
-    assert model.n_layers_ == len(hidden) + 2 and model.n_outputs_ == classes
+    assert model.n_layers_ == len(hidden) + 2 and model.n_outputs_ == sizes[-1]
     # The standardisation was fitted on the training rows (all of them without early stopping), as numpy's.
     np.testing.assert_allclose(model.input_mean_, X.mean(axis=0), rtol=1e-5, atol=1e-5 * np.abs(X).max())
     np.testing.assert_allclose(model.input_scale_, X.std(axis=0), rtol=1e-5)
@@ -285,13 +286,21 @@ def test_schedules_and_solvers(adapter, rng):
             adapter=adapter,
         ).fit(X, y)
         assert model.score(X, y) > 0.8, solver
-    with pytest.raises(wgcompute.InvalidArgumentError, match="momentum 0.9 only"):
-        MLPClassifier(solver="sgd", momentum=0.5, adapter=adapter).fit(X, y)
-    # Other solvers do not use momentum, as in scikit-learn.
-    MLPClassifier(hidden_layer_sizes=(4,), max_iter=1, momentum=0.5, adapter=adapter).fit(X, y)
+    with pytest.raises(wgcompute.InvalidArgumentError, match="momentum"):
+        MLPClassifier(solver="sgd", momentum=1.5, adapter=adapter).fit(X, y)
+    for nesterov in (False, True):
+        model = MLPClassifier(
+            hidden_layer_sizes=(4,),
+            max_iter=1,
+            solver="sgd",
+            momentum=0.5,
+            nesterovs_momentum=nesterov,
+            adapter=adapter,
+        )
+        model.fit(X, y)
     with pytest.raises(wgcompute.InvalidArgumentError, match="schedule"):
         MLPClassifier(learning_rate_schedule="sometimes", adapter=adapter).fit(X, y)
-    with pytest.raises(wgcompute.InvalidArgumentError, match="solver"):
+    with pytest.raises(wgcompute.InvalidArgumentError, match="lbfgs.*'adam'.*'sgd'"):
         MLPClassifier(solver="lbfgs", adapter=adapter).fit(X, y)
 
 
@@ -581,6 +590,7 @@ def test_clone_and_params_follow_scikit_learn():
     reference = set(ReferenceMLP().get_params())
     ours = set(params)
     # Our parameters that scikit-learn also has are its names; the rest are ours alone.
+    assert reference <= ours, reference - ours
     assert ours - reference == {"standardize", "learning_rate_schedule", "memory_limit", "adapter"}
     copy = clone(model).set_params(max_iter=4)
     assert copy.max_iter == 4 and model.max_iter == 9
@@ -615,7 +625,7 @@ def test_without_scikit_learn(adapter, rng, tmp_path):
         assert model.get_params()["max_iter"] == 40
         assert model.set_params(max_iter=30) is model and model.max_iter == 30
         try:
-            model.set_params(alpha=0.1)
+            model.set_params(gamma=0.1)
         except wgcompute.InvalidArgumentError:
             pass
         else:

@@ -48,6 +48,8 @@ pub struct FitConfig {
     pub alpha: f32,
     /// SGD's momentum (the other optimizers ignore it).
     pub momentum: f32,
+    /// Whether SGD's momentum is Nesterov's.
+    pub nesterov: bool,
     /// Adam's β1, β2 and ε (the other optimizers ignore them).
     pub beta_1: f32,
     pub beta_2: f32,
@@ -87,6 +89,7 @@ impl Default for FitConfig {
             objective: Objective::SoftmaxCrossEntropy,
             alpha: 0.0,
             momentum: SGD_MOMENTUM,
+            nesterov: false,
             // TensorFlow's Adam (its ε placement too), which scikit-learn's MLPs share.
             beta_1: AdamConfig::default().beta1,
             beta_2: AdamConfig::default().beta2,
@@ -174,7 +177,9 @@ impl FitConfig {
                 epsilon: self.epsilon,
                 ..AdamConfig::default()
             })),
-            OptimizerKind::Sgd => Box::new(Sgd::new(self.lr, self.momentum)),
+            OptimizerKind::Sgd => {
+                Box::new(Sgd::with_nesterov(self.lr, self.momentum, self.nesterov))
+            }
             OptimizerKind::Adamw => self.optimizer.build(self.lr)?,
         })
     }
