@@ -212,6 +212,10 @@ def _numpy_probabilities(model, X):
         x = x @ weight.astype(np.float64) + bias.astype(np.float64)
         if index + 1 < len(model.coefs_):
             x = np.maximum(x, 0.0)
+    if model.out_activation_ == "logistic":
+        # Two classes: one logistic output, the probability of the second.
+        second = 1.0 / (1.0 + np.exp(-x))
+        return np.hstack([1.0 - second, second])
     x = np.exp(x - x.max(axis=1, keepdims=True))
     return x / x.sum(axis=1, keepdims=True)
 
