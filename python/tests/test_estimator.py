@@ -246,7 +246,8 @@ def test_predictions_are_numpys(adapter, rng, samples, features, classes, hidden
     assert probabilities.shape == (4099, classes) and probabilities.dtype == np.float64
     np.testing.assert_allclose(probabilities, _numpy_probabilities(model, fresh), rtol=2e-4, atol=2e-6)
     np.testing.assert_array_equal(model.predict(fresh), model.classes_[probabilities.argmax(axis=1)])
-    np.testing.assert_array_equal(model.predict_log_proba(fresh[:50]), np.log(probabilities[:50]))
+    # Another batch of rows may round the float32 outputs differently in their last bit.
+    np.testing.assert_allclose(model.predict_log_proba(fresh[:50]), np.log(probabilities[:50]), rtol=1e-6)
     assert model.score(X, y) == np.mean(model.predict(X) == y)
     assert model.best_loss_ == min(model.loss_curve_) and model.validation_scores_ is None
 
