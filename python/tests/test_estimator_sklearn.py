@@ -146,3 +146,32 @@ def test_the_grid_example_matches_scikit_learn(adapter, monkeypatch):
     # 0.01-0.02 for a grid point; the means over the grid agree within 0.03.
     assert abs(np.mean(mine["mean_test_score"]) - np.mean(theirs["mean_test_score"])) <= 0.03, (mine, theirs)
     assert mine["held_out_accuracy"] >= theirs["held_out_accuracy"] - 0.03
+
+
+# The checks of scikit-learn's check_estimator that MLPRegressor is not run on here, and why.
+REGRESSOR_EXPECTED_FAILED_CHECKS = {
+    "check_array_api_input": "runs only with SCIPY_ARRAY_API=1 set before scipy is imported (test_estimator's "
+    "test_array_api_input runs it for the classifier in a subprocess)",
+}
+
+
+def _regressor_checks():
+    from sklearn.utils.estimator_checks import estimator_checks_generator
+
+    # One backend (Vulkan) in the default run: the checks are slow, and the classifier's run on both.
+    regressor = MLPRegressor(hidden_layer_sizes=(16,), max_iter=50, learning_rate_init=0.01, adapter="vulkan")
+    for estimator, check in estimator_checks_generator(
+        regressor, expected_failed_checks=REGRESSOR_EXPECTED_FAILED_CHECKS
+    ):
+        name = check
+        while hasattr(name, "func"):
+            name = name.func
+        if name.__name__ not in REGRESSOR_EXPECTED_FAILED_CHECKS:
+            yield pytest.param(estimator, check, id=name.__name__)
+
+
+@pytest.mark.parametrize("estimator, check", list(_regressor_checks()))
+def test_regressor_scikit_learn_checks(estimator, check):
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")
+        check(estimator)

@@ -833,8 +833,18 @@ class MLPRegressor(_RegressorMixin, _BaseMLP):
     """
 
     def _targets(self, y: Any, samples: int, going_on: bool, classes: Any) -> tuple[Any, ...]:
+        if y is not None and not _is_sparse(y):
+            y = np.asarray(y)
+            if y.ndim == 2 and y.shape[1] == 1:
+                warnings.warn(
+                    "A column-vector y was passed when a 1d array was expected. Please change the shape of y to "
+                    "(n_samples,), for example using ravel().",
+                    DataConversionWarning,
+                    stacklevel=4,
+                )
+                y = y.ravel()
         targets = _regression_targets(y, samples)
-        one_dimensional = np.ndim(y) == 1
+        one_dimensional = y is not None and np.asarray(y).ndim == 1
         return None, targets, targets.shape[1], "squared_error", "identity", {"_y_1d": one_dimensional}
 
     def fit(self, X: Any, y: Any, *, session: Session | None = None) -> MLPRegressor:
