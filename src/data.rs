@@ -27,7 +27,7 @@ use crate::nn::Module;
 use crate::optim::Optimizer;
 use crate::session::Session;
 use crate::tensor::Tensor;
-use crate::train;
+use crate::train::{self, Objective, StepCost};
 
 /// Labels on the host, for [`Dataset::upload`].
 #[derive(Clone, Copy)]
@@ -339,20 +339,47 @@ impl Dataset {
         batch: usize,
         seed: u64,
         epoch: u64,
+        progress: impl FnMut(Progress) -> Outcome,
+    ) -> Result<Figures> {
+        self.train_epoch_with(
+            model,
+            optimizer,
+            &StepCost::default(),
+            batch,
+            seed,
+            epoch,
+            progress,
+        )
+    }
+
+    /// [`Dataset::train_epoch`] with the cost `cost` (an objective and an L2 penalty). The accuracy is counted
+    /// for softmax cross-entropy only; for the other objectives it is NaN (the figures of such a fit are read
+    /// from [`Dataset::evaluate_with`]).
+    #[allow(clippy::too_many_arguments)] // train_epoch's arguments and the cost
+    pub fn train_epoch_with<Outcome: StepOutcome>(
+        &self,
+        model: &dyn Module,
+        optimizer: &mut dyn Optimizer,
+        cost: &StepCost,
+        batch: usize,
+        seed: u64,
+        epoch: u64,
         mut progress: impl FnMut(Progress) -> Outcome,
     ) -> Result<Figures> {
         let order = shuffled_order(self.len(), seed, epoch);
         let batches = self.batches(&order, batch)?;
         let count = batches.count_batches();
         let totals = Totals::new(&self.inputs, count, true)?;
+        let counting = cost.objective == Objective::SoftmaxCrossEntropy;
         for (index, drawn) in batches.enumerate() {
             let (inputs, targets) = drawn?;
-            train::step_counting(
+            train::step_with(
                 model,
                 optimizer,
                 &Arc::new(inputs),
                 &Arc::new(targets),
-                Some(&totals.correct),
+                cost,
+                counting.then_some(&totals.correct),
                 |values| totals.add_step(index, values.losses),
             )?;
             progress(Progress {
@@ -361,7 +388,11 @@ impl Dataset {
             })
             .into_result()?;
         }
-        totals.figures(self.len())
+        let mut figures = totals.figures(self.len())?;
+        if !counting {
+            figures.accuracy = f64::NAN;
+        }
+        Ok(figures)
     }
 
     /// The loss and accuracy of `model` over the whole dataset, `batch` samples at a time, without a tape.
@@ -377,6 +408,96 @@ impl Dataset {
         }
         totals.figures(self.len())
     }
+
+    /// The mean loss of `model` over the whole dataset for `objective` (no penalty), and its score as
+    /// scikit-learn's estimators score: the accuracy for softmax cross-entropy, the subset accuracy (every
+    /// output on the side of 0 its 0/1 target is on) for sigmoid cross-entropy, and R² (averaged uniformly
+    /// over the outputs) for squared error, in the `accuracy` field.
+    pub fn evaluate_with(
+        &self,
+        model: &dyn Module,
+        objective: Objective,
+        batch: usize,
+    ) -> Result<Figures> {
+        if objective == Objective::SoftmaxCrossEntropy {
+            return self.evaluate(model, batch);
+        }
+        let order: Vec<u32> = (0..self.len() as u32).collect();
+        let batches = self.batches(&order, batch)?;
+        let width = self.classes;
+        let mut loss = 0.0f64;
+        let mut outputs = Vec::with_capacity(self.len() * width);
+        let mut targets = Vec::with_capacity(self.len() * width);
+        for drawn in batches {
+            let (inputs, batch_targets) = drawn?;
+            let batch_outputs = Arc::new(model.infer(&inputs)?);
+            let batch_targets = Arc::new(batch_targets);
+            let mut tape = crate::autograd::Tape::new();
+            let output_var = tape.constant(&batch_outputs);
+            let target_var = tape.constant(&batch_targets);
+            let losses = objective.record(&mut tape, output_var, target_var, None)?;
+            loss += tape
+                .value(losses)?
+                .to_vec()?
+                .iter()
+                .map(|&value| f64::from(value))
+                .sum::<f64>();
+            outputs.extend(batch_outputs.to_vec()?);
+            targets.extend(batch_targets.to_vec()?);
+        }
+        let samples = self.len().max(1);
+        let score = match objective {
+            Objective::SquaredError => r2_score(&outputs, &targets, width),
+            _ => {
+                let right = outputs
+                    .chunks(width)
+                    .zip(targets.chunks(width))
+                    .filter(|(row, truth)| {
+                        row.iter()
+                            .zip(truth.iter())
+                            .all(|(&output, &target)| (output > 0.0) == (target > 0.5))
+                    })
+                    .count();
+                right as f64 / samples as f64
+            }
+        };
+        Ok(Figures {
+            loss: loss / samples as f64,
+            accuracy: score,
+        })
+    }
+}
+
+/// scikit-learn's `r2_score` with `multioutput="uniform_average"` of rows of `width` predictions and targets:
+/// each output's `1 - SSE/SST` (1 where the targets are constant and predicted exactly, 0 where they are
+/// constant and not), averaged.
+fn r2_score(predictions: &[f32], targets: &[f32], width: usize) -> f64 {
+    let width = width.max(1);
+    let rows = targets.len() / width;
+    let mut total = 0.0;
+    for column in 0..width {
+        let truth = || {
+            targets
+                .iter()
+                .skip(column)
+                .step_by(width)
+                .map(|&t| f64::from(t))
+        };
+        let mean = truth().sum::<f64>() / rows.max(1) as f64;
+        let spread: f64 = truth().map(|t| (t - mean).powi(2)).sum();
+        let residual: f64 = truth()
+            .zip(predictions.iter().skip(column).step_by(width))
+            .map(|(t, &p)| (t - f64::from(p)).powi(2))
+            .sum();
+        total += if spread > 0.0 {
+            1.0 - residual / spread
+        } else if residual == 0.0 {
+            1.0
+        } else {
+            0.0
+        };
+    }
+    total / width as f64
 }
 
 /// An epoch's running figures, kept on the device and read back once at the end: each step's summed loss in

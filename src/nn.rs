@@ -92,6 +92,90 @@ impl Linear {
     }
 }
 
+/// The activation between an MLP's hidden layers, by scikit-learn's names. Relu is the default and the one
+/// fused into the layer's passes; the others are fused the same way where [`Tensor::linear`] fuses them and
+/// are separate elementwise ops otherwise (identity is no op at all).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Activation {
+    Identity,
+    Logistic,
+    Tanh,
+    #[default]
+    Relu,
+}
+
+impl Activation {
+    pub fn all() -> [Activation; 4] {
+        [
+            Activation::Identity,
+            Activation::Logistic,
+            Activation::Tanh,
+            Activation::Relu,
+        ]
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Activation::Identity => "identity",
+            Activation::Logistic => "logistic",
+            Activation::Tanh => "tanh",
+            Activation::Relu => "relu",
+        }
+    }
+
+    /// The elementwise op a layer applies after its bias; none for identity.
+    pub fn op(self) -> Option<UnaryOp> {
+        match self {
+            Activation::Identity => None,
+            Activation::Logistic => Some(UnaryOp::Sigmoid),
+            Activation::Tanh => Some(UnaryOp::Tanh),
+            Activation::Relu => Some(UnaryOp::Relu),
+        }
+    }
+}
+
+impl std::fmt::Display for Activation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Activation {
+    type Err = Error;
+
+    fn from_str(text: &str) -> Result<Self> {
+        Activation::all()
+            .into_iter()
+            .find(|activation| activation.name() == text)
+            .ok_or_else(|| Error::InvalidArgument {
+                what: "activation",
+                given: text.to_string(),
+                expected: "identity, logistic, tanh or relu".to_string(),
+            })
+    }
+}
+
+/// An [`Mlp`] run with another hidden activation than relu: the same layers and parameters, seen as a
+/// [`Module`] whose hidden layers apply `activation`.
+pub struct ActivatedMlp<'a> {
+    pub mlp: &'a Mlp,
+    pub activation: Activation,
+}
+
+impl Module for ActivatedMlp<'_> {
+    fn forward(&self, tape: &mut Tape, x: Var) -> Result<Var> {
+        self.mlp.forward_with(tape, x, self.activation)
+    }
+
+    fn infer(&self, x: &Tensor) -> Result<Tensor> {
+        self.mlp.infer_with(x, self.activation)
+    }
+
+    fn parameters(&self) -> Vec<Arc<Tensor>> {
+        self.mlp.parameters()
+    }
+}
+
 /// Linear layers with relu between them (none after the last).
 pub struct Mlp {
     pub layers: Vec<Linear>,
@@ -163,12 +247,18 @@ impl Mlp {
     }
 
     pub fn forward(&self, tape: &mut Tape, x: Var) -> Result<Var> {
+        self.forward_with(tape, x, Activation::Relu)
+    }
+
+    /// [`Mlp::forward`] with `activation` between the hidden layers.
+    pub fn forward_with(&self, tape: &mut Tape, x: Var, activation: Activation) -> Result<Var> {
         let mut current = x;
         for (index, layer) in self.layers.iter().enumerate() {
-            current = if index + 1 < self.layers.len() {
-                layer.forward_activated(tape, current, UnaryOp::Relu)?
-            } else {
-                layer.forward(tape, current)?
+            current = match activation.op() {
+                Some(op) if index + 1 < self.layers.len() => {
+                    layer.forward_activated(tape, current, op)?
+                }
+                _ => layer.forward(tape, current)?,
             };
         }
         Ok(current)
@@ -187,13 +277,17 @@ impl Mlp {
     /// # Ok(()) }
     /// ```
     pub fn infer(&self, x: &Tensor) -> Result<Tensor> {
+        self.infer_with(x, Activation::Relu)
+    }
+
+    /// [`Mlp::infer`] with `activation` between the hidden layers.
+    pub fn infer_with(&self, x: &Tensor, activation: Activation) -> Result<Tensor> {
         let mut current: Option<Tensor> = None;
         for (index, layer) in self.layers.iter().enumerate() {
             let input = current.as_ref().unwrap_or(x);
-            current = Some(if index + 1 < self.layers.len() {
-                layer.infer_activated(input, UnaryOp::Relu)?
-            } else {
-                layer.infer(input)?
+            current = Some(match activation.op() {
+                Some(op) if index + 1 < self.layers.len() => layer.infer_activated(input, op)?,
+                _ => layer.infer(input)?,
             });
         }
         match current {

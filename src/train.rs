@@ -24,7 +24,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::autograd::Tape;
+use crate::autograd::{Tape, Var};
 use crate::error::{ByteSize, Error, Result};
 use crate::nn::Module;
 use crate::optim::Optimizer;
@@ -67,11 +67,106 @@ pub(crate) fn step_counting<R>(
     correct: Option<&Tensor>,
     before_update: impl FnOnce(&StepValues<'_>) -> Result<R>,
 ) -> Result<R> {
+    step_with(
+        model,
+        optimizer,
+        inputs,
+        targets,
+        &StepCost::default(),
+        correct,
+        before_update,
+    )
+}
+
+/// What a model's outputs are trained to: the per-row loss of a training step.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Objective {
+    /// Softmax cross-entropy of the outputs against rows of class probabilities (one class per sample).
+    #[default]
+    SoftmaxCrossEntropy,
+    /// The logistic loss of each output against a 0/1 target, summed over a row: `softplus(z) − z t` per
+    /// output, scikit-learn's `binary_log_loss` of independent labels (multi-label, or two classes with one
+    /// output).
+    SigmoidCrossEntropy,
+    /// Half the mean squared error over a row's outputs, so that the mean over rows is scikit-learn's
+    /// `squared_loss` (`((y − ŷ)²).mean() / 2`).
+    SquaredError,
+}
+
+impl Objective {
+    pub fn name(self) -> &'static str {
+        match self {
+            Objective::SoftmaxCrossEntropy => "softmax_cross_entropy",
+            Objective::SigmoidCrossEntropy => "sigmoid_cross_entropy",
+            Objective::SquaredError => "squared_error",
+        }
+    }
+
+    /// The per-row losses [batch] of `outputs` [batch, width] against `targets` of the same shape, on the tape;
+    /// with softmax cross-entropy `correct` counts the rows whose largest output is at their largest target.
+    pub(crate) fn record(
+        self,
+        tape: &mut Tape,
+        outputs: Var,
+        targets: Var,
+        correct: Option<&Tensor>,
+    ) -> Result<Var> {
+        match self {
+            Objective::SoftmaxCrossEntropy => {
+                tape.softmax_cross_entropy_counting(outputs, targets, correct)
+            }
+            Objective::SigmoidCrossEntropy => {
+                let softplus = tape.softplus(outputs)?;
+                let matched = tape.mul(outputs, targets)?;
+                let each = tape.sub(softplus, matched)?;
+                tape.sum(each, Some(1))
+            }
+            Objective::SquaredError => {
+                let difference = tape.sub(outputs, targets)?;
+                let squared = tape.square(difference)?;
+                let mean = tape.mean(squared, Some(1))?;
+                tape.mul_scalar(mean, 0.5)
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Objective {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A step's cost: the objective's per-row loss and an L2 penalty on the weights (not the biases) as
+/// scikit-learn's MLPs scale it, `0.5 · alpha · Σ‖W‖² / rows` added to every row's loss, so that the mean over
+/// the batch (the cost) carries it once and an epoch's mean loss carries it as scikit-learn's `loss_curve_`.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct StepCost {
+    pub objective: Objective,
+    /// The L2 penalty's strength (0: none).
+    pub alpha: f32,
+}
+
+/// One training step of `model` on a batch with the cost `cost` (see [`step`]); `correct` as in
+/// [`step_counting`], counted only with softmax cross-entropy.
+pub(crate) fn step_with<R>(
+    model: &dyn Module,
+    optimizer: &mut dyn Optimizer,
+    inputs: &Arc<Tensor>,
+    targets: &Arc<Tensor>,
+    cost: &StepCost,
+    correct: Option<&Tensor>,
+    before_update: impl FnOnce(&StepValues<'_>) -> Result<R>,
+) -> Result<R> {
     let mut tape = Tape::new();
     let x = tape.constant(inputs);
     let y = tape.constant(targets);
     let logits = model.forward(&mut tape, x)?;
-    let losses = tape.softmax_cross_entropy_counting(logits, y, correct)?;
+    let mut losses = cost.objective.record(&mut tape, logits, y, correct)?;
+    if cost.alpha != 0.0 {
+        let penalty = l2_penalty(&mut tape, model, cost.alpha, inputs.shape()[0])?;
+        losses = tape.add(losses, penalty)?;
+    }
     let cost = tape.mean(losses, None)?;
     let result = before_update(&StepValues {
         logits: tape.shared_value(logits)?,
@@ -82,6 +177,34 @@ pub(crate) fn step_counting<R>(
     let gradients = tape.backward(cost)?;
     optimizer.step(&model.parameters(), &gradients)?;
     Ok(result)
+}
+
+/// `0.5 · alpha · Σ‖W‖² / rows` over the model's weight matrices (its 2-d parameters: biases are not
+/// penalised), as a 0-d value on the tape.
+fn l2_penalty(tape: &mut Tape, model: &dyn Module, alpha: f32, rows: usize) -> Result<Var> {
+    let mut total: Option<Var> = None;
+    for parameter in model.parameters() {
+        if parameter.shape().len() != 2 {
+            continue;
+        }
+        // The same variable the forward pass recorded (the tape keeps one per parameter).
+        let weight = tape.param(&parameter);
+        let squared = tape.square(weight)?;
+        let sum = tape.sum(squared, None)?;
+        total = Some(match total {
+            Some(total) => tape.add(total, sum)?,
+            None => sum,
+        });
+    }
+    let scale = 0.5 * alpha / rows.max(1) as f32;
+    match total {
+        Some(total) => tape.mul_scalar(total, scale),
+        None => Err(Error::InvalidArgument {
+            what: "L2 penalty",
+            given: "a model without weight matrices".to_string(),
+            expected: "a model with at least one 2-d parameter to penalise".to_string(),
+        }),
+    }
 }
 
 /// Suspends a session and resumes it at once every `every` training steps: every byte of device memory is given

@@ -569,6 +569,7 @@ impl Plan {
             val_split,
             schedule,
             early_stopping,
+            ..FitConfig::default()
         };
         if let Some(stopping) = &config.early_stopping {
             let watches_validation = stopping.monitor != Monitor::TrainLoss;

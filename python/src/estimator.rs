@@ -1,6 +1,6 @@
-//! The library's classifier loop (`wgcompute::fit`) for Python's `MLPClassifier`: `fit_classifier` runs a whole
+//! The library's training loop (`wgcompute::fit`) for Python's `MLPClassifier` and `MLPRegressor`: `fit_mlp` runs a whole
 //! fit in one call with the GIL released and gives back host copies of everything the estimator keeps (weights,
-//! standardisation, history), so nothing it returns holds the session; `predict_classifier` rebuilds the model
+//! standardisation, history), so nothing it returns holds the session; `predict_mlp` rebuilds the model
 //! from those host copies in a session for one prediction and lets go of it before returning.
 
 use std::str::FromStr;
@@ -15,10 +15,11 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use wgcompute::data::Labels;
 use wgcompute::fit::{
-    predict_probabilities, ClassLabels, EarlyStopping, EpochRecord, FitConfig, Monitor, Samples,
-    Schedule, Standardizer, Trainer,
+    predict_outputs, ClassLabels, EarlyStopping, EpochRecord, FitConfig, Monitor, Samples,
+    Schedule, Standardizer, Start, StoppingRule, Trainer,
 };
-use wgcompute::{Linear, Mlp, OptimizerKind};
+use wgcompute::train::Objective;
+use wgcompute::{Activation, Linear, Mlp, OptimizerKind};
 
 use crate::errors::{named, OrRaise};
 use crate::session::Session;
@@ -83,27 +84,41 @@ pub fn class_labels<'py>(
     ))
 }
 
-/// Fits an MLP classifier on `inputs` [samples, features] and class ids `labels` (each below `classes`) with
-/// the library's loop, in `session`, and returns a dict of host values: `coefs` (a float32 [inputs, outputs]
-/// array per layer), `intercepts` (float32 [outputs] each), `mean` and `scale` (float32 [features], None
-/// without standardisation), `history` (a dict per epoch: epoch, lr, loss, accuracy, val_loss, val_accuracy,
-/// seconds, best), `best_epoch` (None without early stopping) and `stopped_early`.
+/// Starting weights of a fit: `coefs` ([inputs, outputs] each), `intercepts`, and the standardisation's `mean`
+/// and `scale` (both or neither).
+type StartArrays<'py> = (
+    Vec<PyReadonlyArray2<'py, f32>>,
+    Vec<PyReadonlyArray1<'py, f32>>,
+    Option<PyReadonlyArray1<'py, f32>>,
+    Option<PyReadonlyArray1<'py, f32>>,
+);
+
+/// Fits an MLP on `inputs` [samples, features] with the library's loop, in `session`, and returns a dict of host
+/// values: `coefs` (a float32 [inputs, outputs] array per layer), `intercepts` (float32 [outputs] each), `mean`
+/// and `scale` (float32 [features], None without standardisation), `history` (a dict per epoch: epoch, lr,
+/// loss, accuracy, val_loss, val_accuracy, seconds, best), `best_epoch` (None without early stopping) and
+/// `stopped_early`.
 ///
-/// `early_stopping` is `(monitor, patience, min_delta, restore_best)` with the monitor `val_loss`,
-/// `val_accuracy` or `loss`; `schedule` a spelling `wgcompute::fit::Schedule` reads (`constant`,
-/// `step:every=10,factor=0.5`, `cosine:min_lr=0`, `plateau:factor=0.1,patience=10,min_lr=0`).
+/// The targets are `labels` (class ids below `outputs`, for the objective `softmax_cross_entropy`) or `targets`
+/// [samples, outputs] (0/1 labels for `sigmoid_cross_entropy`, values for `squared_error`). `early_stopping` is
+/// `(monitor, patience, min_delta, restore_best)` with the monitor `val_loss`, `val_accuracy` (the score:
+/// accuracy, or R² for squared error) or `loss`, judged by scikit-learn's rule; `schedule` a spelling
+/// `wgcompute::fit::Schedule` reads (`constant`, `invscaling:power_t=0.5`, `adaptive`, ...); `start` the
+/// weights and standardisation a warm start goes on from.
 #[pyfunction]
 #[pyo3(signature = (
-    session, inputs, labels, classes, hidden, epochs, batch, optimizer, lr, seed, standardize, val_split,
-    schedule, early_stopping
+    session, inputs, labels, targets, outputs, hidden, epochs, batch, optimizer, lr, seed, standardize,
+    val_split, schedule, early_stopping, objective, activation, alpha, momentum, nesterov, beta_1, beta_2, epsilon,
+    start
 ))]
 #[allow(clippy::too_many_arguments)] // one keyword per setting of the fit, as the Python layer passes them
-pub fn fit_classifier<'py>(
+pub fn fit_mlp<'py>(
     py: Python<'py>,
     session: &Session,
     inputs: PyReadonlyArray2<'py, f32>,
-    labels: PyReadonlyArray1<'py, u32>,
-    classes: usize,
+    labels: Option<PyReadonlyArray1<'py, u32>>,
+    targets: Option<PyReadonlyArray2<'py, f32>>,
+    outputs: usize,
     hidden: Vec<usize>,
     epochs: usize,
     batch: usize,
@@ -114,18 +129,59 @@ pub fn fit_classifier<'py>(
     val_split: f64,
     schedule: &str,
     early_stopping: Option<(String, usize, f64, bool)>,
+    objective: &str,
+    activation: &str,
+    alpha: f32,
+    momentum: f32,
+    nesterov: bool,
+    beta_1: f32,
+    beta_2: f32,
+    epsilon: f32,
+    start: Option<StartArrays<'py>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let [samples, features] = inputs.shape() else {
         unreachable!("a 2-d array has two dimensions")
     };
     let (samples, features) = (*samples, *features);
-    if labels.len() != samples {
+    let objective = match objective {
+        "softmax_cross_entropy" => Objective::SoftmaxCrossEntropy,
+        "sigmoid_cross_entropy" => Objective::SigmoidCrossEntropy,
+        "squared_error" => Objective::SquaredError,
+        other => {
+            return Err(invalid(format!(
+                "objective {other:?}: expected softmax_cross_entropy, sigmoid_cross_entropy or squared_error"
+            )))
+        }
+    };
+    let given = match (&labels, &targets) {
+        (Some(labels), None) if objective == Objective::SoftmaxCrossEntropy => labels.len(),
+        (None, Some(targets)) if objective != Objective::SoftmaxCrossEntropy => {
+            if targets.shape()[1] != outputs {
+                return Err(named(
+                    "ShapeError",
+                    format!(
+                        "targets of {} columns for {outputs} outputs: give one column per output",
+                        targets.shape()[1]
+                    ),
+                ));
+            }
+            targets.shape()[0]
+        }
+        _ => {
+            return Err(invalid(format!(
+                "{objective} trains on {}: give those and not the other",
+                if objective == Objective::SoftmaxCrossEntropy {
+                    "class ids (labels)"
+                } else {
+                    "rows of targets"
+                }
+            )))
+        }
+    };
+    if given != samples {
         return Err(named(
             "ShapeError",
-            format!(
-                "{samples} samples of inputs but {} labels: give one label per row",
-                labels.len()
-            ),
+            format!("{samples} samples of inputs but {given} targets: give one per row"),
         ));
     }
     let early_stopping = early_stopping
@@ -150,12 +206,45 @@ pub fn fit_classifier<'py>(
         val_split,
         schedule: Schedule::from_str(schedule).or_raise()?,
         early_stopping,
+        activation: Activation::from_str(activation).or_raise()?,
+        objective,
+        alpha,
+        momentum,
+        nesterov,
+        beta_1,
+        beta_2,
+        epsilon,
+        stopping_rule: StoppingRule::ScikitLearn,
     };
     // Checked before any data is copied or any work is queued.
     config.check().or_raise()?;
+    let start = match start {
+        Some((coefs, intercepts, mean, scale)) => Some(Start {
+            weights: coefs
+                .iter()
+                .zip(&intercepts)
+                .map(|(weight, bias)| (host(weight), host(bias)))
+                .collect(),
+            standardizer: standardizer_of(mean, scale)?,
+        }),
+        None => None,
+    };
     let inputs = host(&inputs);
-    let labels = host(&labels);
-    wgcompute::data::check_class_ids("labels", &labels, classes).or_raise()?;
+    let labels = labels.map(|labels| host(&labels));
+    let targets = targets.map(|targets| host(&targets));
+    if let Some(labels) = &labels {
+        wgcompute::data::check_class_ids("labels", labels, outputs).or_raise()?;
+    }
+    if let Some((index, value)) = targets
+        .iter()
+        .flatten()
+        .enumerate()
+        .find(|(_, value)| !value.is_finite())
+    {
+        return Err(invalid(format!(
+            "targets: {value} at flat index {index}; expected finite targets"
+        )));
+    }
     // A signal (Ctrl-C) caught while the fit runs without the GIL: its exception, raised once the fit stops.
     let signalled: Mutex<Option<PyErr>> = Mutex::new(None);
     let fitted = session
@@ -163,9 +252,13 @@ pub fn fit_classifier<'py>(
             let train = Samples {
                 inputs: &inputs,
                 features,
-                labels: Labels::Classes(&labels),
+                labels: match (&labels, &targets) {
+                    (Some(labels), _) => Labels::Classes(labels),
+                    (None, Some(targets)) => Labels::Probabilities(targets),
+                    (None, None) => unreachable!("one of labels and targets was checked given"),
+                },
             };
-            let mut trainer = Trainer::new(session, config, classes, train, None)?;
+            let mut trainer = Trainer::new_from(session, config, outputs, train, None, start)?;
             let mut checked = Instant::now();
             while !trainer.is_done() {
                 trainer.epoch(|_| {
@@ -259,12 +352,30 @@ pub fn fit_classifier<'py>(
     Ok(result)
 }
 
-/// Class probabilities [samples, classes] (float32) of `inputs` [samples, features] by the MLP of host weights
-/// `coefs` ([inputs, outputs] each) and `intercepts` ([outputs] each), after `(x - mean) / scale` where `mean`
-/// and `scale` are given. The model lives in `session` for this call only.
+/// The standardisation of `mean` and `scale` where both are given, none where neither is.
+fn standardizer_of(
+    mean: Option<PyReadonlyArray1<'_, f32>>,
+    scale: Option<PyReadonlyArray1<'_, f32>>,
+) -> PyResult<Option<Standardizer>> {
+    match (mean, scale) {
+        (Some(mean), Some(scale)) => Ok(Some(
+            Standardizer::from_parts(host(&mean), host(&scale)).or_raise()?,
+        )),
+        (None, None) => Ok(None),
+        _ => Err(invalid(
+            "a standardization needs both its mean and its scale, or neither".to_string(),
+        )),
+    }
+}
+
+/// The outputs [samples, outputs] (float32, before any output activation) of `inputs` [samples, features] by
+/// the MLP of host weights `coefs` ([inputs, outputs] each) and `intercepts` ([outputs] each) with `activation`
+/// between its hidden layers, after `(x - mean) / scale` where `mean` and `scale` are given. The model lives in
+/// `session` for this call only.
 #[pyfunction]
-#[pyo3(signature = (session, coefs, intercepts, mean, scale, inputs))]
-pub fn predict_classifier<'py>(
+#[pyo3(signature = (session, coefs, intercepts, mean, scale, inputs, activation))]
+#[allow(clippy::too_many_arguments)] // the model's parts, its inputs and its activation
+pub fn predict_mlp<'py>(
     py: Python<'py>,
     session: &Session,
     coefs: Vec<PyReadonlyArray2<'py, f32>>,
@@ -272,7 +383,9 @@ pub fn predict_classifier<'py>(
     mean: Option<PyReadonlyArray1<'py, f32>>,
     scale: Option<PyReadonlyArray1<'py, f32>>,
     inputs: PyReadonlyArray2<'py, f32>,
+    activation: &str,
 ) -> PyResult<Bound<'py, PyArray2<f32>>> {
+    let activation = Activation::from_str(activation).or_raise()?;
     if coefs.is_empty() || coefs.len() != intercepts.len() {
         return Err(invalid(format!(
             "{} weight matrices and {} bias vectors: a model needs at least one layer, with one of each",
@@ -306,17 +419,7 @@ pub fn predict_classifier<'py>(
         });
     }
     let classes = width;
-    let standardizer = match (mean, scale) {
-        (Some(mean), Some(scale)) => {
-            Some(Standardizer::from_parts(host(&mean), host(&scale)).or_raise()?)
-        }
-        (None, None) => None,
-        _ => {
-            return Err(invalid(
-                "a standardization needs both its mean and its scale, or neither".to_string(),
-            ))
-        }
-    };
+    let standardizer = standardizer_of(mean, scale)?;
     let samples = inputs.shape()[0];
     let inputs = host(&inputs);
     let probabilities = session.with(py, move |session| {
@@ -330,7 +433,7 @@ pub fn predict_classifier<'py>(
             })
             .collect::<wgcompute::Result<Vec<_>>>()?;
         let model = Mlp { layers };
-        predict_probabilities(session, &model, standardizer.as_ref(), &inputs)
+        predict_outputs(session, &model, activation, standardizer.as_ref(), &inputs)
     })?;
     probabilities.into_pyarray(py).reshape([samples, classes])
 }

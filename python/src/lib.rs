@@ -52,8 +52,8 @@ fn _wgcompute(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(devices, module)?)?;
     module.add_function(wrap_pyfunction!(command::run_command, module)?)?;
     module.add_function(wrap_pyfunction!(errors::error_classes, module)?)?;
-    module.add_function(wrap_pyfunction!(estimator::fit_classifier, module)?)?;
-    module.add_function(wrap_pyfunction!(estimator::predict_classifier, module)?)?;
+    module.add_function(wrap_pyfunction!(estimator::fit_mlp, module)?)?;
+    module.add_function(wrap_pyfunction!(estimator::predict_mlp, module)?)?;
     module.add_function(wrap_pyfunction!(estimator::held_out_count, module)?)?;
     module.add_function(wrap_pyfunction!(estimator::class_labels, module)?)?;
     module.add_function(wrap_pyfunction!(tensor::op_tables, module)?)?;

@@ -202,6 +202,7 @@ __all__ = [
     "IndexOutOfRangeError",
     "InvalidArgumentError",
     "MLPClassifier",
+    "MLPRegressor",
     "MemoryStats",
     "NotSuspendedError",
     "OutOfMemoryError",
@@ -488,10 +489,10 @@ def __dir__() -> list[str]:
 
 
 def __getattr__(name: str) -> Any:
-    # MLPClassifier derives from scikit-learn's base classes where scikit-learn is installed, whose import takes
-    # about a second: it is imported when first asked for, not by `import wgcompute`.
-    if name == "MLPClassifier":
-        from ._estimator import MLPClassifier
+    # The estimators derive from scikit-learn's base classes where scikit-learn is installed, whose import takes
+    # about a second: they are imported when first asked for, not by `import wgcompute`.
+    if name in ("MLPClassifier", "MLPRegressor"):
+        from . import _estimator
 
-        return MLPClassifier
+        return getattr(_estimator, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -31,6 +31,7 @@ from ._session import Session, _session_argument
 try:
     from sklearn.base import BaseEstimator as _BaseEstimator
     from sklearn.base import ClassifierMixin as _ClassifierMixin
+    from sklearn.base import RegressorMixin as _RegressorMixin
     from sklearn.exceptions import DataConversionWarning, NotFittedError
 
     HAVE_SKLEARN = True
@@ -90,12 +91,27 @@ except ImportError:  # the package works without scikit-learn: these stand in fo
                 return float(right.mean())
             return float(np.average(right, weights=np.asarray(sample_weight, dtype=np.float64)))
 
+    class _RegressorMixin:
+        """``score``: R² of ``predict`` averaged over the outputs, as scikit-learn's ``RegressorMixin``."""
 
-__all__ = ["MLPClassifier", "NotFittedError"]
+        _estimator_type = "regressor"
+
+        def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
+            truth = np.asarray(y, dtype=np.float64)
+            predicted = np.asarray(self.predict(X), dtype=np.float64).reshape(truth.shape)
+            truth, predicted = truth.reshape(truth.shape[0], -1), predicted.reshape(truth.shape[0], -1)
+            weights = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+            residual = np.average((truth - predicted) ** 2, axis=0, weights=weights)
+            spread = np.average((truth - np.average(truth, axis=0, weights=weights)) ** 2, axis=0, weights=weights)
+            scores = np.where(spread > 0, 1 - residual / np.where(spread > 0, spread, 1), (residual == 0) * 1.0)
+            return float(scores.mean())
+
+
+__all__ = ["MLPClassifier", "MLPRegressor", "NotFittedError"]
 
 _SOLVERS = ("adam", "sgd", "adamw")
-# The momentum of the library's SGD (wgcompute::optim::SGD_MOMENTUM): heavy-ball momentum, not Nesterov's.
-_SGD_MOMENTUM = 0.9
+_ACTIVATIONS = ("identity", "logistic", "tanh", "relu")
+_LEARNING_RATES = ("constant", "invscaling", "adaptive")
 # scikit-learn's `batch_size="auto"`: min(200, n_samples).
 _AUTO_BATCH = 200
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -269,98 +285,64 @@ def _real(value: Any, name: str, low: float, *, strict: bool) -> float:
     return float(value)
 
 
-class MLPClassifier(_ClassifierMixin, _BaseEstimator):
-    """A multi-layer perceptron classifier (relu hidden layers, softmax output, cross-entropy loss) trained on
-    the GPU by the library's loop, with scikit-learn's ``MLPClassifier`` parameters and attributes.
-
-    Parameters (scikit-learn's names and meanings where it has them):
-
-    - ``hidden_layer_sizes``: the widths of the hidden layers (an int for one), each with relu.
-    - ``max_iter``: the most epochs (passes over the training samples).
-    - ``batch_size``: samples per minibatch; ``"auto"`` is ``min(200, n_samples)``. Larger than the training
-      samples, it is clipped to them with a warning, as scikit-learn does.
-    - ``learning_rate_init``: the learning rate (the one a ``learning_rate_schedule`` starts from).
-    - ``solver``: ``"adam"`` (β1 0.9, β2 0.999, ε 1e-8: scikit-learn's defaults), ``"sgd"`` (heavy-ball momentum
-      0.9) or ``"adamw"`` (Adam with decoupled weight decay 0.01). scikit-learn's ``"lbfgs"`` is not offered.
-    - ``momentum``: SGD's momentum; the library's SGD has momentum 0.9 only, so with ``solver="sgd"`` another
-      value is refused at ``fit``; other solvers do not use it (as in scikit-learn).
-    - ``early_stopping``: False: training stops once the training loss has not improved by ``tol`` for more than
-      ``n_iter_no_change`` epochs in a row. True: ``validation_fraction`` of the samples (drawn by the seed, not
-      stratified) are held out, training stops once their accuracy has not improved by ``tol`` for more than
-      ``n_iter_no_change`` epochs, and the weights of the best epoch are kept. ``n_iter_no_change=numpy.inf``
-      never stops early. As in Keras, an epoch counts as improving when it beats the last improving epoch by
-      ``tol`` (scikit-learn compares with the best so far; the two differ only when progress comes in steps
-      below ``tol``).
-    - ``random_state``: the seed of the weights, the validation split and every epoch's order: None draws one
-      from numpy's global generator, an int is the seed, a ``numpy.random.RandomState`` is drawn from. One seed
-      gives the same model, bit for bit, on the same adapter.
-    - ``verbose``: print scikit-learn's per-epoch lines (printed when the fit returns, since the fit runs in
-      one call).
-
-    Parameters of our own:
-
-    - ``standardize``: standardise every feature with the mean and standard deviation of the training rows
-      (fitted in the library, kept as ``input_mean_``/``input_scale_`` and applied by ``predict``). On by
-      default: unscaled features (the wine data's range from 0.1 to 1,680) starve a network trained with a
-      fixed learning rate, as scikit-learn's documentation warns.
-    - ``learning_rate_schedule``: ``"constant"``, ``"step:every=10,factor=0.5"``, ``"cosine:min_lr=0"`` or
-      ``"plateau:factor=0.1,patience=10,min_lr=0"`` (settings left out take those defaults).
-    - ``memory_limit``, ``adapter``: the :class:`wgcompute.Session` each ``fit`` and ``predict`` opens (and
-      closes before returning, so all its memory is back); a ``session=`` given to a method is used instead.
-
-    scikit-learn parameters this estimator does not have: ``activation`` (relu only), ``alpha`` (no L2
-    penalty), ``learning_rate``/``power_t`` (see ``learning_rate_schedule``), ``shuffle`` (always shuffled),
-    ``warm_start``, ``nesterovs_momentum``, ``beta_1``/``beta_2``/``epsilon`` (Adam's defaults), ``max_fun``.
-    Unlike scikit-learn's, a two-class model has two softmax outputs (``coefs_[-1]`` has 2 columns).
-
-    Attributes after ``fit``: ``classes_`` (the labels, as ``numpy.unique`` sorts them), ``n_features_in_``,
-    ``feature_names_in_`` (for a data frame of string column names), ``coefs_``/``intercepts_`` (float32 numpy
-    arrays, ``coefs_[i]`` of shape [inputs, outputs]), ``input_mean_``/``input_scale_`` (None without
-    standardisation), ``loss_curve_``, ``loss_``, ``best_loss_`` (None with early stopping),
-    ``validation_scores_`` and ``best_validation_score_`` (None without), ``best_epoch_`` (the epoch whose
-    weights are kept with early stopping, else None), ``n_iter_``, ``n_layers_``, ``n_outputs_``,
-    ``out_activation_`` and ``history_`` (a dict per epoch: epoch, lr, loss, accuracy, val_loss, val_accuracy,
-    seconds, best).
-
-    Example::
-
-        from wgcompute import MLPClassifier
-        model = MLPClassifier(hidden_layer_sizes=(64,), max_iter=100, random_state=0).fit(X_train, y_train)
-        model.predict(X_test), model.predict_proba(X_test), model.score(X_test, y_test)
-    """
+class _BaseMLP(_BaseEstimator):
+    """What scikit-learn's MLPClassifier and MLPRegressor share: every parameter of theirs, the checks, the fit
+    (the library's loop, in one call with the GIL released) and the attributes it leaves."""
 
     def __init__(
         self,
         hidden_layer_sizes: int | Iterable[int] = (100,),
+        activation: str = "relu",
         *,
         solver: str = "adam",
+        alpha: float = 0.0001,
         batch_size: int | str = "auto",
+        learning_rate: str = "constant",
         learning_rate_init: float = 0.001,
+        power_t: float = 0.5,
         max_iter: int = 200,
+        shuffle: bool = True,
         random_state: int | np.random.RandomState | None = None,
         tol: float = 1e-4,
         verbose: bool = False,
+        warm_start: bool = False,
         momentum: float = 0.9,
+        nesterovs_momentum: bool = True,
         early_stopping: bool = False,
         validation_fraction: float = 0.1,
+        beta_1: float = 0.9,
+        beta_2: float = 0.999,
+        epsilon: float = 1e-8,
         n_iter_no_change: int | float = 10,
+        max_fun: int = 15000,
         standardize: bool = True,
         learning_rate_schedule: str = "constant",
         memory_limit: str | float | int | None = None,
         adapter: int | str | None = None,
     ) -> None:
         self.hidden_layer_sizes = hidden_layer_sizes
+        self.activation = activation
         self.solver = solver
+        self.alpha = alpha
         self.batch_size = batch_size
+        self.learning_rate = learning_rate
         self.learning_rate_init = learning_rate_init
+        self.power_t = power_t
         self.max_iter = max_iter
+        self.shuffle = shuffle
         self.random_state = random_state
         self.tol = tol
         self.verbose = verbose
+        self.warm_start = warm_start
         self.momentum = momentum
+        self.nesterovs_momentum = nesterovs_momentum
         self.early_stopping = early_stopping
         self.validation_fraction = validation_fraction
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
+        self.epsilon = epsilon
         self.n_iter_no_change = n_iter_no_change
+        self.max_fun = max_fun
         self.standardize = standardize
         self.learning_rate_schedule = learning_rate_schedule
         self.memory_limit = memory_limit
@@ -380,7 +362,7 @@ class MLPClassifier(_ClassifierMixin, _BaseEstimator):
             ) from None
         return [_integer(width, "each of hidden_layer_sizes", 1) for width in widths]
 
-    def _stopping(self) -> tuple[str, int, float, bool] | None:
+    def _stopping(self, epochs: int) -> tuple[str, int, float, bool] | None:
         """The library's early stopping for scikit-learn's rules: its count of epochs without improvement stops
         the fit once above ``n_iter_no_change``, so the library's patience is one more."""
         tol = _real(self.tol, "tol", 0.0, strict=False)
@@ -389,12 +371,35 @@ class MLPClassifier(_ClassifierMixin, _BaseEstimator):
             if not self.early_stopping:
                 return None
             # Never stops, but the best epoch's weights are still kept.
-            return ("val_accuracy", _integer(self.max_iter, "max_iter", 1) + 1, tol, True)
+            return ("val_accuracy", epochs + 1, tol, True)
         # One more than scikit-learn's count, kept within the library's 64 bits (2**64 - 1 epochs never end).
         patience = min(_integer(patience, "n_iter_no_change", 1) + 1, 2**64 - 1)
         if self.early_stopping:
             return ("val_accuracy", patience, tol, True)
         return ("loss", patience, tol, False)
+
+    def _schedule(self) -> str:
+        """The library's schedule: scikit-learn's ``learning_rate`` (used by SGD only, as there) or ours."""
+        if not isinstance(self.learning_rate, str) or self.learning_rate not in _LEARNING_RATES:
+            raise InvalidArgumentError(
+                f"learning_rate must be one of {', '.join(map(repr, _LEARNING_RATES))}; got {self.learning_rate!r}"
+            )
+        if not isinstance(self.learning_rate_schedule, str):
+            raise InvalidArgumentError(
+                f"learning_rate_schedule must be a string such as 'constant' or 'cosine'; got "
+                f"{self.learning_rate_schedule!r}"
+            )
+        power_t = _real(self.power_t, "power_t", 0.0, strict=False)
+        if self.solver != "sgd" or self.learning_rate == "constant":
+            return self.learning_rate_schedule
+        if self.learning_rate_schedule != "constant":
+            raise InvalidArgumentError(
+                f"learning_rate={self.learning_rate!r} and learning_rate_schedule={self.learning_rate_schedule!r}: "
+                "give one schedule or the other"
+            )
+        if self.learning_rate == "invscaling":
+            return f"invscaling:power_t={power_t!r}"
+        return "adaptive"
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "coefs_"):
@@ -432,105 +437,179 @@ class MLPClassifier(_ClassifierMixin, _BaseEstimator):
             )
         return inputs
 
-    # --- fit ---
-
-    def fit(self, X: Any, y: Any, *, session: Session | None = None) -> MLPClassifier:
-        """Trains a new model on ``X`` [n_samples, n_features] and labels ``y`` [n_samples] (any labels
-        ``numpy.unique`` sorts: ints, strings, ...), in ``session`` or in a session of ``memory_limit`` and
-        ``adapter`` opened and closed for the call. Everything is checked before any work; a refused fit
-        leaves the estimator as it was."""
+    def _settings(self) -> dict[str, Any]:
+        """Every setting checked, before any data is read: what ``_run`` passes to the library."""
         hidden = self._hidden()
         # The flags first: each is read as a truth below, which an array would make ambiguous.
-        for flag in ("early_stopping", "standardize"):
+        for flag in ("early_stopping", "standardize", "shuffle", "warm_start", "nesterovs_momentum"):
             if not isinstance(getattr(self, flag), (bool, np.bool_)):
                 raise InvalidArgumentError(f"{flag} must be True or False; got {getattr(self, flag)!r}")
+        if not self.shuffle:
+            raise InvalidArgumentError(
+                "shuffle=False: the library's loop draws every epoch's order from the seed; use shuffle=True "
+                "(scikit-learn's default)"
+            )
         verbose = self.verbose
         if not isinstance(verbose, (bool, np.bool_)) and not (isinstance(verbose, numbers.Integral) and verbose >= 0):
             raise InvalidArgumentError(f"verbose must be True, False or a level of at least 0; got {verbose!r}")
+        if self.solver == "lbfgs":
+            raise InvalidArgumentError(
+                "solver='lbfgs' is not offered: the library trains by minibatches on the GPU; use solver='adam' "
+                "(the default) or 'sgd'"
+            )
         if not isinstance(self.solver, str) or self.solver not in _SOLVERS:
             raise InvalidArgumentError(f"solver must be one of {', '.join(map(repr, _SOLVERS))}; got {self.solver!r}")
+        if not isinstance(self.activation, str) or self.activation not in _ACTIVATIONS:
+            raise InvalidArgumentError(
+                f"activation must be one of {', '.join(map(repr, _ACTIVATIONS))}; got {self.activation!r}"
+            )
         momentum = _real(self.momentum, "momentum", 0.0, strict=False)
         if momentum > 1:
             raise InvalidArgumentError(f"momentum must be from 0 to 1; got {momentum!r}")
-        if self.solver == "sgd" and momentum != _SGD_MOMENTUM:
-            raise InvalidArgumentError(
-                f"momentum={momentum!r} with solver='sgd': the library's SGD has momentum {_SGD_MOMENTUM} only; "
-                f"use momentum={_SGD_MOMENTUM} or another solver"
-            )
+        betas = []
+        for name in ("beta_1", "beta_2"):
+            beta = _real(getattr(self, name), name, 0.0, strict=False)
+            if beta >= 1:
+                raise InvalidArgumentError(f"{name} must be at least 0 and below 1; got {beta!r}")
+            betas.append(beta)
+        epsilon = _real(self.epsilon, "epsilon", 0.0, strict=True)
+        alpha = _real(self.alpha, "alpha", 0.0, strict=False)
+        _integer(self.max_fun, "max_fun", 1)
         lr = _real(self.learning_rate_init, "learning_rate_init", 0.0, strict=True)
         epochs = _integer(self.max_iter, "max_iter", 1)
-        stopping = self._stopping()
+        stopping = self._stopping(epochs)
         if self.early_stopping:
             fraction = _real(self.validation_fraction, "validation_fraction", 0.0, strict=True)
             if fraction >= 1:
                 raise InvalidArgumentError(f"validation_fraction must be above 0 and below 1; got {fraction!r}")
         else:
             fraction = 0.0
-        if not isinstance(self.learning_rate_schedule, str):
-            raise InvalidArgumentError(
-                f"learning_rate_schedule must be a string such as 'constant' or 'cosine'; got "
-                f"{self.learning_rate_schedule!r}"
-            )
         batch = self.batch_size
         if not (isinstance(batch, str) and batch == "auto"):
             batch = _integer(batch, "batch_size (or 'auto')", 1)
+        return dict(
+            hidden=hidden,
+            epochs=epochs,
+            batch=batch,
+            lr=lr,
+            fraction=fraction,
+            schedule=self._schedule(),
+            stopping=stopping,
+            alpha=alpha,
+            momentum=momentum,
+            betas=betas,
+            epsilon=epsilon,
+        )
 
+    # --- fit ---
+
+    def _targets(self, y: Any, samples: int, incremental: bool, classes: Any) -> tuple[Any, Any, int, str, str]:
+        """(labels or None, targets or None, outputs, the objective, the output activation), and sets the
+        estimator's target attributes on ``self`` only through the returned values."""
+        raise NotImplementedError
+
+    def _fit(self, X: Any, y: Any, session: Session | None, incremental: bool, classes: Any = None) -> Any:
+        settings = self._settings()
         names = _feature_names(X)
         inputs = _inputs(X, "X")
-        classes, ids = _labels(y, inputs.shape[0])
         samples = inputs.shape[0]
+        # Goes on from the fitted model: partial_fit always, fit with warm_start (as scikit-learn's).
+        going_on = hasattr(self, "coefs_") and (incremental or self.warm_start)
+        if going_on and inputs.shape[1] != self.n_features_in_:
+            raise ShapeError(
+                f"X has {inputs.shape[1]} features, but {type(self).__name__} is expecting {self.n_features_in_} "
+                "features as input."
+            )
+        labels, targets, outputs, objective, out_activation, target_state = self._targets(y, samples, going_on, classes)
+        fraction = 0.0 if incremental else settings["fraction"]
+        stopping = None if incremental else settings["stopping"]
+        epochs = 1 if incremental else settings["epochs"]
         # What the library keeps for training; a split that leaves either side empty is refused there.
         training = samples - _wgcompute.held_out_count(samples, fraction)
+        batch = settings["batch"]
         if batch == "auto":
             batch = min(_AUTO_BATCH, training)
         elif batch > training:
             warnings.warn(
                 f"Got `batch_size` {batch}, larger than the {training} training samples: it is going to be clipped",
                 UserWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
             batch = max(training, 1)
         seed = _seed(self.random_state)
-
+        start = None
+        if going_on:
+            if [int(weight.shape[1]) for weight in self.coefs_[:-1]] != settings["hidden"] or int(
+                self.coefs_[-1].shape[1]
+            ) != outputs:
+                raise ShapeError(
+                    f"the fitted model has layers {[weight.shape for weight in self.coefs_]}; warm_start and "
+                    "partial_fit go on from it with the same hidden_layer_sizes and outputs"
+                )
+            if (self.input_mean_ is not None) != bool(self.standardize):
+                raise InvalidArgumentError(
+                    "standardize changed since the model was fitted: warm_start and partial_fit go on from it "
+                    "with the same standardisation"
+                )
+            start = (
+                [np.ascontiguousarray(weight, dtype=np.float32) for weight in self.coefs_],
+                [np.ascontiguousarray(bias, dtype=np.float32) for bias in self.intercepts_],
+                self.input_mean_,
+                self.input_scale_,
+            )
         arguments = (
             inputs,
-            ids,
-            len(classes),
-            hidden,
+            labels,
+            targets,
+            outputs,
+            settings["hidden"],
             epochs,
             batch,
             self.solver,
-            lr,
+            settings["lr"],
             seed,
             bool(self.standardize),
             fraction,
-            self.learning_rate_schedule,
+            settings["schedule"],
             stopping,
+            objective,
+            self.activation,
+            settings["alpha"],
+            settings["momentum"],
+            bool(self.nesterovs_momentum),
+            settings["betas"][0],
+            settings["betas"][1],
+            settings["epsilon"],
+            start,
         )
         if session is not None:
-            fitted = _wgcompute.fit_classifier(_session_argument(session)._s, *arguments)
+            fitted = _wgcompute.fit_mlp(_session_argument(session)._s, *arguments)
         else:
             with Session(memory_limit=self.memory_limit, adapter=self.adapter) as own:
-                fitted = _wgcompute.fit_classifier(own._s, *arguments)
+                fitted = _wgcompute.fit_mlp(own._s, *arguments)
 
         # Only now, with the fit done, does the estimator change.
-        for stale in ("feature_names_in_",):
-            if hasattr(self, stale):
-                delattr(self, stale)
-        if names is not None:
-            self.feature_names_in_ = names
+        if not going_on:
+            for stale in ("feature_names_in_",):
+                if hasattr(self, stale):
+                    delattr(self, stale)
+            if names is not None:
+                self.feature_names_in_ = names
+        for name, value in target_state.items():
+            setattr(self, name, value)
         history = fitted["history"]
-        self.classes_ = classes
+        earlier = list(self.history_) if going_on else []
         self.n_features_in_ = inputs.shape[1]
         self.coefs_ = list(fitted["coefs"])
         self.intercepts_ = list(fitted["intercepts"])
         self.input_mean_ = fitted["mean"]
         self.input_scale_ = fitted["scale"]
-        self.history_ = history
-        self.n_iter_ = len(history)
-        self.loss_curve_ = [epoch["loss"] for epoch in history]
+        self.history_ = earlier + history
+        self.n_iter_ = len(self.history_)
+        self.t_ = (getattr(self, "t_", 0) if going_on else 0) + len(history) * training
+        self.loss_curve_ = [epoch["loss"] for epoch in self.history_]
         self.loss_ = self.loss_curve_[-1]
-        if self.early_stopping:
+        if self.early_stopping and not incremental:
             self.validation_scores_ = [epoch["val_accuracy"] for epoch in history]
             self.best_validation_score_ = max(self.validation_scores_)
             self.best_loss_ = None
@@ -541,14 +620,14 @@ class MLPClassifier(_ClassifierMixin, _BaseEstimator):
             self.best_loss_ = min(self.loss_curve_)
             self.best_epoch_ = None
         self.n_layers_ = len(self.coefs_) + 1
-        self.n_outputs_ = len(classes)
-        self.out_activation_ = "softmax"
+        self.n_outputs_ = outputs
+        self.out_activation_ = out_activation
         if self.verbose:
-            self._print_history(fitted["stopped_early"])
+            self._print_history(history, fitted["stopped_early"])
         return self
 
-    def _print_history(self, stopped_early: bool) -> None:
-        for epoch in self.history_:
+    def _print_history(self, history: list[Any], stopped_early: bool) -> None:
+        for epoch in history:
             print(f"Iteration {epoch['epoch']}, loss = {epoch['loss']:.8f}")
             if epoch["val_accuracy"] is not None:
                 print(f"Validation score: {epoch['val_accuracy']:f}")
@@ -561,29 +640,226 @@ class MLPClassifier(_ClassifierMixin, _BaseEstimator):
 
     # --- predict ---
 
-    def predict_proba(self, X: Any, *, session: Session | None = None) -> np.ndarray:
-        """Class probabilities [n_samples, n_classes] (float64, columns in the order of ``classes_``), computed in
-        float32 in ``session`` or in a session opened and closed for the call."""
+    def _outputs(self, X: Any, session: Session | None) -> np.ndarray:
+        """The model's outputs before the output activation, float64 [n_samples, n_outputs]."""
         self._check_fitted()
         inputs = self._check_inputs(X)
         coefs = [np.ascontiguousarray(weight, dtype=np.float32) for weight in self.coefs_]
         intercepts = [np.ascontiguousarray(bias, dtype=np.float32) for bias in self.intercepts_]
         mean = None if self.input_mean_ is None else np.ascontiguousarray(self.input_mean_, dtype=np.float32)
         scale = None if self.input_scale_ is None else np.ascontiguousarray(self.input_scale_, dtype=np.float32)
-        arguments = (coefs, intercepts, mean, scale, inputs)
+        arguments = (coefs, intercepts, mean, scale, inputs, self.activation)
         if session is not None:
-            probabilities = _wgcompute.predict_classifier(_session_argument(session)._s, *arguments)
+            outputs = _wgcompute.predict_mlp(_session_argument(session)._s, *arguments)
         else:
             with Session(memory_limit=self.memory_limit, adapter=self.adapter) as own:
-                probabilities = _wgcompute.predict_classifier(own._s, *arguments)
-        return probabilities.astype(np.float64)
+                outputs = _wgcompute.predict_mlp(own._s, *arguments)
+        return outputs.astype(np.float64)
+
+
+def _logistic(outputs: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        return 1.0 / (1.0 + np.exp(-outputs))
+
+
+def _softmax(outputs: np.ndarray) -> np.ndarray:
+    shifted = np.exp(outputs - outputs.max(axis=1, keepdims=True))
+    return shifted / shifted.sum(axis=1, keepdims=True)
+
+
+def _is_indicator(labels: np.ndarray) -> bool:
+    """Whether a 2-d y is scikit-learn's multi-label indicator matrix: 0s and 1s, more than one column."""
+    return labels.ndim == 2 and labels.shape[1] > 1 and labels.dtype.kind in "iub" and np.isin(labels, (0, 1)).all()
+
+
+class MLPClassifier(_ClassifierMixin, _BaseMLP):
+    """A multi-layer perceptron classifier trained on the GPU by the library's loop, with scikit-learn's
+    ``MLPClassifier`` parameters, semantics and attributes.
+
+    scikit-learn's parameters, with its names, defaults and meanings: ``hidden_layer_sizes``, ``activation``
+    (``identity``, ``logistic``, ``tanh``, ``relu``), ``solver`` (``adam``, ``sgd``; also ``adamw``; ``lbfgs``
+    is refused naming the alternatives), ``alpha`` (L2 on the weights, ``0.5·alpha·Σ‖W‖²/batch`` as
+    scikit-learn scales it), ``batch_size`` (``"auto"`` is ``min(200, n)``), ``learning_rate`` (``constant``,
+    ``invscaling``, ``adaptive``: SGD only, as there), ``learning_rate_init``, ``power_t``, ``max_iter``,
+    ``random_state``, ``tol``, ``verbose`` (printed when the fit returns), ``warm_start``, ``momentum``,
+    ``nesterovs_momentum``, ``early_stopping``, ``validation_fraction``, ``beta_1``, ``beta_2``, ``epsilon``,
+    ``n_iter_no_change`` and ``max_fun`` (accepted for the signature; it bounds lbfgs only). ``shuffle`` must be
+    True: every epoch's order is drawn from the seed. The early-stopping split is drawn by the seed, not
+    stratified.
+
+    Two classes are one logistic output (``out_activation_`` ``"logistic"``), as in scikit-learn; more are a
+    softmax; a 2-d 0/1 ``y`` is multi-label (logistic outputs, ``predict`` gives 0/1 rows).
+
+    Parameters of our own: ``standardize`` (on by default: every feature standardised with the training rows'
+    mean and deviation, kept as ``input_mean_``/``input_scale_``), ``learning_rate_schedule`` (``"constant"``,
+    ``"step:every=10,factor=0.5"``, ``"cosine:min_lr=0"``, ``"plateau:factor=0.1,patience=10,min_lr=0"``),
+    ``memory_limit`` and ``adapter`` (the :class:`wgcompute.Session` each ``fit`` and ``predict`` opens and
+    closes before returning, so all its memory is back; a ``session=`` given to a method is used instead).
+
+    ``partial_fit`` trains one epoch from where the model stands (its optimizer state starts afresh each
+    call: the moments live in the call's session, which gives its memory back).
+
+    Attributes after ``fit``: ``classes_``, ``n_features_in_``, ``feature_names_in_``, ``coefs_``,
+    ``intercepts_`` (float32 numpy arrays), ``input_mean_``/``input_scale_``, ``loss_curve_``, ``loss_``,
+    ``best_loss_``, ``validation_scores_``, ``best_validation_score_``, ``best_epoch_``, ``n_iter_``, ``t_``,
+    ``n_layers_``, ``n_outputs_``, ``out_activation_`` and ``history_`` (a dict per epoch).
+
+    Example::
+
+        from wgcompute import MLPClassifier
+        model = MLPClassifier(hidden_layer_sizes=(64,), max_iter=100, random_state=0).fit(X_train, y_train)
+        model.predict(X_test), model.predict_proba(X_test), model.score(X_test, y_test)
+    """
+
+    def _targets(self, y: Any, samples: int, going_on: bool, classes: Any) -> tuple[Any, ...]:
+        if y is not None and not _is_sparse(y):
+            array = np.asarray(y) if not isinstance(y, np.ndarray) else y
+            if _is_indicator(array):
+                if array.shape[0] != samples:
+                    raise ShapeError(f"X has {samples} samples but y has {array.shape[0]} rows")
+                found = np.arange(array.shape[1])
+                if going_on and not np.array_equal(found, self.classes_):
+                    raise InvalidArgumentError("y has other labels than the fitted model's classes_")
+                targets = np.ascontiguousarray(array, dtype=np.float32)
+                return (
+                    None,
+                    targets,
+                    array.shape[1],
+                    "sigmoid_cross_entropy",
+                    "logistic",
+                    {
+                        "classes_": found,
+                        "_label_binarizer_multilabel": True,
+                    },
+                )
+        if classes is not None and not going_on:
+            known, _ = _labels(np.asarray(classes), len(np.asarray(classes)))
+        else:
+            known = self.classes_ if going_on else None
+        found, ids = _labels(y, samples)
+        if known is not None:
+            unseen = np.setdiff1d(found, known)
+            if unseen.size:
+                raise InvalidArgumentError(f"y has labels {list(unseen)} not in classes {list(known)}")
+            ids = np.ascontiguousarray(np.searchsorted(known, found)[ids], dtype=np.uint32)
+            found = known
+        state = {"classes_": found, "_label_binarizer_multilabel": False}
+        if len(found) == 2:
+            targets = np.ascontiguousarray(ids.reshape(-1, 1), dtype=np.float32)
+            return None, targets, 1, "sigmoid_cross_entropy", "logistic", state
+        return ids, None, len(found), "softmax_cross_entropy", "softmax", state
+
+    def fit(self, X: Any, y: Any, *, session: Session | None = None) -> MLPClassifier:
+        """Trains on ``X`` [n_samples, n_features] and labels ``y`` (any labels ``numpy.unique`` sorts, or a 2-d
+        0/1 multi-label indicator), in ``session`` or in a session of ``memory_limit`` and ``adapter`` opened
+        and closed for the call. Everything is checked before any work; a refused fit leaves the estimator as
+        it was. With ``warm_start`` a fitted model goes on from its weights."""
+        return self._fit(X, y, session, incremental=False)
+
+    def partial_fit(self, X: Any, y: Any, classes: Any = None, *, session: Session | None = None) -> MLPClassifier:
+        """One epoch on ``X`` and ``y`` from where the model stands; the first call needs ``classes`` (every
+        label ``y`` will hold), as scikit-learn's does."""
+        if not hasattr(self, "coefs_") and classes is None and not _is_indicator(np.asarray(y)):
+            raise InvalidArgumentError("classes must be passed on the first call to partial_fit.")
+        return self._fit(X, y, session, incremental=True, classes=classes)
+
+    def predict_proba(self, X: Any, *, session: Session | None = None) -> np.ndarray:
+        """Class probabilities [n_samples, n_classes] (float64, columns in the order of ``classes_``), from
+        float32 outputs computed in ``session`` or in a session opened and closed for the call."""
+        outputs = self._outputs(X, session)
+        if self.out_activation_ == "softmax":
+            return _softmax(outputs)
+        probabilities = _logistic(outputs)
+        if self._label_binarizer_multilabel:
+            return probabilities
+        return np.hstack([1.0 - probabilities, probabilities])
 
     def predict_log_proba(self, X: Any, *, session: Session | None = None) -> np.ndarray:
-        """The logarithms of :meth:`predict_proba` (``-inf`` where a probability is 0 in float32)."""
+        """The logarithms of :meth:`predict_proba` (``-inf`` where a probability is 0)."""
         with np.errstate(divide="ignore"):
             return np.log(self.predict_proba(X, session=session))
 
     def predict(self, X: Any, *, session: Session | None = None) -> np.ndarray:
-        """The most probable label of each row of ``X`` (the first of ``classes_`` on ties)."""
-        self._check_fitted()
-        return self.classes_[np.argmax(self.predict_proba(X, session=session), axis=1)]
+        """The most probable label of each row of ``X`` (the first of ``classes_`` on ties); 0/1 rows for a
+        multi-label model."""
+        probabilities = self.predict_proba(X, session=session)
+        if self._label_binarizer_multilabel:
+            return (probabilities > 0.5).astype(np.int64)
+        return self.classes_[np.argmax(probabilities, axis=1)]
+
+
+def _regression_targets(data: Any, samples: int) -> np.ndarray:
+    """``y`` as float32 [samples, outputs] of finite values."""
+    if data is None:
+        raise InvalidArgumentError("MLPRegressor requires y to be passed, but the target y is None")
+    if _is_sparse(data):
+        raise DTypeError("y is a sparse matrix; sparse input is not supported: pass a dense array")
+    try:
+        array = np.asarray(data)
+    except ValueError as error:
+        raise ShapeError(f"y is not a rectangular array of numbers: {error}") from None
+    if array.dtype.kind == "c":
+        raise InvalidArgumentError(f"Complex data not supported: y is {array.dtype}")
+    if array.dtype.kind not in "fiub":
+        try:
+            array = array.astype(np.float64)
+        except (TypeError, ValueError) as error:
+            raise DTypeError(f"y holds values that are not numbers: {error}") from None
+    if array.ndim == 1:
+        array = array.reshape(-1, 1)
+    if array.ndim != 2 or array.shape[1] == 0:
+        raise ShapeError(f"y should be a 1d array or a 2d array of outputs, got shape {array.shape}")
+    if array.shape[0] != samples:
+        raise ShapeError(f"X has {samples} samples but y has {array.shape[0]}: give one target per row of X")
+    with np.errstate(over="ignore", invalid="ignore"):
+        converted = array.astype(np.float32)
+    if not np.isfinite(converted).all():
+        raise InvalidArgumentError("Input y contains NaN or infinity (or values beyond float32's range)")
+    return np.ascontiguousarray(converted)
+
+
+class MLPRegressor(_RegressorMixin, _BaseMLP):
+    """A multi-layer perceptron regressor trained on the GPU by the library's loop, with scikit-learn's
+    ``MLPRegressor`` parameters, semantics and attributes: identity outputs, the squared loss as scikit-learn's
+    (``0.5·mean((y − ŷ)²)`` plus the L2 term), one output per column of a 2-d ``y``; ``score`` is R², and
+    ``early_stopping`` watches the validation R². The parameters are :class:`MLPClassifier`'s (the
+    standardisation applies to ``X`` only, not to ``y``).
+
+    Example::
+
+        from wgcompute import MLPRegressor
+        model = MLPRegressor(hidden_layer_sizes=(64,), max_iter=200, random_state=0).fit(X_train, y_train)
+        model.predict(X_test), model.score(X_test, y_test)
+    """
+
+    def _targets(self, y: Any, samples: int, going_on: bool, classes: Any) -> tuple[Any, ...]:
+        if y is not None and not _is_sparse(y):
+            y = np.asarray(y)
+            if y.ndim == 2 and y.shape[1] == 1:
+                warnings.warn(
+                    "A column-vector y was passed when a 1d array was expected. Please change the shape of y to "
+                    "(n_samples,), for example using ravel().",
+                    DataConversionWarning,
+                    stacklevel=4,
+                )
+                y = y.ravel()
+        targets = _regression_targets(y, samples)
+        one_dimensional = y is not None and np.asarray(y).ndim == 1
+        return None, targets, targets.shape[1], "squared_error", "identity", {"_y_1d": one_dimensional}
+
+    def fit(self, X: Any, y: Any, *, session: Session | None = None) -> MLPRegressor:
+        """Trains on ``X`` [n_samples, n_features] and targets ``y`` ([n_samples] or [n_samples, n_outputs]), in
+        ``session`` or in a session opened and closed for the call. With ``warm_start`` a fitted model goes on
+        from its weights."""
+        return self._fit(X, y, session, incremental=False)
+
+    def partial_fit(self, X: Any, y: Any, *, session: Session | None = None) -> MLPRegressor:
+        """One epoch on ``X`` and ``y`` from where the model stands."""
+        return self._fit(X, y, session, incremental=True)
+
+    def predict(self, X: Any, *, session: Session | None = None) -> np.ndarray:
+        """The predicted targets: [n_samples] for a model fitted on a 1-d ``y``, else [n_samples, n_outputs]."""
+        outputs = self._outputs(X, session)
+        if outputs.shape[1] == 1:
+            return outputs.ravel()
+        return outputs

@@ -350,8 +350,9 @@ def load(
 ) -> tuple[Literal["mlp", "tensors"], list[tuple[str, Tensor]], list[int] | None, dict[str, str], bool]:
     """(kind, named tensors, the MLP's widths, metadata, whether the optimizer's state was restored)."""
 
-# python/src/estimator.rs: the library's classifier loop (wgcompute::fit) for wgcompute.MLPClassifier.
-__all__ += ["fit_classifier", "predict_classifier", "held_out_count", "class_labels"]
+# python/src/estimator.rs: the library's training loop (wgcompute::fit) for wgcompute.MLPClassifier and
+# wgcompute.MLPRegressor.
+__all__ += ["fit_mlp", "predict_mlp", "held_out_count", "class_labels"]
 
 class _EpochRecord(TypedDict):
     epoch: int
@@ -363,7 +364,7 @@ class _EpochRecord(TypedDict):
     seconds: float
     best: bool
 
-class _FittedClassifier(TypedDict):
+class _FittedMlp(TypedDict):
     coefs: list[NDArray[np.float32]]
     intercepts: list[NDArray[np.float32]]
     mean: NDArray[np.float32] | None
@@ -372,11 +373,12 @@ class _FittedClassifier(TypedDict):
     best_epoch: int | None
     stopped_early: bool
 
-def fit_classifier(
+def fit_mlp(
     session: Session,
     inputs: NDArray[np.float32],
-    labels: NDArray[np.uint32],
-    classes: int,
+    labels: NDArray[np.uint32] | None,
+    targets: NDArray[np.float32] | None,
+    outputs: int,
     hidden: Sequence[int],
     epochs: int,
     batch: int,
@@ -387,20 +389,38 @@ def fit_classifier(
     val_split: float,
     schedule: str,
     early_stopping: tuple[Literal["val_loss", "val_accuracy", "loss"], int, float, bool] | None,
-) -> _FittedClassifier:
+    objective: Literal["softmax_cross_entropy", "sigmoid_cross_entropy", "squared_error"],
+    activation: Literal["identity", "logistic", "tanh", "relu"],
+    alpha: float,
+    momentum: float,
+    nesterov: bool,
+    beta_1: float,
+    beta_2: float,
+    epsilon: float,
+    start: tuple[
+        Sequence[NDArray[np.float32]],
+        Sequence[NDArray[np.float32]],
+        NDArray[np.float32] | None,
+        NDArray[np.float32] | None,
+    ]
+    | None,
+) -> _FittedMlp:
     """A whole fit of the library's loop with the GIL released; everything returned is on the host.
-    ``early_stopping`` is (monitor, patience, min_delta, restore_best)."""
+    ``early_stopping`` is (monitor, patience, min_delta, restore_best); ``start`` the weights and
+    standardisation a warm start goes on from."""
 
 def held_out_count(samples: int, fraction: float) -> int: ...
 def class_labels(labels: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.uint32]]:
     """The sorted distinct labels and each label's class id, as the library's ClassLabels maps them."""
 
-def predict_classifier(
+def predict_mlp(
     session: Session,
     coefs: Sequence[NDArray[np.float32]],
     intercepts: Sequence[NDArray[np.float32]],
     mean: NDArray[np.float32] | None,
     scale: NDArray[np.float32] | None,
     inputs: NDArray[np.float32],
+    activation: Literal["identity", "logistic", "tanh", "relu"],
 ) -> NDArray[np.float32]:
-    """Class probabilities [samples, classes] of the MLP of these host weights, in ``session`` for this call."""
+    """The outputs [samples, outputs] (before any output activation) of the MLP of these host weights, with
+    ``activation`` between its hidden layers, in ``session`` for this call."""

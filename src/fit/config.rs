@@ -6,8 +6,10 @@ use std::str::FromStr;
 
 use crate::data::{check_batch_size, check_split_fraction, Labels};
 use crate::error::{Error, Result};
-use crate::nn::Mlp;
-use crate::optim::OptimizerKind;
+use crate::nn::{Activation, Mlp};
+use crate::ops::optim::AdamConfig;
+use crate::optim::{Adam, Optimizer, OptimizerKind, Sgd, SGD_MOMENTUM};
+use crate::train::{Objective, StepCost};
 
 use super::early_stopping::EarlyStopping;
 use super::schedule::Schedule;
@@ -37,6 +39,37 @@ pub struct FitConfig {
     pub val_split: f64,
     pub schedule: Schedule,
     pub early_stopping: Option<EarlyStopping>,
+    /// The activation between the hidden layers.
+    pub activation: Activation,
+    /// What the outputs are trained to: softmax cross-entropy for a classifier of one class per sample,
+    /// sigmoid cross-entropy for independent 0/1 labels, squared error for regression.
+    pub objective: Objective,
+    /// The L2 penalty on the weights, as scikit-learn's MLPs scale it (see [`StepCost`]).
+    pub alpha: f32,
+    /// SGD's momentum (the other optimizers ignore it).
+    pub momentum: f32,
+    /// Whether SGD's momentum is Nesterov's.
+    pub nesterov: bool,
+    /// Adam's β1, β2 and ε (the other optimizers ignore them).
+    pub beta_1: f32,
+    pub beta_2: f32,
+    pub epsilon: f32,
+    /// How early stopping counts an epoch and keeps the best figure.
+    pub stopping_rule: StoppingRule,
+}
+
+/// How early stopping judges an epoch against the best so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum StoppingRule {
+    /// Keras's: an epoch improves when it beats the best by more than `min_delta`, and only then becomes the
+    /// best (and its weights are kept).
+    #[default]
+    Keras,
+    /// scikit-learn's MLPs': an epoch counts as no improvement unless it beats the best by more than `tol`
+    /// (`min_delta`), but it becomes the best (and its weights are kept) whenever it beats it at all; with the
+    /// adaptive schedule the count running out divides the rate by 5 instead of stopping, until the rate is at
+    /// most 1e-6.
+    ScikitLearn,
 }
 
 impl Default for FitConfig {
@@ -52,6 +85,16 @@ impl Default for FitConfig {
             val_split: 0.0,
             schedule: Schedule::Constant,
             early_stopping: None,
+            activation: Activation::Relu,
+            objective: Objective::SoftmaxCrossEntropy,
+            alpha: 0.0,
+            momentum: SGD_MOMENTUM,
+            nesterov: false,
+            // TensorFlow's Adam (its ε placement too), which scikit-learn's MLPs share.
+            beta_1: AdamConfig::default().beta1,
+            beta_2: AdamConfig::default().beta2,
+            epsilon: AdamConfig::default().epsilon,
+            stopping_rule: StoppingRule::Keras,
         }
     }
 }
@@ -94,7 +137,51 @@ impl FitConfig {
         if let Some(stopping) = &self.early_stopping {
             stopping.check()?;
         }
+        if !(self.alpha.is_finite() && self.alpha >= 0.0) {
+            return Err(invalid(
+                "alpha",
+                self.alpha,
+                "a finite L2 strength of at least 0",
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.momentum) {
+            return Err(invalid("momentum", self.momentum, "from 0 to 1"));
+        }
+        for (what, beta) in [("beta_1", self.beta_1), ("beta_2", self.beta_2)] {
+            if !(0.0..1.0).contains(&beta) {
+                return Err(invalid(what, beta, "at least 0 and below 1"));
+            }
+        }
+        if !(self.epsilon.is_finite() && self.epsilon > 0.0) {
+            return Err(invalid("epsilon", self.epsilon, "a finite number above 0"));
+        }
         Ok(())
+    }
+
+    /// The step's cost: the objective and the L2 penalty.
+    pub fn cost(&self) -> StepCost {
+        StepCost {
+            objective: self.objective,
+            alpha: self.alpha,
+        }
+    }
+
+    /// A fresh optimizer of the configured kind, rate, momentum and Adam settings.
+    pub fn build_optimizer(&self) -> Result<Box<dyn Optimizer>> {
+        self.optimizer.check_lr(self.lr)?;
+        Ok(match self.optimizer {
+            OptimizerKind::Adam => Box::new(Adam::new(AdamConfig {
+                lr: self.lr,
+                beta1: self.beta_1,
+                beta2: self.beta_2,
+                epsilon: self.epsilon,
+                ..AdamConfig::default()
+            })),
+            OptimizerKind::Sgd => {
+                Box::new(Sgd::with_nesterov(self.lr, self.momentum, self.nesterov))
+            }
+            OptimizerKind::Adamw => self.optimizer.build(self.lr)?,
+        })
     }
 }
 

@@ -2,7 +2,7 @@
 
 use crate::data::check_class_ids;
 use crate::error::Result;
-use crate::nn::Mlp;
+use crate::nn::{Activation, Mlp};
 use crate::session::Session;
 
 use super::settings::invalid;
@@ -20,6 +20,29 @@ pub fn predict_probabilities(
     model: &Mlp,
     standardizer: Option<&Standardizer>,
     inputs: &[f32],
+) -> Result<Vec<f32>> {
+    predict_rows(session, model, Activation::Relu, standardizer, inputs, true)
+}
+
+/// The outputs `[samples, outputs]` (row-major, before any output activation) of `model` with `activation`
+/// between its hidden layers, for `inputs` as [`predict_probabilities`] takes them.
+pub fn predict_outputs(
+    session: &Session,
+    model: &Mlp,
+    activation: Activation,
+    standardizer: Option<&Standardizer>,
+    inputs: &[f32],
+) -> Result<Vec<f32>> {
+    predict_rows(session, model, activation, standardizer, inputs, false)
+}
+
+fn predict_rows(
+    session: &Session,
+    model: &Mlp,
+    activation: Activation,
+    standardizer: Option<&Standardizer>,
+    inputs: &[f32],
+    softmax: bool,
 ) -> Result<Vec<f32>> {
     let sizes = model.sizes();
     let (features, classes) = (sizes[0], *sizes.last().unwrap_or(&0));
@@ -53,7 +76,9 @@ pub fn predict_probabilities(
             &inputs[first * features..(first + rows) * features],
             &[rows, features],
         )?;
-        probabilities.extend(model.infer(&batch)?.softmax()?.to_vec()?);
+        let outputs = model.infer_with(&batch, activation)?;
+        let rows = if softmax { outputs.softmax()? } else { outputs };
+        probabilities.extend(rows.to_vec()?);
     }
     Ok(probabilities)
 }

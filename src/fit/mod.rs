@@ -42,14 +42,15 @@ mod settings;
 mod standardize;
 mod trainer;
 
-pub use config::{check_hidden, FitConfig, Samples, ValidationSource, MAX_EPOCHS};
+pub use config::{check_hidden, FitConfig, Samples, StoppingRule, ValidationSource, MAX_EPOCHS};
 pub use early_stopping::{EarlyStopping, Monitor};
 pub use labels::ClassLabels;
 pub use metrics::{
-    most_probable, predict_probabilities, Metrics, INFERENCE_BATCH, MAX_CONFUSION_CLASSES,
+    most_probable, predict_outputs, predict_probabilities, Metrics, INFERENCE_BATCH,
+    MAX_CONFUSION_CLASSES,
 };
 pub use record::EpochRecord;
 pub use saved::{keys, SavedFit};
 pub use schedule::{Schedule, MIN_RATE, PLATEAU_THRESHOLD};
 pub use standardize::Standardizer;
-pub use trainer::Trainer;
+pub use trainer::{Start, Trainer};

@@ -30,6 +30,13 @@ pub enum Schedule {
         patience: usize,
         min_lr: f64,
     },
+    /// `lr0 / (t + 1)^power_t` with `t` the training samples seen before the epoch (scikit-learn's
+    /// `learning_rate="invscaling"`, set between epochs as there).
+    InvScaling { power_t: f64 },
+    /// `lr0` until early stopping's count of epochs without improvement runs out; then the rate is divided by
+    /// 5 and the count starts again, and only once the rate is at most 1e-6 does the fit stop
+    /// (scikit-learn's `learning_rate="adaptive"`).
+    Adaptive,
 }
 
 impl Schedule {
@@ -38,7 +45,17 @@ impl Schedule {
         let factor_ok = |factor: f64| factor > 0.0 && factor < 1.0;
         let min_ok = |min: f64| min.is_finite() && min >= 0.0;
         match *self {
-            Schedule::Constant => Ok(()),
+            Schedule::Constant | Schedule::Adaptive => Ok(()),
+            Schedule::InvScaling { power_t } => {
+                if !(power_t.is_finite() && power_t >= 0.0) {
+                    return Err(invalid(
+                        "invscaling schedule",
+                        format!("power_t={power_t}"),
+                        "a finite power_t of at least 0",
+                    ));
+                }
+                Ok(())
+            }
             Schedule::Step { every, factor } => {
                 if every == 0 {
                     return Err(invalid(
@@ -91,6 +108,9 @@ impl Schedule {
         let lr0 = lr0 as f64;
         match *self {
             Schedule::Constant => Some(lr0 as f32),
+            // The first epoch of either trains at lr0; later ones depend on the data or the losses.
+            Schedule::InvScaling { .. } | Schedule::Adaptive if epoch == 0 => Some(lr0 as f32),
+            Schedule::InvScaling { .. } | Schedule::Adaptive => None,
             Schedule::Step { every, factor } => {
                 let steps = (epoch / every.max(1)).min(i32::MAX as usize) as i32;
                 Some((lr0 * factor.powi(steps)) as f32)
@@ -111,6 +131,8 @@ impl fmt::Display for Schedule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Schedule::Constant => f.write_str("constant"),
+            Schedule::Adaptive => f.write_str("adaptive"),
+            Schedule::InvScaling { power_t } => write!(f, "invscaling:power_t={power_t}"),
             Schedule::Step { every, factor } => write!(f, "step:every={every},factor={factor}"),
             Schedule::Cosine { min_lr } => write!(f, "cosine:min_lr={min_lr}"),
             Schedule::Plateau {
@@ -128,12 +150,20 @@ impl fmt::Display for Schedule {
 impl FromStr for Schedule {
     type Err = Error;
 
-    /// `constant`, `step[:every=N,factor=F]`, `cosine[:min_lr=X]` or `plateau[:factor=F,patience=N,min_lr=X]`;
+    /// `constant`, `step[:every=N,factor=F]`, `cosine[:min_lr=X]`, `plateau[:factor=F,patience=N,min_lr=X]`,
+    /// `invscaling[:power_t=P]` or `adaptive`;
     /// a setting left out takes the default shown by [`Schedule::defaults`]. The result is checked.
     fn from_str(text: &str) -> Result<Self> {
         let (name, rest) = text.split_once(':').unwrap_or((text, ""));
         let schedule = match name {
             "constant" if rest.is_empty() => Schedule::Constant,
+            "adaptive" if rest.is_empty() => Schedule::Adaptive,
+            "invscaling" => {
+                let values = settings("invscaling schedule", rest, &[("power_t", "0.5")])?;
+                Schedule::InvScaling {
+                    power_t: parse_setting("invscaling schedule", &values, "power_t")?,
+                }
+            }
             "step" => {
                 let values =
                     settings("step schedule", rest, &[("every", "10"), ("factor", "0.5")])?;
@@ -181,6 +211,8 @@ impl Schedule {
             "step:every=10,factor=0.5".to_string(),
             "cosine:min_lr=0".to_string(),
             "plateau:factor=0.1,patience=10,min_lr=0".to_string(),
+            "invscaling:power_t=0.5".to_string(),
+            "adaptive".to_string(),
         ]
     }
 }

@@ -4,11 +4,12 @@ use std::time::Instant;
 
 use crate::data::{held_out_count, shuffled_order, Dataset, Figures, Progress, StepOutcome};
 use crate::error::Result;
-use crate::nn::Mlp;
+use crate::nn::{ActivatedMlp, Linear, Mlp};
 use crate::optim::Optimizer;
 use crate::session::Session;
+use crate::train::Objective;
 
-use super::config::{FitConfig, Samples, ValidationSource};
+use super::config::{FitConfig, Samples, StoppingRule, ValidationSource};
 use super::early_stopping::StoppingState;
 use super::metrics::INFERENCE_BATCH;
 use super::record::EpochRecord;
@@ -16,6 +17,64 @@ use super::record::EpochRecord;
 use super::schedule::{Schedule, ScheduleState, MIN_RATE, PLATEAU_THRESHOLD};
 use super::settings::invalid;
 use super::standardize::Standardizer;
+
+/// scikit-learn's adaptive schedule divides the rate by this when the count of epochs without improvement runs
+/// out...
+const ADAPTIVE_DIVISOR: f32 = 5.0;
+/// ...unless the rate is already at most this, and then the fit stops.
+const ADAPTIVE_LOWEST_RATE: f32 = 1e-6;
+
+/// Where a fit starts from instead of fresh weights: each layer's weight ([inputs, outputs], row-major) and
+/// bias, and the standardisation (kept from the fit that made the weights, not fitted again).
+pub struct Start {
+    pub weights: Vec<(Vec<f32>, Vec<f32>)>,
+    pub standardizer: Option<Standardizer>,
+}
+
+impl Start {
+    /// Checks the weights against the model's widths `[inputs, hidden…, outputs]`, and that a standardisation
+    /// is given exactly when the fit standardises, of the inputs' width.
+    fn check(&self, sizes: &[usize], standardize: bool) -> Result<()> {
+        let fits = self.weights.len() + 1 == sizes.len()
+            && self
+                .weights
+                .iter()
+                .zip(sizes.windows(2))
+                .all(|((weight, bias), pair)| {
+                    weight.len() == pair[0] * pair[1] && bias.len() == pair[1]
+                });
+        if !fits {
+            let given: Vec<(usize, usize)> = self
+                .weights
+                .iter()
+                .map(|(weight, bias)| (weight.len(), bias.len()))
+                .collect();
+            return Err(invalid(
+                "starting weights",
+                format!("(weights, biases) counts {given:?}"),
+                format!("layers of the widths {sizes:?}"),
+            ));
+        }
+        match &self.standardizer {
+            Some(standardizer) if !standardize || standardizer.features() != sizes[0] => {
+                Err(invalid(
+                    "starting standardisation",
+                    format!("{} features", standardizer.features()),
+                    format!(
+                        "one of the inputs' {} features, with standardize on",
+                        sizes[0]
+                    ),
+                ))
+            }
+            None if standardize => Err(invalid(
+                "starting standardisation",
+                "none",
+                "the standardisation the starting weights were trained with",
+            )),
+            _ => Ok(()),
+        }
+    }
+}
 
 /// A fit in progress: the model, its optimizer, the data on the device and where the schedule and early
 /// stopping stand. [`Trainer::epoch`] runs one epoch; [`Trainer::run`] runs them all and then
@@ -151,9 +210,32 @@ impl Trainer {
         train: Samples<'_>,
         validation: Option<Samples<'_>>,
     ) -> Result<Self> {
+        Self::new_from(session, config, classes, train, validation, None)
+    }
+
+    /// [`Trainer::new`] for a model of `outputs` outputs (classes, labels or regression targets, as the
+    /// objective says) that starts from `start` where given: its weights and standardisation, as a warm start
+    /// goes on from an earlier fit (with a fresh optimizer and schedule).
+    pub fn new_from(
+        session: &Session,
+        config: FitConfig,
+        outputs: usize,
+        train: Samples<'_>,
+        validation: Option<Samples<'_>>,
+        start: Option<Start>,
+    ) -> Result<Self> {
         config.check()?;
-        if classes < 2 {
-            return Err(invalid("classes", classes, "at least 2"));
+        let classes = outputs;
+        let fewest = match config.objective {
+            Objective::SoftmaxCrossEntropy => 2,
+            Objective::SigmoidCrossEntropy | Objective::SquaredError => 1,
+        };
+        if classes < fewest {
+            return Err(invalid(
+                "outputs",
+                classes,
+                format!("at least {fewest} for {}", config.objective),
+            ));
         }
         let source = check_data(&config, &train, validation.as_ref(), train.features)?;
         let sizes: Vec<usize> = std::iter::once(train.features)
@@ -161,7 +243,16 @@ impl Trainer {
             .chain([classes])
             .collect();
         Mlp::check_sizes(&sizes)?;
-        let standardizer = if config.standardize {
+        if let Some(start) = &start {
+            start.check(&sizes, config.standardize)?;
+        }
+        let (start_weights, start_standardizer) = match start {
+            Some(start) => (Some(start.weights), start.standardizer),
+            None => (None, None),
+        };
+        let standardizer = if let Some(standardizer) = start_standardizer {
+            Some(standardizer)
+        } else if config.standardize {
             let rows = match &validation {
                 Some(_) => None,
                 None => Some(kept_rows(train.count(), &config)?),
@@ -182,14 +273,28 @@ impl Trainer {
             validation.as_ref(),
             standardizer.as_ref(),
         )?;
-        let model = Mlp::new(
-            session,
-            train.features,
-            &config.hidden,
-            classes,
-            config.seed,
-        )?;
-        let optimizer = config.optimizer.build(config.lr)?;
+        let model = match start_weights {
+            Some(weights) => Mlp {
+                layers: weights
+                    .iter()
+                    .zip(sizes.windows(2))
+                    .map(|((weight, bias), pair)| {
+                        Ok(Linear::from_tensors(
+                            session.upload(weight, &[pair[0], pair[1]])?,
+                            Some(session.upload(bias, &[pair[1]])?),
+                        ))
+                    })
+                    .collect::<Result<_>>()?,
+            },
+            None => Mlp::new(
+                session,
+                train.features,
+                &config.hidden,
+                classes,
+                config.seed,
+            )?,
+        };
+        let optimizer = config.build_optimizer()?;
         let lr = config
             .schedule
             .rate(config.lr, 0, config.epochs)
@@ -240,9 +345,14 @@ impl Trainer {
         let start = Instant::now();
         let lr = self.schedule.lr;
         self.optimizer.set_learning_rate(lr)?;
-        let trained: Figures = self.train_set.train_epoch(
-            &self.model,
+        let module = ActivatedMlp {
+            mlp: &self.model,
+            activation: self.config.activation,
+        };
+        let trained: Figures = self.train_set.train_epoch_with(
+            &module,
             self.optimizer.as_mut(),
+            &self.config.cost(),
             self.config.batch,
             self.config.seed,
             self.epochs_done as u64,
@@ -251,7 +361,7 @@ impl Trainer {
         let validated = self
             .val_set
             .as_ref()
-            .map(|set| set.evaluate(&self.model, INFERENCE_BATCH))
+            .map(|set| set.evaluate_with(&module, self.config.objective, INFERENCE_BATCH))
             .transpose()?;
         self.epochs_done += 1;
         let mut record = EpochRecord {
@@ -283,10 +393,16 @@ impl Trainer {
             None => value.is_finite(),
             Some(best) => stopping.monitor.improves(value, best, stopping.min_delta),
         };
-        if improved {
+        // scikit-learn's rule keeps any better epoch as the best, though only one better by more than the
+        // tolerance resets the count.
+        let better = match state.best {
+            None => value.is_finite(),
+            Some(best) => stopping.monitor.improves(value, best, 0.0),
+        };
+        let sklearn = self.config.stopping_rule == StoppingRule::ScikitLearn;
+        if improved || (sklearn && better) {
             state.best = Some(value);
             state.best_epoch = record.epoch;
-            state.bad_epochs = 0;
             record.best = true;
             if stopping.restore_best {
                 let parameters = self.model.parameters();
@@ -306,17 +422,35 @@ impl Trainer {
                     }
                 }
             }
-        } else {
+        }
+        if !improved {
             state.bad_epochs += 1;
             if state.bad_epochs >= stopping.patience {
-                self.stopped = true;
+                if sklearn
+                    && self.config.schedule == Schedule::Adaptive
+                    && self.schedule.lr > ADAPTIVE_LOWEST_RATE
+                {
+                    self.schedule.lr /= ADAPTIVE_DIVISOR;
+                    state.bad_epochs = 0;
+                } else {
+                    self.stopped = true;
+                }
             }
+        } else {
+            state.bad_epochs = 0;
         }
         Ok(())
     }
 
     fn update_schedule(&mut self, record: &EpochRecord) {
         let next = self.epochs_done;
+        if let Schedule::InvScaling { power_t } = self.config.schedule {
+            // scikit-learn's t_: the training samples seen so far, plus one.
+            let seen = (next as f64) * (self.train_set.len() as f64) + 1.0;
+            let lr = f64::from(self.config.lr) / seen.powf(power_t);
+            self.schedule.lr = (lr as f32).max(MIN_RATE);
+            return;
+        }
         if let Some(lr) = self
             .config
             .schedule

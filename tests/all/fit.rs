@@ -8,9 +8,10 @@ use wgcompute::checkpoint::Checkpoint;
 use wgcompute::data::Labels;
 use wgcompute::fit::{
     most_probable, predict_probabilities, ClassLabels, EarlyStopping, FitConfig, Metrics, Monitor,
-    Samples, SavedFit, Schedule, Standardizer, Trainer,
+    Samples, SavedFit, Schedule, Standardizer, StoppingRule, Trainer,
 };
-use wgcompute::{Error, OptimizerKind, Session};
+use wgcompute::train::Objective;
+use wgcompute::{Activation, Error, OptimizerKind, Session};
 
 /// Blobs of `classes` classes in `features` dimensions, each feature offset by 100 and scaled by a different
 /// factor, so that standardisation matters.
@@ -673,4 +674,272 @@ fn a_fit_that_finished_on_its_best_epoch_resumes_with_its_best_weights(backend: 
         assert_eq!(SavedFit::read(&file).expect("saved").stopped, Some(true));
         assert!(matches!(resumed, Err(Error::Checkpoint { .. })));
     }
+}
+
+/// One full-batch SGD step of a one-hidden-layer MLP in f64: the epoch's mean loss (with the L2 penalty) and
+/// the parameters after the step, in the trainer's order (W1, b1, W2, b2).
+#[allow(clippy::too_many_arguments)] // the model, the data and the step's settings
+fn reference_step(
+    parameters: &[Vec<f32>],
+    sizes: [usize; 3],
+    x: &[f32],
+    targets: &[f64],
+    activation: Activation,
+    objective: Objective,
+    alpha: f64,
+    lr: f64,
+) -> (f64, Vec<Vec<f64>>) {
+    let [features, hidden, outputs] = sizes;
+    let rows = x.len() / features;
+    let p: Vec<Vec<f64>> = parameters
+        .iter()
+        .map(|values| values.iter().map(|&v| f64::from(v)).collect())
+        .collect();
+    let (w1, b1, w2, b2) = (&p[0], &p[1], &p[2], &p[3]);
+    let act = |z: f64| match activation {
+        Activation::Identity => z,
+        Activation::Logistic => 1.0 / (1.0 + (-z).exp()),
+        Activation::Tanh => z.tanh(),
+        Activation::Relu => z.max(0.0),
+    };
+    let slope = |z: f64, a: f64| match activation {
+        Activation::Identity => 1.0,
+        Activation::Logistic => a * (1.0 - a),
+        Activation::Tanh => 1.0 - a * a,
+        Activation::Relu => f64::from(u8::from(z > 0.0)),
+    };
+    let mut grads: Vec<Vec<f64>> = p.iter().map(|values| vec![0.0; values.len()]).collect();
+    let mut loss = 0.0;
+    let n = rows as f64;
+    for row in 0..rows {
+        let input: Vec<f64> = x[row * features..(row + 1) * features]
+            .iter()
+            .map(|&v| f64::from(v))
+            .collect();
+        let z1: Vec<f64> = (0..hidden)
+            .map(|j| {
+                b1[j]
+                    + (0..features)
+                        .map(|i| input[i] * w1[i * hidden + j])
+                        .sum::<f64>()
+            })
+            .collect();
+        let a1: Vec<f64> = z1.iter().map(|&z| act(z)).collect();
+        let z2: Vec<f64> = (0..outputs)
+            .map(|k| {
+                b2[k]
+                    + (0..hidden)
+                        .map(|j| a1[j] * w2[j * outputs + k])
+                        .sum::<f64>()
+            })
+            .collect();
+        let t = &targets[row * outputs..(row + 1) * outputs];
+        let dz2: Vec<f64> = match objective {
+            Objective::SoftmaxCrossEntropy => {
+                let top = z2.iter().cloned().fold(f64::MIN, f64::max);
+                let total: f64 = z2.iter().map(|z| (z - top).exp()).sum();
+                loss += top + total.ln() - (0..outputs).map(|k| t[k] * z2[k]).sum::<f64>();
+                (0..outputs)
+                    .map(|k| (z2[k] - top).exp() / total - t[k])
+                    .collect()
+            }
+            Objective::SigmoidCrossEntropy => (0..outputs)
+                .map(|k| {
+                    loss += (1.0 + z2[k].exp()).ln() - z2[k] * t[k];
+                    1.0 / (1.0 + (-z2[k]).exp()) - t[k]
+                })
+                .collect(),
+            Objective::SquaredError => (0..outputs)
+                .map(|k| {
+                    loss += 0.5 * (z2[k] - t[k]).powi(2) / outputs as f64;
+                    (z2[k] - t[k]) / outputs as f64
+                })
+                .collect(),
+        };
+        for k in 0..outputs {
+            let d = dz2[k] / n;
+            grads[3][k] += d;
+            for j in 0..hidden {
+                grads[2][j * outputs + k] += a1[j] * d;
+            }
+        }
+        for j in 0..hidden {
+            let back: f64 = (0..outputs).map(|k| dz2[k] / n * w2[j * outputs + k]).sum();
+            let d = back * slope(z1[j], a1[j]);
+            grads[1][j] += d;
+            for i in 0..features {
+                grads[0][i * hidden + j] += input[i] * d;
+            }
+        }
+    }
+    let squares: f64 = [w1, w2].iter().flat_map(|w| w.iter()).map(|w| w * w).sum();
+    let mean_loss = loss / n + 0.5 * alpha * squares / n;
+    let after = p
+        .iter()
+        .zip(&grads)
+        .enumerate()
+        .map(|(index, (values, grad))| {
+            let decay = if index % 2 == 0 { alpha / n } else { 0.0 };
+            values
+                .iter()
+                .zip(grad)
+                .map(|(v, g)| v - lr * (g + decay * v))
+                .collect()
+        })
+        .collect();
+    (mean_loss, after)
+}
+
+per_backend!(every_activation_objective_and_l2_penalty_takes_the_reference_step);
+fn every_activation_objective_and_l2_penalty_takes_the_reference_step(backend: &Backend) {
+    let mut rng = Rng::fresh("fit-reference-step");
+    let session = backend.poisoned();
+    // Awkward widths: a prime of features, a hidden layer just over a tile, a prime of rows.
+    let (features, hidden, rows, lr) = (7, 17, 13, 0.05);
+    for objective in [
+        Objective::SoftmaxCrossEntropy,
+        Objective::SigmoidCrossEntropy,
+        Objective::SquaredError,
+    ] {
+        let outputs = if objective == Objective::SquaredError {
+            2
+        } else {
+            3
+        };
+        for activation in Activation::all() {
+            for alpha in [0.0f32, 0.7] {
+                let x = rng.vec(rows * features, -2.0, 2.0);
+                let ids: Vec<u32> = (0..rows)
+                    .map(|_| (rng.next_u64() % outputs as u64) as u32)
+                    .collect();
+                let rows_of: Vec<f32> = match objective {
+                    Objective::SoftmaxCrossEntropy => Vec::new(),
+                    Objective::SigmoidCrossEntropy => (0..rows * outputs)
+                        .map(|_| (rng.next_u64() % 2) as f32)
+                        .collect(),
+                    Objective::SquaredError => rng.vec(rows * outputs, -3.0, 3.0),
+                };
+                let targets: Vec<f64> = match objective {
+                    Objective::SoftmaxCrossEntropy => ids
+                        .iter()
+                        .flat_map(|&id| {
+                            (0..outputs).map(move |k| f64::from(u8::from(k == id as usize)))
+                        })
+                        .collect(),
+                    _ => rows_of.iter().map(|&v| f64::from(v)).collect(),
+                };
+                let samples = Samples {
+                    inputs: &x,
+                    features,
+                    labels: match objective {
+                        Objective::SoftmaxCrossEntropy => Labels::Classes(&ids),
+                        _ => Labels::Probabilities(&rows_of),
+                    },
+                };
+                let config = FitConfig {
+                    hidden: vec![hidden],
+                    epochs: 1,
+                    batch: rows,
+                    optimizer: OptimizerKind::Sgd,
+                    lr,
+                    momentum: 0.0,
+                    seed: rng.next_u64(),
+                    standardize: false,
+                    activation,
+                    objective,
+                    alpha,
+                    ..FitConfig::default()
+                };
+                let mut trainer =
+                    Trainer::new(&session, config, outputs, samples, None).expect("trainer");
+                let before = parameters_of(&trainer);
+                let record = trainer.epoch(|_| ()).expect("one step").clone();
+                let after = parameters_of(&trainer);
+                let (loss, expected) = reference_step(
+                    &before,
+                    [features, hidden, outputs],
+                    &x,
+                    &targets,
+                    activation,
+                    objective,
+                    f64::from(alpha),
+                    f64::from(lr),
+                );
+                let case = format!("{objective} {activation} alpha {alpha}");
+                assert!(
+                    (record.loss - loss).abs() <= 1e-4 * (1.0 + loss.abs()),
+                    "{case}: loss {} against {loss}",
+                    record.loss
+                );
+                for (got, want) in after.iter().zip(&expected) {
+                    for (g, w) in got.iter().zip(want) {
+                        assert!(
+                            (f64::from(*g) - w).abs() <= 1e-5 * (1.0 + w.abs()),
+                            "{case}: parameter {g} against {w}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+per_backend!(adaptive_and_invscaling_rates_follow_scikit_learn);
+fn adaptive_and_invscaling_rates_follow_scikit_learn(backend: &Backend) {
+    let mut rng = Rng::fresh("fit-sklearn-schedules");
+    let session = backend.poisoned();
+    let (features, classes) = (3, 3);
+    let (x, y) = blobs(&mut rng, 47, features, classes);
+    let power_t = 0.5;
+    let config = FitConfig {
+        optimizer: OptimizerKind::Sgd,
+        schedule: Schedule::InvScaling { power_t },
+        ..small_config(4)
+    };
+    let mut trainer =
+        Trainer::new(&session, config, classes, labelled(&x, features, &y), None).expect("trainer");
+    trainer.run().expect("fit");
+    for (epoch, record) in trainer.history().iter().enumerate() {
+        let expected = 0.01 / ((epoch * 47) as f64 + 1.0).powf(power_t);
+        assert!(
+            (f64::from(record.lr) - expected).abs() <= 1e-6 * expected,
+            "epoch {epoch}: rate {} against {expected}",
+            record.lr
+        );
+    }
+    // A training loss that must stop improving (a rate far too small to move it by tol): the count runs out
+    // every 2 epochs and divides the rate by 5 each time, rather than stopping.
+    let config = FitConfig {
+        optimizer: OptimizerKind::Sgd,
+        lr: 1e-5,
+        schedule: Schedule::Adaptive,
+        stopping_rule: StoppingRule::ScikitLearn,
+        early_stopping: Some(EarlyStopping {
+            monitor: Monitor::TrainLoss,
+            patience: 2,
+            min_delta: 10.0,
+            restore_best: false,
+        }),
+        ..small_config(9)
+    };
+    let mut trainer =
+        Trainer::new(&session, config, classes, labelled(&x, features, &y), None).expect("trainer");
+    trainer.run().expect("fit");
+    let rates: Vec<f32> = trainer.history().iter().map(|record| record.lr).collect();
+    assert_eq!(
+        rates.len(),
+        7,
+        "rates {rates:?}: stops once the rate is at most 1e-6"
+    );
+    for (epoch, rate) in rates.iter().enumerate() {
+        // Epoch 1 sets the best; epochs 2 and 3 run the count out (rate / 5), so do 4 and 5 (rate / 25, at
+        // most 1e-6), and 6 and 7 then stop the fit.
+        let divisions = [0, 0, 0, 1, 1, 2, 2][epoch];
+        let expected = 1e-5 / 5f32.powi(divisions);
+        assert!(
+            (rate - expected).abs() <= 1e-6 * expected,
+            "rates {rates:?}"
+        );
+    }
+    assert!(trainer.stopped_early());
 }
