@@ -181,7 +181,14 @@ def _loss_of(loss: Any) -> Loss | Callable[..., Any]:
 def _optimizer_of(optimizer: Any) -> optim.Optimizer:
     if isinstance(optimizer, optim.Optimizer):
         return optimizer
-    available = {name.lower(): name for name in optim.__all__ if name != "Optimizer"}
+    # The optimizer classes only: optim also exports the schedules module and the Optimizer base.
+    available = {
+        name.lower(): name
+        for name in optim.__all__
+        if name != "Optimizer"
+        and isinstance(found := getattr(optim, name), type)
+        and issubclass(found, optim.Optimizer)
+    }
     if isinstance(optimizer, str):
         if optimizer.lower() not in available:
             raise InvalidArgumentError(

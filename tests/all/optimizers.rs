@@ -14,6 +14,9 @@ use wgcompute::{Error, Gradients, Optimizer, OptimizerRule, RuleOptimizer, Sessi
 const MODEL: [&[usize]; 4] = [&[1], &[7], &[1025], &[13, 17]];
 const STEPS: u64 = 5;
 const TOLERANCE: f64 = 1e-5;
+/// A slot (a moment, an average gradient) sums gradients of both signs over the steps, so for a parameter of one
+/// element it can cancel to near 0, where float32's rounding of its terms is large beside it (seen: 1.8e-5).
+const SLOT_TOLERANCE: f64 = 1e-4;
 
 /// One step of the f64 reference on one element: (step number, param, gradient, the slots' values).
 type ElementUpdate = Box<dyn Fn(u64, &mut f64, f64, &mut [f64])>;
@@ -135,7 +138,7 @@ fn check_case(session: &Session, rng: &mut Rng, mut case: Case, label: &str) {
             let want: Vec<f64> = state[position].iter().map(|values| values[slot]).collect();
             let error = relative_error(&got, &want);
             assert!(
-                error < TOLERANCE,
+                error < SLOT_TOLERANCE,
                 "{label}: slot {name} of shape {shape:?}: relative error {error}"
             );
         }
