@@ -92,8 +92,9 @@ pub struct FitArgs {
     /// How the learning rate changes from --lr between epochs: constant | step:every=10,factor=0.5 (lr times
     /// factor every N epochs) | cosine:min_lr=0 (from lr down to min_lr over --epochs) |
     /// plateau:factor=0.1,patience=10,min_lr=0 (lr times factor once the validation loss, else the training
-    /// loss, has not improved for more than patience epochs). Settings left out take these defaults. Default:
-    /// constant, or the resumed fit's.
+    /// loss, has not improved for more than patience epochs) | invscaling:power_t=0.5 (lr / (t + 1)^power_t, t
+    /// the samples seen, as scikit-learn's) | adaptive (lr divided by 5 each time early stopping's patience runs
+    /// out, as scikit-learn's). Settings left out take these defaults. Default: constant, or the resumed fit's.
     #[arg(long, value_name = "SPEC")]
     schedule: Option<String>,
     /// Stop once the monitored figure has not improved by more than min_delta for patience epochs, and save the

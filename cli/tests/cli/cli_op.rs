@@ -673,7 +673,7 @@ fn unreadable_inputs_are_clear_errors() {
     assert_eq!(
         scratch.files(),
         [
-            "doubles.npy",
+            "complex.npy",
             "fortran.npy",
             "good.npy",
             "ints.npy",
