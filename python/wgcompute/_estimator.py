@@ -195,6 +195,14 @@ def _one_class(label: Any) -> str:
     return f"y has only one class ({label!r}): a classifier needs samples of at least 2 classes"
 
 
+def _ragged_safe(data: Any, name: str) -> np.ndarray:
+    """``data`` as a numpy array, or a ShapeError naming ``name`` when it is ragged."""
+    try:
+        return np.asarray(data)
+    except ValueError as error:
+        raise ShapeError(f"{name} is not a rectangular array (a ragged list?): {error}") from None
+
+
 def _labels(data: Any, samples: int) -> tuple[np.ndarray, np.ndarray]:
     """The sorted distinct labels of ``data`` (any labels ``numpy.unique`` sorts) and each sample's class id."""
     if data is None:
@@ -452,7 +460,7 @@ class _BaseMLP(_BaseEstimator):
         verbose = self.verbose
         if not isinstance(verbose, (bool, np.bool_)) and not (isinstance(verbose, numbers.Integral) and verbose >= 0):
             raise InvalidArgumentError(f"verbose must be True, False or a level of at least 0; got {verbose!r}")
-        if self.solver == "lbfgs":
+        if isinstance(self.solver, str) and self.solver == "lbfgs":
             raise InvalidArgumentError(
                 "solver='lbfgs' is not offered: the library trains by minibatches on the GPU; use solver='adam' "
                 "(the default) or 'sgd'"
@@ -713,7 +721,7 @@ class MLPClassifier(_ClassifierMixin, _BaseMLP):
 
     def _targets(self, y: Any, samples: int, going_on: bool, classes: Any) -> tuple[Any, ...]:
         if y is not None and not _is_sparse(y):
-            array = np.asarray(y) if not isinstance(y, np.ndarray) else y
+            array = _ragged_safe(y, "y")
             if _is_indicator(array):
                 if array.shape[0] != samples:
                     raise ShapeError(f"X has {samples} samples but y has {array.shape[0]} rows")
@@ -733,7 +741,8 @@ class MLPClassifier(_ClassifierMixin, _BaseMLP):
                     },
                 )
         if classes is not None and not going_on:
-            known, _ = _labels(np.asarray(classes), len(np.asarray(classes)))
+            given = _ragged_safe(classes, "classes")
+            known, _ = _labels(given, len(given))
         else:
             known = self.classes_ if going_on else None
         found, ids = _labels(y, samples)
@@ -759,7 +768,7 @@ class MLPClassifier(_ClassifierMixin, _BaseMLP):
     def partial_fit(self, X: Any, y: Any, classes: Any = None, *, session: Session | None = None) -> MLPClassifier:
         """One epoch on ``X`` and ``y`` from where the model stands; the first call needs ``classes`` (every
         label ``y`` will hold), as scikit-learn's does."""
-        if not hasattr(self, "coefs_") and classes is None and not _is_indicator(np.asarray(y)):
+        if not hasattr(self, "coefs_") and classes is None and not _is_indicator(_ragged_safe(y, "y")):
             raise InvalidArgumentError("classes must be passed on the first call to partial_fit.")
         return self._fit(X, y, session, incremental=True, classes=classes)
 
@@ -834,7 +843,7 @@ class MLPRegressor(_RegressorMixin, _BaseMLP):
 
     def _targets(self, y: Any, samples: int, going_on: bool, classes: Any) -> tuple[Any, ...]:
         if y is not None and not _is_sparse(y):
-            y = np.asarray(y)
+            y = _ragged_safe(y, "y")
             if y.ndim == 2 and y.shape[1] == 1:
                 warnings.warn(
                     "A column-vector y was passed when a 1d array was expected. Please change the shape of y to "
