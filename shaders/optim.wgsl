@@ -10,7 +10,7 @@ struct Params {
     epsilon: f32,
     step_size: f32,     // MODE_TENSORFLOW: lr * sqrt(1 - beta2^t) / (1 - beta1^t); else lr / (1 - beta1^t)
     bias2_sqrt: f32,    // sqrt(1 - beta2^t)
-    decay: f32,         // MODE_ADAMW, sgd: 1 - lr * weight_decay (exactly 1 without decay)
+    decay: f32,         // MODE_TENSORFLOW, MODE_ADAMW, sgd: 1 - lr * weight_decay (exactly 1 without decay)
     momentum: f32,      // sgd
     start: u32,         // scalar kernels: the first element (after the vec4 kernel's part)
     vec4s: u32,         // vec4 kernels: vec4s per invocation
@@ -56,6 +56,8 @@ fn adam(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) g
     let v_new = h.beta2 * v[i] + (1.0 - h.beta2) * g * g;
     var p = param[i];
     if (h.mode == MODE_TENSORFLOW) {
+        // Keras's Adam(weight_decay=...) decays first, as AdamW does; a decay of exactly 1 changes no bit.
+        p = p * h.decay;
         p = p - h.step_size * m_new / (sqrt(v_new) + h.epsilon);
     } else {
         if (h.mode == MODE_ADAMW) {
@@ -132,6 +134,8 @@ fn adam4(h: Hyper, param_old: vec4<f32>, g: vec4<f32>, m_old: vec4<f32>, v_old: 
     let v_new = h.beta2 * v_old + (1.0 - h.beta2) * g * g;
     var p = param_old;
     if (h.mode == MODE_TENSORFLOW) {
+        // Keras's Adam(weight_decay=...) decays first, as AdamW does; a decay of exactly 1 changes no bit.
+        p = p * h.decay;
         p = p - h.step_size * m_new / (sqrt(v_new) + h.epsilon);
     } else {
         if (h.mode == MODE_ADAMW) {

@@ -502,7 +502,7 @@ fn next_step(optimizer: &'static str, steps: u64) -> Result<u64> {
 }
 
 /// The optimizers by name, with the settings most recipes use: what a command line or a binding builds from
-/// `--optimizer adamw` and a learning rate.
+/// What `--optimizer` names: Adam, AdamW, SGD and Keras's rules, each with its defaults and a learning rate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OptimizerKind {
     /// TensorFlow's Adam (β1 0.9, β2 0.999, ε 1e-8).
@@ -511,6 +511,16 @@ pub enum OptimizerKind {
     Adamw,
     /// SGD with momentum `SGD_MOMENTUM`.
     Sgd,
+    /// Keras's RMSprop, with its defaults ([`OptimizerRule::rmsprop`]).
+    Rmsprop,
+    /// Keras's Adagrad, with its defaults ([`OptimizerRule::adagrad`]).
+    Adagrad,
+    /// Keras's Adamax, with its defaults ([`OptimizerRule::adamax`]).
+    Adamax,
+    /// Keras's Nadam, with its defaults ([`OptimizerRule::nadam`]).
+    Nadam,
+    /// Keras's Lion, with its defaults ([`OptimizerRule::lion`]).
+    Lion,
 }
 
 /// PyTorch's default for AdamW.
@@ -525,6 +535,11 @@ impl OptimizerKind {
             OptimizerKind::Adam,
             OptimizerKind::Adamw,
             OptimizerKind::Sgd,
+            OptimizerKind::Rmsprop,
+            OptimizerKind::Adagrad,
+            OptimizerKind::Adamax,
+            OptimizerKind::Nadam,
+            OptimizerKind::Lion,
         ]
         .into_iter()
     }
@@ -534,22 +549,40 @@ impl OptimizerKind {
             OptimizerKind::Adam => "adam",
             OptimizerKind::Adamw => "adamw",
             OptimizerKind::Sgd => "sgd",
+            OptimizerKind::Rmsprop => "rmsprop",
+            OptimizerKind::Adagrad => "adagrad",
+            OptimizerKind::Adamax => "adamax",
+            OptimizerKind::Nadam => "nadam",
+            OptimizerKind::Lion => "lion",
         }
     }
 
-    /// The learning rate a recipe starts from: 0.001 for Adam and AdamW, 0.01 for SGD.
+    /// Keras's rule and defaults for the kinds that are [`RuleOptimizer`]s.
+    fn rule(self) -> Option<OptimizerRule> {
+        match self {
+            OptimizerKind::Adam | OptimizerKind::Adamw | OptimizerKind::Sgd => None,
+            OptimizerKind::Rmsprop => Some(OptimizerRule::rmsprop()),
+            OptimizerKind::Adagrad => Some(OptimizerRule::adagrad()),
+            OptimizerKind::Adamax => Some(OptimizerRule::adamax()),
+            OptimizerKind::Nadam => Some(OptimizerRule::nadam()),
+            OptimizerKind::Lion => Some(OptimizerRule::lion()),
+        }
+    }
+
+    /// The learning rate a recipe starts from: 0.01 for SGD, 0.001 (Keras's default) for every other.
     pub fn default_lr(self) -> f32 {
         match self {
-            OptimizerKind::Adam | OptimizerKind::Adamw => 0.001,
             OptimizerKind::Sgd => 0.01,
+            _ => 0.001,
         }
     }
 
     /// The kind its state is saved as in a checkpoint (`OptimizerState::kind`): AdamW's state is Adam's.
     pub fn state_kind(self) -> &'static str {
-        match self {
-            OptimizerKind::Adam | OptimizerKind::Adamw => ADAM_KIND,
-            OptimizerKind::Sgd => SGD_KIND,
+        match (self, self.rule()) {
+            (_, Some(rule)) => rule.kind(),
+            (OptimizerKind::Sgd, None) => SGD_KIND,
+            (_, None) => ADAM_KIND,
         }
     }
 
@@ -559,19 +592,21 @@ impl OptimizerKind {
         match self {
             OptimizerKind::Adam | OptimizerKind::Adamw => AdamHyperparameter::Lr.check(lr),
             OptimizerKind::Sgd => check_sgd_lr(lr),
+            _ => check_rate(self.rule().map_or("optimizer", |rule| rule.name()), lr),
         }
     }
 
     /// A fresh optimizer of this kind at learning rate `lr`, checked by [`check_lr`](Self::check_lr).
     pub fn build(self, lr: f32) -> Result<Box<dyn Optimizer>> {
         self.check_lr(lr)?;
-        Ok(match self {
-            OptimizerKind::Adam => Box::new(Adam::new(AdamConfig {
+        Ok(match (self, self.rule()) {
+            (_, Some(rule)) => Box::new(RuleOptimizer::new(rule, lr, 0.0)?),
+            (OptimizerKind::Adam, None) => Box::new(Adam::new(AdamConfig {
                 lr,
                 ..AdamConfig::default()
             })),
-            OptimizerKind::Adamw => Box::new(Adam::adamw(lr, ADAMW_WEIGHT_DECAY)),
-            OptimizerKind::Sgd => Box::new(Sgd::new(lr, SGD_MOMENTUM)),
+            (OptimizerKind::Adamw, None) => Box::new(Adam::adamw(lr, ADAMW_WEIGHT_DECAY)),
+            (_, None) => Box::new(Sgd::new(lr, SGD_MOMENTUM)),
         })
     }
 }
@@ -1197,10 +1232,14 @@ mod tests {
             );
             assert_eq!(kind.state_kind() == "sgd", kind == OptimizerKind::Sgd);
         }
-        for bad in ["", "Adam", "rmsprop", " adam"] {
+        for bad in ["", "Adam", "RMSprop", " adam", "lbfgs"] {
             match bad.parse::<OptimizerKind>() {
                 Err(Error::InvalidArgument { expected, .. }) => {
-                    assert!(expected.contains("adam, adamw, sgd"), "{expected}")
+                    assert!(
+                        expected
+                            .contains("adam, adamw, sgd, rmsprop, adagrad, adamax, nadam, lion"),
+                        "{expected}"
+                    )
                 }
                 other => panic!("{bad:?}: {:?}", other.map(|kind| kind.name())),
             }

@@ -105,20 +105,26 @@ impl Optimizer {
 #[pymethods]
 impl Optimizer {
     /// Adam with TensorFlow's epsilon placement (the library's default): `lr_t = lr·sqrt(1−β2^t)/(1−β1^t)`,
-    /// `p −= lr_t·m/(sqrt(v)+ε)`.
+    /// `p −= lr_t·m/(sqrt(v)+ε)`, after Keras's decoupled decay `p −= lr·wd·p` where `weight_decay` > 0.
     #[staticmethod]
-    fn adam(lr: f32, beta1: f32, beta2: f32, epsilon: f32) -> PyResult<Self> {
+    #[pyo3(signature = (lr, beta1, beta2, epsilon, weight_decay = 0.0))]
+    fn adam(lr: f32, beta1: f32, beta2: f32, epsilon: f32, weight_decay: f32) -> PyResult<Self> {
         check_adam(AdamHyperparameter::Lr, "learning_rate", lr)?;
         check_adam(AdamHyperparameter::Beta1, "beta1", beta1)?;
         check_adam(AdamHyperparameter::Beta2, "beta2", beta2)?;
         check_adam(AdamHyperparameter::Epsilon, "eps", epsilon)?;
+        check_adam(
+            AdamHyperparameter::WeightDecay,
+            "weight_decay",
+            weight_decay,
+        )?;
         let config = AdamConfig {
             lr,
             beta1,
             beta2,
             epsilon,
             epsilon_placement: EpsilonPlacement::TensorFlow,
-            weight_decay: 0.0,
+            weight_decay,
         };
         Ok(Self::new(
             Built::Adam(Adam::new(config)),

@@ -1,5 +1,5 @@
-"""Keras's optimizers beside Adam (RMSprop, Adagrad, Adamax, Nadam, Lion) and SGD's Nesterov momentum against
-their formulas in float64 over several steps, with weight decay and Keras's gradient clipping; the learning-rate
+"""Keras's optimizers (Adam with weight decay, RMSprop, Adagrad, Adamax, Nadam, Lion) and SGD's Nesterov momentum
+against their formulas in float64 over several steps, with weight decay and Keras's gradient clipping; the learning-rate
 schedules against their formulas at many steps; an optimizer taking its rate from a schedule; bad settings
 refused; an optimizer used after its session closes."""
 
@@ -70,6 +70,12 @@ def reference(name, settings, starts, gradients):
             elif name == "adagrad":
                 s1 = s1 + g**2
                 p = p - lr * g / np.sqrt(s1 + f32["epsilon"])
+            elif name == "adam":
+                b1, b2 = f32["beta_1"], f32["beta_2"]
+                alpha = lr * math.sqrt(1 - b2**t) / (1 - b1**t)
+                s1 = s1 + (g - s1) * (1 - b1)
+                s2 = s2 + (g**2 - s2) * (1 - b2)
+                p = p - s1 * alpha / (np.sqrt(s2) + f32["epsilon"])
             elif name == "adamax":
                 b1, b2 = f32["beta_1"], f32["beta_2"]
                 s1 = s1 + (g - s1) * (1 - b1)
@@ -108,6 +114,11 @@ CASES = {
         wg.optim.Adagrad,
         {"learning_rate": 0.05, "initial_accumulator_value": 0.5, "epsilon": 1e-3, "weight_decay": 0.2},
     ),
+    "adam decayed": (
+        wg.optim.Adam,
+        {"learning_rate": 0.02, "beta_1": 0.8, "beta_2": 0.95, "epsilon": 1e-3, "weight_decay": 0.1},
+    ),
+    "adam keras defaults decayed": (wg.optim.Adam, {"learning_rate": 0.01, "epsilon": 1e-7, "weight_decay": 0.004}),
     "adamax": (wg.optim.Adamax, {"learning_rate": 0.01}),
     "adamax decayed": (
         wg.optim.Adamax,
@@ -128,6 +139,7 @@ CASES = {
 }
 
 KERAS_DEFAULTS = {
+    "adam": {"beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-7},
     "rmsprop": {"rho": 0.9, "momentum": 0.0, "epsilon": 1e-7, "centered": False},
     "adagrad": {"initial_accumulator_value": 0.1, "epsilon": 1e-7},
     "adamax": {"beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-7},
@@ -208,6 +220,7 @@ BAD = [
     (wg.optim.Lion, {"beta_1": 0.0}),
     (wg.optim.Lion, {"learning_rate": float("inf")}),
     (wg.optim.Lion, {"weight_decay": -1.0}),
+    (wg.optim.Adam, {"weight_decay": -0.1}),
     (wg.optim.SGD, {"weight_decay": -0.1}),
     (wg.optim.SGD, {"clipnorm": 1.0, "global_clipnorm": 1.0}),
     (wg.optim.Adam, {"clipnorm": 0.0}),

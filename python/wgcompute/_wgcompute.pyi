@@ -298,7 +298,7 @@ class Optimizer:
     step."""
 
     @staticmethod
-    def adam(lr: float, beta1: float, beta2: float, epsilon: float) -> Optimizer: ...
+    def adam(lr: float, beta1: float, beta2: float, epsilon: float, weight_decay: float = 0.0) -> Optimizer: ...
     @staticmethod
     def adamw(lr: float, weight_decay: float, beta1: float, beta2: float, epsilon: float) -> Optimizer: ...
     @staticmethod
@@ -382,7 +382,7 @@ def fit_mlp(
     hidden: Sequence[int],
     epochs: int,
     batch: int,
-    optimizer: Literal["adam", "adamw", "sgd"],
+    optimizer: Literal["adam", "adamw", "sgd", "rmsprop", "adagrad", "adamax", "nadam", "lion"],
     lr: float,
     seed: int,
     standardize: bool,

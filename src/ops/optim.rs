@@ -17,7 +17,9 @@ pub enum EpsilonPlacement {
     KingmaBa,
 }
 
-/// Adam's hyperparameters. `weight_decay > 0` makes it AdamW (decoupled decay, Kingma & Ba's epsilon).
+/// Adam's hyperparameters. `weight_decay > 0` decays every parameter first, `p −= lr·wd·p` (decoupled): with
+/// Kingma & Ba's epsilon that is PyTorch's AdamW ([`crate::Adam::adamw`]), with TensorFlow's it is Keras's
+/// `Adam(weight_decay=…)` (and Keras's AdamW).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AdamConfig {
     pub lr: f32,
@@ -214,13 +216,10 @@ fn adam_step(config: &AdamConfig, step: u64) -> Result<AdamStep> {
     let bias1 = 1.0 - (config.beta1 as f64).powi(t);
     let bias2_sqrt = (1.0 - (config.beta2 as f64).powi(t)).sqrt();
     let lr = config.lr as f64;
-    let (mode, step_size) = if config.weight_decay != 0.0 {
-        (AdamMode::AdamW, lr / bias1)
-    } else {
-        match config.epsilon_placement {
-            EpsilonPlacement::TensorFlow => (AdamMode::TensorFlow, lr * bias2_sqrt / bias1),
-            EpsilonPlacement::KingmaBa => (AdamMode::KingmaBa, lr / bias1),
-        }
+    let (mode, step_size) = match config.epsilon_placement {
+        EpsilonPlacement::TensorFlow => (AdamMode::TensorFlow, lr * bias2_sqrt / bias1),
+        EpsilonPlacement::KingmaBa if config.weight_decay != 0.0 => (AdamMode::AdamW, lr / bias1),
+        EpsilonPlacement::KingmaBa => (AdamMode::KingmaBa, lr / bias1),
     };
     Ok(AdamStep {
         mode,

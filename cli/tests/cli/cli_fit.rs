@@ -462,7 +462,9 @@ fn fit_takes_float_target_rows_and_every_optimizer() {
         .flat_map(|&id| (0..CLASSES).map(move |k| f32::from(k as i64 == id)))
         .collect();
     let y_rows = scratch.write("y_rows.npy", &[1000, CLASSES], &rows);
-    for optimizer in ["adam", "adamw", "sgd"] {
+    for optimizer in [
+        "adam", "adamw", "sgd", "rmsprop", "adagrad", "adamax", "nadam", "lion",
+    ] {
         let model = scratch.path(&format!("{optimizer}.safetensors"));
         let report = json(
             &scratch,
@@ -1006,6 +1008,38 @@ fn each_schedule_gives_every_epoch_the_rate_of_its_formula() {
     for line in stdout.lines() {
         assert!(!line.contains("0.00 s"), "a time without digits: {line}");
         assert!(line.contains(" ms") || line.contains(" s"), "{line}");
+    }
+}
+
+/// Keras's rules keep their state in the checkpoint too (Nadam its momentum schedule's product, centered
+/// RMSprop's mean gradient): 2 + 2 resumed epochs are 4 straight ones, bit for bit.
+#[test]
+fn a_fit_with_a_kerass_rule_optimizer_resumes_bit_for_bit() {
+    let (scratch, files) = scratch_with_dataset("fit-resume-rules", 23);
+    for optimizer in ["nadam", "rmsprop", "lion"] {
+        let settings = [os("--optimizer"), os(optimizer)];
+        let straight = scratch.path(&format!("{optimizer}-straight.safetensors"));
+        let whole = plain_fit_report(&scratch, &files, &straight, "4", &settings);
+        assert_eq!(whole["optimizer"], optimizer);
+        let half = scratch.path(&format!("{optimizer}-half.safetensors"));
+        plain_fit_report(&scratch, &files, &half, "2", &settings);
+        let resumed = scratch.path(&format!("{optimizer}-resumed.safetensors"));
+        let report = plain_fit_report(
+            &scratch,
+            &files,
+            &resumed,
+            "4",
+            &[os("--resume"), half.as_os_str()],
+        );
+        assert_eq!(
+            report["optimizer"], optimizer,
+            "the resumed fit reads its optimizer from the file"
+        );
+        assert!(
+            std::fs::read(&resumed).expect("resumed")
+                == std::fs::read(&straight).expect("straight"),
+            "{optimizer}: 2 + 2 resumed epochs differ from 4 straight ones"
+        );
     }
 }
 

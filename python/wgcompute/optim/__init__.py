@@ -217,7 +217,9 @@ class Optimizer:
 class Adam(Optimizer):
     """Adam with TensorFlow's epsilon placement (``tf.keras.optimizers.Adam`` with ``epsilon`` applied as in
     TensorFlow 1's ``AdamOptimizer``): ``lr_t = lr·sqrt(1−β2^t)/(1−β1^t)``, ``p −= lr_t·m/(sqrt(v)+ε)``. Keras's
-    ``beta_1``, ``beta_2`` and ``epsilon`` are the same as ``beta1``, ``beta2`` and ``eps``."""
+    ``beta_1``, ``beta_2`` and ``epsilon`` are the same as ``beta1``, ``beta2`` and ``eps``. ``weight_decay`` is
+    Keras's: ``p −= lr·weight_decay·p`` before the update (decoupled, as in Keras's AdamW; PyTorch's AdamW,
+    with the other epsilon placement, is :class:`AdamW`)."""
 
     def __init__(
         self,
@@ -230,6 +232,7 @@ class Adam(Optimizer):
         beta_1: float | None = None,
         beta_2: float | None = None,
         epsilon: float | None = None,
+        weight_decay: float | None = None,
         clipnorm: float | None = None,
         clipvalue: float | None = None,
         global_clipnorm: float | None = None,
@@ -240,6 +243,7 @@ class Adam(Optimizer):
             _alias(beta1, beta_1, "beta1 or beta_1", 0.9),
             _alias(beta2, beta_2, "beta2 or beta_2", 0.999),
             _alias(eps, epsilon, "eps or epsilon", 1e-8),
+            0.0 if weight_decay is None else _float(weight_decay, "weight_decay"),
         )
 
 

@@ -638,8 +638,8 @@ pub struct Adam {
 }
 
 impl Adam {
-    /// A configuration's f32 hyperparameters, widened. Decoupled decay takes Kingma and Ba's form whatever
-    /// the placement, as the configuration documents.
+    /// A configuration's f32 hyperparameters, widened. Decoupled decay comes first in either form, as the
+    /// configuration documents.
     pub fn of(config: &AdamConfig) -> Self {
         Self {
             lr: config.lr.into(),
@@ -647,8 +647,7 @@ impl Adam {
             beta2: config.beta2.into(),
             epsilon: config.epsilon.into(),
             weight_decay: config.weight_decay.into(),
-            tensorflow: config.epsilon_placement == EpsilonPlacement::TensorFlow
-                && config.weight_decay == 0.0,
+            tensorflow: config.epsilon_placement == EpsilonPlacement::TensorFlow,
         }
     }
 }
@@ -689,15 +688,15 @@ impl AdamState {
             self.m[i] = adam.beta1 * self.m[i] + (1.0 - adam.beta1) * g;
             self.v[i] = adam.beta2 * self.v[i] + (1.0 - adam.beta2) * g * g;
             self.m_magnitude[i] = adam.beta1 * self.m_magnitude[i] + (1.0 - adam.beta1) * g.abs();
+            if adam.weight_decay != 0.0 {
+                let decay = 1.0 - adam.lr * adam.weight_decay;
+                self.param[i] *= decay;
+                self.param_magnitude[i] *= decay.abs();
+            }
             let update = if adam.tensorflow {
                 let lr_t = adam.lr * bias2.sqrt() / bias1;
                 lr_t * self.m[i] / (self.v[i].sqrt() + adam.epsilon)
             } else {
-                if adam.weight_decay != 0.0 {
-                    let decay = 1.0 - adam.lr * adam.weight_decay;
-                    self.param[i] *= decay;
-                    self.param_magnitude[i] *= decay.abs();
-                }
                 let m_hat = self.m[i] / bias1;
                 let v_hat = self.v[i] / bias2;
                 adam.lr * m_hat / (v_hat.sqrt() + adam.epsilon)
