@@ -15,7 +15,8 @@ goes stale fails the build. What each language gets:
   ``--help``, which must list every flag the line uses; ``scripts/...`` must be executable files (not run: the
   two top-level commands would run this test); paths given to ``pip install``, ``python``, ``cargo --example``
   must exist. A command of any other kind fails the test.
-* ``text``: output or a listing, shown and not executed.
+* ``text``: output or a listing, shown and not executed. One listing is checked all the same: the command line's
+  synopsis in docs/cli.md, whose subcommands must exist with every flag it gives them.
 
 A block of any other language, or a fence without one, fails the test, so no unchecked block can be added.
 """
@@ -228,6 +229,46 @@ def check_command(words: list[str], where: str, cwd: Path, env: dict[str, str]) 
         assert (ROOT / "mkdocs.yml").is_file(), f"{where}: no mkdocs.yml"
         return "mkdocs: mkdocs.yml exists (the build runs in scripts/test)"
     pytest.fail(f"{where}: `{shlex.join(words)}` is a command test_docs.py does not know how to check")
+
+
+# A row of the op tables for each placeholder the synopsis writes for one (`op UNARY` is any unary row).
+OP_EXAMPLES = {"UNARY": "add-scalar", "BINARY": "add", "REDUCTION": "sum"}
+
+
+def synopsis_entries(code: str) -> list[tuple[list[str], list[str]]]:
+    """The (subcommand, flags) a synopsis of `wgcompute` lines names: a line starting `wgcompute SUB` begins an
+    entry, indented lines continue it, comments are dropped; `op NAME` is its own subcommand where NAME is
+    spelled out (`argmax|argmin` is two) and a row of its kind where a placeholder stands (OP_EXAMPLES), and
+    the `global options:` line belongs to the top-level command."""
+    entries: list[tuple[list[str], list[str]]] = []
+    for line in code.splitlines():
+        line = line.split("#")[0]
+        names = re.findall(r"--[a-z][a-z0-9-]*", line)
+        words = line.split()
+        if line.startswith("wgcompute "):
+            if words[1] == "op":
+                for name in OP_EXAMPLES.get(words[2], words[2]).split("|"):
+                    entries.append((["op", name], names))
+                continue
+            entries.append(([words[1]], names))
+        elif line.startswith("global options:"):
+            entries.append(([], names))
+        elif entries:
+            entries[-1][1].extend(names)
+    return entries
+
+
+def test_the_command_line_synopsis_names_flags_the_command_has():
+    """docs/cli.md's synopsis is a text block, so it is not run: each subcommand it names must exist, and its
+    --help must list every flag the synopsis gives it."""
+    synopsis = next(b for b in blocks_of(ROOT / "docs" / "cli.md") if b.code.startswith("wgcompute "))
+    entries = synopsis_entries(synopsis.code)
+    assert len({" ".join(path) for path, _ in entries}) >= 12, entries
+    for path, names in entries:
+        helped = subprocess.run([wgcompute_command(), *path, "--help"], capture_output=True, text=True)
+        assert helped.returncode == 0, f"{synopsis.where()}: wgcompute {' '.join(path)} --help failed: {helped.stderr}"
+        missing = [name for name in names if name not in helped.stdout]
+        assert not missing, f"{synopsis.where()}: wgcompute {' '.join(path)} --help lists no {missing}"
 
 
 # Runs a page's Python blocks in order in one namespace; a failure names the block's page and line.
