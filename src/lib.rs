@@ -74,3 +74,17 @@ pub use session::{
 pub use tensor::{DType, Tensor, MAX_RANK};
 /// The wgpu this crate is built on, for naming backends and device types.
 pub use wgpu;
+
+// The Rust blocks of the README and of the docs pages run as doctests (`cargo test --doc`), so a page that goes
+// stale fails the build; python/tests/test_docs.py checks that every page with a Rust block is listed here.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/rust.md")]
+pub struct RustPageDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../docs/suspend.md")]
+pub struct SuspendPageDoctests;
