@@ -343,7 +343,10 @@ def test_stopping_counts_epochs_as_scikit_learn(adapter, rng, early_stopping):
     assert ours.n_iter_ == theirs.n_iter_ == 6
     if early_stopping:
         assert ours.best_loss_ is None and len(ours.validation_scores_) == 6
-        assert ours.best_validation_score_ == max(ours.validation_scores_) and ours.best_epoch_ == 1
+        # The best epoch is the first with the highest score (scikit-learn keeps a later one only if it is
+        # higher), whether or not it beat the previous best by tol.
+        assert ours.best_validation_score_ == max(ours.validation_scores_)
+        assert ours.best_epoch_ == 1 + int(np.argmax(ours.validation_scores_))
     else:
         assert ours.validation_scores_ is None and ours.best_validation_score_ is None
         assert ours.best_loss_ == min(ours.loss_curve_) and ours.best_epoch_ is None
