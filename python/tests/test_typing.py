@@ -1,6 +1,7 @@
 """Types: the tensor stub (wgcompute/_tensor.pyi) is what python/tools/stubs.py makes of the installed package,
-so a method added to the source or to an op table fails here until the stub is written again; and the examples
-pass ``mypy --strict`` against the package, its stub included."""
+so a method added to the source or to an op table fails here until the stub is written again; both stubs (the
+extension's too) agree with the runtime as mypy's stubtest checks them; and the examples pass ``mypy --strict``
+against the package, its stubs included."""
 
 import subprocess
 import sys
@@ -28,6 +29,27 @@ def test_the_stub_covers_every_op_method_and_operator():
         names += [f"__{written.dunder}__", f"__r{written.dunder}__"]
     for name in names:
         assert f"    def {name}(self" in stub, name
+
+
+def test_the_stubs_agree_with_the_runtime(tmp_path):
+    """mypy's stubtest: every public name, method and parameter of the extension (python/src/*.rs) and of the
+    tensor module is in their stubs, with the runtime's signature."""
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy.stubtest",
+            "wgcompute._wgcompute",
+            "wgcompute._tensor",
+            "--mypy-config-file",
+            str(ROOT / "python" / "pyproject.toml"),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
 
 
 def test_the_examples_pass_mypy_strict(tmp_path):

@@ -43,7 +43,13 @@ def _parameters(function: Any, method: bool) -> list[str]:
     signature = inspect.signature(function)
     parts: list[str] = []
     starred = False
+    positional_only = False
     for index, parameter in enumerate(signature.parameters.values()):
+        if positional_only and parameter.kind is not parameter.POSITIONAL_ONLY:
+            parts.append("/")
+            positional_only = False
+        if parameter.kind is parameter.POSITIONAL_ONLY:
+            positional_only = True
         if method and index == 0:
             parts.append(parameter.name)
             continue
@@ -60,6 +66,8 @@ def _parameters(function: Any, method: bool) -> list[str]:
         if parameter.default is not parameter.empty:
             text += (" = " if annotated else "=") + _default(parameter.default)
         parts.append(text)
+    if positional_only:
+        parts.append("/")
     return parts
 
 
@@ -67,7 +75,9 @@ def _def(name: str, function: Any, indent: str, method: bool) -> list[str]:
     returns = inspect.signature(function).return_annotation
     tail = "" if returns is inspect.Signature.empty else f" -> {returns}"
     parameters = _parameters(function, method)
-    line = f"{indent}def {name}({', '.join(parameters)}){tail}: ..."
+    # Elementwise comparisons return tensors, as NumPy's do: the override of object's is meant.
+    ignore = "  # type: ignore[override]" if method and name in ("__eq__", "__ne__") else ""
+    line = f"{indent}def {name}({', '.join(parameters)}){tail}: ...{ignore}"
     if len(line) <= LINE_LENGTH:
         return [line]
     # As the formatter splits a long signature: the parameters on one line of their own, else one a line.
@@ -107,7 +117,13 @@ def render() -> str:
     lines: list[str] = []
     for name in ("Tensor", "Variable"):
         lines += [*_class(getattr(_tensor, name)), ""]
-    for name in ("concat", "matmul", "softmax_cross_entropy"):
+    # Every public function the module defines (the package exports them all).
+    functions = sorted(
+        name
+        for name, member in vars(_tensor).items()
+        if _public(name) and inspect.isfunction(member) and member.__code__.co_filename == _tensor.__file__
+    )
+    for name in functions:
         lines += _def(name, getattr(_tensor, name), "", method=False)
     body = "\n".join(lines) + "\n"
     imports = [line for word, line in IMPORTS.items() if re.search(rf"\b{word}\b", body)]

@@ -15,7 +15,11 @@ __all__ = [
     "Tape",
     "Optimizer",
     "devices",
+    "run_command",
+    "error_classes",
     "op_tables",
+    "promoted_dtype",
+    "split_bounds",
     "linear_parameters",
     "mlp_parameters",
     "save_mlp",
@@ -51,6 +55,11 @@ def error_classes() -> list[tuple[str, str | None]]:
 def promoted_dtype(lhs: str, rhs: str) -> str | None:
     """The dtype the standard's type promotion gives two dtypes by name; None where it gives none."""
 
+def split_bounds(
+    len: int, sections: int | None = None, indices: Sequence[int] | None = None, strict: bool = True
+) -> list[tuple[int, int]]:
+    """The (start, len) of each part ``split`` (``strict``) or ``array_split`` cuts an axis of ``len`` into."""
+
 def op_tables() -> tuple[list[tuple[str, bool, str]], list[tuple[str, str]], list[tuple[str, str]]]:
     """(name, takes a scalar, description) per unary row; (name, description) per binary and reduction row."""
 
@@ -65,6 +74,15 @@ class CloseReport:
     """Device memory in bytes before open, while open and after close (None where the adapter does not report
     its memory), and the pool's peaks."""
 
+    def __new__(
+        cls,
+        memory_before_open: int | None,
+        memory_while_open: int | None,
+        memory_after_close: int | None,
+        peak_in_use: int,
+        peak_reserved: int,
+        device_lost: bool,
+    ) -> CloseReport: ...
     @property
     def memory_before_open(self) -> int | None: ...
     @property
@@ -82,6 +100,16 @@ class CloseReport:
 class MemoryStats:
     """The session's pool, in bytes; ``limit`` is None without a cap."""
 
+    def __new__(
+        cls,
+        in_use: int,
+        reserved: int,
+        peak_in_use: int,
+        peak_reserved: int,
+        fragmentation_at_peak: int,
+        allocations: int,
+        limit: int | None,
+    ) -> MemoryStats: ...
     @property
     def in_use(self) -> int: ...
     @property
@@ -143,6 +171,9 @@ class Session:
     def full(self, shape: Sequence[int], value: float) -> Tensor: ...
     def rand(self, shape: Sequence[int], seed: int) -> Tensor: ...
     def randn(self, shape: Sequence[int], seed: int) -> Tensor: ...
+    def arange(self, start: float, stop: float, step: float) -> Tensor: ...
+    def linspace(self, start: float, stop: float, num: int, endpoint: bool) -> Tensor: ...
+    def eye(self, n_rows: int, n_cols: int, k: int) -> Tensor: ...
 
 @final
 class Tensor:
@@ -228,6 +259,22 @@ class Tensor:
     def searchsorted(self, needles: Tensor, side: str, sorter: Tensor | None = None) -> Tensor: ...
     def nonzero(self) -> list[Tensor]: ...
     def unique_values(self) -> Tensor: ...
+    def loss(self, y_pred: Tensor, name: str, reduction: str, delta: float = 1.0, from_logits: bool = False) -> Tensor:
+        """The loss ``name`` (Keras's function names) of these targets against ``y_pred``, reduced as
+        ``reduction`` ("mean", "sum" or "none") says."""
+    def reduce_axes(self, name: str, axes: Sequence[int] | None = None, keepdims: bool = False) -> Tensor: ...
+    def arg_keepdims(self, axis: int | None = None, smallest: bool = False) -> Tensor: ...
+    def var(self, axes: Sequence[int] | None = None, correction: float = 0.0, keepdims: bool = False) -> Tensor: ...
+    def std(self, axes: Sequence[int] | None = None, correction: float = 0.0, keepdims: bool = False) -> Tensor: ...
+    def logsumexp(self, axes: Sequence[int] | None = None, keepdims: bool = False) -> Tensor: ...
+    def cumulative(self, axis: int | None = None, include_initial: bool = False, prod: bool = False) -> Tensor: ...
+    def broadcast_to(self, shape: Sequence[int]) -> Tensor: ...
+    def tile(self, reps: Sequence[int]) -> Tensor: ...
+    def repeat(self, counts: Sequence[int], axis: int | None = None) -> Tensor: ...
+    def pad(self, widths: Sequence[tuple[int, int]], mode: str = "constant", value: float = 0.0) -> Tensor: ...
+    def triangle(self, k: int = 0, lower: bool = True) -> Tensor: ...
+    @staticmethod
+    def stack(parts: Sequence[Tensor], axis: int) -> Tensor: ...
 
 @final
 class Tape:
@@ -291,6 +338,39 @@ class Tape:
     # sorting
     def sort(self, x: Tensor, axis: int, descending: bool) -> Tensor: ...
     def top_k(self, x: Tensor, k: int, axis: int, largest: bool) -> tuple[Tensor, Tensor]: ...
+    def loss(
+        self,
+        y_true: Tensor,
+        y_pred: Tensor,
+        name: str,
+        reduction: str,
+        delta: float = 1.0,
+        from_logits: bool = False,
+    ) -> Tensor:
+        """The loss ``name`` of ``y_true`` against ``y_pred``, recorded."""
+    def reduce_axes(
+        self, x: Tensor, name: str, axes: Sequence[int] | None = None, keepdims: bool = False
+    ) -> Tensor: ...
+    def var(
+        self,
+        x: Tensor,
+        axes: Sequence[int] | None = None,
+        correction: float = 0.0,
+        keepdims: bool = False,
+        root: bool = False,
+    ) -> Tensor: ...
+    def logsumexp(self, x: Tensor, axes: Sequence[int] | None = None, keepdims: bool = False) -> Tensor: ...
+    def cumulative(
+        self, x: Tensor, axis: int | None = None, include_initial: bool = False, prod: bool = False
+    ) -> Tensor: ...
+    def broadcast_to(self, x: Tensor, shape: Sequence[int]) -> Tensor: ...
+    def tile(self, x: Tensor, reps: Sequence[int]) -> Tensor: ...
+    def repeat(self, x: Tensor, counts: Sequence[int], axis: int | None = None) -> Tensor: ...
+    def pad(
+        self, x: Tensor, widths: Sequence[tuple[int, int]], mode: str = "constant", value: float = 0.0
+    ) -> Tensor: ...
+    def triangle(self, x: Tensor, k: int = 0, lower: bool = True) -> Tensor: ...
+    def stack(self, parts: Sequence[Tensor], axis: int) -> Tensor: ...
 
 @final
 class Optimizer:
