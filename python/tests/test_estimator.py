@@ -570,6 +570,7 @@ def test_refusals_leave_the_estimator_usable(adapter, rng):
         (MLPClassifier(random_state="x", adapter=adapter), wgcompute.InvalidArgumentError),
         (MLPClassifier(memory_limit="lots", adapter=adapter), wgcompute.InvalidArgumentError),
         (MLPClassifier(early_stopping=True, validation_fraction=0.01, adapter=adapter), wgcompute.InvalidArgumentError),
+        (MLPClassifier(device="vulkan", adapter="gl"), wgcompute.InvalidArgumentError),
     ]:
         with pytest.raises(error):
             bad_model.fit(X, y)
@@ -591,6 +592,22 @@ def test_refusals_leave_the_estimator_usable(adapter, rng):
     assert model.predict_proba(X).tobytes() == before.tobytes()
 
 
+def test_device_names_the_adapter_as_adapter_does(adapter, rng):
+    X = rng.normal(size=(50, 4))
+    y = (X[:, 0] > 0).astype(int)
+    by_device = MLPClassifier(hidden_layer_sizes=(8,), max_iter=3, random_state=0, device=adapter).fit(X, y)
+    by_adapter = MLPClassifier(hidden_layer_sizes=(8,), max_iter=3, random_state=0, adapter=adapter).fit(X, y)
+    both = MLPClassifier(hidden_layer_sizes=(8,), max_iter=3, random_state=0, device=adapter, adapter=adapter)
+    for fitted in (by_adapter, both.fit(X, y)):
+        for ours, theirs in zip(by_device.coefs_, fitted.coefs_, strict=True):
+            np.testing.assert_array_equal(ours, theirs)
+    assert by_device.get_params()["device"] == adapter
+    unknown = MLPClassifier(hidden_layer_sizes=(8,), max_iter=3, device="no adapter has this name")
+    with pytest.raises(wgcompute.Error, match="no adapter has this name"):
+        unknown.fit(X, y)
+    assert not hasattr(unknown, "coefs_")
+
+
 def test_clone_and_params_follow_scikit_learn():
     model = MLPClassifier(hidden_layer_sizes=(7, 3), max_iter=9, adapter="gl", learning_rate_schedule="cosine")
     params = model.get_params()
@@ -599,7 +616,7 @@ def test_clone_and_params_follow_scikit_learn():
     ours = set(params)
     # Our parameters that scikit-learn also has are its names; the rest are ours alone.
     assert reference <= ours, reference - ours
-    assert ours - reference == {"standardize", "learning_rate_schedule", "memory_limit", "adapter"}
+    assert ours - reference == {"standardize", "learning_rate_schedule", "memory_limit", "device", "adapter"}
     copy = clone(model).set_params(max_iter=4)
     assert copy.max_iter == 4 and model.max_iter == 9
     assert isinstance(model, sklearn.base.BaseEstimator) and sklearn.base.is_classifier(model)

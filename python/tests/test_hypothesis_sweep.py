@@ -690,6 +690,7 @@ TARGETS = [
     ),
     fit_target("MLPClassifier(memory_limit=v).fit", lambda c, v: fit_own(c, memory_limit=v, adapter=c.adapter)),
     fit_target("MLPClassifier(adapter=v).fit", lambda c, v: fit_own(c, adapter=v)),
+    fit_target("MLPClassifier(device=v).fit", lambda c, v: fit_own(c, device=v)),
     fit_target("MLPClassifier().fit(v, y)", lambda c, v: classifier().fit(v, Y, session=c.fit_s)),
     fit_target("MLPClassifier().fit(X, v)", lambda c, v: classifier().fit(X, v, session=c.fit_s)),
     fit_target("MLPClassifier().fit(X, y, session=v)", lambda c, v: classifier().fit(X, Y, session=v)),

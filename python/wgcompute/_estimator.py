@@ -326,6 +326,7 @@ class _BaseMLP(_BaseEstimator):
         standardize: bool = True,
         learning_rate_schedule: str = "constant",
         memory_limit: str | float | int | None = None,
+        device: int | str | None = None,
         adapter: int | str | None = None,
     ) -> None:
         self.hidden_layer_sizes = hidden_layer_sizes
@@ -354,9 +355,19 @@ class _BaseMLP(_BaseEstimator):
         self.standardize = standardize
         self.learning_rate_schedule = learning_rate_schedule
         self.memory_limit = memory_limit
+        self.device = device
         self.adapter = adapter
 
     # --- checks ---
+
+    def _device(self) -> int | str | None:
+        """The adapter the estimator's own sessions open: ``device`` (the front doors' name) or ``adapter`` (the
+        Session's), one of them."""
+        if self.device is not None and self.adapter is not None and self.device != self.adapter:
+            raise InvalidArgumentError(
+                f"device={self.device!r} and adapter={self.adapter!r} name the same thing: give one of them"
+            )
+        return self.device if self.device is not None else self.adapter
 
     def _hidden(self) -> list[int]:
         sizes = self.hidden_layer_sizes
@@ -448,6 +459,7 @@ class _BaseMLP(_BaseEstimator):
     def _settings(self) -> dict[str, Any]:
         """Every setting checked, before any data is read: what ``_run`` passes to the library."""
         hidden = self._hidden()
+        self._device()
         # The flags first: each is read as a truth below, which an array would make ambiguous.
         for flag in ("early_stopping", "standardize", "shuffle", "warm_start", "nesterovs_momentum"):
             if not isinstance(getattr(self, flag), (bool, np.bool_)):
@@ -593,7 +605,7 @@ class _BaseMLP(_BaseEstimator):
         if session is not None:
             fitted = _wgcompute.fit_mlp(_session_argument(session)._s, *arguments)
         else:
-            with Session(memory_limit=self.memory_limit, adapter=self.adapter) as own:
+            with Session(memory_limit=self.memory_limit, adapter=self._device()) as own:
                 fitted = _wgcompute.fit_mlp(own._s, *arguments)
 
         # Only now, with the fit done, does the estimator change.
@@ -660,7 +672,7 @@ class _BaseMLP(_BaseEstimator):
         if session is not None:
             outputs = _wgcompute.predict_mlp(_session_argument(session)._s, *arguments)
         else:
-            with Session(memory_limit=self.memory_limit, adapter=self.adapter) as own:
+            with Session(memory_limit=self.memory_limit, adapter=self._device()) as own:
                 outputs = _wgcompute.predict_mlp(own._s, *arguments)
         return outputs.astype(np.float64)
 
@@ -701,8 +713,9 @@ class MLPClassifier(_ClassifierMixin, _BaseMLP):
     Parameters of our own: ``standardize`` (on by default: every feature standardised with the training rows'
     mean and deviation, kept as ``input_mean_``/``input_scale_``), ``learning_rate_schedule`` (``"constant"``,
     ``"step:every=10,factor=0.5"``, ``"cosine:min_lr=0"``, ``"plateau:factor=0.1,patience=10,min_lr=0"``),
-    ``memory_limit`` and ``adapter`` (the :class:`wgcompute.Session` each ``fit`` and ``predict`` opens and
-    closes before returning, so all its memory is back; a ``session=`` given to a method is used instead).
+    ``memory_limit`` and ``device`` (or ``adapter``, the same: the :class:`wgcompute.Session` each ``fit`` and
+    ``predict`` opens and closes before returning, so all its memory is back; a ``session=`` given to a method
+    is used instead).
 
     ``partial_fit`` trains one epoch from where the model stands (its optimizer state starts afresh each
     call: the moments live in the call's session, which gives its memory back).
@@ -760,7 +773,7 @@ class MLPClassifier(_ClassifierMixin, _BaseMLP):
 
     def fit(self, X: Any, y: Any, *, session: Session | None = None) -> MLPClassifier:
         """Trains on ``X`` [n_samples, n_features] and labels ``y`` (any labels ``numpy.unique`` sorts, or a 2-d
-        0/1 multi-label indicator), in ``session`` or in a session of ``memory_limit`` and ``adapter`` opened
+        0/1 multi-label indicator), in ``session`` or in a session of ``memory_limit`` and ``device`` opened
         and closed for the call. Everything is checked before any work; a refused fit leaves the estimator as
         it was. With ``warm_start`` a fitted model goes on from its weights."""
         return self._fit(X, y, session, incremental=False)
@@ -832,7 +845,8 @@ class MLPRegressor(_RegressorMixin, _BaseMLP):
     ``MLPRegressor`` parameters, semantics and attributes: identity outputs, the squared loss as scikit-learn's
     (``0.5·mean((y − ŷ)²)`` plus the L2 term), one output per column of a 2-d ``y``; ``score`` is R², and
     ``early_stopping`` watches the validation R². The parameters are :class:`MLPClassifier`'s (the
-    standardisation applies to ``X`` only, not to ``y``).
+    standardisation applies to ``X`` only, not to ``y``) and scikit-learn's ``loss``, of which
+    ``"squared_error"`` (the default) is offered and ``"poisson"`` refused.
 
     Example::
 
@@ -841,7 +855,77 @@ class MLPRegressor(_RegressorMixin, _BaseMLP):
         model.predict(X_test), model.score(X_test, y_test)
     """
 
+    def __init__(
+        self,
+        loss: str = "squared_error",
+        hidden_layer_sizes: int | Iterable[int] = (100,),
+        activation: str = "relu",
+        *,
+        solver: str = "adam",
+        alpha: float = 0.0001,
+        batch_size: int | str = "auto",
+        learning_rate: str = "constant",
+        learning_rate_init: float = 0.001,
+        power_t: float = 0.5,
+        max_iter: int = 200,
+        shuffle: bool = True,
+        random_state: int | np.random.RandomState | None = None,
+        tol: float = 1e-4,
+        verbose: bool = False,
+        warm_start: bool = False,
+        momentum: float = 0.9,
+        nesterovs_momentum: bool = True,
+        early_stopping: bool = False,
+        validation_fraction: float = 0.1,
+        beta_1: float = 0.9,
+        beta_2: float = 0.999,
+        epsilon: float = 1e-8,
+        n_iter_no_change: int | float = 10,
+        max_fun: int = 15000,
+        standardize: bool = True,
+        learning_rate_schedule: str = "constant",
+        memory_limit: str | float | int | None = None,
+        device: int | str | None = None,
+        adapter: int | str | None = None,
+    ) -> None:
+        super().__init__(
+            hidden_layer_sizes=hidden_layer_sizes,
+            activation=activation,
+            solver=solver,
+            alpha=alpha,
+            batch_size=batch_size,
+            learning_rate=learning_rate,
+            learning_rate_init=learning_rate_init,
+            power_t=power_t,
+            max_iter=max_iter,
+            shuffle=shuffle,
+            random_state=random_state,
+            tol=tol,
+            verbose=verbose,
+            warm_start=warm_start,
+            momentum=momentum,
+            nesterovs_momentum=nesterovs_momentum,
+            early_stopping=early_stopping,
+            validation_fraction=validation_fraction,
+            beta_1=beta_1,
+            beta_2=beta_2,
+            epsilon=epsilon,
+            n_iter_no_change=n_iter_no_change,
+            max_fun=max_fun,
+            standardize=standardize,
+            learning_rate_schedule=learning_rate_schedule,
+            memory_limit=memory_limit,
+            device=device,
+            adapter=adapter,
+        )
+        self.loss = loss
+
     def _targets(self, y: Any, samples: int, going_on: bool, classes: Any) -> tuple[Any, ...]:
+        if not (isinstance(self.loss, str) and self.loss == "squared_error"):
+            raise InvalidArgumentError(
+                f"loss={self.loss!r}: the regressor trains scikit-learn's 'squared_error' only ('poisson' is not "
+                "offered)"
+            )
         if y is not None and not _is_sparse(y):
             y = _ragged_safe(y, "y")
             if y.ndim == 2 and y.shape[1] == 1:
