@@ -421,3 +421,29 @@ def test_a_schedule_that_reaches_zero_leaves_the_variables_and_advances_the_stat
             assert not np.array_equal(variable.numpy(), before)
     assert optimizer.iterations == 4 and optimizer.learning_rate == 0.0
     assert repr(optimizer).startswith("Adagrad(learning_rate=")
+
+
+def test_kerass_optimizer_functions_are_kerass_updates(session, rng):
+    from wgcompute import keras
+
+    starts = [rng.uniform(-1, 1, shape).astype(np.float32) for shape in SHAPES]
+    gradients = gradients_for(rng, STEPS)
+    settings = {"learning_rate": 0.02, "beta_1": 0.8, "beta_2": 0.95, "epsilon": 1e-3}
+    for make, decay in [(keras.optimizers.Adam, {"weight_decay": 0.1}), (keras.optimizers.AdamW, {})]:
+        got = run(session, make(**settings, **decay), starts, gradients)
+        want = reference("adam", {**settings, "weight_decay": decay.get("weight_decay", 0.004)}, starts, gradients)
+        for index, (g, w) in enumerate(zip(got, want, strict=True)):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6, err_msg=f"{make.__name__}, variable {index}")
+    nesterov = {"learning_rate": 0.05, "momentum": 0.9, "nesterov": True, "weight_decay": 0.1}
+    got = run(session, keras.optimizers.SGD(**nesterov), starts, gradients)
+    want = reference("sgd", nesterov, starts, gradients)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+    # compile's strings give Keras's defaults.
+    from wgcompute._model import _optimizer_of
+
+    assert "weight_decay=0.004" in repr(_optimizer_of("adamw")) and "eps=1e-07" in repr(_optimizer_of("Adam"))
+    for refused in ({"amsgrad": True}, {"use_ema": True}, {"gradient_accumulation_steps": 4}, {"betas": 0.9}):
+        with pytest.raises(wg.InvalidArgumentError):
+            keras.optimizers.Adam(**refused)
+    keras.optimizers.Adam(name="adam", use_ema=False, ema_momentum=0.99)

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 from .. import callbacks
 from .._model import Input, Model, Sequential, load_model
-from . import layers, losses, models, optimizers, utils
+from . import initializers, layers, losses, models, optimizers, utils
 
 __all__ = [
     "Input",
     "Model",
     "Sequential",
     "callbacks",
+    "initializers",
     "layers",
     "load_model",
     "losses",

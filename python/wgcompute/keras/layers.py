@@ -2,7 +2,8 @@
 layers of :mod:`wgcompute.nn`) the first time it is called, in the session of the tensor it is given, with the
 input's last axis as its width. A model of them opens its own session when it is built.
 
-Weights are drawn as Keras draws them (Glorot-uniform kernels, zero biases) from a fresh seed, or from the
+Weights are drawn as Keras draws them (Glorot-uniform kernels and zero biases unless ``kernel_initializer`` or
+``bias_initializer`` names another of :mod:`wgcompute.keras.initializers`) from a fresh seed, or from the
 sequence :func:`wgcompute.keras.utils.set_random_seed` starts."""
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from .. import _layers, _manipulate, _neural
 from .._convert import _flag
 from .._errors import ArgumentTypeError, InvalidArgumentError, ShapeError
 from .._model import Input, KerasTensor, _is_symbolic, _symbolic_call
-from .._tensor import Tensor, _tensor_argument
+from .._tensor import Tensor, Variable, _tensor_argument
 from ..nn import Linear
+from . import initializers
 
 __all__ = [
     "Activation",
@@ -45,6 +47,24 @@ __all__ = [
 ]
 
 _seeds: dict[str, int | None] = {"next": None}
+
+
+def _bias_seed(seed: int) -> int:
+    """A bias's seed, apart from its kernel's (a random bias initializer draws from it)."""
+    return (seed ^ 0x9E3779B97F4A7C15) % 2**63
+
+
+def _initialized(
+    inner: Any, kernel: initializers.Initializer, bias: initializers.Initializer, seed: int, default: str
+) -> Any:
+    """``inner`` (a layer of wgcompute.nn, its kernel drawn as ``default`` from ``seed``) with its kernel and
+    bias drawn by the initializers asked for instead, where they are not what it drew."""
+    session = inner.kernel._owner()
+    if not (type(kernel) is initializers.get(default).__class__ and getattr(kernel, "seed", None) is None):
+        inner.kernel.assign(kernel.draw(session, inner.kernel.shape, seed))
+    if getattr(inner, "bias", None) is not None and not (isinstance(bias, initializers.Constant) and bias.value == 0.0):
+        inner.bias.assign(bias.draw(session, inner.bias.shape, _bias_seed(seed)))
+    return inner
 
 
 def _next_seed(seed: int | None) -> int:
@@ -159,8 +179,8 @@ class Dense(Layer):
         units: int,
         activation: str | Callable[[Tensor], Tensor] | None = None,
         use_bias: bool = True,
-        kernel_initializer: str = "glorot_uniform",
-        bias_initializer: str = "zeros",
+        kernel_initializer: Any = "glorot_uniform",
+        bias_initializer: Any = "zeros",
         seed: int | None = None,
         **kwargs: Any,
     ) -> None:
@@ -168,29 +188,29 @@ class Dense(Layer):
         self.units = _layers._width(units, "units")
         self._function = _activation(activation)
         self.use_bias = _flag(use_bias, "use_bias")
-        if kernel_initializer not in ("glorot_uniform", "zeros"):
-            raise InvalidArgumentError(f"kernel_initializer is 'glorot_uniform' or 'zeros'; got {kernel_initializer!r}")
-        if bias_initializer != "zeros":
-            raise InvalidArgumentError(f"bias_initializer is 'zeros'; got {bias_initializer!r}")
+        self.kernel_initializer = initializers.get(kernel_initializer)
+        self.bias_initializer = initializers.get(bias_initializer)
         self.activation = activation
         self._seed = seed
         self._config = {
             "units": self.units,
             "activation": activation,
             "use_bias": self.use_bias,
-            "kernel_initializer": kernel_initializer,
+            "kernel_initializer": initializers.serialize(kernel_initializer),
+            "bias_initializer": initializers.serialize(bias_initializer),
         }
 
     def build(self, x: Tensor) -> None:
         if x.ndim < 1:
             raise ShapeError("Dense takes inputs with a last axis; got a 0-d tensor")
         session, width = x._owner(), x.shape[-1]
-        if self._config["kernel_initializer"] == "zeros":
-            self.kernel = _layers._constant(session, (width, self.units), 0.0, "kernel")
-        else:
-            limit = math.sqrt(6.0 / (width + self.units))
-            self.kernel = _layers._uniform(session, (width, self.units), limit, _next_seed(self._seed), "kernel")
-        self.bias = _layers._constant(session, (self.units,), 0.0, "bias") if self.use_bias else None
+        seed = _next_seed(self._seed)
+        self.kernel = Variable(self.kernel_initializer.draw(session, (width, self.units), seed), name="kernel")
+        self.bias = (
+            Variable(self.bias_initializer.draw(session, (self.units,), _bias_seed(seed)), name="bias")
+            if self.use_bias
+            else None
+        )
         self._linear = Linear._of(self.kernel, self.bias)
 
     def call(self, x: Any, training: bool = False) -> Tensor:
@@ -239,6 +259,8 @@ class Conv2D(_Wrapped):
         groups: int = 1,
         activation: Any = None,
         use_bias: bool = True,
+        kernel_initializer: Any = "glorot_uniform",
+        bias_initializer: Any = "zeros",
         seed: int | None = None,
         **kwargs: Any,
     ) -> None:
@@ -247,6 +269,8 @@ class Conv2D(_Wrapped):
         self._function = _activation(activation)
         self._settings = (kernel_size, strides, padding, dilation_rate, _layers._width(groups, "groups"))
         self._bias, self._seed = _flag(use_bias, "use_bias"), seed
+        self.kernel_initializer = initializers.get(kernel_initializer)
+        self.bias_initializer = initializers.get(bias_initializer)
         self._config = {
             "filters": self.filters,
             "kernel_size": kernel_size,
@@ -256,12 +280,15 @@ class Conv2D(_Wrapped):
             "groups": groups,
             "activation": activation,
             "use_bias": self._bias,
+            "kernel_initializer": initializers.serialize(kernel_initializer),
+            "bias_initializer": initializers.serialize(bias_initializer),
         }
 
     def build(self, x: Tensor) -> None:
         if x.ndim != 4:
             raise ShapeError(f"Conv2D takes [batch, height, width, channels]; got shape {x.shape}")
         size, stride, padding, dilation, groups = self._settings
+        seed = _next_seed(self._seed)
         inner = _layers.Conv2d(
             x._owner(),
             x.shape[-1],
@@ -272,8 +299,9 @@ class Conv2D(_Wrapped):
             dilation,
             groups,
             self._bias,
-            _next_seed(self._seed),
+            seed,
         )
+        inner = _initialized(inner, self.kernel_initializer, self.bias_initializer, seed, "glorot_uniform")
         self._adopt(inner, self._function)
 
 
@@ -290,6 +318,8 @@ class Conv1D(_Wrapped):
         groups: int = 1,
         activation: Any = None,
         use_bias: bool = True,
+        kernel_initializer: Any = "glorot_uniform",
+        bias_initializer: Any = "zeros",
         seed: int | None = None,
         **kwargs: Any,
     ) -> None:
@@ -298,6 +328,8 @@ class Conv1D(_Wrapped):
         self._function = _activation(activation)
         self._settings = (kernel_size, strides, padding, dilation_rate, groups)
         self._bias, self._seed = _flag(use_bias, "use_bias"), seed
+        self.kernel_initializer = initializers.get(kernel_initializer)
+        self.bias_initializer = initializers.get(bias_initializer)
         self._config = {
             "filters": self.filters,
             "kernel_size": kernel_size,
@@ -307,12 +339,15 @@ class Conv1D(_Wrapped):
             "groups": groups,
             "activation": activation,
             "use_bias": self._bias,
+            "kernel_initializer": initializers.serialize(kernel_initializer),
+            "bias_initializer": initializers.serialize(bias_initializer),
         }
 
     def build(self, x: Tensor) -> None:
         if x.ndim != 3:
             raise ShapeError(f"Conv1D takes [batch, steps, channels]; got shape {x.shape}")
         size, stride, padding, dilation, groups = self._settings
+        seed = _next_seed(self._seed)
         inner = _layers.Conv1d(
             x._owner(),
             x.shape[-1],
@@ -323,8 +358,9 @@ class Conv1D(_Wrapped):
             dilation,
             groups,
             self._bias,
-            _next_seed(self._seed),
+            seed,
         )
+        inner = _initialized(inner, self.kernel_initializer, self.bias_initializer, seed, "glorot_uniform")
         self._adopt(inner, self._function)
 
 
@@ -356,10 +392,22 @@ class LayerNormalization(_Wrapped):
 class Embedding(_Wrapped):
     """Keras's ``Embedding``: rows of ``embeddings`` [input_dim, output_dim] picked by integer ids."""
 
-    def __init__(self, input_dim: int, output_dim: int, seed: int | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        input_dim: int,
+        output_dim: int,
+        embeddings_initializer: Any = "uniform",
+        seed: int | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self._seed = seed
-        self._config = {"input_dim": input_dim, "output_dim": output_dim}
+        self.embeddings_initializer = initializers.get(embeddings_initializer)
+        self._config = {
+            "input_dim": input_dim,
+            "output_dim": output_dim,
+            "embeddings_initializer": initializers.serialize(embeddings_initializer),
+        }
 
     def __call__(self, x: Any, training: bool = False) -> Any:
         if isinstance(x, KerasTensor):
@@ -368,11 +416,16 @@ class Embedding(_Wrapped):
             session = x._owner() if isinstance(x, Tensor) else None
             if session is None:
                 raise ArgumentTypeError("Embedding's first call takes a Tensor of ids (it gives the session)")
-            self._adopt(
-                _layers.Embedding(
-                    session, self._config["input_dim"], self._config["output_dim"], _next_seed(self._seed)
-                )
-            )
+            seed = _next_seed(self._seed)
+            inner = _layers.Embedding(session, self._config["input_dim"], self._config["output_dim"], seed)
+            initializer = self.embeddings_initializer
+            # The inner layer drew Keras's default, uniform in ±0.05, from the seed.
+            if not (
+                type(initializer) is initializers.RandomUniform
+                and (initializer.minval, initializer.maxval, initializer.seed) == (-0.05, 0.05, None)
+            ):
+                inner.embeddings.assign(initializer.draw(session, inner.embeddings.shape, seed))
+            self._adopt(inner)
             self.built = True
         return self.call(x, training=_flag(training, "training"))
 
