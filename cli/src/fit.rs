@@ -447,9 +447,10 @@ impl Plan {
             if let Some(held) = resumed.file.metadata().get("optimizer") {
                 if held != kind {
                     bail!(
-                        "{} holds the state of a '{held}' optimizer, but it says it was trained with --optimizer \
-                         {optimizer}: the file disagrees with itself",
-                        resumed.path.display()
+                        "{} holds the state of a '{held}' optimizer, but its {} says it was trained with \
+                         --optimizer {optimizer}: the file disagrees with itself",
+                        resumed.path.display(),
+                        keys::OPTIMIZER
                     );
                 }
             }
