@@ -2,7 +2,7 @@
 values Keras's formulas give, at awkward shapes (fans from a dense kernel's and a convolution's shape); seeds
 reproducing draws; the layers taking ``kernel_initializer``, ``bias_initializer`` and
 ``embeddings_initializer``, with the default draws unchanged; configurations surviving save/load_model; bad
-identifiers refused."""
+identifiers refused. And keras.utils.to_categorical against NumPy."""
 
 from __future__ import annotations
 
@@ -178,3 +178,24 @@ def test_a_model_with_initializers_saves_and_loads(session, tmp_path):
         assert isinstance(loaded.layers[0].kernel_initializer, initializers.HeNormal)
     finally:
         loaded.close()
+
+
+def test_to_categorical_is_kerass():
+    rng = np.random.default_rng(5)
+    ids = rng.integers(0, 7, size=(13, 1))
+    rows = keras.utils.to_categorical(ids)
+    assert rows.shape == (13, 7) and rows.dtype == np.float32
+    np.testing.assert_array_equal(rows.argmax(axis=1), ids[:, 0])
+    assert (rows.sum(axis=1) == 1).all()
+    assert keras.utils.to_categorical([0, 2], num_classes=5).shape == (2, 5)
+    assert keras.utils.to_categorical(np.array([[1, 0], [2, 2]])).shape == (2, 2, 3)
+    for bad, error in [
+        ([0, -1], wg.InvalidArgumentError),
+        ([0.5], wg.DTypeError),
+        (["a"], wg.DTypeError),
+        ([[0], [1, 2]], wg.ShapeError),
+    ]:
+        with pytest.raises(error):
+            keras.utils.to_categorical(bad)
+    with pytest.raises(wg.InvalidArgumentError):
+        keras.utils.to_categorical([0, 4], num_classes=3)

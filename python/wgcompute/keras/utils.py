@@ -1,16 +1,17 @@
-"""Keras's ``keras.utils``: :func:`set_random_seed`."""
+"""Keras's ``keras.utils``: :func:`set_random_seed` and :func:`to_categorical`."""
 
 from __future__ import annotations
 
 import numbers
 import random
+from typing import Any
 
 import numpy as np
 
-from .._errors import InvalidArgumentError
+from .._errors import DTypeError, InvalidArgumentError, ShapeError
 from . import layers
 
-__all__ = ["set_random_seed"]
+__all__ = ["set_random_seed", "to_categorical"]
 
 
 def set_random_seed(seed: int) -> None:
@@ -21,3 +22,29 @@ def set_random_seed(seed: int) -> None:
     layers._seeds["next"] = int(seed)
     random.seed(int(seed))
     np.random.seed(int(seed))
+
+
+def to_categorical(x: Any, num_classes: int | None = None) -> np.ndarray:
+    """Class ids as one-hot rows (float32 NumPy, a last axis of ``num_classes``, by default the largest id + 1),
+    as Keras's: a trailing axis of length 1 is dropped first."""
+    try:
+        ids = np.asarray(x)
+    except ValueError as error:
+        raise ShapeError(f"to_categorical takes an array of class ids: {error}") from None
+    if ids.dtype.kind == "f" and ids.size and not (np.isfinite(ids).all() and (ids == np.round(ids)).all()):
+        raise DTypeError("to_categorical takes integer class ids; got non-integral floats")
+    if ids.dtype.kind not in "iuf":
+        raise DTypeError(f"to_categorical takes integer class ids; got {ids.dtype}")
+    ids = ids.astype(np.int64)
+    if ids.ndim > 1 and ids.shape[-1] == 1:
+        ids = ids.reshape(ids.shape[:-1])
+    if ids.size and ids.min() < 0:
+        raise InvalidArgumentError(f"class ids are 0 or more; got {int(ids.min())}")
+    largest = int(ids.max()) + 1 if ids.size else 0
+    if num_classes is None:
+        num_classes = largest
+    elif not isinstance(num_classes, numbers.Integral) or isinstance(num_classes, bool) or num_classes < largest:
+        raise InvalidArgumentError(
+            f"num_classes must be an int above the largest id ({largest - 1}); got {num_classes!r:.80}"
+        )
+    return np.eye(int(num_classes), dtype=np.float32)[ids]
