@@ -57,15 +57,21 @@ def _fans(shape: Sequence[int]) -> tuple[float, float]:
 def _seed_of(seed: Any) -> int | None:
     if seed is None:
         return None
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-        raise InvalidArgumentError(f"an initializer's seed is an int of at least 0 or None; got {seed!r:.80}")
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63:
+        raise InvalidArgumentError(f"an initializer's seed is an int from 0 to 2**63 - 1, or None; got {seed!r:.80}")
     return seed
 
 
 def _number(value: Any, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InvalidArgumentError(f"{name} is a finite number; got {value!r:.80}")
-    return float(value)
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        raise InvalidArgumentError(f"{name} is a finite number; got {value!r:.80}")
+    return number
 
 
 def _truncated(session: Session, shape: Sequence[int], seed: int) -> Tensor:

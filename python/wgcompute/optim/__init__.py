@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
 from .. import _wgcompute
-from .._convert import _sequence
+from .._convert import _flag, _sequence
 from .._errors import ArgumentTypeError, InvalidArgumentError
 from .._tensor import Tensor, Variable
 from . import schedules
@@ -298,7 +298,7 @@ class SGD(Optimizer):
         self._native = _wgcompute.Optimizer.sgd(
             rate,
             _float(momentum, "momentum"),
-            bool(nesterov),
+            _flag(nesterov, "nesterov"),
             0.0 if weight_decay is None else _float(weight_decay, "weight_decay"),
         )
 
@@ -334,7 +334,7 @@ class _Keras(Optimizer):
             _float(rho, "rho"),
             _float(momentum, "momentum"),
             _float(epsilon, "epsilon"),
-            bool(centered),
+            _flag(centered, "centered"),
             _float(initial_accumulator_value, "initial_accumulator_value"),
             _float(beta_1, "beta_1"),
             _float(beta_2, "beta_2"),
