@@ -687,6 +687,47 @@ def test_a_declared_input_shape_builds_the_weights_before_any_data(session, tmp_
         keras.Sequential([keras.layers.Dense(2)], session=session).save(tmp_path / "n.safetensors")
 
 
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: wg.optim.Adam(0.01, weight_decay=0.1, clipnorm=0.5),
+        lambda: wg.optim.AdamW(0.01, weight_decay=0.0),
+        lambda: keras.optimizers.AdamW(learning_rate=0.02),
+        lambda: wg.optim.SGD(0.05, momentum=0.9, nesterov=True, clipvalue=0.1),
+        lambda: wg.optim.RMSprop(learning_rate=0.01, centered=True, global_clipnorm=1.0),
+        lambda: wg.optim.Nadam(
+            learning_rate=wg.optim.schedules.CosineDecay(0.05, 7, warmup_target=0.1, warmup_steps=2)
+        ),
+    ],
+    ids=["adam", "adamw", "keras-adamw", "sgd", "rmsprop", "nadam-schedule"],
+)
+def test_load_model_compiles_the_optimizer_it_was_saved_with(session, rng, tmp_path, make):
+    model = dense_model(session, 3, 5, 2)
+    model.compile(make(), "mse")
+    model.save(tmp_path / "m.safetensors")
+    loaded = keras.models.load_model(tmp_path / "m.safetensors", device=session.adapter["backend"])
+    try:
+        assert type(loaded.optimizer) is type(model.optimizer)
+        assert loaded.optimizer.get_config() == model.optimizer.get_config()
+        # Trained alike from the same weights: every setting came back (its moments start afresh in both).
+        x, y = data(rng, 13, 3, 2, "mse")
+        for trained in (model, loaded):
+            trained.fit(x, y, batch_size=4, epochs=2, shuffle=False, verbose=0)
+        for got, want in zip(loaded.get_weights(), model.get_weights(), strict=True):
+            np.testing.assert_array_equal(got, want)
+    finally:
+        loaded.close()
+
+
+def test_an_optimizer_takes_a_schedule_set_later(session):
+    optimizer = wg.optim.Adam(0.01)
+    optimizer.learning_rate = wg.optim.schedules.ExponentialDecay(0.1, 10, 0.5)
+    assert optimizer.learning_rate == pytest.approx(0.1)
+    with pytest.raises(wg.InvalidArgumentError):
+        optimizer.learning_rate = wg.optim.schedules.PiecewiseConstantDecay([5], [-1.0, 0.1])
+    assert optimizer.learning_rate == pytest.approx(0.1), "a refused schedule leaves the one before"
+
+
 def test_validation_data_and_initial_epoch(session, rng):
     model = dense_model(session, 3, 4, 2)
     compile_for(model, "mse", metrics=["mae"])

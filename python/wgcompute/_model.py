@@ -1126,6 +1126,7 @@ class Model(_layers.Layer):
         if isinstance(self.loss, Loss) and self.optimizer is not None:
             config["compile"] = {
                 "optimizer": type(self.optimizer).__name__,
+                "optimizer_config": self.optimizer.get_config(),
                 "learning_rate": self.optimizer.learning_rate,
                 "loss": self.loss.get_config(),
                 "metrics": [metric.name for metric in self._metrics],
@@ -1253,7 +1254,8 @@ def load_model(
     memory_limit: str | float | int | None = None,
 ) -> Model:
     """Reads a model :meth:`Model.save` wrote: its layers rebuilt, its weights bit for bit, compiled as it was
-    (with a fresh optimizer of the same kind and learning rate) unless ``compile=False``."""
+    (with a fresh optimizer of the same class and settings, schedule and clipping included; its moments are not
+    saved) unless ``compile=False``."""
     from . import keras
     from ._io import load
 
@@ -1276,8 +1278,15 @@ def load_model(
     model.load_state_dict(load(filepath, model._model_session()))
     settings = config.get("compile")
     if compile and isinstance(settings, dict):
-        optimizer = _optimizer_of(str(settings["optimizer"]))
-        optimizer.learning_rate = float(settings["learning_rate"])
+        kind = getattr(optim, str(settings["optimizer"]), None)
+        if not (isinstance(kind, type) and issubclass(kind, optim.Optimizer)):
+            raise CheckpointError(f"{os.fspath(filepath)!r} names an unknown optimizer {settings['optimizer']!r:.80}")
+        if isinstance(settings.get("optimizer_config"), dict):
+            optimizer = kind.from_config(settings["optimizer_config"])
+        else:
+            # Written before optimizers had configurations: the class and its rate.
+            optimizer = kind()
+            optimizer.learning_rate = float(settings["learning_rate"])
         loss_config = settings["loss"]
         model.compile(
             optimizer,

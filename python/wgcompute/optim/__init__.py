@@ -16,6 +16,7 @@ learning rate is set. Like every tensor, the state keeps no GPU memory after its
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal
@@ -118,13 +119,59 @@ class Optimizer:
     @learning_rate.setter
     def learning_rate(self, value: float | LearningRateSchedule) -> None:
         if isinstance(value, LearningRateSchedule):
-            self._native.learning_rate = self._scheduled_rate(self.iterations)
-            self._schedule = value
+            previous, self._schedule = self._schedule, value
+            try:
+                self._native.learning_rate = self._scheduled_rate(self.iterations)
+            except BaseException:
+                self._schedule = previous
+                raise
             return
         self._native.learning_rate = _float(value, "learning_rate")
         self._schedule = None
 
     lr = learning_rate
+
+    # Settings the native optimizer reports as numbers that its constructor takes as flags.
+    _FLAGS = ("nesterov", "centered")
+
+    def get_config(self) -> dict[str, Any]:
+        """What :meth:`from_config` makes this optimizer again from (its state aside): the hyperparameters by the
+        constructor's names (float32 values, widened), the clipping settings, and a schedule as
+        ``{"class_name": ..., "config": ...}``."""
+        config: dict[str, Any] = {
+            name: bool(value) if name in self._FLAGS else value for name, value in self._native.hyperparameters()
+        }
+        if "weight_decay" in inspect.signature(type(self)).parameters:
+            config.setdefault("weight_decay", 0.0)
+        for name in ("clipnorm", "clipvalue", "global_clipnorm"):
+            value = getattr(self, f"_{name}")
+            if value is not None:
+                config[name] = value
+        if self._schedule is not None:
+            config.pop("lr", None)
+            config["learning_rate"] = {
+                "class_name": type(self._schedule).__name__,
+                "config": self._schedule.get_config(),
+            }
+        return config
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> Optimizer:
+        """An optimizer of this class from :meth:`get_config`'s settings."""
+        if not isinstance(config, dict):
+            raise ArgumentTypeError(f"an optimizer's config is a dict; got {type(config).__name__}")
+        settings = dict(config)
+        rate = settings.get("learning_rate")
+        if isinstance(rate, dict):
+            kind = getattr(schedules, str(rate.get("class_name")), None)
+            if not (isinstance(kind, type) and issubclass(kind, LearningRateSchedule)):
+                raise InvalidArgumentError(f"not a schedule of wgcompute.optim.schedules: {rate!r:.120}")
+            settings["learning_rate"] = kind.from_config(dict(rate.get("config", {})))
+        try:
+            made = cls(**settings)
+        except TypeError as error:
+            raise InvalidArgumentError(f"{cls.__name__}'s config {config!r:.120}: {error}") from None
+        return made
 
     @property
     def clipnorm(self) -> float | None:
