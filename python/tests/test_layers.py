@@ -222,8 +222,14 @@ def test_loading_weights_of_another_model_is_refused_and_changes_nothing(session
         lambda: wg.optim.Adam(learning_rate=0.02),
         lambda: wg.optim.AdamW(learning_rate=0.02),
         lambda: wg.optim.SGD(learning_rate=0.05),
+        lambda: wg.optim.SGD(learning_rate=0.02, momentum=0.9, nesterov=True),
+        lambda: wg.optim.RMSprop(learning_rate=0.005),
+        lambda: wg.optim.Adagrad(learning_rate=0.1),
+        lambda: wg.optim.Adamax(learning_rate=0.02),
+        lambda: wg.optim.Nadam(learning_rate=0.02),
+        lambda: wg.optim.Lion(learning_rate=0.003),
     ],
-    ids=["adam", "adamw", "sgd"],
+    ids=["adam", "adamw", "sgd", "sgd-nesterov", "rmsprop", "adagrad", "adamax", "nadam", "lion"],
 )
 def test_a_sequential_of_every_layer_trains_under_a_gradient_tape(session, rng, optimizer):
     net = model(session, int(rng.integers(2**31)))
