@@ -52,6 +52,7 @@ pub fn kernel_variants() -> Vec<(&'static str, &'static [&'static str])> {
         (reduce::AXIS_FAMILY, reduce::AXIS_VARIANTS),
         (elementwise::FAMILY, elementwise::VARIANTS),
         (optim::FAMILY, optim::VARIANTS),
+        (window::FAMILY, window::VARIANTS),
     ]
 }
 

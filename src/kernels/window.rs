@@ -1,12 +1,13 @@
 //! Window kernels (shaders/window.wgsl): the patches of an NHWC image (im2col) that convolutions and pooling
 //! reduce or multiply, and their adjoint (col2im), the gradient of the patches and the transposed convolution.
-//! The output is written in windows that each fit one binding; the input is bound whole.
+//! The output is written in windows that each fit one binding; the input is bound whole. Each comes in two
+//! variants the tuner picks from (family `window`): runs of channels per invocation, or one element.
 
 use bytemuck::{Pod, Zeroable};
 
 use super::plan::Limits;
 use crate::error::{Error, Result};
-use crate::runtime::{BufferRange, Kernel, Runtime, Shader};
+use crate::runtime::{size_bucket, BufferRange, Kernel, Runtime, Shader};
 use crate::shape::window::Windows;
 
 static WINDOW: Shader = Shader {
@@ -17,6 +18,39 @@ static WINDOW: Shader = Shader {
 
 static PATCHES: Kernel = Kernel::new(&WINDOW, "patches", &[1, 3]);
 static PATCHES_ADJOINT: Kernel = Kernel::new(&WINDOW, "patches_adjoint", &[1, 3]);
+static PATCHES_RUNS: Kernel = Kernel::new(&WINDOW, "patches_runs", &[1, 3]);
+static PATCHES_ADJOINT_RUNS: Kernel = Kernel::new(&WINDOW, "patches_adjoint_runs", &[1, 3]);
+
+/// The family's name in tuning records, the cache and `SessionOptions::force_variant`.
+pub(crate) const FAMILY: &str = "window";
+/// Up to `RUN` consecutive elements per invocation (a run of channels shares its pixel and taps): the default.
+const RUNS: &str = "runs";
+/// One element per invocation.
+const ELEMENTS: &str = "elements";
+/// The first is the default.
+pub(crate) const VARIANTS: &[&str] = &[RUNS, ELEMENTS];
+/// The shader's `RUN`.
+const RUN: u64 = 16;
+/// The tuner times a variant on the output's first elements only: enough to show a steady rate.
+const TIMED_ELEMENTS: u64 = 1 << 20;
+
+/// The two forms of one window kernel.
+struct Forms {
+    name: &'static str,
+    runs: &'static Kernel,
+    elements: &'static Kernel,
+}
+
+const PATCHES_FORMS: Forms = Forms {
+    name: "patches",
+    runs: &PATCHES_RUNS,
+    elements: &PATCHES,
+};
+const PATCHES_ADJOINT_FORMS: Forms = Forms {
+    name: "patches_adjoint",
+    runs: &PATCHES_ADJOINT_RUNS,
+    elements: &PATCHES_ADJOINT,
+};
 
 #[repr(C)]
 #[derive(Clone, Copy, Default, Pod, Zeroable)]
@@ -95,30 +129,48 @@ fn params(windows: &Windows, fill: f32) -> Params {
     }
 }
 
-/// Runs `kernel` with `source` bound whole and `target` (`elements` long) in windows.
+/// Runs `forms` in the variant the tuner picks (timed on the real operands' first elements: each run writes
+/// only the output, from the input) with `source` bound whole and `target` (`elements` long) in windows.
 fn dispatch(
     runtime: &mut Runtime,
     op: &'static str,
-    kernel: &'static Kernel,
+    forms: &Forms,
     (source, target, elements): (BufferRange, BufferRange, u64),
     base: Params,
 ) -> Result<()> {
     let limits = Limits::of(runtime.limits());
     limits.expect_bindable(op, source)?;
-    for (first, count) in limits.windows(elements) {
-        let params = Params {
-            count: count as u32,
-            base: first as u32,
-            ..base
+    let record = |runtime: &mut Runtime, variant: &str, elements: u64| -> Result<()> {
+        let (kernel, per_invocation) = if variant == ELEMENTS {
+            (forms.elements, 1)
+        } else {
+            (forms.runs, RUN)
         };
-        runtime.dispatch(
-            kernel,
-            bytemuck::bytes_of(&params),
-            &[source, target.elements(first, count)],
-            limits.per_element(count, 1),
-        )?;
-    }
-    Ok(())
+        for (first, count) in limits.windows(elements) {
+            let params = Params {
+                count: count as u32,
+                base: first as u32,
+                ..base
+            };
+            runtime.dispatch(
+                kernel,
+                bytemuck::bytes_of(&params),
+                &[source, target.elements(first, count)],
+                limits.per_element(count, per_invocation),
+            )?;
+        }
+        Ok(())
+    };
+    let class = format!(
+        "{} channels<={} n<={}",
+        forms.name,
+        size_bucket(base.group_channels as usize),
+        size_bucket(elements as usize)
+    );
+    let variant = runtime.choose_variant(FAMILY, class, VARIANTS, |runtime, variant| {
+        record(runtime, variant, elements.min(TIMED_ELEMENTS))
+    });
+    record(runtime, variant, elements)
 }
 
 /// `target` = the patches of the image `source` ([`Windows::patches_shape`]), `fill` off its edges.
@@ -134,7 +186,7 @@ pub(crate) fn patches(
     dispatch(
         runtime,
         op,
-        &PATCHES,
+        &PATCHES_FORMS,
         (source, target, elements),
         params(windows, fill),
     )
@@ -152,7 +204,7 @@ pub(crate) fn patches_adjoint(
     dispatch(
         runtime,
         op,
-        &PATCHES_ADJOINT,
+        &PATCHES_ADJOINT_FORMS,
         (source, target, elements),
         params(windows, 0.0),
     )

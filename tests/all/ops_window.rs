@@ -5,7 +5,9 @@
 
 use std::sync::Arc;
 
-use crate::common::{error_against_magnitude, per_backend, weighted_cost, Backend, Rng};
+use crate::common::{
+    error_against_magnitude, per_backend, vulkan_only, weighted_cost, Backend, Rng,
+};
 use wgcompute::{Conv1dOptions, Conv2dOptions, Error, Padding, Padding1d, Session, Tape, Tensor};
 
 const TOLERANCE: f64 = 1e-5;
@@ -190,13 +192,16 @@ fn cases() -> Vec<Case> {
         Case::new([1, 5, 5, 3], [1, 1], 5, [2, 2], [1, 1], Padding::Valid, 1),
         Case::new([2, 11, 13, 5], [4, 4], 7, [3, 2], [2, 2], Padding::Same, 1),
         Case::new([4, 17, 17, 8], [3, 3], 17, [1, 1], [1, 1], Padding::Same, 1),
+        // More channels than a run of the `runs` variants (16), whole and in groups that split runs.
+        Case::new([2, 5, 6, 37], [3, 3], 5, [2, 1], [1, 1], Padding::Same, 1),
+        Case::new([1, 6, 5, 40], [2, 3], 6, [1, 1], [1, 2], Padding::Valid, 2),
     ]
 }
 
-per_backend!(conv2d_forward_and_gradients_match_f64);
-fn conv2d_forward_and_gradients_match_f64(backend: &Backend) {
+per_backend!(conv2d_forward_and_gradients_match_f64, "window": runs, elements);
+fn conv2d_forward_and_gradients_match_f64(backend: &Backend, variant: &str) {
     let mut rng = Rng::fresh("conv2d");
-    let session = backend.poisoned();
+    let session = backend.poisoned_with("window", variant);
     for case in cases() {
         let label = format!("{case:?}");
         let (image_len, kernel_len) = (
@@ -248,14 +253,39 @@ fn conv2d_forward_and_gradients_match_f64(backend: &Backend) {
     }
 }
 
+vulkan_only!(both_window_variants_give_the_same_bits);
+/// The runs of the `runs` variants add each element's taps in the element variant's order.
+fn both_window_variants_give_the_same_bits(backend: &Backend) {
+    let mut rng = Rng::fresh("window variants");
+    let sessions = ["runs", "elements"].map(|variant| backend.poisoned_with("window", variant));
+    for case in cases() {
+        let label = format!("{case:?}");
+        let x = rng.vec(case.image.iter().product(), -1.0, 1.0);
+        let k = rng.vec(case.kernel_shape().iter().product(), -1.0, 1.0);
+        let weights = rng.vec(case.output_shape().iter().product(), -1.0, 1.0);
+        let [runs, elements] = sessions.each_ref().map(|session| {
+            let inputs = [
+                upload(session, &x, &case.image),
+                upload(session, &k, &case.kernel_shape()),
+            ];
+            let (forward, gradients) = weighted_cost(session, &inputs, &weights, |tape, vars| {
+                tape.conv2d(vars[0], vars[1], &case.options)
+            })
+            .expect("conv2d on the tape");
+            (bits(&forward), bits(&gradients[0]), bits(&gradients[1]))
+        });
+        assert_eq!(runs, elements, "{label}");
+    }
+}
+
 fn bits(values: &[f32]) -> Vec<u32> {
     values.iter().map(|value| value.to_bits()).collect()
 }
 
-per_backend!(conv2d_transpose_is_the_adjoint_of_conv2d);
-fn conv2d_transpose_is_the_adjoint_of_conv2d(backend: &Backend) {
+per_backend!(conv2d_transpose_is_the_adjoint_of_conv2d, "window": runs, elements);
+fn conv2d_transpose_is_the_adjoint_of_conv2d(backend: &Backend, variant: &str) {
     let mut rng = Rng::fresh("conv2d_transpose");
-    let session = backend.poisoned();
+    let session = backend.poisoned_with("window", variant);
     // (transpose input [n, h, w, in], window, out channels, stride, dilation, padding)
     let transposes = [
         ([1, 1, 1, 1], [1, 1], 1, 1, 1, Padding::Valid),
@@ -337,10 +367,10 @@ fn conv2d_transpose_is_the_adjoint_of_conv2d(backend: &Backend) {
     }
 }
 
-per_backend!(conv1d_is_conv2d_over_one_row_causal_padding_included);
-fn conv1d_is_conv2d_over_one_row_causal_padding_included(backend: &Backend) {
+per_backend!(conv1d_is_conv2d_over_one_row_causal_padding_included, "window": runs, elements);
+fn conv1d_is_conv2d_over_one_row_causal_padding_included(backend: &Backend, variant: &str) {
     let mut rng = Rng::fresh("conv1d");
-    let session = backend.poisoned();
+    let session = backend.poisoned_with("window", variant);
     // (batch, width, channels, k, out, stride, dilation, padding, groups)
     let shapes = [
         (1, 1, 1, 1, 1, 1, 1, Padding1d::Valid, 1),
@@ -426,10 +456,10 @@ fn pool_reads(
     (vec![n, oh, ow, c], reads)
 }
 
-per_backend!(pooling_forward_and_gradients_match_f64);
-fn pooling_forward_and_gradients_match_f64(backend: &Backend) {
+per_backend!(pooling_forward_and_gradients_match_f64, "window": runs, elements);
+fn pooling_forward_and_gradients_match_f64(backend: &Backend, variant: &str) {
     let mut rng = Rng::fresh("pooling");
-    let session = backend.poisoned();
+    let session = backend.poisoned_with("window", variant);
     let shapes = [
         ([1, 1, 1, 1], [1, 1], [1, 1], Padding::Valid),
         ([2, 7, 5, 3], [2, 2], [2, 2], Padding::Valid),
