@@ -165,16 +165,16 @@ REGRESSOR_EXPECTED_FAILED_CHECKS = {
 def _regressor_checks():
     from sklearn.utils.estimator_checks import estimator_checks_generator
 
-    # One backend (Vulkan) in the default run: the checks are slow, and the classifier's run on both.
-    regressor = MLPRegressor(hidden_layer_sizes=(16,), max_iter=50, learning_rate_init=0.01, adapter="vulkan")
-    for estimator, check in estimator_checks_generator(
-        regressor, expected_failed_checks=REGRESSOR_EXPECTED_FAILED_CHECKS
-    ):
-        name = check
-        while hasattr(name, "func"):
-            name = name.func
-        if name.__name__ not in REGRESSOR_EXPECTED_FAILED_CHECKS:
-            yield pytest.param(estimator, check, id=name.__name__)
+    for adapter in ("vulkan", "gl"):
+        regressor = MLPRegressor(hidden_layer_sizes=(16,), max_iter=50, learning_rate_init=0.01, adapter=adapter)
+        for estimator, check in estimator_checks_generator(
+            regressor, expected_failed_checks=REGRESSOR_EXPECTED_FAILED_CHECKS
+        ):
+            name = check
+            while hasattr(name, "func"):
+                name = name.func
+            if name.__name__ not in REGRESSOR_EXPECTED_FAILED_CHECKS:
+                yield pytest.param(estimator, check, id=f"{adapter}-{name.__name__}")
 
 
 @pytest.mark.parametrize("estimator, check", list(_regressor_checks()))
