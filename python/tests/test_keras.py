@@ -9,6 +9,8 @@ from __future__ import annotations
 import csv
 import gc
 import math
+import subprocess
+import sys
 import threading
 import weakref
 
@@ -383,6 +385,49 @@ def test_a_user_callback_sees_every_hook_in_order_and_can_stop_training(session,
     ]
     assert history.epoch == [0, 1] and spy.params["epochs"] == 5 and spy.params["steps"] == 3
     assert spy.model.name == model.name and model.stop_training is False
+
+
+_INTERRUPTED_FIT = """
+import os, signal, sys, threading, time
+import numpy as np
+from wgcompute import keras
+
+rng = np.random.default_rng(0)
+x = rng.standard_normal((400, 8)).astype(np.float32)
+y = rng.integers(0, 3, 400)
+layers = [keras.Input(shape=(8,)), keras.layers.Dense(32, activation="relu"), keras.layers.Dense(3)]
+model = keras.Sequential(layers, device=sys.argv[1])
+model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+batches = ((x[i : i + 8], y[i : i + 8]) for _ in range(10**9) for i in range(0, 400, 8))
+threads = threading.active_count()
+threading.Timer(2.0, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+started = time.monotonic()
+try:
+    model.fit(x, y, epochs=10**6, batch_size=8, verbose=0) if sys.argv[2] == "arrays" else model.fit(batches, verbose=0)
+    print("finished", flush=True)
+except KeyboardInterrupt:
+    print(f"interrupted after {time.monotonic() - started:.2f}", flush=True)
+time.sleep(0.1)
+print("threads", threading.active_count() - threads, flush=True)
+# Usable afterwards: the same model evaluates and trains on.
+assert np.isfinite(model.evaluate(x, y, verbose=0))
+model.fit(x, y, epochs=1, verbose=0)
+print("usable", flush=True)
+"""
+
+
+@pytest.mark.parametrize("source", ["arrays", "generator"])
+def test_ctrl_c_stops_fit_within_about_a_second(adapter, source, tmp_path):
+    script = tmp_path / "interrupted_fit.py"
+    script.write_text(_INTERRUPTED_FIT)
+    done = subprocess.run([sys.executable, str(script), adapter, source], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.split()
+    assert lines[0] == "interrupted", done.stdout
+    # The signal came 2 s in; the fit stopped within about a second of it, and its prefetch thread with it.
+    assert float(lines[2]) < 2.0 + 1.5, done.stdout
+    assert lines[3:5] == ["threads", "0"], done.stdout
+    assert lines[-1] == "usable", done.stdout
 
 
 def test_ctrl_c_in_the_loop_propagates_and_leaves_the_model_usable(session, rng):
