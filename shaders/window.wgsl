@@ -34,14 +34,15 @@ struct Params {
 @group(0) @binding(1) var<storage, read_write> input: array<f32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 
-// out[i] = the image element patch entry i reads, or `fill` off its edge.
-@compute @workgroup_size(WORKGROUP_SIZE)
-fn patches(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-    let j = linear_index(id, groups);
-    if (j >= params.count) {
-        return;
-    }
-    var rest = params.base + j;
+// Where patch entry `entry` reads from: its channel within its group, and the input element, or -1 off the
+// input's edge.
+struct PatchSource {
+    c: u32,
+    at: i32,
+}
+
+fn patch_source(entry: u32) -> PatchSource {
+    var rest = entry;
     let c = rest % params.group_channels;
     rest = rest / params.group_channels;
     let kx = rest % params.kw;
@@ -57,10 +58,64 @@ fn patches(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups
     // Signed: a tap on the top or left padding lands before row or column 0.
     let y = i32(oy * params.stride_h + ky * params.dilation_h) - i32(params.pad_top);
     let x = i32(ox * params.stride_w + kx * params.dilation_w) - i32(params.pad_left);
-    var value = params.fill;
     if (y >= 0 && y < i32(params.in_h) && x >= 0 && x < i32(params.in_w)) {
         let pixel = (n * params.in_h + u32(y)) * params.in_w + u32(x);
-        value = input[pixel * params.channels + g * params.group_channels + c];
+        return PatchSource(c, i32(pixel * params.channels + g * params.group_channels + c));
+    }
+    return PatchSource(c, -1);
+}
+
+// An image element's coordinates, its channel split into group and channel within the group.
+struct ImageElement {
+    n: u32,
+    y: u32,
+    x: u32,
+    g: u32,
+    c: u32,
+}
+
+fn image_element(element: u32) -> ImageElement {
+    var rest = element;
+    let channel = rest % params.channels;
+    rest = rest / params.channels;
+    let x = rest % params.in_w;
+    rest = rest / params.in_w;
+    let y = rest % params.in_h;
+    let n = rest / params.in_h;
+    return ImageElement(n, y, x, channel / params.group_channels, channel % params.group_channels);
+}
+
+// Along one axis, the output position whose tap k reads input coordinate `at` (position·stride = at + pad −
+// k·dilation, if whole and in range), or -1 where none does.
+fn tap_output(at: u32, pad: u32, k: u32, dilation: u32, stride: u32, size: u32) -> i32 {
+    let from_start = i32(at + pad) - i32(k * dilation);
+    if (from_start < 0 || u32(from_start) % stride != 0u) {
+        return -1;
+    }
+    let position = u32(from_start) / stride;
+    if (position >= size) {
+        return -1;
+    }
+    return i32(position);
+}
+
+// The patch entry that tap (ky, kx) of output position (oy, ox) reads from image element `e`.
+fn tap_entry(e: ImageElement, oy: u32, ox: u32, ky: u32, kx: u32) -> u32 {
+    let position = ((e.g * params.batch + e.n) * params.out_h + oy) * params.out_w + ox;
+    return (position * params.kh * params.kw + ky * params.kw + kx) * params.group_channels + e.c;
+}
+
+// out[i] = the image element patch entry i reads, or `fill` off its edge.
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn patches(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let j = linear_index(id, groups);
+    if (j >= params.count) {
+        return;
+    }
+    let source = patch_source(params.base + j);
+    var value = params.fill;
+    if (source.at >= 0) {
+        value = input[source.at];
     }
     out[j] = value;
 }
@@ -72,38 +127,19 @@ fn patches_adjoint(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_wo
     if (j >= params.count) {
         return;
     }
-    var rest = params.base + j;
-    let channel = rest % params.channels;
-    rest = rest / params.channels;
-    let x = rest % params.in_w;
-    rest = rest / params.in_w;
-    let y = rest % params.in_h;
-    let n = rest / params.in_h;
-    let g = channel / params.group_channels;
-    let c = channel % params.group_channels;
+    let e = image_element(params.base + j);
     var total = 0.0;
     for (var ky = 0u; ky < params.kh; ky++) {
-        // The output row whose tap ky reads row y: oy·stride = y + pad_top − ky·dilation, if whole.
-        let from_top = i32(y + params.pad_top) - i32(ky * params.dilation_h);
-        if (from_top < 0 || u32(from_top) % params.stride_h != 0u) {
-            continue;
-        }
-        let oy = u32(from_top) / params.stride_h;
-        if (oy >= params.out_h) {
+        let oy = tap_output(e.y, params.pad_top, ky, params.dilation_h, params.stride_h, params.out_h);
+        if (oy < 0) {
             continue;
         }
         for (var kx = 0u; kx < params.kw; kx++) {
-            let from_left = i32(x + params.pad_left) - i32(kx * params.dilation_w);
-            if (from_left < 0 || u32(from_left) % params.stride_w != 0u) {
+            let ox = tap_output(e.x, params.pad_left, kx, params.dilation_w, params.stride_w, params.out_w);
+            if (ox < 0) {
                 continue;
             }
-            let ox = u32(from_left) / params.stride_w;
-            if (ox >= params.out_w) {
-                continue;
-            }
-            let position = ((g * params.batch + n) * params.out_h + oy) * params.out_w + ox;
-            let tap = ky * params.kw + kx;
-            total += input[(position * params.kh * params.kw + tap) * params.group_channels + c];
+            total += input[tap_entry(e, u32(oy), u32(ox), ky, kx)];
         }
     }
     out[j] = total;
@@ -119,27 +155,11 @@ fn patches_runs(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workg
     let last = min(first + RUN, params.count);
     var j = first;
     while (j < last) {
-        var rest = params.base + j;
-        let c = rest % params.group_channels;
-        rest = rest / params.group_channels;
-        let kx = rest % params.kw;
-        rest = rest / params.kw;
-        let ky = rest % params.kh;
-        rest = rest / params.kh;
-        let ox = rest % params.out_w;
-        rest = rest / params.out_w;
-        let oy = rest % params.out_h;
-        rest = rest / params.out_h;
-        let n = rest % params.batch;
-        let g = rest / params.batch;
-        let end = min(last, j + params.group_channels - c);
-        let y = i32(oy * params.stride_h + ky * params.dilation_h) - i32(params.pad_top);
-        let x = i32(ox * params.stride_w + kx * params.dilation_w) - i32(params.pad_left);
-        if (y >= 0 && y < i32(params.in_h) && x >= 0 && x < i32(params.in_w)) {
-            let pixel = (n * params.in_h + u32(y)) * params.in_w + u32(x);
-            let source_at = pixel * params.channels + g * params.group_channels + c;
+        let source = patch_source(params.base + j);
+        let end = min(last, j + params.group_channels - source.c);
+        if (source.at >= 0) {
             for (var k = j; k < end; k++) {
-                out[k] = input[source_at + (k - j)];
+                out[k] = input[u32(source.at) + (k - j)];
             }
         } else {
             for (var k = j; k < end; k++) {
@@ -161,42 +181,24 @@ fn patches_adjoint_runs(@builtin(global_invocation_id) id: vec3<u32>, @builtin(n
     let last = min(first + RUN, params.count);
     var j = first;
     while (j < last) {
-        var rest = params.base + j;
-        let channel = rest % params.channels;
-        rest = rest / params.channels;
-        let x = rest % params.in_w;
-        rest = rest / params.in_w;
-        let y = rest % params.in_h;
-        let n = rest / params.in_h;
-        let g = channel / params.group_channels;
-        let c = channel % params.group_channels;
-        let end = min(last, j + params.group_channels - c);
+        let e = image_element(params.base + j);
+        let end = min(last, j + params.group_channels - e.c);
         for (var k = j; k < end; k++) {
             out[k] = 0.0;
         }
         for (var ky = 0u; ky < params.kh; ky++) {
-            let from_top = i32(y + params.pad_top) - i32(ky * params.dilation_h);
-            if (from_top < 0 || u32(from_top) % params.stride_h != 0u) {
-                continue;
-            }
-            let oy = u32(from_top) / params.stride_h;
-            if (oy >= params.out_h) {
+            let oy = tap_output(e.y, params.pad_top, ky, params.dilation_h, params.stride_h, params.out_h);
+            if (oy < 0) {
                 continue;
             }
             for (var kx = 0u; kx < params.kw; kx++) {
-                let from_left = i32(x + params.pad_left) - i32(kx * params.dilation_w);
-                if (from_left < 0 || u32(from_left) % params.stride_w != 0u) {
+                let ox = tap_output(e.x, params.pad_left, kx, params.dilation_w, params.stride_w, params.out_w);
+                if (ox < 0) {
                     continue;
                 }
-                let ox = u32(from_left) / params.stride_w;
-                if (ox >= params.out_w) {
-                    continue;
-                }
-                let position = ((g * params.batch + n) * params.out_h + oy) * params.out_w + ox;
-                let tap = ky * params.kw + kx;
-                let source_at = (position * params.kh * params.kw + tap) * params.group_channels + c;
+                let entry = tap_entry(e, u32(oy), u32(ox), ky, kx);
                 for (var k = j; k < end; k++) {
-                    out[k] += input[source_at + (k - j)];
+                    out[k] += input[entry + (k - j)];
                 }
             }
         }
