@@ -501,8 +501,8 @@ fn next_step(optimizer: &'static str, steps: u64) -> Result<u64> {
     })
 }
 
-/// The optimizers by name, with the settings most recipes use: what a command line or a binding builds from
-/// What `--optimizer` names: Adam, AdamW, SGD and Keras's rules, each with its defaults and a learning rate.
+/// The optimizers by name, with the settings most recipes use: what `--optimizer` names (Adam, AdamW, SGD and
+/// Keras's rules), built from its defaults and a learning rate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OptimizerKind {
     /// TensorFlow's Adam (β1 0.9, β2 0.999, ε 1e-8).

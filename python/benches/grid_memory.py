@@ -12,13 +12,13 @@ arenas, whose freed pages stay mapped: run it again with ``MALLOC_ARENA_MAX=1`` 
 from __future__ import annotations
 
 import argparse
-import ctypes
-import ctypes.util
-import gc
+import importlib.util
 import math
 import os
 import time
 import warnings
+from pathlib import Path
+from typing import Any
 
 from sklearn.datasets import load_digits
 from sklearn.exceptions import ConvergenceWarning
@@ -35,25 +35,18 @@ GRID = {
 }
 MiB = 1 << 20
 
-_libc_name = ctypes.util.find_library("c")
-_malloc_trim = getattr(ctypes.CDLL(_libc_name), "malloc_trim", None) if _libc_name else None
+
+def _test_memory() -> Any:
+    """python/tests/test_memory.py, whose measure this bench reports."""
+    path = Path(__file__).resolve().parents[1] / "tests" / "test_memory.py"
+    spec = importlib.util.spec_from_file_location("test_memory", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def memory_in_use() -> int:
-    """Resident bytes plus the bytes of open memfd files."""
-    gc.collect()
-    if _malloc_trim is not None:
-        _malloc_trim(0)
-    with open("/proc/self/status") as status:
-        resident = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmRSS:"))
-    memfd = 0
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            if os.readlink(f"/proc/self/fd/{fd}").startswith("/memfd:"):
-                memfd += os.fstat(int(fd)).st_size
-        except OSError:
-            continue
-    return resident + memfd
+memory_in_use = _test_memory().memory_in_use
 
 
 def main() -> None:

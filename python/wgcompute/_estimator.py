@@ -135,6 +135,19 @@ def _feature_names(data: Any) -> np.ndarray | None:
     return np.asarray(names, dtype=object)
 
 
+def _rectangular(data: Any, refusal: str) -> np.ndarray:
+    """``data`` as a numpy array, or a ShapeError of ``refusal`` and NumPy's reason when it has no array shape (a
+    ragged list)."""
+    try:
+        return np.asarray(data)
+    except ValueError as error:
+        raise ShapeError(f"{refusal}: {error}") from None
+
+
+# What a ragged y is refused with where its labels are read as an array.
+_RAGGED_Y = "y is not a rectangular array (a ragged list?)"
+
+
 def _inputs(data: Any, name: str) -> np.ndarray:
     """``data`` as a C-contiguous float32 [samples, features] array of finite values, or the error that says
     what is wrong with it (each also a ValueError or TypeError, as scikit-learn's input checks raise)."""
@@ -145,10 +158,7 @@ def _inputs(data: Any, name: str) -> np.ndarray:
             f"{name} is a sparse matrix ({type(data).__name__}); sparse input is not supported: pass a dense "
             f"array ({name}.toarray())"
         )
-    try:
-        array = np.asarray(data)
-    except ValueError as error:
-        raise ShapeError(f"{name} is not a rectangular array of numbers: {error}") from None
+    array = _rectangular(data, f"{name} is not a rectangular array of numbers")
     kind = array.dtype.kind
     if kind == "c":
         # scikit-learn's estimators refuse complex data with a ValueError, and its checks expect one.
@@ -195,24 +205,13 @@ def _one_class(label: Any) -> str:
     return f"y has only one class ({label!r}): a classifier needs samples of at least 2 classes"
 
 
-def _ragged_safe(data: Any, name: str) -> np.ndarray:
-    """``data`` as a numpy array, or a ShapeError naming ``name`` when it is ragged."""
-    try:
-        return np.asarray(data)
-    except ValueError as error:
-        raise ShapeError(f"{name} is not a rectangular array (a ragged list?): {error}") from None
-
-
 def _labels(data: Any, samples: int) -> tuple[np.ndarray, np.ndarray]:
     """The sorted distinct labels of ``data`` (any labels ``numpy.unique`` sorts) and each sample's class id."""
     if data is None:
         raise InvalidArgumentError("MLPClassifier requires y to be passed, but the target y is None")
     if _is_sparse(data):
         raise DTypeError("y is a sparse matrix; sparse input is not supported: pass a 1d array of labels")
-    try:
-        labels = np.asarray(data)
-    except ValueError as error:
-        raise ShapeError(f"y is not an array of labels (a ragged list?): {error}") from None
+    labels = _rectangular(data, "y is not an array of labels (a ragged list?)")
     if labels.ndim == 2 and labels.shape[1] == 1:
         warnings.warn(
             "A column-vector y was passed when a 1d array was expected. Please change the shape of y to "
@@ -734,7 +733,7 @@ class MLPClassifier(_ClassifierMixin, _BaseMLP):
 
     def _targets(self, y: Any, samples: int, going_on: bool, classes: Any) -> tuple[Any, ...]:
         if y is not None and not _is_sparse(y):
-            array = _ragged_safe(y, "y")
+            array = _rectangular(y, _RAGGED_Y)
             if _is_indicator(array):
                 if array.shape[0] != samples:
                     raise ShapeError(f"X has {samples} samples but y has {array.shape[0]} rows")
@@ -754,7 +753,7 @@ class MLPClassifier(_ClassifierMixin, _BaseMLP):
                     },
                 )
         if classes is not None and not going_on:
-            given = _ragged_safe(classes, "classes")
+            given = _rectangular(classes, "classes is not a rectangular array (a ragged list?)")
             known, _ = _labels(given, len(given))
         else:
             known = self.classes_ if going_on else None
@@ -781,7 +780,7 @@ class MLPClassifier(_ClassifierMixin, _BaseMLP):
     def partial_fit(self, X: Any, y: Any, classes: Any = None, *, session: Session | None = None) -> MLPClassifier:
         """One epoch on ``X`` and ``y`` from where the model stands; the first call needs ``classes`` (every
         label ``y`` will hold), as scikit-learn's does."""
-        if not hasattr(self, "coefs_") and classes is None and not _is_indicator(_ragged_safe(y, "y")):
+        if not hasattr(self, "coefs_") and classes is None and not _is_indicator(_rectangular(y, _RAGGED_Y)):
             raise InvalidArgumentError("classes must be passed on the first call to partial_fit.")
         return self._fit(X, y, session, incremental=True, classes=classes)
 
@@ -816,10 +815,7 @@ def _regression_targets(data: Any, samples: int) -> np.ndarray:
         raise InvalidArgumentError("MLPRegressor requires y to be passed, but the target y is None")
     if _is_sparse(data):
         raise DTypeError("y is a sparse matrix; sparse input is not supported: pass a dense array")
-    try:
-        array = np.asarray(data)
-    except ValueError as error:
-        raise ShapeError(f"y is not a rectangular array of numbers: {error}") from None
+    array = _rectangular(data, "y is not a rectangular array of numbers")
     if array.dtype.kind == "c":
         raise InvalidArgumentError(f"Complex data not supported: y is {array.dtype}")
     if array.dtype.kind not in "fiub":
@@ -927,7 +923,7 @@ class MLPRegressor(_RegressorMixin, _BaseMLP):
                 "offered)"
             )
         if y is not None and not _is_sparse(y):
-            y = _ragged_safe(y, "y")
+            y = _rectangular(y, _RAGGED_Y)
             if y.ndim == 2 and y.shape[1] == 1:
                 warnings.warn(
                     "A column-vector y was passed when a 1d array was expected. Please change the shape of y to "

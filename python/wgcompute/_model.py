@@ -193,13 +193,13 @@ def _optimizer_of(optimizer: Any) -> optim.Optimizer:
         # compile's strings are Keras's: its Adam (ε 1e-7), its AdamW (Adam's update, weight decay 0.004).
         from .keras import optimizers as keras_optimizers
 
-        kerass: dict[str, Callable[[], optim.Optimizer]] = {
+        keras_defaults: dict[str, Callable[[], optim.Optimizer]] = {
             "adam": keras_optimizers.Adam,
             "adamw": keras_optimizers.AdamW,
             "sgd": keras_optimizers.SGD,
         }
-        if optimizer.lower() in kerass:
-            return kerass[optimizer.lower()]()
+        if optimizer.lower() in keras_defaults:
+            return keras_defaults[optimizer.lower()]()
         if optimizer.lower() not in available:
             raise InvalidArgumentError(
                 f"optimizer {optimizer!r:.80} is not one of wgcompute.optim's: {sorted(available)}"

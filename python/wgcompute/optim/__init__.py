@@ -168,10 +168,9 @@ class Optimizer:
                 raise InvalidArgumentError(f"not a schedule of wgcompute.optim.schedules: {rate!r:.120}")
             settings["learning_rate"] = kind.from_config(dict(rate.get("config", {})))
         try:
-            made = cls(**settings)
+            return cls(**settings)
         except TypeError as error:
             raise InvalidArgumentError(f"{cls.__name__}'s config {config!r:.120}: {error}") from None
-        return made
 
     @property
     def clipnorm(self) -> float | None:
