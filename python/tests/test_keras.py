@@ -574,6 +574,42 @@ def test_optimizer_names_are_looked_up_in_wgcompute_optim(session, rng):
 # --- bad input ---
 
 
+def test_a_label_past_the_classes_is_refused_before_any_weight_changes(session, rng):
+    """Keras raises on a sparse label outside [0, classes); a NaN loss and NaN weights would follow otherwise."""
+    model = dense_model(session, 3, 4, 2)
+    model.compile("sgd", "sparse_categorical_crossentropy", metrics=["accuracy"])
+    x = rng.normal(size=(6, 3)).astype(np.float32)
+    before = model.get_weights()
+    for bad, match in ((5, "class id 5 .*batch's labels.*2 classes"), (-1, "class id -1 .*batch's labels.*2 classes")):
+        y = np.array([0, 1, 0, bad, 1, 0])
+        with pytest.raises(wg.InvalidArgumentError, match=match) as error:
+            model.fit(x, y, batch_size=6, verbose=0)
+        assert isinstance(error.value, ValueError)
+        with pytest.raises(wg.InvalidArgumentError, match=match):
+            model.train_on_batch(x, y)
+        with pytest.raises(wg.InvalidArgumentError, match=match):
+            model.evaluate(x, y, verbose=0)
+    # Past int32 an id would wrap into range on conversion.
+    with pytest.raises(wg.InvalidArgumentError, match=str(2**32 + 1)):
+        model.fit(x, np.array([0, 1, 0, 2**32 + 1, 1, 0]), verbose=0)
+    fractional = np.array([0.0, 2.5, 0.0, 1.0, 1.0, 0.0])
+    with pytest.raises(wg.ArgumentTypeError, match="class ids are integers; 2.5 "):
+        model.fit(x, fractional, verbose=0)
+    with pytest.raises(wg.ArgumentTypeError, match="2.5 .*index 1"):
+        model.train_on_batch(x, fractional)
+    for want, got in zip(before, model.get_weights(), strict=True):
+        np.testing.assert_array_equal(want, got)
+    # The loss object and the loss function check host labels the same way.
+    y_pred = session.tensor(rng.uniform(0.1, 0.9, (4, 2)).astype(np.float32))
+    with pytest.raises(wg.InvalidArgumentError, match="class id 2 .*2 classes"):
+        keras.losses.SparseCategoricalCrossentropy()(np.array([0, 1, 2, 0]), y_pred)
+    with pytest.raises(wg.InvalidArgumentError, match="class id 7"):
+        keras.losses.sparse_categorical_crossentropy([0, 7, 1, 0], y_pred)
+    history = model.fit(x, np.array([0, 1, 0, 1, 1, 0]), batch_size=6, verbose=0)
+    assert np.isfinite(history.history["loss"]).all()
+    assert all(np.isfinite(weight).all() for weight in model.get_weights())
+
+
 def test_bad_input_is_refused_with_the_packages_errors(session, rng):
     model = dense_model(session, 3, 4, 2)
     x, y = data(rng, 6, 3, 2, "mse")

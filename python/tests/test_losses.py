@@ -168,6 +168,17 @@ def test_categorical_losses_send_their_gradient_to_y_pred(session, rng, name):
     np.testing.assert_allclose(gradient.numpy(), want, rtol=2e-4, atol=2e-5)
 
 
+def test_a_host_class_id_past_the_classes_is_refused_naming_it(session, rng):
+    logits = session.tensor(rng.uniform(-1, 1, (4, 3)).astype(np.float32))
+    for bad in (3, -1, 2**40):
+        with pytest.raises(wg.InvalidArgumentError, match=f"class id {bad} .*index 1.*3 classes"):
+            losses.sparse_categorical_crossentropy(np.array([0, bad, 2, 1]), logits, from_logits=True)
+        with pytest.raises(wg.InvalidArgumentError, match=f"class id {bad} "):
+            losses.negative_log_likelihood([0, bad, 2, 1], logits)
+    with pytest.raises(wg.ArgumentTypeError, match="2.5 .*index 2"):
+        losses.sparse_categorical_crossentropy(np.array([0.0, 1.0, 2.5, 1.0]), logits)
+
+
 def test_a_class_id_past_the_classes_makes_its_row_nan_and_only_its_row(session, rng):
     logits = session.tensor(rng.uniform(-1, 1, (4, 3)).astype(np.float32))
     for bad in (3, -1):

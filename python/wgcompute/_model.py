@@ -99,12 +99,20 @@ class Loss:
         array = np.asarray(y_true)
         if self.sparse:
             if array.dtype.kind == "f":
-                if not np.all(np.isfinite(array)) or not np.array_equal(array, np.round(array)):
-                    raise ArgumentTypeError("class ids are integers; these floats are not all integral")
+                losses._integral_class_ids(array)
             elif array.dtype.kind not in "iub":
                 raise ArgumentTypeError(f"class ids are integers; got an array of {array.dtype}")
             if array.ndim >= 1 and array.shape[-1:] == (1,) and array.ndim > 1:
                 array = array.reshape(array.shape[:-1])
+            if array.dtype.kind != "b" and array.size:
+                # Past int32 an id would wrap into the classes' range on conversion; refused by value.
+                flat = array.reshape(-1)
+                wide = np.flatnonzero((flat < np.iinfo(np.int32).min) | (flat > np.iinfo(np.int32).max))
+                if wide.size:
+                    at = int(wide[0])
+                    raise InvalidArgumentError(
+                        f"class id {flat[at]} (at index {at} of the labels) does not fit in int32"
+                    )
             return np.ascontiguousarray(array, dtype=np.int32)
         if array.dtype.kind not in "fiub":
             raise ArgumentTypeError(f"targets are numbers; got an array of {array.dtype}")
@@ -702,9 +710,13 @@ class Model(_layers.Layer):
 
     # --- one step ---
 
-    def _batch_loss(self, y: Tensor, y_pred: Tensor, weights: np.ndarray | None) -> Tensor:
+    def _batch_loss(self, y: Tensor, y_pred: Tensor, weights: np.ndarray | None, ys: np.ndarray | None) -> Tensor:
+        """The batch's loss; ``ys`` the targets' host array, in which class ids are checked against the
+        predictions' classes before anything is computed from them (an id past them would make the loss NaN)."""
         loss = self.loss
         if isinstance(loss, Loss):
+            if loss.sparse and ys is not None and y_pred.ndim >= 1:
+                losses._check_class_ids(ys, y_pred.shape[-1], "this batch's labels")
             return loss(y, y_pred) if weights is None else loss(y, y_pred, sample_weight=weights)
         value = loss(y, y_pred)
         if not isinstance(value, Tensor):
@@ -756,7 +768,7 @@ class Model(_layers.Layer):
             params = self.parameters()
         with GradientTape() as tape:
             y_pred = self(x, training=True)
-            loss = self._batch_loss(y, y_pred, ws)
+            loss = self._batch_loss(y, y_pred, ws, ys)
         grads = tape.gradient(loss, params)
         assert self.optimizer is not None
         self.optimizer.step(params, grads)
@@ -975,7 +987,7 @@ class Model(_layers.Layer):
             x, y = self._upload(bx, by)
             assert y is not None
             y_pred = self(x, training=False)
-            loss_sums.append(self._batch_loss(y, y_pred, bw) * float(len(bx)))
+            loss_sums.append(self._batch_loss(y, y_pred, bw, by) * float(len(bx)))
             for sums, metric in zip(metric_sums, self._metrics, strict=True):
                 sums.append(metric.batch(y, y_pred, by))
             total += len(bx)

@@ -9,7 +9,9 @@ the categorical ones and the KL divergence.
 
 The elementwise losses take ``y_true`` and ``y_pred`` of one shape: an ``[n]`` against an ``[n, 1]`` is a
 :class:`ShapeError`, never a silently broadcast ``[n, n]`` loss. Class ids are uint32 or int32 (a NumPy integer
-array becomes one); an id past the classes makes its row's loss NaN, as TensorFlow's GPU kernel does.
+array becomes one). Class ids given as host data (NumPy, lists) are checked: one outside ``[0, classes)`` is an
+:class:`InvalidArgumentError` naming it, as Keras raises. In a tensor already on the device, an id past the
+classes makes its row's loss NaN, as TensorFlow's GPU kernel does (checking it would read the tensor back).
 
 >>> import numpy as np, wgcompute as wg
 >>> with wg.Session() as s:
@@ -59,6 +61,31 @@ def _targets(y_pred: Tensor, y_true: Any) -> Tensor:
     return targets if targets._t.dtype == "float32" else targets.astype("float32")
 
 
+def _integral_class_ids(array: np.ndarray) -> None:
+    """Float class ids (Keras accepts them) must all be integral: the first that is not is an
+    :class:`ArgumentTypeError` naming it."""
+    flat = array.reshape(-1)
+    bad = np.flatnonzero(~np.isfinite(flat) | (flat != np.round(flat)))
+    if bad.size:
+        at = int(bad[0])
+        raise ArgumentTypeError(f"class ids are integers; {flat[at]} (at index {at} of the labels) is not")
+
+
+def _check_class_ids(ids: np.ndarray, classes: int, where: str = "the labels") -> None:
+    """Host class ids against the predictions' ``classes``: the first one outside ``[0, classes)`` is an
+    :class:`InvalidArgumentError` naming it, its index and the number of classes."""
+    flat = np.asarray(ids).reshape(-1)
+    if flat.size == 0:
+        return
+    bad = np.flatnonzero((flat < 0) | (flat >= classes))
+    if bad.size:
+        at = int(bad[0])
+        raise InvalidArgumentError(
+            f"class id {flat[at]} (at index {at} of {where}) is outside the valid range [0, {classes}): the "
+            f"predictions have {classes} classes"
+        )
+
+
 def _class_ids(y_pred: Tensor, y_true: Any) -> Tensor:
     """``y_true`` as integer class ids: a tensor of uint32 or int32 as it is; host data converted, floats only
     where every value is integral (Keras accepts float labels)."""
@@ -68,12 +95,13 @@ def _class_ids(y_pred: Tensor, y_true: Any) -> Tensor:
         return y_true
     array = np.asarray(y_true)
     if array.dtype.kind == "f":
-        if not np.all(np.isfinite(array)) or not np.array_equal(array, np.round(array)):
-            raise ArgumentTypeError("class ids are integers; these floats are not all integral")
+        _integral_class_ids(array)
         array = array.astype(np.int64)
     if array.dtype.kind not in "iu":
         raise ArgumentTypeError(f"class ids are integers; got an array of {array.dtype}")
-    if array.size and (array.min() < np.iinfo(np.int32).min or array.max() > np.iinfo(np.int32).max):
+    if y_pred.ndim >= 1:
+        _check_class_ids(array, y_pred.shape[-1])
+    elif array.size and (array.min() < np.iinfo(np.int32).min or array.max() > np.iinfo(np.int32).max):
         raise InvalidArgumentError("class ids must fit in int32")
     return y_pred._owner().tensor(array.astype(np.int32))
 
