@@ -113,6 +113,33 @@ def test_partial_fit_and_warm_start_go_on(adapter, rng):
     assert warm.loss_curve_[3] < warm.loss_curve_[0] and not np.array_equal(weights, warm.coefs_[0])
 
 
+def test_partial_fit_refuses_other_classes_than_its_first_call_as_scikit_learn(adapter, rng):
+    X = rng.normal(size=(30, 4))
+    y = (X[:, 0] > 0).astype(int)
+    ours = MLPClassifier(hidden_layer_sizes=(5,), random_state=0, adapter=adapter)
+    theirs = ReferenceClassifier(hidden_layer_sizes=(5,), random_state=0)
+    for model in (ours, theirs):
+        model.partial_fit(X, y, classes=[0, 1])
+    weights = [weight.copy() for weight in ours.coefs_]
+    match = r"`classes=\[0, 1, 2\]` is not the same as on last call to partial_fit, was: array\(\[0, 1\]\)"
+    for model in (ours, theirs):
+        with pytest.raises(ValueError, match=match):
+            model.partial_fit(X, y, classes=[0, 1, 2])
+    with pytest.raises(wgcompute.InvalidArgumentError, match="not the same"):
+        ours.partial_fit(X, y, classes=["a", "b"])
+    assert list(ours.classes_) == [0, 1] and ours.n_iter_ == 1
+    for want, got in zip(weights, ours.coefs_, strict=True):
+        np.testing.assert_array_equal(want, got)
+    # The same classes again, in any order and with repeats, go on as scikit-learn's do.
+    for model in (ours, theirs):
+        model.partial_fit(X, y, classes=[1, 0, 1])
+    assert ours.n_iter_ == 2 and list(theirs.classes_) == [0, 1]
+    # A model fitted by fit takes the rule too.
+    fitted = MLPClassifier(hidden_layer_sizes=(5,), max_iter=1, adapter=adapter).fit(X, y)
+    with pytest.raises(wgcompute.InvalidArgumentError, match="not the same"):
+        fitted.partial_fit(X, y, classes=[0, 1, 2])
+
+
 def test_early_stopping_scores_and_refusals(adapter, rng):
     X = rng.normal(size=(80, 3))
     y = X[:, 0] * 2

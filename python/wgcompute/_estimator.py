@@ -782,6 +782,18 @@ class MLPClassifier(_ClassifierMixin, _BaseMLP):
         label ``y`` will hold), as scikit-learn's does."""
         if not hasattr(self, "coefs_") and classes is None and not _is_indicator(_rectangular(y, _RAGGED_Y)):
             raise InvalidArgumentError("classes must be passed on the first call to partial_fit.")
+        fitted = getattr(self, "classes_", None)
+        if classes is not None and fitted is not None:
+            # scikit-learn's rule: classes given again are the fitted ones (in any order, repeats allowed).
+            given = _rectangular(classes, "classes is not a rectangular array (a ragged list?)")
+            try:
+                same = np.array_equal(np.unique(given), fitted)
+            except TypeError:  # labels of kinds that do not sort together
+                same = False
+            if not same:
+                raise InvalidArgumentError(
+                    f"`classes={classes!r}` is not the same as on last call to partial_fit, was: {fitted!r}"
+                )
         return self._fit(X, y, session, incremental=True, classes=classes)
 
     def predict_proba(self, X: Any, *, session: Session | None = None) -> np.ndarray:
