@@ -654,6 +654,101 @@ def test_bad_input_is_refused_with_the_packages_errors(session, rng):
     assert model.fit(x, y, batch_size=4, verbose=0).epoch == [0]
 
 
+def model_file(path, config, format="wgcompute.keras"):
+    """A safetensors file of no tensors whose metadata holds ``config`` (JSON text, or a value dumped to it)."""
+    import json
+    import struct
+
+    text = config if isinstance(config, str) else json.dumps(config)
+    header = json.dumps({"__metadata__": {"format": format, "config": text}}).encode()
+    path.write_bytes(struct.pack("<Q", len(header)) + header)
+    return path
+
+
+def test_load_model_refuses_what_is_no_model_file_with_the_file_error(tmp_path):
+    import os
+
+    with pytest.raises(wg.ArgumentTypeError, match="filepath is a str, bytes or os.PathLike.*NoneType") as error:
+        keras.models.load_model(None)
+    assert isinstance(error.value, TypeError)
+    with pytest.raises(wg.CheckpointError, match="is a directory"):
+        keras.models.load_model(tmp_path)
+    with pytest.raises(wg.CheckpointError, match="cannot read"):
+        keras.models.load_model(tmp_path / "absent.keras")
+    # A FIFO with no writer: opening it to read would block for ever; it is refused at once instead.
+    fifo = tmp_path / "model.keras"
+    os.mkfifo(fifo)
+    outcome = []
+
+    def load():
+        try:
+            keras.models.load_model(fifo)
+        except Exception as error:  # noqa: BLE001 - the outcome is checked below
+            outcome.append(error)
+
+    thread = threading.Thread(target=load, daemon=True)
+    thread.start()
+    thread.join(timeout=20)
+    if thread.is_alive():
+        # Unblock the reader, so that the failure does not leave a thread behind.
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        pytest.fail("load_model blocked on a FIFO")
+    assert len(outcome) == 1 and isinstance(outcome[0], wg.CheckpointError), outcome
+    assert "FIFO" in str(outcome[0])
+
+    layer = {"class": "Dense", "config": {"units": 2}}
+    good = {"class": "Sequential", "name": "m", "input_shape": [3], "layers": [layer]}
+    deep = "[" * 100_000 + "]" * 100_000
+    cases = [
+        ("not JSON", "{", "not JSON"),
+        ("nested", deep, "nested too deeply"),
+        ("a list", [1, 2], "the configuration is a JSON array, not an object"),
+        ("no layers", {k: v for k, v in good.items() if k != "layers"}, "has no 'layers'"),
+        ("layers a string", {**good, "layers": "Dense"}, "'layers' of the configuration is a JSON string"),
+        ("layer a number", {**good, "layers": [3]}, "layer 0 is a JSON number"),
+        ("no class", {**good, "layers": [{"config": {}}]}, "layer 0 has no 'class'"),
+        ("unknown class", {**good, "layers": [{"class": "np", "config": {}}]}, "unknown layer class 'np'"),
+        ("config a list", {**good, "layers": [{"class": "Dense", "config": [2]}]}, "'config' of layer 0"),
+        ("bad setting", {**good, "layers": [{"class": "Dense", "config": {"units": "x"}}]}, r"layer 0 \(Dense\)"),
+        ("unknown setting", {**good, "layers": [{"class": "Dense", "config": {"unit": 2}}]}, r"layer 0 \(Dense\)"),
+        ("deep setting", {**good, "layers": [{"class": "Dense", "config": {"units": json_nest(900)}}]}, "layer 0"),
+        ("no input shape", {k: v for k, v in good.items() if k != "input_shape"}, "no 'input_shape'"),
+        ("bad input shape", {**good, "input_shape": [3, -1]}, "'input_shape' is a list of sizes"),
+        ("name a number", {**good, "name": 5}, "'name' is a int"),
+        ("compile a list", {**good, "compile": []}, "'compile' is a JSON array"),
+        ("no optimizer", {**good, "compile": {"loss": {}}}, "'compile' has no 'optimizer'"),
+        ("unknown optimizer", {**good, "compile": {"optimizer": "Optimizer2"}}, "unknown optimizer"),
+        ("no loss", {**good, "compile": {"optimizer": "SGD", "learning_rate": 0.1}}, "'compile' has no 'loss'"),
+        (
+            "bad loss",
+            {**good, "compile": {"optimizer": "SGD", "learning_rate": 0.1, "loss": {"name": "x", "from_logits": 1}}},
+            "'from_logits' of 'loss' is a JSON number",
+        ),
+    ]
+    for name, config, match in cases:
+        path = model_file(tmp_path / f"{name}.keras", config)
+        with pytest.raises(wg.CheckpointError, match=match) as error:
+            keras.models.load_model(path)
+        assert "malformed model configuration" in str(error.value), (name, error.value)
+    with pytest.raises(wg.CheckpointError, match="no wgcompute.keras format"):
+        keras.models.load_model(model_file(tmp_path / "other.keras", good, format="other"))
+
+
+def json_nest(depth):
+    value = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def test_load_model_refuses_a_configuration_without_its_weights(adapter, tmp_path):
+    layers = [{"class": "Dense", "config": {"units": 2}}]
+    config = {"class": "Sequential", "name": "m", "input_shape": [3], "layers": layers}
+    with pytest.raises(wg.Error) as error:
+        keras.models.load_model(model_file(tmp_path / "empty.keras", config), device=adapter)
+    assert isinstance(error.value, ValueError), error.value
+
+
 # --- memory ---
 
 
