@@ -26,6 +26,7 @@ BUILTINS = {
     "DTypeError": TypeError,
     "InvalidArgumentError": ValueError,
     "ArgumentTypeError": TypeError,
+    "ArgumentOverflowError": OverflowError,
     "SessionMismatchError": ValueError,
     "IndexOutOfRangeError": IndexError,
     "SessionClosedError": RuntimeError,

@@ -290,11 +290,30 @@ def test_each_refusal_is_a_wgcompute_error_and_the_builtin_a_user_catches(make_s
     assert (tensor + 1.0).numpy().tolist() == [2.0, 2.0]
 
 
-def test_numbers_beyond_float_range_are_infinite_as_on_upload(make_session, adapter):
+def test_ints_beyond_float64_are_refused_as_numpy_and_floats_beyond_float32_are_infinite(make_session, adapter):
     session = make_session(adapter)
     tensor = session.ones((2,))
-    assert np.isposinf((tensor + 10**400).numpy()).all()
-    assert np.isneginf(session.full((3,), -(10**400)).numpy()).all()
+    # NumPy: np.float32(10**400) raises OverflowError("int too large to convert to float").
+    with pytest.raises(OverflowError):
+        np.float32(10**400)
+    for call in (
+        lambda: tensor + 10**400,
+        lambda: 10**400 - tensor,
+        lambda: tensor * -(10**400),
+        lambda: session.full((3,), -(10**400)),
+        lambda: session.full((3,), 10**5000),
+        lambda: wg.full_like(tensor, 10**400),
+    ):
+        with pytest.raises(wg.ArgumentOverflowError, match="int too large to convert to float.*10\\*\\*") as error:
+            call()
+        assert isinstance(error.value, OverflowError) and isinstance(error.value, ValueError)
+    integers = session.tensor(np.array([1, 2], np.int32))
+    with pytest.raises(wg.ArgumentOverflowError, match="out of bounds for the int32 tensor"):
+        integers + 2**40
+    # A float beyond float32's range (but within float64's) still rounds to inf, as astype rounds it.
+    assert np.isposinf((tensor + 1e39).numpy()).all()
+    assert np.isneginf(session.full((3,), -1e39).numpy()).all()
+    assert np.isposinf((tensor * float(10**300)).numpy()).all()
     # Arrays beside tensors join them, as operands of an operator do.
     joined = wg.concat([tensor, np.full(2, 3.0)])
     assert joined.numpy().tolist() == [1.0, 1.0, 3.0, 3.0]

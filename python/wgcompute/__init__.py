@@ -33,6 +33,7 @@ from . import _logic, _neural, _window, array_api, callbacks, keras, losses, nn,
 from ._creation import arange, eye, full_like, linspace, ones_like, tril, triu, zeros_like
 from ._errors import (
     AdapterError,
+    ArgumentOverflowError,
     ArgumentTypeError,
     CheckpointError,
     DeviceLostError,
@@ -188,6 +189,7 @@ __all__ = [
     "callbacks",
     "keras",
     "AdapterError",
+    "ArgumentOverflowError",
     "ArgumentTypeError",
     "CheckpointError",
     "CloseReport",

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ._errors import ArgumentTypeError, DTypeError, Error, InvalidArgumentError, ShapeError
+from ._errors import ArgumentOverflowError, ArgumentTypeError, DTypeError, Error, InvalidArgumentError, ShapeError
 
 _UINT32_MAX = np.iinfo(np.uint32).max
 
@@ -29,8 +29,9 @@ def _as_array(data: Any) -> np.ndarray:
 
 
 def _number(value: Any, what: str = "a scalar") -> float:
-    """A real number as a float; an int beyond float's range is ±inf, as a float64 array beyond float32's becomes
-    on upload (the module's docstring), rather than Python's OverflowError."""
+    """A real number as a float; an int beyond float64's range is an :class:`ArgumentOverflowError` (an
+    ``OverflowError``), as NumPy refuses it, not inf. (A float beyond float32's range becomes ±inf on the device,
+    as a float64 array beyond float32's does on upload.)"""
     if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "fiub":
         value = value.item()
     if isinstance(value, np.bool_):
@@ -40,7 +41,26 @@ def _number(value: Any, what: str = "a scalar") -> float:
     try:
         return float(value)
     except OverflowError:
-        return math.inf if value > 0 else -math.inf
+        raise _int_overflow(value, what) from None
+
+
+def _int_text(value: Any) -> str:
+    """An int as written where it is short, else its size as a power of ten (``str`` refuses past 4300 digits)."""
+    value = int(value)
+    if abs(value) < 10**30:
+        return str(value)
+    return f"{'-' if value < 0 else ''}10**{int(abs(value).bit_length() * math.log10(2))} (about)"
+
+
+def _int_overflow(value: Any, what: str) -> ArgumentOverflowError:
+    """The refusal of an int beyond float64's range, its size written as a power of ten (its digits may be more
+    than ``str`` will write)."""
+    digits = int(abs(int(value)).bit_length() * math.log10(2))
+    sign = "-" if value < 0 else ""
+    return ArgumentOverflowError(
+        f"int too large to convert to float: {what} is an int of about {sign}10**{digits}, beyond float64's "
+        "range (about 1.8e308)"
+    )
 
 
 def _sequence(value: Any, what: str) -> list:

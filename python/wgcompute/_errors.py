@@ -37,6 +37,13 @@ class ArgumentTypeError(InvalidArgumentError, TypeError):
     object pickled that holds GPU memory): an :class:`InvalidArgumentError` that ``except TypeError`` catches too."""
 
 
+class ArgumentOverflowError(InvalidArgumentError, OverflowError):
+    """A number too large for the conversion it needs: a Python int beyond float64's range where a float is
+    taken (``t + 10**400``), refused as NumPy refuses it ("int too large to convert to float"), rather than
+    becoming inf. An :class:`InvalidArgumentError` that ``except OverflowError`` catches too. (A float beyond
+    float32's range still rounds to inf, as ``astype`` rounds it.)"""
+
+
 class SessionMismatchError(Error, ValueError):
     """Tensors of two different sessions in one operation."""
 

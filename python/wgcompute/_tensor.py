@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from . import _index, _ops, _wgcompute
-from ._convert import _count, _flag, _not_picklable, _number, _sequence, _shape
+from ._convert import _count, _flag, _int_text, _not_picklable, _number, _sequence, _shape
 from ._errors import (
+    ArgumentOverflowError,
     ArgumentTypeError,
     DTypeError,
     IndexOutOfRangeError,
@@ -307,7 +308,9 @@ class Tensor:
         else:
             fits = isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
             if fits and not np.iinfo(dtype).min <= value <= np.iinfo(dtype).max:
-                raise InvalidArgumentError(f"{value} is outside the range of a {dtype} tensor it is combined with")
+                raise ArgumentOverflowError(
+                    f"Python integer {_int_text(value)} is out of bounds for the {dtype} tensor it is combined with"
+                )
         if not fits:
             raise DTypeError(
                 f"a Python {type(value).__name__} cannot be combined with a {dtype} tensor (the standard mixes an "
