@@ -110,3 +110,24 @@ def wgcompute_binary() -> Path:
     built = [path for path in (target / "release" / "wgcompute", target / "debug" / "wgcompute") if path.exists()]
     assert built, f"no wgcompute binary in {target}: build it with `cargo build --release`"
     return max(built, key=lambda path: path.stat().st_mtime)
+
+
+# A child that does not stop on its SIGINT fails the test in this long, not in the suite's whole patience.
+INTERRUPT_TIMEOUT = 60
+
+
+def run_interrupted_child(script, args, timeout=INTERRUPT_TIMEOUT):
+    """Runs the Python ``script`` (a path) with ``args`` in a child that sends itself SIGINT, and returns the
+    finished process. The child's script installs Python's own SIGINT handler itself: a child started from a
+    background job inherits SIGINT ignored, and then Python installs none, so the signal would do nothing. A
+    child still running after ``timeout`` seconds (it did not stop on the signal) fails the test at once, with
+    what it printed."""
+    import subprocess
+    import sys
+
+    try:
+        return subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as expired:
+        out = expired.stdout.decode() if isinstance(expired.stdout, bytes) else expired.stdout or ""
+        err = expired.stderr.decode() if isinstance(expired.stderr, bytes) else expired.stderr or ""
+        pytest.fail(f"the child did not stop on SIGINT within {timeout} s; it printed {out!r}, stderr {err[-2000:]!r}")

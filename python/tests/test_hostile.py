@@ -14,6 +14,7 @@ import sys
 import numpy as np
 import pytest
 import safetensors.numpy
+from conftest import run_interrupted_child
 
 import wgcompute as wg
 
@@ -174,6 +175,8 @@ def test_a_validation_fraction_leaving_no_training_sample_names_both_counts(adap
 
 _INTERRUPTED_FIT = """
 import os, signal, sys, threading, time
+# Python's own handler, whatever the parent left: started from a background job, SIGINT arrives ignored.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 import numpy as np
 import wgcompute as wg
 from wgcompute import MLPClassifier
@@ -199,7 +202,7 @@ print("usable", flush=True)
 def test_ctrl_c_stops_a_fit_within_about_a_second(adapter, tmp_path):
     script = tmp_path / "interrupted_fit.py"
     script.write_text(_INTERRUPTED_FIT)
-    done = subprocess.run([sys.executable, str(script), adapter], capture_output=True, text=True, timeout=300)
+    done = run_interrupted_child(script, [adapter])
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.split()
     assert lines[0] == "interrupted", done.stdout

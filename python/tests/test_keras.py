@@ -9,13 +9,12 @@ from __future__ import annotations
 import csv
 import gc
 import math
-import subprocess
-import sys
 import threading
 import weakref
 
 import numpy as np
 import pytest
+from conftest import run_interrupted_child
 
 import wgcompute as wg
 from wgcompute import keras
@@ -389,6 +388,8 @@ def test_a_user_callback_sees_every_hook_in_order_and_can_stop_training(session,
 
 _INTERRUPTED_FIT = """
 import os, signal, sys, threading, time
+# Python's own handler, whatever the parent left: started from a background job, SIGINT arrives ignored.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 import numpy as np
 from wgcompute import keras
 
@@ -420,7 +421,7 @@ print("usable", flush=True)
 def test_ctrl_c_stops_fit_within_about_a_second(adapter, source, tmp_path):
     script = tmp_path / "interrupted_fit.py"
     script.write_text(_INTERRUPTED_FIT)
-    done = subprocess.run([sys.executable, str(script), adapter, source], capture_output=True, text=True, timeout=300)
+    done = run_interrupted_child(script, [adapter, source])
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.split()
     assert lines[0] == "interrupted", done.stdout
