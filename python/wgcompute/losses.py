@@ -68,7 +68,7 @@ def _integral_class_ids(array: np.ndarray) -> None:
     bad = np.flatnonzero(~np.isfinite(flat) | (flat != np.round(flat)))
     if bad.size:
         at = int(bad[0])
-        raise ArgumentTypeError(f"class ids are integers; {flat[at]} (at index {at} of the labels) is not")
+        raise ArgumentTypeError(f"class ids are integers; {flat[at]} (at index {at} of the labels) is not integral")
 
 
 def _check_class_ids(ids: np.ndarray, classes: int, where: str = "the labels") -> None:
