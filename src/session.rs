@@ -67,12 +67,37 @@ impl FromStr for MemoryLimit {
             .find(|c: char| !(c.is_ascii_digit() || c == '.'))
             .unwrap_or(trimmed.len());
         let (number, unit) = trimmed.split_at(split);
-        let value: f64 = number.parse().map_err(|_| invalid("not a number"))?;
+        let unit = unit.trim();
+        let unparsed = |why: String| invalid(&format!("could not be parsed as a size ({why})"));
+        // What is no size at all (`0x100000`, `2 parsecs`) says so, before what the number's value is.
+        if number.is_empty() {
+            return Err(unparsed("it does not start with a number".to_string()));
+        }
+        let scale = match unit.to_ascii_lowercase().as_str() {
+            "" => None,
+            "b" => Some(1),
+            "k" | "kb" => Some(1_000),
+            "kib" => Some(1 << 10),
+            "m" | "mb" => Some(1_000_000),
+            "mib" => Some(1 << 20),
+            "g" | "gb" => Some(1_000_000_000),
+            "gib" => Some(1 << 30),
+            "t" | "tb" => Some(1_000_000_000_000),
+            "tib" => Some(1 << 40),
+            _ => {
+                return Err(unparsed(format!(
+                    "'{unit}' after the number is no unit of bytes"
+                )))
+            }
+        };
+        let value: f64 = number
+            .parse()
+            .map_err(|_| unparsed(format!("'{number}' is not a number")))?;
         if !value.is_finite() || value <= 0.0 {
             return Err(invalid("the limit must be above zero"));
         }
-        let scale: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-            "" if number.contains('.') => {
+        let scale: u64 = match scale {
+            None if number.contains('.') => {
                 return if value <= 1.0 {
                     Ok(Self::Fraction(value))
                 } else {
@@ -81,7 +106,7 @@ impl FromStr for MemoryLimit {
                     ))
                 };
             }
-            "" => {
+            None => {
                 let bytes: u64 = number.parse().map_err(|_| invalid("not a byte count"))?;
                 return if bytes >= MIN_BARE_BYTES {
                     Ok(Self::Bytes(bytes))
@@ -89,16 +114,7 @@ impl FromStr for MemoryLimit {
                     Err(invalid("a bare byte count below 1 MiB"))
                 };
             }
-            "b" => 1,
-            "k" | "kb" => 1_000,
-            "kib" => 1 << 10,
-            "m" | "mb" => 1_000_000,
-            "mib" => 1 << 20,
-            "g" | "gb" => 1_000_000_000,
-            "gib" => 1 << 30,
-            "t" | "tb" => 1_000_000_000_000,
-            "tib" => 1 << 40,
-            _ => return Err(invalid("an unknown unit")),
+            Some(scale) => scale,
         };
         let bytes = (value * scale as f64).round();
         if bytes < 1.0 || bytes >= u64::MAX as f64 {
@@ -865,6 +881,25 @@ mod tests {
                 ),
                 other => panic!("'{text}' should be refused, got {other:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn what_is_no_size_says_so_before_the_numbers_value() {
+        for text in ["0x100000", "0 parsecs", "GiB", "-1GiB", "1e3"] {
+            match text.parse::<MemoryLimit>() {
+                Err(Error::InvalidArgument { expected, .. }) => assert!(
+                    expected.contains("could not be parsed as a size") && expected.contains("2GiB"),
+                    "'{text}': {expected}"
+                ),
+                other => panic!("'{text}' should be refused, got {other:?}"),
+            }
+        }
+        match "0GiB".parse::<MemoryLimit>() {
+            Err(Error::InvalidArgument { expected, .. }) => {
+                assert!(expected.contains("above zero"), "{expected}")
+            }
+            other => panic!("'0GiB' should be refused, got {other:?}"),
         }
     }
 

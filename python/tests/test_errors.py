@@ -653,3 +653,115 @@ def test_a_sweep_of_mixed_calls_gets_only_wgcompute_errors(make_session, adapter
     assert_works(session)
     stats = session.memory_stats()
     assert stats.limit == 128 << 20
+
+
+@pytest.mark.parametrize(
+    "limit, says",
+    [
+        ("0x100000", "'x100000' after the number is no unit"),
+        ("0 parsecs", "'parsecs' after the number is no unit"),
+        ("GiB", "does not start with a number"),
+        ("1.2.3GiB", "'1.2.3' is not a number"),
+    ],
+)
+def test_a_memory_limit_that_is_no_size_says_so_and_names_the_accepted_forms(adapter, limit, says):
+    with pytest.raises(wgcompute.InvalidArgumentError, match="could not be parsed as a size") as raised:
+        wgcompute.Session(memory_limit=limit, adapter=adapter)
+    message = str(raised.value)
+    assert says in message and "2GiB" in message and "fraction" in message and "above zero" not in message
+
+
+# --- messages in the caller's terms ---
+
+
+def test_clip_of_an_integer_tensor_clips_it_or_names_clip(make_session, adapter):
+    session = make_session(adapter)
+    integers = session.tensor(np.array([-5, 0, 3, 9], np.int32))
+    assert integers.clip(-1, 4).numpy().tolist() == [-1, 0, 3, 4]
+    assert wgcompute.clip(integers, min=2).numpy().tolist() == [2, 2, 3, 9]
+    assert integers.clip(max=session.tensor(np.array(1, np.int32))).numpy().tolist() == [-5, 0, 1, 1]
+    assert integers.clip(-1, 4).dtype == np.int32
+    unsigned = session.tensor(np.array([1, 7], np.uint32))
+    assert unsigned.clip(2, 5).numpy().tolist() == [2, 5]
+    with pytest.raises(wgcompute.DTypeError, match="clip") as raised:
+        integers.clip(0.5, 2)
+    assert "maximum_scalar" not in str(raised.value)
+
+
+def test_roll_by_a_huge_shift_rolls_by_its_remainder_as_numpy(make_session, adapter):
+    session = make_session(adapter)
+    values = np.arange(7, dtype=np.float32)
+    x = session.tensor(values)
+    for shift in (10**20, -(10**20), 2**64 + 3, 7 * 10**30):
+        assert x.roll(shift).numpy().tolist() == np.roll(values, shift).tolist(), shift
+    grid = np.arange(12, dtype=np.float32).reshape(3, 4)
+    got = wgcompute.roll(session.tensor(grid), (10**20, -(2**70)), axis=(0, 1)).numpy()
+    np.testing.assert_array_equal(got, np.roll(grid, (10**20, -(2**70)), axis=(0, 1)))
+    assert session.zeros((0,)).roll(10**20).shape == (0,)
+
+
+def test_a_negative_fit_seed_is_the_packages_refusal(make_session, adapter):
+    from wgcompute import keras
+
+    session = make_session(adapter)
+    model = keras.Sequential([keras.Input(shape=(2,)), keras.layers.Dense(2)], session=session)
+    model.compile("sgd", "mse")
+    x, y = np.ones((4, 2), np.float32), np.zeros((4, 2), np.float32)
+    with pytest.raises(wgcompute.InvalidArgumentError, match="seed is a non-negative int or None; got -1"):
+        model.fit(x, y, seed=-1, verbose=0)
+    with pytest.raises(wgcompute.ArgumentTypeError, match="seed is a non-negative int"):
+        model.fit(x, y, seed="7", verbose=0)
+    assert model.fit(x, y, seed=np.int64(3), verbose=0).epoch == [0]
+
+
+def test_a_negative_polynomial_decay_power_is_refused():
+    with pytest.raises(wgcompute.InvalidArgumentError, match="power must be ≥ 0; got -1"):
+        wgcompute.optim.schedules.PolynomialDecay(0.1, 10, power=-1)
+    schedule = wgcompute.optim.schedules.PolynomialDecay(0.1, 10, end_learning_rate=0.01, power=0)
+    assert schedule(10) == pytest.approx(0.1)
+
+
+def test_integer_labels_to_categorical_crossentropy_suggest_the_sparse_loss(make_session, adapter):
+    from wgcompute import keras
+
+    session = make_session(adapter)
+    y_pred = session.tensor(np.full((3, 4), 0.25, np.float32))
+    with pytest.raises(wgcompute.ShapeError, match=r"one-hot targets of the predictions' shape \(3, 4\)") as raised:
+        keras.losses.categorical_crossentropy(np.array([0, 1, 3]), y_pred)
+    assert "sparse_categorical_crossentropy" in str(raised.value) and "mul" not in str(raised.value)
+    model = keras.Sequential([keras.Input(shape=(2,)), keras.layers.Dense(4)], session=session)
+    model.compile("sgd", "categorical_crossentropy")
+    with pytest.raises(wgcompute.ShapeError, match="sparse_categorical_crossentropy"):
+        model.fit(np.ones((3, 2), np.float32), np.array([0, 1, 3]), verbose=0)
+    with pytest.raises(wgcompute.ShapeError, match=r"got targets of shape \(3, 2\)$"):
+        keras.losses.categorical_crossentropy(np.zeros((3, 2)), y_pred)
+
+
+@pytest.mark.parametrize(
+    "x_shape, kernel_shape, options, says",
+    [
+        ((2, 9, 3), (3, 4, 5), {}, r"takes 4 input channels .* x \[batch, width, channels\] of shape \(2, 9, 3\)"),
+        ((2, 9, 4), (3, 2, 6), {"groups": 3}, "groups=3 must divide x's 4 channels"),
+        ((2, 3, 2), (5, 2, 1), {}, "spans 5 positions, more than x's width 3"),
+        ((2, 3, 2), (2, 2, 1), {"dilation": 4}, r"spans 5 positions"),
+    ],
+)
+def test_conv1d_shape_errors_are_in_conv1d_terms(make_session, adapter, x_shape, kernel_shape, options, says):
+    session = make_session(adapter)
+    x, kernel = session.zeros(x_shape), session.zeros(kernel_shape)
+    with pytest.raises(wgcompute.ShapeError, match=says) as raised:
+        wgcompute.conv1d(x, kernel, **options)
+    message = str(raised.value)
+    assert "conv1d" in message and "conv2d" not in message and "4-D" not in message
+
+
+def test_an_int32_index_out_of_range_in_take_is_named_as_given(make_session, adapter):
+    session = make_session(adapter)
+    x = session.tensor(np.arange(4, dtype=np.float32))
+    for indices in (np.array([0, -5], np.int32), session.tensor(np.array([0, -5], np.int32))):
+        with pytest.raises(wgcompute.IndexOutOfRangeError, match="-5") as raised:
+            x.take(indices).numpy()
+        assert "4294967291" not in str(raised.value)
+    # In range, a negative int32 index counts from the end, as NumPy's take does.
+    assert x.take(np.array([-1, 0], np.int32)).numpy().tolist() == [3.0, 0.0]
+

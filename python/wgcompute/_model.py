@@ -129,6 +129,16 @@ class Loss:
         if targets._t.dtype != "float32":
             targets = targets.astype("float32")
         if self.name == "categorical_crossentropy":
+            if targets.shape != y_pred.shape:
+                hint = (
+                    "; for integer class ids use sparse_categorical_crossentropy"
+                    if targets.shape == y_pred.shape[:-1]
+                    else ""
+                )
+                raise ShapeError(
+                    f"categorical_crossentropy takes one-hot targets of the predictions' shape {y_pred.shape}; got "
+                    f"targets of shape {targets.shape}{hint}"
+                )
             if self.from_logits:
                 return softmax_cross_entropy(y_pred, targets)
             # Keras's form from probabilities: rescaled to sum to 1, clipped, then -sum(t log p).
@@ -840,8 +850,12 @@ class Model(_layers.Layer):
         if not isinstance(shuffle, (bool, np.bool_)):
             raise ArgumentTypeError(f"shuffle is a bool; got {shuffle!r:.80}")
         level = _verbosity(verbose)
+        if seed is not None and (not isinstance(seed, numbers.Integral) or isinstance(seed, (bool, np.bool_))):
+            raise ArgumentTypeError(f"fit's seed is a non-negative int or None; got {type(seed).__name__} {seed!r:.80}")
+        if seed is not None and seed < 0:
+            raise InvalidArgumentError(f"fit's seed is a non-negative int or None; got {seed!r:.80}")
         # Without a seed, NumPy's global generator picks one, so keras.utils.set_random_seed fixes the order.
-        rng = np.random.default_rng(seed if seed is not None else int(np.random.randint(0, 2**62, dtype=np.int64)))
+        rng = np.random.default_rng(int(seed) if seed is not None else int(np.random.randint(0, 2**62, dtype=np.int64)))
 
         generator: Iterator[Any] | None = None
         reiterable: Any = None

@@ -647,6 +647,12 @@ class Tensor:
             if len(shifts) != len(axes):
                 raise InvalidArgumentError(f"roll pairs each shift with an axis; got shifts {shift} for axes {axis}")
             pairs = [(int(s), self._axis(a)) for s, a in zip(shifts, axes, strict=True)]
+        # A shift of any size is its remainder by the length it rolls along (the same rotation), so that the native
+        # call takes a shift it can hold: roll(x, 10**20) as NumPy rolls it.
+        pairs = [
+            (step % length if (length := self.size if along is None else self.shape[along]) else 0, along)
+            for step, along in pairs
+        ]
         rolled = self
         for step, along in pairs:
             rolled = rolled._op(
@@ -683,9 +689,22 @@ class Tensor:
         side), as the Array API's ``clip``: ``minimum(maximum(x, min), max)``, so NaN stays NaN, and where
         ``min > max`` the result is ``max``. A tape sends the gradient through where the element is strictly
         inside, half of it where it touches a limit."""
-        result = self if min is None else self._with("maximum", min)
-        result = result if max is None else result._with("minimum", max)
+        result = self if min is None else self._clip_side(self, "maximum", min, "min")
+        result = result if max is None else self._clip_side(result, "minimum", max, "max")
         return self.copy() if result is self else result
+
+    def _clip_side(self, result: Tensor, name: str, limit: Any, what: str) -> Tensor:
+        """One side of :meth:`clip`: a float32 tensor takes a scalar limit by the row's scalar form; an integer
+        tensor an int limit as a 0-d tensor of its dtype (the scalar forms take float32 only)."""
+        dtype = self._t.dtype
+        if dtype == "float32" or isinstance(limit, Tensor) or not isinstance(limit, (numbers.Number, np.generic)):
+            return result._with(name, limit)
+        if isinstance(limit, (bool, np.bool_)) or not isinstance(limit, numbers.Integral):
+            raise DTypeError(
+                f"clip of a {dtype} tensor takes int limits (or tensors of its dtype); {what} is "
+                f"{type(limit).__name__} {limit!r:.80}"
+            )
+        return result._binary(name, self._scalar_operand(limit))
 
     # --- the Array API's reductions over several axes, statistics, scans and shape ops ---
 

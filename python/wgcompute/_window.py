@@ -122,6 +122,7 @@ def conv1d(
         widths = _pair(padding, "padding", 0)
         plane = ((0, 0), (widths[0], widths[1]))
     batch, width, channels = image.shape
+    _check_conv1d(image.shape, weights.shape, _int(groups, "groups", 1), spread, plane)
     out = _conv(
         image.reshape((batch, 1, width, channels)),
         weights.reshape((1, *weights.shape)),
@@ -132,6 +133,41 @@ def conv1d(
         False,
     )
     return out.reshape((out.shape[0], out.shape[2], out.shape[3]))
+
+
+def _check_conv1d(
+    x_shape: tuple[int, ...], kernel_shape: tuple[int, ...], groups: int, dilation: int, plane: Any
+) -> None:
+    """conv1d's shapes checked in its own terms, before it runs as a conv2d of height 1 (whose refusals would
+    name a 4-D kernel)."""
+    _, width, channels = x_shape
+    k, per_group, out_channels = kernel_shape
+    if k < 1 or per_group < 1 or out_channels < 1:
+        raise ShapeError(f"conv1d's kernel [k, in_channels / groups, out_channels] has a zero size: {kernel_shape}")
+    if channels % groups or out_channels % groups:
+        raise ShapeError(
+            f"conv1d's groups={groups} must divide x's {channels} channels and the kernel's {out_channels} output "
+            "channels"
+        )
+    if per_group * groups != channels:
+        raise ShapeError(
+            f"conv1d's kernel [k, in_channels / groups, out_channels] of shape {kernel_shape} takes "
+            f"{per_group * groups} input channels (with groups={groups}); x [batch, width, channels] of shape "
+            f"{x_shape} has {channels}"
+        )
+    if not isinstance(plane, str):
+        (_, _), (left, right) = plane
+        span = dilation * (k - 1) + 1
+        if width + left + right < span:
+            raise ShapeError(
+                f"conv1d's kernel of width {k} (dilation {dilation}) spans {span} positions, more than x's width "
+                f"{width} with padding ({left}, {right}): no output position"
+            )
+    elif plane.lower() == "valid" and width < dilation * (k - 1) + 1:
+        raise ShapeError(
+            f"conv1d's kernel of width {k} (dilation {dilation}) spans {dilation * (k - 1) + 1} positions, more "
+            f"than x's width {width} with padding 'valid': no output position"
+        )
 
 
 def _pool(x: Any, max_: bool, size: Any, stride: Any, padding: Padding) -> Tensor:

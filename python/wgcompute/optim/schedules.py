@@ -184,6 +184,11 @@ class PolynomialDecay(LearningRateSchedule):
         self.decay_steps = _number(decay_steps, "decay_steps", positive=True)
         self.end_learning_rate = _number(end_learning_rate, "end_learning_rate")
         self.power = _number(power, "power")
+        if self.power < 0:
+            raise InvalidArgumentError(
+                f"PolynomialDecay's power must be ≥ 0; got {self.power:g} (a negative power would make the rate "
+                "infinite where the decay reaches its end)"
+            )
         self.cycle = bool(cycle)
         self.name = name
 
