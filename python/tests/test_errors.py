@@ -765,3 +765,40 @@ def test_an_int32_index_out_of_range_in_take_is_named_as_given(make_session, ada
     # In range, a negative int32 index counts from the end, as NumPy's take does.
     assert x.take(np.array([-1, 0], np.int32)).numpy().tolist() == [3.0, 0.0]
 
+
+# --- NumPy's functions and the Array API's versions ---
+
+
+def test_numpy_reductions_of_a_tensor_pass_their_keywords(make_session, adapter):
+    session = make_session(adapter)
+    values = np.arange(1, 7, dtype=np.float32).reshape(2, 3)
+    t = session.tensor(values)
+    for function in (np.sum, np.mean, np.max, np.min, np.prod, np.std, np.var):
+        got = function(t)
+        assert isinstance(got, wgcompute.Tensor), function
+        np.testing.assert_allclose(float(got), function(values.astype(np.float64)), rtol=1e-6)
+        along = function(t, axis=1, keepdims=True)
+        np.testing.assert_allclose(along.numpy(), function(values, axis=1, keepdims=True), rtol=1e-6)
+    np.testing.assert_allclose(float(np.std(t, ddof=1)), np.std(values.astype(np.float64), ddof=1), rtol=1e-6)
+    assert float(t.sum(dtype=np.float32)) == 21.0
+    integers = session.tensor(np.array([1, 2, 4], np.int32))
+    assert np.sum(integers, dtype=np.float32).dtype == np.float32
+    with pytest.raises(wgcompute.ArgumentTypeError, match="sum cannot write into out="):
+        np.sum(t, out=np.empty(()))
+    with pytest.raises(wgcompute.DTypeError, match="mean's dtype=.*float64"):
+        np.mean(t, dtype=np.float64)
+    with pytest.raises(wgcompute.InvalidArgumentError, match="correction or ddof"):
+        t.std(correction=1, ddof=2)
+
+
+@pytest.mark.parametrize("version", [None, "2022.12", "2023.12", "2024.12"])
+def test_every_array_api_version_up_to_the_implemented_one_is_served(make_session, adapter, version):
+    session = make_session(adapter)
+    assert session.ones((2,)).__array_namespace__(api_version=version) is wgcompute.array_api
+
+
+@pytest.mark.parametrize("version", ["2025.12", "2021.12", "latest", 2024.12])
+def test_an_array_api_version_past_the_implemented_one_is_refused(make_session, adapter, version):
+    session = make_session(adapter)
+    with pytest.raises(wgcompute.InvalidArgumentError, match="2024.12"):
+        session.ones((2,)).__array_namespace__(api_version=version)

@@ -218,12 +218,14 @@ class Tensor:
         return (1, 0)
 
     def __array_namespace__(self, *, api_version: str | None = None) -> Any:
-        """The Array API namespace of these tensors: :mod:`wgcompute.array_api` (the 2024.12 standard)."""
+        """The Array API namespace of these tensors: :mod:`wgcompute.array_api` (the 2024.12 standard), for
+        ``api_version`` None, 2024.12 or the revisions before it back to 2022.12, whose names it keeps."""
         from . import array_api
 
-        if api_version is not None and api_version != array_api.__array_api_version__:
+        if api_version is not None and api_version not in array_api._API_VERSIONS:
             raise InvalidArgumentError(
-                f"wgcompute implements the Array API {array_api.__array_api_version__}; api_version={api_version!r}"
+                f"wgcompute implements the Array API {array_api.__array_api_version__}, whose namespace serves the "
+                f"earlier versions too ({', '.join(array_api._API_VERSIONS)}); api_version={api_version!r:.80}"
             )
         return array_api
 
@@ -730,17 +732,46 @@ class Tensor:
         )
 
     def var(
-        self, axis: int | Sequence[int] | None = None, *, correction: float = 0.0, keepdims: bool = False
+        self,
+        axis: int | Sequence[int] | None = None,
+        *,
+        correction: float = 0.0,
+        keepdims: bool = False,
+        ddof: float | None = None,
+        dtype: Any = None,
+        out: None = None,
     ) -> Tensor:
         """The variance over ``axis`` (None: all), dividing by ``N - correction`` (NaN where that is not positive),
-        in two passes, so that a large mean costs no accuracy."""
-        return self._statistic(axis, correction, keepdims, root=False)
+        in two passes, so that a large mean costs no accuracy. ``ddof`` is NumPy's name for ``correction``;
+        ``dtype`` and ``out`` are taken as :meth:`sum` takes them."""
+        correction = _correction(correction, ddof)
+        return self._numpy_keywords("var", dtype, out)._statistic(axis, correction, keepdims, root=False)
 
     def std(
-        self, axis: int | Sequence[int] | None = None, *, correction: float = 0.0, keepdims: bool = False
+        self,
+        axis: int | Sequence[int] | None = None,
+        *,
+        correction: float = 0.0,
+        keepdims: bool = False,
+        ddof: float | None = None,
+        dtype: Any = None,
+        out: None = None,
     ) -> Tensor:
         """The standard deviation, the square root of :meth:`var`."""
-        return self._statistic(axis, correction, keepdims, root=True)
+        correction = _correction(correction, ddof)
+        return self._numpy_keywords("std", dtype, out)._statistic(axis, correction, keepdims, root=True)
+
+    def _numpy_keywords(self, name: str, dtype: Any, out: Any) -> Tensor:
+        """This tensor as reduction ``name`` takes it with NumPy's keywords (``numpy.sum(t)`` calls
+        ``t.sum(axis=..., dtype=None, out=None)``): converted to ``dtype`` where one is given; an ``out`` is
+        refused, since a tensor is never written in place."""
+        if out is not None:
+            raise ArgumentTypeError(f"{name} cannot write into out= (tensors are immutable); use the tensor it returns")
+        if dtype is None:
+            return self
+        from ._creation import _as, _dtype
+
+        return _as(self, _dtype(dtype, f"{name}'s dtype="))
 
     def _statistic(self, axis: Any, correction: Any, keepdims: Any, root: bool) -> Tensor:
         axes, keepdims = self._axes(axis), _flag(keepdims, "keepdims")
@@ -917,14 +948,33 @@ def _binary_method(name: str, doc: str) -> Callable[[Tensor, Any], Tensor]:
     return method
 
 
+def _correction(correction: Any, ddof: Any) -> Any:
+    """std's and var's ``correction``, which NumPy calls ``ddof`` (and always passes, 0 by default)."""
+    if ddof is None or (isinstance(ddof, numbers.Real) and ddof == 0 and not isinstance(ddof, bool)):
+        return correction
+    if isinstance(correction, numbers.Real) and correction != 0 and correction != ddof:
+        raise InvalidArgumentError(
+            f"give correction or ddof (NumPy's name for it), not both; got {correction} and {ddof}"
+        )
+    return ddof
+
+
 def _reduce_method(name: str, doc: str) -> Callable[..., Tensor]:
-    def method(self: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
-        return self._reduce_over(name, axis, keepdims)
+    def method(
+        self: Tensor,
+        axis: int | Sequence[int] | None = None,
+        keepdims: bool = False,
+        *,
+        dtype: Any = None,
+        out: None = None,
+    ) -> Tensor:
+        return self._numpy_keywords(name, dtype, out)._reduce_over(name, axis, keepdims)
 
     method.__name__, method.__qualname__ = name, f"Tensor.{name}"
     method.__doc__ = (
         f"{doc} Over all elements (``axis=None``), along ``axis`` or a tuple of axes (negative count from the "
-        "end); ``keepdims`` keeps each reduced axis as a 1."
+        "end); ``keepdims`` keeps each reduced axis as a 1. ``dtype`` (one of the tensors' four) converts first; "
+        "``out`` is None (tensors are immutable): both as ``numpy.sum(t)`` passes them."
     )
     return method
 

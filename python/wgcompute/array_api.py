@@ -17,6 +17,9 @@ from typing import Any
 import numpy as np
 
 __array_api_version__ = "2024.12"
+# The versions __array_namespace__(api_version=...) accepts: this one and the revisions before it back to 2022.12,
+# whose names it keeps (2021.12, the first, is refused, as NumPy deprecates it).
+_API_VERSIONS = ("2022.12", "2023.12", "2024.12")
 
 # Every name of the standard's 2024.12 namespace, by its sections.
 STANDARD: tuple[str, ...] = tuple(
