@@ -27,7 +27,7 @@ struct Params {
     half: u32,                 // merge_step: half-distance of the step
     flip: u32,                 // merge_step: 1 for a stage's first (mirrored) step
     descending: u32,
-    unsigned_keys: u32,        // the elements are u32, not f32
+    keys: u32,                 // how an element's word orders: KEYS_FLOAT, KEYS_UNSIGNED or KEYS_SIGNED
     out_len: u32,              // emit: entries written per lane (len for a sort, k for top_k)
     chunk: u32,                // select: entries one workgroup reduces to `size`
     sorted_groups: u32,        // select: the groups of `size` are sorted already
@@ -60,8 +60,13 @@ fn is_nan_bits(bits: u32) -> bool {
 
 // The key whose unsigned order is the element's order: ascending, or descending when asked.
 fn sort_key(bits: u32, descending: bool) -> u32 {
-    if params.unsigned_keys != 0u {
+    if params.keys == KEYS_UNSIGNED {
         return select(bits, ~bits, descending);
+    }
+    if params.keys == KEYS_SIGNED {
+        // Two's complement with the sign bit flipped orders as unsigned: −2^31 first, 2^31 − 1 last.
+        let ordered = bits ^ 0x80000000u;
+        return select(ordered, ~ordered, descending);
     }
     if is_nan_bits(bits) {
         return select(0xffffffffu, 0u, descending);
@@ -378,7 +383,9 @@ var<workgroup> block_counts: array<u32, 256>;
 // NaN is distinct, −0.0 equals 0.0).
 fn marked(e: u32) -> bool {
     let bits = input[e];
-    let magnitude = select(0x7fffffffu, 0xffffffffu, params.unsigned_keys != 0u);
+    let integer = params.keys != KEYS_FLOAT;
+    // Every bit of an integer counts (−2^31 is the sign bit alone); a float's sign alone is −0.0, a zero.
+    let magnitude = select(0x7fffffffu, 0xffffffffu, integer);
     if params.mode == MARK_NONZERO {
         return (bits & magnitude) != 0u;
     }
@@ -386,7 +393,7 @@ fn marked(e: u32) -> bool {
         return true;
     }
     let before = input[e - 1u];
-    if params.unsigned_keys != 0u {
+    if integer {
         return bits != before;
     }
     let same = (bits == before && !is_nan_bits(bits)) || ((bits | before) & 0x7fffffffu) == 0u;

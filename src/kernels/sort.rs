@@ -10,6 +10,7 @@
 use bytemuck::{Pod, Zeroable};
 
 use super::plan::Limits;
+use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::op::sort::Side;
 use crate::runtime::{wgsl_constants, BufferRange, Kernel, Runtime, Shader};
@@ -22,12 +23,49 @@ static SORT: Shader = Shader {
         wgsl_constants(&[
             ("MARK_NONZERO", MARK_NONZERO),
             ("MARK_DISTINCT", MARK_DISTINCT),
+            ("KEYS_FLOAT", KEYS_FLOAT),
+            ("KEYS_UNSIGNED", KEYS_UNSIGNED),
+            ("KEYS_SIGNED", KEYS_SIGNED),
         ])
     },
 };
 
 const MARK_NONZERO: u32 = 0;
 const MARK_DISTINCT: u32 = 1;
+
+/// How a sort, search or compaction reads an element's 4-byte word (the shader's KEYS_* codes): each maps the
+/// word to a u32 whose unsigned order is the element's order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Keys {
+    /// f32: −0.0 is 0.0, NaN after +inf.
+    Float,
+    /// u32 and bool: the word itself.
+    Unsigned,
+    /// i32: the word with its sign bit flipped, so −2^31 comes first and 2^31 − 1 last.
+    Signed,
+}
+
+impl Keys {
+    pub(crate) fn of(dtype: DType) -> Keys {
+        match dtype {
+            DType::F32 => Keys::Float,
+            DType::U32 | DType::Bool => Keys::Unsigned,
+            DType::I32 => Keys::Signed,
+        }
+    }
+
+    fn code(self) -> u32 {
+        match self {
+            Keys::Float => KEYS_FLOAT,
+            Keys::Unsigned => KEYS_UNSIGNED,
+            Keys::Signed => KEYS_SIGNED,
+        }
+    }
+}
+
+const KEYS_FLOAT: u32 = 0;
+const KEYS_UNSIGNED: u32 = 1;
+const KEYS_SIGNED: u32 = 2;
 
 /// Entries one workgroup sorts in its memory (the shader's BLOCK).
 const BLOCK: u64 = 2048;
@@ -57,7 +95,7 @@ struct Params {
     half: u32,
     flip: u32,
     descending: u32,
-    unsigned_keys: u32,
+    keys: u32,
     out_len: u32,
     chunk: u32,
     sorted_groups: u32,
@@ -75,8 +113,8 @@ struct Params {
 pub(crate) struct SortInput {
     pub range: BufferRange,
     pub lanes: Lanes,
-    /// The elements are u32 (compared as unsigned integers), not f32.
-    pub unsigned: bool,
+    /// How the elements' bits order.
+    pub keys: Keys,
 }
 
 impl SortInput {
@@ -87,7 +125,7 @@ impl SortInput {
             inner: self.lanes.inner as u32,
             padded: padded as u32,
             total: total as u32,
-            unsigned_keys: u32::from(self.unsigned),
+            keys: self.keys.code(),
             ..Params::default()
         }
     }
@@ -362,7 +400,7 @@ pub(crate) fn scatter_back(
     let input = SortInput {
         range: upstream,
         lanes,
-        unsigned: false,
+        keys: Keys::Float,
     };
     let params = Params {
         out_len: kept as u32,
@@ -384,7 +422,7 @@ pub(crate) fn search(
     (sorted, len): (BufferRange, u64),
     sorter: Option<BufferRange>,
     (needles, count): (BufferRange, u64),
-    unsigned: bool,
+    keys: Keys,
     side: Side,
     out: BufferRange,
 ) -> Result<()> {
@@ -394,7 +432,7 @@ pub(crate) fn search(
         count: count as u32,
         side_right: u32::from(side == Side::Right),
         has_sorter: u32::from(sorter.is_some()),
-        unsigned_keys: u32::from(unsigned),
+        keys: keys.code(),
         ..Params::default()
     };
     runtime.dispatch(
@@ -425,13 +463,13 @@ pub(crate) fn compaction_blocks(count: u64) -> u64 {
 pub(crate) fn count_kept(
     runtime: &mut Runtime,
     (input, count): (BufferRange, u64),
-    unsigned: bool,
+    keys: Keys,
     marks: Marks<'_>,
     counts: BufferRange,
 ) -> Result<()> {
     let limits = Limits::of(runtime.limits());
     let blocks = compaction_blocks(count);
-    let params = compaction_params(count, unsigned, marks, 0)?;
+    let params = compaction_params(count, keys, marks, 0)?;
     runtime.dispatch(
         &COUNT_MARKED,
         bytemuck::bytes_of(&params),
@@ -455,13 +493,13 @@ pub(crate) fn count_kept(
 pub(crate) fn compact(
     runtime: &mut Runtime,
     (input, count): (BufferRange, u64),
-    unsigned: bool,
+    keys: Keys,
     marks: Marks<'_>,
     (counts, kept): (BufferRange, u64),
     out: BufferRange,
 ) -> Result<()> {
     let limits = Limits::of(runtime.limits());
-    let params = compaction_params(count, unsigned, marks, kept)?;
+    let params = compaction_params(count, keys, marks, kept)?;
     runtime.dispatch(
         &SCATTER_MARKED,
         bytemuck::bytes_of(&params),
@@ -470,10 +508,10 @@ pub(crate) fn compact(
     )
 }
 
-fn compaction_params(count: u64, unsigned: bool, marks: Marks<'_>, kept: u64) -> Result<Params> {
+fn compaction_params(count: u64, keys: Keys, marks: Marks<'_>, kept: u64) -> Result<Params> {
     let mut params = Params {
         count: count as u32,
-        unsigned_keys: u32::from(unsigned),
+        keys: keys.code(),
         len: kept as u32,
         ..Params::default()
     };
@@ -502,7 +540,7 @@ reflected_layout!(
         SCAN_COUNTS, SCATTER_MARKED
     ],
     params: {
-        dims, lanes, len, inner, padded, total, size, half, flip, descending, unsigned_keys, out_len, chunk,
+        dims, lanes, len, inner, padded, total, size, half, flip, descending, keys, out_len, chunk,
         sorted_groups, side_right, has_sorter, rank, mode, count
     }
 );

@@ -8,14 +8,14 @@
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::kernels::elementwise;
-use crate::kernels::sort::{self, Marks, SortInput, TopKPlan, Work};
+use crate::kernels::sort::{self, Keys, Marks, SortInput, TopKPlan, Work};
 use crate::op::sort::Side;
 use crate::shape::{element_count, lanes, Lanes};
 use crate::tensor::Tensor;
 
-fn expect_sortable(tensor: &Tensor, op: &'static str) -> Result<bool> {
+fn expect_sortable(tensor: &Tensor, op: &'static str) -> Result<Keys> {
     element_count(op, tensor.shape())?;
-    Ok(tensor.dtype() == DType::U32)
+    Ok(Keys::of(tensor.dtype()))
 }
 
 fn lanes_along(tensor: &Tensor, op: &'static str, axis: usize) -> Result<Lanes> {
@@ -60,7 +60,7 @@ impl Tensor {
     /// ```
     pub fn sort_with_indices(&self, axis: usize, descending: bool) -> Result<(Tensor, Tensor)> {
         const NAME: &str = "sort";
-        let unsigned = expect_sortable(self, NAME)?;
+        let keys = expect_sortable(self, NAME)?;
         let view = lanes_along(self, NAME, axis)?;
         let values = self.output(NAME, self.shape(), self.dtype())?;
         let indices = self.output(NAME, self.shape(), DType::U32)?;
@@ -73,7 +73,7 @@ impl Tensor {
         let input = SortInput {
             range: self.range()?,
             lanes: view,
-            unsigned,
+            keys,
         };
         let (work, out) = (work_ranges(&buffers)?, (values.range()?, indices.range()?));
         self.with_runtime(|runtime| sort::sort(runtime, input, descending, work, out))?;
@@ -99,7 +99,7 @@ impl Tensor {
     /// two in workgroup memory, and again, until one group per lane is left.
     pub fn top_k(&self, k: usize, axis: usize, largest: bool) -> Result<(Tensor, Tensor)> {
         const NAME: &str = "top_k";
-        let unsigned = expect_sortable(self, NAME)?;
+        let keys = expect_sortable(self, NAME)?;
         let view = lanes_along(self, NAME, axis)?;
         if k as u64 > view.len {
             return Err(Error::Shape {
@@ -128,7 +128,7 @@ impl Tensor {
         let input = SortInput {
             range: self.range()?,
             lanes: view,
-            unsigned,
+            keys,
         };
         let works = (work_ranges(&a)?, work_ranges(&b)?);
         let out = (values.range()?, indices.range()?);
@@ -195,7 +195,7 @@ impl Tensor {
     ) -> Result<Tensor> {
         const NAME: &str = "searchsorted";
         self.expect_same_session(NAME, needles)?;
-        let unsigned = expect_sortable(self, NAME)?;
+        let keys = expect_sortable(self, NAME)?;
         needles.expect_dtype(NAME, self.dtype())?;
         if self.shape().len() != 1 {
             return Err(Error::Shape {
@@ -232,15 +232,7 @@ impl Tensor {
         let needles_range = (needles.range()?, needles.len() as u64);
         let target = out.range()?;
         self.with_runtime(|runtime| {
-            sort::search(
-                runtime,
-                sorted,
-                sorter,
-                needles_range,
-                unsigned,
-                side,
-                target,
-            )
+            sort::search(runtime, sorted, sorter, needles_range, keys, side, target)
         })?;
         Ok(out)
     }
@@ -250,7 +242,7 @@ impl Tensor {
     /// read back once, to size the outputs.
     pub fn nonzero(&self) -> Result<Vec<Tensor>> {
         const NAME: &str = "nonzero";
-        let unsigned = expect_sortable(self, NAME)?;
+        let keys = expect_sortable(self, NAME)?;
         if self.shape().is_empty() {
             return Err(Error::Shape {
                 op: NAME,
@@ -258,7 +250,7 @@ impl Tensor {
             });
         }
         let shape = self.shape().to_vec();
-        let coordinates = self.compacted(NAME, unsigned, Marks::Nonzero(&shape), shape.len())?;
+        let coordinates = self.compacted(NAME, keys, Marks::Nonzero(&shape), shape.len())?;
         let kept = coordinates.len() / shape.len();
         (0..shape.len())
             .map(|axis| {
@@ -275,10 +267,10 @@ impl Tensor {
     /// distinct elements is read back once, to size the output.
     pub fn unique_values(&self) -> Result<Tensor> {
         const NAME: &str = "unique_values";
-        let unsigned = expect_sortable(self, NAME)?;
+        let keys = expect_sortable(self, NAME)?;
         let flat = self.reshape(&[self.len()])?;
         let sorted = flat.sort(0, false)?;
-        let distinct = sorted.compacted(NAME, unsigned, Marks::Distinct, 1)?;
+        let distinct = sorted.compacted(NAME, keys, Marks::Distinct, 1)?;
         Ok(distinct)
     }
 
@@ -287,7 +279,7 @@ impl Tensor {
     fn compacted(
         &self,
         op: &'static str,
-        unsigned: bool,
+        keys: Keys,
         marks: Marks<'_>,
         per_kept: usize,
     ) -> Result<Tensor> {
@@ -303,7 +295,7 @@ impl Tensor {
         let counts = self.output(op, &[blocks as usize + 1], DType::U32)?;
         let (input, counts_range) = ((self.range()?, count), counts.range()?);
         let kept = self.with_runtime(|runtime| {
-            sort::count_kept(runtime, input, unsigned, marks, counts_range)?;
+            sort::count_kept(runtime, input, keys, marks, counts_range)?;
             let bytes = runtime.read(counts_range.elements(blocks, 1))?;
             let total: Vec<u32> = bytemuck::pod_collect_to_vec(&bytes);
             Ok(u64::from(total.first().copied().unwrap_or(0)))
@@ -314,14 +306,7 @@ impl Tensor {
         }
         let target = out.range()?;
         self.with_runtime(|runtime| {
-            sort::compact(
-                runtime,
-                input,
-                unsigned,
-                marks,
-                (counts_range, kept),
-                target,
-            )
+            sort::compact(runtime, input, keys, marks, (counts_range, kept), target)
         })?;
         Ok(out)
     }

@@ -444,3 +444,113 @@ fn scattered(
     }
     out
 }
+
+/// int32 data with both extremes, −1, 0 and ties among random values of both signs.
+fn signed_awkward(rng: &mut Rng, len: usize) -> Vec<i32> {
+    (0..len)
+        .map(|_| match rng.next_u64() % 8 {
+            0 => i32::MIN,
+            1 => i32::MAX,
+            2 => -1,
+            3 => 0,
+            4 => (rng.next_u64() % 5) as i32 - 2,
+            _ => rng.next_u64() as u32 as i32,
+        })
+        .collect()
+}
+
+per_backend!(int32_sorts_searches_and_compacts_in_signed_order);
+fn int32_sorts_searches_and_compacts_in_signed_order(backend: &Backend) {
+    let session = backend.poisoned();
+    let mut rng = Rng::fresh("int32 sort");
+    // The case, then lengths around the 2,048-entry block, both directions.
+    let small = session.upload_i32(&[3, -1, 0, 2], &[4]).expect("upload");
+    assert_eq!(
+        small
+            .sort(0, false)
+            .expect("sort")
+            .to_vec_i32()
+            .expect("read"),
+        vec![-1, 0, 2, 3]
+    );
+    assert_eq!(
+        small
+            .argsort(0, false)
+            .expect("argsort")
+            .to_vec_u32()
+            .expect("read"),
+        vec![1, 2, 3, 0]
+    );
+    for len in [1usize, 2, 7, 2047, 2049, 5003] {
+        for descending in [false, true] {
+            let data = signed_awkward(&mut rng, len);
+            let x = session.upload_i32(&data, &[len]).expect("upload");
+            let (values, indices) = x.sort_with_indices(0, descending).expect("sort");
+            let mut want: Vec<usize> = (0..len).collect();
+            // Stable both ways: descending keeps ties in their order, as the standard asks.
+            if descending {
+                want.sort_by(|&a, &b| data[b].cmp(&data[a]));
+            } else {
+                want.sort_by_key(|&i| data[i]);
+            }
+            let want_indices: Vec<u32> = want.iter().map(|&i| i as u32).collect();
+            assert_eq!(
+                indices.to_vec_u32().expect("indices"),
+                want_indices,
+                "{len} {descending}"
+            );
+            let want_values: Vec<i32> = want.iter().map(|&i| data[i]).collect();
+            assert_eq!(
+                values.to_vec_i32().expect("values"),
+                want_values,
+                "{len} {descending}"
+            );
+            // top_k is the head of the same order, ties to the lower index.
+            let k = len.min(3);
+            let (top, top_indices) = x.top_k(k, 0, descending).expect("top_k");
+            assert_eq!(top.to_vec_i32().expect("top"), want_values[..k].to_vec());
+            assert_eq!(
+                top_indices.to_vec_u32().expect("top indices"),
+                want_indices[..k].to_vec()
+            );
+        }
+    }
+    // unique_values keeps both extremes and 0; nonzero finds −2^31, whose only set bit is the sign.
+    let x = session
+        .upload_i32(&[i32::MAX, i32::MIN, 0, i32::MIN, -1, 0], &[6])
+        .expect("upload");
+    assert_eq!(
+        x.unique_values()
+            .expect("unique")
+            .to_vec_i32()
+            .expect("read"),
+        vec![i32::MIN, -1, 0, i32::MAX]
+    );
+    let nonzero = session.upload_i32(&[0, i32::MIN, 3], &[3]).expect("upload");
+    let found = nonzero.nonzero().expect("nonzero");
+    assert_eq!(found[0].to_vec_u32().expect("read"), vec![1, 2]);
+    // searchsorted in signed order, both sides.
+    let sorted_data = vec![i32::MIN, -5, -5, 0, 7, i32::MAX];
+    let sorted = session.upload_i32(&sorted_data, &[6]).expect("upload");
+    let needles_data = vec![i32::MIN, -5, -1, 0, 8, i32::MAX];
+    let needles = session.upload_i32(&needles_data, &[6]).expect("upload");
+    for side in [Side::Left, Side::Right] {
+        let got = sorted.searchsorted(&needles, side, None).expect("search");
+        let want: Vec<u32> = needles_data
+            .iter()
+            .map(|needle| {
+                sorted_data
+                    .iter()
+                    .filter(|&&v| {
+                        if side == Side::Left {
+                            v < *needle
+                        } else {
+                            v <= *needle
+                        }
+                    })
+                    .count() as u32
+            })
+            .collect();
+        assert_eq!(got.to_vec_u32().expect("read"), want, "{side:?}");
+    }
+}
