@@ -468,14 +468,70 @@ fn floor_quotient(x: f32, y: f32) -> f32 {
     return q;
 }
 
-// Python's x % y: the sign of y; a zero remainder is a zero of y's sign. A finite x over an infinite y is x
-// where their signs agree, else y (as Python, and the standard).
-fn python_remainder(x: f32, y: f32) -> f32 {
-    if (is_inf_bits(y) && !is_inf_bits(x) && !is_nan_bits(x)) {
-        return select(y, x, x == 0.0 || (x < 0.0) == (y < 0.0));
+// The significand of a finite nonzero magnitude's bits with its leading bit at bit 23 (subnormals shifted up),
+// and the exponent that goes with it: a magnitude of m·2^(e − 150).
+fn normalised_significand(magnitude: u32) -> vec2<i32> {
+    let exponent = i32(magnitude >> 23u);
+    if (exponent != 0) {
+        return vec2<i32>(i32((magnitude & 0x7fffffu) | 0x800000u), exponent);
     }
-    let r = exact_residual(x, floor_quotient(x, y), y);
-    return select(r, copy_sign(0.0, y), r == 0.0);
+    let shift = i32(countLeadingZeros(magnitude)) - 8;
+    return vec2<i32>(i32(magnitude << u32(shift)), 1 - shift);
+}
+
+// C's fmod(x, y), exactly: x − n·y for the integer n = trunc(x / y), with x's sign. The exact remainder always
+// fits in an f32, so it is found by long division of the significands, one bit per step of the exponents'
+// difference (at most 277 steps): no quotient is ever rounded, however large. NaN where x is infinite or y is 0;
+// x where y is infinite.
+fn exact_fmod(x: f32, y: f32) -> f32 {
+    let sign = bitcast<u32>(x) & 0x80000000u;
+    let ax = bitcast<u32>(x) & 0x7fffffffu;
+    let ay = bitcast<u32>(y) & 0x7fffffffu;
+    if (ay == 0u || ax >= 0x7f800000u || ay > 0x7f800000u) {
+        return nan();
+    }
+    if (ax < ay) {
+        return x;
+    }
+    let nx = normalised_significand(ax);
+    let ny = normalised_significand(ay);
+    var rest = u32(nx.x);
+    let divisor = u32(ny.x);
+    // rest < 2·divisor before each step, so it stays below 2^25.
+    for (var e = nx.y; e > ny.y; e = e - 1) {
+        if (rest >= divisor) {
+            rest = rest - divisor;
+        }
+        rest = rest << 1u;
+    }
+    if (rest >= divisor) {
+        rest = rest - divisor;
+    }
+    if (rest == 0u) {
+        return bitcast<f32>(sign);
+    }
+    let shift = i32(countLeadingZeros(rest)) - 8;
+    let significand = rest << u32(shift);
+    let exponent = ny.y - shift;
+    if (exponent > 0) {
+        return bitcast<f32>(sign | (u32(exponent) << 23u) | (significand & 0x7fffffu));
+    }
+    // Subnormal: the bits shifted out are zeros, the remainder being a multiple of y's last place.
+    return bitcast<f32>(sign | (significand >> u32(1 - exponent)));
+}
+
+// x % y as NumPy's float32 computes it: fmod, moved into y's sign by adding y; a zero remainder is a zero of
+// y's sign. So a finite x over an infinite y is x where their signs agree, else y (as Python, and the standard),
+// and any finite pair gives the remainder of the exact quotient, however large.
+fn python_remainder(x: f32, y: f32) -> f32 {
+    var r = exact_fmod(x, y);
+    if (r == 0.0) {
+        return copy_sign(0.0, y);
+    }
+    if ((r < 0.0) != (y < 0.0)) {
+        r = r + y;
+    }
+    return r;
 }
 
 // log(e^x + e^y) = max + log1p(e^-|x - y|); equal arguments (both infinite alike, say) give x + ln 2.

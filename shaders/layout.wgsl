@@ -29,6 +29,12 @@ struct Params {
     index_inner: u32,
     index_signed: u32,
     mode: u32,
+    // The picks this pass visits, [pick_begin, pick_end) (see PASS_ITERATIONS in src/kernels/plan.rs), and
+    // FIRST_PASS | LAST_PASS where it is the first or the last of its kernel's passes.
+    pick_begin: u32,
+    pick_end: u32,
+    pass_flags: u32,
+    _pad0: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -42,6 +48,12 @@ struct Params {
 // scatter writes.
 @group(0) @binding(4) var<storage, read_write> fault: array<atomic<u32>>;
 @group(0) @binding(5) var<storage, read_write> values_in: array<u32>;
+// scatter_axis: what a pass of a scatter-add leaves the next, two words an element: the sum so far (f32 bits)
+// and whether any pick has landed.
+@group(0) @binding(6) var<storage, read_write> carry: array<u32>;
+
+const FIRST_PASS: u32 = 1u;
+const LAST_PASS: u32 = 2u;
 
 const NAN_BITS: u32 = 0x7fc00000u;
 
@@ -76,33 +88,38 @@ fn index_position(outer: u32, j: u32, inner: u32) -> u32 {
 // output[o, j, i] = input[o, indices[o, j, i], i] (the index read at the pick's position; see Params): take along
 // an axis, and take_along_axis. An index out of bounds gives NaN and leaves its position in `fault`, which the
 // caller reads back and reports. mode 1 (the gradient of a put): a pick overwritten by a later pick of the same
-// index in its lane gives 0.
+// index in its lane gives 0; the later picks are looked through in passes of [pick_begin, pick_end), the first
+// pass writing every output and the others only the zeros they find.
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn take_axis(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     let i = linear_index(id, groups);
     if (i >= params.count) {
         return;
     }
+    let first_pass = (params.pass_flags & FIRST_PASS) != 0u;
     let inner = i % params.inner;
     let j = (i / params.inner) % params.picked;
     let outer = i / (params.inner * params.picked);
     let position = index_position(outer, j, inner);
     let index = picked_index(position);
     if (index >= params.axis_len) {
-        atomicMin(&fault[0], position);
-        words_out[i] = NAN_BITS;
+        if (first_pass) {
+            atomicMin(&fault[0], position);
+            words_out[i] = NAN_BITS;
+        }
         return;
     }
-    var value = words_in[(outer * params.axis_len + index) * params.inner + inner];
     if (params.mode == 1u) {
-        for (var later = j + 1u; later < params.picked; later++) {
+        for (var later = max(j + 1u, params.pick_begin); later < params.pick_end; later++) {
             if (picked_index(index_position(outer, later, inner)) == index) {
-                value = 0u;
-                break;
+                words_out[i] = 0u;
+                return;
             }
         }
     }
-    words_out[i] = value;
+    if (first_pass) {
+        words_out[i] = words_in[(outer * params.axis_len + index) * params.inner + inner];
+    }
 }
 
 // output[o, r, i] from input[o, r, i] (the base) and the f32 values[o, j, i] of the picks j whose index is r,
@@ -110,24 +127,34 @@ fn take_axis(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgrou
 // adds their sum to the base (a scatter-add), 1 takes the last one's value (a put), 2 gives 0 where any pick
 // lands and the base elsewhere (a put's gradient); with bit 4 set the base is 0 and `words_in` is not read (a
 // take's gradient). The invocation at r = 0 of each lane also checks that lane's indices, leaving the smallest
-// bad position in `fault`.
+// bad position in `fault`. The picks go in passes of [pick_begin, pick_end): a later pass starts from what the
+// earlier left in `words_out` (the base, for a sum) and, for a sum, `carry`; the last adds the sum to the base,
+// so the bits are those of one pass over every pick.
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn scatter_axis(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     let i = linear_index(id, groups);
     if (i >= params.count) {
         return;
     }
+    let first_pass = (params.pass_flags & FIRST_PASS) != 0u;
+    let last_pass = (params.pass_flags & LAST_PASS) != 0u;
     let inner = i % params.inner;
     let row = (i / params.inner) % params.axis_len;
     let outer = i / (params.inner * params.axis_len);
     let kind = params.mode & 3u;
     var word = 0u;
-    if ((params.mode & 4u) == 0u) {
+    if (!first_pass) {
+        word = words_out[i];
+    } else if ((params.mode & 4u) == 0u) {
         word = words_in[i];
     }
     var total = 0.0;
     var hit = false;
-    for (var j = 0u; j < params.picked; j++) {
+    if (!first_pass && kind == 0u) {
+        total = bitcast<f32>(carry[2u * i]);
+        hit = carry[2u * i + 1u] != 0u;
+    }
+    for (var j = params.pick_begin; j < params.pick_end; j++) {
         let position = index_position(outer, j, inner);
         let index = picked_index(position);
         if (index >= params.axis_len) {
@@ -144,8 +171,13 @@ fn scatter_axis(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workg
             }
         }
     }
-    if (kind == 0u && hit) {
-        word = bitcast<u32>(bitcast<f32>(word) + total);
+    if (kind == 0u) {
+        if (!last_pass) {
+            carry[2u * i] = bitcast<u32>(total);
+            carry[2u * i + 1u] = u32(hit);
+        } else if (hit) {
+            word = bitcast<u32>(bitcast<f32>(word) + total);
+        }
     } else if (kind == 2u && hit) {
         word = 0u;
     }

@@ -28,6 +28,10 @@ struct Params {
     reverse: u32,     // scan: 1 to run each lane from its last element to its first
     initial: u32,     // scan: 1 to write the identity before the first element (each output lane len + 1 long)
     compensated: u32, // scan: 1 to carry a Kahan compensation (sums)
+    // scan, scan_product_gradient, sum_in_order: the steps this pass takes, [step_begin, step_end) of `len`
+    // (see PASS_ITERATIONS in src/kernels/plan.rs); a pass after the first starts from `carried`.
+    step_begin: u32,
+    step_end: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -35,6 +39,8 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> in_index: array<u32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 @group(0) @binding(4) var<storage, read_write> out_index: array<u32>;
+// What a pass of a scan leaves the next, two values a lane.
+@group(0) @binding(7) var<storage, read_write> carried: array<f32>;
 
 fn is_nan(x: f32) -> bool {
     return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;
@@ -315,19 +321,16 @@ fn axis_reduce_lanes(
 
 // --- a running total: the sum of `len` elements strictly left to right, ((x0 + x1) + x2) + ..., by one
 // invocation, into out[out_base]: the order in which a total kept by adding one value at a time grows, so the
-// two give the same bits. Nested loops, since llvmpipe ends any one loop after 65,535 iterations. ---
-
-const IN_ORDER_RUN: u32 = 4096u;
+// two give the same bits. In passes of [step_begin, step_end), each going on from the total the last one left. ---
 
 @compute @workgroup_size(1)
 fn sum_in_order() {
-    let len = params.len;
     var acc = input[0];
-    for (var run = 0u; run < len; run = run + IN_ORDER_RUN) {
-        let last = min(run + IN_ORDER_RUN, len);
-        for (var e = max(run, 1u); e < last; e = e + 1u) {
-            acc = acc + input[e];
-        }
+    if (params.step_begin != 0u) {
+        acc = out[params.out_base];
+    }
+    for (var e = max(params.step_begin, 1u); e < params.step_end; e = e + 1u) {
+        acc = acc + input[e];
     }
     out[params.out_base] = acc;
 }
@@ -401,7 +404,8 @@ fn infinite_to_zero(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_w
 // in order, so each element is what adding (multiplying) one element at a time gives: out[o, i, n] combines
 // input[o, 0..=i, n] (or input[o, i..len, n] with `reverse`). With `initial`, each output lane is one longer and
 // starts (ends, in reverse) with the identity. Sums carry a Kahan compensation, so a long lane's error stays near
-// one rounding rather than growing with its length; an infinite running sum drops it, which would be NaN.
+// one rounding rather than growing with its length; an infinite running sum drops it, which would be NaN. The
+// steps go in passes of [step_begin, step_end), each lane's total and compensation carried between them.
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn scan(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     let lane = linear_index(id, groups);
@@ -417,11 +421,16 @@ fn scan(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) g
     // Forward, element i lands at i + initial and the identity at 0; in reverse at i and the identity at len.
     let shift = select(0u, params.initial, forward);
     var acc = identity(params.op);
-    if (params.initial != 0u) {
-        out[out_base + select(params.len, 0u, forward) * params.inner] = acc;
-    }
     var compensation = 0.0;
-    for (var step = 0u; step < params.len; step = step + 1u) {
+    if (params.step_begin == 0u) {
+        if (params.initial != 0u) {
+            out[out_base + select(params.len, 0u, forward) * params.inner] = acc;
+        }
+    } else {
+        acc = carried[2u * lane];
+        compensation = carried[2u * lane + 1u];
+    }
+    for (var step = params.step_begin; step < params.step_end; step = step + 1u) {
         let i = select(params.len - 1u - step, step, forward);
         let x = input[in_base + i * params.inner];
         if (params.compensated != 0u) {
@@ -434,5 +443,57 @@ fn scan(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) g
             acc = combine(params.op, acc, x);
         }
         out[out_base + (i + shift) * params.inner] = acc;
+    }
+    if (params.step_end < params.len) {
+        carried[2u * lane] = acc;
+        carried[2u * lane + 1u] = compensation;
+    }
+}
+
+// The gradient of a running product along the middle axis of [outer, len, inner], in place: `out` holds the
+// upstream gradient g and is given dx. With y_i = x_0···x_i, dx_j = Σ_{i≥j} g_i·∏_{k≤i, k≠j} x_k = P_j·S_j,
+// where P_j = x_0···x_{j−1} and S_j = g_j + x_{j+1}·S_{j+1}. No element is divided by, so a lane holding zeros
+// gets its exact gradient (the sum of g·y divided by x is NaN at a zero). One invocation per lane: with
+// `reverse` the lane is walked back from its end for S, then (without) forward for P, each in passes of
+// [step_begin, step_end) whose running values are carried between them.
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn scan_product_gradient(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let lane = linear_index(id, groups);
+    if (lane >= params.outer * params.inner) {
+        return;
+    }
+    let base = (lane / params.inner) * params.len * params.inner + lane % params.inner;
+    let resumed = params.step_begin != 0u;
+    let finished = params.step_end >= params.len;
+    if (params.reverse != 0u) {
+        var later_sum = 0.0;
+        var next_x = 1.0;
+        if (resumed) {
+            later_sum = carried[2u * lane];
+            next_x = carried[2u * lane + 1u];
+        }
+        for (var step = params.step_begin; step < params.step_end; step = step + 1u) {
+            let at = base + (params.len - 1u - step) * params.inner;
+            later_sum = out[at] + next_x * later_sum;
+            out[at] = later_sum;
+            next_x = input[at];
+        }
+        if (!finished) {
+            carried[2u * lane] = later_sum;
+            carried[2u * lane + 1u] = next_x;
+        }
+        return;
+    }
+    var product_before = 1.0;
+    if (resumed) {
+        product_before = carried[2u * lane];
+    }
+    for (var j = params.step_begin; j < params.step_end; j = j + 1u) {
+        let at = base + j * params.inner;
+        out[at] = product_before * out[at];
+        product_before = product_before * input[at];
+    }
+    if (!finished) {
+        carried[2u * lane] = product_before;
     }
 }

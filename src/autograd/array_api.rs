@@ -113,8 +113,7 @@ impl Tape {
     }
 
     /// Running products along `axis` (see [`Tensor::cumulative_prod`](crate::Tensor::cumulative_prod)). The
-    /// gradient divides by each element, so it is exact only where a lane holds no zero (NaN or infinite from
-    /// a zero back to the lane's start).
+    /// gradient divides by no element, so it is exact where a lane holds zeros.
     pub fn cumulative_prod(
         &mut self,
         x: Var,

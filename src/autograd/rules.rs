@@ -390,7 +390,7 @@ impl Tape {
                 initial,
             } => {
                 let input = &self.nodes[x].value;
-                let dx = scan_gradient(op, (axis, initial), input, &node.value, upstream)?;
+                let dx = scan_gradient(op, (axis, initial), input, upstream)?;
                 self.accumulate(gradients, x, dx)?;
             }
             Op::BroadcastTo { x } => {
@@ -872,35 +872,26 @@ fn reduce_axes_gradient(
 }
 
 /// The gradient of a running sum or product along `axis` (with the identity first where `initial`), given
-/// the upstream gradient (of the output's shape): the sums of the upstream from each element to the end of its
-/// lane, for a product each term times the output there and divided by the element. Exact for sums; for
-/// products only where the lane holds no zero (a zero divides by zero: its gradient and those before it are
-/// NaN or infinite).
+/// the upstream gradient (of the output's shape): for a sum, the sums of the upstream from each element to the
+/// end of its lane; for a product, `Tensor::cumulative_prod_backward`, which divides by no element and so is
+/// exact where a lane holds zeros.
 fn scan_gradient(
     op: ReduceOp,
     (axis, initial): (usize, bool),
     input: &Tensor,
-    output: &Tensor,
     upstream: Tensor,
 ) -> Result<Tensor> {
     const NAME: &str = "cumulative backward";
     let len = input.shape()[axis];
     // The identity written first depends on no element: its gradient goes nowhere.
-    let (upstream, narrowed) = if initial {
-        (
-            upstream.narrow(axis, 1, len)?,
-            Some(output.narrow(axis, 1, len)?),
-        )
+    let upstream = if initial {
+        upstream.narrow(axis, 1, len)?
     } else {
-        (upstream, None)
+        upstream
     };
-    let products = narrowed.as_ref().unwrap_or(output);
     match op {
         ReduceOp::Sum => upstream.scan(NAME, ReduceOp::Sum, Some(axis), (true, false)),
-        ReduceOp::Prod => upstream
-            .mul(products)?
-            .scan(NAME, ReduceOp::Sum, Some(axis), (true, false))?
-            .div(input),
+        ReduceOp::Prod => input.cumulative_prod_backward(axis, &upstream),
         _ => Err(Error::InvalidArgument {
             what: NAME,
             given: op.name().to_string(),

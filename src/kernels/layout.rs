@@ -5,7 +5,7 @@
 use bytemuck::{Pod, Zeroable};
 
 use super::dispatch_windows;
-use super::plan::Limits;
+use super::plan::{passes, Limits};
 use crate::error::{Error, Result};
 use crate::runtime::{BufferRange, Kernel, Runtime, Shader};
 use crate::shape::{padded_dims, padded_front, MAX_RANK};
@@ -18,7 +18,7 @@ static LAYOUT: Shader = Shader {
 
 static STRIDED_COPY: Kernel = Kernel::new(&LAYOUT, "strided_copy", &[1, 3]);
 static TAKE_AXIS: Kernel = Kernel::new(&LAYOUT, "take_axis", &[1, 2, 3, 4]);
-static SCATTER_AXIS: Kernel = Kernel::new(&LAYOUT, "scatter_axis", &[1, 2, 3, 4, 5]);
+static SCATTER_AXIS: Kernel = Kernel::new(&LAYOUT, "scatter_axis", &[1, 2, 3, 4, 5, 6]);
 static GATHER_ROWS: Kernel = Kernel::new(&LAYOUT, "gather_rows", &[1, 2, 3]);
 static ONE_HOT: Kernel = Kernel::new(&LAYOUT, "one_hot", &[2, 3]);
 static ONE_HOT_GATHERED: Kernel = Kernel::new(&LAYOUT, "one_hot_gathered", &[1, 2, 3]);
@@ -54,6 +54,19 @@ struct Params {
     index_inner: u32,
     index_signed: u32,
     mode: u32,
+    pick_begin: u32,
+    pick_end: u32,
+    pass_flags: u32,
+    _pad0: u32,
+}
+
+/// `pass_flags` of a pass: the shader's FIRST_PASS and LAST_PASS.
+const FIRST_PASS: u32 = 1;
+const LAST_PASS: u32 = 2;
+
+/// The flags of pass `which` of `count`.
+fn pass_flags(which: usize, count: usize) -> u32 {
+    (if which == 0 { FIRST_PASS } else { 0 }) | (if which + 1 == count { LAST_PASS } else { 0 })
 }
 
 /// Element strides of a contiguous row-major tensor of `shape`.
@@ -167,12 +180,27 @@ pub(crate) fn take_axis(
         return Ok(());
     }
     let params = picks.params(count, u32::from(mode == TakeMode::LastOfEach));
-    runtime.dispatch(
-        &TAKE_AXIS,
-        bytemuck::bytes_of(&params),
-        &[source, indices, target, fault],
-        limits.per_element(count, 1),
-    )
+    // Every pick looks through the later picks for its index, in passes (see PASS_ITERATIONS); a plain take
+    // loops over nothing, and takes one pass.
+    let ranges = match mode {
+        TakeMode::Every => vec![(0, 0)],
+        TakeMode::LastOfEach => passes(picks.picked as u64),
+    };
+    for (which, &(begin, end)) in ranges.iter().enumerate() {
+        let params = Params {
+            pick_begin: begin as u32,
+            pick_end: end as u32,
+            pass_flags: pass_flags(which, ranges.len()),
+            ..params
+        };
+        runtime.dispatch(
+            &TAKE_AXIS,
+            bytemuck::bytes_of(&params),
+            &[source, indices, target, fault],
+            limits.per_element(count, 1),
+        )?;
+    }
+    Ok(())
 }
 
 /// How a scatter combines a base element with the values of the picks that land on it.
@@ -213,12 +241,44 @@ pub(crate) fn scatter_axis(
         ScatterMode::Clear => 2,
         ScatterMode::Sum => 4,
     };
-    runtime.dispatch(
-        &SCATTER_AXIS,
-        bytemuck::bytes_of(&picks.params(count, mode)),
-        &[base, indices, target, fault, values],
-        limits.per_element(count, 1),
-    )
+    // The picks in passes (see PASS_ITERATIONS); between them a sum carries two words an element.
+    let ranges = passes(picks.picked as u64);
+    let carry = if ranges.len() > 1 {
+        Some(runtime.allocate(count * 8)?)
+    } else {
+        None
+    };
+    let carry_range = match &carry {
+        Some(allocation) => BufferRange {
+            slab: allocation.slab,
+            offset: allocation.offset,
+            bytes: count * 8,
+        },
+        // Not touched by a single pass: any range serves.
+        None => fault,
+    };
+    let mut outcome = limits.expect_bindable(op, carry_range);
+    for (which, &(begin, end)) in ranges.iter().enumerate() {
+        if outcome.is_err() {
+            break;
+        }
+        let params = Params {
+            pick_begin: begin as u32,
+            pick_end: end as u32,
+            pass_flags: pass_flags(which, ranges.len()),
+            ..picks.params(count, mode)
+        };
+        outcome = runtime.dispatch(
+            &SCATTER_AXIS,
+            bytemuck::bytes_of(&params),
+            &[base, indices, target, fault, values, carry_range],
+            limits.per_element(count, 1),
+        );
+    }
+    if let Some(allocation) = carry {
+        runtime.release(allocation);
+    }
+    outcome
 }
 
 /// target row r = table row indices[r], for a table of `rows` rows of `row_words` words. A table larger than
@@ -398,7 +458,8 @@ reflected_layout!(
     ],
     params: {
         count, base, src_offset, dst_offset, dims, src_strides, dst_strides, row_words, rows, first_row,
-        total_rows, inner, axis_len, picked, index_outer, index_axis, index_inner, index_signed, mode
+        total_rows, inner, axis_len, picked, index_outer, index_axis, index_inner, index_signed, mode,
+        pick_begin, pick_end, pass_flags
     }
 );
 

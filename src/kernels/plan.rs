@@ -75,6 +75,27 @@ impl Limits {
     }
 }
 
+/// The most loop iterations a kernel plans for one invocation in one dispatch, over all of its loops. llvmpipe
+/// (lavapipe, and Mesa's GL) gives each invocation a single budget of 65,535 loop iterations, shared by every
+/// loop it runs, nested or not, and once it is spent cuts every loop short without a word. A kernel whose loop
+/// follows the data (picks of a scatter, a lane's length) runs in passes of at most this many iterations, one
+/// dispatch each, carrying its state from one pass to the next.
+pub(crate) const PASS_ITERATIONS: u64 = 16_384;
+
+/// The [begin, end) ranges of at most [`PASS_ITERATIONS`] that cover `0..len` in order: one empty range for an
+/// empty `len`, so that a first pass always runs.
+pub(crate) fn passes(len: u64) -> Vec<(u64, u64)> {
+    if len == 0 {
+        return vec![(0, 0)];
+    }
+    (0..len.div_ceil(PASS_ITERATIONS))
+        .map(|pass| {
+            let begin = pass * PASS_ITERATIONS;
+            (begin, (begin + PASS_ITERATIONS).min(len))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,6 +108,35 @@ mod tests {
             max_compute_workgroups_per_dimension: 65_535,
             ..wgpu::Limits::default()
         })
+    }
+
+    #[test]
+    fn passes_cover_every_iteration_once_in_order_within_the_budget() {
+        assert_eq!(passes(0), vec![(0, 0)]);
+        for len in [
+            1,
+            7,
+            PASS_ITERATIONS - 1,
+            PASS_ITERATIONS,
+            PASS_ITERATIONS + 1,
+            100_000,
+            1 << 24,
+        ] {
+            let ranges = passes(len);
+            let mut next = 0;
+            for &(begin, end) in &ranges {
+                assert_eq!(begin, next, "{len}: passes are contiguous");
+                assert!(
+                    end > begin && end - begin <= PASS_ITERATIONS,
+                    "{len}: {begin}..{end}"
+                );
+                next = end;
+            }
+            assert_eq!(next, len);
+        }
+        // A pass leaves room under llvmpipe's budget of 65,535 iterations an invocation for the loops of a
+        // kernel's own (a rank's strides, a few steps of its setup).
+        const _: () = assert!(2 * PASS_ITERATIONS < 65_535);
     }
 
     #[test]

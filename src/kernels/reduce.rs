@@ -31,7 +31,7 @@
 use bytemuck::{Pod, Zeroable};
 
 use super::dispatch_windows;
-use super::plan::Limits;
+use super::plan::{passes, Limits};
 use crate::error::Result;
 use crate::pool::Allocation;
 use crate::runtime::{
@@ -158,7 +158,8 @@ static ZEROS_TO_ONES: Kernel = Kernel::new(&REDUCE, "zeros_to_ones", &[1, 3]);
 static ZERO_INDICATOR: Kernel = Kernel::new(&REDUCE, "zero_indicator", &[1, 3]);
 static PROD_BACKWARD: Kernel = Kernel::new(&REDUCE, "prod_backward", &[1, 3, 5, 6]);
 static INFINITE_TO_ZERO: Kernel = Kernel::new(&REDUCE, "infinite_to_zero", &[1, 3]);
-static SCAN: Kernel = Kernel::new(&REDUCE, "scan", &[1, 3]);
+static SCAN: Kernel = Kernel::new(&REDUCE, "scan", &[1, 3, 7]);
+static SCAN_PRODUCT_GRADIENT: Kernel = Kernel::new(&REDUCE, "scan_product_gradient", &[1, 3, 7]);
 static AXIS_REDUCE_SUBGROUP: Kernel =
     Kernel::new(&REDUCE_SUBGROUP, "axis_reduce_subgroup", &[1, 3]);
 
@@ -251,6 +252,9 @@ struct Params {
     initial: u32,
     /// The scan carries a Kahan compensation (a sum's).
     compensated: u32,
+    /// The steps of a pass of the scans and of `sum_in_order`: [step_begin, step_end) of `len`.
+    step_begin: u32,
+    step_end: u32,
 }
 
 impl Default for Params {
@@ -867,7 +871,7 @@ pub(crate) fn sum_into_slot(
 }
 
 /// The sum of the `elements` (at least one) of `input` strictly left to right, into element `slot` of `out`:
-/// the bits of a running total that adds one value at a time, in one dispatch.
+/// the bits of a running total that adds one value at a time.
 pub(crate) fn sum_in_order(
     runtime: &mut Runtime,
     name: &'static str,
@@ -878,17 +882,23 @@ pub(crate) fn sum_in_order(
     let limits = Limits::of(runtime.limits());
     limits.expect_bindable(name, input)?;
     limits.expect_bindable(name, out)?;
-    let params = Params {
-        len: elements as u32,
-        out_base: slot as u32,
-        ..Params::default()
-    };
-    runtime.dispatch(
-        &SUM_IN_ORDER,
-        bytemuck::bytes_of(&params),
-        &[input, out],
-        [1, 1, 1],
-    )
+    // In passes (see PASS_ITERATIONS), each going on from the total the last one left in the slot.
+    for (begin, end) in passes(elements) {
+        let params = Params {
+            len: elements as u32,
+            out_base: slot as u32,
+            step_begin: begin as u32,
+            step_end: end as u32,
+            ..Params::default()
+        };
+        runtime.dispatch(
+            &SUM_IN_ORDER,
+            bytemuck::bytes_of(&params),
+            &[input, out],
+            [1, 1, 1],
+        )?;
+    }
+    Ok(())
 }
 
 /// How `zero_split` rewrites each element: prod's gradient needs both a lane's product of non-zeros and its
@@ -988,22 +998,92 @@ pub(crate) fn scan(
         compensated: u32::from(op == ReduceOp::Sum),
         ..Params::default()
     };
-    runtime.dispatch(
-        &SCAN,
-        bytemuck::bytes_of(&params),
-        &[input, out],
-        groups(runtime, lanes.outer * lanes.inner),
-    )
+    in_lane_passes(runtime, name, lanes, |runtime, carried| {
+        for (begin, end) in passes(lanes.len) {
+            let params = Params {
+                step_begin: begin as u32,
+                step_end: end as u32,
+                ..params
+            };
+            runtime.dispatch(
+                &SCAN,
+                bytemuck::bytes_of(&params),
+                &[input, out, carried],
+                groups(runtime, lanes.outer * lanes.inner),
+            )?;
+        }
+        Ok(())
+    })
+}
+
+/// Runs `record` with a range of two f32 a lane that a kernel walking its lanes in passes (see
+/// PASS_ITERATIONS) carries its running values in from one pass to the next; a lane short enough for one
+/// pass needs none, and gets another range bound in its place.
+fn in_lane_passes(
+    runtime: &mut Runtime,
+    name: &'static str,
+    lanes: Lanes,
+    record: impl FnOnce(&mut Runtime, BufferRange) -> Result<()>,
+) -> Result<()> {
+    let mut scratch = Scratch {
+        allocations: Vec::new(),
+    };
+    let lane_count = (lanes.outer * lanes.inner).max(1);
+    let outcome = scratch.take(runtime, 2 * lane_count).and_then(|carried| {
+        Limits::of(runtime.limits()).expect_bindable(name, carried)?;
+        record(runtime, carried)
+    });
+    scratch.release(runtime);
+    outcome
+}
+
+/// The gradient of running products of `input` along the lanes' middle axis, in place: `gradient` holds the
+/// upstream gradient (of `input`'s shape, no identity) and is given the input's. One invocation per lane; no
+/// division, so exact where a lane holds zeros.
+pub(crate) fn scan_product_gradient(
+    runtime: &mut Runtime,
+    name: &'static str,
+    input: BufferRange,
+    lanes: Lanes,
+    gradient: BufferRange,
+) -> Result<()> {
+    let limits = Limits::of(runtime.limits());
+    limits.expect_bindable(name, input)?;
+    limits.expect_bindable(name, gradient)?;
+    in_lane_passes(runtime, name, lanes, |runtime, carried| {
+        // Back from each lane's end, then forward from its start.
+        for reverse in [true, false] {
+            for (begin, end) in passes(lanes.len) {
+                let params = Params {
+                    outer: lanes.outer as u32,
+                    len: lanes.len as u32,
+                    inner: lanes.inner as u32,
+                    reverse: u32::from(reverse),
+                    step_begin: begin as u32,
+                    step_end: end as u32,
+                    ..Params::default()
+                };
+                runtime.dispatch(
+                    &SCAN_PRODUCT_GRADIENT,
+                    bytemuck::bytes_of(&params),
+                    &[input, gradient, carried],
+                    groups(runtime, lanes.outer * lanes.inner),
+                )?;
+            }
+        }
+        Ok(())
+    })
 }
 
 reflected_layout!(
     kernels: [
         CHUNK_REDUCE, CHUNK_REDUCE_VEC4, CHUNK_REDUCE_LONG, CHUNK_ARGMAX, AXIS_REDUCE, AXIS_ARGMAX, CHUNK_REDUCE_STRIDED,
-        AXIS_REDUCE_LANES, SUM_IN_ORDER, ZEROS_TO_ONES, ZERO_INDICATOR, PROD_BACKWARD, INFINITE_TO_ZERO, SCAN
+        AXIS_REDUCE_LANES, SUM_IN_ORDER, ZEROS_TO_ONES, ZERO_INDICATOR, PROD_BACKWARD, INFINITE_TO_ZERO, SCAN,
+        SCAN_PRODUCT_GRADIENT
     ],
     params: {
         outer, len, inner, op, chunk, chunks, scale, indexed, index_base, blocks, infinity, out_base, reverse,
-        initial, compensated
+        initial, compensated, step_begin, step_end
     }
 );
 
@@ -1018,7 +1098,7 @@ pub(crate) mod subgroup {
         ],
         params: {
             outer, len, inner, op, chunk, chunks, scale, indexed, index_base, blocks, infinity, out_base,
-            reverse, initial, compensated
+            reverse, initial, compensated, step_begin, step_end
         }
     );
 }

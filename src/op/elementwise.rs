@@ -82,7 +82,7 @@ macro_rules! for_each_binary_op {
             Atan2 atan2 "full_atan2(x, y)" "The angle of the point (other, self): `atan(self / other)` in the right quadrant, in radians, broadcasting.";
             Hypot hypot "safe_hypot(x, y)" "`sqrt(self² + other²)` without overflow or underflow in the squares, broadcasting.";
             Copysign copysign "copy_sign(x, y)" "`|self|` with the sign of `other`, elementwise, broadcasting.";
-            Remainder remainder "python_remainder(x, y)" "`self % other` as Python's: the sign of the divisor, broadcasting (exact while the quotient is below 2^24).";
+            Remainder remainder "python_remainder(x, y)" "`self % other` as NumPy's: the sign of the divisor, broadcasting; exact for every finite pair, however large the quotient.";
             FloorDivide floor_divide "floor_quotient(x, y)" "`floor(self / other)`, broadcasting, consistent with `remainder` (exact while the quotient is below 2^24).";
             Logaddexp logaddexp "stable_logaddexp(x, y)" "`log(e^self + e^other)` elementwise, broadcasting, without overflow.";
         }

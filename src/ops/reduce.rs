@@ -338,6 +338,39 @@ impl Tensor {
     }
 
     /// A scan of `op` along `axis`, forwards or in `reverse`, with or without the identity first.
+    /// The gradient of `cumulative_prod(self, axis)` (no identity) weighted by `upstream`, of this tensor's
+    /// shape: exact where a lane holds zeros.
+    pub(crate) fn cumulative_prod_backward(
+        &self,
+        axis: usize,
+        upstream: &Tensor,
+    ) -> Result<Tensor> {
+        const NAME: &str = "cumulative_prod backward";
+        self.expect_dtype(NAME, DType::F32)?;
+        upstream.expect_dtype(NAME, DType::F32)?;
+        self.expect_same_session(NAME, upstream)?;
+        if upstream.shape() != self.shape() {
+            return Err(Error::Shape {
+                op: NAME,
+                message: format!(
+                    "the upstream gradient has shape {:?}, the input {:?}",
+                    upstream.shape(),
+                    self.shape()
+                ),
+            });
+        }
+        let (view, _) = lanes(NAME, self.shape(), Some(axis))?;
+        let gradient = upstream.copy_words_as(DType::F32)?;
+        if gradient.is_empty() {
+            return Ok(gradient);
+        }
+        let (source, target) = (self.range()?, gradient.range()?);
+        self.with_runtime(|runtime| {
+            reduce::scan_product_gradient(runtime, NAME, source, view, target)
+        })?;
+        Ok(gradient)
+    }
+
     pub(crate) fn scan(
         &self,
         name: &'static str,

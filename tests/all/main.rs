@@ -11,6 +11,7 @@ mod checkpoint;
 mod counters;
 mod data;
 mod fit;
+mod large_sizes;
 mod layering;
 mod lifecycle;
 mod ops_creation;

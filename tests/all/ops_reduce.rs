@@ -721,10 +721,21 @@ mod array_api {
         }
         for axis in 0..3 {
             for initial in [false, true] {
-                // Products of values away from zero, whose gradient is exact.
+                // Products of values away from zero, then with zeros (lanes with one and with several),
+                // where the gradient must be exact too: the issue's [2, 0, 3] has gradient [1, 8, 0].
                 let positive: Vec<f32> = (0..60).map(|_| rng.uniform(0.5, 1.5)).collect();
-                let input = vec![(shape.clone(), positive)];
-                for prod in [false, true] {
+                let with_zeros: Vec<f32> = positive
+                    .iter()
+                    .map(|&x| {
+                        if rng.next_u64().is_multiple_of(5) {
+                            0.0
+                        } else {
+                            x
+                        }
+                    })
+                    .collect();
+                for (prod, data) in [(false, &positive), (true, &positive), (true, &with_zeros)] {
+                    let input = vec![(shape.clone(), data.clone())];
                     check_gradient(
                         &session,
                         &mut rng,
