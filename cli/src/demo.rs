@@ -19,7 +19,7 @@ const MAX_STEPS: usize = 1_000_000_000;
 #[derive(Args)]
 pub struct DemoArgs {
     /// Training steps per run.
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = 100, allow_negative_numbers = true)]
     steps: usize,
     /// Add a third part: train half the steps, suspend (every byte of device memory given back, the state kept
     /// in host memory), resume, train the rest, and check the final loss against the first run's.

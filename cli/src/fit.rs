@@ -54,18 +54,18 @@ pub struct FitArgs {
     #[arg(long)]
     save: PathBuf,
     /// Widths of the relu hidden layers, e.g. 128,64. Default: 128 (or the --resume model's).
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', allow_negative_numbers = true)]
     hidden: Vec<usize>,
     /// Passes over the training samples, in all: with --resume, training goes on from the epochs already done
     /// up to this many. Default: 10, or with --resume the total the resumed fit was given.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     epochs: Option<usize>,
     /// Samples per minibatch. Default: 64, or the resumed fit's.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     batch: Option<usize>,
     /// Learning rate (where a schedule starts from). Default: 0.001 for adam and adamw, 0.01 for sgd (with
     /// momentum 0.9), or the resumed fit's.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     lr: Option<f32>,
     /// The optimizer: adam, adamw (decoupled weight decay 0.01) or sgd (momentum 0.9). Default: adam, or the
     /// resumed fit's.
@@ -73,7 +73,7 @@ pub struct FitArgs {
     optimizer: Option<OptimizerKind>,
     /// Fraction of the samples (drawn at random by --seed) held out to measure validation loss and accuracy
     /// after every epoch. Default: 0, or the resumed fit's.
-    #[arg(long, conflicts_with = "val_inputs")]
+    #[arg(long, conflicts_with = "val_inputs", allow_hyphen_values = true)]
     val_split: Option<f64>,
     /// A separate validation set, [M, features] float32, measured after every epoch (instead of --val-split).
     #[arg(long, value_name = "X.npy", requires = "val_labels")]
@@ -82,7 +82,7 @@ pub struct FitArgs {
     #[arg(long, value_name = "Y.npy", requires = "val_inputs")]
     val_labels: Option<PathBuf>,
     /// Seed of the weights, the validation split and each epoch's order. Default: 1, or the resumed fit's.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     seed: Option<u64>,
     /// Train on the inputs as they are. By default each feature is standardised, (x - mean) / std, with the
     /// statistics of the training rows, which the model keeps and predict applies. A resumed fit does as its
@@ -114,12 +114,12 @@ pub struct FitArgs {
     override_settings: bool,
     /// Suspend the session after every K steps (all tensors to host memory, every byte of device memory
     /// given back) and resume it at once, printing device memory while suspended.
-    #[arg(long, value_name = "K")]
+    #[arg(long, value_name = "K", allow_negative_numbers = true)]
     suspend_every: Option<usize>,
     /// Also write --save after every N epochs, each time whole (a temporary renamed over it), so that an
     /// interrupted fit loses at most N epochs and continues with --resume. A fit killed while writing one may
     /// leave its temporary (.NAME.*.tmp) beside --save.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     checkpoint_every: Option<usize>,
     /// Also write an SVG of the loss and the accuracy per epoch, training and validation (a resumed fit's
     /// earlier epochs included), with --save at the end.

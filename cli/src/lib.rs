@@ -40,7 +40,7 @@ pub struct GlobalOptions {
     #[arg(long, global = true)]
     adapter: Option<String>,
     /// Cap on each session's GPU memory: bytes (2GiB, 512MiB) or a fraction of device memory (0.5).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, allow_negative_numbers = true)]
     pub memory_limit: Option<String>,
 }
 

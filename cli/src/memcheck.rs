@@ -17,13 +17,13 @@ use crate::GlobalOptions;
 #[derive(Args)]
 pub struct MemcheckArgs {
     /// Open–fill–compute–close cycles in this process.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, allow_negative_numbers = true)]
     cycles: u32,
     /// Bytes of the buffer each cycle fills (4GiB, 512MiB, 1000000).
-    #[arg(long, default_value = "256MiB", value_parser = crate::parse_bytes)]
+    #[arg(long, default_value = "256MiB", value_parser = crate::parse_bytes, allow_negative_numbers = true)]
     size: u64,
     /// How far memory after the last close may exceed memory after the first close.
-    #[arg(long, default_value = "16MiB", value_parser = crate::parse_bytes)]
+    #[arg(long, default_value = "16MiB", value_parser = crate::parse_bytes, allow_negative_numbers = true)]
     tolerance: u64,
     /// Also write an SVG of device memory before, while and after each session, and of the pool each session
     /// reserved, with the limit memory after the last close must stay under. Written whenever every cycle

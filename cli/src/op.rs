@@ -118,7 +118,9 @@ impl TableOp {
                         .long(SCALAR_FLAG)
                         .value_name("F")
                         .required(true)
-                        .allow_negative_numbers(true)
+                        // Any float Rust reads: -2.5, 1e-3, and -inf, inf or nan too, which are not
+                        // "negative numbers" to clap and would otherwise be taken for flags.
+                        .allow_hyphen_values(true)
                         .value_parser(value_parser!(f32))
                         .help("The scalar: `value` in the description above."),
                 )
@@ -220,9 +222,10 @@ pub struct ReduceArgs {
     /// Where to write the result.
     #[arg(short, long)]
     output: PathBuf,
-    /// Reduce along this axis only, removing it from the shape. Default: all elements, into a 0-d array.
-    #[arg(long)]
-    axis: Option<usize>,
+    /// Reduce along this axis only, removing it from the shape; a negative axis counts from the last, as
+    /// NumPy's does (-1 is the last). Default: all elements, into a 0-d array.
+    #[arg(long, allow_negative_numbers = true)]
+    axis: Option<isize>,
 }
 
 #[derive(Args)]
@@ -284,7 +287,7 @@ pub struct AdamArgs {
     #[arg(long)]
     v: Option<PathBuf>,
     /// The number of the first update, counted from 1; later updates count on from it.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
     step: u64,
     /// Where to write the first-moment state after the last update.
     #[arg(long)]
@@ -293,16 +296,16 @@ pub struct AdamArgs {
     #[arg(long)]
     v_out: Option<PathBuf>,
     /// Learning rate. Default: 0.001.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     lr: Option<f32>,
     /// Decay of the first moment. Default: 0.9.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     beta1: Option<f32>,
     /// Decay of the second moment. Default: 0.999.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     beta2: Option<f32>,
     /// Epsilon, added to sqrt(v) (TensorFlow's placement). Default: 1e-8.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     eps: Option<f32>,
 }
 
@@ -401,10 +404,12 @@ fn reduce(
 ) -> Result<()> {
     let outputs = single_output(&args.output, &[&args.input])?;
     let input = Array::read(&args.input)?;
+    let axis = axis_from_end(args.axis, input.shape.len())
+        .with_context(|| format!("{name} of {}", input.described()))?;
     match reduction {
-        Reduction::Value(op) => shape::reduce_shape(op, &input.shape, args.axis),
-        Reduction::Argmax => shape::argmax_shape(&input.shape, args.axis),
-        Reduction::Argmin => shape::argmin_shape(&input.shape, args.axis),
+        Reduction::Value(op) => shape::reduce_shape(op, &input.shape, axis),
+        Reduction::Argmax => shape::argmax_shape(&input.shape, axis),
+        Reduction::Argmin => shape::argmin_shape(&input.shape, axis),
     }
     .with_context(|| match args.axis {
         Some(axis) => format!("{name} --axis {axis} of {}", input.described()),
@@ -413,9 +418,9 @@ fn reduce(
     compute(global, outputs, |session| {
         let tensor = input.upload(session)?;
         let result = match reduction {
-            Reduction::Value(op) => tensor.reduce(op, args.axis),
-            Reduction::Argmax => tensor.argmax(args.axis),
-            Reduction::Argmin => tensor.argmin(args.axis),
+            Reduction::Value(op) => tensor.reduce(op, axis),
+            Reduction::Argmax => tensor.argmax(axis),
+            Reduction::Argmin => tensor.argmin(axis),
         }
         .with_context(|| format!("{name} of {}", input.name()))?;
         let output = if matches!(reduction, Reduction::Argmax | Reduction::Argmin) {
@@ -426,6 +431,26 @@ fn reduce(
         };
         Ok(vec![output])
     })
+}
+
+/// `--axis` as the library takes it: a negative axis counts from the end of a shape of `rank` axes (-1 is the
+/// last), as NumPy's does. An axis past the last is left for the library's shape check to refuse.
+fn axis_from_end(axis: Option<isize>, rank: usize) -> Result<Option<usize>> {
+    let Some(axis) = axis else {
+        return Ok(None);
+    };
+    if let Ok(axis) = usize::try_from(axis) {
+        return Ok(Some(axis));
+    }
+    let from_end = axis.unsigned_abs();
+    match rank.checked_sub(from_end) {
+        Some(axis) => Ok(Some(axis)),
+        None if rank == 0 => anyhow::bail!("--axis {axis}: a 0-d input has no axes"),
+        None => anyhow::bail!(
+            "--axis {axis} is out of range: an input of {rank} axes has axes -{rank} to {}",
+            rank - 1
+        ),
+    }
 }
 
 fn unary(

@@ -27,10 +27,10 @@ pub struct TrainArgs {
     #[arg(long)]
     init: Option<PathBuf>,
     /// Steps to train (at most the steps in the files; default: all of them).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     steps: Option<usize>,
     /// Adam's learning rate (TensorFlow's AdamOptimizer otherwise: β1 0.9, β2 0.999, ε 1e-8).
-    #[arg(long, default_value_t = 0.001)]
+    #[arg(long, default_value_t = 0.001, allow_hyphen_values = true)]
     lr: f32,
     /// Where to write the final output-layer weights (with --hidden, the output layer's bias goes beside it as
     /// NAME.bias.npy, and the hidden layers as NAME.hiddenK.npy and NAME.hiddenK_bias.npy).
@@ -40,15 +40,15 @@ pub struct TrainArgs {
     #[arg(long)]
     losses: PathBuf,
     /// Relu hidden layers between input and output, e.g. 512,256 (with biases).
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', allow_negative_numbers = true)]
     hidden: Vec<usize>,
     /// Seed for the weights of hidden layers.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
     seed: u64,
     /// Suspend the session after every K steps (all tensors to host memory, every byte of device memory
     /// given back) and resume it at once, printing device memory while suspended. Losses and weights are
     /// bit-identical to an uninterrupted run.
-    #[arg(long, value_name = "K")]
+    #[arg(long, value_name = "K", allow_negative_numbers = true)]
     suspend_every: Option<usize>,
     /// Print one JSON document instead of a summary.
     #[arg(long)]

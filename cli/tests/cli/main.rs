@@ -19,6 +19,8 @@ mod command {
         mod cli_hardening;
         #[path = "cli_input.rs"]
         mod cli_input;
+        #[path = "cli_negative.rs"]
+        mod cli_negative;
         #[path = "cli_op.rs"]
         mod cli_op;
         #[path = "cli_train.rs"]
