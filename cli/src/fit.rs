@@ -877,7 +877,7 @@ pub fn fit(global: &GlobalOptions, args: &FitArgs) -> Result<()> {
         .into_iter()
         .filter_map(|(option, path)| Some((option.to_string(), path.as_deref()?))),
     );
-    let outputs = Outputs::plan(&planned, &inputs)?;
+    let outputs = crate::outputs::plan(&planned, &inputs)?;
     if let (Some(plot), Some(resume)) = (&args.plot, &args.resume) {
         if same_file(plot, resume) {
             bail!(
@@ -1209,7 +1209,7 @@ pub fn predict(global: &GlobalOptions, args: &PredictArgs) -> Result<()> {
             .as_deref()
             .map(|path| ("--labels".to_string(), path)),
     );
-    let outputs = Outputs::plan(&planned, &inputs)?;
+    let outputs = crate::outputs::plan(&planned, &inputs)?;
     let file = Checkpoint::read(&args.model)?;
     let sizes = file.sizes()?;
     let (inputs, samples, features) = read_inputs(&args.inputs)?;

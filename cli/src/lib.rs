@@ -124,10 +124,29 @@ where
     match outcome {
         Ok(()) => 0,
         Err(error) => {
-            eprintln!("wgcompute: {error:#}");
+            eprintln!("wgcompute: {}", described(&error));
             1
         }
     }
+}
+
+/// An error and its causes on one line, as `{:#}` writes them, except that a cause whose text its context
+/// already ends with is not written again: the library's output errors (`wgcompute::outputs::OutputError`) give
+/// their message with the system's error at its end, and that error as their source as well, which would read
+/// "No such file or directory (os error 2): No such file or directory (os error 2)".
+fn described(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain() {
+        let part = cause.to_string();
+        if !text.is_empty() && text.ends_with(&part) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&part);
+    }
+    text
 }
 
 /// A write past the file size limit (`ulimit -f`) then fails with EFBIG, which is reported and leaves no

@@ -10,7 +10,7 @@ use clap::Args;
 use serde::Serialize;
 use wgcompute::{ByteSize, DeviceMemory, MemorySource, MemoryStats, Session};
 
-use crate::outputs::{Contents, Outputs};
+use crate::outputs::Contents;
 use crate::plot::{self, Panel, Series};
 use crate::GlobalOptions;
 
@@ -105,7 +105,7 @@ pub fn run(global: &GlobalOptions, args: &MemcheckArgs) -> Result<()> {
     let outputs = args
         .plot
         .as_deref()
-        .map(|path| Outputs::plan(&[("--plot".to_string(), path)], &[]))
+        .map(|path| crate::outputs::plan(&[("--plot".to_string(), path)], &[]))
         .transpose()?;
     let mut cycles = Vec::new();
     let mut adapter = None;

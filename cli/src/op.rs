@@ -344,7 +344,7 @@ fn single_output(path: &Path, inputs: &[&Path]) -> Result<Outputs> {
         .iter()
         .map(|&input| ("argument".to_string(), input))
         .collect();
-    Ok(Outputs::plan(&[("-o".to_string(), path)], &inputs)?)
+    crate::outputs::plan(&[("-o".to_string(), path)], &inputs)
 }
 
 /// Opens a session, runs `work` in it, closes it, then writes the results to the planned outputs, all or none.
@@ -517,7 +517,7 @@ fn softmax_xent(global: &GlobalOptions, args: &XentArgs) -> Result<()> {
             .as_deref()
             .map(|path| ("--grad-out".to_string(), path)),
     );
-    let outputs = Outputs::plan(
+    let outputs = crate::outputs::plan(
         &planned,
         &[
             ("argument".to_string(), args.logits.as_path()),
@@ -598,7 +598,7 @@ fn adam(global: &GlobalOptions, args: &AdamArgs) -> Result<()> {
     ];
     inputs.extend(args.m.as_deref().map(|path| ("--m".to_string(), path)));
     inputs.extend(args.v.as_deref().map(|path| ("--v".to_string(), path)));
-    let outputs = Outputs::plan(&planned, &inputs)?;
+    let outputs = crate::outputs::plan(&planned, &inputs)?;
     let param = Array::read(&args.param)?;
     let grads = Array::read(&args.grads)?;
     let m = args.m.as_deref().map(Array::read).transpose()?;

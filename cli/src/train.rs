@@ -11,7 +11,7 @@ use wgcompute::train::{self, SuspendEvery, Suspension};
 use wgcompute::{Adam, AdamConfig, AdamHyperparameter, Linear, Mlp, Session, Tensor};
 
 use crate::npy::Array;
-use crate::outputs::{Contents, Outputs};
+use crate::outputs::Contents;
 use crate::GlobalOptions;
 
 #[derive(Args)]
@@ -106,7 +106,7 @@ pub fn run(global: &GlobalOptions, args: &TrainArgs) -> Result<()> {
         .transpose()
         .context("--suspend-every")?;
     let planned = planned_outputs(args);
-    let outputs = Outputs::plan(
+    let outputs = crate::outputs::plan(
         &planned
             .iter()
             .map(|(option, path)| (option.clone(), path.as_path()))

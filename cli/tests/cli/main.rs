@@ -23,6 +23,8 @@ mod command {
         mod cli_negative;
         #[path = "cli_op.rs"]
         mod cli_op;
+        #[path = "cli_plot.rs"]
+        mod cli_plot;
         #[path = "cli_train.rs"]
         mod cli_train;
         #[path = "cli_tuning.rs"]
