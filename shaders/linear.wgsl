@@ -10,8 +10,8 @@
 // matmul_vec4_at, matmul_vec4_bt), so a fused product has the bits of the product and the elementwise op it
 // replaces; a column sum adds its rows in order, which may differ in the last bits from a reduction's tree.
 // The vec4 kernels take row-major operands with vec4 rows (sizes a multiple of 4 along them, as those kernels
-// need); the `_strided` ones take any widths with matmul_strided's tile and loop. K is covered in one pass (the host falls back to the separate ops past K_PER_PASS: llvmpipe stops any loop after
-// 65,535 iterations). The unrolled tile bodies are generated in src/kernels/linear.rs and built with this file.
+// need); the `_strided` ones take any widths with matmul_strided's tile and loop. K is covered in one pass (the host falls back to the separate ops past K_PER_PASS: llvmpipe gives an
+// invocation 65,535 loop iterations over all its loops). The unrolled tile bodies are generated in src/kernels/linear.rs and built with this file.
 
 struct Params {
     m: u32,

@@ -8,7 +8,8 @@
 // shared-memory tiles for GPUs are generated from their shapes in src/kernels/matmul/codegen.rs and built with this
 // file (and, for the tiles that use subgroup operations, into a second module with this file, matmul_subgroup).
 //
-// llvmpipe stops any loop after 65,535 iterations, so the host splits K into passes of at most a few thousand;
+// llvmpipe gives an invocation 65,535 loop iterations over all its loops, so the host splits K into passes of at
+// most a few thousand;
 // every pass after the first adds to C (a fixed order, so results stay repeatable).
 
 struct Params {

@@ -28,6 +28,17 @@ struct Params {
     pad_top: u32,
     pad_left: u32,
     fill: f32,       // patches: the value read off the input's edge (0, or -inf for max pooling)
+    // The adjoint's taps this pass sums, [ky_begin, ky_end) × [kx_begin, kx_end), in row-major order: a pass
+    // after the first goes on from the sums the earlier ones left in `out` (see PASS_ITERATIONS in
+    // src/kernels/plan.rs), so the bits are those of one pass over every tap.
+    ky_begin: u32,
+    ky_end: u32,
+    kx_begin: u32,
+    kx_end: u32,
+}
+
+fn first_taps() -> bool {
+    return params.ky_begin == 0u && params.kx_begin == 0u;
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -129,12 +140,15 @@ fn patches_adjoint(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_wo
     }
     let e = image_element(params.base + j);
     var total = 0.0;
-    for (var ky = 0u; ky < params.kh; ky++) {
+    if (!first_taps()) {
+        total = out[j];
+    }
+    for (var ky = params.ky_begin; ky < params.ky_end; ky++) {
         let oy = tap_output(e.y, params.pad_top, ky, params.dilation_h, params.stride_h, params.out_h);
         if (oy < 0) {
             continue;
         }
-        for (var kx = 0u; kx < params.kw; kx++) {
+        for (var kx = params.kx_begin; kx < params.kx_end; kx++) {
             let ox = tap_output(e.x, params.pad_left, kx, params.dilation_w, params.stride_w, params.out_w);
             if (ox < 0) {
                 continue;
@@ -183,15 +197,17 @@ fn patches_adjoint_runs(@builtin(global_invocation_id) id: vec3<u32>, @builtin(n
     while (j < last) {
         let e = image_element(params.base + j);
         let end = min(last, j + params.group_channels - e.c);
-        for (var k = j; k < end; k++) {
-            out[k] = 0.0;
+        if (first_taps()) {
+            for (var k = j; k < end; k++) {
+                out[k] = 0.0;
+            }
         }
-        for (var ky = 0u; ky < params.kh; ky++) {
+        for (var ky = params.ky_begin; ky < params.ky_end; ky++) {
             let oy = tap_output(e.y, params.pad_top, ky, params.dilation_h, params.stride_h, params.out_h);
             if (oy < 0) {
                 continue;
             }
-            for (var kx = 0u; kx < params.kw; kx++) {
+            for (var kx = params.kx_begin; kx < params.kx_end; kx++) {
                 let ox = tap_output(e.x, params.pad_left, kx, params.dilation_w, params.stride_w, params.out_w);
                 if (ox < 0) {
                     continue;

@@ -5,7 +5,7 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::plan::Limits;
+use super::plan::{Limits, PASS_ITERATIONS};
 use crate::error::{Error, Result};
 use crate::runtime::{size_bucket, BufferRange, Kernel, Runtime, Shader};
 use crate::shape::window::Windows;
@@ -39,18 +39,67 @@ struct Forms {
     name: &'static str,
     runs: &'static Kernel,
     elements: &'static Kernel,
+    /// Each invocation loops over the window's taps (the adjoint), which then go in passes.
+    loops_over_taps: bool,
 }
 
 const PATCHES_FORMS: Forms = Forms {
     name: "patches",
     runs: &PATCHES_RUNS,
     elements: &PATCHES,
+    loops_over_taps: false,
 };
 const PATCHES_ADJOINT_FORMS: Forms = Forms {
     name: "patches_adjoint",
     runs: &PATCHES_ADJOINT_RUNS,
     elements: &PATCHES_ADJOINT,
+    loops_over_taps: true,
 };
+
+/// The loop iterations an invocation of the adjoint runs, at most, for a pass over `rows` rows of `columns`
+/// taps: one element's, or a run's (up to RUN sub-runs of channels, whose channels add up to RUN at most).
+fn adjoint_iterations(runs: bool, rows: u64, columns: u64) -> u64 {
+    if runs {
+        81 + rows * (32 + 48 * columns)
+    } else {
+        1 + rows * (columns + 2)
+    }
+}
+
+/// Whether the runs form can take a whole row of `kw` taps within one pass.
+fn runs_fit(kw: u64) -> bool {
+    adjoint_iterations(true, 1, kw) <= PASS_ITERATIONS
+}
+
+/// The adjoint's passes over a window of kh × kw taps, as [ky_begin, ky_end, kx_begin, kx_end], in row-major
+/// order and each within PASS_ITERATIONS: runs of whole rows, or, for a row longer than a pass, parts of one
+/// row.
+fn tap_passes(runs: bool, kh: u64, kw: u64) -> Vec<[u32; 4]> {
+    let rows = (1..=kh.max(1))
+        .rev()
+        .find(|&rows| adjoint_iterations(runs, rows, kw) <= PASS_ITERATIONS);
+    match rows {
+        Some(rows) => (0..kh)
+            .step_by(rows as usize)
+            .map(|first| [first as u32, (first + rows).min(kh) as u32, 0, kw as u32])
+            .collect(),
+        None => {
+            let columns = (PASS_ITERATIONS - 3).max(1);
+            (0..kh)
+                .flat_map(|ky| {
+                    (0..kw).step_by(columns as usize).map(move |first| {
+                        [
+                            ky as u32,
+                            ky as u32 + 1,
+                            first as u32,
+                            (first + columns).min(kw) as u32,
+                        ]
+                    })
+                })
+                .collect()
+        }
+    }
+}
 
 #[repr(C)]
 #[derive(Clone, Copy, Default, Pod, Zeroable)]
@@ -73,6 +122,10 @@ struct Params {
     pad_top: u32,
     pad_left: u32,
     fill: f32,
+    ky_begin: u32,
+    ky_end: u32,
+    kx_begin: u32,
+    kx_end: u32,
 }
 
 /// Errors unless every size the kernels compute with, the positions they reach on the padded input
@@ -140,27 +193,44 @@ fn dispatch(
 ) -> Result<()> {
     let limits = Limits::of(runtime.limits());
     limits.expect_bindable(op, source)?;
+    let (kh, kw) = (u64::from(base.kh), u64::from(base.kw));
     let record = |runtime: &mut Runtime, variant: &str, elements: u64| -> Result<()> {
-        let (kernel, per_invocation) = if variant == ELEMENTS {
-            (forms.elements, 1)
-        } else {
+        let runs = variant != ELEMENTS;
+        let (kernel, per_invocation) = if runs {
             (forms.runs, RUN)
+        } else {
+            (forms.elements, 1)
+        };
+        let taps = if forms.loops_over_taps {
+            tap_passes(runs, kh, kw)
+        } else {
+            vec![[0, kh as u32, 0, kw as u32]]
         };
         for (first, count) in limits.windows(elements) {
-            let params = Params {
-                count: count as u32,
-                base: first as u32,
-                ..base
-            };
-            runtime.dispatch(
-                kernel,
-                bytemuck::bytes_of(&params),
-                &[source, target.elements(first, count)],
-                limits.per_element(count, per_invocation),
-            )?;
+            for &[ky_begin, ky_end, kx_begin, kx_end] in &taps {
+                let params = Params {
+                    count: count as u32,
+                    base: first as u32,
+                    ky_begin,
+                    ky_end,
+                    kx_begin,
+                    kx_end,
+                    ..base
+                };
+                runtime.dispatch(
+                    kernel,
+                    bytemuck::bytes_of(&params),
+                    &[source, target.elements(first, count)],
+                    limits.per_element(count, per_invocation),
+                )?;
+            }
         }
         Ok(())
     };
+    if forms.loops_over_taps && !runs_fit(kw) {
+        // A row of taps too long for a run's pass: one element an invocation, in passes of its own.
+        return record(runtime, ELEMENTS, elements);
+    }
     let class = format!(
         "{} channels<={} n<={}",
         forms.name,
@@ -214,6 +284,57 @@ reflected_layout!(
     kernels: [PATCHES, PATCHES_ADJOINT],
     params: {
         count, base, batch, in_h, in_w, channels, group_channels, out_h, out_w, kh, kw, stride_h, stride_w,
-        dilation_h, dilation_w, pad_top, pad_left, fill
+        dilation_h, dilation_w, pad_top, pad_left, fill, ky_begin, ky_end, kx_begin, kx_end
     }
 );
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tap_passes_cover_every_tap_once_in_row_major_order_within_the_budget() {
+        for runs in [false, true] {
+            for (kh, kw) in [
+                (1, 1),
+                (3, 3),
+                (37, 37),
+                (200, 200),
+                (1, 70_000),
+                (3, 20_000),
+            ] {
+                if runs && !runs_fit(kw) {
+                    continue;
+                }
+                let passes = tap_passes(runs, kh, kw);
+                let mut next = (0u64, 0u64);
+                for &[ky_begin, ky_end, kx_begin, kx_end] in &passes {
+                    let (rows, columns) =
+                        (u64::from(ky_end - ky_begin), u64::from(kx_end - kx_begin));
+                    assert!(rows >= 1 && columns >= 1, "{kh}×{kw}: an empty pass");
+                    assert!(
+                        adjoint_iterations(runs, rows, columns) <= PASS_ITERATIONS,
+                        "{kh}×{kw}"
+                    );
+                    // Each pass starts where the last one ended, in row-major order.
+                    assert_eq!(
+                        (u64::from(ky_begin), u64::from(kx_begin)),
+                        next,
+                        "{kh}×{kw}"
+                    );
+                    next = if u64::from(kx_end) == kw {
+                        (u64::from(ky_end), 0)
+                    } else {
+                        (u64::from(ky_begin), u64::from(kx_end))
+                    };
+                    assert!(
+                        columns == kw || rows == 1,
+                        "{kh}×{kw}: part rows go one at a time"
+                    );
+                }
+                assert_eq!(next, (kh, 0), "{kh}×{kw}: every tap");
+            }
+        }
+        assert!(runs_fit(37) && !runs_fit(1000));
+    }
+}

@@ -246,3 +246,93 @@ fn float_remainder_is_exact_for_every_finite_pair(backend: &Backend) {
         );
     }
 }
+
+per_backend!(softmax_rows_as_long_as_allowed_are_whole);
+fn softmax_rows_as_long_as_allowed_are_whole(backend: &Backend) {
+    let session = backend.poisoned();
+    let mut rng = Rng::fresh("long softmax rows");
+    // A row past the loop limit, and the longest row allowed (MAX_COLS in src/op/softmax.rs): one workgroup a
+    // row, each thread's loops in one invocation's budget, the accuracy count's included.
+    for cols in [PAST_LOOP_LIMIT, 256 * 16_000] {
+        let data = rng.vec(cols, -8.0, 8.0);
+        let logits = session.upload(&data, &[1, cols]).expect("logits");
+        let got = logits.softmax().expect("softmax").to_vec().expect("read");
+        let top = data.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let total: f64 = data.iter().map(|&x| f64::from(x - top).exp()).sum();
+        let worst = got
+            .iter()
+            .zip(&data)
+            .map(|(&g, &x)| {
+                let want = f64::from(x - top).exp() / total;
+                (f64::from(g) - want).abs() / want
+            })
+            .fold(0.0, f64::max);
+        assert!(worst < 1e-4, "{cols}: softmax off by {worst:e} relative");
+        // The labels' argmax is the logits' own: the count finds the one row.
+        let labels = logits.softmax().expect("labels");
+        let correct = session.upload_u32(&[0], &[1]).expect("count");
+        let (loss, _) = logits
+            .softmax_cross_entropy_counting(&labels, &correct)
+            .expect("counting cross-entropy");
+        assert!(loss.to_vec().expect("loss")[0].is_finite(), "{cols}");
+        assert_eq!(correct.item_u32().expect("count"), 1, "{cols}");
+    }
+    let too_long = session.zeros(&[1, 256 * 16_000 + 1]).expect("zeros");
+    assert!(matches!(
+        too_long.softmax(),
+        Err(wgcompute::Error::Shape { .. })
+    ));
+}
+
+/// The gradient of Σ w·avg_pool2d(x) for a one-channel image of h × w, a window of kh × kw, stride 1, valid
+/// padding: each pixel gets w / (kh·kw) of every window holding it.
+fn average_pool_gradient(
+    (h, w): (usize, usize),
+    (kh, kw): (usize, usize),
+    weights: &[f32],
+) -> Vec<f64> {
+    let (out_h, out_w) = (h - kh + 1, w - kw + 1);
+    let area = (kh * kw) as f64;
+    let mut gradient = vec![0.0; h * w];
+    for oy in 0..out_h {
+        for ox in 0..out_w {
+            let share = f64::from(weights[oy * out_w + ox]) / area;
+            for y in oy..oy + kh {
+                for x in ox..ox + kw {
+                    gradient[y * w + x] += share;
+                }
+            }
+        }
+    }
+    gradient
+}
+
+per_backend!(window_gradients_take_every_tap_of_large_windows, "window": runs, elements);
+fn window_gradients_take_every_tap_of_large_windows(backend: &Backend, variant: &str) {
+    let session = backend.poisoned_with("window", variant);
+    let mut rng = Rng::fresh("large windows");
+    // A 37 × 37 window at stride 1, whose every tap lands on the middle pixels (a run of 16 of them loops
+    // over more than 65,535 taps in all), and a window wider than a pass.
+    for ((h, w), (kh, kw)) in [
+        ((80, 80), (37, 37)),
+        ((1, PAST_LOOP_LIMIT + 4), (1, PAST_LOOP_LIMIT)),
+    ] {
+        let image = Arc::new(
+            session
+                .upload(&rng.vec(h * w, -1.0, 1.0), &[1, h, w, 1])
+                .expect("x"),
+        );
+        let outputs = (h - kh + 1) * (w - kw + 1);
+        let weights = rng.vec(outputs, -1.0, 1.0);
+        let (_, gradients) = weighted_cost(&session, &[image], &weights, |tape, vars| {
+            tape.avg_pool2d(vars[0], [kh, kw], [1, 1], wgcompute::Padding::Valid)
+        })
+        .expect("avg_pool2d on the tape");
+        let want = average_pool_gradient((h, w), (kh, kw), &weights);
+        let error = crate::common::relative_error(&gradients[0], &want);
+        assert!(
+            error < 1e-5,
+            "{variant}: {kh}×{kw} window: relative error {error:e}"
+        );
+    }
+}

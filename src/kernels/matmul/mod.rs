@@ -58,8 +58,9 @@ struct Params {
     _pad1: u32,
 }
 
-/// K per pass: llvmpipe ends any shader loop after 65,535 iterations, inner loops included; a pass of this
-/// many stays far below that on every path (a multiple of 4 for the vec4 kernel).
+/// K per pass: llvmpipe gives an invocation 65,535 loop iterations over all its loops, inner ones included
+/// (see PASS_ITERATIONS in plan.rs); a pass of this many stays far below that on every path (a multiple of 4
+/// for the vec4 kernel).
 const K_PER_PASS: usize = 4096;
 
 /// The K ranges of a product's passes, each pass after the first adding to C.
