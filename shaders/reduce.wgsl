@@ -19,7 +19,7 @@ struct Params {
     op: u32,          // a row's op code; the arg kernels: OP_ARGMAX, OP_ARGMIN
     chunk: u32,       // axis elements per chunk (axis kernels)
     chunks: u32,      // chunks per axis: output is [outer, chunks, inner]
-    scale: f32,       // multiplies each output (1/len for a mean)
+    scale: f32,       // multiplies each output (1/len for a mean); scan: 1.0, which a compiler cannot fold
     indexed: u32,     // argmax: 1 if in_index carries the indices of `input`'s values
     index_base: u32,  // this window's first element: its position in its row (chunk_argmax), in the tensor (prod_backward)
     blocks: u32,      // chunk kernels: partials (chunks) per row; prod_backward: elements in this window
@@ -32,6 +32,7 @@ struct Params {
     // (see PASS_ITERATIONS in src/kernels/plan.rs); a pass after the first starts from `carried`.
     step_begin: u32,
     step_end: u32,
+    flip: u32,        // word kernels: XORed into each word read and written (0x80000000 orders int32 words as u32)
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -437,7 +438,9 @@ fn scan(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) g
             let y = x - compensation;
             let total = acc + y;
             let finite = (bitcast<u32>(total) & 0x7f800000u) != 0x7f800000u;
-            compensation = select(0.0, (total - acc) - y, finite);
+            // acc times the uniform 1.0 in `scale`: a compiler free to reassociate floats (Mesa's NIR is, for
+            // SPIR-V without precise decorations) folds (acc + y) − acc − y to 0, and the compensation with it.
+            compensation = select(0.0, (total - acc * params.scale) - y, finite);
             acc = total;
         } else {
             acc = combine(params.op, acc, x);
@@ -495,5 +498,101 @@ fn scan_product_gradient(@builtin(global_invocation_id) id: vec3<u32>, @builtin(
     }
     if (!finished) {
         carried[2u * lane] = product_before;
+    }
+}
+
+// --- integer reductions, exact, on the 4-byte words of int32, uint32 and bool tensors: `word_identity` and
+// `word_combine` (u32, wrapping) come from the table's word columns. An int32 word is read and written XORed with
+// params.flip (its sign bit, for max, min, argmax and argmin), so that u32 order is its signed order; a sum or
+// product is the same bits for either. The host runs axis stages over chunks of at most AXIS_CHUNK elements
+// (LAST_AXIS_CHUNK for the last) until one word per lane is left, so no invocation loops long. ---
+
+@group(0) @binding(1) var<storage, read_write> input_words: array<u32>;
+@group(0) @binding(3) var<storage, read_write> out_words: array<u32>;
+@group(0) @binding(7) var<storage, read_write> carried_words: array<u32>;
+
+// As axis_reduce: one invocation per output of [outer, chunks, inner] (an empty axis gives the identity).
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn axis_reduce_words(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let j = linear_index(id, groups);
+    if (j >= params.outer * params.chunks * params.inner) {
+        return;
+    }
+    let i = j % params.inner;
+    let c = (j / params.inner) % params.chunks;
+    let o = j / (params.inner * params.chunks);
+    let first = c * params.chunk;
+    let last = min(first + params.chunk, params.len);
+    let op = params.op;
+    let flip = params.flip;
+    var acc = word_identity(op);
+    for (var k = first; k < last; k = k + 1u) {
+        acc = word_combine(op, acc, input_words[(o * params.len + k) * params.inner + i] ^ flip);
+    }
+    out_words[params.out_base + j] = acc ^ flip;
+}
+
+// As axis_argmax over words: the first index of the largest (smallest) word on ties.
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn axis_argmax_words(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let j = linear_index(id, groups);
+    if (j >= params.outer * params.chunks * params.inner) {
+        return;
+    }
+    let i = j % params.inner;
+    let c = (j / params.inner) % params.chunks;
+    let o = j / (params.inner * params.chunks);
+    let first = c * params.chunk;
+    let last = min(first + params.chunk, params.len);
+    let largest = params.op == OP_ARGMAX;
+    var best = 0u;
+    var best_index = 0xffffffffu;
+    for (var k = first; k < last; k = k + 1u) {
+        let at = (o * params.len + k) * params.inner + i;
+        let x = input_words[at] ^ params.flip;
+        var index = k;
+        if (params.indexed == 1u) {
+            index = in_index[at];
+        }
+        let beats = select((x < best), (x > best), largest);
+        if (best_index == 0xffffffffu || beats || (x == best && index < best_index)) {
+            best = x;
+            best_index = index;
+        }
+    }
+    out_words[j] = best ^ params.flip;
+    out_index[j] = best_index;
+}
+
+// As scan over words (sums and products, no compensation: they are exact): one invocation per lane, in passes
+// of [step_begin, step_end) carrying each lane's running value.
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn scan_words(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let lane = linear_index(id, groups);
+    if (lane >= params.outer * params.inner) {
+        return;
+    }
+    let o = lane / params.inner;
+    let n = lane % params.inner;
+    let out_len = params.len + params.initial;
+    let in_base = o * params.len * params.inner + n;
+    let out_base = o * out_len * params.inner + n;
+    let forward = params.reverse == 0u;
+    let shift = select(0u, params.initial, forward);
+    var acc = word_identity(params.op);
+    if (params.step_begin == 0u) {
+        if (params.initial != 0u) {
+            out_words[out_base + select(params.len, 0u, forward) * params.inner] = acc;
+        }
+    } else {
+        acc = carried_words[lane];
+    }
+    for (var step = params.step_begin; step < params.step_end; step = step + 1u) {
+        let i = select(params.len - 1u - step, step, forward);
+        acc = word_combine(params.op, acc, input_words[in_base + i * params.inner]);
+        out_words[out_base + (i + shift) * params.inner] = acc;
+    }
+    if (params.step_end < params.len) {
+        carried_words[lane] = acc;
     }
 }

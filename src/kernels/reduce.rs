@@ -132,8 +132,29 @@ fn generated() -> String {
     let accumulate_long = format!(
         "fn accumulate_long(op: u32, base: u32, first: u32, last: u32) -> vec4<f32> {{\n    switch op {{\n{accumulate_long}        default: {{ return vec4<f32>(nan()); }}\n    }}\n}}\n\n"
     );
+    // The word forms, for the rows that have them (an unknown code, or a row without one, yields 0).
+    let word_switch = |signature: &str, column: fn(&ReduceRow) -> &'static str| {
+        let cases: String = ReduceOp::ALL
+            .iter()
+            .filter(|row| !row.word_combine.is_empty())
+            .map(|row| {
+                format!(
+                    "        case {}u: {{ return {}; }}\n",
+                    row.op as u32,
+                    column(row)
+                )
+            })
+            .collect();
+        format!("fn {signature} {{\n    switch op {{\n{cases}        default: {{ return 0u; }}\n    }}\n}}\n\n")
+    };
+    let words = format!(
+        "{}{}",
+        word_switch("word_identity(op: u32) -> u32", |row| row.word_identity),
+        word_switch("word_combine(op: u32, a: u32, b: u32) -> u32", |row| row
+            .word_combine),
+    );
     format!(
-        "{}\n{}{}{accumulate4}{combine4_functions}{accumulate_long}",
+        "{}\n{}{}{accumulate4}{combine4_functions}{accumulate_long}{words}",
         wgsl_constants(&[("OP_ARGMAX", ARGMAX_CODE), ("OP_ARGMIN", ARGMIN_CODE)]),
         switch("identity(op: u32) -> f32", |row| row.identity, "nan()"),
         switch(
@@ -160,6 +181,9 @@ static PROD_BACKWARD: Kernel = Kernel::new(&REDUCE, "prod_backward", &[1, 3, 5, 
 static INFINITE_TO_ZERO: Kernel = Kernel::new(&REDUCE, "infinite_to_zero", &[1, 3]);
 static SCAN: Kernel = Kernel::new(&REDUCE, "scan", &[1, 3, 7]);
 static SCAN_PRODUCT_GRADIENT: Kernel = Kernel::new(&REDUCE, "scan_product_gradient", &[1, 3, 7]);
+static AXIS_REDUCE_WORDS: Kernel = Kernel::new(&REDUCE, "axis_reduce_words", &[1, 3]);
+static AXIS_ARGMAX_WORDS: Kernel = Kernel::new(&REDUCE, "axis_argmax_words", &[1, 2, 3, 4]);
+static SCAN_WORDS: Kernel = Kernel::new(&REDUCE, "scan_words", &[1, 3, 7]);
 static AXIS_REDUCE_SUBGROUP: Kernel =
     Kernel::new(&REDUCE_SUBGROUP, "axis_reduce_subgroup", &[1, 3]);
 
@@ -255,6 +279,8 @@ struct Params {
     /// The steps of a pass of the scans and of `sum_in_order`: [step_begin, step_end) of `len`.
     step_begin: u32,
     step_end: u32,
+    /// The word kernels XOR each word read and written with this: int32's sign bit where order matters.
+    flip: u32,
 }
 
 impl Default for Params {
@@ -996,6 +1022,8 @@ pub(crate) fn scan(
         reverse: u32::from(reverse),
         initial: u32::from(initial),
         compensated: u32::from(op == ReduceOp::Sum),
+        // The compensation's 1.0, which the shader cannot see is 1.0 (see `scan`).
+        scale: 1.0,
         ..Params::default()
     };
     in_lane_passes(runtime, name, lanes, |runtime, carried| {
@@ -1007,6 +1035,166 @@ pub(crate) fn scan(
             };
             runtime.dispatch(
                 &SCAN,
+                bytemuck::bytes_of(&params),
+                &[input, out, carried],
+                groups(runtime, lanes.outer * lanes.inner),
+            )?;
+        }
+        Ok(())
+    })
+}
+
+/// int32's sign bit, which the word kernels flip where an op compares words, so that u32 order is signed order.
+const SIGN_BIT: u32 = 0x8000_0000;
+
+/// What the word kernels XOR each word with for `op` over words that are `signed` (int32).
+fn word_flip(op: Reduction, signed: bool) -> u32 {
+    let ordered = match op {
+        Reduction::Value(op) => op.row().word_order,
+        Reduction::Argmax | Reduction::Argmin => true,
+    };
+    if signed && ordered {
+        SIGN_BIT
+    } else {
+        0
+    }
+}
+
+/// Reduces the 4-byte words of `input` (int32 where `signed`, else uint32 or bool), seen as `lanes`, along the
+/// lanes' middle axis into `out`, exactly: one word (or one u32 index for argmax and argmin) per lane, through
+/// the table's word forms. Axis stages over chunks of at most `AXIS_CHUNK` words (`LAST_AXIS_CHUNK` for the
+/// last), so no invocation loops long; integer sums and products wrap and are associative, max and min exact,
+/// so every order gives the same words. An empty axis gives the identity (the ops layer refuses max, min,
+/// argmax and argmin of nothing first).
+#[allow(clippy::too_many_arguments)] // as `reduce`, with the words' signedness
+pub(crate) fn reduce_words(
+    runtime: &mut Runtime,
+    name: &'static str,
+    op: Reduction,
+    signed: bool,
+    input: BufferRange,
+    lanes: Lanes,
+    out: BufferRange,
+) -> Result<()> {
+    let mut scratch = Scratch {
+        allocations: Vec::new(),
+    };
+    // An empty axis reads nothing; the output stands in for the input, which has no range to bind.
+    let input = if lanes.len == 0 { out } else { input };
+    let mut stage = Stage {
+        values: input,
+        indices: None,
+        view: lanes,
+    };
+    let outcome = (|| -> Result<()> {
+        loop {
+            let Lanes { outer, len, inner } = stage.view;
+            let chunk = if len <= LAST_AXIS_CHUNK {
+                len.max(1)
+            } else {
+                AXIS_CHUNK
+            };
+            let chunks = len.div_ceil(chunk).max(1);
+            let outputs = outer * chunks * inner;
+            let last = chunks == 1;
+            let (values, indices) = match (last, op.is_arg()) {
+                (true, false) => (out, None),
+                (true, true) => (scratch.take(runtime, outputs)?, Some(out)),
+                (false, arg) => {
+                    let values = scratch.take(runtime, outputs)?;
+                    let indices = if arg {
+                        Some(scratch.take(runtime, outputs)?)
+                    } else {
+                        None
+                    };
+                    (values, indices)
+                }
+            };
+            let limits = Limits::of(runtime.limits());
+            limits.expect_bindable(name, stage.values)?;
+            limits.expect_bindable(name, values)?;
+            let params = Params {
+                outer: outer as u32,
+                len: len as u32,
+                inner: inner as u32,
+                op: op.code(),
+                chunk: chunk as u32,
+                chunks: chunks as u32,
+                indexed: u32::from(stage.indices.is_some()),
+                flip: word_flip(op, signed),
+                ..Params::default()
+            };
+            let workgroups = groups(runtime, outputs);
+            match indices {
+                Some(indices) => {
+                    // Without carried indices the kernel ignores binding 2; bind the values there.
+                    let carried = stage.indices.unwrap_or(stage.values);
+                    runtime.dispatch(
+                        &AXIS_ARGMAX_WORDS,
+                        bytemuck::bytes_of(&params),
+                        &[stage.values, carried, values, indices],
+                        workgroups,
+                    )?;
+                }
+                None => runtime.dispatch(
+                    &AXIS_REDUCE_WORDS,
+                    bytemuck::bytes_of(&params),
+                    &[stage.values, values],
+                    workgroups,
+                )?,
+            }
+            if last {
+                return Ok(());
+            }
+            stage = Stage {
+                values,
+                indices,
+                view: Lanes {
+                    outer,
+                    len: chunks,
+                    inner,
+                },
+            };
+        }
+    })();
+    scratch.release(runtime);
+    outcome
+}
+
+/// Running sums or products (`op`) of the 4-byte words of `input` (int32, uint32 or bool: the same wrapping
+/// words for each) along the lanes' middle axis into `out`, as [`scan`] lays them out: exact, in passes.
+pub(crate) fn scan_words(
+    runtime: &mut Runtime,
+    name: &'static str,
+    op: ReduceOp,
+    input: BufferRange,
+    lanes: Lanes,
+    (reverse, initial): (bool, bool),
+    out: BufferRange,
+) -> Result<()> {
+    // An empty axis (with `initial`) reads nothing; the output stands in for the input.
+    let input = if lanes.len == 0 { out } else { input };
+    let limits = Limits::of(runtime.limits());
+    limits.expect_bindable(name, input)?;
+    limits.expect_bindable(name, out)?;
+    let params = Params {
+        outer: lanes.outer as u32,
+        len: lanes.len as u32,
+        inner: lanes.inner as u32,
+        op: op as u32,
+        reverse: u32::from(reverse),
+        initial: u32::from(initial),
+        ..Params::default()
+    };
+    in_lane_passes(runtime, name, lanes, |runtime, carried| {
+        for (begin, end) in passes(lanes.len) {
+            let params = Params {
+                step_begin: begin as u32,
+                step_end: end as u32,
+                ..params
+            };
+            runtime.dispatch(
+                &SCAN_WORDS,
                 bytemuck::bytes_of(&params),
                 &[input, out, carried],
                 groups(runtime, lanes.outer * lanes.inner),
@@ -1079,11 +1267,11 @@ reflected_layout!(
     kernels: [
         CHUNK_REDUCE, CHUNK_REDUCE_VEC4, CHUNK_REDUCE_LONG, CHUNK_ARGMAX, AXIS_REDUCE, AXIS_ARGMAX, CHUNK_REDUCE_STRIDED,
         AXIS_REDUCE_LANES, SUM_IN_ORDER, ZEROS_TO_ONES, ZERO_INDICATOR, PROD_BACKWARD, INFINITE_TO_ZERO, SCAN,
-        SCAN_PRODUCT_GRADIENT
+        SCAN_PRODUCT_GRADIENT, AXIS_REDUCE_WORDS, AXIS_ARGMAX_WORDS, SCAN_WORDS
     ],
     params: {
         outer, len, inner, op, chunk, chunks, scale, indexed, index_base, blocks, infinity, out_base, reverse,
-        initial, compensated, step_begin, step_end
+        initial, compensated, step_begin, step_end, flip
     }
 );
 
@@ -1098,7 +1286,7 @@ pub(crate) mod subgroup {
         ],
         params: {
             outer, len, inner, op, chunk, chunks, scale, indexed, index_base, blocks, infinity, out_base,
-            reverse, initial, compensated, step_begin, step_end
+            reverse, initial, compensated, step_begin, step_end, flip
         }
     );
 }

@@ -53,6 +53,11 @@ fn binary(lhs: &Tensor, rhs: &Tensor, op: BinaryOp, expand_to: Option<&[usize]>)
 
 fn unary(input: &Tensor, op: UnaryOp, scalar: f32) -> Result<Tensor> {
     let name = op.name();
+    if input.dtype().is_integer() {
+        if let Some(out) = integer_unary(input, op)? {
+            return Ok(out);
+        }
+    }
     if input.dtype() != DType::F32 {
         if op.takes_scalar() {
             // A scalar form's value is an f32; an integer tensor takes a 0-d tensor of its dtype instead.
@@ -68,6 +73,31 @@ fn unary(input: &Tensor, op: UnaryOp, scalar: f32) -> Result<Tensor> {
         elementwise::unary(runtime, op, scalar, source, target, elements)
     })?;
     Ok(out)
+}
+
+/// The float ops whose integer forms need no table row of their own, exactly: rounding an integer (floor,
+/// ceil, trunc, round) gives the integer itself, a copy, as the Array API standard says; the sign of an int32 is
+/// it clamped to [-1, 1], of a uint32 it clamped to at most 1. None: the op's integer form is the logic table's
+/// (or it has none).
+fn integer_unary(input: &Tensor, op: UnaryOp) -> Result<Option<Tensor>> {
+    let dtype = input.dtype();
+    match op {
+        UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Trunc | UnaryOp::Round => {
+            input.copy_words_as(dtype).map(Some)
+        }
+        UnaryOp::Sign => {
+            let one = input.upload_u32_beside(&[1])?.copy_words_as(dtype)?;
+            let at_most_one = input.minimum(&one)?;
+            if dtype == DType::U32 {
+                return Ok(Some(at_most_one));
+            }
+            let minus_one = input
+                .upload_u32_beside(&[(-1i32) as u32])?
+                .copy_words_as(dtype)?;
+            at_most_one.maximum(&minus_one).map(Some)
+        }
+        _ => Ok(None),
+    }
 }
 
 macro_rules! unary_methods {

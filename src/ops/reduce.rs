@@ -4,6 +4,11 @@
 //! Edge cases follow NumPy: a NaN makes every value reduction NaN and is where argmax and argmin point (the
 //! first one); max of a row of −inf is −inf; over an empty axis each row's `empty` answers (sum 0, prod 1,
 //! mean NaN), while max, min, argmax and argmin of nothing are errors.
+//!
+//! int32 and uint32 tensors reduce exactly, on their words (the table's word columns): sum and prod wrap as
+//! NumPy's fixed-width integers do and keep the dtype; a bool tensor's sum and prod give int32 (the default
+//! integer dtype; NumPy's int64 is no dtype here); max, min, argmax and argmin take numbers, not bools; mean takes
+//! floats only, as the Array API standard defines it. The running sums and products follow the same rules.
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -12,9 +17,32 @@ use crate::op::reduce::{for_each_reduce_op, ReduceOp, Reduction};
 use crate::shape::{self, element_count, lanes, reduction_name, Lanes};
 use crate::tensor::Tensor;
 
+/// The dtype of `reduction`'s result over `input`, or the error naming the dtypes it takes: the one home of
+/// which reductions take which dtypes ([`ReduceOp::output`] for the value ones; argmax and argmin take every
+/// numeric dtype and give u32 indices).
+fn reduced_dtype(input: &Tensor, name: &'static str, reduction: Reduction) -> Result<DType> {
+    let dtype = input.dtype();
+    let output = match reduction {
+        Reduction::Value(op) => op.output(dtype),
+        Reduction::Argmax | Reduction::Argmin => (dtype != DType::Bool).then_some(DType::U32),
+    };
+    output.ok_or(Error::DTypes {
+        op: name,
+        expected: match reduction {
+            Reduction::Value(op) if op.row().word_combine.is_empty() => {
+                "floating-point (float32) tensors only: the Array API standard defines it for floating-point \
+                 dtypes; convert an integer one with astype(float32) first. It takes float32"
+            }
+            Reduction::Value(op) if !op.row().word_order => "float32, int32, uint32 or bool",
+            _ => "float32, int32 or uint32",
+        },
+        found: dtype,
+    })
+}
+
 fn reduce(input: &Tensor, axis: Option<usize>, reduction: Reduction) -> Result<Tensor> {
     let name = reduction_name(reduction);
-    input.expect_dtype(name, DType::F32)?;
+    reduced_dtype(input, name, reduction)?;
     let (view, out_shape) = shape::reduction(reduction, input.shape(), axis)?;
     reduce_lanes(input, name, reduction, view, &out_shape)
 }
@@ -32,12 +60,20 @@ fn reduce_lanes(
         Reduction::Argmax | Reduction::Argmin => None,
     };
     let empty = row.and_then(|row| row.empty);
-    let dtype = if reduction.is_arg() {
-        DType::U32
-    } else {
-        DType::F32
-    };
+    let dtype = reduced_dtype(input, name, reduction)?;
     let out = input.output(name, out_shape, dtype)?;
+    if input.dtype() != DType::F32 {
+        // Integer and bool words, exactly (an empty axis gives the row's word identity).
+        if out.is_empty() {
+            return Ok(out);
+        }
+        let (source, target) = (input.range()?, out.range()?);
+        let signed = input.dtype() == DType::I32;
+        input.with_runtime(|runtime| {
+            reduce::reduce_words(runtime, name, reduction, signed, source, view, target)
+        })?;
+        return Ok(out);
+    }
     if let (0, Some(value)) = (view.len, empty) {
         out.fill_(value)?;
         return Ok(out);
@@ -104,7 +140,7 @@ fn reduce_over_axes(
     reduction: Reduction,
 ) -> Result<Tensor> {
     let name = reduction_name(reduction);
-    input.expect_dtype(name, DType::F32)?;
+    reduced_dtype(input, name, reduction)?;
     let (axes, out_shape) = shape::reduction_over_axes(reduction, input.shape(), axes, keepdims)?;
     let (moved, view) = lanes_over_axes(input, &axes)?;
     reduce_lanes(
@@ -378,14 +414,26 @@ impl Tensor {
         axis: Option<usize>,
         (reverse, initial): (bool, bool),
     ) -> Result<Tensor> {
-        self.expect_dtype(name, DType::F32)?;
+        let dtype = op.output(self.dtype()).ok_or(Error::DTypes {
+            op: name,
+            expected: "float32, int32, uint32 or bool",
+            found: self.dtype(),
+        })?;
         let axis = scan_axis(name, self.shape(), axis)?;
         let (view, _) = lanes(name, self.shape(), Some(axis))?;
         let mut out_shape = self.shape().to_vec();
         out_shape[axis] += usize::from(initial);
         element_count(name, &out_shape)?;
-        let out = self.output(name, &out_shape, DType::F32)?;
+        let out = self.output(name, &out_shape, dtype)?;
         if out.is_empty() {
+            return Ok(out);
+        }
+        if self.dtype() != DType::F32 {
+            // Integer and bool words, exactly, wrapping (an empty axis gives the identity alone).
+            let (source, target) = (self.range()?, out.range()?);
+            self.with_runtime(|runtime| {
+                reduce::scan_words(runtime, name, op, source, view, (reverse, initial), target)
+            })?;
             return Ok(out);
         }
         if self.is_empty() {

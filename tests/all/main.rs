@@ -18,6 +18,7 @@ mod ops_creation;
 mod ops_edges;
 mod ops_elementwise;
 mod ops_index;
+mod ops_integer;
 mod ops_layout;
 mod ops_linear;
 mod ops_logic;
