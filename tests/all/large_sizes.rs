@@ -336,3 +336,29 @@ fn window_gradients_take_every_tap_of_large_windows(backend: &Backend, variant: 
         );
     }
 }
+
+per_backend!(a_long_running_sum_stays_within_a_rounding_or_two);
+fn a_long_running_sum_stays_within_a_rounding_or_two(backend: &Backend) {
+    let session = backend.poisoned();
+    let mut rng = Rng::fresh("compensated scan");
+    // Values whose plain f32 running sum drifts by about 1e-5 over 2^16 + 1 of them; the compensated one
+    // stays within a few roundings of the exact sum at every element.
+    let data: Vec<f32> = (0..PAST_LOOP_LIMIT)
+        .map(|_| rng.uniform(0.5, 1.5))
+        .collect();
+    let x = session.upload(&data, &[PAST_LOOP_LIMIT]).expect("x");
+    let got = x
+        .cumulative_sum(None, false)
+        .expect("cumulative_sum")
+        .to_vec()
+        .expect("read");
+    let mut exact = 0.0f64;
+    for (i, (&value, &sum)) in data.iter().zip(&got).enumerate() {
+        exact += f64::from(value);
+        let error = (f64::from(sum) - exact).abs() / exact;
+        assert!(
+            error < 2.0 * f64::from(f32::EPSILON),
+            "element {i}: {sum} against {exact}"
+        );
+    }
+}
