@@ -62,6 +62,17 @@ NOT_PROVIDED: dict[str, str] = {
     "unique_inverse": "only unique_values: the inverse needs a second data-dependent read-back",
 }
 
+# Functions here that take floats where the standard also takes integer dtypes, with why: calling one with an
+# int32 or uint32 tensor is a DTypeError (astype to float32 first, exact up to 2^24). The statistical functions
+# (sum, prod, max, min, argmax, argmin, cumulative_sum, cumulative_prod) and floor, ceil, trunc, round and sign
+# take int32 and uint32 exactly, wrapping as NumPy's fixed-width integers; the sum and product of bool give int32,
+# the default integer dtype (NumPy gives int64, which tensors cannot hold); mean takes floats only, as the
+# standard defines it.
+INTEGER_DTYPES_NOT_PROVIDED: dict[str, str] = {
+    "matmul": "not implemented yet: integer matrix products need an exact wrapping kernel of their own",
+    "pow": "not implemented yet: integer powers need an exact wrapping form of their own",
+}
+
 e = math.e
 inf = math.inf
 nan = math.nan
