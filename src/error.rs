@@ -147,6 +147,10 @@ pub enum Error {
     /// before it is complete, none after it began.
     #[error("interrupted between training steps; the model holds its last complete step")]
     Interrupted,
+    /// The caller stopped a wait for the GPU (the interrupt check, Ctrl-C): the work already submitted still
+    /// runs to its end, and the session goes on.
+    #[error("interrupted while waiting for the GPU; the work already submitted finishes in the background")]
+    WaitInterrupted,
 
     // --- checkpoints ---
     /// A checkpoint could not be written or read, or does not fit the model it is loaded into.
@@ -270,7 +274,7 @@ impl Error {
             Error::Checkpoint { .. } => ErrorKind::Checkpoint,
             Error::TuningCache { .. } => ErrorKind::TuningCache,
             Error::Diverged { .. } => ErrorKind::Diverged,
-            Error::Interrupted => ErrorKind::Interrupted,
+            Error::Interrupted | Error::WaitInterrupted => ErrorKind::Interrupted,
             Error::Driver { .. } => ErrorKind::Driver,
             Error::Bench { .. } => ErrorKind::Bench,
         }

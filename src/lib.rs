@@ -63,6 +63,7 @@ pub use optim::{
     Adam, Optimizer, OptimizerKind, OptimizerRule, OptimizerState, RuleOptimizer, Sgd,
 };
 pub use pool::MemoryStats;
+pub use runtime::set_interrupt_check;
 pub use runtime::Counters;
 pub use runtime::{
     tuning_cache_dir, tuning_cache_file, MatmulKernel, PickSource, Tuning, TuningRecord,

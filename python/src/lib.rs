@@ -40,9 +40,26 @@ fn devices(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
         .collect()
 }
 
+/// Ctrl-C during one long operation (a large product read back): a wait for the GPU asks, every 50 ms, whether
+/// a Python signal handler raised, and gives up with KeyboardInterrupt if one did. Only the thread that imported
+/// the module (the main thread, which alone runs Python's handlers) takes the GIL for it. (A driver that runs
+/// the work inside its submission, as lavapipe does, leaves nothing to wait for: there the interrupt is raised
+/// once the work is done.)
+fn install_interrupt_check() {
+    let main = std::thread::current().id();
+    wgcompute::set_interrupt_check(move || {
+        std::thread::current().id() == main && Python::attach(|py| py.check_signals().is_err())
+    });
+}
+
 #[pymodule]
 fn _wgcompute(module: &Bound<'_, PyModule>) -> PyResult<()> {
     fork::install();
+    install_interrupt_check();
+    // NumPy's C API, loaded now rather than by the first tensor converted: loading it runs Python code, and a
+    // Ctrl-C pending then (one pressed during a long read-back) would make the conversion panic instead of
+    // raising KeyboardInterrupt after it.
+    numpy::PyArray1::<f32>::zeros(module.py(), 0, false);
     module.add_class::<session::Session>()?;
     module.add_class::<session::CloseReport>()?;
     module.add_class::<session::MemoryStats>()?;

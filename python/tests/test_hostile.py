@@ -211,6 +211,42 @@ def test_ctrl_c_stops_a_fit_within_about_a_second(adapter, tmp_path):
     assert lines[-1] == "usable", done.stdout
 
 
+_INTERRUPTED_READ_BACK = """
+import os, signal, sys, threading, time
+signal.signal(signal.SIGINT, signal.default_int_handler)
+import numpy as np
+import wgcompute as wg
+
+with wg.Session(adapter=sys.argv[1]) as s:
+    a = s.ones((3072, 3072))
+    # Long operations: products read back, seconds of work each on a CPU adapter.
+    threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+    started = time.monotonic()
+    try:
+        for _ in range(20):
+            (a @ a).numpy()
+        print("finished", flush=True)
+    except KeyboardInterrupt:
+        print(f"interrupted after {time.monotonic() - started:.2f}", flush=True)
+    # The session goes on: the abandoned work finishes in the background.
+    print("usable" if float((s.ones((2,)) * 2.0).sum().numpy()) == 4.0 else "broken", flush=True)
+"""
+
+
+def test_ctrl_c_during_one_long_operation_raises_keyboard_interrupt(adapter, tmp_path):
+    script = tmp_path / "interrupted_read_back.py"
+    script.write_text(_INTERRUPTED_READ_BACK)
+    done = run_interrupted_child(script, [adapter])
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.split()
+    # KeyboardInterrupt, not a panic of the conversion that follows, and not after all twenty products: on a
+    # driver that runs work asynchronously the wait gives up within 50 ms; lavapipe and llvmpipe run it inside
+    # the submission, so there it comes once the product in flight is done.
+    assert lines[0] == "interrupted", done.stdout + done.stderr[-3000:]
+    assert "PanicException" not in done.stderr
+    assert lines[-1] == "usable", done.stdout
+
+
 def _sparse_mlp_file(path, width, layers, fill=b""):
     """A wgcompute.mlp file of ``layers`` [width, width] layers whose data is a hole (zeros, no disk), followed by
     ``fill`` at the start of the data: a file of gigabytes made in no time."""

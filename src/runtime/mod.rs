@@ -21,6 +21,26 @@ pub use tuner::{
     CACHE_DIR_ENV, TUNING_ENV,
 };
 
+/// How long a wait for the GPU blocks before it asks the interrupt check again.
+const WAIT_SLICE: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// What [`set_interrupt_check`] installed.
+type InterruptCheck = Box<dyn Fn() -> bool + Send + Sync>;
+
+static INTERRUPT_CHECK: std::sync::OnceLock<InterruptCheck> = std::sync::OnceLock::new();
+
+/// Installs, once for the process, a check that a wait for the GPU (a read-back, a flush that must finish) asks
+/// every 50 ms: when it returns true the wait gives up with [`Error::WaitInterrupted`], the work already
+/// submitted finishing in the background. A front end passes its signal check (Python's, so that Ctrl-C is
+/// answered during one long operation). Returns false where a check was installed already.
+pub fn set_interrupt_check(check: impl Fn() -> bool + Send + Sync + 'static) -> bool {
+    INTERRUPT_CHECK.set(Box::new(check)).is_ok()
+}
+
+fn interrupt_requested() -> bool {
+    INTERRUPT_CHECK.get().is_some_and(|check| check())
+}
+
 /// Matmul kernel families. GPUs reward staging tiles in workgroup memory; llvmpipe (a CPU adapter) pays more
 /// for the barriers than the staging saves, and runs register-tiled kernels best.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -545,17 +565,44 @@ impl Runtime {
     /// Submits and waits until the device has finished everything.
     pub fn sync(&mut self) -> Result<()> {
         self.flush()?;
-        self.wait()
+        self.wait(false)
     }
 
-    fn wait(&self) -> Result<()> {
-        self.device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map(|_| ())
-            .map_err(|error| Error::DeviceLost {
-                reason: error.to_string(),
-                source: Some(Box::new(error)),
-            })
+    /// Waits for the submitted work; an `interruptible` wait (a read-back, where a caller blocks on its result)
+    /// goes in slices of [`WAIT_SLICE`], asking the interrupt check (see [`set_interrupt_check`]) between them
+    /// whether to give up. The tuner's timing runs and a close wait whole: an interruption there would be taken
+    /// for a failed candidate, or leave buffers in use.
+    fn wait(&self, interruptible: bool) -> Result<()> {
+        if !interruptible {
+            return self
+                .device
+                .poll(wgpu::PollType::wait_indefinitely())
+                .map(|_| ())
+                .map_err(|error| Error::DeviceLost {
+                    reason: error.to_string(),
+                    source: Some(Box::new(error)),
+                });
+        }
+        loop {
+            let slice = wgpu::PollType::Wait {
+                submission_index: None,
+                timeout: Some(WAIT_SLICE),
+            };
+            match self.device.poll(slice) {
+                Ok(_) => return Ok(()),
+                Err(wgpu::PollError::Timeout) => {
+                    if interrupt_requested() {
+                        return Err(Error::WaitInterrupted);
+                    }
+                }
+                Err(error) => {
+                    return Err(Error::DeviceLost {
+                        reason: error.to_string(),
+                        source: Some(Box::new(error)),
+                    })
+                }
+            }
+        }
     }
 
     /// Writes bytes into a range that recorded commands may read: they are submitted first, since the queue runs
@@ -677,7 +724,7 @@ impl Runtime {
             // The receiver waits below; if it is gone there is no one to tell.
             let _ = sender.send(outcome);
         });
-        self.wait()?;
+        self.wait(true)?;
         match receiver.recv() {
             Ok(Ok(())) => {}
             Ok(Err(error)) => {

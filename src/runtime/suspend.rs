@@ -325,7 +325,7 @@ impl Runtime {
             if let Some(refusal) = refusal {
                 return Err(self.refused("resume", bytes, refusal));
             }
-            self.wait()?;
+            self.wait(false)?;
             start = end;
         }
         self.sync()?;
