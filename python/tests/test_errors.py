@@ -802,3 +802,16 @@ def test_an_array_api_version_past_the_implemented_one_is_refused(make_session, 
     session = make_session(adapter)
     with pytest.raises(wgcompute.InvalidArgumentError, match="2024.12"):
         session.ones((2,)).__array_namespace__(api_version=version)
+
+
+def test_softmax_over_an_empty_axis_names_the_callers_axis_and_shape(session):
+    for op in (wgcompute.softmax, wgcompute.log_softmax):
+        with pytest.raises(wgcompute.ShapeError, match=r"along axis 0; got shape \(0, 3\)"):
+            op(session.zeros((0, 3)), axis=0)
+
+
+def test_logsumexp_of_nothing_is_minus_infinity_as_numpy_s(session):
+    # log(sum(exp([]))) = log(0): SciPy's logsumexp and NumPy's log of an empty sum agree.
+    assert float(wgcompute.logsumexp(session.zeros((0,))).numpy()) == -np.inf
+    np.testing.assert_array_equal(wgcompute.logsumexp(session.zeros((2, 0)), axis=1).numpy(), [-np.inf, -np.inf])
+    assert wgcompute.logsumexp(session.zeros((0, 2)), axis=1).shape == (0,)

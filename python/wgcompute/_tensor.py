@@ -443,6 +443,9 @@ class Tensor:
     def _along_last(self, axis: int, op: str) -> Tensor:
         axis = self._axis(axis)
         last = self.ndim - 1
+        if self.shape[axis] == 0:
+            # Said in the caller's axis and shape: the library sees the axis moved last.
+            raise ShapeError(f"{op} needs at least one element along axis {axis}; got shape {self.shape}")
         if axis == last:
             return self._op((self,), getattr(self._t, op), lambda tape: getattr(tape, op)(self._t))
         order = list(range(self.ndim))

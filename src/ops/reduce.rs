@@ -335,12 +335,26 @@ impl Tensor {
     ) -> Result<(Tensor, Vec<usize>)> {
         const NAME: &str = "logsumexp";
         self.expect_dtype(NAME, DType::F32)?;
+        // Shaped as a sum's: lanes of no element are allowed, their log-sum-exp being -inf.
         let (_, out_shape) = shape::reduction_over_axes(
-            Reduction::Value(ReduceOp::Max),
+            Reduction::Value(ReduceOp::Sum),
             self.shape(),
             axes,
             keepdims,
         )?;
+        if self.is_empty() {
+            // Lanes of no element: the sum of their exps is 0 and the log-sum-exp -inf, as NumPy's and SciPy's;
+            // a shift of 0 gives that, where the max of nothing is undefined.
+            let (_, kept) = shape::reduction_over_axes(
+                Reduction::Value(ReduceOp::Sum),
+                self.shape(),
+                axes,
+                true,
+            )?;
+            let shift = self.output(NAME, &kept, DType::F32)?;
+            shift.fill_(0.0)?;
+            return Ok((shift, out_shape));
+        }
         let max = self.reduce_axes(ReduceOp::Max, axes, true)?;
         let shift = max.output(NAME, max.shape(), DType::F32)?;
         let (source, target, elements) = (max.range()?, shift.range()?, max.len() as u64);
