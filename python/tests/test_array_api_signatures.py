@@ -29,9 +29,8 @@ _NO_LIKE_DEVICE = (
     "TypeError, never ignored"
 )
 _NO_REDUCTION_DTYPE = (
-    "not supported: sums and products take float32 tensors (integer and bool ones are a DTypeError) and give "
-    "float32, with no float64 to accumulate in; astype converts an input first. Passing dtype= is a TypeError, "
-    "never ignored"
+    "not supported: sums and products give their input's dtype (int32 for bool), with no float64 or int64 to "
+    "accumulate in; astype converts an input first. Passing dtype= is a TypeError, never ignored"
 )
 
 # Differences from the reference a standard call can meet, by function: (why, the differences as
