@@ -267,7 +267,7 @@ def test_python_scalars_follow_the_standard(session):
 def test_float_only_ops_name_the_op_and_the_dtype(session):
     for dtype in (np.int32, np.bool_):
         x = session.tensor(np.ones((2, 2), dtype=dtype))
-        for name, mistake in (("exp", x.exp), ("sum", x.sum), ("matmul", lambda x=x: x @ x), ("softmax", x.softmax)):
+        for name, mistake in (("exp", x.exp), ("mean", x.mean), ("matmul", lambda x=x: x @ x), ("softmax", x.softmax)):
             with pytest.raises(wg.DTypeError) as raised:
                 mistake()
             assert name in str(raised.value) and np.dtype(dtype).name in str(raised.value)
