@@ -255,3 +255,34 @@ def test_a_convolution_along_a_long_axis_and_its_gradient(session, rng):
     (gradient,) = tape.gradient(cost, [w])
     want_gradient = np.stack([signal[0, t : length - 2 + t, :].astype(np.float64).sum(axis=0) for t in range(3)])
     np.testing.assert_allclose(gradient.numpy()[:, :, 0], want_gradient, rtol=1e-4, atol=1e-2)
+
+
+def test_logic_creation_random_and_layout_past_a_float_index(session, rng):
+    n = PAST_FLOAT_INDEX
+    data = rng.uniform(-1.0, 1.0, n).astype(np.float32)
+    x = session.tensor(data)
+    np.testing.assert_array_equal(wg.where(x > 0.0, x, -x).numpy(), np.abs(data))
+    ramp = wg.arange(n, device=session).numpy()
+    assert ramp.shape == (n,) and ramp[-1] == np.float32(n - 1) and ramp[12_345_678] == np.float32(12_345_678)
+    draws = session.rand((n,), seed=3).numpy()
+    assert draws.min() >= 0.0 and draws.max() < 1.0 and abs(float(draws.mean()) - 0.5) < 1e-3
+    np.testing.assert_array_equal(wg.flip(x).numpy(), data[::-1])
+    joined = wg.concat([x, session.ones((3,))]).numpy()
+    np.testing.assert_array_equal(joined[:n], data)
+    np.testing.assert_array_equal(joined[n:], np.ones(3, np.float32))
+
+
+def test_optimizer_steps_over_more_parameters_than_a_loop_takes(session, rng):
+    size = PAST_LOOP_LIMIT
+    start = rng.standard_normal(size).astype(np.float32)
+    gradient = rng.standard_normal(size).astype(np.float32)
+    g = gradient.astype(np.float64)
+    w = wg.Variable(start, session=session)
+    wg.optim.SGD(learning_rate=0.01).apply_gradients([(session.tensor(gradient), w)])
+    np.testing.assert_allclose(w.numpy(), start - 0.01 * g, rtol=1e-6, atol=1e-7)
+    # Adam's first step moves every parameter by about the learning rate against its gradient's sign.
+    w = wg.Variable(start, session=session)
+    wg.optim.Adam(learning_rate=0.01).apply_gradients([(session.tensor(gradient), w)])
+    moved = w.numpy().astype(np.float64) - start
+    big = np.abs(g) > 1e-2
+    np.testing.assert_allclose(moved[big], -0.01 * np.sign(g[big]), rtol=1e-2)
