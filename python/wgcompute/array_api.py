@@ -7,7 +7,8 @@ are the package's own (``wgcompute.abs`` is ``array_api.abs``): this module gath
 names, and adds the few that only the namespace needs (the constants, ``zeros``/``ones``/``full``/``empty``/
 ``asarray`` with ``device=`` a :class:`Session`, ``reshape``, ``signbit``, ``diff``, ``isdtype``, ``meshgrid``,
 ``__array_namespace_info__``). What the standard has and wgcompute does not is listed in :data:`NOT_PROVIDED`,
-with why."""
+with why; functions that are here but refuse a dtype the standard lets them take are listed, with why, in
+:data:`INTEGER_DTYPES_NOT_PROVIDED`."""
 
 from __future__ import annotations
 
