@@ -4,8 +4,8 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::dispatch_windows;
 use super::plan::{passes, Limits};
+use super::{dispatch_windows, Scratch};
 use crate::error::{Error, Result};
 use crate::runtime::{BufferRange, Kernel, Runtime, Shader};
 use crate::shape::{padded_dims, padded_front, MAX_RANK};
@@ -243,41 +243,32 @@ pub(crate) fn scatter_axis(
     };
     // The picks in passes (see PASS_ITERATIONS); between them a sum carries two words an element.
     let ranges = passes(picks.picked as u64);
+    let mut scratch = Scratch::default();
     let carry = if ranges.len() > 1 {
-        Some(runtime.allocate(count * 8)?)
+        scratch.take(runtime, count * 2)
     } else {
-        None
-    };
-    let carry_range = match &carry {
-        Some(allocation) => BufferRange {
-            slab: allocation.slab,
-            offset: allocation.offset,
-            bytes: count * 8,
-        },
         // Not touched by a single pass: any range serves.
-        None => fault,
+        Ok(fault)
     };
-    let mut outcome = limits.expect_bindable(op, carry_range);
-    for (which, &(begin, end)) in ranges.iter().enumerate() {
-        if outcome.is_err() {
-            break;
+    let outcome = carry.and_then(|carry| {
+        limits.expect_bindable(op, carry)?;
+        for (which, &(begin, end)) in ranges.iter().enumerate() {
+            let params = Params {
+                pick_begin: begin as u32,
+                pick_end: end as u32,
+                pass_flags: pass_flags(which, ranges.len()),
+                ..picks.params(count, mode)
+            };
+            runtime.dispatch(
+                &SCATTER_AXIS,
+                bytemuck::bytes_of(&params),
+                &[base, indices, target, fault, values, carry],
+                limits.per_element(count, 1),
+            )?;
         }
-        let params = Params {
-            pick_begin: begin as u32,
-            pick_end: end as u32,
-            pass_flags: pass_flags(which, ranges.len()),
-            ..picks.params(count, mode)
-        };
-        outcome = runtime.dispatch(
-            &SCATTER_AXIS,
-            bytemuck::bytes_of(&params),
-            &[base, indices, target, fault, values, carry_range],
-            limits.per_element(count, 1),
-        );
-    }
-    if let Some(allocation) = carry {
-        runtime.release(allocation);
-    }
+        Ok(())
+    });
+    scratch.release(runtime);
     outcome
 }
 

@@ -41,6 +41,33 @@ use crate::error::Result;
 use crate::runtime::{BufferRange, Kernel, Runtime};
 use crate::shape::MAX_RANK;
 
+/// Temporary ranges of one kernel's work, given back to the pool when it ends (after the batch that uses them,
+/// the pool ordering reuse behind recorded work).
+#[derive(Default)]
+pub(crate) struct Scratch {
+    allocations: Vec<crate::pool::Allocation>,
+}
+
+impl Scratch {
+    /// A range of `elements` 4-byte words, held until [`Scratch::release`].
+    pub(crate) fn take(&mut self, runtime: &mut Runtime, elements: u64) -> Result<BufferRange> {
+        let allocation = runtime.allocate(elements * 4)?;
+        let range = BufferRange {
+            slab: allocation.slab,
+            offset: allocation.offset,
+            bytes: elements * 4,
+        };
+        self.allocations.push(allocation);
+        Ok(range)
+    }
+
+    pub(crate) fn release(self, runtime: &mut Runtime) {
+        for allocation in self.allocations {
+            runtime.release(allocation);
+        }
+    }
+}
+
 /// Every kernel family with variants, and its variants' names: what `SessionOptions::force_variant` accepts and
 /// tuning records name.
 pub fn kernel_variants() -> Vec<(&'static str, &'static [&'static str])> {

@@ -30,10 +30,9 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::dispatch_windows;
 use super::plan::{passes, Limits};
+use super::{dispatch_windows, Scratch};
 use crate::error::Result;
-use crate::pool::Allocation;
 use crate::runtime::{
     size_bucket, wgsl_constants, BufferRange, Kernel, Runtime, Shader, WORKGROUP_SIZE,
 };
@@ -288,30 +287,6 @@ impl Default for Params {
         Self {
             infinity: f32::INFINITY,
             ..<Params as Zeroable>::zeroed()
-        }
-    }
-}
-
-/// Temporary ranges of one reduction, given back to the pool when it ends (after the batch that uses them).
-struct Scratch {
-    allocations: Vec<Allocation>,
-}
-
-impl Scratch {
-    fn take(&mut self, runtime: &mut Runtime, elements: u64) -> Result<BufferRange> {
-        let allocation = runtime.allocate(elements * 4)?;
-        let range = BufferRange {
-            slab: allocation.slab,
-            offset: allocation.offset,
-            bytes: elements * 4,
-        };
-        self.allocations.push(allocation);
-        Ok(range)
-    }
-
-    fn release(self, runtime: &mut Runtime) {
-        for allocation in self.allocations {
-            runtime.release(allocation);
         }
     }
 }
@@ -847,9 +822,7 @@ pub(crate) fn reduce(
     scale: f32,
     out: BufferRange,
 ) -> Result<()> {
-    let mut scratch = Scratch {
-        allocations: Vec::new(),
-    };
+    let mut scratch = Scratch::default();
     let stage = Stage {
         values: input,
         indices: None,
@@ -871,9 +844,7 @@ pub(crate) fn sum_into_slot(
     (record, slot): (BufferRange, u64),
 ) -> Result<()> {
     Limits::of(runtime.limits()).expect_bindable(name, record)?;
-    let mut scratch = Scratch {
-        allocations: Vec::new(),
-    };
+    let mut scratch = Scratch::default();
     let stage = Stage {
         values: input,
         indices: None,
@@ -1026,22 +997,7 @@ pub(crate) fn scan(
         scale: 1.0,
         ..Params::default()
     };
-    in_lane_passes(runtime, name, lanes, |runtime, carried| {
-        for (begin, end) in passes(lanes.len) {
-            let params = Params {
-                step_begin: begin as u32,
-                step_end: end as u32,
-                ..params
-            };
-            runtime.dispatch(
-                &SCAN,
-                bytemuck::bytes_of(&params),
-                &[input, out, carried],
-                groups(runtime, lanes.outer * lanes.inner),
-            )?;
-        }
-        Ok(())
-    })
+    dispatch_lane_passes(runtime, name, &SCAN, lanes, &[params], [input, out])
 }
 
 /// int32's sign bit, which the word kernels flip where an op compares words, so that u32 order is signed order.
@@ -1076,9 +1032,7 @@ pub(crate) fn reduce_words(
     lanes: Lanes,
     out: BufferRange,
 ) -> Result<()> {
-    let mut scratch = Scratch {
-        allocations: Vec::new(),
-    };
+    let mut scratch = Scratch::default();
     // An empty axis reads nothing; the output stands in for the input, which has no range to bind.
     let input = if lanes.len == 0 { out } else { input };
     let mut stage = Stage {
@@ -1186,41 +1140,43 @@ pub(crate) fn scan_words(
         initial: u32::from(initial),
         ..Params::default()
     };
-    in_lane_passes(runtime, name, lanes, |runtime, carried| {
-        for (begin, end) in passes(lanes.len) {
-            let params = Params {
-                step_begin: begin as u32,
-                step_end: end as u32,
-                ..params
-            };
-            runtime.dispatch(
-                &SCAN_WORDS,
-                bytemuck::bytes_of(&params),
-                &[input, out, carried],
-                groups(runtime, lanes.outer * lanes.inner),
-            )?;
-        }
-        Ok(())
-    })
+    dispatch_lane_passes(runtime, name, &SCAN_WORDS, lanes, &[params], [input, out])
 }
 
-/// Runs `record` with a range of two f32 a lane that a kernel walking its lanes in passes (see
-/// PASS_ITERATIONS) carries its running values in from one pass to the next; a lane short enough for one
-/// pass needs none, and gets another range bound in its place.
-fn in_lane_passes(
+/// Dispatches `kernel` over the lanes once per pass of their steps (see PASS_ITERATIONS), for each of `walks`
+/// in turn: each pass is the walk's parameters with its [step_begin, step_end), and binds `ranges`, then a
+/// scratch range of two words a lane in which the kernel carries its running values from one pass to the next.
+fn dispatch_lane_passes(
     runtime: &mut Runtime,
     name: &'static str,
+    kernel: &'static Kernel,
     lanes: Lanes,
-    record: impl FnOnce(&mut Runtime, BufferRange) -> Result<()>,
+    walks: &[Params],
+    [first, second]: [BufferRange; 2],
 ) -> Result<()> {
-    let mut scratch = Scratch {
-        allocations: Vec::new(),
-    };
-    let lane_count = (lanes.outer * lanes.inner).max(1);
-    let outcome = scratch.take(runtime, 2 * lane_count).and_then(|carried| {
-        Limits::of(runtime.limits()).expect_bindable(name, carried)?;
-        record(runtime, carried)
-    });
+    let mut scratch = Scratch::default();
+    let lane_count = lanes.outer * lanes.inner;
+    let outcome = scratch
+        .take(runtime, 2 * lane_count.max(1))
+        .and_then(|carried| {
+            Limits::of(runtime.limits()).expect_bindable(name, carried)?;
+            for walk in walks {
+                for (begin, end) in passes(lanes.len) {
+                    let params = Params {
+                        step_begin: begin as u32,
+                        step_end: end as u32,
+                        ..*walk
+                    };
+                    runtime.dispatch(
+                        kernel,
+                        bytemuck::bytes_of(&params),
+                        &[first, second, carried],
+                        groups(runtime, lane_count),
+                    )?;
+                }
+            }
+            Ok(())
+        });
     scratch.release(runtime);
     outcome
 }
@@ -1238,29 +1194,23 @@ pub(crate) fn scan_product_gradient(
     let limits = Limits::of(runtime.limits());
     limits.expect_bindable(name, input)?;
     limits.expect_bindable(name, gradient)?;
-    in_lane_passes(runtime, name, lanes, |runtime, carried| {
-        // Back from each lane's end, then forward from its start.
-        for reverse in [true, false] {
-            for (begin, end) in passes(lanes.len) {
-                let params = Params {
-                    outer: lanes.outer as u32,
-                    len: lanes.len as u32,
-                    inner: lanes.inner as u32,
-                    reverse: u32::from(reverse),
-                    step_begin: begin as u32,
-                    step_end: end as u32,
-                    ..Params::default()
-                };
-                runtime.dispatch(
-                    &SCAN_PRODUCT_GRADIENT,
-                    bytemuck::bytes_of(&params),
-                    &[input, gradient, carried],
-                    groups(runtime, lanes.outer * lanes.inner),
-                )?;
-            }
-        }
-        Ok(())
-    })
+    let walk = |reverse: bool| Params {
+        outer: lanes.outer as u32,
+        len: lanes.len as u32,
+        inner: lanes.inner as u32,
+        reverse: u32::from(reverse),
+        ..Params::default()
+    };
+    // Back from each lane's end, then forward from its start.
+    let walks = [walk(true), walk(false)];
+    dispatch_lane_passes(
+        runtime,
+        name,
+        &SCAN_PRODUCT_GRADIENT,
+        lanes,
+        &walks,
+        [input, gradient],
+    )
 }
 
 reflected_layout!(
