@@ -236,7 +236,7 @@ fn shared_memory_tiles_at_every_transpose_batch_and_long_k(backend: &Backend) {
     );
 }
 
-per_backend!(every_matmul_variant_at_partial_tiles_long_k_and_a_batch, "matmul": vec4_8x8, vec4_4x16, shared_rows_8x8, shared_rows_12x8, shared_rows_16x16, shared_rows_24x16, wide_1x16, wide_4x16, wide_8x16, wide_10x16, wide_12x16, wide_16x16, subgroup_wide_1x16, subgroup_wide_4x16, subgroup_wide_8x16, subgroup_wide_10x16, subgroup_wide_12x16, subgroup_wide_16x16, vec4_at_8x8, at_shared_rows_8x16, at_shared_rows_24x16, at_shared_rows_16x16, subgroup_at_24x16, subgroup_at_32x16, vec4_bt_4x4, strided_4x4, shared_tiles, shared_tiles_32x32, shared_tiles_64x64_8x4, shared_tiles_128x64, shared_tiles_128x128);
+per_backend!(every_matmul_variant_at_partial_tiles_long_k_and_a_batch, "matmul": vec4_8x8, vec4_4x16, shared_rows_8x8, shared_rows_12x8, shared_rows_16x16, shared_rows_24x16, wide_1x16, wide_4x16, wide_8x16, wide_10x16, wide_12x16, wide_16x16, subgroup_wide_1x16, subgroup_wide_4x16, subgroup_wide_8x16, subgroup_wide_10x16, subgroup_wide_12x16, subgroup_wide_16x16, vec4_at_8x8, at_shared_rows_8x16, at_shared_rows_24x16, at_shared_rows_16x16, subgroup_at_24x16, subgroup_at_32x16, vec4_bt_4x4, strided_4x4, shared_tiles, shared_tiles_32x32, shared_tiles_64x64_8x4, shared_tiles_128x64, shared_tiles_128x128, split_k_128, split_k_512, split_k_2048);
 /// Each matmul variant forced (a variant runs where the operands' layout allows it, and the default elsewhere):
 /// row-major operands at sizes that leave partial tiles on both sides, K in several passes, and a batch, so
 /// every register tile shape and its edges are checked on both backends.
@@ -250,6 +250,11 @@ fn every_matmul_variant_at_partial_tiles_long_k_and_a_batch(backend: &Backend, v
         (65, 64, 132),
         (129, 36, 260),
         (9, 4104, 8),
+        // Split along K: whole slices only, and a part-slice over (4096 = 2 x 2048 = 32 x 128); M = 1, a prime
+        // N; N short and M long.
+        (3, 4096, 20),
+        (1, 4100, 13),
+        (37, 4352, 5),
     ] {
         let tolerance = if k > 1000 { 1e-4 } else { 1e-5 };
         check(
@@ -264,7 +269,7 @@ fn every_matmul_variant_at_partial_tiles_long_k_and_a_batch(backend: &Backend, v
     }
     /// a's shape, whether a is transposed, b's shape, whether b is, and the tolerance.
     type Case = (&'static [usize], bool, &'static [usize], bool, f64);
-    let cases: [Case; 7] = [
+    let cases: [Case; 9] = [
         (&[3, 5, 8], false, &[3, 8, 12], false, 1e-5),
         (&[12, 8], true, &[12, 16], false, 1e-5),
         // Aᵀ·B tiles: partial row and column tiles, K in two passes, a batch.
@@ -273,6 +278,9 @@ fn every_matmul_variant_at_partial_tiles_long_k_and_a_batch(backend: &Backend, v
         (&[2, 9, 12], true, &[2, 9, 8], false, 1e-5),
         (&[7, 9], false, &[9, 5], false, 1e-5),
         (&[66, 12], false, &[70, 12], true, 1e-5),
+        // Long K read across rows (A·Bᵀ) and down columns (Aᵀ·B): split where the variant is a split-K one.
+        (&[5, 4100], false, &[7, 4100], true, 1e-4),
+        (&[4104, 3], true, &[4104, 6], false, 1e-4),
     ];
     for (a, transpose_a, b, transpose_b, tolerance) in cases {
         check(

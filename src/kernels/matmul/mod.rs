@@ -3,7 +3,8 @@
 //! tiles: row-major operands whose sizes are multiples of 4 take a vec4 kernel (one for Aᵀ·B too), anything
 //! else the strided kernel. Where the device has subgroup operations (lavapipe's Vulkan adapter does), the
 //! default vec4 tiles load A once per subgroup and broadcast it (a module of their own, `matmul_subgroup`);
-//! short products (up to 32 rows) take tiles that hold all their rows, so that B is read once.
+//! short products (up to 32 rows) take tiles that hold all their rows, so that B is read once. A short product
+//! over a long K may also be split along K (`split_k_*`): its slices as the batches of one dispatch, then summed.
 
 mod codegen;
 mod plan;
@@ -17,7 +18,12 @@ use super::plan::Limits;
 use crate::error::{Error, Result};
 use crate::runtime::{size_bucket, BufferRange, MatmulKernel, Runtime};
 
-use plan::{candidates, plan, shared_tiles, vec4_layout, wide_tiles, WIDE_TILES};
+use super::{reduce, Scratch};
+use crate::op::reduce::{ReduceOp, Reduction};
+use crate::shape::Lanes;
+use plan::{
+    candidates, plan, shared_tiles, split_k, split_k_for, vec4_layout, wide_tiles, Plan, WIDE_TILES,
+};
 pub(crate) use plan::{grid, FAMILY, STRIDED, VARIANTS, VEC4_8X8, VEC4_AT, VEC4_BT};
 use tiles::SUBGROUP_LANES;
 // What `reflected_layout!` lists, for the test that holds every kernel's bindings and parameters to `Params`.
@@ -236,32 +242,36 @@ pub(crate) fn matmul_batched(
             ),
         });
     }
-    // `rows` of C, the first ones (timing runs take fewer).
-    let record = |runtime: &mut Runtime, variant: &str, rows: usize| {
-        let plan = plan(variant, batches, (rows, n));
-        let params = Params {
-            m: rows as u32,
-            wg_rows: plan.wg_rows,
-            ..params
-        };
-        for (begin, end) in passes(k) {
-            let pass = Params {
-                k_begin: begin as u32,
-                k_end: end as u32,
-                accumulate: u32::from(begin > 0),
-                ..params
-            };
-            let [x, rows_of_groups, z] = plan.groups;
-            for first in (0..rows_of_groups).step_by(max_groups) {
-                let turn = Params {
-                    group_row_offset: first,
-                    ..pass
-                };
-                let groups = [x, (rows_of_groups - first).min(max_groups as u32), z];
-                runtime.dispatch(plan.kernel, bytemuck::bytes_of(&turn), &[a, b, c], groups)?;
-            }
+    // The split-K variants, for a short product over a long K: first on a GPU, which the unsplit kernels leave
+    // mostly idle there; after the others on a CPU adapter, whose few cores the unsplit ones fill.
+    let splits: Vec<&'static str> = split_k_for(batches, (m, k, n), max_groups).collect();
+    if !splits.is_empty() {
+        if cpu {
+            eligible.extend(splits);
+        } else {
+            eligible.splice(0..0, splits);
         }
-        Ok(())
+    }
+    // The kernel a split product runs its slices with: the first unsplit variant.
+    let unsplit = eligible
+        .iter()
+        .copied()
+        .find(|&variant| split_k(variant).is_none())
+        .unwrap_or(STRIDED);
+    let product = Product {
+        params,
+        batches,
+        k,
+        n,
+        max_groups,
+        a: (a, a_layout),
+        b: (b, b_layout),
+        c,
+    };
+    // `rows` of C, the first ones (timing runs take fewer).
+    let record = |runtime: &mut Runtime, variant: &str, rows: usize| match split_k(variant) {
+        Some(split) => product.record_split(runtime, split, unsplit, rows),
+        None => product.record(runtime, variant, rows),
     };
     let timed_rows = m.min((TIMING_MULTIPLY_ADDS / (k * n * batches).max(1)).max(64));
     let path = if eligible.contains(&VEC4_8X8) {
@@ -283,6 +293,140 @@ pub(crate) fn matmul_batched(
         record(runtime, variant, timed_rows)
     });
     record(runtime, variant, m)
+}
+
+/// One product's operands, sizes and parameters, as [`matmul_batched`] records it.
+struct Product {
+    params: Params,
+    batches: usize,
+    k: usize,
+    n: usize,
+    max_groups: usize,
+    a: (BufferRange, Layout),
+    b: (BufferRange, Layout),
+    c: BufferRange,
+}
+
+impl Product {
+    /// Records the first `rows` of C with `variant`'s kernel: K in passes, rows of workgroups in turns.
+    fn record(&self, runtime: &mut Runtime, variant: &str, rows: usize) -> Result<()> {
+        let plan = plan(variant, self.batches, (rows, self.n));
+        let params = Params {
+            m: rows as u32,
+            wg_rows: plan.wg_rows,
+            ..self.params
+        };
+        for (begin, end) in passes(self.k) {
+            let pass = Params {
+                k_begin: begin as u32,
+                k_end: end as u32,
+                accumulate: u32::from(begin > 0),
+                ..params
+            };
+            self.dispatch(runtime, &plan, pass, self.c)?;
+        }
+        Ok(())
+    }
+
+    /// One dispatch of `plan` into `c`, its rows of workgroups in turns of the adapter's limit.
+    fn dispatch(
+        &self,
+        runtime: &mut Runtime,
+        plan: &Plan,
+        params: Params,
+        c: BufferRange,
+    ) -> Result<()> {
+        let [x, rows_of_groups, z] = plan.groups;
+        for first in (0..rows_of_groups).step_by(self.max_groups) {
+            let turn = Params {
+                group_row_offset: first,
+                ..params
+            };
+            let groups = [x, (rows_of_groups - first).min(self.max_groups as u32), z];
+            runtime.dispatch(
+                plan.kernel,
+                bytemuck::bytes_of(&turn),
+                &[self.a.0, self.b.0, c],
+                groups,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Records the first `rows` of C split along K (see [`plan::SplitK`]): the whole slices as one batched
+    /// dispatch of `unsplit`'s kernel, slice s into partial s; the last part-slice added onto partial 0; then
+    /// the partials summed in order into C. Where the pool has no room for the partials, the product runs
+    /// unsplit instead.
+    fn record_split(
+        &self,
+        runtime: &mut Runtime,
+        split: plan::SplitK,
+        unsplit: &'static str,
+        rows: usize,
+    ) -> Result<()> {
+        let (k, n) = (self.k, self.n);
+        let slices = k / split.slice;
+        let partial = rows * n;
+        let mut scratch = Scratch::default();
+        let partials = match scratch.take(runtime, (slices * partial) as u64) {
+            Ok(range) => range,
+            Err(Error::OutOfMemory { .. }) => {
+                scratch.release(runtime);
+                return self.record(runtime, unsplit, rows);
+            }
+            Err(error) => {
+                scratch.release(runtime);
+                return Err(error);
+            }
+        };
+        let outcome = (|| {
+            let whole = plan(unsplit, slices, (rows, n));
+            let (a_layout, b_layout) = (self.a.1, self.b.1);
+            let sliced = Params {
+                m: rows as u32,
+                wg_rows: whole.wg_rows,
+                // Slice s reads A's columns and B's rows from s·slice, and writes partial s.
+                a_batch: (split.slice * a_layout.col_stride) as u32,
+                b_batch: (split.slice * b_layout.row_stride) as u32,
+                c_batch: partial as u32,
+                batch_inner: slices as u32,
+                a_outer: 0,
+                b_outer: 0,
+                k_begin: 0,
+                k_end: split.slice as u32,
+                accumulate: 0,
+                ..self.params
+            };
+            self.dispatch(runtime, &whole, sliced, partials)?;
+            let done = slices * split.slice;
+            if done < k {
+                let rest = plan(unsplit, 1, (rows, n));
+                let rest_params = Params {
+                    wg_rows: rest.wg_rows,
+                    k_begin: done as u32,
+                    k_end: k as u32,
+                    accumulate: 1,
+                    ..sliced
+                };
+                self.dispatch(runtime, &rest, rest_params, partials)?;
+            }
+            reduce::reduce(
+                runtime,
+                "matmul",
+                Reduction::Value(ReduceOp::Sum),
+                partials,
+                Lanes {
+                    outer: 1,
+                    len: slices as u64,
+                    inner: partial as u64,
+                },
+                1.0,
+                self.c,
+            )
+        })();
+        scratch.release(runtime);
+        outcome
+    }
 }
 
 reflected_layout!(

@@ -308,7 +308,71 @@ pub(crate) const VARIANTS: &[&str] = &[
     SHARED_TILE_SHAPES[2].variant,
     SHARED_TILE_SHAPES[3].variant,
     SHARED_TILE_SHAPES[4].variant,
+    SPLIT_K[0].variant,
+    SPLIT_K[1].variant,
+    SPLIT_K[2].variant,
 ];
+
+/// A split-K variant: the product cut along K into slices of `slice` (a multiple of 4), each computed by the
+/// default kernel as one batch of a batched product into a partial C of its own, and the partials then summed in
+/// order into C by the reduction. A short product over a long K (the seed workload's 10×10000×1000) otherwise
+/// gives a GPU a few workgroups in all (four of the short-and-wide tiles, sixteen of the shared ones), each
+/// walking all of K; split, it gives K / `slice` times as many, and still reads B once.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct SplitK {
+    pub(super) variant: &'static str,
+    pub(super) slice: usize,
+}
+
+pub(super) static SPLIT_K: [SplitK; 3] = [
+    SplitK {
+        variant: "split_k_128",
+        slice: 128,
+    },
+    SplitK {
+        variant: "split_k_512",
+        slice: 512,
+    },
+    SplitK {
+        variant: "split_k_2048",
+        slice: 2048,
+    },
+];
+
+/// The longest side (M or N) of a product the split-K variants are offered for: past it the product has rows
+/// or columns enough to fill a GPU without them.
+pub(super) const SPLIT_K_MAX_SIDE: usize = 32;
+/// The most partial sums a split product may keep, in floats (16 MiB): a scratch range of this size is taken
+/// from the session's pool for the product's duration.
+pub(super) const SPLIT_K_MAX_PARTIALS: usize = 1 << 22;
+
+/// The split-K variant named `variant`, if it is one.
+pub(super) fn split_k(variant: &str) -> Option<SplitK> {
+    SPLIT_K
+        .iter()
+        .copied()
+        .find(|split| split.variant == variant)
+}
+
+/// The split-K variants offered for one product of these sizes: where one side is short, K spans at least two
+/// slices, and the partials stay within `SPLIT_K_MAX_PARTIALS`.
+pub(super) fn split_k_for(
+    batches: usize,
+    (m, k, n): (usize, usize, usize),
+    max_groups: usize,
+) -> impl Iterator<Item = &'static str> {
+    SPLIT_K
+        .iter()
+        .filter(move |split| {
+            let slices = k / split.slice;
+            batches == 1
+                && m.min(n) <= SPLIT_K_MAX_SIDE
+                && slices >= 2
+                && slices <= max_groups
+                && slices.saturating_mul(m).saturating_mul(n) <= SPLIT_K_MAX_PARTIALS
+        })
+        .map(|split| split.variant)
+}
 
 /// The shared-memory tiles, the hand-written one (every adapter's fallback) first. They take any strides and
 /// sizes.

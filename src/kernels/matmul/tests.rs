@@ -299,3 +299,29 @@ fn passes_cover_k_within_the_loop_cap() {
         assert!(passes.iter().all(|(begin, end)| end - begin <= K_PER_PASS));
     }
 }
+
+#[test]
+fn split_k_is_offered_for_short_products_over_a_long_k_only() {
+    use super::plan::{split_k_for, SPLIT_K_MAX_PARTIALS};
+    let offered = |batches, shape| split_k_for(batches, shape, 65_535).collect::<Vec<_>>();
+    // The seed workload's forward product: every slice length that leaves two slices at least.
+    assert_eq!(
+        offered(1, (10, 10_000, 1_000)),
+        ["split_k_128", "split_k_512", "split_k_2048"]
+    );
+    // Short N instead of short M; K long enough for the short slices only.
+    assert_eq!(
+        offered(1, (1_000, 1_024, 10)),
+        ["split_k_128", "split_k_512"]
+    );
+    // Square, batched, or K under two slices: none.
+    assert!(offered(1, (1_024, 4_096, 1_024)).is_empty());
+    assert!(offered(2, (10, 10_000, 1_000)).is_empty());
+    assert!(offered(1, (10, 255, 1_000)).is_empty());
+    // Partials past the scratch bound: the longer slices only.
+    let n = SPLIT_K_MAX_PARTIALS / 32 / 40;
+    assert_eq!(
+        offered(1, (32, 128 * 80, n)),
+        ["split_k_512", "split_k_2048"]
+    );
+}
