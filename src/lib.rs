@@ -66,11 +66,12 @@ pub use pool::MemoryStats;
 pub use runtime::set_interrupt_check;
 pub use runtime::Counters;
 pub use runtime::{
-    tuning_cache_dir, tuning_cache_file, MatmulKernel, PickSource, Tuning, TuningRecord,
-    VariantTime, CACHE_DIR_ENV, TUNING_ENV,
+    tuning_cache_dir, tuning_cache_file, MatmulKernel, MatmulPrecision, PickSource, Tuning,
+    TuningRecord, VariantTime, CACHE_DIR_ENV, TUNING_ENV,
 };
 pub use session::{
-    AdapterSummary, CloseReport, MemoryLimit, ResumeReport, Session, SessionOptions, SuspendReport,
+    AdapterSummary, CloseReport, MemoryLimit, ResumeReport, Session, SessionInfo, SessionOptions,
+    SuspendReport,
 };
 pub use tensor::{DType, Tensor, MAX_RANK};
 /// The wgpu this crate is built on, for naming backends and device types.

@@ -14,8 +14,8 @@ use crate::device::{self, AdapterSelector, DeviceMemory};
 use crate::error::{Error, Result};
 use crate::pool::{MemoryStats, PoolConfig};
 use crate::runtime::{
-    Alarms, MatmulKernel, OpenedDevice, Runtime, RuntimeSettings, SharedRuntime, Tuner, Tuning,
-    TuningRecord,
+    Alarms, MatmulKernel, MatmulPrecision, OpenedDevice, Runtime, RuntimeSettings, SharedRuntime,
+    Tuner, Tuning, TuningRecord,
 };
 use crate::tensor::Tensor;
 
@@ -168,6 +168,8 @@ pub struct SessionOptions {
     pub reserve_up_front: bool,
     /// Which matmul kernels to use; `Auto` picks by adapter type.
     pub matmul_kernel: MatmulKernel,
+    /// The error float32 products may have; see [`MatmulPrecision`] and [`Session::info`].
+    pub matmul_precision: MatmulPrecision,
     /// Fill every new op output with NaN before the op runs, so that an element a kernel fails to write shows
     /// up. For tests; it costs a fill per output.
     pub poison_outputs: bool,
@@ -193,6 +195,11 @@ impl SessionOptions {
 
     pub fn matmul_kernel(mut self, kernel: MatmulKernel) -> Self {
         self.matmul_kernel = kernel;
+        self
+    }
+
+    pub fn matmul_precision(mut self, precision: MatmulPrecision) -> Self {
+        self.matmul_precision = precision;
         self
     }
 
@@ -284,13 +291,111 @@ pub struct CloseReport {
 }
 
 /// The adapter a session runs on.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct AdapterSummary {
     pub name: String,
     pub backend: &'static str,
     pub device_type: &'static str,
     pub driver: String,
+}
+
+/// What a session runs with: its adapter, what the adapter offers products, and the matmul precision asked for
+/// beside the one in effect. See [`Session::info`].
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct SessionInfo {
+    pub adapter: AdapterSummary,
+    /// As [`SessionOptions::matmul_precision`] asked.
+    pub matmul_precision: MatmulPrecision,
+    /// What products are computed at; `Highest` wherever the session has no kernel for the request.
+    pub matmul_precision_in_effect: MatmulPrecision,
+    /// Why the precision in effect differs from the one asked for; None where they agree.
+    pub matmul_precision_note: Option<String>,
+    pub capabilities: Capabilities,
+}
+
+/// What an adapter offers the kernels, read when the session opens (and again on resume).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct Capabilities {
+    /// Subgroup operations (wgpu's `SUBGROUP`), which some variants use.
+    pub subgroups: bool,
+    /// float16 arithmetic in shaders (`SHADER_F16`).
+    pub shader_f16: bool,
+    /// Cooperative matrices (`EXPERIMENTAL_COOPERATIVE_MATRIX`: tensor cores on NVIDIA), and the
+    /// configurations the adapter lists, as "MxNxK ab->cr" ("16x16x16 f16->f32").
+    pub cooperative_matrix: bool,
+    pub cooperative_matrix_configurations: Vec<String>,
+}
+
+impl Capabilities {
+    fn of(adapter: &wgpu::Adapter) -> Capabilities {
+        let features = adapter.features();
+        let cooperative_matrix = features.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX);
+        let scalar = |scalar: wgpu::CooperativeScalarType| match scalar {
+            wgpu::CooperativeScalarType::F32 => "f32",
+            wgpu::CooperativeScalarType::F16 => "f16",
+            wgpu::CooperativeScalarType::I32 => "i32",
+            wgpu::CooperativeScalarType::U32 => "u32",
+        };
+        let cooperative_matrix_configurations = if cooperative_matrix {
+            adapter
+                .cooperative_matrix_properties()
+                .iter()
+                .map(|config| {
+                    format!(
+                        "{}x{}x{} {}->{}",
+                        config.m_size,
+                        config.n_size,
+                        config.k_size,
+                        scalar(config.ab_type),
+                        scalar(config.cr_type)
+                    )
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Capabilities {
+            subgroups: features.contains(wgpu::Features::SUBGROUP),
+            shader_f16: features.contains(wgpu::Features::SHADER_F16),
+            cooperative_matrix,
+            cooperative_matrix_configurations,
+        }
+    }
+
+    /// Whether the adapter lists a cooperative matrix of float16 operands accumulating in float32: what the
+    /// "high" and "medium" products would take.
+    fn has_f16_tensor_cores(&self) -> bool {
+        self.cooperative_matrix_configurations
+            .iter()
+            .any(|config| config.ends_with(" f16->f32"))
+    }
+}
+
+/// The precision products run at for `asked` on an adapter with `capabilities`, and why it differs. Every
+/// product runs in float32: no kernel here uses cooperative matrices yet, so a request for less precision is
+/// met with more, and the note says whether the adapter would have the hardware for it.
+fn precision_in_effect(
+    asked: MatmulPrecision,
+    capabilities: &Capabilities,
+) -> (MatmulPrecision, Option<String>) {
+    if asked == MatmulPrecision::Highest {
+        return (asked, None);
+    }
+    let why = if capabilities.has_f16_tensor_cores() {
+        "the adapter lists float16 cooperative matrices, but no product kernel here uses them yet"
+    } else {
+        "the adapter has no float16 cooperative matrices (wgpu's EXPERIMENTAL_COOPERATIVE_MATRIX)"
+    };
+    (
+        MatmulPrecision::Highest,
+        Some(format!(
+            "matmul_precision \"{asked}\" was asked for, and products run at \"highest\" (exact float32) \
+             instead: {why}"
+        )),
+    )
 }
 
 /// What suspending a session kept, with the device memory that shows what it gave back.
@@ -341,6 +446,7 @@ pub struct Session {
     options: SessionOptions,
     adapter: AdapterSummary,
     adapter_info: wgpu::AdapterInfo,
+    capabilities: Capabilities,
     memory_before_open: DeviceMemory,
     memory_total: Option<u64>,
     closed: bool,
@@ -351,6 +457,7 @@ struct Opened {
     device: OpenedDevice,
     settings: RuntimeSettings,
     info: wgpu::AdapterInfo,
+    capabilities: Capabilities,
     memory_before_open: DeviceMemory,
     memory_total: Option<u64>,
 }
@@ -367,6 +474,7 @@ fn open_device(options: &SessionOptions, selector: &AdapterSelector) -> Result<O
         .map(|limit| limit.resolve(memory_total))
         .transpose()?;
     let limits = device::requested_limits(&adapter);
+    let capabilities = Capabilities::of(&adapter);
     let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
         label: Some("wgcompute"),
         // Subgroup operations where the adapter has them: a reduction variant uses them.
@@ -415,6 +523,7 @@ fn open_device(options: &SessionOptions, selector: &AdapterSelector) -> Result<O
         },
         settings,
         info,
+        capabilities,
         memory_before_open,
         memory_total,
     })
@@ -442,6 +551,7 @@ impl Session {
             options,
             adapter: summary(&opened.info),
             adapter_info: opened.info,
+            capabilities: opened.capabilities,
             memory_before_open: opened.memory_before_open,
             memory_total: opened.memory_total,
             closed: false,
@@ -510,6 +620,7 @@ impl Session {
             device,
             settings,
             info,
+            capabilities,
             memory_before_open,
             memory_total,
         } = opened;
@@ -523,6 +634,7 @@ impl Session {
         }
         self.adapter = summary(&info);
         self.adapter_info = info;
+        self.capabilities = capabilities;
         self.memory_total = memory_total;
         Ok(ResumeReport {
             adapter: self.adapter.clone(),
@@ -578,6 +690,33 @@ impl Session {
 
     pub fn adapter(&self) -> &AdapterSummary {
         &self.adapter
+    }
+
+    /// What the session runs with: the adapter, what it offers products, and the matmul precision asked for
+    /// beside the one in effect (with why they differ).
+    ///
+    /// ```
+    /// use wgcompute::{MatmulPrecision, Session, SessionOptions};
+    /// # fn main() -> wgcompute::Result<()> {
+    /// let session = Session::open(SessionOptions::default().matmul_precision(MatmulPrecision::Medium))?;
+    /// let info = session.info();
+    /// assert_eq!(info.matmul_precision, MatmulPrecision::Medium);
+    /// // Exact float32 where no faster kernel serves the request, and a note that says so.
+    /// if info.matmul_precision_in_effect == MatmulPrecision::Highest {
+    ///     assert!(info.matmul_precision_note.is_some());
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn info(&self) -> SessionInfo {
+        let asked = self.options.matmul_precision;
+        let (in_effect, note) = precision_in_effect(asked, &self.capabilities);
+        SessionInfo {
+            adapter: self.adapter.clone(),
+            matmul_precision: asked,
+            matmul_precision_in_effect: in_effect,
+            matmul_precision_note: note,
+            capabilities: self.capabilities.clone(),
+        }
     }
 
     /// The device's memory as the driver (or, on CPU adapters, the OS) reports it; see [`DeviceMemory`].

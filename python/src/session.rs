@@ -153,15 +153,26 @@ impl Session {
 #[pymethods]
 impl Session {
     #[new]
-    #[pyo3(signature = (memory_limit=None, adapter=None, tuning=None, poison_outputs=false))]
+    #[pyo3(signature = (memory_limit=None, adapter=None, tuning=None, poison_outputs=false, matmul_precision="highest"))]
     fn open(
         py: Python<'_>,
         memory_limit: Option<&Bound<'_, PyAny>>,
         adapter: Option<&Bound<'_, PyAny>>,
         tuning: Option<&str>,
         poison_outputs: bool,
+        matmul_precision: &str,
     ) -> PyResult<Self> {
-        let mut options = SessionOptions::default().poison_outputs(poison_outputs);
+        let precision = matmul_precision
+            .parse::<wgcompute::MatmulPrecision>()
+            .map_err(|message| {
+                named(
+                    "InvalidArgumentError",
+                    format!("matmul_precision {matmul_precision:?}: {message}"),
+                )
+            })?;
+        let mut options = SessionOptions::default()
+            .poison_outputs(poison_outputs)
+            .matmul_precision(precision);
         if let Some(limit) = memory_limit {
             options = options.memory_limit(self::memory_limit(limit)?);
         }
@@ -245,6 +256,39 @@ impl Session {
             summary.device_type,
             summary.driver,
         )
+    }
+
+    /// What the session runs with: a dict of the adapter, the matmul precision asked for and the one in
+    /// effect (with a note on why they differ), and what the adapter offers products.
+    fn info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let info = self.with(py, |session| Ok(session.info()))?;
+        let summary = info.adapter;
+        let dict = PyDict::new(py);
+        dict.set_item(
+            "adapter",
+            adapter_dict(
+                py,
+                summary.name,
+                summary.backend,
+                summary.device_type,
+                summary.driver,
+            )?,
+        )?;
+        dict.set_item("matmul_precision", info.matmul_precision.name())?;
+        dict.set_item(
+            "matmul_precision_in_effect",
+            info.matmul_precision_in_effect.name(),
+        )?;
+        dict.set_item("matmul_precision_note", info.matmul_precision_note)?;
+        let capabilities = info.capabilities;
+        dict.set_item("subgroups", capabilities.subgroups)?;
+        dict.set_item("shader_f16", capabilities.shader_f16)?;
+        dict.set_item("cooperative_matrix", capabilities.cooperative_matrix)?;
+        dict.set_item(
+            "cooperative_matrix_configurations",
+            capabilities.cooperative_matrix_configurations,
+        )?;
+        Ok(dict)
     }
 
     fn suspend<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {

@@ -143,3 +143,30 @@ def test_outer(session, rng):
     np.testing.assert_allclose(db, f64(a) @ f64(w), rtol=1e-5, atol=1e-6)
     with pytest.raises(wg.ShapeError):
         wg.outer(session.tensor(np.ones((2, 2), np.float32)), b)
+
+
+@pytest.mark.parametrize("precision", ["highest", "high", "medium"])
+def test_matmul_precision_is_within_its_bound_and_info_says_which_is_in_effect(make_session, adapter, rng, precision):
+    """PyTorch's ``set_float32_matmul_precision`` names: each within its documented error bound against float64;
+    ``info()`` names the setting asked for and the one in effect, with a note where they differ."""
+    session = make_session(adapter, matmul_precision=precision)
+    info = session.info()
+    assert session.matmul_precision == precision == info["matmul_precision"]
+    assert info["adapter"] == session.adapter
+    assert (info["matmul_precision_note"] is None) == (info["matmul_precision_in_effect"] == precision)
+    assert info["cooperative_matrix"] or info["cooperative_matrix_configurations"] == []
+    bound = {"highest": 1e-6, "high": 1e-5, "medium": 2.0**-10}[precision]
+    for m, k, n in [(5, 1, 7), (13, 97, 31), (3, 5003, 8)]:
+        a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+        b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+        got = (session.tensor(a) @ session.tensor(b)).numpy()
+        want = f64(a) @ f64(b)
+        size = np.abs(f64(a)) @ np.abs(f64(b))
+        assert np.all(np.abs(got - want) <= bound * size), (m, k, n)
+
+
+def test_matmul_precision_refuses_an_unknown_name(adapter):
+    with pytest.raises(ValueError, match="matmul_precision"):
+        wg.Session(adapter=adapter, matmul_precision="low")
+    with pytest.raises(wg.InvalidArgumentError):
+        wg.Session(adapter=adapter, matmul_precision="float16")

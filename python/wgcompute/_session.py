@@ -59,7 +59,11 @@ class Session:
     backend (``"vulkan"``, ``"metal"``, ``"dx12"``, ``"gl"``), a type (``"discrete"``, ``"cpu"``, ...) or part
     of its name (``"llvmpipe"``); None takes ``$WGCOMPUTE_ADAPTER``, else the best adapter. ``tuning`` chooses
     how kernel variants are picked: ``"tune"`` (time once, cache), ``"cache"``, ``"defaults"`` or
-    ``"retune"``.
+    ``"retune"``. ``matmul_precision`` bounds the error float32 products may have, in the names of PyTorch's
+    ``torch.set_float32_matmul_precision``: ``"highest"`` (exact float32, the default), ``"high"`` (about
+    float32's accuracy from float16 pairs on tensor cores) or ``"medium"`` (operands rounded to float16, sums in
+    float32); where the session has no faster kernel for the request its products run at ``"highest"``, and
+    :meth:`info` says which is in effect and why.
 
     Use it as a context manager: leaving the block closes it, also when an exception escapes. ``close()`` is
     idempotent and returns a :class:`CloseReport`. A session the garbage collector drops closes; sessions still
@@ -73,9 +77,10 @@ class Session:
         tuning: str | None = None,
         *,
         poison_outputs: bool = False,
+        matmul_precision: str = "highest",
     ) -> None:
         with _native_arguments("Session"):
-            self._s = _wgcompute.Session(memory_limit, adapter, tuning, poison_outputs)
+            self._s = _wgcompute.Session(memory_limit, adapter, tuning, poison_outputs, matmul_precision)
         # One weak link for all its tensors: none of them keeps the session (or its GPU memory) alive.
         self._ref = weakref.ref(self)
         with _open_sessions_lock:
@@ -115,6 +120,18 @@ class Session:
     def adapter(self) -> dict:
         """The adapter the session runs on: name, backend, device_type, driver."""
         return self._s.adapter()
+
+    def info(self) -> dict:
+        """What the session runs with: ``adapter`` (as :attr:`adapter`), ``matmul_precision`` as asked and
+        ``matmul_precision_in_effect``, ``matmul_precision_note`` (why they differ, or None), and what the adapter
+        offers products: ``subgroups``, ``shader_f16``, ``cooperative_matrix`` and
+        ``cooperative_matrix_configurations`` (``"16x16x16 f16->f32"``, ...)."""
+        return self._s.info()
+
+    @property
+    def matmul_precision(self) -> str:
+        """The ``matmul_precision`` the session was opened with (see :meth:`info` for the one in effect)."""
+        return self._s.info()["matmul_precision"]
 
     def suspend(self) -> dict:
         """Moves every tensor to host memory and gives all of the session's device memory back (its device

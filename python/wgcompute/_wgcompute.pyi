@@ -133,6 +133,7 @@ class Session:
         adapter: _Adapter | None = None,
         tuning: str | None = None,
         poison_outputs: bool = False,
+        matmul_precision: str = "highest",
     ) -> Session: ...
     def close(self) -> CloseReport:
         """Releases every buffer, the device and the instance; a second call returns the first one's report."""
@@ -143,6 +144,9 @@ class Session:
     # Plain dicts rather than TypedDicts: the package's layer passes them on as ``dict``.
     def adapter(self) -> dict[str, str]:
         """name, backend, device_type, driver."""
+    def info(self) -> dict[str, Any]:
+        """adapter (a dict as adapter()), matmul_precision, matmul_precision_in_effect, matmul_precision_note,
+        subgroups, shader_f16, cooperative_matrix, cooperative_matrix_configurations."""
     def suspend(self) -> dict[str, int | float | None]:
         """host_bytes, tensors, memory_before_suspend, memory_while_suspended (None where unknown), seconds."""
     def resume(self, adapter: _Adapter | None = None) -> dict[str, str | int | float | None]:

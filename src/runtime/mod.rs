@@ -55,6 +55,67 @@ pub enum MatmulKernel {
     SharedTiles,
 }
 
+/// How float32 products may be computed, in PyTorch's `set_float32_matmul_precision` names: `Highest` (the
+/// default) is exact float32 arithmetic; `High` allows products that keep about float32's accuracy by splitting
+/// each operand into a pair of float16 values on tensor cores (Ootomo & Yokota, arXiv 2203.03341); `Medium`
+/// allows operands rounded to float16 with float32 accumulation (a relative error of about 2⁻¹¹ per operand).
+/// A request is an upper bound on the error, never a promise of speed: where the session has no faster kernel
+/// for it, products run at `Highest`, and [`crate::Session::info`] says which is in effect and why.
+///
+/// ```
+/// use wgcompute::MatmulPrecision;
+/// assert_eq!("medium".parse::<MatmulPrecision>(), Ok(MatmulPrecision::Medium));
+/// assert_eq!(MatmulPrecision::default().to_string(), "highest");
+/// assert!("low".parse::<MatmulPrecision>().is_err());
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize),
+    serde(rename_all = "lowercase")
+)]
+pub enum MatmulPrecision {
+    #[default]
+    Highest,
+    High,
+    Medium,
+}
+
+impl MatmulPrecision {
+    /// Every setting, by its name.
+    pub const NAMES: [(&'static str, MatmulPrecision); 3] = [
+        ("highest", MatmulPrecision::Highest),
+        ("high", MatmulPrecision::High),
+        ("medium", MatmulPrecision::Medium),
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            MatmulPrecision::Highest => "highest",
+            MatmulPrecision::High => "high",
+            MatmulPrecision::Medium => "medium",
+        }
+    }
+}
+
+impl std::fmt::Display for MatmulPrecision {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for MatmulPrecision {
+    type Err = String;
+
+    fn from_str(text: &str) -> std::result::Result<Self, String> {
+        Self::NAMES
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case(text.trim()))
+            .map(|&(_, precision)| precision)
+            .ok_or_else(|| "expected \"highest\", \"high\" or \"medium\"".to_string())
+    }
+}
+
 /// What a session's work has cost so far, counted as it is recorded: dispatches, queue submissions, bind
 /// groups and pipelines created. Exact and clock-free, so a test can bound what a step costs; the counts are
 /// the session's (they go on across suspend and resume) and reading them neither flushes nor waits.

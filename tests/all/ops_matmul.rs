@@ -588,3 +588,72 @@ fn broadcast_batches_on_the_shared_memory_tiles(backend: &Backend) {
     .expect("open");
     broadcast_products(&session, &mut Rng::fresh("matmul broadcast tiles"));
 }
+
+per_backend!(each_matmul_precision_is_within_its_bound_and_info_says_which_is_in_effect);
+/// `matmul_precision` at each setting: `info()` names the setting asked for and the one in effect (with a note
+/// where they differ), and products are within the bound of the one asked for against f64, at K = 1, a prime
+/// and a long K. Where "highest" is in effect they are the bits of a default session's.
+fn each_matmul_precision_is_within_its_bound_and_info_says_which_is_in_effect(backend: &Backend) {
+    use wgcompute::MatmulPrecision;
+    let exact = Session::open(backend.options().poison_outputs(true)).expect("open");
+    assert_eq!(exact.info().matmul_precision, MatmulPrecision::Highest);
+    assert_eq!(exact.info().matmul_precision_note, None);
+    for (precision, bound) in [
+        (MatmulPrecision::Highest, 1e-6),
+        (MatmulPrecision::High, 1e-5),
+        // Operands rounded to float16: 2^-11 relative each, so about 2^-10 of the sum of the terms' sizes.
+        (MatmulPrecision::Medium, 2f64.powi(-10)),
+    ] {
+        let session = Session::open(
+            backend
+                .options()
+                .poison_outputs(true)
+                .matmul_precision(precision),
+        )
+        .expect("open");
+        let info = session.info();
+        assert_eq!(info.matmul_precision, precision);
+        assert_eq!(
+            info.matmul_precision_note.is_some(),
+            info.matmul_precision_in_effect != precision,
+            "{info:?}"
+        );
+        let capabilities = &info.capabilities;
+        assert!(
+            capabilities.cooperative_matrix
+                || capabilities.cooperative_matrix_configurations.is_empty()
+        );
+        let mut rng = Rng::fresh(&format!("matmul precision {precision}"));
+        for (m, k, n) in [(5, 1, 7), (13, 97, 31), (3, 5003, 8)] {
+            let a_data = rng.vec(m * k, -1.0, 1.0);
+            let b_data = rng.vec(k * n, -1.0, 1.0);
+            let product = |session: &Session| {
+                let a = session.upload(&a_data, &[m, k]).expect("a");
+                let b = session.upload(&b_data, &[k, n]).expect("b");
+                a.matmul(&b).expect("product").to_vec().expect("read")
+            };
+            let got = product(&session);
+            let a64 = widen(&a_data);
+            let b64 = widen(&b_data);
+            for row in 0..m {
+                for col in 0..n {
+                    let terms = (0..k).map(|kk| a64[row * k + kk] * b64[kk * n + col]);
+                    let want: f64 = terms.clone().sum();
+                    let size: f64 = terms.map(f64::abs).sum();
+                    let error = (got[row * n + col] as f64 - want).abs();
+                    assert!(
+                        error <= bound * size,
+                        "{precision} {m}x{k}x{n} C[{row}, {col}]: error {error}, bound {bound} x {size}"
+                    );
+                }
+            }
+            if info.matmul_precision_in_effect == MatmulPrecision::Highest {
+                let want = product(&exact);
+                assert!(
+                    got.iter().zip(&want).all(|(x, y)| x.to_bits() == y.to_bits()),
+                    "{precision} at \"highest\" differs from a default session's product at {m}x{k}x{n}"
+                );
+            }
+        }
+    }
+}
