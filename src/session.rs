@@ -170,6 +170,10 @@ pub struct SessionOptions {
     pub matmul_kernel: MatmulKernel,
     /// The error float32 products may have; see [`MatmulPrecision`] and [`Session::info`].
     pub matmul_precision: MatmulPrecision,
+    /// Build every kernel with wgpu's runtime checks (bounds checks, loop bounding), also those whose bounds
+    /// the kernel proves itself (the products), which by default run without them. For measuring what the
+    /// checks cost, and for suspicion.
+    pub checked_kernels: bool,
     /// Fill every new op output with NaN before the op runs, so that an element a kernel fails to write shows
     /// up. For tests; it costs a fill per output.
     pub poison_outputs: bool,
@@ -200,6 +204,11 @@ impl SessionOptions {
 
     pub fn matmul_precision(mut self, precision: MatmulPrecision) -> Self {
         self.matmul_precision = precision;
+        self
+    }
+
+    pub fn checked_kernels(mut self, checked: bool) -> Self {
+        self.checked_kernels = checked;
         self
     }
 
@@ -512,6 +521,7 @@ fn open_device(options: &SessionOptions, selector: &AdapterSelector) -> Result<O
         // Per adapter: a session resumed on another one tunes (or reads the cache) for that one.
         tuner: options.tuner(&info)?,
         matmul_kernel: options.matmul_kernel,
+        checked_kernels: options.checked_kernels,
     };
     Ok(Opened {
         device: OpenedDevice {

@@ -75,12 +75,14 @@ pub const SORT_LEN: usize = 1 << 20;
 pub const TOP_K: usize = 10;
 
 /// Every row's name, in the order [`run`] runs them.
-pub const ROWS: [&str; 19] = [
+pub const ROWS: [&str; 21] = [
     "session_open_close",
     "suspend_resume",
     "pool_alloc_free",
     "empty_dispatch",
     "matmul",
+    "seed_products",
+    "unchecked_matmul",
     "sum",
     "elementwise",
     "sum_axis",
@@ -173,6 +175,14 @@ pub fn run(
             .filter(|&(m, _, _)| !plan.quick || m < 2048)
             .collect();
         results.extend(rows::matmul(&session, &shapes, runs)?);
+    }
+    if plan.wants("seed_products") {
+        results.extend(rows::seed_products(&session, runs)?);
+    }
+    if plan.wants("unchecked_matmul") {
+        let square = plan.pick(512, 1024);
+        let shapes = [(square, square, square), (10, 10_000, 1_000)];
+        results.extend(rows::unchecked_matmul(&session, options, &shapes, runs)?);
     }
     if plan.wants("sum") {
         results.push(rows::sum(&session, SUM_LEN, runs)?);

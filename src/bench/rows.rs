@@ -405,6 +405,98 @@ pub fn matmul(
     Ok(rows)
 }
 
+/// The seed workload's two products in GB/s of the bytes they must move (both operands read once, the output
+/// written once), beside a device copy of as many bytes: the forward product x[10, 10000]·W[10000, 1000], bound
+/// by reading W, and the weight gradient xᵀ·g ([10, 10000]ᵀ·[10, 1000]), bound by writing its 10M outputs.
+/// Short products repeat within one wait where a single one is quicker than a wait.
+pub fn seed_products(session: &Session, runs: usize) -> Result<Vec<BenchRow>> {
+    use crate::Transpose;
+    let (batch, inputs, outputs) = (10, 10_000, 1_000);
+    let x = session.upload(&host_data(batch * inputs, 1), &[batch, inputs])?;
+    let w = session.upload(&host_data(inputs * outputs, 2), &[inputs, outputs])?;
+    let g = session.upload(&host_data(batch * outputs, 3), &[batch, outputs])?;
+    let mut rows = Vec::new();
+    for (case, transpose, right, out_len) in [
+        ("x·W 10x10000x1000", Transpose::Neither, &w, batch * outputs),
+        ("xᵀ·g 10000x10x1000", Transpose::Left, &g, inputs * outputs),
+    ] {
+        let product = || x.matmul_t(right, transpose).map(drop);
+        let (once, _) = device_time(session, 1, product)?;
+        let (time, dispatches) = repeated_device_time(session, runs, repeats_for(once), product)?;
+        let bytes = 4 * (x.len() + right.len() + out_len);
+        let copied = buffer_copy_time(session, bytes as u64, runs)?;
+        rows.push(
+            beside_copy(
+                "seed_products",
+                case.to_string(),
+                bytes,
+                time,
+                "of as many bytes",
+                copied,
+            )
+            .with_dispatches(dispatches),
+        );
+    }
+    Ok(rows)
+}
+
+/// What wgpu's runtime checks (bounds checks, loop bounding) cost the products, whose kernels run without them
+/// by default: GFLOP/s of each product in `session` beside the same product in a session of `options` that
+/// builds every kernel with the checks, timed alternately.
+pub fn unchecked_matmul(
+    session: &Session,
+    options: &SessionOptions,
+    shapes: &[(usize, usize, usize)],
+    runs: usize,
+) -> Result<Vec<BenchRow>> {
+    let checked = Session::open(options.clone().checked_kernels(true))?;
+    let mut rows = Vec::new();
+    for &(m, k, n) in shapes {
+        let (a_host, b_host) = (host_data(m * k, 1), host_data(k * n, 2));
+        let operands = |session: &Session| -> Result<(crate::Tensor, crate::Tensor)> {
+            Ok((
+                session.upload(&a_host, &[m, k])?,
+                session.upload(&b_host, &[k, n])?,
+            ))
+        };
+        let pairs = [
+            (session, operands(session)?),
+            (&checked, operands(&checked)?),
+        ];
+        // Warm both (and tune, where the cache has no pick), then time them alternately, so that a machine
+        // slowing down or speeding up meets both alike.
+        let mut repeats = [1u32; 2];
+        for (slot, (session, (a, b))) in pairs.iter().enumerate() {
+            let (once, _) = device_time(session, 1, || a.matmul(b).map(drop))?;
+            repeats[slot] = repeats_for(once);
+        }
+        let mut times = [Vec::new(), Vec::new()];
+        for _ in 0..runs {
+            for (slot, (session, (a, b))) in pairs.iter().enumerate() {
+                let (time, _) =
+                    repeated_device_time(session, 1, repeats[slot], || a.matmul(b).map(drop))?;
+                times[slot].push(time);
+            }
+        }
+        let median = |times: &mut Vec<Duration>| {
+            times.sort_unstable();
+            times[times.len() / 2]
+        };
+        let (unchecked, with_checks) = (median(&mut times[0]), median(&mut times[1]));
+        let flops = 2.0 * (m * k * n) as f64;
+        rows.push(BenchRow::new(
+            Better::Higher,
+            "unchecked_matmul",
+            format!("{m}x{k}x{n}"),
+            "GFLOP/s",
+            flops / unchecked.as_secs_f64() / 1e9,
+            "the same product with wgpu's runtime checks".to_string(),
+            flops / with_checks.as_secs_f64() / 1e9,
+        ));
+    }
+    Ok(rows)
+}
+
 /// A sum over all of `len` floats, in GB/s of input, beside a device copy of the same input; a single-thread
 /// vectorised CPU sum for context.
 pub fn sum(session: &Session, len: usize, runs: usize) -> Result<BenchRow> {

@@ -8,6 +8,7 @@ use crate::error::{Error, Result};
 use crate::runtime::{BufferRange, Kernel, Runtime, Shader};
 
 static CREATION: Shader = Shader {
+    proven_bounds: false,
     name: "creation",
     source: include_str!("../../shaders/creation.wgsl"),
     generated: String::new,

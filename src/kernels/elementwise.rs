@@ -11,6 +11,7 @@ use crate::runtime::{size_bucket, BufferRange, Kernel, Runtime, Shader};
 use crate::shape::{broadcast_strides, padded_dims, MAX_RANK};
 
 static ELEMENTWISE: Shader = Shader {
+    proven_bounds: false,
     name: "elementwise",
     source: include_str!("../../shaders/elementwise.wgsl"),
     generated,

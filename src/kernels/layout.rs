@@ -11,6 +11,7 @@ use crate::runtime::{BufferRange, Kernel, Runtime, Shader};
 use crate::shape::{padded_dims, padded_front, MAX_RANK};
 
 static LAYOUT: Shader = Shader {
+    proven_bounds: false,
     name: "layout",
     source: include_str!("../../shaders/layout.wgsl"),
     generated: super::strided_wgsl,

@@ -24,6 +24,7 @@ use crate::runtime::{size_bucket, BufferRange, Kernel, Runtime, Shader};
 use crate::shape::Lanes;
 
 static LINEAR: Shader = Shader {
+    proven_bounds: false,
     name: "linear",
     source: include_str!("../../shaders/linear.wgsl"),
     generated,

@@ -13,6 +13,7 @@ use crate::runtime::{BufferRange, Kernel, Runtime, Shader};
 use crate::shape::MAX_RANK;
 
 static LOGIC: Shader = Shader {
+    proven_bounds: false,
     name: "logic",
     source: include_str!("../../shaders/logic.wgsl"),
     generated,

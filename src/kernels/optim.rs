@@ -24,6 +24,7 @@ use crate::runtime::{
 };
 
 static OPTIM: Shader = Shader {
+    proven_bounds: false,
     name: "optim",
     source: include_str!("../../shaders/optim.wgsl"),
     generated: || {

@@ -8,6 +8,7 @@ use crate::error::Result;
 use crate::runtime::{wgsl_constants, BufferRange, Kernel, Runtime, Shader};
 
 static RANDOM: Shader = Shader {
+    proven_bounds: false,
     name: "random",
     source: include_str!("../../shaders/random.wgsl"),
     generated: || wgsl_constants(&[("UNIFORM", UNIFORM), ("NORMAL", NORMAL)]),

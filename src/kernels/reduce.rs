@@ -39,6 +39,7 @@ use crate::runtime::{
 use crate::shape::Lanes;
 
 static REDUCE: Shader = Shader {
+    proven_bounds: false,
     name: "reduce",
     source: include_str!("../../shaders/reduce.wgsl"),
     generated,
@@ -47,6 +48,7 @@ static REDUCE: Shader = Shader {
 /// reduce.wgsl with the kernels that use subgroup operations, as a module of its own: built only on devices
 /// that have them (a module using them fails to build elsewhere).
 pub(crate) static REDUCE_SUBGROUP: Shader = Shader {
+    proven_bounds: false,
     name: "reduce_subgroup",
     source: concat!(
         include_str!("../../shaders/reduce.wgsl"),

@@ -19,6 +19,7 @@ use crate::runtime::{
 };
 
 static SOFTMAX: Shader = Shader {
+    proven_bounds: false,
     name: "softmax",
     source: include_str!("../../shaders/softmax.wgsl"),
     generated: || wgsl_constants(&[("SOFTMAX", SOFTMAX_OP), ("LOG_SOFTMAX", LOG_SOFTMAX_OP)]),

@@ -17,6 +17,7 @@ use crate::runtime::{wgsl_constants, BufferRange, Kernel, Runtime, Shader};
 use crate::shape::Lanes;
 
 static SORT: Shader = Shader {
+    proven_bounds: false,
     name: "sort",
     source: include_str!("../../shaders/sort.wgsl"),
     generated: || {

@@ -11,6 +11,7 @@ use crate::runtime::{size_bucket, BufferRange, Kernel, Runtime, Shader};
 use crate::shape::window::Windows;
 
 static WINDOW: Shader = Shader {
+    proven_bounds: false,
     name: "window",
     source: include_str!("../../shaders/window.wgsl"),
     generated: String::new,

@@ -330,6 +330,8 @@ pub(crate) struct Runtime {
     limits: wgpu::Limits,
     poison_outputs: bool,
     matmul_kernel: MatmulKernel,
+    /// Build every module with wgpu's runtime checks, those with proven bounds too.
+    checked_kernels: bool,
     reserve_up_front: bool,
     tuner: Tuner,
     batch: Batch,
@@ -359,6 +361,7 @@ pub(crate) struct RuntimeSettings {
     pub poison_outputs: bool,
     /// `Auto`: by adapter type by default, and the tuner may try the other family.
     pub matmul_kernel: MatmulKernel,
+    pub checked_kernels: bool,
     /// Chooses kernel variants; per runtime, so a runtime on another adapter chooses afresh.
     pub tuner: Tuner,
 }
@@ -408,6 +411,7 @@ impl Runtime {
             limits: settings.limits,
             poison_outputs: settings.poison_outputs,
             matmul_kernel: settings.matmul_kernel,
+            checked_kernels: settings.checked_kernels,
             reserve_up_front: settings.reserve_up_front,
             alarms,
             counters: Arc::default(),

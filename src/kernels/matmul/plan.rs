@@ -8,6 +8,7 @@ use super::tiles::{RegisterTile, SharedTile, BT_INVOCATIONS, BT_TILE};
 use super::Layout;
 
 pub(super) static MATMUL: Shader = Shader {
+    proven_bounds: true,
     name: "matmul",
     source: include_str!("../../../shaders/matmul.wgsl"),
     generated: register_tile_kernels,
@@ -16,6 +17,7 @@ pub(super) static MATMUL: Shader = Shader {
 /// matmul.wgsl with the short-and-wide tiles that share A's loads across a subgroup's lanes, as a module of its
 /// own: built only on devices with subgroup operations (a module using them fails to build elsewhere).
 pub(super) static MATMUL_SUBGROUP: Shader = Shader {
+    proven_bounds: true,
     name: "matmul_subgroup",
     source: include_str!("../../../shaders/matmul.wgsl"),
     generated: subgroup_tile_kernels,
