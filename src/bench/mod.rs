@@ -75,13 +75,14 @@ pub const SORT_LEN: usize = 1 << 20;
 pub const TOP_K: usize = 10;
 
 /// Every row's name, in the order [`run`] runs them.
-pub const ROWS: [&str; 21] = [
+pub const ROWS: [&str; 22] = [
     "session_open_close",
     "suspend_resume",
     "pool_alloc_free",
     "empty_dispatch",
     "matmul",
     "seed_products",
+    "seed_product_rate",
     "unchecked_matmul",
     "sum",
     "elementwise",
@@ -178,6 +179,9 @@ pub fn run(
     }
     if plan.wants("seed_products") {
         results.extend(rows::seed_products(&session, runs)?);
+    }
+    if plan.wants("seed_product_rate") {
+        results.push(rows::seed_product_rate(&session, 1024, runs)?);
     }
     if plan.wants("unchecked_matmul") {
         let square = plan.pick(512, 1024);

@@ -459,30 +459,13 @@ pub fn unchecked_matmul(
                 session.upload(&b_host, &[k, n])?,
             ))
         };
-        let pairs = [
-            (session, operands(session)?),
-            (&checked, operands(&checked)?),
-        ];
-        // Warm both (and tune, where the cache has no pick), then time them alternately, so that a machine
-        // slowing down or speeding up meets both alike.
-        let mut repeats = [1u32; 2];
-        for (slot, (session, (a, b))) in pairs.iter().enumerate() {
-            let (once, _) = device_time(session, 1, || a.matmul(b).map(drop))?;
-            repeats[slot] = repeats_for(once);
-        }
-        let mut times = [Vec::new(), Vec::new()];
-        for _ in 0..runs {
-            for (slot, (session, (a, b))) in pairs.iter().enumerate() {
-                let (time, _) =
-                    repeated_device_time(session, 1, repeats[slot], || a.matmul(b).map(drop))?;
-                times[slot].push(time);
-            }
-        }
-        let median = |times: &mut Vec<Duration>| {
-            times.sort_unstable();
-            times[times.len() / 2]
-        };
-        let (unchecked, with_checks) = (median(&mut times[0]), median(&mut times[1]));
+        let [unchecked, with_checks] = alternated_products(
+            [
+                (session, operands(session)?),
+                (&checked, operands(&checked)?),
+            ],
+            runs,
+        )?;
         let flops = 2.0 * (m * k * n) as f64;
         rows.push(BenchRow::new(
             Better::Higher,
@@ -495,6 +478,63 @@ pub fn unchecked_matmul(
         ));
     }
     Ok(rows)
+}
+
+/// The median time of each of two products (a session and its operands), timed alternately after a warm-up
+/// (which tunes, where the cache has no pick), so that a machine slowing down or speeding up meets both alike:
+/// on a shared host, two rows timed a minute apart can differ by 2× in the same build.
+fn alternated_products(
+    products: [(&Session, (crate::Tensor, crate::Tensor)); 2],
+    runs: usize,
+) -> Result<[Duration; 2]> {
+    let mut repeats = [1u32; 2];
+    for (slot, (session, (a, b))) in products.iter().enumerate() {
+        let (once, _) = device_time(session, 1, || a.matmul(b).map(drop))?;
+        repeats[slot] = repeats_for(once);
+    }
+    let mut times = [Vec::new(), Vec::new()];
+    for _ in 0..runs.max(1) {
+        for (slot, (session, (a, b))) in products.iter().enumerate() {
+            let (time, _) =
+                repeated_device_time(session, 1, repeats[slot], || a.matmul(b).map(drop))?;
+            times[slot].push(time);
+        }
+    }
+    Ok(times.map(|mut times| {
+        times.sort_unstable();
+        times[times.len() / 2]
+    }))
+}
+
+/// The seed workload's forward product beside a square one, in GFLOP/s each, timed alternately: how far a
+/// short product over a long K is from the square product's rate on the same machine at the same moment.
+pub fn seed_product_rate(session: &Session, square: usize, runs: usize) -> Result<BenchRow> {
+    let operands = |(m, k, n): (usize, usize, usize)| -> Result<(crate::Tensor, crate::Tensor)> {
+        Ok((
+            session.upload(&host_data(m * k, 1), &[m, k])?,
+            session.upload(&host_data(k * n, 2), &[k, n])?,
+        ))
+    };
+    let seed = (10, 10_000, 1_000);
+    let [seed_time, square_time] = alternated_products(
+        [
+            (session, operands(seed)?),
+            (session, operands((square, square, square))?),
+        ],
+        runs,
+    )?;
+    let rate = |(m, k, n): (usize, usize, usize), time: Duration| {
+        2.0 * (m * k * n) as f64 / time.as_secs_f64() / 1e9
+    };
+    Ok(BenchRow::new(
+        Better::Higher,
+        "seed_product_rate",
+        "10x10000x1000".to_string(),
+        "GFLOP/s",
+        rate(seed, seed_time),
+        format!("matmul {square}³, timed alternately"),
+        rate((square, square, square), square_time),
+    ))
 }
 
 /// A sum over all of `len` floats, in GB/s of input, beside a device copy of the same input; a single-thread
