@@ -236,7 +236,7 @@ fn shared_memory_tiles_at_every_transpose_batch_and_long_k(backend: &Backend) {
     );
 }
 
-per_backend!(every_matmul_variant_at_partial_tiles_long_k_and_a_batch, "matmul": vec4_8x8, vec4_4x16, shared_rows_8x8, shared_rows_12x8, shared_rows_16x16, shared_rows_24x16, wide_1x16, wide_4x16, wide_8x16, wide_10x16, wide_12x16, wide_16x16, subgroup_wide_1x16, subgroup_wide_4x16, subgroup_wide_8x16, subgroup_wide_10x16, subgroup_wide_12x16, subgroup_wide_16x16, vec4_at_8x8, at_shared_rows_8x16, at_shared_rows_24x16, at_shared_rows_16x16, subgroup_at_24x16, subgroup_at_32x16, vec4_bt_4x4, strided_4x4, shared_tiles, shared_tiles_32x32, shared_tiles_64x64_8x4, shared_tiles_128x64, shared_tiles_128x128, split_k_128, split_k_512, split_k_2048);
+per_backend!(every_matmul_variant_at_partial_tiles_long_k_and_a_batch, "matmul": vec4_8x8, vec4_4x16, shared_rows_8x8, shared_rows_12x8, shared_rows_16x16, shared_rows_24x16, wide_1x16, wide_4x16, wide_8x16, wide_10x16, wide_12x16, wide_16x16, subgroup_wide_1x16, subgroup_wide_4x16, subgroup_wide_8x16, subgroup_wide_10x16, subgroup_wide_12x16, subgroup_wide_16x16, vec4_at_8x8, at_shared_rows_8x16, at_shared_rows_24x16, at_shared_rows_16x16, subgroup_at_24x16, subgroup_at_32x16, vec4_bt_4x4, strided_4x4, shared_tiles, shared_tiles_32x32, shared_tiles_64x64_8x4, shared_tiles_128x64, shared_tiles_128x128, shared_vec4_64x64, shared_vec4_128x64, shared_vec4_128x128, split_k_128, split_k_512, split_k_2048);
 /// Each matmul variant forced (a variant runs where the operands' layout allows it, and the default elsewhere):
 /// row-major operands at sizes that leave partial tiles on both sides, K in several passes, and a batch, so
 /// every register tile shape and its edges are checked on both backends.

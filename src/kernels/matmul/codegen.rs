@@ -2,7 +2,10 @@
 //! the short-and-wide and subgroup tiles, the transposed ones and the shared-memory tiles, which `plan` appends
 //! to shaders/matmul.wgsl as the two shader modules the kernels live in.
 
-use super::tiles::{RegisterTile, SharedTile, BT_INVOCATIONS, BT_TILE, SUBGROUP_LANES};
+use super::tiles::{
+    RegisterTile, SharedTile, Vec4SharedTile, BT_INVOCATIONS, BT_TILE, SUBGROUP_LANES,
+    VEC4_TILE_DEPTH,
+};
 
 /// The entry point of a subgroup tile: as `tile_entry_point`, with the lane's index in its subgroup (`lane`)
 /// and an early return for whole workgroups past M only.
@@ -109,6 +112,7 @@ pub(super) fn register_tile_kernels(
     wide: &[RegisterTile],
     transposed_left: &[RegisterTile],
     shared: &[SharedTile],
+    vec4_shared: &[Vec4SharedTile],
 ) -> String {
     register
         .iter()
@@ -121,7 +125,186 @@ pub(super) fn register_tile_kernels(
                 .map(|tile| transposed_left_source(tile, false)),
         )
         .chain(shared.iter().map(shared_tile_source))
+        .chain(vec4_shared.iter().map(vec4_shared_tile_source))
         .collect()
+}
+
+/// The WGSL of a [`Vec4SharedTile`].
+fn vec4_shared_tile_source(tile: &Vec4SharedTile) -> String {
+    let entry = tile.kernel.entry;
+    let (bm, bn, bk) = (tile.block_rows, tile.block_cols, VEC4_TILE_DEPTH);
+    let (tx, ty) = (tile.threads_x, tile.threads_y);
+    let threads = tx * ty;
+    // Groups of 4 rows and vec4 columns per invocation; vec4s of A's tile (along K) and of B's (along N) that
+    // each invocation loads per step.
+    let (row_groups, col_vec4s) = (bm / ty / 4, bn / tx / 4);
+    let (a_loads, b_loads) = (bm * (bk / 4) / threads, bk * (bn / 4) / threads);
+    let (bm4, bn4) = (bm / 4, bn / 4);
+    let mut body = String::new();
+    let mut line = |indent: usize, text: String| {
+        body.push_str(&" ".repeat(4 * indent));
+        body.push_str(&text);
+        body.push('\n');
+    };
+    // The loads of one step into registers: A's row (clamped) and vec4 along K (0 past k_end), B's row along K
+    // (0 past k_end) and vec4 column (clamped).
+    let load = |line: &mut dyn FnMut(usize, String), indent: usize, k0: &str| {
+        for l in 0..a_loads {
+            line(indent, format!("let aq{l} = t + {}u;", l * threads));
+            line(
+                indent,
+                format!("let ak{l} = {k0} + (aq{l} % {}u) * 4u;", bk / 4),
+            );
+            line(
+                indent,
+                format!(
+                    "pa{l} = select(vec4<f32>(0.0), a4[a_base4 + min(row_base + aq{l} / {}u, m - 1u) * a_row4 \
+                     + min(ak{l}, k_end - 4u) / 4u], ak{l} < k_end);",
+                    bk / 4
+                ),
+            );
+        }
+        for l in 0..b_loads {
+            line(indent, format!("let bq{l} = t + {}u;", l * threads));
+            line(indent, format!("let bk{l} = {k0} + bq{l} / {bn4}u;"));
+            line(
+                indent,
+                format!(
+                    "pb{l} = select(vec4<f32>(0.0), b4[b_base4 + min(bk{l}, k_end - 1u) * b_row4 \
+                     + min(col_base4 + bq{l} % {bn4}u, n4s - 1u)], bk{l} < k_end);"
+                ),
+            );
+        }
+    };
+    for l in 0..a_loads {
+        line(1, format!("var pa{l} = vec4<f32>(0.0);"));
+    }
+    for l in 0..b_loads {
+        line(1, format!("var pb{l} = vec4<f32>(0.0);"));
+    }
+    for g in 0..row_groups {
+        for r in 0..4 {
+            for j in 0..col_vec4s {
+                line(1, format!("var c{g}_{r}_{j} = vec4<f32>(0.0);"));
+            }
+        }
+    }
+    load(&mut line, 1, "k_begin");
+    line(
+        1,
+        format!("for (var k0 = k_begin; k0 < k_end; k0 = k0 + {bk}u) {{"),
+    );
+    line(2, "workgroupBarrier();".to_string());
+    // A's tile goes in transposed: component (row % 4) of vec4 (k, row / 4).
+    for l in 0..a_loads {
+        // Row (t + l·threads) / (bk / 4) of the tile, K from 4·((t + l·threads) % (bk / 4)).
+        line(
+            2,
+            format!(
+                "let at{l} = ((t + {q}u) % {kv}u) * {}u + (t + {q}u) / {kv}u / 4u;",
+                4 * bm4,
+                q = l * threads,
+                kv = bk / 4
+            ),
+        );
+        line(
+            2,
+            format!("let ac{l} = ((t + {}u) / {}u) % 4u;", l * threads, bk / 4),
+        );
+        for (c, component) in ["x", "y", "z", "w"].iter().enumerate() {
+            line(
+                2,
+                format!(
+                    "{entry}_a[at{l} + {}u][ac{l}] = pa{l}.{component};",
+                    c as u32 * bm4
+                ),
+            );
+        }
+    }
+    for l in 0..b_loads {
+        line(2, format!("{entry}_b[t + {}u] = pb{l};", l * threads));
+    }
+    line(2, "workgroupBarrier();".to_string());
+    line(2, format!("if (k0 + {bk}u < k_end) {{"));
+    load(&mut line, 3, &format!("(k0 + {bk}u)"));
+    line(2, "}".to_string());
+    line(2, format!("for (var kk = 0u; kk < {bk}u; kk = kk + 1u) {{"));
+    for g in 0..row_groups {
+        line(
+            3,
+            format!("let av{g} = {entry}_a[kk * {bm4}u + lid.y + {}u];", g * ty),
+        );
+    }
+    for j in 0..col_vec4s {
+        line(
+            3,
+            format!("let bv{j} = {entry}_b[kk * {bn4}u + lid.x + {}u];", j * tx),
+        );
+    }
+    for g in 0..row_groups {
+        for (r, component) in ["x", "y", "z", "w"].iter().enumerate() {
+            for j in 0..col_vec4s {
+                line(
+                    3,
+                    format!("c{g}_{r}_{j} = c{g}_{r}_{j} + av{g}.{component} * bv{j};"),
+                );
+            }
+        }
+    }
+    line(2, "}".to_string());
+    line(1, "}".to_string());
+    for g in 0..row_groups {
+        for r in 0..4 {
+            line(
+                1,
+                format!(
+                    "let row{g}_{r} = row_base + (lid.y + {}u) * 4u + {r}u;",
+                    g * ty
+                ),
+            );
+            line(1, format!("if (row{g}_{r} < m) {{"));
+            for j in 0..col_vec4s {
+                line(
+                    2,
+                    format!(
+                        "if (col_base4 + lid.x + {jt}u < n4s) {{ store4(c_base4 + row{g}_{r} * n4s + col_base4 + lid.x \
+                         + {jt}u, c{g}_{r}_{j}, accumulate); }}",
+                        jt = j * tx
+                    ),
+                );
+            }
+            line(1, "}".to_string());
+        }
+    }
+    format!(
+        "
+// {bm}×{bn} of C per {tx}×{ty} workgroup, {rows}×{cols} per invocation, {bk} deep along K per step, operands
+// read as vec4s, A staged transposed, the next step loaded into registers during this one.
+var<workgroup> {entry}_a: array<vec4<f32>, {a_len}>;
+var<workgroup> {entry}_b: array<vec4<f32>, {b_len}>;
+
+@compute @workgroup_size({tx}, {ty})
+fn {entry}(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {{
+    let m = params.m;
+    let n4s = params.n / 4u;
+    let k_begin = params.k_begin;
+    let k_end = params.k_end;
+    let a_row4 = params.a_row / 4u;
+    let b_row4 = params.b_row / 4u;
+    let accumulate = params.accumulate == 1u;
+    let a_base4 = a_batch_base(wid.z) / 4u;
+    let b_base4 = b_batch_base(wid.z) / 4u;
+    let c_base4 = wid.z * params.c_batch / 4u;
+    let row_base = (wid.y + params.group_row_offset) * {bm}u;
+    let col_base4 = wid.x * {bn4}u;
+    let t = lid.y * {tx}u + lid.x;
+{body}}}
+",
+        rows = bm / ty,
+        cols = bn / tx,
+        a_len = bk * bm4,
+        b_len = bk * bn4,
+    )
 }
 
 fn shared_tile_source(tile: &SharedTile) -> String {

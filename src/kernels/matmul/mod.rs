@@ -22,7 +22,8 @@ use super::{reduce, Scratch};
 use crate::op::reduce::{ReduceOp, Reduction};
 use crate::shape::Lanes;
 use plan::{
-    candidates, plan, shared_tiles, split_k, split_k_for, vec4_layout, wide_tiles, Plan, WIDE_TILES,
+    candidates, plan, shared_tiles, split_k, split_k_for, vec4_layout, wide_tiles, Plan,
+    VEC4_SHARED_TILES, WIDE_TILES,
 };
 pub(crate) use plan::{grid, FAMILY, STRIDED, VARIANTS, VEC4_8X8, VEC4_AT, VEC4_BT};
 use tiles::SUBGROUP_LANES;
@@ -211,7 +212,8 @@ pub(crate) fn matmul_batched(
         }
     }
     // A forced short-and-wide tile runs at any M its layout allows (by default they are offered for short
-    // products only), so that every one can be checked at every size.
+    // products only), and a forced vec4 shared tile on CPU adapters too, so that every one can be checked at
+    // every size.
     if vec4_layout((a_layout, b_layout), (k, n)) {
         let forced: Vec<&'static str> = runtime
             .forced_variants(FAMILY)
@@ -220,6 +222,7 @@ pub(crate) fn matmul_batched(
                     .iter()
                     .chain(wide_tiles(subgroups))
                     .map(|tile| tile.variant)
+                    .chain(VEC4_SHARED_TILES.iter().map(|tile| tile.variant))
                     .find(|&variant| variant == forced)
             })
             .collect();
@@ -436,7 +439,8 @@ reflected_layout!(
         REGISTER_TILES[4].kernel, WIDE_TILES[0].kernel, WIDE_TILES[1].kernel, WIDE_TILES[2].kernel, WIDE_TILES[3].kernel, WIDE_TILES[4].kernel, WIDE_TILES[5].kernel, SUBGROUP_WIDE_TILES[0].kernel, SUBGROUP_WIDE_TILES[1].kernel, SUBGROUP_WIDE_TILES[2].kernel, SUBGROUP_WIDE_TILES[3].kernel, SUBGROUP_WIDE_TILES[4].kernel, SUBGROUP_WIDE_TILES[5].kernel, TRANSPOSED_LEFT_TILES[0].kernel, TRANSPOSED_LEFT_TILES[1].kernel,
         TRANSPOSED_LEFT_TILES[2].kernel, SUBGROUP_AT_TILES[0].kernel, SUBGROUP_AT_TILES[1].kernel,
         SHARED_TILE_SHAPES[0].kernel, SHARED_TILE_SHAPES[1].kernel, SHARED_TILE_SHAPES[2].kernel,
-        SHARED_TILE_SHAPES[3].kernel, SHARED_TILE_SHAPES[4].kernel
+        SHARED_TILE_SHAPES[3].kernel, SHARED_TILE_SHAPES[4].kernel, VEC4_SHARED_TILES[0].kernel,
+        VEC4_SHARED_TILES[1].kernel, VEC4_SHARED_TILES[2].kernel
     ],
     params: {
         m, n, k, wg_rows, a_batch, a_row, a_col, b_batch, b_row, b_col, c_batch, k_begin, k_end,

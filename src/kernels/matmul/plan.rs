@@ -4,7 +4,9 @@
 use crate::runtime::{Kernel, MatmulKernel, Shader};
 
 use super::codegen;
-use super::tiles::{RegisterTile, SharedTile, BT_INVOCATIONS, BT_TILE};
+use super::tiles::{
+    RegisterTile, SharedTile, Vec4SharedTile, BT_INVOCATIONS, BT_TILE, VEC4_TILE_DEPTH,
+};
 use super::Layout;
 
 pub(super) static MATMUL: Shader = Shader {
@@ -30,6 +32,7 @@ fn register_tile_kernels() -> String {
         &WIDE_TILES,
         &TRANSPOSED_LEFT_TILES,
         &SHARED_TILE_SHAPES,
+        &VEC4_SHARED_TILES,
     )
 }
 
@@ -236,6 +239,57 @@ pub(super) static SHARED_TILE_SHAPES: [SharedTile; 5] = [
     ),
 ];
 
+/// The vec4 shared-memory tiles (see [`Vec4SharedTile`]), for GPUs, over row-major operands with K and N
+/// multiples of 4: candidates after the default shared tile, for the tuner to time on the device.
+pub(super) static VEC4_SHARED_TILES: [Vec4SharedTile; 3] = [
+    // 4×4 of C per invocation: small products fill more workgroups.
+    vec4_shared_tile(
+        "shared_vec4_64x64",
+        "matmul_shared_vec4_64x64",
+        (64, 64),
+        (16, 16),
+    ),
+    // 8×4.
+    vec4_shared_tile(
+        "shared_vec4_128x64",
+        "matmul_shared_vec4_128x64",
+        (128, 64),
+        (16, 16),
+    ),
+    // 8×8: 64 multiply-adds per 4 vec4 reads of workgroup memory.
+    vec4_shared_tile(
+        "shared_vec4_128x128",
+        "matmul_shared_vec4_128x128",
+        (128, 128),
+        (16, 16),
+    ),
+];
+
+const fn vec4_shared_tile(
+    variant: &'static str,
+    entry: &'static str,
+    (block_rows, block_cols): (u32, u32),
+    (threads_x, threads_y): (u32, u32),
+) -> Vec4SharedTile {
+    let threads = threads_x * threads_y;
+    // What the generated source assumes: groups of 4 rows and whole vec4 columns per invocation, tiles that
+    // the workgroup loads in whole rounds of vec4s, and WebGPU's default limits on invocations and workgroup
+    // memory (so that every adapter can build the module).
+    assert!(block_rows % (4 * threads_y) == 0 && block_cols % (4 * threads_x) == 0);
+    assert!((block_rows * VEC4_TILE_DEPTH / 4).is_multiple_of(threads));
+    assert!((VEC4_TILE_DEPTH * block_cols / 4).is_multiple_of(threads));
+    assert!(threads <= 256);
+    assert!((block_rows + block_cols) * VEC4_TILE_DEPTH * 4 <= 16384);
+    Vec4SharedTile {
+        variant,
+        block_rows,
+        block_cols,
+        threads_x,
+        threads_y,
+        kernel: Kernel::new(&MATMUL, entry, &[1, 2, 3]),
+    }
+}
+
 const fn shared_tile(
     variant: &'static str,
     entry: &'static str,
@@ -310,6 +364,9 @@ pub(crate) const VARIANTS: &[&str] = &[
     SHARED_TILE_SHAPES[2].variant,
     SHARED_TILE_SHAPES[3].variant,
     SHARED_TILE_SHAPES[4].variant,
+    VEC4_SHARED_TILES[0].variant,
+    VEC4_SHARED_TILES[1].variant,
+    VEC4_SHARED_TILES[2].variant,
     SPLIT_K[0].variant,
     SPLIT_K[1].variant,
     SPLIT_K[2].variant,
@@ -419,12 +476,23 @@ pub(super) fn candidates(
     } else {
         vec![STRIDED]
     };
+    // The vec4 shared tiles, after the default shared tile, where the layout allows them.
+    let shared = || {
+        let vec4_tiles = VEC4_SHARED_TILES
+            .iter()
+            .filter(move |_| vec4)
+            .map(|tile| tile.variant);
+        shared_tiles()
+            .take(1)
+            .chain(vec4_tiles)
+            .chain(shared_tiles().skip(1))
+    };
     match setting {
         MatmulKernel::Registers => registers,
         MatmulKernel::SharedTiles if cpu => vec![SHARED_TILES],
-        MatmulKernel::SharedTiles => shared_tiles().collect(),
+        MatmulKernel::SharedTiles => shared().collect(),
         MatmulKernel::Auto if cpu => registers.into_iter().chain([SHARED_TILES]).collect(),
-        MatmulKernel::Auto => shared_tiles().chain(registers).collect(),
+        MatmulKernel::Auto => shared().chain(registers).collect(),
     }
 }
 
@@ -465,6 +533,20 @@ pub(crate) fn grid(variant: &str, (m, n): (usize, usize)) -> ([u32; 3], u32) {
 /// The kernel and grid of `variant` for `batches` products of `m` rows and `n` columns.
 pub(super) fn plan(variant: &str, batches: usize, (m, n): (usize, usize)) -> Plan {
     let tiles = [n.div_ceil(64) as u32, m.div_ceil(64) as u32, batches as u32];
+    if let Some(tile) = VEC4_SHARED_TILES
+        .iter()
+        .find(|tile| tile.variant == variant)
+    {
+        return Plan {
+            kernel: &tile.kernel,
+            groups: [
+                n.div_ceil(tile.block_cols as usize) as u32,
+                m.div_ceil(tile.block_rows as usize) as u32,
+                batches as u32,
+            ],
+            wg_rows: 1,
+        };
+    }
     if let Some(tile) = SHARED_TILE_SHAPES
         .iter()
         .find(|tile| tile.variant == variant)

@@ -214,7 +214,9 @@ fn every_setting_offers_only_variants_that_fit_and_auto_offers_both_families() {
                 let auto = candidates(MatmulKernel::Auto, (cpu, false), layouts, shape);
                 let shared = candidates(MatmulKernel::SharedTiles, (cpu, false), layouts, shape);
                 assert_eq!(shared[0], SHARED_TILES);
-                assert_eq!(shared.len(), if cpu { 1 } else { 5 });
+                let vec4 = !transpose.0 && !transpose.1 && shape.1 % 4 == 0 && shape.2 % 4 == 0;
+                let vec4_tiles = if vec4 { VEC4_SHARED_TILES.len() } else { 0 };
+                assert_eq!(shared.len(), if cpu { 1 } else { 5 + vec4_tiles });
                 assert!(registers
                     .iter()
                     .all(|variant| !shared_tiles().any(|s| s == *variant)));
@@ -224,7 +226,6 @@ fn every_setting_offers_only_variants_that_fit_and_auto_offers_both_families() {
                     "{transpose:?} {shape:?}"
                 );
                 assert_eq!(auto[0] == SHARED_TILES, !cpu);
-                let vec4 = !transpose.0 && !transpose.1 && shape.1 % 4 == 0 && shape.2 % 4 == 0;
                 let transposed_right = !transpose.0 && transpose.1 && shape.1 % 4 == 0;
                 let transposed_left =
                     transpose.0 && !transpose.1 && shape.0 % 4 == 0 && shape.2 % 4 == 0;
@@ -249,16 +250,25 @@ fn workgroups_of_every_variant_cover_the_output() {
         (1000, 4),
         (3, 4096),
     ] {
-        for &variant in VARIANTS {
+        // A split-K variant runs its slices with another variant's plan.
+        for &variant in VARIANTS
+            .iter()
+            .filter(|&&variant| split_k(variant).is_none())
+        {
             let plan = plan(variant, 1, (m, n));
             let shared = SHARED_TILE_SHAPES
                 .iter()
-                .find(|tile| tile.variant == variant);
+                .find(|tile| tile.variant == variant)
+                .map(|tile| (tile.block_rows as usize, tile.block_cols as usize))
+                .or_else(|| {
+                    VEC4_SHARED_TILES
+                        .iter()
+                        .find(|tile| tile.variant == variant)
+                        .map(|tile| (tile.block_rows as usize, tile.block_cols as usize))
+                });
             let (rows, cols) = match variant {
                 SHARED_TILES | STRIDED => (64, 64),
-                _ if shared.is_some() => shared
-                    .map(|tile| (tile.block_rows as usize, tile.block_cols as usize))
-                    .unwrap_or_default(),
+                _ if shared.is_some() => shared.unwrap_or_default(),
                 VEC4_BT => (BT_TILE * BT_INVOCATIONS, BT_TILE * BT_INVOCATIONS),
                 _ => {
                     let (rows, vec4s, invocations) = match REGISTER_TILES

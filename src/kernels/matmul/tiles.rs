@@ -45,6 +45,27 @@ impl SharedTile {
     }
 }
 
+/// A shared-memory tile for GPUs over row-major operands whose K and N are multiples of 4, in the register-
+/// blocked recipe of fast SGEMM kernels: a workgroup of `threads_x`·`threads_y` invocations computes
+/// `block_rows` × `block_cols` of C, `VEC4_TILE_DEPTH` deep along K per step; A and B are read from memory as
+/// vec4s (neighbouring invocations, neighbouring vec4s), A is staged transposed so that each invocation reads
+/// its rows of a step as vec4s too, and the next step's operands are loaded into registers while this step's
+/// are multiplied (one buffer of workgroup memory, two barriers a step). An invocation keeps
+/// (`block_rows` / `threads_y`) × (`block_cols` / `threads_x`) of C: its rows in groups of 4 spaced
+/// 4·`threads_y` apart and its columns in vec4s spaced `threads_x` vec4s apart, so that a subgroup's reads of
+/// workgroup memory are contiguous. Each element of C adds its products over K in order, as the other tiles do.
+pub(super) struct Vec4SharedTile {
+    pub(super) variant: &'static str,
+    pub(super) block_rows: u32,
+    pub(super) block_cols: u32,
+    pub(super) threads_x: u32,
+    pub(super) threads_y: u32,
+    pub(super) kernel: Kernel,
+}
+
+/// K per step of a [`Vec4SharedTile`]: 4 vec4s of each row of A.
+pub(super) const VEC4_TILE_DEPTH: u32 = 16;
+
 /// The lanes a subgroup needs at least for `SUBGROUP_WIDE_TILES`: each of A's rows is loaded by one of the
 /// first `SUBGROUP_LANES` lanes and broadcast from there.
 pub(super) const SUBGROUP_LANES: u32 = 8;
