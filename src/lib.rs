@@ -70,8 +70,8 @@ pub use runtime::{
     TuningRecord, VariantTime, CACHE_DIR_ENV, TUNING_ENV,
 };
 pub use session::{
-    AdapterSummary, CloseReport, MemoryLimit, ResumeReport, Session, SessionInfo, SessionOptions,
-    SuspendReport,
+    AdapterSummary, Capabilities, CloseReport, MemoryLimit, ResumeReport, Session, SessionInfo,
+    SessionOptions, SuspendReport,
 };
 pub use tensor::{DType, Tensor, MAX_RANK};
 /// The wgpu this crate is built on, for naming backends and device types.

@@ -972,6 +972,9 @@ impl Session {
 }
 
 #[cfg(test)]
+mod matmul_guards;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

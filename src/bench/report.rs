@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use crate::Session;
+use crate::{Session, SessionInfo};
 
 /// One measured figure beside its same-run baseline.
 #[derive(Clone, Debug, Serialize)]
@@ -88,6 +88,9 @@ pub struct BenchAdapter {
 #[derive(Clone, Debug, Serialize)]
 pub struct BenchReport {
     pub adapter: BenchAdapter,
+    /// The session's adapter with its driver, what it offers products (cooperative matrices and their
+    /// configurations, float16, subgroups) and the matmul precision in effect.
+    pub info: SessionInfo,
     pub results: Vec<BenchRow>,
 }
 
@@ -100,6 +103,7 @@ impl BenchReport {
                 backend: adapter.backend,
                 device_type: adapter.device_type,
             },
+            info: session.info(),
             results,
         }
     }
