@@ -430,8 +430,7 @@ pub(crate) fn open_adapter(selector: &AdapterSelector) -> Result<(wgpu::Instance
     let widest = selector.backends();
     let mut available = 0;
     for backends in backend_tries(&selector, widest) {
-        let instance = instance_for(backends);
-        let adapters = pollster::block_on(instance.enumerate_adapters(backends));
+        let (instance, adapters) = probe(backends);
         available = adapters.len();
         if let Some(adapter) = choose(&selector, adapters) {
             return Ok((instance, adapter));
@@ -445,6 +444,54 @@ pub(crate) fn open_adapter(selector: &AdapterSelector) -> Result<(wgpu::Instance
             format!("{available} adapter(s) exist; `wgcompute devices` lists them")
         },
     })
+}
+
+/// An instance of `backends` and the adapters it lists. Made once per process for each set of backends
+/// without GL and kept: an instance and its adapters hold no device memory (a session's device is what does,
+/// and closing it gives everything back), while making them costs a session's open about half its time on
+/// lavapipe (a Vulkan instance there takes about 10 ms). GL's are made afresh each time: a GL adapter owns a
+/// driver context, which a process forked later must not inherit (see the Python package's fork guard). A
+/// forked child neither uses nor drops what it inherited of the parent's (the driver's threads behind them do
+/// not exist in the child, and a call into them would wait for ever): it leaves them be and probes afresh.
+fn probe(backends: wgpu::Backends) -> (wgpu::Instance, Vec<wgpu::Adapter>) {
+    /// The process that made the kept instances, and the instances.
+    type Probed = (
+        u32,
+        Vec<(wgpu::Backends, wgpu::Instance, Vec<wgpu::Adapter>)>,
+    );
+    static PROBED: std::sync::Mutex<Probed> = std::sync::Mutex::new((0, Vec::new()));
+    let fresh = || {
+        let instance = instance_for(backends);
+        let adapters = pollster::block_on(instance.enumerate_adapters(backends));
+        (instance, adapters)
+    };
+    if backends.contains(wgpu::Backends::GL) {
+        return fresh();
+    }
+    let lock = || {
+        let mut probed = PROBED
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let process = std::process::id();
+        if probed.0 != process {
+            std::mem::forget(std::mem::take(&mut probed.1));
+            probed.0 = process;
+        }
+        probed
+    };
+    if let Some((_, instance, adapters)) = lock().1.iter().find(|(kept, ..)| *kept == backends) {
+        return (instance.clone(), adapters.clone());
+    }
+    // Probed without the lock held: a fork while another thread probes must not leave the child a held lock.
+    let (instance, adapters) = fresh();
+    // An instance that found nothing is not kept: a driver installed later is found by the next open.
+    let mut probed = lock();
+    if !adapters.is_empty() && !probed.1.iter().any(|(kept, ..)| *kept == backends) {
+        probed
+            .1
+            .push((backends, instance.clone(), adapters.clone()));
+    }
+    (instance, adapters)
 }
 
 /// The backend sets to enumerate in turn for a selector: the primary ones, then every one, where the selector
