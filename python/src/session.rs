@@ -249,31 +249,15 @@ impl Session {
     /// The adapter the session runs on: a dict of name, backend, device_type and driver.
     fn adapter<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let summary = self.with(py, |session| Ok(session.adapter().clone()))?;
-        adapter_dict(
-            py,
-            summary.name,
-            summary.backend,
-            summary.device_type,
-            summary.driver,
-        )
+        summary_dict(py, summary)
     }
 
     /// What the session runs with: a dict of the adapter, the matmul precision asked for and the one in
     /// effect (with a note on why they differ), and what the adapter offers products.
     fn info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let info = self.with(py, |session| Ok(session.info()))?;
-        let summary = info.adapter;
         let dict = PyDict::new(py);
-        dict.set_item(
-            "adapter",
-            adapter_dict(
-                py,
-                summary.name,
-                summary.backend,
-                summary.device_type,
-                summary.driver,
-            )?,
-        )?;
+        dict.set_item("adapter", summary_dict(py, info.adapter)?)?;
         dict.set_item("matmul_precision", info.matmul_precision.name())?;
         dict.set_item(
             "matmul_precision_in_effect",
@@ -622,6 +606,17 @@ impl MemoryStats {
 /// An optional count as Python writes it: the number, or None.
 fn python_int(value: Option<u64>) -> String {
     value.map_or_else(|| "None".to_string(), |value| value.to_string())
+}
+
+/// A session's adapter as [`adapter_dict`] gives it.
+fn summary_dict(py: Python<'_>, summary: wgcompute::AdapterSummary) -> PyResult<Bound<'_, PyDict>> {
+    adapter_dict(
+        py,
+        summary.name,
+        summary.backend,
+        summary.device_type,
+        summary.driver,
+    )
 }
 
 /// What names an adapter, as `devices()` and `Session.adapter()` both give it.

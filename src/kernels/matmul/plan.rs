@@ -533,29 +533,23 @@ pub(crate) fn grid(variant: &str, (m, n): (usize, usize)) -> ([u32; 3], u32) {
 /// The kernel and grid of `variant` for `batches` products of `m` rows and `n` columns.
 pub(super) fn plan(variant: &str, batches: usize, (m, n): (usize, usize)) -> Plan {
     let tiles = [n.div_ceil(64) as u32, m.div_ceil(64) as u32, batches as u32];
-    if let Some(tile) = VEC4_SHARED_TILES
+    // The shared-memory tiles: a block of C per workgroup.
+    let shared_block = SHARED_TILE_SHAPES
         .iter()
         .find(|tile| tile.variant == variant)
-    {
+        .map(|tile| (&tile.kernel, tile.block_rows, tile.block_cols))
+        .or_else(|| {
+            VEC4_SHARED_TILES
+                .iter()
+                .find(|tile| tile.variant == variant)
+                .map(|tile| (&tile.kernel, tile.block_rows, tile.block_cols))
+        });
+    if let Some((kernel, block_rows, block_cols)) = shared_block {
         return Plan {
-            kernel: &tile.kernel,
+            kernel,
             groups: [
-                n.div_ceil(tile.block_cols as usize) as u32,
-                m.div_ceil(tile.block_rows as usize) as u32,
-                batches as u32,
-            ],
-            wg_rows: 1,
-        };
-    }
-    if let Some(tile) = SHARED_TILE_SHAPES
-        .iter()
-        .find(|tile| tile.variant == variant)
-    {
-        return Plan {
-            kernel: &tile.kernel,
-            groups: [
-                n.div_ceil(tile.block_cols as usize) as u32,
-                m.div_ceil(tile.block_rows as usize) as u32,
+                n.div_ceil(block_cols as usize) as u32,
+                m.div_ceil(block_rows as usize) as u32,
                 batches as u32,
             ],
             wg_rows: 1,
