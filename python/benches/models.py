@@ -47,13 +47,16 @@ def timed(session: wg.Session, steps: int, step: Callable[[], None]) -> tuple[fl
     return statistics.median(times), per["dispatches"], per["submissions"]
 
 
-def training(session: wg.Session, model: Any, x: wg.Tensor, y: wg.Tensor, flat: int | None) -> Callable[[], None]:
-    params = model.parameters()
+def training(
+    params: list[wg.Variable], forward: Callable[[], wg.Tensor], y: wg.Tensor, flat: int | None
+) -> Callable[[], None]:
+    """One training step: ``forward()`` under a tape (logits, reshaped to ``[-1, flat]`` where ``flat`` is given),
+    the mean softmax cross-entropy against ``y``, the gradient, an Adam step, the loss read back."""
     optimizer = wg.optim.Adam(learning_rate=1e-3)
 
     def step() -> None:
         with wg.GradientTape() as tape:
-            logits = model(x, training=True)
+            logits = forward()
             if flat is not None:
                 logits = logits.reshape((-1, flat))
             loss = wg.softmax_cross_entropy(logits, y).mean()
@@ -78,7 +81,7 @@ def rows(adapter: str | None, steps: int) -> list[tuple[str, str, float, float, 
         model = cnn.build_model(session, seed=0)
         x = session.tensor(rng.random((32, 8, 8, 1), dtype=np.float32))
         y = session.tensor(np.eye(10, dtype=np.float32)[rng.integers(0, 10, 32)])
-        step = timed(session, steps, training(session, model, x, y, None))
+        step = timed(session, steps, training(model.parameters(), lambda: model(x, training=True), y, None))
         forward = timed(session, steps, inference(model, x))
         results.append(("cnn_digits_step", "32x8x8x1, Adam", *step[:2], step[2], forward[0]))
 
@@ -88,7 +91,7 @@ def rows(adapter: str | None, steps: int) -> list[tuple[str, str, float, float, 
         ids = rng.integers(0, vocab, (32, 33)).astype(np.uint32)
         x = session.tensor(ids[:, :-1])
         y = session.tensor(np.eye(vocab, dtype=np.float32)[ids[:, 1:].reshape(-1)])
-        step = timed(session, steps, training(session, model, x, y, vocab))
+        step = timed(session, steps, training(model.parameters(), lambda: model(x, training=True), y, vocab))
         forward = timed(session, steps, inference(model, x))
         results.append(("char_transformer_step", "32x32, d64, 4 heads, 2 blocks, Adam", *step[:2], step[2], forward[0]))
         adapter_name = session.adapter["name"]

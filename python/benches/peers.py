@@ -30,11 +30,10 @@ PyTorch runs on "cuda" when ``torch.cuda.is_available()``, else on the CPU, in f
 (``torch.backends.cuda.matmul.allow_tf32`` and ``torch.backends.cudnn.allow_tf32`` False) and, on CUDA, again
 with TF32 on; ``torch.backends.cudnn.benchmark`` is on (it picks a convolution algorithm per shape, as
 wgcompute's tuner picks kernel variants). wgcompute runs on its default adapter (``--adapter``) under each
-``matmul_precision`` its Session accepts ("highest", "high", "medium"; only the default where the Session has
-no such keyword), and prints ``Session.info()`` where it has one. Each table pairs wgcompute's "highest" with
-PyTorch's TF32-off run and its lower precisions with the TF32 run (where there is one; with wgcompute's default
-alone, its rows are shown beside both). The ratio is >1 where wgcompute is faster: wgcompute / PyTorch for
-rates, PyTorch / wgcompute for times.
+``matmul_precision`` ("highest", "high", "medium", or those of ``--precision``), and prints ``Session.info()``.
+Each table pairs wgcompute's "highest" with PyTorch's TF32-off run and its lower precisions with the TF32 run
+(where there is one; with "highest" alone, its rows are shown beside both). The ratio is >1 where wgcompute is
+faster: wgcompute / PyTorch for rates, PyTorch / wgcompute for times.
 
 Without PyTorch it prints "PyTorch not importable: wgcompute rows only" and wgcompute's rows; ``--json`` then
 writes null for the peer.
@@ -43,22 +42,20 @@ writes null for the peer.
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import inspect
+import importlib
 import json
 import platform
 import statistics
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
+from models import example, training  # python/benches/models.py, beside this script
 
 import wgcompute as wg
 
-ROOT = Path(__file__).resolve().parents[2]
 PRECISIONS = ("highest", "high", "medium")
 SEED_BATCH, SEED_INPUTS, SEED_CLASSES = 10, 10_000, 1_000
 CONV_IMAGE, CONV_KERNEL = (32, 28, 28, 8), (3, 3, 8, 16)
@@ -114,23 +111,48 @@ def product_figures(seconds: float, m: int, k: int, n: int, with_bytes: bool) ->
     return figures
 
 
+def product_rows(
+    results: Results,
+    data: Data,
+    sizes: list[int],
+    runs: int,
+    upload: Callable[[np.ndarray], Any],
+    sync: Callable[[], None],
+    transposed_left: Callable[[Any, Any], Any],
+) -> None:
+    """The product rows, written once for both libraries: square products at ``sizes``, the seed's forward
+    product x·W and its weight gradient xᵀ·g (``transposed_left(x, g)``), each with ``upload``'s tensors."""
+    for n in sizes:
+
+        def square(n: int = n) -> dict[str, Any]:
+            a_host, b_host = data.square(n)
+            a, b = upload(a_host), upload(b_host)
+            return product_figures(repeated_seconds(lambda: a @ b, sync, runs), n, n, n, False)
+
+        guarded(results, f"matmul {n}³", square)
+
+    x, w, g = upload(data.seed_x), upload(data.seed_w), upload(data.seed_g)
+    guarded(
+        results,
+        "seed x·W",
+        lambda: product_figures(
+            repeated_seconds(lambda: x @ w, sync, runs), SEED_BATCH, SEED_INPUTS, SEED_CLASSES, True
+        ),
+    )
+    guarded(
+        results,
+        "seed xᵀ·g",
+        lambda: product_figures(
+            repeated_seconds(lambda: transposed_left(x, g), sync, runs), SEED_INPUTS, SEED_BATCH, SEED_CLASSES, True
+        ),
+    )
+
+
 def matmul_sizes(quick: bool, large: bool, on_gpu: bool) -> list[int]:
     sizes = [512, 1024] if quick else [1024, 2048]
     if large or (on_gpu and not quick):
         sizes.append(4096)
     return sizes
-
-
-def example(name: str) -> Any:
-    """A module of examples/ (as python/benches/models.py loads them), or None where the file is missing."""
-    path = ROOT / "examples" / f"{name}.py"
-    if not path.exists():
-        return None
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def guarded(results: Results, name: str, measure: Callable[[], dict[str, Any]]) -> None:
@@ -168,10 +190,8 @@ class Data:
         self.conv_g = rng.standard_normal((batch, height, width, CONV_KERNEL[3]), dtype=np.float32)
         self.cnn_x = rng.random((32, 8, 8, 1), dtype=np.float32)
         self.cnn_ids = rng.integers(0, 10, 32)
-        self.chars_vocab = 23
         self.chars = example("char_transformer")
-        if self.chars is not None:
-            self.chars_vocab = len(self.chars.vocabulary())
+        self.chars_vocab = len(self.chars.vocabulary())
         self.chars_ids = rng.integers(0, self.chars_vocab, (32, 33))
 
     def square(self, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -182,86 +202,17 @@ class Data:
 # --- wgcompute ---
 
 
-def session_precisions(requested: list[str] | None) -> list[str | None]:
-    """The matmul_precision values to open sessions with: None (the Session's default) where the Session takes
-    no such keyword."""
-    if "matmul_precision" not in inspect.signature(wg.Session).parameters:
-        if requested:
-            print(f"wgcompute.Session takes no matmul_precision: {', '.join(requested)} ignored, its default used")
-        return [None]
-    return list(requested or PRECISIONS)
-
-
-def open_session(adapter: int | str | None, precision: str | None) -> wg.Session:
-    if precision is None:
-        return wg.Session(adapter=adapter)
-    return wg.Session(adapter=adapter, matmul_precision=precision)  # type: ignore[call-arg]
-
-
-def session_info(session: wg.Session) -> Any:
-    """``session.info()`` where the Session has it, else its adapter."""
-    info = getattr(session, "info", None)
-    return info() if callable(info) else {"adapter": session.adapter}
-
-
-def wgcompute_training(
-    params: list[wg.Variable], forward: Callable[[], wg.Tensor], y: wg.Tensor, flat: int | None
-) -> Callable[[], None]:
-    """One step as python/benches/models.py writes it: ``forward()`` under a tape, the mean softmax
-    cross-entropy against ``y``, the gradient, an Adam step, the loss read back."""
-    optimizer = wg.optim.Adam(learning_rate=1e-3)
-
-    def step() -> None:
-        with wg.GradientTape() as tape:
-            logits = forward()
-            if flat is not None:
-                logits = logits.reshape((-1, flat))
-            loss = wg.softmax_cross_entropy(logits, y).mean()
-        optimizer.apply_gradients(zip(tape.gradient(loss, params), params, strict=True))
-        loss.item()
-
-    return step
-
-
 def wgcompute_rows(session: wg.Session, data: Data, sizes: list[int], runs: int) -> Results:
     results: Results = {}
     sync = session.sync
 
-    for n in sizes:
-
-        def square(n: int = n) -> dict[str, Any]:
-            a_host, b_host = data.square(n)
-            a, b = session.tensor(a_host), session.tensor(b_host)
-            return product_figures(repeated_seconds(lambda: a @ b, sync, runs), n, n, n, False)
-
-        guarded(results, f"matmul {n}³", square)
-
     x = session.tensor(data.seed_x)
-    w = session.tensor(data.seed_w)
-    g = session.tensor(data.seed_g)
-    guarded(
-        results,
-        "seed x·W",
-        lambda: product_figures(
-            repeated_seconds(lambda: x @ w, sync, runs), SEED_BATCH, SEED_INPUTS, SEED_CLASSES, True
-        ),
-    )
-    guarded(
-        results,
-        "seed xᵀ·g",
-        lambda: product_figures(
-            repeated_seconds(lambda: wg.matmul(x, g, transpose_a=True), sync, runs),
-            SEED_INPUTS,
-            SEED_BATCH,
-            SEED_CLASSES,
-            True,
-        ),
-    )
+    product_rows(results, data, sizes, runs, session.tensor, sync, lambda a, b: wg.matmul(a, b, transpose_a=True))
 
     def seed_step() -> dict[str, Any]:
         layer = wg.nn.Linear(session, SEED_INPUTS, SEED_CLASSES, seed=1)
         labels = session.tensor(np.eye(SEED_CLASSES, dtype=np.float32)[data.seed_ids])
-        step = wgcompute_training(layer.parameters(), lambda: layer(x), labels, None)
+        step = training(layer.parameters(), lambda: layer(x), labels, None)
         return {"seconds": median_seconds(step, sync, runs)}
 
     guarded(results, "seed step", seed_step)
@@ -281,37 +232,25 @@ def wgcompute_rows(session: wg.Session, data: Data, sizes: list[int], runs: int)
 
     guarded(results, "conv2d fwd+bwd", conv)
 
-    cnn = example("cnn_digits")
-    if cnn is None:
-        results["cnn_digits step"] = {"skipped": "examples/cnn_digits.py is missing"}
-    else:
+    def cnn_step() -> dict[str, Any]:
+        model = example("cnn_digits").build_model(session, seed=0)
+        images = session.tensor(data.cnn_x)
+        labels = session.tensor(np.eye(10, dtype=np.float32)[data.cnn_ids])
+        step = training(model.parameters(), lambda: model(images, training=True), labels, None)
+        return {"seconds": median_seconds(step, sync, runs)}
 
-        def cnn_step() -> dict[str, Any]:
-            model = cnn.build_model(session, seed=0)
-            images = session.tensor(data.cnn_x)
-            labels = session.tensor(np.eye(10, dtype=np.float32)[data.cnn_ids])
-            step = wgcompute_training(model.parameters(), lambda: model(images, training=True), labels, None)
-            return {"seconds": median_seconds(step, sync, runs)}
+    guarded(results, "cnn_digits step", cnn_step)
 
-        guarded(results, "cnn_digits step", cnn_step)
+    def transformer_step() -> dict[str, Any]:
+        vocab = data.chars_vocab
+        model = data.chars.CharTransformer(session, vocab, context=32, dim=64, heads=4, layers=2, seed=0)
+        ids = data.chars_ids.astype(np.uint32)
+        inputs = session.tensor(ids[:, :-1])
+        labels = session.tensor(np.eye(vocab, dtype=np.float32)[ids[:, 1:].reshape(-1)])
+        step = training(model.parameters(), lambda: model(inputs, training=True), labels, vocab)
+        return {"seconds": median_seconds(step, sync, runs)}
 
-    chars = data.chars
-    if chars is None or not hasattr(wg.nn, "MultiHeadAttention"):
-        reason = "examples/char_transformer.py is missing" if chars is None else "wgcompute.nn has no attention"
-        print(f"  char_transformer step skipped: {reason}")
-        results["char_transformer step"] = {"skipped": reason}
-    else:
-
-        def transformer_step() -> dict[str, Any]:
-            vocab = data.chars_vocab
-            model = chars.CharTransformer(session, vocab, context=32, dim=64, heads=4, layers=2, seed=0)
-            ids = data.chars_ids.astype(np.uint32)
-            inputs = session.tensor(ids[:, :-1])
-            labels = session.tensor(np.eye(vocab, dtype=np.float32)[ids[:, 1:].reshape(-1)])
-            step = wgcompute_training(model.parameters(), lambda: model(inputs, training=True), labels, vocab)
-            return {"seconds": median_seconds(step, sync, runs)}
-
-        guarded(results, "char_transformer step", transformer_step)
+    guarded(results, "char_transformer step", transformer_step)
     return results
 
 
@@ -434,30 +373,8 @@ def torch_rows(torch: Any, device: str, data: Data, sizes: list[int], runs: int)
 
     torch.manual_seed(0)
     with torch.no_grad():
-        for n in sizes:
-
-            def square(n: int = n) -> dict[str, Any]:
-                a_host, b_host = data.square(n)
-                a, b = upload(a_host), upload(b_host)
-                return product_figures(repeated_seconds(lambda: a @ b, sync, runs), n, n, n, False)
-
-            guarded(results, f"matmul {n}³", square)
-
-        x, w, g = upload(data.seed_x), upload(data.seed_w), upload(data.seed_g)
-        guarded(
-            results,
-            "seed x·W",
-            lambda: product_figures(
-                repeated_seconds(lambda: x @ w, sync, runs), SEED_BATCH, SEED_INPUTS, SEED_CLASSES, True
-            ),
-        )
-        guarded(
-            results,
-            "seed xᵀ·g",
-            lambda: product_figures(
-                repeated_seconds(lambda: x.t() @ g, sync, runs), SEED_INPUTS, SEED_BATCH, SEED_CLASSES, True
-            ),
-        )
+        product_rows(results, data, sizes, runs, upload, sync, lambda a, b: a.t() @ b)
+        x = upload(data.seed_x)
 
     def seed_step() -> dict[str, Any]:
         layer = torch.nn.Linear(SEED_INPUTS, SEED_CLASSES).to(device)
@@ -540,15 +457,15 @@ def figure(results: Results | None, name: str, key: str) -> float | None:
     return float(value) * (1e3 if key == "seconds" else 1.0)
 
 
-def pairings(precisions: list[str | None], modes: list[str]) -> list[tuple[str | None, str | None]]:
+def pairings(precisions: list[str], modes: list[str]) -> list[tuple[str, str | None]]:
     """(wgcompute precision, PyTorch mode) of each table: highest with TF32 off, lower precisions with TF32 on
-    where PyTorch has it; wgcompute's default alone is shown beside every PyTorch mode."""
+    where PyTorch has it; "highest" alone is shown beside every PyTorch mode."""
     if not modes:
         return [(precision, None) for precision in precisions]
-    lower = [p for p in precisions if p not in (None, "highest")]
-    pairs: list[tuple[str | None, str | None]] = []
+    lower = [p for p in precisions if p != "highest"]
+    pairs: list[tuple[str, str | None]] = []
     for precision in precisions:
-        if precision in (None, "highest"):
+        if precision == "highest":
             pairs.append((precision, "fp32"))
             if not lower and "tf32" in modes:
                 pairs.append((precision, "tf32"))
@@ -573,13 +490,12 @@ def print_table(
     names: list[str],
     ours: dict[str, Results],
     theirs: dict[str, Results] | None,
-    pairs: list[tuple[str | None, str | None]],
+    pairs: list[tuple[str, str | None]],
     labels: dict[str, str],
 ) -> list[dict[str, Any]]:
     """Prints one table per pairing; returns its lines as JSON rows."""
     json_rows = []
-    for precision, mode in pairs:
-        key = precision or "default"
+    for key, mode in pairs:
         peer = "PyTorch (not importable)" if mode is None else f"PyTorch {labels[mode]}"
         print(f"\nwgcompute matmul_precision={key}  vs  {peer}")
         print(f"{'row':26} {'unit':>8} {'wgcompute':>11} {'PyTorch':>11} {'ratio':>8}")
@@ -595,7 +511,7 @@ def print_table(
                         ("wgcompute", ours[key].get(name, {})),
                         ("PyTorch", (their_results or {}).get(name, {})),
                     )
-                    for what in ("skipped", "error")
+                    for what in ("error",)
                     if what in row
                 ]
                 line = f"{name:26} {unit:>8} {number(value)} {number(other)} {number(factor, 8)}"
@@ -642,23 +558,22 @@ def main(argv: list[str] | None = None) -> None:
     infos: dict[str, Any] = {}
     adapter_info: dict[str, Any] | None = None
     sizes: list[int] | None = None
-    precisions = session_precisions(args.precision)
+    precisions: list[str] = args.precision or list(PRECISIONS)
     agreement: dict[str, float] | None = None
     for precision in precisions:
-        key = precision or "default"
         try:
-            session = open_session(adapter, precision)
+            session = wg.Session(adapter=adapter, matmul_precision=precision)
         except (wg.Error, TypeError, ValueError) as error:
-            print(f"wgcompute matmul_precision={key}: the Session refused it ({type(error).__name__}: {error})")
+            print(f"wgcompute matmul_precision={precision}: the Session refused it ({type(error).__name__}: {error})")
             continue
         with session:
             adapter_info = session.adapter
-            infos[key] = session_info(session)
-            print(f"wgcompute matmul_precision={key}: session.info() = {infos[key]}", flush=True)
+            infos[precision] = session.info()
+            print(f"wgcompute matmul_precision={precision}: session.info() = {infos[precision]}", flush=True)
             if sizes is None:
                 sizes = matmul_sizes(args.quick, args.large, adapter_info.get("device_type") != "cpu")
-            ours[key] = wgcompute_rows(session, data, sizes, runs)
-            if torch is not None and agreement is None and precision in (None, "highest"):
+            ours[precision] = wgcompute_rows(session, data, sizes, runs)
+            if torch is not None and agreement is None and precision == "highest":
                 device = "cuda" if torch.cuda.is_available() else "cpu"
                 try:
                     agreement = check_agreement(torch, device, data, session)
@@ -706,7 +621,7 @@ def main(argv: list[str] | None = None) -> None:
                 "same results (largest relative difference): " + ", ".join(f"{k} {v:.1e}" for k, v in agreement.items())
             )
     print(f"median of {runs} runs; ratio > 1: wgcompute faster")
-    pairs = pairings([p for p in precisions if (p or "default") in ours], list(theirs or {}))
+    pairs = pairings([p for p in precisions if p in ours], list(theirs or {}))
     table = print_table(names, ours, theirs, pairs, labels)
     seconds = time.perf_counter() - started
     print(f"\n{seconds:.1f} s in all")
