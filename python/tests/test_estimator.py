@@ -150,7 +150,11 @@ def _fit_reference(model, X, y):
 
 # Held-out accuracy on a dataset this small moves by several points from one split and seed to the next (one
 # test sample of wine is 1.9%), for scikit-learn's MLP as for ours: the accuracy tests compare means over a few
-# fresh splits, so that they test the claim rather than one draw's luck.
+# fresh splits, so that they test the claim rather than one draw's luck. Measured on 40 wine splits (lavapipe): ours
+# 0.979 ± 0.019 a split, scikit-learn's 0.980 ± 0.020, the two correlated (0.76; a split hard for one is hard for
+# both, and one draw of four gave scikit-learn 0.949): the floor is six deviations of a four-split mean below ours,
+# and the paired margin, against a spread of 0.013 a split in the difference, carries the comparison. Breast
+# cancer, 20 splits: ours 0.975 ± 0.009.
 SPLITS = 4
 RAW_SPLITS = 8
 TRAINING = dict(hidden_layer_sizes=(64,), max_iter=60, batch_size=16, learning_rate_init=0.003)
@@ -168,7 +172,7 @@ def _held_out_accuracies(rng, load, fit_and_score, splits=SPLITS):
 
 @pytest.mark.parametrize(
     "load, floor, margin",
-    [(load_wine, 0.95, 0.03), (load_breast_cancer, 0.94, 0.02)],
+    [(load_wine, 0.92, 0.03), (load_breast_cancer, 0.94, 0.02)],
     ids=["wine", "breast_cancer"],
 )
 def test_accuracy_is_scikit_learns(adapter, rng, load, floor, margin):
@@ -197,7 +201,7 @@ def test_unstandardized_wine_is_much_worse(adapter, rng):
     scores = _held_out_accuracies(rng, load_wine, both, splits=RAW_SPLITS)
     standardized, raw = scores.mean(axis=0)
     print(f"mean held-out accuracy over {RAW_SPLITS} splits: standardised {standardized:.3f}, raw {raw:.3f}")
-    assert standardized >= 0.95 and raw <= standardized - 0.03, scores
+    assert standardized >= 0.92 and raw <= standardized - 0.03, scores
 
 
 # --- against an f64 numpy reference ---
