@@ -1,7 +1,7 @@
-"""Types: the tensor stub (wgcompute/_tensor.pyi) is what python/tools/stubs.py makes of the installed package,
-so a method added to the source or to an op table fails here until the stub is written again; both stubs (the
-extension's too) agree with the runtime as mypy's stubtest checks them; and the examples pass ``mypy --strict``
-against the package, its stubs included."""
+"""Types: the tensor and elementwise stubs (wgcompute/_tensor.pyi, _elementwise.pyi) are what
+python/tools/stubs.py makes of the installed package, so a method or function added to the source or to an op
+table fails here until the stubs are written again; the stubs (the extension's too) agree with the runtime as
+mypy's stubtest checks them; and the examples pass ``mypy --strict`` against the package, its stubs included."""
 
 import re
 import subprocess
@@ -16,9 +16,21 @@ def load_tool():
     return load_module("stubs", TOOL)
 
 
-def test_the_tensor_stub_is_what_the_package_has():
+def test_the_written_stubs_are_what_the_package_has():
     tool = load_tool()
-    assert tool.STUB.read_text() == tool.render(), "the stub differs from the package: run python/tools/stubs.py"
+    for stub, write in tool.STUBS.items():
+        assert stub.read_text() == write(), f"{stub.name} differs from the package: run python/tools/stubs.py"
+
+
+def test_the_elementwise_stub_has_a_function_for_every_method_row():
+    from wgcompute import _elementwise, _ops
+
+    stub = load_tool().ELEMENTWISE_STUB.read_text()
+    rows = [row.name for row in (*_ops.UNARY_ROWS, *_ops.BINARY_ROWS) if not getattr(row, "takes_scalar", False)]
+    for row in rows:
+        if row not in _ops.METHOD_ONLY:
+            name = _elementwise.ROW_FUNCTIONS[row].__name__
+            assert re.search(rf"\ndef {name}\(", stub) and f'"{name}"' in stub, row
 
 
 def test_the_stub_covers_every_op_method_and_operator():
@@ -34,8 +46,8 @@ def test_the_stub_covers_every_op_method_and_operator():
 
 
 def test_the_stubs_agree_with_the_runtime(tmp_path):
-    """mypy's stubtest: every public name, method and parameter of the extension (python/src/*.rs) and of the
-    tensor module is in their stubs, with the runtime's signature."""
+    """mypy's stubtest: every public name, method and parameter of the extension (python/src/*.rs), of the
+    tensor module and of the elementwise functions is in their stubs, with the runtime's signature."""
     run = subprocess.run(
         [
             sys.executable,
@@ -43,6 +55,7 @@ def test_the_stubs_agree_with_the_runtime(tmp_path):
             "mypy.stubtest",
             "wgcompute._wgcompute",
             "wgcompute._tensor",
+            "wgcompute._elementwise",
             "--mypy-config-file",
             str(ROOT / "python" / "pyproject.toml"),
         ],
@@ -77,9 +90,9 @@ def test_the_examples_pass_mypy_strict(tmp_path):
 
 
 def test_every_public_name_is_exported_to_type_checkers(tmp_path):
-    """``__all__`` is a literal list, which type checkers read (a list built with ``*`` they cannot): every name
-    in it, the op-table functions included, is one ``mypy --strict`` resolves on ``import wgcompute``, and every
-    public name of the modules it gathers from is in it."""
+    """``__all__`` is a literal list, extended by a module's ``__all__`` in the forms type checkers read (a list
+    built with ``*`` they cannot): every name in it, the op-table functions included, is one ``mypy --strict``
+    resolves on ``import wgcompute``, and every public name of the modules it gathers from is in it."""
     import wgcompute as wg
     from wgcompute import _elementwise, _logic, _neural, _window
 

@@ -1,7 +1,8 @@
-"""Writes, or with ``--check`` checks, ``wgcompute/_tensor.pyi``: the public surface of the tensor module as the
-imported package has it, the op methods and operators made from the op tables included, which a type checker
-cannot see in the source. ``python tools/stubs.py`` rewrites the stub; ``--check`` exits 1 with a diff where it
-differs (python/tests/test_typing.py runs the check).
+"""Writes, or with ``--check`` checks, ``wgcompute/_tensor.pyi`` and ``wgcompute/_elementwise.pyi``: the public
+surface of the tensor module and of the elementwise functions as the imported package has them, the op methods,
+operators and functions made from the op tables included, which a type checker cannot see in the source.
+``python tools/stubs.py`` rewrites the stubs; ``--check`` exits 1 with a diff where one differs
+(python/tests/test_typing.py runs the check).
 
 Signatures are read from the live objects, whose annotations are the source's text (the module defers them), so
 the stub says what the code says."""
@@ -16,7 +17,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-STUB = Path(__file__).resolve().parents[1] / "wgcompute" / "_tensor.pyi"
+PACKAGE = Path(__file__).resolve().parents[1] / "wgcompute"
+STUB = PACKAGE / "_tensor.pyi"
+ELEMENTWISE_STUB = PACKAGE / "_elementwise.pyi"
 LINE_LENGTH = 120
 
 HEADER = '''"""The public surface of wgcompute's tensors, written by python/tools/stubs.py from the package (its op
@@ -30,7 +33,12 @@ IMPORTS = {
     "Any": "from typing import Any",
     "np": "import numpy as np",
     "Session": "from ._session import Session",
+    "Tensor": "from ._tensor import Tensor",
 }
+ELEMENTWISE_HEADER = '''"""The elementwise functions, one per method row of the op tables, written by
+python/tools/stubs.py from the package (the functions are made from the tables at import): edit the source or the
+tables, then run the tool, not this file."""
+'''
 
 
 def _default(value: Any) -> str:
@@ -110,6 +118,15 @@ def _class(cls: type) -> list[str]:
     return lines
 
 
+def _imports(body: str, skip: tuple[str, ...] = ()) -> str:
+    imports = [line for word, line in IMPORTS.items() if word not in skip and re.search(rf"\b{word}\b", body)]
+    plain = sorted(line for line in imports if line.startswith("import "))
+    froms = [line for line in imports if line.startswith("from collections") or line.startswith("from typing")]
+    local = [line for line in imports if line.startswith("from .")]
+    groups = ["\n".join(froms), "\n".join(plain), "\n".join(local)]
+    return "\n\n".join(group for group in groups if group)
+
+
 def render() -> str:
     from wgcompute import _tensor
 
@@ -126,28 +143,44 @@ def render() -> str:
     for name in functions:
         lines += _def(name, getattr(_tensor, name), "", method=False)
     body = "\n".join(lines) + "\n"
-    imports = [line for word, line in IMPORTS.items() if re.search(rf"\b{word}\b", body)]
-    plain = sorted(line for line in imports if line.startswith("import "))
-    froms = [line for line in imports if line.startswith("from collections") or line.startswith("from typing")]
-    local = [line for line in imports if line.startswith("from .")]
-    groups = ["\n".join(froms), "\n".join(plain), "\n".join(local)]
-    return HEADER + "\n" + "\n\n".join(group for group in groups if group) + "\n\n" + body
+    # The module defines Tensor itself.
+    return HEADER + "\n" + _imports(body, skip=("Tensor",)) + "\n\n" + body
+
+
+def render_elementwise() -> str:
+    from wgcompute import _elementwise
+
+    lines = ["__all__ = [", *(f'    "{name}",' for name in _elementwise.__all__), "]", ""]
+    lines += ["ROW_FUNCTIONS: dict[str, Callable[..., Tensor]]", ""]
+    for name in _elementwise.__all__:
+        lines += _def(name, getattr(_elementwise, name), "", method=False)
+    body = "\n".join(lines) + "\n"
+    return ELEMENTWISE_HEADER + "\n" + _imports(body) + "\n\n" + body
+
+
+# Each stub and what writes it.
+STUBS = {STUB: render, ELEMENTWISE_STUB: render_elementwise}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if the stub differs from the package")
     arguments = parser.parse_args(argv)
-    wanted = render()
-    if not arguments.check:
-        STUB.write_text(wanted)
-        return 0
-    present = STUB.read_text() if STUB.exists() else ""
-    if present == wanted:
-        return 0
-    sys.stdout.writelines(difflib.unified_diff(present.splitlines(True), wanted.splitlines(True), str(STUB), "package"))
-    print(f"\n{STUB} differs from the package: run python/tools/stubs.py", file=sys.stderr)
-    return 1
+    differs = 0
+    for stub, write in STUBS.items():
+        wanted = write()
+        if not arguments.check:
+            stub.write_text(wanted)
+            continue
+        present = stub.read_text() if stub.exists() else ""
+        if present == wanted:
+            continue
+        sys.stdout.writelines(
+            difflib.unified_diff(present.splitlines(True), wanted.splitlines(True), str(stub), "package")
+        )
+        print(f"\n{stub} differs from the package: run python/tools/stubs.py", file=sys.stderr)
+        differs = 1
+    return differs
 
 
 if __name__ == "__main__":

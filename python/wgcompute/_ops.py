@@ -58,3 +58,9 @@ SCALAR_ROWS: dict[str, tuple[str, str | None]] = {
     "maximum": ("maximum_scalar", None),
     "minimum": ("minimum_scalar", None),
 }
+
+# The Array API's name for each row whose function is named otherwise; a row not here is a function of its own
+# name, except those in METHOD_ONLY.
+FUNCTION_NAMES: dict[str, str] = {"neg": "negative", "sub": "subtract", "mul": "multiply", "div": "divide"}
+# Rows that are a tensor method and no function: the Array API copies with ``asarray(x, copy=True)``.
+METHOD_ONLY: frozenset[str] = frozenset({"copy"})
