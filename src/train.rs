@@ -1,7 +1,7 @@
-//! The training step every trainer shares (the dataset's epochs, the command's `train` and `fit`, the seed job,
-//! the benches and the bindings): a model's forward pass recorded on a tape, softmax cross-entropy's mean over
-//! the batch as the cost, the backward pass and one optimizer update. Also the schedule that suspends and
-//! resumes a session every K steps, the same wherever training offers it.
+//! The training step of the library's trainers (the dataset's epochs, the command's `train` and `fit`, the seed job,
+//! the benches, and the bindings' estimators; Python's Keras `Model.fit` steps on its own tape): a model's forward pass
+//! recorded on a tape, softmax cross-entropy's mean over the batch as the cost, the backward pass and one optimizer
+//! update. Also the schedule that suspends and resumes a session every K steps, the same wherever training offers it.
 //!
 //! ```
 //! use std::sync::Arc;

@@ -1,6 +1,7 @@
-//! The classifier training loop every front end shares (`wgcompute fit`, Python's `MLPClassifier`, a library
-//! user): an [`Mlp`] trained with softmax cross-entropy on shuffled minibatches ([`Dataset::train_epoch`]), with
-//! what users of such loops expect around it, each written once here:
+//! The training loop of `wgcompute fit`, Python's `MLPClassifier` and `MLPRegressor` and a library user (Keras's
+//! `Model.fit` has a loop of its own, in python/wgcompute/_model.py): an [`Mlp`] trained with softmax cross-entropy on
+//! shuffled minibatches ([`Dataset::train_epoch`]), with what users of such loops expect around it, each written once
+//! here:
 //!
 //! - inputs standardised per feature with statistics fitted on the training rows only ([`Standardizer`]),
 //!   kept in the checkpoint and applied again by [`predict`];

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Bottom first: a module may take names from those before it (and from itself), never from those after.
-const LAYERS: &[&str] = &[
+pub(crate) const LAYERS: &[&str] = &[
     "dtype",
     "files",
     "op",

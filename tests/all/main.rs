@@ -4,6 +4,7 @@
 
 mod common;
 
+mod architecture;
 mod autograd_gradient;
 mod autograd_layout;
 mod autograd_ops;
