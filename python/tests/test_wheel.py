@@ -78,7 +78,13 @@ def test_the_wheel_is_abi3_and_carries_the_stubs_and_the_command(wheel):
         names = set(archive.namelist())
         entry_points = next(name for name in names if name.endswith(".dist-info/entry_points.txt"))
         scripts = archive.read(entry_points).decode()
-    for shipped in ("wgcompute/py.typed", "wgcompute/_wgcompute.pyi", "wgcompute/_tensor.pyi", "wgcompute/_command.py"):
+    for shipped in (
+        "wgcompute/py.typed",
+        "wgcompute/_wgcompute.pyi",
+        "wgcompute/_tensor.pyi",
+        "wgcompute/_elementwise.pyi",
+        "wgcompute/_command.py",
+    ):
         assert shipped in names, shipped
     assert any(re.fullmatch(r"wgcompute/_wgcompute\.abi3\.so", name) for name in names), sorted(names)
     assert re.search(r"^wgcompute\s*=\s*wgcompute\._command:main$", scripts, flags=re.M), scripts
