@@ -1,7 +1,8 @@
-"""Types: the tensor and elementwise stubs (wgcompute/_tensor.pyi, _elementwise.pyi) are what
-python/tools/stubs.py makes of the installed package, so a method or function added to the source or to an op
-table fails here until the stubs are written again; the stubs (the extension's too) agree with the runtime as
-mypy's stubtest checks them; and the examples pass ``mypy --strict`` against the package, its stubs included."""
+"""Types: the tensor stub and those of the op tables' functions (wgcompute/_tensor.pyi, _elementwise.pyi,
+_reductions.pyi) are what python/tools/stubs.py makes of the installed package, so a method or function added to the
+source or to an op table fails here until the stubs are written again; the stubs (the extension's too) agree with the
+runtime as mypy's stubtest checks them; and the examples pass ``mypy --strict`` against the package, its stubs
+included."""
 
 import re
 import subprocess
@@ -22,32 +23,24 @@ def test_the_written_stubs_are_what_the_package_has():
         assert stub.read_text() == write(), f"{stub.name} differs from the package: run python/tools/stubs.py"
 
 
-def test_the_elementwise_stub_has_a_function_for_every_method_row():
+def test_the_function_stubs_have_a_function_for_every_table_row():
     from wgcompute import _elementwise, _ops
 
-    stub = load_tool().ELEMENTWISE_STUB.read_text()
+    tool = load_tool()
+    elementwise = (tool.PACKAGE / "_elementwise.pyi").read_text()
     rows = [row.name for row in (*_ops.UNARY_ROWS, *_ops.BINARY_ROWS) if not getattr(row, "takes_scalar", False)]
     for row in rows:
         if row not in _ops.METHOD_ONLY:
             name = _elementwise.ROW_FUNCTIONS[row].__name__
-            assert re.search(rf"\ndef {name}\(", stub) and f'"{name}"' in stub, row
-
-
-def test_the_stub_covers_every_op_method_and_operator():
-    from wgcompute import _ops
-
-    stub = load_tool().STUB.read_text()
-    names = [row.name for row in _ops.UNARY_ROWS if not row.takes_scalar] + [row.name for row in _ops.REDUCE_ROWS]
-    for written in _ops.OPERATORS.values():
-        names += [f"__{written.dunder}__", f"__r{written.dunder}__"]
-    for name in names:
-        # A signature too long for one line is wrapped, self on the next.
-        assert re.search(rf"\n    def {name}\(\s*self\b", stub), name
+            assert re.search(rf"\ndef {name}\(", elementwise) and f'"{name}"' in elementwise, row
+    reductions = (tool.PACKAGE / "_reductions.pyi").read_text()
+    for row in _ops.REDUCE_ROWS:
+        assert re.search(rf"\ndef {row.name}\(", reductions) and f'"{row.name}"' in reductions, row.name
 
 
 def test_the_stubs_agree_with_the_runtime(tmp_path):
     """mypy's stubtest: every public name, method and parameter of the extension (python/src/*.rs), of the
-    tensor module and of the elementwise functions is in their stubs, with the runtime's signature."""
+    tensor module and of the op tables' functions is in their stubs, with the runtime's signature."""
     run = subprocess.run(
         [
             sys.executable,
@@ -56,6 +49,7 @@ def test_the_stubs_agree_with_the_runtime(tmp_path):
             "wgcompute._wgcompute",
             "wgcompute._tensor",
             "wgcompute._elementwise",
+            "wgcompute._reductions",
             "--mypy-config-file",
             str(ROOT / "python" / "pyproject.toml"),
         ],
@@ -94,11 +88,11 @@ def test_every_public_name_is_exported_to_type_checkers(tmp_path):
     built with ``*`` they cannot): every name in it, the op-table functions included, is one ``mypy --strict``
     resolves on ``import wgcompute``, and every public name of the modules it gathers from is in it."""
     import wgcompute as wg
-    from wgcompute import _elementwise, _logic, _neural, _window
+    from wgcompute import _elementwise, _logic, _neural, _reductions, _window
 
     public = set(wg.__all__)
     assert len(public) == len(wg.__all__), "a name is listed twice"
-    gathered = {*_window.__all__, *_neural.__all__, *_elementwise.__all__, *wg._ARRAY_API}
+    gathered = {*_window.__all__, *_neural.__all__, *_elementwise.__all__, *_reductions.__all__, *wg._ARRAY_API}
     gathered |= {"bool" if name == "bool_" else name for name in _logic.__all__}
     assert gathered <= public, sorted(gathered - public)
     uses = tmp_path / "uses_every_name.py"

@@ -1,6 +1,6 @@
-"""Writes, or with ``--check`` checks, ``wgcompute/_tensor.pyi`` and ``wgcompute/_elementwise.pyi``: the public
-surface of the tensor module and of the elementwise functions as the imported package has them, the op methods,
-operators and functions made from the op tables included, which a type checker cannot see in the source.
+"""Writes, or with ``--check`` checks, ``wgcompute/_tensor.pyi``, ``_elementwise.pyi`` and ``_reductions.pyi``: the
+public surface of the tensor module and of the functions of the op tables as the imported package has them, the
+op methods, operators and functions made from the tables included, which a type checker cannot see in the source.
 ``python tools/stubs.py`` rewrites the stubs; ``--check`` exits 1 with a diff where one differs
 (python/tests/test_typing.py runs the check).
 
@@ -14,12 +14,13 @@ import difflib
 import inspect
 import re
 import sys
+import textwrap
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 PACKAGE = Path(__file__).resolve().parents[1] / "wgcompute"
 STUB = PACKAGE / "_tensor.pyi"
-ELEMENTWISE_STUB = PACKAGE / "_elementwise.pyi"
 LINE_LENGTH = 120
 
 HEADER = '''"""The public surface of wgcompute's tensors, written by python/tools/stubs.py from the package (its op
@@ -34,11 +35,13 @@ IMPORTS = {
     "np": "import numpy as np",
     "Session": "from ._session import Session",
     "Tensor": "from ._tensor import Tensor",
+    "Axes": "from ._manipulate import Axes",
 }
-ELEMENTWISE_HEADER = '''"""The elementwise functions, one per method row of the op tables, written by
-python/tools/stubs.py from the package (the functions are made from the tables at import): edit the source or the
-tables, then run the tool, not this file."""
-'''
+# The modules whose functions are made from the op tables, each with its stub's docstring.
+FUNCTION_MODULES = {
+    "_elementwise": "The elementwise functions, one per method row of the op tables,",
+    "_reductions": "The value reductions, one per row of the reduction table,",
+}
 
 
 def _default(value: Any) -> str:
@@ -122,7 +125,7 @@ def _imports(body: str, skip: tuple[str, ...] = ()) -> str:
     imports = [line for word, line in IMPORTS.items() if word not in skip and re.search(rf"\b{word}\b", body)]
     plain = sorted(line for line in imports if line.startswith("import "))
     froms = [line for line in imports if line.startswith("from collections") or line.startswith("from typing")]
-    local = [line for line in imports if line.startswith("from .")]
+    local = sorted(line for line in imports if line.startswith("from ."))
     groups = ["\n".join(froms), "\n".join(plain), "\n".join(local)]
     return "\n\n".join(group for group in groups if group)
 
@@ -147,19 +150,35 @@ def render() -> str:
     return HEADER + "\n" + _imports(body, skip=("Tensor",)) + "\n\n" + body
 
 
-def render_elementwise() -> str:
-    from wgcompute import _elementwise
+def render_functions(module_name: str) -> str:
+    """The stub of a module of functions made from the op tables: its ``__all__``, its ``ROW_FUNCTIONS`` where it
+    has one, and each function's signature."""
+    import importlib
 
-    lines = ["__all__ = [", *(f'    "{name}",' for name in _elementwise.__all__), "]", ""]
-    lines += ["ROW_FUNCTIONS: dict[str, Callable[..., Tensor]]", ""]
-    for name in _elementwise.__all__:
-        lines += _def(name, getattr(_elementwise, name), "", method=False)
+    module = importlib.import_module(f"wgcompute.{module_name}")
+    lines = ["__all__ = [", *(f'    "{name}",' for name in module.__all__), "]", ""]
+    if hasattr(module, "ROW_FUNCTIONS"):
+        lines += ["ROW_FUNCTIONS: dict[str, Callable[..., Tensor]]", ""]
+    for name in module.__all__:
+        lines += _def(name, getattr(module, name), "", method=False)
     body = "\n".join(lines) + "\n"
-    return ELEMENTWISE_HEADER + "\n" + _imports(body) + "\n\n" + body
+    text = (
+        f"{FUNCTION_MODULES[module_name]} written by python/tools/stubs.py from the package (the functions are made "
+        "from the tables at import): edit the source or the tables, then run the tool, not this file."
+    )
+    header = '"""' + "\n".join(textwrap.wrap(text, LINE_LENGTH - 3, break_on_hyphens=False)) + '"""\n'
+    return header + "\n" + _imports(body) + "\n\n" + body
+
+
+def _writer(module_name: str) -> Callable[[], str]:
+    return lambda: render_functions(module_name)
 
 
 # Each stub and what writes it.
-STUBS = {STUB: render, ELEMENTWISE_STUB: render_elementwise}
+STUBS: dict[Path, Callable[[], str]] = {
+    STUB: render,
+    **{PACKAGE / f"{name}.pyi": _writer(name) for name in FUNCTION_MODULES},
+}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -101,19 +101,14 @@ from ._manipulate import (
     expand_dims,
     flatten,
     logsumexp,
-    max,
-    mean,
-    min,
     moveaxis,
     pad,
     permute_dims,
-    prod,
     repeat,
     split,
     squeeze,
     stack,
     std,
-    sum,
     swapaxes,
     tile,
     unstack,
@@ -162,20 +157,15 @@ _ARRAY_API = [
     "full_like",
     "linspace",
     "logsumexp",
-    "max",
-    "mean",
-    "min",
     "moveaxis",
     "ones_like",
     "pad",
     "permute_dims",
-    "prod",
     "repeat",
     "split",
     "squeeze",
     "stack",
     "std",
-    "sum",
     "swapaxes",
     "tile",
     "tril",
@@ -309,20 +299,15 @@ __all__ = [
     "full_like",
     "linspace",
     "logsumexp",
-    "max",
-    "mean",
-    "min",
     "moveaxis",
     "ones_like",
     "pad",
     "permute_dims",
-    "prod",
     "repeat",
     "split",
     "squeeze",
     "stack",
     "std",
-    "sum",
     "swapaxes",
     "tile",
     "tril",
@@ -338,6 +323,12 @@ from . import _elementwise  # noqa: E402
 from ._elementwise import *  # noqa: E402, F403
 
 __all__ += _elementwise.__all__
+
+# The value reductions of the library's table (sum, mean, max, min, prod), likewise.
+from . import _reductions  # noqa: E402
+from ._reductions import *  # noqa: E402, F403
+
+__all__ += _reductions.__all__
 
 
 __version__ = "0.1.0"
@@ -373,6 +364,7 @@ for _public in (
     unique_values,
     vecdot,
     *(globals()[_name] for _name in _ARRAY_API),
+    *(globals()[_name] for _name in _reductions.__all__),
     *(globals()[_name] for _name in _window.__all__),
     *(globals()[_name] for _name in _neural.__all__),
 ):

@@ -1,6 +1,5 @@
-"""The elementwise functions, one per method row of the op tables, written by
-python/tools/stubs.py from the package (the functions are made from the tables at import): edit the source or the
-tables, then run the tool, not this file."""
+"""The elementwise functions, one per method row of the op tables, written by python/tools/stubs.py from the package
+(the functions are made from the tables at import): edit the source or the tables, then run the tool, not this file."""
 
 from collections.abc import Callable
 from typing import Any

@@ -1,6 +1,7 @@
 """The Array API's shape manipulation and statistical functions at module level (``wgcompute.stack(...)``,
-``wgcompute.var(x, axis=...)``): each takes its tensors first and runs the :class:`Tensor` method of the same
-name, eagerly or on this thread's tape, so gradients flow through all of them."""
+``wgcompute.var(x, axis=...)``), but for the reductions of the library's table (python/wgcompute/_reductions.py):
+each takes its tensors first and runs the :class:`Tensor` method of the same name, eagerly or on this thread's tape,
+so gradients flow through all of them."""
 
 from __future__ import annotations
 
@@ -121,26 +122,6 @@ def pad(x: Tensor, pad_width: Any, mode: str = "constant", *, constant_values: f
 
 
 # --- statistics ---
-
-
-def sum(x: Tensor, /, *, axis: Axes = None, keepdims: bool = False) -> Tensor:  # noqa: A001
-    return _tensor_argument(x, "x")._reduce_over("sum", axis, keepdims)
-
-
-def mean(x: Tensor, /, *, axis: Axes = None, keepdims: bool = False) -> Tensor:
-    return _tensor_argument(x, "x")._reduce_over("mean", axis, keepdims)
-
-
-def max(x: Tensor, /, *, axis: Axes = None, keepdims: bool = False) -> Tensor:  # noqa: A001
-    return _tensor_argument(x, "x")._reduce_over("max", axis, keepdims)
-
-
-def min(x: Tensor, /, *, axis: Axes = None, keepdims: bool = False) -> Tensor:  # noqa: A001
-    return _tensor_argument(x, "x")._reduce_over("min", axis, keepdims)
-
-
-def prod(x: Tensor, /, *, axis: Axes = None, keepdims: bool = False) -> Tensor:
-    return _tensor_argument(x, "x")._reduce_over("prod", axis, keepdims)
 
 
 def var(x: Tensor, /, *, axis: Axes = None, correction: float = 0.0, keepdims: bool = False) -> Tensor:

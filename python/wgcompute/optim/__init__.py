@@ -186,10 +186,10 @@ class Optimizer:
 
     def _clipped(self, grads: list[Tensor | None]) -> list[Tensor | None]:
         """Keras's gradient clipping, every norm reduced on the device (nothing is read back)."""
-        from .. import _elementwise, _manipulate
+        from .. import _elementwise, _reductions
 
         def norm(grad: Tensor) -> Tensor:
-            return _manipulate.sum(_elementwise.square(grad))
+            return _reductions.sum(_elementwise.square(grad))
 
         if self._clipnorm is not None:
             limit = self._clipnorm
