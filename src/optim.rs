@@ -1219,6 +1219,126 @@ impl Optimizer for RuleOptimizer {
     }
 }
 
+/// Keras's gradient clipping, one rule for every optimizer and front end: `clipnorm` scales each gradient whose
+/// L2 norm is above it down to it, `global_clipnorm` scales every gradient by the same factor where the norm of
+/// all of them together is above it, and `clipvalue` then limits each element to `[−clipvalue, clipvalue]`
+/// (NaN stays NaN). The norms are reduced on the device: nothing is read back.
+///
+/// ```
+/// use wgcompute::{GradientClipping, Session, SessionOptions};
+/// # fn main() -> wgcompute::Result<()> {
+/// let session = Session::open(SessionOptions::default())?;
+/// let gradient = session.upload(&[3.0, 4.0], &[2])?;
+/// let clipping = GradientClipping::new(Some(1.0), None, None)?;
+/// let clipped = clipping.apply(&[Some(&gradient), None])?;
+/// let values = clipped[0].as_ref().expect("a gradient in, a gradient out").to_vec()?;
+/// assert!((values[0] - 0.6).abs() < 1e-6 && (values[1] - 0.8).abs() < 1e-6);
+/// assert!(clipped[1].is_none());
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct GradientClipping {
+    clipnorm: Option<f32>,
+    global_clipnorm: Option<f32>,
+    clipvalue: Option<f32>,
+}
+
+impl GradientClipping {
+    /// Clipping by each setting that is `Some`: each a finite number above 0, and at most one of `clipnorm`
+    /// and `global_clipnorm` (Keras's rule).
+    pub fn new(
+        clipnorm: Option<f32>,
+        global_clipnorm: Option<f32>,
+        clipvalue: Option<f32>,
+    ) -> Result<Self> {
+        for (what, value) in [
+            ("clipnorm", clipnorm),
+            ("global_clipnorm", global_clipnorm),
+            ("clipvalue", clipvalue),
+        ] {
+            if let Some(value) = value {
+                check_hyperparameter(what, value, value > 0.0, "None or a finite number > 0")?;
+            }
+        }
+        if clipnorm.is_some() && global_clipnorm.is_some() {
+            return Err(Error::InvalidArgument {
+                what: "gradient clipping",
+                given: "clipnorm and global_clipnorm".to_string(),
+                expected: "at most one of clipnorm and global_clipnorm".to_string(),
+            });
+        }
+        Ok(GradientClipping {
+            clipnorm,
+            global_clipnorm,
+            clipvalue,
+        })
+    }
+
+    pub fn clipnorm(&self) -> Option<f32> {
+        self.clipnorm
+    }
+
+    pub fn global_clipnorm(&self) -> Option<f32> {
+        self.global_clipnorm
+    }
+
+    pub fn clipvalue(&self) -> Option<f32> {
+        self.clipvalue
+    }
+
+    /// Whether it clips nothing (no setting given).
+    pub fn is_none(&self) -> bool {
+        *self == GradientClipping::default()
+    }
+
+    /// The gradients clipped, in their order; a `None` (a variable without a gradient) stays `None` and counts
+    /// toward no norm. With no setting given, each gradient is a copy.
+    pub fn apply(&self, gradients: &[Option<&Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        // The norm's square: the sum of the squares, over every element.
+        let squared_norm = |gradient: &Tensor| gradient.square()?.sum(None);
+        // limit / max(norm, limit): 1 where the norm is within the limit.
+        let scale =
+            |squared: &Tensor, limit: f32| squared.sqrt()?.maximum_scalar(limit)?.scalar_div(limit);
+        let mut clipped: Vec<Option<Tensor>> = Vec::with_capacity(gradients.len());
+        if let Some(limit) = self.clipnorm {
+            for gradient in gradients {
+                clipped.push(
+                    gradient
+                        .map(|gradient| gradient.mul(&scale(&squared_norm(gradient)?, limit)?))
+                        .transpose()?,
+                );
+            }
+        } else if let Some(limit) = self.global_clipnorm {
+            let mut total: Option<Tensor> = None;
+            for gradient in gradients.iter().flatten() {
+                let squared = squared_norm(gradient)?;
+                total = Some(match total {
+                    None => squared,
+                    Some(total) => total.add(&squared)?,
+                });
+            }
+            let factor = total.map(|total| scale(&total, limit)).transpose()?;
+            for gradient in gradients {
+                clipped.push(match (gradient, &factor) {
+                    (Some(gradient), Some(factor)) => Some(gradient.mul(factor)?),
+                    _ => None,
+                });
+            }
+        } else {
+            for gradient in gradients {
+                clipped.push(gradient.map(|gradient| gradient.try_clone()).transpose()?);
+            }
+        }
+        if let Some(limit) = self.clipvalue {
+            for gradient in clipped.iter_mut().flatten() {
+                *gradient = gradient.maximum_scalar(-limit)?.minimum_scalar(limit)?;
+            }
+        }
+        Ok(clipped)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -66,6 +66,7 @@ fn _wgcompute(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<tensor::Tensor>()?;
     module.add_class::<tape::Tape>()?;
     module.add_class::<optim::Optimizer>()?;
+    module.add_class::<optim::GradientClipping>()?;
     module.add_function(wrap_pyfunction!(devices, module)?)?;
     module.add_function(wrap_pyfunction!(command::run_command, module)?)?;
     module.add_function(wrap_pyfunction!(errors::error_classes, module)?)?;

@@ -387,3 +387,69 @@ impl Optimizer {
         .or_raise()
     }
 }
+
+/// Keras's gradient clipping, the library's rule (`wgcompute::GradientClipping`): its settings are checked when
+/// it is made, and `apply` clips a list of gradients on the device with the GIL released.
+#[pyclass(module = "wgcompute._wgcompute", frozen)]
+pub struct GradientClipping {
+    clipping: wgcompute::GradientClipping,
+}
+
+#[pymethods]
+impl GradientClipping {
+    #[new]
+    #[pyo3(signature = (clipnorm=None, global_clipnorm=None, clipvalue=None))]
+    fn new(
+        clipnorm: Option<f32>,
+        global_clipnorm: Option<f32>,
+        clipvalue: Option<f32>,
+    ) -> PyResult<Self> {
+        let clipping =
+            wgcompute::GradientClipping::new(clipnorm, global_clipnorm, clipvalue).or_raise()?;
+        Ok(GradientClipping { clipping })
+    }
+
+    #[getter]
+    fn clipnorm(&self) -> Option<f32> {
+        self.clipping.clipnorm()
+    }
+
+    #[getter]
+    fn global_clipnorm(&self) -> Option<f32> {
+        self.clipping.global_clipnorm()
+    }
+
+    #[getter]
+    fn clipvalue(&self) -> Option<f32> {
+        self.clipping.clipvalue()
+    }
+
+    /// Whether it clips nothing.
+    fn is_none(&self) -> bool {
+        self.clipping.is_none()
+    }
+
+    /// The gradients clipped, in their order; a None stays None.
+    fn apply(
+        &self,
+        py: Python<'_>,
+        gradients: Vec<Option<PyRef<'_, Tensor>>>,
+    ) -> PyResult<Vec<Option<Tensor>>> {
+        let shared = gradients
+            .iter()
+            .map(|gradient| gradient.as_ref().map(|g| g.shared().cloned()).transpose())
+            .collect::<PyResult<Vec<_>>>()?;
+        let clipped = py
+            .detach(|| {
+                let given: Vec<Option<&wgcompute::Tensor>> =
+                    shared.iter().map(Option::as_deref).collect();
+                self.clipping.apply(&given)
+            })
+            .or_raise()?;
+        let pid = std::process::id();
+        Ok(clipped
+            .into_iter()
+            .map(|gradient| gradient.map(|gradient| Tensor::new(gradient, pid)))
+            .collect())
+    }
+}

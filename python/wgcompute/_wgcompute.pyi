@@ -14,6 +14,7 @@ __all__ = [
     "Tensor",
     "Tape",
     "Optimizer",
+    "GradientClipping",
     "devices",
     "run_command",
     "error_classes",
@@ -413,6 +414,22 @@ class Optimizer:
     def variable_count(self) -> int: ...
     def knows(self, variable: Tensor) -> bool: ...
     def step(self, variables: Sequence[Tensor], gradients: Sequence[Tensor | None]) -> None: ...
+
+@final
+class GradientClipping:
+    """Keras's gradient clipping by the library's rule; the settings are checked when it is made."""
+
+    def __new__(
+        cls, clipnorm: float | None = None, global_clipnorm: float | None = None, clipvalue: float | None = None
+    ) -> GradientClipping: ...
+    @property
+    def clipnorm(self) -> float | None: ...
+    @property
+    def global_clipnorm(self) -> float | None: ...
+    @property
+    def clipvalue(self) -> float | None: ...
+    def is_none(self) -> bool: ...
+    def apply(self, gradients: Sequence[Tensor | None]) -> list[Tensor | None]: ...
 
 def linear_parameters(session: Session, inputs: int, outputs: int, bias: bool, seed: int) -> list[tuple[str, Tensor]]:
     """("weight", ...) and ("bias", ...) of the library's Linear::new."""

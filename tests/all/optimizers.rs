@@ -8,7 +8,9 @@
 use std::sync::Arc;
 
 use crate::common::{self, error_against_magnitude, per_backend, Backend, Rng};
-use wgcompute::{Error, Gradients, Optimizer, OptimizerRule, RuleOptimizer, Session, Tensor};
+use wgcompute::{
+    Error, GradientClipping, Gradients, Optimizer, OptimizerRule, RuleOptimizer, Session, Tensor,
+};
 
 /// One element, a prime, a ragged vec4 just over a workgroup's vec4s, a matrix of no multiple of 4 elements.
 const MODEL: [&[usize]; 4] = [&[1], &[7], &[1025], &[13, 17]];
@@ -497,4 +499,140 @@ fn bad_hyperparameters_are_refused() {
         Err(Error::InvalidArgument { .. })
     ));
     assert_eq!(lion.learning_rate(), Some(0.1));
+}
+
+/// Keras's clipping of a list of gradients in f64: each norm, the global norm, then each value.
+fn clip_reference(
+    gradients: &[Option<Vec<f64>>],
+    clipnorm: Option<f64>,
+    global_clipnorm: Option<f64>,
+    clipvalue: Option<f64>,
+) -> Vec<Option<Vec<f64>>> {
+    let norm = |g: &[f64]| g.iter().map(|x| x * x).sum::<f64>().sqrt();
+    let scaled = |g: &[f64], factor: f64| g.iter().map(|x| x * factor).collect::<Vec<_>>();
+    let mut clipped: Vec<Option<Vec<f64>>> = gradients.to_vec();
+    if let Some(limit) = clipnorm {
+        for g in clipped.iter_mut().flatten() {
+            *g = scaled(g, limit / norm(g).max(limit));
+        }
+    } else if let Some(limit) = global_clipnorm {
+        let total = clipped
+            .iter()
+            .flatten()
+            .map(|g| norm(g).powi(2))
+            .sum::<f64>()
+            .sqrt();
+        for g in clipped.iter_mut().flatten() {
+            *g = scaled(g, limit / total.max(limit));
+        }
+    }
+    if let Some(limit) = clipvalue {
+        for g in clipped.iter_mut().flatten() {
+            for x in g.iter_mut() {
+                *x = if x.is_nan() {
+                    *x
+                } else {
+                    x.clamp(-limit, limit)
+                };
+            }
+        }
+    }
+    clipped
+}
+
+per_backend!(gradient_clipping_follows_its_f64_reference);
+/// Each setting and a norm's with a value's, over gradients of awkward sizes with a missing one among them, some
+/// norms above the limit and some below, outputs in a poisoned pool; a NaN stays NaN under clipvalue.
+fn gradient_clipping_follows_its_f64_reference(backend: &Backend) {
+    let mut rng = Rng::fresh("gradient clipping");
+    let session = backend.poisoned();
+    let settings: [(Option<f32>, Option<f32>, Option<f32>); 5] = [
+        (Some(0.5), None, None),
+        (None, Some(1.0), None),
+        (None, None, Some(0.1)),
+        (Some(2.0), None, Some(0.3)),
+        (None, None, None),
+    ];
+    for (clipnorm, global_clipnorm, clipvalue) in settings {
+        let clipping =
+            GradientClipping::new(clipnorm, global_clipnorm, clipvalue).expect("valid settings");
+        let mut hosts: Vec<Option<Vec<f32>>> = MODEL
+            .iter()
+            .map(|shape| {
+                let scale = rng.uniform(0.01, 2.0);
+                Some(rng.vec(common::count(shape), -scale, scale))
+            })
+            .collect();
+        hosts.insert(2, None);
+        // A NaN stays NaN under clipvalue (a norm over a NaN would make its whole gradient NaN).
+        let with_nan = clipnorm.is_none() && global_clipnorm.is_none();
+        if let (true, Some(Some(gradient))) = (with_nan, hosts.get_mut(1)) {
+            gradient[3] = f32::NAN;
+        }
+        let mut tensors = Vec::new();
+        let mut shape_index = 0;
+        for host in &hosts {
+            tensors.push(host.as_ref().map(|values| {
+                let tensor = session.upload(values, MODEL[shape_index]).expect("upload");
+                shape_index += 1;
+                tensor
+            }));
+        }
+        let given: Vec<Option<&Tensor>> = tensors.iter().map(Option::as_ref).collect();
+        let clipped = clipping.apply(&given).expect("clipping");
+        let wide: Vec<Option<Vec<f64>>> = hosts
+            .iter()
+            .map(|host| host.as_ref().map(|values| common::widen(values)))
+            .collect();
+        let want = clip_reference(
+            &wide,
+            clipnorm.map(f64::from),
+            global_clipnorm.map(f64::from),
+            clipvalue.map(f64::from),
+        );
+        assert_eq!(clipped.len(), want.len());
+        let label = format!(
+            "{clipnorm:?}/{global_clipnorm:?}/{clipvalue:?} on {}",
+            backend.name
+        );
+        for (got, want) in clipped.iter().zip(&want) {
+            match (got, want) {
+                (None, None) => {}
+                (Some(got), Some(want)) => {
+                    let got = got.to_vec().expect("read back");
+                    for (index, (&got, &want)) in got.iter().zip(want).enumerate() {
+                        if want.is_nan() {
+                            assert!(got.is_nan(), "{label}: element {index} is {got}, not NaN");
+                        } else {
+                            assert!(
+                                (f64::from(got) - want).abs() <= 1e-5 * want.abs().max(1e-3),
+                                "{label}: element {index} is {got}, want {want}"
+                            );
+                        }
+                    }
+                }
+                _ => panic!("{label}: a gradient and a None do not match"),
+            }
+        }
+    }
+}
+
+#[test]
+fn bad_clipping_settings_are_refused() {
+    for (clipnorm, global_clipnorm, clipvalue) in [
+        (Some(0.0), None, None),
+        (None, Some(f32::NAN), None),
+        (None, None, Some(-1.0)),
+        (None, None, Some(f32::INFINITY)),
+        (Some(1.0), Some(1.0), None),
+    ] {
+        let refused = GradientClipping::new(clipnorm, global_clipnorm, clipvalue);
+        assert!(
+            matches!(refused, Err(Error::InvalidArgument { .. })),
+            "{clipnorm:?}/{global_clipnorm:?}/{clipvalue:?}: {refused:?}"
+        );
+    }
+    assert!(GradientClipping::new(None, None, None)
+        .expect("no clipping")
+        .is_none());
 }

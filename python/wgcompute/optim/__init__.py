@@ -62,12 +62,8 @@ def _alias(value: Any, keras_value: Any, names: str, default: float) -> float:
 
 
 def _clip_setting(value: Any, name: str) -> float | None:
-    if value is None:
-        return None
-    number = _float(value, name)
-    if not (math.isfinite(number) and number > 0):
-        raise InvalidArgumentError(f"{name} is None or a finite number > 0; got {value!r:.80}")
-    return number
+    """A clipping setting as a float (its range is the library's to check, with the others)."""
+    return None if value is None else _float(value, name)
 
 
 # A schedule may reach 0 (CosineDecay's end with alpha 0), a rate the library refuses as a setting; the smallest
@@ -83,6 +79,7 @@ class Optimizer:
     _clipnorm: float | None = None
     _global_clipnorm: float | None = None
     _clipvalue: float | None = None
+    _clipping: _wgcompute.GradientClipping
 
     def _configure(
         self,
@@ -95,8 +92,8 @@ class Optimizer:
         self._clipnorm = _clip_setting(clipnorm, "clipnorm")
         self._clipvalue = _clip_setting(clipvalue, "clipvalue")
         self._global_clipnorm = _clip_setting(global_clipnorm, "global_clipnorm")
-        if self._clipnorm is not None and self._global_clipnorm is not None:
-            raise InvalidArgumentError("give at most one of clipnorm and global_clipnorm")
+        # The library's rule checks the settings together and clips.
+        self._clipping = _wgcompute.GradientClipping(self._clipnorm, self._global_clipnorm, self._clipvalue)
         if isinstance(rate, LearningRateSchedule):
             self._schedule = rate
             return self._scheduled_rate(0)
@@ -185,35 +182,12 @@ class Optimizer:
         return self._clipvalue
 
     def _clipped(self, grads: list[Tensor | None]) -> list[Tensor | None]:
-        """Keras's gradient clipping, every norm reduced on the device (nothing is read back)."""
-        from .. import _elementwise, _reductions
-
-        def norm(grad: Tensor) -> Tensor:
-            return _reductions.sum(_elementwise.square(grad))
-
-        if self._clipnorm is not None:
-            limit = self._clipnorm
-            grads = [
-                None
-                if grad is None
-                else _elementwise.multiply(
-                    grad, _elementwise.divide(limit, _elementwise.maximum(_elementwise.sqrt(norm(grad)), limit))
-                )
-                for grad in grads
-            ]
-        elif self._global_clipnorm is not None:
-            limit = self._global_clipnorm
-            squares = [norm(grad) for grad in grads if grad is not None]
-            total = squares[0]
-            for square in squares[1:]:
-                total = _elementwise.add(total, square)
-            scale = _elementwise.divide(limit, _elementwise.maximum(_elementwise.sqrt(total), limit))
-            grads = [None if grad is None else _elementwise.multiply(grad, scale) for grad in grads]
-        if self._clipvalue is not None:
-            grads = [
-                None if grad is None else _elementwise.clip(grad, -self._clipvalue, self._clipvalue) for grad in grads
-            ]
-        return grads
+        """Keras's gradient clipping, by the library's rule: every norm reduced on the device, nothing read back."""
+        clipped = self._clipping.apply([None if grad is None else grad._t for grad in grads])
+        return [
+            None if grad is None or native is None else grad._wrap(native)
+            for grad, native in zip(grads, clipped, strict=True)
+        ]
 
     def __reduce__(self) -> Any:
         raise ArgumentTypeError(
@@ -239,7 +213,7 @@ class Optimizer:
                 raise InvalidArgumentError(f"a gradient is a Tensor or None; got a {type(grad).__name__}")
         # Any: the stubs do not show a tensor's native handle, which the native step takes.
         given: list[Any] = list(grads)
-        if self._clipnorm is not None or self._global_clipnorm is not None or self._clipvalue is not None:
+        if not self._clipping.is_none():
             if any(grad is not None for grad in given):
                 given = self._clipped(given)
         if self._schedule is not None:
