@@ -213,3 +213,60 @@ fn the_rows_the_pages_quote_are_rows_of_the_op_tables() {
         ["pub Log2 log2 [] \"log2(x)\" \"doc\";"]
     );
 }
+
+/// The paths a page's prose names under the project's top folders (`src/kernels/`, `python/tests/references.py`),
+/// fenced blocks left out; a placeholder (`shaders/NAME.wgsl`) is not a path.
+fn named_paths(page: &str) -> Vec<String> {
+    const ROOTS: [&str; 9] = [
+        "src/",
+        "tests/",
+        "python/",
+        "cli/",
+        "shaders/",
+        "benches/",
+        "scripts/",
+        "docs/",
+        "examples/",
+    ];
+    let mut fenced = false;
+    let mut paths = Vec::new();
+    for line in page.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if fenced {
+            continue;
+        }
+        let is_path_char = |c: char| c.is_ascii_alphanumeric() || "_./-".contains(c);
+        for token in line.split(|c: char| !is_path_char(c)) {
+            let token = token.trim_end_matches(['.', '-']);
+            if ROOTS.iter().any(|root| token.starts_with(root)) && !token.contains("NAME") {
+                paths.push(token.to_string());
+            }
+        }
+    }
+    paths
+}
+
+#[test]
+fn every_path_the_pages_name_exists() {
+    let mut named = 0;
+    for page in ["README.md", "CONTRIBUTING.md", "docs/architecture.md"] {
+        let text = std::fs::read_to_string(root().join(page)).expect("the page");
+        for path in named_paths(&text) {
+            assert!(
+                root().join(&path).exists(),
+                "{page} names {path}, which the tree does not have"
+            );
+            named += 1;
+        }
+    }
+    assert!(named >= 20, "{named} paths named");
+    assert_eq!(
+        named_paths(
+            "See src/shape.rs. And `shaders/NAME.wgsl`, (tests/all/)\n```sh\nsrc/x.rs\n```"
+        ),
+        ["src/shape.rs", "tests/all/"]
+    );
+}
