@@ -221,7 +221,9 @@ def test_loading_weights_of_another_model_is_refused_and_changes_nothing(session
     [
         lambda: wg.optim.Adam(learning_rate=0.02),
         lambda: wg.optim.AdamW(learning_rate=0.02),
-        lambda: wg.optim.SGD(learning_rate=0.05),
+        # Plain SGD at 0.05 oscillates on some draws (seed 4081141537: the last five losses at 0.58 of the first);
+        # with Keras's global_clipnorm it falls to 0.02-0.2 of the first on every draw tried (8 seeds).
+        lambda: wg.optim.SGD(learning_rate=0.05, global_clipnorm=1.0),
         lambda: wg.optim.SGD(learning_rate=0.02, momentum=0.9, nesterov=True),
         lambda: wg.optim.RMSprop(learning_rate=0.005),
         lambda: wg.optim.Adagrad(learning_rate=0.1),
