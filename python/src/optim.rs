@@ -409,21 +409,6 @@ impl GradientClipping {
         Ok(GradientClipping { clipping })
     }
 
-    #[getter]
-    fn clipnorm(&self) -> Option<f32> {
-        self.clipping.clipnorm()
-    }
-
-    #[getter]
-    fn global_clipnorm(&self) -> Option<f32> {
-        self.clipping.global_clipnorm()
-    }
-
-    #[getter]
-    fn clipvalue(&self) -> Option<f32> {
-        self.clipping.clipvalue()
-    }
-
     /// Whether it clips nothing.
     fn is_none(&self) -> bool {
         self.clipping.is_none()
