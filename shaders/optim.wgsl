@@ -3,7 +3,8 @@
 
 struct Params {
     count: u32,
-    mode: u32,          // adam: MODE_TENSORFLOW, MODE_KINGMA_BA or MODE_ADAMW (decoupled decay); sgd: SGD_NESTEROV or 0
+    mode: u32,          // adam: MODE_TENSORFLOW, MODE_KINGMA_BA or MODE_ADAMW (decoupled decay); sgd: SGD_NESTEROV or 0;
+                        // rule: the row's position in the table of rules
     lr: f32,
     beta1: f32,
     beta2: f32,
@@ -16,7 +17,7 @@ struct Params {
     vec4s: u32,         // vec4 kernels: vec4s per invocation
     table: u32,         // *_tensors kernels: the vec4 at which the table starts in its binding
     entries: u32,       // *_tensors kernels: the table's entries
-    gradient_step: f32, // rule RULE_NADAM: the step along the gradient itself (see the rule kernels)
+    gradient_step: f32, // rules: with beta1 .. momentum, the numbers a row folds, in the order of its `numbers`
     slots: u32,         // rule kernels: SLOT_SECOND | SLOT_THIRD, the state operands the rule reads and writes
 }
 
@@ -263,34 +264,17 @@ fn sgd_tensors(
     }
 }
 
-// Keras's other optimizers, one fused pass each, the rule chosen by `mode`; every one first decays the parameter
-// (`decay` = 1 - lr * weight_decay, exactly 1 without decay). The state operands are `m`, `v` and `w`; a rule
-// that keeps fewer than three has the others bound to its gradient and neither reads nor writes them (`slots`).
-//   RULE_RMSPROP(_CENTERED): m velocity, v momentum (momentum > 0), w average gradient (centered); beta1 is rho.
-//   RULE_ADAGRAD: m accumulator.
-//   RULE_ADAMAX: m first moment, v exponentially weighted infinity norm; step_size = lr / (1 - beta1^t).
-//   RULE_NADAM: m, v moments; with b = sqrt(1 - beta2^t), step_size = b * lr * u_{t+1} / (1 - u_1 ... u_{t+1}),
-//   gradient_step (above) times b, and epsilon times b: Keras's (step_size m + gradient_step g) / (sqrt(v) / b + eps)
-//   with one division per element rather than two.
-//   RULE_LION: m momentum.
-struct Rule {
-    mode: u32,
-    lr: f32,
-    beta1: f32,
-    beta2: f32,
-    epsilon: f32,
-    momentum: f32,
-    step_size: f32,
-    gradient_step: f32,
-    bias2_sqrt: f32,
-    decay: f32,
-}
+// Keras's other optimizers, one row each of the table in src/op/optim.rs: each row's update `KIND4` and its
+// entry points (`rule`, the scalar form of every row by `mode`; `KIND_vec4`; `KIND_tensors`, through the table
+// as adam_tensors) are generated from the row by src/kernels/optim.rs, above this file. Every one first decays
+// the parameter (`decay` = 1 - lr * weight_decay, exactly 1 without decay). The state operands are `m`, `v` and
+// `w`, the row's slots in order; a rule that keeps fewer than three has the others bound to its gradient and
+// neither reads nor writes them, and a slot kept only under some settings is read and written where `slots`
+// says so. The vec4 and table kernels are one entry point per rule: with the rule chosen by a branch around
+// their loops, llvmpipe ran Adamax and Nadam at 0.85x Adam's throughput, Adagrad and Lion (which move less) at
+// 1.0x. The lanes of the table kernels past a tensor's end get back the bits loaded from them, as adam_tensors'.
 
-fn rule_hyper() -> Rule {
-    return Rule(params.mode, params.lr, params.beta1, params.beta2, params.epsilon, params.momentum,
-        params.step_size, params.gradient_step, params.bias2_sqrt, params.decay);
-}
-
+// One step of a rule on four elements: the parameter, then the row's slots in order.
 struct Rule4 {
     param: vec4<f32>,
     m: vec4<f32>,
@@ -298,289 +282,9 @@ struct Rule4 {
     w: vec4<f32>,
 }
 
-fn rmsprop4(h: Rule, p: vec4<f32>, g: vec4<f32>, m_old: vec4<f32>, v_old: vec4<f32>, w_old: vec4<f32>) -> Rule4 {
-    let rho = h.beta1;
-    let m_new = rho * m_old + (1.0 - rho) * g * g;
-    var v_new = v_old;
-    var w_new = w_old;
-    var denominator = m_new + h.epsilon;
-    if (h.mode == RULE_RMSPROP_CENTERED) {
-        w_new = rho * w_old + (1.0 - rho) * g;
-        denominator = m_new - w_new * w_new + h.epsilon;
-    }
-    let increment = h.lr * g / sqrt(denominator);
-    var p_new = p - increment;
-    if (h.momentum > 0.0) {
-        v_new = h.momentum * v_old + increment;
-        p_new = p - v_new;
-    }
-    return Rule4(p_new, m_new, v_new, w_new);
-}
-
-fn adagrad4(h: Rule, p: vec4<f32>, g: vec4<f32>, m_old: vec4<f32>) -> Rule4 {
-    let m_new = m_old + g * g;
-    return Rule4(p - h.lr * g / sqrt(m_new + h.epsilon), m_new, vec4<f32>(0.0), vec4<f32>(0.0));
-}
-
-fn adamax4(h: Rule, p: vec4<f32>, g: vec4<f32>, m_old: vec4<f32>, v_old: vec4<f32>) -> Rule4 {
-    let m_new = m_old + (g - m_old) * (1.0 - h.beta1);
-    let v_new = max(h.beta2 * v_old, abs(g));
-    return Rule4(p - h.step_size * m_new / (v_new + h.epsilon), m_new, v_new, vec4<f32>(0.0));
-}
-
-fn nadam4(h: Rule, p: vec4<f32>, g: vec4<f32>, m_old: vec4<f32>, v_old: vec4<f32>) -> Rule4 {
-    let m_new = m_old + (g - m_old) * (1.0 - h.beta1);
-    let v_new = v_old + (g * g - v_old) * (1.0 - h.beta2);
-    let p_new = p - (h.step_size * m_new + h.gradient_step * g) / (sqrt(v_new) + h.epsilon);
-    return Rule4(p_new, m_new, v_new, vec4<f32>(0.0));
-}
-
-fn lion4(h: Rule, p: vec4<f32>, g: vec4<f32>, m_old: vec4<f32>) -> Rule4 {
-    let p_new = p - h.lr * sign(h.beta1 * m_old + (1.0 - h.beta1) * g);
-    return Rule4(p_new, h.beta2 * m_old + (1.0 - h.beta2) * g, vec4<f32>(0.0), vec4<f32>(0.0));
-}
-
-// One step of any rule on four elements (the parameter already decayed), for the scalar kernel. The vec4 and
-// table kernels are one entry point per rule: with the rule chosen by a branch around their loops, llvmpipe ran
-// Adamax and Nadam at 0.85× Adam's throughput, Adagrad and Lion (which move less) at 1.0×.
-fn rule4(h: Rule, p: vec4<f32>, g: vec4<f32>, m_old: vec4<f32>, v_old: vec4<f32>, w_old: vec4<f32>) -> Rule4 {
-    switch h.mode {
-        case RULE_ADAGRAD: {
-            return adagrad4(h, p, g, m_old);
-        }
-        case RULE_ADAMAX: {
-            return adamax4(h, p, g, m_old, v_old);
-        }
-        case RULE_NADAM: {
-            return nadam4(h, p, g, m_old, v_old);
-        }
-        case RULE_LION: {
-            return lion4(h, p, g, m_old);
-        }
-        default: {
-            return rmsprop4(h, p, g, m_old, v_old, w_old);
-        }
-    }
-}
+// What a row gives for a slot it does not have.
+const ZERO4 = vec4<f32>(0.0);
 
 fn has_slot(slot: u32) -> bool {
     return (params.slots & slot) != 0u;
-}
-
-@compute @workgroup_size(WORKGROUP_SIZE)
-fn rule(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-    let i = params.start + linear_index(id, groups);
-    if (i >= params.count) {
-        return;
-    }
-    let h = rule_hyper();
-    let second = has_slot(SLOT_SECOND);
-    let third = has_slot(SLOT_THIRD);
-    var v_old = 0.0;
-    if (second) {
-        v_old = v[i];
-    }
-    var w_old = 0.0;
-    if (third) {
-        w_old = w[i];
-    }
-    let step = rule4(h, vec4<f32>(param[i]) * h.decay, vec4<f32>(grad[i]), vec4<f32>(m[i]), vec4<f32>(v_old), vec4<f32>(w_old));
-    m[i] = step.m.x;
-    if (second) {
-        v[i] = step.v.x;
-    }
-    if (third) {
-        w[i] = step.w.x;
-    }
-    param[i] = step.param.x;
-}
-
-@compute @workgroup_size(WORKGROUP_SIZE)
-fn adagrad_vec4(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-    let span = vec4_span(id, groups);
-    let h = rule_hyper();
-    for (var i = span.x; i < span.y; i = i + 1u) {
-        let step = adagrad4(h, param4[i] * h.decay, grad4[i], m4[i]);
-        m4[i] = step.m;
-        param4[i] = step.param;
-    }
-}
-
-@compute @workgroup_size(WORKGROUP_SIZE)
-fn lion_vec4(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-    let span = vec4_span(id, groups);
-    let h = rule_hyper();
-    for (var i = span.x; i < span.y; i = i + 1u) {
-        let step = lion4(h, param4[i] * h.decay, grad4[i], m4[i]);
-        m4[i] = step.m;
-        param4[i] = step.param;
-    }
-}
-
-@compute @workgroup_size(WORKGROUP_SIZE)
-fn adamax_vec4(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-    let span = vec4_span(id, groups);
-    let h = rule_hyper();
-    for (var i = span.x; i < span.y; i = i + 1u) {
-        let step = adamax4(h, param4[i] * h.decay, grad4[i], m4[i], v4[i]);
-        m4[i] = step.m;
-        v4[i] = step.v;
-        param4[i] = step.param;
-    }
-}
-
-@compute @workgroup_size(WORKGROUP_SIZE)
-fn nadam_vec4(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-    let span = vec4_span(id, groups);
-    let h = rule_hyper();
-    for (var i = span.x; i < span.y; i = i + 1u) {
-        let step = nadam4(h, param4[i] * h.decay, grad4[i], m4[i], v4[i]);
-        m4[i] = step.m;
-        v4[i] = step.v;
-        param4[i] = step.param;
-    }
-}
-
-@compute @workgroup_size(WORKGROUP_SIZE)
-fn rmsprop_vec4(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-    let span = vec4_span(id, groups);
-    let h = rule_hyper();
-    let second = has_slot(SLOT_SECOND);
-    let third = has_slot(SLOT_THIRD);
-    for (var i = span.x; i < span.y; i = i + 1u) {
-        var v_old = vec4<f32>(0.0);
-        if (second) {
-            v_old = v4[i];
-        }
-        var w_old = vec4<f32>(0.0);
-        if (third) {
-            w_old = w4[i];
-        }
-        let step = rmsprop4(h, param4[i] * h.decay, grad4[i], m4[i], v_old, w_old);
-        m4[i] = step.m;
-        if (second) {
-            v4[i] = step.v;
-        }
-        if (third) {
-            w4[i] = step.w;
-        }
-        param4[i] = step.param;
-    }
-}
-
-// The rules over many tensors, through the table as adam_tensors; the lanes past a tensor's end get back the
-// bits loaded from them, as there.
-@compute @workgroup_size(WORKGROUP_SIZE)
-fn adagrad_tensors(
-    @builtin(workgroup_id) workgroup: vec3<u32>,
-    @builtin(num_workgroups) groups: vec3<u32>,
-    @builtin(local_invocation_index) local: u32,
-) {
-    let h = rule_hyper();
-    let part = part_of(workgroup, groups, local);
-    let o = part.offsets;
-    for (var i = part.first; i < part.end; i = i + 1u) {
-        let p_old = param4[o.x + i];
-        let m_old = m4[o.z + i];
-        let step = adagrad4(h, p_old * h.decay, grad4[o.y + i], m_old);
-        let own = own_lanes(i, part.count);
-        m4[o.z + i] = select(m_old, step.m, own);
-        param4[o.x + i] = select(p_old, step.param, own);
-    }
-}
-
-@compute @workgroup_size(WORKGROUP_SIZE)
-fn lion_tensors(
-    @builtin(workgroup_id) workgroup: vec3<u32>,
-    @builtin(num_workgroups) groups: vec3<u32>,
-    @builtin(local_invocation_index) local: u32,
-) {
-    let h = rule_hyper();
-    let part = part_of(workgroup, groups, local);
-    let o = part.offsets;
-    for (var i = part.first; i < part.end; i = i + 1u) {
-        let p_old = param4[o.x + i];
-        let m_old = m4[o.z + i];
-        let step = lion4(h, p_old * h.decay, grad4[o.y + i], m_old);
-        let own = own_lanes(i, part.count);
-        m4[o.z + i] = select(m_old, step.m, own);
-        param4[o.x + i] = select(p_old, step.param, own);
-    }
-}
-
-@compute @workgroup_size(WORKGROUP_SIZE)
-fn adamax_tensors(
-    @builtin(workgroup_id) workgroup: vec3<u32>,
-    @builtin(num_workgroups) groups: vec3<u32>,
-    @builtin(local_invocation_index) local: u32,
-) {
-    let h = rule_hyper();
-    let part = part_of(workgroup, groups, local);
-    let o = part.offsets;
-    for (var i = part.first; i < part.end; i = i + 1u) {
-        let p_old = param4[o.x + i];
-        let m_old = m4[o.z + i];
-        let v_old = v4[o.w + i];
-        let step = adamax4(h, p_old * h.decay, grad4[o.y + i], m_old, v_old);
-        let own = own_lanes(i, part.count);
-        m4[o.z + i] = select(m_old, step.m, own);
-        v4[o.w + i] = select(v_old, step.v, own);
-        param4[o.x + i] = select(p_old, step.param, own);
-    }
-}
-
-@compute @workgroup_size(WORKGROUP_SIZE)
-fn nadam_tensors(
-    @builtin(workgroup_id) workgroup: vec3<u32>,
-    @builtin(num_workgroups) groups: vec3<u32>,
-    @builtin(local_invocation_index) local: u32,
-) {
-    let h = rule_hyper();
-    let part = part_of(workgroup, groups, local);
-    let o = part.offsets;
-    for (var i = part.first; i < part.end; i = i + 1u) {
-        let p_old = param4[o.x + i];
-        let m_old = m4[o.z + i];
-        let v_old = v4[o.w + i];
-        let step = nadam4(h, p_old * h.decay, grad4[o.y + i], m_old, v_old);
-        let own = own_lanes(i, part.count);
-        m4[o.z + i] = select(m_old, step.m, own);
-        v4[o.w + i] = select(v_old, step.v, own);
-        param4[o.x + i] = select(p_old, step.param, own);
-    }
-}
-
-@compute @workgroup_size(WORKGROUP_SIZE)
-fn rmsprop_tensors(
-    @builtin(workgroup_id) workgroup: vec3<u32>,
-    @builtin(num_workgroups) groups: vec3<u32>,
-    @builtin(local_invocation_index) local: u32,
-) {
-    let h = rule_hyper();
-    let second = has_slot(SLOT_SECOND);
-    let third = has_slot(SLOT_THIRD);
-    let part = part_of(workgroup, groups, local);
-    let o = part.offsets;
-    for (var i = part.first; i < part.end; i = i + 1u) {
-        let p_old = param4[o.x + i];
-        let m_old = m4[o.z + i];
-        var v_old = vec4<f32>(0.0);
-        if (second) {
-            v_old = v4[o.w + i];
-        }
-        var w_old = vec4<f32>(0.0);
-        if (third) {
-            w_old = w4[part.fifth + i];
-        }
-        let step = rmsprop4(h, p_old * h.decay, grad4[o.y + i], m_old, v_old, w_old);
-        let own = own_lanes(i, part.count);
-        m4[o.z + i] = select(m_old, step.m, own);
-        if (second) {
-            v4[o.w + i] = select(v_old, step.v, own);
-        }
-        if (third) {
-            w4[part.fifth + i] = select(w_old, step.w, own);
-        }
-        param4[o.x + i] = select(p_old, step.param, own);
-    }
 }

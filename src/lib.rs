@@ -60,8 +60,8 @@ pub use ops::manipulate::{PadMode, Repeats, Split};
 pub use ops::neural::{BatchNormOptions, BatchNormOutput};
 pub use ops::optim::{AdamConfig, AdamHyperparameter, EpsilonPlacement, SgdConfig};
 pub use optim::{
-    Adam, GradientClipping, Optimizer, OptimizerKind, OptimizerRule, OptimizerState, RuleOptimizer,
-    Sgd,
+    Adam, GradientClipping, Optimizer, OptimizerKind, OptimizerRule, OptimizerState, RuleIndex,
+    RuleOptimizer, RuleRow, Sgd,
 };
 pub use pool::MemoryStats;
 pub use runtime::set_interrupt_check;

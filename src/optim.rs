@@ -1,16 +1,21 @@
 //! Optimizers whose state (moments, momentum buffers, step count) lives in the session's pool: Adam with
-//! TensorFlow's epsilon placement by default, AdamW, and SGD with momentum. A step updates every parameter in one
+//! TensorFlow's epsilon placement by default, AdamW, SGD with momentum, and Keras's other optimizers, one row
+//! each of the table of rules (src/op/optim.rs) run by [`RuleOptimizer`]. A step updates every parameter in one
 //! fused dispatch per combination of pool slabs its tensors lie in (one for a model whose tensors share a slab),
 //! with the bits the per-parameter updates give. Their state is keyed by each parameter's identity, as
 //! [`Gradients`] pairs gradients with parameters: a step may name the parameters in any order, and one the
 //! optimizer has no state for is refused rather than updated with another's.
 
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 
 use crate::autograd::Gradients;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::kernels::optim::{Rule, RuleStep, SLOT_SECOND, SLOT_THIRD};
+use crate::kernels::optim::{RuleStep, SLOT_SECOND, SLOT_THIRD};
+pub use crate::op::optim::{
+    Kept, Rule as RuleRow, Setting, SettingRange, Slot as RuleSlot, StepInput,
+};
+use crate::op::optim::{MAX_SETTINGS, MAX_SLOTS, RULES};
 use crate::ops::optim::{
     adam_update_tensors, check_hyperparameter, check_sgd_lr, rule_update_tensors,
     sgd_update_tensors, AdamConfig, AdamHyperparameter, SgdConfig,
@@ -321,17 +326,13 @@ const SGD_SLOTS: &[SavedSlot] = &[SGD_MOMENTUM_SLOT];
 
 /// The slots a built-in optimizer of `kind` saves, so a checkpoint can be checked when it is read rather than
 /// when the optimizer is built; `None` for another kind (an optimizer defined outside this crate), whose
-/// state is checked only against the optimizer it is restored into.
+/// state is checked only against the optimizer it is restored into, and for a rule whose slots depend on its
+/// settings (RMSprop's momentum and centered).
 pub(crate) fn saved_slots(kind: &str) -> Option<&'static [SavedSlot]> {
     match kind {
         ADAM_KIND => Some(ADAM_SLOTS),
         SGD_KIND => Some(SGD_SLOTS),
-        ADAGRAD_KIND => Some(&[ADAGRAD_ACCUMULATOR]),
-        ADAMAX_KIND => Some(&[ADAM_FIRST_MOMENTS, ADAMAX_NORM]),
-        NADAM_KIND => Some(ADAM_SLOTS),
-        LION_KIND => Some(&[LION_MOMENTUM]),
-        // RMSprop's slots depend on its settings (momentum, centered): checked by the optimizer it goes into.
-        _ => None,
+        _ => rule_saved_slots(kind),
     }
 }
 
@@ -502,7 +503,7 @@ fn next_step(optimizer: &'static str, steps: u64) -> Result<u64> {
 }
 
 /// The optimizers by name, with the settings most recipes use: what `--optimizer` names (Adam, AdamW, SGD and
-/// Keras's rules), built from its defaults and a learning rate.
+/// every rule of the table of Keras's rules), built from its defaults and a learning rate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OptimizerKind {
     /// TensorFlow's Adam (β1 0.9, β2 0.999, ε 1e-8).
@@ -511,17 +512,14 @@ pub enum OptimizerKind {
     Adamw,
     /// SGD with momentum `SGD_MOMENTUM`.
     Sgd,
-    /// Keras's RMSprop, with its defaults ([`OptimizerRule::rmsprop`]).
-    Rmsprop,
-    /// Keras's Adagrad, with its defaults ([`OptimizerRule::adagrad`]).
-    Adagrad,
-    /// Keras's Adamax, with its defaults ([`OptimizerRule::adamax`]).
-    Adamax,
-    /// Keras's Nadam, with its defaults ([`OptimizerRule::nadam`]).
-    Nadam,
-    /// Keras's Lion, with its defaults ([`OptimizerRule::lion`]).
-    Lion,
+    /// A rule of the table ([`OptimizerRule`]) with Keras's defaults, by its position there.
+    Rule(RuleIndex),
 }
+
+/// A rule's position in the table of Keras's rules, as [`OptimizerKind::Rule`] holds it: made only by parsing
+/// a kind's name or by [`OptimizerKind::all`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RuleIndex(usize);
 
 /// PyTorch's default for AdamW.
 pub const ADAMW_WEIGHT_DECAY: f32 = 0.01;
@@ -529,19 +527,15 @@ pub const ADAMW_WEIGHT_DECAY: f32 = 0.01;
 pub const SGD_MOMENTUM: f32 = 0.9;
 
 impl OptimizerKind {
-    /// Every kind, in the order a help text lists them.
+    /// Every kind, in the order a help text lists them: Adam, AdamW, SGD, then the rules in the table's order.
     pub fn all() -> impl Iterator<Item = OptimizerKind> {
         [
             OptimizerKind::Adam,
             OptimizerKind::Adamw,
             OptimizerKind::Sgd,
-            OptimizerKind::Rmsprop,
-            OptimizerKind::Adagrad,
-            OptimizerKind::Adamax,
-            OptimizerKind::Nadam,
-            OptimizerKind::Lion,
         ]
         .into_iter()
+        .chain((0..RULES.len()).map(|index| OptimizerKind::Rule(RuleIndex(index))))
     }
 
     pub fn name(self) -> &'static str {
@@ -549,23 +543,15 @@ impl OptimizerKind {
             OptimizerKind::Adam => "adam",
             OptimizerKind::Adamw => "adamw",
             OptimizerKind::Sgd => "sgd",
-            OptimizerKind::Rmsprop => "rmsprop",
-            OptimizerKind::Adagrad => "adagrad",
-            OptimizerKind::Adamax => "adamax",
-            OptimizerKind::Nadam => "nadam",
-            OptimizerKind::Lion => "lion",
+            OptimizerKind::Rule(RuleIndex(index)) => RULES[index].kind,
         }
     }
 
     /// Keras's rule and defaults for the kinds that are [`RuleOptimizer`]s.
-    fn rule(self) -> Option<OptimizerRule> {
+    pub fn rule(self) -> Option<OptimizerRule> {
         match self {
             OptimizerKind::Adam | OptimizerKind::Adamw | OptimizerKind::Sgd => None,
-            OptimizerKind::Rmsprop => Some(OptimizerRule::rmsprop()),
-            OptimizerKind::Adagrad => Some(OptimizerRule::adagrad()),
-            OptimizerKind::Adamax => Some(OptimizerRule::adamax()),
-            OptimizerKind::Nadam => Some(OptimizerRule::nadam()),
-            OptimizerKind::Lion => Some(OptimizerRule::lion()),
+            OptimizerKind::Rule(RuleIndex(index)) => Some(OptimizerRule::of(index)),
         }
     }
 
@@ -723,252 +709,196 @@ impl Optimizer for Sgd {
     }
 }
 
-const RMSPROP_KIND: &str = "rmsprop";
-const ADAGRAD_KIND: &str = "adagrad";
-const ADAMAX_KIND: &str = "adamax";
-const NADAM_KIND: &str = "nadam";
-const LION_KIND: &str = "lion";
-const RMSPROP_VELOCITY: SavedSlot = SavedSlot {
-    name: "velocity",
-    non_negative: true,
-};
-const RMSPROP_MOMENTUM: SavedSlot = SavedSlot {
-    name: "momentum",
-    non_negative: false,
-};
-const RMSPROP_AVERAGE_GRADIENT: SavedSlot = SavedSlot {
-    name: "average_gradient",
-    non_negative: false,
-};
-const ADAGRAD_ACCUMULATOR: SavedSlot = SavedSlot {
-    name: "accumulator",
-    non_negative: true,
-};
-const ADAMAX_NORM: SavedSlot = SavedSlot {
-    name: "u",
-    non_negative: true,
-};
-const LION_MOMENTUM: SavedSlot = SavedSlot {
-    name: "momentum",
-    non_negative: false,
-};
-
-/// Keras's optimizers beside Adam and SGD, with Keras's parameter names and defaults
-/// ([`OptimizerRule::rmsprop`] and the like give them). Their update rules are Keras 3's:
+/// One of Keras's optimizers beside Adam and SGD with its settings: a row of the table of rules
+/// ([`RuleRow`], declared in src/op/optim.rs) and a value for each of its settings, by Keras's names. Made
+/// with Keras's defaults by [`OptimizerRule::named`] (or [`OptimizerRule::all`]) and changed by
+/// [`OptimizerRule::with`]; checked by [`OptimizerRule::validate`], which [`RuleOptimizer::new`] calls.
 ///
-/// - RMSprop: `v = ρv + (1−ρ)g²`; centered: `a = ρa + (1−ρ)g`, `d = v − a² + ε`, else `d = v + ε`;
-///   `inc = lr·g/sqrt(d)`; with momentum `b = momentum·b + inc`, `p −= b`, else `p −= inc`.
-/// - Adagrad: `acc += g²` (from `initial_accumulator_value`); `p −= lr·g/sqrt(acc + ε)`.
-/// - Adamax: `m += (g − m)(1−β1)`; `u = max(β2u, |g|)`; `p −= lr·m/((1−β1^t)(u + ε))`.
-/// - Nadam: Keras's momentum schedule `u_t = β1(1 − 0.5·0.96^(0.004t))`, `m̂ = u_{t+1}m/(1 − Πu_{..t+1}) +
-///   (1 − u_t)g/(1 − Πu_{..t})`, `p −= lr·m̂/(sqrt(v/(1−β2^t)) + ε)`.
-/// - Lion: `p −= lr·sign(β1m + (1−β1)g)`; `m = β2m + (1−β2)g`.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum OptimizerRule {
-    Rmsprop {
-        rho: f32,
-        momentum: f32,
-        epsilon: f32,
-        centered: bool,
-    },
-    Adagrad {
-        initial_accumulator_value: f32,
-        epsilon: f32,
-    },
-    Adamax {
-        beta_1: f32,
-        beta_2: f32,
-        epsilon: f32,
-    },
-    Nadam {
-        beta_1: f32,
-        beta_2: f32,
-        epsilon: f32,
-    },
-    Lion {
-        beta_1: f32,
-        beta_2: f32,
-    },
+/// ```
+/// use wgcompute::OptimizerRule;
+/// # fn main() -> wgcompute::Result<()> {
+/// let rule = OptimizerRule::named("rmsprop")?.with("momentum", 0.9)?.with("centered", 1.0)?;
+/// assert_eq!(rule.name(), "RMSprop");
+/// assert_eq!(rule.setting("rho"), Some(0.9));
+/// assert_eq!(rule.slot_names(), ["velocity", "momentum", "average_gradient"]);
+/// assert!(rule.with("beta_1", 0.5).is_err());
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Copy, PartialEq)]
+pub struct OptimizerRule {
+    /// The row's position in the table.
+    row: usize,
+    /// In the order of the row's settings; the rest 0.
+    values: [f32; MAX_SETTINGS],
+}
+
+impl std::fmt::Debug for OptimizerRule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut out = f.debug_struct(self.name());
+        for (name, value) in self.settings() {
+            out.field(name, &value);
+        }
+        out.finish()
+    }
 }
 
 impl OptimizerRule {
-    /// Keras's RMSprop defaults: ρ 0.9, momentum 0, ε 1e-7, not centered.
-    pub fn rmsprop() -> Self {
-        OptimizerRule::Rmsprop {
-            rho: 0.9,
-            momentum: 0.0,
-            epsilon: 1e-7,
-            centered: false,
+    fn of(row: usize) -> Self {
+        let mut values = [0.0; MAX_SETTINGS];
+        for (value, setting) in values.iter_mut().zip(RULES[row].settings) {
+            *value = setting.default;
         }
+        OptimizerRule { row, values }
     }
 
-    /// Keras's Adagrad defaults: initial accumulator 0.1, ε 1e-7.
-    pub fn adagrad() -> Self {
-        OptimizerRule::Adagrad {
-            initial_accumulator_value: 0.1,
-            epsilon: 1e-7,
-        }
+    /// Every rule of the table, each with Keras's defaults.
+    pub fn all() -> impl Iterator<Item = OptimizerRule> {
+        (0..RULES.len()).map(OptimizerRule::of)
     }
 
-    /// Keras's Adamax defaults: β1 0.9, β2 0.999, ε 1e-7.
-    pub fn adamax() -> Self {
-        OptimizerRule::Adamax {
-            beta_1: 0.9,
-            beta_2: 0.999,
-            epsilon: 1e-7,
-        }
+    /// The rule of this [`kind`](Self::kind) ("rmsprop", "adagrad", ...) with Keras's defaults.
+    pub fn named(kind: &str) -> Result<Self> {
+        RULES
+            .iter()
+            .position(|row| row.kind == kind)
+            .map(OptimizerRule::of)
+            .ok_or_else(|| Error::InvalidArgument {
+                what: "optimizer rule",
+                given: kind.to_string(),
+                expected: format!(
+                    "one of {}",
+                    RULES
+                        .iter()
+                        .map(|row| row.kind)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            })
     }
 
-    /// Keras's Nadam defaults: β1 0.9, β2 0.999, ε 1e-7.
-    pub fn nadam() -> Self {
-        OptimizerRule::Nadam {
-            beta_1: 0.9,
-            beta_2: 0.999,
-            epsilon: 1e-7,
-        }
+    /// The same rule with `setting` (Keras's name) at `value`, which [`validate`](Self::validate) checks; a
+    /// setting the rule does not have is an error.
+    pub fn with(mut self, setting: &str, value: f32) -> Result<Self> {
+        let row = self.row();
+        let position = row.setting(setting).ok_or_else(|| Error::InvalidArgument {
+            what: "optimizer setting",
+            given: format!("{} for {}", setting, row.class),
+            expected: format!(
+                "one of {}'s: {}",
+                row.class,
+                row.settings
+                    .iter()
+                    .map(|setting| setting.name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        })?;
+        self.values[position] = value;
+        Ok(self)
     }
 
-    /// Keras's Lion defaults: β1 0.9, β2 0.99.
-    pub fn lion() -> Self {
-        OptimizerRule::Lion {
-            beta_1: 0.9,
-            beta_2: 0.99,
-        }
+    /// The value of the setting named `name`, if the rule has one (a flag is 0 or 1).
+    pub fn setting(&self, name: &str) -> Option<f32> {
+        self.row()
+            .setting(name)
+            .map(|position| self.values[position])
     }
 
-    /// The name errors and the checkpoint's kind use.
+    /// Every setting with its value, in the row's order.
+    pub fn settings(&self) -> impl Iterator<Item = (&'static str, f32)> + '_ {
+        self.row()
+            .settings
+            .iter()
+            .zip(self.values)
+            .map(|(setting, value)| (setting.name, value))
+    }
+
+    /// The row: its names, settings, slots and update.
+    pub fn row(&self) -> &'static RuleRow {
+        &RULES[self.row]
+    }
+
+    /// Keras's class name ("RMSprop"), which errors use.
     pub fn name(&self) -> &'static str {
-        match self {
-            OptimizerRule::Rmsprop { .. } => "RMSprop",
-            OptimizerRule::Adagrad { .. } => "Adagrad",
-            OptimizerRule::Adamax { .. } => "Adamax",
-            OptimizerRule::Nadam { .. } => "Nadam",
-            OptimizerRule::Lion { .. } => "Lion",
-        }
+        self.row().class
     }
 
-    fn kind(&self) -> &'static str {
-        match self {
-            OptimizerRule::Rmsprop { .. } => RMSPROP_KIND,
-            OptimizerRule::Adagrad { .. } => ADAGRAD_KIND,
-            OptimizerRule::Adamax { .. } => ADAMAX_KIND,
-            OptimizerRule::Nadam { .. } => NADAM_KIND,
-            OptimizerRule::Lion { .. } => LION_KIND,
-        }
+    /// The lower-case name: the command's, and the kind a checkpoint saves.
+    pub fn kind(&self) -> &'static str {
+        self.row().kind
     }
 
-    /// The slots bound to the kernel's three state operands, in their order (None: unused).
-    fn bindings(&self) -> [Option<SavedSlot>; 3] {
-        match *self {
-            OptimizerRule::Rmsprop {
-                momentum, centered, ..
-            } => [
-                Some(RMSPROP_VELOCITY),
-                (momentum > 0.0).then_some(RMSPROP_MOMENTUM),
-                centered.then_some(RMSPROP_AVERAGE_GRADIENT),
-            ],
-            OptimizerRule::Adagrad { .. } => [Some(ADAGRAD_ACCUMULATOR), None, None],
-            OptimizerRule::Adamax { .. } => [Some(ADAM_FIRST_MOMENTS), Some(ADAMAX_NORM), None],
-            OptimizerRule::Nadam { .. } => {
-                [Some(ADAM_FIRST_MOMENTS), Some(ADAM_SECOND_MOMENTS), None]
-            }
-            OptimizerRule::Lion { .. } => [Some(LION_MOMENTUM), None, None],
+    /// The names of every slot the row has, kept under these settings or not, in the row's order.
+    pub fn slot_names(&self) -> Vec<&'static str> {
+        self.row().slots.iter().map(|slot| slot.name).collect()
+    }
+
+    /// The slots bound to the kernel's three state operands, in their order (None: not kept under these
+    /// settings, or not the row's).
+    fn bindings(&self) -> [Option<&'static RuleSlot>; MAX_SLOTS] {
+        let mut bindings = [None; MAX_SLOTS];
+        for (binding, slot) in self.row().slots.iter().enumerate() {
+            let kept = match slot.kept {
+                Kept::Always => true,
+                Kept::WhenPositive(name) => self.setting(name).is_some_and(|value| value > 0.0),
+            };
+            bindings[binding] = kept.then_some(slot);
         }
+        bindings
     }
 
     /// The value a fresh state slot starts from (Adagrad's accumulator: its initial value).
-    fn initial(&self, binding: usize) -> f32 {
-        match *self {
-            OptimizerRule::Adagrad {
-                initial_accumulator_value,
-                ..
-            } if binding == 0 => initial_accumulator_value,
-            _ => 0.0,
-        }
+    fn initial(&self, slot: &RuleSlot) -> f32 {
+        slot.initial
+            .and_then(|name| self.setting(name))
+            .unwrap_or(0.0)
     }
 
-    /// Errors with [`Error::InvalidArgument`] unless every hyperparameter is usable (all finite): ρ, β2 and
-    /// Adamax's and Nadam's β1 in [0, 1), Lion's β1 in (0, 1] (Keras's rule), ε, momentum and the initial
-    /// accumulator 0 or more.
+    /// Errors with [`Error::InvalidArgument`] unless every setting is finite and in the range its row gives
+    /// (ρ and β2 in [0, 1), Lion's β1 in (0, 1], ε, momentum and an initial accumulator 0 or more, a flag 0 or 1).
     pub fn validate(&self) -> Result<()> {
-        let unit = |what: &'static str, value: f32| {
-            check_hyperparameter(
-                what,
-                value,
-                (0.0..1.0).contains(&value),
-                "a number in [0, 1)",
-            )
-        };
-        let non_negative = |what: &'static str, value: f32| {
-            check_hyperparameter(what, value, value >= 0.0, "a finite number ≥ 0")
-        };
-        match *self {
-            OptimizerRule::Rmsprop {
-                rho,
-                momentum,
-                epsilon,
-                ..
-            } => {
-                unit("RMSprop rho", rho)?;
-                non_negative("RMSprop momentum", momentum)?;
-                non_negative("RMSprop epsilon", epsilon)
-            }
-            OptimizerRule::Adagrad {
-                initial_accumulator_value,
-                epsilon,
-            } => {
-                non_negative(
-                    "Adagrad initial_accumulator_value",
-                    initial_accumulator_value,
-                )?;
-                non_negative("Adagrad epsilon", epsilon)
-            }
-            OptimizerRule::Adamax {
-                beta_1,
-                beta_2,
-                epsilon,
-            } => {
-                unit("Adamax beta_1", beta_1)?;
-                unit("Adamax beta_2", beta_2)?;
-                non_negative("Adamax epsilon", epsilon)
-            }
-            OptimizerRule::Nadam {
-                beta_1,
-                beta_2,
-                epsilon,
-            } => {
-                unit("Nadam beta_1", beta_1)?;
-                unit("Nadam beta_2", beta_2)?;
-                non_negative("Nadam epsilon", epsilon)
-            }
-            OptimizerRule::Lion { beta_1, beta_2 } => {
-                check_hyperparameter(
-                    "Lion beta_1",
-                    beta_1,
-                    beta_1 > 0.0 && beta_1 <= 1.0,
-                    "a number in (0, 1]",
-                )?;
-                unit("Lion beta_2", beta_2)
+        let row = self.row();
+        for (setting, value) in row.settings.iter().zip(self.values) {
+            if !(value.is_finite() && setting.range.holds(value)) {
+                return Err(Error::InvalidArgument {
+                    what: "optimizer setting",
+                    given: format!("{} {}={value}", row.class, setting.name),
+                    expected: setting.range.describe().to_string(),
+                });
             }
         }
+        Ok(())
     }
 }
 
-/// Keras's Nadam momentum schedule `u_t = β1(1 − 0.5·0.96^(0.004t))`.
-fn nadam_momentum(beta_1: f64, step: u64) -> f64 {
-    beta_1 * (1.0 - 0.5 * 0.96f64.powf(step as f64 * 0.004))
-}
-
-/// `u_1 … u_steps`: every factor is below 1, so the product reaches 0 (where it stays) long before a
-/// checkpoint's count could make the loop slow.
-fn nadam_product(beta_1: f64, steps: u64) -> f64 {
-    let mut product = 1.0;
-    let mut step = 1;
-    while step <= steps && product != 0.0 {
-        product *= nadam_momentum(beta_1, step);
-        step += 1;
-    }
-    product
+/// The slots a rule of `kind` saves under every setting, or `None` where some are kept only under some settings
+/// (RMSprop's).
+fn rule_saved_slots(kind: &str) -> Option<&'static [SavedSlot]> {
+    /// Per row, its kind and the slots it always saves (`None`: some only under some settings).
+    type Saved = Vec<(&'static str, Option<Vec<SavedSlot>>)>;
+    static SAVED: OnceLock<Saved> = OnceLock::new();
+    let saved = SAVED.get_or_init(|| {
+        RULES
+            .iter()
+            .map(|row| {
+                let slots = row
+                    .slots
+                    .iter()
+                    .map(|slot| {
+                        (slot.kept == Kept::Always).then_some(SavedSlot {
+                            name: slot.name,
+                            non_negative: slot.non_negative,
+                        })
+                    })
+                    .collect::<Option<Vec<_>>>();
+                (row.kind, slots)
+            })
+            .collect()
+    });
+    saved
+        .iter()
+        .find(|(known, _)| *known == kind)
+        .and_then(|(_, slots)| slots.as_deref())
 }
 
 /// Checks a learning rate or weight decay as every [`RuleOptimizer`] does.
@@ -988,13 +918,13 @@ pub struct RuleOptimizer {
     lr: f32,
     weight_decay: f32,
     /// Each parameter's state tensors, by binding.
-    state: PerParameter<[Option<Tensor>; 3]>,
-    /// Nadam's product of its momentum schedule over the steps taken.
-    nadam_product: f64,
+    state: PerParameter<[Option<Tensor>; MAX_SLOTS]>,
+    /// What the rule carries from one step to the next (Nadam's product of its momentum schedule).
+    carry: f64,
 }
 
 impl RuleOptimizer {
-    /// Checked: the rule's hyperparameters, `lr` > 0 and `weight_decay` ≥ 0, all finite.
+    /// Checked: the rule's settings, `lr` > 0 and `weight_decay` ≥ 0, all finite.
     pub fn new(rule: OptimizerRule, lr: f32, weight_decay: f32) -> Result<Self> {
         rule.validate()?;
         check_rate(rule.name(), lr)?;
@@ -1009,7 +939,7 @@ impl RuleOptimizer {
             lr,
             weight_decay,
             state: PerParameter::new(rule.name()),
-            nadam_product: 1.0,
+            carry: 1.0,
         })
     }
 
@@ -1026,76 +956,26 @@ impl RuleOptimizer {
         self.state.steps
     }
 
-    /// Step `step`'s numbers, and Nadam's product after it.
+    /// Step `step`'s numbers, and the carry after it.
     fn step_numbers(&self, step: u64) -> (RuleStep, f64) {
-        let lr = self.lr as f64;
+        let row = self.rule.row();
         let [_, second, third] = self.rule.bindings();
         let slots = second.map_or(0, |_| SLOT_SECOND) | third.map_or(0, |_| SLOT_THIRD);
-        let mut numbers = RuleStep {
-            rule: Rule::Lion,
+        let settings = &self.rule.values[..row.settings.len()];
+        let (numbers, carry) = (row.fold)(&StepInput {
+            settings,
+            lr: self.lr as f64,
+            step,
+            carry: self.carry,
+        });
+        let numbers = RuleStep {
+            rule: self.rule.row,
             lr: self.lr,
-            beta1: 0.0,
-            beta2: 0.0,
-            epsilon: 0.0,
-            momentum: 0.0,
-            step_size: 0.0,
-            gradient_step: 0.0,
-            bias2_sqrt: 1.0,
-            decay: (1.0 - lr * self.weight_decay as f64) as f32,
+            decay: (1.0 - self.lr as f64 * self.weight_decay as f64) as f32,
+            numbers,
             slots,
         };
-        let t = step.min(i32::MAX as u64) as i32;
-        let mut product = self.nadam_product;
-        match self.rule {
-            OptimizerRule::Rmsprop {
-                rho,
-                momentum,
-                epsilon,
-                centered,
-            } => {
-                numbers.rule = if centered {
-                    Rule::RmspropCentered
-                } else {
-                    Rule::Rmsprop
-                };
-                (numbers.beta1, numbers.momentum, numbers.epsilon) = (rho, momentum, epsilon);
-            }
-            OptimizerRule::Adagrad { epsilon, .. } => {
-                numbers.rule = Rule::Adagrad;
-                numbers.epsilon = epsilon;
-            }
-            OptimizerRule::Adamax {
-                beta_1,
-                beta_2,
-                epsilon,
-            } => {
-                numbers.rule = Rule::Adamax;
-                (numbers.beta1, numbers.beta2, numbers.epsilon) = (beta_1, beta_2, epsilon);
-                numbers.step_size = (lr / (1.0 - (beta_1 as f64).powi(t))) as f32;
-            }
-            OptimizerRule::Nadam {
-                beta_1,
-                beta_2,
-                epsilon,
-            } => {
-                numbers.rule = Rule::Nadam;
-                (numbers.beta1, numbers.beta2, numbers.epsilon) = (beta_1, beta_2, epsilon);
-                let beta_1 = beta_1 as f64;
-                let now = nadam_momentum(beta_1, step);
-                let next = nadam_momentum(beta_1, step.saturating_add(1));
-                product *= now;
-                // Multiplied through by sqrt(1 − β2^t), so that the shader divides once per element.
-                let bias2_sqrt = (1.0 - (beta_2 as f64).powi(t)).sqrt();
-                numbers.step_size = (bias2_sqrt * lr * next / (1.0 - product * next)) as f32;
-                numbers.gradient_step = (bias2_sqrt * lr * (1.0 - now) / (1.0 - product)) as f32;
-                numbers.epsilon = (epsilon as f64 * bias2_sqrt) as f32;
-            }
-            OptimizerRule::Lion { beta_1, beta_2 } => {
-                numbers.rule = Rule::Lion;
-                (numbers.beta1, numbers.beta2) = (beta_1, beta_2);
-            }
-        }
-        (numbers, product)
+        (numbers, carry)
     }
 }
 
@@ -1103,16 +983,16 @@ impl Optimizer for RuleOptimizer {
     fn step(&mut self, parameters: &[Arc<Tensor>], gradients: &Gradients) -> Result<()> {
         let rule = self.rule;
         let next = self.state.steps.saturating_add(1);
-        let (numbers, product) = self.step_numbers(next);
+        let (numbers, carry) = self.step_numbers(next);
         self.state.step(
             parameters,
             gradients,
             |parameter| {
-                let mut state: [Option<Tensor>; 3] = [None, None, None];
+                let mut state: [Option<Tensor>; MAX_SLOTS] = [None, None, None];
                 for (binding, slot) in rule.bindings().iter().enumerate() {
-                    if slot.is_some() {
+                    if let Some(slot) = slot {
                         let tensor = zeros_like(parameter)?;
-                        let initial = rule.initial(binding);
+                        let initial = rule.initial(slot);
                         if initial != 0.0 {
                             tensor.fill_(initial)?;
                         }
@@ -1135,7 +1015,7 @@ impl Optimizer for RuleOptimizer {
                 rule_update_tensors(&updates, numbers)
             },
         )?;
-        self.nadam_product = product;
+        self.carry = carry;
         Ok(())
     }
 
@@ -1182,13 +1062,20 @@ impl Optimizer for RuleOptimizer {
     ) -> Result<()> {
         let name = self.rule.name();
         let bindings = self.rule.bindings();
-        let mut taken: [Option<Vec<Tensor>>; 3] = [None, None, None];
+        let mut taken: [Option<Vec<Tensor>>; MAX_SLOTS] = [None, None, None];
         for (binding, slot) in bindings.iter().enumerate() {
             if let Some(slot) = slot {
                 taken[binding] = Some(take_slot(name, &mut slots, slot.name)?);
             }
         }
-        let kept: Vec<SavedSlot> = bindings.into_iter().flatten().collect();
+        let kept: Vec<SavedSlot> = bindings
+            .into_iter()
+            .flatten()
+            .map(|slot| SavedSlot {
+                name: slot.name,
+                non_negative: slot.non_negative,
+            })
+            .collect();
         refuse_other_slots(name, &kept, &slots)?;
         let count = taken.iter().flatten().map(Vec::len).next().unwrap_or(0);
         if taken.iter().flatten().any(|tensors| tensors.len() != count) {
@@ -1202,9 +1089,9 @@ impl Optimizer for RuleOptimizer {
             .into_iter()
             .map(|tensors| tensors.map(Vec::into_iter))
             .collect();
-        let state: Vec<[Option<Tensor>; 3]> = (0..count)
+        let state: Vec<[Option<Tensor>; MAX_SLOTS]> = (0..count)
             .map(|_| {
-                let mut one: [Option<Tensor>; 3] = [None, None, None];
+                let mut one: [Option<Tensor>; MAX_SLOTS] = [None, None, None];
                 for (binding, iterator) in iterators.iter_mut().enumerate() {
                     one[binding] = iterator.as_mut().and_then(Iterator::next);
                 }
@@ -1212,9 +1099,8 @@ impl Optimizer for RuleOptimizer {
             })
             .collect();
         self.state.restore(parameters, steps, state)?;
-        if let OptimizerRule::Nadam { beta_1, .. } = self.rule {
-            self.nadam_product = nadam_product(beta_1 as f64, steps);
-        }
+        let row = self.rule.row();
+        self.carry = (row.carry_after)(&self.rule.values[..row.settings.len()], steps);
         Ok(())
     }
 }
@@ -1367,6 +1253,29 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn the_rules_saved_slots_are_those_of_rules_that_keep_each_slot_always() {
+        for rule in OptimizerRule::all() {
+            let always = rule
+                .row()
+                .slots
+                .iter()
+                .all(|slot| slot.kept == Kept::Always);
+            match saved_slots(rule.kind()) {
+                Some(slots) => {
+                    assert!(always, "{}", rule.kind());
+                    let names: Vec<&str> = slots.iter().map(|slot| slot.name).collect();
+                    assert_eq!(names, rule.slot_names());
+                    let state = RuleOptimizer::new(rule, 0.1, 0.0).expect("defaults");
+                    let saved: Vec<&str> =
+                        state.state().slots.iter().map(|(name, _)| *name).collect();
+                    assert_eq!(saved, rule.slot_names());
+                }
+                None => assert!(!always, "{}", rule.kind()),
+            }
+        }
+    }
 
     /// A checkpoint is checked against `saved_slots` when it is read and restored by `state`'s names, so the
     /// two must agree.

@@ -75,6 +75,7 @@ fn _wgcompute(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(estimator::held_out_count, module)?)?;
     module.add_function(wrap_pyfunction!(estimator::class_labels, module)?)?;
     module.add_function(wrap_pyfunction!(tensor::op_tables, module)?)?;
+    module.add_function(wrap_pyfunction!(optim::optimizer_rules, module)?)?;
     module.add_function(wrap_pyfunction!(tensor::promoted_dtype, module)?)?;
     module.add_function(wrap_pyfunction!(tensor::split_bounds, module)?)?;
     module.add_function(wrap_pyfunction!(nn::linear_parameters, module)?)?;

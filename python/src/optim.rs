@@ -24,7 +24,7 @@ use crate::tensor::Tensor;
 pub(crate) enum Built {
     Adam(Adam),
     Sgd(Sgd),
-    /// RMSprop, Adagrad, Adamax, Nadam or Lion.
+    /// A rule of the table of Keras's optimizers (RMSprop, Adagrad, ...).
     Rule(RuleOptimizer),
 }
 
@@ -50,8 +50,7 @@ impl Built {
 pub struct Optimizer {
     /// Taken only through `with_state`, with the GIL released.
     state: Mutex<Built>,
-    /// Fixed when the optimizer is made, so read without the lock: "adam", "adamw", "sgd", "rmsprop",
-    /// "adagrad", "adamax", "nadam" or "lion".
+    /// Fixed when the optimizer is made, so read without the lock: "adam", "adamw", "sgd" or a rule's kind.
     kind: &'static str,
     pid: u32,
 }
@@ -164,68 +163,26 @@ impl Optimizer {
         Ok(Self::new(Built::Sgd(sgd), OptimizerKind::Sgd.name()))
     }
 
-    /// One of Keras's other optimizers by its lower-case name ("rmsprop", "adagrad", "adamax", "nadam",
-    /// "lion"), each taking the settings of its rule and ignoring the others.
+    /// A rule of the library's table of Keras's optimizers by its lower-case name ("rmsprop", "adagrad", ...;
+    /// `optimizer_rules()` lists them) with `settings` by Keras's names (a flag as 0 or 1); a setting not given
+    /// keeps Keras's default, one the rule does not have is an error.
     #[staticmethod]
-    #[allow(clippy::too_many_arguments)]
     fn rule(
         name: &str,
         lr: f32,
         weight_decay: f32,
-        rho: f32,
-        momentum: f32,
-        epsilon: f32,
-        centered: bool,
-        initial_accumulator_value: f32,
-        beta_1: f32,
-        beta_2: f32,
+        settings: Vec<(String, f32)>,
     ) -> PyResult<Self> {
-        let (rule, kind) = match name {
-            "rmsprop" => (
-                OptimizerRule::Rmsprop {
-                    rho,
-                    momentum,
-                    epsilon,
-                    centered,
-                },
-                "rmsprop",
-            ),
-            "adagrad" => (
-                OptimizerRule::Adagrad {
-                    initial_accumulator_value,
-                    epsilon,
-                },
-                "adagrad",
-            ),
-            "adamax" => (
-                OptimizerRule::Adamax {
-                    beta_1,
-                    beta_2,
-                    epsilon,
-                },
-                "adamax",
-            ),
-            "nadam" => (
-                OptimizerRule::Nadam {
-                    beta_1,
-                    beta_2,
-                    epsilon,
-                },
-                "nadam",
-            ),
-            "lion" => (OptimizerRule::Lion { beta_1, beta_2 }, "lion"),
-            other => {
-                return Err(invalid(format!(
-                    "optimizer {other:?}: expected one of rmsprop, adagrad, adamax, nadam, lion"
-                )))
-            }
-        };
+        let mut rule = OptimizerRule::named(name).or_raise()?;
+        for (setting, value) in settings {
+            rule = rule.with(&setting, value).or_raise()?;
+        }
         let optimizer = RuleOptimizer::new(rule, lr, weight_decay)
             .map_err(|error| invalid(format!("{}: {error}", rule.name())))?;
-        Ok(Self::new(Built::Rule(optimizer), kind))
+        Ok(Self::new(Built::Rule(optimizer), rule.kind()))
     }
 
-    /// "adam", "adamw", "sgd", "rmsprop", "adagrad", "adamax", "nadam" or "lion".
+    /// "adam", "adamw", "sgd" or a rule's kind.
     #[getter]
     fn kind(&self) -> &'static str {
         self.kind
@@ -274,43 +231,7 @@ impl Optimizer {
             Built::Rule(optimizer) => {
                 let lr = wgcompute::Optimizer::learning_rate(optimizer).unwrap_or(f32::NAN);
                 let mut values = vec![("learning_rate", lr)];
-                match optimizer.rule() {
-                    OptimizerRule::Rmsprop {
-                        rho,
-                        momentum,
-                        epsilon,
-                        centered,
-                    } => values.extend([
-                        ("rho", rho),
-                        ("momentum", momentum),
-                        ("epsilon", epsilon),
-                        ("centered", f32::from(u8::from(centered))),
-                    ]),
-                    OptimizerRule::Adagrad {
-                        initial_accumulator_value,
-                        epsilon,
-                    } => values.extend([
-                        ("initial_accumulator_value", initial_accumulator_value),
-                        ("epsilon", epsilon),
-                    ]),
-                    OptimizerRule::Adamax {
-                        beta_1,
-                        beta_2,
-                        epsilon,
-                    }
-                    | OptimizerRule::Nadam {
-                        beta_1,
-                        beta_2,
-                        epsilon,
-                    } => values.extend([
-                        ("beta_1", beta_1),
-                        ("beta_2", beta_2),
-                        ("epsilon", epsilon),
-                    ]),
-                    OptimizerRule::Lion { beta_1, beta_2 } => {
-                        values.extend([("beta_1", beta_1), ("beta_2", beta_2)])
-                    }
-                }
+                values.extend(optimizer.rule().settings());
                 if optimizer.weight_decay() != 0.0 {
                     values.push(("weight_decay", optimizer.weight_decay()));
                 }
@@ -386,6 +307,37 @@ impl Optimizer {
         })
         .or_raise()
     }
+}
+
+/// A rule as `optimizer_rules` describes it.
+type RuleDescription = (
+    &'static str,
+    &'static str,
+    &'static str,
+    Vec<(&'static str, f32, bool)>,
+);
+
+/// The rows of the library's table of Keras's optimizers, from which `wgcompute.optim` makes a class each: per
+/// row its kind, Keras's class name, its update in words, and its settings as (name, default, whether a flag).
+#[pyfunction]
+pub fn optimizer_rules() -> Vec<RuleDescription> {
+    OptimizerRule::all()
+        .map(|rule| {
+            let row = rule.row();
+            let settings = row
+                .settings
+                .iter()
+                .map(|setting| {
+                    (
+                        setting.name,
+                        setting.default,
+                        setting.range == wgcompute::optim::SettingRange::Flag,
+                    )
+                })
+                .collect();
+            (row.kind, row.class, row.doc, settings)
+        })
+        .collect()
 }
 
 /// Keras's gradient clipping, the library's rule (`wgcompute::GradientClipping`): its settings are checked when

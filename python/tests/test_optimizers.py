@@ -5,6 +5,7 @@ refused; an optimizer used after its session closes."""
 
 from __future__ import annotations
 
+import inspect
 import math
 
 import numpy as np
@@ -12,6 +13,7 @@ import pytest
 
 import wgcompute as wg
 from wgcompute.optim import schedules
+from wgcompute.optim._rules import RULE_CLASSES
 
 # One element, a prime, a ragged vec4 just over a workgroup's vec4s.
 SHAPES = [(1,), (7,), (1025,)]
@@ -98,6 +100,8 @@ def reference(name, settings, starts, gradients):
                 momentum = f32["momentum"]
                 s1 = momentum * s1 + g
                 p = p - lr * (g + momentum * s1 if f32["nesterov"] else s1)
+            else:
+                raise AssertionError(f"no float64 reference for the optimizer {name!r}: add its formula here")
         results.append(p)
     return results
 
@@ -147,6 +151,27 @@ KERAS_DEFAULTS = {
     "lion": {"beta_1": 0.9, "beta_2": 0.99},
     "sgd": {"momentum": 0.0, "nesterov": False},
 }
+
+
+@pytest.mark.parametrize("kind", sorted(RULE_CLASSES))
+def test_every_rule_of_the_table_has_kerass_defaults_and_follows_its_reference(session, rng, kind):
+    """Each class made from a row of the library's table of rules: its signature's defaults are Keras's, and its
+    update at them is its formula's."""
+    assert kind in KERAS_DEFAULTS, f"the rule {kind!r} has no Keras defaults (and so no reference) here"
+    make = RULE_CLASSES[kind]
+    defaults = {
+        name: parameter.default
+        for name, parameter in inspect.signature(make).parameters.items()
+        if name not in ("learning_rate", "weight_decay", "clipnorm", "clipvalue", "global_clipnorm")
+    }
+    assert defaults == KERAS_DEFAULTS[kind]
+    assert inspect.signature(make).parameters["learning_rate"].default == 0.001
+    starts = [rng.uniform(-1, 1, shape).astype(np.float32) for shape in SHAPES]
+    gradients = gradients_for(rng, STEPS)
+    got = run(session, make(learning_rate=0.01), starts, gradients)
+    want = reference(kind, {**KERAS_DEFAULTS[kind], "learning_rate": 0.01}, starts, gradients)
+    for index, (g, w) in enumerate(zip(got, want, strict=True)):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6, err_msg=f"{kind}, variable {index}")
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -243,7 +268,7 @@ def test_a_bad_learning_rate_set_later_is_refused_and_the_old_one_kept():
     assert optimizer.learning_rate == pytest.approx(0.01)
 
 
-@pytest.mark.parametrize("make", [wg.optim.RMSprop, wg.optim.Adagrad, wg.optim.Adamax, wg.optim.Nadam, wg.optim.Lion])
+@pytest.mark.parametrize("make", list(RULE_CLASSES.values()), ids=list(RULE_CLASSES))
 def test_an_optimizer_used_after_its_session_closes_raises(make_session, adapter, rng, make):
     closed = make_session(adapter)
     variable, gradient = (

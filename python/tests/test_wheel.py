@@ -84,6 +84,7 @@ def test_the_wheel_is_abi3_and_carries_the_stubs_and_the_command(wheel):
         "wgcompute/_tensor.pyi",
         "wgcompute/_elementwise.pyi",
         "wgcompute/_reductions.pyi",
+        "wgcompute/optim/_rules.pyi",
         "wgcompute/_command.py",
     ):
         assert shipped in names, shipped

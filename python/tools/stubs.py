@@ -1,6 +1,7 @@
-"""Writes, or with ``--check`` checks, ``wgcompute/_tensor.pyi``, ``_elementwise.pyi`` and ``_reductions.pyi``: the
-public surface of the tensor module and of the functions of the op tables as the imported package has them, the
-op methods, operators and functions made from the tables included, which a type checker cannot see in the source.
+"""Writes, or with ``--check`` checks, ``wgcompute/_tensor.pyi``, ``_elementwise.pyi``, ``_reductions.pyi`` and
+``optim/_rules.pyi``: the public surface of the tensor module, of the functions of the op tables and of the optimizer
+classes of the table of rules as the imported package has them, the op methods, operators, functions and classes
+made from the tables included, which a type checker cannot see in the source.
 ``python tools/stubs.py`` rewrites the stubs; ``--check`` exits 1 with a diff where one differs
 (python/tests/test_typing.py runs the check).
 
@@ -170,6 +171,26 @@ def render_functions(module_name: str) -> str:
     return header + "\n" + _imports(body) + "\n\n" + body
 
 
+def render_rules() -> str:
+    """The stub of ``optim/_rules.py``: one class per row of the library's table of optimizer rules, with the
+    signature the row gives it."""
+    from wgcompute.optim import _rules
+
+    lines = ["__all__ = [", *(f'    "{name}",' for name in _rules.__all__), "]", ""]
+    lines += ["RULE_CLASSES: dict[str, type[_Keras]]", ""]
+    for cls in _rules.RULE_CLASSES.values():
+        lines += [*_class(cls), ""]
+    body = "\n".join(lines)
+    text = (
+        "Keras's optimizers beside Adam and SGD, one class per row of the library's table of rules, written by "
+        "python/tools/stubs.py from the package (the classes are made from the rows at import): edit the rows in "
+        "src/op/optim.rs, then run the tool, not this file."
+    )
+    header = '"""' + "\n".join(textwrap.wrap(text, LINE_LENGTH - 3, break_on_hyphens=False)) + '"""\n'
+    imports = "from ._optimizer import _Keras\nfrom .schedules import LearningRateSchedule"
+    return header + "\n" + imports + "\n\n" + body
+
+
 def _writer(module_name: str) -> Callable[[], str]:
     return lambda: render_functions(module_name)
 
@@ -178,6 +199,7 @@ def _writer(module_name: str) -> Callable[[], str]:
 STUBS: dict[Path, Callable[[], str]] = {
     STUB: render,
     **{PACKAGE / f"{name}.pyi": _writer(name) for name in FUNCTION_MODULES},
+    PACKAGE / "optim" / "_rules.pyi": render_rules,
 }
 
 

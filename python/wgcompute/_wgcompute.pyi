@@ -19,6 +19,7 @@ __all__ = [
     "run_command",
     "error_classes",
     "op_tables",
+    "optimizer_rules",
     "promoted_dtype",
     "split_bounds",
     "linear_parameters",
@@ -63,6 +64,10 @@ def split_bounds(
 
 def op_tables() -> tuple[list[tuple[str, bool, str]], list[tuple[str, str]], list[tuple[str, str]]]:
     """(name, takes a scalar, description) per unary row; (name, description) per binary and reduction row."""
+
+def optimizer_rules() -> list[tuple[str, str, str, list[tuple[str, float, bool]]]]:
+    """Per row of the table of optimizer rules: its kind, Keras's class name, its update in words, and its settings
+    as (name, default, whether a flag)."""
 
 def seed_forward_seconds(x: Tensor, w: Tensor, y: Tensor, runs: int) -> float:
     """Median seconds of ``mean(xent(x·W, y)).item()`` looped in Rust."""
@@ -379,7 +384,7 @@ class Tape:
 
 @final
 class Optimizer:
-    """The library's Adam, AdamW, SGD, RMSprop, Adagrad, Adamax, Nadam or Lion; state per variable of the first
+    """The library's Adam, AdamW, SGD or a rule of its table of Keras's optimizers; state per variable of the first
     step."""
 
     @staticmethod
@@ -389,20 +394,9 @@ class Optimizer:
     @staticmethod
     def sgd(lr: float, momentum: float, nesterov: bool = False, weight_decay: float = 0.0) -> Optimizer: ...
     @staticmethod
-    def rule(
-        name: Literal["rmsprop", "adagrad", "adamax", "nadam", "lion"],
-        lr: float,
-        weight_decay: float,
-        rho: float,
-        momentum: float,
-        epsilon: float,
-        centered: bool,
-        initial_accumulator_value: float,
-        beta_1: float,
-        beta_2: float,
-    ) -> Optimizer: ...
+    def rule(name: str, lr: float, weight_decay: float, settings: Sequence[tuple[str, float]]) -> Optimizer: ...
     @property
-    def kind(self) -> Literal["adam", "adamw", "sgd", "rmsprop", "adagrad", "adamax", "nadam", "lion"]: ...
+    def kind(self) -> str: ...
     @property
     def learning_rate(self) -> float: ...
     @learning_rate.setter
@@ -477,7 +471,7 @@ def fit_mlp(
     hidden: Sequence[int],
     epochs: int,
     batch: int,
-    optimizer: Literal["adam", "adamw", "sgd", "rmsprop", "adagrad", "adamax", "nadam", "lion"],
+    optimizer: str,
     lr: float,
     seed: int,
     standardize: bool,

@@ -180,12 +180,7 @@ impl FitConfig {
             OptimizerKind::Sgd => {
                 Box::new(Sgd::with_nesterov(self.lr, self.momentum, self.nesterov))
             }
-            OptimizerKind::Adamw
-            | OptimizerKind::Rmsprop
-            | OptimizerKind::Adagrad
-            | OptimizerKind::Adamax
-            | OptimizerKind::Nadam
-            | OptimizerKind::Lion => self.optimizer.build(self.lr)?,
+            OptimizerKind::Adamw | OptimizerKind::Rule(_) => self.optimizer.build(self.lr)?,
         })
     }
 }

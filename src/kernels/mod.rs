@@ -5,12 +5,18 @@
 /// fields the WGSL struct must hold at the same offsets.
 macro_rules! reflected_layout {
     (kernels: [$($kernel:expr),*], params: { $($field:ident),* }) => {
+        reflected_layout!(kernels: [$($kernel),*], generated: std::iter::empty::<&'static Kernel>(), params: { $($field),* });
+    };
+    // `generated`: kernels made at run time from a table's rows, an iterator of `&'static Kernel`.
+    (kernels: [$($kernel:expr),*], generated: $generated:expr, params: { $($field:ident),* }) => {
         #[cfg(test)]
         pub(crate) mod layout {
             use super::*;
 
             pub(crate) fn kernels() -> Vec<&'static Kernel> {
-                vec![$(&$kernel),*]
+                let mut kernels: Vec<&'static Kernel> = vec![$(&$kernel),*];
+                kernels.extend($generated);
+                kernels
             }
 
             pub(crate) fn params() -> (usize, Vec<(&'static str, usize)>) {

@@ -1,5 +1,6 @@
 //! Optimizer updates (shaders/optim.wgsl): Adam in one fused in-place pass over param, grad, m and v, with
-//! TensorFlow's or Kingma & Ba's epsilon placement and AdamW's decoupled weight decay; SGD with momentum.
+//! TensorFlow's or Kingma & Ba's epsilon placement and AdamW's decoupled weight decay; SGD with momentum; and
+//! every rule of the table in src/op/optim.rs, whose WGSL and entry points are generated here from its row.
 //! Operands are bound in windows, so parameters larger than one storage binding update too.
 //!
 //! A step over many tensors (an optimizer's, `adam_tensors`, `sgd_tensors`) is one dispatch per combination of
@@ -15,9 +16,11 @@
 use bytemuck::{Pod, Zeroable};
 
 use std::collections::HashMap;
+use std::sync::OnceLock;
 
 use super::{dispatch_vec4_windows, plan, vec4s_per_invocation, SCALAR, VEC4, VEC4X4};
 use crate::error::{Error, Result};
+use crate::op::optim::{Kept, MAX_NUMBERS, MAX_SLOTS, RULES};
 use crate::pool::{Allocation, SlabId};
 use crate::runtime::{
     size_bucket, wgsl_constants, BufferRange, Kernel, Runtime, Shader, WORKGROUP_SIZE,
@@ -33,15 +36,9 @@ static OPTIM: Shader = Shader {
             ("MODE_KINGMA_BA", AdamMode::KingmaBa as u32),
             ("MODE_ADAMW", AdamMode::AdamW as u32),
             ("SGD_NESTEROV", SGD_NESTEROV),
-            ("RULE_RMSPROP", Rule::Rmsprop as u32),
-            ("RULE_RMSPROP_CENTERED", Rule::RmspropCentered as u32),
-            ("RULE_ADAGRAD", Rule::Adagrad as u32),
-            ("RULE_ADAMAX", Rule::Adamax as u32),
-            ("RULE_NADAM", Rule::Nadam as u32),
-            ("RULE_LION", Rule::Lion as u32),
             ("SLOT_SECOND", SLOT_SECOND),
             ("SLOT_THIRD", SLOT_THIRD),
-        ])
+        ]) + &rules_wgsl()
     },
 };
 
@@ -61,18 +58,8 @@ static ADAM_VEC4: Kernel = Kernel::new(&OPTIM, "adam_vec4", &[1, 2, 3, 4]);
 static SGD_VEC4: Kernel = Kernel::new(&OPTIM, "sgd_vec4", &[1, 2, 3]);
 static SGD: Kernel = Kernel::new(&OPTIM, "sgd", &[1, 2, 3]);
 // Every rule's kernels bind all three state operands (those a rule does not keep go unused), so that one
-// dispatch path serves them all.
+// dispatch path serves them all; their entry points are generated from the rows (`rules_wgsl`).
 static RULE: Kernel = Kernel::new(&OPTIM, "rule", &[1, 2, 3, 4, 6]);
-static RMSPROP_VEC4: Kernel = Kernel::new(&OPTIM, "rmsprop_vec4", &[1, 2, 3, 4, 6]);
-static ADAGRAD_VEC4: Kernel = Kernel::new(&OPTIM, "adagrad_vec4", &[1, 2, 3, 4, 6]);
-static ADAMAX_VEC4: Kernel = Kernel::new(&OPTIM, "adamax_vec4", &[1, 2, 3, 4, 6]);
-static NADAM_VEC4: Kernel = Kernel::new(&OPTIM, "nadam_vec4", &[1, 2, 3, 4, 6]);
-static LION_VEC4: Kernel = Kernel::new(&OPTIM, "lion_vec4", &[1, 2, 3, 4, 6]);
-static RMSPROP_TENSORS: Kernel = Kernel::new(&OPTIM, "rmsprop_tensors", &[1, 2, 3, 4, 6, 5]);
-static ADAGRAD_TENSORS: Kernel = Kernel::new(&OPTIM, "adagrad_tensors", &[1, 2, 3, 4, 6, 5]);
-static ADAMAX_TENSORS: Kernel = Kernel::new(&OPTIM, "adamax_tensors", &[1, 2, 3, 4, 6, 5]);
-static NADAM_TENSORS: Kernel = Kernel::new(&OPTIM, "nadam_tensors", &[1, 2, 3, 4, 6, 5]);
-static LION_TENSORS: Kernel = Kernel::new(&OPTIM, "lion_tensors", &[1, 2, 3, 4, 6, 5]);
 static ADAM_TENSORS: Kernel = Kernel::new(&OPTIM, "adam_tensors", &[1, 2, 3, 4, 5]);
 static SGD_TENSORS: Kernel = Kernel::new(&OPTIM, "sgd_tensors", &[1, 2, 3, 5]);
 
@@ -102,69 +89,200 @@ pub(crate) const FAMILY: &str = "optim";
 /// The first is the default.
 pub(crate) const VARIANTS: &[&str] = &[VEC4X4, VEC4, SCALAR];
 
-/// Keras's optimizers beside Adam and SGD, each one fused pass of the `rule` kernels; the discriminant is the
-/// shader's mode code.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Rule {
-    Rmsprop = 0,
-    RmspropCentered = 1,
-    Adagrad = 2,
-    Adamax = 3,
-    Nadam = 4,
-    Lion = 5,
-}
-
-impl Rule {
-    /// How tuning records name its pass.
-    fn name(self) -> &'static str {
-        match self {
-            Rule::Rmsprop | Rule::RmspropCentered => "rmsprop",
-            Rule::Adagrad => "adagrad",
-            Rule::Adamax => "adamax",
-            Rule::Nadam => "nadam",
-            Rule::Lion => "lion",
-        }
-    }
-}
-
 /// The `slots` bits: whether a rule reads and writes its second and third state operand (the first it always
 /// does).
 pub(crate) const SLOT_SECOND: u32 = 2;
 pub(crate) const SLOT_THIRD: u32 = 4;
 
-/// One step of a [`Rule`], its numbers as the shader takes them (see `shaders/optim.wgsl`), folded on the host.
+/// One step of a rule of the table (`op::optim::RULES`), its numbers as the shader takes them, folded on the
+/// host.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct RuleStep {
-    pub rule: Rule,
+    /// The row's position in the table: the shader's mode code.
+    pub rule: usize,
     pub lr: f32,
-    /// β1, or RMSprop's ρ.
-    pub beta1: f32,
-    pub beta2: f32,
-    pub epsilon: f32,
-    pub momentum: f32,
-    pub step_size: f32,
-    pub gradient_step: f32,
-    pub bias2_sqrt: f32,
+    /// `1 − lr·weight_decay`, exactly 1 without weight decay.
     pub decay: f32,
+    /// The row's `numbers`, in its order.
+    pub numbers: [f32; MAX_NUMBERS],
     /// `SLOT_SECOND | SLOT_THIRD` as the rule keeps them.
     pub slots: u32,
 }
 
+/// The fields of the parameter block that carry a row's numbers, in the order of its `numbers`.
+const NUMBER_FIELDS: [&str; MAX_NUMBERS] = [
+    "beta1",
+    "beta2",
+    "epsilon",
+    "step_size",
+    "bias2_sqrt",
+    "momentum",
+    "gradient_step",
+];
+
 fn rule_params(step: RuleStep) -> Params {
+    let [beta1, beta2, epsilon, step_size, bias2_sqrt, momentum, gradient_step] = step.numbers;
     Params {
         mode: step.rule as u32,
         lr: step.lr,
-        beta1: step.beta1,
-        beta2: step.beta2,
-        epsilon: step.epsilon,
-        momentum: step.momentum,
-        step_size: step.step_size,
-        gradient_step: step.gradient_step,
-        bias2_sqrt: step.bias2_sqrt,
+        beta1,
+        beta2,
+        epsilon,
+        step_size,
+        bias2_sqrt,
+        momentum,
+        gradient_step,
         decay: step.decay,
         slots: step.slots,
         ..Params::default()
     }
+}
+
+/// How the generated kernels reach a row's slot at `index`: its scalar and vec4 bindings, its offset in a
+/// table entry, its field of `Rule4`, and the `slots` bit that says it is kept.
+const SLOT_OPERANDS: [(&str, &str, &str, &str, &str); MAX_SLOTS] = [
+    ("m", "m4", "o.z", "m", ""),
+    ("v", "v4", "o.w", "v", "SLOT_SECOND"),
+    ("w", "w4", "part.fifth", "w", "SLOT_THIRD"),
+];
+
+/// The WGSL every row of the table of rules gives: its numbers' struct, its update `KIND4`, its vec4 and
+/// table entry points; and the scalar entry `rule`, every row by `mode`.
+fn rules_wgsl() -> String {
+    let mut out = String::from("\n// --- the rules of src/op/optim.rs ---\n");
+    let mut cases = String::new();
+    for (index, rule) in RULES.iter().enumerate() {
+        let kind = rule.kind;
+        let fields: String = rule
+            .numbers
+            .iter()
+            .map(|name| format!("    {name}: f32,\n"))
+            .collect();
+        let reads: String = NUMBER_FIELDS[..rule.numbers.len()]
+            .iter()
+            .map(|field| format!(", params.{field}"))
+            .collect();
+        out += &format!(
+            "struct {kind}_numbers {{\n    lr: f32,\n    decay: f32,\n{fields}}}\n\n\
+             fn {kind}_numbers_now() -> {kind}_numbers {{\n    \
+             return {kind}_numbers(params.lr, params.decay{reads});\n}}\n\n"
+        );
+        let olds: String = rule
+            .slots
+            .iter()
+            .map(|slot| format!(", {}_old: vec4<f32>", slot.name))
+            .collect();
+        out += &format!(
+            "fn {kind}4(h: {kind}_numbers, p: vec4<f32>, g: vec4<f32>{olds}) -> Rule4 {{{}\n}}\n\n",
+            rule.wgsl
+        );
+        // Whether each slot is read and written: always, or where its `slots` bit is set.
+        let guards: Vec<Option<&str>> = rule
+            .slots
+            .iter()
+            .enumerate()
+            .map(|(at, slot)| match slot.kept {
+                Kept::Always => None,
+                Kept::WhenPositive(_) => Some(SLOT_OPERANDS[at].4),
+            })
+            .collect();
+        let kept_flags: String = guards
+            .iter()
+            .enumerate()
+            .filter_map(|(at, guard)| {
+                guard.map(|bit| format!("    let kept_{at} = has_slot({bit});\n"))
+            })
+            .collect();
+        let arguments: String = (0..rule.slots.len()).map(|at| format!(", s{at}")).collect();
+        let load = |at: usize, expression: String| {
+            match guards[at] {
+            None => format!("        let s{at} = {expression};\n"),
+            Some(_) => format!(
+                "        var s{at} = ZERO4;\n        if (kept_{at}) {{\n            s{at} = {expression};\n        }}\n"
+            ),
+        }
+        };
+        let store = |at: usize, statement: String| match guards[at] {
+            None => format!("        {statement}\n"),
+            Some(_) => format!("        if (kept_{at}) {{\n            {statement}\n        }}\n"),
+        };
+        let mut vec4_body = String::from("        let p = param4[i] * h.decay;\n");
+        let mut table_body = String::from("        let p_old = param4[o.x + i];\n");
+        for (at, &(_, binding, offset, _, _)) in
+            SLOT_OPERANDS.iter().enumerate().take(rule.slots.len())
+        {
+            vec4_body += &load(at, format!("{binding}[i]"));
+            table_body += &load(at, format!("{binding}[{offset} + i]"));
+        }
+        vec4_body += &format!("        let step = {kind}4(h, p, grad4[i]{arguments});\n");
+        table_body += &format!(
+            "        let step = {kind}4(h, p_old * h.decay, grad4[o.y + i]{arguments});\n        \
+             let own = own_lanes(i, part.count);\n"
+        );
+        for (at, &(_, binding, offset, field, _)) in
+            SLOT_OPERANDS.iter().enumerate().take(rule.slots.len())
+        {
+            vec4_body += &store(at, format!("{binding}[i] = step.{field};"));
+            table_body += &store(
+                at,
+                format!("{binding}[{offset} + i] = select(s{at}, step.{field}, own);"),
+            );
+        }
+        vec4_body += "        param4[i] = step.param;\n";
+        table_body += "        param4[o.x + i] = select(p_old, step.param, own);\n";
+        out += &format!(
+            "@compute @workgroup_size(WORKGROUP_SIZE)\n\
+             fn {kind}_vec4(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {{\n    \
+             let span = vec4_span(id, groups);\n    let h = {kind}_numbers_now();\n{kept_flags}    \
+             for (var i = span.x; i < span.y; i = i + 1u) {{\n{vec4_body}    }}\n}}\n\n\
+             @compute @workgroup_size(WORKGROUP_SIZE)\n\
+             fn {kind}_tensors(\n    @builtin(workgroup_id) workgroup: vec3<u32>,\n    \
+             @builtin(num_workgroups) groups: vec3<u32>,\n    @builtin(local_invocation_index) local: u32,\n) {{\n    \
+             let h = {kind}_numbers_now();\n{kept_flags}    let part = part_of(workgroup, groups, local);\n    \
+             let o = part.offsets;\n    for (var i = part.first; i < part.end; i = i + 1u) {{\n{table_body}    }}\n}}\n\n"
+        );
+        let scalar_arguments: String = (0..rule.slots.len())
+            .map(|at| format!(", vec4<f32>({})", ["m[i]", "v_old", "w_old"][at]))
+            .collect();
+        cases += &format!(
+            "        case {index}u: {{\n            \
+             step = {kind}4({kind}_numbers_now(), decayed, vec4<f32>(grad[i]){scalar_arguments});\n        }}\n"
+        );
+    }
+    out += &format!(
+        "// Every rule one element per invocation, the row by `mode`; the second and third slots by `slots`.\n\
+         @compute @workgroup_size(WORKGROUP_SIZE)\n\
+         fn rule(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {{\n    \
+         let i = params.start + linear_index(id, groups);\n    if (i >= params.count) {{\n        return;\n    }}\n    \
+         let second = has_slot(SLOT_SECOND);\n    let third = has_slot(SLOT_THIRD);\n    \
+         var v_old = 0.0;\n    if (second) {{\n        v_old = v[i];\n    }}\n    \
+         var w_old = 0.0;\n    if (third) {{\n        w_old = w[i];\n    }}\n    \
+         let decayed = vec4<f32>(param[i]) * params.decay;\n    var step = Rule4(vec4<f32>(nan()), ZERO4, ZERO4, ZERO4);\n    \
+         switch params.mode {{\n{cases}        default: {{}}\n    }}\n    \
+         m[i] = step.m.x;\n    if (second) {{\n        v[i] = step.v.x;\n    }}\n    \
+         if (third) {{\n        w[i] = step.w.x;\n    }}\n    param[i] = step.param.x;\n}}\n"
+    );
+    out
+}
+
+/// The vec4 and table entry points of each row, in the table's order: built once, their names made from the
+/// rows.
+fn rule_kernels() -> &'static [(Kernel, Kernel)] {
+    static KERNELS: OnceLock<Vec<(Kernel, Kernel)>> = OnceLock::new();
+    KERNELS.get_or_init(|| {
+        RULES
+            .iter()
+            .map(|rule| {
+                let entry = |suffix: &str| -> &'static str {
+                    Box::leak(format!("{}_{suffix}", rule.kind).into_boxed_str())
+                };
+                (
+                    Kernel::new(&OPTIM, entry("vec4"), &[1, 2, 3, 4, 6]),
+                    Kernel::new(&OPTIM, entry("tensors"), &[1, 2, 3, 4, 6, 5]),
+                )
+            })
+            .collect()
+    })
 }
 
 /// One step of a rule over many tensors, each `[param, grad, first, second, third state]` (a state the rule does
@@ -175,15 +293,16 @@ pub(crate) fn rule_tensors(
     tensors: &[[BufferRange; 5]],
     step: RuleStep,
 ) -> Result<()> {
-    let (vec4, table_kernel): (&'static Kernel, &'static Kernel) = match step.rule {
-        Rule::Rmsprop | Rule::RmspropCentered => (&RMSPROP_VEC4, &RMSPROP_TENSORS),
-        Rule::Adagrad => (&ADAGRAD_VEC4, &ADAGRAD_TENSORS),
-        Rule::Adamax => (&ADAMAX_VEC4, &ADAMAX_TENSORS),
-        Rule::Nadam => (&NADAM_VEC4, &NADAM_TENSORS),
-        Rule::Lion => (&LION_VEC4, &LION_TENSORS),
-    };
+    let (vec4, table_kernel) =
+        rule_kernels()
+            .get(step.rule)
+            .ok_or_else(|| Error::InvalidArgument {
+                what: "optimizer rule",
+                given: step.rule.to_string(),
+                expected: format!("a row of the {} rules", RULES.len()),
+            })?;
     let forms = Forms {
-        name: step.rule.name(),
+        name: RULES[step.rule].kind,
         scalar: &RULE,
         vec4,
         tensors: table_kernel,
@@ -698,11 +817,8 @@ fn whole_slab(runtime: &Runtime, slab: SlabId) -> Option<BufferRange> {
 }
 
 reflected_layout!(
-    kernels: [
-        ADAM, ADAM_VEC4, SGD_VEC4, SGD, ADAM_TENSORS, SGD_TENSORS, RULE, RMSPROP_VEC4, ADAGRAD_VEC4,
-        ADAMAX_VEC4, NADAM_VEC4, LION_VEC4, RMSPROP_TENSORS, ADAGRAD_TENSORS, ADAMAX_TENSORS,
-        NADAM_TENSORS, LION_TENSORS
-    ],
+    kernels: [ADAM, ADAM_VEC4, SGD_VEC4, SGD, ADAM_TENSORS, SGD_TENSORS, RULE],
+    generated: rule_kernels().iter().flat_map(|(vec4, table)| [vec4, table]),
     params: {
         count, mode, lr, beta1, beta2, epsilon, step_size, bias2_sqrt, decay, momentum, start, vec4s,
         table, entries, gradient_step, slots

@@ -6,6 +6,7 @@ pub mod elementwise;
 pub mod index;
 pub mod logic;
 pub mod matmul;
+pub mod optim;
 pub mod reduce;
 pub mod softmax;
 pub mod sort;

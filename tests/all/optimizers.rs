@@ -33,7 +33,7 @@ struct Case {
     initial_state: f64,
     slots: usize,
     /// The names of the reference's state values, in their order, as the optimizer saves them.
-    names: &'static [&'static str],
+    names: Vec<&'static str>,
     /// How many of them the optimizer keeps.
     saved: usize,
     update: ElementUpdate,
@@ -64,7 +64,7 @@ fn sgd_cases() -> Vec<Case> {
             optimizer: Box::new(sgd),
             initial_state: 0.0,
             slots: 1,
-            names: &["momentum"],
+            names: vec!["momentum"],
             saved: 1,
             update: Box::new(move |_, p, g, state| {
                 *p -= lr * weight_decay * *p;
@@ -197,19 +197,16 @@ fn nadam_product(beta_1: f64, steps: u64) -> f64 {
     (1..=steps).map(|step| nadam_u(beta_1, step)).product()
 }
 
-/// One element's update of `rule` in f64, Keras's formulas as written there, after decoupled weight decay.
-fn rule_update(rule: OptimizerRule, lr: f64, weight_decay: f64) -> ElementUpdate {
-    Box::new(move |step, p, g, state| {
-        *p -= *p * weight_decay * lr;
-        let t = step as i32;
-        match rule {
-            OptimizerRule::Rmsprop {
-                rho,
-                momentum,
-                epsilon,
-                centered,
-            } => {
-                let (rho, momentum, epsilon) = (rho as f64, momentum as f64, epsilon as f64);
+/// One element's update of `rule` in f64, Keras's formulas as written there, after decoupled weight decay. Every
+/// row of the table of rules has one: a row without is a failure of `every_rule_has_a_reference`.
+fn rule_update(rule: OptimizerRule, lr: f64, weight_decay: f64) -> Option<ElementUpdate> {
+    let setting = move |name: &str| rule.setting(name).expect("a setting of the rule") as f64;
+    let update: ElementUpdate = match rule.kind() {
+        "rmsprop" => {
+            let (rho, momentum, epsilon) =
+                (setting("rho"), setting("momentum"), setting("epsilon"));
+            let centered = setting("centered") != 0.0;
+            Box::new(move |_, p, g, state| {
                 state[0] = rho * state[0] + (1.0 - rho) * g * g;
                 let denominator = if centered {
                     state[2] = rho * state[2] + (1.0 - rho) * g;
@@ -224,27 +221,28 @@ fn rule_update(rule: OptimizerRule, lr: f64, weight_decay: f64) -> ElementUpdate
                 } else {
                     *p -= increment;
                 }
-            }
-            OptimizerRule::Adagrad { epsilon, .. } => {
+            })
+        }
+        "adagrad" => {
+            let epsilon = setting("epsilon");
+            Box::new(move |_, p, g, state| {
                 state[0] += g * g;
-                *p -= lr * g / (state[0] + epsilon as f64).sqrt();
-            }
-            OptimizerRule::Adamax {
-                beta_1,
-                beta_2,
-                epsilon,
-            } => {
-                let (beta_1, beta_2) = (beta_1 as f64, beta_2 as f64);
+                *p -= lr * g / (state[0] + epsilon).sqrt();
+            })
+        }
+        "adamax" => {
+            let (beta_1, beta_2, epsilon) =
+                (setting("beta_1"), setting("beta_2"), setting("epsilon"));
+            Box::new(move |step, p, g, state| {
                 state[0] += (g - state[0]) * (1.0 - beta_1);
                 state[1] = (beta_2 * state[1]).max(g.abs());
-                *p -= lr * state[0] / ((1.0 - beta_1.powi(t)) * (state[1] + epsilon as f64));
-            }
-            OptimizerRule::Nadam {
-                beta_1,
-                beta_2,
-                epsilon,
-            } => {
-                let (beta_1, beta_2) = (beta_1 as f64, beta_2 as f64);
+                *p -= lr * state[0] / ((1.0 - beta_1.powi(step as i32)) * (state[1] + epsilon));
+            })
+        }
+        "nadam" => {
+            let (beta_1, beta_2, epsilon) =
+                (setting("beta_1"), setting("beta_2"), setting("epsilon"));
+            Box::new(move |step, p, g, state| {
                 let u_t = nadam_u(beta_1, step);
                 let u_t_1 = nadam_u(beta_1, step + 1);
                 let u_product_t = nadam_product(beta_1, step);
@@ -253,112 +251,124 @@ fn rule_update(rule: OptimizerRule, lr: f64, weight_decay: f64) -> ElementUpdate
                 state[1] += (g * g - state[1]) * (1.0 - beta_2);
                 let m_hat = u_t_1 * state[0] / (1.0 - u_product_t_1)
                     + (1.0 - u_t) * g / (1.0 - u_product_t);
-                let v_hat = state[1] / (1.0 - beta_2.powi(t));
-                *p -= m_hat * lr / (v_hat.sqrt() + epsilon as f64);
-            }
-            OptimizerRule::Lion { beta_1, beta_2 } => {
-                let (beta_1, beta_2) = (beta_1 as f64, beta_2 as f64);
+                let v_hat = state[1] / (1.0 - beta_2.powi(step as i32));
+                *p -= m_hat * lr / (v_hat.sqrt() + epsilon);
+            })
+        }
+        "lion" => {
+            let (beta_1, beta_2) = (setting("beta_1"), setting("beta_2"));
+            Box::new(move |_, p, g, state| {
                 *p -= lr * (beta_1 * state[0] + (1.0 - beta_1) * g).signum();
                 state[0] = beta_2 * state[0] + (1.0 - beta_2) * g;
-            }
+            })
         }
-    })
+        _ => return None,
+    };
+    Some(Box::new(move |step, p, g, state| {
+        *p -= *p * weight_decay * lr;
+        update(step, p, g, state)
+    }))
 }
 
+/// Elements on a knife edge of `rule`, where float32 and float64 may take different branches: Lion's sign of a
+/// sum near 0.
+fn rule_knife_edge(rule: OptimizerRule) -> KnifeEdge {
+    match rule.kind() {
+        "lion" => {
+            let beta_1 = rule.setting("beta_1").expect("Lion's beta_1") as f64;
+            Box::new(move |g: f64, state: &[f64]| {
+                let (old, new) = (beta_1 * state[0], (1.0 - beta_1) * g);
+                (old + new).abs() < 1e-4 * (old.abs() + new.abs())
+            })
+        }
+        _ => no_knife_edge(),
+    }
+}
+
+fn rule(kind: &str, settings: &[(&str, f32)]) -> OptimizerRule {
+    settings.iter().fold(
+        OptimizerRule::named(kind).expect("a rule"),
+        |rule, &(name, value)| rule.with(name, value).expect("a setting of the rule"),
+    )
+}
+
+/// Every rule with Keras's defaults, and each with settings of its own and weight decay (RMSprop in its four
+/// forms).
 fn rule_cases() -> Vec<Case> {
-    let rules = [
-        (OptimizerRule::rmsprop(), 0.01, 0.0),
+    let mut rules: Vec<(OptimizerRule, f32, f32)> =
+        OptimizerRule::all().map(|rule| (rule, 0.01, 0.0)).collect();
+    rules.extend([
         (
-            OptimizerRule::Rmsprop {
-                rho: 0.8,
-                momentum: 0.5,
-                epsilon: 1e-3,
-                centered: false,
-            },
+            rule(
+                "rmsprop",
+                &[("rho", 0.8), ("momentum", 0.5), ("epsilon", 1e-3)],
+            ),
             0.01,
             0.1,
         ),
         (
-            OptimizerRule::Rmsprop {
-                rho: 0.9,
-                momentum: 0.0,
-                epsilon: 1e-3,
-                centered: true,
-            },
+            rule("rmsprop", &[("epsilon", 1e-3), ("centered", 1.0)]),
             0.01,
             0.0,
         ),
         (
-            OptimizerRule::Rmsprop {
-                rho: 0.7,
-                momentum: 0.9,
-                epsilon: 1e-2,
-                centered: true,
-            },
+            rule(
+                "rmsprop",
+                &[
+                    ("rho", 0.7),
+                    ("momentum", 0.9),
+                    ("epsilon", 1e-2),
+                    ("centered", 1.0),
+                ],
+            ),
             0.005,
             0.05,
         ),
-        (OptimizerRule::adagrad(), 0.1, 0.0),
+        (rule("adagrad", &[]), 0.1, 0.0),
         (
-            OptimizerRule::Adagrad {
-                initial_accumulator_value: 0.5,
-                epsilon: 1e-3,
-            },
+            rule(
+                "adagrad",
+                &[("initial_accumulator_value", 0.5), ("epsilon", 1e-3)],
+            ),
             0.05,
             0.2,
         ),
-        (OptimizerRule::adamax(), 0.01, 0.0),
         (
-            OptimizerRule::Adamax {
-                beta_1: 0.7,
-                beta_2: 0.9,
-                epsilon: 1e-3,
-            },
+            rule(
+                "adamax",
+                &[("beta_1", 0.7), ("beta_2", 0.9), ("epsilon", 1e-3)],
+            ),
             0.02,
             0.1,
         ),
-        (OptimizerRule::nadam(), 0.01, 0.0),
         (
-            OptimizerRule::Nadam {
-                beta_1: 0.8,
-                beta_2: 0.95,
-                epsilon: 1e-3,
-            },
+            rule(
+                "nadam",
+                &[("beta_1", 0.8), ("beta_2", 0.95), ("epsilon", 1e-3)],
+            ),
             0.02,
             0.1,
         ),
-        (OptimizerRule::lion(), 0.001, 0.0),
-        (
-            OptimizerRule::Lion {
-                beta_1: 0.5,
-                beta_2: 0.9,
-            },
-            0.01,
-            0.3,
-        ),
-    ];
+        (rule("lion", &[]), 0.001, 0.0),
+        (rule("lion", &[("beta_1", 0.5), ("beta_2", 0.9)]), 0.01, 0.3),
+    ]);
     rules
         .into_iter()
         .map(|(rule, lr, weight_decay)| {
-            let (names, saved): (&[&str], usize) = match rule {
-                OptimizerRule::Rmsprop {
-                    momentum, centered, ..
-                } => (
-                    &["velocity", "momentum", "average_gradient"],
-                    1 + usize::from(momentum > 0.0) + usize::from(centered),
-                ),
-                OptimizerRule::Adagrad { .. } => (&["accumulator"], 1),
-                OptimizerRule::Lion { .. } => (&["momentum"], 1),
-                OptimizerRule::Adamax { .. } => (&["m", "u"], 2),
-                OptimizerRule::Nadam { .. } => (&["m", "v"], 2),
-            };
-            let initial_state = match rule {
-                OptimizerRule::Adagrad {
-                    initial_accumulator_value,
-                    ..
-                } => initial_accumulator_value as f64,
-                _ => 0.0,
-            };
+            let names = rule.slot_names();
+            // The slots kept under these settings: the first always, another where the setting it needs is on.
+            let saved = rule
+                .row()
+                .slots
+                .iter()
+                .filter(|slot| match slot.kept {
+                    wgcompute::optim::Kept::Always => true,
+                    wgcompute::optim::Kept::WhenPositive(name) => {
+                        rule.setting(name).is_some_and(|value| value > 0.0)
+                    }
+                })
+                .count();
+            let initial_state = rule.setting("initial_accumulator_value").unwrap_or(0.0) as f64;
             Case {
                 label: format!("{rule:?} lr {lr} weight decay {weight_decay}"),
                 optimizer: Box::new(RuleOptimizer::new(rule, lr, weight_decay).expect("valid")),
@@ -366,20 +376,23 @@ fn rule_cases() -> Vec<Case> {
                 slots: names.len(),
                 names,
                 saved,
-                update: rule_update(rule, lr as f64, weight_decay as f64),
-                knife_edge: match rule {
-                    OptimizerRule::Lion { beta_1, .. } => {
-                        let beta_1 = beta_1 as f64;
-                        Box::new(move |g: f64, state: &[f64]| {
-                            let (old, new) = (beta_1 * state[0], (1.0 - beta_1) * g);
-                            (old + new).abs() < 1e-4 * (old.abs() + new.abs())
-                        })
-                    }
-                    _ => no_knife_edge(),
-                },
+                update: rule_update(rule, lr as f64, weight_decay as f64)
+                    .unwrap_or_else(|| panic!("{}: no f64 reference", rule.kind())),
+                knife_edge: rule_knife_edge(rule),
             }
         })
         .collect()
+}
+
+#[test]
+fn every_rule_has_a_reference() {
+    for rule in OptimizerRule::all() {
+        assert!(
+            rule_update(rule, 0.1, 0.0).is_some(),
+            "the rule {} has no f64 reference in rule_update",
+            rule.kind()
+        );
+    }
 }
 
 per_backend!(keras_rules_follow_their_f64_references, "optim": vec4, scalar, vec4x4);
@@ -400,81 +413,22 @@ fn keras_rules_follow_their_f64_references(backend: &Backend, variant: &str) {
 #[test]
 fn bad_hyperparameters_are_refused() {
     let refused = [
+        (rule("rmsprop", &[("rho", 1.0)]), 0.1, 0.0),
+        (rule("rmsprop", &[("momentum", -0.1)]), 0.1, 0.0),
+        (rule("rmsprop", &[("epsilon", f32::NAN)]), 0.1, 0.0),
+        (rule("rmsprop", &[("centered", 0.5)]), 0.1, 0.0),
         (
-            OptimizerRule::Rmsprop {
-                rho: 1.0,
-                momentum: 0.0,
-                epsilon: 1e-7,
-                centered: false,
-            },
+            rule("adagrad", &[("initial_accumulator_value", -1.0)]),
             0.1,
             0.0,
         ),
-        (
-            OptimizerRule::Rmsprop {
-                rho: 0.9,
-                momentum: -0.1,
-                epsilon: 1e-7,
-                centered: false,
-            },
-            0.1,
-            0.0,
-        ),
-        (
-            OptimizerRule::Rmsprop {
-                rho: 0.9,
-                momentum: 0.0,
-                epsilon: f32::NAN,
-                centered: false,
-            },
-            0.1,
-            0.0,
-        ),
-        (
-            OptimizerRule::Adagrad {
-                initial_accumulator_value: -1.0,
-                epsilon: 1e-7,
-            },
-            0.1,
-            0.0,
-        ),
-        (
-            OptimizerRule::Adamax {
-                beta_1: 1.0,
-                beta_2: 0.9,
-                epsilon: 1e-7,
-            },
-            0.1,
-            0.0,
-        ),
-        (
-            OptimizerRule::Nadam {
-                beta_1: 0.9,
-                beta_2: -0.5,
-                epsilon: 1e-7,
-            },
-            0.1,
-            0.0,
-        ),
-        (
-            OptimizerRule::Lion {
-                beta_1: 0.0,
-                beta_2: 0.9,
-            },
-            0.1,
-            0.0,
-        ),
-        (
-            OptimizerRule::Lion {
-                beta_1: 1.5,
-                beta_2: 0.9,
-            },
-            0.1,
-            0.0,
-        ),
-        (OptimizerRule::adamax(), 0.0, 0.0),
-        (OptimizerRule::nadam(), f32::INFINITY, 0.0),
-        (OptimizerRule::lion(), 0.1, -0.1),
+        (rule("adamax", &[("beta_1", 1.0)]), 0.1, 0.0),
+        (rule("nadam", &[("beta_2", -0.5)]), 0.1, 0.0),
+        (rule("lion", &[("beta_1", 0.0)]), 0.1, 0.0),
+        (rule("lion", &[("beta_1", 1.5)]), 0.1, 0.0),
+        (rule("adamax", &[]), 0.0, 0.0),
+        (rule("nadam", &[]), f32::INFINITY, 0.0),
+        (rule("lion", &[]), 0.1, -0.1),
     ];
     for (rule, lr, weight_decay) in refused {
         assert!(
@@ -485,15 +439,23 @@ fn bad_hyperparameters_are_refused() {
             "{rule:?} lr {lr} weight decay {weight_decay}"
         );
     }
-    let mut lion = RuleOptimizer::new(
-        OptimizerRule::Lion {
-            beta_1: 1.0,
-            beta_2: 0.0,
-        },
-        0.1,
-        0.0,
-    )
-    .expect("valid");
+    for (kind, setting) in [("lion", "rho"), ("adagrad", "beta_1"), ("nadam", "")] {
+        assert!(
+            matches!(
+                OptimizerRule::named(kind)
+                    .expect("a rule")
+                    .with(setting, 0.5),
+                Err(Error::InvalidArgument { .. })
+            ),
+            "{kind} has no {setting:?}"
+        );
+    }
+    assert!(matches!(
+        OptimizerRule::named("adadelta"),
+        Err(Error::InvalidArgument { .. })
+    ));
+    let mut lion = RuleOptimizer::new(rule("lion", &[("beta_1", 1.0), ("beta_2", 0.0)]), 0.1, 0.0)
+        .expect("valid");
     assert!(matches!(
         lion.set_learning_rate(-1.0),
         Err(Error::InvalidArgument { .. })
