@@ -451,7 +451,7 @@ fn bad_hyperparameters_are_refused() {
         );
     }
     assert!(matches!(
-        OptimizerRule::named("adadelta"),
+        OptimizerRule::named("lbfgs"),
         Err(Error::InvalidArgument { .. })
     ));
     let mut lion = RuleOptimizer::new(rule("lion", &[("beta_1", 1.0), ("beta_2", 0.0)]), 0.1, 0.0)
