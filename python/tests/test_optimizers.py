@@ -92,6 +92,12 @@ def reference(name, settings, starts, gradients):
                 m_hat = u_next * s1 / (1 - product * u_next) + (1 - u_t) * g / (1 - product)
                 v_hat = s2 / (1 - b2**t)
                 p = p - m_hat * lr / (np.sqrt(v_hat) + f32["epsilon"])
+            elif name == "adadelta":
+                rho, eps = f32["rho"], f32["epsilon"]
+                s1 = rho * s1 + (1 - rho) * g**2
+                delta = -np.sqrt(s2 + eps) * g / np.sqrt(s1 + eps)
+                s2 = rho * s2 + (1 - rho) * delta**2
+                p = p + lr * delta
             elif name == "lion":
                 b1, b2 = f32["beta_1"], f32["beta_2"]
                 p = p - lr * np.sign(b1 * s1 + (1 - b1) * g)
@@ -149,6 +155,7 @@ KERAS_DEFAULTS = {
     "adamax": {"beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-7},
     "nadam": {"beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-7},
     "lion": {"beta_1": 0.9, "beta_2": 0.99},
+    "adadelta": {"rho": 0.95, "epsilon": 1e-7},
     "sgd": {"momentum": 0.0, "nesterov": False},
 }
 

@@ -40,7 +40,8 @@ def test_the_function_stubs_have_a_function_for_every_table_row():
 
 def test_the_stubs_agree_with_the_runtime(tmp_path):
     """mypy's stubtest: every public name, method and parameter of the extension (python/src/*.rs), of the
-    tensor module, of the op tables' functions and of the optimizer rules' classes is in their stubs, with the runtime's signature."""
+    tensor module, of the op tables' functions and of the optimizer rules' classes is in their stubs, with the
+    runtime's signature."""
     run = subprocess.run(
         [
             sys.executable,

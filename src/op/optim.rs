@@ -321,6 +321,27 @@ pub static RULES: &[Rule] = &[
     let p_new = p - h.lr * sign(h.beta_1 * momentum_old + (1.0 - h.beta_1) * g);
     return Rule4(p_new, h.beta_2 * momentum_old + (1.0 - h.beta_2) * g, ZERO4, ZERO4);",
     },
+    Rule {
+        kind: "adadelta",
+        class: "Adadelta",
+        doc: "Keras's Adadelta: `a = ρa + (1−ρ)g²`; `d = −sqrt(δ + ε)·g/sqrt(a + ε)`; `δ = ρδ + (1−ρ)d²`; `p += lr·d`.",
+        settings: &[
+            Setting { name: "rho", default: 0.95, range: SettingRange::Unit },
+            Setting { name: "epsilon", default: 1e-7, range: SettingRange::NonNegative },
+        ],
+        slots: &[
+            Slot { name: "accumulated_grad", non_negative: true, initial: None, kept: Kept::Always },
+            Slot { name: "accumulated_delta_var", non_negative: true, initial: None, kept: Kept::Always },
+        ],
+        numbers: &["rho", "epsilon"],
+        fold: settings_as_numbers,
+        carry_after: no_carry,
+        wgsl: "
+    let grad_new = h.rho * accumulated_grad_old + (1.0 - h.rho) * g * g;
+    let delta = -(sqrt(accumulated_delta_var_old + h.epsilon) * g / sqrt(grad_new + h.epsilon));
+    let delta_new = h.rho * accumulated_delta_var_old + (1.0 - h.rho) * delta * delta;
+    return Rule4(p + h.lr * delta, grad_new, delta_new, ZERO4);",
+    },
 ];
 
 #[cfg(test)]

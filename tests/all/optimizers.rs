@@ -255,6 +255,15 @@ fn rule_update(rule: OptimizerRule, lr: f64, weight_decay: f64) -> Option<Elemen
                 *p -= m_hat * lr / (v_hat.sqrt() + epsilon);
             })
         }
+        "adadelta" => {
+            let (rho, epsilon) = (setting("rho"), setting("epsilon"));
+            Box::new(move |_, p, g, state| {
+                state[0] = rho * state[0] + (1.0 - rho) * g * g;
+                let delta = -((state[1] + epsilon).sqrt() * g / (state[0] + epsilon).sqrt());
+                state[1] = rho * state[1] + (1.0 - rho) * delta * delta;
+                *p += lr * delta;
+            })
+        }
         "lion" => {
             let (beta_1, beta_2) = (setting("beta_1"), setting("beta_2"));
             Box::new(move |_, p, g, state| {

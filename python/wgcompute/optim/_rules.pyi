@@ -11,6 +11,7 @@ __all__ = [
     "Adamax",
     "Nadam",
     "Lion",
+    "Adadelta",
 ]
 
 RULE_CLASSES: dict[str, type[_Keras]]
@@ -73,6 +74,18 @@ class Lion(_Keras):
         learning_rate: float | LearningRateSchedule = 0.001,
         beta_1: float = 0.9,
         beta_2: float = 0.99,
+        weight_decay: float | None = None,
+        clipnorm: float | None = None,
+        clipvalue: float | None = None,
+        global_clipnorm: float | None = None,
+    ) -> None: ...
+
+class Adadelta(_Keras):
+    def __init__(
+        self,
+        learning_rate: float | LearningRateSchedule = 0.001,
+        rho: float = 0.95,
+        epsilon: float = 1e-07,
         weight_decay: float | None = None,
         clipnorm: float | None = None,
         clipvalue: float | None = None,
