@@ -130,17 +130,17 @@ fn over_windows_with(
             },
         )
     };
-    let class = format!("{} n<={}", forms.name, size_bucket(elements as usize));
+    // The shape class is formatted only where it is looked up (every op pays for it).
+    let class_of = |name: &str| format!("{name} n<={}", size_bucket(elements as usize));
     let variant = if forms.in_place {
         // Timing runs would apply the update again and again: take the pick of a unary op of this size.
-        let class = format!("{} n<={}", UNARY_FORMS.name, size_bucket(elements as usize));
-        runtime.peek_variant(FAMILY, &class, VARIANTS)
+        runtime.peek_variant(FAMILY, &class_of(UNARY_FORMS.name), VARIANTS)
     } else if writes_what_it_reads(ranges) {
         // An output over one of its inputs (a bias added to a product in place, say): as above, it must run
         // once, so it is never timed.
-        runtime.peek_variant(FAMILY, &class, VARIANTS)
+        runtime.peek_variant(FAMILY, &class_of(forms.name), VARIANTS)
     } else {
-        runtime.choose_variant(FAMILY, class, VARIANTS, record)
+        runtime.choose_variant(FAMILY, class_of(forms.name), VARIANTS, record)
     };
     record(runtime, variant)
 }

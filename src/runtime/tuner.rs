@@ -198,8 +198,9 @@ struct CachedPick {
     candidates: u64,
 }
 
-/// Picks as the cache file holds them: (family, class) → pick.
-type Picks = HashMap<(String, String), CachedPick>;
+/// Picks as the cache file holds them: family → class → pick. Nested, so that a lookup by `&str` allocates
+/// nothing: every op looks its class up.
+type Picks = HashMap<String, HashMap<String, CachedPick>>;
 
 /// The kernel families a tuner can be asked about, each with every variant it has (`crate::kernel_variants`).
 pub(crate) type KnownVariants = Vec<(&'static str, &'static [&'static str])>;
@@ -257,8 +258,8 @@ fn parse_cache(text: &str, adapter_key: &str, known: &KnownVariants) -> Option<P
         }
         let candidates = u64::from_str_radix(checksum, 16).ok()?;
         if is_known(family, variant) {
-            picks.insert(
-                (family.to_string(), class.to_string()),
+            picks.entry(family.to_string()).or_default().insert(
+                class.to_string(),
                 CachedPick {
                     variant: variant.to_string(),
                     candidates,
@@ -272,7 +273,12 @@ fn parse_cache(text: &str, adapter_key: &str, known: &KnownVariants) -> Option<P
 fn format_cache(picks: &Picks, adapter_key: &str) -> String {
     let mut lines: Vec<String> = picks
         .iter()
-        .map(|((family, class), pick)| {
+        .flat_map(|(family, classes)| {
+            classes
+                .iter()
+                .map(move |(class, pick)| (family, class, pick))
+        })
+        .map(|(family, class, pick)| {
             format!(
                 "{family}\t{class}\t{}\t{:016x}",
                 pick.variant, pick.candidates
@@ -307,7 +313,8 @@ pub(crate) struct Tuner {
     /// Per (family, shape class), the picks decided in this session, in order. A class's candidates can narrow
     /// with the shape (a matmul variant whose grid would exceed the adapter's workgroups per dimension drops
     /// out), so a class may hold a second pick for shapes that cannot run its first.
-    decided: HashMap<(&'static str, String), Vec<&'static str>>,
+    /// Nested, so that a lookup by `&str` allocates nothing.
+    decided: HashMap<&'static str, HashMap<String, Vec<&'static str>>>,
     records: Vec<TuningRecord>,
 }
 
@@ -352,7 +359,7 @@ impl Tuner {
         class: &str,
         candidates: &[&'static str],
     ) -> Option<&'static str> {
-        let pick = self.cached.get(&(family.to_string(), class.to_string()))?;
+        let pick = self.cached.get(family)?.get(class)?;
         if pick.candidates != candidate_checksum(candidates) {
             return None;
         }
@@ -378,7 +385,10 @@ impl Tuner {
             return pick;
         }
         // Only a class's first decision is cached: the one its common shapes take.
-        let first_of_class = !self.decided.contains_key(&(family, class.clone()));
+        let first_of_class = !self
+            .decided
+            .get(family)
+            .is_some_and(|classes| classes.contains_key(&class));
         let named = |name: &str| candidates.iter().copied().find(|&variant| variant == name);
         let forced = self
             .forced
@@ -410,7 +420,9 @@ impl Tuner {
             }
         };
         self.decided
-            .entry((family, class.clone()))
+            .entry(family)
+            .or_default()
+            .entry(class.clone())
             .or_default()
             .push(pick);
         self.records.push(TuningRecord {
@@ -487,7 +499,8 @@ impl Tuner {
         candidates: &[&'static str],
     ) -> Option<&'static str> {
         self.decided
-            .get(&(family, class.to_string()))?
+            .get(family)?
+            .get(class)?
             .iter()
             .copied()
             .find(|pick| candidates.contains(pick))
@@ -496,8 +509,8 @@ impl Tuner {
     /// Writes a timed pick to the cache file. A cache that cannot be written only means the next process
     /// times again, so failures are not errors here; `write_cache` reports them to a caller that cares.
     fn remember(&mut self, family: &str, class: &str, variant: &str, candidates: u64) {
-        self.cached.insert(
-            (family.to_string(), class.to_string()),
+        self.cached.entry(family.to_string()).or_default().insert(
+            class.to_string(),
             CachedPick {
                 variant: variant.to_string(),
                 candidates,
@@ -517,8 +530,11 @@ impl Tuner {
             return Ok(None);
         }
         if let Some(on_disk) = read_cache(path, key, &self.known) {
-            for (entry, pick) in on_disk {
-                self.cached.entry(entry).or_insert(pick);
+            for (family, classes) in on_disk {
+                let known = self.cached.entry(family).or_default();
+                for (class, pick) in classes {
+                    known.entry(class).or_insert(pick);
+                }
             }
         }
         let text = format_cache(&self.cached, key);

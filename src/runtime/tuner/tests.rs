@@ -371,7 +371,8 @@ fn a_corrupt_or_foreign_cache_file_is_ignored_and_replaced() {
         let rewritten = std::fs::read_to_string(&path).expect("the cache is rewritten");
         assert_eq!(
             parse_cache(&rewritten, "test adapter", &known()).and_then(|picks| picks
-                .get(&("family".to_string(), "class".to_string()))
+                .get("family")
+                .and_then(|classes| classes.get("class"))
                 .cloned()),
             Some(CachedPick {
                 variant: "faster".to_string(),
@@ -570,8 +571,12 @@ fn picks_of_unknown_families_or_variants_are_dropped_and_the_rest_kept() {
     .expect("write the cache");
     let mut tuner = tuner_in(&dir, Tuning::Tune);
     assert_eq!(
-        tuner.cached.keys().collect::<Vec<_>>(),
-        [&("family".to_string(), "class".to_string())]
+        tuner
+            .cached
+            .iter()
+            .flat_map(|(family, classes)| classes.keys().map(move |class| (family, class)))
+            .collect::<Vec<_>>(),
+        [(&"family".to_string(), &"class".to_string())]
     );
     let mut timer = FakeTimer::new(&[("default", &[1000]), ("fast", &[900]), ("faster", &[100])]);
     tuner.choose("family", "new".into(), CANDIDATES, |v| timer.measure(v));
