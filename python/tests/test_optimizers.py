@@ -50,7 +50,7 @@ def reference(name, settings, starts, gradients):
     results = []
     for index, start in enumerate(starts):
         p = f64(start)
-        s1 = np.full(p.shape, f32.get("initial_accumulator_value", 0.1) if name == "adagrad" else 0.0)
+        s1 = np.full(p.shape, f32.get("initial_accumulator_value", 0.1) if name in ("adagrad", "ftrl") else 0.0)
         s2, s3 = np.zeros(p.shape), np.zeros(p.shape)
         for t, step in enumerate(gradients, start=1):
             g = f64(step[index])
@@ -98,6 +98,19 @@ def reference(name, settings, starts, gradients):
                 delta = -np.sqrt(s2 + eps) * g / np.sqrt(s1 + eps)
                 s2 = rho * s2 + (1 - rho) * delta**2
                 p = p + lr * delta
+            elif name == "ftrl":
+                power = -f32["learning_rate_power"]
+                l1, l2, shrinkage = (
+                    f32["l1_regularization_strength"],
+                    f32["l2_regularization_strength"],
+                    f32["l2_shrinkage_regularization_strength"],
+                )
+                l2_reg = l2 + f32["beta"] / (2 * lr)
+                accumulator = s1 + g**2
+                s2 = s2 + g + 2 * shrinkage * p - (np.power(accumulator, power) - np.power(s1, power)) / lr * p
+                quadratic = np.power(accumulator, power) / lr + 2 * l2_reg
+                p = (np.clip(s2, -l1, l1) - s2) / quadratic
+                s1 = accumulator
             elif name == "lion":
                 b1, b2 = f32["beta_1"], f32["beta_2"]
                 p = p - lr * np.sign(b1 * s1 + (1 - b1) * g)
@@ -141,6 +154,19 @@ CASES = {
     ),
     "lion": (wg.optim.Lion, {"learning_rate": 0.001}),
     "lion decayed": (wg.optim.Lion, {"learning_rate": 0.01, "beta_1": 0.5, "beta_2": 0.9, "weight_decay": 0.3}),
+    "ftrl regularized": (
+        wg.optim.Ftrl,
+        {
+            "learning_rate": 0.05,
+            "learning_rate_power": -0.7,
+            "l1_regularization_strength": 0.01,
+            "l2_regularization_strength": 0.1,
+            "l2_shrinkage_regularization_strength": 0.05,
+            "beta": 0.5,
+            "weight_decay": 0.1,
+        },
+    ),
+    "adadelta decayed": (wg.optim.Adadelta, {"learning_rate": 1.0, "rho": 0.9, "epsilon": 1e-6, "weight_decay": 0.05}),
     "sgd nesterov": (wg.optim.SGD, {"learning_rate": 0.05, "momentum": 0.9, "nesterov": True}),
     "sgd nesterov decayed": (
         wg.optim.SGD,
@@ -156,6 +182,14 @@ KERAS_DEFAULTS = {
     "nadam": {"beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-7},
     "lion": {"beta_1": 0.9, "beta_2": 0.99},
     "adadelta": {"rho": 0.95, "epsilon": 1e-7},
+    "ftrl": {
+        "learning_rate_power": -0.5,
+        "initial_accumulator_value": 0.1,
+        "l1_regularization_strength": 0.0,
+        "l2_regularization_strength": 0.0,
+        "l2_shrinkage_regularization_strength": 0.0,
+        "beta": 0.0,
+    },
     "sgd": {"momentum": 0.0, "nesterov": False},
 }
 

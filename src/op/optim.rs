@@ -14,6 +14,8 @@ pub enum SettingRange {
     UnitAboveZero,
     /// 0 or more: an epsilon, a momentum, an initial value.
     NonNegative,
+    /// 0 or less: FTRL's learning-rate power.
+    NonPositive,
     /// A flag: 0 (false) or 1 (true), a `bool` in Python.
     Flag,
 }
@@ -25,6 +27,7 @@ impl SettingRange {
             SettingRange::Unit => (0.0..1.0).contains(&value),
             SettingRange::UnitAboveZero => value > 0.0 && value <= 1.0,
             SettingRange::NonNegative => value >= 0.0,
+            SettingRange::NonPositive => value <= 0.0,
             SettingRange::Flag => value == 0.0 || value == 1.0,
         }
     }
@@ -35,6 +38,7 @@ impl SettingRange {
             SettingRange::Unit => "a number in [0, 1)",
             SettingRange::UnitAboveZero => "a number in (0, 1]",
             SettingRange::NonNegative => "a finite number ≥ 0",
+            SettingRange::NonPositive => "a finite number ≤ 0",
             SettingRange::Flag => "true or false",
         }
     }
@@ -200,6 +204,23 @@ fn nadam_numbers(input: &StepInput<'_>) -> ([f32; MAX_NUMBERS], f64) {
     )
 }
 
+/// FTRL's: the power `−learning_rate_power`, the L1 strength, `2·(l2 + β/(2·lr))` and twice the shrinkage.
+fn ftrl_numbers(input: &StepInput<'_>) -> ([f32; MAX_NUMBERS], f64) {
+    let [power, _, l1, l2, shrinkage, beta] = [
+        input.settings[0],
+        input.settings[1],
+        input.settings[2],
+        input.settings[3],
+        input.settings[4],
+        input.settings[5],
+    ];
+    let l2_twice = (2.0 * (l2 as f64 + beta as f64 / (2.0 * input.lr))) as f32;
+    (
+        numbers([-power, l1, l2_twice, 2.0 * shrinkage]),
+        input.carry,
+    )
+}
+
 /// Every rule, in the order of the shader's mode codes.
 #[rustfmt::skip]
 pub static RULES: &[Rule] = &[
@@ -341,6 +362,39 @@ pub static RULES: &[Rule] = &[
     let delta = -(sqrt(accumulated_delta_var_old + h.epsilon) * g / sqrt(grad_new + h.epsilon));
     let delta_new = h.rho * accumulated_delta_var_old + (1.0 - h.rho) * delta * delta;
     return Rule4(p + h.lr * delta, grad_new, delta_new, ZERO4);",
+    },
+    Rule {
+        kind: "ftrl",
+        class: "Ftrl",
+        doc: "Keras's FTRL-proximal: `n' = n + g²`; `z += g + 2·s·p − (n'^(−c) − n^(−c))/lr·p`; \
+              `p = (clip(z, −l1, l1) − z)/(n'^(−c)/lr + 2·(l2 + β/(2·lr)))`, with `c` the learning-rate power and \
+              `s` the L2 shrinkage.",
+        settings: &[
+            Setting { name: "learning_rate_power", default: -0.5, range: SettingRange::NonPositive },
+            Setting { name: "initial_accumulator_value", default: 0.1, range: SettingRange::NonNegative },
+            Setting { name: "l1_regularization_strength", default: 0.0, range: SettingRange::NonNegative },
+            Setting { name: "l2_regularization_strength", default: 0.0, range: SettingRange::NonNegative },
+            Setting { name: "l2_shrinkage_regularization_strength", default: 0.0, range: SettingRange::NonNegative },
+            Setting { name: "beta", default: 0.0, range: SettingRange::NonNegative },
+        ],
+        slots: &[
+            Slot { name: "accumulator", non_negative: true, initial: Some("initial_accumulator_value"), kept: Kept::Always },
+            Slot { name: "linear", non_negative: false, initial: None, kept: Kept::Always },
+        ],
+        numbers: &["power", "l1", "l2_twice", "shrinkage_twice"],
+        fold: ftrl_numbers,
+        carry_after: no_carry,
+        // pow(0, c) as its limit (0, or 1 where c is 0): WGSL's pow is exp2(c·log2(x)), NaN at 0^0.
+        wgsl: "
+    let power = vec4<f32>(h.power);
+    let at_zero = vec4<f32>(select(0.0, 1.0, h.power == 0.0));
+    let accumulator_new = accumulator_old + g * g;
+    let scaled_new = select(pow(accumulator_new, power), at_zero, accumulator_new == ZERO4);
+    let scaled_old = select(pow(accumulator_old, power), at_zero, accumulator_old == ZERO4);
+    let linear_new = linear_old + (g + h.shrinkage_twice * p - (scaled_new - scaled_old) / h.lr * p);
+    let quadratic = scaled_new / h.lr + h.l2_twice;
+    let clipped = clamp(linear_new, vec4<f32>(-h.l1), vec4<f32>(h.l1));
+    return Rule4((clipped - linear_new) / quadratic, accumulator_new, linear_new, ZERO4);",
     },
 ];
 

@@ -29,9 +29,8 @@ type KnifeEdge = Box<dyn Fn(f64, &[f64]) -> bool>;
 struct Case {
     label: String,
     optimizer: Box<dyn Optimizer>,
-    /// The slots' initial value.
-    initial_state: f64,
-    slots: usize,
+    /// Each slot's initial value.
+    initial_state: Vec<f64>,
     /// The names of the reference's state values, in their order, as the optimizer saves them.
     names: Vec<&'static str>,
     /// How many of them the optimizer keeps.
@@ -62,8 +61,7 @@ fn sgd_cases() -> Vec<Case> {
                 "SGD lr {lr} momentum {momentum} nesterov {nesterov} weight decay {weight_decay}"
             ),
             optimizer: Box::new(sgd),
-            initial_state: 0.0,
-            slots: 1,
+            initial_state: vec![0.0],
             names: vec!["momentum"],
             saved: 1,
             update: Box::new(move |_, p, g, state| {
@@ -98,7 +96,7 @@ fn check_case(session: &Session, rng: &mut Rng, mut case: Case, label: &str) {
     let mut want: Vec<Vec<f64>> = data.iter().map(|data| common::widen(data)).collect();
     let mut state: Vec<Vec<Vec<f64>>> = data
         .iter()
-        .map(|data| vec![vec![case.initial_state; case.slots]; data.len()])
+        .map(|data| vec![case.initial_state.clone(); data.len()])
         .collect();
     let mut magnitude: Vec<Vec<f64>> = want
         .iter()
@@ -264,6 +262,26 @@ fn rule_update(rule: OptimizerRule, lr: f64, weight_decay: f64) -> Option<Elemen
                 *p += lr * delta;
             })
         }
+        "ftrl" => {
+            let power = -setting("learning_rate_power");
+            let (l1, l2) = (
+                setting("l1_regularization_strength"),
+                setting("l2_regularization_strength"),
+            );
+            let (shrinkage, beta) = (
+                setting("l2_shrinkage_regularization_strength"),
+                setting("beta"),
+            );
+            Box::new(move |_, p, g, state| {
+                let l2_reg = l2 + beta / (2.0 * lr);
+                let accumulator = state[0] + g * g;
+                state[1] += g + 2.0 * shrinkage * *p
+                    - (accumulator.powf(power) - state[0].powf(power)) / lr * *p;
+                let quadratic = accumulator.powf(power) / lr + 2.0 * l2_reg;
+                *p = (state[1].clamp(-l1, l1) - state[1]) / quadratic;
+                state[0] = accumulator;
+            })
+        }
         "lion" => {
             let (beta_1, beta_2) = (setting("beta_1"), setting("beta_2"));
             Box::new(move |_, p, g, state| {
@@ -360,6 +378,32 @@ fn rule_cases() -> Vec<Case> {
         ),
         (rule("lion", &[]), 0.001, 0.0),
         (rule("lion", &[("beta_1", 0.5), ("beta_2", 0.9)]), 0.01, 0.3),
+        (
+            rule(
+                "ftrl",
+                &[
+                    ("learning_rate_power", -0.7),
+                    ("l1_regularization_strength", 0.01),
+                    ("l2_regularization_strength", 0.1),
+                    ("l2_shrinkage_regularization_strength", 0.05),
+                    ("beta", 0.5),
+                ],
+            ),
+            0.05,
+            0.1,
+        ),
+        // 0^0 is 1: a zero accumulator at power 0.
+        (
+            rule(
+                "ftrl",
+                &[
+                    ("learning_rate_power", 0.0),
+                    ("initial_accumulator_value", 0.0),
+                ],
+            ),
+            0.1,
+            0.0,
+        ),
     ]);
     rules
         .into_iter()
@@ -377,12 +421,21 @@ fn rule_cases() -> Vec<Case> {
                     }
                 })
                 .count();
-            let initial_state = rule.setting("initial_accumulator_value").unwrap_or(0.0) as f64;
+            // Where the row says a slot starts (Adagrad's and FTRL's accumulators: their initial value).
+            let initial_state = rule
+                .row()
+                .slots
+                .iter()
+                .map(|slot| {
+                    slot.initial
+                        .and_then(|name| rule.setting(name))
+                        .unwrap_or(0.0) as f64
+                })
+                .collect();
             Case {
                 label: format!("{rule:?} lr {lr} weight decay {weight_decay}"),
                 optimizer: Box::new(RuleOptimizer::new(rule, lr, weight_decay).expect("valid")),
                 initial_state,
-                slots: names.len(),
                 names,
                 saved,
                 update: rule_update(rule, lr as f64, weight_decay as f64)

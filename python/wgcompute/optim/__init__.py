@@ -1,6 +1,6 @@
 """Optimizers: the library's Adam (TensorFlow's epsilon placement), AdamW, SGD with momentum (optionally
 Nesterov's), and Keras's other optimizers, one class per row of the library's table of rules (RMSprop, Adagrad,
-Adamax, Nadam, Lion, Adadelta; :mod:`wgcompute.optim._rules`), each step one fused pass per group of pool slabs
+Adamax, Nadam, Lion, Adadelta, Ftrl; :mod:`wgcompute.optim._rules`), each step one fused pass per group of pool slabs
 with the state in the session's pool.
 
 Every optimizer takes Keras's ``clipnorm`` (each gradient's own norm clipped), ``global_clipnorm`` (the norm of all

@@ -12,6 +12,7 @@ __all__ = [
     "Nadam",
     "Lion",
     "Adadelta",
+    "Ftrl",
 ]
 
 RULE_CLASSES: dict[str, type[_Keras]]
@@ -86,6 +87,22 @@ class Adadelta(_Keras):
         learning_rate: float | LearningRateSchedule = 0.001,
         rho: float = 0.95,
         epsilon: float = 1e-07,
+        weight_decay: float | None = None,
+        clipnorm: float | None = None,
+        clipvalue: float | None = None,
+        global_clipnorm: float | None = None,
+    ) -> None: ...
+
+class Ftrl(_Keras):
+    def __init__(
+        self,
+        learning_rate: float | LearningRateSchedule = 0.001,
+        learning_rate_power: float = -0.5,
+        initial_accumulator_value: float = 0.1,
+        l1_regularization_strength: float = 0.0,
+        l2_regularization_strength: float = 0.0,
+        l2_shrinkage_regularization_strength: float = 0.0,
+        beta: float = 0.0,
         weight_decay: float | None = None,
         clipnorm: float | None = None,
         clipvalue: float | None = None,
