@@ -427,8 +427,14 @@ SAVED = {
     "adamax": (lambda: wg.optim.Adamax(0.01), ("m", "u")),
     "nadam": (lambda: wg.optim.Nadam(0.01), ("m", "v")),
     "lion": (lambda: wg.optim.Lion(0.001), ("momentum",)),
+    "adadelta": (lambda: wg.optim.Adadelta(1.0), ("accumulated_grad", "accumulated_delta_var")),
+    "ftrl": (lambda: wg.optim.Ftrl(0.05, l1_regularization_strength=0.001), ("accumulator", "linear")),
     "sgd nesterov": (lambda: wg.optim.SGD(0.1, momentum=0.9, nesterov=True), ("momentum",)),
 }
+
+
+def test_every_rule_of_the_table_has_a_checkpoint_case():
+    assert set(RULE_CLASSES) <= {case.split()[0] for case in SAVED}
 
 
 def train_steps(session, model, optimizer, batches):

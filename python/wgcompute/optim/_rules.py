@@ -59,6 +59,7 @@ def _rule_class(kind: str, class_name: str, doc: str, settings: list[tuple[str, 
         "__module__": "wgcompute.optim",
         "__qualname__": class_name,
         "_rule": kind,
+        "_flags": flags,
     }
     return type(class_name, (_Keras,), namespace)
 
