@@ -6,7 +6,7 @@
 //! [`Gradients`] pairs gradients with parameters: a step may name the parameters in any order, and one the
 //! optimizer has no state for is refused rather than updated with another's.
 
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::{Arc, Weak};
 
 use crate::autograd::Gradients;
 use crate::dtype::DType;
@@ -299,40 +299,36 @@ impl<S> PerParameter<S> {
     }
 }
 
-/// One slot of a built-in optimizer's saved state, as a checkpoint reader checks it before any session work.
-pub(crate) struct SavedSlot {
-    pub name: &'static str,
-    /// Whether every value must be at least 0 (Adam's second moments are running means of squares, so a
-    /// negative one can only come from a damaged or altered file, and would make its square root NaN).
-    pub non_negative: bool,
+/// A slot of Adam's or SGD's saved state, described as a rule's are (`non_negative`: Adam's second moments are
+/// running means of squares, so a negative one can only come from a damaged or altered file).
+const fn kept_slot(name: &'static str, non_negative: bool) -> RuleSlot {
+    RuleSlot {
+        name,
+        non_negative,
+        initial: None,
+        kept: Kept::Always,
+    }
 }
 
 const ADAM_KIND: &str = "adam";
-const ADAM_FIRST_MOMENTS: SavedSlot = SavedSlot {
-    name: "m",
-    non_negative: false,
-};
-const ADAM_SECOND_MOMENTS: SavedSlot = SavedSlot {
-    name: "v",
-    non_negative: true,
-};
-const ADAM_SLOTS: &[SavedSlot] = &[ADAM_FIRST_MOMENTS, ADAM_SECOND_MOMENTS];
+const ADAM_FIRST_MOMENTS: RuleSlot = kept_slot("m", false);
+const ADAM_SECOND_MOMENTS: RuleSlot = kept_slot("v", true);
+const ADAM_SLOTS: &[RuleSlot] = &[ADAM_FIRST_MOMENTS, ADAM_SECOND_MOMENTS];
 const SGD_KIND: &str = "sgd";
-const SGD_MOMENTUM_SLOT: SavedSlot = SavedSlot {
-    name: "momentum",
-    non_negative: false,
-};
-const SGD_SLOTS: &[SavedSlot] = &[SGD_MOMENTUM_SLOT];
+const SGD_MOMENTUM_SLOT: RuleSlot = kept_slot("momentum", false);
+const SGD_SLOTS: &[RuleSlot] = &[SGD_MOMENTUM_SLOT];
 
 /// The slots a built-in optimizer of `kind` saves, so a checkpoint can be checked when it is read rather than
 /// when the optimizer is built; `None` for another kind (an optimizer defined outside this crate), whose
 /// state is checked only against the optimizer it is restored into, and for a rule whose slots depend on its
 /// settings (RMSprop's momentum and centered).
-pub(crate) fn saved_slots(kind: &str) -> Option<&'static [SavedSlot]> {
+pub(crate) fn saved_slots(kind: &str) -> Option<&'static [RuleSlot]> {
     match kind {
         ADAM_KIND => Some(ADAM_SLOTS),
         SGD_KIND => Some(SGD_SLOTS),
-        _ => rule_saved_slots(kind),
+        _ => RuleRow::named(kind)
+            .map(|row| row.slots)
+            .filter(|slots| slots.iter().all(|slot| slot.kept == Kept::Always)),
     }
 }
 
@@ -357,9 +353,9 @@ fn take_slot(
 
 /// Refuses slots left after an optimizer took its own: state it does not keep would otherwise be dropped
 /// without a word.
-fn refuse_other_slots(
+fn refuse_other_slots<'a>(
     kind: &'static str,
-    kept: &[SavedSlot],
+    kept: impl IntoIterator<Item = &'a RuleSlot>,
     slots: &[(String, Vec<Tensor>)],
 ) -> Result<()> {
     if slots.is_empty() {
@@ -373,7 +369,7 @@ fn refuse_other_slots(
         ),
         expected: format!(
             "only the slots {kind} keeps ({})",
-            kept.iter()
+            kept.into_iter()
                 .map(|slot| slot.name)
                 .collect::<Vec<_>>()
                 .join(", ")
@@ -871,36 +867,6 @@ impl OptimizerRule {
     }
 }
 
-/// The slots a rule of `kind` saves under every setting, or `None` where some are kept only under some settings
-/// (RMSprop's).
-fn rule_saved_slots(kind: &str) -> Option<&'static [SavedSlot]> {
-    /// Per row, its kind and the slots it always saves (`None`: some only under some settings).
-    type Saved = Vec<(&'static str, Option<Vec<SavedSlot>>)>;
-    static SAVED: OnceLock<Saved> = OnceLock::new();
-    let saved = SAVED.get_or_init(|| {
-        RULES
-            .iter()
-            .map(|row| {
-                let slots = row
-                    .slots
-                    .iter()
-                    .map(|slot| {
-                        (slot.kept == Kept::Always).then_some(SavedSlot {
-                            name: slot.name,
-                            non_negative: slot.non_negative,
-                        })
-                    })
-                    .collect::<Option<Vec<_>>>();
-                (row.kind, slots)
-            })
-            .collect()
-    });
-    saved
-        .iter()
-        .find(|(known, _)| *known == kind)
-        .and_then(|(_, slots)| slots.as_deref())
-}
-
 /// Checks a learning rate or weight decay as every [`RuleOptimizer`] does.
 fn check_rate(optimizer: &'static str, lr: f32) -> Result<()> {
     check_hyperparameter(
@@ -1068,15 +1034,7 @@ impl Optimizer for RuleOptimizer {
                 taken[binding] = Some(take_slot(name, &mut slots, slot.name)?);
             }
         }
-        let kept: Vec<SavedSlot> = bindings
-            .into_iter()
-            .flatten()
-            .map(|slot| SavedSlot {
-                name: slot.name,
-                non_negative: slot.non_negative,
-            })
-            .collect();
-        refuse_other_slots(name, &kept, &slots)?;
+        refuse_other_slots(name, bindings.into_iter().flatten(), &slots)?;
         let count = taken.iter().flatten().map(Vec::len).next().unwrap_or(0);
         if taken.iter().flatten().any(|tensors| tensors.len() != count) {
             return Err(Error::InvalidArgument {

@@ -138,12 +138,23 @@ fn rule_params(step: RuleStep) -> Params {
     }
 }
 
-/// How the generated kernels reach a row's slot at `index`: its scalar and vec4 bindings, its offset in a
-/// table entry, its field of `Rule4`, and the `slots` bit that says it is kept.
-const SLOT_OPERANDS: [(&str, &str, &str, &str, &str); MAX_SLOTS] = [
-    ("m", "m4", "o.z", "m", ""),
-    ("v", "v4", "o.w", "v", "SLOT_SECOND"),
-    ("w", "w4", "part.fifth", "w", "SLOT_THIRD"),
+/// How the generated kernels reach a row's slot by its position.
+struct SlotOperand {
+    /// The scalar binding, which is also the slot's field of `Rule4`.
+    scalar: &'static str,
+    vec4: &'static str,
+    /// Where a table entry gives its vec4 offset.
+    offset: &'static str,
+    /// The `slots` bit that says whether a slot kept only under some settings is kept (the first slot is kept
+    /// always).
+    bit: &'static str,
+}
+
+#[rustfmt::skip]
+const SLOT_OPERANDS: [SlotOperand; MAX_SLOTS] = [
+    SlotOperand { scalar: "m", vec4: "m4", offset: "o.z", bit: "" },
+    SlotOperand { scalar: "v", vec4: "v4", offset: "o.w", bit: "SLOT_SECOND" },
+    SlotOperand { scalar: "w", vec4: "w4", offset: "part.fifth", bit: "SLOT_THIRD" },
 ];
 
 /// The WGSL every row of the table of rules gives: its numbers' struct, its update `KIND4`, its vec4 and
@@ -183,7 +194,7 @@ fn rules_wgsl() -> String {
             .enumerate()
             .map(|(at, slot)| match slot.kept {
                 Kept::Always => None,
-                Kept::WhenPositive(_) => Some(SLOT_OPERANDS[at].4),
+                Kept::WhenPositive(_) => Some(SLOT_OPERANDS[at].bit),
             })
             .collect();
         let kept_flags: String = guards
@@ -194,13 +205,12 @@ fn rules_wgsl() -> String {
             })
             .collect();
         let arguments: String = (0..rule.slots.len()).map(|at| format!(", s{at}")).collect();
-        let load = |at: usize, expression: String| {
-            match guards[at] {
+        let load = |at: usize, expression: String| match guards[at] {
             None => format!("        let s{at} = {expression};\n"),
             Some(_) => format!(
-                "        var s{at} = ZERO4;\n        if (kept_{at}) {{\n            s{at} = {expression};\n        }}\n"
+                "        var s{at} = ZERO4;\n        if (kept_{at}) {{\n            \
+                 s{at} = {expression};\n        }}\n"
             ),
-        }
         };
         let store = |at: usize, statement: String| match guards[at] {
             None => format!("        {statement}\n"),
@@ -208,24 +218,22 @@ fn rules_wgsl() -> String {
         };
         let mut vec4_body = String::from("        let p = param4[i] * h.decay;\n");
         let mut table_body = String::from("        let p_old = param4[o.x + i];\n");
-        for (at, &(_, binding, offset, _, _)) in
-            SLOT_OPERANDS.iter().enumerate().take(rule.slots.len())
-        {
-            vec4_body += &load(at, format!("{binding}[i]"));
-            table_body += &load(at, format!("{binding}[{offset} + i]"));
+        for (at, operand) in SLOT_OPERANDS.iter().enumerate().take(rule.slots.len()) {
+            let (vec4, offset) = (operand.vec4, operand.offset);
+            vec4_body += &load(at, format!("{vec4}[i]"));
+            table_body += &load(at, format!("{vec4}[{offset} + i]"));
         }
         vec4_body += &format!("        let step = {kind}4(h, p, grad4[i]{arguments});\n");
         table_body += &format!(
             "        let step = {kind}4(h, p_old * h.decay, grad4[o.y + i]{arguments});\n        \
              let own = own_lanes(i, part.count);\n"
         );
-        for (at, &(_, binding, offset, field, _)) in
-            SLOT_OPERANDS.iter().enumerate().take(rule.slots.len())
-        {
-            vec4_body += &store(at, format!("{binding}[i] = step.{field};"));
+        for (at, operand) in SLOT_OPERANDS.iter().enumerate().take(rule.slots.len()) {
+            let (vec4, offset, field) = (operand.vec4, operand.offset, operand.scalar);
+            vec4_body += &store(at, format!("{vec4}[i] = step.{field};"));
             table_body += &store(
                 at,
-                format!("{binding}[{offset} + i] = select(s{at}, step.{field}, own);"),
+                format!("{vec4}[{offset} + i] = select(s{at}, step.{field}, own);"),
             );
         }
         vec4_body += "        param4[i] = step.param;\n";
@@ -241,8 +249,14 @@ fn rules_wgsl() -> String {
              let h = {kind}_numbers_now();\n{kept_flags}    let part = part_of(workgroup, groups, local);\n    \
              let o = part.offsets;\n    for (var i = part.first; i < part.end; i = i + 1u) {{\n{table_body}    }}\n}}\n\n"
         );
-        let scalar_arguments: String = (0..rule.slots.len())
-            .map(|at| format!(", vec4<f32>({})", ["m[i]", "v_old", "w_old"][at]))
+        // The scalar kernel loads the first slot itself and the others under their bits, before the switch.
+        let scalar_arguments: String = SLOT_OPERANDS
+            .iter()
+            .take(rule.slots.len())
+            .map(|operand| match operand.bit {
+                "" => format!(", vec4<f32>({}[i])", operand.scalar),
+                _ => format!(", vec4<f32>({}_old)", operand.scalar),
+            })
             .collect();
         cases += &format!(
             "        case {index}u: {{\n            \

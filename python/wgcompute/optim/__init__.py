@@ -96,6 +96,8 @@ class SGD(Optimizer):
     plain SGD); with ``nesterov``, ``p −= lr·(grad + momentum·buffer)``. At a constant rate both are Keras's
     updates (Keras's velocity is ``−lr·buffer``)."""
 
+    _flags = frozenset({"nesterov"})
+
     def __init__(
         self,
         lr: float = 0.01,

@@ -114,9 +114,8 @@ class Optimizer:
 
     lr = learning_rate
 
-    # Settings the native optimizer reports as numbers that its constructor takes as flags: SGD's, and those a row
-    # of the table of rules declares (a class made from it sets its own).
-    _FLAGS = ("nesterov",)
+    # Settings the native optimizer reports as numbers that its constructor takes as flags (SGD's nesterov; a class
+    # made from a row of the table of rules takes the row's).
     _flags: frozenset[str] = frozenset()
 
     def get_config(self) -> dict[str, Any]:
@@ -124,8 +123,7 @@ class Optimizer:
         constructor's names (float32 values, widened), the clipping settings, and a schedule as
         ``{"class_name": ..., "config": ...}``."""
         config: dict[str, Any] = {
-            name: bool(value) if name in self._FLAGS or name in self._flags else value
-            for name, value in self._native.hyperparameters()
+            name: bool(value) if name in self._flags else value for name, value in self._native.hyperparameters()
         }
         if "weight_decay" in inspect.signature(type(self)).parameters:
             config.setdefault("weight_decay", 0.0)
