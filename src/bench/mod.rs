@@ -61,8 +61,10 @@ pub const ADAM_LEN: usize = 10_000_000;
 
 /// Empty dispatches per submission in the `empty_dispatch` rows, and whether they share one compute pass: one
 /// alone (a dispatch that waits for itself); as many as a step of a small model records, a pass each (a batch,
-/// as the command stream submits them); and the same in one pass (what merging passes would save).
-pub const EMPTY_DISPATCH_BATCHES: [(usize, bool); 3] = [(1, false), (64, false), (64, true)];
+/// as the command stream submits them); the same in one pass (what merging passes would save); and 10,000 in one
+/// pass, where the wait is a small share and the figure is the host's time per recorded op.
+pub const EMPTY_DISPATCH_BATCHES: [(usize, bool); 4] =
+    [(1, false), (64, false), (64, true), (10_000, true)];
 
 /// Elements of the `elementwise` rows.
 pub const ELEMENTWISE_LEN: usize = 16 << 20;
