@@ -10,6 +10,9 @@ from ``seed`` (Glorot-uniform for kernels, as Keras draws them; a fresh seed if 
 
 from __future__ import annotations
 
+import contextvars
+import functools
+import inspect
 import math
 import numbers
 import os
@@ -111,8 +114,8 @@ class Layer:
     def call(self, x: Any, training: bool = False) -> Tensor:
         raise NotImplementedError(f"{type(self).__name__} defines no call(x, training)")
 
-    def __call__(self, x: Any, training: bool = False) -> Tensor:
-        return self.call(x, training=_flag(training, "training"))
+    def __call__(self, x: Any, training: bool | None = None) -> Tensor:
+        return _run_call(self, x, training)  # type: ignore[no-any-return]
 
     def named_parameters(self) -> list[tuple[str, Variable]]:
         """The trainable variables with their names, each sublayer's under its name."""
@@ -213,6 +216,49 @@ def _named_parameters_of(layer: Any) -> list[tuple[str, Variable]]:
     """A layer's named parameters: a :class:`Layer`'s, or those of a :class:`Linear` or :class:`Mlp`."""
     named = getattr(layer, "named_parameters", None)
     return list(named()) if callable(named) else []
+
+
+# Keras's call context: the ``training`` of the layer call under way, which every layer called inside it takes
+# when it is given none (a custom layer's ``call`` that runs ``self.dropout(x)`` drops while its model trains).
+_TRAINING: contextvars.ContextVar[bool | None] = contextvars.ContextVar("wgcompute_training", default=None)
+
+
+@functools.lru_cache(maxsize=4096)
+def _training_parameter(call: Callable[..., Any]) -> tuple[bool, bool | None]:
+    """Whether a layer's ``call`` has a ``training`` parameter (Keras passes it only then), and its default."""
+    try:
+        parameter = inspect.signature(call).parameters.get("training")
+    except (TypeError, ValueError):
+        return False, None
+    if parameter is None:
+        return False, None
+    default = parameter.default
+    return True, default if isinstance(default, bool) else None
+
+
+def _training_of(layer: Any, training: Any) -> bool | None:
+    """Keras's order for a call's ``training``: the value passed, else the enclosing layer call's, else the
+    default of the layer's ``call``."""
+    if training is not None:
+        return _flag(training, "training")
+    outer = _TRAINING.get()
+    if outer is not None:
+        return outer
+    return _training_parameter(type(layer).call)[1]
+
+
+def _run_call(layer: Any, x: Any, training: Any, **kwargs: Any) -> Any:
+    """``layer.call(x, **kwargs)`` with ``training`` resolved as Keras resolves it, passed where ``call`` takes
+    it, and seen by every layer called inside. Unlike Keras, the context is restored when the call returns, so
+    a nested layer given ``training`` explicitly changes it for its own sublayers only."""
+    resolved = _training_of(layer, training)
+    if _training_parameter(type(layer).call)[0] and resolved is not None:
+        kwargs["training"] = resolved
+    token = _TRAINING.set(resolved)
+    try:
+        return layer.call(x, **kwargs)
+    finally:
+        _TRAINING.reset(token)
 
 
 def _call_layer(layer: Any, x: Any, training: bool) -> Any:
@@ -523,8 +569,9 @@ class MultiHeadAttention(Layer):
         key: Any = None,
         mask: Any = None,
         causal: bool = False,
-        training: bool = False,
+        training: bool | None = None,
     ) -> Tensor:
+        training = bool(_training_of(self, training))
         query = _input(self, query)
         value = query if value is None else _input(self, value)
         key = value if key is None else _input(self, key)
@@ -535,7 +582,7 @@ class MultiHeadAttention(Layer):
         k = self._heads(self._project(key, "key"))
         v = self._heads(self._project(value, "value"))
         attended = _neural.scaled_dot_product_attention(q, k, v, mask=mask, causal=_flag(causal, "causal"))
-        attended = self.dropout(attended, training=_flag(training, "training"))
+        attended = self.dropout(attended, training=training)
         batch, _, length, _ = attended.shape
         joined = attended.transpose((0, 2, 1, 3)).reshape((batch, length, self.num_heads * self.key_dim))
         return self._project(joined, "output")

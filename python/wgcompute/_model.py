@@ -19,6 +19,7 @@ import math
 import numbers
 import os
 import queue
+import re
 import stat
 import struct
 import sys
@@ -479,8 +480,15 @@ def _format_count(count: int) -> str:
 _NAME_COUNTS: dict[str, int] = {}
 
 
+def _snake_case(kind: str) -> str:
+    """A class name as Keras names its layers: ``MaxPooling2D`` is ``max_pooling2d``, ``Conv1D`` ``conv1d``."""
+    name = re.sub(r"\W+", "", kind)
+    name = re.sub(r"(.)([A-Z][a-z]+)", r"\1_\2", name)
+    return re.sub(r"([a-z])([A-Z])", r"\1_\2", name).lower()
+
+
 def _auto_name(kind: str) -> str:
-    snake = "".join("_" + c.lower() if c.isupper() and i else c.lower() for i, c in enumerate(kind))
+    snake = _snake_case(kind)
     index = _NAME_COUNTS.get(snake, 0)
     _NAME_COUNTS[snake] = index + 1
     return snake if index == 0 else f"{snake}_{index}"
@@ -610,7 +618,7 @@ class Model(_layers.Layer):
             x = _layers._call_layer(layer, x, training)
         return x
 
-    def __call__(self, x: Any, training: bool = False) -> Any:
+    def __call__(self, x: Any, training: bool | None = None) -> Any:
         if _is_symbolic(x):
             return _symbolic_call(self, x)
         if not isinstance(x, Tensor):
@@ -1244,7 +1252,7 @@ class Sequential(_layers.Sequential, Model):
     def call(self, x: Any, training: bool = False) -> Tensor:
         return _layers.Sequential.call(self, x, training)
 
-    def __call__(self, x: Any, training: bool = False) -> Any:
+    def __call__(self, x: Any, training: bool | None = None) -> Any:
         return Model.__call__(self, x, training=training)
 
     def __repr__(self) -> str:

@@ -130,14 +130,14 @@ class Layer(_layers.Layer):
             self.name = name
         self.built = False
 
-    def __call__(self, x: Any, training: bool = False) -> Any:
+    def __call__(self, x: Any, training: bool | None = None) -> Any:
         if _is_symbolic(x):
             return _symbolic_call(self, x)
         x = self._tensors(x)
         if not self.built:
             self.build(x)
             self.built = True
-        return self.call(x, training=_flag(training, "training"))
+        return _layers._run_call(self, x, training)
 
     def _tensors(self, x: Any) -> Any:
         return _tensor_argument(x, "x")
@@ -409,7 +409,7 @@ class Embedding(_Wrapped):
             "embeddings_initializer": initializers.serialize(embeddings_initializer),
         }
 
-    def __call__(self, x: Any, training: bool = False) -> Any:
+    def __call__(self, x: Any, training: bool | None = None) -> Any:
         if isinstance(x, KerasTensor):
             return _symbolic_call(self, x)
         if not self.built:
@@ -427,7 +427,7 @@ class Embedding(_Wrapped):
                 inner.embeddings.assign(initializer.draw(session, inner.embeddings.shape, seed))
             self._adopt(inner)
             self.built = True
-        return self.call(x, training=_flag(training, "training"))
+        return _layers._run_call(self, x, training)
 
     def call(self, x: Any, training: bool = False) -> Tensor:
         ids = x.astype("uint32") if isinstance(x, Tensor) and x._t.dtype == "float32" else x
@@ -463,7 +463,7 @@ class MultiHeadAttention(_Wrapped):
         key: Any = None,
         attention_mask: Any = None,
         use_causal_mask: bool = False,
-        training: bool = False,
+        training: bool | None = None,
     ) -> Any:
         if isinstance(query, KerasTensor):
             symbolic = [query, *(item for item in (value, key) if item is not None)]
@@ -494,7 +494,7 @@ class MultiHeadAttention(_Wrapped):
             key=key,
             mask=attention_mask,
             causal=_flag(use_causal_mask, "use_causal_mask"),
-            training=_flag(training, "training"),
+            training=_layers._training_of(self, training),
         )
 
     def call(self, x: Any, training: bool = False) -> Tensor:
