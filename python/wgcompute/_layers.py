@@ -10,13 +10,14 @@ from ``seed`` (Glorot-uniform for kernels, as Keras draws them; a fresh seed if 
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 import inspect
 import math
 import numbers
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from . import _elementwise, _neural, _window
@@ -117,9 +118,27 @@ class Layer:
     def __call__(self, x: Any, training: bool | None = None) -> Tensor:
         return _run_call(self, x, training)  # type: ignore[no-any-return]
 
+    def _unassigned_weights(self, trainable: bool) -> list[tuple[str, Variable]]:
+        """The variables Keras's ``add_weight`` made that no attribute holds, under their names (or
+        ``weight_<n>``): Keras tracks a weight however the layer keeps it."""
+        added: list[Variable] = self.__dict__.get("_added_weights", [])
+        if not added:
+            return []
+        tracked = self.__dict__.get("_tracked", {})
+        held = {id(getattr(self, name)) for name, kind in tracked.items() if kind in ("parameter", "state")}
+        used = set(tracked)
+        named = []
+        for index, variable in enumerate(added):
+            if id(variable) in held or variable.trainable != trainable:
+                continue
+            name = variable.name if variable.name not in used else f"weight_{index}"
+            used.add(name)
+            named.append((name, variable))
+        return named
+
     def named_parameters(self) -> list[tuple[str, Variable]]:
         """The trainable variables with their names, each sublayer's under its name."""
-        named = []
+        named = self._unassigned_weights(trainable=True)
         for name, kind in self.__dict__.get("_tracked", {}).items():
             if kind == "parameter":
                 named.append((name, getattr(self, name)))
@@ -143,7 +162,7 @@ class Layer:
 
     def named_states(self) -> list[tuple[str, Variable]]:
         """The variables the forward pass updates (running statistics), not trained by an optimizer."""
-        named = []
+        named = self._unassigned_weights(trainable=False)
         for name, kind in self.__dict__.get("_tracked", {}).items():
             if kind == "state":
                 named.append((name, getattr(self, name)))
@@ -247,18 +266,53 @@ def _training_of(layer: Any, training: Any) -> bool | None:
     return _training_parameter(type(layer).call)[1]
 
 
+# The session of the layer call under way (its input's): where a layer's build makes its weights
+# (``add_weight``), and where ``keras.ops`` makes a tensor from nothing (``ops.arange`` in a ``call``).
+_SESSION: contextvars.ContextVar[Session | None] = contextvars.ContextVar("wgcompute_session", default=None)
+
+
+def _current_session() -> Session | None:
+    """The session of the layer call under way, if any."""
+    return _SESSION.get()
+
+
+def _session_of(x: Any) -> Session | None:
+    """The session of a call's input: a tensor's, or the first tensor's of a list or tuple of them."""
+    if isinstance(x, Tensor):
+        return x._session()
+    if isinstance(x, (list, tuple)):
+        for item in x:
+            if isinstance(item, Tensor):
+                return item._session()
+    return None
+
+
+@contextlib.contextmanager
+def _call_scope(x: Any, training: bool | None = None) -> Iterator[None]:
+    """The call context for what runs inside: ``training`` and the session of ``x`` (both kept from the
+    enclosing call where None)."""
+    session = _session_of(x)
+    tokens = (
+        _TRAINING.set(training if training is not None else _TRAINING.get()),
+        _SESSION.set(session if session is not None else _SESSION.get()),
+    )
+    try:
+        yield
+    finally:
+        _SESSION.reset(tokens[1])
+        _TRAINING.reset(tokens[0])
+
+
 def _run_call(layer: Any, x: Any, training: Any, **kwargs: Any) -> Any:
     """``layer.call(x, **kwargs)`` with ``training`` resolved as Keras resolves it, passed where ``call`` takes
-    it, and seen by every layer called inside. Unlike Keras, the context is restored when the call returns, so
-    a nested layer given ``training`` explicitly changes it for its own sublayers only."""
+    it, and seen by every layer called inside, with the input's session. Unlike Keras, the context is restored
+    when the call returns, so a nested layer given ``training`` explicitly changes it for its own sublayers
+    only."""
     resolved = _training_of(layer, training)
     if _training_parameter(type(layer).call)[0] and resolved is not None:
         kwargs["training"] = resolved
-    token = _TRAINING.set(resolved)
-    try:
+    with _call_scope(x, resolved):
         return layer.call(x, **kwargs)
-    finally:
-        _TRAINING.reset(token)
 
 
 def _call_layer(layer: Any, x: Any, training: bool) -> Any:

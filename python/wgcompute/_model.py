@@ -29,7 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from . import _elementwise, _layers, losses, optim
+from . import _elementwise, _layers, _registry, losses, optim
+from ._convert import _flag
 from ._errors import (
     ArgumentTypeError,
     CheckpointError,
@@ -1144,7 +1145,7 @@ class Model(_layers.Layer):
             "class": "Sequential",
             "name": self.name,
             "input_shape": list(self._input_shape or ()),
-            "layers": [{"class": type(layer).__name__, "config": layer.get_config()} for layer in layers],
+            "layers": [_layer_entry(layer) for layer in layers],
         }
 
     def save(self, filepath: str | os.PathLike[str], overwrite: bool = True) -> None:
@@ -1167,6 +1168,15 @@ class Model(_layers.Layer):
                 "metrics": [metric.name for metric in self._metrics],
             }
         save(filepath, self.state_dict(), metadata={"format": "wgcompute.keras", "config": json.dumps(config)})
+
+
+def _layer_entry(layer: Any) -> dict[str, Any]:
+    """A layer in a model file: its class, its config, and the name it was registered under if it was."""
+    entry = {"class": type(layer).__name__, "config": layer.get_config()}
+    registered = _registry.registered_name(type(layer))
+    if registered is not None:
+        entry["registered_name"] = registered
+    return entry
 
 
 def _declared_input_shape(layers: Sequence[Any]) -> tuple[int, ...] | None:
@@ -1320,7 +1330,7 @@ class _ModelConfig:
     """A model file's configuration, checked entry by entry before anything is built from it: a file that is
     not what :meth:`Model.save` writes is a :class:`CheckpointError` naming the first thing wrong."""
 
-    def __init__(self, path: str, text: Any) -> None:
+    def __init__(self, path: str, text: Any, custom_objects: dict[str, Any] | None = None) -> None:
         from . import keras
 
         self.path = path
@@ -1346,11 +1356,22 @@ class _ModelConfig:
             where = f"layer {index}"
             entry = self.mapping(entry, where)
             class_name = self.field(entry, "class", str, where)
-            kind = getattr(keras.layers, class_name, None) if class_name in keras.layers.__all__ else None
+            registered = entry.get("registered_name")
+            if registered is not None and not isinstance(registered, str):
+                raise self.bad(f"'registered_name' of {where} is a JSON {_json_kind(registered)}, not a string")
+            # Keras's order: the objects given to the load, the open scopes, the registered ones, the package's.
+            kind = _registry.lookup([name for name in (registered, class_name) if name], custom_objects)
+            if kind is None and class_name in keras.layers.__all__:
+                kind = getattr(keras.layers, class_name, None)
             if not isinstance(kind, type):
-                raise self.bad(f"{where} names an unknown layer class {class_name!r:.80}")
+                raise self.bad(
+                    f"{where} names an unknown layer class {registered or class_name!r:.80}: register the class "
+                    "with keras.saving.register_keras_serializable() or pass it in custom_objects="
+                )
             settings = self.mapping(self.field(entry, "config", dict, where), f"{where}'s config")
-            layer = self.build(lambda kind=kind, settings=settings: kind(**settings), f"{where} ({class_name})")
+            layer = self.build(
+                lambda kind=kind, settings=settings: _from_config(kind, settings), f"{where} ({class_name})"
+            )
             self.layers.append(layer)
         self.compile: tuple[Any, Loss, list[str]] | None = None
         settings = config.get("compile")
@@ -1415,6 +1436,12 @@ class _ModelConfig:
         return optimizer, loss, list(metrics)
 
 
+def _from_config(kind: type, settings: dict[str, Any]) -> Any:
+    """A layer made from its saved config: its class's ``from_config``, else the class called with it."""
+    make = getattr(kind, "from_config", None)
+    return make(dict(settings)) if callable(make) else kind(**settings)
+
+
 def _json_kind(value: Any) -> str:
     """The JSON name of a parsed value's kind."""
     for kind, name in ((bool, "boolean"), (str, "string"), (int, "number"), (float, "number"), (list, "array")):
@@ -1425,17 +1452,26 @@ def _json_kind(value: Any) -> str:
 
 def load_model(
     filepath: str | os.PathLike[str],
+    custom_objects: dict[str, Any] | None = None,
     compile: bool = True,  # noqa: A002 - Keras's name
+    safe_mode: bool = True,
     *,
     device: int | str | None = None,
     memory_limit: str | float | int | None = None,
 ) -> Model:
     """Reads a model :meth:`Model.save` wrote: its layers rebuilt, its weights bit for bit, compiled as it was
     (with a fresh optimizer of the same class and settings, schedule and clipping included; its moments are not
-    saved) unless ``compile=False``. A file that is not one (not a regular file, not safetensors, a configuration
-    that is not Model.save's) is a :class:`CheckpointError`; ``filepath`` not a path an
-    :class:`ArgumentTypeError`."""
+    saved) unless ``compile=False``. Custom layers are found in ``custom_objects`` (by class or registered name),
+    an open ``keras.saving.custom_object_scope``, or the classes registered with
+    ``keras.saving.register_keras_serializable``. A file that is not one (not a regular file, not safetensors, a
+    configuration that is not Model.save's) is a :class:`CheckpointError`; ``filepath`` not a path an
+    :class:`ArgumentTypeError`. ``safe_mode`` is Keras's: the file holds no code to refuse, so it changes
+    nothing."""
     from ._io import load
+
+    if custom_objects is not None and not isinstance(custom_objects, dict):
+        raise ArgumentTypeError(f"custom_objects is a dict of names to classes; got {type(custom_objects).__name__}")
+    _flag(safe_mode, "safe_mode")
 
     if not isinstance(filepath, (str, bytes, os.PathLike)):
         raise ArgumentTypeError(
@@ -1446,7 +1482,7 @@ def load_model(
     metadata = _read_metadata(path)
     if metadata.get("format") != "wgcompute.keras":
         raise CheckpointError(f"{path!r} holds no model saved by Model.save (no wgcompute.keras format)")
-    config = _ModelConfig(path, metadata.get("config"))
+    config = _ModelConfig(path, metadata.get("config"), custom_objects)
     model = Sequential(config.layers, name=config.name, device=device, memory_limit=memory_limit)
     try:
         config.build(lambda: model.build((None, *config.input_shape)), f"building it for {config.input_shape}")

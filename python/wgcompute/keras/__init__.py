@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from .. import callbacks
 from .._model import Input, Model, Sequential, load_model
-from . import initializers, layers, losses, models, optimizers, utils
+from . import initializers, layers, losses, models, optimizers, saving, utils
 
 __all__ = [
     "Input",
@@ -30,5 +30,6 @@ __all__ = [
     "losses",
     "models",
     "optimizers",
+    "saving",
     "utils",
 ]

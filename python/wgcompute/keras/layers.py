@@ -8,6 +8,8 @@ sequence :func:`wgcompute.keras.utils.set_random_seed` starts."""
 
 from __future__ import annotations
 
+import inspect
+import json
 import math
 import os
 from collections.abc import Callable, Sequence
@@ -107,9 +109,77 @@ def _input_shape(input_shape: Any, input_dim: Any = None) -> tuple[int, ...] | N
     return tuple(int(d) for d in input_shape)
 
 
+def _shape_of(x: Any) -> Any:
+    """What Keras's ``build`` takes: the input's shape, or a list of the shapes of a list of inputs."""
+    if isinstance(x, (list, tuple)):
+        return [tuple(item.shape) if isinstance(item, Tensor) else None for item in x]
+    return tuple(x.shape)
+
+
+def _building_session(layer: Any) -> Any:
+    """The session a layer's build makes its weights in: the building call's."""
+    session = _layers._current_session()
+    if session is None:
+        raise InvalidArgumentError(
+            f"{type(layer).__name__} is built by its first call on a tensor, in that tensor's session"
+        )
+    return session
+
+
+def _is_package_class(cls: type) -> bool:
+    return cls.__module__ == "wgcompute" or cls.__module__.startswith("wgcompute.")
+
+
+def _auto_config(cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
+    """The arguments a layer of a class outside the package was made with, by name, where they are all JSON
+    values (Keras's automatic config); None where they are not, or cannot be named."""
+    try:
+        bound = inspect.signature(cls.__init__).bind(None, *args, **kwargs)
+    except (TypeError, ValueError):
+        return None
+    config: dict[str, Any] = {}
+    for position, (name, value) in enumerate(bound.arguments.items()):
+        kind = bound.signature.parameters[name].kind
+        if position == 0:
+            continue  # self
+        if kind is inspect.Parameter.VAR_POSITIONAL:
+            return None
+        if kind is inspect.Parameter.VAR_KEYWORD:
+            config.update(value)
+        else:
+            config[name] = value
+    try:
+        json.dumps(config)
+    except (TypeError, ValueError):
+        return None
+    return config
+
+
+def _defines_get_config(cls: type) -> bool:
+    """Whether a class outside the package, between ``cls`` and the package's layers, defines ``get_config``."""
+    for klass in cls.__mro__:
+        if _is_package_class(klass):
+            return False
+        if "get_config" in klass.__dict__:
+            return True
+    return False
+
+
 class Layer(_layers.Layer):
     """A Keras layer: built from its first input, callable on a symbolic ``keras.Input`` for the functional API,
     and described by :meth:`get_config` (what ``Model.save`` writes)."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        layer = super().__new__(cls)
+        if not _is_package_class(cls):
+            # Keras's automatic config: a custom layer made from JSON values needs no get_config of its own.
+            layer.__dict__["_auto_config"] = _auto_config(cls, args, kwargs)
+        return layer
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> Any:
+        """A layer made again from :meth:`get_config`'s output: the class called with its entries."""
+        return cls(**config)
 
     def __init__(
         self,
@@ -135,15 +205,53 @@ class Layer(_layers.Layer):
             return _symbolic_call(self, x)
         x = self._tensors(x)
         if not self.built:
-            self.build(x)
+            # As Keras: build takes the input's shape (a list of shapes for a list of inputs), and makes its
+            # weights with add_weight, in the session of the input.
+            with _layers._call_scope(x):
+                self.build(_shape_of(x))
             self.built = True
         return _layers._run_call(self, x, training)
 
     def _tensors(self, x: Any) -> Any:
         return _tensor_argument(x, "x")
 
-    def build(self, x: Tensor) -> None:
-        """Creates the layer's weights for inputs like ``x``; layers without weights have nothing to do."""
+    def build(self, input_shape: Any) -> None:
+        """Creates the layer's weights for inputs of ``input_shape`` (batch axis first); layers without weights
+        have nothing to do."""
+
+    def add_weight(
+        self,
+        shape: Sequence[int] | None = None,
+        initializer: Any = None,
+        dtype: Any = None,
+        trainable: bool = True,
+        name: str | None = None,
+        **kwargs: Any,
+    ) -> Variable:
+        """A new weight of ``shape`` drawn by ``initializer`` (Keras's default: ``"glorot_uniform"``), trainable
+        or state, in the session of the call that builds the layer (call it from :meth:`build`). The layer
+        tracks it under ``name`` unless it is assigned to an attribute."""
+        unsupported = sorted(key for key, value in kwargs.items() if value not in (None, "none", True, False))
+        if unsupported:
+            raise InvalidArgumentError(f"add_weight takes no {', '.join(unsupported)} here")
+        if dtype not in (None, "float32"):
+            raise InvalidArgumentError(f"weights are float32; got dtype {dtype!r:.80}")
+        session = _layers._current_session() or self._session()
+        if session is None:
+            raise InvalidArgumentError(
+                f"{type(self).__name__}.add_weight needs a session: call it from build(), which the layer's "
+                "first call runs in the session of its input"
+            )
+        shape = () if shape is None else tuple(int(d) for d in shape)
+        drawn = initializers.get("glorot_uniform" if initializer is None else initializer).draw(
+            session, shape, _next_seed(None)
+        )
+        added = self.__dict__.setdefault("_added_weights", [])
+        name = f"weight_{len(added)}" if name is None else str(name)
+        # The drawn tensor becomes the variable, uncopied.
+        variable = Variable._of_native(drawn._t, session._ref, _flag(trainable, "trainable"), name)
+        added.append(variable)
+        return variable
 
     def get_config(self) -> dict[str, Any]:
         config = dict(self._config)
@@ -151,6 +259,19 @@ class Layer(_layers.Layer):
             config["name"] = self.name
         if self._declared_input_shape is not None:
             config["input_shape"] = list(self._declared_input_shape)
+        cls = type(self)
+        if not _is_package_class(cls) and not _defines_get_config(cls):
+            auto = self.__dict__.get("_auto_config")
+            if auto is None:
+                raise NotImplementedError(
+                    f"{cls.__name__} was made with arguments that are not JSON values (or cannot be named), so "
+                    "it must define get_config() (and from_config() where its constructor cannot take that "
+                    "config back) to be saved"
+                )
+            config.update(auto)
+            accepted = inspect.signature(cls.__init__).parameters
+            if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted.values()):
+                config = {key: value for key, value in config.items() if key in accepted}
         for key, value in config.items():
             if callable(value):
                 raise InvalidArgumentError(
@@ -200,10 +321,10 @@ class Dense(Layer):
             "bias_initializer": initializers.serialize(bias_initializer),
         }
 
-    def build(self, x: Tensor) -> None:
-        if x.ndim < 1:
+    def build(self, input_shape: Any) -> None:
+        if len(input_shape) < 1:
             raise ShapeError("Dense takes inputs with a last axis; got a 0-d tensor")
-        session, width = x._owner(), x.shape[-1]
+        session, width = _building_session(self), input_shape[-1]
         seed = _next_seed(self._seed)
         self.kernel = Variable(self.kernel_initializer.draw(session, (width, self.units), seed), name="kernel")
         self.bias = (
@@ -284,14 +405,14 @@ class Conv2D(_Wrapped):
             "bias_initializer": initializers.serialize(bias_initializer),
         }
 
-    def build(self, x: Tensor) -> None:
-        if x.ndim != 4:
-            raise ShapeError(f"Conv2D takes [batch, height, width, channels]; got shape {x.shape}")
+    def build(self, input_shape: Any) -> None:
+        if len(input_shape) != 4:
+            raise ShapeError(f"Conv2D takes [batch, height, width, channels]; got shape {tuple(input_shape)}")
         size, stride, padding, dilation, groups = self._settings
         seed = _next_seed(self._seed)
         inner = _layers.Conv2d(
-            x._owner(),
-            x.shape[-1],
+            _building_session(self),
+            input_shape[-1],
             self.filters,
             size,
             stride,
@@ -343,14 +464,14 @@ class Conv1D(_Wrapped):
             "bias_initializer": initializers.serialize(bias_initializer),
         }
 
-    def build(self, x: Tensor) -> None:
-        if x.ndim != 3:
-            raise ShapeError(f"Conv1D takes [batch, steps, channels]; got shape {x.shape}")
+    def build(self, input_shape: Any) -> None:
+        if len(input_shape) != 3:
+            raise ShapeError(f"Conv1D takes [batch, steps, channels]; got shape {tuple(input_shape)}")
         size, stride, padding, dilation, groups = self._settings
         seed = _next_seed(self._seed)
         inner = _layers.Conv1d(
-            x._owner(),
-            x.shape[-1],
+            _building_session(self),
+            input_shape[-1],
             self.filters,
             size,
             stride,
@@ -374,8 +495,8 @@ class BatchNormalization(_Wrapped):
         super().__init__(**kwargs)
         self._config = {"momentum": momentum, "epsilon": epsilon, "center": center, "scale": scale}
 
-    def build(self, x: Tensor) -> None:
-        self._adopt(_layers.BatchNorm(x._owner(), x.shape[-1], **self._config))
+    def build(self, input_shape: Any) -> None:
+        self._adopt(_layers.BatchNorm(_building_session(self), input_shape[-1], **self._config))
 
 
 class LayerNormalization(_Wrapped):
@@ -385,8 +506,8 @@ class LayerNormalization(_Wrapped):
         super().__init__(**kwargs)
         self._config = {"epsilon": epsilon}
 
-    def build(self, x: Tensor) -> None:
-        self._adopt(_layers.LayerNorm(x._owner(), x.shape[-1], epsilon=self._config["epsilon"]))
+    def build(self, input_shape: Any) -> None:
+        self._adopt(_layers.LayerNorm(_building_session(self), input_shape[-1], epsilon=self._config["epsilon"]))
 
 
 class Embedding(_Wrapped):
