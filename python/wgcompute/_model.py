@@ -417,8 +417,39 @@ class KerasTensor:
         return "<KerasTensor input>" if self._layer is None else f"<KerasTensor of {type(self._layer).__name__}>"
 
 
-def Input(shape: Sequence[int], batch_size: int | None = None, name: str | None = None) -> KerasTensor:  # noqa: N802
-    """The input of a model (Keras's ``keras.Input``): ``shape`` without the batch axis."""
+# What an Input's dtype may be: the features are uploaded as float32, and integer ids reach an Embedding exactly
+# below 2^24.
+_INPUT_DTYPES = ("float32", "float64", "int32", "int64", "uint32", "uint8", "int8", "int16", "bool")
+
+
+def Input(  # noqa: N802 - Keras's name
+    shape: Sequence[int] | None = None,
+    batch_size: int | None = None,
+    dtype: Any = None,
+    sparse: bool | None = None,
+    batch_shape: Sequence[int | None] | None = None,
+    name: str | None = None,
+    tensor: Any = None,
+    optional: bool = False,
+) -> KerasTensor:
+    """The input of a model (Keras's ``keras.Input``): ``shape`` without the batch axis (or ``batch_shape`` with
+    it). ``dtype`` says what the data is (integer token ids for an ``Embedding``, say); the model uploads
+    features as float32 whatever it is, and an ``Embedding`` takes float ids back to integers, exactly below
+    2^24."""
+    if sparse or tensor is not None or optional:
+        raise InvalidArgumentError("Input takes dense data of a fixed shape (no sparse, tensor or optional)")
+    if dtype is not None and str(getattr(dtype, "name", dtype)) not in _INPUT_DTYPES:
+        raise InvalidArgumentError(f"Input's dtype is one of {', '.join(_INPUT_DTYPES)}; got {dtype!r:.80}")
+    if batch_shape is not None:
+        if shape is not None:
+            raise InvalidArgumentError("Input takes shape or batch_shape, not both")
+        if isinstance(batch_shape, (str, bytes)) or not isinstance(batch_shape, Sequence) or not batch_shape:
+            raise ArgumentTypeError(
+                f"Input's batch_shape is a tuple with the batch axis first; got {batch_shape!r:.80}"
+            )
+        batch_size, shape = batch_shape[0], tuple(batch_shape[1:])
+    if shape is None:
+        raise InvalidArgumentError("Input needs its shape (without the batch axis)")
     if isinstance(shape, numbers.Integral):
         shape = (int(shape),)
     if isinstance(shape, (str, bytes)) or not isinstance(shape, Sequence):

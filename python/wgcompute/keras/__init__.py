@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from .. import callbacks
 from .._model import Input, Model, Sequential, load_model
-from . import initializers, layers, losses, models, optimizers, saving, utils
+from . import initializers, layers, losses, models, ops, optimizers, saving, utils
 
 __all__ = [
     "Input",
@@ -29,6 +29,7 @@ __all__ = [
     "load_model",
     "losses",
     "models",
+    "ops",
     "optimizers",
     "saving",
     "utils",

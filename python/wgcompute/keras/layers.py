@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .. import _layers, _manipulate, _neural
+from .. import _layers, _manipulate, _neural, _reductions
 from .._convert import _flag
 from .._errors import ArgumentTypeError, InvalidArgumentError, ShapeError
 from .._model import Input, KerasTensor, _is_symbolic, _symbolic_call
@@ -36,6 +36,7 @@ __all__ = [
     "Dropout",
     "Embedding",
     "Flatten",
+    "GlobalAveragePooling1D",
     "GlobalAveragePooling2D",
     "Input",
     "InputLayer",
@@ -660,6 +661,24 @@ class GlobalAveragePooling2D(_Plain):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._inner = _layers.GlobalAvgPool2d()
+
+
+class GlobalAveragePooling1D(Layer):
+    """The mean over the steps: [batch, steps, features] to [batch, features] ([batch, 1, features] with
+    ``keepdims``), as Keras's (channels last)."""
+
+    def __init__(self, data_format: str | None = None, keepdims: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if data_format not in (None, "channels_last"):
+            raise InvalidArgumentError(f"data_format is 'channels_last' here; got {data_format!r:.80}")
+        self.keepdims = _flag(keepdims, "keepdims")
+        self._config = {"keepdims": self.keepdims}
+
+    def call(self, x: Any, training: bool = False) -> Tensor:
+        x = _tensor_argument(x, "x")
+        if x.ndim != 3:
+            raise ShapeError(f"GlobalAveragePooling1D takes [batch, steps, features]; got shape {x.shape}")
+        return _reductions.mean(x, axis=1, keepdims=self.keepdims)
 
 
 class Flatten(_Plain):
