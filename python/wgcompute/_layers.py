@@ -530,20 +530,21 @@ class Dropout(Layer):
     """Inverted dropout of ``rate`` while training, the identity otherwise. Each training call draws a new
     mask: from ``seed``, the n-th call's mask is the same on every run and backend."""
 
-    def __init__(self, rate: float, seed: int | None = None) -> None:
+    def __init__(self, rate: float, seed: int | None = None, noise_shape: Sequence[int | None] | None = None) -> None:
         super().__init__()
         self.rate = _real(rate, "rate")
         if self.rate >= 1.0:
             raise InvalidArgumentError(f"rate is in [0, 1); got {rate!r}")
         self._seed = _seed(seed)
         self._calls = 0
+        self.noise_shape = None if noise_shape is None else tuple(noise_shape)
 
     def call(self, x: Any, training: bool = False) -> Tensor:
         if not training:
             return _tensor_argument(x, "x")
         seed = (self._seed + self._calls * 0x9E3779B97F4A7C15) % 2**64
         self._calls += 1
-        return _neural.dropout(x, self.rate, seed=seed, training=True)
+        return _neural.dropout(x, self.rate, seed=seed, training=True, noise_shape=self.noise_shape)
 
     def __repr__(self) -> str:
         return f"Dropout({self.rate})"

@@ -231,20 +231,38 @@ def batch_norm(
 # --- dropout and embedding ---
 
 
-def dropout(x: Tensor, rate: float, seed: int | None = None, training: bool = True) -> Tensor:
+def dropout(
+    x: Tensor,
+    rate: float,
+    seed: int | None = None,
+    training: bool = True,
+    noise_shape: Sequence[int | None] | None = None,
+) -> Tensor:
     """Inverted dropout: each element kept with probability ``1 - rate`` and scaled by ``1 / (1 - rate)``, the
     rest zero, so that the expected value is unchanged and inference needs no rescaling. The mask comes from the
     device's generator (:meth:`Session.rand` with ``seed``: the same seed and shape give the same mask, None a
-    fresh one); an element is kept where its uniform draw is ``>= rate``. Not training, or ``rate == 0``, it is
+    fresh one); an element is kept where its uniform draw is ``>= rate``. With ``noise_shape`` (Keras's: a size
+    per axis, 1 where one draw serves the whole axis, None for the input's size) the mask is drawn in that shape
+    and broadcast: ``(None, 1, None)`` drops whole channels of a sequence. Not training, or ``rate == 0``, it is
     ``x`` itself. The gradient flows to the kept elements, scaled as they are."""
     x = _float_tensor(x, "x")
     drop = _real(rate, "rate", 0.0, 1.0, high_open=True)
     if not _flag(training, "training") or drop == 0.0:
         return x
-    uniform = x._owner().rand(x.shape, seed)
+    shape = x.shape if noise_shape is None else _noise_shape(x, noise_shape)
+    uniform = x._owner().rand(shape, seed)
     # The mask is a constant of the step: made from a fresh tensor, it is never on the tape.
     mask = (uniform >= drop).astype("float32") * (1.0 / (1.0 - drop))
     return x * mask
+
+
+def _noise_shape(x: Tensor, noise_shape: Sequence[int | None]) -> tuple[int, ...]:
+    if isinstance(noise_shape, (str, bytes)) or not isinstance(noise_shape, Sequence) or len(noise_shape) != x.ndim:
+        raise ShapeError(f"noise_shape has a size (or None) per axis of the input's {x.shape}; got {noise_shape!r:.80}")
+    shape = tuple(length if size is None else size for size, length in zip(noise_shape, x.shape, strict=True))
+    if any(size not in (1, length) for size, length in zip(shape, x.shape, strict=True)):
+        raise ShapeError(f"each size of noise_shape is 1, None or the input's ({x.shape}); got {noise_shape!r:.80}")
+    return shape  # type: ignore[return-value]
 
 
 def embedding(ids: Any, table: Any) -> Tensor:

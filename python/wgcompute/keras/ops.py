@@ -12,24 +12,241 @@ module for one raises an ``AttributeError`` that gives it."""
 from __future__ import annotations
 
 import builtins
-import math
 import numbers
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
-
-from .. import _creation, _elementwise, _layers, _linalg, _logic, _manipulate, _neural, _reductions, _sorting
-from .._errors import ArgumentTypeError, InvalidArgumentError, ShapeError
+from .. import _elementwise, _logic, _manipulate, _sorting
+from .._errors import InvalidArgumentError, ShapeError
 from .._tensor import Tensor
 from .._tensor import flip as _flip
-from .._tensor import matmul as _matmul
 from .._tensor import roll as _roll
 from .._tensor import take as _take
 from .._tensor import take_along_axis as _take_along_axis
+from ._ops_core import (
+    _tensor,
+    _unary,
+    arange,
+    cast,
+    convert_to_numpy,
+    convert_to_tensor,
+    dtype,
+    eye,
+    full,
+    full_like,
+    identity,
+    is_tensor,
+    linspace,
+    ndim,
+    ones,
+    ones_like,
+    shape,
+    size,
+    stop_gradient,
+    tril,
+    triu,
+    zeros,
+    zeros_like,
+)
+from ._ops_math import (
+    all,
+    amax,
+    amin,
+    any,
+    argmax,
+    argmin,
+    count_nonzero,
+    cumprod,
+    cumsum,
+    dot,
+    logsumexp,
+    matmul,
+    max,
+    mean,
+    min,
+    norm,
+    outer,
+    prod,
+    std,
+    sum,
+    tensordot,
+    var,
+)
+from ._ops_nn import (
+    binary_crossentropy,
+    categorical_crossentropy,
+    elu,
+    gelu,
+    hard_sigmoid,
+    leaky_relu,
+    log_sigmoid,
+    log_softmax,
+    one_hot,
+    relu,
+    relu6,
+    selu,
+    sigmoid,
+    silu,
+    softmax,
+    softplus,
+    softsign,
+    sparse_categorical_crossentropy,
+    swish,
+)
 
-# Keras's epsilon for the probability losses (keras.config.epsilon()).
-_EPSILON = 1e-7
+__all__ = [
+    "abs",
+    "absolute",
+    "add",
+    "all",
+    "amax",
+    "amin",
+    "any",
+    "arange",
+    "arccos",
+    "arccosh",
+    "arcsin",
+    "arcsinh",
+    "arctan",
+    "arctan2",
+    "arctanh",
+    "argmax",
+    "argmin",
+    "argsort",
+    "binary_crossentropy",
+    "broadcast_to",
+    "cast",
+    "categorical_crossentropy",
+    "ceil",
+    "clip",
+    "concatenate",
+    "cond",
+    "convert_to_numpy",
+    "convert_to_tensor",
+    "copysign",
+    "cos",
+    "cosh",
+    "count_nonzero",
+    "cumprod",
+    "cumsum",
+    "divide",
+    "dot",
+    "dtype",
+    "elu",
+    "equal",
+    "erf",
+    "exp",
+    "exp2",
+    "expand_dims",
+    "expm1",
+    "eye",
+    "flip",
+    "floor",
+    "floor_divide",
+    "fori_loop",
+    "full",
+    "full_like",
+    "gelu",
+    "greater",
+    "greater_equal",
+    "hard_sigmoid",
+    "hypot",
+    "identity",
+    "is_tensor",
+    "isfinite",
+    "isinf",
+    "isnan",
+    "leaky_relu",
+    "less",
+    "less_equal",
+    "linspace",
+    "log",
+    "log10",
+    "log1p",
+    "log2",
+    "log_sigmoid",
+    "log_softmax",
+    "logaddexp",
+    "logical_and",
+    "logical_not",
+    "logical_or",
+    "logical_xor",
+    "logsumexp",
+    "matmul",
+    "max",
+    "maximum",
+    "mean",
+    "min",
+    "minimum",
+    "mod",
+    "moveaxis",
+    "multiply",
+    "ndim",
+    "negative",
+    "nonzero",
+    "norm",
+    "not_equal",
+    "one_hot",
+    "ones",
+    "ones_like",
+    "outer",
+    "pad",
+    "power",
+    "prod",
+    "ravel",
+    "reciprocal",
+    "relu",
+    "relu6",
+    "repeat",
+    "reshape",
+    "roll",
+    "round",
+    "rsqrt",
+    "selu",
+    "shape",
+    "sigmoid",
+    "sign",
+    "silu",
+    "sin",
+    "sinh",
+    "size",
+    "slice",
+    "softmax",
+    "softplus",
+    "softsign",
+    "sort",
+    "sparse_categorical_crossentropy",
+    "split",
+    "sqrt",
+    "square",
+    "squeeze",
+    "stack",
+    "std",
+    "stop_gradient",
+    "subtract",
+    "sum",
+    "swapaxes",
+    "swish",
+    "take",
+    "take_along_axis",
+    "tan",
+    "tanh",
+    "tensordot",
+    "tile",
+    "top_k",
+    "transpose",
+    "tril",
+    "triu",
+    "true_divide",
+    "trunc",
+    "unstack",
+    "var",
+    "where",
+    "while_loop",
+    "zeros",
+    "zeros_like",
+    "NOT_PROVIDED",
+]
 
 NOT_PROVIDED: dict[str, str] = {
     **dict.fromkeys(
@@ -64,145 +281,6 @@ def __getattr__(name: str) -> Any:
     if name in NOT_PROVIDED:
         raise AttributeError(f"keras.ops.{name} is not provided: {NOT_PROVIDED[name]}")
     raise AttributeError(f"module 'wgcompute.keras.ops' has no attribute {name!r}")
-
-
-# --- tensors and values ---
-
-
-def _session_for(values: Sequence[Any], what: str) -> Any:
-    for value in values:
-        if isinstance(value, Tensor):
-            return value._owner()
-    session = _layers._current_session()
-    if session is None:
-        raise InvalidArgumentError(
-            f"keras.ops.{what} makes a tensor here, and has no session to make it in: call it inside a layer's "
-            "call (it takes the call's session), or give it a tensor"
-        )
-    return session
-
-
-def _array(value: Any, dtype: Any = None) -> np.ndarray:
-    array = np.asarray(value)
-    if dtype is not None:
-        return array.astype(np.dtype(str(dtype)))
-    if array.dtype.kind == "f" or array.dtype.kind == "c":
-        return array.astype(np.float32)
-    if array.dtype.kind in "iu":
-        return array.astype(np.int32)
-    return array
-
-
-def _tensor(value: Any, *like: Any, what: str = "convert_to_tensor") -> Tensor:
-    """``value`` as a tensor: itself, or uploaded to the session of ``like``'s first tensor or of the call."""
-    if isinstance(value, Tensor):
-        return value
-    return _session_for(like, what).tensor(_array(value))  # type: ignore[no-any-return]
-
-
-def convert_to_tensor(x: Any, dtype: Any = None, sparse: Any = None, ragged: Any = None) -> Tensor:
-    if sparse or ragged:
-        raise InvalidArgumentError("tensors are dense")
-    if isinstance(x, Tensor):
-        return x if dtype is None else _logic.astype(x, dtype, copy=False)
-    return _session_for((), "convert_to_tensor").tensor(_array(x, dtype))  # type: ignore[no-any-return]
-
-
-def convert_to_numpy(x: Any) -> np.ndarray:
-    return x.numpy() if isinstance(x, Tensor) else np.asarray(x)
-
-
-def is_tensor(x: Any) -> bool:
-    return isinstance(x, Tensor)
-
-
-def shape(x: Any) -> tuple[int, ...]:
-    return tuple(x.shape) if isinstance(x, Tensor) else tuple(np.shape(x))
-
-
-def ndim(x: Any) -> int:
-    return len(shape(x))
-
-
-def size(x: Any) -> int:
-    return math.prod(shape(x))
-
-
-def dtype(x: Any) -> str:
-    return str(_tensor(x, what="dtype").dtype)
-
-
-def cast(x: Any, dtype: Any) -> Tensor:
-    return _logic.astype(_tensor(x, what="cast"), dtype)
-
-
-def stop_gradient(variable: Any) -> Tensor:
-    """A copy that no tape follows back: no gradient flows through it."""
-    x = _tensor(variable, what="stop_gradient")
-    return x._wrap(x._t.copy())
-
-
-# --- making tensors ---
-
-
-def arange(start: float, stop: float | None = None, step: float = 1, dtype: Any = None) -> Tensor:
-    return _creation.arange(start, stop, step, dtype=dtype, device=_session_for((), "arange"))
-
-
-def zeros(shape: int | Sequence[int], dtype: Any = None) -> Tensor:
-    return full(shape, 0, dtype)
-
-
-def ones(shape: int | Sequence[int], dtype: Any = None) -> Tensor:
-    return full(shape, 1, dtype)
-
-
-def full(shape: int | Sequence[int], fill_value: float, dtype: Any = None) -> Tensor:
-    dims = (shape,) if isinstance(shape, numbers.Integral) else tuple(shape)
-    made = _session_for((), "full").full(dims, float(fill_value))
-    return made if dtype in (None, "float32") else _logic.astype(made, dtype)
-
-
-def zeros_like(x: Any, dtype: Any = None) -> Tensor:
-    return _creation.zeros_like(_tensor(x, what="zeros_like"), dtype=dtype)
-
-
-def ones_like(x: Any, dtype: Any = None) -> Tensor:
-    return _creation.ones_like(_tensor(x, what="ones_like"), dtype=dtype)
-
-
-def full_like(x: Any, fill_value: float, dtype: Any = None) -> Tensor:
-    return _creation.full_like(_tensor(x, what="full_like"), fill_value, dtype=dtype)
-
-
-def eye(N: int, M: int | None = None, k: int = 0, dtype: Any = None) -> Tensor:  # noqa: N803 - Keras's names
-    return _creation.eye(N, M, k=k, dtype=dtype, device=_session_for((), "eye"))
-
-
-def identity(n: int, dtype: Any = None) -> Tensor:
-    return eye(n, dtype=dtype)
-
-
-def linspace(
-    start: float,
-    stop: float,
-    num: int = 50,
-    endpoint: bool = True,
-    retstep: bool = False,
-    dtype: Any = None,
-    axis: int = 0,
-) -> Tensor:
-    if retstep or axis != 0:
-        raise InvalidArgumentError("linspace takes scalar start and stop, without retstep")
-    return _creation.linspace(start, stop, num, endpoint=endpoint, dtype=dtype, device=_session_for((), "linspace"))
-
-
-def tril(x: Any, k: int = 0) -> Tensor:
-    return _creation.tril(_tensor(x, what="tril"), k=k)
-
-
-def triu(x: Any, k: int = 0) -> Tensor:
-    return _creation.triu(_tensor(x, what="triu"), k=k)
 
 
 # --- shapes ---
@@ -303,127 +381,6 @@ def slice(inputs: Any, start_indices: Sequence[int], shape: Sequence[int]) -> Te
     ]
 
 
-# --- products ---
-
-
-def matmul(x1: Any, x2: Any) -> Tensor:
-    return _matmul(_tensor(x1, x2, what="matmul"), _tensor(x2, x1, what="matmul"))
-
-
-def dot(x1: Any, x2: Any) -> Tensor:
-    a, b = _tensor(x1, x2, what="dot"), _tensor(x2, x1, what="dot")
-    if a.ndim == 0 or b.ndim == 0:
-        return a * b
-    if a.ndim == 1 and b.ndim == 1:
-        return _linalg.vecdot(a, b)
-    if b.ndim <= 2:
-        return matmul(a, b)
-    raise ShapeError("dot takes a second operand of at most 2 axes here; use tensordot")
-
-
-def tensordot(x1: Any, x2: Any, axes: int | tuple[Sequence[int], Sequence[int]] = 2) -> Tensor:
-    return _linalg.tensordot(_tensor(x1, x2, what="tensordot"), _tensor(x2, x1, what="tensordot"), axes=axes)
-
-
-def outer(x1: Any, x2: Any) -> Tensor:
-    return _linalg.outer(
-        _manipulate.flatten(_tensor(x1, x2, what="outer")), _manipulate.flatten(_tensor(x2, x1, what="outer"))
-    )
-
-
-def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Tensor:  # noqa: A002 - Keras's name
-    x = _tensor(x, what="norm")
-    if ord in (None, "fro", 2) and (ord != 2 or axis is not None or x.ndim == 1):
-        return _elementwise.sqrt(_reductions.sum(_elementwise.square(x), axis=axis, keepdims=keepdims))
-    if ord == 1 and (axis is not None or x.ndim == 1):
-        return _reductions.sum(_elementwise.abs(x), axis=axis, keepdims=keepdims)
-    if ord == math.inf and (axis is not None or x.ndim == 1):
-        return _reductions.max(_elementwise.abs(x), axis=axis, keepdims=keepdims)
-    raise InvalidArgumentError(f"norm takes ord None, 'fro', 1, 2 or inf over vectors; got {ord!r:.40}")
-
-
-# --- reductions ---
-
-
-def sum(x: Any, axis: Any = None, keepdims: bool = False) -> Tensor:  # noqa: A001 - Keras's name
-    return _reductions.sum(_tensor(x, what="sum"), axis=axis, keepdims=keepdims)
-
-
-def mean(x: Any, axis: Any = None, keepdims: bool = False) -> Tensor:
-    return _reductions.mean(_tensor(x, what="mean"), axis=axis, keepdims=keepdims)
-
-
-def prod(x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None) -> Tensor:
-    product = _reductions.prod(_tensor(x, what="prod"), axis=axis, keepdims=keepdims)
-    return product if dtype is None else _logic.astype(product, dtype)
-
-
-def max(x: Any, axis: Any = None, keepdims: bool = False, initial: float | None = None) -> Tensor:  # noqa: A001
-    largest = _reductions.max(_tensor(x, what="max"), axis=axis, keepdims=keepdims)
-    return largest if initial is None else _elementwise.maximum(largest, initial)
-
-
-def min(x: Any, axis: Any = None, keepdims: bool = False, initial: float | None = None) -> Tensor:  # noqa: A001
-    smallest = _reductions.min(_tensor(x, what="min"), axis=axis, keepdims=keepdims)
-    return smallest if initial is None else _elementwise.minimum(smallest, initial)
-
-
-def amax(x: Any, axis: Any = None, keepdims: bool = False) -> Tensor:
-    return max(x, axis, keepdims)
-
-
-def amin(x: Any, axis: Any = None, keepdims: bool = False) -> Tensor:
-    return min(x, axis, keepdims)
-
-
-def std(x: Any, axis: Any = None, keepdims: bool = False) -> Tensor:
-    return _manipulate.std(_tensor(x, what="std"), axis=axis, keepdims=keepdims)
-
-
-def var(x: Any, axis: Any = None, keepdims: bool = False) -> Tensor:
-    return _manipulate.var(_tensor(x, what="var"), axis=axis, keepdims=keepdims)
-
-
-def argmax(x: Any, axis: int | None = None, keepdims: bool = False) -> Tensor:
-    return _manipulate.argmax(_tensor(x, what="argmax"), axis=axis, keepdims=keepdims)
-
-
-def argmin(x: Any, axis: int | None = None, keepdims: bool = False) -> Tensor:
-    return _manipulate.argmin(_tensor(x, what="argmin"), axis=axis, keepdims=keepdims)
-
-
-def any(x: Any, axis: Any = None, keepdims: bool = False) -> Tensor:  # noqa: A001 - Keras's name
-    return _logic.any(_tensor(x, what="any"), axis=axis, keepdims=keepdims)
-
-
-def all(x: Any, axis: Any = None, keepdims: bool = False) -> Tensor:  # noqa: A001 - Keras's name
-    return _logic.all(_tensor(x, what="all"), axis=axis, keepdims=keepdims)
-
-
-def logsumexp(x: Any, axis: Any = None, keepdims: bool = False) -> Tensor:
-    return _manipulate.logsumexp(_tensor(x, what="logsumexp"), axis=axis, keepdims=keepdims)
-
-
-def count_nonzero(x: Any, axis: Any = None) -> Tensor:
-    return _logic.count_nonzero(_tensor(x, what="count_nonzero"), axis=axis)
-
-
-def _running(op: Callable[..., Tensor], x: Any, axis: int | None, dtype: Any, what: str) -> Tensor:
-    x = _tensor(x, what=what)
-    if axis is None:
-        x, axis = _manipulate.flatten(x), 0  # NumPy's and Keras's: over the flattened tensor
-    result = op(x, axis=axis)
-    return result if dtype is None else _logic.astype(result, dtype)
-
-
-def cumsum(x: Any, axis: int | None = None, dtype: Any = None) -> Tensor:
-    return _running(_manipulate.cumulative_sum, x, axis, dtype, "cumsum")
-
-
-def cumprod(x: Any, axis: int | None = None, dtype: Any = None) -> Tensor:
-    return _running(_manipulate.cumulative_prod, x, axis, dtype, "cumprod")
-
-
 # --- sorting and picking ---
 
 
@@ -465,28 +422,7 @@ def nonzero(x: Any) -> tuple[Tensor, ...]:
     return tuple(_sorting.nonzero(_tensor(x, what="nonzero")))
 
 
-def one_hot(x: Any, num_classes: int, axis: int = -1, dtype: Any = None, sparse: bool = False) -> Tensor:
-    """1 where an id equals the class, 0 elsewhere (an id outside ``[0, num_classes)`` gives a row of zeros)."""
-    if sparse:
-        raise InvalidArgumentError("tensors are dense")
-    ids = _tensor(x, what="one_hot")
-    if ids.dtype == "float32":
-        raise ArgumentTypeError("one_hot takes integer ids; got float32")
-    classes = _creation.arange(int(num_classes), dtype=ids.dtype, device=ids._owner())
-    hot = _logic.astype(_logic.equal(_manipulate.expand_dims(ids, axis=-1), classes), dtype or "float32")
-    return hot if axis == -1 else _manipulate.moveaxis(hot, -1, axis)
-
-
 # --- elementwise ---
-
-
-def _unary(function: Callable[[Tensor], Tensor], name: str) -> Callable[[Any], Tensor]:
-    def op(x: Any) -> Tensor:
-        return function(_tensor(x, what=name))
-
-    op.__name__ = op.__qualname__ = name
-    op.__doc__ = function.__doc__
-    return op
 
 
 abs = _unary(_elementwise.abs, "abs")  # noqa: A001 - Keras's name
@@ -561,93 +497,6 @@ greater_equal = _logic.greater_equal
 logical_and = _logic.logical_and
 logical_or = _logic.logical_or
 logical_xor = _logic.logical_xor
-
-
-# --- activations and the probability losses (keras.ops.nn) ---
-
-relu = _unary(_elementwise.relu, "relu")
-sigmoid = _unary(_elementwise.sigmoid, "sigmoid")
-softplus = _unary(_elementwise.softplus, "softplus")
-silu = _unary(_elementwise.silu, "silu")
-swish = _unary(_elementwise.silu, "swish")
-
-
-def relu6(x: Any) -> Tensor:
-    return _elementwise.minimum(relu(x), 6.0)
-
-
-def gelu(x: Any, approximate: bool = True) -> Tensor:
-    """Keras's default is the tanh approximation; ``approximate=False`` the exact erf form."""
-    x = _tensor(x, what="gelu")
-    return _elementwise.gelu_tanh(x) if approximate else _elementwise.gelu(x)
-
-
-def leaky_relu(x: Any, negative_slope: float = 0.2) -> Tensor:
-    x = _tensor(x, what="leaky_relu")
-    return _logic.where(x > 0, x, x * negative_slope)
-
-
-def elu(x: Any, alpha: float = 1.0) -> Tensor:
-    x = _tensor(x, what="elu")
-    # The negative branch over min(x, 0), so that a large x costs no infinity (and its gradient no NaN).
-    return _logic.where(x > 0, x, _elementwise.expm1(_elementwise.minimum(x, 0.0)) * alpha)
-
-
-def selu(x: Any) -> Tensor:
-    return elu(x, 1.6732632423543772) * 1.0507009873554805
-
-
-def softsign(x: Any) -> Tensor:
-    x = _tensor(x, what="softsign")
-    return x / (_elementwise.abs(x) + 1.0)
-
-
-def log_sigmoid(x: Any) -> Tensor:
-    return -softplus(-_tensor(x, what="log_sigmoid"))
-
-
-def hard_sigmoid(x: Any) -> Tensor:
-    return relu6(_tensor(x, what="hard_sigmoid") + 3.0) / 6.0
-
-
-def softmax(x: Any, axis: int = -1) -> Tensor:
-    return _neural.softmax(_tensor(x, what="softmax"), axis=axis)
-
-
-def log_softmax(x: Any, axis: int = -1) -> Tensor:
-    return _neural.log_softmax(_tensor(x, what="log_softmax"), axis=axis)
-
-
-def categorical_crossentropy(target: Any, output: Any, from_logits: bool = False, axis: int = -1) -> Tensor:
-    """Keras's: ``-Σ target · log p`` along ``axis``, ``p`` the softmax of logits, or the probabilities
-    normalised to sum to 1 and clipped to ``[1e-7, 1 − 1e-7]``."""
-    output = _tensor(output, target, what="categorical_crossentropy")
-    target = _tensor(target, output, what="categorical_crossentropy")
-    if from_logits:
-        log_p = _neural.log_softmax(output, axis=axis)
-    else:
-        p = output / _reductions.sum(output, axis=axis, keepdims=True)
-        log_p = _elementwise.log(_elementwise.clip(p, _EPSILON, 1.0 - _EPSILON))
-    return -_reductions.sum(target * log_p, axis=axis)
-
-
-def sparse_categorical_crossentropy(target: Any, output: Any, from_logits: bool = False, axis: int = -1) -> Tensor:
-    output = _tensor(output, target, what="sparse_categorical_crossentropy")
-    ids = _tensor(target, output, what="sparse_categorical_crossentropy")
-    if ids.dtype == "float32":
-        ids = _logic.astype(ids, "int32")
-    return categorical_crossentropy(one_hot(ids, output.shape[axis], axis=axis), output, from_logits, axis)
-
-
-def binary_crossentropy(target: Any, output: Any, from_logits: bool = False) -> Tensor:
-    """Keras's, elementwise: from logits in the stable form ``max(x, 0) − x·t + log(1 + e^−|x|)``; from
-    probabilities clipped to ``[1e-7, 1 − 1e-7]``."""
-    output = _tensor(output, target, what="binary_crossentropy")
-    target = _tensor(target, output, what="binary_crossentropy")
-    if from_logits:
-        return relu(output) - output * target + _elementwise.log1p(_elementwise.exp(-_elementwise.abs(output)))
-    p = _elementwise.clip(output, _EPSILON, 1.0 - _EPSILON)
-    return -(target * _elementwise.log(p) + (1.0 - target) * _elementwise.log(1.0 - p))
 
 
 # --- control flow, eagerly (as Keras's NumPy backend runs it) ---

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from .._errors import DTypeError, InvalidArgumentError, OutOfMemoryError, ShapeError
-from . import layers
+from . import _layer
 
 __all__ = ["set_random_seed", "to_categorical"]
 
@@ -23,7 +23,7 @@ def set_random_seed(seed: int) -> None:
     ``seed``, as Keras's does."""
     if not isinstance(seed, numbers.Integral) or isinstance(seed, bool) or not 0 <= seed < 2**32:
         raise InvalidArgumentError(f"a seed is an int from 0 to 2**32 - 1; got {seed!r:.80}")
-    layers._seeds["next"] = int(seed)
+    _layer._seeds["next"] = int(seed)
     random.seed(int(seed))
     np.random.seed(int(seed))
 

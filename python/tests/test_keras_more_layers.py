@@ -1,0 +1,224 @@
+"""Keras's reshaping, activation and pooling layers beside the first ones, forward and backward against float64
+NumPy references with Keras's defaults, at awkward sizes (odd lengths, a window that does not divide, asymmetric
+padding): each output is compared with the reference, and the gradient of ``Σ y·r`` (``r`` random) with respect to
+the input, and to a layer's weights, with the reference's central differences. Models of these layers save and
+load bit for bit; their bad arguments are refused."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import wgcompute as wg
+from wgcompute import keras
+
+L = keras.layers
+
+
+def pool1d(x, size, stride, padding, largest):
+    """Keras's 1-D pooling of [batch, steps, features]: "same" pads to ceil(steps / stride) windows, the padding
+    split with the smaller part first, padded positions never chosen nor counted."""
+    steps = x.shape[1]
+    if padding == "valid":
+        count, before = (steps - size) // stride + 1, 0
+    else:
+        count = math.ceil(steps / stride)
+        before = max((count - 1) * stride + size - steps, 0) // 2
+    out = []
+    for index in range(count):
+        start = index * stride - before
+        window = x[:, max(start, 0) : min(start + size, steps)]
+        out.append(window.max(axis=1) if largest else window.mean(axis=1))
+    return np.stack(out, axis=1)
+
+
+def relu_reference(x, max_value=None, negative_slope=0.0, threshold=0.0):
+    y = np.where(x >= threshold, x, negative_slope * (x - threshold))
+    return y if max_value is None else np.minimum(y, max_value)
+
+
+def softmax(x, axis):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+CASES = {
+    "Identity": (lambda: L.Identity(), (3, 4), lambda x: x),
+    "Lambda": (lambda: L.Lambda(lambda t, k: t * k + 1.0, arguments={"k": 2.0}), (3, 4), lambda x: 2 * x + 1),
+    "Permute": (lambda: L.Permute((2, 1)), (2, 3, 5), lambda x: x.transpose(0, 2, 1)),
+    "RepeatVector": (lambda: L.RepeatVector(3), (2, 5), lambda x: np.repeat(x[:, None, :], 3, axis=1)),
+    "Rescaling": (lambda: L.Rescaling(0.5, offset=0.25), (2, 3), lambda x: 0.5 * x + 0.25),
+    "ZeroPadding2D": (
+        lambda: L.ZeroPadding2D(((1, 2), (0, 1))),
+        (2, 3, 4, 2),
+        lambda x: np.pad(x, [(0, 0), (1, 2), (0, 1), (0, 0)]),
+    ),
+    "ZeroPadding2D-int": (
+        lambda: L.ZeroPadding2D(1),
+        (1, 2, 3, 1),
+        lambda x: np.pad(x, [(0, 0), (1, 1), (1, 1), (0, 0)]),
+    ),
+    "Cropping2D": (lambda: L.Cropping2D(((1, 0), (1, 2))), (2, 5, 6, 3), lambda x: x[:, 1:, 1:4, :]),
+    "UpSampling2D": (
+        lambda: L.UpSampling2D((2, 3)),
+        (2, 2, 3, 2),
+        lambda x: np.repeat(np.repeat(x, 2, axis=1), 3, axis=2),
+    ),
+    "ReLU": (lambda: L.ReLU(), (3, 7), relu_reference),
+    "ReLU-capped": (
+        lambda: L.ReLU(max_value=1.5, negative_slope=0.1, threshold=0.2),
+        (3, 7),
+        lambda x: relu_reference(x, 1.5, 0.1, 0.2),
+    ),
+    "LeakyReLU": (lambda: L.LeakyReLU(), (3, 7), lambda x: np.where(x >= 0, x, 0.3 * x)),
+    "ELU": (lambda: L.ELU(0.7), (3, 7), lambda x: np.where(x > 0, x, 0.7 * np.expm1(np.minimum(x, 0)))),
+    "Softmax": (lambda: L.Softmax(axis=1), (2, 3, 4), lambda x: softmax(x, 1)),
+    "MaxPooling1D": (lambda: L.MaxPooling1D(2), (2, 7, 3), lambda x: pool1d(x, 2, 2, "valid", True)),
+    "MaxPooling1D-same": (
+        lambda: L.MaxPooling1D(3, strides=2, padding="same"),
+        (2, 8, 3),
+        lambda x: pool1d(x, 3, 2, "same", True),
+    ),
+    "AveragePooling1D": (
+        lambda: L.AveragePooling1D(3, strides=2, padding="same"),
+        (2, 7, 3),
+        lambda x: pool1d(x, 3, 2, "same", False),
+    ),
+    "GlobalAveragePooling1D": (lambda: L.GlobalAveragePooling1D(), (2, 5, 3), lambda x: x.mean(axis=1)),
+    "GlobalMaxPooling1D": (
+        lambda: L.GlobalMaxPooling1D(keepdims=True),
+        (2, 5, 3),
+        lambda x: x.max(axis=1, keepdims=True),
+    ),
+    "GlobalMaxPooling2D": (lambda: L.GlobalMaxPooling2D(), (2, 3, 5, 4), lambda x: x.max(axis=(1, 2))),
+}
+
+
+def numeric_gradient(function, x, upstream, step=1e-6):
+    """d Σ function(x)·upstream / dx by central differences, in float64."""
+    grad = np.zeros_like(x)
+    flat, out = x.reshape(-1), grad.reshape(-1)
+    for index in range(flat.size):
+        keep = flat[index]
+        flat[index] = keep + step
+        high = (function(x) * upstream).sum()
+        flat[index] = keep - step
+        low = (function(x) * upstream).sum()
+        flat[index] = keep
+        out[index] = (high - low) / (2 * step)
+    return grad
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_layer_forward_and_backward_follow_the_float64_reference(session, rng, case):
+    make, shape, reference = CASES[case]
+    layer = make()
+    x32 = rng.normal(size=shape).astype(np.float32)
+    x = wg.Variable(session.tensor(x32))
+    with wg.GradientTape() as tape:
+        y = layer(x, training=True)
+        upstream = rng.normal(size=y.shape)
+        loss = (y * session.tensor(upstream.astype(np.float32))).sum()
+    (grad,) = tape.gradient(loss, [x])
+    x64 = x32.astype(np.float64)
+    want = reference(x64)
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(grad.numpy(), numeric_gradient(reference, x64.copy(), upstream), rtol=1e-4, atol=1e-5)
+
+
+def test_prelu_learns_a_slope_per_position(session, rng):
+    layer = L.PReLU(alpha_initializer=keras.initializers.Constant(0.25), shared_axes=[1])
+    x32 = rng.normal(size=(2, 3, 4)).astype(np.float32)
+    x = wg.Variable(session.tensor(x32))
+    with wg.GradientTape() as tape:
+        y = layer(x)
+        upstream = rng.normal(size=y.shape)
+        loss = (y * session.tensor(upstream.astype(np.float32))).sum()
+    assert layer.alpha.shape == (1, 4)  # shared along the steps
+    grad_x, grad_alpha = tape.gradient(loss, [x, layer.alpha])
+    x64 = x32.astype(np.float64)
+    np.testing.assert_allclose(y.numpy(), np.where(x64 > 0, x64, 0.25 * x64), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(grad_x.numpy(), np.where(x64 > 0, 1.0, 0.25) * upstream, rtol=1e-5, atol=1e-6)
+    want_alpha = (np.minimum(x64, 0) * upstream).sum(axis=(0, 1))[None, :]
+    np.testing.assert_allclose(grad_alpha.numpy(), want_alpha, rtol=1e-5, atol=1e-6)
+    assert L.PReLU()(session.tensor(x32)).numpy().min() >= 0  # Keras's default slope: zeros
+
+
+@pytest.mark.parametrize("kind", ["SpatialDropout1D", "SpatialDropout2D"])
+def test_spatial_dropout_drops_whole_channels_while_training(session, rng, kind):
+    shape = (4, 9, 16) if kind == "SpatialDropout1D" else (4, 3, 3, 16)
+    layer = getattr(L, kind)(0.5, seed=int(rng.integers(2**32)))
+    x = session.tensor(np.ones(shape, np.float32))
+    np.testing.assert_array_equal(layer(x).numpy(), np.ones(shape))  # not training: the identity
+    y = layer(x, training=True).numpy().reshape(shape[0], -1, shape[-1])
+    assert set(np.unique(y)) <= {0.0, 2.0}
+    assert (y == y[:, :1, :]).all()  # one draw per sample and channel, at every position
+    assert 0.2 < (y[:, 0, :] == 0).mean() < 0.8
+
+
+def test_a_model_of_these_layers_saves_and_loads_bit_for_bit(session, rng, tmp_path):
+    model = keras.Sequential(
+        [
+            keras.Input(shape=(6, 5, 2)),
+            L.Rescaling(1 / 4),
+            L.ZeroPadding2D(((1, 0), (0, 1))),
+            L.Conv2D(3, 3, seed=1),
+            L.UpSampling2D(2),
+            L.Cropping2D(1),
+            L.ReLU(max_value=2.0),
+            L.GlobalMaxPooling2D(),
+            L.RepeatVector(4),
+            L.PReLU(alpha_initializer="random_uniform", shared_axes=1),
+            L.AveragePooling1D(2, padding="same"),
+            L.Permute((2, 1)),
+            L.GlobalAveragePooling1D(),
+            L.Dense(3, seed=2),
+            L.Softmax(),
+        ],
+        device=session.adapter["backend"],
+    )
+    model.compile("adam", "categorical_crossentropy")
+    x = rng.normal(size=(10, 6, 5, 2)).astype(np.float32)
+    y = np.eye(3, dtype=np.float32)[rng.integers(0, 3, 10)]
+    history = model.fit(x, y, batch_size=4, epochs=2, verbose=0)
+    assert all(math.isfinite(v) for v in history.history["loss"])
+    path = tmp_path / "layers.keras"
+    model.save(path)
+    with keras.models.load_model(path, device=session.adapter["backend"]) as loaded:
+        assert [type(a) for a in loaded.layers] == [type(b) for b in model.layers]
+        np.testing.assert_array_equal(loaded.predict(x, verbose=0), model.predict(x, verbose=0))
+    model.close()
+
+
+def test_bad_arguments_are_refused(session):
+    with pytest.raises(wg.InvalidArgumentError):
+        L.Permute((1, 3))
+    with pytest.raises(wg.InvalidArgumentError):
+        L.RepeatVector(0)
+    with pytest.raises(TypeError):
+        L.Rescaling("1/255")
+    with pytest.raises(wg.InvalidArgumentError):
+        L.UpSampling2D(2, interpolation="bilinear")
+    with pytest.raises(wg.InvalidArgumentError):
+        L.ZeroPadding2D(1, data_format="channels_first")
+    with pytest.raises(TypeError):
+        L.Lambda("not a function")
+    with pytest.raises(wg.ShapeError):
+        L.Cropping2D(3)(session.tensor(np.zeros((1, 5, 5, 1), np.float32)))
+    with pytest.raises(wg.ShapeError):
+        L.MaxPooling1D()(session.tensor(np.zeros((2, 3), np.float32)))
+    with pytest.raises(wg.InvalidArgumentError):
+        L.ReLU(negative_slope=-1)
+    with pytest.raises(wg.ShapeError):
+        L.SpatialDropout1D(0.5)(session.tensor(np.zeros((2, 3), np.float32)), training=True)
+
+
+def test_the_keras_page_lists_exactly_the_layers_provided():
+    page = (Path(__file__).resolve().parents[2] / "docs" / "keras.md").read_text()
+    listed = page.split("<!-- layers provided -->", 1)[1].split("<!-- end -->", 1)[0]
+    names = set(re.findall(r"`([A-Za-z0-9]+)`", listed))
+    assert names == set(keras.layers.__all__), names ^ set(keras.layers.__all__)

@@ -1,0 +1,117 @@
+"""Keras's pooling layers beside the 2-D ones: ``MaxPooling1D`` and ``AveragePooling1D`` (the 2-D windows over a
+height of 1), ``GlobalAveragePooling1D``, ``GlobalMaxPooling1D`` and ``GlobalMaxPooling2D`` (a window over the
+whole sequence or image), channels last, with Keras's ``keepdims``."""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+from .. import _reductions, _window
+from .._convert import _flag
+from .._errors import ArgumentTypeError, InvalidArgumentError, ShapeError
+from .._tensor import Tensor, _tensor_argument
+from ._layer import Layer
+
+__all__ = ["AveragePooling1D", "GlobalAveragePooling1D", "GlobalMaxPooling1D", "GlobalMaxPooling2D", "MaxPooling1D"]
+
+
+def _channels_last(data_format: Any) -> None:
+    if data_format not in (None, "channels_last"):
+        raise InvalidArgumentError(f"data_format is 'channels_last' here; got {data_format!r:.80}")
+
+
+def _steps(x: Any, what: str) -> Tensor:
+    x = _tensor_argument(x, "x")
+    if x.ndim != 3:
+        raise ShapeError(f"{what} takes [batch, steps, features]; got shape {x.shape}")
+    return x
+
+
+def _length(value: Any, what: str) -> int:
+    if isinstance(value, (tuple, list)) and len(value) == 1:
+        value = value[0]
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
+        raise ArgumentTypeError(f"{what} is an int of at least 1; got {value!r:.80}")
+    return int(value)
+
+
+class MaxPooling1D(Layer):
+    """The largest of each window of ``pool_size`` steps, ``strides`` apart (``pool_size`` if None)."""
+
+    _largest = True
+
+    def __init__(
+        self,
+        pool_size: int = 2,
+        strides: int | None = None,
+        padding: str = "valid",
+        data_format: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        _channels_last(data_format)
+        self.pool_size = _length(pool_size, "pool_size")
+        self.strides = self.pool_size if strides is None else _length(strides, "strides")
+        self.padding = padding
+        self._config = {"pool_size": self.pool_size, "strides": self.strides, "padding": padding}
+
+    def call(self, x: Any) -> Tensor:
+        x = _steps(x, type(self).__name__)
+        batch, steps, features = x.shape
+        image = x.reshape((batch, steps, 1, features))
+        pool = _window.max_pool2d if self._largest else _window.avg_pool2d
+        pooled = pool(image, (self.pool_size, 1), (self.strides, 1), self.padding)
+        return pooled.reshape((batch, pooled.shape[1], features))
+
+
+class AveragePooling1D(MaxPooling1D):
+    """The mean of each window of ``pool_size`` steps (padded positions not counted)."""
+
+    _largest = False
+
+
+class GlobalAveragePooling1D(Layer):
+    """The mean over the steps: [batch, steps, features] to [batch, features] ([batch, 1, features] with
+    ``keepdims``)."""
+
+    def __init__(self, data_format: str | None = None, keepdims: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        _channels_last(data_format)
+        self.keepdims = _flag(keepdims, "keepdims")
+        self._config = {"keepdims": self.keepdims}
+
+    def call(self, x: Any, mask: Any = None) -> Tensor:
+        if mask is not None:
+            raise InvalidArgumentError("GlobalAveragePooling1D takes no mask here")
+        return _reductions.mean(_steps(x, "GlobalAveragePooling1D"), axis=1, keepdims=self.keepdims)
+
+
+class GlobalMaxPooling1D(GlobalAveragePooling1D):
+    """The largest over the steps (the gradient to where it is)."""
+
+    def call(self, x: Any, mask: Any = None) -> Tensor:
+        if mask is not None:
+            raise InvalidArgumentError("GlobalMaxPooling1D takes no mask here")
+        x = _steps(x, "GlobalMaxPooling1D")
+        batch, steps, features = x.shape
+        pooled = _window.max_pool2d(x.reshape((batch, steps, 1, features)), (steps, 1))
+        return pooled.reshape((batch, 1, features) if self.keepdims else (batch, features))
+
+
+class GlobalMaxPooling2D(Layer):
+    """The largest over height and width: [batch, h, w, c] to [batch, c] ([batch, 1, 1, c] with ``keepdims``)."""
+
+    def __init__(self, data_format: str | None = None, keepdims: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        _channels_last(data_format)
+        self.keepdims = _flag(keepdims, "keepdims")
+        self._config = {"keepdims": self.keepdims}
+
+    def call(self, x: Any) -> Tensor:
+        x = _tensor_argument(x, "x")
+        if x.ndim != 4:
+            raise ShapeError(f"GlobalMaxPooling2D takes [batch, height, width, channels]; got shape {x.shape}")
+        batch, height, width, channels = x.shape
+        pooled = _window.max_pool2d(x, (height, width))
+        return pooled if self.keepdims else pooled.reshape((batch, channels))

@@ -1,0 +1,193 @@
+"""Keras's layers that move, repeat, pad, crop or scale values and have no weights: ``Identity``, ``Lambda``,
+``Permute``, ``RepeatVector``, ``Rescaling``, ``ZeroPadding2D``, ``Cropping2D``, ``UpSampling2D`` (images NHWC).
+Each is made of the package's functions, so its gradient is theirs."""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .. import _manipulate
+from .._errors import ArgumentTypeError, InvalidArgumentError, ShapeError
+from .._tensor import Tensor, _tensor_argument
+from ._layer import Layer
+
+__all__ = [
+    "Cropping2D",
+    "Identity",
+    "Lambda",
+    "Permute",
+    "RepeatVector",
+    "Rescaling",
+    "UpSampling2D",
+    "ZeroPadding2D",
+]
+
+
+def _count(value: Any, what: str, low: int = 0) -> int:
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < low:
+        raise InvalidArgumentError(f"{what} is an int of at least {low}; got {value!r:.80}")
+    return int(value)
+
+
+def _pair(value: Any, what: str, low: int = 0) -> tuple[int, int]:
+    """Keras's ``int`` or pair of ints."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return (_count(value, what, low),) * 2
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)) and len(value) == 2:
+        return _count(value[0], what, low), _count(value[1], what, low)
+    raise ArgumentTypeError(f"{what} is an int or a pair of ints; got {value!r:.80}")
+
+
+def _two_sided(value: Any, what: str) -> tuple[tuple[int, int], tuple[int, int]]:
+    """Keras's padding or cropping of an image: an int, (rows, cols), or ((top, bottom), (left, right))."""
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)) and len(value) == 2:
+        if all(isinstance(side, Sequence) and not isinstance(side, (str, bytes)) for side in value):
+            return _pair(value[0], what), _pair(value[1], what)
+        rows, cols = _pair(value, what)
+        return (rows, rows), (cols, cols)
+    amount = _count(value, what)
+    return (amount, amount), (amount, amount)
+
+
+def _data_format(data_format: Any) -> None:
+    if data_format not in (None, "channels_last"):
+        raise InvalidArgumentError(f"images are NHWC here: data_format is 'channels_last'; got {data_format!r:.80}")
+
+
+def _image(x: Any, what: str) -> Tensor:
+    x = _tensor_argument(x, "x")
+    if x.ndim != 4:
+        raise ShapeError(f"{what} takes images [batch, height, width, channels]; got shape {x.shape}")
+    return x
+
+
+class Identity(Layer):
+    """Its input, unchanged."""
+
+    def call(self, x: Any) -> Tensor:
+        return _tensor_argument(x, "x")
+
+
+class Lambda(Layer):
+    """``function(x, **arguments)`` as a layer. A function is code, which a model file does not hold: a model
+    with a Lambda saves its weights (``save_weights``), not itself."""
+
+    def __init__(
+        self,
+        function: Callable[..., Any],
+        output_shape: Any = None,
+        arguments: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if not callable(function):
+            raise ArgumentTypeError(f"Lambda takes a function; got {type(function).__name__}")
+        self.function = function
+        self.arguments = dict(arguments or {})
+
+    def call(self, x: Any) -> Any:
+        return self.function(x, **self.arguments)
+
+    def get_config(self) -> dict[str, Any]:
+        raise InvalidArgumentError("a Lambda layer's function is code, which a model file cannot hold; use a layer")
+
+
+class Permute(Layer):
+    """The axes after the batch axis in the order ``dims`` gives, counted from 1 (Keras's)."""
+
+    def __init__(self, dims: Sequence[int], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        order = tuple(_count(d, "each of dims", 1) for d in dims)
+        if sorted(order) != list(range(1, len(order) + 1)):
+            raise InvalidArgumentError(f"dims is a permutation of 1..{len(order)}; got {tuple(dims)!r:.80}")
+        self.dims = order
+        self._config = {"dims": list(order)}
+
+    def call(self, x: Any) -> Tensor:
+        x = _tensor_argument(x, "x")
+        if x.ndim != len(self.dims) + 1:
+            raise ShapeError(f"Permute{self.dims} takes inputs of {len(self.dims) + 1} axes; got shape {x.shape}")
+        return _manipulate.permute_dims(x, (0, *self.dims))
+
+
+class RepeatVector(Layer):
+    """[batch, features] to [batch, n, features]: each sample ``n`` times."""
+
+    def __init__(self, n: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.n = _count(n, "n", 1)
+        self._config = {"n": self.n}
+
+    def call(self, x: Any) -> Tensor:
+        x = _tensor_argument(x, "x")
+        if x.ndim != 2:
+            raise ShapeError(f"RepeatVector takes [batch, features]; got shape {x.shape}")
+        return _manipulate.repeat(_manipulate.expand_dims(x, axis=1), self.n, axis=1)
+
+
+class Rescaling(Layer):
+    """``x · scale + offset`` (Keras's preprocessing layer: ``Rescaling(1 / 255)`` for pixels)."""
+
+    def __init__(self, scale: float, offset: float = 0.0, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        for value, what in ((scale, "scale"), (offset, "offset")):
+            if not isinstance(value, numbers.Real) or isinstance(value, bool):
+                raise ArgumentTypeError(f"{what} is a number; got {value!r:.80}")
+        self.scale, self.offset = float(scale), float(offset)
+        self._config = {"scale": self.scale, "offset": self.offset}
+
+    def call(self, x: Any) -> Tensor:
+        return _tensor_argument(x, "x") * self.scale + self.offset
+
+
+class ZeroPadding2D(Layer):
+    """Zeros around each image: ``padding`` an int, (rows, cols) or ((top, bottom), (left, right))."""
+
+    def __init__(self, padding: Any = (1, 1), data_format: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        _data_format(data_format)
+        self.padding = _two_sided(padding, "padding")
+        self._config = {"padding": [list(side) for side in self.padding]}
+
+    def call(self, x: Any) -> Tensor:
+        image = _image(x, "ZeroPadding2D")
+        return _manipulate.pad(image, [(0, 0), self.padding[0], self.padding[1], (0, 0)])
+
+
+class Cropping2D(Layer):
+    """Rows and columns cut from each image's edges: ``cropping`` as ZeroPadding2D's ``padding``."""
+
+    def __init__(self, cropping: Any = ((0, 0), (0, 0)), data_format: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        _data_format(data_format)
+        self.cropping = _two_sided(cropping, "cropping")
+        self._config = {"cropping": [list(side) for side in self.cropping]}
+
+    def call(self, x: Any) -> Tensor:
+        image = _image(x, "Cropping2D")
+        (top, bottom), (left, right) = self.cropping
+        _, height, width, _ = image.shape
+        if top + bottom >= height or left + right >= width:
+            raise ShapeError(f"Cropping2D{self.cropping} leaves nothing of images {height}×{width}")
+        return image[:, top : height - bottom, left : width - right, :]
+
+
+class UpSampling2D(Layer):
+    """Each pixel repeated ``size`` times down and across (Keras's nearest interpolation)."""
+
+    def __init__(
+        self, size: Any = (2, 2), data_format: str | None = None, interpolation: str = "nearest", **kwargs: Any
+    ) -> None:
+        super().__init__(**kwargs)
+        _data_format(data_format)
+        if interpolation != "nearest":
+            raise InvalidArgumentError(f"interpolation is 'nearest' here; got {interpolation!r:.80}")
+        self.size = _pair(size, "size", 1)
+        self._config = {"size": list(self.size), "interpolation": interpolation}
+
+    def call(self, x: Any) -> Tensor:
+        image = _image(x, "UpSampling2D")
+        rows, cols = self.size
+        return _manipulate.repeat(_manipulate.repeat(image, rows, axis=1), cols, axis=2)
