@@ -1172,12 +1172,25 @@ class Model(_layers.Layer):
                 f"model {self.name!r} cannot describe its layers in a file (only keras layers can); use "
                 "save_weights, and rebuild the model in code before load_weights"
             )
-        return {
+        config = {
             "class": "Sequential",
             "name": self.name,
             "input_shape": list(self._input_shape or ()),
             "layers": [_layer_entry(layer) for layer in layers],
         }
+        if "_graph" in self.__dict__:
+            # A functional model: its graph too, each node a layer (by index) applied to earlier nodes (-1 the
+            # input), so that a branching model loads as the graph it is, not as a chain of its layers.
+            layer_index = {id(layer): index for index, layer in enumerate(layers)}
+            node_index = {id(self._graph_input): -1}
+            nodes = []
+            for position, node in enumerate(self._graph):
+                node_index[id(node)] = position
+                parents = [node_index[id(parent)] for parent in node._parents]
+                nodes.append({"layer": layer_index[id(node._layer)], "parents": parents})
+            config["class"] = "Functional"
+            config["nodes"] = nodes
+        return config
 
     def save(self, filepath: str | os.PathLike[str], overwrite: bool = True) -> None:
         """Writes the model (its layers' configuration and every weight, bit for bit) to one safetensors file,
@@ -1404,6 +1417,24 @@ class _ModelConfig:
                 lambda kind=kind, settings=settings: _from_config(kind, settings), f"{where} ({class_name})"
             )
             self.layers.append(layer)
+        self.kind = config.get("class", "Sequential")
+        if self.kind not in ("Sequential", "Functional"):
+            raise self.bad(f"'class' is 'Sequential' or 'Functional'; got {self.kind!r:.80}")
+        self.nodes: list[tuple[int, list[int]]] = []
+        if self.kind == "Functional":
+            for position, node in enumerate(self.field(config, "nodes", list, "the configuration")):
+                where = f"node {position}"
+                node = self.mapping(node, where)
+                layer, parents = self.field(node, "layer", int, where), self.field(node, "parents", list, where)
+                if not 0 <= layer < len(self.layers):
+                    raise self.bad(f"{where} names layer {layer} of {len(self.layers)}")
+                if not parents or not all(
+                    isinstance(p, int) and not isinstance(p, bool) and -1 <= p < position for p in parents
+                ):
+                    raise self.bad(f"{where}'s parents are earlier nodes (or -1, the input); got {parents!r:.80}")
+                self.nodes.append((layer, parents))
+            if not self.nodes:
+                raise self.bad("a functional model has at least one node")
         self.compile: tuple[Any, Loss, list[str]] | None = None
         settings = config.get("compile")
         if settings is not None:
@@ -1481,6 +1512,18 @@ def _json_kind(value: Any) -> str:
     return "object" if isinstance(value, dict) else "null" if value is None else type(value).__name__
 
 
+def _model_of(config: _ModelConfig, device: Any, memory_limit: Any) -> Model:
+    """The model a file's configuration describes: its layers in a chain, or applied along its graph."""
+    if config.kind == "Sequential":
+        return Sequential(config.layers, name=config.name, device=device, memory_limit=memory_limit)
+    inputs = Input(shape=config.input_shape)
+    made: dict[int, KerasTensor] = {-1: inputs}
+    for position, (layer, parents) in enumerate(config.nodes):
+        operands = [made[parent] for parent in parents]
+        made[position] = _symbolic_call(config.layers[layer], operands[0] if len(operands) == 1 else operands)
+    return Model(inputs, made[len(config.nodes) - 1], name=config.name, device=device, memory_limit=memory_limit)
+
+
 def load_model(
     filepath: str | os.PathLike[str],
     custom_objects: dict[str, Any] | None = None,
@@ -1514,7 +1557,7 @@ def load_model(
     if metadata.get("format") != "wgcompute.keras":
         raise CheckpointError(f"{path!r} holds no model saved by Model.save (no wgcompute.keras format)")
     config = _ModelConfig(path, metadata.get("config"), custom_objects)
-    model = Sequential(config.layers, name=config.name, device=device, memory_limit=memory_limit)
+    model = _model_of(config, device, memory_limit)
     try:
         config.build(lambda: model.build((None, *config.input_shape)), f"building it for {config.input_shape}")
         model.load_state_dict(load(path, model._model_session()))

@@ -28,6 +28,7 @@ from ._layer import (
     _initialized,
     _next_seed,
 )
+from ._layer import _seeds as _seeds  # the seed sequence, where keras.utils.set_random_seed and tests find it
 from ._pooling import AveragePooling1D, GlobalAveragePooling1D, GlobalMaxPooling1D, GlobalMaxPooling2D, MaxPooling1D
 from ._reshaping import Cropping2D, Identity, Lambda, Permute, RepeatVector, Rescaling, UpSampling2D, ZeroPadding2D
 
