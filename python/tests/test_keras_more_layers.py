@@ -222,3 +222,104 @@ def test_the_keras_page_lists_exactly_the_layers_provided():
     listed = page.split("<!-- layers provided -->", 1)[1].split("<!-- end -->", 1)[0]
     names = set(re.findall(r"`([A-Za-z0-9]+)`", listed))
     assert names == set(keras.layers.__all__), names ^ set(keras.layers.__all__)
+
+
+def conv2d_reference(x, kernel, stride, padding, dilation, groups=1):
+    """NHWC cross-correlation in float64, Keras's "same" padding (the smaller part before)."""
+    (sh, sw), (dh, dw) = stride, dilation
+    kh, kw, per_group, out_channels = kernel.shape
+    _, height, width, channels = x.shape
+    spans = (dh * (kh - 1) + 1, dw * (kw - 1) + 1)
+    if padding == "same":
+        outs = (math.ceil(height / sh), math.ceil(width / sw))
+        pads = [
+            max((o - 1) * s + span - n, 0) for o, s, span, n in zip(outs, (sh, sw), spans, (height, width), strict=True)
+        ]
+        x = np.pad(x, [(0, 0), (pads[0] // 2, pads[0] - pads[0] // 2), (pads[1] // 2, pads[1] - pads[1] // 2), (0, 0)])
+    out_h = (x.shape[1] - spans[0]) // sh + 1
+    out_w = (x.shape[2] - spans[1]) // sw + 1
+    per_out = out_channels // groups
+    y = np.zeros((x.shape[0], out_h, out_w, out_channels))
+    for o in range(out_channels):
+        group = o // per_out
+        inputs = x[..., group * per_group : (group + 1) * per_group]
+        for a in range(kh):
+            for b in range(kw):
+                window = inputs[
+                    :, a * dh : a * dh + sh * (out_h - 1) + 1 : sh, b * dw : b * dw + sw * (out_w - 1) + 1 : sw
+                ]
+                y[..., o] += window @ kernel[a, b, :, o]
+    return y
+
+
+def conv2d_transpose_reference(x, kernel, stride, padding):
+    """The transposed convolution as the scatter it is: input (i, j) adds ``kernel[a, b, o, c] · x[c]`` at
+    (i·s + a, j·s + b), then "same" keeps ``size · stride`` from the padding conv2d would put before."""
+    (sh, sw) = stride
+    kh, kw, out_channels, _ = kernel.shape
+    batch, height, width, _ = x.shape
+    full = np.zeros((batch, (height - 1) * sh + kh, (width - 1) * sw + kw, out_channels))
+    for i in range(height):
+        for j in range(width):
+            full[:, i * sh : i * sh + kh, j * sw : j * sw + kw, :] += np.einsum("nc,abOc->nabO", x[:, i, j], kernel)
+    if padding == "valid":
+        return full
+    keep_h, keep_w = height * sh, width * sw
+    before_h = max((height - 1) * sh + kh - keep_h, 0) // 2
+    before_w = max((width - 1) * sw + kw - keep_w, 0) // 2
+    return full[:, before_h : before_h + keep_h, before_w : before_w + keep_w]
+
+
+CONVOLUTIONS = {
+    "Conv2DTranspose-valid": (lambda: L.Conv2DTranspose(3, (2, 3), strides=(2, 1)), (2, 3, 4, 2)),
+    "Conv2DTranspose-same": (lambda: L.Conv2DTranspose(2, 3, strides=2, padding="same"), (1, 3, 3, 3)),
+    "DepthwiseConv2D": (lambda: L.DepthwiseConv2D(3, depth_multiplier=2, padding="same"), (2, 5, 4, 3)),
+    "DepthwiseConv2D-strided": (lambda: L.DepthwiseConv2D((2, 3), strides=2), (1, 7, 6, 2)),
+    "DepthwiseConv2D-dilated": (lambda: L.DepthwiseConv2D(2, dilation_rate=2, use_bias=False), (1, 5, 5, 2)),
+    "SeparableConv2D": (lambda: L.SeparableConv2D(4, 3, padding="same", depth_multiplier=2), (2, 4, 5, 3)),
+}
+
+
+def convolution_reference(layer, weights, x):
+    if isinstance(layer, L.Conv2DTranspose):
+        y = conv2d_transpose_reference(x, weights["kernel"], layer.strides, layer.padding)
+    elif isinstance(layer, L.DepthwiseConv2D):
+        kh, kw, channels, multiplier = weights["kernel"].shape
+        grouped = weights["kernel"].reshape(kh, kw, 1, channels * multiplier)
+        y = conv2d_reference(x, grouped, layer.strides, layer.padding, layer.dilation_rate, groups=channels)
+    else:
+        kh, kw, channels, multiplier = weights["depthwise_kernel"].shape
+        grouped = weights["depthwise_kernel"].reshape(kh, kw, 1, channels * multiplier)
+        spread = conv2d_reference(x, grouped, layer.strides, layer.padding, layer.dilation_rate, groups=channels)
+        y = spread @ weights["pointwise_kernel"][0, 0]
+    return y + weights["bias"] if "bias" in weights else y
+
+
+@pytest.mark.parametrize("case", sorted(CONVOLUTIONS))
+def test_convolution_layers_follow_the_float64_reference(session, rng, case):
+    make, shape = CONVOLUTIONS[case]
+    layer = make()
+    x32 = rng.normal(size=shape).astype(np.float32)
+    x = wg.Variable(session.tensor(x32))
+    layer(x)  # built: its weights drawn
+    for _, variable in layer.named_parameters():  # a bias that is not zero, to see it added
+        variable.assign(session.tensor(rng.normal(size=variable.shape).astype(np.float32)))
+    named = dict(layer.named_parameters())
+    with wg.GradientTape() as tape:
+        y = layer(x)
+        upstream = rng.normal(size=y.shape)
+        loss = (y * session.tensor(upstream.astype(np.float32))).sum()
+    grads = tape.gradient(loss, [x, *named.values()])
+    weights = {name: variable.numpy().astype(np.float64) for name, variable in named.items()}
+    x64 = x32.astype(np.float64)
+    np.testing.assert_allclose(y.numpy(), convolution_reference(layer, weights, x64), rtol=1e-4, atol=1e-5)
+    want_x = numeric_gradient(lambda v: convolution_reference(layer, weights, v), x64.copy(), upstream)
+    np.testing.assert_allclose(grads[0].numpy(), want_x, rtol=1e-4, atol=1e-4)
+    for (name, value), grad in zip(weights.items(), grads[1:], strict=True):
+
+        def of_weight(w, name=name):
+            return convolution_reference(layer, {**weights, name: w}, x64)
+
+        np.testing.assert_allclose(
+            grad.numpy(), numeric_gradient(of_weight, value.copy(), upstream), rtol=1e-4, atol=1e-4
+        )

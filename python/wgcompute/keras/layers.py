@@ -20,6 +20,7 @@ from .._tensor import Tensor, Variable, _tensor_argument
 from ..nn import Linear
 from . import initializers
 from ._activations import ELU, LeakyReLU, PReLU, ReLU, Softmax
+from ._convolution import Conv2DTranspose, DepthwiseConv2D, SeparableConv2D
 from ._layer import (
     Layer,
     _activation,
@@ -42,8 +43,10 @@ __all__ = [
     "Concatenate",
     "Conv1D",
     "Conv2D",
+    "Conv2DTranspose",
     "Cropping2D",
     "Dense",
+    "DepthwiseConv2D",
     "Dropout",
     "ELU",
     "Embedding",
@@ -68,6 +71,7 @@ __all__ = [
     "ReLU",
     "RepeatVector",
     "Rescaling",
+    "SeparableConv2D",
     "Reshape",
     "Softmax",
     "SpatialDropout1D",

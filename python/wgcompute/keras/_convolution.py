@@ -1,0 +1,259 @@
+"""Keras's convolution layers beside ``Conv1D`` and ``Conv2D``: ``Conv2DTranspose`` (kernel
+``[kh, kw, filters, in]``), ``DepthwiseConv2D`` (kernel ``[kh, kw, in, depth_multiplier]``, output channel
+``c · depth_multiplier + m`` from input channel ``c``) and ``SeparableConv2D`` (a depthwise convolution, then a
+pointwise one), images NHWC, with Keras's arguments, defaults and weight names. Each is made of the package's
+convolution functions, so its gradient is theirs."""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Sequence
+from typing import Any
+
+from .. import _window
+from .._convert import _flag
+from .._errors import ArgumentTypeError, InvalidArgumentError, ShapeError
+from .._tensor import Tensor, _tensor_argument
+from . import initializers
+from ._layer import Layer, _activation
+
+__all__ = ["Conv2DTranspose", "DepthwiseConv2D", "SeparableConv2D"]
+
+
+def _pair(value: Any, what: str) -> tuple[int, int]:
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        value = (value, value)
+    if (
+        not isinstance(value, Sequence)
+        or isinstance(value, (str, bytes))
+        or len(value) != 2
+        or not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= 1 for v in value)
+    ):
+        raise ArgumentTypeError(f"{what} is an int or a pair of ints of at least 1; got {value!r:.80}")
+    return int(value[0]), int(value[1])
+
+
+def _padding(padding: Any) -> str:
+    if padding not in ("valid", "same"):
+        raise InvalidArgumentError(f"padding is 'valid' or 'same'; got {padding!r:.80}")
+    return str(padding)
+
+
+def _image(x: Any, what: str) -> Tensor:
+    x = _tensor_argument(x, "x")
+    if x.ndim != 4:
+        raise ShapeError(f"{what} takes images [batch, height, width, channels]; got shape {x.shape}")
+    return x
+
+
+class _Convolution(Layer):
+    """What Keras's convolutions share: the window, its placement, the activation and the bias."""
+
+    def __init__(
+        self,
+        kernel_size: Any,
+        strides: Any,
+        padding: str,
+        data_format: str | None,
+        dilation_rate: Any,
+        activation: Any,
+        use_bias: bool,
+        bias_initializer: Any,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if data_format not in (None, "channels_last"):
+            raise InvalidArgumentError(f"images are NHWC here: data_format is 'channels_last'; got {data_format!r:.80}")
+        self.kernel_size = _pair(kernel_size, "kernel_size")
+        self.strides = _pair(strides, "strides")
+        self.padding = _padding(padding)
+        self.dilation_rate = _pair(dilation_rate, "dilation_rate")
+        if self.strides != (1, 1) and self.dilation_rate != (1, 1):
+            raise InvalidArgumentError("strides and dilation_rate above 1 together are not supported (as Keras)")
+        self.activation = activation
+        self._function = _activation(activation)
+        self.use_bias = _flag(use_bias, "use_bias")
+        self.bias_initializer = initializers.get(bias_initializer)
+        self._config = {
+            "kernel_size": list(self.kernel_size),
+            "strides": list(self.strides),
+            "padding": self.padding,
+            "dilation_rate": list(self.dilation_rate),
+            "activation": activation,
+            "use_bias": self.use_bias,
+            "bias_initializer": initializers.serialize(bias_initializer),
+        }
+
+    def _bias(self, channels: int) -> None:
+        self.bias = (
+            self.add_weight(shape=(channels,), initializer=self.bias_initializer, name="bias")
+            if self.use_bias
+            else None
+        )
+
+    def _finish(self, y: Tensor) -> Tensor:
+        if self.bias is not None:
+            y = y + self.bias
+        return y if self._function is None else self._function(y)
+
+
+class Conv2DTranspose(_Convolution):
+    """The transposed convolution (the gradient of a convolution with respect to its input): each output is
+    ``(size − 1) · stride + dilation · (k − 1) + 1`` long with "valid", ``size · stride`` with "same"; the kernel
+    is ``[kh, kw, filters, in]``."""
+
+    def __init__(
+        self,
+        filters: int,
+        kernel_size: Any,
+        strides: Any = (1, 1),
+        padding: str = "valid",
+        output_padding: Any = None,
+        data_format: str | None = None,
+        dilation_rate: Any = (1, 1),
+        activation: Any = None,
+        use_bias: bool = True,
+        kernel_initializer: Any = "glorot_uniform",
+        bias_initializer: Any = "zeros",
+        **kwargs: Any,
+    ) -> None:
+        if output_padding is not None:
+            raise InvalidArgumentError("output_padding is not supported: the output sizes are Keras's defaults")
+        super().__init__(
+            kernel_size, strides, padding, data_format, dilation_rate, activation, use_bias, bias_initializer, **kwargs
+        )
+        if not isinstance(filters, numbers.Integral) or isinstance(filters, bool) or filters < 1:
+            raise ArgumentTypeError(f"filters is an int of at least 1; got {filters!r:.80}")
+        self.filters = int(filters)
+        self.kernel_initializer = initializers.get(kernel_initializer)
+        self._config.update({"filters": self.filters, "kernel_initializer": initializers.serialize(kernel_initializer)})
+
+    def build(self, input_shape: Any) -> None:
+        if len(input_shape) != 4:
+            raise ShapeError(f"Conv2DTranspose takes [batch, height, width, channels]; got {tuple(input_shape)}")
+        shape = (*self.kernel_size, self.filters, input_shape[-1])
+        self.kernel = self.add_weight(shape=shape, initializer=self.kernel_initializer, name="kernel")
+        self._bias(self.filters)
+
+    def call(self, x: Any) -> Tensor:
+        image = _image(x, "Conv2DTranspose")
+        y = _window.conv2d_transpose(image, self.kernel, self.strides, self.padding, self.dilation_rate)
+        return self._finish(y)
+
+
+class DepthwiseConv2D(_Convolution):
+    """Each input channel convolved on its own by ``depth_multiplier`` windows: the kernel is
+    ``[kh, kw, in, depth_multiplier]``, the output ``in · depth_multiplier`` channels."""
+
+    def __init__(
+        self,
+        kernel_size: Any,
+        strides: Any = (1, 1),
+        padding: str = "valid",
+        depth_multiplier: int = 1,
+        data_format: str | None = None,
+        dilation_rate: Any = (1, 1),
+        activation: Any = None,
+        use_bias: bool = True,
+        depthwise_initializer: Any = "glorot_uniform",
+        bias_initializer: Any = "zeros",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            kernel_size, strides, padding, data_format, dilation_rate, activation, use_bias, bias_initializer, **kwargs
+        )
+        if (
+            not isinstance(depth_multiplier, numbers.Integral)
+            or isinstance(depth_multiplier, bool)
+            or depth_multiplier < 1
+        ):
+            raise ArgumentTypeError(f"depth_multiplier is an int of at least 1; got {depth_multiplier!r:.80}")
+        self.depth_multiplier = int(depth_multiplier)
+        self.depthwise_initializer = initializers.get(depthwise_initializer)
+        self._config.update(
+            {
+                "depth_multiplier": self.depth_multiplier,
+                "depthwise_initializer": initializers.serialize(depthwise_initializer),
+            }
+        )
+
+    def build(self, input_shape: Any) -> None:
+        if len(input_shape) != 4:
+            raise ShapeError(f"DepthwiseConv2D takes [batch, height, width, channels]; got {tuple(input_shape)}")
+        shape = (*self.kernel_size, input_shape[-1], self.depth_multiplier)
+        self.kernel = self.add_weight(shape=shape, initializer=self.depthwise_initializer, name="kernel")
+        self._bias(input_shape[-1] * self.depth_multiplier)
+
+    def call(self, x: Any) -> Tensor:
+        image = _image(x, "DepthwiseConv2D")
+        return self._finish(_depthwise(image, self.kernel, self.strides, self.padding, self.dilation_rate))
+
+
+def _depthwise(image: Tensor, kernel: Tensor, strides: Any, padding: str, dilation: Any) -> Tensor:
+    """A depthwise convolution as a grouped one: group ``c`` holds output channels ``c · m .. c · m + m − 1``,
+    which is Keras's order, so the kernel ``[kh, kw, in, m]`` is the grouped ``[kh, kw, 1, in · m]`` as laid out."""
+    kh, kw, channels, multiplier = kernel.shape
+    if image.shape[-1] != channels:
+        raise ShapeError(f"the kernel takes {channels} channels; the images have {image.shape[-1]}")
+    grouped = kernel.reshape((kh, kw, 1, channels * multiplier))
+    return _window.conv2d(image, grouped, strides, padding, dilation, groups=channels)
+
+
+class SeparableConv2D(_Convolution):
+    """A depthwise convolution (``depthwise_kernel`` ``[kh, kw, in, depth_multiplier]``), then a pointwise one
+    (``pointwise_kernel`` ``[1, 1, in · depth_multiplier, filters]``), then the bias and activation."""
+
+    def __init__(
+        self,
+        filters: int,
+        kernel_size: Any,
+        strides: Any = (1, 1),
+        padding: str = "valid",
+        data_format: str | None = None,
+        dilation_rate: Any = (1, 1),
+        depth_multiplier: int = 1,
+        activation: Any = None,
+        use_bias: bool = True,
+        depthwise_initializer: Any = "glorot_uniform",
+        pointwise_initializer: Any = "glorot_uniform",
+        bias_initializer: Any = "zeros",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            kernel_size, strides, padding, data_format, dilation_rate, activation, use_bias, bias_initializer, **kwargs
+        )
+        for value, what in ((filters, "filters"), (depth_multiplier, "depth_multiplier")):
+            if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
+                raise ArgumentTypeError(f"{what} is an int of at least 1; got {value!r:.80}")
+        self.filters, self.depth_multiplier = int(filters), int(depth_multiplier)
+        self.depthwise_initializer = initializers.get(depthwise_initializer)
+        self.pointwise_initializer = initializers.get(pointwise_initializer)
+        self._config.update(
+            {
+                "filters": self.filters,
+                "depth_multiplier": self.depth_multiplier,
+                "depthwise_initializer": initializers.serialize(depthwise_initializer),
+                "pointwise_initializer": initializers.serialize(pointwise_initializer),
+            }
+        )
+
+    def build(self, input_shape: Any) -> None:
+        if len(input_shape) != 4:
+            raise ShapeError(f"SeparableConv2D takes [batch, height, width, channels]; got {tuple(input_shape)}")
+        channels = input_shape[-1]
+        self.depthwise_kernel = self.add_weight(
+            shape=(*self.kernel_size, channels, self.depth_multiplier),
+            initializer=self.depthwise_initializer,
+            name="depthwise_kernel",
+        )
+        self.pointwise_kernel = self.add_weight(
+            shape=(1, 1, channels * self.depth_multiplier, self.filters),
+            initializer=self.pointwise_initializer,
+            name="pointwise_kernel",
+        )
+        self._bias(self.filters)
+
+    def call(self, x: Any) -> Tensor:
+        image = _image(x, "SeparableConv2D")
+        spread = _depthwise(image, self.depthwise_kernel, self.strides, self.padding, self.dilation_rate)
+        return self._finish(_window.conv2d(spread, self.pointwise_kernel))
