@@ -90,6 +90,20 @@ def test_constants_and_seeds(session):
     assert np.array_equal(own.draw(session, (64, 32), 1), own.draw(session, (64, 32), 2))
 
 
+@pytest.mark.parametrize("shape", [(7, 5), (5, 7), (3, 3, 4, 9), (61, 61)])
+def test_orthogonal_draws_orthonormal_columns_or_rows(session, shape):
+    drawn = initializers.get("orthogonal").draw(session, shape, seed=9).numpy().astype(np.float64)
+    matrix = drawn.reshape(-1, shape[-1])
+    small = min(matrix.shape)
+    gram = matrix.T @ matrix if matrix.shape[0] >= matrix.shape[1] else matrix @ matrix.T
+    np.testing.assert_allclose(gram, np.eye(small), atol=2e-6)
+    scaled = initializers.Orthogonal(gain=2.0).draw(session, shape, seed=9).numpy()
+    np.testing.assert_allclose(scaled, 2 * drawn, rtol=1e-6, atol=1e-7)  # the same draw, times the gain
+    assert not np.array_equal(initializers.Orthogonal().draw(session, shape, seed=10).numpy(), drawn)
+    with pytest.raises(wg.InvalidArgumentError):
+        initializers.Orthogonal().draw(session, (4,), 0)
+
+
 def test_serialised_forms_round_trip():
     for initializer in [
         initializers.HeNormal(seed=3),
@@ -97,6 +111,7 @@ def test_serialised_forms_round_trip():
         initializers.VarianceScaling(scale=0.5, mode="fan_out", distribution="uniform"),
         initializers.Constant(0.25),
         initializers.Zeros(),
+        initializers.Orthogonal(gain=0.5, seed=2),
     ]:
         again = initializers.get(initializers.serialize(initializer))
         assert type(again) is type(initializer) and again.get_config() == initializer.get_config()
@@ -107,7 +122,7 @@ def test_serialised_forms_round_trip():
     ("identifier", "error"),
     [
         ("kaiming", wg.InvalidArgumentError),
-        ("orthogonal", wg.InvalidArgumentError),
+        ("glorot_orthogonal", wg.InvalidArgumentError),
         (3, wg.ArgumentTypeError),
         ({"class_name": "HeNormal", "config": {"sigma": 1}}, wg.InvalidArgumentError),
         ({"class_name": "Nope"}, wg.InvalidArgumentError),

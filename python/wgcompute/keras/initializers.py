@@ -12,6 +12,8 @@ import math
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+import numpy as np
+
 from .. import _logic
 from .._errors import ArgumentTypeError, InvalidArgumentError
 from .._session import Session
@@ -27,6 +29,7 @@ __all__ = [
     "LecunNormal",
     "LecunUniform",
     "Ones",
+    "Orthogonal",
     "RandomNormal",
     "RandomUniform",
     "TruncatedNormal",
@@ -263,6 +266,29 @@ class LecunNormal(_Preset):
     _preset = (1.0, "fan_in", "truncated_normal")
 
 
+class Orthogonal(Initializer):
+    """Keras's ``Orthogonal``: the Q of a QR decomposition of a normal matrix (the weight's last axis against the
+    rest), its columns' signs fixed by R's diagonal, times ``gain``. The matrix is drawn on the device from the
+    seed and decomposed on the host (once, when the weight is made)."""
+
+    _config_names = ("gain", "seed")
+
+    def __init__(self, gain: float = 1.0, seed: int | None = None) -> None:
+        self.gain = _number(gain, "gain")
+        self.seed = _seed_of(seed)
+
+    def draw(self, session: Session, shape: Sequence[int], seed: int) -> Tensor:
+        if len(shape) < 2:
+            raise InvalidArgumentError(f"Orthogonal makes weights of at least 2 axes; got shape {tuple(shape)}")
+        rows, columns = math.prod(shape[:-1]), shape[-1]
+        flat = session.randn((max(rows, columns), min(rows, columns)), seed=self._seed_for(seed)).numpy()
+        q, r = np.linalg.qr(flat.astype(np.float64))
+        q *= np.sign(np.diag(r))
+        if rows < columns:
+            q = q.T
+        return session.tensor((self.gain * q).reshape(tuple(shape)).astype(np.float32))
+
+
 _BY_NAME: dict[str, type[Initializer]] = {
     "constant": Constant,
     "zeros": Zeros,
@@ -279,6 +305,7 @@ _BY_NAME: dict[str, type[Initializer]] = {
     "he_normal": HeNormal,
     "lecun_uniform": LecunUniform,
     "lecun_normal": LecunNormal,
+    "orthogonal": Orthogonal,
 }
 _BY_CLASS = {cls.__name__: cls for cls in _BY_NAME.values()}
 

@@ -31,6 +31,7 @@ from ._layer import (
 )
 from ._layer import _seeds as _seeds  # the seed sequence, where keras.utils.set_random_seed and tests find it
 from ._pooling import AveragePooling1D, GlobalAveragePooling1D, GlobalMaxPooling1D, GlobalMaxPooling2D, MaxPooling1D
+from ._recurrent import GRU, LSTM, Bidirectional, SimpleRNN
 from ._reshaping import Cropping2D, Identity, Lambda, Permute, RepeatVector, Rescaling, UpSampling2D, ZeroPadding2D
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "AveragePooling1D",
     "AveragePooling2D",
     "BatchNormalization",
+    "Bidirectional",
     "Concatenate",
     "Conv1D",
     "Conv2D",
@@ -51,6 +53,7 @@ __all__ = [
     "ELU",
     "Embedding",
     "Flatten",
+    "GRU",
     "GlobalAveragePooling1D",
     "GlobalAveragePooling2D",
     "GlobalMaxPooling1D",
@@ -58,6 +61,7 @@ __all__ = [
     "Identity",
     "Input",
     "InputLayer",
+    "LSTM",
     "Lambda",
     "Layer",
     "LayerNormalization",
@@ -71,8 +75,9 @@ __all__ = [
     "ReLU",
     "RepeatVector",
     "Rescaling",
-    "SeparableConv2D",
     "Reshape",
+    "SeparableConv2D",
+    "SimpleRNN",
     "Softmax",
     "SpatialDropout1D",
     "SpatialDropout2D",

@@ -1,0 +1,267 @@
+"""Keras's recurrent layers: ``SimpleRNN``, ``LSTM`` (gates i, f, c, o), ``GRU`` (gates z, r, h; ``reset_after`` as
+Keras 3's default) and ``Bidirectional``, over [batch, steps, features], with Keras's weights (``kernel``
+[features, gates · units], ``recurrent_kernel`` [units, gates · units], ``bias``), initializers (the recurrent
+kernel orthogonal, LSTM's forget bias 1) and options (``return_sequences``, ``return_state``, ``go_backwards``).
+The inputs of every step are projected by one product; the steps run in order, each made of the package's ops, so
+the gradient through time is theirs."""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+from .. import _manipulate
+from .._convert import _flag
+from .._errors import ArgumentTypeError, InvalidArgumentError, ShapeError
+from .._tensor import Tensor, _tensor_argument, flip
+from . import initializers
+from ._layer import Layer, _activation
+
+__all__ = ["GRU", "LSTM", "Bidirectional", "SimpleRNN"]
+
+
+class _Recurrent(Layer):
+    """What the recurrent layers share; a subclass gives its gate count and its step."""
+
+    _gates = 1
+
+    def __init__(
+        self,
+        units: int,
+        activation: Any = "tanh",
+        recurrent_activation: Any = "sigmoid",
+        use_bias: bool = True,
+        kernel_initializer: Any = "glorot_uniform",
+        recurrent_initializer: Any = "orthogonal",
+        bias_initializer: Any = "zeros",
+        dropout: float = 0.0,
+        recurrent_dropout: float = 0.0,
+        return_sequences: bool = False,
+        return_state: bool = False,
+        go_backwards: bool = False,
+        stateful: bool = False,
+        unroll: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if not isinstance(units, numbers.Integral) or isinstance(units, bool) or units < 1:
+            raise ArgumentTypeError(f"units is an int of at least 1; got {units!r:.80}")
+        if dropout or recurrent_dropout:
+            raise InvalidArgumentError("dropout inside a recurrent layer is not supported: put a Dropout before it")
+        if stateful:
+            raise InvalidArgumentError("stateful recurrent layers are not supported")
+        self.units = int(units)
+        self.activation, self.recurrent_activation = activation, recurrent_activation
+        self._act = _activation(activation) or (lambda t: t)
+        self._gate = _activation(recurrent_activation) or (lambda t: t)
+        self.use_bias = _flag(use_bias, "use_bias")
+        self.kernel_initializer = initializers.get(kernel_initializer)
+        self.recurrent_initializer = initializers.get(recurrent_initializer)
+        self.bias_initializer = initializers.get(bias_initializer)
+        self.return_sequences = _flag(return_sequences, "return_sequences")
+        self.return_state = _flag(return_state, "return_state")
+        self.go_backwards = _flag(go_backwards, "go_backwards")
+        self._config = {
+            "units": self.units,
+            "activation": activation,
+            "recurrent_activation": recurrent_activation,
+            "use_bias": self.use_bias,
+            "kernel_initializer": initializers.serialize(kernel_initializer),
+            "recurrent_initializer": initializers.serialize(recurrent_initializer),
+            "bias_initializer": initializers.serialize(bias_initializer),
+            "return_sequences": self.return_sequences,
+            "return_state": self.return_state,
+            "go_backwards": self.go_backwards,
+        }
+
+    def build(self, input_shape: Any) -> None:
+        if len(input_shape) != 3:
+            raise ShapeError(f"{type(self).__name__} takes [batch, steps, features]; got {tuple(input_shape)}")
+        width = self._gates * self.units
+        self.kernel = self.add_weight(
+            shape=(input_shape[-1], width), initializer=self.kernel_initializer, name="kernel"
+        )
+        self.recurrent_kernel = self.add_weight(
+            shape=(self.units, width), initializer=self.recurrent_initializer, name="recurrent_kernel"
+        )
+        self.bias = self._make_bias() if self.use_bias else None
+
+    def _make_bias(self) -> Any:
+        return self.add_weight(shape=(self._gates * self.units,), initializer=self.bias_initializer, name="bias")
+
+    def _states(self, batch: int, session: Any, initial_state: Any) -> list[Tensor]:
+        count = 2 if isinstance(self, LSTM) else 1
+        if initial_state is None:
+            return [session.zeros((batch, self.units)) for _ in range(count)]
+        states = [initial_state] if isinstance(initial_state, Tensor) else list(initial_state)
+        if len(states) != count or any(
+            tuple(_tensor_argument(s, "a state").shape) != (batch, self.units) for s in states
+        ):
+            raise ShapeError(f"{type(self).__name__} takes {count} initial state(s) of shape ({batch}, {self.units})")
+        return states
+
+    def _projected(self, x: Tensor) -> Tensor:
+        return x @ self.kernel + self.bias if self.bias is not None else x @ self.kernel
+
+    def _step(self, inputs: Tensor, states: list[Tensor]) -> list[Tensor]:
+        raise NotImplementedError
+
+    def call(self, sequences: Any, initial_state: Any = None, mask: Any = None) -> Any:
+        if mask is not None:
+            raise InvalidArgumentError(f"{type(self).__name__} takes no mask here")
+        x = _tensor_argument(sequences, "sequences")
+        if x.ndim != 3:
+            raise ShapeError(f"{type(self).__name__} takes [batch, steps, features]; got shape {x.shape}")
+        batch, steps, _ = x.shape
+        if steps == 0:
+            raise ShapeError(f"{type(self).__name__} takes at least one step")
+        projected = self._projected(x)
+        states = self._states(batch, x._owner(), initial_state)
+        outputs = []
+        for step in reversed(range(steps)) if self.go_backwards else range(steps):
+            states = self._step(projected[:, step, :], states)
+            outputs.append(states[0])
+        # As Keras: with go_backwards the sequence comes out in the order it was read, last step first.
+        output = _manipulate.stack(outputs, axis=1) if self.return_sequences else states[0]
+        return [output, *states] if self.return_state else output
+
+
+class SimpleRNN(_Recurrent):
+    """``h = activation(x · kernel + h · recurrent_kernel + bias)`` at each step."""
+
+    def __init__(self, units: int, activation: Any = "tanh", **kwargs: Any) -> None:
+        if "recurrent_activation" in kwargs:
+            raise TypeError("SimpleRNN takes no recurrent_activation")
+        super().__init__(units, activation=activation, **kwargs)
+        del self._config["recurrent_activation"]
+
+    def _step(self, inputs: Tensor, states: list[Tensor]) -> list[Tensor]:
+        return [self._act(inputs + states[0] @ self.recurrent_kernel)]
+
+
+class LSTM(_Recurrent):
+    """Keras's LSTM: gates ``i, f, c, o`` side by side in the kernels; ``c = f · c + i · activation(c̃)``,
+    ``h = o · activation(c)``; with ``unit_forget_bias`` the forget gate's bias starts at 1."""
+
+    _gates = 4
+
+    def __init__(self, units: int, unit_forget_bias: bool = True, **kwargs: Any) -> None:
+        super().__init__(units, **kwargs)
+        self.unit_forget_bias = _flag(unit_forget_bias, "unit_forget_bias")
+        self._config["unit_forget_bias"] = self.unit_forget_bias
+
+    def _make_bias(self) -> Any:
+        bias = super()._make_bias()
+        if self.unit_forget_bias:
+            values = bias.numpy()
+            values[self.units : 2 * self.units] = 1.0
+            bias.assign(values)
+        return bias
+
+    def _step(self, inputs: Tensor, states: list[Tensor]) -> list[Tensor]:
+        h, c = states
+        z = inputs + h @ self.recurrent_kernel
+        u = self.units
+        i, f = self._gate(z[:, :u]), self._gate(z[:, u : 2 * u])
+        c = f * c + i * self._act(z[:, 2 * u : 3 * u])
+        return [self._gate(z[:, 3 * u :]) * self._act(c), c]
+
+
+class GRU(_Recurrent):
+    """Keras's GRU: gates ``z, r, h`` side by side; ``h = z · h + (1 − z) · ĥ``. With ``reset_after`` (Keras 3's
+    default) the reset gate scales the recurrent product, whose bias is the second row of ``bias`` [2, 3 · units];
+    without it, it scales the state before the product, and ``bias`` is [3 · units]."""
+
+    _gates = 3
+
+    def __init__(self, units: int, reset_after: bool = True, **kwargs: Any) -> None:
+        super().__init__(units, **kwargs)
+        self.reset_after = _flag(reset_after, "reset_after")
+        self._config["reset_after"] = self.reset_after
+
+    def _make_bias(self) -> Any:
+        shape = (2, 3 * self.units) if self.reset_after else (3 * self.units,)
+        return self.add_weight(shape=shape, initializer=self.bias_initializer, name="bias")
+
+    def _projected(self, x: Tensor) -> Tensor:
+        product = x @ self.kernel
+        if self.bias is None:
+            return product
+        return product + (self.bias[0] if self.reset_after else self.bias)
+
+    def _step(self, inputs: Tensor, states: list[Tensor]) -> list[Tensor]:
+        (h,) = states
+        u = self.units
+        if self.reset_after:
+            inner = h @ self.recurrent_kernel
+            if self.bias is not None:
+                inner = inner + self.bias[1]
+            z = self._gate(inputs[:, :u] + inner[:, :u])
+            r = self._gate(inputs[:, u : 2 * u] + inner[:, u : 2 * u])
+            candidate = self._act(inputs[:, 2 * u :] + r * inner[:, 2 * u :])
+        else:
+            inner = h @ self.recurrent_kernel[:, : 2 * u]
+            z = self._gate(inputs[:, :u] + inner[:, :u])
+            r = self._gate(inputs[:, u : 2 * u] + inner[:, u:])
+            candidate = self._act(inputs[:, 2 * u :] + (r * h) @ self.recurrent_kernel[:, 2 * u :])
+        return [z * h + (1.0 - z) * candidate]
+
+
+_MERGES = ("concat", "sum", "mul", "ave", None)
+
+
+class Bidirectional(Layer):
+    """A recurrent layer run forwards and, as a copy of it reading backwards, backwards; the backward outputs
+    put back in time order, the two merged by ``merge_mode`` (``"concat"``, ``"sum"``, ``"mul"``, ``"ave"``, or
+    None for the pair)."""
+
+    def __init__(self, layer: Any, merge_mode: str | None = "concat", backward_layer: Any = None, **kwargs: Any):
+        super().__init__(**kwargs)
+        if isinstance(layer, dict):
+            layer = _recurrent_from(layer)
+        if not isinstance(layer, _Recurrent):
+            raise ArgumentTypeError(f"Bidirectional wraps SimpleRNN, LSTM or GRU; got {type(layer).__name__}")
+        if layer.return_state:
+            raise InvalidArgumentError("Bidirectional of a layer with return_state is not supported")
+        if merge_mode not in _MERGES:
+            raise InvalidArgumentError(f"merge_mode is one of {_MERGES}; got {merge_mode!r:.80}")
+        if backward_layer is None:
+            backward_layer = type(layer).from_config({**layer.get_config(), "go_backwards": not layer.go_backwards})
+        elif isinstance(backward_layer, dict):
+            backward_layer = _recurrent_from(backward_layer)
+        self.forward_layer, self.backward_layer = layer, backward_layer
+        self.merge_mode = merge_mode
+        self.return_sequences = layer.return_sequences
+
+    def call(self, x: Any) -> Any:
+        forward = self.forward_layer(x)
+        backward = self.backward_layer(x)
+        if self.return_sequences:
+            backward = flip(backward, axis=1)
+        if self.merge_mode is None:
+            return [forward, backward]
+        if self.merge_mode == "concat":
+            return _manipulate.concat([forward, backward], axis=-1)
+        if self.merge_mode == "sum":
+            return forward + backward
+        if self.merge_mode == "mul":
+            return forward * backward
+        return (forward + backward) * 0.5
+
+    def get_config(self) -> dict[str, Any]:
+        config = super().get_config()
+        config["layer"] = {"class_name": type(self.forward_layer).__name__, "config": self.forward_layer.get_config()}
+        config["backward_layer"] = {
+            "class_name": type(self.backward_layer).__name__,
+            "config": self.backward_layer.get_config(),
+        }
+        config["merge_mode"] = self.merge_mode
+        return config
+
+
+def _recurrent_from(config: dict[str, Any]) -> Any:
+    kinds = {kind.__name__: kind for kind in (SimpleRNN, LSTM, GRU)}
+    kind = kinds.get(config.get("class_name"))  # type: ignore[arg-type]
+    if kind is None or not isinstance(config.get("config"), dict):
+        raise InvalidArgumentError(f"a recurrent layer's config names SimpleRNN, LSTM or GRU; got {config!r:.120}")
+    return kind.from_config(config["config"])
