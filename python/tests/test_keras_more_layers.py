@@ -323,3 +323,67 @@ def test_convolution_layers_follow_the_float64_reference(session, rng, case):
         np.testing.assert_allclose(
             grad.numpy(), numeric_gradient(of_weight, value.copy(), upstream), rtol=1e-4, atol=1e-4
         )
+
+
+def group_norm_reference(x, groups, gamma, beta, epsilon=1e-3):
+    shape = x.shape
+    grouped = x.reshape(*shape[:-1], groups, shape[-1] // groups)
+    axes = (*range(1, len(shape) - 1), len(shape))
+    mean = grouped.mean(axis=axes, keepdims=True)
+    variance = grouped.var(axis=axes, keepdims=True)
+    return ((grouped - mean) / np.sqrt(variance + epsilon)).reshape(shape) * gamma + beta
+
+
+@pytest.mark.parametrize(("shape", "groups"), [((2, 3, 4, 6), 2), ((3, 5, 8), 4), ((2, 7), 7)])
+def test_group_normalization_follows_the_float64_reference(session, rng, shape, groups):
+    layer = L.GroupNormalization(groups=groups)
+    x32 = (rng.normal(size=shape) * 3 + 1).astype(np.float32)
+    x = wg.Variable(session.tensor(x32))
+    layer(x)
+    np.testing.assert_array_equal(layer.gamma.numpy(), np.ones(shape[-1]))  # Keras's initial scale and shift
+    for variable in (layer.gamma, layer.beta):
+        variable.assign(rng.normal(size=variable.shape).astype(np.float32))
+    with wg.GradientTape() as tape:
+        y = layer(x)
+        upstream = rng.normal(size=y.shape)
+        loss = (y * session.tensor(upstream.astype(np.float32))).sum()
+    grads = tape.gradient(loss, [x, layer.gamma, layer.beta])
+    x64 = x32.astype(np.float64)
+    gamma, beta = layer.gamma.numpy().astype(np.float64), layer.beta.numpy().astype(np.float64)
+    np.testing.assert_allclose(y.numpy(), group_norm_reference(x64, groups, gamma, beta), rtol=1e-4, atol=1e-5)
+    wants = [
+        numeric_gradient(lambda v: group_norm_reference(v, groups, gamma, beta), x64.copy(), upstream),
+        numeric_gradient(lambda g: group_norm_reference(x64, groups, g, beta), gamma.copy(), upstream),
+        numeric_gradient(lambda b: group_norm_reference(x64, groups, gamma, b), beta.copy(), upstream),
+    ]
+    for grad, want in zip(grads, wants, strict=True):
+        np.testing.assert_allclose(grad.numpy(), want, rtol=1e-3, atol=1e-4)
+    with pytest.raises(wg.ShapeError):
+        L.GroupNormalization(groups=4)(session.tensor(np.zeros((2, 6), np.float32)))
+
+
+def test_normalization_adapts_to_data_and_is_saved(session, rng, tmp_path):
+    data = (rng.normal(size=(500, 3)) * [1.0, 2.0, 0.5] + [3.0, -1.0, 0.0]).astype(np.float32)
+    layer = L.Normalization()
+    layer.adapt(data)
+    mean, std = data.astype(np.float64).mean(0), data.astype(np.float64).std(0)
+    got = layer(session.tensor(data)).numpy()
+    np.testing.assert_allclose(got, (data - mean) / std, rtol=1e-4, atol=1e-5)
+    assert [name for name, _ in layer.named_states()] == ["mean", "variance"] and not layer.parameters()
+    inverse = L.Normalization(mean=mean, variance=std**2, invert=True)
+    np.testing.assert_allclose(inverse(session.tensor(got)).numpy(), data, rtol=1e-4, atol=1e-4)
+    # Adapting in batches gives the same statistics; a built layer takes new ones.
+    layer.adapt(iter([data[:200], data[200:]]))
+    np.testing.assert_allclose(layer.mean.numpy(), mean, rtol=1e-5)
+    model = keras.Sequential([keras.Input(shape=(3,)), layer, L.Dense(1, seed=4)], device=session.adapter["backend"])
+    model.compile("sgd", "mse")
+    model.fit(data, data[:, :1], batch_size=100, epochs=1, verbose=0)
+    np.testing.assert_allclose(layer.mean.numpy(), mean, rtol=1e-5)  # state, not trained
+    model.save(tmp_path / "normalized.keras")
+    with keras.models.load_model(tmp_path / "normalized.keras", device=session.adapter["backend"]) as loaded:
+        np.testing.assert_array_equal(loaded.predict(data, verbose=0), model.predict(data, verbose=0))
+    model.close()
+    with pytest.raises(wg.InvalidArgumentError):
+        L.Normalization(mean=[0.0])
+    with pytest.raises(wg.ShapeError):
+        L.Normalization(mean=[0.0, 1.0], variance=[1.0, 1.0])(session.tensor(np.zeros((2, 3), np.float32)))

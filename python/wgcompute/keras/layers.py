@@ -30,6 +30,7 @@ from ._layer import (
     _next_seed,
 )
 from ._layer import _seeds as _seeds  # the seed sequence, where keras.utils.set_random_seed and tests find it
+from ._normalization import GroupNormalization, Normalization
 from ._pooling import AveragePooling1D, GlobalAveragePooling1D, GlobalMaxPooling1D, GlobalMaxPooling2D, MaxPooling1D
 from ._recurrent import GRU, LSTM, Bidirectional, SimpleRNN
 from ._reshaping import Cropping2D, Identity, Lambda, Permute, RepeatVector, Rescaling, UpSampling2D, ZeroPadding2D
@@ -58,6 +59,7 @@ __all__ = [
     "GlobalAveragePooling2D",
     "GlobalMaxPooling1D",
     "GlobalMaxPooling2D",
+    "GroupNormalization",
     "Identity",
     "Input",
     "InputLayer",
@@ -70,6 +72,7 @@ __all__ = [
     "MaxPooling2D",
     "MultiHeadAttention",
     "Multiply",
+    "Normalization",
     "PReLU",
     "Permute",
     "ReLU",
