@@ -136,19 +136,47 @@ class Layer:
             named.append((name, variable))
         return named
 
-    def named_parameters(self) -> list[tuple[str, Variable]]:
-        """The trainable variables with their names, each sublayer's under its name."""
-        named = self._unassigned_weights(trainable=True)
+    @property
+    def trainable(self) -> bool:
+        """Whether an optimizer trains this layer's weights (Keras's ``trainable``). Set False, the layer's
+        weights and every sublayer's are frozen: they leave :meth:`parameters` for :meth:`named_states` (and so
+        are saved and loaded as before), and a batch normalisation runs as in inference. Compile or fit again
+        after changing it."""
+        return bool(self.__dict__.get("_trainable", True))
+
+    @trainable.setter
+    def trainable(self, value: Any) -> None:
+        flag = _flag(value, "trainable")
+        self.__dict__["_trainable"] = flag
         for name, kind in self.__dict__.get("_tracked", {}).items():
-            if kind == "parameter":
+            if kind == "sublayer":
+                for _, child in self._children_named(name):
+                    if isinstance(child, Layer):
+                        child.trainable = flag
+
+    def _collect(self, parameters: bool, honour_frozen: bool) -> list[tuple[str, Variable]]:
+        """This layer's trainable variables (``parameters``) or its state, each sublayer's under its name;
+        with ``honour_frozen`` a frozen sublayer's weights count as state, without it every weight is where its
+        variable puts it (the order :meth:`get_weights` keeps whatever is frozen)."""
+        named = self._unassigned_weights(trainable=parameters)
+        for name, kind in self.__dict__.get("_tracked", {}).items():
+            if kind == ("parameter" if parameters else "state"):
                 named.append((name, getattr(self, name)))
             elif kind == "sublayer":
-                named += [
-                    (f"{prefix}.{inner}", variable)
-                    for prefix, child in self._children_named(name)
-                    for inner, variable in _named_parameters_of(child)
-                ]
+                for prefix, child in self._children_named(name):
+                    if isinstance(child, Layer):
+                        if honour_frozen:
+                            inner = child.named_parameters() if parameters else child.named_states()
+                        else:
+                            inner = child._collect(parameters, honour_frozen=False)
+                    else:
+                        inner = _named_parameters_of(child) if parameters else []
+                    named += [(f"{prefix}.{key}", variable) for key, variable in inner]
         return named
+
+    def named_parameters(self) -> list[tuple[str, Variable]]:
+        """The trainable variables with their names, each sublayer's under its name (none while frozen)."""
+        return self._collect(parameters=True, honour_frozen=True) if self.trainable else []
 
     def _children_named(self, name: str) -> list[tuple[str, Any]]:
         value = getattr(self, name)
@@ -161,22 +189,29 @@ class Layer:
         return [variable for _, variable in self.named_parameters()]
 
     def named_states(self) -> list[tuple[str, Variable]]:
-        """The variables the forward pass updates (running statistics), not trained by an optimizer."""
-        named = self._unassigned_weights(trainable=False)
-        for name, kind in self.__dict__.get("_tracked", {}).items():
-            if kind == "state":
-                named.append((name, getattr(self, name)))
-            elif kind == "sublayer":
-                named += [
-                    (f"{prefix}.{inner}", variable)
-                    for prefix, child in self._children_named(name)
-                    if isinstance(child, Layer)
-                    for inner, variable in child.named_states()
-                ]
-        return named
+        """The variables the forward pass updates (running statistics), not trained by an optimizer, and the
+        weights of what is frozen."""
+        if not self.trainable:
+            return self._named_variables()
+        return self._collect(parameters=False, honour_frozen=True)
+
+    @property
+    def trainable_weights(self) -> list[Variable]:
+        return self.parameters()
+
+    @property
+    def non_trainable_weights(self) -> list[Variable]:
+        return [variable for _, variable in self.named_states()]
+
+    @property
+    def weights(self) -> list[Variable]:
+        """Every variable, in an order that freezing does not change."""
+        return [variable for _, variable in self._named_variables()]
 
     def _named_variables(self) -> list[tuple[str, Variable]]:
-        return self.named_parameters() + self.named_states()
+        return self._collect(parameters=True, honour_frozen=False) + self._collect(
+            parameters=False, honour_frozen=False
+        )
 
     def state_dict(self) -> dict[str, Variable]:
         """Every parameter and state variable by name: what :meth:`save_weights` writes."""
@@ -476,6 +511,8 @@ class BatchNorm(Layer):
         self._add_state("moving_variance", _constant(session, (width,), 1.0, "moving_variance", trainable=False))
 
     def call(self, x: Any, training: bool = False) -> Tensor:
+        # As Keras's: a frozen batch normalisation runs as in inference, with its moving statistics.
+        training = bool(training) and self.trainable
         y, mean, variance = _neural.batch_norm(
             _input(self, x),
             self.moving_mean,

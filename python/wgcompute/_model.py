@@ -712,10 +712,6 @@ class Model(_layers.Layer):
         for variable, value in zip(variables, values, strict=True):
             variable.assign(value)
 
-    @property
-    def trainable_weights(self) -> list[Variable]:
-        return self.parameters()
-
     # --- compile ---
 
     def compile(

@@ -161,13 +161,12 @@ class Layer(_layers.Layer):
         super().__init__()
         if dtype not in (None, "float32"):
             raise InvalidArgumentError(f"layers compute in float32; got dtype {dtype!r:.80}")
-        if trainable is not True:
-            raise InvalidArgumentError("frozen layers (trainable=False) are not supported")
         self._declared_input_shape = _input_shape(input_shape, input_dim)
         self._config: dict[str, Any] = {}
         if name is not None:
             self.name = name
         self.built = False
+        self.trainable = trainable
 
     def __call__(self, x: Any, training: bool | None = None) -> Any:
         if _is_symbolic(x):
@@ -228,6 +227,8 @@ class Layer(_layers.Layer):
             config["name"] = self.name
         if self._declared_input_shape is not None:
             config["input_shape"] = list(self._declared_input_shape)
+        if not self.trainable:
+            config["trainable"] = False
         cls = type(self)
         if not _is_package_class(cls) and not _defines_get_config(cls):
             auto = self.__dict__.get("_auto_config")

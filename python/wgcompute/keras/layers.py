@@ -308,6 +308,10 @@ class BatchNormalization(_Wrapped):
     def build(self, input_shape: Any) -> None:
         self._adopt(_layers.BatchNorm(_building_session(self), input_shape[-1], **self._config))
 
+    def call(self, x: Any, training: bool = False) -> Tensor:
+        # As Keras's: frozen, it runs as in inference, with its moving statistics.
+        return self._inner(x, training=bool(training) and self.trainable)  # type: ignore[no-any-return]
+
 
 class LayerNormalization(_Wrapped):
     """Keras's ``LayerNormalization`` over the last axis (epsilon 1e-3, as Keras's)."""
