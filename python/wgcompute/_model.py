@@ -38,7 +38,8 @@ from ._errors import (
     SessionClosedError,
     ShapeError,
 )
-from ._manipulate import concat, stack
+from ._manipulate import stack
+from ._metrics import _METRIC_NAMES, _match_targets, _metric_of, _rows
 from ._session import Session, _session_argument
 from ._tape import GradientTape
 from ._tensor import Tensor, Variable, softmax_cross_entropy
@@ -47,23 +48,6 @@ __all__ = ["Input", "KerasTensor", "Loss", "Model", "Sequential", "load_model"]
 
 
 # --- losses ---
-
-
-def _rows(values: Tensor) -> Tensor:
-    """Per-element losses averaged over the last axis, as Keras's elementwise losses are: one per sample."""
-    return values.mean(axis=-1) if values.ndim > 1 else values
-
-
-def _match_targets(y_true: Tensor, y_pred: Tensor) -> Tensor:
-    """Targets [n] beside predictions [n, 1] take the predictions' shape, as Keras squeezes them together."""
-    if (
-        y_true.shape != y_pred.shape
-        and y_pred.ndim >= 1
-        and y_pred.shape[-1] == 1
-        and y_true.shape == y_pred.shape[:-1]
-    ):
-        return y_true.reshape(y_pred.shape)
-    return y_true
 
 
 class Loss:
@@ -228,72 +212,6 @@ def _optimizer_of(optimizer: Any) -> optim.Optimizer:
         made: optim.Optimizer = getattr(optim, available[optimizer.lower()])()
         return made
     raise ArgumentTypeError(f"optimizer is a name or a wgcompute.optim optimizer; got {optimizer!r:.80}")
-
-
-# --- metrics ---
-
-
-class _Metric:
-    """A metric gathered on the device a batch at a time and read back once an epoch. The accuracies of
-    class ids keep only each batch's predicted classes (one pass) and compare them with the labels on the
-    host; the others keep a per-batch sum."""
-
-    def __init__(self, name: str, kind: str) -> None:
-        self.name, self.kind = name, kind
-
-    def batch(self, y_true: Tensor, y_pred: Tensor, host_true: np.ndarray) -> tuple[Tensor, np.ndarray | None]:
-        if self.kind == "sparse_categorical_accuracy":
-            return y_pred.argmax(axis=-1), host_true.reshape(len(host_true))
-        if self.kind == "categorical_accuracy":
-            return y_pred.argmax(axis=-1), host_true.reshape(len(host_true), -1).argmax(axis=1)
-        targets = _match_targets(y_true, y_pred).astype("float32")
-        if self.kind == "binary_accuracy":
-            hits = (y_pred > 0.5) == (targets > 0.5)
-            return _rows(hits.astype("float32")).sum(), None
-        if self.kind == "mean_absolute_error":
-            return _rows(abs(y_pred - targets)).sum(), None
-        difference = y_pred - targets
-        return _rows(difference * difference).sum(), None
-
-    @staticmethod
-    def value(batches: list[tuple[Tensor, np.ndarray | None]], total: int) -> float:
-        """The metric over every sample of ``batches``."""
-        if batches[0][1] is not None:
-            predicted = concat([tensor for tensor, _ in batches]).numpy()
-            labels = np.concatenate([labels for _, labels in batches if labels is not None])
-            return float(np.count_nonzero(predicted.astype(np.int64) == labels.astype(np.int64)) / total)
-        return float(stack([tensor for tensor, _ in batches]).numpy().astype(np.float64).sum() / total)
-
-
-_METRIC_NAMES = {
-    "sparse_categorical_accuracy": "sparse_categorical_accuracy",
-    "categorical_accuracy": "categorical_accuracy",
-    "binary_accuracy": "binary_accuracy",
-    "mae": "mean_absolute_error",
-    "mean_absolute_error": "mean_absolute_error",
-    "mse": "mean_squared_error",
-    "mean_squared_error": "mean_squared_error",
-}
-
-
-def _metric_of(metric: Any, loss: Any) -> _Metric:
-    if not isinstance(metric, str):
-        raise ArgumentTypeError(f"a metric is a name such as 'accuracy'; got {metric!r:.80}")
-    if metric in ("accuracy", "acc"):
-        name = getattr(loss, "name", "")
-        kind = {
-            "sparse_categorical_crossentropy": "sparse_categorical_accuracy",
-            "categorical_crossentropy": "categorical_accuracy",
-            "binary_crossentropy": "binary_accuracy",
-        }.get(name)
-        if kind is None:
-            raise InvalidArgumentError(
-                "'accuracy' follows a crossentropy loss; name the metric (e.g. 'binary_accuracy') for this one"
-            )
-        return _Metric("accuracy", kind)
-    if metric not in _METRIC_NAMES:
-        raise InvalidArgumentError(f"metric {metric!r:.80} is not one of {sorted(['accuracy', *_METRIC_NAMES])}")
-    return _Metric(metric, _METRIC_NAMES[metric])
 
 
 # --- data ---
@@ -739,7 +657,7 @@ class Model(_layers.Layer):
         if metrics is None:
             metrics = []
         if isinstance(metrics, (str, bytes)) or not isinstance(metrics, Sequence):
-            raise ArgumentTypeError(f"metrics is a list of names; got {metrics!r:.80}")
+            raise ArgumentTypeError(f"metrics is a list of names or keras.metrics objects; got {metrics!r:.80}")
         self._metrics = [_metric_of(metric, self.loss) for metric in metrics]
         if device is not None:
             self._device = device
@@ -943,7 +861,6 @@ class Model(_layers.Layer):
             list(callbacks or []), model=self, history=history, verbose=level, epochs=epochs_total, steps=None
         )
         self.stop_training = False
-        metric_names = [metric.name for metric in self._metrics]
         callback_list.on_train_begin()
         params: list[Variable] | None = None
         epoch = int(initial_epoch)
@@ -992,8 +909,8 @@ class Model(_layers.Layer):
                         break
                     raise InvalidArgumentError("an epoch of fit had no batches")
                 logs: dict[str, float] = {"loss": loss_sum / total}
-                for name, sums in zip(metric_names, metric_sums, strict=True):
-                    logs[name] = _Metric.value(sums, total)
+                for metric, sums in zip(self._metrics, metric_sums, strict=True):
+                    logs[metric.name] = metric.value(sums, total)
                 if validation_data is not None and (epoch + 1 - int(initial_epoch)) % int(validation_freq) == 0:
                     values = self._evaluate_arrays(validation_data, validation_batch_size or batch, validation_steps)
                     logs.update({f"val_{name}": value for name, value in values.items()})
@@ -1046,7 +963,7 @@ class Model(_layers.Layer):
             raise InvalidArgumentError("there is nothing to evaluate: no samples")
         values = {"loss": float(stack(loss_sums).numpy().astype(np.float64).sum() / total)}
         for metric, sums in zip(self._metrics, metric_sums, strict=True):
-            values[metric.name] = _Metric.value(sums, total)
+            values[metric.name] = metric.value(sums, total)
         return values
 
     def evaluate(
@@ -1205,9 +1122,13 @@ class Model(_layers.Layer):
                 "optimizer_config": self.optimizer.get_config(),
                 "learning_rate": self.optimizer.learning_rate,
                 "loss": self.loss.get_config(),
-                "metrics": [metric.name for metric in self._metrics],
+                # A metric under a name of its own is saved as its kind, which a load knows.
+                "metrics": [metric.name if metric.name in _SAVED_NAMES else metric.kind for metric in self._metrics],
             }
         save(filepath, self.state_dict(), metadata={"format": "wgcompute.keras", "config": json.dumps(config)})
+
+
+_SAVED_NAMES = frozenset(("accuracy", "acc", *_METRIC_NAMES))
 
 
 def _layer_entry(layer: Any) -> dict[str, Any]:

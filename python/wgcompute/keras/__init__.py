@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from .. import callbacks
 from .._model import Input, Model, Sequential, load_model
-from . import initializers, layers, losses, models, ops, optimizers, saving, utils
+from . import initializers, layers, losses, metrics, models, ops, optimizers, saving, utils
 
 __all__ = [
     "Input",
@@ -28,6 +28,7 @@ __all__ = [
     "layers",
     "load_model",
     "losses",
+    "metrics",
     "models",
     "ops",
     "optimizers",

@@ -1,0 +1,100 @@
+"""The metrics ``compile`` takes by Keras's name or as ``keras.metrics`` objects — precision, recall, AUC, top-k
+accuracy, R², the errors — against NumPy (and scikit-learn's) on the model's own predictions, at batch sizes that
+do not divide the samples; their names in the logs; their settings; a saved model keeps them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn import metrics as sk
+
+import wgcompute as wg
+from wgcompute import keras
+
+L = keras.layers
+
+
+def keras_auc(labels, scores, count=200):
+    """Keras's ROC AUC from ``count`` thresholds, in float64."""
+    inner = [(i + 1) / (count - 1) for i in range(count - 2)]
+    thresholds = np.array([-1e-7, *inner, 1 + 1e-7], np.float32).astype(np.float64)
+    above = scores[:, None] > thresholds[None, :]
+    tp = (above & (labels[:, None] == 1)).sum(0)
+    fp = (above & (labels[:, None] == 0)).sum(0)
+    recall, false_rate = tp / labels.sum(), fp / (1 - labels).sum()
+    return ((false_rate[:-1] - false_rate[1:]) * (recall[:-1] + recall[1:]) / 2).sum()
+
+
+def test_binary_metrics_follow_numpy_and_scikit_learn(session, rng, tmp_path):
+    x = rng.normal(size=(103, 4)).astype(np.float32)
+    labels = (x @ [1.0, -2.0, 0.5, 0.0] + rng.normal(size=103) > 0).astype(np.int64)
+    model = keras.Sequential([keras.Input(shape=(4,)), L.Dense(1, activation="sigmoid", seed=3)], session=session)
+    extra = [keras.metrics.AUC(num_thresholds=50, name="auc50"), keras.metrics.Precision(thresholds=0.3, name="p30")]
+    model.compile("adam", "binary_crossentropy", metrics=["precision", "recall", "auc", *extra])
+    history = model.fit(x, labels, batch_size=16, epochs=2, verbose=0)
+    assert {"precision", "recall", "auc", "auc50", "p30"} <= set(history.history)
+    got = model.evaluate(x, labels, batch_size=16, verbose=0, return_dict=True)
+    scores = model.predict(x, verbose=0).reshape(-1).astype(np.float64)
+    predicted = scores > 0.5
+    assert got["precision"] == pytest.approx((predicted & (labels == 1)).sum() / predicted.sum(), abs=1e-6)
+    assert got["recall"] == pytest.approx((predicted & (labels == 1)).sum() / labels.sum(), abs=1e-6)
+    low = scores > 0.3
+    assert got["p30"] == pytest.approx((low & (labels == 1)).sum() / low.sum(), abs=1e-6)
+    assert got["auc"] == pytest.approx(keras_auc(labels, scores), abs=1e-6)
+    assert got["auc50"] == pytest.approx(keras_auc(labels, scores, 50), abs=1e-6)
+    assert got["auc"] == pytest.approx(sk.roc_auc_score(labels, scores), abs=0.02)  # 200 thresholds: near exact
+    model.save(tmp_path / "metrics.keras")
+    with keras.models.load_model(tmp_path / "metrics.keras", device=session.adapter["backend"]) as loaded:
+        again = loaded.evaluate(x, labels, batch_size=16, verbose=0, return_dict=True)
+        assert again["precision"] == got["precision"] and again["auc"] == got["auc"]
+
+
+def test_top_k_accuracies_follow_numpy(session, rng):
+    x = rng.normal(size=(57, 6)).astype(np.float32)
+    ids = rng.integers(0, 5, 57)
+    model = keras.Sequential([keras.Input(shape=(6,)), L.Dense(5, activation="softmax", seed=4)], session=session)
+    model.compile(
+        "sgd",
+        "sparse_categorical_crossentropy",
+        metrics=["sparse_top_k_categorical_accuracy", keras.metrics.SparseTopKCategoricalAccuracy(k=2, name="top2")],
+    )
+    got = model.evaluate(x, ids, batch_size=10, verbose=0, return_dict=True)
+    scores = model.predict(x, verbose=0)
+    rank = (scores > scores[np.arange(57), ids][:, None]).sum(1)  # classes scored above the label's
+    assert got["sparse_top_k_categorical_accuracy"] == pytest.approx((rank < 5).mean(), abs=1e-6)
+    assert got["top2"] == pytest.approx((rank < 2).mean(), abs=1e-6)
+    onehot = np.eye(5, dtype=np.float32)[ids]
+    model.compile("sgd", "categorical_crossentropy", metrics=[keras.metrics.TopKCategoricalAccuracy(k=3)])
+    got = model.evaluate(x, onehot, batch_size=10, verbose=0, return_dict=True)
+    assert got["top_k_categorical_accuracy"] == pytest.approx((rank < 3).mean(), abs=1e-6)
+
+
+def test_regression_metrics_follow_scikit_learn(session, rng):
+    x = rng.normal(size=(41, 3)).astype(np.float32)
+    y = np.stack([x @ [1.0, 2.0, -1.0], x[:, 0] * 0.5], 1).astype(np.float32)
+    model = keras.Sequential([keras.Input(shape=(3,)), L.Dense(2, seed=5)], session=session)
+    model.compile(
+        "adam",
+        "mse",
+        metrics=[keras.metrics.R2Score(), keras.metrics.MeanAbsoluteError(), keras.metrics.MeanSquaredError()],
+    )
+    model.fit(x, y, batch_size=8, epochs=3, verbose=0)
+    got = model.evaluate(x, y, batch_size=8, verbose=0, return_dict=True)
+    predicted = model.predict(x, verbose=0).astype(np.float64)
+    assert got["r2_score"] == pytest.approx(sk.r2_score(y, predicted), abs=1e-5)
+    assert got["mean_absolute_error"] == pytest.approx(np.abs(predicted - y).mean(), abs=1e-5)
+    assert got["mean_squared_error"] == pytest.approx(((predicted - y) ** 2).mean(), abs=1e-5)
+
+
+def test_bad_metrics_are_refused(session):
+    model = keras.Sequential([keras.Input(shape=(3,)), L.Dense(1)], session=session)
+    with pytest.raises(TypeError):
+        model.compile("sgd", "mse", metrics=[object()])
+    with pytest.raises(wg.InvalidArgumentError):
+        model.compile("sgd", "mse", metrics=["f1"])
+    with pytest.raises(wg.InvalidArgumentError):
+        keras.metrics.AUC(curve="PR")
+    with pytest.raises(wg.InvalidArgumentError):
+        keras.metrics.Precision(thresholds=[0.2, 0.4])
+    with pytest.raises(wg.InvalidArgumentError):
+        keras.metrics.TopKCategoricalAccuracy(k=0)
