@@ -387,3 +387,16 @@ def test_normalization_adapts_to_data_and_is_saved(session, rng, tmp_path):
         L.Normalization(mean=[0.0])
     with pytest.raises(wg.ShapeError):
         L.Normalization(mean=[0.0, 1.0], variance=[1.0, 1.0])(session.tensor(np.zeros((2, 3), np.float32)))
+
+
+def test_compute_output_shape_runs_the_layer_and_leaves_it_unbuilt(session):
+    dense = L.Dense(7)
+    assert dense.compute_output_shape((None, 10)) == (None, 7) and not dense.built
+    assert L.Conv2D(4, 3).compute_output_shape((None, 8, 8, 3)) == (None, 6, 6, 4)
+    assert L.LSTM(5, return_sequences=True).compute_output_shape((2, 6, 3)) == (2, 6, 5)
+    assert L.Concatenate().compute_output_shape([(None, 3), (None, 4)]) == (None, 7)
+    built = L.Dense(2)
+    built(session.tensor(np.zeros((1, 3), np.float32)))
+    assert built.compute_output_shape((None, 3)) == (None, 2)
+    with pytest.raises(wg.ShapeError):
+        built.compute_output_shape((None, 4))

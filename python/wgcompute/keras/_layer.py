@@ -187,6 +187,32 @@ class Layer(_layers.Layer):
         """Creates the layer's weights for inputs of ``input_shape`` (batch axis first); layers without weights
         have nothing to do."""
 
+    def compute_output_shape(self, input_shape: Any) -> Any:
+        """The shape of what the layer makes of inputs of ``input_shape`` (the batch axis may be None), found as
+        Keras finds it, by running the layer: a built layer on one zero sample in its session; one not built, a
+        copy of it made from its config, in a session opened for it and closed at once (so nothing of it stays,
+        and the layer itself is left unbuilt)."""
+        shapes = input_shape if isinstance(input_shape, list) else [input_shape]
+        samples = [tuple(1 if d is None else int(d) for d in shape) for shape in shapes]
+        batch_unknown = any(shape[0] is None for shape in shapes if len(shape))
+        session = self._session()
+        if self.built and session is not None:
+            output = self._probe(self, session, samples)
+        else:
+            from .._session import Session
+
+            copy = type(self).from_config(self.get_config())
+            with Session() as scratch:
+                output = self._probe(copy, scratch, samples)
+        outputs = output if isinstance(output, list) else [output]
+        found = [(None, *shape[1:]) if batch_unknown else tuple(shape) for shape in (o.shape for o in outputs)]
+        return found if isinstance(output, list) else found[0]
+
+    @staticmethod
+    def _probe(layer: Any, session: Any, samples: list[tuple[int, ...]]) -> Any:
+        inputs = [session.zeros(sample) for sample in samples]
+        return layer(inputs if len(inputs) > 1 else inputs[0], training=False)
+
     def add_weight(
         self,
         shape: Sequence[int] | None = None,
