@@ -400,3 +400,23 @@ def test_compute_output_shape_runs_the_layer_and_leaves_it_unbuilt(session):
     assert built.compute_output_shape((None, 3)) == (None, 2)
     with pytest.raises(wg.ShapeError):
         built.compute_output_shape((None, 4))
+
+
+def test_normalization_and_spatial_dropout_gradients(session, rng):
+    mean, variance = np.array([1.0, -2.0, 0.5]), np.array([4.0, 0.25, 1e-16])  # the last deviation floored at 1e-7
+    layer = L.Normalization(mean=mean, variance=variance)
+    x = wg.Variable(session.tensor(rng.normal(size=(4, 3)).astype(np.float32)))
+    upstream = rng.normal(size=(4, 3))
+    with wg.GradientTape() as tape:
+        loss = (layer(x) * session.tensor(upstream.astype(np.float32))).sum()
+    (grad,) = tape.gradient(loss, [x])
+    deviation = np.maximum(np.sqrt(variance.astype(np.float32).astype(np.float64)), 1e-7)
+    np.testing.assert_allclose(grad.numpy(), upstream / deviation, rtol=1e-5)
+    dropout = L.SpatialDropout1D(0.5, seed=7)
+    ones = wg.Variable(session.tensor(np.ones((3, 5, 8), np.float32)))
+    upstream = rng.normal(size=(3, 5, 8))
+    with wg.GradientTape() as tape:
+        y = dropout(ones, training=True)
+        loss = (y * session.tensor(upstream.astype(np.float32))).sum()
+    (grad,) = tape.gradient(loss, [ones])
+    np.testing.assert_allclose(grad.numpy(), y.numpy() * upstream, rtol=1e-6)  # the kept channels, scaled

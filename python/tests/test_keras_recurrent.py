@@ -198,3 +198,24 @@ def test_what_is_not_supported_is_refused(session):
         L.Bidirectional(L.LSTM(3), merge_mode="max")
     with pytest.raises(wg.ShapeError):
         L.LSTM(3)(session.tensor(np.zeros((2, 3), np.float32)))
+
+
+def test_bidirectional_gradient_follows_the_float64_reference(session, rng):
+    layer = L.Bidirectional(L.SimpleRNN(UNITS, return_sequences=True))
+    x32 = rng.normal(size=(BATCH, STEPS, FEATURES)).astype(np.float32)
+    x = wg.Variable(session.tensor(x32))
+    with wg.GradientTape() as tape:
+        y = layer(x)
+        upstream = rng.normal(size=y.shape)
+        loss = (y * session.tensor(upstream.astype(np.float32))).sum()
+    (grad,) = tape.gradient(loss, [x])
+    forward = [v.numpy().astype(np.float64) for _, v in layer.forward_layer.named_parameters()]
+    backward = [v.numpy().astype(np.float64) for _, v in layer.backward_layer.named_parameters()]
+    x64 = x32.astype(np.float64)
+
+    def total():
+        ahead = simple_rnn(x64, *forward)[0]
+        behind = simple_rnn(x64, *backward, go_backwards=True)[0][:, ::-1]
+        return (np.concatenate([ahead, behind], -1) * upstream).sum()
+
+    np.testing.assert_allclose(grad.numpy(), numeric_gradient(total, x64), rtol=1e-4, atol=1e-4)
