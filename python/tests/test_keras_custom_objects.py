@@ -75,6 +75,9 @@ def test_a_registered_custom_layer_trains_saves_and_loads_bit_for_bit(session, r
     model.save(path)
     with keras.models.load_model(path, device=session.adapter["backend"]) as loaded:
         assert type(loaded.layers[1]) is Scale and loaded.layers[1].offset == 0.5
+        # Keras's names, given at construction, are the file's too.
+        assert [layer.name for layer in loaded.layers] == [layer.name for layer in model.layers]
+        assert model.layers[0].name.startswith("dense") and scale.name.startswith("scale")
         np.testing.assert_array_equal(loaded.layers[1].w.numpy(), scale.w.numpy())
         np.testing.assert_array_equal(loaded.predict(x, verbose=0), model.predict(x, verbose=0))
     model.close()

@@ -13,7 +13,7 @@ from typing import Any
 from .. import _layers, _neural
 from .._convert import _flag
 from .._errors import ArgumentTypeError, InvalidArgumentError
-from .._model import _is_symbolic, _symbolic_call
+from .._model import _auto_name, _is_symbolic, _symbolic_call
 from .._tensor import Tensor, Variable, _tensor_argument
 from . import initializers
 
@@ -163,8 +163,9 @@ class Layer(_layers.Layer):
             raise InvalidArgumentError(f"layers compute in float32; got dtype {dtype!r:.80}")
         self._declared_input_shape = _input_shape(input_shape, input_dim)
         self._config: dict[str, Any] = {}
-        if name is not None:
-            self.name = name
+        # As Keras: every layer has its name from the start (``dense``, ``dense_1``, ...), which summary() shows and
+        # a saved model holds.
+        self.name = name if name is not None else _auto_name(type(self).__name__)
         self.built = False
         self.trainable = trainable
 
