@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _elementwise, _layers, _registry, losses, optim
+from . import _layers, _registry, losses, optim
 from ._convert import _flag
 from ._errors import (
     ArgumentTypeError,
@@ -42,7 +42,7 @@ from ._manipulate import stack
 from ._metrics import _METRIC_NAMES, _match_targets, _metric_of, _rows
 from ._session import Session, _session_argument
 from ._tape import GradientTape
-from ._tensor import Tensor, Variable, softmax_cross_entropy
+from ._tensor import Tensor, Variable
 
 __all__ = ["Input", "KerasTensor", "Loss", "Model", "Sequential", "load_model"]
 
@@ -125,12 +125,7 @@ class Loss:
                     f"categorical_crossentropy takes one-hot targets of the predictions' shape {y_pred.shape}; got "
                     f"targets of shape {targets.shape}{hint}"
                 )
-            if self.from_logits:
-                return softmax_cross_entropy(y_pred, targets)
-            # Keras's form from probabilities: rescaled to sum to 1, clipped, then -sum(t log p).
-            probabilities = y_pred / y_pred.sum(axis=-1, keepdims=True)
-            clipped = _elementwise.clip(probabilities, 1e-7, 1.0 - 1e-7)
-            return -(targets * _elementwise.log(clipped)).sum(axis=-1)
+            return losses._categorical_rows(targets, y_pred, self.from_logits)
         if self.name == "binary_crossentropy":
             return _rows(losses.binary_crossentropy(targets, y_pred, from_logits=self.from_logits, reduction="none"))
         if self.name == "kl_divergence":

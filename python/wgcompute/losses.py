@@ -27,8 +27,9 @@ from typing import Any
 
 import numpy as np
 
+from . import _elementwise
 from ._errors import ArgumentTypeError, InvalidArgumentError
-from ._tensor import Tensor, _tensor_argument
+from ._tensor import Tensor, _tensor_argument, softmax_cross_entropy
 
 __all__ = [
     "binary_crossentropy",
@@ -175,3 +176,17 @@ def kl_divergence(y_true: Any, y_pred: Any, *, reduction: str = "mean") -> Tenso
     """``Σ t log(t / p)`` over each row's last axis, both clipped to ``[1e-7, 1]`` (Keras's ``kl_divergence``):
     one divergence per row."""
     return _loss("kl_divergence", y_true, y_pred, reduction)
+
+
+def _categorical_rows(targets: Tensor, y_pred: Tensor, from_logits: bool) -> Tensor:
+    """Keras's categorical cross-entropy of each row (classes on the last axis), ``targets`` float and of
+    ``y_pred``'s shape: from logits by the fused softmax cross-entropy; from probabilities rescaled to sum to 1,
+    clipped to ``[1e-7, 1 − 1e-7]``, then ``-Σ t log p``. What ``Model``'s loss and ``keras.ops`` both compute."""
+    if from_logits:
+        rows = y_pred.shape[:-1]
+        classes = y_pred.shape[-1]
+        flat = softmax_cross_entropy(y_pred.reshape((-1, classes)), targets.reshape((-1, classes)))
+        return flat.reshape(rows)
+    probabilities = y_pred / y_pred.sum(axis=-1, keepdims=True)
+    clipped = _elementwise.clip(probabilities, 1e-7, 1.0 - 1e-7)
+    return -(targets * _elementwise.log(clipped)).sum(axis=-1)

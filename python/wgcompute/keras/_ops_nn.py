@@ -5,13 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import _creation, _elementwise, _logic, _manipulate, _neural, _reductions
+from .. import _creation, _elementwise, _logic, _manipulate, _neural, losses
+from .._convert import _flag
 from .._errors import ArgumentTypeError, InvalidArgumentError
 from .._tensor import Tensor
 from ._ops_core import _tensor, _unary
-
-# Keras's epsilon for the probability losses (keras.config.epsilon()).
-_EPSILON = 1e-7
 
 
 def one_hot(x: Any, num_classes: int, axis: int = -1, dtype: Any = None, sparse: bool = False) -> Tensor:
@@ -83,15 +81,12 @@ def log_softmax(x: Any, axis: int = -1) -> Tensor:
 
 def categorical_crossentropy(target: Any, output: Any, from_logits: bool = False, axis: int = -1) -> Tensor:
     """Keras's: ``-Σ target · log p`` along ``axis``, ``p`` the softmax of logits, or the probabilities
-    normalised to sum to 1 and clipped to ``[1e-7, 1 − 1e-7]``."""
+    normalised to sum to 1 and clipped to ``[1e-7, 1 − 1e-7]`` (the rule ``Model``'s loss uses)."""
     output = _tensor(output, target, what="categorical_crossentropy")
-    target = _tensor(target, output, what="categorical_crossentropy")
-    if from_logits:
-        log_p = _neural.log_softmax(output, axis=axis)
-    else:
-        p = output / _reductions.sum(output, axis=axis, keepdims=True)
-        log_p = _elementwise.log(_elementwise.clip(p, _EPSILON, 1.0 - _EPSILON))
-    return -_reductions.sum(target * log_p, axis=axis)
+    target = _logic.astype(_tensor(target, output, what="categorical_crossentropy"), "float32")
+    if axis not in (-1, output.ndim - 1):
+        output, target = _manipulate.moveaxis(output, axis, -1), _manipulate.moveaxis(target, axis, -1)
+    return losses._categorical_rows(target, output, _flag(from_logits, "from_logits"))
 
 
 def sparse_categorical_crossentropy(target: Any, output: Any, from_logits: bool = False, axis: int = -1) -> Tensor:
@@ -103,11 +98,8 @@ def sparse_categorical_crossentropy(target: Any, output: Any, from_logits: bool 
 
 
 def binary_crossentropy(target: Any, output: Any, from_logits: bool = False) -> Tensor:
-    """Keras's, elementwise: from logits in the stable form ``max(x, 0) − x·t + log(1 + e^−|x|)``; from
-    probabilities clipped to ``[1e-7, 1 − 1e-7]``."""
+    """Keras's, elementwise: from logits in the stable form, from probabilities clipped to ``[1e-7, 1 − 1e-7]``
+    (the library's loss, unreduced)."""
     output = _tensor(output, target, what="binary_crossentropy")
     target = _tensor(target, output, what="binary_crossentropy")
-    if from_logits:
-        return relu(output) - output * target + _elementwise.log1p(_elementwise.exp(-_elementwise.abs(output)))
-    p = _elementwise.clip(output, _EPSILON, 1.0 - _EPSILON)
-    return -(target * _elementwise.log(p) + (1.0 - target) * _elementwise.log(1.0 - p))
+    return losses.binary_crossentropy(target, output, from_logits=from_logits, reduction="none")
