@@ -6,44 +6,22 @@ convolution functions, so its gradient is theirs."""
 
 from __future__ import annotations
 
-import numbers
-from collections.abc import Sequence
 from typing import Any
 
 from .. import _window
 from .._convert import _flag
-from .._errors import ArgumentTypeError, InvalidArgumentError, ShapeError
-from .._tensor import Tensor, _tensor_argument
+from .._errors import InvalidArgumentError, ShapeError
+from .._tensor import Tensor
 from . import initializers
-from ._layer import Layer, _activation
+from ._layer import Layer, _activation, _channels_last, _count, _image, _pair
 
 __all__ = ["Conv2DTranspose", "DepthwiseConv2D", "SeparableConv2D"]
-
-
-def _pair(value: Any, what: str) -> tuple[int, int]:
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
-        value = (value, value)
-    if (
-        not isinstance(value, Sequence)
-        or isinstance(value, (str, bytes))
-        or len(value) != 2
-        or not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= 1 for v in value)
-    ):
-        raise ArgumentTypeError(f"{what} is an int or a pair of ints of at least 1; got {value!r:.80}")
-    return int(value[0]), int(value[1])
 
 
 def _padding(padding: Any) -> str:
     if padding not in ("valid", "same"):
         raise InvalidArgumentError(f"padding is 'valid' or 'same'; got {padding!r:.80}")
     return str(padding)
-
-
-def _image(x: Any, what: str) -> Tensor:
-    x = _tensor_argument(x, "x")
-    if x.ndim != 4:
-        raise ShapeError(f"{what} takes images [batch, height, width, channels]; got shape {x.shape}")
-    return x
 
 
 class _Convolution(Layer):
@@ -62,8 +40,7 @@ class _Convolution(Layer):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if data_format not in (None, "channels_last"):
-            raise InvalidArgumentError(f"images are NHWC here: data_format is 'channels_last'; got {data_format!r:.80}")
+        _channels_last(data_format)
         self.kernel_size = _pair(kernel_size, "kernel_size")
         self.strides = _pair(strides, "strides")
         self.padding = _padding(padding)
@@ -122,9 +99,7 @@ class Conv2DTranspose(_Convolution):
         super().__init__(
             kernel_size, strides, padding, data_format, dilation_rate, activation, use_bias, bias_initializer, **kwargs
         )
-        if not isinstance(filters, numbers.Integral) or isinstance(filters, bool) or filters < 1:
-            raise ArgumentTypeError(f"filters is an int of at least 1; got {filters!r:.80}")
-        self.filters = int(filters)
+        self.filters = _count(filters, "filters")
         self.kernel_initializer = initializers.get(kernel_initializer)
         self._config.update({"filters": self.filters, "kernel_initializer": initializers.serialize(kernel_initializer)})
 
@@ -162,13 +137,7 @@ class DepthwiseConv2D(_Convolution):
         super().__init__(
             kernel_size, strides, padding, data_format, dilation_rate, activation, use_bias, bias_initializer, **kwargs
         )
-        if (
-            not isinstance(depth_multiplier, numbers.Integral)
-            or isinstance(depth_multiplier, bool)
-            or depth_multiplier < 1
-        ):
-            raise ArgumentTypeError(f"depth_multiplier is an int of at least 1; got {depth_multiplier!r:.80}")
-        self.depth_multiplier = int(depth_multiplier)
+        self.depth_multiplier = _count(depth_multiplier, "depth_multiplier")
         self.depthwise_initializer = initializers.get(depthwise_initializer)
         self._config.update(
             {
@@ -222,10 +191,7 @@ class SeparableConv2D(_Convolution):
         super().__init__(
             kernel_size, strides, padding, data_format, dilation_rate, activation, use_bias, bias_initializer, **kwargs
         )
-        for value, what in ((filters, "filters"), (depth_multiplier, "depth_multiplier")):
-            if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
-                raise ArgumentTypeError(f"{what} is an int of at least 1; got {value!r:.80}")
-        self.filters, self.depth_multiplier = int(filters), int(depth_multiplier)
+        self.filters, self.depth_multiplier = _count(filters, "filters"), _count(depth_multiplier, "depth_multiplier")
         self.depthwise_initializer = initializers.get(depthwise_initializer)
         self.pointwise_initializer = initializers.get(pointwise_initializer)
         self._config.update(

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import inspect
 import json
+import numbers
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from .. import _layers, _neural
 from .._convert import _flag
-from .._errors import ArgumentTypeError, InvalidArgumentError
+from .._errors import ArgumentTypeError, InvalidArgumentError, ShapeError
 from .._model import _auto_name, _is_symbolic, _symbolic_call
 from .._tensor import Tensor, Variable, _tensor_argument
 from . import initializers
@@ -76,6 +77,36 @@ def _input_shape(input_shape: Any, input_dim: Any = None) -> tuple[int, ...] | N
     if isinstance(input_shape, (str, bytes)) or not isinstance(input_shape, Sequence):
         raise ArgumentTypeError(f"input_shape is a tuple of ints; got {input_shape!r:.80}")
     return tuple(int(d) for d in input_shape)
+
+
+def _count(value: Any, what: str, low: int = 1) -> int:
+    """An int argument of at least ``low`` (filters, units, a window's length, a padding)."""
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < low:
+        raise ArgumentTypeError(f"{what} is an int of at least {low}; got {value!r:.80}")
+    return int(value)
+
+
+def _pair(value: Any, what: str, low: int = 1) -> tuple[int, int]:
+    """Keras's ``int`` or pair of ints (a window's size, strides, dilation, padding)."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return (_count(value, what, low),) * 2
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)) and len(value) == 2:
+        return _count(value[0], what, low), _count(value[1], what, low)
+    raise ArgumentTypeError(f"{what} is an int or a pair of ints of at least {low}; got {value!r:.80}")
+
+
+def _channels_last(data_format: Any) -> None:
+    if data_format not in (None, "channels_last"):
+        raise InvalidArgumentError(
+            f"data is channels last here: data_format is 'channels_last'; got {data_format!r:.80}"
+        )
+
+
+def _image(x: Any, what: str) -> Tensor:
+    x = _tensor_argument(x, "x")
+    if x.ndim != 4:
+        raise ShapeError(f"{what} takes images [batch, height, width, channels]; got shape {x.shape}")
+    return x
 
 
 def _shape_of(x: Any) -> Any:

@@ -12,10 +12,10 @@ import numpy as np
 
 from .. import _elementwise, _neural
 from .._convert import _flag
-from .._errors import ArgumentTypeError, InvalidArgumentError, ShapeError
+from .._errors import InvalidArgumentError, ShapeError
 from .._tensor import Tensor, _tensor_argument
 from . import initializers
-from ._layer import Layer
+from ._layer import Layer, _count
 
 __all__ = ["GroupNormalization", "Normalization"]
 
@@ -44,12 +44,10 @@ class GroupNormalization(Layer):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if not isinstance(groups, numbers.Integral) or isinstance(groups, bool) or groups < 1:
-            raise ArgumentTypeError(f"groups is an int of at least 1; got {groups!r:.80}")
         _last_axis(axis, "GroupNormalization")
         if not isinstance(epsilon, numbers.Real) or isinstance(epsilon, bool) or not epsilon > 0:
             raise InvalidArgumentError(f"epsilon is a number above 0; got {epsilon!r:.80}")
-        self.groups, self.epsilon = int(groups), float(epsilon)
+        self.groups, self.epsilon = _count(groups, "groups"), float(epsilon)
         self.center, self.scale = _flag(center, "center"), _flag(scale, "scale")
         self.beta_initializer = initializers.get(beta_initializer)
         self.gamma_initializer = initializers.get(gamma_initializer)

@@ -4,21 +4,15 @@ whole sequence or image), channels last, with Keras's ``keepdims``."""
 
 from __future__ import annotations
 
-import numbers
 from typing import Any
 
 from .. import _reductions, _window
 from .._convert import _flag
-from .._errors import ArgumentTypeError, InvalidArgumentError, ShapeError
+from .._errors import InvalidArgumentError, ShapeError
 from .._tensor import Tensor, _tensor_argument
-from ._layer import Layer
+from ._layer import Layer, _channels_last, _count
 
 __all__ = ["AveragePooling1D", "GlobalAveragePooling1D", "GlobalMaxPooling1D", "GlobalMaxPooling2D", "MaxPooling1D"]
-
-
-def _channels_last(data_format: Any) -> None:
-    if data_format not in (None, "channels_last"):
-        raise InvalidArgumentError(f"data_format is 'channels_last' here; got {data_format!r:.80}")
 
 
 def _steps(x: Any, what: str) -> Tensor:
@@ -29,11 +23,10 @@ def _steps(x: Any, what: str) -> Tensor:
 
 
 def _length(value: Any, what: str) -> int:
+    """Keras's 1-D window argument: an int, or a tuple of one."""
     if isinstance(value, (tuple, list)) and len(value) == 1:
         value = value[0]
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
-        raise ArgumentTypeError(f"{what} is an int of at least 1; got {value!r:.80}")
-    return int(value)
+    return _count(value, what)
 
 
 class MaxPooling1D(Layer):

@@ -7,7 +7,6 @@ the gradient through time is theirs."""
 
 from __future__ import annotations
 
-import numbers
 from typing import Any
 
 from .. import _manipulate
@@ -15,7 +14,7 @@ from .._convert import _flag
 from .._errors import ArgumentTypeError, InvalidArgumentError, ShapeError
 from .._tensor import Tensor, _tensor_argument, flip
 from . import initializers
-from ._layer import Layer, _activation
+from ._layer import Layer, _activation, _count
 
 __all__ = ["GRU", "LSTM", "Bidirectional", "SimpleRNN"]
 
@@ -24,6 +23,8 @@ class _Recurrent(Layer):
     """What the recurrent layers share; a subclass gives its gate count and its step."""
 
     _gates = 1
+    # The states a step carries: h, and LSTM's c.
+    _state_count = 1
 
     def __init__(
         self,
@@ -44,13 +45,11 @@ class _Recurrent(Layer):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if not isinstance(units, numbers.Integral) or isinstance(units, bool) or units < 1:
-            raise ArgumentTypeError(f"units is an int of at least 1; got {units!r:.80}")
         if dropout or recurrent_dropout:
             raise InvalidArgumentError("dropout inside a recurrent layer is not supported: put a Dropout before it")
         if stateful:
             raise InvalidArgumentError("stateful recurrent layers are not supported")
-        self.units = int(units)
+        self.units = _count(units, "units")
         self.activation, self.recurrent_activation = activation, recurrent_activation
         self._act = _activation(activation) or (lambda t: t)
         self._gate = _activation(recurrent_activation) or (lambda t: t)
@@ -90,7 +89,7 @@ class _Recurrent(Layer):
         return self.add_weight(shape=(self._gates * self.units,), initializer=self.bias_initializer, name="bias")
 
     def _states(self, batch: int, session: Any, initial_state: Any) -> list[Tensor]:
-        count = 2 if isinstance(self, LSTM) else 1
+        count = self._state_count
         if initial_state is None:
             return [session.zeros((batch, self.units)) for _ in range(count)]
         states = [initial_state] if isinstance(initial_state, Tensor) else list(initial_state)
@@ -144,6 +143,7 @@ class LSTM(_Recurrent):
     ``h = o · activation(c)``; with ``unit_forget_bias`` the forget gate's bias starts at 1."""
 
     _gates = 4
+    _state_count = 2
 
     def __init__(self, units: int, unit_forget_bias: bool = True, **kwargs: Any) -> None:
         super().__init__(units, **kwargs)

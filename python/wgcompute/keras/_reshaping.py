@@ -11,7 +11,7 @@ from typing import Any
 from .. import _manipulate
 from .._errors import ArgumentTypeError, InvalidArgumentError, ShapeError
 from .._tensor import Tensor, _tensor_argument
-from ._layer import Layer
+from ._layer import Layer, _channels_last, _count, _image, _pair
 
 __all__ = [
     "Cropping2D",
@@ -25,42 +25,15 @@ __all__ = [
 ]
 
 
-def _count(value: Any, what: str, low: int = 0) -> int:
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < low:
-        raise InvalidArgumentError(f"{what} is an int of at least {low}; got {value!r:.80}")
-    return int(value)
-
-
-def _pair(value: Any, what: str, low: int = 0) -> tuple[int, int]:
-    """Keras's ``int`` or pair of ints."""
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
-        return (_count(value, what, low),) * 2
-    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)) and len(value) == 2:
-        return _count(value[0], what, low), _count(value[1], what, low)
-    raise ArgumentTypeError(f"{what} is an int or a pair of ints; got {value!r:.80}")
-
-
 def _two_sided(value: Any, what: str) -> tuple[tuple[int, int], tuple[int, int]]:
     """Keras's padding or cropping of an image: an int, (rows, cols), or ((top, bottom), (left, right))."""
     if isinstance(value, Sequence) and not isinstance(value, (str, bytes)) and len(value) == 2:
         if all(isinstance(side, Sequence) and not isinstance(side, (str, bytes)) for side in value):
-            return _pair(value[0], what), _pair(value[1], what)
-        rows, cols = _pair(value, what)
+            return _pair(value[0], what, 0), _pair(value[1], what, 0)
+        rows, cols = _pair(value, what, 0)
         return (rows, rows), (cols, cols)
-    amount = _count(value, what)
+    amount = _count(value, what, 0)
     return (amount, amount), (amount, amount)
-
-
-def _data_format(data_format: Any) -> None:
-    if data_format not in (None, "channels_last"):
-        raise InvalidArgumentError(f"images are NHWC here: data_format is 'channels_last'; got {data_format!r:.80}")
-
-
-def _image(x: Any, what: str) -> Tensor:
-    x = _tensor_argument(x, "x")
-    if x.ndim != 4:
-        raise ShapeError(f"{what} takes images [batch, height, width, channels]; got shape {x.shape}")
-    return x
 
 
 class Identity(Layer):
@@ -147,7 +120,7 @@ class ZeroPadding2D(Layer):
 
     def __init__(self, padding: Any = (1, 1), data_format: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        _data_format(data_format)
+        _channels_last(data_format)
         self.padding = _two_sided(padding, "padding")
         self._config = {"padding": [list(side) for side in self.padding]}
 
@@ -161,7 +134,7 @@ class Cropping2D(Layer):
 
     def __init__(self, cropping: Any = ((0, 0), (0, 0)), data_format: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        _data_format(data_format)
+        _channels_last(data_format)
         self.cropping = _two_sided(cropping, "cropping")
         self._config = {"cropping": [list(side) for side in self.cropping]}
 
@@ -181,7 +154,7 @@ class UpSampling2D(Layer):
         self, size: Any = (2, 2), data_format: str | None = None, interpolation: str = "nearest", **kwargs: Any
     ) -> None:
         super().__init__(**kwargs)
-        _data_format(data_format)
+        _channels_last(data_format)
         if interpolation != "nearest":
             raise InvalidArgumentError(f"interpolation is 'nearest' here; got {interpolation!r:.80}")
         self.size = _pair(size, "size", 1)

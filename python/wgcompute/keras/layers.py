@@ -26,6 +26,7 @@ from ._layer import (
     _activation,
     _bias_seed,
     _building_session,
+    _channels_last,
     _initialized,
     _next_seed,
 )
@@ -525,8 +526,7 @@ class SpatialDropout2D(Dropout):
     """Dropout of whole channels of an image (NHWC): one draw per sample and channel."""
 
     def __init__(self, rate: float, data_format: str | None = None, seed: int | None = None, **kwargs: Any) -> None:
-        if data_format not in (None, "channels_last"):
-            raise InvalidArgumentError(f"images are NHWC here: data_format is 'channels_last'; got {data_format!r:.80}")
+        _channels_last(data_format)
         super().__init__(rate, noise_shape=(None, 1, 1, None), seed=seed, **kwargs)
         self._config = {"rate": rate}
 
