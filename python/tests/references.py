@@ -216,3 +216,27 @@ def scalar_call(scalar_first: bool, binary: str) -> Callable[[Any, Any], Any]:
     """(tensor, c) -> the tensor and c under the binary row's operator, c first where ``scalar_first``."""
     apply = operator_of(binary)
     return (lambda t, c: apply(c, t)) if scalar_first else (lambda t, c: apply(t, c))
+
+
+def numeric_gradients(reference, arrays, weights, which, step=1e-6):
+    """Central differences of Σ weights · reference(*arrays) in float64, for the arrays at positions ``which``."""
+    arrays = [np.array(array, dtype=np.float64) for array in arrays]
+
+    def cost():
+        return float(np.sum(weights * reference(*arrays)))
+
+    gradients = []
+    for position in which:
+        array = arrays[position]
+        gradient = np.zeros_like(array)
+        for index in np.ndindex(array.shape):
+            kept = array[index]
+            size = step * max(1.0, abs(kept))
+            array[index] = kept + size
+            above = cost()
+            array[index] = kept - size
+            below = cost()
+            array[index] = kept
+            gradient[index] = (above - below) / (2 * size)
+        gradients.append(gradient)
+    return gradients

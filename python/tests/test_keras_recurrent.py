@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 import pytest
+from references import numeric_gradients
 from scipy import special
 
 import wgcompute as wg
@@ -77,20 +78,6 @@ CASES = {
 }
 
 
-def numeric_gradient(function, value, step=1e-6):
-    grad = np.zeros_like(value)
-    flat, out = value.reshape(-1), grad.reshape(-1)
-    for index in range(flat.size):
-        keep = flat[index]
-        flat[index] = keep + step
-        high = function()
-        flat[index] = keep - step
-        low = function()
-        flat[index] = keep
-        out[index] = (high - low) / (2 * step)
-    return grad
-
-
 @pytest.mark.parametrize("go_backwards", [False, True])
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_recurrent_layers_follow_kerass_equations(session, rng, case, go_backwards):
@@ -116,13 +103,14 @@ def test_recurrent_layers_follow_kerass_equations(session, rng, case, go_backwar
     for got, want in zip(states, want_states, strict=True):
         np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-5)
 
-    def total():
-        got_sequence, got_states = reference(x64, *weights.values(), go_backwards=go_backwards)
+    def total(x, *weight_values):
+        got_sequence, got_states = reference(x, *weight_values, go_backwards=go_backwards)
         return (got_sequence * upstream[0]).sum() + (got_states[-1] * upstream[1]).sum()
 
-    np.testing.assert_allclose(grads[0].numpy(), numeric_gradient(total, x64), rtol=1e-4, atol=1e-4)
-    for (name, value), grad in zip(weights.items(), grads[1:], strict=True):
-        np.testing.assert_allclose(grad.numpy(), numeric_gradient(total, value), rtol=1e-4, atol=1e-4, err_msg=name)
+    wanted = numeric_gradients(total, [x64, *weights.values()], 1.0, range(1 + len(weights)))
+    np.testing.assert_allclose(grads[0].numpy(), wanted[0], rtol=1e-4, atol=1e-4)
+    for name, grad, want in zip(weights, grads[1:], wanted[1:], strict=True):
+        np.testing.assert_allclose(grad.numpy(), want, rtol=1e-4, atol=1e-4, err_msg=name)
     last = make()(session.tensor(x32))  # without return_sequences: the last step's output alone
     assert last.shape == (BATCH, UNITS)
 
@@ -213,9 +201,10 @@ def test_bidirectional_gradient_follows_the_float64_reference(session, rng):
     backward = [v.numpy().astype(np.float64) for _, v in layer.backward_layer.named_parameters()]
     x64 = x32.astype(np.float64)
 
-    def total():
-        ahead = simple_rnn(x64, *forward)[0]
-        behind = simple_rnn(x64, *backward, go_backwards=True)[0][:, ::-1]
-        return (np.concatenate([ahead, behind], -1) * upstream).sum()
+    def merged(x):
+        ahead = simple_rnn(x, *forward)[0]
+        behind = simple_rnn(x, *backward, go_backwards=True)[0][:, ::-1]
+        return np.concatenate([ahead, behind], -1)
 
-    np.testing.assert_allclose(grad.numpy(), numeric_gradient(total, x64), rtol=1e-4, atol=1e-4)
+    (want,) = numeric_gradients(merged, [x64], upstream, [0])
+    np.testing.assert_allclose(grad.numpy(), want, rtol=1e-4, atol=1e-4)

@@ -10,7 +10,18 @@ import threading
 
 import numpy as np
 import pytest
-from references import BINARY, BINARY_OPS, REDUCE, REDUCTIONS, SCALAR_FORMS, UNARY, draw, operator_of, scalar_call
+from references import (
+    BINARY,
+    BINARY_OPS,
+    REDUCE,
+    REDUCTIONS,
+    SCALAR_FORMS,
+    UNARY,
+    draw,
+    numeric_gradients,
+    operator_of,
+    scalar_call,
+)
 
 import wgcompute as wg
 from wgcompute import _ops
@@ -21,30 +32,6 @@ SCALAR_CALLS = {scalar: scalar_call(first, binary) for scalar, binary, first in 
 UNARY_SHAPES = [(1,), (7,), (3, 5)]
 BINARY_SHAPES = [((7,), (7,)), ((3, 5), (5,)), ((3, 1), (1, 5)), ((1,), (3, 5)), ((2, 3, 5), (3, 1))]
 REDUCE_CASES = [((1,), None), ((7,), 0), ((3, 5), None), ((3, 5), 0), ((3, 5), -1), ((2, 3, 5), 1)]
-
-
-def numeric_gradients(reference, arrays, weights, which, step=1e-6):
-    """Central differences of Σ weights · reference(*arrays) in float64, for the arrays at positions ``which``."""
-    arrays = [np.array(array, dtype=np.float64) for array in arrays]
-
-    def cost():
-        return float(np.sum(weights * reference(*arrays)))
-
-    gradients = []
-    for position in which:
-        array = arrays[position]
-        gradient = np.zeros_like(array)
-        for index in np.ndindex(array.shape):
-            kept = array[index]
-            size = step * max(1.0, abs(kept))
-            array[index] = kept + size
-            above = cost()
-            array[index] = kept - size
-            below = cost()
-            array[index] = kept
-            gradient[index] = (above - below) / (2 * size)
-        gradients.append(gradient)
-    return gradients
 
 
 def check_gradients(session, rng, reference, build, arrays, which=None, what=""):
