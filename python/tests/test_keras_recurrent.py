@@ -174,8 +174,10 @@ def test_a_model_of_recurrent_layers_trains_saves_and_loads(session, rng, tmp_pa
 
 
 def test_what_is_not_supported_is_refused(session):
-    with pytest.raises(wg.InvalidArgumentError, match="Dropout"):
-        L.LSTM(3, dropout=0.2)
+    with pytest.raises(wg.InvalidArgumentError, match="recurrent_dropout"):
+        L.LSTM(3, recurrent_dropout=0.2)
+    with pytest.raises(wg.InvalidArgumentError):
+        L.GRU(3, dropout=1.0)
     with pytest.raises(wg.InvalidArgumentError):
         L.GRU(3, stateful=True)
     with pytest.raises(TypeError):
@@ -208,3 +210,33 @@ def test_bidirectional_gradient_follows_the_float64_reference(session, rng):
 
     (want,) = numeric_gradients(merged, [x64], upstream, [0])
     np.testing.assert_allclose(grad.numpy(), want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_dropout_drops_the_same_input_features_at_every_step_while_training(session, rng, case):
+    make, reference = CASES[case]
+    rate, seed = 0.5, 1234
+    layer = make(return_sequences=True, dropout=rate, seed=seed)
+    x32 = rng.normal(size=(BATCH, STEPS, FEATURES)).astype(np.float32)
+    x = wg.Variable(session.tensor(x32))
+    inferred = layer(x).numpy()  # builds; not training, nothing is dropped
+    weights = [v.numpy().astype(np.float64) for _, v in layer.named_parameters()]
+    np.testing.assert_allclose(inferred, reference(x32.astype(np.float64), *weights)[0], rtol=1e-5, atol=1e-5)
+    upstream = rng.normal(size=(BATCH, STEPS, UNITS))
+    with wg.GradientTape() as tape:
+        trained = layer(x, training=True)
+        loss = (trained * session.tensor(upstream.astype(np.float32))).sum()
+    (grad,) = tape.gradient(loss, [x])
+    # Keras's mask: one draw per sample and feature (the first training call's, from the seed), kept at >= rate.
+    kept = (session.rand((BATCH, 1, FEATURES), seed).numpy() >= rate) / (1.0 - rate)
+    assert 0 < kept.sum() and (kept == 0).any()
+    want = reference(x32.astype(np.float64) * kept, *weights)[0]
+    np.testing.assert_allclose(trained.numpy(), want, rtol=1e-5, atol=1e-5)
+
+    def total(x):
+        return (reference(x * kept, *weights)[0] * upstream).sum()
+
+    (wanted,) = numeric_gradients(total, [x32.astype(np.float64)], 1.0, [0])
+    np.testing.assert_allclose(grad.numpy(), wanted, rtol=1e-4, atol=1e-4)
+    assert not grad.numpy()[np.broadcast_to(kept == 0, x32.shape)].any()
+    assert make(dropout=0.25).get_config()["dropout"] == 0.25

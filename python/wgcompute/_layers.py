@@ -10,17 +10,14 @@ from ``seed`` (Glorot-uniform for kernels, as Keras draws them; a fresh seed if 
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-import functools
-import inspect
 import math
 import numbers
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import _elementwise, _neural, _window
+from ._call import _run_call, _training_of
 from ._convert import _flag, _seed
 from ._errors import ArgumentTypeError, InvalidArgumentError, ShapeError
 from ._session import Session, _session_argument
@@ -117,6 +114,23 @@ class Layer:
 
     def __call__(self, x: Any, training: bool | None = None) -> Tensor:
         return _run_call(self, x, training)  # type: ignore[no-any-return]
+
+    @property
+    def supports_masking(self) -> bool:
+        """Whether the layer passes a Keras mask on (Keras's ``supports_masking``): what :meth:`compute_mask`
+        gives for its input's mask goes onto its output. Set it, or define ``compute_mask``, which makes it True."""
+        value = self.__dict__.get("_supports_masking")
+        if value is None:
+            return type(self).compute_mask is not Layer.compute_mask
+        return bool(value)
+
+    @supports_masking.setter
+    def supports_masking(self, value: Any) -> None:
+        self.__dict__["_supports_masking"] = _flag(value, "supports_masking")
+
+    def compute_mask(self, inputs: Any, mask: Any = None) -> Any:
+        """The mask of the output for an input whose mask is ``mask`` (Keras's): by default the same mask."""
+        return mask
 
     def _unassigned_weights(self, trainable: bool) -> list[tuple[str, Variable]]:
         """The variables Keras's ``add_weight`` made that no attribute holds, under their names (or
@@ -270,84 +284,6 @@ def _named_parameters_of(layer: Any) -> list[tuple[str, Variable]]:
     """A layer's named parameters: a :class:`Layer`'s, or those of a :class:`Linear` or :class:`Mlp`."""
     named = getattr(layer, "named_parameters", None)
     return list(named()) if callable(named) else []
-
-
-# Keras's call context: the ``training`` of the layer call under way, which every layer called inside it takes
-# when it is given none (a custom layer's ``call`` that runs ``self.dropout(x)`` drops while its model trains).
-_TRAINING: contextvars.ContextVar[bool | None] = contextvars.ContextVar("wgcompute_training", default=None)
-
-
-@functools.lru_cache(maxsize=4096)
-def _training_parameter(call: Callable[..., Any]) -> tuple[bool, bool | None]:
-    """Whether a layer's ``call`` has a ``training`` parameter (Keras passes it only then), and its default."""
-    try:
-        parameter = inspect.signature(call).parameters.get("training")
-    except (TypeError, ValueError):
-        return False, None
-    if parameter is None:
-        return False, None
-    default = parameter.default
-    return True, default if isinstance(default, bool) else None
-
-
-def _training_of(layer: Any, training: Any) -> bool | None:
-    """Keras's order for a call's ``training``: the value passed, else the enclosing layer call's, else the
-    default of the layer's ``call``."""
-    if training is not None:
-        return _flag(training, "training")
-    outer = _TRAINING.get()
-    if outer is not None:
-        return outer
-    return _training_parameter(type(layer).call)[1]
-
-
-# The session of the layer call under way (its input's): where a layer's build makes its weights
-# (``add_weight``), and where ``keras.ops`` makes a tensor from nothing (``ops.arange`` in a ``call``).
-_SESSION: contextvars.ContextVar[Session | None] = contextvars.ContextVar("wgcompute_session", default=None)
-
-
-def _current_session() -> Session | None:
-    """The session of the layer call under way, if any."""
-    return _SESSION.get()
-
-
-def _session_of(x: Any) -> Session | None:
-    """The session of a call's input: a tensor's, or the first tensor's of a list or tuple of them."""
-    if isinstance(x, Tensor):
-        return x._session()
-    if isinstance(x, (list, tuple)):
-        for item in x:
-            if isinstance(item, Tensor):
-                return item._session()
-    return None
-
-
-@contextlib.contextmanager
-def _call_scope(x: Any, training: bool | None = None) -> Iterator[None]:
-    """The call context for what runs inside: ``training`` and the session of ``x`` (both kept from the
-    enclosing call where None)."""
-    session = _session_of(x)
-    tokens = (
-        _TRAINING.set(training if training is not None else _TRAINING.get()),
-        _SESSION.set(session if session is not None else _SESSION.get()),
-    )
-    try:
-        yield
-    finally:
-        _SESSION.reset(tokens[1])
-        _TRAINING.reset(tokens[0])
-
-
-def _run_call(layer: Any, x: Any, training: Any, **kwargs: Any) -> Any:
-    """``layer.call(x, **kwargs)`` with ``training`` resolved as Keras resolves it, passed where ``call`` takes
-    it, and seen by every layer called inside, with the input's session. Unlike Keras, the context is restored
-    when the call returns, so a nested layer given ``training`` explicitly changes it for its own sublayers
-    only."""
-    resolved = _training_of(layer, training)
-    if _training_parameter(type(layer).call)[0] and resolved is not None:
-        kwargs["training"] = resolved
-    with _call_scope(x, resolved):
-        return layer.call(x, **kwargs)
 
 
 def _call_layer(layer: Any, x: Any, training: bool) -> Any:

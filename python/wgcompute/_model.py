@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _layers, _registry, losses, optim
+from . import _call, _layers, _registry, losses, optim
 from ._convert import _flag
 from ._errors import (
     ArgumentTypeError,
@@ -674,9 +674,12 @@ class Model(_layers.Layer):
         """The batch's loss; ``ys`` the targets' host array, in which class ids are checked against the
         predictions' classes before anything is computed from them (an id past them would make the loss NaN)."""
         loss = self.loss
+        if isinstance(loss, Loss) and loss.sparse and ys is not None and y_pred.ndim >= 1:
+            losses._check_class_ids(ys, y_pred.shape[-1], "this batch's labels")
+        mask = _call._mask_of(y_pred)
+        if mask is not None:
+            return self._masked_loss(y, y_pred, weights, mask)
         if isinstance(loss, Loss):
-            if loss.sparse and ys is not None and y_pred.ndim >= 1:
-                losses._check_class_ids(ys, y_pred.shape[-1], "this batch's labels")
             return loss(y, y_pred) if weights is None else loss(y, y_pred, sample_weight=weights)
         value = loss(y, y_pred)
         if not isinstance(value, Tensor):
@@ -686,6 +689,23 @@ class Model(_layers.Layer):
                 raise ShapeError("with sample weights a loss function returns one loss per sample")
             return (value * y_pred._operand(weights)).sum() * (1.0 / max(value.shape[0], 1))
         return value.mean() if value.ndim else value
+
+    def _masked_loss(self, y: Tensor, y_pred: Tensor, weights: np.ndarray | None, mask: Tensor) -> Tensor:
+        """Keras's loss of predictions that carry a mask: the per-step losses where the mask keeps them (times
+        the sample weights), summed and divided by the number of steps kept."""
+        loss = self.loss
+        values = loss.per_sample(y, y_pred) if isinstance(loss, Loss) else loss(y, y_pred)
+        if not isinstance(values, Tensor) or values.shape != mask.shape:
+            shape = values.shape if isinstance(values, Tensor) else type(values).__name__
+            raise ShapeError(
+                f"the predictions carry a mask of shape {mask.shape}, so the loss gives one value per masked "
+                f"position; it gave {shape}"
+            )
+        kept = mask.astype("float32")
+        weighted = kept
+        if weights is not None:
+            weighted = kept * y_pred._operand(weights.reshape((-1,) + (1,) * (kept.ndim - 1)))
+        return (values * weighted).sum() / (kept.sum() + 1e-7)
 
     def _upload(self, x: np.ndarray, y: np.ndarray | None) -> tuple[Tensor, Tensor | None]:
         session = self._model_session()

@@ -58,7 +58,8 @@ class Tensor:
     (``exp``, ``sum(axis=)``, ``argmax``, ``reshape``, ``transpose``...).
     """
 
-    __slots__ = ("_t", "_session", "__weakref__")
+    # ``_keras_mask``: the Keras mask a layer put on the tensor (see ``_call._mask_of``).
+    __slots__ = ("_t", "_session", "_keras_mask", "__weakref__")
     # Above ndarray's, so that ``array + tensor`` comes to the tensor.
     __array_priority__ = 1000
 

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .. import _elementwise, _logic, _neural
-from .._errors import ArgumentTypeError, InvalidArgumentError
+from .._errors import ArgumentTypeError, InvalidArgumentError, ShapeError
 from .._tensor import Tensor, _tensor_argument
 from . import initializers
 from ._layer import Layer
@@ -28,6 +28,8 @@ def _number(value: Any, what: str, low: float | None = None) -> float:
 class ReLU(Layer):
     """Keras's: ``max_value`` from ``max_value`` on, ``x`` from ``threshold`` up to it, and below the threshold
     ``negative_slope · (x − threshold)``."""
+
+    supports_masking = True
 
     def __init__(
         self, max_value: float | None = None, negative_slope: float = 0.0, threshold: float = 0.0, **kwargs: Any
@@ -50,6 +52,8 @@ class ReLU(Layer):
 class LeakyReLU(Layer):
     """``x`` where positive, ``negative_slope · x`` elsewhere (Keras's default slope 0.3)."""
 
+    supports_masking = True
+
     def __init__(self, negative_slope: float = 0.3, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.negative_slope = _number(negative_slope, "negative_slope", 0.0)
@@ -62,6 +66,8 @@ class LeakyReLU(Layer):
 
 class ELU(Layer):
     """``x`` where positive, ``alpha · (eˣ − 1)`` elsewhere."""
+
+    supports_masking = True
 
     def __init__(self, alpha: float = 1.0, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -77,6 +83,8 @@ class ELU(Layer):
 class PReLU(Layer):
     """``x`` where positive, ``alpha · x`` elsewhere, ``alpha`` a weight per input position (one along each of
     ``shared_axes``, counted from 1 as Keras counts them), starting at ``alpha_initializer`` (zeros)."""
+
+    supports_masking = True
 
     def __init__(self, alpha_initializer: Any = "zeros", shared_axes: int | Sequence[int] | None = None, **kwargs: Any):
         super().__init__(**kwargs)
@@ -104,6 +112,8 @@ class PReLU(Layer):
 class Softmax(Layer):
     """The softmax along ``axis``."""
 
+    supports_masking = True
+
     def __init__(self, axis: int = -1, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if not isinstance(axis, int) or isinstance(axis, bool):
@@ -112,6 +122,14 @@ class Softmax(Layer):
         self._config = {"axis": axis}
 
     def call(self, x: Any, mask: Any = None) -> Tensor:
+        x = _tensor_argument(x, "x")
         if mask is not None:
-            raise InvalidArgumentError("Softmax takes no mask here")
-        return _neural.softmax(_tensor_argument(x, "x"), axis=self.axis)
+            # As Keras's: a masked position's input becomes -1e9, so its weight is 0 unless all are masked.
+            kept = x._operand(mask)
+            if kept.dtype != bool:
+                kept = kept > 0.5
+            trailing = zip(kept.shape[::-1], x.shape[::-1], strict=False)
+            if kept.ndim > x.ndim or any(m not in (1, i) for m, i in trailing):
+                raise ShapeError(f"Softmax's mask broadcasts to its input {x.shape}; got shape {kept.shape}")
+            x = _logic.where(kept, x, -1e9)
+        return _neural.softmax(x, axis=self.axis)

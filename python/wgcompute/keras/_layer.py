@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .. import _layers, _neural
+from .. import _call, _layers, _neural
 from .._convert import _flag
 from .._errors import ArgumentTypeError, InvalidArgumentError, ShapeError
 from .._model import _auto_name, _is_symbolic, _symbolic_call
@@ -118,7 +118,7 @@ def _shape_of(x: Any) -> Any:
 
 def _building_session(layer: Any) -> Any:
     """The session a layer's build makes its weights in: the building call's."""
-    session = _layers._current_session()
+    session = _call._current_session()
     if session is None:
         raise InvalidArgumentError(
             f"{type(layer).__name__} is built by its first call on a tensor, in that tensor's session"
@@ -200,17 +200,24 @@ class Layer(_layers.Layer):
         self.built = False
         self.trainable = trainable
 
-    def __call__(self, x: Any, training: bool | None = None) -> Any:
+    def __call__(self, x: Any, *args: Any, training: bool | None = None, **kwargs: Any) -> Any:
+        """The layer run on ``x`` (and whatever else its ``call`` takes, such as ``mask=`` or
+        ``initial_state=``), built from ``x``'s shape at the first call; on a symbolic ``keras.Input``, a
+        node of a functional model."""
         if _is_symbolic(x):
+            if args or kwargs:
+                raise InvalidArgumentError(
+                    f"{type(self).__name__} in a functional model takes its input alone (the graph passes masks)"
+                )
             return _symbolic_call(self, x)
         x = self._tensors(x)
         if not self.built:
             # As Keras: build takes the input's shape (a list of shapes for a list of inputs), and makes its
             # weights with add_weight, in the session of the input.
-            with _layers._call_scope(x):
+            with _call._call_scope(x):
                 self.build(_shape_of(x))
             self.built = True
-        return _layers._run_call(self, x, training)
+        return _call._run_call(self, x, training, *args, **kwargs)
 
     def _tensors(self, x: Any) -> Any:
         return _tensor_argument(x, "x")
@@ -262,7 +269,7 @@ class Layer(_layers.Layer):
             raise InvalidArgumentError(f"add_weight takes no {', '.join(unsupported)} here")
         if dtype not in (None, "float32"):
             raise InvalidArgumentError(f"weights are float32; got dtype {dtype!r:.80}")
-        session = _layers._current_session() or self._session()
+        session = _call._current_session() or self._session()
         if session is None:
             raise InvalidArgumentError(
                 f"{type(self).__name__}.add_weight needs a session: call it from build(), which the layer's "

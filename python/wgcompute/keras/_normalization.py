@@ -32,6 +32,8 @@ class GroupNormalization(Layer):
     """The channels split into ``groups``; each group of each sample shifted to mean 0 and scaled to variance 1
     over its positions and channels, then ``gamma`` and ``beta`` per channel (Keras's, epsilon 1e-3)."""
 
+    supports_masking = True
+
     def __init__(
         self,
         groups: int = 32,
@@ -90,6 +92,8 @@ class Normalization(Layer):
     """``(x − mean) / max(sqrt(variance), 1e-7)`` per feature of the last axis (``invert``: back again), the
     mean and variance given, or learned from data by :meth:`adapt` before the layer is used (float64, on the
     host), and kept as the layer's state ``mean`` and ``variance``, which a saved model holds."""
+
+    supports_masking = True
 
     def __init__(
         self, axis: int = -1, mean: Any = None, variance: Any = None, invert: bool = False, **kwargs: Any

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _creation, _layers, _logic
+from .. import _call, _creation, _logic
 from .._errors import InvalidArgumentError
 from .._tensor import Tensor
 
@@ -21,7 +21,7 @@ def _session_for(values: Sequence[Any], what: str) -> Any:
     for value in values:
         if isinstance(value, Tensor):
             return value._owner()
-    session = _layers._current_session()
+    session = _call._current_session()
     if session is None:
         raise InvalidArgumentError(
             f"keras.ops.{what} makes a tensor here, and has no session to make it in: call it inside a layer's "

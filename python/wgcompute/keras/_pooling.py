@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import _reductions, _window
+from .. import _logic, _reductions, _window
 from .._convert import _flag
-from .._errors import InvalidArgumentError, ShapeError
+from .._errors import ShapeError
 from .._tensor import Tensor, _tensor_argument
 from ._layer import Layer, _channels_last, _count
 
@@ -66,7 +66,10 @@ class AveragePooling1D(MaxPooling1D):
 
 class GlobalAveragePooling1D(Layer):
     """The mean over the steps: [batch, steps, features] to [batch, features] ([batch, 1, features] with
-    ``keepdims``)."""
+    ``keepdims``); over the unmasked steps only where the input carries a mask (as Keras's, a sample with every
+    step masked gets 0/0, NaN)."""
+
+    supports_masking = True
 
     def __init__(self, data_format: str | None = None, keepdims: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -75,17 +78,27 @@ class GlobalAveragePooling1D(Layer):
         self._config = {"keepdims": self.keepdims}
 
     def call(self, x: Any, mask: Any = None) -> Tensor:
-        if mask is not None:
-            raise InvalidArgumentError("GlobalAveragePooling1D takes no mask here")
-        return _reductions.mean(_steps(x, "GlobalAveragePooling1D"), axis=1, keepdims=self.keepdims)
+        x = _steps(x, "GlobalAveragePooling1D")
+        if mask is None:
+            return _reductions.mean(x, axis=1, keepdims=self.keepdims)
+        kept = x._operand(mask)
+        if kept.shape != x.shape[:2]:
+            raise ShapeError(f"GlobalAveragePooling1D's mask is [batch, steps] {x.shape[:2]}; got {kept.shape}")
+        kept = kept.reshape((*kept.shape, 1))
+        total = _reductions.sum(_logic.where(kept, x, 0.0), axis=1, keepdims=self.keepdims)
+        return total / _reductions.sum(kept.astype("float32"), axis=1, keepdims=self.keepdims)
+
+    def compute_mask(self, inputs: Any, mask: Any = None) -> Any:
+        return None
 
 
 class GlobalMaxPooling1D(GlobalAveragePooling1D):
-    """The largest over the steps (the gradient to where it is)."""
+    """The largest over the steps (the gradient to where it is). As Keras's, it takes no mask: a mask is dropped
+    here, with Keras's warning."""
 
-    def call(self, x: Any, mask: Any = None) -> Tensor:
-        if mask is not None:
-            raise InvalidArgumentError("GlobalMaxPooling1D takes no mask here")
+    supports_masking = False
+
+    def call(self, x: Any) -> Tensor:  # type: ignore[override]
         x = _steps(x, "GlobalMaxPooling1D")
         batch, steps, features = x.shape
         pooled = _window.max_pool2d(x.reshape((batch, steps, 1, features)), (steps, 1))

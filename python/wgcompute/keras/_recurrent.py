@@ -1,20 +1,21 @@
 """Keras's recurrent layers: ``SimpleRNN``, ``LSTM`` (gates i, f, c, o), ``GRU`` (gates z, r, h; ``reset_after`` as
 Keras 3's default) and ``Bidirectional``, over [batch, steps, features], with Keras's weights (``kernel``
 [features, gates · units], ``recurrent_kernel`` [units, gates · units], ``bias``), initializers (the recurrent
-kernel orthogonal, LSTM's forget bias 1) and options (``return_sequences``, ``return_state``, ``go_backwards``).
-The inputs of every step are projected by one product; the steps run in order, each made of the package's ops, so
-the gradient through time is theirs."""
+kernel orthogonal, LSTM's forget bias 1) and options (``return_sequences``, ``return_state``, ``go_backwards``,
+``zero_output_for_mask``). A mask (``mask=``, or the one an ``Embedding(mask_zero=True)`` put on the input) skips
+the masked steps as Keras's does. The inputs of every step are projected by one product; the steps run in order,
+each made of the package's ops, so the gradient through time is theirs."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from .. import _manipulate
+from .. import _layers, _logic, _manipulate
 from .._convert import _flag
 from .._errors import ArgumentTypeError, InvalidArgumentError, ShapeError
 from .._tensor import Tensor, _tensor_argument, flip
 from . import initializers
-from ._layer import Layer, _activation, _count
+from ._layer import Layer, _activation, _count, _next_seed
 
 __all__ = ["GRU", "LSTM", "Bidirectional", "SimpleRNN"]
 
@@ -42,11 +43,20 @@ class _Recurrent(Layer):
         go_backwards: bool = False,
         stateful: bool = False,
         unroll: bool = False,
+        zero_output_for_mask: bool = False,
+        seed: int | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if dropout or recurrent_dropout:
-            raise InvalidArgumentError("dropout inside a recurrent layer is not supported: put a Dropout before it")
+        # Keras's dropout of a recurrent layer while training: one mask of the inputs' features, drawn from
+        # ``seed`` each call, for every step and gate.
+        self._input_dropout = _layers.Dropout(dropout, seed=_next_seed(seed), noise_shape=(None, 1, None))
+        self.dropout = self._input_dropout.rate
+        if recurrent_dropout:
+            raise InvalidArgumentError(
+                "recurrent_dropout is not supported (Keras draws a mask per gate for it); use dropout, or a Dropout "
+                "between recurrent layers"
+            )
         if stateful:
             raise InvalidArgumentError("stateful recurrent layers are not supported")
         self.units = _count(units, "units")
@@ -60,6 +70,7 @@ class _Recurrent(Layer):
         self.return_sequences = _flag(return_sequences, "return_sequences")
         self.return_state = _flag(return_state, "return_state")
         self.go_backwards = _flag(go_backwards, "go_backwards")
+        self.zero_output_for_mask = _flag(zero_output_for_mask, "zero_output_for_mask")
         self._config = {
             "units": self.units,
             "activation": activation,
@@ -71,6 +82,8 @@ class _Recurrent(Layer):
             "return_sequences": self.return_sequences,
             "return_state": self.return_state,
             "go_backwards": self.go_backwards,
+            "zero_output_for_mask": self.zero_output_for_mask,
+            "dropout": self.dropout,
         }
 
     def build(self, input_shape: Any) -> None:
@@ -105,23 +118,39 @@ class _Recurrent(Layer):
     def _step(self, inputs: Tensor, states: list[Tensor]) -> list[Tensor]:
         raise NotImplementedError
 
-    def call(self, sequences: Any, initial_state: Any = None, mask: Any = None) -> Any:
-        if mask is not None:
-            raise InvalidArgumentError(f"{type(self).__name__} takes no mask here")
+    def call(self, sequences: Any, initial_state: Any = None, mask: Any = None, training: bool = False) -> Any:
         x = _tensor_argument(sequences, "sequences")
         if x.ndim != 3:
             raise ShapeError(f"{type(self).__name__} takes [batch, steps, features]; got shape {x.shape}")
         batch, steps, _ = x.shape
         if steps == 0:
             raise ShapeError(f"{type(self).__name__} takes at least one step")
-        projected = self._projected(x)
+        kept = None
+        if mask is not None:
+            kept = x._operand(mask)
+            if kept.dtype != bool or kept.shape != (batch, steps):
+                raise ShapeError(
+                    f"{type(self).__name__}'s mask is a bool [batch, steps] {(batch, steps)}; got {kept.dtype} "
+                    f"{kept.shape}"
+                )
+            kept = kept.reshape((batch, steps, 1))
+        projected = self._projected(self._input_dropout(x, training=training))
         states = self._states(batch, x._owner(), initial_state)
-        outputs = []
+        outputs: list[Tensor] = []
         for step in reversed(range(steps)) if self.go_backwards else range(steps):
-            states = self._step(projected[:, step, :], states)
-            outputs.append(states[0])
+            stepped = self._step(projected[:, step, :], states)
+            if kept is None:
+                states = stepped
+                outputs.append(states[0])
+                continue
+            # As Keras: a masked step keeps the states as they were, and its output is the previous step's
+            # (zeros before the first, or always with zero_output_for_mask).
+            here = kept[:, step, :]
+            states = [_logic.where(here, new, old) for new, old in zip(stepped, states, strict=True)]
+            before = outputs[-1] if outputs and not self.zero_output_for_mask else 0.0
+            outputs.append(_logic.where(here, stepped[0], before))
         # As Keras: with go_backwards the sequence comes out in the order it was read, last step first.
-        output = _manipulate.stack(outputs, axis=1) if self.return_sequences else states[0]
+        output = _manipulate.stack(outputs, axis=1) if self.return_sequences else outputs[-1]
         return [output, *states] if self.return_state else output
 
 
@@ -229,13 +258,17 @@ class Bidirectional(Layer):
             backward_layer = type(layer).from_config({**layer.get_config(), "go_backwards": not layer.go_backwards})
         elif isinstance(backward_layer, dict):
             backward_layer = _recurrent_from(backward_layer)
+        # As Keras's: returning sequences, a masked step's output is zeros, not the last step's.
+        for each in (layer, backward_layer):
+            each.zero_output_for_mask = each.return_sequences
+            each._config["zero_output_for_mask"] = each.return_sequences
         self.forward_layer, self.backward_layer = layer, backward_layer
         self.merge_mode = merge_mode
         self.return_sequences = layer.return_sequences
 
-    def call(self, x: Any) -> Any:
-        forward = self.forward_layer(x)
-        backward = self.backward_layer(x)
+    def call(self, x: Any, mask: Any = None) -> Any:
+        forward = self.forward_layer(x, mask=mask)
+        backward = self.backward_layer(x, mask=mask)
         if self.return_sequences:
             backward = flip(backward, axis=1)
         if self.merge_mode is None:

@@ -1,14 +1,17 @@
-"""Keras's layers that move, repeat, pad, crop or scale values and have no weights: ``Identity``, ``Lambda``,
-``Permute``, ``RepeatVector``, ``Rescaling``, ``ZeroPadding2D``, ``Cropping2D``, ``UpSampling2D`` (images NHWC).
+"""Keras's layers that move, repeat, pad, crop, scale or mask values and have no weights: ``Identity``,
+``Lambda``, ``Masking``, ``Permute``, ``RepeatVector``, ``Rescaling``, ``ZeroPadding2D``, ``Cropping2D``,
+``UpSampling2D`` (images NHWC).
 Each is made of the package's functions, so its gradient is theirs."""
 
 from __future__ import annotations
 
+import inspect
 import numbers
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .. import _manipulate
+from .. import _logic, _manipulate
+from .._call import _set_mask
 from .._errors import ArgumentTypeError, InvalidArgumentError, ShapeError
 from .._tensor import Tensor, _tensor_argument
 from ._layer import Layer, _channels_last, _count, _image, _pair
@@ -17,6 +20,7 @@ __all__ = [
     "Cropping2D",
     "Identity",
     "Lambda",
+    "Masking",
     "Permute",
     "RepeatVector",
     "Rescaling",
@@ -39,32 +43,76 @@ def _two_sided(value: Any, what: str) -> tuple[tuple[int, int], tuple[int, int]]
 class Identity(Layer):
     """Its input, unchanged."""
 
+    supports_masking = True
+
     def call(self, x: Any) -> Tensor:
         return _tensor_argument(x, "x")
 
 
 class Lambda(Layer):
-    """``function(x, **arguments)`` as a layer. A function is code, which a model file does not hold: a model
-    with a Lambda saves its weights (``save_weights``), not itself."""
+    """``function(x, **arguments)`` as a layer (given ``mask=`` too if it takes one). ``mask``, as Keras's, is the
+    output's mask: a function ``(inputs, mask)`` or a fixed tensor; None, the layer passes no mask on. A function
+    is code, which a model file does not hold: a model with a Lambda saves its weights (``save_weights``), not
+    itself."""
 
     def __init__(
         self,
         function: Callable[..., Any],
         output_shape: Any = None,
+        mask: Any = None,
         arguments: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         if not callable(function):
             raise ArgumentTypeError(f"Lambda takes a function; got {type(function).__name__}")
+        if mask is not None and not callable(mask) and not isinstance(mask, Tensor):
+            raise ArgumentTypeError(f"Lambda's mask is a function or a Tensor; got {type(mask).__name__}")
         self.function = function
+        self.mask = mask
+        self.supports_masking = mask is not None
         self.arguments = dict(arguments or {})
+        try:
+            self._takes_mask = "mask" in inspect.signature(function).parameters
+        except (TypeError, ValueError):
+            self._takes_mask = False
 
-    def call(self, x: Any) -> Any:
+    def call(self, x: Any, mask: Any = None) -> Any:
+        if self._takes_mask:
+            return self.function(x, mask=mask, **self.arguments)
         return self.function(x, **self.arguments)
+
+    def compute_mask(self, inputs: Any, mask: Any = None) -> Any:
+        return self.mask(inputs, mask) if callable(self.mask) else self.mask
 
     def get_config(self) -> dict[str, Any]:
         raise InvalidArgumentError("a Lambda layer's function is code, which a model file cannot hold; use a layer")
+
+
+class Masking(Layer):
+    """Keras's ``Masking(mask_value=0.0)``: a step of [batch, steps, features] whose features all equal
+    ``mask_value`` is masked (set to 0, and left out by the layers after it that take masks)."""
+
+    supports_masking = True
+
+    def __init__(self, mask_value: float = 0.0, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if not isinstance(mask_value, numbers.Real) or isinstance(mask_value, bool):
+            raise ArgumentTypeError(f"mask_value is a number; got {mask_value!r:.80}")
+        self.mask_value = float(mask_value)
+        self._config = {"mask_value": self.mask_value}
+
+    def call(self, x: Any) -> Tensor:
+        x = _tensor_argument(x, "x")
+        if x.ndim < 2:
+            raise ShapeError(f"Masking takes [batch, ..., features]; got shape {x.shape}")
+        kept = _logic.any(x != self.mask_value, axis=-1, keepdims=True)
+        output = _logic.where(kept, x, 0.0)
+        _set_mask(output, kept.reshape(kept.shape[:-1]))
+        return output
+
+    def compute_mask(self, inputs: Any, mask: Any = None) -> Any:
+        return _logic.any(_tensor_argument(inputs, "x") != self.mask_value, axis=-1)
 
 
 class Permute(Layer):
@@ -102,6 +150,8 @@ class RepeatVector(Layer):
 
 class Rescaling(Layer):
     """``x · scale + offset`` (Keras's preprocessing layer: ``Rescaling(1 / 255)`` for pixels)."""
+
+    supports_masking = True
 
     def __init__(self, scale: float, offset: float = 0.0, **kwargs: Any) -> None:
         super().__init__(**kwargs)

@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .. import _layers, _manipulate
+from .. import _call, _layers, _logic
 from .._convert import _flag
 from .._errors import ArgumentTypeError, InvalidArgumentError, ShapeError
 from .._model import Input, KerasTensor, _symbolic_call
@@ -31,10 +31,21 @@ from ._layer import (
     _next_seed,
 )
 from ._layer import _seeds as _seeds  # the seed sequence, where keras.utils.set_random_seed and tests find it
+from ._merging import Add, Average, Concatenate, Multiply, Subtract
 from ._normalization import GroupNormalization, Normalization
 from ._pooling import AveragePooling1D, GlobalAveragePooling1D, GlobalMaxPooling1D, GlobalMaxPooling2D, MaxPooling1D
 from ._recurrent import GRU, LSTM, Bidirectional, SimpleRNN
-from ._reshaping import Cropping2D, Identity, Lambda, Permute, RepeatVector, Rescaling, UpSampling2D, ZeroPadding2D
+from ._reshaping import (
+    Cropping2D,
+    Identity,
+    Lambda,
+    Masking,
+    Permute,
+    RepeatVector,
+    Rescaling,
+    UpSampling2D,
+    ZeroPadding2D,
+)
 
 __all__ = [
     "Activation",
@@ -69,6 +80,7 @@ __all__ = [
     "Layer",
     "LayerNormalization",
     "LeakyReLU",
+    "Masking",
     "MaxPooling1D",
     "MaxPooling2D",
     "MultiHeadAttention",
@@ -105,6 +117,8 @@ class InputLayer(Layer):
 class Dense(Layer):
     """``activation(x @ kernel + bias)`` over the last axis, ``kernel`` [input width, units] (Keras's
     ``Dense``); relu and no activation run fused into the matrix product, as :class:`wgcompute.nn.Linear`."""
+
+    supports_masking = True
 
     def __init__(
         self,
@@ -298,7 +312,10 @@ class Conv1D(_Wrapped):
 
 class BatchNormalization(_Wrapped):
     """Keras's ``BatchNormalization`` over the last axis: ``gamma``, ``beta``, and the state
-    ``moving_mean``, ``moving_variance``."""
+    ``moving_mean``, ``moving_variance``. A mask passes through; unlike Keras's, the batch statistics count the
+    masked steps too."""
+
+    supports_masking = True
 
     def __init__(
         self, momentum: float = 0.99, epsilon: float = 1e-3, center: bool = True, scale: bool = True, **kwargs: Any
@@ -317,6 +334,8 @@ class BatchNormalization(_Wrapped):
 class LayerNormalization(_Wrapped):
     """Keras's ``LayerNormalization`` over the last axis (epsilon 1e-3, as Keras's)."""
 
+    supports_masking = True
+
     def __init__(self, epsilon: float = 1e-3, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._config = {"epsilon": epsilon}
@@ -326,23 +345,29 @@ class LayerNormalization(_Wrapped):
 
 
 class Embedding(_Wrapped):
-    """Keras's ``Embedding``: rows of ``embeddings`` [input_dim, output_dim] picked by integer ids."""
+    """Keras's ``Embedding``: rows of ``embeddings`` [input_dim, output_dim] picked by integer ids. With
+    ``mask_zero`` the id 0 is padding: the output carries the mask ``ids != 0``, which the layers after it
+    that take masks (recurrent layers, ``GlobalAveragePooling1D``, attention, the loss) heed."""
 
     def __init__(
         self,
         input_dim: int,
         output_dim: int,
         embeddings_initializer: Any = "uniform",
+        mask_zero: bool = False,
         seed: int | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self._seed = seed
         self.embeddings_initializer = initializers.get(embeddings_initializer)
+        self.mask_zero = _flag(mask_zero, "mask_zero")
+        self.supports_masking = self.mask_zero
         self._config = {
             "input_dim": input_dim,
             "output_dim": output_dim,
             "embeddings_initializer": initializers.serialize(embeddings_initializer),
+            "mask_zero": self.mask_zero,
         }
 
     def __call__(self, x: Any, training: bool | None = None) -> Any:
@@ -363,18 +388,22 @@ class Embedding(_Wrapped):
                 inner.embeddings.assign(initializer.draw(session, inner.embeddings.shape, seed))
             self._adopt(inner)
             self.built = True
-        return _layers._run_call(self, x, training)
+        return _call._run_call(self, x, training)
 
     def call(self, x: Any, training: bool = False) -> Tensor:
         ids = x.astype("uint32") if isinstance(x, Tensor) and x._t.dtype == "float32" else x
         return self._inner(ids)
 
+    def compute_mask(self, inputs: Any, mask: Any = None) -> Any:
+        return inputs != 0 if self.mask_zero else None
+
 
 class MultiHeadAttention(_Wrapped):
     """Keras's ``MultiHeadAttention(num_heads, key_dim)``: ``layer(query, value=None, key=None,
     attention_mask=None, use_causal_mask=False)`` over [batch, seq, features], self-attention when ``value`` is
-    None; the output has the query's width. Its weights are ``query_kernel``, ``query_bias``, ... ``output_bias``
-    (kernels [features, num_heads · key_dim])."""
+    None; the output has the query's width. The masks the inputs carry (or ``query_mask=``, ``value_mask=``,
+    ``key_mask=``) restrict the attention as Keras's do, and the output carries the query's. Its weights are
+    ``query_kernel``, ``query_bias``, ... ``output_bias`` (kernels [features, num_heads · key_dim])."""
 
     def __init__(
         self,
@@ -397,6 +426,9 @@ class MultiHeadAttention(_Wrapped):
         query: Any,
         value: Any = None,
         key: Any = None,
+        query_mask: Any = None,
+        value_mask: Any = None,
+        key_mask: Any = None,
         attention_mask: Any = None,
         use_causal_mask: bool = False,
         training: bool | None = None,
@@ -424,14 +456,41 @@ class MultiHeadAttention(_Wrapped):
             )
             self._adopt(inner)
             self.built = True
-        return self._inner(
+        # As Keras: the inputs' masks (a query's [batch, T], a value's or key's [batch, S]) join the
+        # attention_mask [batch, T, S]; the output carries the query's mask.
+        query_mask = _call._mask_of(query) if query_mask is None else query_mask
+        if value is not None and value_mask is None:
+            value_mask = _call._mask_of(value)
+        if key is not None and key is not value and key_mask is None:
+            key_mask = _call._mask_of(key)
+        parts = [attention_mask]
+        for mask, axis in ((query_mask, -1), (value_mask, 1), (key_mask, 1)):
+            if mask is not None:
+                mask = query._operand(mask)
+                if mask.ndim != 2:
+                    raise ShapeError(f"the query's, value's and key's masks are [batch, steps]; got shape {mask.shape}")
+                batch, steps = mask.shape
+                parts.append(mask.reshape((batch, steps, 1) if axis == -1 else (batch, 1, steps)))
+        allowed = None
+        for part in parts:
+            if part is not None:
+                part = query._operand(part)
+                allowed = part if allowed is None else _logic.logical_and(allowed, part)
+        if allowed is not None:
+            if allowed.ndim != 3:
+                raise ShapeError(f"attention_mask is [batch, T, S]; got shape {allowed.shape}")
+            allowed = allowed.reshape((allowed.shape[0], 1, *allowed.shape[1:]))  # one mask for every head
+        output = self._inner(
             query,
             value=value,
             key=key,
-            mask=attention_mask,
+            mask=allowed,
             causal=_flag(use_causal_mask, "use_causal_mask"),
-            training=_layers._training_of(self, training),
+            training=_call._training_of(self, training),
         )
+        if query_mask is not None:
+            _call._set_mask(output, query._operand(query_mask))
+        return output
 
     def call(self, x: Any, training: bool = False) -> Tensor:
         return self(x, training=training)  # type: ignore[no-any-return]
@@ -497,6 +556,8 @@ class Reshape(_Plain):
 class Activation(_Plain):
     """An activation by Keras's name (``"relu"``, ``"softmax"``, ...) or a function of a tensor."""
 
+    supports_masking = True
+
     def __init__(self, activation: str | Callable[[Tensor], Tensor], **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._inner = _layers.Activation(activation)
@@ -505,6 +566,8 @@ class Activation(_Plain):
 
 class Dropout(_Plain):
     """Inverted dropout of ``rate`` while training; the identity otherwise."""
+
+    supports_masking = True
 
     def __init__(
         self, rate: float, noise_shape: Sequence[int | None] | None = None, seed: int | None = None, **kwargs: Any
@@ -529,69 +592,6 @@ class SpatialDropout2D(Dropout):
         _channels_last(data_format)
         super().__init__(rate, noise_shape=(None, 1, 1, None), seed=seed, **kwargs)
         self._config = {"rate": rate}
-
-
-class _Merge(Layer):
-    """A layer of several inputs of one shape (a list), as Keras's merging layers."""
-
-    def _tensors(self, x: Any) -> Any:
-        if isinstance(x, Tensor) or not isinstance(x, (list, tuple)) or len(x) < 2:
-            raise ArgumentTypeError(f"{type(self).__name__} takes a list of at least two tensors")
-        return [_tensor_argument(item, "each input") for item in x]
-
-    def _combine(self, tensors: list[Tensor]) -> Tensor:
-        raise NotImplementedError
-
-    def call(self, x: Any, training: bool = False) -> Tensor:
-        return self._combine(list(x))
-
-
-class Add(_Merge):
-    """The inputs' elementwise sum."""
-
-    def _combine(self, tensors: list[Tensor]) -> Tensor:
-        total = tensors[0]
-        for tensor in tensors[1:]:
-            total = total + tensor
-        return total
-
-
-class Subtract(_Merge):
-    """The first input less the second."""
-
-    def _combine(self, tensors: list[Tensor]) -> Tensor:
-        if len(tensors) != 2:
-            raise InvalidArgumentError("Subtract takes exactly two tensors")
-        return tensors[0] - tensors[1]
-
-
-class Multiply(_Merge):
-    """The inputs' elementwise product."""
-
-    def _combine(self, tensors: list[Tensor]) -> Tensor:
-        product = tensors[0]
-        for tensor in tensors[1:]:
-            product = product * tensor
-        return product
-
-
-class Average(Add):
-    """The inputs' elementwise mean."""
-
-    def _combine(self, tensors: list[Tensor]) -> Tensor:
-        return super()._combine(tensors) * (1.0 / len(tensors))
-
-
-class Concatenate(_Merge):
-    """The inputs joined along ``axis`` (the last by default)."""
-
-    def __init__(self, axis: int = -1, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.axis = int(axis)
-        self._config = {"axis": self.axis}
-
-    def _combine(self, tensors: list[Tensor]) -> Tensor:
-        return _manipulate.concat(tensors, axis=self.axis)
 
 
 _unused = (Input,)
