@@ -98,3 +98,40 @@ def test_bad_metrics_are_refused(session):
         keras.metrics.Precision(thresholds=[0.2, 0.4])
     with pytest.raises(wg.InvalidArgumentError):
         keras.metrics.TopKCategoricalAccuracy(k=0)
+
+
+def test_metric_objects_work_standalone_over_batches(session, rng):
+    """``update_state`` a batch at a time (tensors of a session, or arrays), ``result``, ``reset_state``: the
+    same numbers as NumPy's over all the batches."""
+    labels = rng.integers(0, 2, 101)
+    scores = rng.random(101).astype(np.float32)
+    halves = [slice(0, 40), slice(40, 101)]
+    auc, precision = keras.metrics.AUC(), keras.metrics.Precision(thresholds=0.4)
+    for part in halves:
+        auc.update_state(labels[part], session.tensor(scores[part]))
+        precision.update_state(labels[part], scores[part])  # arrays: a session is opened for the call
+    assert float(auc.result()) == pytest.approx(keras_auc(labels, scores.astype(np.float64)), abs=1e-6)
+    kept = scores > 0.4
+    assert precision.result() == pytest.approx((kept & (labels == 1)).sum() / kept.sum(), abs=1e-6)
+    assert isinstance(auc.result().numpy(), np.float32)
+    auc.reset_state()
+    assert auc.result() == 0.0
+    ids, logits = rng.integers(0, 5, 37), rng.normal(size=(37, 5)).astype(np.float32)
+    accuracy, top2 = keras.metrics.SparseCategoricalAccuracy(), keras.metrics.SparseTopKCategoricalAccuracy(k=2)
+    for part in (slice(0, 10), slice(10, 37)):
+        accuracy.update_state(ids[part], session.tensor(logits[part]))
+        top2.update_state(ids[part], session.tensor(logits[part]))
+    assert accuracy.result() == pytest.approx((logits.argmax(1) == ids).mean(), abs=1e-6)
+    second = np.sort(logits, axis=1)[:, -2]
+    assert top2.result() == pytest.approx((logits[np.arange(37), ids] >= second).mean(), abs=1e-6)
+    truth, guess = rng.normal(size=(23, 2)), rng.normal(size=(23, 2)).astype(np.float32)
+    r2, mse = keras.metrics.R2Score(), keras.metrics.MeanSquaredError()
+    assert r2(truth, guess) == pytest.approx(sk.r2_score(truth, guess), abs=1e-5)  # __call__: update, then result
+    assert mse(truth, guess) == pytest.approx(((truth - guess) ** 2).mean(), abs=1e-5)
+    with pytest.raises(wg.ShapeError):
+        mse.update_state(truth[:3], guess)
+    with pytest.raises(TypeError):
+        mse.update_state(np.array(["a"] * 23), guess)
+    with pytest.raises(wg.InvalidArgumentError):
+        mse.update_state(truth, guess, sample_weight=np.ones(23))
+    assert mse.result() == pytest.approx(((truth - guess) ** 2).mean(), abs=1e-5)  # the refused calls added nothing

@@ -112,12 +112,19 @@ class _Metric:
         return concat([true_positives, above.sum(axis=0) - true_positives, positives, count])
 
     def value(self, batches: list[tuple[Tensor, np.ndarray | None]], total: int) -> float:
-        """The metric over every sample of ``batches``."""
+        """The metric over every sample of ``batches`` (their statistics fetched in one read)."""
         if batches[0][1] is not None:
             predicted = concat([tensor for tensor, _ in batches]).numpy()
             labels = np.concatenate([labels for _, labels in batches if labels is not None])
-            return float(np.count_nonzero(predicted.astype(np.int64) == labels.astype(np.int64)) / total)
-        sums = stack([tensor for tensor, _ in batches]).numpy().astype(np.float64).sum(axis=0)
+            return self.finish(predicted, labels, total)
+        return self.finish(stack([tensor for tensor, _ in batches]).numpy().astype(np.float64).sum(axis=0), None, total)
+
+    def finish(self, statistics: np.ndarray, labels: np.ndarray | None, total: int) -> float:
+        """The metric from host statistics: the predicted classes beside ``labels`` for the accuracies, else the
+        statistics ``batch`` gives summed over the batches."""
+        if labels is not None:
+            return float(np.count_nonzero(statistics.astype(np.int64) == labels.astype(np.int64)) / total)
+        sums = statistics
         if self.kind in self._MEANS:
             return float(sums / total)
         if self.kind in ("precision", "recall"):

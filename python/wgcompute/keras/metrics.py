@@ -1,14 +1,20 @@
 """Keras's metric objects for ``compile(metrics=[...])``, with Keras's names in the logs and its settings: each
-is gathered on the device a batch at a time and finished once an epoch (see ``wgcompute._metrics``). They are
-descriptions for ``compile``; their standalone ``update_state``/``result`` is not provided."""
+is gathered on the device a batch at a time and finished once an epoch (see ``wgcompute._metrics``). Standalone,
+as in a custom training loop, ``update_state(y_true, y_pred)`` adds a batch (computed where ``y_pred`` is, or,
+for arrays, in a session opened for the call and closed at once), ``result()`` gives the metric over the batches
+so far and ``reset_state()`` starts again; what they keep is on the host."""
 
 from __future__ import annotations
 
 import numbers
 from typing import Any
 
-from .._errors import ArgumentTypeError, InvalidArgumentError
+import numpy as np
+
+from .._errors import ArgumentTypeError, InvalidArgumentError, ShapeError
 from .._metrics import _Metric
+from .._session import Session
+from .._tensor import Tensor
 
 __all__ = [
     "AUC",
@@ -25,6 +31,13 @@ __all__ = [
 ]
 
 
+class Result(float):
+    """A metric's value: a float that, as the scalar Keras returns, also gives ``.numpy()``."""
+
+    def numpy(self) -> np.float32:
+        return np.float32(self)
+
+
 class Metric:
     """The base: a metric's name (as the logs show it) and what ``compile`` gathers for it."""
 
@@ -38,6 +51,57 @@ class Metric:
             raise ArgumentTypeError(f"a metric's name is a string; got {name!r:.80}")
         self.name = name or self._default_name
         self._metric = _Metric(self.name, self._kind, **settings)
+        self.reset_state()
+
+    def update_state(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> None:
+        """Adds a batch: targets ``y_true`` (class ids, one-hot rows or values, as the metric takes them) and
+        predictions ``y_pred`` [samples, ...], a Tensor or an array."""
+        if sample_weight is not None:
+            raise InvalidArgumentError(f"{self.name}: update_state takes no sample_weight here")
+        host_true = y_true.numpy() if isinstance(y_true, Tensor) else np.asarray(y_true)
+        if host_true.dtype.kind not in "fiub":
+            raise ArgumentTypeError(f"y_true holds numbers; got an array of {host_true.dtype}")
+        if isinstance(y_pred, Tensor):
+            self._add(host_true, y_pred)
+            return
+        with Session() as session:
+            self._add(host_true, session.tensor(np.asarray(y_pred, dtype=np.float32)))
+
+    def _add(self, host_true: np.ndarray, y_pred: Tensor) -> None:
+        if y_pred.ndim == 0 or len(host_true) != y_pred.shape[0]:
+            raise ShapeError(f"y_true has {len(host_true)} samples and y_pred shape {y_pred.shape}")
+        integral = host_true.dtype.kind in "iub"
+        y_true = y_pred._operand(host_true.astype(np.int32 if integral else np.float32))
+        statistics, labels = self._metric.batch(y_true, y_pred, host_true)
+        values = statistics.numpy()
+        if labels is not None:
+            self._predicted.append(values)
+            self._labels.append(labels)
+        else:
+            self._sums = values.astype(np.float64) if self._sums is None else self._sums + values
+        self._count += len(host_true)
+
+    def result(self) -> Result:
+        """The metric over the batches added since the last reset (0.0 before any)."""
+        if self._count == 0:
+            return Result(0.0)
+        if self._labels:
+            predicted, labels = np.concatenate(self._predicted), np.concatenate(self._labels)
+            return Result(self._metric.finish(predicted, labels, self._count))
+        assert self._sums is not None
+        return Result(self._metric.finish(self._sums, None, self._count))
+
+    def __call__(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> Result:
+        """``update_state`` then ``result``, as Keras's."""
+        self.update_state(y_true, y_pred, sample_weight)
+        return self.result()
+
+    def reset_state(self) -> None:
+        """Forgets the batches added."""
+        self._predicted: list[np.ndarray] = []
+        self._labels: list[np.ndarray] = []
+        self._sums: np.ndarray | None = None
+        self._count = 0
 
     def get_config(self) -> dict[str, Any]:
         return {"name": self.name}
