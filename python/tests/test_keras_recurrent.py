@@ -174,8 +174,8 @@ def test_a_model_of_recurrent_layers_trains_saves_and_loads(session, rng, tmp_pa
 
 
 def test_what_is_not_supported_is_refused(session):
-    with pytest.raises(wg.InvalidArgumentError, match="recurrent_dropout"):
-        L.LSTM(3, recurrent_dropout=0.2)
+    with pytest.raises(wg.InvalidArgumentError):
+        L.LSTM(3, recurrent_dropout=-0.2)
     with pytest.raises(wg.InvalidArgumentError):
         L.GRU(3, dropout=1.0)
     with pytest.raises(wg.InvalidArgumentError):
@@ -240,3 +240,78 @@ def test_dropout_drops_the_same_input_features_at_every_step_while_training(sess
     np.testing.assert_allclose(grad.numpy(), wanted, rtol=1e-4, atol=1e-4)
     assert not grad.numpy()[np.broadcast_to(kept == 0, x32.shape)].any()
     assert make(dropout=0.25).get_config()["dropout"] == 0.25
+
+
+GOLDEN = 0x9E3779B97F4A7C15  # the step between a Dropout's successive seeds
+
+
+def gate_product(v, kernel, masks):
+    """``v @ kernel``, gate g's columns taking ``v`` times the g-th mask (Keras's first implementation)."""
+    if masks is None:
+        return v @ kernel
+    width = kernel.shape[1] // len(masks)
+    return np.concatenate([(v * m) @ kernel[:, g * width : (g + 1) * width] for g, m in enumerate(masks)], -1)
+
+
+def dropped_sequence(case, x, kernel, recurrent_kernel, bias, input_masks, state_masks):
+    """Keras's recurrent cells with per-gate dropout masks of the inputs and the state, in float64."""
+    u = recurrent_kernel.shape[0]
+    h, c = np.zeros((x.shape[0], u)), np.zeros((x.shape[0], u))
+    outputs = []
+    for t in range(x.shape[1]):
+        if case == "SimpleRNN":
+            h = np.tanh(
+                gate_product(x[:, t], kernel, input_masks) + bias + gate_product(h, recurrent_kernel, state_masks)
+            )
+        elif case == "LSTM":
+            z = gate_product(x[:, t], kernel, input_masks) + bias + gate_product(h, recurrent_kernel, state_masks)
+            i, f, g, o = (z[:, k * u : (k + 1) * u] for k in range(4))
+            c = special.expit(f) * c + special.expit(i) * np.tanh(g)
+            h = special.expit(o) * np.tanh(c)
+        else:
+            xs = gate_product(x[:, t], kernel, input_masks) + bias[0]
+            inner = gate_product(h, recurrent_kernel, state_masks) + bias[1]
+            z = special.expit(xs[:, :u] + inner[:, :u])
+            r = special.expit(xs[:, u : 2 * u] + inner[:, u : 2 * u])
+            h = z * h + (1 - z) * np.tanh(xs[:, 2 * u :] + r * inner[:, 2 * u :])
+        outputs.append(h)
+    return np.stack(outputs, 1)
+
+
+@pytest.mark.parametrize("case", ["SimpleRNN", "LSTM", "GRU"])
+def test_recurrent_dropout_draws_a_mask_per_gate_for_the_inputs_and_the_state(session, rng, case):
+    rate, state_rate, seed = 0.3, 0.4, 2  # a seed whose masks drop and keep something of each kind
+    make = CASES[case][0]
+    layer = make(return_sequences=True, dropout=rate, recurrent_dropout=state_rate, seed=seed)
+    gates = {"SimpleRNN": 1, "LSTM": 4, "GRU": 3}[case]
+    x32 = rng.normal(size=(BATCH, STEPS, FEATURES)).astype(np.float32)
+    x = wg.Variable(session.tensor(x32))
+    layer(x)
+    weights = [v.numpy().astype(np.float64) for _, v in layer.named_parameters()]
+    upstream = rng.normal(size=(BATCH, STEPS, UNITS))
+    with wg.GradientTape() as tape:
+        trained = layer(x, training=True)
+        loss = (trained * session.tensor(upstream.astype(np.float32))).sum()
+    grads = tape.gradient(loss, [x, *layer.parameters()])
+
+    def masks(first, shape, keep_rate):
+        draws = [session.rand(shape, (first + g * GOLDEN) % 2**64).numpy() for g in range(gates)]
+        return [(draw >= keep_rate) / (1.0 - keep_rate) for draw in draws]
+
+    input_masks = [m[:, 0, :] for m in masks(seed, (BATCH, 1, FEATURES), rate)]
+    state_masks = masks(seed + 1, (BATCH, UNITS), state_rate)
+    # Some of each kind dropped (else the test could not tell), some kept.
+    assert any((m == 0).any() for m in input_masks) and any((m == 0).any() for m in state_masks)
+    assert all(m.any() for m in input_masks + state_masks)
+
+    def run(x, *weights):
+        return dropped_sequence(case, x, *weights, input_masks, state_masks)
+
+    x64 = x32.astype(np.float64)
+    np.testing.assert_allclose(trained.numpy(), run(x64, *weights), rtol=1e-5, atol=1e-5)
+    wanted = numeric_gradients(lambda *a: (run(*a) * upstream).sum(), [x64, *weights], 1.0, range(4))
+    for got, want in zip(grads, wanted, strict=True):
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-4)
+    inferred = CASES[case][1](x64, *weights)[0]  # not training: nothing dropped
+    np.testing.assert_allclose(layer(x).numpy(), inferred, rtol=1e-5, atol=1e-5)
+    assert make(recurrent_dropout=0.25).get_config()["recurrent_dropout"] == 0.25

@@ -48,15 +48,14 @@ class _Recurrent(Layer):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        # Keras's dropout of a recurrent layer while training: one mask of the inputs' features, drawn from
-        # ``seed`` each call, for every step and gate.
-        self._input_dropout = _layers.Dropout(dropout, seed=_next_seed(seed), noise_shape=(None, 1, None))
-        self.dropout = self._input_dropout.rate
-        if recurrent_dropout:
-            raise InvalidArgumentError(
-                "recurrent_dropout is not supported (Keras draws a mask per gate for it); use dropout, or a Dropout "
-                "between recurrent layers"
-            )
+        # Keras's dropout of a recurrent layer while training, its masks drawn from ``seed`` once a call and kept
+        # for every step: of the inputs' features (one mask for all gates, or with recurrent_dropout one per gate,
+        # as Keras's first implementation, which recurrent_dropout selects) and of the state where it enters each
+        # gate's recurrent product.
+        first = _next_seed(seed)
+        self._input_dropout = _layers.Dropout(dropout, seed=first, noise_shape=(None, 1, None))
+        self._state_dropout = _layers.Dropout(recurrent_dropout, seed=(first + 1) % 2**64)
+        self.dropout, self.recurrent_dropout = self._input_dropout.rate, self._state_dropout.rate
         if stateful:
             raise InvalidArgumentError("stateful recurrent layers are not supported")
         self.units = _count(units, "units")
@@ -84,6 +83,7 @@ class _Recurrent(Layer):
             "go_backwards": self.go_backwards,
             "zero_output_for_mask": self.zero_output_for_mask,
             "dropout": self.dropout,
+            "recurrent_dropout": self.recurrent_dropout,
         }
 
     def build(self, input_shape: Any) -> None:
@@ -112,11 +112,41 @@ class _Recurrent(Layer):
             raise ShapeError(f"{type(self).__name__} takes {count} initial state(s) of shape ({batch}, {self.units})")
         return states
 
-    def _projected(self, x: Tensor) -> Tensor:
-        return x @ self.kernel + self.bias if self.bias is not None else x @ self.kernel
+    def _product(self, x: Tensor, kernel: Tensor, masks: list[Tensor] | None) -> Tensor:
+        """``x @ kernel``; with dropout masks, gate g's columns of ``kernel`` take ``x`` times the g-th."""
+        if masks is None:
+            return x @ kernel
+        if len(masks) == 1:
+            return (x * masks[0]) @ kernel
+        width = kernel.shape[1] // len(masks)
+        blocks = [(x * mask) @ kernel[:, g * width : (g + 1) * width] for g, mask in enumerate(masks)]
+        return _manipulate.concat(blocks, axis=-1)
 
-    def _step(self, inputs: Tensor, states: list[Tensor]) -> list[Tensor]:
+    def _projected(self, x: Tensor, masks: list[Tensor] | None) -> Tensor:
+        product = self._product(x, self.kernel, masks)
+        return product + self.bias if self.bias is not None else product
+
+    def _step(self, inputs: Tensor, states: list[Tensor], masks: list[Tensor] | None) -> list[Tensor]:
+        """One step from the projected inputs and the states; ``masks`` the recurrent dropout's of the state,
+        one per gate (None without)."""
         raise NotImplementedError
+
+    def _dropout_masks(self, x: Tensor, training: bool) -> tuple[list[Tensor] | None, list[Tensor] | None]:
+        """This call's dropout masks of the inputs [batch, 1, features] and of the state [batch, units]."""
+        if not training:
+            return None, None
+        batch, _, features = x.shape
+        session = x._owner()
+        per_gate = self._gates if self.recurrent_dropout else 1
+        inputs = None
+        if self.dropout:
+            ones = session.ones((batch, 1, features))
+            inputs = [self._input_dropout(ones, training=True) for _ in range(per_gate)]
+        states = None
+        if self.recurrent_dropout:
+            ones = session.ones((batch, self.units))
+            states = [self._state_dropout(ones, training=True) for _ in range(self._gates)]
+        return inputs, states
 
     def call(self, sequences: Any, initial_state: Any = None, mask: Any = None, training: bool = False) -> Any:
         x = _tensor_argument(sequences, "sequences")
@@ -134,11 +164,12 @@ class _Recurrent(Layer):
                     f"{kept.shape}"
                 )
             kept = kept.reshape((batch, steps, 1))
-        projected = self._projected(self._input_dropout(x, training=training))
+        input_masks, state_masks = self._dropout_masks(x, bool(training))
+        projected = self._projected(x, input_masks)
         states = self._states(batch, x._owner(), initial_state)
         outputs: list[Tensor] = []
         for step in reversed(range(steps)) if self.go_backwards else range(steps):
-            stepped = self._step(projected[:, step, :], states)
+            stepped = self._step(projected[:, step, :], states, state_masks)
             if kept is None:
                 states = stepped
                 outputs.append(states[0])
@@ -163,8 +194,8 @@ class SimpleRNN(_Recurrent):
         super().__init__(units, activation=activation, **kwargs)
         del self._config["recurrent_activation"]
 
-    def _step(self, inputs: Tensor, states: list[Tensor]) -> list[Tensor]:
-        return [self._act(inputs + states[0] @ self.recurrent_kernel)]
+    def _step(self, inputs: Tensor, states: list[Tensor], masks: list[Tensor] | None) -> list[Tensor]:
+        return [self._act(inputs + self._product(states[0], self.recurrent_kernel, masks))]
 
 
 class LSTM(_Recurrent):
@@ -187,9 +218,9 @@ class LSTM(_Recurrent):
             bias.assign(values)
         return bias
 
-    def _step(self, inputs: Tensor, states: list[Tensor]) -> list[Tensor]:
+    def _step(self, inputs: Tensor, states: list[Tensor], masks: list[Tensor] | None) -> list[Tensor]:
         h, c = states
-        z = inputs + h @ self.recurrent_kernel
+        z = inputs + self._product(h, self.recurrent_kernel, masks)
         u = self.units
         i, f = self._gate(z[:, :u]), self._gate(z[:, u : 2 * u])
         c = f * c + i * self._act(z[:, 2 * u : 3 * u])
@@ -212,27 +243,29 @@ class GRU(_Recurrent):
         shape = (2, 3 * self.units) if self.reset_after else (3 * self.units,)
         return self.add_weight(shape=shape, initializer=self.bias_initializer, name="bias")
 
-    def _projected(self, x: Tensor) -> Tensor:
-        product = x @ self.kernel
+    def _projected(self, x: Tensor, masks: list[Tensor] | None) -> Tensor:
+        product = self._product(x, self.kernel, masks)
         if self.bias is None:
             return product
         return product + (self.bias[0] if self.reset_after else self.bias)
 
-    def _step(self, inputs: Tensor, states: list[Tensor]) -> list[Tensor]:
+    def _step(self, inputs: Tensor, states: list[Tensor], masks: list[Tensor] | None) -> list[Tensor]:
         (h,) = states
         u = self.units
         if self.reset_after:
-            inner = h @ self.recurrent_kernel
+            inner = self._product(h, self.recurrent_kernel, masks)
             if self.bias is not None:
                 inner = inner + self.bias[1]
             z = self._gate(inputs[:, :u] + inner[:, :u])
             r = self._gate(inputs[:, u : 2 * u] + inner[:, u : 2 * u])
             candidate = self._act(inputs[:, 2 * u :] + r * inner[:, 2 * u :])
         else:
-            inner = h @ self.recurrent_kernel[:, : 2 * u]
+            inner = self._product(h, self.recurrent_kernel[:, : 2 * u], None if masks is None else masks[:2])
             z = self._gate(inputs[:, :u] + inner[:, :u])
             r = self._gate(inputs[:, u : 2 * u] + inner[:, u:])
-            candidate = self._act(inputs[:, 2 * u :] + (r * h) @ self.recurrent_kernel[:, 2 * u :])
+            seen = h if masks is None else h * masks[2]
+            candidate = self._act(inputs[:, 2 * u :] + (r * seen) @ self.recurrent_kernel[:, 2 * u :])
+        # As Keras's: the update keeps the state itself, not its dropped copy.
         return [z * h + (1.0 - z) * candidate]
 
 
