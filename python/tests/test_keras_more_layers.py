@@ -206,6 +206,13 @@ def test_bad_arguments_are_refused(session):
         L.ReLU(negative_slope=-1)
     with pytest.raises(wg.ShapeError):
         L.SpatialDropout1D(0.5)(session.tensor(np.zeros((2, 3), np.float32)), training=True)
+    with pytest.raises(wg.InvalidArgumentError):
+        L.Conv2DTranspose(2, 3, strides=2, output_padding=2)  # not below the stride
+    image, kernel = session.zeros((1, 3, 3, 2)), session.zeros((3, 3, 2, 2))
+    with pytest.raises(wg.InvalidArgumentError):
+        wg.conv2d_transpose(image, kernel, 2, "valid", output_padding=(0, 2))
+    with pytest.raises(wg.InvalidArgumentError):
+        wg.conv2d_transpose(image, kernel, 2, ((1, 1), (1, 1)), output_padding=1)
 
 
 def test_the_keras_page_lists_exactly_the_layers_provided():
@@ -243,27 +250,54 @@ def conv2d_reference(x, kernel, stride, padding, dilation, groups=1):
     return y
 
 
-def conv2d_transpose_reference(x, kernel, stride, padding):
+def conv2d_transpose_reference(x, kernel, stride, padding, dilation=(1, 1), output_padding=None):
     """The transposed convolution as the scatter it is: input (i, j) adds ``kernel[a, b, o, c] · x[c]`` at
-    (i·s + a, j·s + b), then "same" keeps ``size · stride`` from the padding conv2d would put before."""
-    (sh, sw) = stride
+    (i·s + a·d, j·s + b·d). Keras's output length L per axis (``keras.src.utils.conv_utils.deconv_length``: with
+    "valid" ``(n - 1)·s + max(k, s)``, "same" ``n·s``, or given ``output_padding`` p ``(n - 1)·s + k + p`` and
+    ``(n - 1)·s + k % 2 + p``) is then cut from the scatter as TensorFlow's adjoint of the convolution that takes
+    L to n places it: after the padding that convolution puts before (its smaller half, "same" only), zeros past
+    the scatter's end."""
     kh, kw, out_channels, _ = kernel.shape
     batch, height, width, _ = x.shape
-    full = np.zeros((batch, (height - 1) * sh + kh, (width - 1) * sw + kw, out_channels))
+    spans = [d * (k - 1) + 1 for k, d in zip((kh, kw), dilation, strict=True)]
+    full = np.zeros((batch, (height - 1) * stride[0] + spans[0], (width - 1) * stride[1] + spans[1], out_channels))
     for i in range(height):
         for j in range(width):
-            full[:, i * sh : i * sh + kh, j * sw : j * sw + kw, :] += np.einsum("nc,abOc->nabO", x[:, i, j], kernel)
-    if padding == "valid":
-        return full
-    keep_h, keep_w = height * sh, width * sw
-    before_h = max((height - 1) * sh + kh - keep_h, 0) // 2
-    before_w = max((width - 1) * sw + kw - keep_w, 0) // 2
-    return full[:, before_h : before_h + keep_h, before_w : before_w + keep_w]
+            for a in range(kh):
+                for b in range(kw):
+                    at = (i * stride[0] + a * dilation[0], j * stride[1] + b * dilation[1])
+                    full[:, at[0], at[1], :] += x[:, i, j] @ kernel[a, b].T
+    cuts = []
+    for n, s, span, axis in zip((height, width), stride, spans, (0, 1), strict=True):
+        extra = None if output_padding is None else output_padding[axis]
+        if padding == "valid":
+            length = (n - 1) * s + max(span, s) if extra is None else (n - 1) * s + span + extra
+            before = 0
+        else:
+            length = n * s if extra is None else (n - 1) * s + span % 2 + extra
+            before = max((n - 1) * s + span - length, 0) // 2
+        cuts.append((before, length))
+    (top, rows), (left, cols) = cuts
+    grown = np.pad(full, [(0, 0), (0, rows), (0, cols), (0, 0)])
+    return grown[:, top : top + rows, left : left + cols]
 
 
 CONVOLUTIONS = {
     "Conv2DTranspose-valid": (lambda: L.Conv2DTranspose(3, (2, 3), strides=(2, 1)), (2, 3, 4, 2)),
     "Conv2DTranspose-same": (lambda: L.Conv2DTranspose(2, 3, strides=2, padding="same"), (1, 3, 3, 3)),
+    "Conv2DTranspose-window-under-stride": (lambda: L.Conv2DTranspose(2, (1, 2), strides=3), (2, 2, 3, 2)),
+    "Conv2DTranspose-output-padding": (
+        lambda: L.Conv2DTranspose(2, (3, 2), strides=(2, 3), output_padding=(1, 2)),
+        (1, 3, 2, 2),
+    ),
+    "Conv2DTranspose-output-padding-same": (
+        lambda: L.Conv2DTranspose(3, (3, 4), strides=(2, 3), padding="same", output_padding=(0, 2)),
+        (2, 2, 3, 2),
+    ),
+    "Conv2DTranspose-dilated-same": (
+        lambda: L.Conv2DTranspose(2, (2, 3), dilation_rate=2, padding="same", output_padding=0),
+        (1, 4, 3, 2),
+    ),
     "DepthwiseConv2D": (lambda: L.DepthwiseConv2D(3, depth_multiplier=2, padding="same"), (2, 5, 4, 3)),
     "DepthwiseConv2D-strided": (lambda: L.DepthwiseConv2D((2, 3), strides=2), (1, 7, 6, 2)),
     "DepthwiseConv2D-dilated": (lambda: L.DepthwiseConv2D(2, dilation_rate=2, use_bias=False), (1, 5, 5, 2)),
@@ -273,7 +307,9 @@ CONVOLUTIONS = {
 
 def convolution_reference(layer, weights, x):
     if isinstance(layer, L.Conv2DTranspose):
-        y = conv2d_transpose_reference(x, weights["kernel"], layer.strides, layer.padding)
+        y = conv2d_transpose_reference(
+            x, weights["kernel"], layer.strides, layer.padding, layer.dilation_rate, layer.output_padding
+        )
     elif isinstance(layer, L.DepthwiseConv2D):
         kh, kw, channels, multiplier = weights["kernel"].shape
         grouped = weights["kernel"].reshape(kh, kw, 1, channels * multiplier)

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ._errors import ArgumentTypeError, InvalidArgumentError, ShapeError
+from ._manipulate import pad
 from ._tensor import Tensor, _tensor_argument
 
 __all__ = ["avg_pool2d", "conv1d", "conv2d", "conv2d_transpose", "global_avg_pool2d", "max_pool2d"]
@@ -92,12 +93,45 @@ def conv2d(
     return _conv(image, weights, stride, padding, dilation, groups, False)
 
 
-def conv2d_transpose(x: Tensor, kernel: Any, stride: Any = 1, padding: Padding = "valid", dilation: Any = 1) -> Tensor:
+def conv2d_transpose(
+    x: Tensor, kernel: Any, stride: Any = 1, padding: Padding = "valid", dilation: Any = 1, output_padding: Any = None
+) -> Tensor:
     """The transposed convolution (the gradient of :func:`conv2d` with respect to its input), with ``kernel``
-    ``[kh, kw, out_channels, in_channels]`` as Keras's ``Conv2DTranspose`` lays it out. Outputs per axis:
-    ``(size - 1) * stride + dilation * (k - 1) + 1`` for "valid", ``size * stride`` for "same"."""
+    ``[kh, kw, out_channels, in_channels]`` as Keras's ``Conv2DTranspose`` lays it out. Outputs per axis, ``k``
+    the dilated window ``dilation * (k - 1) + 1``: ``(size - 1) * stride + k`` for "valid", ``size * stride`` for
+    "same". ``output_padding`` (an int or a pair, each below the stride) gives Keras's sizes instead:
+    ``(size - 1) * stride + k + output_padding`` for "valid" and ``(size - 1) * stride + k % 2 + output_padding``
+    for "same", placed as Keras places them."""
     image, weights = _image_and_kernel(x, kernel)
-    return _conv(image, weights, stride, padding, dilation, 1, True)
+    if output_padding is None:
+        return _conv(image, weights, stride, padding, dilation, 1, True)
+    if padding not in ("valid", "same"):
+        raise InvalidArgumentError(f"with output_padding, padding is 'valid' or 'same'; got {padding!r:.80}")
+    steps, spreads = _pair(stride, "stride"), _pair(dilation, "dilation")
+    extras = _pair(output_padding, "output_padding", 0)
+    if any(extra >= step for extra, step in zip(extras, steps, strict=True)):
+        raise InvalidArgumentError(f"output_padding {tuple(extras)} is below the stride {tuple(steps)} on each axis")
+    # The "valid" output holds every position the input reaches; Keras's output is a window of it, the positions
+    # past its end zero (the dilated input's padding in Keras's own formulation).
+    full = _conv(image, weights, stride, "valid", dilation, 1, True)
+    windows = []
+    for axis, (size, step, spread, extra) in enumerate(zip(image.shape[1:3], steps, spreads, extras, strict=True)):
+        window = spread * (weights.shape[axis] - 1) + 1
+        if padding == "valid":
+            left, right = window - 1, window - 1 + extra
+        else:
+            total = window + window % 2 - 2 + extra
+            left = min(total // 2 + total % 2, window - 1)
+            right = total - left
+        start = window - 1 - left
+        windows.append((start, (size - 1) * step + 1 + left + right - window + 1))
+    (top, height), (front, width) = windows
+    _, full_height, full_width, _ = full.shape
+    cut = full[:, top : top + height, front : front + width, :]
+    below, after = top + height - min(full_height, top + height), front + width - min(full_width, front + width)
+    if below or after:
+        cut = pad(cut, [(0, 0), (0, below), (0, after), (0, 0)])
+    return cut
 
 
 def conv1d(

@@ -75,8 +75,10 @@ class _Convolution(Layer):
 
 
 class Conv2DTranspose(_Convolution):
-    """The transposed convolution (the gradient of a convolution with respect to its input): each output is
-    ``(size − 1) · stride + dilation · (k − 1) + 1`` long with "valid", ``size · stride`` with "same"; the kernel
+    """The transposed convolution (the gradient of a convolution with respect to its input), sized as Keras's:
+    with ``k`` the dilated window ``dilation · (k − 1) + 1``, each output is ``(size − 1) · stride + max(k,
+    stride)`` long with "valid" and ``size · stride`` with "same", or, given ``output_padding`` (below the stride),
+    ``(size − 1) · stride + k + output_padding`` and ``(size − 1) · stride + k % 2 + output_padding``; the kernel
     is ``[kh, kw, filters, in]``."""
 
     def __init__(
@@ -94,11 +96,15 @@ class Conv2DTranspose(_Convolution):
         bias_initializer: Any = "zeros",
         **kwargs: Any,
     ) -> None:
-        if output_padding is not None:
-            raise InvalidArgumentError("output_padding is not supported: the output sizes are Keras's defaults")
         super().__init__(
             kernel_size, strides, padding, data_format, dilation_rate, activation, use_bias, bias_initializer, **kwargs
         )
+        self.output_padding = None if output_padding is None else _pair(output_padding, "output_padding", 0)
+        if self.output_padding is not None and any(
+            extra >= step for extra, step in zip(self.output_padding, self.strides, strict=True)
+        ):
+            raise InvalidArgumentError(f"output_padding {self.output_padding} is below strides {self.strides}")
+        self._config["output_padding"] = None if self.output_padding is None else list(self.output_padding)
         self.filters = _count(filters, "filters")
         self.kernel_initializer = initializers.get(kernel_initializer)
         self._config.update({"filters": self.filters, "kernel_initializer": initializers.serialize(kernel_initializer)})
@@ -112,7 +118,13 @@ class Conv2DTranspose(_Convolution):
 
     def call(self, x: Any) -> Tensor:
         image = _image(x, "Conv2DTranspose")
-        y = _window.conv2d_transpose(image, self.kernel, self.strides, self.padding, self.dilation_rate)
+        extra = self.output_padding
+        if extra is None and self.padding == "valid":
+            # Keras's default: a window shorter than the stride still gives each input a whole stride.
+            windows = [d * (k - 1) + 1 for k, d in zip(self.kernel_size, self.dilation_rate, strict=True)]
+            extra = tuple(max(w, s) - w for w, s in zip(windows, self.strides, strict=True))
+            extra = None if extra == (0, 0) else extra
+        y = _window.conv2d_transpose(image, self.kernel, self.strides, self.padding, self.dilation_rate, extra)
         return self._finish(y)
 
 
