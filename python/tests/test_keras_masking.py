@@ -91,6 +91,8 @@ def test_embedding_with_mask_zero_puts_ids_not_zero_on_its_output(session, rng):
     # Integer ids give the same mask.
     as_int = L.Embedding(20, 5, mask_zero=True)(session.tensor(ids.astype(np.int32)))
     np.testing.assert_array_equal(mask_of(as_int), ids != 0)
+    layer(session.tensor(ids))  # built; then NumPy ids give the mask too
+    np.testing.assert_array_equal(mask_of(layer(ids.astype(np.int64))), ids != 0)
 
 
 @pytest.mark.parametrize("zero_output_for_mask", [False, True])
@@ -163,6 +165,24 @@ def test_bidirectional_gives_both_directions_the_mask_and_zeros_at_masked_steps(
     np.testing.assert_allclose(got, np.concatenate([ahead, behind[:, ::-1]], -1), rtol=1e-5, atol=1e-5)
     assert not got[~mask].any()  # Keras's Bidirectional: zeros where masked
     assert L.Bidirectional(L.GRU(2)).forward_layer.zero_output_for_mask is False
+    given = L.LSTM(2, return_sequences=True)
+    L.Bidirectional(given)
+    assert given.zero_output_for_mask is False  # the layer given is left as it was
+
+
+def test_masks_of_numbers_keep_where_nonzero_as_kerass(session, rng):
+    x32 = rng.normal(size=(BATCH, STEPS, FEATURES)).astype(np.float32)
+    mask = rng.random((BATCH, STEPS)) < 0.6
+    mask[:, 0] = True
+    layer = L.GRU(UNITS)
+    as_bool = layer(session.tensor(x32), mask=session.tensor(mask)).numpy()
+    as_int = layer(session.tensor(x32), mask=session.tensor(mask.astype(np.int32))).numpy()
+    as_float = layer(session.tensor(x32), mask=session.tensor(mask.astype(np.float32))).numpy()
+    np.testing.assert_array_equal(as_int, as_bool)
+    np.testing.assert_array_equal(as_float, as_bool)
+    pooled = L.GlobalAveragePooling1D()(session.tensor(x32), mask=mask.astype(np.float32)).numpy()
+    kept = mask[..., None]
+    np.testing.assert_allclose(pooled, (x32 * kept).sum(1) / kept.sum(1), rtol=1e-6, atol=1e-6)
 
 
 def test_global_average_pooling_averages_the_kept_steps(session, rng):
@@ -235,6 +255,14 @@ def test_attention_leaves_masked_keys_out_and_keeps_the_querys_mask(session, rng
         alone = embedding(session.tensor(ids[i : i + 1, :length]))
         want = attention(alone, alone).numpy()[0]
         np.testing.assert_allclose(got.numpy()[i, :length], want, rtol=1e-5, atol=1e-5)
+    # Self-attention given the query alone takes its mask for the keys too.
+    alone_form = attention(embedding(session.tensor(ids)))
+    np.testing.assert_allclose(alone_form.numpy(), got.numpy(), rtol=1e-6, atol=1e-6)
+    # As Keras's, the inputs' masks are taken off them.
+    x = embedding(session.tensor(ids))
+    attention(x, x)
+    assert mask_of(x) is None
+    x = embedding(session.tensor(ids))
     # An explicit attention_mask [batch, T, S] (batch past 1) joins the inputs' masks.
     explicit = rng.random((len(lengths), STEPS, STEPS)) < 0.7
     explicit[:, :, 0] = True
@@ -246,18 +274,49 @@ def test_attention_leaves_masked_keys_out_and_keeps_the_querys_mask(session, rng
         rtol=1e-5,
         atol=1e-5,
     )
+    # [T, S] and [batch, heads, T, S] masks broadcast over what they lack.
+    square = explicit[0]
+    np.testing.assert_allclose(
+        attention(plain, plain, attention_mask=session.tensor(square)).numpy(),
+        attention(plain, plain, attention_mask=session.tensor(np.broadcast_to(square, explicit.shape))).numpy(),
+        rtol=1e-6,
+        atol=1e-6,
+    )
+    per_head = np.broadcast_to(explicit[:, None], (len(lengths), 2, STEPS, STEPS))
+    np.testing.assert_allclose(
+        attention(plain, plain, attention_mask=per_head).numpy(),
+        attention(plain, plain, attention_mask=explicit).numpy(),
+        rtol=1e-6,
+        atol=1e-6,
+    )
+    # A key with a mask of its own: its masked positions are left out.
+    key_ids = padded_ids(rng, [1, 3, 5], STEPS)
+    keys = embedding(session.tensor(key_ids))
+    with_key = attention(plain, plain, keys)
+    np.testing.assert_allclose(
+        with_key.numpy(),
+        attention(plain, plain, session.tensor(keys.numpy()), attention_mask=(key_ids != 0)[:, None, :]).numpy(),
+        rtol=1e-6,
+        atol=1e-6,
+    )
 
 
 def test_softmax_gives_masked_positions_no_weight(session, rng):
     scores = rng.normal(size=(2, 3, 5)).astype(np.float32)
     mask = rng.random((2, 3, 5)) < 0.6
     mask[1, :, 0] = True  # every row of the second sample keeps something
-    mask[0, 0] = False  # a row with nothing kept: equal weights, as Keras's -1e9 gives
+    mask[0, 0] = False  # a row with nothing kept: zeros, as Keras's
     got = L.Softmax()(session.tensor(scores), mask=session.tensor(mask)).numpy()
     shifted = np.where(mask, scores.astype(np.float64), -1e9)
-    want = special.softmax(shifted, axis=-1)
+    want = np.where(mask, special.softmax(shifted, axis=-1), 0.0)
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
-    assert not got[1][~mask[1]].any()
+    assert not got[0, 0].any() and np.allclose(got[1].sum(-1), 1.0)
+    # A float mask keeps where above 0.5; one of fewer axes broadcasts.
+    rows = (rng.random((3, 5)) < 0.6).astype(np.float32)
+    rows[:, 0] = 1.0
+    got = L.Softmax()(session.tensor(scores), mask=session.tensor(rows)).numpy()
+    want = special.softmax(np.where(rows > 0.5, scores.astype(np.float64), -1e9), axis=-1) * (rows > 0.5)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
 
 
 def test_merging_layers_join_their_inputs_masks(session, rng):
@@ -314,6 +373,20 @@ class Pair(keras.layers.Layer):
         return first + second
 
 
+class FirstOfTwo(keras.layers.Layer):
+    """A list in, one tensor out, masks passed on by default: as Keras, the first mask goes to the output."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.supports_masking = True
+
+    def _tensors(self, x):
+        return list(x)
+
+    def call(self, x):
+        return x[0] * 2.0
+
+
 def test_custom_layers_take_masks_and_say_what_they_pass_on(session, rng):
     ids = padded_ids(rng, [2, 5, 3], STEPS)
     x = L.Embedding(20, 3, mask_zero=True)(session.tensor(ids))
@@ -329,6 +402,7 @@ def test_custom_layers_take_masks_and_say_what_they_pass_on(session, rng):
     assert pair.seen[1] is None
     with pytest.raises(TypeError, match="mask"):
         KeepsMask()(x, mask=session.tensor(ids != 0))  # its call takes no mask
+    np.testing.assert_array_equal(mask_of(FirstOfTwo()([x, session.tensor(x.numpy())])), ids != 0)
 
 
 def test_the_loss_leaves_masked_positions_out(session, rng):
@@ -360,8 +434,8 @@ def test_a_model_of_masked_layers_trains_saves_and_loads(session, rng, tmp_path)
         [
             keras.Input((STEPS,), dtype="int32"),
             L.Embedding(20, 4, mask_zero=True),
-            L.Bidirectional(L.GRU(3, return_sequences=True)),
-            L.LSTM(3),
+            L.Dense(4, activation="tanh"),  # passes the mask on
+            L.Bidirectional(L.GRU(3)),  # reads the kept steps only
             L.Dense(1, activation="sigmoid"),
         ],
         device=session.adapter["backend"],
@@ -374,4 +448,13 @@ def test_a_model_of_masked_layers_trains_saves_and_loads(session, rng, tmp_path)
     with keras.models.load_model(path, device=session.adapter["backend"]) as loaded:
         np.testing.assert_array_equal(loaded.predict(ids, verbose=0), model.predict(ids, verbose=0))
         assert loaded.layers[0].mask_zero is True
+    # Padding is invisible: a sample padded to twice the steps, or not at all, predicts the same.
+    predicted = model.predict(ids, verbose=0)
+    longer = np.pad(ids, [(0, 0), (0, STEPS)])
+    wide = keras.Sequential([keras.Input((2 * STEPS,), dtype="int32"), *model.layers], session=model.session)
+    np.testing.assert_allclose(wide.predict(longer, verbose=0), predicted, rtol=1e-5, atol=1e-6)
+    for i in np.flatnonzero(lengths < STEPS)[:3]:
+        alone = keras.Sequential([keras.Input((lengths[i],), dtype="int32"), *model.layers], session=model.session)
+        np.testing.assert_allclose(alone.predict(ids[i : i + 1, : lengths[i]], verbose=0), predicted[i : i + 1],
+                                   rtol=1e-5, atol=1e-6)  # fmt: skip
     model.close()

@@ -146,6 +146,13 @@ def _set_mask(x: Any, mask: Any) -> None:
         x._keras_mask = mask
 
 
+def _bool_mask(like: Tensor, mask: Any) -> Tensor:
+    """``mask`` (a tensor or an array) as a bool tensor of ``like``'s session: as Keras casts them, a nonzero
+    entry keeps its position."""
+    tensor = like._operand(mask)
+    return tensor if tensor.dtype == bool else tensor != 0
+
+
 def _holds_tensors(value: Any) -> bool:
     if isinstance(value, Tensor):
         return True
@@ -181,9 +188,10 @@ def _set_output_masks(layer: Any, inputs: Any, outputs: Any, previous: Any, cons
         masks = layer.compute_mask(inputs, previous)
         if masks is None:
             return
-        masks = list(masks) if isinstance(masks, (list, tuple)) and isinstance(outputs, (list, tuple)) else [masks]
+        # As Keras: the masks flattened and paired with the outputs in order.
+        masks = list(masks) if isinstance(masks, (list, tuple)) else [masks]
         for output, mask in zip(flat, masks, strict=False):
-            if isinstance(output, Tensor) and mask is not None and _mask_of(output) is None:
+            if isinstance(output, Tensor) and isinstance(mask, Tensor) and _mask_of(output) is None:
                 _set_mask(output, mask)
     elif previous is not None and not consumed and isinstance(getattr(layer, "name", None), str):
         # Only Keras's layers, which have names, speak of masks (not the layers inside them).

@@ -695,6 +695,8 @@ class Model(_layers.Layer):
         the sample weights), summed and divided by the number of steps kept."""
         loss = self.loss
         values = loss.per_sample(y, y_pred) if isinstance(loss, Loss) else loss(y, y_pred)
+        if isinstance(values, Tensor) and values.ndim == 0:
+            return values  # a loss function that reduced its values itself: no mask to apply
         if not isinstance(values, Tensor) or values.shape != mask.shape:
             shape = values.shape if isinstance(values, Tensor) else type(values).__name__
             raise ShapeError(

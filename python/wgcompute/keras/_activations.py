@@ -131,5 +131,6 @@ class Softmax(Layer):
             trailing = zip(kept.shape[::-1], x.shape[::-1], strict=False)
             if kept.ndim > x.ndim or any(m not in (1, i) for m, i in trailing):
                 raise ShapeError(f"Softmax's mask broadcasts to its input {x.shape}; got shape {kept.shape}")
-            x = _logic.where(kept, x, -1e9)
+            # Then, as Keras's, masked positions are zero even where a whole row is masked.
+            return _logic.where(kept, _neural.softmax(_logic.where(kept, x, -1e9), axis=self.axis), 0.0)
         return _neural.softmax(x, axis=self.axis)

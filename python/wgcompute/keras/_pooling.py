@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import _logic, _reductions, _window
+from .. import _call, _logic, _reductions, _window
 from .._convert import _flag
 from .._errors import ShapeError
 from .._tensor import Tensor, _tensor_argument
@@ -81,7 +81,7 @@ class GlobalAveragePooling1D(Layer):
         x = _steps(x, "GlobalAveragePooling1D")
         if mask is None:
             return _reductions.mean(x, axis=1, keepdims=self.keepdims)
-        kept = x._operand(mask)
+        kept = _call._bool_mask(x, mask)
         if kept.shape != x.shape[:2]:
             raise ShapeError(f"GlobalAveragePooling1D's mask is [batch, steps] {x.shape[:2]}; got {kept.shape}")
         kept = kept.reshape((*kept.shape, 1))

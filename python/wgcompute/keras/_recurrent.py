@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import _layers, _logic, _manipulate
+from .. import _call, _layers, _logic, _manipulate
 from .._convert import _flag
 from .._errors import ArgumentTypeError, InvalidArgumentError, ShapeError
 from .._tensor import Tensor, _tensor_argument, flip
@@ -52,7 +52,9 @@ class _Recurrent(Layer):
         # for every step: of the inputs' features (one mask for all gates, or with recurrent_dropout one per gate,
         # as Keras's first implementation, which recurrent_dropout selects) and of the state where it enters each
         # gate's recurrent product.
-        first = _next_seed(seed)
+        # (The seed is drawn only for a layer that drops, so that the others leave set_random_seed's sequence as
+        # it was.)
+        first = _next_seed(seed) if dropout or recurrent_dropout else 0
         self._input_dropout = _layers.Dropout(dropout, seed=first, noise_shape=(None, 1, None))
         self._state_dropout = _layers.Dropout(recurrent_dropout, seed=(first + 1) % 2**64)
         self.dropout, self.recurrent_dropout = self._input_dropout.rate, self._state_dropout.rate
@@ -157,12 +159,9 @@ class _Recurrent(Layer):
             raise ShapeError(f"{type(self).__name__} takes at least one step")
         kept = None
         if mask is not None:
-            kept = x._operand(mask)
-            if kept.dtype != bool or kept.shape != (batch, steps):
-                raise ShapeError(
-                    f"{type(self).__name__}'s mask is a bool [batch, steps] {(batch, steps)}; got {kept.dtype} "
-                    f"{kept.shape}"
-                )
+            kept = _call._bool_mask(x, mask)
+            if kept.shape != (batch, steps):
+                raise ShapeError(f"{type(self).__name__}'s mask is [batch, steps] {(batch, steps)}; got {kept.shape}")
             kept = kept.reshape((batch, steps, 1))
         input_masks, state_masks = self._dropout_masks(x, bool(training))
         projected = self._projected(x, input_masks)
@@ -287,8 +286,11 @@ class Bidirectional(Layer):
             raise InvalidArgumentError("Bidirectional of a layer with return_state is not supported")
         if merge_mode not in _MERGES:
             raise InvalidArgumentError(f"merge_mode is one of {_MERGES}; got {merge_mode!r:.80}")
+        # As Keras's: both directions are made from the layer's config, which the layer given keeps as it is.
+        config = layer.get_config()
+        layer = type(layer).from_config(config)
         if backward_layer is None:
-            backward_layer = type(layer).from_config({**layer.get_config(), "go_backwards": not layer.go_backwards})
+            backward_layer = type(layer).from_config({**config, "go_backwards": not layer.go_backwards})
         elif isinstance(backward_layer, dict):
             backward_layer = _recurrent_from(backward_layer)
         # As Keras's: returning sequences, a masked step's output is zeros, not the last step's.

@@ -12,6 +12,8 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from .. import _call, _layers, _logic
 from .._convert import _flag
 from .._errors import ArgumentTypeError, InvalidArgumentError, ShapeError
@@ -395,7 +397,12 @@ class Embedding(_Wrapped):
         return self._inner(ids)
 
     def compute_mask(self, inputs: Any, mask: Any = None) -> Any:
-        return inputs != 0 if self.mask_zero else None
+        if not self.mask_zero:
+            return None
+        if isinstance(inputs, Tensor):
+            return inputs != 0
+        session = self._session()
+        return None if session is None else session.tensor(np.asarray(inputs) != 0)
 
 
 class MultiHeadAttention(_Wrapped):
@@ -458,28 +465,34 @@ class MultiHeadAttention(_Wrapped):
             self.built = True
         # As Keras: the inputs' masks (a query's [batch, T], a value's or key's [batch, S]) join the
         # attention_mask [batch, T, S]; the output carries the query's mask.
+        # As Keras: the inputs' masks (a query's [batch, T], a value's or key's [batch, S]; self-attention's value
+        # is the query) join the attention_mask ([T, S], [batch, T, S] or [batch, heads, T, S]), and are taken off
+        # the inputs; the output carries the query's.
         query_mask = _call._mask_of(query) if query_mask is None else query_mask
-        if value is not None and value_mask is None:
-            value_mask = _call._mask_of(value)
+        if value_mask is None:
+            value_mask = query_mask if value is None else _call._mask_of(value)
         if key is not None and key is not value and key_mask is None:
             key_mask = _call._mask_of(key)
-        parts = [attention_mask]
-        for mask, axis in ((query_mask, -1), (value_mask, 1), (key_mask, 1)):
+        for tensor in (query, value, key):
+            _call._set_mask(tensor, None)
+        parts = []
+        for mask, shape in ((query_mask, (1, -1, 1)), (value_mask, (1, 1, -1)), (key_mask, (1, 1, -1))):
             if mask is not None:
-                mask = query._operand(mask)
+                mask = _call._bool_mask(query, mask)
                 if mask.ndim != 2:
                     raise ShapeError(f"the query's, value's and key's masks are [batch, steps]; got shape {mask.shape}")
                 batch, steps = mask.shape
-                parts.append(mask.reshape((batch, steps, 1) if axis == -1 else (batch, 1, steps)))
+                parts.append(mask.reshape(tuple(steps if d == -1 else d for d in (batch, *shape))))
+        if attention_mask is not None:
+            given = _call._bool_mask(query, attention_mask)
+            if not 2 <= given.ndim <= 4:
+                raise ShapeError(f"attention_mask is [T, S], [batch, T, S] or [batch, heads, T, S]; got {given.shape}")
+            while given.ndim < 4:  # one mask for every head
+                given = given.reshape((*given.shape[:-2], 1, *given.shape[-2:]))
+            parts.append(given)
         allowed = None
         for part in parts:
-            if part is not None:
-                part = query._operand(part)
-                allowed = part if allowed is None else _logic.logical_and(allowed, part)
-        if allowed is not None:
-            if allowed.ndim != 3:
-                raise ShapeError(f"attention_mask is [batch, T, S]; got shape {allowed.shape}")
-            allowed = allowed.reshape((allowed.shape[0], 1, *allowed.shape[1:]))  # one mask for every head
+            allowed = part if allowed is None else _logic.logical_and(allowed, part)
         output = self._inner(
             query,
             value=value,
@@ -489,7 +502,7 @@ class MultiHeadAttention(_Wrapped):
             training=_call._training_of(self, training),
         )
         if query_mask is not None:
-            _call._set_mask(output, query._operand(query_mask))
+            _call._set_mask(output, _call._bool_mask(query, query_mask))
         return output
 
     def call(self, x: Any, training: bool = False) -> Tensor:
