@@ -313,3 +313,20 @@ class Layer(_layers.Layer):
                     f"{type(self).__name__}'s {key} is a function, which a file cannot hold; use a name"
                 )
         return config
+
+
+class _Wrapped(Layer):
+    """A Keras layer whose weights are those of a :mod:`wgcompute.nn` layer made at build time."""
+
+    _inner: Any
+
+    def _adopt(self, inner: Any, activation: Callable[[Tensor], Tensor] | None = None) -> None:
+        self._inner = inner
+        self._post = activation
+        for name, variable in inner._named_variables():
+            setattr(self, name, variable)
+
+    def call(self, x: Any, training: bool = False) -> Tensor:
+        y = self._inner(x, training=training)
+        post = getattr(self, "_post", None)
+        return y if post is None else post(y)

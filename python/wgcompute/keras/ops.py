@@ -23,6 +23,7 @@ from .._tensor import flip as _flip
 from .._tensor import roll as _roll
 from .._tensor import take as _take
 from .._tensor import take_along_axis as _take_along_axis
+from . import _ops_image as image
 from ._ops_core import (
     _tensor,
     _unary,
@@ -152,6 +153,7 @@ __all__ = [
     "hard_sigmoid",
     "hypot",
     "identity",
+    "image",
     "is_tensor",
     "isfinite",
     "isinf",
