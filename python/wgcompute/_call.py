@@ -98,6 +98,10 @@ def _run_call(layer: Any, x: Any, training: Any, *args: Any, **kwargs: Any) -> A
     ``<name>_mask`` for each of several); the output's mask set from :meth:`Layer.compute_mask` if the layer
     supports masking. Unlike Keras, the context is restored when the call returns, so a nested layer given
     ``training`` explicitly changes it for its own sublayers only."""
+    if not args and not kwargs:
+        facts = _call_facts(type(layer).call)
+        if facts is not None:
+            return _run_plain_call(layer, x, training, *facts)
     signature = _signature(type(layer).call)
     if signature is None:
         resolved = _training_of(layer, training)
@@ -118,6 +122,42 @@ def _run_call(layer: Any, x: Any, training: Any, *args: Any, **kwargs: Any) -> A
         outputs = layer.call(*bound.args, **bound.kwargs)
     consumed = any(name == "mask" or name.endswith("_mask") for name in parameters)
     _set_output_masks(layer, x, outputs, previous, consumed)
+    return outputs
+
+
+@functools.lru_cache(maxsize=4096)
+def _call_facts(call: Callable[..., Any]) -> tuple[bool, bool, bool] | None:
+    """Whether a layer's ``call`` takes ``training``, takes ``mask``, and takes any mask (``mask`` or
+    ``<name>_mask``); None where Python cannot tell."""
+    signature = _signature(call)
+    if signature is None:
+        return None
+    names = list(signature.parameters)
+    return "training" in names, "mask" in names, any(n == "mask" or n.endswith("_mask") for n in names)
+
+
+def _run_plain_call(layer: Any, x: Any, training: Any, takes_training: bool, takes_mask: bool, consumed: bool) -> Any:
+    """:func:`_run_call` of the input alone, the common case, without binding a signature: what binding would
+    give, looked up once per ``call``."""
+    resolved = _training_of(layer, training)
+    extra: dict[str, Any] = {}
+    if takes_training and resolved is not None:
+        extra["training"] = resolved
+    previous = _mask_of(x)
+    if takes_mask and previous is not None:
+        extra["mask"] = previous
+    session = _session_of(x)
+    tokens = (
+        _TRAINING.set(resolved if resolved is not None else _TRAINING.get()),
+        _SESSION.set(session if session is not None else _SESSION.get()),
+    )
+    try:
+        outputs = layer.call(x, **extra)
+    finally:
+        _SESSION.reset(tokens[1])
+        _TRAINING.reset(tokens[0])
+    if previous is not None or getattr(layer, "supports_masking", False):
+        _set_output_masks(layer, x, outputs, previous, consumed)
     return outputs
 
 

@@ -71,6 +71,7 @@ class Tensor:
         tensor = object.__new__(cls)
         tensor._t = inner
         tensor._session = session
+        tensor._keras_mask = None
         return tensor
 
     def _wrap(self, inner: _wgcompute.Tensor) -> Tensor:
