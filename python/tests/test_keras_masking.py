@@ -458,3 +458,24 @@ def test_a_model_of_masked_layers_trains_saves_and_loads(session, rng, tmp_path)
         np.testing.assert_allclose(alone.predict(ids[i : i + 1, : lengths[i]], verbose=0), predicted[i : i + 1],
                                    rtol=1e-5, atol=1e-6)  # fmt: skip
     model.close()
+
+
+def test_a_functional_model_keeps_its_layers_call_arguments(session, rng, tmp_path):
+    """``use_causal_mask=True`` given to MultiHeadAttention in a functional graph holds each time the model runs,
+    and after a save and load: a step sees no later step."""
+    ids = padded_ids(rng, [STEPS, STEPS, STEPS], STEPS)  # unpadded: a masked query's row would see every key
+    inputs = keras.Input((STEPS,), dtype="int32")
+    embedded = L.Embedding(20, 8, mask_zero=True)(inputs)
+    outputs = L.MultiHeadAttention(num_heads=2, key_dim=4)(embedded, embedded, use_causal_mask=True)
+    with keras.Model(inputs, outputs, device=session.adapter["backend"]) as model:
+        before = model.predict(ids, verbose=0)
+        changed = ids.copy()
+        changed[:, -1] = 7  # only the last step changes
+        after = model.predict(changed, verbose=0)
+        np.testing.assert_allclose(after[:, :-1], before[:, :-1], rtol=1e-6, atol=1e-6)
+        assert not np.allclose(after[:, -1], before[:, -1])
+        model.save(tmp_path / "causal.keras")
+        with keras.models.load_model(tmp_path / "causal.keras", device=session.adapter["backend"]) as loaded:
+            np.testing.assert_array_equal(loaded.predict(ids, verbose=0), before)
+    with pytest.raises(wg.InvalidArgumentError, match="masks"):
+        L.MultiHeadAttention(2, 4)(embedded, embedded, attention_mask=np.ones((STEPS, STEPS), bool))

@@ -135,3 +135,19 @@ def test_metric_objects_work_standalone_over_batches(session, rng):
     with pytest.raises(wg.InvalidArgumentError):
         mse.update_state(truth, guess, sample_weight=np.ones(23))
     assert mse.result() == pytest.approx(((truth - guess) ** 2).mean(), abs=1e-5)  # the refused calls added nothing
+
+
+def test_accuracy_counts_every_step_of_a_sequence(session, rng):
+    ids = rng.integers(1, 7, (9, 5)).astype(np.int32)
+    labels = rng.integers(0, 3, (9, 5))
+    inputs = keras.Input((5,), dtype="int32")
+    outputs = L.Dense(3, activation="softmax")(L.Embedding(7, 4)(inputs))
+    with keras.Model(inputs, outputs, session=session) as model:
+        model.compile("sgd", "sparse_categorical_crossentropy", metrics=["accuracy"])
+        got = model.evaluate(ids, labels, batch_size=4, verbose=0, return_dict=True)["accuracy"]
+        predicted = model.predict(ids, verbose=0).argmax(-1)
+        assert got == pytest.approx((predicted == labels).mean(), abs=1e-6)
+        one_hot = np.eye(3)[labels]
+        model.compile("sgd", "categorical_crossentropy", metrics=["categorical_accuracy"])
+        got = model.evaluate(ids, one_hot, batch_size=4, verbose=0, return_dict=True)["categorical_accuracy"]
+        assert got == pytest.approx((predicted == labels).mean(), abs=1e-6)

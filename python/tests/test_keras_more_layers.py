@@ -447,3 +447,19 @@ def test_normalization_and_spatial_dropout_gradients(session, rng):
         loss = (y * session.tensor(upstream.astype(np.float32))).sum()
     (grad,) = tape.gradient(loss, [ones])
     np.testing.assert_allclose(grad.numpy(), y.numpy() * upstream, rtol=1e-6)  # the kept channels, scaled
+
+
+def test_a_layers_weights_as_arrays(session, rng):
+    layer = L.LSTM(3)
+    layer(session.tensor(rng.normal(size=(2, 4, 5)).astype(np.float32)))
+    weights = layer.get_weights()
+    assert [w.shape for w in weights] == [(5, 12), (3, 12), (12,)]
+    fresh = [rng.normal(size=w.shape).astype(np.float32) for w in weights]
+    layer.set_weights(fresh)
+    for got, want in zip(layer.get_weights(), fresh, strict=True):
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(wg.InvalidArgumentError):
+        layer.set_weights(fresh[:2])
+    with pytest.raises(wg.ShapeError):
+        layer.set_weights([fresh[1], fresh[0], fresh[2]])  # nothing written when one does not fit
+    np.testing.assert_array_equal(layer.get_weights()[0], fresh[0])

@@ -227,6 +227,21 @@ class Layer:
             parameters=False, honour_frozen=False
         )
 
+    def get_weights(self) -> list[Any]:
+        """Every weight's value as a NumPy array, in :attr:`weights`' order (Keras's ``get_weights``)."""
+        return [variable.numpy() for variable in self.weights]
+
+    def set_weights(self, weights: Sequence[Any]) -> None:
+        """Overwrites every weight from arrays in :meth:`get_weights`' order; nothing is written unless every
+        one fits."""
+        variables = self.weights
+        if isinstance(weights, (str, bytes)) or not isinstance(weights, Sequence) or len(weights) != len(variables):
+            count = len(weights) if isinstance(weights, Sequence) else type(weights).__name__
+            raise InvalidArgumentError(f"{type(self).__name__} has {len(variables)} weights; got {count}")
+        values = [variable._value_of(value) for variable, value in zip(variables, weights, strict=True)]
+        for variable, value in zip(variables, values, strict=True):
+            variable.assign(value)
+
     def state_dict(self) -> dict[str, Variable]:
         """Every parameter and state variable by name: what :meth:`save_weights` writes."""
         return dict(self._named_variables())

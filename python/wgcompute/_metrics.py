@@ -4,11 +4,12 @@ epoch, where the host finishes it in float64 as Keras does."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
-from ._errors import ArgumentTypeError, InvalidArgumentError
+from ._errors import ArgumentTypeError, InvalidArgumentError, ShapeError
 from ._manipulate import concat, stack
 from ._sorting import top_k
 from ._tensor import Tensor, take_along_axis
@@ -58,10 +59,14 @@ class _Metric:
         self.k, self.thresholds, self.threshold = k, thresholds, threshold
 
     def batch(self, y_true: Tensor, y_pred: Tensor, host_true: np.ndarray) -> tuple[Tensor, np.ndarray | None]:
-        if self.kind == "sparse_categorical_accuracy":
-            return y_pred.argmax(axis=-1), host_true.reshape(len(host_true))
-        if self.kind == "categorical_accuracy":
-            return y_pred.argmax(axis=-1), host_true.reshape(len(host_true), -1).argmax(axis=1)
+        # The accuracies compare every position of the predictions' leading axes (a sequence's steps too).
+        if self.kind in ("sparse_categorical_accuracy", "categorical_accuracy"):
+            predicted = y_pred.argmax(axis=-1)
+            if predicted.ndim != 1:  # (a reshape is a pass of its own: only where there are steps)
+                predicted = predicted.reshape((math.prod(predicted.shape),))
+            if self.kind == "sparse_categorical_accuracy":
+                return predicted, host_true.reshape(-1)
+            return predicted, host_true.argmax(axis=-1).reshape(-1)
         if self.kind in ("top_k_categorical_accuracy", "sparse_top_k_categorical_accuracy"):
             return self._in_top_k(y_true, y_pred), None
         targets = _match_targets(y_true, y_pred).astype("float32")
@@ -123,7 +128,10 @@ class _Metric:
         """The metric from host statistics: the predicted classes beside ``labels`` for the accuracies, else the
         statistics ``batch`` gives summed over the batches."""
         if labels is not None:
-            return float(np.count_nonzero(statistics.astype(np.int64) == labels.astype(np.int64)) / total)
+            if statistics.shape != labels.shape:
+                raise ShapeError(f"{self.name}: {labels.size} labels for {statistics.size} predictions")
+            hits = np.count_nonzero(statistics.astype(np.int64) == labels.astype(np.int64))
+            return float(hits / max(labels.size, 1))
         sums = statistics
         if self.kind in self._MEANS:
             return float(sums / total)

@@ -320,11 +320,18 @@ class KerasTensor:
     made of others (``parents``)."""
 
     def __init__(
-        self, shape: tuple[int | None, ...] | None, layer: Any = None, parents: tuple[KerasTensor, ...] = ()
+        self,
+        shape: tuple[int | None, ...] | None,
+        layer: Any = None,
+        parents: tuple[KerasTensor, ...] = (),
+        arguments: dict[str, Any] | None = None,
     ) -> None:
         self.shape = shape
         self._layer = layer
         self._parents = parents
+        # The keyword arguments of the layer call (JSON values: use_causal_mask=True, training=False, ...), given
+        # again each time the model runs, and saved with the graph.
+        self._arguments = dict(arguments or {})
 
     def __repr__(self) -> str:
         return "<KerasTensor input>" if self._layer is None else f"<KerasTensor of {type(self._layer).__name__}>"
@@ -378,10 +385,20 @@ def _is_symbolic(x: Any) -> bool:
     return isinstance(x, (list, tuple)) and bool(x) and all(isinstance(item, KerasTensor) for item in x)
 
 
-def _symbolic_call(layer: Any, x: Any) -> KerasTensor:
-    """A layer applied to symbolic tensors: a node of the graph, evaluated when the model runs."""
+_ARGUMENT_KINDS = (bool, int, float, str, type(None))
+
+
+def _symbolic_call(layer: Any, x: Any, arguments: dict[str, Any] | None = None) -> KerasTensor:
+    """A layer applied to symbolic tensors: a node of the graph, evaluated when the model runs, with the call's
+    keyword ``arguments`` (numbers, strings, booleans or None: what a model file can hold)."""
+    for name, value in (arguments or {}).items():
+        if not isinstance(value, _ARGUMENT_KINDS):
+            raise InvalidArgumentError(
+                f"{type(layer).__name__}'s {name} in a functional model is a number, a string, a bool or None; got "
+                f"{type(value).__name__} (a tensor argument is an input of the graph, which one keras.Input cannot be)"
+            )
     parents = (x,) if isinstance(x, KerasTensor) else tuple(x)
-    return KerasTensor(None, layer, parents)
+    return KerasTensor(None, layer, parents, arguments)
 
 
 def _graph_of(inputs: KerasTensor, outputs: KerasTensor) -> list[KerasTensor]:
@@ -547,7 +564,12 @@ class Model(_layers.Layer):
         values: dict[int, Any] = {id(self._graph_input): x}
         for node in self._graph:
             arguments = [values[id(parent)] for parent in node._parents]
-            value = _layers._call_layer(node._layer, arguments[0] if len(arguments) == 1 else arguments, training)
+            operand = arguments[0] if len(arguments) == 1 else arguments
+            if node._arguments:
+                given = dict(node._arguments)
+                value = node._layer(operand, training=given.pop("training", training), **given)
+            else:
+                value = _layers._call_layer(node._layer, operand, training)
             values[id(node)] = value
             if record:
                 self._output_shapes[id(node._layer)] = (None, *value.shape[1:])
@@ -1117,7 +1139,10 @@ class Model(_layers.Layer):
             for position, node in enumerate(self._graph):
                 node_index[id(node)] = position
                 parents = [node_index[id(parent)] for parent in node._parents]
-                nodes.append({"layer": layer_index[id(node._layer)], "parents": parents})
+                entry = {"layer": layer_index[id(node._layer)], "parents": parents}
+                if node._arguments:
+                    entry["arguments"] = dict(node._arguments)
+                nodes.append(entry)
             config["class"] = "Functional"
             config["nodes"] = nodes
         return config
@@ -1354,7 +1379,7 @@ class _ModelConfig:
         self.kind = config.get("class", "Sequential")
         if self.kind not in ("Sequential", "Functional"):
             raise self.bad(f"'class' is 'Sequential' or 'Functional'; got {self.kind!r:.80}")
-        self.nodes: list[tuple[int, list[int]]] = []
+        self.nodes: list[tuple[int, list[int], dict[str, Any]]] = []
         if self.kind == "Functional":
             for position, node in enumerate(self.field(config, "nodes", list, "the configuration")):
                 where = f"node {position}"
@@ -1366,7 +1391,10 @@ class _ModelConfig:
                     isinstance(p, int) and not isinstance(p, bool) and -1 <= p < position for p in parents
                 ):
                     raise self.bad(f"{where}'s parents are earlier nodes (or -1, the input); got {parents!r:.80}")
-                self.nodes.append((layer, parents))
+                arguments = self.mapping(node.get("arguments", {}), f"{where}'s arguments")
+                if not all(isinstance(value, _ARGUMENT_KINDS) for value in arguments.values()):
+                    raise self.bad(f"{where}'s arguments are numbers, strings, booleans or null")
+                self.nodes.append((layer, parents, arguments))
             if not self.nodes:
                 raise self.bad("a functional model has at least one node")
         self.compile: tuple[Any, Loss, list[str]] | None = None
@@ -1452,9 +1480,10 @@ def _model_of(config: _ModelConfig, device: Any, memory_limit: Any) -> Model:
         return Sequential(config.layers, name=config.name, device=device, memory_limit=memory_limit)
     inputs = Input(shape=config.input_shape)
     made: dict[int, KerasTensor] = {-1: inputs}
-    for position, (layer, parents) in enumerate(config.nodes):
+    for position, (layer, parents, arguments) in enumerate(config.nodes):
         operands = [made[parent] for parent in parents]
-        made[position] = _symbolic_call(config.layers[layer], operands[0] if len(operands) == 1 else operands)
+        operand = operands[0] if len(operands) == 1 else operands
+        made[position] = _symbolic_call(config.layers[layer], operand, arguments)
     return Model(inputs, made[len(config.nodes) - 1], name=config.name, device=device, memory_limit=memory_limit)
 
 

@@ -53,7 +53,15 @@ class MultiHeadAttention(_Wrapped):
             symbolic = [query, *(item for item in (value, key) if item is not None)]
             if key is not None and value is None:
                 raise InvalidArgumentError("MultiHeadAttention takes a key only with a value")
-            return _symbolic_call(self, symbolic if len(symbolic) > 1 else query)
+            if any(item is not None for item in (query_mask, value_mask, key_mask, attention_mask)):
+                raise InvalidArgumentError(
+                    "in a functional model, MultiHeadAttention takes its masks from its inputs (an "
+                    "Embedding(mask_zero=True)'s, say) and use_causal_mask, not as arguments"
+                )
+            arguments: dict[str, Any] = {"use_causal_mask": _flag(use_causal_mask, "use_causal_mask")}
+            if training is not None:
+                arguments["training"] = _flag(training, "training")
+            return _symbolic_call(self, symbolic if len(symbolic) > 1 else query, arguments)
         if isinstance(query, (list, tuple)):
             # A node of a functional model: [query, value] or [query, value, key].
             query, value, key = (*query, None, None)[:3]

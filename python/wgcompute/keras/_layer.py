@@ -205,11 +205,14 @@ class Layer(_layers.Layer):
         ``initial_state=``), built from ``x``'s shape at the first call; on a symbolic ``keras.Input``, a
         node of a functional model."""
         if _is_symbolic(x):
-            if args or kwargs:
+            if args:
                 raise InvalidArgumentError(
-                    f"{type(self).__name__} in a functional model takes its input alone (the graph passes masks)"
+                    f"{type(self).__name__} in a functional model takes its input and keyword arguments (the "
+                    "graph passes masks)"
                 )
-            return _symbolic_call(self, x)
+            if training is not None:
+                kwargs["training"] = training
+            return _symbolic_call(self, x, kwargs)
         x = self._tensors(x)
         if not self.built:
             # As Keras: build takes the input's shape (a list of shapes for a list of inputs), and makes its
