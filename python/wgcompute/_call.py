@@ -75,20 +75,29 @@ def _session_of(x: Any) -> Session | None:
     return None
 
 
-@contextlib.contextmanager
-def _call_scope(x: Any, training: bool | None = None) -> Iterator[None]:
-    """The call context for what runs inside: ``training`` and the session of ``x`` (both kept from the
-    enclosing call where None)."""
+def _enter_scope(x: Any, training: bool | None) -> tuple[Any, Any]:
+    """Sets the call context for what runs inside: ``training`` and the session of ``x`` (both kept from the
+    enclosing call where None); the tokens :func:`_leave_scope` restores it with."""
     session = _session_of(x)
-    tokens = (
+    return (
         _TRAINING.set(training if training is not None else _TRAINING.get()),
         _SESSION.set(session if session is not None else _SESSION.get()),
     )
+
+
+def _leave_scope(tokens: tuple[Any, Any]) -> None:
+    _SESSION.reset(tokens[1])
+    _TRAINING.reset(tokens[0])
+
+
+@contextlib.contextmanager
+def _call_scope(x: Any, training: bool | None = None) -> Iterator[None]:
+    """:func:`_enter_scope` and :func:`_leave_scope` around a block."""
+    tokens = _enter_scope(x, training)
     try:
         yield
     finally:
-        _SESSION.reset(tokens[1])
-        _TRAINING.reset(tokens[0])
+        _leave_scope(tokens)
 
 
 def _run_call(layer: Any, x: Any, training: Any, *args: Any, **kwargs: Any) -> Any:
@@ -146,16 +155,11 @@ def _run_plain_call(layer: Any, x: Any, training: Any, takes_training: bool, tak
     previous = _mask_of(x)
     if takes_mask and previous is not None:
         extra["mask"] = previous
-    session = _session_of(x)
-    tokens = (
-        _TRAINING.set(resolved if resolved is not None else _TRAINING.get()),
-        _SESSION.set(session if session is not None else _SESSION.get()),
-    )
+    tokens = _enter_scope(x, resolved)  # (not _call_scope: a context manager costs microseconds a call)
     try:
         outputs = layer.call(x, **extra)
     finally:
-        _SESSION.reset(tokens[1])
-        _TRAINING.reset(tokens[0])
+        _leave_scope(tokens)
     if previous is not None or getattr(layer, "supports_masking", False):
         _set_output_masks(layer, x, outputs, previous, consumed)
     return outputs

@@ -634,18 +634,14 @@ class Model(_layers.Layer):
     # --- weights ---
 
     def get_weights(self) -> list[np.ndarray]:
-        """Every variable's value (parameters, then state) as NumPy arrays, in :meth:`state_dict`'s order."""
+        """Every variable's value (parameters, then state) as NumPy arrays, in :meth:`state_dict`'s order; the
+        model is built first."""
         self._ensure_built()
-        return [variable.numpy() for _, variable in self._named_variables()]
+        return super().get_weights()
 
     def set_weights(self, weights: Sequence[Any]) -> None:
         self._ensure_built()
-        variables = [variable for _, variable in self._named_variables()]
-        if len(weights) != len(variables):
-            raise InvalidArgumentError(f"the model has {len(variables)} weights; got {len(weights)}")
-        values = [variable._value_of(value) for variable, value in zip(variables, weights, strict=True)]
-        for variable, value in zip(variables, values, strict=True):
-            variable.assign(value)
+        super().set_weights(weights)
 
     # --- compile ---
 

@@ -56,12 +56,11 @@ def _bounds(factor: Any, what: str, low: float, high: float, low_open: bool = Fa
 
 
 def _fill(fill_mode: Any, interpolation: Any, fill_value: Any) -> tuple[str, str, float]:
-    modes = ("reflect", "wrap", "constant", "nearest")
-    if fill_mode not in modes:
-        raise InvalidArgumentError(f"fill_mode is one of {', '.join(modes)}; got {fill_mode!r:.80}")
-    if interpolation not in _image.INTERPOLATIONS:
-        raise InvalidArgumentError(f"interpolation is 'bilinear' or 'nearest'; got {interpolation!r:.80}")
-    return str(fill_mode), str(interpolation), _number(fill_value, "fill_value")
+    return (
+        _image._choice(fill_mode, ("reflect", "wrap", "constant", "nearest"), "fill_mode"),
+        _image._choice(interpolation, _image.INTERPOLATIONS, "interpolation"),
+        _number(fill_value, "fill_value"),
+    )
 
 
 def _value_range(value_range: Any) -> tuple[float, float]:
@@ -87,9 +86,7 @@ class Resizing(Layer):
         super().__init__(**kwargs)
         _channels_last(data_format)
         self.height, self.width = _count(height, "height"), _count(width, "width")
-        if interpolation not in _image.INTERPOLATIONS:
-            raise InvalidArgumentError(f"interpolation is 'bilinear' or 'nearest'; got {interpolation!r:.80}")
-        self.interpolation = interpolation
+        self.interpolation = _image._choice(interpolation, _image.INTERPOLATIONS, "interpolation")
         self.crop_to_aspect_ratio = _flag(crop_to_aspect_ratio, "crop_to_aspect_ratio")
         self._config = {
             "height": self.height,
