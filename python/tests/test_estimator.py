@@ -31,7 +31,7 @@ from sklearn.utils.estimator_checks import estimator_checks_generator
 from test_memory import SLACK, memory_in_use, mib
 
 import wgcompute
-from wgcompute import _estimator
+from wgcompute import _estimator, _mlp_base
 
 MLPClassifier = wgcompute.MLPClassifier
 
@@ -518,7 +518,7 @@ def test_grid_search_gives_every_session_back(adapter, rng, monkeypatch):
     # A warm-up fit loads the driver and compiles the kernels, so that what follows starts from there.
     MLPClassifier(hidden_layer_sizes=(32,), max_iter=2, adapter=adapter).fit(X, y).predict(X)
     monkeypatch.setattr(_RecordingSession, "records", [])
-    monkeypatch.setattr(_estimator, "Session", _RecordingSession)
+    monkeypatch.setattr(_mlp_base, "Session", _RecordingSession)
     start = memory_in_use()
     grid = {"hidden_layer_sizes": [(32,), (256,), (64, 64)], "learning_rate_init": [0.001, 0.01]}
     search = GridSearchCV(MLPClassifier(max_iter=5, random_state=0, adapter=adapter), grid, cv=2)
@@ -640,8 +640,8 @@ def test_without_scikit_learn(adapter, rng, tmp_path):
         assert "sklearn" not in sys.modules, "import wgcompute imported scikit-learn"
         sys.modules["sklearn"] = None  # from here on, importing scikit-learn fails
         import numpy as np
-        from wgcompute import MLPClassifier, _estimator
-        assert not _estimator.HAVE_SKLEARN
+        from wgcompute import MLPClassifier, _estimator, _sklearn_base
+        assert not _sklearn_base.HAVE_SKLEARN
         folder = sys.argv[1]
         X, y = np.load(folder + "/X.npy"), np.load(folder + "/y.npy")
         model = MLPClassifier(hidden_layer_sizes=(8,), max_iter=40, learning_rate_init=0.02, adapter={adapter!r})

@@ -214,6 +214,12 @@ def test_loading_weights_of_another_model_is_refused_and_changes_nothing(session
     with pytest.raises(wg.InvalidArgumentError):
         model(session, 1).load_weights(path)
     np.testing.assert_array_equal(other.layers[0].kernel.numpy(), before)
+    # A file the library wrote for an Mlp is read as its tensors by name, which match no layer here.
+    mlp_path = tmp_path / "mlp.safetensors"
+    wg.save(mlp_path, nn.Mlp(session, [4, 3, 2], seed=1))
+    with pytest.raises(wg.InvalidArgumentError, match="do not match"):
+        other.load_weights(mlp_path)
+    np.testing.assert_array_equal(other.layers[0].kernel.numpy(), before)
 
 
 @pytest.mark.parametrize(

@@ -512,7 +512,7 @@ def test_kerass_optimizer_functions_are_kerass_updates(session, rng):
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
     # compile's strings give Keras's defaults.
-    from wgcompute._model import _optimizer_of
+    from wgcompute._compile import _optimizer_of
 
     assert "weight_decay=0.004" in repr(_optimizer_of("adamw")) and "eps=1e-07" in repr(_optimizer_of("Adam"))
     for refused in ({"amsgrad": True}, {"use_ema": True}, {"gradient_accumulation_steps": 4}, {"betas": 0.9}):

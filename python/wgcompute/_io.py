@@ -4,14 +4,13 @@ by the library, so that the ``wgcompute`` command reads what Python saves."""
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from typing import Any
 
 from . import _wgcompute, nn, optim
 from ._convert import _path
-from ._errors import ArgumentTypeError, InvalidArgumentError
+from ._errors import InvalidArgumentError
 from ._session import Session, _session_argument
-from ._tensor import Tensor
+from ._tensor_files import metadata_entries, save_tensors
 
 
 def save(
@@ -26,9 +25,7 @@ def save(
     its ``load_weights`` reads back; a dict of named tensors as they are. ``metadata``: str to str entries kept
     in the file. The file is written beside ``path`` and renamed over it, so a failed save leaves an older file
     whole."""
-    if metadata is not None and not isinstance(metadata, Mapping):
-        raise ArgumentTypeError(f"metadata is a dict of str to str; got {type(metadata).__name__} {metadata!r:.80}")
-    entries = [(str(key), str(value)) for key, value in (metadata or {}).items()]
+    entries = metadata_entries(metadata)
     if isinstance(model_or_named_tensors, nn.Mlp):
         native_optimizer = None if optimizer is None else optim._native_of(optimizer)
         layers = [
@@ -42,12 +39,7 @@ def save(
     if isinstance(model_or_named_tensors, dict):
         if optimizer is not None:
             raise InvalidArgumentError("an optimizer's state is saved with an nn.Mlp; a dict of tensors saves alone")
-        named = []
-        for name, tensor in model_or_named_tensors.items():
-            if not isinstance(tensor, Tensor):
-                raise InvalidArgumentError(f"tensor {name!r} is a {type(tensor).__name__}, not a Tensor")
-            named.append((str(name), tensor._t))
-        _wgcompute.save_tensors(_path(path), named, entries)
+        save_tensors(path, model_or_named_tensors, dict(entries))
         return
     raise InvalidArgumentError(
         f"save takes an nn.Mlp or a dict of named tensors; got {type(model_or_named_tensors).__name__}"

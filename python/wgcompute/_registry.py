@@ -13,6 +13,10 @@ GLOBAL_CUSTOM_OBJECTS: dict[str, Any] = {}
 # The registered name of each registered object, for the writer.
 GLOBAL_CUSTOM_NAMES: dict[Any, str] = {}
 
+# The package's own layer classes by class name (keras.layers fills it), which a model file names without a
+# registered name.
+PACKAGE_LAYERS: dict[str, Any] = {}
+
 _scopes = threading.local()
 
 

@@ -23,24 +23,21 @@ from typing import Any
 from . import _wgcompute
 from ._convert import _flag, _seed, _sequence
 from ._errors import InvalidArgumentError
-from ._layers import (
-    Activation,
+from ._layers import Activation, Flatten, Layer, Reshape
+from ._model import Model, Sequential
+from ._nn_layers import (
     AvgPool2d,
     BatchNorm,
     Conv1d,
     Conv2d,
     Dropout,
     Embedding,
-    Flatten,
     GlobalAvgPool2d,
-    Layer,
     LayerNorm,
     MaxPool2d,
     MultiHeadAttention,
-    Reshape,
     RMSNorm,
 )
-from ._model import Model, Sequential
 from ._session import Session, _session_argument
 from ._tensor import Tensor, Variable
 

@@ -16,7 +16,9 @@ or on ``compile`` choose it) and releases it with ``model.close()``, a ``with`` 
 from __future__ import annotations
 
 from .. import callbacks
-from .._model import Input, Model, Sequential, load_model
+from .._functional import Input
+from .._model import Model, Sequential
+from .._saving import load_model
 from . import initializers, layers, losses, metrics, models, ops, optimizers, saving, utils
 
 __all__ = [

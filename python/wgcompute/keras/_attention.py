@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import _call, _layers, _logic
+from .. import _call, _layers, _logic, _nn_layers
 from .._convert import _flag
 from .._errors import InvalidArgumentError, ShapeError
-from .._model import KerasTensor, _symbolic_call
+from .._functional import KerasTensor, _symbolic_call
 from .._tensor import Tensor, _tensor_argument
 from ._layer import _next_seed, _Wrapped
 
@@ -69,7 +69,7 @@ class MultiHeadAttention(_Wrapped):
         if not self.built:
             if query.ndim != 3:
                 raise ShapeError(f"MultiHeadAttention takes [batch, seq, features]; got shape {query.shape}")
-            inner = _layers.MultiHeadAttention(
+            inner = _nn_layers.MultiHeadAttention(
                 query._owner(),
                 query.shape[-1],
                 self.num_heads,

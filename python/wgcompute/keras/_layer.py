@@ -14,7 +14,7 @@ from typing import Any
 from .. import _call, _layers, _neural
 from .._convert import _flag
 from .._errors import ArgumentTypeError, InvalidArgumentError, ShapeError
-from .._model import _auto_name, _is_symbolic, _symbolic_call
+from .._functional import _auto_name, _is_symbolic, _symbolic_call
 from .._tensor import Tensor, Variable, _tensor_argument
 from . import initializers
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import _call, _layers, _logic, _manipulate
+from .. import _call, _logic, _manipulate, _nn_layers
 from .._convert import _flag
 from .._errors import ArgumentTypeError, InvalidArgumentError, ShapeError
 from .._tensor import Tensor, _tensor_argument, flip
@@ -55,8 +55,8 @@ class _Recurrent(Layer):
         # (The seed is drawn only for a layer that drops, so that the others leave set_random_seed's sequence as
         # it was.)
         first = _next_seed(seed) if dropout or recurrent_dropout else 0
-        self._input_dropout = _layers.Dropout(dropout, seed=first, noise_shape=(None, 1, None))
-        self._state_dropout = _layers.Dropout(recurrent_dropout, seed=(first + 1) % 2**64)
+        self._input_dropout = _nn_layers.Dropout(dropout, seed=first, noise_shape=(None, 1, None))
+        self._state_dropout = _nn_layers.Dropout(recurrent_dropout, seed=(first + 1) % 2**64)
         self.dropout, self.recurrent_dropout = self._input_dropout.rate, self._state_dropout.rate
         if stateful:
             raise InvalidArgumentError("stateful recurrent layers are not supported")

@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import _call, _layers
+from .. import _call, _layers, _nn_layers, _registry
 from .._convert import _flag
 from .._errors import ArgumentTypeError, ShapeError
-from .._model import Input, KerasTensor, _symbolic_call
+from .._functional import Input, KerasTensor, _symbolic_call
 from .._tensor import Tensor, Variable, _tensor_argument
 from ..nn import Linear
 from . import initializers
@@ -240,7 +240,7 @@ class Conv2D(_Wrapped):
             raise ShapeError(f"Conv2D takes [batch, height, width, channels]; got shape {tuple(input_shape)}")
         size, stride, padding, dilation, groups = self._settings
         seed = _next_seed(self._seed)
-        inner = _layers.Conv2d(
+        inner = _nn_layers.Conv2d(
             _building_session(self),
             input_shape[-1],
             self.filters,
@@ -299,7 +299,7 @@ class Conv1D(_Wrapped):
             raise ShapeError(f"Conv1D takes [batch, steps, channels]; got shape {tuple(input_shape)}")
         size, stride, padding, dilation, groups = self._settings
         seed = _next_seed(self._seed)
-        inner = _layers.Conv1d(
+        inner = _nn_layers.Conv1d(
             _building_session(self),
             input_shape[-1],
             self.filters,
@@ -329,7 +329,7 @@ class BatchNormalization(_Wrapped):
         self._config = {"momentum": momentum, "epsilon": epsilon, "center": center, "scale": scale}
 
     def build(self, input_shape: Any) -> None:
-        self._adopt(_layers.BatchNorm(_building_session(self), input_shape[-1], **self._config))
+        self._adopt(_nn_layers.BatchNorm(_building_session(self), input_shape[-1], **self._config))
 
     def call(self, x: Any, training: bool = False) -> Tensor:
         # As Keras's: frozen, it runs as in inference, with its moving statistics.
@@ -346,7 +346,7 @@ class LayerNormalization(_Wrapped):
         self._config = {"epsilon": epsilon}
 
     def build(self, input_shape: Any) -> None:
-        self._adopt(_layers.LayerNorm(_building_session(self), input_shape[-1], epsilon=self._config["epsilon"]))
+        self._adopt(_nn_layers.LayerNorm(_building_session(self), input_shape[-1], epsilon=self._config["epsilon"]))
 
 
 class Embedding(_Wrapped):
@@ -383,7 +383,7 @@ class Embedding(_Wrapped):
             if session is None:
                 raise ArgumentTypeError("Embedding's first call takes a Tensor of ids (it gives the session)")
             seed = _next_seed(self._seed)
-            inner = _layers.Embedding(session, self._config["input_dim"], self._config["output_dim"], seed)
+            inner = _nn_layers.Embedding(session, self._config["input_dim"], self._config["output_dim"], seed)
             initializer = self.embeddings_initializer
             # The inner layer drew Keras's default, uniform in ±0.05, from the seed.
             if not (
@@ -429,7 +429,7 @@ class MaxPooling2D(_Plain):
 
     @staticmethod
     def _pool(size: Any, strides: Any, padding: str) -> Any:
-        return _layers.MaxPool2d(size, strides, padding)
+        return _nn_layers.MaxPool2d(size, strides, padding)
 
 
 class AveragePooling2D(MaxPooling2D):
@@ -437,7 +437,7 @@ class AveragePooling2D(MaxPooling2D):
 
     @staticmethod
     def _pool(size: Any, strides: Any, padding: str) -> Any:
-        return _layers.AvgPool2d(size, strides, padding)
+        return _nn_layers.AvgPool2d(size, strides, padding)
 
 
 class GlobalAveragePooling2D(_Plain):
@@ -445,7 +445,7 @@ class GlobalAveragePooling2D(_Plain):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._inner = _layers.GlobalAvgPool2d()
+        self._inner = _nn_layers.GlobalAvgPool2d()
 
 
 class Flatten(_Plain):
@@ -485,7 +485,7 @@ class Dropout(_Plain):
         self, rate: float, noise_shape: Sequence[int | None] | None = None, seed: int | None = None, **kwargs: Any
     ) -> None:
         super().__init__(**kwargs)
-        self._inner = _layers.Dropout(rate, seed=_next_seed(seed), noise_shape=noise_shape)
+        self._inner = _nn_layers.Dropout(rate, seed=_next_seed(seed), noise_shape=noise_shape)
         self._config = {"rate": rate} if noise_shape is None else {"rate": rate, "noise_shape": list(noise_shape)}
 
 
@@ -507,3 +507,6 @@ class SpatialDropout2D(Dropout):
 
 
 _unused = (Input,)
+
+# A model file names these by class: the reader finds them here without importing this module.
+_registry.PACKAGE_LAYERS.update((name, globals()[name]) for name in __all__)

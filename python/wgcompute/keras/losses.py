@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._model import Loss
+from .._compile import Loss
 from .._tensor import Tensor
 
 __all__ = [

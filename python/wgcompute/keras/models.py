@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
-from .._model import Model, Sequential, load_model
+from .._model import Model, Sequential
+from .._saving import load_model
 
 __all__ = ["Model", "Sequential", "load_model"]

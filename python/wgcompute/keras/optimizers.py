@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import optim
+from .._compile import KERAS_OPTIMIZERS, _optimizer_of
 from .._errors import InvalidArgumentError
 
 __all__ = ["SGD", "Adam", "AdamW", "Optimizer", "get"]
@@ -120,9 +121,11 @@ def SGD(  # noqa: N802
 
 def get(identifier: Any) -> optim.Optimizer:
     """An optimizer from a name (``"adam"``, ``"sgd"``, ...) or as it is."""
-    from .._model import _optimizer_of
-
     return _optimizer_of(identifier)
+
+
+# compile's strings are Keras's: its Adam (ε 1e-7), its AdamW (Adam's update, weight decay 0.004), its SGD.
+KERAS_OPTIMIZERS.update(adam=Adam, adamw=AdamW, sgd=SGD)
 
 
 def __getattr__(name: str) -> Any:

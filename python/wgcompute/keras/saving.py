@@ -15,7 +15,8 @@ from typing import Any
 
 from .. import _registry
 from .._errors import ArgumentTypeError, InvalidArgumentError
-from .._model import Model, load_model
+from .._model import Model
+from .._saving import load_model
 
 __all__ = [
     "CustomObjectScope",
