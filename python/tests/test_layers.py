@@ -216,10 +216,17 @@ def test_loading_weights_of_another_model_is_refused_and_changes_nothing(session
     np.testing.assert_array_equal(other.layers[0].kernel.numpy(), before)
     # A file the library wrote for an Mlp is read as its tensors by name, which match no layer here.
     mlp_path = tmp_path / "mlp.safetensors"
-    wg.save(mlp_path, nn.Mlp(session, [4, 3, 2], seed=1))
+    mlp = nn.Mlp(session, [4, 3, 2], seed=1)
+    wg.save(mlp_path, mlp)
     with pytest.raises(wg.InvalidArgumentError, match="do not match"):
         other.load_weights(mlp_path)
     np.testing.assert_array_equal(other.layers[0].kernel.numpy(), before)
+    # ... and a Sequential of the same Linear layers reads it bit for bit.
+    linears = nn.Sequential([nn.Linear(session, 4, 3, seed=5), nn.Linear(session, 3, 2, seed=6)])
+    linears.load_weights(mlp_path)
+    for layer, loaded in zip(mlp.layers, linears.layers, strict=True):
+        np.testing.assert_array_equal(loaded.weight.numpy(), layer.weight.numpy())
+        np.testing.assert_array_equal(loaded.bias.numpy(), layer.bias.numpy())
 
 
 @pytest.mark.parametrize(

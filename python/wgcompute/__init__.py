@@ -374,6 +374,9 @@ for _name in _logic.__all__:
         _public.__module__ = __name__
 del _public, _name
 
+# The Array API namespace serves the package's functions under the standard's names.
+array_api._PACKAGE_NAMES.update((_name, globals()[_name]) for _name in array_api.STANDARD if _name in globals())
+
 
 def __dir__() -> list[str]:
     # The public names, not the modules and helpers the package imports to build them (PEP 562).

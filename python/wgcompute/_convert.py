@@ -179,3 +179,24 @@ def _seed(seed: int | None) -> int:
     if not isinstance(seed, numbers.Integral) or not 0 <= seed < 2**64:
         raise InvalidArgumentError(f"a seed is an int from 0 to 2**64 - 1; got {seed!r}")
     return int(seed)
+
+
+# The dtypes tensors hold.
+_DTYPES = ("float32", "int32", "uint32", "bool")
+
+
+def _dtype(dtype: Any, what: str, default: str = "float32") -> str:
+    """The name of one of the four dtypes tensors hold (None: ``default``)."""
+    if dtype is None:
+        return default
+    try:
+        name = np.dtype(dtype).name
+    except (TypeError, ValueError):
+        raise DTypeError(f"{what}: dtype {dtype!r:.80} is not a dtype") from None
+    if name not in _DTYPES:
+        raise DTypeError(f"{what}: tensors hold {', '.join(_DTYPES)}; dtype {name} is not one of them")
+    return name
+
+
+def _as(tensor: Any, name: str) -> Any:
+    return tensor if tensor.dtype == np.dtype(name) else tensor.astype(name)

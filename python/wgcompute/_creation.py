@@ -7,43 +7,20 @@ the input's for the ``_like`` functions."""
 from __future__ import annotations
 
 import numbers
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from ._convert import _count, _number
-from ._errors import ArgumentTypeError, DTypeError
+from ._convert import _as, _count, _dtype, _flag, _number
+from ._errors import ArgumentTypeError
+from ._session import Session
 from ._tensor import Tensor, _tensor_argument
 
-if TYPE_CHECKING:
-    from ._session import Session
-
-
-_DTYPES = ("float32", "int32", "uint32", "bool")
 # Integers a float32 ramp holds exactly: beyond, an integer arange is made on the host.
 _EXACT_IN_FLOAT32 = 2**24
 
 
-def _dtype(dtype: Any, what: str, default: str = "float32") -> str:
-    """The name of one of the four dtypes tensors hold (None: ``default``)."""
-    if dtype is None:
-        return default
-    try:
-        name = np.dtype(dtype).name
-    except (TypeError, ValueError):
-        raise DTypeError(f"{what}: dtype {dtype!r:.80} is not a dtype") from None
-    if name not in _DTYPES:
-        raise DTypeError(f"{what}: tensors hold {', '.join(_DTYPES)}; dtype {name} is not one of them")
-    return name
-
-
-def _as(tensor: Tensor, name: str) -> Tensor:
-    return tensor if tensor.dtype == np.dtype(name) else tensor.astype(name)
-
-
 def _session(device: Any, what: str) -> Session:
-    from ._session import Session
-
     if not isinstance(device, Session):
         raise ArgumentTypeError(f"{what} needs device=, the Session to make the tensor in; got {device!r:.80}")
     return device
@@ -79,8 +56,6 @@ def linspace(
 ) -> Tensor:
     """``num`` evenly spaced values from ``start`` to ``stop`` (the last exactly ``stop`` with ``endpoint``, else
     left out)."""
-    from ._convert import _flag
-
     name = _dtype(dtype, "linspace")
     session = _session(device, "linspace")
     start, stop = _number(start, "start"), _number(stop, "stop")

@@ -32,9 +32,7 @@ def _mask_tensor(tensor: Tensor) -> bool:
     return tensor._t.dtype == "bool"
 
 
-def _entry(item: Any) -> Entry:
-    from ._tensor import Tensor
-
+def _entry(item: Any, tensor_type: type) -> Entry:
     if item is Ellipsis:
         return ("ellipsis",)
     if item is None:
@@ -53,7 +51,7 @@ def _entry(item: Any) -> Entry:
         if not -(2**63) <= value < 2**63:
             raise IndexOutOfRangeError(f"index {value} is out of bounds for every axis")
         return ("int", value)
-    if isinstance(item, Tensor):
+    if isinstance(item, tensor_type):
         if _mask_tensor(item):
             return ("mask", item._t)
         if item._t.dtype not in ("uint32", "int32"):
@@ -87,10 +85,11 @@ def _entry(item: Any) -> Entry:
     )
 
 
-def parse(key: Any) -> list[Entry]:
-    """The entries of ``key``; a tuple is several entries, anything else one."""
+def parse(key: Any, tensor_type: type) -> list[Entry]:
+    """The entries of ``key``; a tuple is several entries, anything else one. ``tensor_type`` is the package's
+    tensor class, which imports this module (so this one cannot import it)."""
     items = key if isinstance(key, tuple) else (key,)
-    return [_entry(item) for item in items]
+    return [_entry(item, tensor_type) for item in items]
 
 
 def is_basic(entries: list[Entry]) -> bool:

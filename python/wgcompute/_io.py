@@ -39,7 +39,7 @@ def save(
     if isinstance(model_or_named_tensors, dict):
         if optimizer is not None:
             raise InvalidArgumentError("an optimizer's state is saved with an nn.Mlp; a dict of tensors saves alone")
-        save_tensors(path, model_or_named_tensors, dict(entries))
+        save_tensors(path, model_or_named_tensors, metadata)
         return
     raise InvalidArgumentError(
         f"save takes an nn.Mlp or a dict of named tensors; got {type(model_or_named_tensors).__name__}"

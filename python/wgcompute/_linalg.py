@@ -16,12 +16,7 @@ from ._tensor import Tensor, _tensor_argument
 
 def matrix_transpose(x: Tensor, /) -> Tensor:
     """``x`` with its last two axes swapped (a stack of matrices, each transposed)."""
-    x = _tensor_argument(x, "matrix_transpose's x")
-    if x.ndim < 2:
-        raise ShapeError(f"matrix_transpose needs at least 2 axes; got shape {x.shape}")
-    order = list(range(x.ndim))
-    order[-2], order[-1] = order[-1], order[-2]
-    return x.permute(order)
+    return _tensor_argument(x, "matrix_transpose's x").mT
 
 
 def vecdot(x1: Tensor, x2: Any, /, *, axis: int = -1) -> Tensor:

@@ -11,8 +11,11 @@ from typing import Any, NamedTuple
 
 from . import _wgcompute
 from ._convert import _device_array, _native_arguments, _not_picklable, _number, _seed, _shape
-from ._errors import ArgumentTypeError, Error
-from ._tensor import Tensor, Variable
+from ._errors import Error
+from ._tensor import _SESSION_CLASSES, Tensor, Variable
+
+# The package's modules take the session check from here; it lives with the tensors, which check sessions too.
+from ._tensor import _session_argument as _session_argument
 from ._wgcompute import CloseReport, MemoryStats
 
 
@@ -39,12 +42,6 @@ class DeviceMemory(NamedTuple):
 def devices() -> list[Device]:
     """The adapters on this machine, in the order ``adapter=INDEX`` counts them."""
     return [Device(**entry) for entry in _wgcompute.devices()]
-
-
-def _session_argument(session: Any, what: str = "session") -> Session:
-    if not isinstance(session, Session):
-        raise ArgumentTypeError(f"{what} is a wgcompute.Session; got {type(session).__name__} {session!r:.80}")
-    return session
 
 
 _open_sessions: weakref.WeakSet[Session] = weakref.WeakSet()
@@ -209,6 +206,9 @@ class Session:
         """A :class:`Variable` holding ``data`` (an array, a tensor, or anything ``numpy.asarray`` takes), in this
         session."""
         return Variable(data, session=self, trainable=trainable, name=name)
+
+
+_SESSION_CLASSES.append(Session)
 
 
 @atexit.register

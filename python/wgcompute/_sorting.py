@@ -30,10 +30,7 @@ def sort(x: Tensor, /, *, axis: int = -1, descending: bool = False, stable: bool
 
 def argsort(x: Tensor, /, *, axis: int = -1, descending: bool = False, stable: bool = True) -> Tensor:
     """The indices (uint32) along ``axis`` that sort ``x``, stably (see :func:`sort`)."""
-    x = _tensor_argument(x, "argsort's x")
-    axis, descending = x._axis(axis), _flag(descending, "descending")
-    _flag(stable, "stable")
-    return x._wrap(x._t.sort_with_indices(axis, descending)[1])
+    return _tensor_argument(x, "argsort's x").argsort(axis, descending, stable)
 
 
 def top_k(x: Tensor, k: int, /, *, axis: int = -1, largest: bool = True) -> tuple[Tensor, Tensor]:
@@ -70,8 +67,7 @@ def searchsorted(x1: Tensor, x2: Any, /, *, side: str = "left", sorter: Any = No
 def nonzero(x: Tensor, /) -> tuple[Tensor, ...]:
     """The indices of the nonzero elements of ``x`` (NaN is nonzero), one uint32 tensor per axis, in row-major
     order. Its size depends on the data: the count is read back from the device once."""
-    x = _tensor_argument(x, "nonzero's x")
-    return tuple(x._wrap(axis) for axis in x._t.nonzero())
+    return _tensor_argument(x, "nonzero's x").nonzero()
 
 
 def unique_values(x: Tensor, /) -> Tensor:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from . import _index, _ops, _wgcompute
-from ._convert import _count, _flag, _int_text, _not_picklable, _number, _sequence, _shape
+from ._convert import _as, _count, _dtype, _flag, _int_text, _not_picklable, _number, _sequence, _shape
 from ._errors import (
     ArgumentOverflowError,
     ArgumentTypeError,
@@ -36,6 +36,18 @@ class _Recorder(Protocol):
     """What an op asks of this thread's :class:`GradientTape`."""
 
     def _recording(self, operands: Iterable[Tensor]) -> _wgcompute.Tape | None: ...
+
+
+# The session class, registered by the session module when it is imported: sessions make tensors, so that module
+# imports this one, and the tensors check a session argument against what it registered.
+_SESSION_CLASSES: list[type] = []
+
+
+def _session_argument(session: Any, what: str = "session") -> Session:
+    """``session`` if it is a :class:`~wgcompute.Session`; an :class:`ArgumentTypeError` naming ``what`` if not."""
+    if not isinstance(session, tuple(_SESSION_CLASSES)):
+        raise ArgumentTypeError(f"{what} is a wgcompute.Session; got {type(session).__name__} {session!r:.80}")
+    return session
 
 
 def _tensor_argument(tensor: Any, what: str) -> Tensor:
@@ -121,9 +133,7 @@ class Tensor:
     def to_device(self, device: Session, /, *, stream: Any = None) -> Tensor:
         """This tensor in ``device`` (a session): itself where it is there already, else a copy through the
         host."""
-        from ._session import Session
-
-        if not isinstance(device, Session):
+        if not isinstance(device, tuple(_SESSION_CLASSES)):
             raise ArgumentTypeError(f"to_device takes a Session; got {type(device).__name__} {device!r:.80}")
         if stream is not None:
             raise InvalidArgumentError("to_device has no streams; pass stream=None")
@@ -218,18 +228,6 @@ class Tensor:
     def __dlpack_device__(self) -> tuple[int, int]:
         # kDLCPU: the export is a host copy.
         return (1, 0)
-
-    def __array_namespace__(self, *, api_version: str | None = None) -> Any:
-        """The Array API namespace of these tensors: :mod:`wgcompute.array_api` (the 2024.12 standard), for
-        ``api_version`` None, 2024.12 or the revisions before it back to 2022.12, whose names it keeps."""
-        from . import array_api
-
-        if api_version is not None and api_version not in array_api._API_VERSIONS:
-            raise InvalidArgumentError(
-                f"wgcompute implements the Array API {array_api.__array_api_version__}, whose namespace serves the "
-                f"earlier versions too ({', '.join(array_api._API_VERSIONS)}); api_version={api_version!r:.80}"
-            )
-        return array_api
 
     # --- operands ---
 
@@ -557,7 +555,7 @@ class Tensor:
         """NumPy's indexing: ints, slices (any step), ``...``, ``None``, integer arrays (uint32 tensors, numpy
         arrays, lists; several broadcast together) and boolean masks. Out-of-bounds indices raise
         :class:`IndexOutOfRangeError` (an ``IndexError``) naming the axis. Basic indexing is one strided copy."""
-        entries = _index.parse(key)
+        entries = _index.parse(key, Tensor)
         operands = [self, *(Tensor._of(inner, self._session) for inner in _index.tensors(entries))]
         return self._op(operands, lambda: self._t.index(entries), lambda tape: tape.index(self._t, entries))
 
@@ -669,27 +667,27 @@ class Tensor:
             )
         return rolled
 
-    # --- sorting and matrices: the functions of _sorting and _linalg, as methods (imported when first used,
-    # since they import this module) ---
+    # --- sorting and matrices (the functions of _sorting and _linalg are these methods) ---
 
     @property
     def mT(self) -> Tensor:
         """The last two axes swapped: each matrix of a stack transposed (the Array API's ``mT``)."""
-        from ._linalg import matrix_transpose
-
-        return matrix_transpose(self)
+        if self.ndim < 2:
+            raise ShapeError(f"matrix_transpose needs at least 2 axes; got shape {self.shape}")
+        order = list(range(self.ndim))
+        order[-2], order[-1] = order[-1], order[-2]
+        return self.permute(order)
 
     def argsort(self, axis: int = -1, descending: bool = False, stable: bool = True) -> Tensor:
-        """The uint32 indices along ``axis`` that sort the tensor, stably (see :func:`wgcompute.argsort`)."""
-        from ._sorting import argsort
-
-        return argsort(self, axis=axis, descending=descending, stable=stable)
+        """The uint32 indices along ``axis`` that sort the tensor, stably (see :func:`wgcompute.sort`)."""
+        axis, descending = self._axis(axis), _flag(descending, "descending")
+        _flag(stable, "stable")
+        return self._wrap(self._t.sort_with_indices(axis, descending)[1])
 
     def nonzero(self) -> tuple[Tensor, ...]:
-        """The indices of the nonzero elements, one uint32 tensor per axis (see :func:`wgcompute.nonzero`)."""
-        from ._sorting import nonzero
-
-        return nonzero(self)
+        """The indices of the nonzero elements (NaN is nonzero), one uint32 tensor per axis, in row-major order.
+        Its size depends on the data: the count is read back from the device once."""
+        return tuple(self._wrap(axis) for axis in self._t.nonzero())
 
     def clip(self, min: Any = None, max: Any = None) -> Tensor:
         """Each element limited to [``min``, ``max``] (scalars or tensors, broadcasting; None: no limit on that
@@ -774,8 +772,6 @@ class Tensor:
             raise ArgumentTypeError(f"{name} cannot write into out= (tensors are immutable); use the tensor it returns")
         if dtype is None:
             return self
-        from ._creation import _as, _dtype
-
         return _as(self, _dtype(dtype, f"{name}'s dtype="))
 
     def _statistic(self, axis: Any, correction: Any, keepdims: Any, root: bool) -> Tensor:
@@ -1104,11 +1100,8 @@ class Variable(Tensor):
     def __init__(
         self, initial_value: Any, session: Session | None = None, trainable: bool = True, name: str | None = None
     ) -> None:
-        # Sessions make tensors, so the session module imports this one: it is imported here, when first needed.
-        from . import _session
-
         if isinstance(initial_value, Tensor):
-            owner = initial_value._owner() if session is None else _session._session_argument(session)
+            owner = initial_value._owner() if session is None else _session_argument(session)
             if owner is initial_value._owner():
                 inner = initial_value._t.copy()
             else:
@@ -1118,7 +1111,7 @@ class Variable(Tensor):
                 raise InvalidArgumentError(
                     "a Variable made from an array needs its session: Variable(array, session=s), or s.variable(array)"
                 )
-            owner = _session._session_argument(session)
+            owner = _session_argument(session)
             inner = session.tensor(initial_value)._t
         self._init(inner, owner._ref, trainable, name)
 
@@ -1194,7 +1187,7 @@ class Variable(Tensor):
         :meth:`~_IndexedVariable.assign` (and ``assign_add``, ``assign_sub``) writes them in the variable, in place,
         where ``key`` holds ints, slices, ``...`` and ``None`` only."""
         selected = super().__getitem__(key)
-        return _IndexedVariable._over(selected, self, _index.parse(key))
+        return _IndexedVariable._over(selected, self, _index.parse(key, Tensor))
 
     def _refuse_in_place(self, other: Any) -> Variable:
         raise ArgumentTypeError(

@@ -13,9 +13,16 @@ with why; functions that are here but refuse a dtype the standard lets them take
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any
 
 import numpy as np
+
+from . import _elementwise, _logic
+from ._errors import ArgumentTypeError, DTypeError, InvalidArgumentError, SessionMismatchError, ShapeError
+from ._manipulate import _tensors, concat
+from ._session import Session, _open_sessions, _open_sessions_lock
+from ._tensor import Tensor
 
 __array_api_version__ = "2024.12"
 # The versions __array_namespace__(api_version=...) accepts: this one and the revisions before it back to 2022.12,
@@ -82,9 +89,6 @@ newaxis = None
 
 
 def _session(device: Any, what: str) -> Any:
-    from ._errors import InvalidArgumentError
-    from ._session import Session
-
     if not isinstance(device, Session):
         raise InvalidArgumentError(f"{what} needs device=, the Session to make the tensor in; got {device!r:.80}")
     return device
@@ -96,14 +100,10 @@ def _with_dtype(tensor: Any, dtype: Any) -> Any:
 
 def asarray(obj: Any, /, *, dtype: Any = None, device: Any = None, copy: bool | None = None) -> Any:
     """``obj`` as a tensor: a tensor as it is (or a copy with ``copy=True``), host data uploaded to ``device``."""
-    from ._tensor import Tensor
-
     if isinstance(obj, Tensor):
         result = _with_dtype(obj, dtype)
         return result.copy() if copy and result is obj else result
     if copy is False:
-        from ._errors import InvalidArgumentError
-
         raise InvalidArgumentError("asarray(copy=False) of host data: an upload is always a copy")
     array = np.asarray(obj) if dtype is None else np.asarray(obj, dtype=dtype)
     return _session(device, "asarray").tensor(array)
@@ -135,8 +135,6 @@ def full(shape: Any, fill_value: Any, *, dtype: Any = None, device: Any = None) 
     if dtype.kind in "iu" and isinstance(fill_value, int | np.integer):
         bounds = np.iinfo(dtype)
         if not bounds.min <= int(fill_value) <= bounds.max:
-            from ._errors import InvalidArgumentError
-
             raise InvalidArgumentError(f"full: {fill_value} is outside {dtype.name}'s range")
     # Integers and bools from the host, so that an int32 fill past 2^24 keeps every digit.
     return session.tensor(np.full(shape, fill_value, dtype=dtype))
@@ -158,15 +156,11 @@ def reshape(x: Any, /, shape: tuple[int, ...], *, copy: bool | None = None) -> A
 
 def signbit(x: Any, /) -> Any:
     """Whether each element's sign bit is set (-0.0 and -NaN too), as bool."""
-    from . import copysign, less
-
-    return less(copysign(x._owner().ones(()), x), 0.0)
+    return _logic.less(_elementwise.copysign(x._owner().ones(()), x), 0.0)
 
 
 def diff(x: Any, /, *, axis: int = -1, n: int = 1, prepend: Any = None, append: Any = None) -> Any:
     """The ``n``-th forward difference along ``axis``, ``prepend`` and ``append`` joined on first."""
-    from . import concat
-
     axis = x._axis(axis)
     parts = [p for p in (prepend, x, append) if p is not None]
     if len(parts) > 1:
@@ -193,8 +187,6 @@ _KINDS = {
 
 def _kind_letters(kind: str, what: str) -> str:
     if kind not in _KINDS:
-        from ._errors import InvalidArgumentError
-
         raise InvalidArgumentError(f"{what} knows the kinds {sorted(_KINDS)}; got {kind!r:.80}")
     return _KINDS[kind]
 
@@ -215,9 +207,6 @@ def meshgrid(*arrays: Any, indexing: str = "xy") -> list[Any]:
     n: of shape ``(N1, N2, ..., Nn)`` with ``indexing="ij"``, ``(N2, N1, N3, ..., Nn)`` with ``"xy"`` (for one
     input, ``(N1,)`` either way). The tensors share a dtype and a session; arrays beside them go to their session.
     Made of ``reshape`` and ``broadcast_to``, so a :class:`GradientTape` differentiates through it."""
-    from ._errors import DTypeError, InvalidArgumentError, SessionMismatchError, ShapeError
-    from ._manipulate import _tensors
-
     if indexing not in ("xy", "ij"):
         raise InvalidArgumentError(f"meshgrid's indexing is 'xy' or 'ij'; got {indexing!r:.80}")
     if not arrays:
@@ -287,25 +276,18 @@ class _NamespaceInfo:
         kinds = kind if isinstance(kind, tuple) else (kind,)
         for each in kinds:
             if not isinstance(each, str):
-                from ._errors import ArgumentTypeError
-
                 raise ArgumentTypeError(f"dtypes' kind is a kind's name or a tuple of them; got {kind!r:.80}")
         letters = "".join(_kind_letters(each, "dtypes") for each in kinds)
         return {name: dtype for name, dtype in held.items() if dtype.kind in letters}
 
     def devices(self) -> list[Any]:
         """The sessions open now and not suspended (in no particular order): those a tensor can be made in."""
-        from ._session import _open_sessions, _open_sessions_lock
-
         with _open_sessions_lock:
             sessions = list(_open_sessions)
         return [session for session in sessions if session.is_open and not session.is_suspended]
 
 
 def _info_device(device: Any, what: str) -> None:
-    from ._errors import ArgumentTypeError
-    from ._session import Session
-
     if device is not None and not isinstance(device, Session):
         raise ArgumentTypeError(f"{what}'s device is a wgcompute.Session or None; got {device!r:.80}")
 
@@ -324,13 +306,33 @@ _HERE |= {"meshgrid", "__array_namespace_info__"}
 _HERE |= {"e", "inf", "nan", "pi", "newaxis"}
 
 
+# The package's names, which the package offers when it has made them all: it imports this module before some
+# of them exist, so this module takes them from here rather than importing the package.
+_PACKAGE_NAMES: dict[str, Any] = {}
+
+
 def __getattr__(name: str) -> Any:
     # The package's functions, looked up when first asked for: the package imports this module before them.
-    if name in STANDARD and name not in NOT_PROVIDED:
-        import wgcompute
-
-        return getattr(wgcompute, name)
+    if name in STANDARD and name not in NOT_PROVIDED and name in _PACKAGE_NAMES:
+        return _PACKAGE_NAMES[name]
     raise AttributeError(f"module 'wgcompute.array_api' has no attribute {name!r}: {NOT_PROVIDED.get(name, '')}")
+
+
+def _array_namespace(self: Tensor, *, api_version: str | None = None) -> Any:
+    """The Array API namespace of these tensors: :mod:`wgcompute.array_api` (the 2024.12 standard), for
+    ``api_version`` None, 2024.12 or the revisions before it back to 2022.12, whose names it keeps."""
+    if api_version is not None and api_version not in _API_VERSIONS:
+        raise InvalidArgumentError(
+            f"wgcompute implements the Array API {__array_api_version__}, whose namespace serves the "
+            f"earlier versions too ({', '.join(_API_VERSIONS)}); api_version={api_version!r:.80}"
+        )
+    return sys.modules[__name__]
+
+
+# The namespace is this module, which stands above the tensors: it gives them the method that names it.
+_array_namespace.__name__ = "__array_namespace__"
+_array_namespace.__qualname__ = "Tensor.__array_namespace__"
+Tensor.__array_namespace__ = _array_namespace  # type: ignore[attr-defined]
 
 
 def __dir__() -> list[str]:

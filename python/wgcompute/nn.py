@@ -1,6 +1,6 @@
 """Layers: :class:`Linear` and :class:`Mlp` (linear layers with relu between them), as the library builds them,
-and the convolution, pooling, normalisation, dropout, embedding, attention and shape layers of
-``wgcompute._layers`` with :class:`Sequential` to chain them.
+and the convolution, pooling, normalisation, dropout, embedding and attention layers of ``wgcompute._nn_layers``
+and the shape layers of ``wgcompute._layers``, with :class:`Sequential` to chain them.
 
 Their weights come from the library's own ``Linear::new`` and ``Mlp::new`` (Glorot-uniform from a seed, zero
 biases), so a seed gives the weights the Rust API and ``wgcompute train --hidden --seed`` give. The parameters
