@@ -229,7 +229,12 @@ def test_scatter_add_and_index_update_are_functional_with_gradients(session, rng
     along_columns = rng.standard_normal((5, 3)).astype(np.float32)
     want = x.astype(np.float64).copy()
     np.add.at(want, (slice(None), [1, 1, 2]), along_columns)
-    np.testing.assert_allclose(tensor.scatter_add([1, 1, 2], along_columns, axis=1).numpy(), want, rtol=1e-6)
+    # Each sum measured against the sum of its terms' sizes: three terms that nearly cancel round in float32
+    # far above their own sum's size (a fresh seed gave -0.0575 off by 1.04e-6 of it).
+    size = np.abs(x).astype(np.float64)
+    np.add.at(size, (slice(None), [1, 1, 2]), np.abs(along_columns))
+    got = tensor.scatter_add([1, 1, 2], along_columns, axis=1).numpy()
+    assert np.all(np.abs(got - want) <= 1e-6 * size), np.max(np.abs(got - want) / size)
 
     weights = rng.uniform(-1, 1, x.shape).astype(np.float32)
     with wg.GradientTape() as tape:
