@@ -1620,8 +1620,10 @@ fn a_save_writes_only_what_a_load_reads_back(backend: &Backend) {
     use proptest::test_runner::{Config, TestRunner};
     let session = backend.open();
     let path = temp_path("round-trip");
+    // About one case in five saves (30 runs of 48 cases saved 1 to 19, two of them under 5): 160 cases save
+    // about 34, so the check below that both outcomes were seen does not fail on a fresh seed.
     let mut runner = TestRunner::new(Config {
-        cases: 48,
+        cases: 160,
         failure_persistence: None,
         ..Config::default()
     });
