@@ -1,4 +1,4 @@
-//! The losses people train with, each declared once as a [`Loss`] and computed on a [`Tape`] from the
+//! The losses people train with, each declared once as a [`Loss`] and computed ([`Loss::compute`]) from the
 //! elementwise, reduction and softmax ops (so each has its gradient from theirs): mean squared and absolute
 //! error, Huber, binary cross-entropy from probabilities or logits, sparse categorical cross-entropy from
 //! integer labels (TensorFlow's `sparse_softmax_cross_entropy_with_logits`), negative log-likelihood and
@@ -121,22 +121,14 @@ impl Loss {
         }
     }
 
-    /// The loss of `y_true` and `y_pred`, without a gradient (a metric, say): the same ops, on a tape of
-    /// constants that is dropped with every intermediate once the value is out.
+    /// The loss of `y_true` and `y_pred`, without a gradient (a metric, say): [`Loss::compute`] of the two.
     pub fn evaluate(
         self,
         y_true: &Arc<Tensor>,
         y_pred: &Arc<Tensor>,
         reduction: LossReduction,
     ) -> Result<Tensor> {
-        let mut tape = Tape::new();
-        let (t, p) = (tape.constant(y_true), tape.constant(y_pred));
-        let loss = tape.loss(self, reduction, t, p)?;
-        let value = Arc::clone(tape.shared_value(loss)?);
-        drop(tape);
-        // The tape is gone, so the value is this function's alone (unless it is an input, as an unreduced
-        // loss of nothing never is): hand it out without a copy where it can be.
-        Arc::try_unwrap(value).or_else(|shared| shared.try_clone())
+        self.compute(y_true, y_pred, reduction)
     }
 
     fn check(self) -> Result<()> {
@@ -154,8 +146,8 @@ impl Loss {
 }
 
 impl Tape {
-    /// `loss(y_true, y_pred)` recorded, reduced as `reduction` says; its gradient flows to whichever operand
-    /// wants one (`y_pred` as a rule; class ids never).
+    /// `loss(y_true, y_pred)` recorded, reduced as `reduction` says (see [`Loss::compute`]); its gradient
+    /// flows to whichever operand wants one (`y_pred` as a rule; class ids never).
     pub fn loss(
         &mut self,
         loss: Loss,
@@ -163,30 +155,42 @@ impl Tape {
         y_true: Var,
         y_pred: Var,
     ) -> Result<Var> {
-        loss.check()?;
-        let unreduced = match loss {
+        self.record_one(&[y_true, y_pred], |v| loss.compute(&v[0], &v[1], reduction))
+    }
+}
+
+impl Loss {
+    /// `loss(y_true, y_pred)`, reduced as `reduction` says, made of the elementwise, reduction and softmax ops:
+    /// recorded by them where a tape traces an operand, so that its gradient is theirs.
+    pub fn compute(
+        self,
+        y_true: &Tensor,
+        y_pred: &Tensor,
+        reduction: LossReduction,
+    ) -> Result<Tensor> {
+        self.check()?;
+        let unreduced = match self {
             Loss::SparseCategoricalCrossentropy { .. } | Loss::NegativeLogLikelihood => {
-                self.categorical_loss(loss, y_true, y_pred)?
+                self.categorical(y_true, y_pred)?
             }
             _ => {
-                self.expect_same_shapes(loss, y_true, y_pred)?;
-                self.elementwise_loss(loss, y_true, y_pred)?
+                self.expect_same_shapes(y_true, y_pred)?;
+                self.elementwise(y_true, y_pred)?
             }
         };
         match reduction {
-            LossReduction::Mean => self.mean(unreduced, None),
-            LossReduction::Sum => self.sum(unreduced, None),
+            LossReduction::Mean => unreduced.mean(None),
+            LossReduction::Sum => unreduced.sum(None),
             LossReduction::None => Ok(unreduced),
         }
     }
 
-    fn expect_same_shapes(&self, loss: Loss, y_true: Var, y_pred: Var) -> Result<()> {
-        let (t, p) = (self.value(y_true)?, self.value(y_pred)?);
+    fn expect_same_shapes(self, t: &Tensor, p: &Tensor) -> Result<()> {
         if t.shape() == p.shape() {
             return Ok(());
         }
         Err(Error::Shape {
-            op: loss.name(),
+            op: self.name(),
             message: format!(
                 "y_true {:?} and y_pred {:?} differ: a loss compares them element by element, without \
                  broadcasting (reshape one, e.g. an [n] against an [n, 1])",
@@ -196,78 +200,47 @@ impl Tape {
         })
     }
 
-    /// `x` clipped to `[low, high]`; outside it no gradient flows, as through Keras's clip.
-    fn clipped(&mut self, x: Var, low: f32, high: f32) -> Result<Var> {
-        let above = self.maximum_scalar(x, low)?;
-        self.minimum_scalar(above, high)
-    }
-
-    fn elementwise_loss(&mut self, loss: Loss, t: Var, p: Var) -> Result<Var> {
-        match loss {
-            Loss::MeanSquaredError => {
-                let error = self.sub(p, t)?;
-                self.square(error)
-            }
-            Loss::MeanAbsoluteError => {
-                let error = self.sub(p, t)?;
-                self.abs(error)
-            }
+    fn elementwise(self, t: &Tensor, p: &Tensor) -> Result<Tensor> {
+        match self {
+            Loss::MeanSquaredError => p.sub(t)?.square(),
+            Loss::MeanAbsoluteError => p.sub(t)?.abs(),
             Loss::Huber { delta } => {
                 // With a = |e| and q = min(a, delta): ½ q² + delta (a - q) is both branches in one expression.
-                let error = self.sub(p, t)?;
-                let size = self.abs(error)?;
-                let quadratic = self.minimum_scalar(size, delta)?;
-                let square = self.square(quadratic)?;
-                let half_square = self.mul_scalar(square, 0.5)?;
-                let linear = self.sub(size, quadratic)?;
-                let linear = self.mul_scalar(linear, delta)?;
-                self.add(half_square, linear)
+                let size = p.sub(t)?.abs()?;
+                let quadratic = size.minimum_scalar(delta)?;
+                let half_square = quadratic.square()?.mul_scalar(0.5)?;
+                let linear = size.sub(&quadratic)?.mul_scalar(delta)?;
+                half_square.add(&linear)
             }
             Loss::BinaryCrossentropy { from_logits: true } => {
                 // log(1 + e^x) - x t: softplus is finite at any x, and the gradient is σ(x) - t.
-                let softplus = self.softplus(p)?;
-                let product = self.mul(p, t)?;
-                self.sub(softplus, product)
+                p.softplus()?.sub(&p.mul(t)?)
             }
             Loss::BinaryCrossentropy { from_logits: false } => {
-                let p = self.clipped(p, PROBABILITY_EPSILON, 1.0 - PROBABILITY_EPSILON)?;
-                let log_p = self.log(p)?;
-                let one_minus_p = self.scalar_sub(p, 1.0)?;
-                let log_not_p = self.log(one_minus_p)?;
-                let one_minus_t = self.scalar_sub(t, 1.0)?;
-                let hit = self.mul(t, log_p)?;
-                let miss = self.mul(one_minus_t, log_not_p)?;
-                let sum = self.add(hit, miss)?;
-                self.neg(sum)
+                let p = clipped(p, PROBABILITY_EPSILON, 1.0 - PROBABILITY_EPSILON)?;
+                let log_p = p.log()?;
+                let log_not_p = p.scalar_sub(1.0)?.log()?;
+                let hit = t.mul(&log_p)?;
+                let miss = t.scalar_sub(1.0)?.mul(&log_not_p)?;
+                hit.add(&miss)?.neg()
             }
             Loss::KlDivergence => {
-                let t = self.clipped(t, PROBABILITY_EPSILON, 1.0)?;
-                let p = self.clipped(p, PROBABILITY_EPSILON, 1.0)?;
-                let (log_t, log_p) = (self.log(t)?, self.log(p)?);
-                let log_ratio = self.sub(log_t, log_p)?;
-                let terms = self.mul(t, log_ratio)?;
-                self.sum_last_axis(terms)
+                let t = clipped(t, PROBABILITY_EPSILON, 1.0)?;
+                let p = clipped(p, PROBABILITY_EPSILON, 1.0)?;
+                let log_ratio = t.log()?.sub(&p.log()?)?;
+                sum_last_axis(&t.mul(&log_ratio)?)
             }
             Loss::SparseCategoricalCrossentropy { .. } | Loss::NegativeLogLikelihood => {
-                unreachable!("categorical losses are computed by categorical_loss")
+                unreachable!("categorical losses are computed by categorical")
             }
-        }
-    }
-
-    fn sum_last_axis(&mut self, x: Var) -> Result<Var> {
-        let rank = self.value(x)?.shape().len();
-        match rank {
-            0 => Ok(x),
-            _ => self.sum(x, Some(rank - 1)),
         }
     }
 
     /// The per-row losses of class ids `labels` against `y_pred`'s rows. The one-hot rows of the ids are
     /// constants; a row whose id is past the classes has an all-zero one-hot row, and dividing each loss by its
     /// row's one-hot sum (1, or 0 for such a row) makes that row's loss NaN rather than 0.
-    fn categorical_loss(&mut self, loss: Loss, labels: Var, y_pred: Var) -> Result<Var> {
-        let (ids, scores) = (self.value(labels)?, self.value(y_pred)?);
-        let name = loss.name();
+    fn categorical(self, ids: &Tensor, scores: &Tensor) -> Result<Tensor> {
+        let name = self.name();
         let classes = match scores.shape().split_last() {
             Some((&classes, rows)) if rows == ids.shape() && classes > 0 => classes,
             _ => {
@@ -282,7 +255,7 @@ impl Tape {
                 })
             }
         };
-        let ids = match ids.dtype() {
+        let one_hot = match ids.dtype() {
             DType::U32 => ids.one_hot(classes)?,
             // A negative id becomes a word past the classes: its row's loss is NaN, as any bad id's.
             DType::I32 => ids.copy_words_as(DType::U32)?.one_hot(classes)?,
@@ -294,31 +267,37 @@ impl Tape {
                 })
             }
         };
-        let validity = Arc::new(ids.reduce(
+        let validity = one_hot.reduce(
             crate::op::reduce::ReduceOp::Sum,
-            Some(ids.shape().len() - 1),
-        )?);
-        let one_hot = Arc::new(ids);
-        let one_hot = self.constant(&one_hot);
-        let validity = self.constant(&validity);
-        let per_row = match loss {
+            Some(one_hot.shape().len() - 1),
+        )?;
+        let per_row = match self {
             Loss::SparseCategoricalCrossentropy { from_logits: true } => {
-                self.softmax_cross_entropy(y_pred, one_hot)?
+                scores.softmax_cross_entropy_with_logits(&one_hot)?.0
             }
             Loss::SparseCategoricalCrossentropy { from_logits: false } => {
-                let p = self.clipped(y_pred, PROBABILITY_EPSILON, 1.0)?;
-                let log_p = self.log(p)?;
-                self.picked_negated(log_p, one_hot)?
+                let log_p = clipped(scores, PROBABILITY_EPSILON, 1.0)?.log()?;
+                picked_negated(&log_p, &one_hot)?
             }
-            _ => self.picked_negated(y_pred, one_hot)?,
+            _ => picked_negated(scores, &one_hot)?,
         };
-        self.div(per_row, validity)
+        per_row.div(&validity)
     }
+}
 
-    /// `-Σ x · one_hot` over each row: minus the entry each row's one-hot picks.
-    fn picked_negated(&mut self, x: Var, one_hot: Var) -> Result<Var> {
-        let picked = self.mul(x, one_hot)?;
-        let picked = self.sum_last_axis(picked)?;
-        self.neg(picked)
+/// `x` clipped to `[low, high]`; outside it no gradient flows, as through Keras's clip.
+fn clipped(x: &Tensor, low: f32, high: f32) -> Result<Tensor> {
+    x.maximum_scalar(low)?.minimum_scalar(high)
+}
+
+fn sum_last_axis(x: &Tensor) -> Result<Tensor> {
+    match x.shape().len() {
+        0 => Ok(x.handle()),
+        rank => x.sum(Some(rank - 1)),
     }
+}
+
+/// `-Σ x · one_hot` over each row: minus the entry each row's one-hot picks.
+fn picked_negated(x: &Tensor, one_hot: &Tensor) -> Result<Tensor> {
+    sum_last_axis(&x.mul(one_hot)?)?.neg()
 }

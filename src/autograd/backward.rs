@@ -9,8 +9,8 @@ use crate::ops::reduce::reciprocal_count;
 use crate::tensor::Tensor;
 
 use super::rules::reduce_to_shape;
-use super::tape::{Node, Op, Tape, Var};
 use super::walk::Walk;
+use crate::tensor::{Node, Op, Tape, Var};
 
 /// Seeds of at most this many elements are uploaded rather than filled by a pass.
 const SEED_UPLOAD_MAX: usize = 1024;

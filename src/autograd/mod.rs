@@ -25,11 +25,14 @@
 
 mod array_api;
 mod backward;
+mod bridge;
+mod gradient_tape;
 mod neural;
 mod rules;
 mod tape;
 mod walk;
 mod window;
 
+pub use crate::tensor::record::{Tape, Var};
 pub use backward::Gradients;
-pub use tape::{Tape, Var};
+pub use gradient_tape::GradientTape;

@@ -12,44 +12,8 @@ use crate::ops::linear;
 use crate::ops::reduce::{lane_count, reciprocal_count};
 use crate::tensor::Tensor;
 
-use super::tape::{Node, Op, Tape, Var};
 use super::walk::Walk;
-
-// Recording a reduction is refused where its rule is missing, so the method lives beside the rules.
-impl Tape {
-    /// Records `op` over all elements (`None`) or along an axis. A reduction without a gradient rule (see
-    /// [`reduce_gradient_rule`]) is refused where a gradient would flow through it, at once rather than at
-    /// `backward`.
-    pub fn reduce(&mut self, op: ReduceOp, x: Var, axis: Option<usize>) -> Result<Var> {
-        let wants = self.wants(&[x])?;
-        if wants && reduce_gradient_rule(op).is_none() {
-            return Err(Error::InvalidArgument {
-                what: "reduction on the tape",
-                given: op.name().to_string(),
-                expected: format!(
-                    "a reduction with a gradient ({}); {} has none, so record it on tensors that need no \
-                     gradient, or reduce the tensor outside the tape",
-                    ReduceOp::all()
-                        .filter(|op| reduce_gradient_rule(*op).is_some())
-                        .map(ReduceOp::name)
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                    op.name()
-                ),
-            });
-        }
-        let value = self.value(x)?.reduce(op, axis)?;
-        Ok(self.push(
-            value,
-            Op::Reduce {
-                op,
-                x: x.index,
-                axis,
-            },
-            wants,
-        ))
-    }
-}
+use crate::tensor::{Node, Op, Tape};
 
 impl Tape {
     /// Passes the gradient `upstream` of `node` on to its inputs. The node is borrowed: a walk that consumes
@@ -407,6 +371,36 @@ impl Tape {
             }
         }
         Ok(())
+    }
+}
+
+/// Refuses a reduction without a gradient rule where a gradient would flow through it.
+fn refuse_reduction_without_rule(op: ReduceOp) -> Result<()> {
+    if reduce_gradient_rule(op).is_some() {
+        return Ok(());
+    }
+    Err(Error::InvalidArgument {
+        what: "reduction on the tape",
+        given: op.name().to_string(),
+        expected: format!(
+            "a reduction with a gradient ({}); {} has none, so record it on tensors that need no gradient, or \
+             reduce the tensor outside the tape",
+            ReduceOp::all()
+                .filter(|op| reduce_gradient_rule(*op).is_some())
+                .map(ReduceOp::name)
+                .collect::<Vec<_>>()
+                .join(", "),
+            op.name()
+        ),
+    })
+}
+
+/// Refuses, as it is recorded, an op a gradient would flow through but no rule carries: what a
+/// [`GradientTape`](super::GradientTape) asks of each op before it records it.
+pub(super) fn refuse_without_rule(op: &Op) -> Result<()> {
+    match *op {
+        Op::Reduce { op, .. } | Op::ReduceAxes { op, .. } => refuse_reduction_without_rule(op),
+        _ => Ok(()),
     }
 }
 

@@ -5,7 +5,7 @@ use crate::error::{Error, Result};
 use crate::kernels::elementwise::{self, Operand};
 use crate::op::elementwise::{for_each_binary_op, for_each_unary_op, BinaryOp, UnaryOp};
 use crate::shape::{binary_shape, unary_shape};
-use crate::tensor::Tensor;
+use crate::tensor::{Op, Tensor};
 
 /// `lhs (op) rhs`, both broadcast to their joint shape, or to `expand_to` (which that shape must broadcast to).
 fn binary(lhs: &Tensor, rhs: &Tensor, op: BinaryOp, expand_to: Option<&[usize]>) -> Result<Tensor> {
@@ -113,13 +113,13 @@ macro_rules! unary_method {
     (pub $variant:ident $method:ident [] $doc:literal) => {
         #[doc = $doc]
         pub fn $method(&self) -> Result<Tensor> {
-            unary(self, UnaryOp::$variant, 0.0)
+            self.unary(UnaryOp::$variant, 0.0)
         }
     };
     (pub $variant:ident $method:ident [$arg:ident] $doc:literal) => {
         #[doc = $doc]
         pub fn $method(&self, value: f32) -> Result<Tensor> {
-            unary(self, UnaryOp::$variant, value)
+            self.unary(UnaryOp::$variant, value)
         }
     };
     (internal $($rest:tt)*) => {};
@@ -132,7 +132,7 @@ macro_rules! binary_methods {
             $(
                 #[doc = $doc]
                 pub fn $method(&self, other: &Tensor) -> Result<Tensor> {
-                    binary(self, other, BinaryOp::$variant, None)
+                    self.binary(BinaryOp::$variant, other)
                 }
             )*
         }
@@ -147,13 +147,22 @@ impl Tensor {
     /// `op` of every element with the scalar argument (which ops without one ignore); the method named after
     /// the op does the same.
     pub fn unary(&self, op: UnaryOp, scalar: f32) -> Result<Tensor> {
-        unary(self, op, scalar)
+        Tensor::record(&[self], unary(self, op, scalar)?, |nodes| Op::Unary {
+            op,
+            x: nodes[0],
+            scalar,
+        })
     }
 
     /// `self (op) other`, broadcasting; the method named after the op does the same. The result's shape is
     /// [`binary_shape`](crate::shape::binary_shape)'s, checked the same way.
     pub fn binary(&self, op: BinaryOp, other: &Tensor) -> Result<Tensor> {
-        binary(self, other, op, None)
+        let value = binary(self, other, op, None)?;
+        Tensor::record(&[self, other], value, |nodes| Op::Binary {
+            op,
+            a: nodes[0],
+            b: nodes[1],
+        })
     }
 
     /// [`Tensor::binary`] with the result broadcast further, to `shape`: a value spread over a larger shape and
@@ -182,6 +191,15 @@ impl Tensor {
     /// # Ok(()) }
     /// ```
     pub fn bias_activation(&self, bias: &Tensor, activation: UnaryOp) -> Result<Tensor> {
+        let value = self.activated_bias(bias, activation)?;
+        Tensor::record(&[self, bias], value, |nodes| Op::BiasActivation {
+            x: nodes[0],
+            bias: nodes[1],
+            activation,
+        })
+    }
+
+    fn activated_bias(&self, bias: &Tensor, activation: UnaryOp) -> Result<Tensor> {
         const NAME: &str = "bias_activation";
         self.expect_same_session(NAME, bias)?;
         self.expect_dtype(NAME, DType::F32)?;

@@ -10,9 +10,10 @@ use std::ops::Range;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::kernels::layout::{self, AxisPicks, ScatterMode, Strided, TakeMode};
+use crate::op::elementwise::UnaryOp;
 use crate::op::index::{HostArray, IndexItem, Slice};
 use crate::shape::{broadcast, element_count, index_view, wrap_index, IndexView};
-use crate::tensor::Tensor;
+use crate::tensor::{Op, Tensor};
 
 fn index_error(op: &'static str, message: String) -> Error {
     Error::Index { op, message }
@@ -111,18 +112,39 @@ impl Tensor {
     /// assert!(x.index(&[IndexItem::Int(2)]).is_err());
     /// # Ok(()) }
     /// ```
+    ///
+    /// Recorded where a tape traces this tensor, each step as an op of its own: the gradient of the view is a
+    /// strided write into zeros, that of a take a scatter-add in which repeated indices add up.
     pub fn index(&self, items: &[IndexItem<'_, &Tensor>]) -> Result<Tensor> {
         let plan = self.index_plan(items)?;
-        let viewed = plan.view.as_ref().map(|view| self.view(view)).transpose()?;
+        let viewed = match plan.view {
+            Some(view) => {
+                let value = self.view(&view)?;
+                Some(Tensor::record(&[self], value, |nodes| Op::View {
+                    x: nodes[0],
+                    view,
+                })?)
+            }
+            None => None,
+        };
         let source = viewed.as_ref().unwrap_or(self);
-        match &plan.take {
-            Some((axes, Picks::Device(indices))) => source.take_axes(axes.clone(), indices, true),
-            Some((axes, Picks::Checked(indices))) => source.take_axes(axes.clone(), indices, false),
-            None => match viewed {
-                Some(viewed) => Ok(viewed),
-                None => self.try_clone(),
-            },
-        }
+        let (axes, indices, check) = match plan.take {
+            Some((axes, Picks::Device(indices))) => (axes, indices, true),
+            Some((axes, Picks::Checked(ref indices))) => (axes, indices, false),
+            None => {
+                return match viewed {
+                    Some(viewed) => Ok(viewed),
+                    None if self.is_traced() => self.unary(UnaryOp::Copy, 0.0),
+                    None => self.try_clone(),
+                }
+            }
+        };
+        let value = source.take_axes(axes.clone(), indices, check)?;
+        Tensor::record(&[source, indices], value, |nodes| Op::Take {
+            x: nodes[0],
+            indices: nodes[1],
+            axes,
+        })
     }
 
     /// The plan of `self[items]`: masks read back and turned into the integer arrays of their set positions,
@@ -398,6 +420,15 @@ impl Tensor {
     /// this tensor's shape with `axis` replaced by the indices' shape. Checked on the device: an index out of
     /// bounds is [`Error::Index`].
     pub fn take(&self, indices: &Tensor, axis: usize) -> Result<Tensor> {
+        let value = self.taken(indices, axis)?;
+        Tensor::record(&[self, indices], value, |nodes| Op::Take {
+            x: nodes[0],
+            indices: nodes[1],
+            axes: axis..axis + 1,
+        })
+    }
+
+    fn taken(&self, indices: &Tensor, axis: usize) -> Result<Tensor> {
         const NAME: &str = "take";
         self.expect_same_session(NAME, indices)?;
         expect_axis(NAME, self.shape(), axis)?;
@@ -435,6 +466,15 @@ impl Tensor {
     /// `numpy.take_along_axis(x, indices, axis)`: indices of this tensor's rank, of its sizes but along
     /// `axis`, each picking the entry of its own lane; the result has the indices' shape.
     pub fn take_along_axis(&self, indices: &Tensor, axis: usize) -> Result<Tensor> {
+        let value = self.taken_along_axis(indices, axis)?;
+        Tensor::record(&[self, indices], value, |nodes| Op::TakeAlong {
+            x: nodes[0],
+            indices: nodes[1],
+            axis,
+        })
+    }
+
+    fn taken_along_axis(&self, indices: &Tensor, axis: usize) -> Result<Tensor> {
         const NAME: &str = "take_along_axis";
         self.expect_same_session(NAME, indices)?;
         let picks = along_axis_picks(NAME, self.shape(), indices, axis)?;
@@ -531,13 +571,32 @@ impl Tensor {
     /// (indices,), values)`): repeated indices add up, in order. `values` has the shape `take(indices, axis)`
     /// would give.
     pub fn scatter_add(&self, indices: &Tensor, values: &Tensor, axis: usize) -> Result<Tensor> {
-        self.scatter_at("scatter_add", indices, values, axis, ScatterMode::Add)
+        let value = self.scatter_at("scatter_add", indices, values, axis, ScatterMode::Add)?;
+        Tensor::record_scatter(value, (self, indices, values), axis, false)
     }
 
     /// A new tensor: this one with the entries at `indices` along `axis` set to `values` (of the shape
     /// `take(indices, axis)` would give); of repeated indices the last one's value is kept.
     pub fn index_update(&self, indices: &Tensor, values: &Tensor, axis: usize) -> Result<Tensor> {
-        self.scatter_at("index_update", indices, values, axis, ScatterMode::Put)
+        let value = self.scatter_at("index_update", indices, values, axis, ScatterMode::Put)?;
+        Tensor::record_scatter(value, (self, indices, values), axis, true)
+    }
+
+    /// Records a scatter's result: gradients flow to the target (but where `put` overwrites it) and to the
+    /// values.
+    fn record_scatter(
+        value: Tensor,
+        (x, indices, values): (&Tensor, &Tensor, &Tensor),
+        axis: usize,
+        put: bool,
+    ) -> Result<Tensor> {
+        Tensor::record(&[x, indices, values], value, |nodes| Op::Scatter {
+            x: nodes[0],
+            indices: nodes[1],
+            values: nodes[2],
+            axis,
+            put,
+        })
     }
 
     fn scatter_at(
@@ -588,11 +647,21 @@ impl Tensor {
     /// (`numpy.roll`); with no axis, over the flattened tensor, in its shape. Two passes (one where the shift
     /// is a whole turn).
     pub fn roll(&self, shift: i64, axis: Option<usize>) -> Result<Tensor> {
-        const NAME: &str = "roll";
         let Some(axis) = axis else {
+            // Recorded as its three ops where traced.
             let flat = self.reshape(&[self.len()])?;
             return flat.roll(shift, Some(0))?.into_shape(self.shape());
         };
+        let value = self.rolled(shift, axis)?;
+        Tensor::record(&[self], value, |nodes| Op::Roll {
+            x: nodes[0],
+            shift,
+            axis,
+        })
+    }
+
+    fn rolled(&self, shift: i64, axis: usize) -> Result<Tensor> {
+        const NAME: &str = "roll";
         expect_axis(NAME, self.shape(), axis)?;
         let len = self.shape()[axis];
         let shift = if len == 0 {

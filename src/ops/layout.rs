@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 use crate::kernels::elementwise;
 use crate::kernels::layout::{self, contiguous_strides, Cast, Strided};
 use crate::shape::{element_count, MAX_RANK};
-use crate::tensor::Tensor;
+use crate::tensor::{Op, Tensor};
 
 fn shape_error(op: &'static str, message: String) -> Error {
     Error::Shape { op, message }
@@ -58,7 +58,10 @@ impl Tensor {
         let out = self.output(NAME, &out_shape, self.dtype())?;
         let dst_strides = contiguous_strides(&out_shape);
         self.copy_strided(NAME, (0, &src_strides), &out, (0, &dst_strides), &out_shape)?;
-        Ok(out)
+        Tensor::record(&[self], out, |nodes| Op::Permute {
+            x: nodes[0],
+            axes: axes.to_vec(),
+        })
     }
 
     /// Axes `first` and `second` swapped (`x.transpose(0, 1)` of a matrix is its transpose).
@@ -73,6 +76,15 @@ impl Tensor {
 
     /// The `len` entries from `start` along `axis` (PyTorch's `narrow`; `x[start:start+len]` along it).
     pub fn narrow(&self, axis: usize, start: usize, len: usize) -> Result<Tensor> {
+        let value = self.narrowed(axis, start, len)?;
+        Tensor::record(&[self], value, |nodes| Op::Narrow {
+            x: nodes[0],
+            axis,
+            start,
+        })
+    }
+
+    fn narrowed(&self, axis: usize, start: usize, len: usize) -> Result<Tensor> {
         const NAME: &str = "narrow";
         let shape = self.shape();
         expect_axis(NAME, shape, axis)?;
@@ -149,6 +161,14 @@ impl Tensor {
     /// The tensors joined along `axis`; all have the same dtype, rank and sizes along the other axes
     /// (`numpy.concatenate`).
     pub fn concat(parts: &[&Tensor], axis: usize) -> Result<Tensor> {
+        let value = Tensor::joined(parts, axis)?;
+        Tensor::record(parts, value, |nodes| Op::Concat {
+            parts: nodes.to_vec(),
+            axis,
+        })
+    }
+
+    fn joined(parts: &[&Tensor], axis: usize) -> Result<Tensor> {
         const NAME: &str = "concat";
         let Some(first) = parts.first() else {
             return Err(shape_error(NAME, "needs at least one tensor".to_string()));
@@ -202,6 +222,14 @@ impl Tensor {
     /// # Ok(()) }
     /// ```
     pub fn gather_rows(&self, indices: &Tensor) -> Result<Tensor> {
+        let value = self.gathered_rows(indices)?;
+        Tensor::record(&[self, indices], value, |nodes| Op::GatherRows {
+            table: nodes[0],
+            indices: nodes[1],
+        })
+    }
+
+    fn gathered_rows(&self, indices: &Tensor) -> Result<Tensor> {
         const NAME: &str = "gather_rows";
         self.expect_same_session(NAME, indices)?;
         indices.expect_dtype(NAME, DType::U32)?;

@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 use crate::kernels::linear;
 use crate::op::elementwise::UnaryOp;
 use crate::op::matmul::Transpose;
-use crate::tensor::Tensor;
+use crate::tensor::{Op, Tensor};
 
 const NAME: &str = "linear";
 
@@ -44,6 +44,25 @@ impl Tensor {
     /// # Ok(()) }
     /// ```
     pub fn linear(
+        &self,
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+        activation: Option<UnaryOp>,
+    ) -> Result<Tensor> {
+        let value = self.layer_values(weight, bias, activation)?;
+        let operands: Vec<&Tensor> = [Some(self), Some(weight), bias]
+            .into_iter()
+            .flatten()
+            .collect();
+        Tensor::record(&operands, value, |nodes| Op::Linear {
+            x: nodes[0],
+            weight: nodes[1],
+            bias: nodes.get(2).copied(),
+            activation,
+        })
+    }
+
+    fn layer_values(
         &self,
         weight: &Tensor,
         bias: Option<&Tensor>,

@@ -9,7 +9,7 @@ use crate::op::logic::{
     for_each_logic_binary_op, for_each_logic_unary_op, LogicBinaryOp, LogicUnaryOp, TruthReduction,
 };
 use crate::shape::broadcast;
-use crate::tensor::Tensor;
+use crate::tensor::{Op, Tensor};
 
 /// The dtype two operands of `op` promote to, or the error naming both.
 pub(crate) fn promoted(op: &'static str, lhs: DType, rhs: DType) -> Result<DType> {
@@ -199,7 +199,19 @@ impl Tensor {
     /// assert_eq!(condition.where_(&x1, &x2)?.to_vec()?, vec![1.0, -1.0, 3.0]);
     /// # Ok(()) }
     /// ```
+    ///
+    /// Recorded where a tape traces `x1` or `x2`: the gradient goes to `x1` where the condition holds and to
+    /// `x2` elsewhere, summed over the axes each was broadcast along; the condition gets none.
     pub fn where_(&self, x1: &Tensor, x2: &Tensor) -> Result<Tensor> {
+        let value = self.select_where(x1, x2)?;
+        Tensor::record(&[self, x1, x2], value, |nodes| Op::Where {
+            condition: nodes[0],
+            x1: nodes[1],
+            x2: nodes[2],
+        })
+    }
+
+    fn select_where(&self, x1: &Tensor, x2: &Tensor) -> Result<Tensor> {
         const NAME: &str = "where";
         self.expect_same_session(NAME, x1)?;
         self.expect_same_session(NAME, x2)?;

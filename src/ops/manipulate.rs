@@ -7,7 +7,7 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::kernels::layout::contiguous_strides;
 use crate::shape::{broadcast, element_count};
-use crate::tensor::Tensor;
+use crate::tensor::{Op, Tensor};
 
 fn shape_error(op: &'static str, message: String) -> Error {
     Error::Shape { op, message }
@@ -329,6 +329,11 @@ impl Tensor {
 
     /// This tensor broadcast to `shape` (NumPy's rules: aligned at the right, a 1 stretches), in one pass.
     pub fn broadcast_to(&self, shape: &[usize]) -> Result<Tensor> {
+        let value = self.broadcast_values(shape)?;
+        Tensor::record(&[self], value, |nodes| Op::BroadcastTo { x: nodes[0] })
+    }
+
+    fn broadcast_values(&self, shape: &[usize]) -> Result<Tensor> {
         const NAME: &str = "broadcast_to";
         element_count(NAME, shape)?;
         let ours = self.shape();
@@ -370,6 +375,16 @@ impl Tensor {
     pub fn stack(parts: &[&Tensor], axis: usize) -> Result<Tensor> {
         const NAME: &str = "stack";
         let out_shape = Tensor::stack_shape(parts, axis)?;
+        if parts.iter().any(|part| part.is_traced()) {
+            // Recorded as each part given its new axis, joined.
+            let mut part_shape = out_shape;
+            part_shape[axis] = 1;
+            let expanded = parts
+                .iter()
+                .map(|part| part.reshape(&part_shape))
+                .collect::<Result<Vec<_>>>()?;
+            return Tensor::concat(&expanded.iter().collect::<Vec<_>>(), axis);
+        }
         let first = parts[0];
         let shape = first.shape();
         let out = first.output(NAME, &out_shape, first.dtype())?;
@@ -428,6 +443,14 @@ impl Tensor {
         const NAME: &str = "unstack";
         let shape = self.shape();
         expect_axis(NAME, shape, axis)?;
+        if self.is_traced() {
+            // Recorded as a narrow and a reshape per slice.
+            let mut part_shape = shape.to_vec();
+            part_shape.remove(axis);
+            return (0..shape[axis])
+                .map(|index| self.narrow(axis, index, 1)?.reshape(&part_shape))
+                .collect();
+        }
         let mut strides = contiguous_strides(shape);
         let step = strides.remove(axis);
         let mut part_shape = shape.to_vec();
@@ -478,6 +501,14 @@ impl Tensor {
         let Some(first) = parts.first() else {
             return Err(shape_error(NAME, "needs at least one tensor".to_string()));
         };
+        if parts.iter().any(|part| part.is_traced()) {
+            // Recorded as each part flattened, joined.
+            let flat = parts
+                .iter()
+                .map(|part| part.reshape(&[part.len()]))
+                .collect::<Result<Vec<_>>>()?;
+            return Tensor::concat(&flat.iter().collect::<Vec<_>>(), 0);
+        }
         for part in parts {
             first.expect_same_session(NAME, part)?;
             part.expect_dtype(NAME, first.dtype())?;
@@ -499,6 +530,25 @@ impl Tensor {
         let (shape, reps) = tiled_shape(self.shape(), reps);
         let out_shape: Vec<usize> = shape.iter().zip(&reps).map(|(a, b)| a * b).collect();
         element_count(NAME, &out_shape)?;
+        if self.is_traced() {
+            // Recorded as a broadcast per tiled axis, whose gradient sums the copies.
+            let mut shape = shape;
+            let mut current: Option<Tensor> = None;
+            for axis in 0..shape.len() {
+                if reps[axis] == 1 {
+                    continue;
+                }
+                let source = current.as_ref().unwrap_or(self);
+                let outer: usize = shape[..axis].iter().product();
+                let block: usize = shape[axis..].iter().product();
+                let copies = source
+                    .reshape(&[outer, 1, block])?
+                    .broadcast_to(&[outer, reps[axis], block])?;
+                shape[axis] *= reps[axis];
+                current = Some(copies.reshape(&shape)?);
+            }
+            return current.as_ref().unwrap_or(self).reshape(&out_shape);
+        }
         let mut current: Option<Tensor> = None;
         let mut current_shape = shape.clone();
         for axis in 0..shape.len() {
@@ -550,6 +600,14 @@ impl Tensor {
             .first()
             .copied()
             .filter(|&first| counts.iter().all(|&count| count == first));
+        if let (Some(count), true) = (uniform, self.is_traced()) {
+            // Recorded as a broadcast, whose gradient sums the copies.
+            let len = shape[axis];
+            let copies = self
+                .reshape(&[outer, len, 1, inner])?
+                .broadcast_to(&[outer, len, count, inner])?;
+            return copies.reshape(&out_shape);
+        }
         if let Some(count) = uniform {
             let out = self.output(NAME, &out_shape, self.dtype())?;
             let len = shape[axis];
@@ -592,7 +650,10 @@ impl Tensor {
                     (offset, &strides),
                     self.shape(),
                 )?;
-                Ok(out)
+                Tensor::record(&[self], out, |nodes| Op::PadConstant {
+                    x: nodes[0],
+                    widths: widths.to_vec(),
+                })
             }
             PadMode::Edge | PadMode::Reflect => {
                 let mut current: Option<Tensor> = None;
@@ -609,7 +670,7 @@ impl Tensor {
                 }
                 match current {
                     Some(padded) => padded.into_shape(&out_shape),
-                    None => self.try_clone(),
+                    None => self.reshape(&out_shape),
                 }
             }
         }
@@ -634,13 +695,23 @@ impl Tensor {
     /// The lower triangle of each matrix of the last two axes: the elements on and below diagonal `k` (0 the
     /// main one, positive above it), the others 0 (the Array API's `tril`).
     pub fn tril(&self, k: i64) -> Result<Tensor> {
-        self.triangle("tril", k, true)
+        let value = self.triangle("tril", k, true)?;
+        Tensor::record(&[self], value, |nodes| Op::Triangle {
+            x: nodes[0],
+            k,
+            lower: true,
+        })
     }
 
     /// The upper triangle of each matrix of the last two axes: the elements on and above diagonal `k`, the
     /// others 0 (the Array API's `triu`).
     pub fn triu(&self, k: i64) -> Result<Tensor> {
-        self.triangle("triu", k, false)
+        let value = self.triangle("triu", k, false)?;
+        Tensor::record(&[self], value, |nodes| Op::Triangle {
+            x: nodes[0],
+            k,
+            lower: false,
+        })
     }
 
     pub(crate) fn triangle(&self, name: &'static str, k: i64, lower: bool) -> Result<Tensor> {

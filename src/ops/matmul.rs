@@ -5,7 +5,7 @@ use crate::error::Result;
 use crate::kernels::matmul::{self, Batches, Layout};
 use crate::op::elementwise::BinaryOp;
 use crate::shape::{matmul_dims, MatmulDims};
-use crate::tensor::Tensor;
+use crate::tensor::{Op, Tensor};
 
 use crate::op::matmul::Transpose;
 
@@ -97,7 +97,41 @@ impl Tensor {
     /// operand is shared by every batch of a `[b, k, n]` one); a 1-D left operand is a row, a 1-D right one a
     /// column, and the result drops that axis. The shapes are checked as
     /// [`matmul_shape`](crate::shape::matmul_shape) checks them, with no device.
+    ///
+    /// Recorded where a tape traces an operand; a 1-D operand is recorded as a reshape to a row (left) or a
+    /// column (right) and the result as a reshape back, so that the product's gradient rule sees matrices only.
     pub fn matmul_t(&self, other: &Tensor, transpose: Transpose) -> Result<Tensor> {
+        if !(self.is_traced() || other.is_traced()) {
+            return self.product_t(other, transpose);
+        }
+        let (a_shape, b_shape) = (self.shape(), other.shape());
+        if a_shape.len() == 1 || b_shape.len() == 1 {
+            let out_shape = crate::shape::matmul_shape(a_shape, b_shape, transpose)?;
+            let (transpose_a, transpose_b) = transpose.flags();
+            let as_matrix = |tensor: &Tensor, row: bool| -> Result<Option<Tensor>> {
+                match *tensor.shape() {
+                    [len] if row => tensor.reshape(&[1, len]).map(Some),
+                    [len] => tensor.reshape(&[len, 1]).map(Some),
+                    _ => Ok(None),
+                }
+            };
+            let a = as_matrix(self, !transpose_a)?;
+            let b = as_matrix(other, transpose_b)?;
+            let product = a
+                .as_ref()
+                .unwrap_or(self)
+                .matmul_t(b.as_ref().unwrap_or(other), transpose)?;
+            return product.reshape(&out_shape);
+        }
+        let value = self.product_t(other, transpose)?;
+        Tensor::record(&[self, other], value, |nodes| Op::MatMul {
+            a: nodes[0],
+            b: nodes[1],
+            transpose,
+        })
+    }
+
+    fn product_t(&self, other: &Tensor, transpose: Transpose) -> Result<Tensor> {
         const NAME: &str = "matmul";
         self.expect_same_session(NAME, other)?;
         self.expect_dtype(NAME, DType::F32)?;

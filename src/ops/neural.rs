@@ -347,8 +347,9 @@ impl Tensor {
         let normal = centered.mul(&variance.add_scalar(options.epsilon)?.rsqrt()?)?;
         Ok(BatchNormOutput {
             output: affine(normal, gamma, beta)?,
-            moving_mean: moved(moving_mean, &mean, options.momentum)?,
-            moving_variance: moved(moving_variance, &variance, options.momentum)?,
+            // State, not recorded: a tape tracing `x` keeps no ops of the running statistics.
+            moving_mean: moved(moving_mean, &mean.share(), options.momentum)?,
+            moving_variance: moved(moving_variance, &variance.share(), options.momentum)?,
         })
     }
 
@@ -357,6 +358,8 @@ impl Tensor {
     pub fn dropout(&self, rate: f32, seed: u64) -> Result<Tensor> {
         match dropout_mask(self, rate, seed)? {
             Some(mask) => self.mul(&mask),
+            // Traced, the tensor itself, as the node it is.
+            None if self.is_traced() => Ok(self.handle()),
             None => self.try_clone(),
         }
     }

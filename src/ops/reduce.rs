@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::kernels::reduce::{self, ZeroSplit};
 use crate::op::reduce::{for_each_reduce_op, ReduceOp, Reduction};
 use crate::shape::{self, element_count, lanes, reduction_name, Lanes};
-use crate::tensor::Tensor;
+use crate::tensor::{Op, Tensor};
 
 /// The dtype of `reduction`'s result over `input`, or the error naming the dtypes it takes: the one home of
 /// which reductions take which dtypes ([`ReduceOp::output`] for the value ones; argmax and argmin take every
@@ -163,7 +163,12 @@ pub(crate) fn lane_count(shape: &[usize], axes: &[usize]) -> usize {
 impl Tensor {
     /// Any row of the value-reduction table, by value (see [`ReduceOp`]).
     pub fn reduce(&self, op: ReduceOp, axis: Option<usize>) -> Result<Tensor> {
-        reduce(self, axis, Reduction::Value(op))
+        let value = reduce(self, axis, Reduction::Value(op))?;
+        Tensor::record(&[self], value, |nodes| Op::Reduce {
+            op,
+            x: nodes[0],
+            axis,
+        })
     }
 
     /// Index of the largest element (the first on ties, the first NaN if any), as a u32 tensor.
@@ -264,7 +269,16 @@ impl Tensor {
         axes: Option<&[usize]>,
         keepdims: bool,
     ) -> Result<Tensor> {
-        reduce_over_axes(self, axes, keepdims, Reduction::Value(op))
+        let value = reduce_over_axes(self, axes, keepdims, Reduction::Value(op))?;
+        if !self.is_traced() {
+            return Ok(value);
+        }
+        let axes = shape::reduced_axes(op.name(), self.shape(), axes)?;
+        Tensor::record(&[self], value, |nodes| Op::ReduceAxes {
+            op,
+            x: nodes[0],
+            axes,
+        })
     }
 
     /// [`Tensor::argmax`] with the reduced axis kept as a 1 (every axis, for `None`: a flat index, of shape
@@ -296,7 +310,9 @@ impl Tensor {
             keepdims,
         )?;
         let count = lane_count(self.shape(), &sorted);
-        let deviation = self.sub(&self.reduce_axes(ReduceOp::Mean, axes, true)?)?;
+        // The mean is a constant of a tape that traces this tensor: the variance does not depend on the shift,
+        // so the gradient, `2 (x − mean) / (N − correction)`, needs none through it.
+        let deviation = self.sub(&self.share().reduce_axes(ReduceOp::Mean, axes, true)?)?;
         let squares = deviation
             .square()?
             .reduce_axes(ReduceOp::Sum, axes, keepdims)?;
@@ -318,7 +334,9 @@ impl Tensor {
     /// so no exp overflows; a lane of −inf gives −inf, one holding +inf gives +inf, NaN gives NaN. Errors over
     /// an empty lane, as max does.
     pub fn logsumexp(&self, axes: Option<&[usize]>, keepdims: bool) -> Result<Tensor> {
-        let (shift, out_shape) = self.logsumexp_shift(axes, keepdims)?;
+        // The shift is a constant of a tape that traces this tensor: the result does not depend on it, and the
+        // gradient is the softmax over the axes.
+        let (shift, out_shape) = self.share().logsumexp_shift(axes, keepdims)?;
         let sum = self
             .sub(&shift)?
             .exp()?
@@ -368,23 +386,45 @@ impl Tensor {
     /// 0..=i, added one at a time with a compensation (so a long axis's error stays near one rounding); with
     /// `include_initial` the axis is one longer and starts with 0. `axis` may be `None` for a 1-D tensor only.
     pub fn cumulative_sum(&self, axis: Option<usize>, include_initial: bool) -> Result<Tensor> {
-        self.scan(
+        let value = self.scan(
             "cumulative_sum",
             ReduceOp::Sum,
             axis,
             (false, include_initial),
-        )
+        )?;
+        self.record_scan(value, ReduceOp::Sum, axis, include_initial)
+    }
+
+    /// Records running sums or products of this tensor where it is traced.
+    fn record_scan(
+        &self,
+        value: Tensor,
+        op: ReduceOp,
+        axis: Option<usize>,
+        initial: bool,
+    ) -> Result<Tensor> {
+        if !self.is_traced() {
+            return Ok(value);
+        }
+        let axis = scan_axis("cumulative", self.shape(), axis)?;
+        Tensor::record(&[self], value, |nodes| Op::Scan {
+            op,
+            x: nodes[0],
+            axis,
+            initial,
+        })
     }
 
     /// The running products along `axis` (the Array API's `cumulative_prod`), as [`Tensor::cumulative_sum`]
     /// (1 first with `include_initial`), multiplied one at a time.
     pub fn cumulative_prod(&self, axis: Option<usize>, include_initial: bool) -> Result<Tensor> {
-        self.scan(
+        let value = self.scan(
             "cumulative_prod",
             ReduceOp::Prod,
             axis,
             (false, include_initial),
-        )
+        )?;
+        self.record_scan(value, ReduceOp::Prod, axis, include_initial)
     }
 
     /// A scan of `op` along `axis`, forwards or in `reverse`, with or without the identity first.

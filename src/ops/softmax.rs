@@ -5,7 +5,7 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::kernels::softmax;
 use crate::shape::{self, softmax_xent_rows, SOFTMAX_XENT};
-use crate::tensor::Tensor;
+use crate::tensor::{Op, Tensor};
 
 fn softmax_rows(input: &Tensor, log: bool, name: &'static str) -> Result<Tensor> {
     input.expect_dtype(name, DType::F32)?;
@@ -22,12 +22,20 @@ fn softmax_rows(input: &Tensor, log: bool, name: &'static str) -> Result<Tensor>
 impl Tensor {
     /// `exp(x) / sum(exp(x))` along the last axis, computed from `x - max(x)` so large inputs stay finite.
     pub fn softmax(&self) -> Result<Tensor> {
-        softmax_rows(self, false, "softmax")
+        let value = softmax_rows(self, false, "softmax")?;
+        Tensor::record(&[self], value, |nodes| Op::Softmax {
+            x: nodes[0],
+            log: false,
+        })
     }
 
     /// `x - logsumexp(x)` along the last axis.
     pub fn log_softmax(&self) -> Result<Tensor> {
-        softmax_rows(self, true, "log_softmax")
+        let value = softmax_rows(self, true, "log_softmax")?;
+        Tensor::record(&[self], value, |nodes| Op::Softmax {
+            x: nodes[0],
+            log: true,
+        })
     }
 
     /// TensorFlow's `softmax_cross_entropy_with_logits(labels, logits)`: the loss per row,
@@ -38,8 +46,39 @@ impl Tensor {
     /// when every label row sums to 1; on unnormalised labels the two differ, and this one is the true gradient.
     /// Returns `(loss, gradient)`: loss has the logits' shape without the last axis. The shapes are checked as
     /// [`softmax_cross_entropy_shapes`](crate::shape::softmax_cross_entropy_shapes) checks them.
+    ///
+    /// Recorded where a tape traces the logits: the loss's node keeps the gradient for the reverse walk.
+    /// Labels a gradient would flow to are refused: the loss is differentiated with respect to the logits only.
     pub fn softmax_cross_entropy_with_logits(&self, labels: &Tensor) -> Result<(Tensor, Tensor)> {
-        self.softmax_xent(labels, None)
+        self.cross_entropy_recorded(labels, None)
+    }
+
+    /// The loss and gradient, the loss recorded where a tape traces the logits.
+    fn cross_entropy_recorded(
+        &self,
+        labels: &Tensor,
+        correct: Option<&Tensor>,
+    ) -> Result<(Tensor, Tensor)> {
+        if labels.wants_gradient() {
+            return Err(Error::InvalidArgument {
+                what: "softmax cross-entropy labels on a tape",
+                given: "labels a gradient flows to (watched, or computed from a watched tensor)"
+                    .to_string(),
+                expected:
+                    "constant labels: the loss is differentiated with respect to the logits only"
+                        .to_string(),
+            });
+        }
+        let (loss, gradient) = self.softmax_xent(labels, correct)?;
+        if !self.is_traced() {
+            return Ok((loss, gradient));
+        }
+        let kept = self.wants_gradient().then(|| gradient.share());
+        let loss = Tensor::record(&[self], loss, |nodes| Op::SoftmaxCrossEntropy {
+            logits: nodes[0],
+            gradient: kept,
+        })?;
+        Ok((loss, gradient))
     }
 
     /// [`Tensor::softmax_cross_entropy_with_logits`] (the same bits), also adding to `correct` (u32, one
@@ -63,7 +102,7 @@ impl Tensor {
         labels: &Tensor,
         correct: &Tensor,
     ) -> Result<(Tensor, Tensor)> {
-        self.softmax_xent(labels, Some(correct))
+        self.cross_entropy_recorded(labels, Some(correct))
     }
 
     fn softmax_xent(&self, labels: &Tensor, correct: Option<&Tensor>) -> Result<(Tensor, Tensor)> {

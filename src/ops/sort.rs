@@ -11,7 +11,7 @@ use crate::kernels::elementwise;
 use crate::kernels::sort::{self, Keys, Marks, SortInput, TopKPlan, Work};
 use crate::op::sort::Side;
 use crate::shape::{element_count, lanes, Lanes};
-use crate::tensor::Tensor;
+use crate::tensor::{Op, Tensor};
 
 fn expect_sortable(tensor: &Tensor, op: &'static str) -> Result<Keys> {
     element_count(op, tensor.shape())?;
@@ -59,6 +59,12 @@ impl Tensor {
     /// # Ok(()) }
     /// ```
     pub fn sort_with_indices(&self, axis: usize, descending: bool) -> Result<(Tensor, Tensor)> {
+        let (values, indices) = self.sorted_with_indices(axis, descending)?;
+        let values = Tensor::record_picks(self, values, &indices, axis)?;
+        Ok((values, indices))
+    }
+
+    fn sorted_with_indices(&self, axis: usize, descending: bool) -> Result<(Tensor, Tensor)> {
         const NAME: &str = "sort";
         let keys = expect_sortable(self, NAME)?;
         let view = lanes_along(self, NAME, axis)?;
@@ -98,6 +104,26 @@ impl Tensor {
     /// Cheaper than a sort where k is small against the axis: blocks of 2,048 are cut to k's next power of
     /// two in workgroup memory, and again, until one group per lane is left.
     pub fn top_k(&self, k: usize, axis: usize, largest: bool) -> Result<(Tensor, Tensor)> {
+        let (values, indices) = self.top_k_values(k, axis, largest)?;
+        let values = Tensor::record_picks(self, values, &indices, axis)?;
+        Ok((values, indices))
+    }
+
+    /// Records values picked from `x` along `axis` at `indices` (a sort's permutation, a top-k's picks): the
+    /// gradient goes back to where they came from.
+    fn record_picks(x: &Tensor, values: Tensor, indices: &Tensor, axis: usize) -> Result<Tensor> {
+        if !x.is_traced() {
+            return Ok(values);
+        }
+        let indices = indices.share();
+        Tensor::record(&[x], values, |nodes| Op::Sort {
+            x: nodes[0],
+            axis,
+            indices,
+        })
+    }
+
+    fn top_k_values(&self, k: usize, axis: usize, largest: bool) -> Result<(Tensor, Tensor)> {
         const NAME: &str = "top_k";
         let keys = expect_sortable(self, NAME)?;
         let view = lanes_along(self, NAME, axis)?;

@@ -9,7 +9,7 @@ use crate::op::matmul::Transpose;
 use crate::op::reduce::ReduceOp;
 use crate::op::window::{Conv1dOptions, Conv2dOptions, Padding};
 use crate::shape::window::Windows;
-use crate::tensor::Tensor;
+use crate::tensor::{Op, Tensor};
 
 fn shape_error(op: &'static str, message: String) -> Error {
     Error::Shape { op, message }
@@ -216,32 +216,36 @@ impl Tensor {
         shape: &[usize],
     ) -> Result<Tensor> {
         let out = self.output(op, shape, DType::F32)?;
-        if out.is_empty() {
-            return Ok(out);
+        if !out.is_empty() {
+            let (source, target) = (self.range()?, out.range()?);
+            self.with_runtime(|runtime| {
+                crate::kernels::window::patches(runtime, op, (source, target), windows, fill)
+            })?;
         }
-        let (source, target) = (self.range()?, out.range()?);
-        self.with_runtime(|runtime| {
-            crate::kernels::window::patches(runtime, op, (source, target), windows, fill)
-        })?;
-        Ok(out)
+        // The convolutions and pools are made of the patches and ops that record themselves, so that their
+        // gradients follow from these.
+        Tensor::record(&[self], out, |nodes| Op::Patches {
+            x: nodes[0],
+            windows: *windows,
+        })
     }
 
     /// The adjoint of [`Tensor::patches`]: this tensor (patches of `windows`, in any shape of their size)
     /// summed back onto the NHWC image they were read from.
     pub(crate) fn patches_adjoint(&self, op: &'static str, windows: &Windows) -> Result<Tensor> {
         let out = self.output(op, &windows.input_shape(), DType::F32)?;
-        if out.is_empty() {
-            return Ok(out);
-        }
         if self.is_empty() {
             out.fill_(0.0)?;
-            return Ok(out);
+        } else if !out.is_empty() {
+            let (source, target) = (self.range()?, out.range()?);
+            self.with_runtime(|runtime| {
+                crate::kernels::window::patches_adjoint(runtime, op, (source, target), windows)
+            })?;
         }
-        let (source, target) = (self.range()?, out.range()?);
-        self.with_runtime(|runtime| {
-            crate::kernels::window::patches_adjoint(runtime, op, (source, target), windows)
-        })?;
-        Ok(out)
+        Tensor::record(&[self], out, |nodes| Op::PatchesAdjoint {
+            x: nodes[0],
+            windows: *windows,
+        })
     }
 
     /// The 2-D convolution (TensorFlow's `conv2d`, a cross-correlation) of this NHWC image `[batch, height,
@@ -325,12 +329,17 @@ impl Tensor {
             &[positions, windows.taps(), windows.channels],
         )?;
         let [batch, _, _, channels] = windows.input_shape();
-        patches.reduce(ReduceOp::Max, Some(1))?.into_shape(&[
-            batch,
-            windows.output[0],
-            windows.output[1],
-            channels,
-        ])
+        let pooled = [batch, windows.output[0], windows.output[1], channels];
+        if !patches.is_traced() {
+            return patches.reduce(ReduceOp::Max, Some(1))?.into_shape(&pooled);
+        }
+        // Where traced, the maxima are taken at each window's first maximum, so that the gradient goes there.
+        let picks =
+            patches
+                .share()
+                .argmax(Some(1))?
+                .into_shape(&[positions, 1, windows.channels])?;
+        patches.take_along_axis(&picks, 1)?.reshape(&pooled)
     }
 
     /// Average pooling over `size` windows `stride` apart: each output the mean of the image elements its

@@ -12,6 +12,7 @@ mod checkpoint;
 mod counters;
 mod data;
 mod fit;
+mod gradient_tape;
 mod large_sizes;
 mod layering;
 mod lifecycle;

@@ -11,6 +11,10 @@ use crate::runtime::{BufferRange, Runtime, SharedRuntime};
 use crate::shape::element_count;
 pub use crate::shape::MAX_RANK;
 
+pub(crate) mod record;
+
+pub(crate) use record::{lock, Node, Op, SharedTape, Tape, Trace, Var};
+
 /// A row-major tensor (f32 unless made by an op that says otherwise) living in a session's pool.
 ///
 /// Dropping it returns its range to the pool. Once its session is closed, every use answers
@@ -31,7 +35,11 @@ pub use crate::shape::MAX_RANK;
 pub struct Tensor {
     session: Weak<SharedRuntime>,
     session_id: u64,
-    allocation: Option<Allocation>,
+    /// The pool range, shared by the handles of one value (a tape keeps the values it recorded this way): it
+    /// goes back to the pool when the last handle is dropped.
+    allocation: Option<Arc<Allocation>>,
+    /// The node this tensor is on a tape that records the ops on it, if any (see [`record`]).
+    trace: Option<Trace>,
     // Inline, so that making a tensor allocates nothing on the host beyond its pool range.
     dims: [usize; MAX_RANK],
     rank: u8,
@@ -79,7 +87,8 @@ impl Tensor {
         Ok(Tensor {
             session: Arc::downgrade(inner),
             session_id: inner.id(),
-            allocation: Some(allocation),
+            allocation: Some(Arc::new(allocation)),
+            trace: None,
             dims,
             rank: shape.len() as u8,
             dtype,
@@ -341,7 +350,8 @@ impl Tensor {
     /// kept: the data is copied on the device).
     pub fn reshape(&self, shape: &[usize]) -> Result<Tensor> {
         self.expect_reshape(shape)?;
-        self.copy_as("reshape", shape)
+        let value = self.copy_as("reshape", shape)?;
+        Tensor::record(&[self], value, |nodes| Op::Reshape { x: nodes[0] })
     }
 
     /// Errors unless `shape` holds as many elements as this tensor (and is a shape at all).
@@ -377,10 +387,49 @@ impl Tensor {
     /// ```
     pub fn into_shape(mut self, shape: &[usize]) -> Result<Tensor> {
         self.expect_reshape(shape)?;
+        // A traced tensor's new shape is recorded as a reshape of its node.
+        let traced = self.trace.take().map(|trace| self.share().traced(trace));
         self.dims = [0; MAX_RANK];
         self.dims[..shape.len()].copy_from_slice(shape);
         self.rank = shape.len() as u8;
-        Ok(self)
+        match traced {
+            Some(original) => {
+                Tensor::record(&[&original], self, |nodes| Op::Reshape { x: nodes[0] })
+            }
+            None => Ok(self),
+        }
+    }
+
+    /// Another handle of this tensor's data, untraced: what a tape keeps of the values it records. The data is
+    /// shared, not copied, and goes back to the pool when the last handle is dropped.
+    pub(crate) fn share(&self) -> Tensor {
+        Tensor {
+            session: Weak::clone(&self.session),
+            session_id: self.session_id,
+            allocation: self.allocation.clone(),
+            trace: None,
+            dims: self.dims,
+            rank: self.rank,
+            dtype: self.dtype,
+        }
+    }
+
+    /// The node this tensor is on a tape, if one was recorded for it.
+    pub(crate) fn trace(&self) -> Option<&Trace> {
+        self.trace.as_ref()
+    }
+
+    /// Another handle of this tensor, its data shared and its trace kept: the same value on a tape.
+    pub(crate) fn handle(&self) -> Tensor {
+        let mut handle = self.share();
+        handle.trace = self.trace.clone();
+        handle
+    }
+
+    /// This tensor as the node `trace` names.
+    pub(crate) fn traced(mut self, trace: Trace) -> Tensor {
+        self.trace = Some(trace);
+        self
     }
 
     /// A copy of this tensor, in the same session. Not `Clone`: a copy takes pool memory, and may fail.
@@ -495,7 +544,11 @@ impl Tensor {
 
 impl Drop for Tensor {
     fn drop(&mut self) {
-        if let (Some(allocation), Some(inner)) = (self.allocation.take(), self.session.upgrade()) {
+        // Only the last handle of a shared range gives it back.
+        if let (Some(allocation), Some(inner)) = (
+            self.allocation.take().and_then(Arc::into_inner),
+            self.session.upgrade(),
+        ) {
             inner.release(allocation);
         }
     }

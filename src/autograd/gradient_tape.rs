@@ -1,0 +1,159 @@
+//! A tape that the ops record on themselves: TensorFlow's `GradientTape` (and PyTorch's autograd) over the
+//! library's ops. A tensor the tape watches is traced; an op whose operand is traced records its node inside the
+//! op, and its result is traced in turn, so that each op is written once, as a [`Tensor`] method.
+
+use std::sync::{Arc, Mutex};
+
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::tensor::{lock, Op, SharedTape, Tape, Tensor, Trace, Var};
+
+use super::rules::refuse_without_rule;
+
+/// Records the ops on the tensors it watches, for [`GradientTape::gradient`].
+///
+/// [`GradientTape::watch`] gives a handle of a tensor (its data shared, not copied) that the tape traces. Every
+/// op with a traced operand records itself and returns a traced result; other ops record nothing and cost
+/// nothing more. The reverse walk uses the gradient rules of [`Tape`].
+///
+/// The tape owns the values it recorded; a traced tensor refers to its tape weakly, so dropping the tape lets
+/// them go (the tensors stay usable, as plain tensors). Like every tensor, the values hold no GPU memory past
+/// their session's close: a gradient asked for then is [`Error::SessionClosed`].
+///
+/// ```
+/// use wgcompute::{GradientTape, Session, SessionOptions};
+/// # fn main() -> wgcompute::Result<()> {
+/// let session = Session::open(SessionOptions::default())?;
+/// let tape = GradientTape::new();
+/// let x = tape.watch(&session.upload(&[1.0, 2.0, 3.0], &[3])?)?;
+/// let total = x.square()?.sum(None)?;
+/// let [dx] = tape.gradient(&total, &[&x])?.try_into().expect("one source");
+/// assert_eq!(dx.expect("x took part").to_vec()?, vec![2.0, 4.0, 6.0]);
+/// # Ok(()) }
+/// ```
+pub struct GradientTape {
+    shared: Arc<SharedTape>,
+}
+
+impl Default for GradientTape {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Debug for GradientTape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GradientTape")
+            .field("nodes", &self.len())
+            .finish()
+    }
+}
+
+impl GradientTape {
+    pub fn new() -> Self {
+        Self {
+            shared: Arc::new(Mutex::new(Self::recording())),
+        }
+    }
+
+    /// An empty recording that refuses, as it records them, the ops a gradient cannot flow through.
+    fn recording() -> Tape {
+        let mut tape = Tape::new();
+        tape.refuse = Some(refuse_without_rule);
+        tape
+    }
+
+    /// How many values the tape holds: watched tensors, constants and recorded results.
+    pub fn len(&self) -> usize {
+        lock(&self.shared).nodes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// `tensor` as a tensor this tape traces, a gradient flowing to it: a handle sharing its data (no copy).
+    /// Ops on the handle are recorded; ops on `tensor` itself are not, unless it is already traced. Watching a
+    /// value the tape already traces makes a gradient flow to it from the ops recorded after.
+    pub fn watch(&self, tensor: &Tensor) -> Result<Tensor> {
+        if tensor.dtype() != DType::F32 {
+            return Err(Error::DType {
+                op: "watch",
+                expected: DType::F32,
+                found: tensor.dtype(),
+            });
+        }
+        let mut tape = lock(&self.shared);
+        if let Some(node) = self.own_node(&tape, tensor) {
+            tape.nodes[node].wants_gradient = true;
+            return Ok(self.handle(&tape, tensor.share(), node));
+        }
+        let var = tape.push(tensor.share(), Op::Leaf, true);
+        Ok(self.handle(&tape, tensor.share(), var.index))
+    }
+
+    /// The gradients of `target` with respect to each of `sources` (watched tensors, or results recorded on
+    /// this tape), in their order; `None` for a source `target` does not depend on through recorded ops, and
+    /// for every source when the tape did not record `target`. A `target` of several elements is
+    /// differentiated as the sum of its elements, as TensorFlow's `GradientTape.gradient` does. The tape is
+    /// kept, so it may be asked again.
+    pub fn gradient(&self, target: &Tensor, sources: &[&Tensor]) -> Result<Vec<Option<Tensor>>> {
+        self.gradient_seeded(target, None, sources)
+    }
+
+    /// [`GradientTape::gradient`] with the gradient arriving at `target` given (of `target`'s shape; `None`
+    /// is all ones): a vector-Jacobian product, TensorFlow's `output_gradients`.
+    pub fn gradient_seeded(
+        &self,
+        target: &Tensor,
+        output_gradient: Option<&Tensor>,
+        sources: &[&Tensor],
+    ) -> Result<Vec<Option<Tensor>>> {
+        // The walk runs with the tape locked: its ops read untraced values only, so none records.
+        let seed = output_gradient.map(Tensor::share);
+        let tape = lock(&self.shared);
+        let mut found: Vec<Option<Tensor>> = sources.iter().map(|_| None).collect();
+        let Some(output) = self.own_node(&tape, target) else {
+            return Ok(found);
+        };
+        let asked: Vec<(usize, Var)> = sources
+            .iter()
+            .enumerate()
+            .filter_map(|(position, source)| {
+                self.own_node(&tape, source)
+                    .map(|node| (position, tape.var_at(node)))
+            })
+            .collect();
+        let vars: Vec<Var> = asked.iter().map(|&(_, var)| var).collect();
+        let gradients = tape.gradient_seeded(tape.var_at(output), seed.as_ref(), &vars)?;
+        for ((position, _), gradient) in asked.into_iter().zip(gradients) {
+            found[position] = gradient;
+        }
+        Ok(found)
+    }
+
+    /// Forgets everything recorded, letting go of the values; the tensors it traced are plain tensors from now
+    /// on, and the tape records afresh.
+    pub fn reset(&self) {
+        // A new recording, with a new id, so that no trace from before names one of its nodes.
+        let old = std::mem::replace(&mut *lock(&self.shared), Self::recording());
+        // The values go back to the pool outside the lock.
+        drop(old);
+    }
+
+    /// The node `tensor` is on this tape, if the tape traces it.
+    fn own_node(&self, tape: &Tape, tensor: &Tensor) -> Option<usize> {
+        let trace = tensor.trace()?;
+        std::ptr::eq(trace.tape.as_ptr(), Arc::as_ptr(&self.shared))
+            .then(|| tape.traced_node(trace))
+            .flatten()
+    }
+
+    fn handle(&self, tape: &Tape, value: Tensor, node: usize) -> Tensor {
+        value.traced(Trace {
+            tape: Arc::downgrade(&self.shared),
+            id: tape.id,
+            node,
+        })
+    }
+}
