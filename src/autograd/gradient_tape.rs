@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::tensor::{lock, Op, SharedTape, Tape, Tensor, Trace, Var};
+use crate::tensor::{lock, Op, Recording, SharedTape, Tape, Tensor, Trace, Var};
 
 use super::rules::refuse_without_rule;
 
@@ -132,13 +132,85 @@ impl GradientTape {
         Ok(found)
     }
 
+    /// [`GradientTape::gradient_seeded`] once: the walk lets go of each value as soon as it has passed it, so
+    /// its peak memory is lower, and the tape is left empty, as after [`GradientTape::reset`]. What a tape asked
+    /// only once needs (TensorFlow's tape that is not persistent).
+    pub fn take_gradient(
+        &self,
+        target: &Tensor,
+        output_gradient: Option<&Tensor>,
+        sources: &[&Tensor],
+    ) -> Result<Vec<Option<Tensor>>> {
+        let seed = output_gradient.map(Tensor::share);
+        let mut found: Vec<Option<Tensor>> = sources.iter().map(|_| None).collect();
+        let (recorded, output, asked) = {
+            let mut tape = lock(&self.shared);
+            let output = self.own_node(&tape, target);
+            let asked: Vec<(usize, Var)> = sources
+                .iter()
+                .enumerate()
+                .filter_map(|(position, source)| {
+                    self.own_node(&tape, source)
+                        .map(|node| (position, tape.var_at(node)))
+                })
+                .collect();
+            let output = output.map(|node| tape.var_at(node));
+            let fresh = self.fresh(&tape);
+            (std::mem::replace(&mut *tape, fresh), output, asked)
+        };
+        // The walk runs outside the lock, on the recording alone: the tape records afresh meanwhile.
+        let Some(output) = output else {
+            return Ok(found);
+        };
+        let vars: Vec<Var> = asked.iter().map(|&(_, var)| var).collect();
+        let gradients = recorded.into_gradient(output, seed.as_ref(), &vars)?;
+        for ((position, _), gradient) in asked.into_iter().zip(gradients) {
+            found[position] = gradient;
+        }
+        Ok(found)
+    }
+
     /// Forgets everything recorded, letting go of the values; the tensors it traced are plain tensors from now
-    /// on, and the tape records afresh.
+    /// on, and the tape records afresh, where it recorded before.
     pub fn reset(&self) {
-        // A new recording, with a new id, so that no trace from before names one of its nodes.
-        let old = std::mem::replace(&mut *lock(&self.shared), Self::recording());
+        let old = {
+            let mut tape = lock(&self.shared);
+            let fresh = self.fresh(&tape);
+            std::mem::replace(&mut *tape, fresh)
+        };
         // The values go back to the pool outside the lock.
         drop(old);
+    }
+
+    /// Records on every thread (as a new tape does).
+    pub fn record_everywhere(&self) {
+        lock(&self.shared).recording = Recording::Everywhere;
+    }
+
+    /// Records on the calling thread only, as TensorFlow's tape records on the thread that entered it: on any
+    /// other, an op on a traced tensor runs as on a plain one.
+    pub fn record_on_this_thread(&self) {
+        lock(&self.shared).recording = Recording::OnThread(std::thread::current().id());
+    }
+
+    /// Records nothing until [`GradientTape::record_everywhere`] or [`GradientTape::record_on_this_thread`]:
+    /// an op on a traced tensor meanwhile runs as on a plain one, its result untraced (TensorFlow's
+    /// `stop_recording`). Watching and gradients still work.
+    pub fn stop_recording(&self) {
+        lock(&self.shared).recording = Recording::Paused;
+    }
+
+    /// Whether an op on a traced tensor, run on this thread now, is recorded.
+    pub fn is_recording(&self) -> bool {
+        lock(&self.shared).recording.here()
+    }
+
+    /// An empty recording, with a new id (so that no trace from before names one of its nodes), recording
+    /// where `old` did.
+    fn fresh(&self, old: &Tape) -> Tape {
+        let mut tape = Self::recording();
+        tape.recording = old.recording;
+        tape
     }
 
     /// The node `tensor` is on this tape, if the tape traces it.

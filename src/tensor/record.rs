@@ -237,10 +237,34 @@ pub struct Tape {
     /// What refuses an op a gradient would flow through but no rule can carry (a max, say), at once rather than
     /// at the walk: the gradient rules' own answer, which live above the ops (`autograd` sets it).
     pub(crate) refuse: Option<Refusal>,
+    /// Where the ops on traced tensors record: TensorFlow's tape records on the thread that entered it, and not
+    /// inside `stop_recording`.
+    pub(crate) recording: Recording,
 }
 
 /// Errors for an op whose gradient the tape cannot compute.
 pub(crate) type Refusal = fn(&Op) -> Result<()>;
+
+/// Where a tape records the ops on the tensors it traces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Recording {
+    /// On every thread.
+    Everywhere,
+    /// On this thread only; elsewhere an op on a traced tensor runs as on a plain one.
+    OnThread(std::thread::ThreadId),
+    /// Nowhere, for now.
+    Paused,
+}
+
+impl Recording {
+    pub(crate) fn here(self) -> bool {
+        match self {
+            Recording::Everywhere => true,
+            Recording::OnThread(thread) => thread == std::thread::current().id(),
+            Recording::Paused => false,
+        }
+    }
+}
 
 static NEXT_TAPE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
@@ -256,6 +280,7 @@ impl Tape {
             nodes: Vec::new(),
             id: NEXT_TAPE.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             refuse: None,
+            recording: Recording::Everywhere,
         }
     }
 
@@ -424,6 +449,9 @@ impl Tensor {
             return Ok(value);
         };
         let mut tape = lock(&cell);
+        if !tape.recording.here() {
+            return Ok(value);
+        }
         let nodes: Vec<usize> = operands
             .iter()
             .map(|operand| tape.operand_node(&cell, operand))

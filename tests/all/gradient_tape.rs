@@ -726,3 +726,85 @@ fn what_a_gradient_cannot_flow_through_is_refused(backend: &Backend) {
     // The session still works.
     assert_eq!(x.sum(None).expect("sum").item().expect("item"), 10.0);
 }
+
+per_backend!(a_tape_records_where_it_is_told_to);
+fn a_tape_records_where_it_is_told_to(backend: &Backend) {
+    let session = backend.open();
+    let tape = GradientTape::new();
+    let x = tape
+        .watch(&session.upload(&[0.5, -1.0], &[2]).expect("upload"))
+        .expect("watch");
+    assert!(tape.is_recording());
+    tape.stop_recording();
+    assert!(!tape.is_recording());
+    let paused = x.exp().expect("exp");
+    assert!(
+        !paused.is_traced() && tape.len() == 1,
+        "nothing recorded while stopped"
+    );
+    tape.record_everywhere();
+    assert!(x.exp().expect("exp").is_traced());
+    tape.record_on_this_thread();
+    let recorded = tape.len();
+    let elsewhere = std::thread::scope(|scope| {
+        scope
+            .spawn(|| x.exp().expect("exp on another thread"))
+            .join()
+            .expect("the thread")
+    });
+    assert!(
+        !elsewhere.is_traced(),
+        "another thread's op is not recorded"
+    );
+    assert_eq!(tape.len(), recorded);
+    assert_eq!(
+        elsewhere.to_vec().expect("read"),
+        x.exp().expect("exp").to_vec().expect("read")
+    );
+    let here = x.square().expect("square");
+    assert!(here.is_traced() && tape.len() > recorded);
+    let [dx] = tape
+        .gradient(&here, &[&x])
+        .expect("gradient")
+        .try_into()
+        .expect("one");
+    assert_eq!(dx.expect("x").to_vec().expect("read"), vec![1.0, -2.0]);
+}
+
+per_backend!(a_gradient_taken_once_lets_go_of_the_tape);
+fn a_gradient_taken_once_lets_go_of_the_tape(backend: &Backend) {
+    let mut rng = Rng::fresh("gradient taken once");
+    let session = backend.poisoned();
+    let in_use = |session: &Session| session.memory_stats().expect("stats").in_use;
+    let w = session.upload(&rng.vec(12, -1.0, 1.0), &[4, 3]).expect("w");
+    let x = session.upload(&rng.vec(20, -1.0, 1.0), &[5, 4]).expect("x");
+    let before = in_use(&session);
+    let tape = GradientTape::new();
+    let watched = tape.watch(&w).expect("watch");
+    let cost = x
+        .matmul(&watched)
+        .and_then(|y| y.tanh())
+        .and_then(|y| y.square())
+        .and_then(|y| y.mean(None))
+        .expect("ops");
+    let kept = tape.gradient(&cost, &[&watched]).expect("gradient");
+    let taken = tape
+        .take_gradient(&cost, None, &[&watched, &x])
+        .expect("take");
+    assert_eq!(
+        read(&taken[0], "taken").len(),
+        12,
+        "the gradient of the watched weights"
+    );
+    assert_eq!(read(&taken[0], "taken"), read(&kept[0], "kept"));
+    assert!(taken[1].is_none(), "x was not watched");
+    assert!(tape.is_empty(), "the recording was let go");
+    // Asked again, the tape no longer knows the target.
+    assert!(tape.gradient(&cost, &[&watched]).expect("again")[0].is_none());
+    drop((kept, taken, cost, watched));
+    assert_eq!(
+        in_use(&session),
+        before,
+        "every value went back to the pool"
+    );
+}
