@@ -128,7 +128,8 @@ impl Loss {
         y_pred: &Arc<Tensor>,
         reduction: LossReduction,
     ) -> Result<Tensor> {
-        self.compute(y_true, y_pred, reduction)
+        // Untraced handles: a metric records nothing, even of tensors a tape traces.
+        self.compute(&y_true.share(), &y_pred.share(), reduction)
     }
 
     fn check(self) -> Result<()> {

@@ -6,9 +6,36 @@
 use std::sync::{Arc, Mutex};
 
 use crate::error::Result;
-use crate::tensor::{lock, Tape, Tensor, Trace, Var};
+use crate::tensor::{lock, Refusal, SharedTape, Tape, Tensor, Trace, Var};
 
 use super::rules::refuse_without_rule;
+
+/// A tape's recording moved behind a lock, put back when dropped.
+struct Restore<'a> {
+    tape: &'a mut Tape,
+    shared: Arc<SharedTape>,
+    refuse: Option<Refusal>,
+}
+
+impl<'a> Restore<'a> {
+    fn new(tape: &'a mut Tape) -> Self {
+        let refuse = tape.refuse;
+        let mut recording = std::mem::take(tape);
+        recording.refuse = Some(refuse_without_rule);
+        Restore {
+            tape,
+            shared: Arc::new(Mutex::new(recording)),
+            refuse,
+        }
+    }
+}
+
+impl Drop for Restore<'_> {
+    fn drop(&mut self) {
+        *self.tape = std::mem::take(&mut *lock(&self.shared));
+        self.tape.refuse = self.refuse;
+    }
+}
 
 impl Tape {
     /// Runs `op` on traced handles of `inputs`' values and gives back the variables of the tensors it returns:
@@ -23,18 +50,15 @@ impl Tape {
             .iter()
             .map(|&var| Ok(self.node(var)?.value.share()))
             .collect::<Result<Vec<Tensor>>>()?;
-        // The recording moves behind a lock for the ops to reach, and back whatever `op` gives.
-        let refuse = self.refuse;
-        let mut recording = std::mem::take(self);
-        recording.refuse = Some(refuse_without_rule);
-        let shared = Arc::new(Mutex::new(recording));
-        let id = lock(&shared).id;
+        // The recording moves behind a lock for the ops to reach, and back whatever `op` gives (or if it panics).
+        let restore = Restore::new(self);
+        let id = lock(&restore.shared).id;
         let handles: Vec<Tensor> = values
             .into_iter()
             .zip(inputs)
             .map(|(value, var)| {
                 value.traced(Trace {
-                    tape: Arc::downgrade(&shared),
+                    tape: Arc::downgrade(&restore.shared),
                     id,
                     node: var.index,
                 })
@@ -42,8 +66,8 @@ impl Tape {
             .collect();
         let results = op(&handles);
         drop(handles);
-        *self = std::mem::take(&mut *lock(&shared));
-        self.refuse = refuse;
+        let shared = Arc::clone(&restore.shared);
+        drop(restore);
         let results = results?;
         Ok(results
             .into_iter()

@@ -633,23 +633,9 @@ impl Tensor {
         match mode {
             PadMode::Constant(value) => {
                 let out = self.output(NAME, &out_shape, self.dtype())?;
-                if out.is_empty() {
-                    return Ok(out);
+                if !out.is_empty() {
+                    self.write_padded(&out, value, widths)?;
                 }
-                out.fill_(value)?;
-                let strides = contiguous_strides(&out_shape);
-                let offset = widths
-                    .iter()
-                    .zip(&strides)
-                    .map(|(&(before, _), stride)| before * stride)
-                    .sum();
-                self.copy_strided(
-                    NAME,
-                    (0, &contiguous_strides(self.shape())),
-                    &out,
-                    (offset, &strides),
-                    self.shape(),
-                )?;
                 Tensor::record(&[self], out, |nodes| Op::PadConstant {
                     x: nodes[0],
                     widths: widths.to_vec(),
@@ -674,6 +660,26 @@ impl Tensor {
                 }
             }
         }
+    }
+
+    /// Writes `out` (this tensor's shape padded by `widths`, at least one element): `value` everywhere, then this
+    /// tensor inside the border, in two passes.
+    fn write_padded(&self, out: &Tensor, value: f32, widths: &[(usize, usize)]) -> Result<()> {
+        const NAME: &str = "pad";
+        out.fill_(value)?;
+        let strides = contiguous_strides(out.shape());
+        let offset = widths
+            .iter()
+            .zip(&strides)
+            .map(|(&(before, _), stride)| before * stride)
+            .sum();
+        self.copy_strided(
+            NAME,
+            (0, &contiguous_strides(self.shape())),
+            out,
+            (offset, &strides),
+            self.shape(),
+        )
     }
 
     /// The entries at `sources` along `axis` of this tensor seen as `shape`, in that order, in row-major order

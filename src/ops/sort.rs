@@ -94,7 +94,9 @@ impl Tensor {
 
     /// The indices along `axis` that sort the elements, stably (see [`Tensor::sort_with_indices`]), as u32.
     pub fn argsort(&self, axis: usize, descending: bool) -> Result<Tensor> {
-        self.sort_with_indices(axis, descending)
+        // Integer indices carry no gradient: nothing is recorded, even of a traced tensor.
+        self.share()
+            .sort_with_indices(axis, descending)
             .map(|(_, indices)| indices)
     }
 

@@ -13,7 +13,7 @@ pub use crate::shape::MAX_RANK;
 
 pub(crate) mod record;
 
-pub(crate) use record::{lock, Node, Op, Recording, SharedTape, Tape, Trace, Var};
+pub(crate) use record::{lock, Node, Op, Recording, Refusal, SharedTape, Tape, Trace, Var};
 
 /// A row-major tensor (f32 unless made by an op that says otherwise) living in a session's pool.
 ///
@@ -433,8 +433,15 @@ impl Tensor {
     }
 
     /// A copy of this tensor, in the same session. Not `Clone`: a copy takes pool memory, and may fail.
+    ///
+    /// Recorded where a tape traces this tensor: the copy's gradient is the copy's.
     pub fn try_clone(&self) -> Result<Tensor> {
-        self.copy_as("try_clone", self.shape())
+        let value = self.copy_as("try_clone", self.shape())?;
+        Tensor::record(&[self], value, |nodes| Op::Unary {
+            op: crate::op::elementwise::UnaryOp::Copy,
+            x: nodes[0],
+            scalar: 0.0,
+        })
     }
 
     fn copy_as(&self, op: &'static str, shape: &[usize]) -> Result<Tensor> {

@@ -415,43 +415,56 @@ impl Tape {
 }
 
 impl Tensor {
-    /// The live tape tracing this tensor, if any.
-    pub(crate) fn tracing_tape(&self) -> Option<Arc<SharedTape>> {
-        self.trace.as_ref().and_then(|trace| trace.tape.upgrade())
-    }
-
-    /// Whether a live tape traces this tensor: an op on it is recorded.
-    pub fn is_traced(&self) -> bool {
-        self.tracing_tape().is_some()
-    }
-
-    /// Whether a gradient would flow to this tensor through a recorded op: it is watched, or computed from a
-    /// watched tensor, on a live tape.
-    pub fn wants_gradient(&self) -> bool {
-        let (Some(trace), Some(cell)) = (&self.trace, self.tracing_tape()) else {
-            return false;
+    /// The tape that records the ops on this tensor now, and its node there: a live tape, recording on this
+    /// thread, whose current recording this tensor's trace names (one from before a reset names none).
+    fn recording_node(&self) -> Option<(Arc<SharedTape>, usize)> {
+        let trace = self.trace.as_ref()?;
+        let cell = trace.tape.upgrade()?;
+        let node = {
+            let tape = lock(&cell);
+            if !tape.recording.here() {
+                return None;
+            }
+            tape.traced_node(trace)?
         };
-        let tape = lock(&cell);
-        tape.traced_node(trace)
-            .is_some_and(|node| tape.nodes[node].wants_gradient)
+        Some((cell, node))
     }
 
-    /// Records `value`, which an op computed from `operands`, on the live tape tracing one of them (the first
-    /// such operand's tape: one tape records an op), as the node `op(operand nodes)` makes; an operand the
-    /// tape does not trace becomes a constant. Without such a tape `value` is returned as it is: an op records
-    /// nothing, and costs nothing more, when no operand is traced.
+    /// Whether an op on this tensor, run now on this thread, is recorded: a live tape traces it, records here,
+    /// and has not been reset since.
+    pub fn is_traced(&self) -> bool {
+        self.recording_node().is_some()
+    }
+
+    /// Whether a gradient would flow to this tensor through an op recorded now: it is watched, or computed from
+    /// a watched tensor, on a tape that records it (see [`Tensor::is_traced`]).
+    pub fn wants_gradient(&self) -> bool {
+        self.recording_node().is_some_and(|(cell, node)| {
+            lock(&cell)
+                .nodes
+                .get(node)
+                .is_some_and(|n| n.wants_gradient)
+        })
+    }
+
+    /// Records `value`, which an op computed from `operands`, on the tape that records the first of them it
+    /// traces (one tape records an op: see [`Tensor::is_traced`]), as the node `op(operand nodes)` makes; an
+    /// operand that tape does not trace becomes a constant. Without such a tape `value` is returned as it is:
+    /// an op records nothing, and costs one check per operand more, when no operand is traced. An op a gradient
+    /// would flow through but the tape's rules cannot carry is refused, and leaves the tape as it was.
     pub(crate) fn record(
         operands: &[&Tensor],
         value: Tensor,
         op: impl FnOnce(&[usize]) -> Op,
     ) -> Result<Tensor> {
-        let Some(cell) = operands.iter().find_map(|operand| operand.tracing_tape()) else {
+        let Some(cell) = operands
+            .iter()
+            .find_map(|operand| operand.recording_node().map(|(cell, _)| cell))
+        else {
             return Ok(value);
         };
         let mut tape = lock(&cell);
-        if !tape.recording.here() {
-            return Ok(value);
-        }
+        let before = tape.nodes.len();
         let nodes: Vec<usize> = operands
             .iter()
             .map(|operand| tape.operand_node(&cell, operand))
@@ -459,7 +472,11 @@ impl Tensor {
         let wants = nodes.iter().any(|&node| tape.nodes[node].wants_gradient);
         let op = op(&nodes);
         if let (true, Some(refuse)) = (wants, tape.refuse) {
-            refuse(&op)?;
+            if let Err(error) = refuse(&op) {
+                // The constants pushed for its operands go too.
+                tape.nodes.truncate(before);
+                return Err(error);
+            }
         }
         let var = tape.push(value.share(), op, wants);
         let trace = Trace {

@@ -659,8 +659,11 @@ fn a_tape_lets_go_of_its_values_when_dropped_or_reset(backend: &Backend) {
     let old = watched.square().expect("square");
     tape.reset();
     assert!(tape.is_empty());
-    // A handle from before the reset is no node of the new recording: its gradient is None.
+    // A handle from before the reset is a plain tensor now: an op on it records nothing, and it has no gradient.
+    assert!(!old.is_traced() && !old.wants_gradient());
     let later = old.exp().expect("exp");
+    assert!(!later.is_traced());
+    assert!(tape.is_empty(), "nothing was recorded after the reset");
     let [none] = tape
         .gradient(&later, &[&old])
         .expect("gradient")
@@ -668,7 +671,6 @@ fn a_tape_lets_go_of_its_values_when_dropped_or_reset(backend: &Backend) {
         .expect("one");
     assert!(none.is_none());
     drop((watched, old, later));
-    tape.reset();
     assert_eq!(
         in_use(&session),
         before,
