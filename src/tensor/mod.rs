@@ -17,7 +17,8 @@ pub(crate) use record::{lock, Node, Op, Recording, Refusal, SharedTape, Tape, Tr
 
 /// A row-major tensor (f32 unless made by an op that says otherwise) living in a session's pool.
 ///
-/// Dropping it returns its range to the pool. Once its session is closed, every use answers
+/// Dropping it returns its range to the pool (the last handle's drop, where a tape shares the value: see
+/// [`GradientTape`](crate::GradientTape)). Once its session is closed, every use answers
 /// [`Error::SessionClosed`] and dropping it does nothing.
 ///
 /// ```

@@ -349,7 +349,7 @@ impl Tape {
         self.push_shared(Arc::clone(value), Op::Leaf, false, false)
     }
 
-    /// A parameter shared with its owner; [`Gradients::of`](super::Gradients::of) finds its gradient by this `Arc`.
+    /// A parameter shared with its owner; [`Gradients::of`](crate::Gradients::of) finds its gradient by this `Arc`.
     pub fn param(&mut self, value: &Arc<Tensor>) -> Var {
         if let Some(index) = self
             .nodes
