@@ -112,24 +112,12 @@ impl GradientTape {
         // The walk runs with the tape locked: its ops read untraced values only, so none records.
         let seed = output_gradient.map(Tensor::share);
         let tape = lock(&self.shared);
-        let mut found: Vec<Option<Tensor>> = sources.iter().map(|_| None).collect();
-        let Some(output) = self.own_node(&tape, target) else {
-            return Ok(found);
-        };
-        let asked: Vec<(usize, Var)> = sources
-            .iter()
-            .enumerate()
-            .filter_map(|(position, source)| {
-                self.own_node(&tape, source)
-                    .map(|node| (position, tape.var_at(node)))
-            })
-            .collect();
-        let vars: Vec<Var> = asked.iter().map(|&(_, var)| var).collect();
-        let gradients = tape.gradient_seeded(tape.var_at(output), seed.as_ref(), &vars)?;
-        for ((position, _), gradient) in asked.into_iter().zip(gradients) {
-            found[position] = gradient;
-        }
-        Ok(found)
+        let (output, asked) = self.nodes_of(&tape, target, sources);
+        placed(
+            sources.len(),
+            output.map(|output| (output, asked)),
+            |output, vars| tape.gradient_seeded(output, seed.as_ref(), vars),
+        )
     }
 
     /// [`GradientTape::gradient_seeded`] once: the walk lets go of each value as soon as it has passed it, so
@@ -142,32 +130,18 @@ impl GradientTape {
         sources: &[&Tensor],
     ) -> Result<Vec<Option<Tensor>>> {
         let seed = output_gradient.map(Tensor::share);
-        let mut found: Vec<Option<Tensor>> = sources.iter().map(|_| None).collect();
         let (recorded, output, asked) = {
             let mut tape = lock(&self.shared);
-            let output = self.own_node(&tape, target);
-            let asked: Vec<(usize, Var)> = sources
-                .iter()
-                .enumerate()
-                .filter_map(|(position, source)| {
-                    self.own_node(&tape, source)
-                        .map(|node| (position, tape.var_at(node)))
-                })
-                .collect();
-            let output = output.map(|node| tape.var_at(node));
-            let fresh = self.fresh(&tape);
+            let (output, asked) = self.nodes_of(&tape, target, sources);
+            let fresh = Self::fresh(&tape);
             (std::mem::replace(&mut *tape, fresh), output, asked)
         };
         // The walk runs outside the lock, on the recording alone: the tape records afresh meanwhile.
-        let Some(output) = output else {
-            return Ok(found);
-        };
-        let vars: Vec<Var> = asked.iter().map(|&(_, var)| var).collect();
-        let gradients = recorded.into_gradient(output, seed.as_ref(), &vars)?;
-        for ((position, _), gradient) in asked.into_iter().zip(gradients) {
-            found[position] = gradient;
-        }
-        Ok(found)
+        placed(
+            sources.len(),
+            output.map(|output| (output, asked)),
+            |output, vars| recorded.into_gradient(output, seed.as_ref(), vars),
+        )
     }
 
     /// Forgets everything recorded, letting go of the values; the tensors it traced are plain tensors from now
@@ -175,7 +149,7 @@ impl GradientTape {
     pub fn reset(&self) {
         let old = {
             let mut tape = lock(&self.shared);
-            let fresh = self.fresh(&tape);
+            let fresh = Self::fresh(&tape);
             std::mem::replace(&mut *tape, fresh)
         };
         // The values go back to the pool outside the lock.
@@ -207,10 +181,26 @@ impl GradientTape {
 
     /// An empty recording, with a new id (so that no trace from before names one of its nodes), recording
     /// where `old` did.
-    fn fresh(&self, old: &Tape) -> Tape {
+    fn fresh(old: &Tape) -> Tape {
         let mut tape = Self::recording();
         tape.recording = old.recording;
         tape
+    }
+
+    /// The variables of `target` and of those `sources` this tape traces, each with its position among them.
+    fn nodes_of(
+        &self,
+        tape: &Tape,
+        target: &Tensor,
+        sources: &[&Tensor],
+    ) -> (Option<Var>, Vec<(usize, Var)>) {
+        let var = |tensor: &Tensor| self.own_node(tape, tensor).map(|node| tape.var_at(node));
+        let asked = sources
+            .iter()
+            .enumerate()
+            .filter_map(|(position, source)| var(source).map(|var| (position, var)))
+            .collect();
+        (var(target), asked)
     }
 
     /// The node `tensor` is on this tape, if the tape traces it.
@@ -228,4 +218,22 @@ impl GradientTape {
             node,
         })
     }
+}
+
+/// The gradients a `walk` from the target's variable gives for the `asked` sources, each at its position
+/// among `count` sources; `None` for the others, and for all when the tape did not record the target.
+fn placed(
+    count: usize,
+    asked: Option<(Var, Vec<(usize, Var)>)>,
+    walk: impl FnOnce(Var, &[Var]) -> Result<Vec<Option<Tensor>>>,
+) -> Result<Vec<Option<Tensor>>> {
+    let mut found: Vec<Option<Tensor>> = (0..count).map(|_| None).collect();
+    let Some((output, asked)) = asked else {
+        return Ok(found);
+    };
+    let vars: Vec<Var> = asked.iter().map(|&(_, var)| var).collect();
+    for ((position, _), gradient) in asked.into_iter().zip(walk(output, &vars)?) {
+        found[position] = gradient;
+    }
+    Ok(found)
 }

@@ -649,8 +649,10 @@ impl Tensor {
     pub fn roll(&self, shift: i64, axis: Option<usize>) -> Result<Tensor> {
         let Some(axis) = axis else {
             // Recorded as its three ops where traced.
-            let flat = self.reshape(&[self.len()])?;
-            return flat.roll(shift, Some(0))?.into_shape(self.shape());
+            return self
+                .view_as(&[self.len()])?
+                .roll(shift, Some(0))?
+                .into_shape(self.shape());
         };
         let value = self.rolled(shift, axis)?;
         Tensor::record(&[self], value, |nodes| Op::Roll {

@@ -373,34 +373,15 @@ impl Tensor {
 
     /// The tensors, all of one shape, joined along a new axis at `axis` (from 0 to their rank): one pass each.
     pub fn stack(parts: &[&Tensor], axis: usize) -> Result<Tensor> {
-        const NAME: &str = "stack";
         let out_shape = Tensor::stack_shape(parts, axis)?;
-        if parts.iter().any(|part| part.is_traced()) {
-            // Recorded as each part given its new axis, joined.
-            let mut part_shape = out_shape;
-            part_shape[axis] = 1;
-            let expanded = parts
-                .iter()
-                .map(|part| part.reshape(&part_shape))
-                .collect::<Result<Vec<_>>>()?;
-            return Tensor::concat(&expanded.iter().collect::<Vec<_>>(), axis);
-        }
-        let first = parts[0];
-        let shape = first.shape();
-        let out = first.output(NAME, &out_shape, first.dtype())?;
-        let mut out_strides = contiguous_strides(&out_shape);
-        let step = out_strides.remove(axis);
-        let part_strides = contiguous_strides(shape);
-        for (index, part) in parts.iter().enumerate() {
-            part.copy_strided(
-                NAME,
-                (0, &part_strides),
-                &out,
-                (index * step, &out_strides),
-                shape,
-            )?;
-        }
-        Ok(out)
+        // Each part given its new axis (a view), joined: one pass each.
+        let mut part_shape = out_shape;
+        part_shape[axis] = 1;
+        let expanded = parts
+            .iter()
+            .map(|part| part.view_as(&part_shape))
+            .collect::<Result<Vec<_>>>()?;
+        Tensor::concat(&expanded.iter().collect::<Vec<_>>(), axis)
     }
 
     /// The shape [`Tensor::stack`] gives, checked: at least one part, all of one session, dtype and shape.
@@ -443,31 +424,11 @@ impl Tensor {
         const NAME: &str = "unstack";
         let shape = self.shape();
         expect_axis(NAME, shape, axis)?;
-        if self.is_traced() {
-            // Recorded as a narrow and a reshape per slice.
-            let mut part_shape = shape.to_vec();
-            part_shape.remove(axis);
-            return (0..shape[axis])
-                .map(|index| self.narrow(axis, index, 1)?.reshape(&part_shape))
-                .collect();
-        }
-        let mut strides = contiguous_strides(shape);
-        let step = strides.remove(axis);
+        // A narrow per slice (one pass each), its axis dropped.
         let mut part_shape = shape.to_vec();
         part_shape.remove(axis);
-        let part_strides = contiguous_strides(&part_shape);
         (0..shape[axis])
-            .map(|index| {
-                let part = self.output(NAME, &part_shape, self.dtype())?;
-                self.copy_strided(
-                    NAME,
-                    (index * step, &strides),
-                    &part,
-                    (0, &part_strides),
-                    &part_shape,
-                )?;
-                Ok(part)
-            })
+            .map(|index| self.narrow(axis, index, 1)?.into_shape(&part_shape))
             .collect()
     }
 
@@ -497,30 +458,12 @@ impl Tensor {
 
     /// The tensors' elements joined in one axis, each flattened (the Array API's `concat` with `axis=None`).
     pub fn concat_flat(parts: &[&Tensor]) -> Result<Tensor> {
-        const NAME: &str = "concat";
-        let Some(first) = parts.first() else {
-            return Err(shape_error(NAME, "needs at least one tensor".to_string()));
-        };
-        if parts.iter().any(|part| part.is_traced()) {
-            // Recorded as each part flattened, joined.
-            let flat = parts
-                .iter()
-                .map(|part| part.reshape(&[part.len()]))
-                .collect::<Result<Vec<_>>>()?;
-            return Tensor::concat(&flat.iter().collect::<Vec<_>>(), 0);
-        }
-        for part in parts {
-            first.expect_same_session(NAME, part)?;
-            part.expect_dtype(NAME, first.dtype())?;
-        }
-        let total: usize = parts.iter().map(|part| part.len()).sum();
-        let out = first.output(NAME, &[total], first.dtype())?;
-        let mut start = 0;
-        for part in parts {
-            part.copy_strided(NAME, (0, &[1]), &out, (start, &[1]), &[part.len()])?;
-            start += part.len();
-        }
-        Ok(out)
+        // Each part flattened (a view), joined: one pass each; `concat` checks the parts (at least one).
+        let flat = parts
+            .iter()
+            .map(|part| part.view_as(&[part.len()]))
+            .collect::<Result<Vec<_>>>()?;
+        Tensor::concat(&flat.iter().collect::<Vec<_>>(), 0)
     }
 
     /// This tensor repeated `reps[i]` times along axis i (`numpy.tile`; `reps` and the shape aligned at the
@@ -530,48 +473,25 @@ impl Tensor {
         let (shape, reps) = tiled_shape(self.shape(), reps);
         let out_shape: Vec<usize> = shape.iter().zip(&reps).map(|(a, b)| a * b).collect();
         element_count(NAME, &out_shape)?;
-        if self.is_traced() {
-            // Recorded as a broadcast per tiled axis, whose gradient sums the copies.
-            let mut shape = shape;
-            let mut current: Option<Tensor> = None;
-            for axis in 0..shape.len() {
-                if reps[axis] == 1 {
-                    continue;
-                }
-                let source = current.as_ref().unwrap_or(self);
-                let outer: usize = shape[..axis].iter().product();
-                let block: usize = shape[axis..].iter().product();
-                let copies = source
-                    .reshape(&[outer, 1, block])?
-                    .broadcast_to(&[outer, reps[axis], block])?;
-                shape[axis] *= reps[axis];
-                current = Some(copies.reshape(&shape)?);
-            }
-            return current.as_ref().unwrap_or(self).reshape(&out_shape);
-        }
+        // A broadcast per tiled axis, [outer, 1, block] to [outer, reps, block]: one pass each, whose gradient
+        // sums the copies.
+        let mut shape = shape;
         let mut current: Option<Tensor> = None;
-        let mut current_shape = shape.clone();
         for axis in 0..shape.len() {
             if reps[axis] == 1 {
                 continue;
             }
             let source = current.as_ref().unwrap_or(self);
-            let outer: usize = current_shape[..axis].iter().product();
-            let block: usize = current_shape[axis..].iter().product();
-            current_shape[axis] *= reps[axis];
-            let next = self.output(NAME, &current_shape, self.dtype())?;
-            // [outer, reps, block]: every repetition reads the same block.
-            source.copy_strided(
-                NAME,
-                (0, &[block, 0, 1]),
-                &next,
-                (0, &[reps[axis] * block, block, 1]),
-                &[outer, reps[axis], block],
-            )?;
-            current = Some(next);
+            let outer: usize = shape[..axis].iter().product();
+            let block: usize = shape[axis..].iter().product();
+            let copies = source
+                .view_as(&[outer, 1, block])?
+                .broadcast_to(&[outer, reps[axis], block])?;
+            shape[axis] *= reps[axis];
+            current = Some(copies.into_shape(&shape)?);
         }
         match current {
-            Some(tiled) => Ok(tiled),
+            Some(tiled) => tiled.into_shape(&out_shape),
             None => self.reshape(&out_shape),
         }
     }
@@ -600,26 +520,14 @@ impl Tensor {
             .first()
             .copied()
             .filter(|&first| counts.iter().all(|&count| count == first));
-        if let (Some(count), true) = (uniform, self.is_traced()) {
-            // Recorded as a broadcast, whose gradient sums the copies.
+        if let Some(count) = uniform {
+            // [outer, len, 1, inner] broadcast to [outer, len, count, inner]: every copy of an element reads it,
+            // in one pass, whose gradient sums the copies.
             let len = shape[axis];
             let copies = self
-                .reshape(&[outer, len, 1, inner])?
+                .view_as(&[outer, len, 1, inner])?
                 .broadcast_to(&[outer, len, count, inner])?;
-            return copies.reshape(&out_shape);
-        }
-        if let Some(count) = uniform {
-            let out = self.output(NAME, &out_shape, self.dtype())?;
-            let len = shape[axis];
-            // [outer, len, count, inner]: every copy of an element reads it.
-            self.copy_strided(
-                NAME,
-                (0, &[len * inner, inner, 0, 1]),
-                &out,
-                (0, &[len * count * inner, count * inner, inner, 1]),
-                &[outer, len, count, inner],
-            )?;
-            return Ok(out);
+            return copies.into_shape(&out_shape);
         }
         let picked = self.gather_along(&shape, axis, &repeat_sources(&counts))?;
         picked.into_shape(&out_shape)
@@ -690,10 +598,9 @@ impl Tensor {
         let inner: usize = shape[axis + 1..].iter().product();
         let indices = self.upload_u32_beside(sources)?;
         if outer == 1 {
-            let rows = self.reshape(&[len, inner])?;
-            return rows.gather_rows(&indices);
+            return self.view_as(&[len, inner])?.gather_rows(&indices);
         }
-        let moved = self.reshape(&[outer, len, inner])?.permute(&[1, 0, 2])?;
+        let moved = self.view_as(&[outer, len, inner])?.permute(&[1, 0, 2])?;
         let picked = moved.gather_rows(&indices)?;
         picked.permute(&[1, 0, 2])
     }

@@ -80,8 +80,10 @@ fn expanded(tensor: &Tensor, batch: &[usize], matrix: (usize, usize)) -> Result<
         .chain([matrix.0, matrix.1])
         .collect();
     let one = tensor.upload_beside(&[1.0], &[])?;
+    // Untraced: a step inside the product, which is recorded whole.
     tensor
-        .reshape(&stored)?
+        .share()
+        .into_shape(&stored)?
         .binary_expanded(BinaryOp::Mul, &one, &shape)
 }
 
@@ -110,8 +112,8 @@ impl Tensor {
             let (transpose_a, transpose_b) = transpose.flags();
             let as_matrix = |tensor: &Tensor, row: bool| -> Result<Option<Tensor>> {
                 match *tensor.shape() {
-                    [len] if row => tensor.reshape(&[1, len]).map(Some),
-                    [len] => tensor.reshape(&[len, 1]).map(Some),
+                    [len] if row => tensor.view_as(&[1, len]).map(Some),
+                    [len] => tensor.view_as(&[len, 1]).map(Some),
                     _ => Ok(None),
                 }
             };
@@ -121,7 +123,7 @@ impl Tensor {
                 .as_ref()
                 .unwrap_or(self)
                 .matmul_t(b.as_ref().unwrap_or(other), transpose)?;
-            return product.reshape(&out_shape);
+            return product.into_shape(&out_shape);
         }
         let value = self.product_t(other, transpose)?;
         Tensor::record(&[self, other], value, |nodes| Op::MatMul {

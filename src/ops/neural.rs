@@ -376,9 +376,9 @@ impl Tensor {
     ) -> Result<Tensor> {
         let plan = AttentionPlan::new(self, k, v, mask)?;
         let [groups, _, _] = plan.scores3();
-        let q3 = self.reshape(&[groups, plan.queries, plan.dim])?;
-        let k3 = k.reshape(&[groups, plan.keys, plan.dim])?;
-        let v3 = v.reshape(&[groups, plan.keys, plan.value_dim])?;
+        let q3 = self.view_as(&[groups, plan.queries, plan.dim])?;
+        let k3 = k.view_as(&[groups, plan.keys, plan.dim])?;
+        let v3 = v.view_as(&[groups, plan.keys, plan.value_dim])?;
         let mut scores = q3
             .matmul_t(&k3, Transpose::Right)?
             .mul_scalar(plan.scale())?;

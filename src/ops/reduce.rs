@@ -233,7 +233,7 @@ impl Tensor {
         };
         let non_zero_product = split(ZeroSplit::ZerosToOnes)?.prod(axis)?;
         let zero_count = split(ZeroSplit::Indicator)?.sum(axis)?;
-        let lane_scale = upstream.reshape(&out_shape)?.mul(&non_zero_product)?;
+        let lane_scale = upstream.view_as(&out_shape)?.mul(&non_zero_product)?;
         let (source, scale, zeros, target) = (
             self.range()?,
             lane_scale.range()?,

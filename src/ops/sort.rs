@@ -283,7 +283,8 @@ impl Tensor {
         (0..shape.len())
             .map(|axis| {
                 coordinates
-                    .reshape(&[shape.len(), kept])?
+                    .share()
+                    .into_shape(&[shape.len(), kept])?
                     .narrow(0, axis, 1)?
                     .into_shape(&[kept])
             })
@@ -296,8 +297,8 @@ impl Tensor {
     pub fn unique_values(&self) -> Result<Tensor> {
         const NAME: &str = "unique_values";
         let keys = expect_sortable(self, NAME)?;
-        let flat = self.reshape(&[self.len()])?;
-        let sorted = flat.sort(0, false)?;
+        // Distinct values carry no gradient: nothing is recorded, even of a traced tensor.
+        let sorted = self.share().into_shape(&[self.len()])?.sort(0, false)?;
         let distinct = sorted.compacted(NAME, keys, Marks::Distinct, 1)?;
         Ok(distinct)
     }

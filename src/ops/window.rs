@@ -269,10 +269,10 @@ impl Tensor {
         let plan = ConvPlan::new(NAME, self.shape(), kernel.shape(), options)?;
         let patches = self.patches(NAME, &plan.windows, 0.0, &plan.patches_shape())?;
         let product = if plan.windows.groups == 1 {
-            patches.matmul(&kernel.reshape(&plan.kernel_matrix_shape())?)?
+            patches.matmul(&kernel.view_as(&plan.kernel_matrix_shape())?)?
         } else {
             let grouped = kernel
-                .reshape(&plan.kernel_matrix_shape())?
+                .view_as(&plan.kernel_matrix_shape())?
                 .permute(&[1, 0, 2])?;
             patches.matmul(&grouped)?.permute(&[1, 0, 2])?
         };
@@ -287,8 +287,8 @@ impl Tensor {
         let (image, kernel_shape, options) =
             conv1d_as_2d(NAME, self.shape(), kernel.shape(), options)?;
         let out = self
-            .reshape(&image)?
-            .conv2d(&kernel.reshape(&kernel_shape)?, &options)?;
+            .view_as(&image)?
+            .conv2d(&kernel.view_as(&kernel_shape)?, &options)?;
         let [batch, _, width, channels] = rank4(NAME, "the output", out.shape())?;
         out.into_shape(&[batch, width, channels])
     }
@@ -303,8 +303,8 @@ impl Tensor {
         let windows = transposed_windows(NAME, self.shape(), kernel.shape(), options)?;
         let [kh, kw, out_channels, in_channels] = rank4(NAME, "kernel", kernel.shape())?;
         let rows = windows.positions();
-        let columns = self.reshape(&[rows, in_channels])?.matmul_t(
-            &kernel.reshape(&[kh * kw * out_channels, in_channels])?,
+        let columns = self.view_as(&[rows, in_channels])?.matmul_t(
+            &kernel.view_as(&[kh * kw * out_channels, in_channels])?,
             Transpose::Right,
         )?;
         columns.patches_adjoint(NAME, &windows)
@@ -339,7 +339,7 @@ impl Tensor {
                 .share()
                 .argmax(Some(1))?
                 .into_shape(&[positions, 1, windows.channels])?;
-        patches.take_along_axis(&picks, 1)?.reshape(&pooled)
+        patches.take_along_axis(&picks, 1)?.into_shape(&pooled)
     }
 
     /// Average pooling over `size` windows `stride` apart: each output the mean of the image elements its

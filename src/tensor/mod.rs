@@ -420,6 +420,13 @@ impl Tensor {
         self.trace.as_ref()
     }
 
+    /// This tensor under another shape of the same element count, its data shared, not copied (recorded as a
+    /// reshape where a tape traces it): a step inside an op, whose result must not be handed out while this
+    /// tensor may be written in place (return [`Tensor::reshape`]'s copy instead).
+    pub(crate) fn view_as(&self, shape: &[usize]) -> Result<Tensor> {
+        self.handle().into_shape(shape)
+    }
+
     /// Another handle of this tensor, its data shared and its trace kept: the same value on a tape.
     pub(crate) fn handle(&self) -> Tensor {
         let mut handle = self.share();
