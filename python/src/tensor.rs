@@ -33,12 +33,16 @@ impl Tensor {
         Tensor { inner, pid }
     }
 
-    /// The tensor, or the error a forked child gets.
-    fn get(&self) -> PyResult<&wgcompute::Tensor> {
+    /// The tensor as an op takes it, or the error a forked child gets: on a thread where a tape is entered
+    /// that watches it, the handle the tape traces (so that the op records itself), else the tensor itself.
+    fn get(&self) -> PyResult<Operand<'_>> {
         if std::process::id() != self.pid {
             return Err(forked());
         }
-        Ok(&self.inner)
+        Ok(match crate::tape::traced_here(&self.inner) {
+            Some(traced) => Operand::Traced(traced),
+            None => Operand::Itself(&self.inner),
+        })
     }
 
     /// The shared handle, or the error a forked child gets: what a tape records and an optimizer updates.
@@ -54,9 +58,26 @@ impl Tensor {
         py: Python<'_>,
         op: impl FnOnce(&wgcompute::Tensor) -> wgcompute::Result<wgcompute::Tensor> + Send,
     ) -> PyResult<Tensor> {
-        let tensor = self.get()?;
+        let tensor = &*self.get()?;
         let made = py.detach(|| op(tensor)).or_raise()?;
         Ok(Tensor::new(made, self.pid))
+    }
+}
+
+/// A tensor as an op takes it (see [`Tensor::get`]).
+pub(crate) enum Operand<'a> {
+    Itself(&'a wgcompute::Tensor),
+    Traced(Arc<wgcompute::Tensor>),
+}
+
+impl std::ops::Deref for Operand<'_> {
+    type Target = wgcompute::Tensor;
+
+    fn deref(&self) -> &wgcompute::Tensor {
+        match self {
+            Operand::Itself(tensor) => tensor,
+            Operand::Traced(tensor) => tensor,
+        }
     }
 }
 
@@ -103,7 +124,7 @@ impl Tensor {
 
     /// The contents as a new numpy array, read back with the GIL released.
     fn numpy<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let tensor = self.get()?;
+        let tensor = &*self.get()?;
         let shape = tensor.shape().to_vec();
         let reshape = |array: Bound<'py, PyAny>| array.call_method1("reshape", (shape.clone(),));
         match tensor.dtype() {
@@ -136,7 +157,7 @@ impl Tensor {
     /// `op(x, other)` for a row of the binary table, broadcasting as numpy does.
     fn binary(&self, py: Python<'_>, name: &str, other: &Tensor) -> PyResult<Tensor> {
         let op = BinaryOp::from_name(name).ok_or_else(|| unknown("binary", name))?;
-        let other = other.get()?;
+        let other = &*other.get()?;
         self.run(py, |tensor| tensor.binary(op, other))
     }
 
@@ -150,9 +171,11 @@ impl Tensor {
         activation: Option<&str>,
     ) -> PyResult<Tensor> {
         let activation = activation_named(activation)?;
-        let weight = weight.get()?;
+        let weight = &*weight.get()?;
         let bias = bias.map(Tensor::get).transpose()?;
-        self.run(py, |tensor| tensor.linear(weight, bias, activation))
+        self.run(py, |tensor| {
+            tensor.linear(weight, bias.as_deref(), activation)
+        })
     }
 
     /// A row of the value-reduction table over all elements (`None`) or one axis.
@@ -183,7 +206,7 @@ impl Tensor {
         transpose_other: bool,
     ) -> PyResult<Tensor> {
         let transpose = Transpose::from_flags(transpose_self, transpose_other);
-        let other = other.get()?;
+        let other = &*other.get()?;
         self.run(py, |tensor| tensor.matmul_t(other, transpose))
     }
 
@@ -203,7 +226,7 @@ impl Tensor {
         transposed: bool,
     ) -> PyResult<Tensor> {
         let options = conv2d_options(stride, padding, pads, dilation, groups)?;
-        let kernel = kernel.get()?;
+        let kernel = &*kernel.get()?;
         self.run(py, |image| {
             if transposed {
                 image.conv2d_transpose(kernel, &options)
@@ -260,16 +283,16 @@ impl Tensor {
     ) -> PyResult<Tensor> {
         let loss = wgcompute::Loss::from_name(name, delta, from_logits).or_raise()?;
         let reduction = wgcompute::LossReduction::from_name(reduction).or_raise()?;
-        let (y_true, y_pred) = (Arc::clone(self.shared()?), Arc::clone(y_pred.shared()?));
+        let (y_true, y_pred) = (&*self.get()?, &*y_pred.get()?);
         let made = py
-            .detach(|| loss.evaluate(&y_true, &y_pred, reduction))
+            .detach(|| loss.compute(y_true, y_pred, reduction))
             .or_raise()?;
         Ok(Tensor::new(made, self.pid))
     }
 
     /// Per-row softmax cross-entropy of these logits against `labels`, and its gradient.
     fn softmax_cross_entropy(&self, py: Python<'_>, labels: &Tensor) -> PyResult<(Tensor, Tensor)> {
-        let (logits, labels) = (self.get()?, labels.get()?);
+        let (logits, labels) = (&*self.get()?, &*labels.get()?);
         let (loss, gradient) = py
             .detach(|| logits.softmax_cross_entropy_with_logits(labels))
             .or_raise()?;
@@ -289,7 +312,7 @@ impl Tensor {
     }
 
     fn gather_rows(&self, py: Python<'_>, indices: &Tensor) -> PyResult<Tensor> {
-        let indices = indices.get()?;
+        let indices = &*indices.get()?;
         self.run(py, |tensor| tensor.gather_rows(indices))
     }
 
@@ -311,7 +334,7 @@ impl Tensor {
     /// `x (op) y` for a row of the logic table (a routed row's integer form too), broadcasting.
     fn logic_binary(&self, py: Python<'_>, name: &str, other: &Tensor) -> PyResult<Tensor> {
         let op = LogicBinaryOp::from_name(name).ok_or_else(|| unknown("logic", name))?;
-        let other = other.get()?;
+        let other = &*other.get()?;
         self.run(py, |tensor| tensor.logic_binary(op, other))
     }
 
@@ -323,7 +346,7 @@ impl Tensor {
 
     /// The standard's `where(self, x1, x2)`, this tensor the condition.
     fn where_(&self, py: Python<'_>, x1: &Tensor, x2: &Tensor) -> PyResult<Tensor> {
-        let (x1, x2) = (x1.get()?, x2.get()?);
+        let (x1, x2) = (&*x1.get()?, &*x2.get()?);
         self.run(py, |tensor| tensor.where_(x1, x2))
     }
 
@@ -352,7 +375,7 @@ impl Tensor {
     /// Overwrites this tensor, in place, with `source` (same element count and dtype, same session): a
     /// variable's `assign`.
     fn assign(&self, py: Python<'_>, source: &Tensor) -> PyResult<()> {
-        let (target, source) = (self.get()?, source.get()?);
+        let (target, source) = (&*self.get()?, &*source.get()?);
         py.detach(|| target.copy_from(source)).or_raise()
     }
 
@@ -375,6 +398,7 @@ impl Tensor {
             .iter()
             .map(|part| part.get())
             .collect::<PyResult<Vec<_>>>()?;
+        let tensors: Vec<&wgcompute::Tensor> = tensors.iter().map(|tensor| &**tensor).collect();
         let joined = py
             .detach(|| wgcompute::Tensor::concat(&tensors, axis))
             .or_raise()?;
@@ -390,7 +414,7 @@ impl Tensor {
         axis: usize,
         descending: bool,
     ) -> PyResult<(Tensor, Tensor)> {
-        let tensor = self.get()?;
+        let tensor = &*self.get()?;
         let (values, indices) = py
             .detach(|| tensor.sort_with_indices(axis, descending))
             .or_raise()?;
@@ -408,7 +432,7 @@ impl Tensor {
         axis: usize,
         largest: bool,
     ) -> PyResult<(Tensor, Tensor)> {
-        let tensor = self.get()?;
+        let tensor = &*self.get()?;
         let (values, indices) = py.detach(|| tensor.top_k(k, axis, largest)).or_raise()?;
         Ok((
             Tensor::new(values, self.pid),
@@ -431,13 +455,15 @@ impl Tensor {
                 format!("side is 'left' or 'right'; got {side:?}"),
             )
         })?;
-        let (needles, sorter) = (needles.get()?, sorter.map(Tensor::get).transpose()?);
-        self.run(py, |tensor| tensor.searchsorted(needles, side, sorter))
+        let (needles, sorter) = (&*needles.get()?, sorter.map(Tensor::get).transpose()?);
+        self.run(py, |tensor| {
+            tensor.searchsorted(needles, side, sorter.as_deref())
+        })
     }
 
     /// One uint32 tensor of indices per axis, of the nonzero elements.
     fn nonzero(&self, py: Python<'_>) -> PyResult<Vec<Tensor>> {
-        let tensor = self.get()?;
+        let tensor = &*self.get()?;
         let axes = py.detach(|| tensor.nonzero()).or_raise()?;
         Ok(axes
             .into_iter()
@@ -460,6 +486,7 @@ impl Tensor {
             .into_iter()
             .map(Tensor::get)
             .collect::<PyResult<Vec<_>>>()?;
+        let tensors: Vec<&wgcompute::Tensor> = tensors.iter().map(|tensor| &**tensor).collect();
         let items = KeyEntry::items(&key.entries, &tensors);
         self.run(py, |tensor| tensor.index(&items))
     }
@@ -474,7 +501,7 @@ impl Tensor {
     ) -> PyResult<()> {
         let key = Key::parse(&key)?;
         let items = KeyEntry::items::<&wgcompute::Tensor>(&key.entries, &[]);
-        let (target, value) = (self.get()?, value.get()?);
+        let (target, value) = (&*self.get()?, &*value.get()?);
         let how = how.to_string();
         py.detach(|| match how.as_str() {
             "set" => target.index_assign(&items, value),
@@ -484,12 +511,12 @@ impl Tensor {
     }
 
     fn take(&self, py: Python<'_>, indices: &Tensor, axis: usize) -> PyResult<Tensor> {
-        let indices = indices.get()?;
+        let indices = &*indices.get()?;
         self.run(py, |tensor| tensor.take(indices, axis))
     }
 
     fn take_along_axis(&self, py: Python<'_>, indices: &Tensor, axis: usize) -> PyResult<Tensor> {
-        let indices = indices.get()?;
+        let indices = &*indices.get()?;
         self.run(py, |tensor| tensor.take_along_axis(indices, axis))
     }
 
@@ -502,7 +529,7 @@ impl Tensor {
         axis: usize,
         how: &str,
     ) -> PyResult<Tensor> {
-        let (indices, values) = (indices.get()?, values.get()?);
+        let (indices, values) = (&*indices.get()?, &*values.get()?);
         let update = how == "update";
         self.run(py, |tensor| {
             if update {
@@ -656,6 +683,7 @@ impl Tensor {
             .iter()
             .map(|part| part.get())
             .collect::<PyResult<Vec<_>>>()?;
+        let tensors: Vec<&wgcompute::Tensor> = tensors.iter().map(|tensor| &**tensor).collect();
         let stacked = py
             .detach(|| wgcompute::Tensor::stack(&tensors, axis))
             .or_raise()?;

@@ -187,7 +187,6 @@ def where(condition: Any, x1: Any, x2: Any, /) -> Tensor:
     return condition._op(
         operands,
         lambda: condition._t.where_(x1._t, x2._t),
-        lambda tape: tape.where_(condition._t, x1._t, x2._t),
     )
 
 

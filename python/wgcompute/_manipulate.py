@@ -56,7 +56,7 @@ def concat(arrays: Sequence[Tensor], /, axis: int | None = 0) -> Tensor:
     first = tensors[0]
     axis = first._axis(axis)
     natives = [t._t for t in tensors]
-    return first._op(tensors, lambda: _wgcompute.Tensor.concat(natives, axis), lambda tape: tape.concat(natives, axis))
+    return first._op(tensors, lambda: _wgcompute.Tensor.concat(natives, axis))
 
 
 def stack(arrays: Sequence[Tensor], /, *, axis: int = 0) -> Tensor:
@@ -67,7 +67,7 @@ def stack(arrays: Sequence[Tensor], /, *, axis: int = 0) -> Tensor:
         raise ShapeError(f"axis {axis!r} is out of range for stacking tensors of shape {first.shape}")
     axis %= first.ndim + 1
     natives = [t._t for t in tensors]
-    return first._op(tensors, lambda: _wgcompute.Tensor.stack(natives, axis), lambda tape: tape.stack(natives, axis))
+    return first._op(tensors, lambda: _wgcompute.Tensor.stack(natives, axis))
 
 
 def unstack(x: Tensor, /, *, axis: int = 0) -> tuple[Tensor, ...]:

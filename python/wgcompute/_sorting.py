@@ -12,7 +12,7 @@ from typing import Any
 
 from ._convert import _count, _flag
 from ._errors import DTypeError, InvalidArgumentError
-from ._tensor import Tensor, _recording_tape, _tensor_argument
+from ._tensor import Tensor, _tensor_argument, _watch_accessed
 
 
 def sort(x: Tensor, /, *, axis: int = -1, descending: bool = False, stable: bool = True) -> Tensor:
@@ -24,7 +24,6 @@ def sort(x: Tensor, /, *, axis: int = -1, descending: bool = False, stable: bool
     return x._op(
         (x,),
         lambda: x._t.sort_with_indices(axis, descending)[0],
-        lambda tape: tape.sort(x._t, axis, descending),
     )
 
 
@@ -40,11 +39,8 @@ def top_k(x: Tensor, k: int, /, *, axis: int = -1, largest: bool = True) -> tupl
     Indices are uint32; under a :class:`GradientTape` the values' gradient goes back to where they were picked."""
     x = _tensor_argument(x, "top_k's x")
     k, axis, largest = _count(k, "k"), x._axis(axis), _flag(largest, "largest")
-    tape = _recording_tape((x,))
-    if tape is None:
-        values, indices = x._t.top_k(k, axis, largest)
-    else:
-        values, indices = tape.top_k(x._t, k, axis, largest)
+    _watch_accessed((x,))
+    values, indices = x._t.top_k(k, axis, largest)
     return x._wrap(values), x._wrap(indices)
 
 

@@ -77,29 +77,29 @@ class GradientTape:
             )
         self._thread = threading.get_ident()
         _tensor._this_thread.tape = self
+        if not self._paused:
+            self._native.enter()
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         if getattr(_tensor._this_thread, "tape", None) is not self:
             raise TapeError("a GradientTape's block must be left on the thread that entered it")
+        self._native.exit()
         _tensor._this_thread.tape = None
         self._thread = None
 
-    def _recording(self, operands: Iterable[Tensor]) -> _wgcompute.Tape | None:
-        if self._paused:
-            return None
+    def _access(self, operands: Iterable[Tensor]) -> None:
+        """An op is about to use ``operands``: the trainable variables among them are watched (unless the tape
+        watches only what it is told, or is stopped or released)."""
+        if self._paused or not self._watch_accessed:
+            return
         native = self._native
-        recorded = False
         for operand in operands:
-            inner = operand._t
-            if self._watch_accessed and isinstance(operand, Variable) and operand._trainable:
+            if isinstance(operand, Variable) and operand._trainable:
                 if native.is_released:
-                    return None
-                if native.watch(inner):
+                    return
+                if native.watch(operand._t):
                     self._watched.append(operand)
-            if not recorded and native.records(inner):
-                recorded = True
-        return native if recorded else None
 
     def watch(self, tensor: Tensor | Iterable[Tensor]) -> None:
         """Records every op on ``tensor`` (float32; or each tensor of a list) from now on, so that a gradient
@@ -118,11 +118,19 @@ class GradientTape:
     @contextlib.contextmanager
     def stop_recording(self) -> Iterator[None]:
         """A block inside the tape's in which nothing is recorded."""
+        if self._paused:
+            yield
+            return
+        entered = self._thread == threading.get_ident()
         self._paused = True
+        if entered:
+            self._native.exit()
         try:
             yield
         finally:
             self._paused = False
+            if entered:
+                self._native.enter()
 
     def reset(self) -> None:
         """Forgets everything recorded (TensorFlow's ``reset``); the tape records afresh."""

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 class _Recorder(Protocol):
     """What an op asks of this thread's :class:`GradientTape`."""
 
-    def _recording(self, operands: Iterable[Tensor]) -> _wgcompute.Tape | None: ...
+    def _access(self, operands: Iterable[Tensor]) -> None: ...
 
 
 # The session class, registered by the session module when it is imported: sessions make tensors, so that module
@@ -236,25 +236,22 @@ class Tensor:
             return other
         return self._owner().tensor(other)
 
-    def _op(self, operands: Sequence[Tensor], eager: Any, taped: Any) -> Tensor:
-        """Runs an op: ``taped(native_tape)`` where this thread's :class:`GradientTape` records one of the
-        ``operands`` (so that a gradient can flow through it), else ``eager()``, which keeps nothing."""
-        tape = _recording_tape(operands)
-        return self._wrap(eager() if tape is None else taped(tape))
+    def _op(self, operands: Sequence[Tensor], run: Any) -> Tensor:
+        """Runs an op, ``run()``, on ``operands``. Under this thread's :class:`GradientTape` the trainable
+        variables among them are watched first; the library op records itself where an operand is watched."""
+        _watch_accessed(operands)
+        return self._wrap(run())
 
     def _unary(self, name: str, scalar: float = 0.0) -> Tensor:
-        return self._op((self,), lambda: self._t.unary(name, scalar), lambda tape: tape.unary(self._t, name, scalar))
+        return self._op((self,), lambda: self._t.unary(name, scalar))
 
     def _binary(self, name: str, other: Tensor) -> Tensor:
-        return self._op(
-            (self, other), lambda: self._t.binary(name, other._t), lambda tape: tape.binary(self._t, name, other._t)
-        )
+        return self._op((self, other), lambda: self._t.binary(name, other._t))
 
     def _matmul(self, other: Tensor, transpose_a: bool = False, transpose_b: bool = False) -> Tensor:
         return self._op(
             (self, other),
             lambda: self._t.matmul(other._t, transpose_a, transpose_b),
-            lambda tape: tape.matmul(self._t, other._t, transpose_a, transpose_b),
         )
 
     def _scalar_or_tensor(self, other: Any, scalar_op: str, tensor_op: str) -> Tensor:
@@ -421,7 +418,7 @@ class Tensor:
 
     def _reduce(self, name: str, axis: int | None) -> Tensor:
         axis = None if axis is None else self._axis(axis)
-        return self._op((self,), lambda: self._t.reduce(name, axis), lambda tape: tape.reduce(self._t, name, axis))
+        return self._op((self,), lambda: self._t.reduce(name, axis))
 
     # Integer results carry no gradient, so they are never recorded.
     def argmax(self, axis: int | None = None, keepdims: bool = False) -> Tensor:
@@ -447,7 +444,7 @@ class Tensor:
             # Said in the caller's axis and shape: the library sees the axis moved last.
             raise ShapeError(f"{op} needs at least one element along axis {axis}; got shape {self.shape}")
         if axis == last:
-            return self._op((self,), getattr(self._t, op), lambda tape: getattr(tape, op)(self._t))
+            return self._op((self,), getattr(self._t, op))
         order = list(range(self.ndim))
         order[axis], order[last] = order[last], order[axis]
         # Each step is an op of its own, so a tape records the three and differentiates through them.
@@ -477,14 +474,14 @@ class Tensor:
                 raise ShapeError(f"cannot reshape a tensor of shape {self.shape} into {tuple(dims)}")
             dims[dims.index(-1)] = self.size // known
         dims = _shape(dims)
-        return self._op((self,), lambda: self._t.reshape(dims), lambda tape: tape.reshape(self._t, dims))
+        return self._op((self,), lambda: self._t.reshape(dims))
 
     def permute(self, *axes: int | Sequence[int]) -> Tensor:
         """The axes in the order ``axes`` (PyTorch's ``permute``; numpy's ``transpose(axes)``)."""
         if len(axes) == 1 and not isinstance(axes[0], numbers.Integral):
             axes = tuple(_sequence(axes[0], "axes"))
         order = [self._axis(axis) for axis in axes]
-        return self._op((self,), lambda: self._t.permute(order), lambda tape: tape.permute(self._t, order))
+        return self._op((self,), lambda: self._t.permute(order))
 
     def transpose(self, *axes: int | Sequence[int]) -> Tensor:
         """numpy's ``transpose``: no axes reverses them, a full order permutes them; two axes of a tensor of
@@ -511,7 +508,6 @@ class Tensor:
         return self._op(
             (self,),
             lambda: self._t.narrow(axis, start, length),
-            lambda tape: tape.narrow(self._t, axis, start, length),
         )
 
     def gather_rows(self, indices: Any) -> Tensor:
@@ -520,7 +516,6 @@ class Tensor:
         return self._op(
             (self, indices),
             lambda: self._t.gather_rows(indices._t),
-            lambda tape: tape.gather_rows(self._t, indices._t),
         )
 
     def one_hot(self, classes: int) -> Tensor:
@@ -547,7 +542,7 @@ class Tensor:
     def copy(self) -> Tensor:
         if self._t.dtype != "float32":
             return self._wrap(self._t.copy())
-        return self._op((self,), self._t.copy, lambda tape: tape.unary(self._t, "copy"))
+        return self._op((self,), self._t.copy)
 
     # --- indexing ---
 
@@ -557,7 +552,7 @@ class Tensor:
         :class:`IndexOutOfRangeError` (an ``IndexError``) naming the axis. Basic indexing is one strided copy."""
         entries = _index.parse(key, Tensor)
         operands = [self, *(Tensor._of(inner, self._session) for inner in _index.tensors(entries))]
-        return self._op(operands, lambda: self._t.index(entries), lambda tape: tape.index(self._t, entries))
+        return self._op(operands, lambda: self._t.index(entries))
 
     def __setitem__(self, key: Any, value: Any) -> None:
         raise ArgumentTypeError(
@@ -601,7 +596,6 @@ class Tensor:
         return self._op(
             (self, indices),
             lambda: self._t.take(indices._t, axis),
-            lambda tape: tape.take(self._t, indices._t, axis),
         )
 
     def take_along_axis(self, indices: Any, axis: int = -1) -> Tensor:
@@ -612,7 +606,6 @@ class Tensor:
         return self._op(
             (self, indices),
             lambda: self._t.take_along_axis(indices._t, axis),
-            lambda tape: tape.take_along_axis(self._t, indices._t, axis),
         )
 
     def _scatter(self, indices: Any, values: Any, axis: int, how: str) -> Tensor:
@@ -621,7 +614,6 @@ class Tensor:
         return self._op(
             (self, indices, values),
             lambda: self._t.scatter(indices._t, values._t, axis, how),
-            lambda tape: tape.scatter(self._t, indices._t, values._t, axis, how),
         )
 
     def scatter_add(self, indices: Any, values: Any, axis: int = 0) -> Tensor:
@@ -637,7 +629,7 @@ class Tensor:
     def flip(self, axis: int | Sequence[int] | None = None) -> Tensor:
         """The entries along ``axis`` (an int, a tuple, or every axis) in reverse order, in one pass."""
         axes = None if axis is None else [self._axis(a) for a in _axes(axis)]
-        return self._op((self,), lambda: self._t.flip(axes), lambda tape: tape.flip(self._t, axes))
+        return self._op((self,), lambda: self._t.flip(axes))
 
     def roll(self, shift: int | Sequence[int], axis: int | Sequence[int] | None = None) -> Tensor:
         """The entries shifted by ``shift`` along ``axis`` (over the flattened tensor where None), coming round;
@@ -663,7 +655,6 @@ class Tensor:
             rolled = rolled._op(
                 (rolled,),
                 lambda r=rolled, step=step, along=along: r._t.roll(step, along),
-                lambda tape, r=rolled, step=step, along=along: tape.roll(r._t, step, along),
             )
         return rolled
 
@@ -731,7 +722,6 @@ class Tensor:
         return self._op(
             (self,),
             lambda: self._t.reduce_axes(name, axes, keepdims),
-            lambda tape: tape.reduce_axes(self._t, name, axes, keepdims),
         )
 
     def var(
@@ -781,7 +771,6 @@ class Tensor:
         return self._op(
             (self,),
             lambda: eager(axes, correction, keepdims),
-            lambda tape: tape.var(self._t, axes, correction, keepdims, root),
         )
 
     def logsumexp(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
@@ -790,7 +779,6 @@ class Tensor:
         return self._op(
             (self,),
             lambda: self._t.logsumexp(axes, keepdims),
-            lambda tape: tape.logsumexp(self._t, axes, keepdims),
         )
 
     def cumulative_sum(self, axis: int | None = None, *, include_initial: bool = False) -> Tensor:
@@ -808,15 +796,13 @@ class Tensor:
         return self._op(
             (self,),
             lambda: self._t.cumulative(axis, initial, prod),
-            lambda tape: tape.cumulative(self._t, axis, initial, prod),
         )
 
     def _native(self, eager: str, *arguments: Any) -> Tensor:
-        """The library op ``eager`` of the tensor and of the tape, of the same name, with these arguments."""
+        """The library op ``eager`` of the tensor, with these arguments."""
         return self._op(
             (self,),
             lambda: getattr(self._t, eager)(*arguments),
-            lambda tape: getattr(tape, eager)(self._t, *arguments),
         )
 
     def broadcast_to(self, shape: int | Sequence[int]) -> Tensor:
@@ -1063,7 +1049,7 @@ def concat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     tensors = [first._operand(t) for t in tensors]
     axis = first._axis(axis)
     natives = [t._t for t in tensors]
-    return first._op(tensors, lambda: _wgcompute.Tensor.concat(natives, axis), lambda tape: tape.concat(natives, axis))
+    return first._op(tensors, lambda: _wgcompute.Tensor.concat(natives, axis))
 
 
 def softmax_cross_entropy(logits: Tensor, labels: Any) -> Tensor:
@@ -1076,7 +1062,6 @@ def softmax_cross_entropy(logits: Tensor, labels: Any) -> Tensor:
     return logits._op(
         (logits, labels),
         lambda: logits._t.softmax_cross_entropy(labels._t)[0],
-        lambda tape: tape.softmax_cross_entropy(logits._t, labels._t),
     )
 
 
@@ -1208,13 +1193,11 @@ class Variable(Tensor):
 _this_thread = threading.local()
 
 
-def _recording_tape(operands: Iterable[Tensor]) -> _wgcompute.Tape | None:
-    """This thread's tape if it records one of ``operands``, watching trainable variables among them as it goes;
-    else None (and then nothing is recorded)."""
+def _watch_accessed(operands: Iterable[Tensor]) -> None:
+    """Tells this thread's tape, if any, that an op uses ``operands``: it watches the trainable variables."""
     tape: _Recorder | None = getattr(_this_thread, "tape", None)
-    if tape is None:
-        return None
-    return tape._recording(operands)
+    if tape is not None:
+        tape._access(operands)
 
 
 class _IndexedVariable(Tensor):

@@ -79,7 +79,6 @@ def _conv(
     return image._op(
         (image, kernel),
         lambda: image._t.conv2d(kernel._t, *arguments),
-        lambda tape: tape.conv2d(image._t, kernel._t, *arguments),
     )
 
 
@@ -210,7 +209,7 @@ def _pool(x: Any, max_: bool, size: Any, stride: Any, padding: Padding) -> Tenso
     steps = window if stride is None else _pair(stride, "stride")
     name, pads = _padding(padding)
     arguments = (max_, window, steps, name, pads)
-    return image._op((image,), lambda: image._t.pool2d(*arguments), lambda tape: tape.pool2d(image._t, *arguments))
+    return image._op((image,), lambda: image._t.pool2d(*arguments))
 
 
 def max_pool2d(x: Tensor, size: Any = 2, stride: Any = None, padding: Padding = "valid") -> Tensor:
@@ -228,4 +227,4 @@ def avg_pool2d(x: Tensor, size: Any = 2, stride: Any = None, padding: Padding = 
 def global_avg_pool2d(x: Tensor) -> Tensor:
     """The mean over height and width of NHWC ``x``: [batch, channels]."""
     image = _tensor_argument(x, "x")
-    return image._op((image,), image._t.global_avg_pool2d, lambda tape: tape.global_avg_pool2d(image._t))
+    return image._op((image,), image._t.global_avg_pool2d)

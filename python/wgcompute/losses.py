@@ -123,7 +123,6 @@ def _loss(
     return y_pred._op(
         (targets, y_pred),
         lambda: targets._t.loss(y_pred._t, name, reduction, delta, from_logits),
-        lambda tape: tape.loss(targets._t, y_pred._t, name, reduction, delta, from_logits),
     )
 
 

@@ -122,7 +122,6 @@ class Linear:
         return x._op(
             operands,
             lambda: x._t.linear(weight._t, native_bias, activation),
-            lambda tape: tape.linear(x._t, weight._t, native_bias, activation),
         )
 
     def parameters(self) -> list[Variable]:

@@ -156,6 +156,11 @@ impl GradientTape {
         drop(old);
     }
 
+    /// Whether this tape traces `tensor`: a tensor it watched, or a result it recorded, since its last reset.
+    pub fn traces(&self, tensor: &Tensor) -> bool {
+        self.own_node(&lock(&self.shared), tensor).is_some()
+    }
+
     /// Records on every thread (as a new tape does).
     pub fn record_everywhere(&self) {
         lock(&self.shared).recording = Recording::Everywhere;

@@ -600,6 +600,12 @@ fn ops_on_untraced_tensors_record_nothing(backend: &Backend) {
     // A plain operand beside a traced one is recorded once, as a constant no gradient flows to.
     let product = watched.mul(&plain).expect("mul");
     assert_eq!(tape.len(), 3);
+    assert!(tape.traces(&watched) && tape.traces(&product));
+    assert!(!tape.traces(&plain) && !tape.traces(&untouched));
+    assert!(
+        !GradientTape::new().traces(&watched),
+        "another tape does not trace it"
+    );
     let [to_watched, to_plain] = tape
         .gradient(&product, &[&watched, &plain])
         .expect("gradient")
@@ -657,8 +663,9 @@ fn a_tape_lets_go_of_its_values_when_dropped_or_reset(backend: &Backend) {
     let tape = GradientTape::new();
     let watched = tape.watch(&x).expect("watch");
     let old = watched.square().expect("square");
+    assert!(tape.traces(&old));
     tape.reset();
-    assert!(tape.is_empty());
+    assert!(tape.is_empty() && !tape.traces(&old) && !tape.traces(&watched));
     // A handle from before the reset is a plain tensor now: an op on it records nothing, and it has no gradient.
     assert!(!old.is_traced() && !old.wants_gradient());
     let later = old.exp().expect("exp");
