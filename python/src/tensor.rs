@@ -290,6 +290,105 @@ impl Tensor {
         Ok(Tensor::new(made, self.pid))
     }
 
+    /// Layer normalisation over `axes`, `gamma` and `beta` laid along them (the library's `layer_norm_over`).
+    #[pyo3(signature = (axes, gamma=None, beta=None, epsilon=1e-5))]
+    fn layer_norm(
+        &self,
+        py: Python<'_>,
+        axes: Vec<usize>,
+        gamma: Option<&Tensor>,
+        beta: Option<&Tensor>,
+        epsilon: f32,
+    ) -> PyResult<Tensor> {
+        let gamma = gamma.map(Tensor::get).transpose()?;
+        let beta = beta.map(Tensor::get).transpose()?;
+        self.run(py, |x| {
+            x.layer_norm_over(&axes, gamma.as_deref(), beta.as_deref(), epsilon)
+        })
+    }
+
+    /// Root-mean-square normalisation over `axes` (the library's `rms_norm_over`).
+    #[pyo3(signature = (axes, gamma=None, epsilon=1e-6))]
+    fn rms_norm(
+        &self,
+        py: Python<'_>,
+        axes: Vec<usize>,
+        gamma: Option<&Tensor>,
+        epsilon: f32,
+    ) -> PyResult<Tensor> {
+        let gamma = gamma.map(Tensor::get).transpose()?;
+        self.run(py, |x| x.rms_norm_over(&axes, gamma.as_deref(), epsilon))
+    }
+
+    /// Keras's batch normalisation over channels-last `x` (the library's `batch_norm`): the output and the
+    /// moving statistics, updated when training, else the given ones.
+    #[pyo3(signature = (moving_mean, moving_variance, gamma=None, beta=None, training=false, momentum=0.99, epsilon=1e-3))]
+    #[allow(clippy::too_many_arguments)]
+    fn batch_norm(
+        &self,
+        py: Python<'_>,
+        moving_mean: &Tensor,
+        moving_variance: &Tensor,
+        gamma: Option<&Tensor>,
+        beta: Option<&Tensor>,
+        training: bool,
+        momentum: f64,
+        epsilon: f32,
+    ) -> PyResult<(Tensor, Tensor, Tensor)> {
+        let (mean, variance) = (&*moving_mean.get()?, &*moving_variance.get()?);
+        let gamma = gamma.map(Tensor::get).transpose()?;
+        let beta = beta.map(Tensor::get).transpose()?;
+        let x = &*self.get()?;
+        let options = wgcompute::BatchNormOptions {
+            training,
+            momentum,
+            epsilon,
+        };
+        let made = py
+            .detach(|| x.batch_norm(mean, variance, gamma.as_deref(), beta.as_deref(), &options))
+            .or_raise()?;
+        Ok((
+            Tensor::new(made.output, self.pid),
+            Tensor::new(made.moving_mean, self.pid),
+            Tensor::new(made.moving_variance, self.pid),
+        ))
+    }
+
+    /// Inverted dropout, one draw from `seed` per element of `noise_shape` (the library's `dropout_shaped`).
+    fn dropout(
+        &self,
+        py: Python<'_>,
+        rate: f64,
+        seed: u64,
+        noise_shape: Vec<usize>,
+    ) -> PyResult<Tensor> {
+        self.run(py, |x| x.dropout_shaped(rate, seed, &noise_shape))
+    }
+
+    /// The rows of this table at `ids` (the library's `embedding`).
+    fn embedding(&self, py: Python<'_>, ids: &Tensor) -> PyResult<Tensor> {
+        let ids = &*ids.get()?;
+        self.run(py, |table| table.embedding(ids))
+    }
+
+    /// Scaled dot-product attention of these queries (the library's `scaled_dot_product_attention`).
+    #[pyo3(signature = (k, v, mask=None, causal=false, scale=None))]
+    fn scaled_dot_product_attention(
+        &self,
+        py: Python<'_>,
+        k: &Tensor,
+        v: &Tensor,
+        mask: Option<&Tensor>,
+        causal: bool,
+        scale: Option<f64>,
+    ) -> PyResult<Tensor> {
+        let (k, v) = (&*k.get()?, &*v.get()?);
+        let mask = mask.map(Tensor::get).transpose()?;
+        self.run(py, |q| {
+            q.scaled_dot_product_attention(k, v, mask.as_deref(), causal, scale)
+        })
+    }
+
     /// Per-row softmax cross-entropy of these logits against `labels`, and its gradient.
     fn softmax_cross_entropy(&self, py: Python<'_>, labels: &Tensor) -> PyResult<(Tensor, Tensor)> {
         let (logits, labels) = (&*self.get()?, &*labels.get()?);

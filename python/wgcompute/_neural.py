@@ -1,6 +1,8 @@
 """The functions a neural network is built from beyond the elementwise activations (which are ``wgcompute.relu``,
 ``gelu``, ``silu``, ...): softmax on any axis, layer, RMS and batch normalisation, dropout, embedding lookup and
-scaled dot-product attention. Each is composed from :class:`Tensor` ops, so it runs eagerly, or on this thread's
+scaled dot-product attention. Softmax is the tensor's; the rest are the library's (``Tensor::layer_norm_over``,
+``rms_norm_over``, ``batch_norm``, ``dropout_shaped``, ``embedding``, ``scaled_dot_product_attention``), made of
+its ops: this module converts their arguments and calls them. Each runs eagerly, or on this thread's
 :class:`GradientTape` with gradients to every float input, at no cost beyond the ops it is made of.
 
 Batch normalisation follows Keras 3 (channels last, biased batch variance also for the moving variance),
@@ -9,19 +11,16 @@ aligned to the top left, a bool mask that is True where a query may attend)."""
 
 from __future__ import annotations
 
-import contextlib
 import math
 import numbers
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from . import _tensor
-from ._convert import _flag, _number
+from ._convert import _flag, _number, _seed
 from ._errors import ArgumentTypeError, DTypeError, IndexOutOfRangeError, InvalidArgumentError, ShapeError
-from ._logic import where
-from ._tensor import Tensor, _tensor_argument, matmul
+from ._tensor import Tensor, _tensor_argument, _watch_accessed
 
 __all__ = [
     "batch_norm",
@@ -35,10 +34,6 @@ __all__ = [
 ]
 
 Axes = int | Sequence[int]
-
-# What a masked attention score becomes before the softmax: finite, so that a row with nothing to attend gives a
-# uniform row rather than NaN, and far enough below any real score that exp() of the difference is exactly 0.
-_MASKED_SCORE = -1e30
 
 
 # --- arguments ---
@@ -84,48 +79,6 @@ def _normalised_axes(x: Tensor, axis: Any) -> list[int]:
     return sorted(axes)
 
 
-def _scale_shift(x: Tensor, parameter: Tensor | None, axes: list[int], what: str) -> Tensor | None:
-    """A scale or offset broadcast over the normalised axes. One shaped as those axes of ``x`` (Keras's
-    parameter shape, ``x.shape[axes]``) is laid along them, so that ``axis=1`` takes a vector as long as axis 1;
-    any other shape must broadcast to ``x``'s without growing it, as NumPy broadcasts it."""
-    if parameter is None:
-        return None
-    along = tuple(x.shape[a] for a in axes)
-    if parameter.shape == along:
-        if axes == list(range(x.ndim - len(axes), x.ndim)):
-            return parameter  # the last axes: it broadcasts as it is
-        return parameter.reshape(tuple(d if a in axes else 1 for a, d in enumerate(x.shape)))
-    try:
-        joined = np.broadcast_shapes(parameter.shape, x.shape)
-    except ValueError:
-        joined = None
-    if joined != x.shape:
-        raise ShapeError(
-            f"{what} of shape {parameter.shape} neither matches the normalised axes {along} nor broadcasts to x's "
-            f"shape {x.shape}"
-        )
-    return parameter
-
-
-def _affine(y: Tensor, gamma: Tensor | None, beta: Tensor | None) -> Tensor:
-    if gamma is not None:
-        y = y * gamma
-    if beta is not None:
-        y = y + beta
-    return y
-
-
-@contextlib.contextmanager
-def _unrecorded() -> Iterator[None]:
-    """A block in which this thread's tape (if any) records nothing: values computed here carry no gradient."""
-    tape = getattr(_tensor._this_thread, "tape", None)
-    if tape is None or tape._paused:
-        yield
-        return
-    with tape.stop_recording():
-        yield
-
-
 # --- softmax on any axis ---
 
 
@@ -151,13 +104,9 @@ def layer_norm(x: Tensor, gamma: Any = None, beta: Any = None, axis: Axes = -1, 
     x = _float_tensor(x, "x")
     axes = _normalised_axes(x, axis)
     eps = _real(epsilon, "epsilon", 0.0, math.inf)
-    scale = _scale_shift(x, _parameter(x, gamma, "gamma"), axes, "gamma")
-    shift = _scale_shift(x, _parameter(x, beta, "beta"), axes, "beta")
-    mean = x.mean(axis=axes, keepdims=True)
-    centred = x - mean
-    # The variance of what is already centred: one pass over it, and the tape differentiates it as the formula.
-    variance = (centred * centred).mean(axis=axes, keepdims=True)
-    return _affine(centred * (variance + eps).rsqrt(), scale, shift)
+    scale, shift = _parameter(x, gamma, "gamma"), _parameter(x, beta, "beta")
+    operands = [x, *(t for t in (scale, shift) if t is not None)]
+    return x._op(operands, lambda: x._t.layer_norm(axes, _native(scale), _native(shift), eps))
 
 
 def rms_norm(x: Tensor, gamma: Any = None, axis: Axes = -1, epsilon: float = 1e-6) -> Tensor:
@@ -167,9 +116,13 @@ def rms_norm(x: Tensor, gamma: Any = None, axis: Axes = -1, epsilon: float = 1e-
     x = _float_tensor(x, "x")
     axes = _normalised_axes(x, axis)
     eps = _real(epsilon, "epsilon", 0.0, math.inf)
-    scale = _scale_shift(x, _parameter(x, gamma, "gamma"), axes, "gamma")
-    mean_square = (x * x).mean(axis=axes, keepdims=True)
-    return _affine(x * (mean_square + eps).rsqrt(), scale, None)
+    scale = _parameter(x, gamma, "gamma")
+    operands = [x] if scale is None else [x, scale]
+    return x._op(operands, lambda: x._t.rms_norm(axes, _native(scale), eps))
+
+
+def _native(tensor: Tensor | None) -> Any:
+    return None if tensor is None else tensor._t
 
 
 def _channel_vector(x: Tensor, value: Any, what: str) -> Tensor | None:
@@ -213,19 +166,14 @@ def batch_norm(
     is_training = _flag(training, "training")
     keep = _real(momentum, "momentum", 0.0, 1.0)
     eps = _real(epsilon, "epsilon", 0.0, math.inf)
+    operands = [x, *(t for t in (mean_in, variance_in, scale, shift) if t is not None)]
+    _watch_accessed(operands)
+    y, new_mean, new_variance = x._t.batch_norm(
+        mean_in._t, variance_in._t, _native(scale), _native(shift), is_training, keep, eps
+    )
     if not is_training:
-        y = (x - mean_in) * (variance_in + eps).rsqrt()
-        return _affine(y, scale, shift), mean_in, variance_in
-    samples = list(range(x.ndim - 1))
-    mean = x.mean(axis=samples, keepdims=True)
-    centred = x - mean
-    variance = (centred * centred).mean(axis=samples, keepdims=True)
-    y = _affine(centred * (variance + eps).rsqrt(), scale, shift)
-    channels = x.shape[-1]
-    with _unrecorded():
-        new_mean = mean_in * keep + mean.reshape(channels) * (1.0 - keep)
-        new_variance = variance_in * keep + variance.reshape(channels) * (1.0 - keep)
-    return y, new_mean, new_variance
+        return x._wrap(y), mean_in, variance_in
+    return x._wrap(y), x._wrap(new_mean), x._wrap(new_variance)
 
 
 # --- dropout and embedding ---
@@ -250,10 +198,7 @@ def dropout(
     if not _flag(training, "training") or drop == 0.0:
         return x
     shape = x.shape if noise_shape is None else _noise_shape(x, noise_shape)
-    uniform = x._owner().rand(shape, seed)
-    # The mask is a constant of the step: made from a fresh tensor, it is never on the tape.
-    mask = (uniform >= drop).astype("float32") * (1.0 / (1.0 - drop))
-    return x * mask
+    return x._op((x,), lambda: x._t.dropout(drop, _seed(seed), list(shape)))
 
 
 def _noise_shape(x: Tensor, noise_shape: Sequence[int | None]) -> tuple[int, ...]:
@@ -279,13 +224,8 @@ def embedding(ids: Any, table: Any) -> Tensor:
         raise DTypeError(f"table is a float32 tensor; got {weights.dtype}")
     if weights.ndim != 2:
         raise ShapeError(f"table is [count, dim]; got shape {weights.shape}")
-    count, dim = weights.shape
+    count = weights.shape[0]
     if isinstance(ids, Tensor):
-        if ids.dtype == np.int32:
-            # Keeps the bits: a negative id becomes one above 2**31, which take refuses on the device.
-            ids = ids.astype("uint32")
-        elif ids.dtype != np.uint32:
-            raise DTypeError(f"ids are a uint32 or int32 tensor; got {ids.dtype}")
         index = ids
     else:
         try:
@@ -300,8 +240,7 @@ def embedding(ids: Any, table: Any) -> Tensor:
         if bad.any():
             raise IndexOutOfRangeError(f"id {int(array[bad].flat[0])} is out of range for a table of {count} rows")
         index = weights._owner().tensor(array.astype(np.uint32))
-    shape = index.shape
-    return weights.take(index.flatten(), axis=0).reshape((*shape, dim))
+    return weights._op((weights, index), lambda: weights._t.embedding(index._t))
 
 
 # --- attention ---
@@ -321,41 +260,17 @@ def scaled_dot_product_attention(
     exactly 0; a query with nothing to attend gets equal weights over all keys rather than NaN."""
     query = _float_tensor(q, "q")
     key, value = query._operand(k), query._operand(v)
-    for name, tensor in (("q", query), ("k", key), ("v", value)):
-        if tensor.dtype != np.float32:
-            raise DTypeError(f"{name} is a float32 tensor; got {tensor.dtype}")
-        if tensor.ndim != 4:
-            raise ShapeError(f"{name} is [batch, heads, seq, dim]; got shape {tensor.shape}")
-    if key.shape[-1] != query.shape[-1]:
-        raise ShapeError(f"q and k end in the same dim; got shapes {query.shape} and {key.shape}")
-    if key.shape[-2] != value.shape[-2]:
-        raise ShapeError(f"k and v have one row per key; got shapes {key.shape} and {value.shape}")
-    try:
-        batch = np.broadcast_shapes(query.shape[:2], key.shape[:2], value.shape[:2])
-    except ValueError:
-        raise ShapeError(
-            f"q, k and v's batch and heads must broadcast; got shapes {query.shape}, {key.shape}, {value.shape}"
-        ) from None
-    seq_q, seq_k = query.shape[-2], key.shape[-2]
-    factor = 1.0 / math.sqrt(query.shape[-1]) if scale is None else _real(scale, "scale", -math.inf, math.inf)
-    if math.isinf(factor):
+    allowed = None if mask is None else query._operand(mask)
+    if allowed is not None and allowed.dtype != np.bool_:
+        raise DTypeError(f"mask is a bool tensor or array (True: attend); got {allowed.dtype}")
+    factor = None if scale is None else _real(scale, "scale", -math.inf, math.inf)
+    if factor is not None and math.isinf(factor):
         raise InvalidArgumentError(f"scale is a finite number; got {scale!r}")
-    allowed = None
-    if mask is not None:
-        allowed = query._operand(mask)
-        if allowed.dtype != np.bool_:
-            raise DTypeError(f"mask is a bool tensor or array (True: attend); got {allowed.dtype}")
-        scores_shape = (*batch, seq_q, seq_k)
-        try:
-            joined = np.broadcast_shapes(allowed.shape, scores_shape)
-        except ValueError:
-            joined = None
-        if joined != scores_shape:
-            raise ShapeError(f"mask of shape {allowed.shape} does not broadcast to the scores' {scores_shape}")
-    if _flag(causal, "causal"):
-        lower = query._owner().tensor(np.tril(np.ones((seq_q, seq_k), dtype=bool)))
-        allowed = lower if allowed is None else allowed & lower
-    scores = matmul(query, key, transpose_b=True) * factor
-    if allowed is not None:
-        scores = where(allowed, scores, _MASKED_SCORE)
-    return matmul(scores.softmax(-1), value)
+    is_causal = _flag(causal, "causal")
+    operands = [query, key, value]
+    return query._op(
+        operands,
+        lambda: query._t.scaled_dot_product_attention(
+            key._t, value._t, None if allowed is None else allowed._t, is_causal, factor
+        ),
+    )

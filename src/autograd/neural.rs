@@ -77,7 +77,7 @@ impl Tape {
     }
 
     /// See [`Tensor::dropout`]: the gradient flows to the kept elements, scaled as they are.
-    pub fn dropout(&mut self, x: Var, rate: f32, seed: u64) -> Result<Var> {
+    pub fn dropout(&mut self, x: Var, rate: f64, seed: u64) -> Result<Var> {
         self.record_one(&[x], |v| v[0].dropout(rate, seed))
     }
 
@@ -89,9 +89,10 @@ impl Tape {
         v: Var,
         mask: Option<&Tensor>,
         causal: bool,
+        scale: Option<f64>,
     ) -> Result<Var> {
         self.record_one(&[q, k, v], |t| {
-            t[0].scaled_dot_product_attention(&t[1], &t[2], mask, causal)
+            t[0].scaled_dot_product_attention(&t[1], &t[2], mask, causal, scale)
         })
     }
 }

@@ -223,6 +223,12 @@ impl Tensor {
         Self::from_slice(&inner, data, shape)
     }
 
+    /// Uploads bools as a tensor of `shape` in this tensor's session (a mask, say), recording no dispatch.
+    pub(crate) fn upload_bool_beside(&self, data: &[bool], shape: &[usize]) -> Result<Tensor> {
+        let inner = self.session.upgrade().ok_or(Error::SessionClosed)?;
+        Self::from_bool_slice(&inner, data, shape)
+    }
+
     /// Uploads u32 `data` as a 1-D tensor in this tensor's session.
     pub(crate) fn upload_u32_beside(&self, data: &[u32]) -> Result<Tensor> {
         let inner = self.session.upgrade().ok_or(Error::SessionClosed)?;

@@ -475,7 +475,7 @@ fn cases() -> Vec<Case> {
                 };
                 let fixed = v[4].batch_norm(mean, variance, Some(&v[1]), None, &inference)?;
                 let dropped = v[3].dropout(0.5, 7)?.add(&v[3].dropout(0.0, 7)?)?;
-                let attended = v[0].scaled_dot_product_attention(&v[3], &v[4], None, true)?;
+                let attended = v[0].scaled_dot_product_attention(&v[3], &v[4], None, true, None)?;
                 let total = layer.mul(&rms)?.add(&batch.output)?.add(&fixed.output)?;
                 total.add(&dropped)?.mul(&attended)
             },
@@ -498,7 +498,8 @@ fn cases() -> Vec<Case> {
                 let half = t.dropout(v[3], 0.5, 7)?;
                 let whole = t.dropout(v[3], 0.0, 7)?;
                 let dropped = t.add(half, whole)?;
-                let attended = t.scaled_dot_product_attention(v[0], v[3], v[4], None, true)?;
+                let attended =
+                    t.scaled_dot_product_attention(v[0], v[3], v[4], None, true, None)?;
                 let total = t.mul(layer, rms)?;
                 let total = t.add(total, batch.output)?;
                 let total = t.add(total, fixed.output)?;

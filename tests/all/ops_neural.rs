@@ -333,7 +333,7 @@ fn dropout_repeats_its_mask_from_the_seed_and_scales_what_it_keeps(backend: &Bac
     let x = rng.vec(len, 0.5, 1.5);
     let xt = upload(&session, &x, &[len]);
     let seed = rng.next_u64();
-    for rate in [0.1f32, 0.5, 0.9] {
+    for rate in [0.1f64, 0.5, 0.9] {
         let first = xt
             .dropout(rate, seed)
             .expect("dropout")
@@ -351,7 +351,7 @@ fn dropout_repeats_its_mask_from_the_seed_and_scales_what_it_keeps(backend: &Bac
             .to_vec()
             .expect("read");
         assert_ne!(first, other, "another seed, another mask");
-        let scale = 1.0 / (1.0 - rate);
+        let scale = (1.0 / (1.0 - rate)) as f32;
         let mut kept = 0usize;
         for (&got, &value) in first.iter().zip(&x) {
             if got != 0.0 {
@@ -365,7 +365,7 @@ fn dropout_repeats_its_mask_from_the_seed_and_scales_what_it_keeps(backend: &Bac
         }
         let fraction = kept as f64 / len as f64;
         assert!(
-            (fraction - (1.0 - rate as f64)).abs() < 0.01,
+            (fraction - (1.0 - rate)).abs() < 0.01,
             "rate {rate}: kept {fraction}"
         );
 
@@ -402,6 +402,7 @@ fn attention_reference(
     [batch, heads, queries, keys, dim, value_dim]: [usize; 6],
     mask: Option<&[bool]>,
     causal: bool,
+    scale: f64,
 ) -> Vec<f64> {
     let (q, k, values) = (&v[0], &v[1], &v[2]);
     let mut out = Vec::with_capacity(batch * heads * queries * value_dim);
@@ -419,7 +420,7 @@ fn attention_reference(
                             q[(group * queries + i) * dim + d] * k[(group * keys + j) * dim + d]
                         })
                         .sum::<f64>()
-                        / (dim as f64).sqrt()
+                        * scale
                 })
                 .collect();
             let top = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
@@ -475,16 +476,25 @@ fn scaled_dot_product_attention_matches_f64_with_masks(backend: &Backend) {
         let mask = session
             .upload_bool(&small, &[batch, 1, queries, keys])
             .expect("mask");
-        for (masked, causal) in [(false, false), (false, true), (true, false), (true, true)] {
+        let default_scale = 1.0 / (dim as f64).sqrt();
+        for (masked, causal, scale) in [
+            (false, false, None),
+            (false, true, None),
+            (true, false, Some(0.3)),
+            (true, true, None),
+        ] {
             let mask_ref = masked.then_some(&mask);
+            let factor = scale.unwrap_or(default_scale);
             check(
                 &session,
                 &mut rng,
-                &format!("attention {sizes:?} mask {masked} causal {causal}"),
+                &format!("attention {sizes:?} mask {masked} causal {causal} scale {scale:?}"),
                 &inputs,
-                &|v| attention_reference(v, sizes, masked.then_some(&full[..]), causal),
-                &|t| t[0].scaled_dot_product_attention(&t[1], &t[2], mask_ref, causal),
-                &|tape, v| tape.scaled_dot_product_attention(v[0], v[1], v[2], mask_ref, causal),
+                &|v| attention_reference(v, sizes, masked.then_some(&full[..]), causal, factor),
+                &|t| t[0].scaled_dot_product_attention(&t[1], &t[2], mask_ref, causal, scale),
+                &|tape, v| {
+                    tape.scaled_dot_product_attention(v[0], v[1], v[2], mask_ref, causal, scale)
+                },
             );
         }
     }
@@ -543,10 +553,18 @@ fn bad_operands_are_errors_and_the_session_goes_on(backend: &Backend) {
                 .map(|o| o.output),
         ),
         ("a dropout rate of 1", x.dropout(1.0, 1)),
-        ("a NaN dropout rate", x.dropout(f32::NAN, 1)),
+        ("a NaN dropout rate", x.dropout(f64::NAN, 1)),
+        (
+            "a noise shape that grows an axis",
+            x.dropout_shaped(0.5, 1, &[2, 4]),
+        ),
+        (
+            "a noise shape of another rank",
+            x.dropout_shaped(0.5, 1, &[2]),
+        ),
         (
             "rank-2 attention",
-            x.scaled_dot_product_attention(&x, &x, None, false),
+            x.scaled_dot_product_attention(&x, &x, None, false, None),
         ),
         (
             "keys of another width",
@@ -555,6 +573,7 @@ fn bad_operands_are_errors_and_the_session_goes_on(backend: &Backend) {
                 &q,
                 None,
                 false,
+                None,
             ),
         ),
         (
@@ -564,6 +583,7 @@ fn bad_operands_are_errors_and_the_session_goes_on(backend: &Backend) {
                 &q,
                 Some(&session.upload(&[1.0; 9], &[3, 3]).expect("mask")),
                 false,
+                None,
             ),
         ),
         (
@@ -573,6 +593,7 @@ fn bad_operands_are_errors_and_the_session_goes_on(backend: &Backend) {
                 &q,
                 Some(&session.upload_bool(&[true; 4], &[2, 2]).expect("mask")),
                 false,
+                None,
             ),
         ),
     ];
@@ -599,4 +620,261 @@ fn bad_operands_are_errors_and_the_session_goes_on(backend: &Backend) {
         },
     );
     expect_close("after the errors", &got, &want, 2e-6);
+}
+
+/// `parameter` (of `shape`) spread over every element of `x_shape` as the norms take it: laid along `axes` where
+/// it is shaped as those axes of `x`, else broadcast as NumPy broadcasts.
+fn spread(parameter: &[f64], shape: &[usize], axes: &[usize], x_shape: &[usize]) -> Vec<f64> {
+    let along: Vec<usize> = axes.iter().map(|&axis| x_shape[axis]).collect();
+    let len: usize = x_shape.iter().product();
+    (0..len)
+        .map(|flat| {
+            let mut rest = flat;
+            let mut coords = vec![0; x_shape.len()];
+            for axis in (0..x_shape.len()).rev() {
+                coords[axis] = rest % x_shape[axis];
+                rest /= x_shape[axis];
+            }
+            let picked: Vec<usize> = if shape == along.as_slice() {
+                axes.iter().map(|&axis| coords[axis]).collect()
+            } else {
+                let offset = x_shape.len() - shape.len();
+                (0..shape.len())
+                    .map(|at| {
+                        if shape[at] == 1 {
+                            0
+                        } else {
+                            coords[offset + at]
+                        }
+                    })
+                    .collect()
+            };
+            let index = picked
+                .iter()
+                .zip(shape)
+                .fold(0, |index, (&c, &size)| index * size + c);
+            parameter[index]
+        })
+        .collect()
+}
+
+/// The layer (`centred`) or RMS norm of `x` over `axes`, in f64, then `· gamma`.
+fn norm_over_reference(
+    x: &[f64],
+    x_shape: &[usize],
+    axes: &[usize],
+    gamma: &[f64],
+    centred: bool,
+) -> Vec<f64> {
+    let group = |flat: usize| -> Vec<usize> {
+        let mut rest = flat;
+        let mut key = Vec::new();
+        for axis in (0..x_shape.len()).rev() {
+            if !axes.contains(&axis) {
+                key.push(rest % x_shape[axis]);
+            }
+            rest /= x_shape[axis];
+        }
+        key
+    };
+    let keys: Vec<Vec<usize>> = (0..x.len()).map(group).collect();
+    (0..x.len())
+        .map(|at| {
+            let members: Vec<f64> = (0..x.len())
+                .filter(|&other| keys[other] == keys[at])
+                .map(|other| x[other])
+                .collect();
+            let count = members.len() as f64;
+            let mean = if centred {
+                members.iter().sum::<f64>() / count
+            } else {
+                0.0
+            };
+            let power = members.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / count;
+            (x[at] - mean) / (power + EPSILON as f64).sqrt() * gamma[at]
+        })
+        .collect()
+}
+
+per_backend!(norms_over_any_axes_match_f64);
+fn norms_over_any_axes_match_f64(backend: &Backend) {
+    let mut rng = Rng::fresh("norms_over");
+    let session = backend.poisoned();
+    let x_shape = [3usize, 4, 5];
+    // Axes apart and unsorted; a parameter laid along them, one broadcasting, one of the trailing axes.
+    for (axes, gamma_shape) in [
+        (vec![2, 0], vec![3, 5]),
+        (vec![2, 1], vec![4, 5]),
+        (vec![1], vec![1, 4, 1]),
+        (vec![0, 1, 2], vec![5]),
+    ] {
+        let mut sorted = axes.clone();
+        sorted.sort_unstable();
+        let x = rng.vec(60, -2.0, 2.0);
+        let gamma = rng.vec(gamma_shape.iter().product(), 0.5, 1.5);
+        let weights = rng.vec(60, -1.0, 1.0);
+        for centred in [true, false] {
+            let what = format!(
+                "{} over {axes:?}, gamma {gamma_shape:?}",
+                if centred { "layer_norm" } else { "rms_norm" }
+            );
+            let reference = |v: &[Vec<f64>]| {
+                let spread_gamma = spread(&v[1], &gamma_shape, &sorted, &x_shape);
+                norm_over_reference(&v[0], &x_shape, &sorted, &spread_gamma, centred)
+            };
+            let tape = wgcompute::GradientTape::new();
+            let tx = tape
+                .watch(&session.upload(&x, &x_shape).expect("x"))
+                .expect("watch");
+            let tg = tape
+                .watch(&session.upload(&gamma, &gamma_shape).expect("gamma"))
+                .expect("watch");
+            let y = if centred {
+                tx.layer_norm_over(&axes, Some(&tg), None, EPSILON)
+            } else {
+                tx.rms_norm_over(&axes, Some(&tg), EPSILON)
+            }
+            .expect(&what);
+            let inputs = [wide(&x), wide(&gamma)];
+            expect_close(&what, &y.to_vec().expect("read"), &reference(&inputs), 2e-5);
+            let cost = y
+                .mul(&session.upload(&weights, &x_shape).expect("weights"))
+                .and_then(|weighted| weighted.sum(None))
+                .expect("cost");
+            let gradients = tape.gradient(&cost, &[&tx, &tg]).expect("gradient");
+            for (which, gradient) in gradients.iter().enumerate() {
+                let got = gradient
+                    .as_ref()
+                    .expect("a gradient")
+                    .to_vec()
+                    .expect("read");
+                let want = numeric_gradient(&reference, &inputs, &wide(&weights), which);
+                expect_close(&format!("{what}: gradient {which}"), &got, &want, 1e-4);
+            }
+        }
+    }
+    let x = session.upload(&[0.5; 60], &x_shape).expect("x");
+    let wrong = session.upload(&[1.0; 10], &[2, 5]).expect("gamma");
+    for (what, outcome) in [
+        ("no axes", x.layer_norm_over(&[], None, None, EPSILON)),
+        ("an axis out of range", x.rms_norm_over(&[3], None, EPSILON)),
+        (
+            "an axis twice",
+            x.layer_norm_over(&[1, 1], None, None, EPSILON),
+        ),
+        (
+            "gamma neither along the axes nor broadcasting",
+            x.layer_norm_over(&[0, 2], Some(&wrong), None, EPSILON),
+        ),
+    ] {
+        assert!(
+            matches!(outcome, Err(Error::Shape { .. })),
+            "{what}: {outcome:?}"
+        );
+    }
+    assert_eq!(
+        x.layer_norm_over(&[0, 1, 2], None, None, EPSILON)
+            .expect("the session goes on")
+            .to_vec()
+            .expect("read"),
+        vec![0.0; 60]
+    );
+}
+
+per_backend!(dropout_draws_once_per_element_of_its_noise_shape);
+fn dropout_draws_once_per_element_of_its_noise_shape(backend: &Backend) {
+    let mut rng = Rng::fresh("dropout_noise_shape");
+    let session = backend.poisoned();
+    let (rows, columns) = (257, 6);
+    let x = rng.vec(rows * columns, 0.5, 1.5);
+    let xt = session.upload(&x, &[rows, columns]).expect("x");
+    let seed = rng.next_u64();
+    let got = xt
+        .dropout_shaped(0.5, seed, &[rows, 1])
+        .expect("dropout")
+        .to_vec()
+        .expect("read");
+    let mut dropped_rows = 0;
+    for (row, (got, x)) in got.chunks(columns).zip(x.chunks(columns)).enumerate() {
+        if got[0] == 0.0 {
+            dropped_rows += 1;
+            assert!(got.iter().all(|&v| v == 0.0), "row {row} dropped whole");
+        } else {
+            let kept: Vec<f32> = x.iter().map(|v| v * 2.0).collect();
+            assert_eq!(got, kept.as_slice(), "row {row} kept whole, doubled");
+        }
+    }
+    assert!(
+        (60..=197).contains(&dropped_rows),
+        "about half the rows dropped: {dropped_rows}"
+    );
+    // The mask of the noise shape is the one the same seed draws for a tensor of that shape.
+    let column = session
+        .upload(&vec![1.0; rows], &[rows, 1])
+        .expect("ones")
+        .dropout(0.5, seed)
+        .expect("dropout")
+        .to_vec()
+        .expect("read");
+    let firsts: Vec<f32> = got.chunks(columns).map(|row| row[0]).collect();
+    let expected: Vec<f32> = column
+        .iter()
+        .zip(x.chunks(columns))
+        .map(|(mask, row)| mask * row[0])
+        .collect();
+    assert_eq!(firsts, expected);
+}
+
+per_backend!(attention_broadcasts_batch_and_heads);
+fn attention_broadcasts_batch_and_heads(backend: &Backend) {
+    let mut rng = Rng::fresh("attention_broadcast");
+    let session = backend.poisoned();
+    let (batch, heads, queries, keys, dim) = (2, 3, 4, 5, 8);
+    let q = session
+        .upload(
+            &rng.vec(batch * heads * queries * dim, -1.0, 1.0),
+            &[batch, heads, queries, dim],
+        )
+        .expect("q");
+    // One head of keys and values, shared by the three heads of queries.
+    let k = session
+        .upload(
+            &rng.vec(batch * keys * dim, -1.0, 1.0),
+            &[batch, 1, keys, dim],
+        )
+        .expect("k");
+    let v = session
+        .upload(
+            &rng.vec(batch * keys * dim, -1.0, 1.0),
+            &[batch, 1, keys, dim],
+        )
+        .expect("v");
+    let shared = q
+        .scaled_dot_product_attention(&k, &v, None, true, None)
+        .expect("broadcast heads");
+    assert_eq!(shared.shape(), &[batch, heads, queries, dim]);
+    let repeated = |t: &Tensor| t.broadcast_to(&[batch, heads, keys, dim]).expect("repeat");
+    let whole = q
+        .scaled_dot_product_attention(&repeated(&k), &repeated(&v), None, true, None)
+        .expect("repeated heads");
+    expect_close(
+        "heads broadcast as if repeated",
+        &shared.to_vec().expect("read"),
+        &wide(&whole.to_vec().expect("read")),
+        1e-6,
+    );
+    let three_heads = session
+        .upload(&vec![0.0; 3 * keys * dim], &[1, 3, keys, dim])
+        .expect("k");
+    let two_heads = session
+        .upload(&vec![0.0; 2 * keys * dim], &[1, 2, keys, dim])
+        .expect("v");
+    assert!(matches!(
+        q.scaled_dot_product_attention(&three_heads, &two_heads, None, false, None),
+        Err(Error::Shape { .. })
+    ));
+    assert!(matches!(
+        q.scaled_dot_product_attention(&k, &v, None, false, Some(f64::INFINITY)),
+        Err(Error::InvalidArgument { .. })
+    ));
 }
