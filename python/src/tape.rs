@@ -24,7 +24,11 @@ thread_local! {
 /// The handle that stands for `tensor` in an op run on this thread now: the traced one where a tape entered
 /// here watches it, else None (the tensor itself).
 pub(crate) fn traced_here(tensor: &Arc<wgcompute::Tensor>) -> Option<Arc<wgcompute::Tensor>> {
-    ENTERED.with_borrow(|entered| entered.as_ref()?.handle(tensor))
+    // `try_with`: while the thread's storage is torn down there is no tape entered, rather than a panic.
+    ENTERED
+        .try_with(|entered| entered.borrow().as_ref()?.handle(tensor))
+        .ok()
+        .flatten()
 }
 
 /// A tape and the tensors it watches.
@@ -129,10 +133,16 @@ impl Tape {
                 ),
             ));
         }
+        if self.is_released() {
+            return Err(released());
+        }
         let watching = &self.watching;
         py.detach(|| {
             let key = address(&shared);
-            if watching.handles().contains_key(&key) {
+            // One acquisition for the look and the insert, so that two threads watching one tensor make one
+            // node (the tape's lock is taken inside this one, here as everywhere).
+            let mut handles = watching.handles();
+            if handles.contains_key(&key) {
                 return Ok(false);
             }
             if watching.tape.traces(&shared) {
@@ -141,7 +151,7 @@ impl Tape {
                 return Ok(false);
             }
             let traced = Arc::new(watching.tape.watch(&shared)?);
-            watching.handles().insert(
+            handles.insert(
                 key,
                 Watched {
                     _tensor: shared,
@@ -155,11 +165,14 @@ impl Tape {
 
     /// Whether a gradient would flow to `tensor`: it is watched, or a result recorded here. False once the
     /// tape is released.
-    fn records(&self, tensor: &Tensor) -> PyResult<bool> {
+    fn records(&self, py: Python<'_>, tensor: &Tensor) -> PyResult<bool> {
         self.check_process()?;
         let shared = tensor.shared()?;
-        Ok(self.watching.handles().contains_key(&address(shared))
-            || self.watching.tape.traces(shared))
+        let watching = &self.watching;
+        // Without the GIL: a gradient on another thread holds the tape's lock for its whole walk.
+        Ok(py.detach(|| {
+            watching.handles().contains_key(&address(shared)) || watching.tape.traces(shared)
+        }))
     }
 
     /// Records the ops run on this thread from now on, until `exit` (TensorFlow's tape records on the thread
@@ -185,15 +198,15 @@ impl Tape {
     }
 
     /// Lets go of everything recorded: the tape's intermediates go back to the pool.
-    fn release(&self) {
+    fn release(&self, py: Python<'_>) {
         self.watching.released.store(true, Ordering::Release);
-        self.watching.forget();
+        py.detach(|| self.watching.forget());
     }
 
     /// Forgets everything recorded and starts afresh (TensorFlow's `reset`), also after a release.
-    fn reset(&self) -> PyResult<()> {
+    fn reset(&self, py: Python<'_>) -> PyResult<()> {
         self.check_process()?;
-        self.watching.forget();
+        py.detach(|| self.watching.forget());
         self.watching.released.store(false, Ordering::Release);
         Ok(())
     }
@@ -213,9 +226,6 @@ impl Tape {
         keep: bool,
     ) -> PyResult<Vec<Option<Tensor>>> {
         self.check_process()?;
-        if self.is_released() {
-            return Err(released());
-        }
         let watching = &self.watching;
         let target = watching.as_traced(target.shared()?);
         let sources = sources
@@ -226,6 +236,16 @@ impl Tape {
             .as_ref()
             .map(|seed| seed.shared().cloned())
             .transpose()?;
+        // A gradient that consumes the tape claims it at once, so that a second caller is refused, not given
+        // the emptied tape's Nones.
+        let released = if keep {
+            watching.released.load(Ordering::Acquire)
+        } else {
+            watching.released.swap(true, Ordering::AcqRel)
+        };
+        if released {
+            return Err(self::released());
+        }
         let gradients = py
             .detach(|| {
                 let sources: Vec<&wgcompute::Tensor> = sources.iter().map(|s| &**s).collect();
@@ -234,7 +254,6 @@ impl Tape {
                         .tape
                         .gradient_seeded(&target, seed.as_deref(), &sources)
                 } else {
-                    watching.released.store(true, Ordering::Release);
                     let handles = std::mem::take(&mut *watching.handles());
                     let gradients = watching
                         .tape

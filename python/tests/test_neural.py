@@ -264,6 +264,9 @@ def test_batch_norm_new_statistics_carry_no_gradient(session, rng):
         loss = (y * y).sum()
     for statistic in (new_mean, new_variance):
         assert tape.gradient(statistic.sum(), [x, moving_mean, moving_variance, gamma]) == [None] * 4
+        assert not tape._native.records(statistic._t), "the update of the state is not on the tape"
+    # Training, the statistics are state the op moves, not operands: trainable or not, they are not watched.
+    assert [variable is gamma for variable in tape.watched_variables()] == [True]
     gradients = tape.gradient(loss, [x, gamma, moving_mean])
     assert gradients[0] is not None and gradients[1] is not None and gradients[2] is None
     # The updated statistics assign back into the variables that keep them.
@@ -442,6 +445,14 @@ def test_causal_attention_is_top_left_aligned(session, rng):
     q, k, v = draw(rng, (1, 1, 1, 2)), draw(rng, (1, 1, 4, 2)), draw(rng, (1, 1, 4, 3))
     got = nn.scaled_dot_product_attention(session.tensor(q), k, v, causal=True).numpy()
     np.testing.assert_allclose(got[0, 0, 0], v[0, 0, 0], rtol=1e-6)
+
+
+def test_attention_broadcasts_an_empty_batch_as_numpy_does(session, rng):
+    q, k, v = draw(rng, (0, 2, 3, 4)), draw(rng, (1, 2, 5, 4)), draw(rng, (1, 1, 5, 6))
+    got = nn.scaled_dot_product_attention(session.tensor(q), k, v, causal=True)
+    assert got.shape == (0, 2, 3, 6)
+    with pytest.raises(wg.ShapeError, match="broadcast"):
+        nn.scaled_dot_product_attention(session.tensor(draw(rng, (2, 2, 3, 4))), draw(rng, (3, 2, 5, 4)), v)
 
 
 def test_attention_without_anything_to_attend_is_finite(session, rng):

@@ -396,6 +396,57 @@ def test_a_tape_is_left_on_the_thread_that_entered_it(session):
     tape.__exit__(None, None, None)
 
 
+def test_a_tape_enters_one_thread_at_a_time(session, rng):
+    w = session.variable(draw(rng, (3,)))
+    failures = []
+
+    def enter_too():
+        try:
+            with tape:
+                pass
+        except wg.TapeError as error:
+            failures.append(error)
+
+    with wg.GradientTape() as tape:
+        thread = threading.Thread(target=enter_too)
+        thread.start()
+        thread.join()
+        loss = (w * 2.0).sum()
+    assert failures and "one thread" in str(failures[0])
+    assert tape.gradient(loss, w).numpy().tolist() == [2.0] * 3, "the refused entry left the tape recording here"
+
+
+def test_a_released_tape_watches_nothing_more(session, rng):
+    w = session.variable(draw(rng, (3,)))
+    with wg.GradientTape() as tape:
+        loss = w.sum()
+    tape.gradient(loss, w)
+    with pytest.raises(wg.TapeError, match="released"):
+        tape.watch(session.tensor(draw(rng, (3,))))
+
+
+def test_a_gradient_that_releases_the_tape_is_given_once_across_threads(session, rng):
+    w = session.variable(draw(rng, (64,)))
+    with wg.GradientTape() as tape:
+        loss = (w * w).sum()
+    outcomes = []
+
+    def ask():
+        try:
+            outcomes.append(tape.gradient(loss, w))
+        except wg.TapeError as error:
+            outcomes.append(error)
+
+    threads = [threading.Thread(target=ask) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    gradients = [outcome for outcome in outcomes if isinstance(outcome, wg.Tensor)]
+    assert len(gradients) == 1 and sum(isinstance(o, wg.TapeError) for o in outcomes) == 3
+    np.testing.assert_allclose(gradients[0].numpy(), 2 * w.numpy(), rtol=1e-6)
+
+
 def test_watching_a_uint32_tensor_is_an_error(session):
     with wg.GradientTape() as tape, pytest.raises(wg.DTypeError, match="float32"):
         tape.watch(session.tensor(np.array([1, 2, 3])))

@@ -166,8 +166,9 @@ def batch_norm(
     is_training = _flag(training, "training")
     keep = _real(momentum, "momentum", 0.0, 1.0)
     eps = _real(epsilon, "epsilon", 0.0, math.inf)
-    operands = [x, *(t for t in (mean_in, variance_in, scale, shift) if t is not None)]
-    _watch_accessed(operands)
+    # Training, the moving statistics are state the op moves, not operands a gradient flows to.
+    statistics = () if is_training else (mean_in, variance_in)
+    _watch_accessed([x, *statistics, *(t for t in (scale, shift) if t is not None)])
     y, new_mean, new_variance = x._t.batch_norm(
         mean_in._t, variance_in._t, _native(scale), _native(shift), is_training, keep, eps
     )

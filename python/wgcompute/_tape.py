@@ -75,6 +75,11 @@ class GradientTape:
             raise TapeError(
                 "this GradientTape was released by its first gradient() call; make a new one (or a persistent one)"
             )
+        if self._thread is not None:
+            raise TapeError(
+                "this GradientTape records on another thread already: a tape records on the one thread that "
+                "entered it. Make a tape per thread"
+            )
         self._thread = threading.get_ident()
         _tensor._this_thread.tape = self
         if not self._paused:

@@ -287,7 +287,8 @@ fn attention_scores_shape(
     let mut scores = Vec::with_capacity(4);
     for axis in 0..2 {
         let sizes = [qs[axis], ks[axis], vs[axis]];
-        let joined = sizes.iter().copied().max().unwrap_or(1);
+        // NumPy's rule: the size that is not 1 (0 included), else 1.
+        let joined = sizes.iter().copied().find(|&size| size != 1).unwrap_or(1);
         if sizes.iter().any(|&size| size != 1 && size != joined) {
             return Err(shape_error(format!(
                 "q, k and v's batch and heads must broadcast; got shapes {qs:?}, {ks:?}, {vs:?}"
@@ -416,8 +417,12 @@ impl Tensor {
         let per_channel = |batch: &Tensor| batch.share().into_shape(&[channels]);
         Ok(BatchNormOutput {
             output: affine(normal, gamma, beta)?,
-            moving_mean: moved(moving_mean, &per_channel(&mean)?, options.momentum)?,
-            moving_variance: moved(moving_variance, &per_channel(&variance)?, options.momentum)?,
+            moving_mean: moved(&moving_mean.share(), &per_channel(&mean)?, options.momentum)?,
+            moving_variance: moved(
+                &moving_variance.share(),
+                &per_channel(&variance)?,
+                options.momentum,
+            )?,
         })
     }
 
