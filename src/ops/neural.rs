@@ -7,6 +7,7 @@ use crate::error::{Error, Result};
 use crate::op::logic::LogicBinaryOp;
 use crate::op::matmul::Transpose;
 use crate::op::reduce::ReduceOp;
+use crate::shape::broadcast;
 use crate::tensor::Tensor;
 
 /// What a masked attention score becomes: far below any real score, so that its weight is exactly 0, yet
@@ -121,14 +122,7 @@ fn laid_along(
             .collect();
         return parameter.view_as(&spread).map(Some);
     }
-    let fits = parameter.shape().len() <= shape.len()
-        && parameter
-            .shape()
-            .iter()
-            .rev()
-            .zip(shape.iter().rev())
-            .all(|(&p, &s)| p == s || p == 1);
-    if !fits {
+    if !broadcasts_onto(parameter.shape(), shape) {
         return Err(Error::Shape {
             op,
             message: format!(
@@ -284,29 +278,17 @@ fn attention_scores_shape(
             "k and v have one row per key; got shapes {ks:?} and {vs:?}"
         )));
     }
-    let mut scores = Vec::with_capacity(4);
-    for axis in 0..2 {
-        let sizes = [qs[axis], ks[axis], vs[axis]];
-        // NumPy's rule: the size that is not 1 (0 included), else 1.
-        let joined = sizes.iter().copied().find(|&size| size != 1).unwrap_or(1);
-        if sizes.iter().any(|&size| size != 1 && size != joined) {
-            return Err(shape_error(format!(
+    let mut scores = broadcast(NAME, &qs[..2], &ks[..2])
+        .and_then(|joined| broadcast(NAME, &joined, &vs[..2]))
+        .map_err(|_| {
+            shape_error(format!(
                 "q, k and v's batch and heads must broadcast; got shapes {qs:?}, {ks:?}, {vs:?}"
-            )));
-        }
-        scores.push(joined);
-    }
+            ))
+        })?;
     scores.extend([qs[2], ks[2]]);
     if let Some(mask) = mask {
         mask.expect_dtype(NAME, DType::Bool)?;
-        let fits = mask.shape().len() <= 4
-            && mask
-                .shape()
-                .iter()
-                .rev()
-                .zip(scores.iter().rev())
-                .all(|(&m, &s)| m == s || m == 1);
-        if !fits {
+        if !broadcasts_onto(mask.shape(), &scores) {
             return Err(shape_error(format!(
                 "mask of shape {:?} does not broadcast to the scores' {scores:?}",
                 mask.shape()
@@ -516,6 +498,11 @@ impl Tensor {
         }
         scores.softmax()?.matmul(v)
     }
+}
+
+/// Whether `shape` broadcasts to `target` without growing it (NumPy's rules).
+fn broadcasts_onto(shape: &[usize], target: &[usize]) -> bool {
+    broadcast("broadcast", shape, target).is_ok_and(|joined| joined == target)
 }
 
 /// `x · x` as a product of two operands: on a tape each factor's gradient is added on its own, as the Python
