@@ -430,14 +430,9 @@ impl Dataset {
         let mut targets = Vec::with_capacity(self.len() * width);
         for drawn in batches {
             let (inputs, batch_targets) = drawn?;
-            let batch_outputs = Arc::new(model.infer(&inputs)?);
-            let batch_targets = Arc::new(batch_targets);
-            let mut tape = crate::autograd::Tape::new();
-            let output_var = tape.constant(&batch_outputs);
-            let target_var = tape.constant(&batch_targets);
-            let losses = objective.record(&mut tape, output_var, target_var, None)?;
-            loss += tape
-                .value(losses)?
+            let batch_outputs = model.infer(&inputs)?;
+            let losses = objective.losses(&batch_outputs, &batch_targets, None)?;
+            loss += losses
                 .to_vec()?
                 .iter()
                 .map(|&value| f64::from(value))

@@ -41,7 +41,7 @@ pub mod shape;
 mod tensor;
 pub mod train;
 
-pub use autograd::{GradientTape, Gradients, Tape, Var};
+pub use autograd::{GradientTape, Gradients};
 pub use device::{list_adapters, AdapterDescription, AdapterSelector, DeviceMemory, MemorySource};
 pub use dtype::Kind as DTypeKind;
 pub use error::{ByteSize, Error, ErrorKind, Result};

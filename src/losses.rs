@@ -18,7 +18,6 @@
 
 use std::sync::Arc;
 
-use crate::autograd::{Tape, Var};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
@@ -143,20 +142,6 @@ impl Loss {
             }
             _ => Ok(()),
         }
-    }
-}
-
-impl Tape {
-    /// `loss(y_true, y_pred)` recorded, reduced as `reduction` says (see [`Loss::compute`]); its gradient
-    /// flows to whichever operand wants one (`y_pred` as a rule; class ids never).
-    pub fn loss(
-        &mut self,
-        loss: Loss,
-        reduction: LossReduction,
-        y_true: Var,
-        y_pred: Var,
-    ) -> Result<Var> {
-        self.record_one(&[y_true, y_pred], |v| loss.compute(&v[0], &v[1], reduction))
     }
 }
 

@@ -1,11 +1,12 @@
 //! Layers: `Linear` (weight and optional bias) and an MLP of linear layers with relu between them. Their
-//! parameters are `Arc<Tensor>`s in the session's pool, shared with the tape during a forward pass. `infer` runs
-//! the same forward pass on tensors directly, with no tape: for inference, where nothing is kept for a backward.
+//! parameters are `Arc<Tensor>`s in the session's pool, watched by a [`GradientTape`] during a forward pass, so
+//! that the ops of the pass record themselves. `infer` runs the same forward pass with no tape: for inference,
+//! where nothing is kept for a backward.
 //! [`Module`] is what every trainer needs of a model (the training step in [`crate::train`] takes one).
 
 use std::sync::Arc;
 
-use crate::autograd::{Tape, Var};
+use crate::autograd::GradientTape;
 use crate::error::{Error, Result};
 use crate::op::elementwise::UnaryOp;
 use crate::session::Session;
@@ -14,8 +15,8 @@ use crate::tensor::Tensor;
 /// A model a training step can run: its forward pass on a tape, the same pass without one, and the parameters
 /// an optimizer updates (in the same order on every call, since optimizers keep their state by position).
 pub trait Module {
-    /// Records the forward pass of `x` on the tape.
-    fn forward(&self, tape: &mut Tape, x: Var) -> Result<Var>;
+    /// The forward pass of `x` with the parameters watched by `tape`, so that its ops record themselves there.
+    fn forward(&self, tape: &GradientTape, x: &Tensor) -> Result<Tensor>;
     /// The forward pass on tensors, without a tape.
     fn infer(&self, x: &Tensor) -> Result<Tensor>;
     fn parameters(&self) -> Vec<Arc<Tensor>>;
@@ -58,21 +59,36 @@ impl Linear {
         }
     }
 
-    /// Records `x·W (+ b)` on the tape.
-    pub fn forward(&self, tape: &mut Tape, x: Var) -> Result<Var> {
+    /// `x·W (+ b)`, the parameters watched by `tape`.
+    pub fn forward(&self, tape: &GradientTape, x: &Tensor) -> Result<Tensor> {
         self.record(tape, x, None)
     }
 
-    /// Records `activation(x·W (+ b))`: with a bias and relu (or none), one pass forward, and backward one for
-    /// the weight and bias gradients and one for the input gradient (see [`Tape::linear`]).
-    pub fn forward_activated(&self, tape: &mut Tape, x: Var, activation: UnaryOp) -> Result<Var> {
+    /// `activation(x·W (+ b))`, the parameters watched by `tape`: with a bias and relu (or none), one pass
+    /// forward, and backward one for the weight and bias gradients and one for the input gradient (see
+    /// [`Tensor::linear`]).
+    pub fn forward_activated(
+        &self,
+        tape: &GradientTape,
+        x: &Tensor,
+        activation: UnaryOp,
+    ) -> Result<Tensor> {
         self.record(tape, x, Some(activation))
     }
 
-    fn record(&self, tape: &mut Tape, x: Var, activation: Option<UnaryOp>) -> Result<Var> {
-        let weight = tape.param(&self.weight);
-        let bias = self.bias.as_ref().map(|bias| tape.param(bias));
-        tape.linear(x, weight, bias, activation)
+    fn record(
+        &self,
+        tape: &GradientTape,
+        x: &Tensor,
+        activation: Option<UnaryOp>,
+    ) -> Result<Tensor> {
+        let weight = tape.watch_parameter(&self.weight)?;
+        let bias = self
+            .bias
+            .as_ref()
+            .map(|bias| tape.watch_parameter(bias))
+            .transpose()?;
+        x.linear(&weight, bias.as_ref(), activation)
     }
 
     /// `x·W (+ b)` on tensors, without a tape.
@@ -163,7 +179,7 @@ pub struct ActivatedMlp<'a> {
 }
 
 impl Module for ActivatedMlp<'_> {
-    fn forward(&self, tape: &mut Tape, x: Var) -> Result<Var> {
+    fn forward(&self, tape: &GradientTape, x: &Tensor) -> Result<Tensor> {
         self.mlp.forward_with(tape, x, self.activation)
     }
 
@@ -246,22 +262,33 @@ impl Mlp {
         Ok(())
     }
 
-    pub fn forward(&self, tape: &mut Tape, x: Var) -> Result<Var> {
+    /// The forward pass, the parameters watched by `tape`: the logits of a batch, ready for a loss and
+    /// [`GradientTape::backward`].
+    pub fn forward(&self, tape: &GradientTape, x: &Tensor) -> Result<Tensor> {
         self.forward_with(tape, x, Activation::Relu)
     }
 
     /// [`Mlp::forward`] with `activation` between the hidden layers.
-    pub fn forward_with(&self, tape: &mut Tape, x: Var, activation: Activation) -> Result<Var> {
-        let mut current = x;
+    pub fn forward_with(
+        &self,
+        tape: &GradientTape,
+        x: &Tensor,
+        activation: Activation,
+    ) -> Result<Tensor> {
+        let mut current: Option<Tensor> = None;
         for (index, layer) in self.layers.iter().enumerate() {
-            current = match activation.op() {
+            let input = current.as_ref().unwrap_or(x);
+            current = Some(match activation.op() {
                 Some(op) if index + 1 < self.layers.len() => {
-                    layer.forward_activated(tape, current, op)?
+                    layer.forward_activated(tape, input, op)?
                 }
-                _ => layer.forward(tape, current)?,
-            };
+                _ => layer.forward(tape, input)?,
+            });
         }
-        Ok(current)
+        match current {
+            Some(output) => Ok(output),
+            None => x.try_clone(),
+        }
     }
 
     /// The forward pass on tensors, without a tape: the logits of a batch, say.
@@ -334,7 +361,7 @@ impl Mlp {
 
 // The inherent methods stay callable without importing the trait; the trait lets one training step take any model.
 impl Module for Linear {
-    fn forward(&self, tape: &mut Tape, x: Var) -> Result<Var> {
+    fn forward(&self, tape: &GradientTape, x: &Tensor) -> Result<Tensor> {
         Linear::forward(self, tape, x)
     }
 
@@ -348,7 +375,7 @@ impl Module for Linear {
 }
 
 impl Module for Mlp {
-    fn forward(&self, tape: &mut Tape, x: Var) -> Result<Var> {
+    fn forward(&self, tape: &GradientTape, x: &Tensor) -> Result<Tensor> {
         Mlp::forward(self, tape, x)
     }
 

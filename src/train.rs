@@ -1,6 +1,6 @@
 //! The training step of the library's trainers (the dataset's epochs, the command's `train` and `fit`, the seed job,
 //! the benches, and the bindings' estimators; Python's Keras `Model.fit` steps on its own tape): a model's forward pass
-//! recorded on a tape, softmax cross-entropy's mean over the batch as the cost, the backward pass and one optimizer
+//! recorded on a [`GradientTape`], softmax cross-entropy's mean over the batch as the cost, the backward pass and one optimizer
 //! update. Also the schedule that suspends and resumes a session every K steps, the same wherever training offers it.
 //!
 //! ```
@@ -24,7 +24,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::autograd::{Tape, Var};
+use crate::autograd::GradientTape;
 use crate::error::{ByteSize, Error, Result};
 use crate::nn::Module;
 use crate::optim::Optimizer;
@@ -102,31 +102,32 @@ impl Objective {
         }
     }
 
-    /// The per-row losses [batch] of `outputs` [batch, width] against `targets` of the same shape, on the tape;
-    /// with softmax cross-entropy `correct` counts the rows whose largest output is at their largest target.
-    pub(crate) fn record(
+    /// The per-row losses [batch] of `outputs` [batch, width] against `targets` of the same shape (recorded
+    /// where a tape traces the outputs); with softmax cross-entropy `correct` counts the rows whose largest
+    /// output is at their largest target.
+    pub fn losses(
         self,
-        tape: &mut Tape,
-        outputs: Var,
-        targets: Var,
+        outputs: &Tensor,
+        targets: &Tensor,
         correct: Option<&Tensor>,
-    ) -> Result<Var> {
+    ) -> Result<Tensor> {
         match self {
             Objective::SoftmaxCrossEntropy => {
-                tape.softmax_cross_entropy_counting(outputs, targets, correct)
+                let (losses, _) = match correct {
+                    Some(correct) => outputs.softmax_cross_entropy_counting(targets, correct)?,
+                    None => outputs.softmax_cross_entropy_with_logits(targets)?,
+                };
+                Ok(losses)
             }
             Objective::SigmoidCrossEntropy => {
-                let softplus = tape.softplus(outputs)?;
-                let matched = tape.mul(outputs, targets)?;
-                let each = tape.sub(softplus, matched)?;
-                tape.sum(each, Some(1))
+                let softplus = outputs.softplus()?;
+                softplus.sub(&outputs.mul(targets)?)?.sum(Some(1))
             }
-            Objective::SquaredError => {
-                let difference = tape.sub(outputs, targets)?;
-                let squared = tape.square(difference)?;
-                let mean = tape.mean(squared, Some(1))?;
-                tape.mul_scalar(mean, 0.5)
-            }
+            Objective::SquaredError => outputs
+                .sub(targets)?
+                .square()?
+                .mean(Some(1))?
+                .mul_scalar(0.5),
         }
     }
 }
@@ -158,47 +159,56 @@ pub(crate) fn step_with<R>(
     correct: Option<&Tensor>,
     before_update: impl FnOnce(&StepValues<'_>) -> Result<R>,
 ) -> Result<R> {
-    let mut tape = Tape::new();
-    let x = tape.constant(inputs);
-    let y = tape.constant(targets);
-    let logits = model.forward(&mut tape, x)?;
-    let mut losses = cost.objective.record(&mut tape, logits, y, correct)?;
+    let tape = GradientTape::new();
+    let logits = model.forward(&tape, inputs)?;
+    let mut losses = cost.objective.losses(&logits, targets, correct)?;
     if cost.alpha != 0.0 {
-        let penalty = l2_penalty(&mut tape, model, cost.alpha, inputs.shape()[0])?;
-        losses = tape.add(losses, penalty)?;
+        let penalty = l2_penalty(&tape, model, cost.alpha, inputs.shape()[0])?;
+        losses = losses.add(&penalty)?;
     }
-    let cost = tape.mean(losses, None)?;
+    let cost = losses.mean(None)?;
+    if !tape.traces(&cost) {
+        return Err(Error::InvalidArgument {
+            what: "training step",
+            given: "a model whose forward pass recorded nothing on the step's tape".to_string(),
+            expected: "a Module whose forward pass computes with the handles GradientTape::watch_parameter \
+                       gives for its parameters"
+                .to_string(),
+        });
+    }
+    // The caller sees untraced handles: what it computes from them is not recorded on the step's tape.
+    let seen = [&logits, &losses, &cost].map(|value| Arc::new(value.share()));
     let result = before_update(&StepValues {
-        logits: tape.shared_value(logits)?,
-        targets: tape.shared_value(y)?,
-        losses: tape.shared_value(losses)?,
-        cost: tape.shared_value(cost)?,
+        logits: &seen[0],
+        targets,
+        losses: &seen[1],
+        cost: &seen[2],
     })?;
-    let gradients = tape.backward(cost)?;
+    // The walk frees each value once past it; these handles would keep the logits and losses to the end.
+    drop((seen, logits, losses));
+    let gradients = tape.backward(&cost)?;
     optimizer.step(&model.parameters(), &gradients)?;
     Ok(result)
 }
 
 /// `0.5 · alpha · Σ‖W‖² / rows` over the model's weight matrices (its 2-d parameters: biases are not
-/// penalised), as a 0-d value on the tape.
-fn l2_penalty(tape: &mut Tape, model: &dyn Module, alpha: f32, rows: usize) -> Result<Var> {
-    let mut total: Option<Var> = None;
+/// penalised), as a 0-d value recorded on the tape.
+fn l2_penalty(tape: &GradientTape, model: &dyn Module, alpha: f32, rows: usize) -> Result<Tensor> {
+    let mut total: Option<Tensor> = None;
     for parameter in model.parameters() {
         if parameter.shape().len() != 2 {
             continue;
         }
-        // The same variable the forward pass recorded (the tape keeps one per parameter).
-        let weight = tape.param(&parameter);
-        let squared = tape.square(weight)?;
-        let sum = tape.sum(squared, None)?;
+        // The same node the forward pass recorded (the tape keeps one per parameter).
+        let sum = tape.watch_parameter(&parameter)?.square()?.sum(None)?;
         total = Some(match total {
-            Some(total) => tape.add(total, sum)?,
+            Some(total) => total.add(&sum)?,
             None => sum,
         });
     }
     let scale = 0.5 * alpha / rows.max(1) as f32;
     match total {
-        Some(total) => tape.mul_scalar(total, scale),
+        Some(total) => total.mul_scalar(scale),
         None => Err(Error::InvalidArgument {
             what: "L2 penalty",
             given: "a model without weight matrices".to_string(),

@@ -112,7 +112,7 @@ class Linear:
         return self._forward(x, None)
 
     def _forward(self, x: Any, activation: str | None) -> Tensor:
-        """``activation(x @ weight + bias)`` recorded as one layer (the library's ``Tape::linear``): forward, and
+        """``activation(x @ weight + bias)`` recorded as one layer (the library's ``Tensor::linear``): forward, and
         backward its weight and bias gradients and its input gradient, each in one pass where the shapes allow."""
         if not isinstance(x, Tensor):
             x = self.weight._owner().tensor(x)

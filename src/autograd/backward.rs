@@ -25,7 +25,7 @@ pub struct Gradients {
 
 impl Gradients {
     /// Gradients computed elsewhere, paired with the parameters they are for, so that an optimizer step can
-    /// take them: what a front end builds from the gradients of [`Tape::gradient`]. A parameter given twice
+    /// take them: what a front end builds from the gradients of [`GradientTape::gradient`](crate::GradientTape::gradient). A parameter given twice
     /// takes the first pair's gradient, as [`Gradients::of`] looks them up in order.
     ///
     /// ```
@@ -46,7 +46,8 @@ impl Gradients {
         }
     }
 
-    /// The gradient for a parameter registered with [`Tape::param`], if it took part in the result.
+    /// The gradient for a parameter watched with
+    /// [`GradientTape::watch_parameter`](crate::GradientTape::watch_parameter), if it took part in the result.
     pub fn of(&self, parameter: &Arc<Tensor>) -> Option<&Tensor> {
         self.by_parameter
             .iter()
@@ -73,7 +74,7 @@ impl Gradients {
 impl Tape {
     /// Differentiates the scalar `output` with respect to every parameter on the tape. The tape is consumed:
     /// each intermediate is dropped (its range returned to the pool) as soon as the walk has passed it.
-    pub fn backward(mut self, output: Var) -> Result<Gradients> {
+    pub(crate) fn backward(mut self, output: Var) -> Result<Gradients> {
         let output_node = self.node(output)?;
         if output_node.value.len() != 1 {
             return Err(Error::Shape {
@@ -97,37 +98,12 @@ impl Tape {
         Ok(Gradients { by_parameter })
     }
 
-    /// The gradients of `output` with respect to each of `sources` (parameters, inputs or intermediate values
-    /// on this tape), in their order: `None` for a source `output` does not depend on through ops with a
-    /// gradient (a constant, a value recorded after `output`). A non-scalar `output` is differentiated as the
-    /// sum of its elements, as TensorFlow's `GradientTape.gradient` does. The tape is kept, so it can be asked
-    /// again (for other sources, or another output): what a persistent tape needs. Every intermediate stays
-    /// alive until the tape is dropped; [`Tape::into_gradient`] frees them as it goes.
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    /// use wgcompute::{Session, SessionOptions, Tape};
-    /// # fn main() -> wgcompute::Result<()> {
-    /// let session = Session::open(SessionOptions::default())?;
-    /// let x = Arc::new(session.upload(&[1.0, 2.0, 3.0], &[3])?);
-    /// let mut tape = Tape::new();
-    /// let xv = tape.param(&x);
-    /// let squared = tape.square(xv)?;
-    /// let total = tape.sum(squared, None)?;
-    /// let gradients = tape.gradient(total, &[xv, squared])?;
-    /// assert_eq!(gradients[0].as_ref().expect("x").to_vec()?, vec![2.0, 4.0, 6.0]);
-    /// assert_eq!(gradients[1].as_ref().expect("x²").to_vec()?, vec![1.0; 3]);
-    /// // Asked again: the tape is still whole.
-    /// assert!(tape.gradient(total, &[xv])?[0].is_some());
-    /// # Ok(()) }
-    /// ```
-    pub fn gradient(&self, output: Var, sources: &[Var]) -> Result<Vec<Option<Tensor>>> {
-        self.gradient_seeded(output, None, sources)
-    }
-
-    /// [`Tape::gradient`] with the gradient arriving at `output` given (`output_gradient`, of `output`'s shape;
-    /// `None` is all ones): a vector-Jacobian product, TensorFlow's `output_gradients`.
-    pub fn gradient_seeded(
+    /// The gradients of `output` with respect to each of `sources` (nodes of this tape), in their order, with
+    /// the gradient arriving at `output` given (`output_gradient`, of `output`'s shape; `None` is all ones):
+    /// `None` for a source `output` does not depend on through ops with a gradient. A non-scalar `output` is
+    /// differentiated as the sum of its elements, as TensorFlow's `GradientTape.gradient` does. The tape is
+    /// kept, so it can be asked again: what a persistent tape needs. [`Tape::into_gradient`] frees as it goes.
+    pub(crate) fn gradient_seeded(
         &self,
         output: Var,
         output_gradient: Option<&Tensor>,
@@ -143,7 +119,7 @@ impl Tape {
 
     /// [`Tape::gradient_seeded`], consuming the tape: as in [`Tape::backward`], each intermediate is dropped as
     /// soon as the walk has passed it, so the walk's peak memory is lower. What a tape asked only once needs.
-    pub fn into_gradient(
+    pub(crate) fn into_gradient(
         mut self,
         output: Var,
         output_gradient: Option<&Tensor>,
@@ -252,7 +228,7 @@ impl Tape {
         else {
             return Ok(());
         };
-        if walk.readers[losses] != 1 || self.nodes[losses].parameter {
+        if walk.readers[losses] != 1 || self.nodes[losses].owner.is_some() {
             return Ok(());
         }
         let scale = match op {
@@ -271,9 +247,9 @@ impl Tape {
         let Some(gradient) = walk.gradients.get_mut(index).and_then(Option::take) else {
             return Ok(());
         };
-        if walk.collect_parameters && node.parameter {
+        if let (true, Some(owner)) = (walk.collect_parameters, &node.owner) {
             walk.by_parameter
-                .push((Arc::clone(&node.value), Arc::new(gradient)));
+                .push((Arc::clone(owner), Arc::new(gradient)));
             return Ok(());
         }
         let passes_on = node.wants_gradient && !matches!(node.op, Op::Leaf) && index > walk.lowest;

@@ -8,13 +8,15 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::tensor::{lock, Op, Recording, SharedTape, Tape, Tensor, Trace, Var};
 
+use super::backward::Gradients;
+
 use super::rules::refuse_without_rule;
 
 /// Records the ops on the tensors it watches, for [`GradientTape::gradient`].
 ///
 /// [`GradientTape::watch`] gives a handle of a tensor (its data shared, not copied) that the tape traces. Every
 /// op with a traced operand records itself and returns a traced result; other ops record nothing and cost
-/// nothing more. The reverse walk uses the gradient rules of [`Tape`].
+/// nothing more. The reverse walk uses the gradient rules of the op table.
 ///
 /// The tape owns the values it recorded; a traced tensor refers to its tape weakly, so dropping the tape lets
 /// them go (the tensors stay usable, as plain tensors). Like every tensor, the values hold no GPU memory past
@@ -90,6 +92,79 @@ impl GradientTape {
         }
         let var = tape.push(tensor.share(), Op::Leaf, true);
         Ok(self.handle(&tape, tensor.share(), var.index))
+    }
+
+    /// `parameter`, shared with the layer that owns it, as a tensor this tape traces, a gradient flowing to it:
+    /// what a layer's forward pass computes with. The tape keeps one node per parameter, so a layer used twice
+    /// in a pass (or a penalty over the weights after it) gives the same node, and
+    /// [`GradientTape::backward`]'s gradient of it is the sum over every use, found by
+    /// [`Gradients::of`] with the `Arc` the layer holds. Only the handles this method gives count as the
+    /// parameter: [`GradientTape::watch`] of the same tensor makes a node of its own, whose gradient
+    /// [`GradientTape::gradient`] gives and `backward` does not.
+    pub fn watch_parameter(&self, parameter: &Arc<Tensor>) -> Result<Tensor> {
+        if parameter.dtype() != DType::F32 {
+            return Err(Error::DType {
+                op: "watch_parameter",
+                expected: DType::F32,
+                found: parameter.dtype(),
+            });
+        }
+        let mut tape = lock(&self.shared);
+        let var = tape.param(parameter);
+        Ok(self.handle(&tape, parameter.share(), var.index))
+    }
+
+    /// The gradients of the single value `target` with respect to every parameter watched by
+    /// [`GradientTape::watch_parameter`] that it depends on: what an optimizer step takes. As
+    /// [`GradientTape::take_gradient`] the walk lets go of each value as soon as it has passed it, and leaves the
+    /// tape empty. An untraced `target` depends on no parameter: no gradients. A `target` traced by another
+    /// tape, or by this one before a reset, and a `target` of more than one element (reduce it with `mean` or
+    /// `sum` first) are errors, which leave the tape as it was.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use wgcompute::{GradientTape, Session, SessionOptions};
+    /// # fn main() -> wgcompute::Result<()> {
+    /// let session = Session::open(SessionOptions::default())?;
+    /// let w = Arc::new(session.upload(&[1.0, 2.0, 3.0], &[3])?);
+    /// let tape = GradientTape::new();
+    /// let cost = tape.watch_parameter(&w)?.square()?.sum(None)?;
+    /// let gradients = tape.backward(&cost)?;
+    /// assert_eq!(gradients.of(&w).expect("w took part").to_vec()?, vec![2.0, 4.0, 6.0]);
+    /// # Ok(()) }
+    /// ```
+    pub fn backward(&self, target: &Tensor) -> Result<Gradients> {
+        if target.len() != 1 {
+            return Err(Error::Shape {
+                op: "backward",
+                message: format!(
+                    "backward starts from a single value; got shape {:?} (reduce it with mean or sum first)",
+                    target.shape()
+                ),
+            });
+        }
+        let (recorded, output) = {
+            let mut tape = lock(&self.shared);
+            let output = match self.own_node(&tape, target) {
+                Some(node) => Some(tape.var_at(node)),
+                None if target.trace().is_some() => {
+                    return Err(Error::InvalidArgument {
+                        what: "backward target",
+                        given: "a tensor recorded on another tape, or on this one before a reset"
+                            .to_string(),
+                        expected: "a value recorded on this tape since its last reset".to_string(),
+                    })
+                }
+                None => None,
+            };
+            let fresh = Self::fresh(&tape);
+            (std::mem::replace(&mut *tape, fresh), output)
+        };
+        // The walk runs outside the lock, on the recording alone.
+        match output {
+            Some(output) => recorded.backward(output),
+            None => Ok(Gradients::from_pairs([])),
+        }
     }
 
     /// The gradients of `target` with respect to each of `sources` (watched tensors, or results recorded on

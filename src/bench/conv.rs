@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::cpu::{host_data, sgemm, sgemm_threads};
 use super::report::{BenchRow, Better};
 use super::rows::{device_time, median_time};
-use crate::{Conv2dOptions, Padding, Result, Session, Tape, Transpose};
+use crate::{Conv2dOptions, GradientTape, Padding, Result, Session, Transpose};
 
 /// A ResNet-style layer: [batch, size, size, channels] by a 3×3 kernel, `channels` out, "same" padding.
 #[derive(Clone, Copy, Debug)]
@@ -59,10 +59,10 @@ pub fn conv2d(session: &Session, case: ConvCase, runs: usize) -> Result<BenchRow
         ..Conv2dOptions::default()
     };
     let (conv, dispatches) = device_time(session, runs, || {
-        let mut tape = Tape::new();
-        let (x, w) = (tape.param(&image), tape.param(&kernel));
-        let y = tape.conv2d(x, w, &options)?;
-        tape.into_gradient(y, Some(&upstream), &[x, w]).map(drop)
+        let tape = GradientTape::new();
+        let (x, w) = (tape.watch(&image)?, tape.watch(&kernel)?);
+        let y = x.conv2d(&w, &options)?;
+        tape.take_gradient(&y, Some(&upstream), &[&x, &w]).map(drop)
     })?;
 
     let patches = session.upload(&host_data(m * k, 34), &[m, k])?;

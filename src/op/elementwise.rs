@@ -1,12 +1,12 @@
 //! The elementwise ops, each declared once as a row: its name, its scalar argument, its WGSL expression and its
-//! doc. The enums, their names and descriptions, the `Tensor` and `Tape` methods and the shader's op switches
-//! all follow from these rows.
+//! doc. The enums, their names and descriptions, the `Tensor` methods (which record themselves on a tape) and
+//! the shader's op switches all follow from these rows.
 
 /// Every elementwise op, declared once. Each row of `for_each_unary_op!` is
 /// `visibility Variant method [argument] "WGSL of x (and a)" "doc"`, each of `for_each_binary_op!`
 /// `Variant method "WGSL of x and y" "doc"`; the WGSL serves scalars and vec4s alike (`a` is a scalar, `zero` is
 /// 0 of x's type). The op codes, the shader's switch, the public `Tensor` methods
-/// (src/ops/elementwise.rs) and the `Tape` methods (src/autograd/tape.rs) all follow from these rows; a gradient
+/// (src/ops/elementwise.rs), which record themselves on a tape, all follow from these rows; a gradient
 /// arm in `unary_gradient` or `binary_gradients` (src/autograd/rules.rs) and a reference in
 /// tests/all/common/reference.rs complete a new op.
 macro_rules! for_each_unary_op {
@@ -155,7 +155,7 @@ macro_rules! unary_enum {
                 }
             }
 
-            /// Whether the op is the library's own, with no `Tensor` or `Tape` method of its name (a command line
+            /// Whether the op is the library's own, with no `Tensor` method of its name (a command line
             /// built from [`all`](Self::all) leaves it out).
             pub fn is_internal(self) -> bool {
                 match self {

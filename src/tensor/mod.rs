@@ -13,7 +13,7 @@ pub use crate::shape::MAX_RANK;
 
 pub(crate) mod record;
 
-pub(crate) use record::{lock, Node, Op, Recording, Refusal, SharedTape, Tape, Trace, Var};
+pub(crate) use record::{lock, Node, Op, Recording, SharedTape, Tape, Trace, Var};
 
 /// A row-major tensor (f32 unless made by an op that says otherwise) living in a session's pool.
 ///

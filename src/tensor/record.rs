@@ -16,7 +16,7 @@ use super::Tensor;
 
 /// A value recorded on a [`Tape`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Var {
+pub(crate) struct Var {
     pub(crate) index: usize,
     pub(crate) tape: u64,
 }
@@ -139,7 +139,7 @@ pub(crate) enum Op {
         axis: usize,
         indices: Tensor,
     },
-    // The Array API's reductions, scans and shape ops (src/autograd/array_api.rs records them).
+    // The Array API's reductions, scans and shape ops (src/ops/reduce.rs and manipulate.rs record them).
     /// A row of the value-reduction table over the sorted `axes`, kept as 1s or not.
     ReduceAxes {
         op: ReduceOp,
@@ -168,7 +168,7 @@ pub(crate) enum Op {
         x: usize,
         widths: Vec<(usize, usize)>,
     },
-    // Convolutions and pooling (src/autograd/window.rs records them).
+    // Convolutions and pooling (src/ops/window.rs records them).
     /// The patches of an NHWC image (im2col), in the shape the product or reduction reads them.
     Patches {
         x: usize,
@@ -226,12 +226,14 @@ pub(crate) struct Node {
     pub(crate) op: Op,
     /// Whether a gradient flows to this node (it is a parameter or depends on one).
     pub(crate) wants_gradient: bool,
-    /// Set for parameters, so gradients can be looked up by the tensor the caller holds.
-    pub(crate) parameter: bool,
+    /// A parameter's owner, the `Arc` a layer holds, so that its gradient can be looked up by it. Only its
+    /// address is used: the node's value is an untraced handle of the same data, so that the walk's ops on it
+    /// never reach a tape, whatever tape the owner's tensor traces.
+    pub(crate) owner: Option<Arc<Tensor>>,
 }
 
-/// Records operations for one forward pass and differentiates them.
-pub struct Tape {
+/// The recording a [`GradientTape`](crate::GradientTape) keeps: its nodes, in the order the ops recorded them.
+pub(crate) struct Tape {
     pub(crate) nodes: Vec<Node>,
     pub(crate) id: u64,
     /// What refuses an op a gradient would flow through but no rule can carry (a max, say), at once rather than
@@ -275,7 +277,7 @@ impl Default for Tape {
 }
 
 impl Tape {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             nodes: Vec::new(),
             id: NEXT_TAPE.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
@@ -285,7 +287,7 @@ impl Tape {
     }
 
     pub(crate) fn push(&mut self, value: Tensor, op: Op, wants_gradient: bool) -> Var {
-        self.push_shared(Arc::new(value), op, wants_gradient, false)
+        self.push_shared(Arc::new(value), op, wants_gradient, None)
     }
 
     fn push_shared(
@@ -293,13 +295,13 @@ impl Tape {
         value: Arc<Tensor>,
         op: Op,
         wants_gradient: bool,
-        parameter: bool,
+        owner: Option<Arc<Tensor>>,
     ) -> Var {
         self.nodes.push(Node {
             value,
             op,
             wants_gradient,
-            parameter,
+            owner,
         });
         Var {
             index: self.nodes.len() - 1,
@@ -322,46 +324,25 @@ impl Tape {
         })
     }
 
-    /// The value a variable holds.
-    pub fn value(&self, var: Var) -> Result<&Tensor> {
-        Ok(&self.node(var)?.value)
-    }
-
-    /// The value a variable holds, as the handle the tape shares: a front end that gives the value to its user
-    /// hands out this `Arc`, so that an op on it later can find the variable again by pointer
-    /// ([`Arc::ptr_eq`]), as [`Tape::param`] finds a parameter.
-    pub fn shared_value(&self, var: Var) -> Result<&Arc<Tensor>> {
-        Ok(&self.node(var)?.value)
-    }
-
-    /// Whether a gradient flows to `var`: it is a parameter or was computed from one.
-    pub fn wants_gradient(&self, var: Var) -> Result<bool> {
-        Ok(self.node(var)?.wants_gradient)
-    }
-
-    /// A constant input: no gradient flows to it.
-    pub fn input(&mut self, value: Tensor) -> Var {
-        self.push(value, Op::Leaf, false)
-    }
-
-    /// A constant input shared with its owner (a batch buffer refilled every step, say).
-    pub fn constant(&mut self, value: &Arc<Tensor>) -> Var {
-        self.push_shared(Arc::clone(value), Op::Leaf, false, false)
-    }
-
-    /// A parameter shared with its owner; [`Gradients::of`](crate::Gradients::of) finds its gradient by this `Arc`.
-    pub fn param(&mut self, value: &Arc<Tensor>) -> Var {
-        if let Some(index) = self
-            .nodes
-            .iter()
-            .position(|node| node.parameter && Arc::ptr_eq(&node.value, value))
-        {
+    /// A parameter shared with its owner, one node however often it is asked for;
+    /// [`Gradients::of`](crate::Gradients::of) finds its gradient by this `Arc`.
+    pub(crate) fn param(&mut self, owner: &Arc<Tensor>) -> Var {
+        if let Some(index) = self.nodes.iter().position(|node| {
+            node.owner
+                .as_ref()
+                .is_some_and(|known| Arc::ptr_eq(known, owner))
+        }) {
             return Var {
                 index,
                 tape: self.id,
             };
         }
-        self.push_shared(Arc::clone(value), Op::Leaf, true, true)
+        self.push_shared(
+            Arc::new(owner.share()),
+            Op::Leaf,
+            true,
+            Some(Arc::clone(owner)),
+        )
     }
 }
 
@@ -409,7 +390,7 @@ impl Tape {
                 }
             }
         }
-        self.push_shared(Arc::new(operand.share()), Op::Leaf, false, false)
+        self.push_shared(Arc::new(operand.share()), Op::Leaf, false, None)
             .index
     }
 }

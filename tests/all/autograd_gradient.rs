@@ -1,13 +1,14 @@
-//! The tape's gradients with respect to chosen sources: `Tape::gradient` (the tape kept, for a persistent tape
-//! and intermediate values), `Tape::into_gradient` (consumed, freeing as it goes) and `gradient_seeded`; each
-//! bit for bit against the walk `backward` makes, the gradient of an intermediate against its formula, sources
-//! the output does not depend on as `None`; the shared value handle; `Gradients::from_pairs` for an optimizer
-//! step; and labels that want a gradient refused by softmax cross-entropy.
+//! The tape's gradients with respect to chosen sources: `GradientTape::gradient` (the tape kept, for a
+//! persistent tape and intermediate values), `GradientTape::take_gradient` (consumed, freeing as it goes) and
+//! `gradient_seeded`; each bit for bit against the walk `backward` makes, the gradient of an intermediate against
+//! its formula, sources the output does not depend on as `None`; a parameter's handle sharing the caller's data;
+//! `Gradients::from_pairs` for an optimizer step; and labels that want a gradient refused by softmax
+//! cross-entropy.
 
 use std::sync::Arc;
 
 use crate::common::{per_backend, Backend, Rng};
-use wgcompute::{Adam, AdamConfig, Error, Gradients, Optimizer, Session, Tape, Tensor, Var};
+use wgcompute::{Adam, AdamConfig, Error, GradientTape, Gradients, Optimizer, Session, Tensor};
 
 fn upload(session: &Session, data: &[f32], shape: &[usize]) -> Arc<Tensor> {
     Arc::new(session.upload(data, shape).expect("upload"))
@@ -22,24 +23,27 @@ fn read(tensor: Option<&Tensor>, what: &str) -> Vec<f32> {
 
 /// The seed's graph at a small size, with a bias: x[5,7]·W[7,3] + b, softmax cross-entropy, mean.
 struct Graph {
-    tape: Tape,
-    w: Var,
-    b: Var,
-    logits: Var,
-    cost: Var,
-    x: Var,
+    tape: GradientTape,
+    w: Tensor,
+    b: Tensor,
+    logits: Tensor,
+    cost: Tensor,
+    x: Tensor,
 }
 
 fn record(session: &Session, rng: &mut Rng, w: &Arc<Tensor>, b: &Arc<Tensor>) -> Graph {
-    let mut tape = Tape::new();
-    let x = tape.input(session.upload(&rng.vec(35, -1.0, 1.0), &[5, 7]).expect("x"));
-    let labels = tape.input(session.upload(&rng.vec(15, 0.0, 1.0), &[5, 3]).expect("y"));
-    let wv = tape.param(w);
-    let bv = tape.param(b);
-    let product = tape.matmul(x, wv).expect("matmul");
-    let logits = tape.add(product, bv).expect("bias");
-    let losses = tape.softmax_cross_entropy(logits, labels).expect("xent");
-    let cost = tape.mean(losses, None).expect("mean");
+    let tape = GradientTape::new();
+    let x = session.upload(&rng.vec(35, -1.0, 1.0), &[5, 7]).expect("x");
+    let labels = session.upload(&rng.vec(15, 0.0, 1.0), &[5, 3]).expect("y");
+    let wv = tape.watch_parameter(w).expect("watch w");
+    let bv = tape.watch_parameter(b).expect("watch b");
+    let product = x.matmul(&wv).expect("matmul");
+    let logits = product.add(&bv).expect("bias");
+    let losses = logits
+        .softmax_cross_entropy_with_logits(&labels)
+        .expect("xent")
+        .0;
+    let cost = losses.mean(None).expect("mean");
     Graph {
         tape,
         w: wv,
@@ -58,29 +62,37 @@ fn gradient_keeps_the_tape_and_matches_backward_bit_for_bit(backend: &Backend) {
     let b = upload(&session, &rng.vec(3, -1.0, 1.0), &[3]);
     let state = rng.next_u64();
     let graph = record(&session, &mut Rng::new(state), &w, &b);
-    // The values handed out share the tape's handles: a parameter's is the caller's own `Arc`.
-    assert!(Arc::ptr_eq(
-        graph.tape.shared_value(graph.w).expect("w"),
-        &w
-    ));
-    assert!(graph.tape.wants_gradient(graph.logits).expect("logits"));
-    assert!(!graph.tape.wants_gradient(graph.x).expect("x"));
+    // A parameter's handle shares the caller's own data: watching it again takes no memory and gives the node
+    // the tape already has for that `Arc`.
+    let (nodes, in_use) = (
+        graph.tape.len(),
+        session.memory_stats().expect("stats").in_use,
+    );
+    let w_again = graph.tape.watch_parameter(&w).expect("watch w again");
+    assert_eq!(graph.tape.len(), nodes, "one node per parameter");
+    assert_eq!(
+        session.memory_stats().expect("stats").in_use,
+        in_use,
+        "the handle shares w's data"
+    );
+    assert!(graph.tape.traces(&w_again) && graph.tape.traces(&graph.w));
+    assert!(graph.logits.wants_gradient());
+    assert!(!graph.x.wants_gradient());
     let first = graph
         .tape
-        .gradient(graph.cost, &[graph.w, graph.b])
+        .gradient(&graph.cost, &[&graph.w, &graph.b])
         .expect("gradient");
     let again = graph
         .tape
-        .gradient(graph.cost, &[graph.b, graph.w])
+        .gradient(&graph.cost, &[&graph.b, &w_again])
         .expect("a second gradient from the same tape");
     let consumed = record(&session, &mut Rng::new(state), &w, &b);
-    let (cost, sources) = (consumed.cost, [consumed.w, consumed.b]);
     let once = consumed
         .tape
-        .into_gradient(cost, None, &sources)
-        .expect("into_gradient");
+        .take_gradient(&consumed.cost, None, &[&consumed.w, &consumed.b])
+        .expect("take_gradient");
     let reference = record(&session, &mut Rng::new(state), &w, &b);
-    let gradients = reference.tape.backward(reference.cost).expect("backward");
+    let gradients = reference.tape.backward(&reference.cost).expect("backward");
     for (name, parameter, position) in [("w", &w, 0), ("b", &b, 1)] {
         let want = read(gradients.of(parameter), name);
         assert_eq!(
@@ -96,7 +108,7 @@ fn gradient_keeps_the_tape_and_matches_backward_bit_for_bit(backend: &Backend) {
         assert_eq!(
             read(once[position].as_ref(), name),
             want,
-            "{name}: into_gradient"
+            "{name}: take_gradient"
         );
     }
     session.close();
@@ -110,15 +122,15 @@ fn an_intermediate_source_gets_the_gradient_that_reaches_it(backend: &Backend) {
     let session = backend.poisoned();
     let (x, w) = (rng.vec(13, -2.0, 2.0), rng.vec(13, -1.0, 1.0));
     let x_tensor = upload(&session, &x, &[13]);
-    let mut tape = Tape::new();
-    let xv = tape.param(&x_tensor);
-    let wv = tape.input(session.upload(&w, &[13]).expect("w"));
-    let y = tape.square(xv).expect("square");
-    let weighted = tape.mul(y, wv).expect("mul");
-    let z = tape.sum(weighted, None).expect("sum");
-    let later = tape.exp(xv).expect("recorded after z");
+    let tape = GradientTape::new();
+    let xv = tape.watch_parameter(&x_tensor).expect("watch x");
+    let wv = session.upload(&w, &[13]).expect("w");
+    let y = xv.square().expect("square");
+    let weighted = y.mul(&wv).expect("mul");
+    let z = weighted.sum(None).expect("sum");
+    let later = xv.exp().expect("recorded after z");
     let gradients = tape
-        .gradient(z, &[y, xv, y, wv, later, z])
+        .gradient(&z, &[&y, &xv, &y, &wv, &later, &z])
         .expect("gradient");
     let dy = read(gradients[0].as_ref(), "y");
     let dx = read(gradients[1].as_ref(), "x");
@@ -150,32 +162,38 @@ fn a_seeded_gradient_is_a_vector_jacobian_product(backend: &Backend) {
     let x = upload(&session, &rng.vec(7, -1.0, 1.0), &[7]);
     let v = rng.vec(7, -1.0, 1.0);
     let seed = session.upload(&v, &[7]).expect("seed");
-    let mut tape = Tape::new();
-    let xv = tape.param(&x);
-    let y = tape.mul_scalar(xv, 3.0).expect("scale");
-    let seeded = tape.gradient_seeded(y, Some(&seed), &[xv]).expect("vjp");
+    let tape = GradientTape::new();
+    let xv = tape.watch_parameter(&x).expect("watch x");
+    let y = xv.mul_scalar(3.0).expect("scale");
+    let seeded = tape.gradient_seeded(&y, Some(&seed), &[&xv]).expect("vjp");
     let want: Vec<f32> = v.iter().map(|value| value * 3.0).collect();
     assert_eq!(read(seeded[0].as_ref(), "x"), want);
     assert_eq!(
-        read(tape.gradient(y, &[xv]).expect("sum")[0].as_ref(), "x"),
+        read(tape.gradient(&y, &[&xv]).expect("sum")[0].as_ref(), "x"),
         vec![3.0; 7]
     );
     let wrong = session.upload(&[1.0; 6], &[6]).expect("wrong seed");
     assert!(matches!(
-        tape.gradient_seeded(y, Some(&wrong), &[xv]),
+        tape.gradient_seeded(&y, Some(&wrong), &[&xv]),
         Err(Error::Shape { .. })
     ));
-    // A variable of another tape is refused, naming it.
-    let other = Tape::new().param(&x);
-    assert!(matches!(
-        tape.gradient(y, &[other]),
-        Err(Error::InvalidArgument { .. })
-    ));
+    // A handle another tape traces is no source of this one: no gradient.
+    let other_tape = GradientTape::new();
+    let other = other_tape
+        .watch_parameter(&x)
+        .expect("watch on another tape");
+    assert!(!tape.traces(&other));
+    let from_other = tape.gradient(&y, &[&other]).expect("another tape's handle");
+    assert_eq!(from_other.len(), 1);
+    assert!(
+        from_other[0].is_none(),
+        "a handle of another tape has no gradient here"
+    );
     session.close();
 }
 
 per_backend!(gradients_from_pairs_step_an_optimizer_as_backward_does);
-/// An Adam step from `Gradients::from_pairs` of `Tape::gradient`'s tensors moves the parameters exactly as one
+/// An Adam step from `Gradients::from_pairs` of `GradientTape::gradient`'s tensors moves the parameters exactly as one
 /// from `backward`'s `Gradients`; a parameter left out of the pairs is left as it is.
 fn gradients_from_pairs_step_an_optimizer_as_backward_does(backend: &Backend) {
     let mut rng = Rng::fresh("gradients from pairs");
@@ -197,7 +215,7 @@ fn gradients_from_pairs_step_an_optimizer_as_backward_does(backend: &Backend) {
             let gradients = if from_pairs {
                 let found = graph
                     .tape
-                    .gradient(graph.cost, &[graph.w, graph.b])
+                    .gradient(&graph.cost, &[&graph.w, &graph.b])
                     .expect("gradient");
                 Gradients::from_pairs(parameters.iter().zip(found).map(|(parameter, gradient)| {
                     (
@@ -206,7 +224,7 @@ fn gradients_from_pairs_step_an_optimizer_as_backward_does(backend: &Backend) {
                     )
                 }))
             } else {
-                graph.tape.backward(graph.cost).expect("backward")
+                graph.tape.backward(&graph.cost).expect("backward")
             };
             adam.step(&parameters, &gradients).expect("step");
         }
@@ -217,7 +235,10 @@ fn gradients_from_pairs_step_an_optimizer_as_backward_does(backend: &Backend) {
     let w = upload(&session, &w0, &[7, 3]);
     let b = upload(&session, &b0, &[3]);
     let graph = record(&session, &mut Rng::new(state), &w, &b);
-    let found = graph.tape.gradient(graph.cost, &[graph.w]).expect("w only");
+    let found = graph
+        .tape
+        .gradient(&graph.cost, &[&graph.w])
+        .expect("w only");
     let gradients = Gradients::from_pairs([(
         Arc::clone(&w),
         Arc::new(found.into_iter().next().flatten().expect("w took part")),
@@ -237,10 +258,10 @@ fn softmax_cross_entropy_refuses_labels_that_want_a_gradient(backend: &Backend) 
     let session = backend.poisoned();
     let logits = upload(&session, &[0.5, -1.0, 2.0, 0.0], &[2, 2]);
     let labels = upload(&session, &[0.5; 4], &[2, 2]);
-    let mut tape = Tape::new();
-    let logits_var = tape.param(&logits);
-    let labels_var = tape.param(&labels);
-    match tape.softmax_cross_entropy(logits_var, labels_var) {
+    let tape = GradientTape::new();
+    let logits_var = tape.watch_parameter(&logits).expect("watch logits");
+    let labels_var = tape.watch_parameter(&labels).expect("watch labels");
+    match logits_var.softmax_cross_entropy_with_logits(&labels_var) {
         Err(Error::InvalidArgument { expected, .. }) => {
             assert!(expected.contains("logits only"), "{expected}")
         }
@@ -250,8 +271,11 @@ fn softmax_cross_entropy_refuses_labels_that_want_a_gradient(backend: &Backend) 
         ),
     }
     // Constant labels still record.
-    let constant = tape.constant(&labels);
-    assert!(tape.softmax_cross_entropy(logits_var, constant).is_ok());
+    let recorded = logits_var
+        .softmax_cross_entropy_with_logits(&labels)
+        .expect("constant labels")
+        .0;
+    assert!(tape.traces(&recorded) && recorded.wants_gradient());
     session.close();
 }
 
@@ -274,30 +298,32 @@ fn a_cross_entropy_cost_takes_one_scaling_pass_and_the_bits_of_the_whole_walk(ba
             &[rows, classes],
         );
         for (reduction, read_elsewhere) in [("mean", false), ("sum", false), ("mean", true)] {
-            let cost_of = |tape: &mut Tape| -> (Var, Var) {
-                let z = tape.param(&logits);
-                let y = tape.constant(&labels);
-                let losses = tape.softmax_cross_entropy(z, y).expect("xent");
+            let cost_of = |tape: &GradientTape| -> (Tensor, Tensor) {
+                let z = tape.watch_parameter(&logits).expect("watch logits");
+                let losses = z
+                    .softmax_cross_entropy_with_logits(&labels)
+                    .expect("xent")
+                    .0;
                 let reduced = if reduction == "mean" {
-                    tape.mean(losses, None)
+                    losses.mean(None)
                 } else {
-                    tape.sum(losses, None)
+                    losses.sum(None)
                 }
                 .expect("reduce");
                 let cost = if read_elsewhere {
-                    let again = tape.sum(losses, None).expect("sum");
-                    tape.add(reduced, again).expect("add")
+                    let again = losses.sum(None).expect("sum");
+                    reduced.add(&again).expect("add")
                 } else {
                     reduced
                 };
                 (z, cost)
             };
-            let mut walked = Tape::new();
-            let (z, cost) = cost_of(&mut walked);
-            let want = walked.gradient(cost, &[z]).expect("gradient");
-            let mut stepped = Tape::new();
-            let (_, cost) = cost_of(&mut stepped);
-            let gradients = stepped.backward(cost).expect("backward");
+            let walked = GradientTape::new();
+            let (z, cost) = cost_of(&walked);
+            let want = walked.gradient(&cost, &[&z]).expect("gradient");
+            let stepped = GradientTape::new();
+            let (_, cost) = cost_of(&stepped);
+            let gradients = stepped.backward(&cost).expect("backward");
             let got = read(gradients.of(&logits), "logits");
             let context =
                 format!("{reduction} over [{rows}, {classes}], read elsewhere: {read_elsewhere}");

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::common::{
     self, per_backend, reference, relative_error, weighted_cost, widen, Backend, Rng,
 };
-use wgcompute::{Adam, AdamConfig, Optimizer, Session, Tape, Tensor, Var};
+use wgcompute::{Adam, AdamConfig, GradientTape, Optimizer, Session, Tensor};
 
 type Reference<'a> = dyn Fn(&[Vec<f64>]) -> Vec<f64> + 'a;
 
@@ -25,6 +25,11 @@ fn permuted(x: &[f64], dims: [usize; 3], axes: [usize; 3]) -> Vec<f64> {
     out
 }
 
+/// The mean squared error of `prediction` against `target` (the deleted `Tape::mse`).
+fn mse(prediction: &Tensor, target: &Tensor) -> wgcompute::Result<Tensor> {
+    prediction.sub(target)?.square()?.mean(None)
+}
+
 /// Records `build` over parameters holding `inputs`, weights its output by random numbers, and checks the value
 /// against `reference` and every input's gradient against central differences of Σ w·reference.
 fn check(
@@ -32,7 +37,7 @@ fn check(
     rng: &mut Rng,
     name: &str,
     inputs: &[(Vec<usize>, Vec<f32>)],
-    build: impl Fn(&mut Tape, &[Var]) -> Var,
+    build: impl Fn(&[Tensor]) -> Tensor,
     reference: &Reference<'_>,
 ) {
     let params: Vec<Arc<Tensor>> = inputs
@@ -42,10 +47,8 @@ fn check(
     let wide: Vec<Vec<f64>> = inputs.iter().map(|(_, data)| widen(data)).collect();
     let want = reference(&wide);
     let weights = rng.vec(want.len(), -1.0, 1.0);
-    let (value, gradients) = weighted_cost(session, &params, &weights, |tape, vars| {
-        Ok(build(tape, vars))
-    })
-    .expect("forward");
+    let (value, gradients) =
+        weighted_cost(session, &params, &weights, |vars| Ok(build(vars))).expect("forward");
 
     let error = relative_error(&value, &want);
     assert!(error < 1e-5, "{name} forward: relative error {error:e}");
@@ -89,7 +92,7 @@ fn softmax_and_log_softmax_differentiate_along_the_last_axis(backend: &Backend) 
             &mut rng,
             &format!("softmax over {cols}"),
             &[(shape.clone(), x.clone())],
-            |tape, v| tape.softmax(v[0]).expect("softmax"),
+            |v| v[0].softmax().expect("softmax"),
             &|x| reference::by_rows(&x[0], cols, reference::softmax),
         );
         check(
@@ -97,7 +100,7 @@ fn softmax_and_log_softmax_differentiate_along_the_last_axis(backend: &Backend) 
             &mut rng,
             &format!("log_softmax over {cols}"),
             &[(shape, x)],
-            |tape, v| tape.log_softmax(v[0]).expect("log_softmax"),
+            |v| v[0].log_softmax().expect("log_softmax"),
             &|x| reference::by_rows(&x[0], cols, reference::log_softmax),
         );
     }
@@ -115,7 +118,7 @@ fn concat_narrow_permute_transpose_reshape_and_mse_differentiate(backend: &Backe
         &mut rng,
         "concat along axis 1",
         &[(vec![3, 2, 5], a.clone()), (vec![3, 7, 5], b)],
-        |tape, v| tape.concat(&[v[0], v[1], v[0]], 1).expect("concat"),
+        |v| Tensor::concat(&[&v[0], &v[1], &v[0]], 1).expect("concat"),
         &|x| {
             (0..3)
                 .flat_map(|i| {
@@ -132,7 +135,7 @@ fn concat_narrow_permute_transpose_reshape_and_mse_differentiate(backend: &Backe
         &mut rng,
         "narrow axis 1, 2..7",
         &[(vec![4, 9, 3], x.clone())],
-        |tape, v| tape.narrow(v[0], 1, 2, 5).expect("narrow"),
+        |v| v[0].narrow(1, 2, 5).expect("narrow"),
         &|x| {
             (0..4)
                 .flat_map(|i| x[0][i * 27 + 6..i * 27 + 21].to_vec())
@@ -144,7 +147,7 @@ fn concat_narrow_permute_transpose_reshape_and_mse_differentiate(backend: &Backe
         &mut rng,
         "permute [2, 0, 1]",
         &[(vec![4, 9, 3], x.clone())],
-        |tape, v| tape.permute(v[0], &[2, 0, 1]).expect("permute"),
+        |v| v[0].permute(&[2, 0, 1]).expect("permute"),
         &|x| permuted(&x[0], [4, 9, 3], [2, 0, 1]),
     );
     check(
@@ -152,9 +155,9 @@ fn concat_narrow_permute_transpose_reshape_and_mse_differentiate(backend: &Backe
         &mut rng,
         "transpose then reshape",
         &[(vec![4, 9, 3], x)],
-        |tape, v| {
-            let t = tape.transpose(v[0], 0, 2).expect("transpose");
-            tape.reshape(t, &[27, 4]).expect("reshape")
+        |v| {
+            let t = v[0].transpose(0, 2).expect("transpose");
+            t.reshape(&[27, 4]).expect("reshape")
         },
         // The reshape keeps the transposed order.
         &|x| permuted(&x[0], [4, 9, 3], [2, 1, 0]),
@@ -165,7 +168,7 @@ fn concat_narrow_permute_transpose_reshape_and_mse_differentiate(backend: &Backe
         &mut rng,
         "mse",
         &[(vec![3, 10], a), (vec![3, 10], target)],
-        |tape, v| tape.mse(v[0], v[1]).expect("mse"),
+        |v| mse(&v[0], &v[1]).expect("mse"),
         &|x| {
             let total: f64 = x[0].iter().zip(&x[1]).map(|(p, t)| (p - t).powi(2)).sum();
             vec![total / 30.0]
@@ -196,10 +199,7 @@ fn gathered_rows_send_their_gradients_back_summed_over_repeats(backend: &Backend
         &mut rng,
         "gather_rows",
         &[(vec![rows, width], table)],
-        |tape, v| {
-            let ids = tape.constant(&id_tensor);
-            tape.gather_rows(v[0], ids).expect("gather")
-        },
+        |v| v[0].gather_rows(&id_tensor).expect("gather"),
         &move |x| {
             ids_for_reference
                 .iter()
@@ -278,15 +278,13 @@ fn an_embedding_lookup_trains(backend: &Backend) {
             .collect();
         let ids = session.upload_u32(&ids, &[16]).expect("ids");
         let wanted = targets.gather_rows(&ids).expect("wanted");
-        let mut tape = Tape::new();
-        let table_var = tape.param(&table);
-        let ids = tape.input(ids);
-        let wanted = tape.input(wanted);
-        let looked_up = tape.gather_rows(table_var, ids).expect("lookup");
-        let cost = tape.mse(looked_up, wanted).expect("mse");
-        last = tape.value(cost).expect("cost").item().expect("item");
+        let tape = GradientTape::new();
+        let table_var = tape.watch_parameter(&table).expect("watch");
+        let looked_up = table_var.gather_rows(&ids).expect("lookup");
+        let cost = mse(&looked_up, &wanted).expect("mse");
+        last = cost.item().expect("item");
         first.get_or_insert(last);
-        let gradients = tape.backward(cost).expect("backward");
+        let gradients = tape.backward(&cost).expect("backward");
         optimizer
             .step(std::slice::from_ref(&table), &gradients)
             .unwrap_or_else(|error| panic!("step {step}: {error}"));

@@ -12,7 +12,7 @@ use crate::common::{
     count, lanes_of, per_backend, reduced_shape, relative_error, weighted_cost, Backend, Rng,
 };
 use crate::ops_reduce::{error_against_scale, signed_data, tolerance};
-use wgcompute::{BinaryOp, Error, ReduceOp, Tape, UnaryOp, Var};
+use wgcompute::{BinaryOp, Error, GradientTape, ReduceOp, Tensor, UnaryOp};
 
 /// Values in ±[0.5, 2]: away from 0 (where relu bends and division blows up); positive where the op needs it.
 fn inputs(rng: &mut Rng, len: usize, positive: bool) -> Vec<f32> {
@@ -76,10 +76,9 @@ fn every_unary_op_matches_its_reference_forward_and_backward(backend: &Backend) 
         let weights = rng.vec(len, -1.0, 1.0);
         let scalar = rng.uniform(0.5, 2.0);
         let x_tensor = Arc::new(session.upload(&x, &shape).expect("x"));
-        let (value, gradients) = weighted_cost(&session, &[x_tensor], &weights, |tape, x| {
-            tape.unary(op, x[0], scalar)
-        })
-        .expect("forward");
+        let (value, gradients) =
+            weighted_cost(&session, &[x_tensor], &weights, |x| x[0].unary(op, scalar))
+                .expect("forward");
         let gradient = &gradients[0];
 
         let reference = |x: f64| (reference::unary(op).value)(x, scalar as f64);
@@ -130,10 +129,9 @@ fn every_binary_op_matches_its_reference_forward_and_backward_with_broadcasting(
             let weights = rng.vec(len, -1.0, 1.0);
             let a = Arc::new(session.upload(&lhs, lhs_shape).expect("lhs"));
             let b = Arc::new(session.upload(&rhs, rhs_shape).expect("rhs"));
-            let (value, gradients) = weighted_cost(&session, &[a, b], &weights, |tape, ab| {
-                tape.binary(op, ab[0], ab[1])
-            })
-            .expect("forward");
+            let (value, gradients) =
+                weighted_cost(&session, &[a, b], &weights, |ab| ab[0].binary(op, &ab[1]))
+                    .expect("forward");
             let (da, db) = (&gradients[0], &gradients[1]);
 
             // Output element (i, j) reads lhs and rhs at their broadcast coordinates.
@@ -215,7 +213,7 @@ fn reduce_gradient_reference(
 const SWEEP_SHAPES: [&[usize]; 5] = [&[1], &[7], &[3, 5], &[2, 3, 4], &[2, 4100]];
 
 /// The refusal of a reduction with no gradient rule: an invalid argument that names the op.
-fn expect_refused(op: ReduceOp, result: wgcompute::Result<Var>, context: &str) {
+fn expect_refused(op: ReduceOp, result: wgcompute::Result<Tensor>, context: &str) {
     let error = match result {
         Ok(_) => panic!("{context}: recorded where a gradient would flow"),
         Err(error) => error,
@@ -262,10 +260,9 @@ fn every_reduction_differentiates_or_is_refused_where_a_gradient_would_flow(back
                     );
                 };
                 let weights = rng.vec(count(&reduced_shape(shape, axis)), -1.0, 1.0);
-                let recorded =
-                    weighted_cost(&session, &[Arc::clone(&x_tensor)], &weights, |tape, x| {
-                        tape.reduce(op, x[0], axis)
-                    });
+                let recorded = weighted_cost(&session, &[Arc::clone(&x_tensor)], &weights, |x| {
+                    x[0].reduce(op, axis)
+                });
                 match recorded {
                     Ok((value, gradients)) => {
                         check_value(&value, "a parameter");
@@ -281,21 +278,20 @@ fn every_reduction_differentiates_or_is_refused_where_a_gradient_would_flow(back
                     }
                     Err(error) => {
                         expect_refused(op, Err(error), &format!("{context} on a parameter"));
-                        let mut tape = Tape::new();
-                        let xv = tape.param(&x_tensor);
-                        let derived = tape.unary(UnaryOp::Neg, xv, 0.0).expect("neg");
-                        let derived = tape.unary(UnaryOp::Neg, derived, 0.0).expect("neg");
+                        let tape = GradientTape::new();
+                        let xv = tape.watch_parameter(&x_tensor).expect("watch");
+                        let derived = xv.unary(UnaryOp::Neg, 0.0).expect("neg");
+                        let derived = derived.unary(UnaryOp::Neg, 0.0).expect("neg");
                         expect_refused(
                             op,
-                            tape.reduce(op, derived, axis),
+                            derived.reduce(op, axis),
                             &format!("{context} on a tensor derived from a parameter"),
                         );
-                        let mut tape = Tape::new();
-                        let constant = tape.constant(&x_tensor);
-                        let y = tape
-                            .reduce(op, constant, axis)
+                        // A constant: a tensor no tape traces.
+                        let y = x_tensor
+                            .reduce(op, axis)
                             .unwrap_or_else(|error| panic!("{context} on a constant: {error}"));
-                        let value = tape.value(y).expect("y").to_vec().expect("read y");
+                        let value = y.to_vec().expect("read y");
                         check_value(&value, "a constant");
                         refused.push(op);
                     }
@@ -327,33 +323,32 @@ fn every_reduction_differentiates_or_is_refused_where_a_gradient_would_flow(back
         }
     }
     // The generated methods go through the same rule.
-    type Method = fn(&mut Tape, Var, Option<usize>) -> wgcompute::Result<Var>;
+    type Method = fn(&Tensor, Option<usize>) -> wgcompute::Result<Tensor>;
     let x = Arc::new(session.upload(&[0.5, -2.0, 1.5], &[3]).expect("x"));
     let methods: [(ReduceOp, Method); 5] = [
-        (ReduceOp::Sum, Tape::sum),
-        (ReduceOp::Mean, Tape::mean),
-        (ReduceOp::Prod, Tape::prod),
-        (ReduceOp::Max, Tape::max),
-        (ReduceOp::Min, Tape::min),
+        (ReduceOp::Sum, Tensor::sum),
+        (ReduceOp::Mean, Tensor::mean),
+        (ReduceOp::Prod, Tensor::prod),
+        (ReduceOp::Max, Tensor::max),
+        (ReduceOp::Min, Tensor::min),
     ];
     assert!(
         ReduceOp::all().all(|op| methods.iter().any(|(named, _)| *named == op)),
-        "a reduction's Tape method is missing here"
+        "a reduction's Tensor method is missing here"
     );
     for (op, method) in methods {
         let differentiable = reference::reduction(op).differentiable;
-        let mut tape = Tape::new();
-        let xv = tape.param(&x);
-        let context = format!("Tape::{} on a parameter", op.name());
+        let tape = GradientTape::new();
+        let xv = tape.watch_parameter(&x).expect("watch");
+        let context = format!("Tensor::{} on a parameter", op.name());
         if differentiable {
-            let y =
-                method(&mut tape, xv, None).unwrap_or_else(|error| panic!("{context}: {error}"));
+            let y = method(&xv, None).unwrap_or_else(|error| panic!("{context}: {error}"));
             let gradients = tape
-                .backward(y)
+                .backward(&y)
                 .unwrap_or_else(|error| panic!("{context}: {error}"));
             assert!(gradients.of(&x).is_some(), "{context}: no gradient");
         } else {
-            expect_refused(op, method(&mut tape, xv, None), &context);
+            expect_refused(op, method(&xv, None), &context);
         }
     }
     session.close();
@@ -399,10 +394,9 @@ fn prod_gradient_is_the_product_of_the_others_also_with_zeros_in_a_lane(backend:
             let context = format!("prod over {axis:?} of {shape:?} with zeros at {zeros:?}");
             let weights = rng.vec(count(&reduced_shape(shape, axis)), -1.0, 1.0);
             let x_tensor = Arc::new(session.upload(&x, shape).expect("x"));
-            let (value, gradients) = weighted_cost(&session, &[x_tensor], &weights, |tape, x| {
-                tape.prod(x[0], axis)
-            })
-            .expect("forward");
+            let (value, gradients) =
+                weighted_cost(&session, &[x_tensor], &weights, |x| x[0].prod(axis))
+                    .expect("forward");
             let gradient = &gradients[0];
 
             let want_value = over_lanes(&x, shape, axis, |lane| {
@@ -446,16 +440,15 @@ fn bias_activation_gives_the_bits_of_the_add_and_the_op_forward_and_backward(bac
                 Arc::new(session.upload(&x, &[rows, cols]).expect("x")),
                 Arc::new(session.upload(&bias, &[cols]).expect("bias")),
             ];
-            let (fused, fused_gradients) = weighted_cost(&session, &params, &weights, |tape, v| {
-                tape.bias_activation(v[0], v[1], activation)
+            let (fused, fused_gradients) = weighted_cost(&session, &params, &weights, |v| {
+                v[0].bias_activation(&v[1], activation)
             })
             .expect("fused");
-            let (composed, composed_gradients) =
-                weighted_cost(&session, &params, &weights, |tape, v| {
-                    let sum = tape.add(v[0], v[1])?;
-                    tape.unary(activation, sum, 0.0)
-                })
-                .expect("composed");
+            let (composed, composed_gradients) = weighted_cost(&session, &params, &weights, |v| {
+                let sum = v[0].add(&v[1])?;
+                sum.unary(activation, 0.0)
+            })
+            .expect("composed");
             let context = format!("{activation:?} over [{rows}, {cols}]");
             let bits = |values: &[f32]| values.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&fused), bits(&composed), "{context}: value");

@@ -14,7 +14,7 @@ use crate::common::{
     across_backends, per_backend, relative_error, vulkan_only, widen, Backend, Rng,
 };
 use wgcompute::checkpoint::{self, Checkpoint};
-use wgcompute::{Adam, AdamConfig, Error, Mlp, Optimizer, Session, Sgd, Tape};
+use wgcompute::{Adam, AdamConfig, Error, GradientTape, Mlp, Optimizer, Session, Sgd};
 
 fn temp_path(name: &str) -> std::path::PathBuf {
     std::env::temp_dir().join(format!(
@@ -45,14 +45,17 @@ fn step(
 ) -> f32 {
     let inputs = x.len() / batch;
     let classes = labels.len() / batch;
-    let mut tape = Tape::new();
-    let xv = tape.input(session.upload(x, &[batch, inputs]).expect("x"));
-    let yv = tape.input(session.upload(labels, &[batch, classes]).expect("labels"));
-    let logits = model.forward(&mut tape, xv).expect("forward");
-    let losses = tape.softmax_cross_entropy(logits, yv).expect("xent");
-    let cost = tape.mean(losses, None).expect("mean");
-    let loss = tape.value(cost).expect("cost").item().expect("item");
-    let gradients = tape.backward(cost).expect("backward");
+    let tape = GradientTape::new();
+    let xv = session.upload(x, &[batch, inputs]).expect("x");
+    let yv = session.upload(labels, &[batch, classes]).expect("labels");
+    let logits = model.forward(&tape, &xv).expect("forward");
+    let losses = logits
+        .softmax_cross_entropy_with_logits(&yv)
+        .expect("xent")
+        .0;
+    let cost = losses.mean(None).expect("mean");
+    let loss = cost.item().expect("item");
+    let gradients = tape.backward(&cost).expect("backward");
     optimizer
         .step(&model.parameters(), &gradients)
         .expect("step");
@@ -66,10 +69,10 @@ fn infer_gives_the_tapes_forward_values(backend: &Backend) {
     let model = Mlp::new(&session, 13, &[33, 7], 5, 3).expect("model");
     let x = rng.vec(9 * 13, -1.0, 1.0);
     let input = Arc::new(session.upload(&x, &[9, 13]).expect("x"));
-    let mut tape = Tape::new();
-    let xv = tape.constant(&input);
-    let y = model.forward(&mut tape, xv).expect("forward");
-    let taped = tape.value(y).expect("y").to_vec().expect("read");
+    let tape = GradientTape::new();
+    let xv = &input;
+    let y = model.forward(&tape, xv).expect("forward");
+    let taped = y.to_vec().expect("read");
     let inferred = model.infer(&input).expect("infer").to_vec().expect("read");
     assert_eq!(taped, inferred);
     assert_eq!(model.sizes(), vec![13, 33, 7, 5]);

@@ -211,10 +211,10 @@ per_backend!(counts_go_on_across_suspend);
 /// of gradients without a copy, a bias's gradient summed in place beside the one passed on whole, and each
 /// hidden layer's bias and relu in one pass. Then 20: the cost's value kept by sharing it rather than by a
 /// copy, and the logits' gradient of a mean cross-entropy scaled in one pass rather than spread and multiplied.
-/// Then 15: layers recorded as layers (`Tape::linear`), whose product takes its bias and relu in its store,
-/// whose weight gradient sums the bias gradient in the same pass, and whose input gradient goes through the
-/// relu of the layer below in its store (15 while the last layer's 10 classes took the separate ops). Then 12:
-/// strided forms of the same kernels for widths that are no multiple of 4.
+/// Then 15: layers recorded as layers (`Tape::linear` then, `Tensor::linear` now), whose product takes its bias
+/// and relu in its store, whose weight gradient sums the bias gradient in the same pass, and whose input gradient
+/// goes through the relu of the layer below in its store (15 while the last layer's 10 classes took the separate
+/// ops). Then 12: strided forms of the same kernels for widths that are no multiple of 4.
 const MLP_STEP_DISPATCHES: u64 = 12;
 
 fn mlp_step_dispatches(backend: &Backend) {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::common::{per_backend, vulkan_only, Backend, Rng};
 use wgcompute::data::{held_out_count, shuffled_order, Dataset, Figures, Labels};
 use wgcompute::{
-    train, Adam, AdamConfig, Error, Linear, Mlp, Module, Session, Tape, Tensor, UnaryOp, Var,
+    train, Adam, AdamConfig, Error, GradientTape, Linear, Mlp, Module, Session, Tensor, UnaryOp,
 };
 
 /// Gaussian-ish blobs: `classes` centres on a circle of radius 3, points spread ±1 around them.
@@ -293,9 +293,9 @@ impl PassByPass {
 struct ClippedLinear(Linear);
 
 impl Module for ClippedLinear {
-    fn forward(&self, tape: &mut Tape, x: Var) -> wgcompute::Result<Var> {
+    fn forward(&self, tape: &GradientTape, x: &Tensor) -> wgcompute::Result<Tensor> {
         let y = self.0.forward(tape, x)?;
-        tape.unary(UnaryOp::Relu, y, 0.0)
+        y.unary(UnaryOp::Relu, 0.0)
     }
 
     fn infer(&self, x: &Tensor) -> wgcompute::Result<Tensor> {

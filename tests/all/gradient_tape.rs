@@ -1,23 +1,22 @@
-//! `GradientTape`: ops that record themselves when an operand is traced. Each family of ops against the same
-//! computation recorded op by op on a `Tape` by variable, bit for bit: values and gradients (the tape's
-//! methods run the same `Tensor` ops on handles that trace it, so the two must record the same nodes); what an
+//! `GradientTape`: ops that record themselves when an operand is traced. Each family of ops: its value on the
+//! tape bit for bit that of the same ops on untraced tensors, and each input's gradient against how the sum of
+//! the result's elements moves, in f64, when that input is moved a little along a random direction; what an
 //! untraced op records (nothing); a tape that is dropped, reset, or outlived by its session; and the refusals.
 
 use std::sync::Arc;
 
 use crate::common::{per_backend, Backend, Rng};
 use wgcompute::{
-    BatchNormOptions, BinaryOp, Conv1dOptions, Conv2dOptions, Error, GradientTape, IndexItem,
-    PadMode, Padding, ReduceOp, Repeats, Result, Session, Slice, Split, Tape, Tensor, Transpose,
-    UnaryOp, Var,
+    train, BatchNormOptions, BinaryOp, Conv1dOptions, Conv2dOptions, Error, GradientTape,
+    IndexItem, Linear, Module, PadMode, Padding, ReduceOp, Repeats, Result, Session, Sgd, Slice,
+    Split, Tensor, Transpose, UnaryOp,
 };
 
-/// One computation written for both tapes: over traced tensors, and over a `Tape`'s variables.
+/// One computation, run over traced tensors and over plain ones.
 struct Case {
     name: &'static str,
     shapes: Vec<Vec<usize>>,
     traced: fn(&[Tensor], &Constants) -> Result<Tensor>,
-    by_variable: fn(&mut Tape, &[Var], &Constants) -> Result<Var>,
 }
 
 /// Inputs no gradient flows to: labels, a condition and indices.
@@ -33,10 +32,6 @@ struct Constants {
     moving_variance: Tensor,
 }
 
-fn input(tape: &mut Tape, constant: &Tensor) -> Result<Var> {
-    Ok(tape.input(constant.try_clone()?))
-}
-
 fn cases() -> Vec<Case> {
     vec![
         Case {
@@ -48,15 +43,6 @@ fn cases() -> Vec<Case> {
                 let (losses, _) = logits.softmax_cross_entropy_with_logits(&c.labels)?;
                 losses.mean(None)
             },
-            by_variable: |t, v, c| {
-                let product = t.matmul(v[0], v[1])?;
-                let biased = t.add(product, v[2])?;
-                let hidden = t.relu(biased)?;
-                let logits = t.matmul(hidden, v[3])?;
-                let labels = t.input(c.labels.try_clone()?);
-                let losses = t.softmax_cross_entropy(logits, labels)?;
-                t.mean(losses, None)
-            },
         },
         Case {
             name: "unary rows and scalar forms",
@@ -65,16 +51,6 @@ fn cases() -> Vec<Case> {
                 let x = v[0].unary(UnaryOp::Tanh, 0.0)?.exp()?;
                 let y = x.sigmoid()?.square()?.unary(UnaryOp::MulScalar, 1.5)?;
                 y.unary(UnaryOp::AddScalar, -0.25)?.abs()?.neg()
-            },
-            by_variable: |t, v, _| {
-                let x = t.unary(UnaryOp::Tanh, v[0], 0.0)?;
-                let x = t.exp(x)?;
-                let y = t.sigmoid(x)?;
-                let y = t.square(y)?;
-                let y = t.unary(UnaryOp::MulScalar, y, 1.5)?;
-                let y = t.unary(UnaryOp::AddScalar, y, -0.25)?;
-                let y = t.abs(y)?;
-                t.neg(y)
             },
         },
         Case {
@@ -85,24 +61,11 @@ fn cases() -> Vec<Case> {
                 let quotient = product.binary(BinaryOp::Div, &v[1].square()?.add_scalar(1.0)?)?;
                 quotient.maximum(&v[2])
             },
-            by_variable: |t, v, _| {
-                let product = t.mul(v[0], v[1])?;
-                let product = t.sub(product, v[2])?;
-                let squared = t.square(v[1])?;
-                let shifted = t.add_scalar(squared, 1.0)?;
-                let quotient = t.binary(BinaryOp::Div, product, shifted)?;
-                t.maximum(quotient, v[2])
-            },
         },
         Case {
             name: "where",
             shapes: vec![vec![3, 4], vec![4]],
             traced: |v, c| c.condition.where_(&v[0], &v[1])?.square(),
-            by_variable: |t, v, c| {
-                let condition = t.input(c.condition.try_clone()?);
-                let chosen = t.where_(condition, v[0], v[1])?;
-                t.square(chosen)
-            },
         },
         Case {
             name: "reductions along an axis, over all, and over axes",
@@ -113,16 +76,6 @@ fn cases() -> Vec<Case> {
                 let kept = v[0].reduce_axes(ReduceOp::Mean, Some(&[0, 2]), true)?;
                 kept.mul(&sums.sum(None)?)?.add(&products)
             },
-            by_variable: |t, v, _| {
-                let sums = t.sum(v[0], Some(1))?;
-                let sums = t.square(sums)?;
-                let products = t.prod(v[0], Some(0))?;
-                let products = t.mean(products, None)?;
-                let kept = t.reduce_axes(ReduceOp::Mean, v[0], Some(&[0, 2]), true)?;
-                let total = t.sum(sums, None)?;
-                let scaled = t.mul(kept, total)?;
-                t.add(scaled, products)
-            },
         },
         Case {
             name: "permute, reshape and into_shape",
@@ -132,25 +85,11 @@ fn cases() -> Vec<Case> {
                 let flat = moved.reshape(&[4, 6])?.square()?;
                 flat.into_shape(&[24])?.mul(&v[0].reshape(&[24])?)
             },
-            by_variable: |t, v, _| {
-                let moved = t.permute(v[0], &[2, 0, 1])?;
-                let moved = t.exp(moved)?;
-                let flat = t.reshape(moved, &[4, 6])?;
-                let flat = t.square(flat)?;
-                let flat = t.reshape(flat, &[24])?;
-                let x = t.reshape(v[0], &[24])?;
-                t.mul(flat, x)
-            },
         },
         Case {
             name: "softmax and log-softmax",
             shapes: vec![vec![4, 6]],
             traced: |v, _| v[0].softmax()?.mul(&v[0].log_softmax()?),
-            by_variable: |t, v, _| {
-                let soft = t.softmax(v[0])?;
-                let log = t.log_softmax(v[0])?;
-                t.mul(soft, log)
-            },
         },
         Case {
             name: "products with 1-D operands and transposes",
@@ -160,12 +99,6 @@ fn cases() -> Vec<Case> {
                 let dot = row.matmul(&v[2])?;
                 let batch = v[3].matmul_t(&v[1], Transpose::Right)?;
                 batch.mul(&dot)
-            },
-            by_variable: |t, v, _| {
-                let row = t.matmul(v[0], v[1])?;
-                let dot = t.matmul(row, v[2])?;
-                let batch = t.matmul_t(v[3], v[1], Transpose::Right)?;
-                t.mul(batch, dot)
             },
         },
         Case {
@@ -177,14 +110,6 @@ fn cases() -> Vec<Case> {
                 let activated = v[0].matmul(&v[1])?.bias_activation(&v[2], UnaryOp::Tanh)?;
                 fused.add(&plain)?.mul(&activated)
             },
-            by_variable: |t, v, _| {
-                let fused = t.linear(v[0], v[1], Some(v[2]), Some(UnaryOp::Relu))?;
-                let plain = t.linear(v[0], v[1], None, None)?;
-                let product = t.matmul(v[0], v[1])?;
-                let activated = t.bias_activation(product, v[2], UnaryOp::Tanh)?;
-                let sum = t.add(fused, plain)?;
-                t.mul(sum, activated)
-            },
         },
         Case {
             name: "narrow, concat and broadcast_to",
@@ -193,14 +118,6 @@ fn cases() -> Vec<Case> {
                 let joined = Tensor::concat(&[&v[0].narrow(0, 1, 2)?, &v[1]], 0)?;
                 let spread = v[1].narrow(0, 1, 1)?.broadcast_to(&[4, 6])?;
                 joined.mul(&v[0])?.add(&spread)
-            },
-            by_variable: |t, v, _| {
-                let middle = t.narrow(v[0], 0, 1, 2)?;
-                let joined = t.concat(&[middle, v[1]], 0)?;
-                let last = t.narrow(v[1], 0, 1, 1)?;
-                let spread = t.broadcast_to(last, &[4, 6])?;
-                let product = t.mul(joined, v[0])?;
-                t.add(product, spread)
             },
         },
         Case {
@@ -216,30 +133,6 @@ fn cases() -> Vec<Case> {
                     .square()?
                     .sum(None)?;
                 rows.add(&taken)?.add(&along)?.add(&added)?.add(&put)
-            },
-            by_variable: |t, v, c| {
-                let ids = input(t, &c.ids)?;
-                let along_ids = input(t, &c.along)?;
-                let rows = t.gather_rows(v[0], ids)?;
-                let rows = t.mul(rows, v[1])?;
-                let rows = t.sum(rows, None)?;
-                let taken = t.take(v[0], ids, 0)?;
-                let taken = t.square(taken)?;
-                let taken = t.sum(taken, None)?;
-                let along = t.take_along_axis(v[0], along_ids, 1)?;
-                let along = t.exp(along)?;
-                let along = t.sum(along, None)?;
-                let added = t.scatter_add(v[0], ids, v[1], 0)?;
-                let added = t.square(added)?;
-                let added = t.sum(added, None)?;
-                let values = t.exp(v[1])?;
-                let put = t.index_update(v[0], ids, values, 0)?;
-                let put = t.square(put)?;
-                let put = t.sum(put, None)?;
-                let total = t.add(rows, taken)?;
-                let total = t.add(total, along)?;
-                let total = t.add(total, added)?;
-                t.add(total, put)
             },
         },
         Case {
@@ -258,28 +151,6 @@ fn cases() -> Vec<Case> {
                     .add(&scans)?
                     .sum(None)?;
                 total.add(&top.square()?.sum(None)?)?.add(&products)
-            },
-            by_variable: |t, v, _| {
-                let along = t.roll(v[0], 2, Some(1))?;
-                let flat = t.roll(v[0], -4, None)?;
-                let rolled = t.add(along, flat)?;
-                let sorted = t.sort(v[0], 1, true)?;
-                let sorted = t.mul(sorted, v[1])?;
-                let (top, _) = t.top_k(v[0], 2, 1, true)?;
-                let lower = t.tril(v[0], 0)?;
-                let upper = t.triu(v[1], 1)?;
-                let triangles = t.mul(lower, upper)?;
-                let scans = t.cumulative_sum(v[0], Some(1), false)?;
-                let products = t.cumulative_prod(v[1], Some(0), true)?;
-                let products = t.sum(products, None)?;
-                let total = t.mul(rolled, sorted)?;
-                let total = t.add(total, triangles)?;
-                let total = t.add(total, scans)?;
-                let total = t.sum(total, None)?;
-                let top = t.square(top)?;
-                let top = t.sum(top, None)?;
-                let total = t.add(total, top)?;
-                t.add(total, products)
             },
         },
         Case {
@@ -319,28 +190,6 @@ fn cases() -> Vec<Case> {
                     .add(&max)?
                     .add(&avg)?
                     .add(&global)
-            },
-            by_variable: |t, v, _| {
-                let same = Conv2dOptions {
-                    padding: Padding::Same,
-                    ..Conv2dOptions::default()
-                };
-                let conv = t.conv2d(v[0], v[1], &same)?;
-                let transposed = t.conv2d_transpose(v[0], v[2], &Conv2dOptions::default())?;
-                let conv1 = t.conv1d(v[3], v[4], &Conv1dOptions::default())?;
-                let max = t.max_pool2d(v[0], [2, 2], [2, 2], Padding::Same)?;
-                let avg = t.avg_pool2d(v[0], [3, 3], [1, 1], Padding::Same)?;
-                let global = t.global_avg_pool2d(v[0])?;
-                let mut total: Option<Var> = None;
-                for part in [conv, transposed, conv1, max, avg, global] {
-                    let squared = t.square(part)?;
-                    let sum = t.sum(squared, None)?;
-                    total = Some(match total {
-                        Some(total) => t.add(total, sum)?,
-                        None => sum,
-                    });
-                }
-                Ok(total.expect("parts"))
             },
         },
         Case {
@@ -388,67 +237,6 @@ fn cases() -> Vec<Case> {
                     .add(&indexed)?
                     .add(&flipped)
             },
-            by_variable: |t, v, c| {
-                let var = t.var(v[0], Some(&[1]), 1.0, true)?;
-                let var = t.mul(var, v[1])?;
-                let std = t.std(v[1], None, 0.0, false)?;
-                let lse = t.logsumexp(v[0], Some(&[0]), false)?;
-                let lse = t.expand_dims(lse, 0)?;
-                let squeezed = t.squeeze(v[2], &[0])?;
-                let squeezed = t.expand_dims(squeezed, 0)?;
-                let squeezed = t.flatten(squeezed)?;
-                let stacked = t.stack(&[v[0], v[1]], 1)?;
-                let stacked = t.square(stacked)?;
-                let stacked = t.sum(stacked, None)?;
-                let parts = t.unstack(v[0], 0)?;
-                let pieces = t.split(v[1], &Split::Sections(2), 1)?;
-                let flat = t.concat_flat(&[parts[2], pieces[1], squeezed])?;
-                let flat = t.exp(flat)?;
-                let tiled = t.tile(v[2], &[2, 1, 2])?;
-                let tiled = t.square(tiled)?;
-                let tiled = t.sum(tiled, None)?;
-                let each = t.repeat(v[0], &Repeats::Each(2), Some(1))?;
-                let each = t.square(each)?;
-                let each = t.sum(each, None)?;
-                let per = t.repeat(v[1], &Repeats::PerElement(vec![0, 2, 1]), Some(0))?;
-                let per = t.square(per)?;
-                let per = t.sum(per, None)?;
-                let constant = t.pad(v[0], &[(1, 0), (0, 2)], PadMode::Constant(0.5))?;
-                let edge = t.pad(v[1], &[(0, 1), (2, 1)], PadMode::Edge)?;
-                let reflect = t.pad(v[0], &[(1, 1), (0, 0)], PadMode::Reflect)?;
-                let edge = t.narrow(edge, 1, 0, 6)?;
-                let edge = t.narrow(edge, 0, 0, 4)?;
-                let pads = t.mul(constant, edge)?;
-                let ids = input(t, &c.along.narrow(0, 0, 1)?)?;
-                let indexed = t.index(
-                    v[0],
-                    &[
-                        IndexItem::Slice(Slice {
-                            start: Some(2),
-                            stop: None,
-                            step: -1,
-                        }),
-                        IndexItem::Array(ids),
-                    ],
-                )?;
-                let indexed = t.square(indexed)?;
-                let indexed = t.sum(indexed, None)?;
-                let flipped = t.flip(v[1], Some(&[1]))?;
-                let flipped = t.mul(flipped, v[0])?;
-                let flipped = t.sum(flipped, None)?;
-                let total = t.add(var, lse)?;
-                let total = t.mul(total, std)?;
-                let total = t.sum(total, None)?;
-                let mut total = t.add(total, stacked)?;
-                let flat = t.sum(flat, None)?;
-                let pads = t.sum(pads, None)?;
-                let reflect = t.square(reflect)?;
-                let reflect = t.sum(reflect, None)?;
-                for part in [flat, tiled, each, per, pads, reflect, indexed, flipped] {
-                    total = t.add(total, part)?;
-                }
-                Ok(total)
-            },
         },
         Case {
             name: "norms, dropout and attention",
@@ -479,33 +267,6 @@ fn cases() -> Vec<Case> {
                 let total = layer.mul(&rms)?.add(&batch.output)?.add(&fixed.output)?;
                 total.add(&dropped)?.mul(&attended)
             },
-            by_variable: |t, v, c| {
-                let layer = t.layer_norm(v[0], Some(v[1]), Some(v[2]), 1e-5)?;
-                let rms = t.rms_norm(v[3], Some(v[1]), 1e-6)?;
-                let (mean, variance) = (&c.moving_mean, &c.moving_variance);
-                let training = BatchNormOptions {
-                    training: true,
-                    momentum: 0.9,
-                    epsilon: 1e-3,
-                };
-                let batch =
-                    t.batch_norm(v[4], mean, variance, Some(v[1]), Some(v[2]), &training)?;
-                let inference = BatchNormOptions {
-                    training: false,
-                    ..training
-                };
-                let fixed = t.batch_norm(v[4], mean, variance, Some(v[1]), None, &inference)?;
-                let half = t.dropout(v[3], 0.5, 7)?;
-                let whole = t.dropout(v[3], 0.0, 7)?;
-                let dropped = t.add(half, whole)?;
-                let attended =
-                    t.scaled_dot_product_attention(v[0], v[3], v[4], None, true, None)?;
-                let total = t.mul(layer, rms)?;
-                let total = t.add(total, batch.output)?;
-                let total = t.add(total, fixed.output)?;
-                let total = t.add(total, dropped)?;
-                t.mul(total, attended)
-            },
         },
     ]
 }
@@ -521,9 +282,106 @@ fn read(gradient: &Option<Tensor>, what: &str) -> Vec<u32> {
         .collect()
 }
 
-per_backend!(each_op_records_the_node_the_tape_records);
-fn each_op_records_the_node_the_tape_records(backend: &Backend) {
-    let mut rng = Rng::fresh("gradient tape against the tape");
+/// The sum of the elements of `case`'s result over plain (untraced) inputs of `values`, input `position` taken
+/// from `moved`, in f64; with the sum of their magnitudes, the scale of the f32 rounding in it.
+fn total(
+    session: &Session,
+    case: &Case,
+    constants: &Constants,
+    values: &[Vec<f32>],
+    position: usize,
+    moved: &[f32],
+) -> (f64, f64) {
+    let inputs: Vec<Tensor> = case
+        .shapes
+        .iter()
+        .zip(values)
+        .enumerate()
+        .map(|(index, (shape, value))| {
+            let data = if index == position { moved } else { value };
+            session.upload(data, shape).expect("input")
+        })
+        .collect();
+    let result = (case.traced)(&inputs, constants).expect(case.name);
+    assert!(!result.is_traced(), "{}: nothing traced", case.name);
+    let elements = result.to_vec().expect("read");
+    (
+        elements.iter().map(|&value| f64::from(value)).sum(),
+        elements.iter().map(|&value| f64::from(value).abs()).sum(),
+    )
+}
+
+/// Checks `gradient`, that of the sum of `case`'s result with respect to input `position` at `values`, element
+/// by element against the forward pass, in f64: the slope of the sum when that element alone moves by ±h (the
+/// moved value rounded to f32), within 1e-3 of the gradient (5e-3 for a one-sided slope) and 4 f32 roundings
+/// of the sum's magnitude over the step. The central slope is tried first; where a kink (a relu, a max, an
+/// order among sorted values) lies within the step, the slope on either side of it is taken instead, and then a
+/// smaller step: a wrong gradient fails every try.
+fn check_against_differences(
+    session: &Session,
+    case: &Case,
+    constants: &Constants,
+    values: &[Vec<f32>],
+    position: usize,
+    gradient: &[f32],
+) {
+    let x = &values[position];
+    assert_eq!(gradient.len(), x.len(), "{}: input {position}", case.name);
+    let (at, magnitude_at) = total(session, case, constants, values, position, x);
+    let mut wrong = Vec::new();
+    for (index, &g) in gradient.iter().enumerate() {
+        let g = f64::from(g);
+        let mut tries = Vec::new();
+        let agrees = [1e-2f32, 1e-3].into_iter().any(|step| {
+            let moved = |sign: f32| -> Vec<f32> {
+                let mut moved = x.clone();
+                moved[index] += sign * step;
+                moved
+            };
+            let (plus, minus) = (moved(1.0), moved(-1.0));
+            let up = f64::from(plus[index]) - f64::from(x[index]);
+            let down = f64::from(x[index]) - f64::from(minus[index]);
+            let (after, magnitude_after) = total(session, case, constants, values, position, &plus);
+            let (before, magnitude_before) =
+                total(session, case, constants, values, position, &minus);
+            let rounding = 4.0
+                * f64::from(f32::EPSILON)
+                * magnitude_at.max(magnitude_after).max(magnitude_before)
+                / f64::from(step);
+            let central = (after - before) / (up + down);
+            let forward = (after - at) / up;
+            let backward = (at - before) / down;
+            tries.push(format!(
+                "step {step}: {central} central, {forward} forward, {backward} backward"
+            ));
+            (central - g).abs() <= 1e-3 * g.abs() + rounding
+                || [forward, backward]
+                    .iter()
+                    .any(|slope| (slope - g).abs() <= 5e-3 * g.abs() + rounding)
+        });
+        if !agrees {
+            wrong.push(format!(
+                "[{index}]: gradient {g}, slopes {}",
+                tries.join("; ")
+            ));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{}: input {position}: {} of {} elements' gradients against the forward pass's slopes:\n{}",
+        case.name,
+        wrong.len(),
+        gradient.len(),
+        wrong.join("\n")
+    );
+}
+
+per_backend!(each_op_records_itself_and_its_gradient_follows_the_forward_pass);
+/// Each case's value on the tape is bit for bit that of the same ops on plain tensors, and every input's
+/// gradient predicts how the sum of the result's elements moves with it (see `check_against_differences`); the
+/// tape's three ways back (`gradient`, `take_gradient`, and `backward` over parameters) agree bit for bit.
+fn each_op_records_itself_and_its_gradient_follows_the_forward_pass(backend: &Backend) {
+    let mut rng = Rng::fresh("gradient tape against differences");
     let session = backend.poisoned();
     let constants = Constants {
         labels: session
@@ -542,23 +400,24 @@ fn each_op_records_the_node_the_tape_records(backend: &Backend) {
             .expect("variance"),
     };
     for case in cases() {
+        let values: Vec<Vec<f32>> = case
+            .shapes
+            .iter()
+            .map(|shape| rng.vec(shape.iter().product(), -1.0, 1.0))
+            .collect();
         let inputs: Vec<Arc<Tensor>> = case
             .shapes
             .iter()
-            .map(|shape| {
-                let len = shape.iter().product();
-                Arc::new(
-                    session
-                        .upload(&rng.vec(len, -1.0, 1.0), shape)
-                        .expect("input"),
-                )
-            })
+            .zip(&values)
+            .map(|(shape, value)| Arc::new(session.upload(value, shape).expect("input")))
             .collect();
-        let mut tape = Tape::new();
-        let vars: Vec<Var> = inputs.iter().map(|input| tape.param(input)).collect();
-        let output = (case.by_variable)(&mut tape, &vars, &constants).expect(case.name);
-        let expected = tape.gradient(output, &vars).expect(case.name);
-        let expected_value = tape.value(output).expect("value").to_vec().expect("read");
+        let plain: Vec<Tensor> = inputs
+            .iter()
+            .map(|input| input.try_clone().expect("copy"))
+            .collect();
+        let untraced = (case.traced)(&plain, &constants).expect(case.name);
+        assert!(!untraced.is_traced(), "{}", case.name);
+        let expected_value = untraced.to_vec().expect("read");
 
         let gradient_tape = GradientTape::new();
         let watched: Vec<Tensor> = inputs
@@ -581,9 +440,36 @@ fn each_op_records_the_node_the_tape_records(backend: &Backend) {
             "{}: the value",
             case.name
         );
-        for (position, (got, expected)) in got.iter().zip(&expected).enumerate() {
+        let taken = gradient_tape
+            .take_gradient(&result, None, &sources)
+            .expect(case.name);
+        let by_parameter = GradientTape::new();
+        let parameters: Vec<Tensor> = inputs
+            .iter()
+            .map(|input| by_parameter.watch_parameter(input).expect("watch"))
+            .collect();
+        let cost = (case.traced)(&parameters, &constants)
+            .and_then(|result| result.sum(None))
+            .expect(case.name);
+        let backward = by_parameter.backward(&cost).expect(case.name);
+        for (position, got) in got.iter().enumerate() {
             let what = format!("{}: input {position}", case.name);
-            assert_eq!(read(got, &what), read(expected, &what), "{what}");
+            let gradient_bits = read(got, &what);
+            assert_eq!(
+                read(&taken[position], &what),
+                gradient_bits,
+                "{what}: take_gradient"
+            );
+            let from_backward = backward
+                .of(&inputs[position])
+                .map(|gradient| gradient.try_clone().expect("copy"));
+            assert_eq!(
+                read(&from_backward, &what),
+                gradient_bits,
+                "{what}: backward"
+            );
+            let gradient: Vec<f32> = gradient_bits.into_iter().map(f32::from_bits).collect();
+            check_against_differences(&session, &case, &constants, &values, position, &gradient);
         }
     }
 }
@@ -817,4 +703,95 @@ fn a_gradient_taken_once_lets_go_of_the_tape(backend: &Backend) {
         before,
         "every value went back to the pool"
     );
+}
+
+per_backend!(parameters_are_watched_once_and_walked_untraced);
+/// `watch_parameter` keeps one node per parameter, refuses what it cannot differentiate, and walks back from a
+/// parameter that a tape traces (its value on the tape is an untraced handle: the walk's ops reach no tape);
+/// `backward` refuses a target of another recording and leaves the tape as it was; a training step whose model
+/// records nothing is an error, after which the session goes on.
+fn parameters_are_watched_once_and_walked_untraced(backend: &Backend) {
+    let session = backend.poisoned();
+    let tape = GradientTape::new();
+    let ids = Arc::new(session.upload_u32(&[1, 2], &[2]).expect("ids"));
+    assert!(matches!(
+        tape.watch_parameter(&ids),
+        Err(Error::DType { .. })
+    ));
+    let x = session.upload(&[1.0, -2.0, 3.0], &[3]).expect("x");
+    // A parameter computed on this tape, then a reset: its trace names a recording that is gone.
+    let w = Arc::new(
+        tape.watch(&x)
+            .expect("watch")
+            .mul_scalar(2.0)
+            .expect("scale"),
+    );
+    tape.reset();
+    let first = tape.watch_parameter(&w).expect("watch w");
+    let nodes = tape.len();
+    let again = tape.watch_parameter(&w).expect("watch w again");
+    assert_eq!(tape.len(), nodes, "one node per parameter");
+    let cost = first.mul(&again).expect("w·w").sum(None).expect("sum");
+    let [dw] = tape
+        .gradient(&cost, &[&first])
+        .expect("gradient")
+        .try_into()
+        .expect("one source");
+    assert_eq!(
+        dw.expect("w").to_vec().expect("read"),
+        vec![4.0, -8.0, 12.0]
+    );
+    // A target from before a reset is refused, and the recording is kept.
+    let stale_tape = GradientTape::new();
+    let stale = stale_tape.watch(&x).expect("watch").sum(None).expect("sum");
+    stale_tape.reset();
+    assert!(matches!(
+        stale_tape.backward(&stale),
+        Err(Error::InvalidArgument { .. })
+    ));
+    assert!(matches!(
+        tape.backward(&stale),
+        Err(Error::InvalidArgument { .. })
+    ));
+    assert_eq!(tape.len(), nodes + 2, "a refused backward keeps the tape");
+    let gradients = tape.backward(&cost).expect("backward");
+    assert_eq!(
+        gradients.of(&w).expect("w").to_vec().expect("read"),
+        vec![4.0, -8.0, 12.0]
+    );
+    assert!(tape.is_empty());
+
+    /// A model that computes with its own tensors, never with the tape's handles.
+    struct Untaped(Linear);
+    impl Module for Untaped {
+        fn forward(&self, _tape: &GradientTape, x: &Tensor) -> Result<Tensor> {
+            self.0.infer(x)
+        }
+        fn infer(&self, x: &Tensor) -> Result<Tensor> {
+            self.0.infer(x)
+        }
+        fn parameters(&self) -> Vec<Arc<Tensor>> {
+            self.0.parameters()
+        }
+    }
+    let model = Untaped(Linear::new(&session, 3, 2, true, 1).expect("layer"));
+    let inputs = Arc::new(session.rand(&[4, 3], 2).expect("inputs"));
+    let targets = Arc::new(
+        session
+            .upload(&[1.0, 0.0].repeat(4), &[4, 2])
+            .expect("targets"),
+    );
+    let mut sgd = Sgd::new(0.1, 0.0);
+    assert!(matches!(
+        train::step(&model, &mut sgd, &inputs, &targets, |values| values
+            .cost
+            .item()),
+        Err(Error::InvalidArgument { .. })
+    ));
+    let cost = train::step(&model.0, &mut sgd, &inputs, &targets, |values| {
+        values.cost.item()
+    })
+    .expect("a model that watches its parameters trains");
+    assert!(cost.is_finite());
+    session.close();
 }

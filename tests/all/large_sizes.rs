@@ -39,9 +39,8 @@ fn scatters_take_every_pick_past_the_loop_limit(backend: &Backend) {
     let x = Arc::new(session.zeros(&[3]).expect("x"));
     let values = Arc::new(values_tensor);
     let indices = Arc::new(indices);
-    let (_, gradients) = weighted_cost(&session, &[x, values], &[1.0, 2.0, 3.0], |tape, vars| {
-        let indices = tape.constant(&indices);
-        tape.index_update(vars[0], indices, vars[1], 0)
+    let (_, gradients) = weighted_cost(&session, &[x, values], &[1.0, 2.0, 3.0], |vars| {
+        vars[0].index_update(&indices, &vars[1], 0)
     })
     .expect("index_update on the tape");
     let want: Vec<f32> = (0..picks)
@@ -62,11 +61,8 @@ fn scatters_take_every_pick_past_the_loop_limit(backend: &Backend) {
         .collect();
     let rows = Arc::new(session.upload_u32(&rows, &[PAST_LOOP_LIMIT]).expect("rows"));
     let weights = vec![1.0; PAST_LOOP_LIMIT * 3];
-    let (_, gradients) = weighted_cost(&session, &[table], &weights, |tape, vars| {
-        let rows = tape.constant(&rows);
-        tape.take(vars[0], rows, 0)
-    })
-    .expect("take on the tape");
+    let (_, gradients) = weighted_cost(&session, &[table], &weights, |vars| vars[0].take(&rows, 0))
+        .expect("take on the tape");
     let sevens = PAST_LOOP_LIMIT.div_ceil(7) as f32;
     let others = PAST_LOOP_LIMIT as f32 - sevens;
     assert_eq!(
@@ -128,17 +124,14 @@ fn running_sums_and_products_and_their_gradients_cover_long_lanes(backend: &Back
     data[zero] = 0.0;
     let x = Arc::new(session.upload(&data, &[len]).expect("x"));
     let weights = vec![1.0; len];
-    let (_, sum_gradient) = weighted_cost(
-        &session,
-        std::slice::from_ref(&x),
-        &weights,
-        |tape, vars| tape.cumulative_sum(vars[0], None, false),
-    )
+    let (_, sum_gradient) = weighted_cost(&session, std::slice::from_ref(&x), &weights, |vars| {
+        vars[0].cumulative_sum(None, false)
+    })
     .expect("cumulative_sum on the tape");
     let want: Vec<f32> = (0..len).map(|j| (len - j) as f32).collect();
     assert_eq!(sum_gradient[0], want);
-    let (_, product_gradient) = weighted_cost(&session, &[x], &weights, |tape, vars| {
-        tape.cumulative_prod(vars[0], None, false)
+    let (_, product_gradient) = weighted_cost(&session, &[x], &weights, |vars| {
+        vars[0].cumulative_prod(None, false)
     })
     .expect("cumulative_prod on the tape");
     let want: Vec<f32> = (0..len)
@@ -151,8 +144,8 @@ fn running_sums_and_products_and_their_gradients_cover_long_lanes(backend: &Back
     assert_eq!(product_gradient[0], want);
     // The short case: cumulative_prod([2, 0, 3]) has gradient [1, 8, 0].
     let x = Arc::new(session.upload(&[2.0, 0.0, 3.0], &[3]).expect("x"));
-    let (_, gradient) = weighted_cost(&session, &[x], &[1.0; 3], |tape, vars| {
-        tape.cumulative_prod(vars[0], None, false)
+    let (_, gradient) = weighted_cost(&session, &[x], &[1.0; 3], |vars| {
+        vars[0].cumulative_prod(None, false)
     })
     .expect("cumulative_prod on the tape");
     assert_eq!(gradient[0], vec![1.0, 8.0, 0.0]);
@@ -324,8 +317,8 @@ fn window_gradients_take_every_tap_of_large_windows(backend: &Backend, variant: 
         );
         let outputs = (h - kh + 1) * (w - kw + 1);
         let weights = rng.vec(outputs, -1.0, 1.0);
-        let (_, gradients) = weighted_cost(&session, &[image], &weights, |tape, vars| {
-            tape.avg_pool2d(vars[0], [kh, kw], [1, 1], wgcompute::Padding::Valid)
+        let (_, gradients) = weighted_cost(&session, &[image], &weights, |vars| {
+            vars[0].avg_pool2d([kh, kw], [1, 1], wgcompute::Padding::Valid)
         })
         .expect("avg_pool2d on the tape");
         let want = average_pool_gradient((h, w), (kh, kw), &weights);

@@ -3,7 +3,7 @@
 //! hyperparameters no optimizer or fill can use are refused before any work.
 
 use crate::common::{per_backend, reference, vulkan_only, widen, Backend, Rng};
-use wgcompute::{AdamConfig, DType, Error, Optimizer, Session, Sgd, Tape, Tensor};
+use wgcompute::{AdamConfig, DType, Error, GradientTape, Optimizer, Session, Sgd, Tensor};
 
 /// numpy.max / numpy.min: NaN if the lane holds one, else the extreme (±inf included).
 fn numpy_extreme(lane: &[f32], largest: bool) -> f32 {
@@ -272,10 +272,10 @@ fn unusable_hyperparameters_are_refused_before_any_work(backend: &Backend) {
     ] {
         let mut sgd = Sgd::new(lr, momentum);
         let weight = std::sync::Arc::new(session.upload(&[1.0, -1.0], &[1, 2]).expect("w"));
-        let mut tape = Tape::new();
-        let w = tape.param(&weight);
-        let cost = tape.sum(w, None).expect("sum");
-        let gradients = tape.backward(cost).expect("backward");
+        let tape = GradientTape::new();
+        let w = tape.watch_parameter(&weight).expect("watch");
+        let cost = w.sum(None).expect("sum");
+        let gradients = tape.backward(&cost).expect("backward");
         assert!(
             matches!(
                 sgd.step(std::slice::from_ref(&weight), &gradients),

@@ -845,11 +845,10 @@ fn signed_zeros_and_halves_come_out_as_the_standard_says(backend: &Backend) {
 fn tape_gradients(session: &Session, op: BinaryOp, x: &[f32], y: &[f32]) -> (Vec<f32>, Vec<f32>) {
     let a = std::sync::Arc::new(session.upload(x, &[x.len()]).expect("x"));
     let b = std::sync::Arc::new(session.upload(y, &[y.len()]).expect("y"));
-    let (_, gradients) =
-        crate::common::weighted_cost(session, &[a, b], &vec![1.0; x.len()], |tape, v| {
-            tape.binary(op, v[0], v[1])
-        })
-        .expect("forward and backward");
+    let (_, gradients) = crate::common::weighted_cost(session, &[a, b], &vec![1.0; x.len()], |v| {
+        v[0].binary(op, &v[1])
+    })
+    .expect("forward and backward");
     (gradients[0].clone(), gradients[1].clone())
 }
 

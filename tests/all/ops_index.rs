@@ -357,12 +357,11 @@ fn takes_and_their_gradients_follow_the_positions_with_repeats_adding_up(backend
             );
 
             let weights = rng.vec(positions.len(), -1.0, 1.0);
-            let (_, gradients) =
-                weighted_cost(&session, &[Arc::clone(&x)], &weights, |tape, vars| {
-                    let picked = tape.input(session.upload_u32(&words, &index_shape)?);
-                    tape.take(vars[0], picked, axis)
-                })
-                .expect("tape take");
+            let (_, gradients) = weighted_cost(&session, &[Arc::clone(&x)], &weights, |vars| {
+                let picked = session.upload_u32(&words, &index_shape)?;
+                vars[0].take(&picked, axis)
+            })
+            .expect("tape take");
             let want = scattered(data.len(), &positions, &weights);
             let error = relative_error(&gradients[0], &want);
             assert!(
@@ -443,9 +442,9 @@ fn take_along_axis_picks_each_lanes_own_entries(backend: &Backend) {
             .collect();
         assert_eq!(bits, gathered(&data, &positions), "{shape:?} axis {axis}");
         let weights = rng.vec(count, -1.0, 1.0);
-        let (_, gradients) = weighted_cost(&session, &[Arc::clone(&x)], &weights, |tape, vars| {
-            let picked = tape.input(session.upload_u32(&words, &index_shape)?);
-            tape.take_along_axis(vars[0], picked, axis)
+        let (_, gradients) = weighted_cost(&session, &[Arc::clone(&x)], &weights, |vars| {
+            let picked = session.upload_u32(&words, &index_shape)?;
+            vars[0].take_along_axis(&picked, axis)
         })
         .expect("tape");
         let error = relative_error(&gradients[0], &scattered(data.len(), &positions, &weights));
@@ -511,22 +510,19 @@ fn several_arrays_broadcast_and_their_dims_go_where_numpy_puts_them(backend: &Ba
         .collect();
     assert_eq!(bits, gathered(&data, &positions), "adjacent arrays");
     let weights = rng.vec(positions.len(), -1.0, 1.0);
-    let (_, gradients) = weighted_cost(&session, &[Arc::clone(&x)], &weights, |tape, vars| {
-        tape.index(
-            vars[0],
-            &[
-                IndexItem::Slice(Slice::ALL),
-                IndexItem::Slice(Slice::ALL),
-                IndexItem::HostArray(HostArray {
-                    values: &rows,
-                    shape: &[2, 1],
-                }),
-                IndexItem::HostArray(HostArray {
-                    values: &cols,
-                    shape: &[3],
-                }),
-            ],
-        )
+    let (_, gradients) = weighted_cost(&session, &[Arc::clone(&x)], &weights, |vars| {
+        vars[0].index(&[
+            IndexItem::Slice(Slice::ALL),
+            IndexItem::Slice(Slice::ALL),
+            IndexItem::HostArray(HostArray {
+                values: &rows,
+                shape: &[2, 1],
+            }),
+            IndexItem::HostArray(HostArray {
+                values: &cols,
+                shape: &[3],
+            }),
+        ])
     })
     .expect("tape");
     let error = relative_error(&gradients[0], &scattered(data.len(), &positions, &weights));
@@ -639,12 +635,11 @@ fn masks_pick_their_set_positions_in_row_major_order(backend: &Backend) {
         assert_eq!(bits, gathered(&data, &positions), "device mask {flags:?}");
         if set > 0 {
             let weights = rng.vec(positions.len(), -1.0, 1.0);
-            let (_, gradients) =
-                weighted_cost(&session, &[Arc::clone(&x)], &weights, |tape, vars| {
-                    let mask = tape.input(session.upload_bool(&flags, &[4, 3])?);
-                    tape.index(vars[0], &[IndexItem::Mask(mask)])
-                })
-                .expect("tape");
+            let (_, gradients) = weighted_cost(&session, &[Arc::clone(&x)], &weights, |vars| {
+                let mask = session.upload_bool(&flags, &[4, 3])?;
+                vars[0].index(&[IndexItem::Mask(&mask)])
+            })
+            .expect("tape");
             let error = relative_error(&gradients[0], &scattered(60, &positions, &weights));
             assert!(error < 1e-6, "mask gradient: {error:e}");
         }
@@ -687,7 +682,7 @@ fn basic_index_gradients_are_a_strided_write_into_zeros(backend: &Backend) {
             if positions.is_empty() {
                 continue;
             }
-            let items: Vec<IndexItem<'_, wgcompute::Var>> = items
+            let items: Vec<IndexItem<'_, &Tensor>> = items
                 .iter()
                 .map(|item| match *item {
                     IndexItem::Int(value) => IndexItem::Int(value),
@@ -697,11 +692,10 @@ fn basic_index_gradients_are_a_strided_write_into_zeros(backend: &Backend) {
                 })
                 .collect();
             let weights = rng.vec(positions.len(), -1.0, 1.0);
-            let (_, gradients) =
-                weighted_cost(&session, &[Arc::clone(&x)], &weights, |tape, vars| {
-                    tape.index(vars[0], &items)
-                })
-                .expect("tape");
+            let (_, gradients) = weighted_cost(&session, &[Arc::clone(&x)], &weights, |vars| {
+                vars[0].index(&items)
+            })
+            .expect("tape");
             let error = relative_error(&gradients[0], &scattered(data.len(), &positions, &weights));
             assert!(error < 1e-6, "{shape:?} {items:?}: {error:e}");
         }
@@ -745,11 +739,10 @@ fn flip_and_roll_move_entries_and_their_gradients_back(backend: &Backend) {
                 "flip {shape:?} axis {axis}"
             );
             let weights = rng.vec(count, -1.0, 1.0);
-            let (_, gradients) =
-                weighted_cost(&session, &[Arc::clone(&x)], &weights, |tape, vars| {
-                    tape.flip(vars[0], Some(&[axis]))
-                })
-                .expect("tape flip");
+            let (_, gradients) = weighted_cost(&session, &[Arc::clone(&x)], &weights, |vars| {
+                vars[0].flip(Some(&[axis]))
+            })
+            .expect("tape flip");
             assert!(
                 relative_error(&gradients[0], &scattered(count, &positions, &weights)) < 1e-6,
                 "flip gradient"
@@ -777,11 +770,10 @@ fn flip_and_roll_move_entries_and_their_gradients_back(backend: &Backend) {
                     "roll {shape:?} axis {axis} by {shift}"
                 );
                 let weights = rng.vec(count, -1.0, 1.0);
-                let (_, gradients) =
-                    weighted_cost(&session, &[Arc::clone(&x)], &weights, |tape, vars| {
-                        tape.roll(vars[0], shift, Some(axis))
-                    })
-                    .expect("tape roll");
+                let (_, gradients) = weighted_cost(&session, &[Arc::clone(&x)], &weights, |vars| {
+                    vars[0].roll(shift, Some(axis))
+                })
+                .expect("tape roll");
                 assert!(
                     relative_error(&gradients[0], &scattered(count, &positions, &weights)) < 1e-6,
                     "roll gradient"
@@ -873,9 +865,9 @@ fn scatter_add_and_index_update_return_new_tensors_with_gradients(backend: &Back
             &session,
             &[Arc::clone(&x), Arc::clone(&v)],
             &weights,
-            |tape, vars| {
-                let picked = tape.input(session.upload_u32(&words, &[picks])?);
-                tape.scatter_add(vars[0], picked, vars[1], axis)
+            |vars| {
+                let picked = session.upload_u32(&words, &[picks])?;
+                vars[0].scatter_add(&picked, &vars[1], axis)
             },
         )
         .expect("tape scatter_add");
@@ -890,9 +882,9 @@ fn scatter_add_and_index_update_return_new_tensors_with_gradients(backend: &Back
             &session,
             &[Arc::clone(&x), Arc::clone(&v)],
             &weights,
-            |tape, vars| {
-                let picked = tape.input(session.upload_u32(&words, &[picks])?);
-                tape.index_update(vars[0], picked, vars[1], axis)
+            |vars| {
+                let picked = session.upload_u32(&words, &[picks])?;
+                vars[0].index_update(&picked, &vars[1], axis)
             },
         )
         .expect("tape index_update");

@@ -1,4 +1,4 @@
-//! Linear layers in the fewest passes (`Tensor::linear`, `Tape::linear`), in each variant of the `linear`
+//! Linear layers in the fewest passes (`Tensor::linear`, also on a `GradientTape`), in each variant of the `linear`
 //! family (the fused kernels, and the separate ops they replace): forward against the f64 reference and bit
 //! for bit against the product followed by the add or the activation; backward, through stacked relu layers,
 //! against the same graph recorded op by op (the weight and input gradients bit for bit, the bias gradients
@@ -11,7 +11,7 @@ use std::sync::Arc;
 use crate::common::{
     self, error_against_magnitude, per_backend, relative_error, widen, Backend, Rng,
 };
-use wgcompute::{Error, Session, Tape, Tensor, UnaryOp, Var};
+use wgcompute::{Error, GradientTape, Session, Tensor, UnaryOp};
 
 fn upload(session: &Session, data: &[f32], shape: &[usize]) -> Arc<Tensor> {
     Arc::new(session.upload(data, shape).expect("upload"))
@@ -133,38 +133,38 @@ fn a_layer_forward_has_the_bits_of_its_ops_and_matches_f64(backend: &Backend, va
 /// (and, where `reread`, a second reader of the first hidden layer: Σ of it, so that its gradient comes from
 /// two places and is not taken through its relu early).
 fn record_stack(
-    tape: &mut Tape,
-    x: Var,
-    layers: &[(Var, Var)],
-    weights: Var,
+    x: &Tensor,
+    layers: &[(Tensor, Tensor)],
+    weights: &Tensor,
     as_layers: bool,
     reread: bool,
-) -> Var {
-    let mut current = x;
-    let mut first_hidden = None;
-    for (index, &(w, b)) in layers.iter().enumerate() {
+) -> Tensor {
+    // Every layer's output, in order: the next layer's input, and the first hidden layer's reread.
+    let mut outputs: Vec<Tensor> = Vec::with_capacity(layers.len());
+    for (index, (w, b)) in layers.iter().enumerate() {
         let hidden = index + 1 < layers.len();
         let activation = hidden.then_some(UnaryOp::Relu);
-        current = if as_layers {
-            tape.linear(current, w, Some(b), activation).expect("layer")
+        let current = outputs.last().unwrap_or(x);
+        let next = if as_layers {
+            current.linear(w, Some(b), activation).expect("layer")
         } else {
-            let product = tape.matmul(current, w).expect("matmul");
+            let product = current.matmul(w).expect("matmul");
             match activation {
-                Some(activation) => tape.bias_activation(product, b, activation),
-                None => tape.add(product, b),
+                Some(activation) => product.bias_activation(b, activation),
+                None => product.add(b),
             }
             .expect("bias")
         };
-        if index == 0 && hidden {
-            first_hidden = Some(current);
-        }
+        outputs.push(next);
     }
-    let weighted = tape.mul(current, weights).expect("weigh");
-    let cost = tape.sum(weighted, None).expect("sum");
+    let first_hidden = (layers.len() > 1).then(|| &outputs[0]);
+    let current = outputs.last().expect("a layer");
+    let weighted = current.mul(weights).expect("weigh");
+    let cost = weighted.sum(None).expect("sum");
     match first_hidden.filter(|_| reread) {
         Some(hidden) => {
-            let again = tape.sum(hidden, None).expect("sum again");
-            tape.add(cost, again).expect("add")
+            let again = hidden.sum(None).expect("sum again");
+            cost.add(&again).expect("add")
         }
         None => cost,
     }
@@ -216,15 +216,18 @@ fn stacked_layers_backward_match_their_ops_and_f64(backend: &Backend, variant: &
             let last = widths[widths.len() - 1];
             let weights = upload(&session, &rng.vec(rows * last, -1.0, 1.0), &[rows, last]);
             let gradients = |as_layers: bool| -> Vec<(Vec<f32>, Vec<f32>)> {
-                let mut tape = Tape::new();
-                let xv = tape.constant(&x);
-                let layers: Vec<(Var, Var)> = parameters
+                let tape = GradientTape::new();
+                let layers: Vec<(Tensor, Tensor)> = parameters
                     .iter()
-                    .map(|(w, b)| (tape.param(w), tape.param(b)))
+                    .map(|(w, b)| {
+                        (
+                            tape.watch_parameter(w).expect("watch"),
+                            tape.watch_parameter(b).expect("watch"),
+                        )
+                    })
                     .collect();
-                let wv = tape.constant(&weights);
-                let cost = record_stack(&mut tape, xv, &layers, wv, as_layers, reread);
-                let gradients = tape.backward(cost).expect("backward");
+                let cost = record_stack(&x, &layers, &weights, as_layers, reread);
+                let gradients = tape.backward(&cost).expect("backward");
                 parameters
                     .iter()
                     .map(|(w, b)| {

@@ -7,7 +7,9 @@
 //! (NaN bits), and bool results are read as their words, so an element a kernel fails to write fails.
 
 use crate::common::{per_backend, vulkan_only, Backend, Rng};
-use wgcompute::{DType, Error, LogicBinaryOp, LogicUnaryOp, Session, Tape, Tensor, TruthReduction};
+use wgcompute::{
+    DType, Error, GradientTape, LogicBinaryOp, LogicUnaryOp, Session, Tensor, TruthReduction,
+};
 
 // --- values and their host copies ---
 
@@ -509,8 +511,8 @@ fn where_picks_broadcast_operands_and_its_gradient_goes_to_both(backend: &Backen
         let mask = random_words(&mut rng, DType::Bool, condition_shape.iter().product());
         let out = broadcast_shape(&[condition_shape, x1_shape, x2_shape]);
         let weights = rng.vec(out.iter().product(), -2.0, 2.0);
-        let mut tape = Tape::new();
-        let condition = tape.input(upload(&session, DType::Bool, &mask, condition_shape));
+        let tape = GradientTape::new();
+        let condition = upload(&session, DType::Bool, &mask, condition_shape);
         let x1 = std::sync::Arc::new(
             session
                 .upload(&rng.vec(x1_shape.iter().product(), -1.0, 1.0), x1_shape)
@@ -521,12 +523,15 @@ fn where_picks_broadcast_operands_and_its_gradient_goes_to_both(backend: &Backen
                 .upload(&rng.vec(x2_shape.iter().product(), -1.0, 1.0), x2_shape)
                 .expect("x2"),
         );
-        let (v1, v2) = (tape.param(&x1), tape.param(&x2));
-        let picked = tape.where_(condition, v1, v2).expect("where on the tape");
-        let w = tape.input(session.upload(&weights, &out).expect("weights"));
-        let product = tape.mul(picked, w).expect("mul");
-        let loss = tape.sum(product, None).expect("sum");
-        let gradients = tape.backward(loss).expect("backward");
+        let (v1, v2) = (
+            tape.watch_parameter(&x1).expect("watch"),
+            tape.watch_parameter(&x2).expect("watch"),
+        );
+        let picked = condition.where_(&v1, &v2).expect("where on the tape");
+        let w = session.upload(&weights, &out).expect("weights");
+        let product = picked.mul(&w).expect("mul");
+        let loss = product.sum(None).expect("sum");
+        let gradients = tape.backward(&loss).expect("backward");
         let sources =
             [condition_shape, x1_shape, x2_shape].map(|shape| broadcast_sources(shape, &out));
         for (which, (tensor, shape)) in [(&x1, x1_shape), (&x2, x2_shape)].into_iter().enumerate() {

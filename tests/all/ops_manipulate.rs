@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use crate::common::{per_backend, relative_error, weighted_cost, widen, Backend, Rng};
-use wgcompute::{Error, PadMode, Repeats, Session, Split, Tape, Tensor, Var};
+use wgcompute::{Error, PadMode, Repeats, Session, Split, Tensor};
 
 /// Row-major multi-indices: the position of element `linear` of `shape`.
 pub(crate) fn unravel(mut linear: usize, shape: &[usize]) -> Vec<usize> {
@@ -65,7 +65,7 @@ pub(crate) fn check_gradient(
     rng: &mut Rng,
     name: &str,
     inputs: &[(Vec<usize>, Vec<f32>)],
-    build: impl Fn(&mut Tape, &[Var]) -> wgcompute::Result<Var>,
+    build: impl Fn(&[Tensor]) -> wgcompute::Result<Tensor>,
     reference: &dyn Fn(&[Vec<f64>]) -> Vec<f64>,
     tolerance: f64,
 ) {
@@ -76,9 +76,8 @@ pub(crate) fn check_gradient(
     let wide: Vec<Vec<f64>> = inputs.iter().map(|(_, data)| widen(data)).collect();
     let want = reference(&wide);
     let weights = rng.vec(want.len(), -1.0, 1.0);
-    let (value, gradients) =
-        weighted_cost(session, &params, &weights, |tape, vars| build(tape, vars))
-            .unwrap_or_else(|error| panic!("{name}: {error}"));
+    let (value, gradients) = weighted_cost(session, &params, &weights, |vars| build(vars))
+        .unwrap_or_else(|error| panic!("{name}: {error}"));
     let error = relative_error(&value, &want);
     assert!(
         error < tolerance,
@@ -406,7 +405,7 @@ fn shape_ops_on_the_tape_differentiate(backend: &Backend) {
         &mut rng,
         "broadcast_to",
         &input(&mut Rng::fresh(name_of_input)),
-        |tape, v| tape.broadcast_to(v[0], &[2, 3, 4, 5]),
+        |v| v[0].broadcast_to(&[2, 3, 4, 5]),
         &|x| {
             gathered(
                 &x[0],
@@ -422,7 +421,7 @@ fn shape_ops_on_the_tape_differentiate(backend: &Backend) {
         &mut rng,
         "tile",
         &input(&mut Rng::fresh(name_of_input)),
-        |tape, v| tape.tile(v[0], &[2, 1, 3]),
+        |v| v[0].tile(&[2, 1, 3]),
         &|x| tile_reference(&x[0], &[3, 1, 5], &[2, 1, 3]).1,
         tolerance,
     );
@@ -432,7 +431,7 @@ fn shape_ops_on_the_tape_differentiate(backend: &Backend) {
         &mut rng,
         "repeat per element",
         &input(&mut Rng::fresh(name_of_input)),
-        |tape, v| tape.repeat(v[0], &Repeats::PerElement(counts.clone()), Some(2)),
+        |v| v[0].repeat(&Repeats::PerElement(counts.clone()), Some(2)),
         &|x| repeat_reference(&x[0], &[3, 1, 5], &counts, 2).1,
         tolerance,
     );
@@ -441,7 +440,7 @@ fn shape_ops_on_the_tape_differentiate(backend: &Backend) {
         &mut rng,
         "repeat",
         &input(&mut Rng::fresh(name_of_input)),
-        |tape, v| tape.repeat(v[0], &Repeats::Each(2), Some(0)),
+        |v| v[0].repeat(&Repeats::Each(2), Some(0)),
         &|x| repeat_reference(&x[0], &[3, 1, 5], &[2, 2, 2], 0).1,
         tolerance,
     );
@@ -452,7 +451,7 @@ fn shape_ops_on_the_tape_differentiate(backend: &Backend) {
             &mut rng,
             &format!("pad {mode:?}"),
             &input(&mut Rng::fresh(name_of_input)),
-            |tape, v| tape.pad(v[0], &widths, mode),
+            |v| v[0].pad(&widths, mode),
             &|x| pad_reference(&x[0], &[3, 1, 5], &widths, mode).1,
             tolerance,
         );
@@ -462,7 +461,7 @@ fn shape_ops_on_the_tape_differentiate(backend: &Backend) {
         &mut rng,
         "moveaxis",
         &input(&mut Rng::fresh(name_of_input)),
-        |tape, v| tape.moveaxis(v[0], &[2], &[0]),
+        |v| v[0].moveaxis(&[2], &[0]),
         &|x| {
             gathered(&x[0], &[3, 1, 5], &[5, 3, 1], |index| {
                 Ok(vec![index[1], index[2], index[0]])
@@ -479,7 +478,7 @@ fn shape_ops_on_the_tape_differentiate(backend: &Backend) {
         &mut rng,
         "stack",
         &pair,
-        |tape, v| tape.stack(v, 1),
+        |v| Tensor::stack(&v.iter().collect::<Vec<_>>(), 1),
         &|x| {
             (0..30)
                 .map(|linear| {
@@ -496,10 +495,10 @@ fn shape_ops_on_the_tape_differentiate(backend: &Backend) {
         &mut rng,
         "unstack and concat_flat",
         &input(&mut Rng::fresh(name_of_input)),
-        |tape, v| {
-            let parts = tape.unstack(v[0], 2)?;
-            let reversed: Vec<Var> = parts.into_iter().rev().collect();
-            tape.concat_flat(&reversed)
+        |v| {
+            let parts = v[0].unstack(2)?;
+            let reversed: Vec<&Tensor> = parts.iter().rev().collect();
+            Tensor::concat_flat(&reversed)
         },
         &|x| {
             (0..5)
@@ -515,11 +514,9 @@ fn shape_ops_on_the_tape_differentiate(backend: &Backend) {
         &mut rng,
         "split and squeeze",
         &input(&mut Rng::fresh(name_of_input)),
-        |tape, v| {
-            let parts = tape.split(v[0], &Split::Indices(vec![1]), 0)?;
-            let squeezed = tape.squeeze(parts[1], &[1])?;
-            let expanded = tape.expand_dims(squeezed, 0)?;
-            tape.flatten(expanded)
+        |v| {
+            let parts = v[0].split(&Split::Indices(vec![1]), 0)?;
+            parts[1].squeeze(&[1])?.expand_dims(0)?.flatten()
         },
         &|x| x[0][5..].to_vec(),
         tolerance,

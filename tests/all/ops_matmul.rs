@@ -541,13 +541,11 @@ fn broadcast_products(session: &Session, rng: &mut Rng) {
         assert!(error < 1e-5, "{label}: relative error {error}");
 
         let weights = rng.vec(want.len(), -1.0, 1.0);
-        let (_, gradients) = common::weighted_cost(
-            session,
-            &[Arc::clone(&a), Arc::clone(&b)],
-            &weights,
-            |tape, x| tape.matmul(x[0], x[1]),
-        )
-        .unwrap_or_else(|error| panic!("{label}: {error}"));
+        let (_, gradients) =
+            common::weighted_cost(session, &[Arc::clone(&a), Arc::clone(&b)], &weights, |x| {
+                x[0].matmul(&x[1])
+            })
+            .unwrap_or_else(|error| panic!("{label}: {error}"));
         let (mut da, mut db) = (vec![0.0f64; a_data.len()], vec![0.0f64; b_data.len()]);
         let (mut da_size, mut db_size) = (da.clone(), db.clone());
         for (z, &(za, zb)) in plan.pairs.iter().enumerate() {

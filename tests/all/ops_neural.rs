@@ -1,4 +1,4 @@
-//! Layer, RMS and batch normalisation, dropout and scaled dot-product attention (`Tensor` and `Tape`) against
+//! Layer, RMS and batch normalisation, dropout and scaled dot-product attention (eager and on a tape) against
 //! f64 references on fresh random inputs at awkward shapes (a feature axis of 1, primes, rank 4), their
 //! gradients against f64 central differences of the same references; the tape's forward is the eager one bit
 //! for bit; bad operands are errors after which the session goes on. Outputs start NaN-filled.
@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use crate::common::{per_backend, weighted_cost, Backend, Rng};
-use wgcompute::{BatchNormOptions, Error, Session, Tape, Tensor};
+use wgcompute::{BatchNormOptions, Error, GradientTape, Session, Tensor};
 
 fn upload(session: &Session, data: &[f32], shape: &[usize]) -> Arc<Tensor> {
     Arc::new(session.upload(data, shape).expect("upload"))
@@ -78,7 +78,7 @@ fn check(
     inputs: &[(Vec<f32>, Vec<usize>)],
     reference: &dyn Fn(&[Vec<f64>]) -> Vec<f64>,
     eager: &dyn Fn(&[Arc<Tensor>]) -> wgcompute::Result<Tensor>,
-    taped: &dyn Fn(&mut Tape, &[wgcompute::Var]) -> wgcompute::Result<wgcompute::Var>,
+    taped: &dyn Fn(&[Tensor]) -> wgcompute::Result<Tensor>,
 ) {
     let tensors: Vec<Arc<Tensor>> = inputs
         .iter()
@@ -164,7 +164,7 @@ fn layer_norm_and_rms_norm_match_f64(backend: &Backend) {
             &inputs,
             &|v| normalise_rows(&v[0], features, Some(&v[1]), Some(&v[2]), layer_moments),
             &|t| t[0].layer_norm(Some(&t[1]), Some(&t[2]), EPSILON),
-            &|tape, v| tape.layer_norm(v[0], Some(v[1]), Some(v[2]), EPSILON),
+            &|v| v[0].layer_norm(Some(&v[1]), Some(&v[2]), EPSILON),
         );
         check(
             &session,
@@ -173,7 +173,7 @@ fn layer_norm_and_rms_norm_match_f64(backend: &Backend) {
             &inputs[..2],
             &|v| normalise_rows(&v[0], features, Some(&v[1]), None, rms_moments),
             &|t| t[0].rms_norm(Some(&t[1]), EPSILON),
-            &|tape, v| tape.rms_norm(v[0], Some(v[1]), EPSILON),
+            &|v| v[0].rms_norm(Some(&v[1]), EPSILON),
         );
         let plain = session.upload(&x, &shape).expect("upload");
         let got = plain
@@ -252,9 +252,9 @@ fn batch_norm_trains_on_the_batch_and_infers_from_running_statistics(backend: &B
                     .batch_norm(&mm, &mv, Some(&t[1]), Some(&t[2]), &options)?
                     .output)
             },
-            &|tape, v| {
-                Ok(tape
-                    .batch_norm(v[0], &mm, &mv, Some(v[1]), Some(v[2]), &options)?
+            &|v| {
+                Ok(v[0]
+                    .batch_norm(&mm, &mv, Some(&v[1]), Some(&v[2]), &options)?
                     .output)
             },
         );
@@ -316,9 +316,9 @@ fn batch_norm_trains_on_the_batch_and_infers_from_running_statistics(backend: &B
                     .batch_norm(&mm, &mv, Some(&t[1]), Some(&t[2]), &inference)?
                     .output)
             },
-            &|tape, v| {
-                Ok(tape
-                    .batch_norm(v[0], &mm, &mv, Some(v[1]), Some(v[2]), &inference)?
+            &|v| {
+                Ok(v[0]
+                    .batch_norm(&mm, &mv, Some(&v[1]), Some(&v[2]), &inference)?
                     .output)
             },
         );
@@ -369,12 +369,12 @@ fn dropout_repeats_its_mask_from_the_seed_and_scales_what_it_keeps(backend: &Bac
             "rate {rate}: kept {fraction}"
         );
 
-        let mut tape = Tape::new();
-        let xv = tape.param(&xt);
-        let y = tape.dropout(xv, rate, seed).expect("taped");
-        assert_eq!(tape.value(y).expect("y").to_vec().expect("read"), first);
-        let total = tape.sum(y, None).expect("sum");
-        let gradient = tape.backward(total).expect("backward");
+        let tape = GradientTape::new();
+        let xv = tape.watch_parameter(&xt).expect("watch");
+        let y = xv.dropout(rate, seed).expect("taped");
+        assert_eq!(y.to_vec().expect("read"), first);
+        let total = y.sum(None).expect("sum");
+        let gradient = tape.backward(&total).expect("backward");
         let gradient = gradient
             .of(&xt)
             .expect("a gradient")
@@ -492,9 +492,7 @@ fn scaled_dot_product_attention_matches_f64_with_masks(backend: &Backend) {
                 &inputs,
                 &|v| attention_reference(v, sizes, masked.then_some(&full[..]), causal, factor),
                 &|t| t[0].scaled_dot_product_attention(&t[1], &t[2], mask_ref, causal, scale),
-                &|tape, v| {
-                    tape.scaled_dot_product_attention(v[0], v[1], v[2], mask_ref, causal, scale)
-                },
+                &|v| v[0].scaled_dot_product_attention(&v[1], &v[2], mask_ref, causal, scale),
             );
         }
     }

@@ -665,7 +665,7 @@ mod array_api {
                         &mut rng,
                         &format!("{op:?} over {axes:?}"),
                         &input,
-                        |tape, v| tape.reduce_axes(op, v[0], Some(&axes), keepdims),
+                        |v| v[0].reduce_axes(op, Some(&axes), keepdims),
                         &|x| {
                             lanes_over(&x[0], &shape, &sorted)
                                 .iter()
@@ -680,7 +680,7 @@ mod array_api {
                     &mut rng,
                     &format!("var over {axes:?}"),
                     &input,
-                    |tape, v| tape.var(v[0], Some(&axes), 1.0, keepdims),
+                    |v| v[0].var(Some(&axes), 1.0, keepdims),
                     &|x| {
                         lanes_over(&x[0], &shape, &sorted)
                             .iter()
@@ -694,7 +694,7 @@ mod array_api {
                     &mut rng,
                     &format!("std over {axes:?}"),
                     &input,
-                    |tape, v| tape.std(v[0], Some(&axes), 0.0, keepdims),
+                    |v| v[0].std(Some(&axes), 0.0, keepdims),
                     &|x| {
                         lanes_over(&x[0], &shape, &sorted)
                             .iter()
@@ -708,7 +708,7 @@ mod array_api {
                     &mut rng,
                     &format!("logsumexp over {axes:?}"),
                     &input,
-                    |tape, v| tape.logsumexp(v[0], Some(&axes), keepdims),
+                    |v| v[0].logsumexp(Some(&axes), keepdims),
                     &|x| {
                         lanes_over(&x[0], &shape, &sorted)
                             .iter()
@@ -741,11 +741,11 @@ mod array_api {
                         &mut rng,
                         &format!("scan prod={prod} along {axis}"),
                         &input,
-                        |tape, v| {
+                        |v| {
                             if prod {
-                                tape.cumulative_prod(v[0], Some(axis), initial)
+                                v[0].cumulative_prod(Some(axis), initial)
                             } else {
-                                tape.cumulative_sum(v[0], Some(axis), initial)
+                                v[0].cumulative_sum(Some(axis), initial)
                             }
                         },
                         &|x| {
@@ -798,11 +798,11 @@ mod array_api {
             .logsumexp(Some(&[1]), false)
             .expect("logsumexp of nothing");
         assert_eq!(nothing.to_vec().expect("read"), vec![f32::NEG_INFINITY; 2]);
-        let mut tape = wgcompute::Tape::new();
+        let tape = wgcompute::GradientTape::new();
         let param = std::sync::Arc::new(session.upload(&[1.0; 6], &[2, 3]).expect("param"));
-        let var = tape.param(&param);
+        let var = tape.watch_parameter(&param).expect("watch");
         assert!(matches!(
-            tape.reduce_axes(ReduceOp::Max, var, Some(&[0, 1]), true),
+            var.reduce_axes(ReduceOp::Max, Some(&[0, 1]), true),
             Err(Error::InvalidArgument { .. })
         ));
         // Axes reduced as given: none is the identity, every one is all.

@@ -7,7 +7,7 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 
 use crate::common::{per_backend, vulkan_only, weighted_cost, Backend, Rng};
-use wgcompute::{Error, Session, Side, Tape};
+use wgcompute::{Error, GradientTape, Session, Side};
 
 /// The standard's order of f32 (NaN after everything, −0.0 equal to 0.0), as the reference compares.
 fn ascending(a: f32, b: f32) -> Ordering {
@@ -391,8 +391,8 @@ fn sort_and_top_k_gradients_go_back_through_their_indices(backend: &Backend) {
         let x = Arc::new(session.upload(&data, shape).expect("x"));
         for descending in [false, true] {
             let weights = rng.vec(data.len(), -1.0, 1.0);
-            let (_, gradients) = weighted_cost(&session, &[Arc::clone(&x)], &weights, |tape, x| {
-                tape.sort(x[0], axis, descending)
+            let (_, gradients) = weighted_cost(&session, &[Arc::clone(&x)], &weights, |x| {
+                x[0].sort(axis, descending)
             })
             .expect("sort on the tape");
             let order = reference_argsort(&data, shape, axis, descending);
@@ -402,8 +402,8 @@ fn sort_and_top_k_gradients_go_back_through_their_indices(backend: &Backend) {
         let mut kept = shape.to_vec();
         kept[axis] = k;
         let weights = rng.vec(kept.iter().product(), -1.0, 1.0);
-        let (_, gradients) = weighted_cost(&session, &[Arc::clone(&x)], &weights, |tape, x| {
-            Ok(tape.top_k(x[0], k, axis, true)?.0)
+        let (_, gradients) = weighted_cost(&session, &[Arc::clone(&x)], &weights, |x| {
+            Ok(x[0].top_k(k, axis, true)?.0)
         })
         .expect("top_k on the tape");
         let picks = reference_top_k(&data, shape, axis, k, true);
@@ -413,14 +413,23 @@ fn sort_and_top_k_gradients_go_back_through_their_indices(backend: &Backend) {
             "top_k {shape:?}"
         );
     }
-    // On constants the tape records without a gradient.
-    let mut tape = Tape::new();
-    let constant = tape.input(session.upload(&[2.0, 1.0], &[2]).expect("c"));
-    let sorted = tape.sort(constant, 0, false).expect("sort");
-    assert_eq!(
-        tape.value(sorted).expect("value").to_vec().expect("read"),
-        vec![1.0, 2.0]
-    );
+    // A constant sorted beside a live tape is a constant of the ops that use it: no gradient flows to it, and
+    // what it multiplies gets its sorted values.
+    let tape = GradientTape::new();
+    let constant = session.upload(&[2.0, 1.0], &[2]).expect("c");
+    let sorted = constant.sort(0, false).expect("sort");
+    assert!(!sorted.wants_gradient());
+    assert_eq!(sorted.to_vec().expect("read"), vec![1.0, 2.0]);
+    let w = tape
+        .watch(&session.upload(&[5.0, 7.0], &[2]).expect("w"))
+        .expect("watch");
+    let total = sorted.mul(&w).expect("mul").sum(None).expect("sum");
+    let [dw] = tape
+        .gradient(&total, &[&w])
+        .expect("gradient")
+        .try_into()
+        .expect("one source");
+    assert_eq!(dw.expect("w").to_vec().expect("read"), vec![1.0, 2.0]);
 }
 
 /// The gradient of Σ w·y, y picked along `axis` by `indices` (lanes of `kept`): each weight where its pick

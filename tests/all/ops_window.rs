@@ -8,7 +8,9 @@ use std::sync::Arc;
 use crate::common::{
     error_against_magnitude, per_backend, vulkan_only, weighted_cost, Backend, Rng,
 };
-use wgcompute::{Conv1dOptions, Conv2dOptions, Error, Padding, Padding1d, Session, Tape, Tensor};
+use wgcompute::{
+    Conv1dOptions, Conv2dOptions, Error, GradientTape, Padding, Padding1d, Session, Tensor,
+};
 
 const TOLERANCE: f64 = 1e-5;
 
@@ -224,13 +226,11 @@ fn conv2d_forward_and_gradients_match_f64(backend: &Backend, variant: &str) {
         let want = products(terms.iter().map(|&(o, i, k)| (o, i, k)), &x, &k, out_len);
         expect_close(&format!("{label} forward"), &got, &want);
 
-        let (taped, gradients) = weighted_cost(
-            &session,
-            &[xt.clone(), kt.clone()],
-            &weights,
-            |tape, vars| tape.conv2d(vars[0], vars[1], &case.options),
-        )
-        .expect("conv2d on the tape");
+        let (taped, gradients) =
+            weighted_cost(&session, &[xt.clone(), kt.clone()], &weights, |vars| {
+                vars[0].conv2d(&vars[1], &case.options)
+            })
+            .expect("conv2d on the tape");
         assert_eq!(
             bits(&taped),
             bits(&got),
@@ -268,8 +268,8 @@ fn both_window_variants_give_the_same_bits(backend: &Backend) {
                 upload(session, &x, &case.image),
                 upload(session, &k, &case.kernel_shape()),
             ];
-            let (forward, gradients) = weighted_cost(session, &inputs, &weights, |tape, vars| {
-                tape.conv2d(vars[0], vars[1], &case.options)
+            let (forward, gradients) = weighted_cost(session, &inputs, &weights, |vars| {
+                vars[0].conv2d(&vars[1], &case.options)
             })
             .expect("conv2d on the tape");
             (bits(&forward), bits(&gradients[0]), bits(&gradients[1]))
@@ -343,12 +343,9 @@ fn conv2d_transpose_is_the_adjoint_of_conv2d(backend: &Backend, variant: &str) {
         let want = products(terms.iter().map(|&(o, i, k)| (i, o, k)), &x, &k, out_len);
         expect_close(&format!("{label} forward"), &got, &want);
 
-        let (_, gradients) = weighted_cost(
-            &session,
-            &[xt.clone(), kt.clone()],
-            &weights,
-            |tape, vars| tape.conv2d_transpose(vars[0], vars[1], &options),
-        )
+        let (_, gradients) = weighted_cost(&session, &[xt.clone(), kt.clone()], &weights, |vars| {
+            vars[0].conv2d_transpose(&vars[1], &options)
+        })
         .expect("conv2d_transpose on the tape");
         let dx = products(
             terms.iter().map(|&(o, i, k)| (o, i, k)),
@@ -418,14 +415,14 @@ fn conv1d_is_conv2d_over_one_row_causal_padding_included(backend: &Backend, vari
         let got = got.to_vec().expect("read");
         let want = products(case.terms().into_iter(), &x, &kernel, got.len());
         expect_close(&label, &got, &want);
-        let mut tape = Tape::new();
-        let (xv, kv) = (tape.param(&xt), tape.param(&kt));
-        let y = tape.conv1d(xv, kv, &options).expect("conv1d on the tape");
-        assert_eq!(
-            bits(&tape.value(y).expect("y").to_vec().expect("read")),
-            bits(&got),
-            "{label}"
+        let tape = GradientTape::new();
+        let (xv, kv) = (
+            tape.watch_parameter(&xt).expect("watch"),
+            tape.watch_parameter(&kt).expect("watch"),
         );
+        let y = xv.conv1d(&kv, &options).expect("conv1d on the tape");
+        assert!(y.is_traced(), "{label}: conv1d records on the tape");
+        assert_eq!(bits(&y.to_vec().expect("read")), bits(&got), "{label}");
     }
 }
 
@@ -494,13 +491,11 @@ fn pooling_forward_and_gradients_match_f64(backend: &Backend, variant: &str) {
             .collect();
         let want: Vec<f32> = winners.iter().map(|&i| x[i]).collect();
         assert_eq!(bits(&got), bits(&want), "{label}: max pooling");
-        let (taped, gradients) = weighted_cost(
-            &session,
-            std::slice::from_ref(&xt),
-            &weights,
-            |tape, vars| tape.max_pool2d(vars[0], size, stride, padding),
-        )
-        .expect("max_pool2d on the tape");
+        let (taped, gradients) =
+            weighted_cost(&session, std::slice::from_ref(&xt), &weights, |vars| {
+                vars[0].max_pool2d(size, stride, padding)
+            })
+            .expect("max_pool2d on the tape");
         assert_eq!(
             bits(&taped),
             bits(&want),
@@ -536,12 +531,9 @@ fn pooling_forward_and_gradients_match_f64(backend: &Backend, variant: &str) {
             .map(|read| mean(read, &|i| f64::from(x[i].abs())))
             .collect();
         expect_close(&format!("{label} average"), &got, &(want, magnitude));
-        let (_, gradients) = weighted_cost(
-            &session,
-            std::slice::from_ref(&xt),
-            &weights,
-            |tape, vars| tape.avg_pool2d(vars[0], size, stride, padding),
-        )
+        let (_, gradients) = weighted_cost(&session, std::slice::from_ref(&xt), &weights, |vars| {
+            vars[0].avg_pool2d(size, stride, padding)
+        })
         .expect("avg_pool2d on the tape");
         let mut dx = vec![0.0f64; x.len()];
         let mut magnitude = vec![0.0f64; x.len()];

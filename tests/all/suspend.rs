@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use crate::common::{across_backends, per_backend, resident, vulkan_only, Backend, Rng, MIB};
 use wgcompute::{
-    Adam, AdamConfig, BinaryOp, Error, Gradients, MemoryLimit, Mlp, Optimizer, Session, Tape,
-    Tensor, Transpose, UnaryOp,
+    Adam, AdamConfig, BinaryOp, Error, GradientTape, Gradients, MemoryLimit, Mlp, Optimizer,
+    Session, Tensor, Transpose, UnaryOp,
 };
 
 fn random(rng: &mut Rng, count: usize) -> Vec<f32> {
@@ -162,9 +162,9 @@ fn every_use_of_a_suspended_session_answers_suspended_and_nothing_is_lost(backen
     assert!(matches!(session.sync(), Err(Error::Suspended)));
     assert!(matches!(session.trim(), Err(Error::Suspended)));
     assert!(matches!(session.suspend(), Err(Error::Suspended)));
-    let mut tape = Tape::new();
-    let x = tape.param(&a);
-    assert!(matches!(tape.relu(x), Err(Error::Suspended)));
+    let tape = GradientTape::new();
+    let x = tape.watch_parameter(&a).expect("watch");
+    assert!(matches!(x.relu(), Err(Error::Suspended)));
     // A tensor dropped while suspended is not brought back.
     drop(dropped_while_suspended);
     // Shapes need no device.
@@ -261,14 +261,14 @@ impl Job {
 
     /// One step; returns the cost before the update and the gradients.
     fn step(&mut self) -> (f32, Gradients) {
-        let mut tape = Tape::new();
-        let x = tape.constant(&self.inputs);
-        let y = tape.constant(&self.labels);
-        let logits = self.model.forward(&mut tape, x).expect("forward");
-        let losses = tape.softmax_cross_entropy(logits, y).expect("loss");
-        let cost = tape.mean(losses, None).expect("mean");
-        let value = tape.value(cost).expect("cost").to_vec().expect("read cost")[0];
-        let gradients = tape.backward(cost).expect("backward");
+        let tape = GradientTape::new();
+        let x = &self.inputs;
+        let y = &self.labels;
+        let logits = self.model.forward(&tape, x).expect("forward");
+        let losses = logits.softmax_cross_entropy_with_logits(y).expect("loss").0;
+        let cost = losses.mean(None).expect("mean");
+        let value = cost.to_vec().expect("read cost")[0];
+        let gradients = tape.backward(&cost).expect("backward");
         self.adam
             .step(&self.model.parameters(), &gradients)
             .expect("adam");

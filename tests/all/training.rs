@@ -9,8 +9,8 @@ use crate::common::{
     Rng,
 };
 use wgcompute::{
-    Adam, AdamConfig, EpsilonPlacement, Error, Linear, Mlp, Optimizer, ReduceOp, Session, Sgd,
-    Tape, Tensor, Transpose, Var,
+    Adam, AdamConfig, EpsilonPlacement, Error, GradientTape, Linear, Mlp, Optimizer, ReduceOp,
+    Session, Sgd, Tensor, Transpose,
 };
 
 fn upload(session: &Session, data: &[f32], shape: &[usize]) -> Tensor {
@@ -25,8 +25,8 @@ fn read(tensor: &Tensor) -> Vec<f32> {
     tensor.to_vec().expect("read")
 }
 
-fn scalar(tape: &Tape, var: Var) -> f64 {
-    let values = read(tape.value(var).expect("value"));
+fn scalar(value: &Tensor) -> f64 {
+    let values = read(value);
     assert_eq!(values.len(), 1, "a scalar");
     values[0] as f64
 }
@@ -242,21 +242,21 @@ fn mlp_gradients_match_finite_differences(backend: &Backend) {
     let b1_gpu = param(&session, &b1, &[hidden]);
     let w2_gpu = param(&session, &w2, &[hidden, outputs]);
     let unregistered = param(&session, &w1, &[inputs, hidden]);
-    let mut tape = Tape::new();
-    let xv = tape.input(upload(&session, &x, &[batch, inputs]));
-    let yv = tape.input(upload(&session, &labels, &[batch, outputs]));
-    let w1v = tape.param(&w1_gpu);
-    let b1v = tape.param(&b1_gpu);
-    let w2v = tape.param(&w2_gpu);
-    let h = tape.matmul(xv, w1v).unwrap();
-    let h = tape.add(h, b1v).unwrap();
-    let h = tape.relu(h).unwrap();
-    let logits = tape.matmul(h, w2v).unwrap();
-    let losses = tape.softmax_cross_entropy(logits, yv).unwrap();
-    assert_eq!(tape.value(losses).unwrap().shape(), &[batch]);
-    let total = tape.mean(losses, None).unwrap();
-    check_cost("MLP", scalar(&tape, total), want_cost);
-    let grads = tape.backward(total).expect("backward");
+    let tape = GradientTape::new();
+    let xv = upload(&session, &x, &[batch, inputs]);
+    let yv = upload(&session, &labels, &[batch, outputs]);
+    let w1v = tape.watch_parameter(&w1_gpu).expect("watch");
+    let b1v = tape.watch_parameter(&b1_gpu).expect("watch");
+    let w2v = tape.watch_parameter(&w2_gpu).expect("watch");
+    let h = xv.matmul(&w1v).unwrap();
+    let h = h.add(&b1v).unwrap();
+    let h = h.relu().unwrap();
+    let logits = h.matmul(&w2v).unwrap();
+    let losses = logits.softmax_cross_entropy_with_logits(&yv).unwrap().0;
+    assert_eq!(losses.shape(), &[batch]);
+    let total = losses.mean(None).unwrap();
+    check_cost("MLP", scalar(&total), want_cost);
+    let grads = tape.backward(&total).expect("backward");
     check_gradient("dW1", &grads, &w1_gpu, &want[0], 1e-3);
     check_gradient("db1", &grads, &b1_gpu, &want[1], 1e-3);
     check_gradient("dW2", &grads, &w2_gpu, &want[2], 1e-3);
@@ -293,18 +293,18 @@ fn matmul_transposes_gradients_match_finite_differences(backend: &Backend) {
 
         let a_gpu = param(&session, &a, &a_shape);
         let b_gpu = param(&session, &b, &b_shape);
-        let mut tape = Tape::new();
-        let av = tape.param(&a_gpu);
-        let bv = tape.param(&b_gpu);
-        let yv = tape.input(upload(&session, &labels, &[m, n]));
-        let product = tape
-            .matmul_t(av, bv, Transpose::from_flags(transpose_a, transpose_b))
+        let tape = GradientTape::new();
+        let av = tape.watch_parameter(&a_gpu).expect("watch");
+        let bv = tape.watch_parameter(&b_gpu).expect("watch");
+        let yv = upload(&session, &labels, &[m, n]);
+        let product = av
+            .matmul_t(&bv, Transpose::from_flags(transpose_a, transpose_b))
             .unwrap();
-        assert_eq!(tape.value(product).unwrap().shape(), &[m, n], "{label}");
-        let losses = tape.softmax_cross_entropy(product, yv).unwrap();
-        let total = tape.sum(losses, None).unwrap();
-        check_cost(&label, scalar(&tape, total), want_cost);
-        let grads = tape.backward(total).expect("backward");
+        assert_eq!(product.shape(), &[m, n], "{label}");
+        let losses = product.softmax_cross_entropy_with_logits(&yv).unwrap().0;
+        let total = losses.sum(None).unwrap();
+        check_cost(&label, scalar(&total), want_cost);
+        let grads = tape.backward(&total).expect("backward");
         check_gradient(&format!("{label}: dA"), &grads, &a_gpu, &want[0], 1e-3);
         check_gradient(&format!("{label}: dB"), &grads, &b_gpu, &want[1], 1e-3);
     }
@@ -362,25 +362,25 @@ fn sub_and_axis_reductions_gradients_match_finite_differences(backend: &Backend)
 
             let p_gpu = param(&session, &p, &dims);
             let q_gpu = param(&session, &q, &[dims[2]]);
-            let mut tape = Tape::new();
-            let xv = tape.input(upload(&session, &x, &dims));
-            let pv = tape.param(&p_gpu);
-            let qv = tape.param(&q_gpu);
-            let mixv = tape.input(upload(&session, &mix, &[kept[1], 3]));
-            let yv = tape.input(upload(&session, &labels, &[kept[0], 3]));
-            let d = tape.sub(pv, qv).unwrap();
-            let e = tape.sub(xv, d).unwrap();
+            let tape = GradientTape::new();
+            let xv = upload(&session, &x, &dims);
+            let pv = tape.watch_parameter(&p_gpu).expect("watch");
+            let qv = tape.watch_parameter(&q_gpu).expect("watch");
+            let mixv = upload(&session, &mix, &[kept[1], 3]);
+            let yv = upload(&session, &labels, &[kept[0], 3]);
+            let d = pv.sub(&qv).unwrap();
+            let e = xv.sub(&d).unwrap();
             let reduced = if take_mean {
-                tape.mean(e, Some(axis)).unwrap()
+                e.mean(Some(axis)).unwrap()
             } else {
-                tape.sum(e, Some(axis)).unwrap()
+                e.sum(Some(axis)).unwrap()
             };
-            assert_eq!(tape.value(reduced).unwrap().shape(), &kept[..], "{label}");
-            let logits = tape.matmul(reduced, mixv).unwrap();
-            let losses = tape.softmax_cross_entropy(logits, yv).unwrap();
-            let total = tape.sum(losses, Some(0)).unwrap();
-            check_cost(&label, scalar(&tape, total), want_cost);
-            let grads = tape.backward(total).expect("backward");
+            assert_eq!(reduced.shape(), &kept[..], "{label}");
+            let logits = reduced.matmul(&mixv).unwrap();
+            let losses = logits.softmax_cross_entropy_with_logits(&yv).unwrap().0;
+            let total = losses.sum(Some(0)).unwrap();
+            check_cost(&label, scalar(&total), want_cost);
+            let grads = tape.backward(&total).expect("backward");
             check_gradient(&format!("{label}: dP"), &grads, &p_gpu, &want[0], 1e-3);
             // dQ_k = −Σ dP[.., .., k]: along the last axis it is one sum of terms of both signs, which can
             // nearly cancel, so it is measured against the terms.
@@ -436,24 +436,26 @@ fn parameter_used_twice_accumulates_gradients(backend: &Backend) {
     let w_gpu = param(&session, &w, &[width, width]);
     let b_gpu = param(&session, &b, &[width]);
     let unused = param(&session, &b, &[width]);
-    let mut tape = Tape::new();
-    let xv = tape.input(upload(&session, &x, &[batch, width]));
-    let yv = tape.input(upload(&session, &labels, &[batch, width]));
-    let w1 = tape.param(&w_gpu);
-    let w2 = tape.param(&w_gpu);
-    assert_eq!(w1, w2, "the same Arc is the same variable");
-    let bv = tape.param(&b_gpu);
-    let _unused = tape.param(&unused);
-    let h = tape.matmul(xv, w1).unwrap();
-    let gram = tape.matmul_t(w2, w1, Transpose::Left).unwrap();
-    let hg = tape.matmul(h, gram).unwrap();
-    let logits = tape.add(h, hg).unwrap();
-    let logits = tape.add(logits, bv).unwrap();
-    let logits = tape.add(bv, logits).unwrap();
-    let losses = tape.softmax_cross_entropy(logits, yv).unwrap();
-    let total = tape.mean(losses, None).unwrap();
-    check_cost("parameter used twice", scalar(&tape, total), want_cost);
-    let grads = tape.backward(total).expect("backward");
+    let tape = GradientTape::new();
+    let xv = upload(&session, &x, &[batch, width]);
+    let yv = upload(&session, &labels, &[batch, width]);
+    let w1 = tape.watch_parameter(&w_gpu).expect("watch");
+    let nodes = tape.len();
+    let w2 = tape.watch_parameter(&w_gpu).expect("watch");
+    // The tape keeps one node per Arc: watching it again adds none.
+    assert_eq!(tape.len(), nodes, "the same Arc is the same variable");
+    let bv = tape.watch_parameter(&b_gpu).expect("watch");
+    let _unused = tape.watch_parameter(&unused).expect("watch");
+    let h = xv.matmul(&w1).unwrap();
+    let gram = w2.matmul_t(&w1, Transpose::Left).unwrap();
+    let hg = h.matmul(&gram).unwrap();
+    let logits = h.add(&hg).unwrap();
+    let logits = logits.add(&bv).unwrap();
+    let logits = bv.add(&logits).unwrap();
+    let losses = logits.softmax_cross_entropy_with_logits(&yv).unwrap().0;
+    let total = losses.mean(None).unwrap();
+    check_cost("parameter used twice", scalar(&total), want_cost);
+    let grads = tape.backward(&total).expect("backward");
     check_gradient("dW (used four times)", &grads, &w_gpu, &want[0], 1e-3);
     check_gradient("db (used twice)", &grads, &b_gpu, &want[1], 1e-3);
     assert!(
@@ -472,26 +474,26 @@ fn inputs_get_no_gradient_and_backward_needs_a_scalar(backend: &Backend) {
     let w_gpu = param(&session, &w, &[3, 2]);
 
     // Only a constant input: nothing to differentiate, no gradients at all.
-    let mut tape = Tape::new();
-    let xv = tape.input(upload(&session, &x, &[2, 3]));
-    let total = tape.sum(xv, None).unwrap();
-    let grads = tape.backward(total).expect("backward over constants");
+    let tape = GradientTape::new();
+    let xv = upload(&session, &x, &[2, 3]);
+    let total = xv.sum(None).unwrap();
+    let grads = tape.backward(&total).expect("backward over constants");
     assert_eq!(grads.iter().count(), 0);
     assert!(grads.of(&x_arc).is_none());
 
     // x·W on a new tape: an input next to a parameter.
     let input_times_parameter = || {
-        let mut tape = Tape::new();
-        let xv = tape.input(upload(&session, &x, &[2, 3]));
-        let wv = tape.param(&w_gpu);
-        let product = tape.matmul(xv, wv).unwrap();
+        let tape = GradientTape::new();
+        let xv = upload(&session, &x, &[2, 3]);
+        let wv = tape.watch_parameter(&w_gpu).expect("watch");
+        let product = xv.matmul(&wv).unwrap();
         (tape, product)
     };
 
     // Only the parameter has a gradient.
-    let (mut tape, product) = input_times_parameter();
-    let total = tape.sum(product, None).unwrap();
-    let grads = tape.backward(total).expect("backward");
+    let (tape, product) = input_times_parameter();
+    let total = product.sum(None).unwrap();
+    let grads = tape.backward(&total).expect("backward");
     assert!(grads.of(&x_arc).is_none(), "an input gets no gradient");
     // d Σ(x·W) / dW[i, j] = Σ_r x[r, i].
     let want: Vec<f64> = (0..3)
@@ -505,21 +507,36 @@ fn inputs_get_no_gradient_and_backward_needs_a_scalar(backend: &Backend) {
 
     // backward from a non-scalar is a shape error.
     let (tape, product) = input_times_parameter();
-    match tape.backward(product) {
+    match tape.backward(&product) {
         Err(Error::Shape { op, .. }) => assert_eq!(op, "backward"),
         Err(other) => panic!("backward from [2, 2]: expected a shape error, got {other:?}"),
         Ok(_) => panic!("backward from [2, 2] succeeded"),
     }
     // A row of losses is not a scalar either.
-    let (mut tape, product) = input_times_parameter();
-    let rows = tape.sum(product, Some(1)).unwrap();
-    assert!(matches!(tape.backward(rows), Err(Error::Shape { .. })));
+    let (tape, product) = input_times_parameter();
+    let rows = product.sum(Some(1)).unwrap();
+    assert!(matches!(tape.backward(&rows), Err(Error::Shape { .. })));
 
-    // A variable from another tape is refused.
-    let mut first = Tape::new();
-    let foreign = first.input(upload(&session, &x, &[2, 3]));
-    let mut second = Tape::new();
-    assert!(second.relu(foreign).is_err(), "a variable of another tape");
+    // A tensor traced by another tape is not this tape's: it has no gradient here.
+    let first = GradientTape::new();
+    let foreign = first.watch(&upload(&session, &x, &[2, 3])).expect("watch");
+    let second = GradientTape::new();
+    let result = foreign.relu().unwrap();
+    assert!(
+        !second.traces(&foreign) && !second.traces(&result),
+        "a variable of another tape"
+    );
+    let [gradient] = second
+        .gradient(&result, &[&foreign])
+        .expect("gradient on another tape")
+        .try_into()
+        .expect("one source");
+    assert!(gradient.is_none(), "a variable of another tape");
+    let total = result.sum(None).unwrap();
+    assert!(
+        matches!(second.backward(&total), Err(Error::InvalidArgument { .. })),
+        "backward from a variable of another tape"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -623,8 +640,8 @@ impl LinearProblem {
         y: &Arc<Tensor>,
     ) -> f64 {
         let (tape, cost) = self.gpu_forward(layer, x, y);
-        let value = scalar(&tape, cost);
-        let grads = tape.backward(cost).expect("backward");
+        let value = scalar(&cost);
+        let grads = tape.backward(&cost).expect("backward");
         optimizer
             .step(&layer.parameters(), &grads)
             .expect("optimizer step");
@@ -651,19 +668,22 @@ impl LinearProblem {
 
     /// The cost at the layer's current weights, on the GPU.
     fn gpu_cost(&self, layer: &Linear, x: &Arc<Tensor>, y: &Arc<Tensor>) -> f64 {
-        let (tape, cost) = self.gpu_forward(layer, x, y);
-        scalar(&tape, cost)
+        let (_tape, cost) = self.gpu_forward(layer, x, y);
+        scalar(&cost)
     }
 
-    /// The forward pass on a new tape, and the cost's variable on it.
-    fn gpu_forward(&self, layer: &Linear, x: &Arc<Tensor>, y: &Arc<Tensor>) -> (Tape, Var) {
-        let mut tape = Tape::new();
-        // The data is uploaded once; the tape takes a copy of each (inputs are owned by the tape).
-        let xv = tape.input(x.try_clone().expect("copy x"));
-        let yv = tape.input(y.try_clone().expect("copy y"));
-        let logits = layer.forward(&mut tape, xv).expect("forward");
-        let losses = tape.softmax_cross_entropy(logits, yv).expect("xent");
-        let cost = tape.mean(losses, None).expect("mean");
+    /// The forward pass on a new tape, and the cost it recorded.
+    fn gpu_forward(
+        &self,
+        layer: &Linear,
+        x: &Arc<Tensor>,
+        y: &Arc<Tensor>,
+    ) -> (GradientTape, Tensor) {
+        let tape = GradientTape::new();
+        // The data is uploaded once; untraced, it is a constant of the recording.
+        let logits = layer.forward(&tape, x).expect("forward");
+        let losses = logits.softmax_cross_entropy_with_logits(y).expect("xent").0;
+        let cost = losses.mean(None).expect("mean");
         (tape, cost)
     }
 
@@ -818,32 +838,34 @@ fn mlp_learns_three_blobs(backend: &Backend) {
         ..AdamConfig::default()
     });
 
-    let cost_of = |tape: &mut Tape| {
-        let xv = tape.input(x_gpu.reshape(&[POINTS, 2]).expect("copy"));
-        let yv = tape.input(y_gpu.reshape(&[POINTS, CLASSES]).expect("copy"));
-        let logits = mlp.forward(tape, xv).expect("forward");
-        let losses = tape.softmax_cross_entropy(logits, yv).expect("xent");
-        (logits, tape.mean(losses, None).expect("mean"))
+    let cost_of = |tape: &GradientTape| {
+        let xv = x_gpu.reshape(&[POINTS, 2]).expect("copy");
+        let yv = y_gpu.reshape(&[POINTS, CLASSES]).expect("copy");
+        let logits = mlp.forward(tape, &xv).expect("forward");
+        let losses = logits
+            .softmax_cross_entropy_with_logits(&yv)
+            .expect("xent")
+            .0;
+        let cost = losses.mean(None).expect("mean");
+        (logits, cost)
     };
     let mut initial = None;
     let started = std::time::Instant::now();
     for step in 0..STEPS {
-        let mut tape = Tape::new();
-        let (_, cost) = cost_of(&mut tape);
+        let tape = GradientTape::new();
+        let (_, cost) = cost_of(&tape);
         if step == 0 {
-            initial = Some(scalar(&tape, cost));
+            initial = Some(scalar(&cost));
         }
-        let grads = tape.backward(cost).expect("backward");
+        let grads = tape.backward(&cost).expect("backward");
         assert_eq!(grads.iter().count(), 6);
         optimizer.step(&parameters, &grads).expect("step");
     }
     let initial = initial.unwrap();
-    let mut tape = Tape::new();
-    let (logits, cost) = cost_of(&mut tape);
-    let last = scalar(&tape, cost);
-    let predictions = tape
-        .value(logits)
-        .unwrap()
+    let tape = GradientTape::new();
+    let (logits, cost) = cost_of(&tape);
+    let last = scalar(&cost);
+    let predictions = logits
         .argmax(Some(1))
         .expect("argmax")
         .to_vec_u32()
@@ -931,12 +953,12 @@ fn optimizer_refuses_a_parameter_its_first_step_did_not_have(backend: &Backend) 
     let mut rng = Rng::fresh("optimizer parameter list");
     let a = param(&session, &rng.vec(4, -1.0, 1.0), &[4]);
     let b = param(&session, &rng.vec(4, -1.0, 1.0), &[4]);
-    let mut tape = Tape::new();
-    let av = tape.param(&a);
-    let bv = tape.param(&b);
-    let both = tape.add(av, bv).unwrap();
-    let total = tape.sum(both, None).unwrap();
-    let grads = tape.backward(total).unwrap();
+    let tape = GradientTape::new();
+    let av = tape.watch_parameter(&a).expect("watch");
+    let bv = tape.watch_parameter(&b).expect("watch");
+    let both = av.add(&bv).unwrap();
+    let total = both.sum(None).unwrap();
+    let grads = tape.backward(&total).unwrap();
     let mut adam = Adam::new(AdamConfig::default());
     adam.step(&[Arc::clone(&a)], &grads).expect("first step");
     adam.step(&[Arc::clone(&a)], &grads).expect("the same one");
@@ -963,11 +985,11 @@ fn a_refused_step_changes_neither_the_count_nor_the_state(backend: &Backend) {
     let run = |refuse: bool| -> (Vec<f32>, u64, u64) {
         let mut session = backend.open();
         let w = param(&session, &start, &[6]);
-        let mut tape = Tape::new();
-        let wv = tape.param(&w);
-        let squares = tape.square(wv).unwrap();
-        let total = tape.sum(squares, None).unwrap();
-        let grads = tape.backward(total).unwrap();
+        let tape = GradientTape::new();
+        let wv = tape.watch_parameter(&w).expect("watch");
+        let squares = wv.square().unwrap();
+        let total = squares.sum(None).unwrap();
+        let grads = tape.backward(&total).unwrap();
         let (mut adam, mut sgd) = (Adam::new(AdamConfig::default()), Sgd::new(0.1, 0.9));
         for step in 0..3 {
             if refuse && step == 1 {
@@ -990,10 +1012,10 @@ fn a_refused_step_changes_neither_the_count_nor_the_state(backend: &Backend) {
     // A refused first step keeps no moments: the next one is a first step.
     let mut session = backend.open();
     let w = param(&session, &start, &[6]);
-    let mut tape = Tape::new();
-    let wv = tape.param(&w);
-    let total = tape.sum(wv, None).unwrap();
-    let grads = tape.backward(total).unwrap();
+    let tape = GradientTape::new();
+    let wv = tape.watch_parameter(&w).expect("watch");
+    let total = wv.sum(None).unwrap();
+    let grads = tape.backward(&total).unwrap();
     let mut adam = Adam::new(AdamConfig::default());
     session.suspend().expect("suspend");
     assert!(adam.step(&[Arc::clone(&w)], &grads).is_err());

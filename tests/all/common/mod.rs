@@ -8,7 +8,7 @@ pub mod reference;
 use std::cell::Cell;
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use wgcompute::{AdapterSelector, Session, SessionOptions, Tape, Tensor, Tuning, Var};
+use wgcompute::{AdapterSelector, GradientTape, Session, SessionOptions, Tensor, Tuning};
 
 /// A backend a test runs on: its name, which failures carry ("vulkan", "gl"), and the selector that opens
 /// sessions on it.
@@ -419,30 +419,28 @@ pub fn error_against_magnitude(got: &[f32], want: &[f64], magnitude: &[f64]) -> 
     }
 }
 
-/// The tape's side of a gradient check: records `forward` over `params` (each a `tape.param`), then
-/// cost = Σ w·y with `weights` laid out in y's shape, so that every element has its own upstream gradient, and
-/// gives y's value and each parameter's gradient. An error of `forward` (a recording the tape refuses) comes
-/// back as it is; anything failing after it fails the test.
+/// The tape's side of a gradient check: runs `forward` on `params` watched by a tape (each through
+/// `GradientTape::watch_parameter`, in order), then cost = Σ w·y with `weights` laid out in y's shape, so that
+/// every element has its own upstream gradient, and gives y's value and each parameter's gradient. An error of
+/// `forward` (an op the tape refuses) comes back as it is; anything failing after it fails the test.
 pub fn weighted_cost(
     session: &Session,
     params: &[Arc<Tensor>],
     weights: &[f32],
-    forward: impl FnOnce(&mut Tape, &[Var]) -> wgcompute::Result<Var>,
+    forward: impl FnOnce(&[Tensor]) -> wgcompute::Result<Tensor>,
 ) -> wgcompute::Result<(Vec<f32>, Vec<Vec<f32>>)> {
-    let mut tape = Tape::new();
-    let vars: Vec<Var> = params.iter().map(|param| tape.param(param)).collect();
-    let y = forward(&mut tape, &vars)?;
-    let y_value = tape.value(y).expect("y");
-    let w = Arc::new(
-        session
-            .upload(weights, y_value.shape())
-            .expect("weights in y's shape"),
-    );
-    let value = y_value.to_vec().expect("read y");
-    let w = tape.constant(&w);
-    let weighted = tape.mul(y, w).expect("weighting");
-    let cost = tape.sum(weighted, None).expect("sum");
-    let gradients = tape.backward(cost).expect("backward");
+    let tape = GradientTape::new();
+    let handles: Vec<Tensor> = params
+        .iter()
+        .map(|param| tape.watch_parameter(param).expect("watch a parameter"))
+        .collect();
+    let y = forward(&handles)?;
+    let w = session
+        .upload(weights, y.shape())
+        .expect("weights in y's shape");
+    let value = y.to_vec().expect("read y");
+    let cost = y.mul(&w).expect("weighting").sum(None).expect("sum");
+    let gradients = tape.backward(&cost).expect("backward");
     let gradients = params
         .iter()
         .enumerate()
