@@ -43,84 +43,133 @@ def nadam_u(beta_1, t):
     return beta_1 * (1 - 0.5 * 0.96 ** (t * 0.004))
 
 
+# Each rule's float64 step, Keras 3's formula, registered with Keras's defaults: a rule of the library's table is
+# one place here. A step reads the float32-rounded settings `f32`, the rate `lr` and the step `t`, and updates the
+# variable `p` (returned) and its state `s` (three arrays, in place).
+RULES = {}
+
+
+def keras_rule(name, **keras_defaults):
+    def register(step):
+        RULES[name] = (keras_defaults, step)
+        return step
+
+    return register
+
+
+@keras_rule("rmsprop", rho=0.9, momentum=0.0, epsilon=1e-7, centered=False)
+def _rmsprop(f32, lr, t, p, g, s):
+    rho, momentum, eps = f32["rho"], f32["momentum"], f32["epsilon"]
+    s[0] = rho * s[0] + (1 - rho) * g**2
+    if f32["centered"]:
+        s[2] = rho * s[2] + (1 - rho) * g
+        denominator = s[0] - s[2] ** 2 + eps
+    else:
+        denominator = s[0] + eps
+    increment = lr * g / np.sqrt(denominator)
+    if momentum > 0:
+        s[1] = momentum * s[1] + increment
+        return p - s[1]
+    return p - increment
+
+
+@keras_rule("adagrad", initial_accumulator_value=0.1, epsilon=1e-7)
+def _adagrad(f32, lr, t, p, g, s):
+    s[0] = s[0] + g**2
+    return p - lr * g / np.sqrt(s[0] + f32["epsilon"])
+
+
+@keras_rule("adam", beta_1=0.9, beta_2=0.999, epsilon=1e-7)
+def _adam(f32, lr, t, p, g, s):
+    b1, b2 = f32["beta_1"], f32["beta_2"]
+    alpha = lr * math.sqrt(1 - b2**t) / (1 - b1**t)
+    s[0] = s[0] + (g - s[0]) * (1 - b1)
+    s[1] = s[1] + (g**2 - s[1]) * (1 - b2)
+    return p - s[0] * alpha / (np.sqrt(s[1]) + f32["epsilon"])
+
+
+@keras_rule("adamax", beta_1=0.9, beta_2=0.999, epsilon=1e-7)
+def _adamax(f32, lr, t, p, g, s):
+    b1, b2 = f32["beta_1"], f32["beta_2"]
+    s[0] = s[0] + (g - s[0]) * (1 - b1)
+    s[1] = np.maximum(b2 * s[1], np.abs(g))
+    return p - lr * s[0] / ((1 - b1**t) * (s[1] + f32["epsilon"]))
+
+
+@keras_rule("nadam", beta_1=0.9, beta_2=0.999, epsilon=1e-7)
+def _nadam(f32, lr, t, p, g, s):
+    b1, b2 = f32["beta_1"], f32["beta_2"]
+    u_t, u_next = nadam_u(b1, t), nadam_u(b1, t + 1)
+    product = math.prod(nadam_u(b1, step) for step in range(1, t + 1))
+    s[0] = s[0] + (g - s[0]) * (1 - b1)
+    s[1] = s[1] + (g**2 - s[1]) * (1 - b2)
+    m_hat = u_next * s[0] / (1 - product * u_next) + (1 - u_t) * g / (1 - product)
+    v_hat = s[1] / (1 - b2**t)
+    return p - m_hat * lr / (np.sqrt(v_hat) + f32["epsilon"])
+
+
+@keras_rule("adadelta", rho=0.95, epsilon=1e-7)
+def _adadelta(f32, lr, t, p, g, s):
+    rho, eps = f32["rho"], f32["epsilon"]
+    s[0] = rho * s[0] + (1 - rho) * g**2
+    delta = -np.sqrt(s[1] + eps) * g / np.sqrt(s[0] + eps)
+    s[1] = rho * s[1] + (1 - rho) * delta**2
+    return p + lr * delta
+
+
+@keras_rule(
+    "ftrl",
+    learning_rate_power=-0.5,
+    initial_accumulator_value=0.1,
+    l1_regularization_strength=0.0,
+    l2_regularization_strength=0.0,
+    l2_shrinkage_regularization_strength=0.0,
+    beta=0.0,
+)
+def _ftrl(f32, lr, t, p, g, s):
+    power = -f32["learning_rate_power"]
+    l1, l2, shrinkage = (
+        f32["l1_regularization_strength"],
+        f32["l2_regularization_strength"],
+        f32["l2_shrinkage_regularization_strength"],
+    )
+    l2_reg = l2 + f32["beta"] / (2 * lr)
+    accumulator = s[0] + g**2
+    s[1] = s[1] + g + 2 * shrinkage * p - (np.power(accumulator, power) - np.power(s[0], power)) / lr * p
+    quadratic = np.power(accumulator, power) / lr + 2 * l2_reg
+    s[0] = accumulator
+    return (np.clip(s[1], -l1, l1) - s[1]) / quadratic
+
+
+@keras_rule("lion", beta_1=0.9, beta_2=0.99)
+def _lion(f32, lr, t, p, g, s):
+    b1, b2 = f32["beta_1"], f32["beta_2"]
+    p = p - lr * np.sign(b1 * s[0] + (1 - b1) * g)
+    s[0] = b2 * s[0] + (1 - b2) * g
+    return p
+
+
+@keras_rule("sgd", momentum=0.0, nesterov=False)
+def _sgd(f32, lr, t, p, g, s):
+    momentum = f32["momentum"]
+    s[0] = momentum * s[0] + g
+    return p - lr * (g + momentum * s[0] if f32["nesterov"] else s[0])
+
+
 def reference(name, settings, starts, gradients):
     """Keras 3's update rules in float64 (after its decoupled weight decay), one variable at a time."""
+    assert name in RULES, f"no float64 reference for the optimizer {name!r}: add its formula here"
+    step = RULES[name][1]
     f32 = {key: float(np.float32(value)) if isinstance(value, float) else value for key, value in settings.items()}
     lr, wd = f32["learning_rate"], f32.get("weight_decay") or 0.0
     results = []
     for index, start in enumerate(starts):
         p = f64(start)
-        s1 = np.full(p.shape, f32.get("initial_accumulator_value", 0.1) if name in ("adagrad", "ftrl") else 0.0)
-        s2, s3 = np.zeros(p.shape), np.zeros(p.shape)
-        for t, step in enumerate(gradients, start=1):
-            g = f64(step[index])
+        # Adagrad's and FTRL's accumulators start at their setting; every other slot at 0.
+        s = [np.full(p.shape, f32.get("initial_accumulator_value", 0.0)), np.zeros(p.shape), np.zeros(p.shape)]
+        for t, gradient in enumerate(gradients, start=1):
             p = p - p * wd * lr
-            if name == "rmsprop":
-                rho, momentum, eps = f32["rho"], f32["momentum"], f32["epsilon"]
-                s1 = rho * s1 + (1 - rho) * g**2
-                if f32["centered"]:
-                    s3 = rho * s3 + (1 - rho) * g
-                    denominator = s1 - s3**2 + eps
-                else:
-                    denominator = s1 + eps
-                increment = lr * g / np.sqrt(denominator)
-                if momentum > 0:
-                    s2 = momentum * s2 + increment
-                    p = p - s2
-                else:
-                    p = p - increment
-            elif name == "adagrad":
-                s1 = s1 + g**2
-                p = p - lr * g / np.sqrt(s1 + f32["epsilon"])
-            elif name == "adam":
-                b1, b2 = f32["beta_1"], f32["beta_2"]
-                alpha = lr * math.sqrt(1 - b2**t) / (1 - b1**t)
-                s1 = s1 + (g - s1) * (1 - b1)
-                s2 = s2 + (g**2 - s2) * (1 - b2)
-                p = p - s1 * alpha / (np.sqrt(s2) + f32["epsilon"])
-            elif name == "adamax":
-                b1, b2 = f32["beta_1"], f32["beta_2"]
-                s1 = s1 + (g - s1) * (1 - b1)
-                s2 = np.maximum(b2 * s2, np.abs(g))
-                p = p - lr * s1 / ((1 - b1**t) * (s2 + f32["epsilon"]))
-            elif name == "nadam":
-                b1, b2 = f32["beta_1"], f32["beta_2"]
-                u_t, u_next = nadam_u(b1, t), nadam_u(b1, t + 1)
-                product = math.prod(nadam_u(b1, s) for s in range(1, t + 1))
-                s1 = s1 + (g - s1) * (1 - b1)
-                s2 = s2 + (g**2 - s2) * (1 - b2)
-                m_hat = u_next * s1 / (1 - product * u_next) + (1 - u_t) * g / (1 - product)
-                v_hat = s2 / (1 - b2**t)
-                p = p - m_hat * lr / (np.sqrt(v_hat) + f32["epsilon"])
-            elif name == "adadelta":
-                rho, eps = f32["rho"], f32["epsilon"]
-                s1 = rho * s1 + (1 - rho) * g**2
-                delta = -np.sqrt(s2 + eps) * g / np.sqrt(s1 + eps)
-                s2 = rho * s2 + (1 - rho) * delta**2
-                p = p + lr * delta
-            elif name == "ftrl":
-                power = -f32["learning_rate_power"]
-                l1, l2, shrinkage = (
-                    f32["l1_regularization_strength"],
-                    f32["l2_regularization_strength"],
-                    f32["l2_shrinkage_regularization_strength"],
-                )
-                l2_reg = l2 + f32["beta"] / (2 * lr)
-                accumulator = s1 + g**2
-                s2 = s2 + g + 2 * shrinkage * p - (np.power(accumulator, power) - np.power(s1, power)) / lr * p
-                quadratic = np.power(accumulator, power) / lr + 2 * l2_reg
-                p = (np.clip(s2, -l1, l1) - s2) / quadratic
-                s1 = accumulator
-            elif name == "lion":
-                b1, b2 = f32["beta_1"], f32["beta_2"]
-                p = p - lr * np.sign(b1 * s1 + (1 - b1) * g)
-                s1 = b2 * s1 + (1 - b2) * g
-            elif name == "sgd":
-                momentum = f32["momentum"]
-                s1 = momentum * s1 + g
-                p = p - lr * (g + momentum * s1 if f32["nesterov"] else s1)
-            else:
-                raise AssertionError(f"no float64 reference for the optimizer {name!r}: add its formula here")
+            p = step(f32, lr, t, p, f64(gradient[index]), s)
         results.append(p)
     return results
 
@@ -174,24 +223,7 @@ CASES = {
     ),
 }
 
-KERAS_DEFAULTS = {
-    "adam": {"beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-7},
-    "rmsprop": {"rho": 0.9, "momentum": 0.0, "epsilon": 1e-7, "centered": False},
-    "adagrad": {"initial_accumulator_value": 0.1, "epsilon": 1e-7},
-    "adamax": {"beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-7},
-    "nadam": {"beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-7},
-    "lion": {"beta_1": 0.9, "beta_2": 0.99},
-    "adadelta": {"rho": 0.95, "epsilon": 1e-7},
-    "ftrl": {
-        "learning_rate_power": -0.5,
-        "initial_accumulator_value": 0.1,
-        "l1_regularization_strength": 0.0,
-        "l2_regularization_strength": 0.0,
-        "l2_shrinkage_regularization_strength": 0.0,
-        "beta": 0.0,
-    },
-    "sgd": {"momentum": 0.0, "nesterov": False},
-}
+KERAS_DEFAULTS = {name: keras_defaults for name, (keras_defaults, _) in RULES.items()}
 
 
 @pytest.mark.parametrize("kind", sorted(RULE_CLASSES))
