@@ -241,7 +241,9 @@ def test_loading_weights_of_another_model_is_refused_and_changes_nothing(session
         lambda: wg.optim.RMSprop(learning_rate=0.005),
         lambda: wg.optim.Adagrad(learning_rate=0.1),
         lambda: wg.optim.Adamax(learning_rate=0.02),
-        lambda: wg.optim.Nadam(learning_rate=0.02),
+        # Nadam at 0.02 oscillates on some draws (seed 1260982681: the last five losses at 0.65 of the first); at 0.01
+        # it falls below half on every draw tried (10 seeds).
+        lambda: wg.optim.Nadam(learning_rate=0.01),
         lambda: wg.optim.Lion(learning_rate=0.003),
     ],
     ids=["adam", "adamw", "sgd", "sgd-nesterov", "rmsprop", "adagrad", "adamax", "nadam", "lion"],
