@@ -215,6 +215,23 @@ def test_bad_arguments_are_refused(session):
         wg.conv2d_transpose(image, kernel, 2, ((1, 1), (1, 1)), output_padding=1)
 
 
+def test_every_layer_provided_is_named_by_a_test():
+    """A layer's recipe (CONTRIBUTING) ends in its test: a layer of ``keras.layers`` that no test names fails here."""
+    tests = "\n".join(path.read_text() for path in Path(__file__).resolve().parent.glob("*.py"))
+    untested = [name for name in keras.layers.__all__ if not re.search(rf"\b{name}\b", tests)]
+    assert not untested, f"layers no test names: {untested}"
+
+
+def test_an_input_layer_marks_the_shape_and_passes_its_input_through(session, rng):
+    layer = L.InputLayer(shape=(3,))
+    x = rng.normal(size=(4, 3)).astype(np.float32)
+    np.testing.assert_array_equal(layer(session.tensor(x)).numpy(), x)
+    assert layer.get_config()["shape"] == [3]
+    model = keras.Sequential([L.InputLayer(shape=(3,)), L.Dense(2, seed=1)], device=session.adapter["backend"])
+    assert model.predict(x, verbose=0).shape == (4, 2)
+    model.close()
+
+
 def test_the_keras_page_lists_exactly_the_layers_provided():
     page = (Path(__file__).resolve().parents[2] / "docs" / "keras.md").read_text()
     listed = page.split("<!-- layers provided -->", 1)[1].split("<!-- end -->", 1)[0]
