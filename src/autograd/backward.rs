@@ -72,19 +72,13 @@ impl Gradients {
 }
 
 impl Tape {
-    /// Differentiates the scalar `output` with respect to every parameter on the tape. The tape is consumed:
-    /// each intermediate is dropped (its range returned to the pool) as soon as the walk has passed it.
+    /// Differentiates the scalar `output` (checked one element by [`GradientTape::backward`], before it takes
+    /// the recording) with respect to every parameter on the tape. The tape is consumed: each intermediate is
+    /// dropped (its range returned to the pool) as soon as the walk has passed it.
+    ///
+    /// [`GradientTape::backward`]: crate::GradientTape::backward
     pub(crate) fn backward(mut self, output: Var) -> Result<Gradients> {
-        let output_node = self.node(output)?;
-        if output_node.value.len() != 1 {
-            return Err(Error::Shape {
-                op: "backward",
-                message: format!(
-                    "backward starts from a single value; got shape {:?} (reduce it with mean or sum first)",
-                    output_node.value.shape()
-                ),
-            });
-        }
+        self.node(output)?;
         let mut walk = self.start_walk(output, None, &[], true)?;
         self.nodes.truncate(output.index + 1);
         self.seed_mean_cross_entropy(output.index, &mut walk)?;

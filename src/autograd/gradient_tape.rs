@@ -78,13 +78,7 @@ impl GradientTape {
     /// Ops on the handle are recorded; ops on `tensor` itself are not, unless it is already traced. Watching a
     /// value the tape already traces makes a gradient flow to it from the ops recorded after.
     pub fn watch(&self, tensor: &Tensor) -> Result<Tensor> {
-        if tensor.dtype() != DType::F32 {
-            return Err(Error::DType {
-                op: "watch",
-                expected: DType::F32,
-                found: tensor.dtype(),
-            });
-        }
+        tensor.expect_dtype("watch", DType::F32)?;
         let mut tape = lock(&self.shared);
         if let Some(node) = self.own_node(&tape, tensor) {
             tape.nodes[node].wants_gradient = true;
@@ -102,13 +96,7 @@ impl GradientTape {
     /// parameter: [`GradientTape::watch`] of the same tensor makes a node of its own, whose gradient
     /// [`GradientTape::gradient`] gives and `backward` does not.
     pub fn watch_parameter(&self, parameter: &Arc<Tensor>) -> Result<Tensor> {
-        if parameter.dtype() != DType::F32 {
-            return Err(Error::DType {
-                op: "watch_parameter",
-                expected: DType::F32,
-                found: parameter.dtype(),
-            });
-        }
+        parameter.expect_dtype("watch_parameter", DType::F32)?;
         let mut tape = lock(&self.shared);
         let var = tape.param(parameter);
         Ok(self.handle(&tape, parameter.share(), var.index))
