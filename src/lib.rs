@@ -48,7 +48,7 @@ pub use error::{ByteSize, Error, ErrorKind, Result};
 pub use files::kind_of as file_kind;
 pub use kernels::kernel_variants;
 pub use losses::{Loss, LossReduction};
-pub use nn::{ActivatedMlp, Activation, Linear, Mlp, Module};
+pub use nn::{ActivatedMlp, Activation, Linear, Mlp, Module, Sequential};
 pub use op::elementwise::{BinaryOp, UnaryOp};
 pub use op::index::{HostArray, IndexItem, Slice};
 pub use op::logic::{LogicBinaryOp, LogicUnaryOp, TruthReduction};

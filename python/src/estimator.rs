@@ -275,8 +275,15 @@ pub fn fit_mlp<'py>(
                 })?;
             }
             trainer.finish()?;
-            let layers = trainer
-                .model()
+            // The estimators fit MLPs: a fit of another model would be a Trainer built otherwise.
+            let Some(mlp) = trainer.model().mlp() else {
+                return Err(wgcompute::Error::InvalidArgument {
+                    what: "estimator model",
+                    given: "a Sequential".to_string(),
+                    expected: "the estimator's MLP".to_string(),
+                });
+            };
+            let layers = mlp
                 .layers
                 .iter()
                 .map(|layer| {

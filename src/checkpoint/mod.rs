@@ -18,6 +18,10 @@
 //! `standardize.scale` (F32 `[sizes[0]]`, both or neither, scales above 0) and a best-epoch copy
 //! `best.<parameter>` of every parameter or of none.
 //!
+//! A [`Sequential`](crate::nn::Sequential) is saved by [`save_sequential`] (format=wgcompute.sequential): its
+//! configuration as JSON in `model.config`, its weights and state by their names; [`Checkpoint::sequential`]
+//! builds it again.
+//!
 //! ```
 //! use wgcompute::{checkpoint, Mlp, Session, SessionOptions};
 //! # fn main() -> wgcompute::Result<()> {
@@ -33,6 +37,7 @@
 
 mod reader;
 mod schema;
+mod sequential;
 #[cfg(test)]
 mod tests;
 mod writer;
@@ -56,6 +61,11 @@ use schema::{
     FORMAT_KEY, OPTIMIZER_KEY, SLOT_PREFIX, STANDARDIZE_MEAN, STANDARDIZE_SCALE,
 };
 use writer::{encode, encode_tensors, write_whole};
+
+pub use sequential::{
+    save_sequential, sequential_to_bytes, sequential_to_bytes_with_extras, MODEL_CONFIG_KEY,
+    SEQUENTIAL_FORMAT,
+};
 
 /// What to do about a file whose parts disagree: nothing in it can be trusted to say which part is right.
 const DAMAGED: &str =

@@ -221,7 +221,7 @@ fn check_encoded(path: &Path, bytes: &[u8]) -> Result<()> {
 
 /// Which values a file may hold.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Values {
+pub(super) enum Values {
     /// Any: a generic file's tensors mean whatever their model makes them mean.
     Any,
     /// Only finite ones: the reader refuses a model (format=wgcompute.mlp) holding anything else, so a save
@@ -246,7 +246,7 @@ pub(super) fn encode_tensors(
 }
 
 /// Device tensors and host vectors (1-D f32) by name, then the metadata, as a file's bytes.
-fn encode_named(
+pub(super) fn encode_named(
     path: &Path,
     named: &[(String, &Tensor)],
     host: &[(&str, &[f32])],

@@ -54,4 +54,4 @@ pub use record::EpochRecord;
 pub use saved::{keys, SavedFit};
 pub use schedule::{Schedule, MIN_RATE, PLATEAU_THRESHOLD};
 pub use standardize::Standardizer;
-pub use trainer::{Start, Trainer};
+pub use trainer::{FitModel, Start, Trainer};

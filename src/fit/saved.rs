@@ -16,7 +16,7 @@ use super::record::EpochRecord;
 use super::schedule::{Schedule, ScheduleState};
 use super::settings::invalid;
 use super::standardize::Standardizer;
-use super::trainer::{check_data, upload_sets, Trainer};
+use super::trainer::{check_data, upload_sets, FitModel, Trainer};
 
 /// The metadata keys a fit writes. The settings are what `--resume` goes on with; the state is where the fit
 /// stood.
@@ -208,6 +208,14 @@ impl Trainer {
             ))
         };
         let epochs_done = saved.check_resumable(file, config.epochs)?;
+        if file.metadata().get("format").map(String::as_str) == Some(checkpoint::SEQUENTIAL_FORMAT)
+        {
+            return refuse(
+                "it holds a Sequential model's fit, which does not resume yet: its file keeps the model and the \
+                 fit's record but not the optimizer's state; start a new fit from the model instead"
+                    .to_string(),
+            );
+        }
         let sizes = file.sizes()?;
         let classes = *sizes.last().unwrap_or(&0);
         let hidden = &sizes[1..sizes.len() - 1];
@@ -326,7 +334,7 @@ impl Trainer {
         Ok(Self {
             config,
             classes,
-            model,
+            model: FitModel::Mlp(model),
             optimizer,
             standardizer,
             train_set,
@@ -414,11 +422,16 @@ impl Trainer {
                 .map(|standardizer| (standardizer.mean(), standardizer.scale())),
             best,
         };
-        checkpoint::to_bytes_with_extras(
-            &self.model,
-            Some(self.optimizer.as_ref()),
-            &metadata,
-            &extras,
-        )
+        match &self.model {
+            FitModel::Mlp(mlp) => checkpoint::to_bytes_with_extras(
+                mlp,
+                Some(self.optimizer.as_ref()),
+                &metadata,
+                &extras,
+            ),
+            FitModel::Sequential(model) => {
+                checkpoint::sequential_to_bytes_with_extras(model, &metadata, &extras)
+            }
+        }
     }
 }

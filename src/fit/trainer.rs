@@ -1,12 +1,14 @@
 //! The trainer: a fit in progress, one epoch at a time, with the schedule and early stopping between epochs.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::data::{held_out_count, shuffled_order, Dataset, Figures, Progress, StepOutcome};
 use crate::error::Result;
-use crate::nn::{ActivatedMlp, Linear, Mlp};
+use crate::nn::{ActivatedMlp, Activation, Linear, Mlp, Module, Sequential};
 use crate::optim::Optimizer;
 use crate::session::Session;
+use crate::tensor::Tensor;
 use crate::train::Objective;
 
 use super::config::{FitConfig, Samples, StoppingRule, ValidationSource};
@@ -76,13 +78,84 @@ impl Start {
     }
 }
 
+/// The model a fit trains: the MLP of [`FitConfig::hidden`] (the estimators' and the command's default), or a
+/// [`Sequential`] of any layers.
+pub enum FitModel {
+    Mlp(Mlp),
+    Sequential(Sequential),
+}
+
+impl FitModel {
+    /// The MLP, for a fit of one.
+    pub fn mlp(&self) -> Option<&Mlp> {
+        match self {
+            FitModel::Mlp(mlp) => Some(mlp),
+            FitModel::Sequential(_) => None,
+        }
+    }
+
+    /// The Sequential, for a fit of one.
+    pub fn sequential(&self) -> Option<&Sequential> {
+        match self {
+            FitModel::Sequential(model) => Some(model),
+            FitModel::Mlp(_) => None,
+        }
+    }
+
+    /// The model as the training step and the evaluation run it: an MLP with the fit's hidden activation.
+    fn module(&self, activation: Activation) -> Box<dyn Module + '_> {
+        match self {
+            FitModel::Mlp(mlp) => Box::new(ActivatedMlp { mlp, activation }),
+            FitModel::Sequential(model) => Box::new(SequentialRef(model)),
+        }
+    }
+
+    /// The parameters an optimizer trains, in the order it keeps their state.
+    pub fn parameters(&self) -> Vec<Arc<Tensor>> {
+        match self {
+            FitModel::Mlp(mlp) => mlp.parameters(),
+            FitModel::Sequential(model) => model.parameters(),
+        }
+    }
+
+    /// Every value the model's outputs depend on (the parameters, then a Sequential's state), as early
+    /// stopping keeps and restores its best epoch's.
+    pub(super) fn variables(&self) -> Vec<Arc<Tensor>> {
+        match self {
+            FitModel::Mlp(mlp) => mlp.parameters(),
+            FitModel::Sequential(model) => model
+                .named_variables()
+                .into_iter()
+                .map(|(_, tensor)| tensor)
+                .collect(),
+        }
+    }
+}
+
+/// A [`Sequential`] as a [`Module`], borrowed.
+struct SequentialRef<'a>(&'a Sequential);
+
+impl Module for SequentialRef<'_> {
+    fn forward(&self, tape: &crate::autograd::GradientTape, x: &Tensor) -> Result<Tensor> {
+        self.0.forward(tape, x)
+    }
+
+    fn infer(&self, x: &Tensor) -> Result<Tensor> {
+        self.0.infer(x)
+    }
+
+    fn parameters(&self) -> Vec<Arc<Tensor>> {
+        self.0.parameters()
+    }
+}
+
 /// A fit in progress: the model, its optimizer, the data on the device and where the schedule and early
 /// stopping stand. [`Trainer::epoch`] runs one epoch; [`Trainer::run`] runs them all and then
 /// [`Trainer::finish`]es.
 pub struct Trainer {
     pub(super) config: FitConfig,
     pub(super) classes: usize,
-    pub(super) model: Mlp,
+    pub(super) model: FitModel,
     pub(super) optimizer: Box<dyn Optimizer>,
     pub(super) standardizer: Option<Standardizer>,
     pub(super) train_set: Dataset,
@@ -200,6 +273,59 @@ pub(super) fn check_data(
     Ok(source)
 }
 
+/// Errors unless the model has outputs enough for the objective: two classes at least for softmax
+/// cross-entropy, one output for the others.
+fn check_outputs(config: &FitConfig, outputs: usize) -> Result<()> {
+    let fewest = match config.objective {
+        Objective::SoftmaxCrossEntropy => 2,
+        Objective::SigmoidCrossEntropy | Objective::SquaredError => 1,
+    };
+    if outputs < fewest {
+        return Err(invalid(
+            "outputs",
+            outputs,
+            format!("at least {fewest} for {}", config.objective),
+        ));
+    }
+    Ok(())
+}
+
+/// The standardisation (the one given, else fitted on the training rows where the config standardises) and
+/// the training and validation sets on the device.
+fn prepare_sets(
+    session: &Session,
+    config: &FitConfig,
+    outputs: usize,
+    train: &Samples<'_>,
+    validation: Option<&Samples<'_>>,
+    given: Option<Standardizer>,
+) -> Result<(Option<Standardizer>, Dataset, Option<Dataset>)> {
+    let standardizer = if let Some(standardizer) = given {
+        Some(standardizer)
+    } else if config.standardize {
+        let rows = match validation {
+            Some(_) => None,
+            None => Some(kept_rows(train.count(), config)?),
+        };
+        Some(Standardizer::fit(
+            train.inputs,
+            train.features,
+            rows.as_deref(),
+        )?)
+    } else {
+        None
+    };
+    let (train_set, val_set) = upload_sets(
+        session,
+        config,
+        outputs,
+        train,
+        validation,
+        standardizer.as_ref(),
+    )?;
+    Ok((standardizer, train_set, val_set))
+}
+
 impl Trainer {
     /// A new fit of a model for `classes` classes on `train`, measured on `validation` if given, else on the
     /// split `config.val_split` holds out (none for 0). Everything is checked before any work.
@@ -225,22 +351,11 @@ impl Trainer {
         start: Option<Start>,
     ) -> Result<Self> {
         config.check()?;
-        let classes = outputs;
-        let fewest = match config.objective {
-            Objective::SoftmaxCrossEntropy => 2,
-            Objective::SigmoidCrossEntropy | Objective::SquaredError => 1,
-        };
-        if classes < fewest {
-            return Err(invalid(
-                "outputs",
-                classes,
-                format!("at least {fewest} for {}", config.objective),
-            ));
-        }
+        check_outputs(&config, outputs)?;
         let source = check_data(&config, &train, validation.as_ref(), train.features)?;
         let sizes: Vec<usize> = std::iter::once(train.features)
             .chain(config.hidden.iter().copied())
-            .chain([classes])
+            .chain([outputs])
             .collect();
         Mlp::check_sizes(&sizes)?;
         if let Some(start) = &start {
@@ -250,28 +365,13 @@ impl Trainer {
             Some(start) => (Some(start.weights), start.standardizer),
             None => (None, None),
         };
-        let standardizer = if let Some(standardizer) = start_standardizer {
-            Some(standardizer)
-        } else if config.standardize {
-            let rows = match &validation {
-                Some(_) => None,
-                None => Some(kept_rows(train.count(), &config)?),
-            };
-            Some(Standardizer::fit(
-                train.inputs,
-                train.features,
-                rows.as_deref(),
-            )?)
-        } else {
-            None
-        };
-        let (train_set, val_set) = upload_sets(
+        let (standardizer, train_set, val_set) = prepare_sets(
             session,
             &config,
-            classes,
+            outputs,
             &train,
             validation.as_ref(),
-            standardizer.as_ref(),
+            start_standardizer,
         )?;
         let model = match start_weights {
             Some(weights) => Mlp {
@@ -290,10 +390,89 @@ impl Trainer {
                 session,
                 train.features,
                 &config.hidden,
-                classes,
+                outputs,
                 config.seed,
             )?,
         };
+        Self::assemble(
+            config,
+            outputs,
+            FitModel::Mlp(model),
+            standardizer,
+            (train_set, val_set),
+            source,
+        )
+    }
+
+    /// A new fit of `model`, a [`Sequential`] of any layers whose samples are the rows of `train` (each row
+    /// `product(model.input_shape())` values, taken as the sample's shape) and whose output is one vector per
+    /// sample: `outputs` classes, labels or targets, as the objective says. Everything [`Trainer::new`] does
+    /// around the model (standardisation, validation, schedules, early stopping, the history) is the same;
+    /// `config.hidden` and `config.activation` are the model's layers' to say, and are not read.
+    ///
+    /// ```
+    /// use wgcompute::data::Labels;
+    /// use wgcompute::fit::{FitConfig, Samples, Trainer};
+    /// use wgcompute::nn::{Sequential, SequentialConfig};
+    /// use wgcompute::{Session, SessionOptions};
+    /// # fn main() -> wgcompute::Result<()> {
+    /// let session = Session::open(SessionOptions::default())?;
+    /// let model = SequentialConfig::from_json(
+    ///     r#"{"input_shape": [2], "layers": [
+    ///         {"class_name": "Dense", "config": {"units": 8, "activation": "tanh"}},
+    ///         {"class_name": "Dense", "config": {"units": 2}}]}"#,
+    /// )?;
+    /// let inputs = [90.0, 1.0, 120.0, 2.0, 80.0, 3.0, 130.0, 4.0];
+    /// let config = FitConfig { epochs: 60, batch: 2, lr: 0.05, ..FitConfig::default() };
+    /// let train = Samples { inputs: &inputs, features: 2, labels: Labels::Classes(&[0, 1, 0, 1]) };
+    /// let model = Sequential::new(&session, model, config.seed)?;
+    /// let mut trainer = Trainer::new_sequential(&session, config, model, train, None)?;
+    /// trainer.run()?;
+    /// assert_eq!(trainer.history().last().map(|epoch| epoch.accuracy), Some(1.0));
+    /// # Ok(()) }
+    /// ```
+    pub fn new_sequential(
+        session: &Session,
+        config: FitConfig,
+        model: Sequential,
+        train: Samples<'_>,
+        validation: Option<Samples<'_>>,
+    ) -> Result<Self> {
+        config.check()?;
+        let outputs = match *model.output_shape() {
+            [outputs] => outputs,
+            ref shape => {
+                return Err(invalid(
+                    "model",
+                    format!("samples out of shape {shape:?}"),
+                    "one vector per sample, of the classes, labels or targets",
+                ))
+            }
+        };
+        check_outputs(&config, outputs)?;
+        let features = model.input_shape().iter().product();
+        let source = check_data(&config, &train, validation.as_ref(), features)?;
+        let (standardizer, train_set, val_set) =
+            prepare_sets(session, &config, outputs, &train, validation.as_ref(), None)?;
+        Self::assemble(
+            config,
+            outputs,
+            FitModel::Sequential(model),
+            standardizer,
+            (train_set, val_set),
+            source,
+        )
+    }
+
+    /// A fit at its start, once the data is on the device and the model built.
+    fn assemble(
+        config: FitConfig,
+        outputs: usize,
+        model: FitModel,
+        standardizer: Option<Standardizer>,
+        (train_set, val_set): (Dataset, Option<Dataset>),
+        validation: ValidationSource,
+    ) -> Result<Self> {
         let optimizer = config.build_optimizer()?;
         let lr = config
             .schedule
@@ -302,13 +481,13 @@ impl Trainer {
         let stopping = config.early_stopping.map(|_| StoppingState::fresh());
         Ok(Self {
             config,
-            classes,
+            classes: outputs,
             model,
             optimizer,
             standardizer,
             train_set,
             val_set,
-            validation: source,
+            validation,
             epochs_done: 0,
             schedule: ScheduleState {
                 lr,
@@ -345,12 +524,9 @@ impl Trainer {
         let start = Instant::now();
         let lr = self.schedule.lr;
         self.optimizer.set_learning_rate(lr)?;
-        let module = ActivatedMlp {
-            mlp: &self.model,
-            activation: self.config.activation,
-        };
+        let module = self.model.module(self.config.activation);
         let trained: Figures = self.train_set.train_epoch_with(
-            &module,
+            module.as_ref(),
             self.optimizer.as_mut(),
             &self.config.cost(),
             self.config.batch,
@@ -361,8 +537,9 @@ impl Trainer {
         let validated = self
             .val_set
             .as_ref()
-            .map(|set| set.evaluate_with(&module, self.config.objective, INFERENCE_BATCH))
+            .map(|set| set.evaluate_with(module.as_ref(), self.config.objective, INFERENCE_BATCH))
             .transpose()?;
+        drop(module);
         self.epochs_done += 1;
         let mut record = EpochRecord {
             epoch: self.epochs_done,
@@ -405,7 +582,7 @@ impl Trainer {
             state.best_epoch = record.epoch;
             record.best = true;
             if stopping.restore_best {
-                let parameters = self.model.parameters();
+                let parameters = self.model.variables();
                 match &state.best_weights {
                     // Copied into the buffers the last best epoch took, rather than into new ones each time.
                     Some(kept) => {
@@ -505,7 +682,7 @@ impl Trainer {
         if let Some(state) = &self.stopping {
             if let Some(best) = &state.best_weights {
                 if state.best_epoch != self.epochs_done {
-                    for (parameter, best) in self.model.parameters().iter().zip(best) {
+                    for (parameter, best) in self.model.variables().iter().zip(best) {
                         parameter.copy_from(best)?;
                     }
                     self.restored = true;
@@ -516,7 +693,7 @@ impl Trainer {
         Ok(())
     }
 
-    pub fn model(&self) -> &Mlp {
+    pub fn model(&self) -> &FitModel {
         &self.model
     }
 

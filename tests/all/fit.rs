@@ -298,8 +298,13 @@ fn a_fit_learns_blobs_whose_scale_only_standardisation_removes(backend: &Backend
     let reference = Standardizer::fit(&x, features, Some(&kept)).expect("fit");
     assert_eq!(standardizer, &reference);
     // Prediction standardises as training did.
-    let probabilities =
-        predict_probabilities(&session, trainer.model(), Some(standardizer), &x).expect("predict");
+    let probabilities = predict_probabilities(
+        &session,
+        trainer.model().mlp().expect("an MLP"),
+        Some(standardizer),
+        &x,
+    )
+    .expect("predict");
     let metrics = Metrics::of(&probabilities, classes, &y).expect("metrics");
     assert!(metrics.accuracy > 0.85, "{metrics:?}");
 }
@@ -942,4 +947,189 @@ fn adaptive_and_invscaling_rates_follow_scikit_learn(backend: &Backend) {
         );
     }
     assert!(trainer.stopped_early());
+}
+
+/// `small_config`'s MLP ([9] hidden, relu) as a Sequential of Keras's Dense layers.
+fn dense_stack(features: usize, classes: usize) -> wgcompute::nn::SequentialConfig {
+    wgcompute::nn::SequentialConfig::from_json(&format!(
+        r#"{{"input_shape": [{features}], "layers": [
+            {{"class_name": "Dense", "config": {{"units": 9, "activation": "relu"}}}},
+            {{"class_name": "Dense", "config": {{"units": {classes}}}}}]}}"#
+    ))
+    .expect("a config")
+}
+
+per_backend!(a_sequential_fit_is_the_mlp_fit_when_it_is_the_same_model);
+fn a_sequential_fit_is_the_mlp_fit_when_it_is_the_same_model(backend: &Backend) {
+    use wgcompute::nn::Sequential;
+    let mut rng = Rng::fresh("fit-sequential");
+    let (features, classes) = (3, 3);
+    let (x, y) = blobs(&mut rng, 150, features, classes);
+    let session = backend.poisoned();
+    let mut config = small_config(4);
+    config.val_split = 0.2;
+    config.early_stopping = Some(EarlyStopping::new(2));
+    let mut mlp = Trainer::new(
+        &session,
+        config.clone(),
+        classes,
+        labelled(&x, features, &y),
+        None,
+    )
+    .expect("an MLP fit");
+    mlp.run().expect("fit");
+    // The same layers from the same seed: the same weights, the same ops, the same loop, the same bits.
+    let model =
+        Sequential::new(&session, dense_stack(features, classes), config.seed).expect("a model");
+    let mut sequential = Trainer::new_sequential(
+        &session,
+        config.clone(),
+        model,
+        labelled(&x, features, &y),
+        None,
+    )
+    .expect("a Sequential fit");
+    sequential.run().expect("fit");
+    let without_seconds = |trainer: &Trainer| -> Vec<_> {
+        trainer
+            .history()
+            .iter()
+            .map(|epoch| wgcompute::fit::EpochRecord {
+                seconds: 0.0,
+                ..epoch.clone()
+            })
+            .collect()
+    };
+    assert_eq!(without_seconds(&sequential), without_seconds(&mlp));
+    assert_eq!(parameters_of(&sequential), parameters_of(&mlp));
+    assert_eq!(sequential.standardizer(), mlp.standardizer());
+
+    // Its checkpoint holds the model, the standardisation and the fit's record; resuming one is refused by name.
+    let bytes = sequential
+        .checkpoint_bytes(&[("fit.classes", "0,1,2".into())])
+        .expect("bytes");
+    let path = std::env::temp_dir().join(format!(
+        "wgcompute-sequential-fit-{}-{}.safetensors",
+        std::process::id(),
+        backend.is_gl()
+    ));
+    std::fs::write(&path, bytes).expect("write");
+    let file = Checkpoint::read(&path).expect("read");
+    let loaded = file.sequential(&session).expect("the model");
+    let (mean, scale) = file
+        .sequential_standardization(&loaded)
+        .expect("read")
+        .expect("standardised");
+    let standardizer = sequential.standardizer().expect("standardised");
+    assert_eq!(
+        (&mean[..], &scale[..]),
+        (standardizer.mean(), standardizer.scale())
+    );
+    assert_eq!(
+        SavedFit::read(&file).expect("saved").epochs_done,
+        Some(sequential.epochs_done())
+    );
+    let refused = Trainer::resume(
+        &session,
+        &file,
+        small_config(8),
+        labelled(&x, features, &y),
+        None,
+    )
+    .err()
+    .expect("a Sequential fit does not resume");
+    assert!(refused.to_string().contains("Sequential"), "{refused}");
+    std::fs::remove_file(&path).ok();
+
+    // A model whose samples or outputs do not fit the data is refused before any work.
+    let wide = Sequential::new(&session, dense_stack(features + 1, classes), 1).expect("a model");
+    assert!(matches!(
+        Trainer::new_sequential(
+            &session,
+            config.clone(),
+            wide,
+            labelled(&x, features, &y),
+            None
+        ),
+        Err(Error::InvalidArgument { .. })
+    ));
+    let one = Sequential::new(&session, dense_stack(features, 1), 1).expect("a model");
+    assert!(matches!(
+        Trainer::new_sequential(
+            &session,
+            config.clone(),
+            one,
+            labelled(&x, features, &y),
+            None
+        ),
+        Err(Error::InvalidArgument { .. })
+    ));
+    let unflattened = wgcompute::nn::SequentialConfig::from_json(
+        r#"{"input_shape": [3], "layers": [{"class_name": "Reshape", "config": {"target_shape": [3, 1]}},
+            {"class_name": "Dense", "config": {"units": 3}}]}"#,
+    )
+    .expect("a config");
+    let unflattened = Sequential::new(&session, unflattened, 1).expect("a model");
+    let refused = Trainer::new_sequential(
+        &session,
+        config,
+        unflattened,
+        labelled(&x, features, &y),
+        None,
+    )
+    .err()
+    .expect("outputs of [3, 3] per sample");
+    assert!(refused.to_string().contains("[3, 3]"), "{refused}");
+}
+
+per_backend!(early_stopping_restores_a_sequential_s_state_with_its_weights);
+fn early_stopping_restores_a_sequential_s_state_with_its_weights(backend: &Backend) {
+    use wgcompute::nn::{Sequential, SequentialConfig};
+    let mut rng = Rng::fresh("fit-sequential-stopping");
+    let (features, classes) = (4, 2);
+    let (x, y) = blobs(&mut rng, 96, features, classes);
+    let flipped: Vec<u32> = y.iter().map(|&class| 1 - class).collect();
+    let session = backend.poisoned();
+    let model = || {
+        let config = SequentialConfig::from_json(
+            r#"{"input_shape": [4], "layers": [{"class_name": "Dense", "config": {"units": 6}},
+                {"class_name": "BatchNormalization"}, {"class_name": "Activation", "config": {"activation": "relu"}},
+                {"class_name": "Dense", "config": {"units": 2}}]}"#,
+        )
+        .expect("a config");
+        Sequential::new(&session, config, 3).expect("a model")
+    };
+    let variables = |trainer: &Trainer| -> Vec<Vec<f32>> {
+        trainer
+            .model()
+            .sequential()
+            .expect("a Sequential")
+            .named_variables()
+            .iter()
+            .map(|(_, tensor)| tensor.to_vec().expect("read"))
+            .collect()
+    };
+    // Validation contradicts training, so the best epoch is the first; the moving statistics come back too.
+    let mut config = small_config(20);
+    config.early_stopping = Some(EarlyStopping::new(2));
+    let mut stopped = Trainer::new_sequential(
+        &session,
+        config,
+        model(),
+        labelled(&x, features, &y),
+        Some(labelled(&x, features, &flipped)),
+    )
+    .expect("a fit");
+    stopped.run().expect("fit");
+    assert_eq!(stopped.best_epoch(), Some(1), "{:#?}", stopped.history());
+    let mut one_epoch = Trainer::new_sequential(
+        &session,
+        small_config(1),
+        model(),
+        labelled(&x, features, &y),
+        None,
+    )
+    .expect("a fit");
+    one_epoch.run().expect("fit");
+    assert_eq!(variables(&stopped), variables(&one_epoch));
 }

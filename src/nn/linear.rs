@@ -1,8 +1,5 @@
-//! Layers: `Linear` (weight and optional bias) and an MLP of linear layers with relu between them. Their
-//! parameters are `Arc<Tensor>`s in the session's pool, watched by a [`GradientTape`] during a forward pass, so
-//! that the ops of the pass record themselves. `infer` runs the same forward pass with no tape: for inference,
-//! where nothing is kept for a backward.
-//! [`Module`] is what every trainer needs of a model (the training step in [`crate::train`] takes one).
+//! `Linear` (weight and optional bias) and an MLP of linear layers with relu between them, the models of the
+//! estimators and the command's MLP fits.
 
 use std::sync::Arc;
 
@@ -12,15 +9,7 @@ use crate::op::elementwise::UnaryOp;
 use crate::session::Session;
 use crate::tensor::Tensor;
 
-/// A model a training step can run: its forward pass on a tape, the same pass without one, and the parameters
-/// an optimizer updates (in the same order on every call, since optimizers keep their state by position).
-pub trait Module {
-    /// The forward pass of `x` with the parameters watched by `tape`, so that its ops record themselves there.
-    fn forward(&self, tape: &GradientTape, x: &Tensor) -> Result<Tensor>;
-    /// The forward pass on tensors, without a tape.
-    fn infer(&self, x: &Tensor) -> Result<Tensor>;
-    fn parameters(&self) -> Vec<Arc<Tensor>>;
-}
+use super::Module;
 
 /// `y = x·W (+ b)`, with W of shape [inputs, outputs].
 pub struct Linear {

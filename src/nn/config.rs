@@ -1,0 +1,327 @@
+//! A layer's configuration as Keras writes it in a model's config: `{"class_name": "Conv2D", "config":
+//! {"filters": 16, "kernel_size": 3, "padding": "same"}}`, Keras's argument names and defaults, every argument
+//! left out taking its default and an unknown one refused (a misspelt argument is an error, not a default).
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::op::window::Padding;
+
+/// One layer of a [`Sequential`](super::Sequential), by Keras's class name.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "class_name", content = "config", try_from = "TaggedLayer")]
+pub enum LayerConfig {
+    Dense(DenseConfig),
+    Conv2D(Conv2DConfig),
+    MaxPooling2D(PoolingConfig),
+    AveragePooling2D(PoolingConfig),
+    GlobalAveragePooling2D,
+    Flatten,
+    Reshape(ReshapeConfig),
+    Dropout(DropoutConfig),
+    Activation(ActivationConfig),
+    LayerNormalization(LayerNormalizationConfig),
+    BatchNormalization(BatchNormalizationConfig),
+    GroupNormalization(GroupNormalizationConfig),
+    Embedding(EmbeddingConfig),
+}
+
+/// A layer as read, before its class is known: its config may be left out where every argument has a
+/// default, as Keras's `Flatten()` takes none.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TaggedLayer {
+    class_name: String,
+    #[serde(default)]
+    config: Option<serde_json::Value>,
+}
+
+const CLASS_NAMES: &str =
+    "Dense, Conv2D, MaxPooling2D, AveragePooling2D, GlobalAveragePooling2D, Flatten, \
+                           Reshape, Dropout, Activation, LayerNormalization, BatchNormalization, \
+                           GroupNormalization or Embedding";
+
+impl TryFrom<TaggedLayer> for LayerConfig {
+    type Error = String;
+
+    fn try_from(layer: TaggedLayer) -> std::result::Result<Self, String> {
+        let class = layer.class_name.as_str();
+        let config = layer
+            .config
+            .unwrap_or_else(|| serde_json::Value::Object(Default::default()));
+        fn read<T: serde::de::DeserializeOwned>(
+            class: &str,
+            config: serde_json::Value,
+        ) -> std::result::Result<T, String> {
+            serde_json::from_value(config).map_err(|error| format!("{class}: {error}"))
+        }
+        let no_arguments = |config: serde_json::Value, layer: LayerConfig| match config {
+            serde_json::Value::Object(map) if map.is_empty() => Ok(layer),
+            other => Err(format!("{class} takes no arguments; got {other}")),
+        };
+        Ok(match class {
+            "Dense" => LayerConfig::Dense(read(class, config)?),
+            "Conv2D" => LayerConfig::Conv2D(read(class, config)?),
+            "MaxPooling2D" => LayerConfig::MaxPooling2D(read(class, config)?),
+            "AveragePooling2D" => LayerConfig::AveragePooling2D(read(class, config)?),
+            "GlobalAveragePooling2D" => no_arguments(config, LayerConfig::GlobalAveragePooling2D)?,
+            "Flatten" => no_arguments(config, LayerConfig::Flatten)?,
+            "Reshape" => LayerConfig::Reshape(read(class, config)?),
+            "Dropout" => LayerConfig::Dropout(read(class, config)?),
+            "Activation" => LayerConfig::Activation(read(class, config)?),
+            "LayerNormalization" => LayerConfig::LayerNormalization(read(class, config)?),
+            "BatchNormalization" => LayerConfig::BatchNormalization(read(class, config)?),
+            "GroupNormalization" => LayerConfig::GroupNormalization(read(class, config)?),
+            "Embedding" => LayerConfig::Embedding(read(class, config)?),
+            other => {
+                return Err(format!(
+                    "unknown layer class_name '{other}': one of {CLASS_NAMES}"
+                ))
+            }
+        })
+    }
+}
+
+/// A size per axis of an image, Keras's `int or tuple`: one number for both axes, or `[height, width]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Pair {
+    Both(usize),
+    Each([usize; 2]),
+}
+
+impl Pair {
+    pub fn sizes(self) -> [usize; 2] {
+        match self {
+            Pair::Both(size) => [size, size],
+            Pair::Each(sizes) => sizes,
+        }
+    }
+}
+
+fn one() -> Pair {
+    Pair::Both(1)
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn linear() -> String {
+    "linear".to_string()
+}
+
+fn valid() -> String {
+    "valid".to_string()
+}
+
+fn keras_epsilon() -> f32 {
+    1e-3
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DenseConfig {
+    pub units: usize,
+    #[serde(default = "linear")]
+    pub activation: String,
+    #[serde(default = "yes")]
+    pub use_bias: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Conv2DConfig {
+    pub filters: usize,
+    pub kernel_size: Pair,
+    #[serde(default = "one")]
+    pub strides: Pair,
+    /// "valid" or "same".
+    #[serde(default = "valid")]
+    pub padding: String,
+    #[serde(default = "one")]
+    pub dilation_rate: Pair,
+    #[serde(default = "one_group")]
+    pub groups: usize,
+    #[serde(default = "linear")]
+    pub activation: String,
+    #[serde(default = "yes")]
+    pub use_bias: bool,
+}
+
+fn one_group() -> usize {
+    1
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PoolingConfig {
+    #[serde(default = "two")]
+    pub pool_size: Pair,
+    /// The pool size where left out.
+    #[serde(default)]
+    pub strides: Option<Pair>,
+    #[serde(default = "valid")]
+    pub padding: String,
+}
+
+fn two() -> Pair {
+    Pair::Both(2)
+}
+
+impl Default for PoolingConfig {
+    fn default() -> Self {
+        PoolingConfig {
+            pool_size: two(),
+            strides: None,
+            padding: valid(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReshapeConfig {
+    /// Each sample's shape, without the batch axis.
+    pub target_shape: Vec<usize>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DropoutConfig {
+    pub rate: f64,
+    /// The first draw's seed; where left out, the model's seed and the layer's position.
+    #[serde(default)]
+    pub seed: Option<u64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ActivationConfig {
+    pub activation: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LayerNormalizationConfig {
+    #[serde(default = "keras_epsilon")]
+    pub epsilon: f32,
+    #[serde(default = "yes")]
+    pub center: bool,
+    #[serde(default = "yes")]
+    pub scale: bool,
+}
+
+impl Default for LayerNormalizationConfig {
+    fn default() -> Self {
+        LayerNormalizationConfig {
+            epsilon: keras_epsilon(),
+            center: true,
+            scale: true,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BatchNormalizationConfig {
+    #[serde(default = "keras_momentum")]
+    pub momentum: f64,
+    #[serde(default = "keras_epsilon")]
+    pub epsilon: f32,
+    #[serde(default = "yes")]
+    pub center: bool,
+    #[serde(default = "yes")]
+    pub scale: bool,
+}
+
+fn keras_momentum() -> f64 {
+    0.99
+}
+
+impl Default for BatchNormalizationConfig {
+    fn default() -> Self {
+        BatchNormalizationConfig {
+            momentum: keras_momentum(),
+            epsilon: keras_epsilon(),
+            center: true,
+            scale: true,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupNormalizationConfig {
+    #[serde(default = "keras_groups")]
+    pub groups: usize,
+    #[serde(default = "keras_epsilon")]
+    pub epsilon: f32,
+    #[serde(default = "yes")]
+    pub center: bool,
+    #[serde(default = "yes")]
+    pub scale: bool,
+}
+
+fn keras_groups() -> usize {
+    32
+}
+
+impl Default for GroupNormalizationConfig {
+    fn default() -> Self {
+        GroupNormalizationConfig {
+            groups: keras_groups(),
+            epsilon: keras_epsilon(),
+            center: true,
+            scale: true,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmbeddingConfig {
+    pub input_dim: usize,
+    pub output_dim: usize,
+}
+
+pub(super) fn invalid(what: &'static str, given: impl ToString, expected: &str) -> Error {
+    Error::InvalidArgument {
+        what,
+        given: given.to_string(),
+        expected: expected.to_string(),
+    }
+}
+
+pub(super) fn padding(name: &str) -> Result<Padding> {
+    Padding::from_name(name).ok_or_else(|| invalid("padding", name, "\"valid\" or \"same\""))
+}
+
+/// Errors unless `count` is at least 1.
+pub(super) fn positive(what: &'static str, count: usize) -> Result<usize> {
+    if count == 0 {
+        return Err(invalid(what, count, "at least 1"));
+    }
+    Ok(count)
+}
+
+impl LayerConfig {
+    /// Keras's class name.
+    pub fn class_name(&self) -> &'static str {
+        match self {
+            LayerConfig::Dense(_) => "Dense",
+            LayerConfig::Conv2D(_) => "Conv2D",
+            LayerConfig::MaxPooling2D(_) => "MaxPooling2D",
+            LayerConfig::AveragePooling2D(_) => "AveragePooling2D",
+            LayerConfig::GlobalAveragePooling2D => "GlobalAveragePooling2D",
+            LayerConfig::Flatten => "Flatten",
+            LayerConfig::Reshape(_) => "Reshape",
+            LayerConfig::Dropout(_) => "Dropout",
+            LayerConfig::Activation(_) => "Activation",
+            LayerConfig::LayerNormalization(_) => "LayerNormalization",
+            LayerConfig::BatchNormalization(_) => "BatchNormalization",
+            LayerConfig::GroupNormalization(_) => "GroupNormalization",
+            LayerConfig::Embedding(_) => "Embedding",
+        }
+    }
+}

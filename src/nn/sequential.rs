@@ -1,0 +1,236 @@
+//! Keras's `Sequential`: layers applied in order, the whole model described by one JSON document.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::autograd::GradientTape;
+use crate::error::{Error, Result};
+use crate::session::Session;
+use crate::tensor::Tensor;
+
+use super::config::LayerConfig;
+use super::group_norm::GroupNormalization;
+use super::layers::{
+    ActivationLayer, AveragePooling2D, BatchNormalization, Conv2D, Dense, Dropout, Embedding,
+    Flatten, GlobalAveragePooling2D, Layer, LayerNormalization, MaxPooling2D, Reshape,
+};
+use super::Module;
+
+impl LayerConfig {
+    /// The layer, its weights made in `session` for samples of `input_shape` (the batch axis left out) and
+    /// drawn from `seed`. Every argument is checked here; the shapes, by the layer's first pass.
+    pub fn build(
+        &self,
+        session: &Session,
+        input_shape: &[usize],
+        seed: u64,
+    ) -> Result<Box<dyn Layer>> {
+        Ok(match self {
+            LayerConfig::Dense(config) => Box::new(Dense::new(session, config, input_shape, seed)?),
+            LayerConfig::Conv2D(config) => {
+                Box::new(Conv2D::new(session, config, input_shape, seed)?)
+            }
+            LayerConfig::MaxPooling2D(config) => Box::new(MaxPooling2D::new(config)?),
+            LayerConfig::AveragePooling2D(config) => Box::new(AveragePooling2D::new(config)?),
+            LayerConfig::GlobalAveragePooling2D => Box::new(GlobalAveragePooling2D),
+            LayerConfig::Flatten => Box::new(Flatten),
+            LayerConfig::Reshape(config) => Box::new(Reshape::new(config, input_shape)?),
+            LayerConfig::Dropout(config) => Box::new(Dropout::new(config, seed)?),
+            LayerConfig::Activation(config) => Box::new(ActivationLayer::new(&config.activation)?),
+            LayerConfig::LayerNormalization(config) => {
+                Box::new(LayerNormalization::new(session, config, input_shape)?)
+            }
+            LayerConfig::BatchNormalization(config) => {
+                Box::new(BatchNormalization::new(session, config, input_shape)?)
+            }
+            LayerConfig::GroupNormalization(config) => {
+                Box::new(GroupNormalization::new(session, config, input_shape)?)
+            }
+            LayerConfig::Embedding(config) => Box::new(Embedding::new(session, config, seed)?),
+        })
+    }
+}
+
+/// What a [`Sequential`] is made of: each sample's shape (the batch axis left out) and the layers, by Keras's
+/// class names and arguments.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SequentialConfig {
+    pub input_shape: Vec<usize>,
+    pub layers: Vec<LayerConfig>,
+}
+
+impl SequentialConfig {
+    /// The configuration a JSON document gives; an unknown layer, argument or value is an error naming it.
+    pub fn from_json(text: &str) -> Result<Self> {
+        serde_json::from_str(text).map_err(|error| Error::InvalidArgument {
+            what: "model config",
+            given: error.to_string(),
+            expected: "{\"input_shape\": [...], \"layers\": [{\"class_name\": ..., \"config\": {...}}, ...]} \
+                       with Keras's class names and arguments"
+                .to_string(),
+        })
+    }
+
+    /// The configuration as one line of JSON, which [`SequentialConfig::from_json`] reads back.
+    pub fn to_json(&self) -> String {
+        // A config of strings, numbers and lists: nothing in it can fail to serialise.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+/// Layers applied in order. A batch `[n, ...input_shape]` goes in (rows of `product(input_shape)` values are
+/// taken as the samples they hold, so a dataset of flat rows trains an image model), a batch
+/// `[n, ...output_shape]` comes out.
+pub struct Sequential {
+    config: SequentialConfig,
+    layers: Vec<Box<dyn Layer>>,
+    output_shape: Vec<usize>,
+}
+
+impl Sequential {
+    /// The model `config` describes, in `session`, layer `i`'s weights drawn from `seed + i`. Each layer is
+    /// built for the shape the layers before it give, found by running them on one zero sample, so a shape a
+    /// layer cannot take is an error here, naming the layer.
+    pub fn new(session: &Session, config: SequentialConfig, seed: u64) -> Result<Self> {
+        if config.input_shape.is_empty() || config.input_shape.contains(&0) {
+            return Err(Error::InvalidArgument {
+                what: "input_shape",
+                given: format!("{:?}", config.input_shape),
+                expected: "a sample's shape: one size or more, each at least 1".to_string(),
+            });
+        }
+        let mut shape = config.input_shape.clone();
+        let mut layers = Vec::with_capacity(config.layers.len());
+        for (index, layer_config) in config.layers.iter().enumerate() {
+            let in_layer = |error: Error| Error::InvalidArgument {
+                what: "model config",
+                given: format!(
+                    "layer {index} ({}) on samples of shape {shape:?}",
+                    layer_config.class_name()
+                ),
+                expected: error.to_string(),
+            };
+            let layer = layer_config
+                .build(session, &shape, seed.wrapping_add(index as u64))
+                .map_err(in_layer)?;
+            let sample: Vec<usize> = std::iter::once(1).chain(shape.iter().copied()).collect();
+            let output = layer
+                .call(&session.zeros(&sample)?, None)
+                .map_err(in_layer)?;
+            shape = output.shape()[1..].to_vec();
+            layers.push(layer);
+        }
+        Ok(Sequential {
+            config,
+            layers,
+            output_shape: shape,
+        })
+    }
+
+    pub fn config(&self) -> &SequentialConfig {
+        &self.config
+    }
+
+    /// Each sample's shape going in, the batch axis left out.
+    pub fn input_shape(&self) -> &[usize] {
+        &self.config.input_shape
+    }
+
+    /// Each sample's shape coming out.
+    pub fn output_shape(&self) -> &[usize] {
+        &self.output_shape
+    }
+
+    pub fn layers(&self) -> &[Box<dyn Layer>] {
+        &self.layers
+    }
+
+    /// The pass of a batch: training with `tape` (see [`Layer::call`]), else inference.
+    pub fn call(&self, x: &Tensor, tape: Option<&GradientTape>) -> Result<Tensor> {
+        let sample: usize = self.config.input_shape.iter().product();
+        let batch = x.shape().first().copied().unwrap_or(0);
+        let mut current = if &x.shape()[1.min(x.shape().len())..] == self.input_shape() {
+            x.handle()
+        } else if x.shape().len() == 2 && x.shape()[1] == sample {
+            let shape: Vec<usize> = std::iter::once(batch)
+                .chain(self.config.input_shape.iter().copied())
+                .collect();
+            x.view_as(&shape)?
+        } else {
+            return Err(Error::Shape {
+                op: "Sequential",
+                message: format!(
+                    "takes a batch of samples of shape {:?} (or rows of {sample} values); got shape {:?}",
+                    self.config.input_shape,
+                    x.shape()
+                ),
+            });
+        };
+        for layer in &self.layers {
+            current = layer.call(&current, tape)?;
+        }
+        Ok(current)
+    }
+
+    /// The trained weights by name, `layers.<i>.<name>` (Keras's weight names: kernel, bias, gamma, ...), in
+    /// [`Module::parameters`] order.
+    pub fn named_parameters(&self) -> Vec<(String, Arc<Tensor>)> {
+        self.named(|layer| layer.weights())
+    }
+
+    /// The state a training pass moves (batch normalisation's moving statistics), named as the parameters.
+    pub fn named_state(&self) -> Vec<(String, Arc<Tensor>)> {
+        self.named(|layer| layer.state())
+    }
+
+    /// The parameters and then the state: every value the model's outputs depend on.
+    pub fn named_variables(&self) -> Vec<(String, Arc<Tensor>)> {
+        let mut variables = self.named_parameters();
+        variables.extend(self.named_state());
+        variables
+    }
+
+    fn named(
+        &self,
+        of: impl Fn(&dyn Layer) -> Vec<(&'static str, Arc<Tensor>)>,
+    ) -> Vec<(String, Arc<Tensor>)> {
+        self.layers
+            .iter()
+            .enumerate()
+            .flat_map(|(index, layer)| {
+                of(layer.as_ref())
+                    .into_iter()
+                    .map(move |(name, tensor)| (format!("layers.{index}.{name}"), tensor))
+            })
+            .collect()
+    }
+}
+
+impl std::fmt::Debug for Sequential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sequential")
+            .field("config", &self.config)
+            .field("output_shape", &self.output_shape)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Module for Sequential {
+    fn forward(&self, tape: &GradientTape, x: &Tensor) -> Result<Tensor> {
+        self.call(x, Some(tape))
+    }
+
+    fn infer(&self, x: &Tensor) -> Result<Tensor> {
+        self.call(x, None)
+    }
+
+    fn parameters(&self) -> Vec<Arc<Tensor>> {
+        self.layers
+            .iter()
+            .flat_map(|layer| layer.weights())
+            .map(|(_, tensor)| tensor)
+            .collect()
+    }
+}
