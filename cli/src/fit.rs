@@ -13,15 +13,16 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use wgcompute::checkpoint::Checkpoint;
+use wgcompute::checkpoint::{Checkpoint, SEQUENTIAL_FORMAT};
 use wgcompute::data::{check_batch_size, check_split_fraction, held_out_count, Labels, Progress};
 use wgcompute::fit::{
-    keys, most_probable, predict_probabilities, ClassLabels, EarlyStopping, EpochRecord, FitConfig,
-    Metrics, Monitor, Samples, SavedFit, Schedule, Standardizer, Trainer, ValidationSource,
-    MAX_EPOCHS,
+    keys, most_probable, predict_probabilities, predict_sequential_probabilities, ClassLabels,
+    EarlyStopping, EpochRecord, FitConfig, Metrics, Monitor, Samples, SavedFit, Schedule,
+    Standardizer, Trainer, ValidationSource, MAX_EPOCHS,
 };
+use wgcompute::nn::SequentialConfig;
 use wgcompute::train::{SuspendEvery, Suspension};
-use wgcompute::{Mlp, OptimizerKind, Session};
+use wgcompute::{Mlp, OptimizerKind, Sequential, Session};
 
 use crate::npy::{Array, IntArray};
 use crate::outputs::{same_file, Contents, Outputs};
@@ -54,8 +55,20 @@ pub struct FitArgs {
     #[arg(long)]
     save: PathBuf,
     /// Widths of the relu hidden layers, e.g. 128,64. Default: 128 (or the --resume model's).
-    #[arg(long, value_delimiter = ',', allow_negative_numbers = true)]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        allow_negative_numbers = true,
+        conflicts_with = "model_config"
+    )]
     hidden: Vec<usize>,
+    /// Train this model instead of the MLP of --hidden: a JSON file of Keras's layers, {"input_shape": [8, 8,
+    /// 1], "layers": [{"class_name": "Conv2D", "config": {"filters": 16, "kernel_size": 3}}, ...]} (Dense,
+    /// Conv2D, MaxPooling2D, AveragePooling2D, GlobalAveragePooling2D, Flatten, Reshape, Dropout, Activation,
+    /// LayerNormalization, BatchNormalization, GroupNormalization, Embedding). Each row of --inputs is one sample
+    /// of input_shape (its product is the features); the last layer gives one logit per class, no softmax.
+    #[arg(long, value_name = "MODEL.json", conflicts_with = "resume")]
+    model_config: Option<PathBuf>,
     /// Passes over the training samples, in all: with --resume, training goes on from the epochs already done
     /// up to this many. Default: 10, or with --resume the total the resumed fit was given.
     #[arg(long, allow_negative_numbers = true)]
@@ -306,9 +319,24 @@ fn read_labels(path: &Path, samples: usize) -> Result<LabelFile> {
     Ok(labels)
 }
 
+/// Whether `file` holds a Sequential (a fit of --model-config) rather than an MLP.
+fn holds_sequential(file: &Checkpoint) -> bool {
+    file.metadata().get("format").map(String::as_str) == Some(SEQUENTIAL_FORMAT)
+}
+
 /// The label of each class of the model `file` holds: as fit saved them, or (a file from before labels were
 /// mapped, or from `checkpoint::save`) each class id its own label.
 fn model_classes(file: &Checkpoint, path: &Path, saved: &SavedFit) -> Result<ClassLabels> {
+    if holds_sequential(file) {
+        // Its outputs are known once it is built; fit writes the labels, checked against them then.
+        return saved.classes.clone().with_context(|| {
+            format!(
+                "{}: its metadata has no '{}'; a Sequential's file from `wgcompute fit` has it",
+                path.display(),
+                keys::CLASSES
+            )
+        });
+    }
     let sizes = file.sizes()?;
     let outputs = *sizes.last().context("a model has an output width")?;
     match &saved.classes {
@@ -404,6 +432,21 @@ struct Plan {
     done_epochs: usize,
     /// Whether a separate validation set is measured (else the split of `config.val_split`, if above 0).
     given_validation: bool,
+    /// The model of --model-config, trained instead of the MLP of `config.hidden`.
+    model: Option<SequentialConfig>,
+}
+
+/// The largest --model-config file read: a config of thousands of layers is far smaller.
+const MAX_MODEL_CONFIG_BYTES: u64 = 1 << 20;
+
+fn read_model_config(path: &Path) -> Result<SequentialConfig> {
+    let text = crate::plot::read_text(
+        path,
+        "--model-config reads a JSON file",
+        "model configs",
+        MAX_MODEL_CONFIG_BYTES,
+    )?;
+    SequentialConfig::from_json(&text).with_context(|| format!("--model-config {}", path.display()))
 }
 
 fn parse_schedule(text: &str) -> Result<Schedule> {
@@ -584,10 +627,16 @@ impl Plan {
             }
         }
         config.check()?;
+        let model = args
+            .model_config
+            .as_deref()
+            .map(read_model_config)
+            .transpose()?;
         Ok(Plan {
             config,
             done_epochs,
             given_validation,
+            model,
         })
     }
 }
@@ -824,11 +873,26 @@ fn read_data(args: &FitArgs, plan: &Plan, resumed: Option<&Resumed>) -> Result<D
         }
         None => (labels.classes(&args.labels)?, "the model"),
     };
-    let sizes: Vec<usize> = std::iter::once(features)
-        .chain(plan.config.hidden.iter().copied())
-        .chain([classes.len()])
-        .collect();
-    Mlp::check_sizes(&sizes).context("--hidden")?;
+    match &plan.model {
+        Some(model) => {
+            let values: usize = model.input_shape.iter().product();
+            if values != features {
+                bail!(
+                    "{} has {features} features but the model of --model-config takes samples of shape {:?}, {values} \
+                     values each",
+                    inputs.described(),
+                    model.input_shape
+                );
+            }
+        }
+        None => {
+            let sizes: Vec<usize> = std::iter::once(features)
+                .chain(plan.config.hidden.iter().copied())
+                .chain([classes.len()])
+                .collect();
+            Mlp::check_sizes(&sizes).context("--hidden")?;
+        }
+    }
     let targets = labels.targets(&args.labels, &classes, model)?;
     held_out_count(samples, plan.config.val_split).context("--val-split")?;
     let validation = match (&args.val_inputs, &args.val_labels) {
@@ -888,6 +952,15 @@ pub fn fit(global: &GlobalOptions, args: &FitArgs) -> Result<()> {
         }
     }
     let file = args.resume.as_deref().map(Checkpoint::read).transpose()?;
+    if let (Some(file), Some(path)) = (&file, &args.resume) {
+        if holds_sequential(file) {
+            bail!(
+                "--resume {}: it holds a fit of a --model-config model, which does not resume yet (its file keeps the \
+                 model and the fit's record, not the optimizer's state); start a new fit",
+                path.display()
+            );
+        }
+    }
     let resumed = match (&file, &args.resume) {
         (Some(file), Some(path)) => Some(Resumed {
             file,
@@ -971,13 +1044,28 @@ fn train(
     let mut trainer = match resumed {
         Some(file) => Trainer::resume(session, file, config, data.train(), data.validation())
             .context("--resume")?,
-        None => Trainer::new(
-            session,
-            config,
-            data.classes.len(),
-            data.train(),
-            data.validation(),
-        )?,
+        None => match &plan.model {
+            Some(model) => {
+                let model = Sequential::new(session, model.clone(), config.seed)
+                    .context("--model-config")?;
+                if model.output_shape() != [data.classes.len()] {
+                    bail!(
+                        "the model of --model-config gives samples of shape {:?}, but the labels have {} classes: \
+                         end it in one logit per class",
+                        model.output_shape(),
+                        data.classes.len()
+                    );
+                }
+                Trainer::new_sequential(session, config, model, data.train(), data.validation())?
+            }
+            None => Trainer::new(
+                session,
+                config,
+                data.classes.len(),
+                data.train(),
+                data.validation(),
+            )?,
+        },
     };
     let val_samples = match &data.validation {
         Some((inputs, _)) => inputs.shape[0],
@@ -1097,10 +1185,19 @@ fn report(args: &FitArgs, plan: &Plan, data: &Data, fitted: &Fitted) -> Result<(
         .collect();
     let epochs_run = run.len();
     let per_epoch = fitted.seconds / epochs_run.max(1) as f64;
+    // The MLP's widths, or a Sequential's layers by class name.
     let sizes: Vec<usize> = std::iter::once(data.features)
         .chain(config.hidden.iter().copied())
         .chain([data.classes.len()])
         .collect();
+    let architecture = match &plan.model {
+        Some(model) => model
+            .layers
+            .iter()
+            .map(|layer| layer.class_name().to_string())
+            .collect::<Vec<_>>(),
+        None => sizes.iter().map(usize::to_string).collect(),
+    };
     let validation = if plan.given_validation {
         ValidationSource::Given
     } else if config.val_split > 0.0 {
@@ -1121,7 +1218,8 @@ fn report(args: &FitArgs, plan: &Plan, data: &Data, fitted: &Fitted) -> Result<(
             "features": data.features,
             "classes": data.classes.len(),
             "class_labels": data.classes.labels(),
-            "sizes": sizes,
+            "sizes": if plan.model.is_some() { serde_json::Value::Null } else { serde_json::to_value(&sizes)? },
+            "model_config": plan.model.as_ref().map(serde_json::to_value).transpose()?,
             "optimizer": config.optimizer.name(),
             "lr": config.lr,
             "batch": config.batch,
@@ -1170,11 +1268,7 @@ fn report(args: &FitArgs, plan: &Plan, data: &Data, fitted: &Fitted) -> Result<(
         "trained {epochs_run} epochs in {} ({} per epoch); model {} saved to {}",
         duration(fitted.seconds),
         duration(per_epoch),
-        sizes
-            .iter()
-            .map(usize::to_string)
-            .collect::<Vec<_>>()
-            .join(" → "),
+        architecture.join(" → "),
         args.save.display()
     );
     if let Some(plot) = &args.plot {
@@ -1211,20 +1305,28 @@ pub fn predict(global: &GlobalOptions, args: &PredictArgs) -> Result<()> {
     );
     let outputs = crate::outputs::plan(&planned, &inputs)?;
     let file = Checkpoint::read(&args.model)?;
-    let sizes = file.sizes()?;
+    let sequential = holds_sequential(&file);
+    let model_features = if sequential {
+        file.sequential_config()?.input_shape.iter().product()
+    } else {
+        file.sizes()?[0]
+    };
     let (inputs, samples, features) = read_inputs(&args.inputs)?;
-    if sizes[0] != features {
+    if model_features != features {
         bail!(
-            "{} has {features} features but the model {} takes {}",
+            "{} has {features} features but the model {} takes {model_features}",
             inputs.described(),
             args.model.display(),
-            sizes[0]
         );
     }
     let saved = SavedFit::read(&file)?;
     let classes = model_classes(&file, &args.model, &saved)?;
-    let standardizer = file
-        .standardization()?
+    let standardization = if sequential {
+        file.sequential_standardization()?
+    } else {
+        file.standardization()?
+    };
+    let standardizer = standardization
         .map(|(mean, scale)| Standardizer::from_parts(mean, scale))
         .transpose()?;
     let model_name = format!("the model {}", args.model.display());
@@ -1240,9 +1342,35 @@ pub fn predict(global: &GlobalOptions, args: &PredictArgs) -> Result<()> {
 
     let start = Instant::now();
     let session = Session::open(global.session_options()?)?;
-    let outcome = file.model(&session).and_then(|model| {
-        predict_probabilities(&session, &model, standardizer.as_ref(), &inputs.data)
-    });
+    let outcome = || -> Result<Vec<f32>> {
+        if !sequential {
+            let model = file.model(&session)?;
+            return Ok(predict_probabilities(
+                &session,
+                &model,
+                standardizer.as_ref(),
+                &inputs.data,
+            )?);
+        }
+        let model = file.sequential(&session)?;
+        if model.output_shape() != [classes.len()] {
+            bail!(
+                "{}: its model gives samples of shape {:?}, but its metadata '{}' names {} classes; the file \
+                 disagrees with itself",
+                args.model.display(),
+                model.output_shape(),
+                keys::CLASSES,
+                classes.len()
+            );
+        }
+        Ok(predict_sequential_probabilities(
+            &session,
+            &model,
+            standardizer.as_ref(),
+            &inputs.data,
+        )?)
+    };
+    let outcome = outcome();
     session.close();
     let probabilities = outcome?;
     let seconds = start.elapsed().as_secs_f64();

@@ -387,24 +387,30 @@ pub struct PlotArgs {
 /// wants, and this is 64 times that.
 pub const MAX_CSV_BYTES: u64 = 64 << 20;
 
-/// The text of the CSV file at `path`, read as untrusted input is (as the library reads a checkpoint): a
-/// regular file only (a link to one is followed), opened without blocking (a FIFO cannot make the open wait),
-/// judged again as opened, and never more than [`MAX_CSV_BYTES`] of it read.
+/// The text of the CSV file at `path`, read as [`read_text`] reads, at most [`MAX_CSV_BYTES`].
 pub fn read_csv(path: &std::path::Path) -> Result<String> {
+    read_text(path, "plot reads a CSV file", "CSV files", MAX_CSV_BYTES)
+}
+
+/// The text of the file at `path`, read as untrusted input is (as the library reads a checkpoint): a regular
+/// file only (a link to one is followed), opened without blocking (a FIFO cannot make the open wait), judged
+/// again as opened, and never more than `limit` bytes (a whole number of MiB) of it read. `reads` says what the command reads (for a
+/// path that is no file), `files` what is refused past the limit.
+pub fn read_text(path: &std::path::Path, reads: &str, files: &str, limit: u64) -> Result<String> {
     let name = path.display();
     let not_regular = |metadata: &std::fs::Metadata| -> Result<()> {
         if metadata.is_file() {
             return Ok(());
         }
         Err(anyhow!(
-            "cannot read {name}: it is {}, not a regular file; plot reads a CSV file",
+            "cannot read {name}: it is {}, not a regular file; {reads}",
             wgcompute::file_kind(&metadata.file_type())
         ))
     };
     let too_large = |holds: String| {
         anyhow!(
-            "cannot read {name}: it holds {holds}; CSV files over {} MiB ({MAX_CSV_BYTES} bytes) are refused",
-            MAX_CSV_BYTES >> 20
+            "cannot read {name}: it holds {holds}; {files} over {} MiB ({limit} bytes) are refused",
+            limit >> 20
         )
     };
     // Looked at before opening, so that what is plainly not a file (a device) is never opened.
@@ -418,16 +424,16 @@ pub fn read_csv(path: &std::path::Path) -> Result<String> {
         .metadata()
         .map_err(|error| anyhow!("cannot read {name}: {error}"))?;
     not_regular(&opened)?;
-    if opened.len() > MAX_CSV_BYTES {
+    if opened.len() > limit {
         return Err(too_large(format!("{} bytes", opened.len())));
     }
     let mut bytes = Vec::new();
     // One byte past the limit, to find out whether the file grew past it after it was opened.
-    std::io::Read::take(file, MAX_CSV_BYTES + 1)
+    std::io::Read::take(file, limit + 1)
         .read_to_end(&mut bytes)
         .map_err(|error| anyhow!("cannot read {name}: {error}"))?;
-    if bytes.len() as u64 > MAX_CSV_BYTES {
-        return Err(too_large(format!("more than {MAX_CSV_BYTES} bytes")));
+    if bytes.len() as u64 > limit {
+        return Err(too_large(format!("more than {limit} bytes")));
     }
     String::from_utf8(bytes).map_err(|error| {
         anyhow!(

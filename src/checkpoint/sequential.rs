@@ -117,6 +117,18 @@ impl Checkpoint {
     /// configuration and given its weights and state. A file of another format, a configuration that does not
     /// build, or a missing tensor or one of another shape is an error naming it.
     pub fn sequential(&self, session: &Session) -> Result<Sequential> {
+        let config = self.sequential_config()?;
+        let model = Sequential::new(session, config, 0)
+            .map_err(|error| failure(self.path(), format!("its model does not build: {error}")))?;
+        for (name, tensor) in model.named_variables() {
+            self.load_tensor_into(&name, &tensor)?;
+        }
+        Ok(model)
+    }
+
+    /// The configuration of the [`Sequential`] a file of format wgcompute.sequential holds, read without a
+    /// session.
+    pub fn sequential_config(&self) -> Result<SequentialConfig> {
         let format = self.metadata().get(FORMAT_KEY).map(String::as_str);
         if format != Some(SEQUENTIAL_FORMAT) {
             return Err(failure(
@@ -133,22 +145,13 @@ impl Checkpoint {
                 format!("it has no '{MODEL_CONFIG_KEY}': the file was altered"),
             )
         })?;
-        let config = SequentialConfig::from_json(text)
-            .map_err(|error| failure(self.path(), format!("its '{MODEL_CONFIG_KEY}': {error}")))?;
-        let model = Sequential::new(session, config, 0)
-            .map_err(|error| failure(self.path(), format!("its model does not build: {error}")))?;
-        for (name, tensor) in model.named_variables() {
-            self.load_tensor_into(&name, &tensor)?;
-        }
-        Ok(model)
+        SequentialConfig::from_json(text)
+            .map_err(|error| failure(self.path(), format!("its '{MODEL_CONFIG_KEY}': {error}")))
     }
 
     /// The per-value (mean, scale) a fit of a Sequential standardised its inputs with, if it did (both
     /// vectors or neither, of the model's input count, every scale finite and above 0).
-    pub fn sequential_standardization(
-        &self,
-        model: &Sequential,
-    ) -> Result<Option<(Vec<f32>, Vec<f32>)>> {
+    pub fn sequential_standardization(&self) -> Result<Option<(Vec<f32>, Vec<f32>)>> {
         let names = self.names()?;
         let held = |name: &str| names.iter().any(|held| held == name);
         match (held(STANDARDIZE_MEAN), held(STANDARDIZE_SCALE)) {
@@ -162,7 +165,7 @@ impl Checkpoint {
                 ))
             }
         }
-        let inputs: usize = model.input_shape().iter().product();
+        let inputs: usize = self.sequential_config()?.input_shape.iter().product();
         let read = |name: &str| -> Result<Vec<f32>> {
             let view = self.view(name)?;
             if view.shape != [inputs] {

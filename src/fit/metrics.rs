@@ -2,7 +2,7 @@
 
 use crate::data::check_class_ids;
 use crate::error::Result;
-use crate::nn::{Activation, Mlp};
+use crate::nn::{ActivatedMlp, Activation, Mlp, Module, Sequential};
 use crate::session::Session;
 
 use super::settings::invalid;
@@ -21,7 +21,36 @@ pub fn predict_probabilities(
     standardizer: Option<&Standardizer>,
     inputs: &[f32],
 ) -> Result<Vec<f32>> {
-    predict_rows(session, model, Activation::Relu, standardizer, inputs, true)
+    predict_outputs_of(session, model, Activation::Relu, standardizer, inputs, true)
+}
+
+/// [`predict_probabilities`] of a [`Sequential`] whose samples are rows of `product(input_shape)` values and
+/// whose outputs are logits, one vector per sample.
+pub fn predict_sequential_probabilities(
+    session: &Session,
+    model: &Sequential,
+    standardizer: Option<&Standardizer>,
+    inputs: &[f32],
+) -> Result<Vec<f32>> {
+    let features = model.input_shape().iter().product();
+    let outputs = match *model.output_shape() {
+        [outputs] => outputs,
+        ref shape => {
+            return Err(invalid(
+                "model",
+                format!("samples out of shape {shape:?}"),
+                "one vector of logits per sample",
+            ))
+        }
+    };
+    predict_rows(
+        session,
+        model,
+        (features, outputs),
+        standardizer,
+        inputs,
+        true,
+    )
 }
 
 /// The outputs `[samples, outputs]` (row-major, before any output activation) of `model` with `activation`
@@ -33,19 +62,32 @@ pub fn predict_outputs(
     standardizer: Option<&Standardizer>,
     inputs: &[f32],
 ) -> Result<Vec<f32>> {
-    predict_rows(session, model, activation, standardizer, inputs, false)
+    predict_outputs_of(session, model, activation, standardizer, inputs, false)
 }
 
-fn predict_rows(
+fn predict_outputs_of(
     session: &Session,
-    model: &Mlp,
+    mlp: &Mlp,
     activation: Activation,
     standardizer: Option<&Standardizer>,
     inputs: &[f32],
     softmax: bool,
 ) -> Result<Vec<f32>> {
-    let sizes = model.sizes();
-    let (features, classes) = (sizes[0], *sizes.last().unwrap_or(&0));
+    let sizes = mlp.sizes();
+    let shape = (sizes[0], *sizes.last().unwrap_or(&0));
+    let module = ActivatedMlp { mlp, activation };
+    predict_rows(session, &module, shape, standardizer, inputs, softmax)
+}
+
+/// The outputs of `model`, of `features` inputs and `classes` outputs, for rows of `inputs`.
+fn predict_rows(
+    session: &Session,
+    model: &dyn Module,
+    (features, classes): (usize, usize),
+    standardizer: Option<&Standardizer>,
+    inputs: &[f32],
+    softmax: bool,
+) -> Result<Vec<f32>> {
     if inputs.is_empty() || !inputs.len().is_multiple_of(features) {
         return Err(invalid(
             "inputs",
@@ -76,7 +118,7 @@ fn predict_rows(
             &inputs[first * features..(first + rows) * features],
             &[rows, features],
         )?;
-        let outputs = model.infer_with(&batch, activation)?;
+        let outputs = model.infer(&batch)?;
         let rows = if softmax { outputs.softmax()? } else { outputs };
         probabilities.extend(rows.to_vec()?);
     }

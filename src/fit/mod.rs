@@ -1,7 +1,7 @@
 //! The training loop of `wgcompute fit`, Python's `MLPClassifier` and `MLPRegressor` and a library user (Keras's
-//! `Model.fit` has a loop of its own, in python/wgcompute/_model.py): an [`Mlp`] trained with softmax cross-entropy on
-//! shuffled minibatches ([`Dataset::train_epoch`]), with what users of such loops expect around it, each written once
-//! here:
+//! `Model.fit` has a loop of its own, in python/wgcompute/_trainer.py): an [`Mlp`], or a [`Sequential`] of any
+//! layers ([`Trainer::new_sequential`]), trained with softmax cross-entropy on shuffled minibatches
+//! ([`Dataset::train_epoch`]), with what users of such loops expect around it, each written once here:
 //!
 //! - inputs standardised per feature with statistics fitted on the training rows only ([`Standardizer`]),
 //!   kept in the checkpoint and applied again by [`predict`];
@@ -30,6 +30,7 @@
 //! ```
 //!
 //! [`Mlp`]: crate::nn::Mlp
+//! [`Sequential`]: crate::nn::Sequential
 //! [`Dataset::train_epoch`]: crate::data::Dataset::train_epoch
 
 mod config;
@@ -47,8 +48,8 @@ pub use config::{check_hidden, FitConfig, Samples, StoppingRule, ValidationSourc
 pub use early_stopping::{EarlyStopping, Monitor};
 pub use labels::ClassLabels;
 pub use metrics::{
-    most_probable, predict_outputs, predict_probabilities, Metrics, INFERENCE_BATCH,
-    MAX_CONFUSION_CLASSES,
+    most_probable, predict_outputs, predict_probabilities, predict_sequential_probabilities,
+    Metrics, INFERENCE_BATCH, MAX_CONFUSION_CLASSES,
 };
 pub use record::EpochRecord;
 pub use saved::{keys, SavedFit};

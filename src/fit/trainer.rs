@@ -450,6 +450,24 @@ impl Trainer {
             }
         };
         check_outputs(&config, outputs)?;
+        let last = model
+            .config()
+            .layers
+            .last()
+            .and_then(|layer| layer.activation());
+        if config.objective != Objective::SquaredError
+            && matches!(last, Some("softmax" | "sigmoid"))
+        {
+            return Err(invalid(
+                "model",
+                format!("a last layer with activation {}", last.unwrap_or_default()),
+                format!(
+                    "logits: {} applies the {} itself, so leave it out of the model",
+                    config.objective,
+                    last.unwrap_or_default()
+                ),
+            ));
+        }
         let features = model.input_shape().iter().product();
         let source = check_data(&config, &train, validation.as_ref(), features)?;
         let (standardizer, train_set, val_set) =

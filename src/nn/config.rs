@@ -306,6 +306,16 @@ pub(super) fn positive(what: &'static str, count: usize) -> Result<usize> {
 }
 
 impl LayerConfig {
+    /// The activation the layer ends with, for the layers that take one.
+    pub fn activation(&self) -> Option<&str> {
+        match self {
+            LayerConfig::Dense(DenseConfig { activation, .. })
+            | LayerConfig::Conv2D(Conv2DConfig { activation, .. })
+            | LayerConfig::Activation(ActivationConfig { activation }) => Some(activation),
+            _ => None,
+        }
+    }
+
     /// Keras's class name.
     pub fn class_name(&self) -> &'static str {
         match self {

@@ -1015,9 +1015,9 @@ fn a_sequential_fit_is_the_mlp_fit_when_it_is_the_same_model(backend: &Backend) 
     ));
     std::fs::write(&path, bytes).expect("write");
     let file = Checkpoint::read(&path).expect("read");
-    let loaded = file.sequential(&session).expect("the model");
+    file.sequential(&session).expect("the model");
     let (mean, scale) = file
-        .sequential_standardization(&loaded)
+        .sequential_standardization()
         .expect("read")
         .expect("standardised");
     let standardizer = sequential.standardizer().expect("standardised");
@@ -1064,6 +1064,29 @@ fn a_sequential_fit_is_the_mlp_fit_when_it_is_the_same_model(backend: &Backend) 
         ),
         Err(Error::InvalidArgument { .. })
     ));
+    // Softmax cross-entropy takes logits: a model that ends in softmax is refused, naming it.
+    let ending = |activation: &str| {
+        wgcompute::nn::SequentialConfig::from_json(&format!(
+            r#"{{"input_shape": [3], "layers": [{{"class_name": "Dense", "config": {{"units": 3, "activation": "{activation}"}}}}]}}"#
+        ))
+        .expect("a config")
+    };
+    for activation in ["softmax", "sigmoid"] {
+        let model = Sequential::new(&session, ending(activation), 1).expect("a model");
+        let Err(refused) = Trainer::new_sequential(
+            &session,
+            config.clone(),
+            model,
+            labelled(&x, features, &y),
+            None,
+        ) else {
+            panic!("a model that ends in {activation} was fitted");
+        };
+        assert!(
+            refused.to_string().contains(activation) && refused.to_string().contains("logits"),
+            "{refused}"
+        );
+    }
     let unflattened = wgcompute::nn::SequentialConfig::from_json(
         r#"{"input_shape": [3], "layers": [{"class_name": "Reshape", "config": {"target_shape": [3, 1]}},
             {"class_name": "Dense", "config": {"units": 3}}]}"#,

@@ -590,6 +590,8 @@ per_backend!(a_sequential_saves_and_loads_bit_for_bit);
 fn a_sequential_saves_and_loads_bit_for_bit(backend: &Backend) {
     let mut rng = Rng::fresh("nn_save");
     let session = backend.poisoned();
+    let in_use = || session.memory_stats().expect("stats").in_use;
+    let before = in_use();
     let (_, config) = models().swap_remove(0);
     let model = Sequential::new(&session, config.clone(), 5).expect("build");
     let x = session
@@ -676,6 +678,11 @@ fn a_sequential_saves_and_loads_bit_for_bit(backend: &Backend) {
         &[4, 3]
     );
     std::fs::remove_dir_all(&dir).ok();
+    // The model's weights and state are the session's pool's, and go back with the model.
+    assert!(in_use() > before);
+    drop(tensors);
+    drop((model, x, tape, variables));
+    assert_eq!(in_use(), before, "a dropped model gives every byte back");
 }
 
 vulkan_only!(the_config_reads_keras_names_and_refuses_what_it_does_not_know);

@@ -1425,3 +1425,127 @@ fn a_resumed_cosine_schedule_keeps_the_epochs_it_spans_unless_overridden() {
     let report = json(&scratch, &with(resume, &[os("--override"), os("--json")]));
     assert_eq!(report["first_epoch"], 3, "{report}");
 }
+
+/// A small CNN over the blobs' 8 features as [2, 4, 1] images, ending in one logit per class.
+const CNN: &str = r#"{"input_shape": [2, 4, 1], "layers": [
+    {"class_name": "Conv2D", "config": {"filters": 6, "kernel_size": [1, 2], "padding": "same", "activation": "relu"}},
+    {"class_name": "BatchNormalization"},
+    {"class_name": "Flatten"},
+    {"class_name": "Dropout", "config": {"rate": 0.1}},
+    {"class_name": "Dense", "config": {"units": 4}}]}"#;
+
+vulkan_only!(fit_trains_a_model_config_that_predict_reloads);
+fn fit_trains_a_model_config_that_predict_reloads(backend: &Backend) {
+    let (scratch, files) = scratch_with_dataset("fit-model-config", 17);
+    let config = scratch.write_bytes("cnn.json", CNN.as_bytes());
+    let model = scratch.path("cnn.safetensors");
+    let args = [
+        &fit_into(&files, &model)[..],
+        &[
+            os("--model-config"),
+            config.as_os_str(),
+            os("--epochs"),
+            os("8"),
+            os("--batch"),
+            os("50"),
+            os("--val-split"),
+            os("0.1"),
+            os("--json"),
+        ],
+    ]
+    .concat();
+    let report = json(&scratch, &args);
+    assert_eq!(report["sizes"], serde_json::Value::Null, "{report}");
+    let written: wgcompute::nn::SequentialConfig =
+        serde_json::from_value(report["model_config"].clone()).expect("the model's config");
+    assert_eq!(
+        written,
+        wgcompute::nn::SequentialConfig::from_json(CNN).expect("the config")
+    );
+    let last = report["epochs"]
+        .as_array()
+        .and_then(|epochs| epochs.last())
+        .cloned()
+        .expect("epochs");
+    assert!(
+        last["val_accuracy"].as_f64().expect("validated") > 0.8,
+        "{report}"
+    );
+
+    // predict, in a new process, gives what the library gives with the saved file.
+    let (predicted, probabilities, _) = predict(&scratch, &model, &files, "-cnn");
+    assert!(
+        predicted["accuracy"].as_f64().expect("measured") > 0.8,
+        "{predicted}"
+    );
+    let file = Checkpoint::read(&model).expect("read");
+    let session = backend.open();
+    let sequential = file.sequential(&session).expect("the model");
+    let standardizer = file
+        .sequential_standardization()
+        .expect("read")
+        .map(|(mean, scale)| wgcompute::fit::Standardizer::from_parts(mean, scale).expect("parts"));
+    let (_, test_x) = read_f32(&files.test_x);
+    let want = wgcompute::fit::predict_sequential_probabilities(
+        &session,
+        &sequential,
+        standardizer.as_ref(),
+        &test_x,
+    )
+    .expect("predict");
+    assert_eq!(read_f32(&probabilities).1, want);
+
+    // What cannot be trained is refused before any work, naming the file or the flag, and nothing is written.
+    let save = scratch.path("refused.safetensors");
+    let refused = |config_text: &str, extra: &[&str], names: &[&str]| {
+        let path = scratch.write_bytes("refused.json", config_text.as_bytes());
+        let mut args = fit_into(&files, &save).to_vec();
+        args.extend([os("--model-config"), path.as_os_str()]);
+        args.extend(extra.iter().map(|arg| os(arg)));
+        scratch.fails(&args, names);
+        assert!(
+            !save.exists(),
+            "{config_text}: a refused fit wrote {}",
+            save.display()
+        );
+    };
+    let shaped = |input_shape: &str, layers: &str| {
+        format!(r#"{{"input_shape": {input_shape}, "layers": [{layers}]}}"#)
+    };
+    let dense = |units: usize, activation: &str| {
+        format!(
+            r#"{{"class_name": "Dense", "config": {{"units": {units}, "activation": "{activation}"}}}}"#
+        )
+    };
+    refused(
+        &shaped("[3, 3, 1]", &dense(4, "linear")),
+        &[],
+        &["8 features", "[3, 3, 1]"],
+    );
+    refused(
+        &shaped("[8]", &dense(3, "linear")),
+        &[],
+        &["[3]", "4 classes"],
+    );
+    refused(
+        &shaped("[8]", &dense(4, "softmax")),
+        &[],
+        &["softmax", "logits"],
+    );
+    refused(
+        &shaped("[8]", r#"{"class_name": "Dense2"}"#),
+        &[],
+        &["--model-config", "Dense2"],
+    );
+    refused("{", &[], &["--model-config", "refused.json"]);
+    refused(CNN, &["--hidden", "16"], &["--hidden", "--model-config"]);
+    refused(
+        CNN,
+        &["--resume", model.to_str().expect("a path")],
+        &["--resume", "--model-config"],
+    );
+    // Its file does not resume (it keeps no optimizer state), which --resume says by name.
+    let mut again = fit_into(&files, &save).to_vec();
+    again.extend([os("--resume"), model.as_os_str(), os("--epochs"), os("12")]);
+    scratch.fails(&again, &["--resume", "does not resume"]);
+}
