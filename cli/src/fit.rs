@@ -66,7 +66,8 @@ pub struct FitArgs {
     /// 1], "layers": [{"class_name": "Conv2D", "config": {"filters": 16, "kernel_size": 3}}, ...]} (Dense,
     /// Conv2D, MaxPooling2D, AveragePooling2D, GlobalAveragePooling2D, Flatten, Reshape, Dropout, Activation,
     /// LayerNormalization, BatchNormalization, GroupNormalization, Embedding). Each row of --inputs is one sample
-    /// of input_shape (its product is the features); the last layer gives one logit per class, no softmax.
+    /// of input_shape (its product is the features); the last layer gives one logit per class, no softmax. A
+    /// --resume of its file goes on with the model the file holds.
     #[arg(long, value_name = "MODEL.json", conflicts_with = "resume")]
     model_config: Option<PathBuf>,
     /// Passes over the training samples, in all: with --resume, training goes on from the epochs already done
@@ -543,6 +544,9 @@ impl Plan {
                 // A file from before the setting was recorded says it by whether it holds the statistics.
                 let saved = match resumed.saved.standardize {
                     Some(saved) => saved,
+                    None if holds_sequential(resumed.file) => {
+                        resumed.file.sequential_standardization()?.is_some()
+                    }
                     None => resumed.file.standardization()?.is_some(),
                 };
                 if saved && args.no_standardize {
@@ -586,6 +590,16 @@ impl Plan {
         check_batch_size(batch).context("--batch")?;
         check_split_fraction(val_split).context("--val-split")?;
         let hidden = match resumed {
+            Some(resumed) if holds_sequential(resumed.file) => {
+                if !args.hidden.is_empty() {
+                    bail!(
+                        "--hidden: {} holds a model of Keras's layers (a fit of --model-config), which resumes as it \
+                         is",
+                        resumed.path.display()
+                    );
+                }
+                Vec::new()
+            }
             Some(resumed) => {
                 let sizes = resumed.file.sizes()?;
                 let hidden = sizes[1..sizes.len() - 1].to_vec();
@@ -627,11 +641,16 @@ impl Plan {
             }
         }
         config.check()?;
-        let model = args
-            .model_config
-            .as_deref()
-            .map(read_model_config)
-            .transpose()?;
+        let model = match resumed {
+            Some(resumed) if holds_sequential(resumed.file) => {
+                Some(resumed.file.sequential_config()?)
+            }
+            _ => args
+                .model_config
+                .as_deref()
+                .map(read_model_config)
+                .transpose()?,
+        };
         Ok(Plan {
             config,
             done_epochs,
@@ -858,12 +877,14 @@ fn read_data(args: &FitArgs, plan: &Plan, resumed: Option<&Resumed>) -> Result<D
     let labels = read_labels(&args.labels, samples)?;
     let (classes, model) = match resumed {
         Some(resumed) => {
-            let sizes = resumed.file.sizes()?;
-            if sizes[0] != features {
+            let takes = match &plan.model {
+                Some(model) => model.input_shape.iter().product(),
+                None => resumed.file.sizes()?[0],
+            };
+            if takes != features {
                 bail!(
-                    "{} has {features} features but the model of --resume takes {}",
+                    "{} has {features} features but the model of --resume takes {takes}",
                     inputs.described(),
-                    sizes[0]
                 );
             }
             (
@@ -952,15 +973,6 @@ pub fn fit(global: &GlobalOptions, args: &FitArgs) -> Result<()> {
         }
     }
     let file = args.resume.as_deref().map(Checkpoint::read).transpose()?;
-    if let (Some(file), Some(path)) = (&file, &args.resume) {
-        if holds_sequential(file) {
-            bail!(
-                "--resume {}: it holds a fit of a --model-config model, which does not resume yet (its file keeps the \
-                 model and the fit's record, not the optimizer's state); start a new fit",
-                path.display()
-            );
-        }
-    }
     let resumed = match (&file, &args.resume) {
         (Some(file), Some(path)) => Some(Resumed {
             file,

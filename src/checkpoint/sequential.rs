@@ -1,41 +1,59 @@
 //! A [`Sequential`] in a checkpoint (format=wgcompute.sequential): its configuration as JSON in the metadata
-//! (`model.config`), its weights and state by their names (`layers.<i>.kernel`, `layers.<i>.moving_mean`, ...).
+//! (`model.config`), its weights and state by their names (`layers.<i>.kernel`, `layers.<i>.moving_mean`, ...),
+//! each dropout layer's count of draws (`layers.<i>.draws`), and where saved with one, its optimizer's state
+//! (`optimizer`, `optimizer.steps`, `optimizer.<slot>.<parameter>`), as an MLP's file holds it.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::nn::{Sequential, SequentialConfig};
+use crate::optim::Optimizer;
 use crate::session::Session;
 use crate::tensor::Tensor;
 
 use super::reader::f32_values;
-use super::schema::{BEST_PREFIX, FORMAT_KEY, STANDARDIZE_MEAN, STANDARDIZE_SCALE};
-use super::writer::{encode_named, write_whole, Values};
-use super::{failure, Checkpoint, FitExtras};
+use super::schema::{
+    check_slots, shown, BEST_PREFIX, FORMAT_KEY, OPTIMIZER_KEY, OPTIMIZER_STEPS_KEY, SLOT_PREFIX,
+    STANDARDIZE_MEAN, STANDARDIZE_SCALE,
+};
+use super::writer::{encode_named, gather_optimizer_state, write_whole, Values};
+use super::{failure, failure_caused, Checkpoint, FitExtras, DAMAGED};
 
 /// The format a [`Sequential`] is saved in.
 pub const SEQUENTIAL_FORMAT: &str = "wgcompute.sequential";
 /// The metadata key of its configuration.
 pub const MODEL_CONFIG_KEY: &str = "model.config";
 
-/// Writes `model` (its configuration, weights and state) to `path`, whole or not at all, with the metadata
-/// entries `extra` beside; [`Checkpoint::sequential`] reads it back.
+/// The metadata key of layer `index`'s count of draws.
+fn draws_key(index: usize) -> String {
+    format!("layers.{index}.draws")
+}
+
+/// Writes `model` (its configuration, weights and state, and `optimizer`'s state where given) to `path`, whole
+/// or not at all, with the metadata entries `extra` beside; [`Checkpoint::sequential`] reads the model back and
+/// [`Checkpoint::restore_sequential_optimizer`] the optimizer's state.
 pub fn save_sequential(
     path: impl AsRef<Path>,
     model: &Sequential,
+    optimizer: Option<&dyn Optimizer>,
     extra: &[(&str, String)],
 ) -> Result<()> {
     let path = path.as_ref();
-    let bytes = encode_sequential(path, model, extra, &FitExtras::default())?;
+    let bytes = encode_sequential(path, model, optimizer, extra, &FitExtras::default())?;
     write_whole(path, &bytes)
 }
 
 /// The bytes [`save_sequential`] writes.
-pub fn sequential_to_bytes(model: &Sequential, extra: &[(&str, String)]) -> Result<Vec<u8>> {
+pub fn sequential_to_bytes(
+    model: &Sequential,
+    optimizer: Option<&dyn Optimizer>,
+    extra: &[(&str, String)],
+) -> Result<Vec<u8>> {
     encode_sequential(
         Path::new("(in memory)"),
         model,
+        optimizer,
         extra,
         &FitExtras::default(),
     )
@@ -43,18 +61,20 @@ pub fn sequential_to_bytes(model: &Sequential, extra: &[(&str, String)]) -> Resu
 
 /// [`sequential_to_bytes`] with a fit's extras: the standardisation of the inputs (`standardize.mean` and
 /// `standardize.scale`, one of each per input value) and the best epoch's copy of every variable
-/// (`best.<name>`); [`Checkpoint::sequential_standardization`] reads the first.
+/// (`best.<name>`), which [`Checkpoint::sequential_standardization`] and [`Checkpoint::sequential_best`] read.
 pub fn sequential_to_bytes_with_extras(
     model: &Sequential,
+    optimizer: Option<&dyn Optimizer>,
     extra: &[(&str, String)],
     extras: &FitExtras<'_>,
 ) -> Result<Vec<u8>> {
-    encode_sequential(Path::new("(in memory)"), model, extra, extras)
+    encode_sequential(Path::new("(in memory)"), model, optimizer, extra, extras)
 }
 
 fn encode_sequential(
     path: &Path,
     model: &Sequential,
+    optimizer: Option<&dyn Optimizer>,
     extra: &[(&str, String)],
     extras: &FitExtras<'_>,
 ) -> Result<Vec<u8>> {
@@ -109,6 +129,15 @@ fn encode_sequential(
         .collect();
     metadata.insert(FORMAT_KEY.into(), SEQUENTIAL_FORMAT.into());
     metadata.insert(MODEL_CONFIG_KEY.into(), model.config().to_json());
+    for (index, layer) in model.layers().iter().enumerate() {
+        if let Some(draws) = layer.draws() {
+            metadata.insert(draws_key(index), draws.to_string());
+        }
+    }
+    let parameters = model.named_parameters();
+    if let Some(optimizer) = optimizer {
+        gather_optimizer_state(optimizer, &parameters, &mut metadata, &mut named)?;
+    }
     encode_named(path, &named, &host, &metadata, Values::Finite)
 }
 
@@ -123,7 +152,152 @@ impl Checkpoint {
         for (name, tensor) in model.named_variables() {
             self.load_tensor_into(&name, &tensor)?;
         }
+        for (index, layer) in model.layers().iter().enumerate() {
+            if layer.draws().is_none() {
+                continue;
+            }
+            let key = draws_key(index);
+            let draws = match self.metadata().get(&key) {
+                // A file saved before any training pass, or by another writer: no draws yet.
+                None => 0,
+                Some(text) => text
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|draws| draws.to_string() == *text)
+                    .ok_or_else(|| {
+                        failure(
+                            self.path(),
+                            format!(
+                                "its metadata '{key}' is '{}', not a count; {DAMAGED}",
+                                shown(text)
+                            ),
+                        )
+                    })?,
+            };
+            layer.set_draws(draws);
+        }
         Ok(model)
+    }
+
+    /// Gives `optimizer` the state saved for `model` (built by [`Checkpoint::sequential`] from this file).
+    /// Returns whether the file held any (false for a file saved without an optimizer, or before its first
+    /// step). A file of another optimizer, state this optimizer does not keep, a step count without the state
+    /// every step keeps, or a slot of another shape or not finite is an error, and the optimizer is unchanged.
+    pub fn restore_sequential_optimizer(
+        &self,
+        session: &Session,
+        model: &Sequential,
+        optimizer: &mut dyn Optimizer,
+    ) -> Result<bool> {
+        let Some(kind) = self.metadata().get(OPTIMIZER_KEY) else {
+            return Ok(false);
+        };
+        let steps_text = self.metadata().get(OPTIMIZER_STEPS_KEY).map(String::as_str);
+        let steps = steps_text
+            .and_then(|text| {
+                text.parse::<u64>()
+                    .ok()
+                    .filter(|steps| steps.to_string() == text)
+            })
+            .ok_or_else(|| {
+                failure(
+                    self.path(),
+                    format!(
+                        "its metadata '{OPTIMIZER_STEPS_KEY}' is '{}', not a step count; {DAMAGED}",
+                        shown(steps_text.unwrap_or("missing"))
+                    ),
+                )
+            })?;
+        let state = optimizer.state();
+        if *kind != state.kind {
+            return Err(failure(
+                self.path(),
+                format!(
+                    "it holds the state of a '{}' optimizer, not of '{}': resume with the same optimizer",
+                    shown(kind),
+                    state.kind
+                ),
+            ));
+        }
+        let kept: Vec<&'static str> = state.slots.iter().map(|(name, _)| *name).collect();
+        let names = self.names()?;
+        let saved: Vec<&str> = names
+            .iter()
+            .filter_map(|name| name.strip_prefix(SLOT_PREFIX))
+            .filter_map(|rest| rest.split_once(".layers.").map(|(slot, _)| slot))
+            .collect();
+        check_slots(
+            self.path(),
+            kind,
+            steps,
+            kept.iter().copied(),
+            saved.iter().copied(),
+        )?;
+        if steps == 0 {
+            return Ok(false);
+        }
+        let parameters = model.named_parameters();
+        let mut slots = Vec::with_capacity(kept.len());
+        for slot in kept {
+            let restored = parameters
+                .iter()
+                .map(|(name, tensor)| {
+                    self.upload(
+                        session,
+                        &format!("{SLOT_PREFIX}{slot}.{name}"),
+                        tensor.shape(),
+                    )
+                })
+                .collect::<Result<Vec<_>>>()?;
+            slots.push((slot.to_string(), restored));
+        }
+        let parameters: Vec<_> = parameters.into_iter().map(|(_, tensor)| tensor).collect();
+        optimizer
+            .restore(&parameters, steps, slots)
+            .map_err(|error| match error {
+                Error::InvalidArgument { .. } => failure_caused(
+                    self.path(),
+                    format!("its optimizer state does not fit the optimizer ({error}); {DAMAGED}"),
+                    error,
+                ),
+                other => other,
+            })?;
+        Ok(true)
+    }
+
+    /// The best-epoch copies of `model`'s variables a fit with early stopping keeps (`best.<name>`), in
+    /// [`Sequential::named_variables`] order, in `session`; `None` if the file holds none, and an error if it
+    /// holds some but not all.
+    pub fn sequential_best(
+        &self,
+        session: &Session,
+        model: &Sequential,
+    ) -> Result<Option<Vec<Tensor>>> {
+        let variables = model.named_variables();
+        let names = self.names()?;
+        let held = variables
+            .iter()
+            .filter(|(name, _)| names.contains(&format!("{BEST_PREFIX}{name}")))
+            .count();
+        if held == 0 {
+            return Ok(None);
+        }
+        if held != variables.len() {
+            return Err(failure(
+                self.path(),
+                format!(
+                    "it holds best-epoch copies of {held} of the model's {} variables, not of all; {DAMAGED}",
+                    variables.len()
+                ),
+            ));
+        }
+        variables
+            .iter()
+            .map(|(name, tensor)| {
+                self.upload(session, &format!("{BEST_PREFIX}{name}"), tensor.shape())
+            })
+            .collect::<Result<Vec<_>>>()
+            .map(Some)
     }
 
     /// The configuration of the [`Sequential`] a file of format wgcompute.sequential holds, read without a

@@ -100,7 +100,7 @@ pub(super) fn encode(
 /// The optimizer's state, as a save writes it: its kind and step count into `metadata`, and every slot's
 /// tensors into `named` as `optimizer.<slot>.<parameter>`, in the model's order whatever order the steps named
 /// the parameters in (the state is keyed by identity). The one place a save reads an optimizer's state.
-fn gather_optimizer_state<'a>(
+pub(super) fn gather_optimizer_state<'a>(
     optimizer: &'a dyn Optimizer,
     parameters: &[(String, Arc<Tensor>)],
     metadata: &mut BTreeMap<String, String>,

@@ -208,23 +208,26 @@ impl Trainer {
             ))
         };
         let epochs_done = saved.check_resumable(file, config.epochs)?;
-        if file.metadata().get("format").map(String::as_str) == Some(checkpoint::SEQUENTIAL_FORMAT)
-        {
-            return refuse(
-                "it holds a Sequential model's fit, which does not resume yet: its file keeps the model and the \
-                 fit's record but not the optimizer's state; start a new fit from the model instead"
-                    .to_string(),
-            );
-        }
-        let sizes = file.sizes()?;
-        let classes = *sizes.last().unwrap_or(&0);
-        let hidden = &sizes[1..sizes.len() - 1];
-        if hidden != config.hidden.as_slice() {
-            return refuse(format!(
-                "its model has hidden layers {hidden:?}, not {:?}",
-                config.hidden
-            ));
-        }
+        let sequential = file.metadata().get("format").map(String::as_str)
+            == Some(checkpoint::SEQUENTIAL_FORMAT);
+        // The model's input and output widths, and its standardisation: a Sequential's from its config, which
+        // is built only once the data has been checked against them.
+        let (features, classes, standardization) = if sequential {
+            let model = file.sequential_config()?;
+            let features: usize = model.input_shape.iter().product();
+            let classes = saved.classes.as_ref().map(|classes| classes.len());
+            (features, classes, file.sequential_standardization()?)
+        } else {
+            let sizes = file.sizes()?;
+            let hidden = &sizes[1..sizes.len() - 1];
+            if hidden != config.hidden.as_slice() {
+                return refuse(format!(
+                    "its model has hidden layers {hidden:?}, not {:?}",
+                    config.hidden
+                ));
+            }
+            (sizes[0], sizes.last().copied(), file.standardization()?)
+        };
         if let Some(optimizer) = saved.optimizer {
             if optimizer != config.optimizer {
                 return refuse(format!(
@@ -233,7 +236,6 @@ impl Trainer {
                 ));
             }
         }
-        let standardization = file.standardization()?;
         if standardization.is_some() != config.standardize {
             return refuse(format!(
                 "its inputs were {}standardised, and a resumed fit must do as it did",
@@ -244,10 +246,33 @@ impl Trainer {
                 }
             ));
         }
-        let source = check_data(&config, &train, validation.as_ref(), sizes[0])?;
+        let source = check_data(&config, &train, validation.as_ref(), features)?;
         let standardizer = standardization
             .map(|(mean, scale)| Standardizer::from_parts(mean, scale))
             .transpose()?;
+        let mut optimizer = config.optimizer.build(config.lr)?;
+        let model = if sequential {
+            let model = file.sequential(session)?;
+            file.restore_sequential_optimizer(session, &model, optimizer.as_mut())?;
+            FitModel::Sequential(model)
+        } else {
+            let model = file.model(session)?;
+            file.restore_optimizer(session, &model, optimizer.as_mut())?;
+            FitModel::Mlp(model)
+        };
+        let classes = match (model.sequential(), classes) {
+            (Some(built), _) => match *built.output_shape() {
+                [outputs] if classes.is_none_or(|classes| classes == outputs) => outputs,
+                ref shape => {
+                    return refuse(format!(
+                        "its model gives samples of shape {shape:?}, not one output per class its metadata '{}' \
+                         names; the file disagrees with itself",
+                        keys::CLASSES
+                    ))
+                }
+            },
+            (None, classes) => classes.unwrap_or(0),
+        };
         let (train_set, val_set) = upload_sets(
             session,
             &config,
@@ -256,9 +281,6 @@ impl Trainer {
             validation.as_ref(),
             standardizer.as_ref(),
         )?;
-        let model = file.model(session)?;
-        let mut optimizer = config.optimizer.build(config.lr)?;
-        file.restore_optimizer(session, &model, optimizer.as_mut())?;
         let metadata = file.metadata();
         // "-" is a best figure not measured yet.
         let read_f64 = |key: &str| -> Result<Option<f64>> {
@@ -294,10 +316,10 @@ impl Trainer {
                 best: read_f64(keys::STOPPING_BEST)?,
                 best_epoch: saved_setting(file, keys::STOPPING_BEST_EPOCH, |_| true)?.unwrap_or(0),
                 bad_epochs: saved_setting(file, keys::STOPPING_BAD_EPOCHS, |_| true)?.unwrap_or(0),
-                best_weights: if stopping.restore_best {
-                    file.best_parameters(session)?
-                } else {
-                    None
+                best_weights: match (&model, stopping.restore_best) {
+                    (_, false) => None,
+                    (FitModel::Mlp(_), true) => file.best_parameters(session)?,
+                    (FitModel::Sequential(model), true) => file.sequential_best(session, model)?,
                 },
             }),
             Some(_) => Some(StoppingState::fresh()),
@@ -314,7 +336,7 @@ impl Trainer {
                     ));
                 }
                 let copies = model
-                    .parameters()
+                    .variables()
                     .iter()
                     .map(|parameter| parameter.try_clone())
                     .collect::<Result<Vec<_>>>()?;
@@ -334,7 +356,7 @@ impl Trainer {
         Ok(Self {
             config,
             classes,
-            model: FitModel::Mlp(model),
+            model,
             optimizer,
             standardizer,
             train_set,
@@ -429,9 +451,12 @@ impl Trainer {
                 &metadata,
                 &extras,
             ),
-            FitModel::Sequential(model) => {
-                checkpoint::sequential_to_bytes_with_extras(model, &metadata, &extras)
-            }
+            FitModel::Sequential(model) => checkpoint::sequential_to_bytes_with_extras(
+                model,
+                Some(self.optimizer.as_ref()),
+                &metadata,
+                &extras,
+            ),
         }
     }
 }

@@ -190,7 +190,8 @@ pub struct ReshapeConfig {
 #[serde(deny_unknown_fields)]
 pub struct DropoutConfig {
     pub rate: f64,
-    /// The first draw's seed; where left out, the model's seed and the layer's position.
+    /// The first draw's seed; where left out, the model's seed and the layer's position, which the built model's
+    /// config then holds.
     #[serde(default)]
     pub seed: Option<u64>,
 }

@@ -32,6 +32,14 @@ pub trait Layer: Send + Sync {
     fn state(&self) -> Vec<(&'static str, Arc<Tensor>)> {
         Vec::new()
     }
+    /// How many training passes have drawn from the layer's seed (dropout's), which a saved model keeps so that
+    /// a loaded one goes on with the draws the first would have made (Keras keeps its seed generator's state so);
+    /// `None` for a layer that draws nothing.
+    fn draws(&self) -> Option<u64> {
+        None
+    }
+    /// Sets the count [`Layer::draws`] gives; nothing for a layer that draws nothing.
+    fn set_draws(&self, _draws: u64) {}
 }
 
 /// A parameter as a pass takes it: watched by `tape` when training, else an untraced handle of its data.
@@ -391,6 +399,14 @@ impl Layer for Dropout {
             self.seed
                 .wrapping_add(pass.wrapping_mul(0x9E37_79B9_7F4A_7C15)),
         )
+    }
+
+    fn draws(&self) -> Option<u64> {
+        Some(self.passes.load(Ordering::Relaxed))
+    }
+
+    fn set_draws(&self, draws: u64) {
+        self.passes.store(draws, Ordering::Relaxed);
     }
 }
 

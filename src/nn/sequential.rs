@@ -90,7 +90,8 @@ pub struct Sequential {
 }
 
 impl Sequential {
-    /// The model `config` describes, in `session`, layer `i`'s weights drawn from `seed + i`. Each layer is
+    /// The model `config` describes, in `session`, layer `i`'s weights (and a dropout layer's draws, unless its
+    /// config gives a seed; [`Sequential::config`] then does) drawn from `seed + i`. Each layer is
     /// built for the shape the layers before it give, found by running them on one zero sample, so a shape a
     /// layer cannot take is an error here, naming the layer.
     pub fn new(session: &Session, config: SequentialConfig, seed: u64) -> Result<Self> {
@@ -100,6 +101,14 @@ impl Sequential {
                 given: format!("{:?}", config.input_shape),
                 expected: "a sample's shape: one size or more, each at least 1".to_string(),
             });
+        }
+        let mut config = config;
+        // A dropout layer's seed is the model's (offset by its position) unless given, and kept in the config, so
+        // that a model built again from its config (a loaded one) draws as this one does.
+        for (index, layer) in config.layers.iter_mut().enumerate() {
+            if let LayerConfig::Dropout(dropout) = layer {
+                dropout.seed.get_or_insert(seed.wrapping_add(index as u64));
+            }
         }
         let mut shape = config.input_shape.clone();
         let mut layers = Vec::with_capacity(config.layers.len());

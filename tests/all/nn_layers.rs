@@ -603,7 +603,7 @@ fn a_sequential_saves_and_loads_bit_for_bit(backend: &Backend) {
     let dir = std::env::temp_dir().join(format!("nn-save-{}-{}", backend.name, std::process::id()));
     std::fs::create_dir_all(&dir).expect("a folder");
     let path = dir.join("model.safetensors");
-    save_sequential(&path, &model, &[("note", "kept".into())]).expect("save");
+    save_sequential(&path, &model, None, &[("note", "kept".into())]).expect("save");
 
     let other = backend.open();
     let file = Checkpoint::read(&path).expect("read");

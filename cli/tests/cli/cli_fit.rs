@@ -1544,8 +1544,42 @@ fn fit_trains_a_model_config_that_predict_reloads(backend: &Backend) {
         &["--resume", model.to_str().expect("a path")],
         &["--resume", "--model-config"],
     );
-    // Its file does not resume (it keeps no optimizer state), which --resume says by name.
-    let mut again = fit_into(&files, &save).to_vec();
-    again.extend([os("--resume"), model.as_os_str(), os("--epochs"), os("12")]);
-    scratch.fails(&again, &["--resume", "does not resume"]);
+    // Its file resumes: 4 epochs then 4 more save the bytes 8 epochs save.
+    let halfway = scratch.path("halfway.safetensors");
+    let resumed = scratch.path("resumed.safetensors");
+    let cnn_fit = |save: &Path, epochs: &str| -> Vec<std::ffi::OsString> {
+        [
+            &fit_into(&files, save)[..],
+            &[
+                os("--model-config"),
+                config.as_os_str(),
+                os("--epochs"),
+                os(epochs),
+                os("--batch"),
+                os("50"),
+                os("--val-split"),
+                os("0.1"),
+            ],
+        ]
+        .concat()
+        .iter()
+        .map(|arg| arg.to_os_string())
+        .collect()
+    };
+    scratch.succeeds(&cnn_fit(&halfway, "4"));
+    let mut again = fit_into(&files, &resumed).to_vec();
+    again.extend([os("--resume"), halfway.as_os_str(), os("--epochs"), os("8")]);
+    let lines = stdout_of_success(&scratch, &again);
+    assert!(
+        lines.contains("epoch 5/8") && lines.contains("Conv2D"),
+        "{lines}"
+    );
+    assert_eq!(
+        std::fs::read(&resumed).expect("the resumed fit's file"),
+        std::fs::read(&model).expect("the whole fit's file"),
+        "a resumed fit saves the bytes an uninterrupted one saves"
+    );
+    let mut hidden = again.clone();
+    hidden.extend([os("--hidden"), os("16")]);
+    scratch.fails(&hidden, &["--hidden", "halfway.safetensors"]);
 }
