@@ -376,3 +376,41 @@ def test_a_sequence_model_of_embedding_and_conv1d_round_trips_and_trains(session
     for name, variable in trained.state_dict().items():
         np.testing.assert_array_equal(fresh.state_dict()[name].numpy(), variable.numpy(), err_msg=name)
     np.testing.assert_array_equal(fresh(ids).numpy(), trained(ids).numpy())
+
+
+def test_linear_and_mlp_are_layers_like_every_other(session, rng):
+    """One Layer hierarchy: the library's Linear and Mlp are nn.Layers, with the Layer's call path (training),
+    tracking, freezing, weights and state dict, and their parameters named as checkpoints name them."""
+    mlp = nn.Mlp(session, [5, 7, 3], seed=3)
+    linear = nn.Linear(session, 3, 2, bias=False, seed=4)
+    for layer in (mlp, linear):
+        assert isinstance(layer, nn.Layer)
+    assert [name for name, _ in mlp.named_parameters()] == [
+        "layers.0.weight",
+        "layers.0.bias",
+        "layers.1.weight",
+        "layers.1.bias",
+    ]
+    assert [name for name, _ in linear.named_parameters()] == ["weight"]
+    x = draw(rng, (4, 5))
+    hidden = np.maximum(x @ mlp.layers[0].weight.numpy() + mlp.layers[0].bias.numpy(), 0)
+    want = hidden @ mlp.layers[1].weight.numpy() + mlp.layers[1].bias.numpy()
+    np.testing.assert_allclose(mlp(x, training=True).numpy(), want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(mlp(x).numpy(), want, rtol=1e-5, atol=1e-5)
+    # In a Sequential, named under their index; frozen, their weights leave the parameters for the state.
+    model = nn.Sequential([mlp, linear])
+    assert [name for name, _ in model.named_parameters()] == [
+        *(f"layers.0.{name}" for name, _ in mlp.named_parameters()),
+        "layers.1.weight",
+    ]
+    linear.trainable = False
+    assert [name for name, _ in model.named_parameters()] == [f"layers.0.{n}" for n, _ in mlp.named_parameters()]
+    assert [name for name, _ in model.named_states()] == ["layers.1.weight"]
+    before = [weight.copy() for weight in model.get_weights()]
+    model.set_weights([weight + 1 for weight in before])
+    for got, old in zip(model.get_weights(), before, strict=True):
+        np.testing.assert_array_equal(got, old + 1)
+    assert sorted(model.state_dict()) == sorted(
+        [*(f"layers.0.{name}" for name, _ in mlp.named_parameters()), "layers.1.weight"]
+    )
+    assert mlp.count_params() == 5 * 7 + 7 + 7 * 3 + 3

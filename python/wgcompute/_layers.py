@@ -69,8 +69,8 @@ class Layer:
     """The base of every layer: a callable ``layer(x, training=False)`` whose subclasses define :meth:`call`.
     As in Keras and PyTorch, what a layer assigns to its attributes is tracked, in the order first assigned:
     a trainable :class:`Variable` is a parameter, a variable that is not trainable is state (running
-    statistics, updated by the forward pass), and a layer, a :class:`Linear`, an :class:`Mlp` or a list of them
-    is a sublayer whose variables are named under the attribute's name (``blocks.0.gamma``). Attributes whose
+    statistics, updated by the forward pass), and a layer (:class:`Linear` and :class:`Mlp` among them) or a list
+    of them is a sublayer whose variables are named under the attribute's name (``blocks.0.gamma``). Attributes whose
     names start with ``_`` are not tracked."""
 
     def __setattr__(self, name: str, value: Any) -> None:

@@ -70,8 +70,9 @@ def _width(value: Any, what: str) -> int:
     return int(value)
 
 
-class Linear:
-    """``y = x @ weight (+ bias)``, with ``weight`` [in_features, out_features]: the library's ``Linear``."""
+class Linear(Layer):
+    """``y = x @ weight (+ bias)``, with ``weight`` [in_features, out_features]: the library's ``Linear``. A
+    :class:`Layer` like every other: its ``weight`` and ``bias`` are its parameters, by those names."""
 
     def __init__(
         self, session: Session, in_features: int, out_features: int, bias: bool = True, seed: int | None = None
@@ -108,7 +109,7 @@ class Linear:
     def out_features(self) -> int:
         return self.weight.shape[1]
 
-    def __call__(self, x: Any) -> Tensor:
+    def call(self, x: Any) -> Tensor:
         return self._forward(x, None)
 
     def _forward(self, x: Any, activation: str | None) -> Tensor:
@@ -124,21 +125,13 @@ class Linear:
             lambda: x._t.linear(weight._t, native_bias, activation),
         )
 
-    def parameters(self) -> list[Variable]:
-        return [self.weight] if self.bias is None else [self.weight, self.bias]
-
-    def named_parameters(self) -> list[tuple[str, Variable]]:
-        named = [("weight", self.weight)]
-        if self.bias is not None:
-            named.append(("bias", self.bias))
-        return named
-
     def __repr__(self) -> str:
         return f"Linear({self.in_features}, {self.out_features}, bias={self.bias is not None})"
 
 
-class Mlp:
-    """Linear layers with relu between them (none after the last), each with a bias: the library's ``Mlp``.
+class Mlp(Layer):
+    """Linear layers with relu between them (none after the last), each with a bias: the library's ``Mlp``, a
+    :class:`Layer` whose sublayers are its :class:`Linear` layers (``layers``).
 
     ``Mlp(session, [inputs, hidden..., outputs], seed=...)`` or ``Mlp(session, inputs, hidden, outputs,
     seed=...)`` with ``hidden`` a sequence of widths. Layer ``i``'s weights come from ``seed + i``, as the
@@ -193,22 +186,11 @@ class Mlp:
         """``[inputs, hidden..., outputs]``."""
         return [layer.in_features for layer in self.layers] + [self.layers[-1].out_features]
 
-    def __call__(self, x: Any) -> Tensor:
+    def call(self, x: Any) -> Tensor:
         current = x
         for index, layer in enumerate(self.layers):
             current = layer._forward(current, "relu" if index + 1 < len(self.layers) else None)
         return current
-
-    def parameters(self) -> list[Variable]:
-        """Every layer's weight and bias, in order (the same objects every call)."""
-        return [parameter for layer in self.layers for parameter in layer.parameters()]
-
-    def named_parameters(self) -> list[tuple[str, Variable]]:
-        return [
-            (f"layers.{index}.{name}", parameter)
-            for index, layer in enumerate(self.layers)
-            for name, parameter in layer.named_parameters()
-        ]
 
     def __repr__(self) -> str:
         return f"Mlp({self.sizes})"
