@@ -878,7 +878,7 @@ fn read_data(args: &FitArgs, plan: &Plan, resumed: Option<&Resumed>) -> Result<D
     let (classes, model) = match resumed {
         Some(resumed) => {
             let takes = match &plan.model {
-                Some(model) => model.input_shape.iter().product(),
+                Some(model) => model.input_values()?,
                 None => resumed.file.sizes()?[0],
             };
             if takes != features {
@@ -896,7 +896,7 @@ fn read_data(args: &FitArgs, plan: &Plan, resumed: Option<&Resumed>) -> Result<D
     };
     match &plan.model {
         Some(model) => {
-            let values: usize = model.input_shape.iter().product();
+            let values = model.input_values().context("--model-config")?;
             if values != features {
                 bail!(
                     "{} has {features} features but the model of --model-config takes samples of shape {:?}, {values} \
@@ -1319,7 +1319,7 @@ pub fn predict(global: &GlobalOptions, args: &PredictArgs) -> Result<()> {
     let file = Checkpoint::read(&args.model)?;
     let sequential = holds_sequential(&file);
     let model_features = if sequential {
-        file.sequential_config()?.input_shape.iter().product()
+        file.sequential_config()?.input_values()?
     } else {
         file.sizes()?[0]
     };

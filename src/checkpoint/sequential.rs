@@ -107,7 +107,7 @@ fn encode_sequential(
             named.push((format!("{BEST_PREFIX}{name}"), tensor));
         }
     }
-    let inputs: usize = model.input_shape().iter().product();
+    let inputs = model.input_values();
     let mut host: Vec<(&str, &[f32])> = Vec::new();
     if let Some((mean, scale)) = extras.standardization {
         if mean.len() != inputs || scale.len() != inputs {
@@ -147,7 +147,16 @@ impl Checkpoint {
     /// build, or a missing tensor or one of another shape is an error naming it.
     pub fn sequential(&self, session: &Session) -> Result<Sequential> {
         let config = self.sequential_config()?;
-        let model = Sequential::new(session, config, 0)
+        // The file's model tensors bound what its config may make: no layer is built past them.
+        let held: u64 = self
+            .layout
+            .header
+            .tensors()
+            .iter()
+            .filter(|(name, _)| name.starts_with("layers."))
+            .map(|(_, info)| (info.data_offsets.1 - info.data_offsets.0) as u64 / 4)
+            .sum();
+        let model = Sequential::new_within(session, config, 0, held)
             .map_err(|error| failure(self.path(), format!("its model does not build: {error}")))?;
         for (name, tensor) in model.named_variables() {
             self.load_tensor_into(&name, &tensor)?;
@@ -339,7 +348,7 @@ impl Checkpoint {
                 ))
             }
         }
-        let inputs: usize = self.sequential_config()?.input_shape.iter().product();
+        let inputs = self.sequential_config()?.input_values()?;
         let read = |name: &str| -> Result<Vec<f32>> {
             let view = self.view(name)?;
             if view.shape != [inputs] {

@@ -32,7 +32,7 @@ pub fn predict_sequential_probabilities(
     standardizer: Option<&Standardizer>,
     inputs: &[f32],
 ) -> Result<Vec<f32>> {
-    let features = model.input_shape().iter().product();
+    let features = model.input_values();
     let outputs = match *model.output_shape() {
         [outputs] => outputs,
         ref shape => {

@@ -214,7 +214,7 @@ impl Trainer {
         // is built only once the data has been checked against them.
         let (features, classes, standardization) = if sequential {
             let model = file.sequential_config()?;
-            let features: usize = model.input_shape.iter().product();
+            let features = model.input_values()?;
             let classes = saved.classes.as_ref().map(|classes| classes.len());
             (features, classes, file.sequential_standardization()?)
         } else {

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use crate::data::{held_out_count, shuffled_order, Dataset, Figures, Progress, StepOutcome};
 use crate::error::Result;
-use crate::nn::{ActivatedMlp, Activation, Linear, Mlp, Module, Sequential};
+use crate::nn::{ActivatedMlp, Activation, LayerConfig, Linear, Mlp, Module, Sequential};
 use crate::optim::Optimizer;
 use crate::session::Session;
 use crate::tensor::Tensor;
@@ -408,7 +408,11 @@ impl Trainer {
     /// `product(model.input_shape())` values, taken as the sample's shape) and whose output is one vector per
     /// sample: `outputs` classes, labels or targets, as the objective says. Everything [`Trainer::new`] does
     /// around the model (standardisation, validation, schedules, early stopping, the history) is the same;
-    /// `config.hidden` and `config.activation` are the model's layers' to say, and are not read.
+    /// `config.hidden` and `config.activation` are the model's layers' to say, and are not read. `config.alpha`'s
+    /// L2 penalty is scikit-learn's, on the 2-D parameters (Dense kernels, embedding tables; not a convolution's
+    /// kernels). The model's outputs are logits where the objective is cross-entropy (a model that ends in
+    /// softmax or sigmoid is refused), and a model that starts with an Embedding takes its ids unstandardised
+    /// (`config.standardize` on is refused for it).
     ///
     /// ```
     /// use wgcompute::data::Labels;
@@ -450,17 +454,29 @@ impl Trainer {
             }
         };
         check_outputs(&config, outputs)?;
+        // The activation the outputs leave with: the last layer's that has one, past the layers that only move
+        // values (Flatten, Reshape, Dropout).
         let last = model
             .config()
             .layers
-            .last()
+            .iter()
+            .rev()
+            .find(|layer| {
+                !matches!(
+                    layer,
+                    LayerConfig::Flatten | LayerConfig::Reshape(_) | LayerConfig::Dropout(_)
+                )
+            })
             .and_then(|layer| layer.activation());
         if config.objective != Objective::SquaredError
             && matches!(last, Some("softmax" | "sigmoid"))
         {
             return Err(invalid(
                 "model",
-                format!("a last layer with activation {}", last.unwrap_or_default()),
+                format!(
+                    "outputs of a layer with activation {}",
+                    last.unwrap_or_default()
+                ),
                 format!(
                     "logits: {} applies the {} itself, so leave it out of the model",
                     config.objective,
@@ -468,7 +484,20 @@ impl Trainer {
                 ),
             ));
         }
-        let features = model.input_shape().iter().product();
+        if config.standardize
+            && matches!(
+                model.config().layers.first(),
+                Some(LayerConfig::Embedding(_))
+            )
+        {
+            return Err(invalid(
+                "standardize",
+                "on, for a model that starts with an Embedding",
+                "off: an Embedding takes ids, which standardisation would move (--no-standardize on the command \
+                 line)",
+            ));
+        }
+        let features = model.input_values();
         let source = check_data(&config, &train, validation.as_ref(), features)?;
         let (standardizer, train_set, val_set) =
             prepare_sets(session, &config, outputs, &train, validation.as_ref(), None)?;

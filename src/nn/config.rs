@@ -84,7 +84,10 @@ impl TryFrom<TaggedLayer> for LayerConfig {
 
 /// A size per axis of an image, Keras's `int or tuple`: one number for both axes, or `[height, width]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(untagged)]
+#[serde(
+    untagged,
+    expecting = "a size of an image's axes (kernel_size, strides, dilation_rate, pool_size): an int, or [height, width]"
+)]
 pub enum Pair {
     Both(usize),
     Each([usize; 2]),
@@ -314,6 +317,41 @@ impl LayerConfig {
             | LayerConfig::Conv2D(Conv2DConfig { activation, .. })
             | LayerConfig::Activation(ActivationConfig { activation }) => Some(activation),
             _ => None,
+        }
+    }
+
+    /// The values the layer's weights and state hold for samples of `input_shape`, counted from its
+    /// arguments before any is made (so that what a model would take can be bounded first); saturating.
+    pub fn weight_values(&self, input_shape: &[usize]) -> u64 {
+        let last = input_shape.last().copied().unwrap_or(0) as u64;
+        let times = |sizes: &[u64]| {
+            sizes
+                .iter()
+                .fold(1u64, |product, &size| product.saturating_mul(size))
+        };
+        let affine =
+            |center: bool, scale: bool| last.saturating_mul(u64::from(center) + u64::from(scale));
+        match self {
+            LayerConfig::Dense(config) => {
+                let units = config.units as u64;
+                times(&[last, units]).saturating_add(if config.use_bias { units } else { 0 })
+            }
+            LayerConfig::Conv2D(config) => {
+                let [kh, kw] = config.kernel_size.sizes();
+                let filters = config.filters as u64;
+                let in_group = last / (config.groups as u64).max(1);
+                times(&[kh as u64, kw as u64, in_group, filters])
+                    .saturating_add(if config.use_bias { filters } else { 0 })
+            }
+            LayerConfig::LayerNormalization(config) => affine(config.center, config.scale),
+            LayerConfig::GroupNormalization(config) => affine(config.center, config.scale),
+            LayerConfig::BatchNormalization(config) => {
+                affine(config.center, config.scale).saturating_add(last.saturating_mul(2))
+            }
+            LayerConfig::Embedding(config) => {
+                times(&[config.input_dim as u64, config.output_dim as u64])
+            }
+            _ => 0,
         }
     }
 

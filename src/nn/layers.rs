@@ -51,8 +51,9 @@ pub(super) fn watched(tape: Option<&GradientTape>, parameter: &Arc<Tensor>) -> R
 }
 
 /// Glorot-uniform weights (Keras's default kernel initializer): uniform in ±sqrt(6 / (fan_in + fan_out)).
-fn glorot(session: &Session, shape: &[usize], fans: [usize; 2], seed: u64) -> Result<Arc<Tensor>> {
-    let limit = (6.0 / (fans[0] + fans[1]).max(1) as f64).sqrt() as f32;
+fn glorot(session: &Session, shape: &[usize], fans: [f64; 2], seed: u64) -> Result<Arc<Tensor>> {
+    // The fans in f64: no size can overflow them.
+    let limit = (6.0 / (fans[0] + fans[1]).max(1.0)).sqrt() as f32;
     let weight = session.empty(shape)?;
     weight.fill_uniform_(seed, -limit, limit)?;
     Ok(Arc::new(weight))
@@ -129,7 +130,12 @@ impl Dense {
         let units = positive("units", config.units)?;
         let inputs = features("Dense", input_shape)?;
         Ok(Dense {
-            kernel: glorot(session, &[inputs, units], [inputs, units], seed)?,
+            kernel: glorot(
+                session,
+                &[inputs, units],
+                [inputs as f64, units as f64],
+                seed,
+            )?,
             bias: config
                 .use_bias
                 .then(|| filled(session, units, 0.0))
@@ -213,12 +219,31 @@ impl Conv2D {
             in_group,
             filters,
         ];
-        let receptive = kh * kw;
+        let padding = padding(&config.padding)?;
+        let dilation = config.dilation_rate.sizes();
+        // A valid window must fit the image: checked before the kernel takes any memory.
+        for (axis, side) in ["height", "width"].into_iter().enumerate() {
+            let reach = (shape[axis] - 1)
+                .checked_mul(positive("dilation_rate", dilation[axis])?)
+                .and_then(|span| span.checked_add(1));
+            if padding == Padding::Valid && reach.is_none_or(|reach| reach > input_shape[axis]) {
+                return Err(Error::Shape {
+                    op: "Conv2D",
+                    message: format!(
+                        "a kernel of {:?} dilated by {dilation:?} does not fit the images' {side} of {} with \
+                         padding \"valid\"",
+                        [kh, kw],
+                        input_shape[axis]
+                    ),
+                });
+            }
+        }
+        let receptive = kh as f64 * kw as f64;
         Ok(Conv2D {
             kernel: glorot(
                 session,
                 &shape,
-                [in_group * receptive, filters * receptive],
+                [in_group as f64 * receptive, filters as f64 * receptive],
                 seed,
             )?,
             bias: config
@@ -227,8 +252,8 @@ impl Conv2D {
                 .transpose()?,
             options: Conv2dOptions {
                 stride: config.strides.sizes(),
-                padding: padding(&config.padding)?,
-                dilation: config.dilation_rate.sizes(),
+                padding,
+                dilation,
                 groups,
             },
             activation: Activation::from_name(&config.activation)?,

@@ -7,8 +7,8 @@
 //! - [`Linear`] and [`Mlp`]: the estimators' and the command's MLPs.
 //! - [`Layer`]s by Keras's names and arguments, each built from its [`LayerConfig`] (`Dense`, `Conv2D`, the
 //!   poolings, `Flatten`, `Reshape`, `Dropout`, `Activation`, the normalisations, `Embedding`), stacked in a
-//!   [`Sequential`] whose whole configuration is one JSON document ([`SequentialConfig`]), as Keras's
-//!   `model.get_config()` holds a model's.
+//!   [`Sequential`] whose whole configuration is one JSON document ([`SequentialConfig`]) of Keras's class names
+//!   and arguments.
 //!
 //! ```
 //! use wgcompute::nn::{LayerConfig, Sequential, SequentialConfig};

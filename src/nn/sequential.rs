@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::autograd::GradientTape;
 use crate::error::{Error, Result};
 use crate::session::Session;
+use crate::shape::element_count;
 use crate::tensor::Tensor;
 
 use super::config::LayerConfig;
@@ -73,6 +74,21 @@ impl SequentialConfig {
         })
     }
 
+    /// The values a sample holds, the product of `input_shape`: an error where it overflows, or where the shape
+    /// is no sample's (empty, or a size of 0).
+    pub fn input_values(&self) -> Result<usize> {
+        let invalid = || Error::InvalidArgument {
+            what: "input_shape",
+            given: format!("{:?}", self.input_shape),
+            expected: "a sample's shape: one size or more, each at least 1, of a countable product"
+                .to_string(),
+        };
+        if self.input_shape.is_empty() || self.input_shape.contains(&0) {
+            return Err(invalid());
+        }
+        element_count("input_shape", &self.input_shape).map_err(|_| invalid())
+    }
+
     /// The configuration as one line of JSON, which [`SequentialConfig::from_json`] reads back.
     pub fn to_json(&self) -> String {
         // A config of strings, numbers and lists: nothing in it can fail to serialise.
@@ -87,6 +103,8 @@ pub struct Sequential {
     config: SequentialConfig,
     layers: Vec<Box<dyn Layer>>,
     output_shape: Vec<usize>,
+    /// The product of the input shape, checked when the model was built.
+    input_values: usize,
 }
 
 impl Sequential {
@@ -95,13 +113,19 @@ impl Sequential {
     /// built for the shape the layers before it give, found by running them on one zero sample, so a shape a
     /// layer cannot take is an error here, naming the layer.
     pub fn new(session: &Session, config: SequentialConfig, seed: u64) -> Result<Self> {
-        if config.input_shape.is_empty() || config.input_shape.contains(&0) {
-            return Err(Error::InvalidArgument {
-                what: "input_shape",
-                given: format!("{:?}", config.input_shape),
-                expected: "a sample's shape: one size or more, each at least 1".to_string(),
-            });
-        }
+        Self::new_within(session, config, seed, u64::MAX)
+    }
+
+    /// [`Sequential::new`] refused, before any layer past it is made, where the weights and state of the
+    /// layers would hold more than `most_values` values ([`LayerConfig::weight_values`]): what a loader of an
+    /// untrusted file asks, whose tensors bound what its config may describe.
+    pub fn new_within(
+        session: &Session,
+        config: SequentialConfig,
+        seed: u64,
+        most_values: u64,
+    ) -> Result<Self> {
+        let input_values = config.input_values()?;
         let mut config = config;
         // A dropout layer's seed is the model's (offset by its position) unless given, and kept in the config, so
         // that a model built again from its config (a loaded one) draws as this one does.
@@ -112,7 +136,19 @@ impl Sequential {
         }
         let mut shape = config.input_shape.clone();
         let mut layers = Vec::with_capacity(config.layers.len());
+        let mut values = 0u64;
         for (index, layer_config) in config.layers.iter().enumerate() {
+            values = values.saturating_add(layer_config.weight_values(&shape));
+            if values > most_values {
+                return Err(Error::InvalidArgument {
+                    what: "model config",
+                    given: format!(
+                        "layers up to {index} ({}) whose weights hold {values} values",
+                        layer_config.class_name()
+                    ),
+                    expected: format!("weights of at most {most_values} values"),
+                });
+            }
             let in_layer = |error: Error| Error::InvalidArgument {
                 what: "model config",
                 given: format!(
@@ -135,6 +171,7 @@ impl Sequential {
             config,
             layers,
             output_shape: shape,
+            input_values,
         })
     }
 
@@ -145,6 +182,11 @@ impl Sequential {
     /// Each sample's shape going in, the batch axis left out.
     pub fn input_shape(&self) -> &[usize] {
         &self.config.input_shape
+    }
+
+    /// The values one sample holds: the product of [`Sequential::input_shape`], a row's width.
+    pub fn input_values(&self) -> usize {
+        self.input_values
     }
 
     /// Each sample's shape coming out.
@@ -158,7 +200,7 @@ impl Sequential {
 
     /// The pass of a batch: training with `tape` (see [`Layer::call`]), else inference.
     pub fn call(&self, x: &Tensor, tape: Option<&GradientTape>) -> Result<Tensor> {
-        let sample: usize = self.config.input_shape.iter().product();
+        let sample = self.input_values;
         let batch = x.shape().first().copied().unwrap_or(0);
         let mut current = if &x.shape()[1.min(x.shape().len())..] == self.input_shape() {
             x.handle()

@@ -77,12 +77,17 @@ impl Windows {
                 Padding::Valid => [0, 0],
                 Padding::Same => {
                     let out = size.div_ceil(stride);
-                    let total = ((out.max(1) - 1) * stride + reach).saturating_sub(size);
+                    let total = ((out.max(1) - 1).saturating_mul(stride))
+                        .saturating_add(reach)
+                        .saturating_sub(size);
                     [total / 2, total - total / 2]
                 }
                 Padding::Explicit(sides) => sides[axis],
             };
-            let padded = size + pads[axis][0] + pads[axis][1];
+            let padded = size
+                .checked_add(pads[axis][0])
+                .and_then(|padded| padded.checked_add(pads[axis][1]))
+                .ok_or_else(|| window_error(op, "the padded input overflows".to_string()))?;
             output[axis] = if size == 0 && options.padding == Padding::Same {
                 0
             } else if padded < reach {

@@ -1013,7 +1013,20 @@ fn a_sequential_fit_is_the_mlp_fit_when_it_is_the_same_model(backend: &Backend) 
     ));
     std::fs::write(&path, bytes).expect("write");
     let file = Checkpoint::read(&path).expect("read");
-    file.sequential(&session).expect("the model");
+    let loaded = file.sequential(&session).expect("the model");
+    let values = |model: &Sequential| -> Vec<Vec<f32>> {
+        model
+            .named_variables()
+            .iter()
+            .map(|(_, tensor)| tensor.to_vec().expect("read"))
+            .collect()
+    };
+    let trained = sequential.model().sequential().expect("a Sequential");
+    assert_eq!(
+        values(&loaded),
+        values(trained),
+        "the file holds the trained model"
+    );
     let (mean, scale) = file
         .sequential_standardization()
         .expect("read")
@@ -1059,6 +1072,40 @@ fn a_sequential_fit_is_the_mlp_fit_when_it_is_the_same_model(backend: &Backend) 
         ))
         .expect("a config")
     };
+    // Past layers that only move values too: softmax, then Flatten, is still the outputs' activation.
+    let flattened = wgcompute::nn::SequentialConfig::from_json(
+        r#"{"input_shape": [3], "layers": [{"class_name": "Dense", "config": {"units": 3}},
+            {"class_name": "Activation", "config": {"activation": "softmax"}}, {"class_name": "Flatten"}]}"#,
+    )
+    .expect("a config");
+    let model = Sequential::new(&session, flattened, 1).expect("a model");
+    let Err(refused) = Trainer::new_sequential(
+        &session,
+        config.clone(),
+        model,
+        labelled(&x, features, &y),
+        None,
+    ) else {
+        panic!("a model whose outputs leave through softmax was fitted");
+    };
+    assert!(refused.to_string().contains("softmax"), "{refused}");
+    // An Embedding takes ids, which standardisation would move.
+    let ids = wgcompute::nn::SequentialConfig::from_json(
+        r#"{"input_shape": [3], "layers": [{"class_name": "Embedding", "config": {"input_dim": 200, "output_dim": 2}},
+            {"class_name": "Flatten"}, {"class_name": "Dense", "config": {"units": 3}}]}"#,
+    )
+    .expect("a config");
+    let model = Sequential::new(&session, ids, 1).expect("a model");
+    let Err(refused) = Trainer::new_sequential(
+        &session,
+        config.clone(),
+        model,
+        labelled(&x, features, &y),
+        None,
+    ) else {
+        panic!("ids were standardised");
+    };
+    assert!(refused.to_string().contains("Embedding"), "{refused}");
     for activation in ["softmax", "sigmoid"] {
         let model = Sequential::new(&session, ending(activation), 1).expect("a model");
         let Err(refused) = Trainer::new_sequential(

@@ -655,7 +655,13 @@ fn a_sequential_saves_and_loads_bit_for_bit(backend: &Backend) {
         .iter()
         .map(|(n, t)| (n.as_str(), t.as_ref()))
         .collect();
-    tensors.retain(|(name, _)| *name != "layers.1.moving_mean");
+    // layers.1.moving_mean of 5 channels, not the model's 4.
+    let wrong = session.zeros(&[5]).expect("a wrong tensor");
+    for (name, tensor) in tensors.iter_mut() {
+        if *name == "layers.1.moving_mean" {
+            *tensor = &wrong;
+        }
+    }
     wgcompute::checkpoint::save_tensors(
         &partial,
         &tensors,
@@ -668,10 +674,41 @@ fn a_sequential_saves_and_loads_bit_for_bit(backend: &Backend) {
     let refused = Checkpoint::read(&partial)
         .expect("read")
         .sequential(&other)
-        .expect_err("a tensor is missing");
+        .expect_err("a tensor of another shape");
     assert!(
         refused.to_string().contains("layers.1.moving_mean"),
         "{refused}"
+    );
+    // A small file whose config describes far more weights than it holds builds nothing past what it holds.
+    let huge = dir.join("huge.safetensors");
+    let embedding =
+        r#"{"class_name": "Embedding", "config": {"input_dim": 33000000, "output_dim": 1}}"#;
+    let config_text = format!(
+        r#"{{"input_shape": [1], "layers": [{}, {{"class_name": "Flatten"}}]}}"#,
+        [embedding; 12].join(", ")
+    );
+    wgcompute::checkpoint::save_tensors(
+        &huge,
+        &[],
+        &[
+            ("format", "wgcompute.sequential".into()),
+            ("model.config", config_text),
+        ],
+    )
+    .expect("save the file");
+    let reserved = other.memory_stats().expect("stats").reserved;
+    let refused = Checkpoint::read(&huge)
+        .expect("read")
+        .sequential(&other)
+        .expect_err("weights the file does not hold");
+    assert!(
+        refused.to_string().contains("at most 0 values"),
+        "{refused}"
+    );
+    assert_eq!(
+        other.memory_stats().expect("stats").reserved,
+        reserved,
+        "nothing was made for them"
     );
     assert_eq!(
         loaded.infer(&x_there).expect("the session goes on").shape(),
@@ -681,6 +718,7 @@ fn a_sequential_saves_and_loads_bit_for_bit(backend: &Backend) {
     // The model's weights and state are the session's pool's, and go back with the model.
     assert!(in_use() > before);
     drop(tensors);
+    drop(wrong);
     drop((model, x, tape, variables));
     assert_eq!(in_use(), before, "a dropped model gives every byte back");
 }
@@ -740,6 +778,10 @@ fn the_config_reads_keras_names_and_refuses_what_it_does_not_know(backend: &Back
         ),
         (r#"{"input_shape": [3], "layer": []}"#, "layer"),
         ("not json", "expected"),
+        (
+            r#"{"input_shape": [3, 3, 1], "layers": [{"class_name": "Conv2D", "config": {"filters": 2, "kernel_size": [3]}}]}"#,
+            "[height, width]",
+        ),
     ];
     for (text, named) in unread {
         let error = SequentialConfig::from_json(text)
@@ -753,6 +795,27 @@ fn the_config_reads_keras_names_and_refuses_what_it_does_not_know(backend: &Back
     let unbuilt = [
         (r#"{"input_shape": [], "layers": []}"#, "input_shape"),
         (r#"{"input_shape": [3, 0], "layers": []}"#, "input_shape"),
+        // Sizes whose products overflow: refused, never a panic or a wrapped count.
+        (
+            r#"{"input_shape": [4294967296, 4294967296], "layers": []}"#,
+            "input_shape",
+        ),
+        (
+            r#"{"input_shape": [4294967296, 4294967296], "layers": [{"class_name": "Reshape", "config": {"target_shape": [1]}}]}"#,
+            "input_shape",
+        ),
+        (
+            r#"{"input_shape": [3], "layers": [{"class_name": "Dense", "config": {"units": 18446744073709551615}}]}"#,
+            "layer 0 (Dense)",
+        ),
+        (
+            r#"{"input_shape": [4, 4, 1], "layers": [{"class_name": "Conv2D", "config": {"filters": 2, "kernel_size": [4294967296, 4294967296]}}]}"#,
+            "layer 0 (Conv2D)",
+        ),
+        (
+            r#"{"input_shape": [4, 4, 1], "layers": [{"class_name": "Conv2D", "config": {"filters": 2, "kernel_size": 2, "padding": "same", "dilation_rate": 9223372036854775807}}]}"#,
+            "layer 0 (Conv2D)",
+        ),
         (
             r#"{"input_shape": [3], "layers": [{"class_name": "Dense", "config": {"units": 0}}]}"#,
             "units",
