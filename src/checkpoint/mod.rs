@@ -44,6 +44,7 @@ mod writer;
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use safetensors::tensor::Dtype;
 
@@ -406,16 +407,7 @@ impl Checkpoint {
             return Ok(false);
         };
         let state = optimizer.state();
-        if saved.kind != state.kind {
-            return Err(failure(
-                &self.path,
-                format!(
-                    "it holds the state of a '{}' optimizer, not of '{}': resume with the same optimizer",
-                    shown(&saved.kind),
-                    state.kind
-                ),
-            ));
-        }
+        self.expect_optimizer_kind(&saved.kind, state.kind)?;
         let kept: Vec<&'static str> = state.slots.iter().map(|(name, _)| *name).collect();
         if model.sizes() != contents.sizes {
             return Err(failure(
@@ -439,7 +431,41 @@ impl Checkpoint {
         if saved.steps == 0 {
             return Ok(false);
         }
-        let parameters = model.named_parameters();
+        self.restore_slots(
+            session,
+            &model.named_parameters(),
+            &kept,
+            saved.steps,
+            optimizer,
+        )?;
+        Ok(true)
+    }
+
+    /// Errors unless the file's optimizer state, of kind `held`, is of the optimizer's kind.
+    fn expect_optimizer_kind(&self, held: &str, kind: &str) -> Result<()> {
+        if held == kind {
+            return Ok(());
+        }
+        Err(failure(
+            &self.path,
+            format!(
+                "it holds the state of a '{}' optimizer, not of '{kind}': resume with the same optimizer",
+                shown(held)
+            ),
+        ))
+    }
+
+    /// Gives `optimizer` the file's state of `steps` steps for `parameters`: each kept slot's tensor
+    /// `optimizer.<slot>.<parameter>`, of the parameter's shape and finite, in the parameters' order. A state
+    /// that does not fit the optimizer is an error naming the file, and the optimizer is unchanged.
+    fn restore_slots(
+        &self,
+        session: &Session,
+        parameters: &[(String, Arc<Tensor>)],
+        kept: &[&'static str],
+        steps: u64,
+        optimizer: &mut dyn Optimizer,
+    ) -> Result<()> {
         let mut slots = Vec::with_capacity(kept.len());
         for slot in kept {
             let restored = parameters
@@ -454,8 +480,12 @@ impl Checkpoint {
                 .collect::<Result<Vec<_>>>()?;
             slots.push((slot.to_string(), restored));
         }
+        let parameters: Vec<Arc<Tensor>> = parameters
+            .iter()
+            .map(|(_, tensor)| Arc::clone(tensor))
+            .collect();
         optimizer
-            .restore(&model.parameters(), saved.steps, slots)
+            .restore(&parameters, steps, slots)
             .map_err(|error| match error {
                 Error::InvalidArgument { .. } => failure_caused(
                     &self.path,
@@ -464,7 +494,7 @@ impl Checkpoint {
                 ),
                 other => other,
             })?;
-        Ok(true)
+        Ok(())
     }
 
     /// The values of tensor `name`, which must be finite f32 of `shape`.

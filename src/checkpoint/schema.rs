@@ -123,7 +123,7 @@ pub(super) fn parameter_name(layer: usize, part: Part) -> String {
 
 /// Digits only: `str::parse` would also take a sign, and a lenient reader of sizes or step counts hides
 /// a file that was edited by hand or damaged. Too large for `T` is `None`, never a wrapped or clamped value.
-fn plain_decimal<T: std::str::FromStr>(text: &str) -> Option<T> {
+pub(super) fn plain_decimal<T: std::str::FromStr>(text: &str) -> Option<T> {
     if text.is_empty() || !text.bytes().all(|byte| byte.is_ascii_digit()) {
         return None;
     }
@@ -469,7 +469,7 @@ fn parse_sizes(path: &Path, metadata: &HashMap<String, String>) -> Result<Vec<us
 }
 
 /// The optimizer's kind and step count, if the file names one.
-fn parse_optimizer(
+pub(super) fn parse_optimizer(
     path: &Path,
     metadata: &HashMap<String, String>,
 ) -> Result<Option<(String, u64)>> {

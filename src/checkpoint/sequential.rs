@@ -3,10 +3,9 @@
 //! each dropout layer's count of draws (`layers.<i>.draws`), and where saved with one, its optimizer's state
 //! (`optimizer`, `optimizer.steps`, `optimizer.<slot>.<parameter>`), as an MLP's file holds it.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::nn::{Sequential, SequentialConfig};
 use crate::optim::Optimizer;
 use crate::session::Session;
@@ -14,11 +13,11 @@ use crate::tensor::Tensor;
 
 use super::reader::f32_values;
 use super::schema::{
-    check_slots, shown, BEST_PREFIX, FORMAT_KEY, OPTIMIZER_KEY, OPTIMIZER_STEPS_KEY, SLOT_PREFIX,
+    check_slots, parse_optimizer, plain_decimal, shown, BEST_PREFIX, FORMAT_KEY, SLOT_PREFIX,
     STANDARDIZE_MEAN, STANDARDIZE_SCALE,
 };
-use super::writer::{encode_named, gather_optimizer_state, write_whole, Values};
-use super::{failure, failure_caused, Checkpoint, FitExtras, DAMAGED};
+use super::writer::{encode_fitted, metadata_of, write_whole, Fitted};
+use super::{failure, Checkpoint, FitExtras, DAMAGED};
 
 /// The format a [`Sequential`] is saved in.
 pub const SEQUENTIAL_FORMAT: &str = "wgcompute.sequential";
@@ -87,46 +86,7 @@ fn encode_sequential(
             format!("the metadata '{key}' is the model's own; give extra entries other names"),
         ));
     }
-    let variables = model.named_variables();
-    let mut named: Vec<(String, &Tensor)> = variables
-        .iter()
-        .map(|(name, tensor)| (name.clone(), tensor.as_ref()))
-        .collect();
-    if let Some(best) = extras.best {
-        if best.len() != variables.len() {
-            return Err(failure(
-                path,
-                format!(
-                    "{} best-epoch tensors were given for the model's {} variables: give one per variable",
-                    best.len(),
-                    variables.len()
-                ),
-            ));
-        }
-        for ((name, _), tensor) in variables.iter().zip(best) {
-            named.push((format!("{BEST_PREFIX}{name}"), tensor));
-        }
-    }
-    let inputs = model.input_values();
-    let mut host: Vec<(&str, &[f32])> = Vec::new();
-    if let Some((mean, scale)) = extras.standardization {
-        if mean.len() != inputs || scale.len() != inputs {
-            return Err(failure(
-                path,
-                format!(
-                    "a standardization of {} means and {} scales was given for a model of {inputs} input values",
-                    mean.len(),
-                    scale.len()
-                ),
-            ));
-        }
-        host.push((STANDARDIZE_MEAN, mean));
-        host.push((STANDARDIZE_SCALE, scale));
-    }
-    let mut metadata: BTreeMap<String, String> = extra
-        .iter()
-        .map(|(key, value)| (key.to_string(), value.clone()))
-        .collect();
+    let mut metadata = metadata_of(extra);
     metadata.insert(FORMAT_KEY.into(), SEQUENTIAL_FORMAT.into());
     metadata.insert(MODEL_CONFIG_KEY.into(), model.config().to_json());
     for (index, layer) in model.layers().iter().enumerate() {
@@ -134,11 +94,12 @@ fn encode_sequential(
             metadata.insert(draws_key(index), draws.to_string());
         }
     }
-    let parameters = model.named_parameters();
-    if let Some(optimizer) = optimizer {
-        gather_optimizer_state(optimizer, &parameters, &mut metadata, &mut named)?;
-    }
-    encode_named(path, &named, &host, &metadata, Values::Finite)
+    let fitted = Fitted {
+        variables: &model.named_variables(),
+        parameters: &model.named_parameters(),
+        inputs: model.input_values(),
+    };
+    encode_fitted(path, &fitted, optimizer, metadata, extras)
 }
 
 impl Checkpoint {
@@ -169,19 +130,15 @@ impl Checkpoint {
             let draws = match self.metadata().get(&key) {
                 // A file saved before any training pass, or by another writer: no draws yet.
                 None => 0,
-                Some(text) => text
-                    .parse::<u64>()
-                    .ok()
-                    .filter(|draws| draws.to_string() == *text)
-                    .ok_or_else(|| {
-                        failure(
-                            self.path(),
-                            format!(
-                                "its metadata '{key}' is '{}', not a count; {DAMAGED}",
-                                shown(text)
-                            ),
-                        )
-                    })?,
+                Some(text) => plain_decimal::<u64>(text).ok_or_else(|| {
+                    failure(
+                        self.path(),
+                        format!(
+                            "its metadata '{key}' is '{}', not a count; {DAMAGED}",
+                            shown(text)
+                        ),
+                    )
+                })?,
             };
             layer.set_draws(draws);
         }
@@ -198,36 +155,11 @@ impl Checkpoint {
         model: &Sequential,
         optimizer: &mut dyn Optimizer,
     ) -> Result<bool> {
-        let Some(kind) = self.metadata().get(OPTIMIZER_KEY) else {
+        let Some((kind, steps)) = parse_optimizer(self.path(), self.metadata())? else {
             return Ok(false);
         };
-        let steps_text = self.metadata().get(OPTIMIZER_STEPS_KEY).map(String::as_str);
-        let steps = steps_text
-            .and_then(|text| {
-                text.parse::<u64>()
-                    .ok()
-                    .filter(|steps| steps.to_string() == text)
-            })
-            .ok_or_else(|| {
-                failure(
-                    self.path(),
-                    format!(
-                        "its metadata '{OPTIMIZER_STEPS_KEY}' is '{}', not a step count; {DAMAGED}",
-                        shown(steps_text.unwrap_or("missing"))
-                    ),
-                )
-            })?;
         let state = optimizer.state();
-        if *kind != state.kind {
-            return Err(failure(
-                self.path(),
-                format!(
-                    "it holds the state of a '{}' optimizer, not of '{}': resume with the same optimizer",
-                    shown(kind),
-                    state.kind
-                ),
-            ));
-        }
+        self.expect_optimizer_kind(&kind, state.kind)?;
         let kept: Vec<&'static str> = state.slots.iter().map(|(name, _)| *name).collect();
         let names = self.names()?;
         let saved: Vec<&str> = names
@@ -237,7 +169,7 @@ impl Checkpoint {
             .collect();
         check_slots(
             self.path(),
-            kind,
+            &kind,
             steps,
             kept.iter().copied(),
             saved.iter().copied(),
@@ -245,32 +177,7 @@ impl Checkpoint {
         if steps == 0 {
             return Ok(false);
         }
-        let parameters = model.named_parameters();
-        let mut slots = Vec::with_capacity(kept.len());
-        for slot in kept {
-            let restored = parameters
-                .iter()
-                .map(|(name, tensor)| {
-                    self.upload(
-                        session,
-                        &format!("{SLOT_PREFIX}{slot}.{name}"),
-                        tensor.shape(),
-                    )
-                })
-                .collect::<Result<Vec<_>>>()?;
-            slots.push((slot.to_string(), restored));
-        }
-        let parameters: Vec<_> = parameters.into_iter().map(|(_, tensor)| tensor).collect();
-        optimizer
-            .restore(&parameters, steps, slots)
-            .map_err(|error| match error {
-                Error::InvalidArgument { .. } => failure_caused(
-                    self.path(),
-                    format!("its optimizer state does not fit the optimizer ({error}); {DAMAGED}"),
-                    error,
-                ),
-                other => other,
-            })?;
+        self.restore_slots(session, &model.named_parameters(), &kept, steps, optimizer)?;
         Ok(true)
     }
 

@@ -29,30 +29,69 @@ pub(super) fn encode(
     extras: &FitExtras<'_>,
 ) -> Result<Vec<u8>> {
     check_saveable(path, model)?;
-    let mut named: Vec<(String, &Tensor)> = Vec::new();
+    let mut metadata = metadata_of(extra);
+    metadata.insert(FORMAT_KEY.into(), FORMAT.into());
+    metadata.insert(SIZES_KEY.into(), join(&model.sizes()));
+    metadata.insert(ACTIVATION_KEY.into(), ACTIVATION.into());
     let parameters = model.named_parameters();
-    for (name, tensor) in &parameters {
-        named.push((name.clone(), tensor));
-    }
+    let fitted = Fitted {
+        variables: &parameters,
+        parameters: &parameters,
+        inputs: model.sizes()[0],
+    };
+    encode_fitted(path, &fitted, optimizer, metadata, extras)
+}
+
+/// The entries `extra` as a file's metadata, before a format adds its own.
+pub(super) fn metadata_of(extra: &[(&str, String)]) -> BTreeMap<String, String> {
+    extra
+        .iter()
+        .map(|(key, value)| (key.to_string(), value.clone()))
+        .collect()
+}
+
+/// What a model file holds of a model: every variable it saves by name (an MLP's parameters; a Sequential's
+/// parameters and state), those an optimizer trains, and the values one input row holds.
+pub(super) struct Fitted<'a> {
+    pub(super) variables: &'a [(String, Arc<Tensor>)],
+    pub(super) parameters: &'a [(String, Arc<Tensor>)],
+    pub(super) inputs: usize,
+}
+
+/// A model's file, whatever its format: its variables, a fit's extras (the best epoch's copy of every
+/// variable as `best.<name>`, the standardisation of an input row) and the optimizer's state, beside
+/// `metadata`; each extra checked against the model before anything is read from the device.
+pub(super) fn encode_fitted(
+    path: &Path,
+    model: &Fitted<'_>,
+    optimizer: Option<&dyn Optimizer>,
+    mut metadata: BTreeMap<String, String>,
+    extras: &FitExtras<'_>,
+) -> Result<Vec<u8>> {
+    let variables = model.variables;
+    let mut named: Vec<(String, &Tensor)> = variables
+        .iter()
+        .map(|(name, tensor)| (name.clone(), tensor.as_ref()))
+        .collect();
     if let Some(best) = extras.best {
-        if best.len() != parameters.len() {
+        if best.len() != variables.len() {
             return Err(failure(
                 path,
                 format!(
-                    "{} best-epoch tensors were given for {} parameters: give one per parameter",
+                    "{} best-epoch tensors were given for the model's {} variables: give one per variable",
                     best.len(),
-                    parameters.len()
+                    variables.len()
                 ),
             ));
         }
-        for ((name, parameter), tensor) in parameters.iter().zip(best) {
-            if tensor.shape() != parameter.shape() {
+        for ((name, variable), tensor) in variables.iter().zip(best) {
+            if tensor.shape() != variable.shape() {
                 return Err(failure(
                     path,
                     format!(
-                        "the best-epoch copy of '{name}' has shape {:?}, not the parameter's {:?}",
+                        "the best-epoch copy of '{name}' has shape {:?}, not the variable's {:?}",
                         tensor.shape(),
-                        parameter.shape()
+                        variable.shape()
                     ),
                 ));
             }
@@ -61,7 +100,7 @@ pub(super) fn encode(
     }
     let mut host: Vec<(&str, &[f32])> = Vec::new();
     if let Some((mean, scale)) = extras.standardization {
-        let inputs = model.sizes()[0];
+        let inputs = model.inputs;
         if mean.len() != inputs || scale.len() != inputs {
             return Err(failure(
                 path,
@@ -84,15 +123,8 @@ pub(super) fn encode(
         host.push((STANDARDIZE_MEAN, mean));
         host.push((STANDARDIZE_SCALE, scale));
     }
-    let mut metadata: BTreeMap<String, String> = extra
-        .iter()
-        .map(|(key, value)| (key.to_string(), value.clone()))
-        .collect();
-    metadata.insert(FORMAT_KEY.into(), FORMAT.into());
-    metadata.insert(SIZES_KEY.into(), join(&model.sizes()));
-    metadata.insert(ACTIVATION_KEY.into(), ACTIVATION.into());
     if let Some(optimizer) = optimizer {
-        gather_optimizer_state(optimizer, &parameters, &mut metadata, &mut named)?;
+        gather_optimizer_state(optimizer, model.parameters, &mut metadata, &mut named)?;
     }
     encode_named(path, &named, &host, &metadata, Values::Finite)
 }
@@ -100,7 +132,7 @@ pub(super) fn encode(
 /// The optimizer's state, as a save writes it: its kind and step count into `metadata`, and every slot's
 /// tensors into `named` as `optimizer.<slot>.<parameter>`, in the model's order whatever order the steps named
 /// the parameters in (the state is keyed by identity). The one place a save reads an optimizer's state.
-pub(super) fn gather_optimizer_state<'a>(
+fn gather_optimizer_state<'a>(
     optimizer: &'a dyn Optimizer,
     parameters: &[(String, Arc<Tensor>)],
     metadata: &mut BTreeMap<String, String>,
@@ -221,7 +253,7 @@ fn check_encoded(path: &Path, bytes: &[u8]) -> Result<()> {
 
 /// Which values a file may hold.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum Values {
+enum Values {
     /// Any: a generic file's tensors mean whatever their model makes them mean.
     Any,
     /// Only finite ones: the reader refuses a model (format=wgcompute.mlp) holding anything else, so a save
@@ -246,7 +278,7 @@ pub(super) fn encode_tensors(
 }
 
 /// Device tensors and host vectors (1-D f32) by name, then the metadata, as a file's bytes.
-pub(super) fn encode_named(
+fn encode_named(
     path: &Path,
     named: &[(String, &Tensor)],
     host: &[(&str, &[f32])],

@@ -5,7 +5,7 @@ use crate::error::Result;
 use crate::nn::{ActivatedMlp, Activation, Mlp, Module, Sequential};
 use crate::session::Session;
 
-use super::settings::invalid;
+use super::settings::{invalid, output_width};
 use super::standardize::Standardizer;
 
 /// Rows evaluated or predicted per batch: bounds the device memory of inference, whatever the dataset.
@@ -33,20 +33,10 @@ pub fn predict_sequential_probabilities(
     inputs: &[f32],
 ) -> Result<Vec<f32>> {
     let features = model.input_values();
-    let outputs = match *model.output_shape() {
-        [outputs] => outputs,
-        ref shape => {
-            return Err(invalid(
-                "model",
-                format!("samples out of shape {shape:?}"),
-                "one vector of logits per sample",
-            ))
-        }
-    };
     predict_rows(
         session,
         model,
-        (features, outputs),
+        (features, output_width(model)?),
         standardizer,
         inputs,
         true,

@@ -6,6 +6,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::error::{Error, Result};
+use crate::nn::Sequential;
 
 pub(super) fn invalid(
     what: &'static str,
@@ -16,6 +17,19 @@ pub(super) fn invalid(
         what,
         given: given.to_string(),
         expected: expected.into(),
+    }
+}
+
+/// The width of `model`'s outputs where each sample gives one vector (the logits, labels or targets a fit
+/// and a prediction take); an error naming the shape otherwise.
+pub(super) fn output_width(model: &Sequential) -> Result<usize> {
+    match *model.output_shape() {
+        [outputs] => Ok(outputs),
+        ref shape => Err(invalid(
+            "model",
+            format!("samples out of shape {shape:?}"),
+            "one vector per sample: the logits, labels or targets",
+        )),
     }
 }
 

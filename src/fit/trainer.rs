@@ -17,7 +17,7 @@ use super::metrics::INFERENCE_BATCH;
 use super::record::EpochRecord;
 
 use super::schedule::{Schedule, ScheduleState, MIN_RATE, PLATEAU_THRESHOLD};
-use super::settings::invalid;
+use super::settings::{invalid, output_width};
 use super::standardize::Standardizer;
 
 /// scikit-learn's adaptive schedule divides the rate by this when the count of epochs without improvement runs
@@ -106,7 +106,7 @@ impl FitModel {
     fn module(&self, activation: Activation) -> Box<dyn Module + '_> {
         match self {
             FitModel::Mlp(mlp) => Box::new(ActivatedMlp { mlp, activation }),
-            FitModel::Sequential(model) => Box::new(SequentialRef(model)),
+            FitModel::Sequential(model) => Box::new(model),
         }
     }
 
@@ -129,23 +129,6 @@ impl FitModel {
                 .map(|(_, tensor)| tensor)
                 .collect(),
         }
-    }
-}
-
-/// A [`Sequential`] as a [`Module`], borrowed.
-struct SequentialRef<'a>(&'a Sequential);
-
-impl Module for SequentialRef<'_> {
-    fn forward(&self, tape: &crate::autograd::GradientTape, x: &Tensor) -> Result<Tensor> {
-        self.0.forward(tape, x)
-    }
-
-    fn infer(&self, x: &Tensor) -> Result<Tensor> {
-        self.0.infer(x)
-    }
-
-    fn parameters(&self) -> Vec<Arc<Tensor>> {
-        self.0.parameters()
     }
 }
 
@@ -443,16 +426,7 @@ impl Trainer {
         validation: Option<Samples<'_>>,
     ) -> Result<Self> {
         config.check()?;
-        let outputs = match *model.output_shape() {
-            [outputs] => outputs,
-            ref shape => {
-                return Err(invalid(
-                    "model",
-                    format!("samples out of shape {shape:?}"),
-                    "one vector per sample, of the classes, labels or targets",
-                ))
-            }
-        };
+        let outputs = output_width(&model)?;
         check_outputs(&config, outputs)?;
         // The activation the outputs leave with: the last layer's that has one, past the layers that only move
         // values (Flatten, Reshape, Dropout).

@@ -118,10 +118,6 @@ fn valid() -> String {
     "valid".to_string()
 }
 
-fn keras_epsilon() -> f32 {
-    1e-3
-}
-
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DenseConfig {
@@ -156,26 +152,21 @@ fn one_group() -> usize {
     1
 }
 
+/// Every argument has a default, Keras's, stated once in `Default` (serde fills what a document leaves out from
+/// it).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct PoolingConfig {
-    #[serde(default = "two")]
     pub pool_size: Pair,
     /// The pool size where left out.
-    #[serde(default)]
     pub strides: Option<Pair>,
-    #[serde(default = "valid")]
     pub padding: String,
-}
-
-fn two() -> Pair {
-    Pair::Both(2)
 }
 
 impl Default for PoolingConfig {
     fn default() -> Self {
         PoolingConfig {
-            pool_size: two(),
+            pool_size: Pair::Both(2),
             strides: None,
             padding: valid(),
         }
@@ -205,21 +196,21 @@ pub struct ActivationConfig {
     pub activation: String,
 }
 
+/// Keras's `epsilon` of its normalisations.
+const KERAS_EPSILON: f32 = 1e-3;
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct LayerNormalizationConfig {
-    #[serde(default = "keras_epsilon")]
     pub epsilon: f32,
-    #[serde(default = "yes")]
     pub center: bool,
-    #[serde(default = "yes")]
     pub scale: bool,
 }
 
 impl Default for LayerNormalizationConfig {
     fn default() -> Self {
         LayerNormalizationConfig {
-            epsilon: keras_epsilon(),
+            epsilon: KERAS_EPSILON,
             center: true,
             scale: true,
         }
@@ -227,27 +218,19 @@ impl Default for LayerNormalizationConfig {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct BatchNormalizationConfig {
-    #[serde(default = "keras_momentum")]
     pub momentum: f64,
-    #[serde(default = "keras_epsilon")]
     pub epsilon: f32,
-    #[serde(default = "yes")]
     pub center: bool,
-    #[serde(default = "yes")]
     pub scale: bool,
-}
-
-fn keras_momentum() -> f64 {
-    0.99
 }
 
 impl Default for BatchNormalizationConfig {
     fn default() -> Self {
         BatchNormalizationConfig {
-            momentum: keras_momentum(),
-            epsilon: keras_epsilon(),
+            momentum: 0.99,
+            epsilon: KERAS_EPSILON,
             center: true,
             scale: true,
         }
@@ -255,27 +238,19 @@ impl Default for BatchNormalizationConfig {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct GroupNormalizationConfig {
-    #[serde(default = "keras_groups")]
     pub groups: usize,
-    #[serde(default = "keras_epsilon")]
     pub epsilon: f32,
-    #[serde(default = "yes")]
     pub center: bool,
-    #[serde(default = "yes")]
     pub scale: bool,
-}
-
-fn keras_groups() -> usize {
-    32
 }
 
 impl Default for GroupNormalizationConfig {
     fn default() -> Self {
         GroupNormalizationConfig {
-            groups: keras_groups(),
-            epsilon: keras_epsilon(),
+            groups: 32,
+            epsilon: KERAS_EPSILON,
             center: true,
             scale: true,
         }

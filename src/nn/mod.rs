@@ -60,3 +60,18 @@ pub trait Module {
     fn infer(&self, x: &Tensor) -> Result<Tensor>;
     fn parameters(&self) -> Vec<Arc<Tensor>>;
 }
+
+/// A borrowed model is a model: what owns one (a fit, say) lends it to a step as `&model`.
+impl<M: Module + ?Sized> Module for &M {
+    fn forward(&self, tape: &GradientTape, x: &Tensor) -> Result<Tensor> {
+        (**self).forward(tape, x)
+    }
+
+    fn infer(&self, x: &Tensor) -> Result<Tensor> {
+        (**self).infer(x)
+    }
+
+    fn parameters(&self) -> Vec<Arc<Tensor>> {
+        (**self).parameters()
+    }
+}

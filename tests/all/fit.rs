@@ -44,6 +44,32 @@ fn labelled<'a>(inputs: &'a [f32], features: usize, classes: &'a [u32]) -> Sampl
     }
 }
 
+/// A Sequential's variables (its parameters, then its state), read back.
+fn values_of(model: &wgcompute::nn::Sequential) -> Vec<Vec<f32>> {
+    model
+        .named_variables()
+        .iter()
+        .map(|(_, tensor)| tensor.to_vec().expect("read a variable"))
+        .collect()
+}
+
+/// [`values_of`] the Sequential a trainer fits.
+fn variables_of(trainer: &Trainer) -> Vec<Vec<f32>> {
+    values_of(trainer.model().sequential().expect("a Sequential fit"))
+}
+
+/// Every epoch's record without its wall-clock seconds, the one field equal fits may differ in.
+fn history_without_seconds(trainer: &Trainer) -> Vec<wgcompute::fit::EpochRecord> {
+    trainer
+        .history()
+        .iter()
+        .map(|epoch| wgcompute::fit::EpochRecord {
+            seconds: 0.0,
+            ..epoch.clone()
+        })
+        .collect()
+}
+
 fn parameters_of(trainer: &Trainer) -> Vec<Vec<f32>> {
     trainer
         .model()
@@ -990,17 +1016,10 @@ fn a_sequential_fit_is_the_mlp_fit_when_it_is_the_same_model(backend: &Backend) 
     )
     .expect("a Sequential fit");
     sequential.run().expect("fit");
-    let without_seconds = |trainer: &Trainer| -> Vec<_> {
-        trainer
-            .history()
-            .iter()
-            .map(|epoch| wgcompute::fit::EpochRecord {
-                seconds: 0.0,
-                ..epoch.clone()
-            })
-            .collect()
-    };
-    assert_eq!(without_seconds(&sequential), without_seconds(&mlp));
+    assert_eq!(
+        history_without_seconds(&sequential),
+        history_without_seconds(&mlp)
+    );
     assert_eq!(parameters_of(&sequential), parameters_of(&mlp));
     assert_eq!(sequential.standardizer(), mlp.standardizer());
 
@@ -1014,17 +1033,9 @@ fn a_sequential_fit_is_the_mlp_fit_when_it_is_the_same_model(backend: &Backend) 
     std::fs::write(&path, bytes).expect("write");
     let file = Checkpoint::read(&path).expect("read");
     let loaded = file.sequential(&session).expect("the model");
-    let values = |model: &Sequential| -> Vec<Vec<f32>> {
-        model
-            .named_variables()
-            .iter()
-            .map(|(_, tensor)| tensor.to_vec().expect("read"))
-            .collect()
-    };
-    let trained = sequential.model().sequential().expect("a Sequential");
     assert_eq!(
-        values(&loaded),
-        values(trained),
+        values_of(&loaded),
+        variables_of(&sequential),
         "the file holds the trained model"
     );
     let (mean, scale) = file
@@ -1157,16 +1168,6 @@ fn early_stopping_restores_a_sequential_s_state_with_its_weights(backend: &Backe
         .expect("a config");
         Sequential::new(&session, config, 3).expect("a model")
     };
-    let variables = |trainer: &Trainer| -> Vec<Vec<f32>> {
-        trainer
-            .model()
-            .sequential()
-            .expect("a Sequential")
-            .named_variables()
-            .iter()
-            .map(|(_, tensor)| tensor.to_vec().expect("read"))
-            .collect()
-    };
     // Validation contradicts training, so the best epoch is the first; the moving statistics come back too.
     let mut config = small_config(20);
     config.early_stopping = Some(EarlyStopping::new(2));
@@ -1189,7 +1190,7 @@ fn early_stopping_restores_a_sequential_s_state_with_its_weights(backend: &Backe
     )
     .expect("a fit");
     one_epoch.run().expect("fit");
-    assert_eq!(variables(&stopped), variables(&one_epoch));
+    assert_eq!(variables_of(&stopped), variables_of(&one_epoch));
 }
 
 per_backend!(a_resumed_sequential_fit_equals_an_uninterrupted_one);
@@ -1252,28 +1253,11 @@ fn a_resumed_sequential_fit_equals_an_uninterrupted_one(backend: &Backend) {
     let mut resumed = Trainer::resume(&session, &file, config(6), labelled(&x, features, &y), None)
         .expect("a resumed fit");
     resumed.run().expect("fit");
-    let without_seconds = |trainer: &Trainer| -> Vec<_> {
-        trainer
-            .history()
-            .iter()
-            .map(|epoch| wgcompute::fit::EpochRecord {
-                seconds: 0.0,
-                ..epoch.clone()
-            })
-            .collect()
-    };
-    assert_eq!(without_seconds(&resumed), without_seconds(&whole));
-    let variables = |trainer: &Trainer| -> Vec<Vec<f32>> {
-        trainer
-            .model()
-            .sequential()
-            .expect("a Sequential")
-            .named_variables()
-            .iter()
-            .map(|(_, tensor)| tensor.to_vec().expect("read"))
-            .collect()
-    };
-    assert_eq!(variables(&resumed), variables(&whole));
+    assert_eq!(
+        history_without_seconds(&resumed),
+        history_without_seconds(&whole)
+    );
+    assert_eq!(variables_of(&resumed), variables_of(&whole));
     assert_eq!(
         resumed.checkpoint_bytes(&[]).expect("bytes"),
         whole.checkpoint_bytes(&[]).expect("bytes"),

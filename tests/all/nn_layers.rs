@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::common::{per_backend, vulkan_only, Backend, Rng};
+use crate::common::{expect_close, per_backend, vulkan_only, Backend, Rng};
 use wgcompute::checkpoint::{save_sequential, Checkpoint};
 use wgcompute::nn::{LayerConfig, Sequential, SequentialConfig};
 use wgcompute::{Error, GradientTape, Module, Session, Tensor};
@@ -412,30 +412,6 @@ fn redraw(rng: &mut Rng, model: &Sequential) -> HashMap<String, Vec<f64>> {
             (name, values.iter().map(|&v| v as f64).collect())
         })
         .collect()
-}
-
-fn scaled_error(got: &[f32], want: &[f64]) -> f64 {
-    assert_eq!(got.len(), want.len(), "element counts differ");
-    let scale = want.iter().fold(1.0f64, |top, w| top.max(w.abs()));
-    got.iter()
-        .zip(want)
-        .map(|(&g, w)| {
-            if g.is_finite() {
-                (g as f64 - w).abs()
-            } else {
-                f64::INFINITY
-            }
-        })
-        .fold(0.0, f64::max)
-        / scale
-}
-
-fn expect_close(what: &str, got: &[f32], want: &[f64], tolerance: f64) {
-    let error = scaled_error(got, want);
-    assert!(
-        error <= tolerance,
-        "{what}: error {error:e} over {tolerance:e}\n got {got:?}\nwant {want:?}"
-    );
 }
 
 per_backend!(every_layer_matches_the_f64_interpreter_forward_and_backward);

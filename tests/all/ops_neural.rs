@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use crate::common::{per_backend, weighted_cost, Backend, Rng};
+use crate::common::{expect_close, per_backend, weighted_cost, Backend, Rng};
 use wgcompute::{BatchNormOptions, Error, GradientTape, Session, Tensor};
 
 fn upload(session: &Session, data: &[f32], shape: &[usize]) -> Arc<Tensor> {
@@ -14,31 +14,6 @@ fn upload(session: &Session, data: &[f32], shape: &[usize]) -> Arc<Tensor> {
 
 fn wide(values: &[f32]) -> Vec<f64> {
     values.iter().map(|&v| v as f64).collect()
-}
-
-/// The largest difference from `want`, against the larger of 1 and `want`'s largest magnitude.
-fn scaled_error(got: &[f32], want: &[f64]) -> f64 {
-    assert_eq!(got.len(), want.len(), "element counts differ");
-    let scale = want.iter().fold(1.0f64, |top, w| top.max(w.abs()));
-    got.iter()
-        .zip(want)
-        .map(|(&g, w)| {
-            if g.is_finite() {
-                (g as f64 - w).abs()
-            } else {
-                f64::INFINITY
-            }
-        })
-        .fold(0.0, f64::max)
-        / scale
-}
-
-fn expect_close(what: &str, got: &[f32], want: &[f64], tolerance: f64) {
-    let error = scaled_error(got, want);
-    assert!(
-        error <= tolerance,
-        "{what}: error {error:e} over {tolerance:e}\n got {got:?}\nwant {want:?}"
-    );
 }
 
 /// Central differences in f64 of Σ weights · reference(inputs), for input `which`.

@@ -1439,21 +1439,28 @@ fn fit_trains_a_model_config_that_predict_reloads(backend: &Backend) {
     let (scratch, files) = scratch_with_dataset("fit-model-config", 17);
     let config = scratch.write_bytes("cnn.json", CNN.as_bytes());
     let model = scratch.path("cnn.safetensors");
-    let args = [
-        &fit_into(&files, &model)[..],
-        &[
-            os("--model-config"),
-            config.as_os_str(),
-            os("--epochs"),
-            os("8"),
-            os("--batch"),
-            os("50"),
-            os("--val-split"),
-            os("0.1"),
-            os("--json"),
-        ],
-    ]
-    .concat();
+    // The CNN's fit into `save` for `epochs` epochs, in batches of 50, a tenth held out.
+    let cnn_fit = |save: &Path, epochs: &str| -> Vec<std::ffi::OsString> {
+        [
+            &fit_into(&files, save)[..],
+            &[
+                os("--model-config"),
+                config.as_os_str(),
+                os("--epochs"),
+                os(epochs),
+                os("--batch"),
+                os("50"),
+                os("--val-split"),
+                os("0.1"),
+            ],
+        ]
+        .concat()
+        .iter()
+        .map(|arg| arg.to_os_string())
+        .collect()
+    };
+    let mut args = cnn_fit(&model, "8");
+    args.push("--json".into());
     let report = json(&scratch, &args);
     assert_eq!(report["sizes"], serde_json::Value::Null, "{report}");
     let written: wgcompute::nn::SequentialConfig =
@@ -1547,25 +1554,6 @@ fn fit_trains_a_model_config_that_predict_reloads(backend: &Backend) {
     // Its file resumes: 4 epochs then 4 more save the bytes 8 epochs save.
     let halfway = scratch.path("halfway.safetensors");
     let resumed = scratch.path("resumed.safetensors");
-    let cnn_fit = |save: &Path, epochs: &str| -> Vec<std::ffi::OsString> {
-        [
-            &fit_into(&files, save)[..],
-            &[
-                os("--model-config"),
-                config.as_os_str(),
-                os("--epochs"),
-                os(epochs),
-                os("--batch"),
-                os("50"),
-                os("--val-split"),
-                os("0.1"),
-            ],
-        ]
-        .concat()
-        .iter()
-        .map(|arg| arg.to_os_string())
-        .collect()
-    };
     scratch.succeeds(&cnn_fit(&halfway, "4"));
     let mut again = fit_into(&files, &resumed).to_vec();
     again.extend([os("--resume"), halfway.as_os_str(), os("--epochs"), os("8")]);

@@ -455,6 +455,32 @@ pub fn weighted_cost(
     Ok((value, gradients))
 }
 
+/// The largest difference from `want`, against the larger of 1 and `want`'s largest magnitude.
+pub fn scaled_error(got: &[f32], want: &[f64]) -> f64 {
+    assert_eq!(got.len(), want.len(), "element counts differ");
+    let scale = want.iter().fold(1.0f64, |top, w| top.max(w.abs()));
+    got.iter()
+        .zip(want)
+        .map(|(&g, w)| {
+            if g.is_finite() {
+                (g as f64 - w).abs()
+            } else {
+                f64::INFINITY
+            }
+        })
+        .fold(0.0, f64::max)
+        / scale
+}
+
+/// Fails, naming `what` and both vectors, where [`scaled_error`] is over `tolerance`.
+pub fn expect_close(what: &str, got: &[f32], want: &[f64], tolerance: f64) {
+    let error = scaled_error(got, want);
+    assert!(
+        error <= tolerance,
+        "{what}: error {error:e} over {tolerance:e}\n got {got:?}\nwant {want:?}"
+    );
+}
+
 /// Indices to check in a long tensor: both ends, both sides of every multiple of 2^25 (lavapipe's 128 MiB
 /// binding holds 2^25 values) and `random` random ones.
 pub fn sample_indices(rng: &mut Rng, len: usize, random: usize) -> Vec<usize> {
