@@ -12,7 +12,7 @@ import pathlib
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "wgcompute"
 
 # Files over the limit, each at most as long as it is now.
-LONG_FILES = {"_tensor.py": 1318}
+LONG_FILES: dict[str, int] = {}
 LINE_LIMIT = 600
 
 

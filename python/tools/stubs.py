@@ -103,10 +103,20 @@ def _public(name: str) -> bool:
     return not name.startswith("_") or (name.startswith("__") and name.endswith("__"))
 
 
-def _class(cls: type) -> list[str]:
-    bases = ", ".join(base.__name__ for base in cls.__bases__ if base is not object)
+def _members(cls: type, mixed_in: tuple[type, ...]) -> dict[str, Any]:
+    """What ``cls`` defines, with what the classes ``mixed_in`` define (Tensor's methods live in ``_tensor_math``
+    and ``_tensor_shape``): a stub shows those as the class's own."""
+    members: dict[str, Any] = {}
+    for klass in (cls, *(base for base in cls.__bases__ if base in mixed_in)):
+        for name, member in vars(klass).items():
+            members.setdefault(name, member)
+    return members
+
+
+def _class(cls: type, mixed_in: tuple[type, ...] = ()) -> list[str]:
+    bases = ", ".join(base.__name__ for base in cls.__bases__ if base is not object and base not in mixed_in)
     lines = [f"class {cls.__name__}({bases}):" if bases else f"class {cls.__name__}:"]
-    for name, member in vars(cls).items():
+    for name, member in _members(cls, mixed_in).items():
         if not _public(name):
             continue
         if isinstance(member, property):
@@ -132,12 +142,13 @@ def _imports(body: str, skip: tuple[str, ...] = ()) -> str:
 
 
 def render() -> str:
-    from wgcompute import _tensor
+    from wgcompute import _tensor, _tensor_math, _tensor_shape
 
+    mixed_in = (_tensor_shape._ShapeMethods, _tensor_math._MathMethods)
     # Laid out as the formatter lays out a stub: a blank line after each class, none between functions.
     lines: list[str] = []
     for name in ("Tensor", "Variable"):
-        lines += [*_class(getattr(_tensor, name)), ""]
+        lines += [*_class(getattr(_tensor, name), mixed_in), ""]
     # Every public function the module defines (the package exports them all).
     functions = sorted(
         name
