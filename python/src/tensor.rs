@@ -307,6 +307,30 @@ impl Tensor {
         })
     }
 
+    /// Group normalisation, the channels (the last axis) in `groups` (the library's `nn::group_normalization`,
+    /// which its `GroupNormalization` layer runs).
+    #[pyo3(signature = (groups, gamma=None, beta=None, epsilon=1e-3))]
+    fn group_norm(
+        &self,
+        py: Python<'_>,
+        groups: usize,
+        gamma: Option<&Tensor>,
+        beta: Option<&Tensor>,
+        epsilon: f32,
+    ) -> PyResult<Tensor> {
+        let gamma = gamma.map(Tensor::get).transpose()?;
+        let beta = beta.map(Tensor::get).transpose()?;
+        self.run(py, |x| {
+            wgcompute::nn::group_normalization(
+                x,
+                groups,
+                gamma.as_deref(),
+                beta.as_deref(),
+                epsilon,
+            )
+        })
+    }
+
     /// Root-mean-square normalisation over `axes` (the library's `rms_norm_over`).
     #[pyo3(signature = (axes, gamma=None, epsilon=1e-6))]
     fn rms_norm(

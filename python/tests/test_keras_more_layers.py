@@ -406,6 +406,21 @@ def test_group_normalization_follows_the_float64_reference(session, rng, shape, 
         L.GroupNormalization(groups=4)(session.tensor(np.zeros((2, 6), np.float32)))
 
 
+@pytest.mark.parametrize(("center", "scale"), [(False, True), (True, False), (False, False)])
+def test_group_normalization_without_its_shift_or_its_scale(session, rng, center, scale):
+    layer = L.GroupNormalization(groups=3, center=center, scale=scale)
+    x32 = (rng.normal(size=(4, 5, 6)) * 2 - 1).astype(np.float32)
+    x = session.tensor(x32)
+    layer(x)
+    assert [weight.name for weight in layer.weights] == ["gamma"] * scale + ["beta"] * center
+    for weight in layer.weights:
+        weight.assign(rng.normal(size=weight.shape).astype(np.float32))
+    gamma = layer.gamma.numpy().astype(np.float64) if scale else np.ones(6)
+    beta = layer.beta.numpy().astype(np.float64) if center else np.zeros(6)
+    want = group_norm_reference(x32.astype(np.float64), 3, gamma, beta)
+    np.testing.assert_allclose(layer(x).numpy(), want, rtol=1e-4, atol=1e-5)
+
+
 def test_normalization_adapts_to_data_and_is_saved(session, rng, tmp_path):
     data = (rng.normal(size=(500, 3)) * [1.0, 2.0, 0.5] + [3.0, -1.0, 0.0]).astype(np.float32)
     layer = L.Normalization()

@@ -231,6 +231,9 @@ class Tensor:
     def layer_norm(
         self, axes: Sequence[int], gamma: Tensor | None = None, beta: Tensor | None = None, epsilon: float = 1e-5
     ) -> Tensor: ...
+    def group_norm(
+        self, groups: int, gamma: Tensor | None = None, beta: Tensor | None = None, epsilon: float = 1e-3
+    ) -> Tensor: ...
     def rms_norm(self, axes: Sequence[int], gamma: Tensor | None = None, epsilon: float = 1e-6) -> Tensor: ...
     def batch_norm(
         self,

@@ -47,6 +47,7 @@ pub use config::{
     EmbeddingConfig, GroupNormalizationConfig, LayerConfig, LayerNormalizationConfig, Pair,
     PoolingConfig, ReshapeConfig,
 };
+pub use group_norm::group_normalization;
 pub use layers::Layer;
 pub use linear::{ActivatedMlp, Activation, Linear, Mlp};
 pub use sequential::{Sequential, SequentialConfig};

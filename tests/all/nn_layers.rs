@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use crate::common::{expect_close, per_backend, vulkan_only, Backend, Rng};
 use wgcompute::checkpoint::{save_sequential, Checkpoint};
-use wgcompute::nn::{LayerConfig, Sequential, SequentialConfig};
+use wgcompute::nn::{group_normalization, LayerConfig, Sequential, SequentialConfig};
 use wgcompute::{Error, GradientTape, Module, Session, Tensor};
 
 /// An f64 array: its shape (the batch axis first) and values, row-major.
@@ -903,4 +903,54 @@ fn an_embedding_takes_more_ids_than_a_dispatch_axis_holds(backend: &Backend) {
         .expect_err("an id past the table");
     assert!(error.to_string().contains("65539"), "{error}");
     let _: &Session = &session;
+}
+
+vulkan_only!(group_normalization_refuses_what_it_cannot_group);
+fn group_normalization_refuses_what_it_cannot_group(backend: &Backend) {
+    // The function the layer and the Python package's GroupNormalization run: its values are the interpreter's
+    // (above, through the layer); here each shape it cannot take is an error naming it, and the session goes on.
+    let session = backend.poisoned();
+    let x = session.upload(&[0.5; 12], &[2, 6]).expect("x");
+    let six = session.upload(&[1.0; 6], &[6]).expect("gamma");
+    let four = session.upload(&[1.0; 4], &[4]).expect("beta");
+    let flat = session.upload(&[0.5; 6], &[6]).expect("flat");
+    let refusals: [(&str, wgcompute::Result<Tensor>); 5] = [
+        (
+            "groups 4 of 6 channels",
+            group_normalization(&x, 4, None, None, 1e-3),
+        ),
+        ("groups 0", group_normalization(&x, 0, None, None, 1e-3)),
+        ("one axis", group_normalization(&flat, 3, None, None, 1e-3)),
+        (
+            "gamma of 4",
+            group_normalization(&x, 3, Some(&four), None, 1e-3),
+        ),
+        (
+            "beta of 4",
+            group_normalization(&x, 3, Some(&six), Some(&four), 1e-3),
+        ),
+    ];
+    for (what, result) in refusals {
+        match result {
+            Err(Error::Shape { op, .. }) => assert_eq!(op, "group_normalization", "{what}"),
+            other => panic!("{what}: expected a shape error, got {other:?}"),
+        }
+    }
+    // Each group of 2 channels [a, b] (a < b) becomes [-1, 1], [b, a] becomes [1, -1]; gamma and beta then apply.
+    let x = session
+        .upload(&[1.0, 3.0, 5.0, 7.0, 0.0, -2.0], &[1, 6])
+        .expect("x");
+    let gamma = session
+        .upload(&[1.0, 2.0, 1.0, 1.0, 1.0, 1.0], &[6])
+        .expect("gamma");
+    let got = group_normalization(&x, 3, Some(&gamma), Some(&six), 0.0)
+        .expect("normalised")
+        .to_vec()
+        .expect("read");
+    expect_close(
+        "group_normalization",
+        &got,
+        &[0.0, 3.0, 0.0, 2.0, 2.0, 0.0],
+        1e-5,
+    );
 }

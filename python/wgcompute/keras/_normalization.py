@@ -1,6 +1,6 @@
-"""Keras's ``GroupNormalization`` (layer normalisation over groups of channels, through the package's one
-``layer_norm``) and ``Normalization`` (inputs standardised by a mean and variance given or learned by ``adapt``
-from data on the host, kept as the layer's state)."""
+"""Keras's ``GroupNormalization`` (layer normalisation over groups of channels: the library's
+``nn::group_normalization``, which its own layer runs) and ``Normalization`` (inputs standardised by a mean and
+variance given or learned by ``adapt`` from data on the host, kept as the layer's state)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _elementwise, _neural
+from .. import _elementwise
 from .._convert import _flag
 from .._errors import InvalidArgumentError, ShapeError
 from .._tensor import Tensor, _tensor_argument
@@ -78,14 +78,14 @@ class GroupNormalization(Layer):
 
     def call(self, x: Any) -> Tensor:
         x = _tensor_argument(x, "x")
-        shape = x.shape
-        grouped = x.reshape((*shape[:-1], self.groups, shape[-1] // self.groups))
-        # Over every position and the channels of a group: all axes but the batch's and the group's.
-        axes = (*range(1, len(shape) - 1), len(shape))
-        y = _neural.layer_norm(grouped, axis=axes, epsilon=self.epsilon).reshape(shape)
-        if self.gamma is not None:
-            y = y * self.gamma
-        return y if self.beta is None else y + self.beta
+        gamma, beta = self.gamma, self.beta
+        operands = [x, *(weight for weight in (gamma, beta) if weight is not None)]
+        return x._op(
+            operands,
+            lambda: x._t.group_norm(
+                self.groups, None if gamma is None else gamma._t, None if beta is None else beta._t, self.epsilon
+            ),
+        )
 
 
 class Normalization(Layer):
