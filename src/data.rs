@@ -364,10 +364,44 @@ impl Dataset {
         batch: usize,
         seed: u64,
         epoch: u64,
-        mut progress: impl FnMut(Progress) -> Outcome,
+        progress: impl FnMut(Progress) -> Outcome,
     ) -> Result<Figures> {
         let order = shuffled_order(self.len(), seed, epoch);
-        let batches = self.batches(&order, batch)?;
+        self.train_epoch_in_order(model, optimizer, cost, batch, &order, progress)
+    }
+
+    /// [`Dataset::train_epoch_with`] in the caller's order: `order` holds every sample's index once (Keras's
+    /// `fit` draws its own, and the library's loop then trains the batches the Python loop would).
+    pub fn train_epoch_in_order<Outcome: StepOutcome>(
+        &self,
+        model: &dyn Module,
+        optimizer: &mut dyn Optimizer,
+        cost: &StepCost,
+        batch: usize,
+        order: &[u32],
+        mut progress: impl FnMut(Progress) -> Outcome,
+    ) -> Result<Figures> {
+        let mut seen = vec![false; self.len()];
+        let repeated = order.iter().position(|&index| {
+            seen.get_mut(index as usize)
+                .is_some_and(|seen| std::mem::replace(seen, true))
+        });
+        if order.len() != self.len() || repeated.is_some() {
+            return Err(invalid(
+                "epoch order",
+                format!(
+                    "{} indices ({})",
+                    order.len(),
+                    match repeated {
+                        Some(position) =>
+                            format!("index {} again at position {position}", order[position]),
+                        None => "none repeated".to_string(),
+                    }
+                ),
+                format!("each of the {} samples' indices once", self.len()),
+            ));
+        }
+        let batches = self.batches(order, batch)?;
         let count = batches.count_batches();
         let totals = Totals::new(&self.inputs, count, true)?;
         let counting = cost.objective == Objective::SoftmaxCrossEntropy;

@@ -22,8 +22,9 @@ use crate::ops::optim::{
 };
 use crate::tensor::Tensor;
 
-/// Updates parameters from their gradients.
-pub trait Optimizer {
+/// Updates parameters from their gradients. `Send`, so that a fit holding one runs on another thread (the Python
+/// package's, which lets go of the interpreter while it trains).
+pub trait Optimizer: Send {
     /// One step over `parameters`. The first step that succeeds fixes the parameters the optimizer keeps
     /// state for, by identity; a later step may pass any of them, in any order. A parameter without a
     /// gradient is left as it is. Refused before anything is updated: a parameter that is not float32, one

@@ -535,6 +535,29 @@ impl Trainer {
         &mut self,
         progress: impl FnMut(Progress) -> Outcome,
     ) -> Result<&EpochRecord> {
+        self.run_epoch(None, None, progress)
+    }
+
+    /// [`Trainer::epoch`] stepped by `optimizer` rather than the fit's own: one the caller keeps across fits, whose
+    /// state (keyed by the model's tensors) goes on from where it was, as Keras's `Model.fit` goes on with the
+    /// model's optimizer, at the learning rate the caller gave it (the fit's schedule is not applied to it), and
+    /// in the caller's `order` of the training samples where given (each index once; else the fit's seed draws
+    /// it). The fit's own optimizer is left untouched, holding no state.
+    pub fn epoch_with<Outcome: StepOutcome>(
+        &mut self,
+        optimizer: &mut dyn Optimizer,
+        order: Option<&[u32]>,
+        progress: impl FnMut(Progress) -> Outcome,
+    ) -> Result<&EpochRecord> {
+        self.run_epoch(Some(optimizer), order, progress)
+    }
+
+    fn run_epoch<Outcome: StepOutcome>(
+        &mut self,
+        optimizer: Option<&mut dyn Optimizer>,
+        order: Option<&[u32]>,
+        progress: impl FnMut(Progress) -> Outcome,
+    ) -> Result<&EpochRecord> {
         if self.is_done() || self.finished {
             return Err(invalid(
                 "epoch",
@@ -543,16 +566,38 @@ impl Trainer {
             ));
         }
         let start = Instant::now();
-        let lr = self.schedule.lr;
-        self.optimizer.set_learning_rate(lr)?;
+        // The fit's own optimizer takes the schedule's rate; a caller's steps at the rate the caller set (a Keras
+        // callback may have changed it between epochs).
+        let (optimizer, lr): (&mut dyn Optimizer, f32) = match optimizer {
+            Some(optimizer) => {
+                let lr = optimizer.learning_rate().unwrap_or(self.schedule.lr);
+                (optimizer, lr)
+            }
+            None => {
+                let lr = self.schedule.lr;
+                self.optimizer.set_learning_rate(lr)?;
+                (&mut *self.optimizer, lr)
+            }
+        };
         let module = self.model.module(self.config.activation);
-        let trained: Figures = self.train_set.train_epoch_with(
+        let drawn;
+        let order = match order {
+            Some(order) => order,
+            None => {
+                drawn = shuffled_order(
+                    self.train_set.len(),
+                    self.config.seed,
+                    self.epochs_done as u64,
+                );
+                &drawn[..]
+            }
+        };
+        let trained: Figures = self.train_set.train_epoch_in_order(
             module.as_ref(),
-            self.optimizer.as_mut(),
+            optimizer,
             &self.config.cost(),
             self.config.batch,
-            self.config.seed,
-            self.epochs_done as u64,
+            order,
             progress,
         )?;
         let validated = self

@@ -11,7 +11,7 @@ use crate::session::Session;
 use crate::tensor::Tensor;
 
 use super::config::{positive, GroupNormalizationConfig};
-use super::layers::{affine_weights, named_affine, watched, Layer};
+use super::layers::{affine_mut, affine_weights, named_affine, watched, Layer};
 
 pub(super) struct GroupNormalization {
     groups: usize,
@@ -56,6 +56,10 @@ impl Layer for GroupNormalization {
 
     fn weights(&self) -> Vec<(&'static str, Arc<Tensor>)> {
         named_affine(&self.gamma, &self.beta)
+    }
+
+    fn variables_mut(&mut self) -> Vec<(&'static str, &mut Arc<Tensor>)> {
+        affine_mut(&mut self.gamma, &mut self.beta)
     }
 }
 

@@ -32,6 +32,11 @@ pub trait Layer: Send + Sync {
     fn state(&self) -> Vec<(&'static str, Arc<Tensor>)> {
         Vec::new()
     }
+    /// The tensors of [`Layer::weights`] and [`Layer::state`], by the same names, to be replaced by ones a caller
+    /// holds ([`Sequential::share_variables`](super::Sequential::share_variables)).
+    fn variables_mut(&mut self) -> Vec<(&'static str, &mut Arc<Tensor>)> {
+        Vec::new()
+    }
     /// How many training passes have drawn from the layer's seed (dropout's), which a saved model keeps so that
     /// a loaded one goes on with the draws the first would have made (Keras keeps its seed generator's state so);
     /// `None` for a layer that draws nothing.
@@ -182,6 +187,12 @@ impl Layer for Dense {
             .chain(self.bias.iter().map(|bias| ("bias", Arc::clone(bias))))
             .collect()
     }
+
+    fn variables_mut(&mut self) -> Vec<(&'static str, &mut Arc<Tensor>)> {
+        std::iter::once(("kernel", &mut self.kernel))
+            .chain(self.bias.iter_mut().map(|bias| ("bias", bias)))
+            .collect()
+    }
 }
 
 /// Keras's `Conv2D` over NHWC images: kernel [kh, kw, in / groups, filters], then the bias and activation.
@@ -274,6 +285,12 @@ impl Layer for Conv2D {
     fn weights(&self) -> Vec<(&'static str, Arc<Tensor>)> {
         std::iter::once(("kernel", Arc::clone(&self.kernel)))
             .chain(self.bias.iter().map(|bias| ("bias", Arc::clone(bias))))
+            .collect()
+    }
+
+    fn variables_mut(&mut self) -> Vec<(&'static str, &mut Arc<Tensor>)> {
+        std::iter::once(("kernel", &mut self.kernel))
+            .chain(self.bias.iter_mut().map(|bias| ("bias", bias)))
             .collect()
     }
 }
@@ -471,6 +488,18 @@ pub(super) fn affine_weights(
 }
 
 /// `gamma` and `beta` by name, those there are.
+/// [`named_affine`]'s tensors, to be replaced.
+pub(super) fn affine_mut<'a>(
+    gamma: &'a mut Option<Arc<Tensor>>,
+    beta: &'a mut Option<Arc<Tensor>>,
+) -> Vec<(&'static str, &'a mut Arc<Tensor>)> {
+    gamma
+        .iter_mut()
+        .map(|gamma| ("gamma", gamma))
+        .chain(beta.iter_mut().map(|beta| ("beta", beta)))
+        .collect()
+}
+
 pub(super) fn named_affine(
     gamma: &Option<Arc<Tensor>>,
     beta: &Option<Arc<Tensor>>,
@@ -514,6 +543,10 @@ impl Layer for LayerNormalization {
 
     fn weights(&self) -> Vec<(&'static str, Arc<Tensor>)> {
         named_affine(&self.gamma, &self.beta)
+    }
+
+    fn variables_mut(&mut self) -> Vec<(&'static str, &mut Arc<Tensor>)> {
+        affine_mut(&mut self.gamma, &mut self.beta)
     }
 }
 
@@ -576,6 +609,13 @@ impl Layer for BatchNormalization {
         named_affine(&self.gamma, &self.beta)
     }
 
+    fn variables_mut(&mut self) -> Vec<(&'static str, &mut Arc<Tensor>)> {
+        let mut variables = affine_mut(&mut self.gamma, &mut self.beta);
+        variables.push(("moving_mean", &mut self.moving_mean));
+        variables.push(("moving_variance", &mut self.moving_variance));
+        variables
+    }
+
     fn state(&self) -> Vec<(&'static str, Arc<Tensor>)> {
         vec![
             ("moving_mean", Arc::clone(&self.moving_mean)),
@@ -616,5 +656,9 @@ impl Layer for Embedding {
 
     fn weights(&self) -> Vec<(&'static str, Arc<Tensor>)> {
         vec![("embeddings", Arc::clone(&self.embeddings))]
+    }
+
+    fn variables_mut(&mut self) -> Vec<(&'static str, &mut Arc<Tensor>)> {
+        vec![("embeddings", &mut self.embeddings)]
     }
 }

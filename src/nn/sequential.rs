@@ -243,6 +243,80 @@ impl Sequential {
         variables
     }
 
+    /// The model's variables (those [`Sequential::named_variables`] names) become `given`'s tensors, shared
+    /// rather than copied, so that a caller holding them sees every step and every move of the statistics, and an
+    /// optimizer that keys its state by those tensors goes on with it (the Python package's Keras layers,
+    /// trained by the library's loop). `given` names each variable once, with its shape, as f32 in this model's
+    /// session; otherwise nothing is replaced and the error names the first that differs.
+    pub fn share_variables(&mut self, given: Vec<(String, Arc<Tensor>)>) -> Result<()> {
+        let mut given: std::collections::HashMap<String, Arc<Tensor>> = {
+            let count = given.len();
+            let map: std::collections::HashMap<_, _> = given.into_iter().collect();
+            if map.len() != count {
+                return Err(share_error(
+                    "variables",
+                    "a name given twice",
+                    "each name once",
+                ));
+            }
+            map
+        };
+        let wanted = self.named_variables();
+        if wanted.len() != given.len() {
+            let mut extra: Vec<&String> = given
+                .keys()
+                .filter(|name| !wanted.iter().any(|(wanted, _)| wanted == *name))
+                .collect();
+            extra.sort();
+            return Err(share_error(
+                "variables",
+                format!("{} tensors (not the model's: {extra:?})", given.len()),
+                format!(
+                    "the model's {}: {:?}",
+                    wanted.len(),
+                    wanted.iter().map(|(name, _)| name).collect::<Vec<_>>()
+                ),
+            ));
+        }
+        for (name, own) in &wanted {
+            let Some(tensor) = given.get(name) else {
+                return Err(share_error(
+                    "variables",
+                    format!("none named {name:?}"),
+                    "every variable of the model",
+                ));
+            };
+            if tensor.shape() != own.shape() || tensor.dtype() != own.dtype() {
+                return Err(share_error(
+                    "variables",
+                    format!(
+                        "{name} of shape {:?} ({:?})",
+                        tensor.shape(),
+                        tensor.dtype()
+                    ),
+                    format!("shape {:?} ({:?})", own.shape(), own.dtype()),
+                ));
+            }
+            own.expect_same_session("Sequential::share_variables", tensor)?;
+        }
+        for (index, layer) in self.layers.iter_mut().enumerate() {
+            for (name, slot) in layer.variables_mut() {
+                if let Some(tensor) = given.remove(&format!("layers.{index}.{name}")) {
+                    *slot = tensor;
+                }
+            }
+        }
+        // Every layer gives the same names to replace as it reports: a layer that did not would leave one behind.
+        match given.keys().next() {
+            None => Ok(()),
+            Some(name) => Err(share_error(
+                "variables",
+                format!("{name} left unshared"),
+                "a layer that replaces every variable it has",
+            )),
+        }
+    }
+
     fn named(
         &self,
         of: impl Fn(&dyn Layer) -> Vec<(&'static str, Arc<Tensor>)>,
@@ -283,5 +357,13 @@ impl Module for Sequential {
             .flat_map(|layer| layer.weights())
             .map(|(_, tensor)| tensor)
             .collect()
+    }
+}
+
+fn share_error(what: &'static str, given: impl ToString, expected: impl ToString) -> Error {
+    Error::InvalidArgument {
+        what,
+        given: given.to_string(),
+        expected: expected.to_string(),
     }
 }

@@ -1270,3 +1270,128 @@ fn a_resumed_sequential_fit_equals_an_uninterrupted_one(backend: &Backend) {
     assert!(matches!(refused, Err(Error::Checkpoint { .. })));
     std::fs::remove_file(&path).ok();
 }
+
+per_backend!(a_sequential_trains_the_callers_tensors_with_the_callers_optimizer_and_order);
+fn a_sequential_trains_the_callers_tensors_with_the_callers_optimizer_and_order(backend: &Backend) {
+    use std::sync::Arc;
+    use wgcompute::data::shuffled_order;
+    use wgcompute::nn::{Sequential, SequentialConfig};
+    use wgcompute::{Adam, AdamConfig, Optimizer, Tensor};
+    // What Keras's fit in the Python package asks of the loop: the model over the caller's variables, stepped by
+    // the caller's optimizer (its state going on), in the caller's order; it must be the fit's own loop.
+    let mut rng = Rng::fresh("fit-sequential-shared");
+    let (features, classes) = (4, 3);
+    let (x, y) = blobs(&mut rng, 90, features, classes);
+    let session = backend.poisoned();
+    let layers = r#"{"input_shape": [4], "layers": [{"class_name": "Dense", "config": {"units": 6, "activation": "tanh"}},
+        {"class_name": "BatchNormalization"}, {"class_name": "Dense", "config": {"units": 3}}]}"#;
+    let config = SequentialConfig::from_json(layers).expect("a config");
+    let mut fit_config = small_config(3);
+    fit_config.val_split = 0.2;
+    let own = Sequential::new(&session, config.clone(), 7).expect("a model");
+    let values = values_of(&own);
+    let mut reference = Trainer::new_sequential(
+        &session,
+        fit_config.clone(),
+        own,
+        labelled(&x, features, &y),
+        None,
+    )
+    .expect("a fit");
+    reference.run().expect("fit");
+    // The caller's tensors: the same starting values, held outside the model.
+    let theirs: Vec<(String, Arc<Tensor>)> = Sequential::new(&session, config.clone(), 7)
+        .expect("a model")
+        .named_variables()
+        .into_iter()
+        .zip(&values)
+        .map(|((name, tensor), values)| {
+            let copy = session.upload(values, tensor.shape()).expect("upload");
+            (name, Arc::new(copy))
+        })
+        .collect();
+    let mut model = Sequential::new(&session, config.clone(), 99).expect("a model");
+    model.share_variables(theirs.clone()).expect("shared");
+    let mut trainer = Trainer::new_sequential(
+        &session,
+        fit_config.clone(),
+        model,
+        labelled(&x, features, &y),
+        None,
+    )
+    .expect("a fit");
+    let mut adam = Adam::new(AdamConfig {
+        lr: fit_config.lr,
+        ..AdamConfig::default()
+    });
+    let training = 90 - 18;
+    for epoch in 0..3 {
+        let order = shuffled_order(training, fit_config.seed, epoch);
+        trainer
+            .epoch_with(&mut adam, Some(&order), |_| ())
+            .expect("an epoch");
+    }
+    assert_eq!(
+        history_without_seconds(&trainer),
+        history_without_seconds(&reference)
+    );
+    // The caller's tensors are the trained ones (the moving statistics too), and the optimizer kept its state.
+    let trained: Vec<Vec<f32>> = theirs
+        .iter()
+        .map(|(_, tensor)| tensor.to_vec().expect("read"))
+        .collect();
+    assert_eq!(trained, variables_of(&reference));
+    assert_eq!(adam.state().steps, 3 * 5);
+    // An order that is not every sample once is refused, naming what it is; the fit goes on afterwards.
+    let mut short = shuffled_order(training, 1, 1);
+    short.pop();
+    let mut repeated = shuffled_order(training, 1, 1);
+    repeated[1] = repeated[0];
+    let mut fourth = Trainer::new_sequential(
+        &session,
+        small_config(4),
+        Sequential::new(&session, config.clone(), 7).expect("a model"),
+        labelled(&x, features, &y),
+        None,
+    )
+    .expect("a fit");
+    for bad in [short, repeated] {
+        let Err(Error::InvalidArgument { what, given, .. }) =
+            fourth.epoch_with(&mut Adam::new(AdamConfig::default()), Some(&bad), |_| ())
+        else {
+            panic!("a bad order trained");
+        };
+        assert_eq!(what, "epoch order", "{given}");
+    }
+    fourth.epoch(|_| ()).expect("an epoch");
+    // Tensors that are not the model's are refused by name, and nothing is replaced.
+    let mut model = Sequential::new(&session, config.clone(), 3).expect("a model");
+    let before = values_of(&model);
+    let mut missing = theirs.clone();
+    missing.pop();
+    let mut misshapen = theirs.clone();
+    misshapen[0].1 = Arc::new(session.zeros(&[6, 4]).expect("zeros"));
+    let mut twice = theirs.clone();
+    twice.push(theirs[0].clone());
+    let elsewhere = backend.poisoned();
+    let mut foreign = theirs.clone();
+    foreign[0].1 = Arc::new(elsewhere.zeros(&[4, 6]).expect("zeros"));
+    for (what, given) in [
+        ("missing", missing),
+        ("misshapen", misshapen),
+        ("twice", twice),
+    ] {
+        assert!(
+            matches!(
+                model.share_variables(given),
+                Err(Error::InvalidArgument { .. })
+            ),
+            "{what}"
+        );
+    }
+    assert!(matches!(
+        model.share_variables(foreign),
+        Err(Error::SessionMismatch { .. })
+    ));
+    assert_eq!(values_of(&model), before);
+}
