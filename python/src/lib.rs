@@ -10,6 +10,7 @@ mod checkpoint;
 mod command;
 mod errors;
 mod estimator;
+mod fit;
 mod fork;
 mod nn;
 mod optim;
@@ -71,6 +72,7 @@ fn _wgcompute(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(command::run_command, module)?)?;
     module.add_function(wrap_pyfunction!(errors::error_classes, module)?)?;
     module.add_function(wrap_pyfunction!(estimator::fit_mlp, module)?)?;
+    module.add_function(wrap_pyfunction!(fit::fit_sequential, module)?)?;
     module.add_function(wrap_pyfunction!(estimator::predict_mlp, module)?)?;
     module.add_function(wrap_pyfunction!(estimator::held_out_count, module)?)?;
     module.add_function(wrap_pyfunction!(estimator::class_labels, module)?)?;

@@ -262,8 +262,32 @@ class Layer:
     def count_params(self) -> int:
         return sum(math.prod(variable.shape) for variable in self.parameters())
 
+    def _library_config(self) -> dict[str, Any] | None:
+        """This layer as the library's ``Sequential`` config names one (``{"class_name": ..., "config": ...}``,
+        Keras's names), with variables named as this layer's: where it is one of the library's layers, which
+        ``Model.fit`` then trains with the library's loop. None for any other (the Python loop trains it)."""
+        return None
+
+    def _library_trained(self, passes: int) -> None:
+        """Told that the library's loop ran ``passes`` training passes of this layer (a layer that draws from a
+        seed moves its count on)."""
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
+
+
+def _library_config_of(layer: Any) -> dict[str, Any] | None:
+    """``layer``'s :meth:`Layer._library_config`, where the class that gives it also runs the layer: a subclass
+    that defines its own ``call`` (or ``build``, ``__call__``, ``compute_mask``) computes something else, so it
+    has none; so has a frozen layer, which the library's loop would train."""
+    if not isinstance(layer, Layer) or not layer.trainable:
+        return None
+    for klass in type(layer).__mro__:
+        if "_library_config" in vars(klass):
+            return layer._library_config()
+        if any(name in vars(klass) for name in ("call", "__call__", "build", "compute_mask")):
+            return None
+    return None
 
 
 def _is_sublayer(value: Any) -> bool:

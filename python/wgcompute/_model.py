@@ -406,3 +406,20 @@ class Sequential(_layers.Sequential, Model):
 
     def __repr__(self) -> str:
         return _layers.Sequential.__repr__(self)
+
+    def _library_model(self) -> tuple[dict[str, Any], int] | None:
+        """This built model as the library's ``Sequential`` config, and its outputs' width, where every layer is
+        one of the library's (see :meth:`Layer._library_config`), trainable, and the outputs are a vector per
+        sample; else None."""
+        if not self.trainable or self._input_shape is None or not self.layers:
+            return None
+        entries = []
+        for layer in self.layers:
+            entry = _layers._library_config_of(layer)
+            if entry is None:
+                return None
+            entries.append(entry)
+        shape = self._output_shapes.get(id(self.layers[-1]))
+        if shape is None or len(shape) != 2 or shape[1] is None:
+            return None
+        return {"input_shape": list(self._input_shape), "layers": entries}, int(shape[1])

@@ -1,7 +1,8 @@
 """Keras's training loop: ``compile``, ``fit`` (returning a :class:`~wgcompute.callbacks.History`), ``evaluate``,
 ``predict`` and the one-batch forms of a model. Every training step is the one a tape-written loop takes: the
 forward pass under a :class:`~wgcompute.GradientTape`, the loss, its gradient and one optimizer step, so the
-loop adds no passes of its own beyond the metrics asked for."""
+loop adds no passes of its own beyond the metrics asked for. Where the library can run the model, ``fit`` hands
+the epochs to the library's loop instead (``_library_fit``), with the same batches and the same results."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _call, losses
+from . import _call, _library_fit, losses
 from . import callbacks as callbacks_module
 from ._compile import Loss, _loss_of, _optimizer_of
 from ._data import _array, _batch_tuple, _features, _is_batches, _positive_int, _Prefetch
@@ -71,6 +72,11 @@ class Trainer:
     @property
     def metrics_names(self) -> list[str]:
         return ["loss", *(metric.name for metric in getattr(self, "_metrics", []))]
+
+    def _library_model(self) -> tuple[dict[str, Any], int] | None:
+        """The model as the library's ``Sequential`` config and its outputs' width, where the library's loop can
+        train it (see ``_library_fit``); None here: a Sequential of the library's layers says otherwise."""
+        return None
 
     def _require_compiled(self, what: str) -> None:
         if not self._compiled:
@@ -287,59 +293,85 @@ class Trainer:
         callback_list.on_train_begin()
         params: list[Variable] | None = None
         epoch = int(initial_epoch)
+        # The library's loop trains what it can (the model's layers all its own, on arrays): see _library_fit.
+        library_fit = None
+        if xs is not None and epochs_total > int(initial_epoch):
+            settings = {
+                "sample_weight": sample_weight,
+                "class_weight": class_weight,
+                "steps_per_epoch": steps_per_epoch,
+                "validation_steps": validation_steps,
+                "validation_batch_size": validation_batch_size,
+                "shuffle": bool(shuffle),
+                "validation_freq": validation_freq,
+            }
+            library_fit = _library_fit.plan(self, xs, ys, validation_data, callback_list.callbacks, settings)
         try:
-            for epoch in range(int(initial_epoch), epochs_total):
-                if self.stop_training:
-                    break
-                callback_list.on_epoch_begin(epoch)
-                if xs is not None:
-                    assert ys is not None
-                    order = rng.permutation(len(xs)) if shuffle else np.arange(len(xs))
-                    batches: Iterator[Any] = self._array_batches(xs, ys, ws, batch, order, steps)
-                    callback_list.set_steps(
-                        min(math.ceil(len(xs) / batch), steps) if steps else math.ceil(len(xs) / batch)
-                    )
-                else:
-                    source = iter(reiterable) if reiterable is not None else generator
-                    assert source is not None
-                    callback_list.set_steps(steps)
-                    batches = self._generator_batches(source, steps)
-                prefetch = _Prefetch(batches)
-                seen = total = 0
-                loss_sum = 0.0
-                metric_sums: list[list[tuple[Tensor, np.ndarray | None]]] = [[] for _ in self._metrics]
-                try:
-                    for step, (bx, by, bw) in enumerate(prefetch):
-                        if by is None:
-                            raise InvalidArgumentError("a training batch is (x, y); this one has no y")
-                        self._ensure_built(tuple(bx.shape[1:]))
-                        callback_list.on_train_batch_begin(step)
-                        if params is None:
-                            # Once the model is built its parameters are fixed: walked once, not every step.
-                            params = self.parameters()
-                        loss_value = float(self._train_step(bx, by, bw, metric_sums, params).item())
-                        seen += 1
-                        total += len(bx)
-                        loss_sum += loss_value * len(bx)
-                        callback_list.on_train_batch_end(step, {"loss": loss_value})
-                        if self.stop_training:
-                            break
-                finally:
-                    prefetch.close()
-                if seen == 0:
-                    if generator is not None and epoch > initial_epoch:
-                        print("the generator ran out of data; training stops", file=sys.stderr)
+            if library_fit is not None:
+                _library_fit.run(
+                    self,
+                    library_fit,
+                    callback_list,
+                    first_epoch=int(initial_epoch),
+                    epochs_total=epochs_total,
+                    batch=batch,
+                    rng=rng,
+                )
+            else:
+                for epoch in range(int(initial_epoch), epochs_total):
+                    if self.stop_training:
                         break
-                    raise InvalidArgumentError("an epoch of fit had no batches")
-                logs: dict[str, float] = {"loss": loss_sum / total}
-                for metric, sums in zip(self._metrics, metric_sums, strict=True):
-                    logs[metric.name] = metric.value(sums, total)
-                if validation_data is not None and (epoch + 1 - int(initial_epoch)) % int(validation_freq) == 0:
-                    values = self._evaluate_arrays(validation_data, validation_batch_size or batch, validation_steps)
-                    logs.update({f"val_{name}": value for name, value in values.items()})
-                callback_list.on_epoch_end(epoch, logs)
-                if generator is not None and seen < (steps or 0):
-                    break
+                    callback_list.on_epoch_begin(epoch)
+                    if xs is not None:
+                        assert ys is not None
+                        order = rng.permutation(len(xs)) if shuffle else np.arange(len(xs))
+                        batches: Iterator[Any] = self._array_batches(xs, ys, ws, batch, order, steps)
+                        callback_list.set_steps(
+                            min(math.ceil(len(xs) / batch), steps) if steps else math.ceil(len(xs) / batch)
+                        )
+                    else:
+                        source = iter(reiterable) if reiterable is not None else generator
+                        assert source is not None
+                        callback_list.set_steps(steps)
+                        batches = self._generator_batches(source, steps)
+                    prefetch = _Prefetch(batches)
+                    seen = total = 0
+                    loss_sum = 0.0
+                    metric_sums: list[list[tuple[Tensor, np.ndarray | None]]] = [[] for _ in self._metrics]
+                    try:
+                        for step, (bx, by, bw) in enumerate(prefetch):
+                            if by is None:
+                                raise InvalidArgumentError("a training batch is (x, y); this one has no y")
+                            self._ensure_built(tuple(bx.shape[1:]))
+                            callback_list.on_train_batch_begin(step)
+                            if params is None:
+                                # Once the model is built its parameters are fixed: walked once, not every step.
+                                params = self.parameters()
+                            loss_value = float(self._train_step(bx, by, bw, metric_sums, params).item())
+                            seen += 1
+                            total += len(bx)
+                            loss_sum += loss_value * len(bx)
+                            callback_list.on_train_batch_end(step, {"loss": loss_value})
+                            if self.stop_training:
+                                break
+                    finally:
+                        prefetch.close()
+                    if seen == 0:
+                        if generator is not None and epoch > initial_epoch:
+                            print("the generator ran out of data; training stops", file=sys.stderr)
+                            break
+                        raise InvalidArgumentError("an epoch of fit had no batches")
+                    logs: dict[str, float] = {"loss": loss_sum / total}
+                    for metric, sums in zip(self._metrics, metric_sums, strict=True):
+                        logs[metric.name] = metric.value(sums, total)
+                    if validation_data is not None and (epoch + 1 - int(initial_epoch)) % int(validation_freq) == 0:
+                        values = self._evaluate_arrays(
+                            validation_data, validation_batch_size or batch, validation_steps
+                        )
+                        logs.update({f"val_{name}": value for name, value in values.items()})
+                    callback_list.on_epoch_end(epoch, logs)
+                    if generator is not None and seen < (steps or 0):
+                        break
         finally:
             self.stop_training = False
         callback_list.on_train_end()

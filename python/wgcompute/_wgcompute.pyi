@@ -1,7 +1,7 @@
 """Types of the extension module (python/src/*.rs). The public API is the package's Python layer, wgcompute/;
 this module is what it is built on. Errors are raised as the classes of wgcompute._errors."""
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypedDict, final
 
 import numpy as np
@@ -387,7 +387,7 @@ def load(
 
 # python/src/estimator.rs: the library's training loop (wgcompute::fit) for wgcompute.MLPClassifier and
 # wgcompute.MLPRegressor.
-__all__ += ["fit_mlp", "predict_mlp", "held_out_count", "class_labels"]
+__all__ += ["fit_mlp", "fit_sequential", "predict_mlp", "held_out_count", "class_labels"]
 
 class _EpochRecord(TypedDict):
     epoch: int
@@ -443,6 +443,23 @@ def fit_mlp(
     """A whole fit of the library's loop with the GIL released; everything returned is on the host.
     ``early_stopping`` is (monitor, patience, min_delta, restore_best); ``start`` the weights and
     standardisation a warm start goes on from."""
+
+def fit_sequential(
+    session: Session,
+    config: str,
+    variables: Sequence[tuple[str, Tensor]],
+    optimizer: Optimizer,
+    train: tuple[NDArray[np.float32], NDArray[np.uint32]],
+    validation: tuple[NDArray[np.float32], NDArray[np.uint32]] | None,
+    epochs: int,
+    batch: int,
+    seed: int,
+    order_of_epoch: Callable[[], NDArray[np.uint32]] | None,
+    on_epoch_end: Callable[[dict[str, Any]], object],
+) -> None:
+    """Keras's ``fit`` of the library's ``Sequential`` over the model's variables (shared) with its optimizer,
+    each epoch with the GIL released, in ``order_of_epoch()``'s order of the samples (or one drawn from
+    ``seed``); ``on_epoch_end(logs)`` after each, a true result stopping the fit."""
 
 def held_out_count(samples: int, fraction: float) -> int: ...
 def class_labels(labels: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.uint32]]:

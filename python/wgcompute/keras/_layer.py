@@ -51,6 +51,22 @@ def _next_seed(seed: int | None) -> int:
     return current
 
 
+# The activations the library's layers take by name (src/nn/layers.rs): the same op-table rows as these.
+_LIBRARY_ACTIVATIONS = frozenset({"linear", "relu", "sigmoid", "tanh", "softmax", "gelu", "silu", "swish", "softplus"})
+
+
+def _library_activation(activation: Any) -> str | None:
+    """``activation`` as the library's layers name it ("linear" for None); None where they have no such one."""
+    if activation is None:
+        return "linear"
+    return activation if isinstance(activation, str) and activation in _LIBRARY_ACTIVATIONS else None
+
+
+def _entry(class_name: str, **config: Any) -> dict[str, Any]:
+    """One layer of the library's ``Sequential`` config."""
+    return {"class_name": class_name, "config": config}
+
+
 def _activation(activation: Any) -> Callable[[Tensor], Tensor] | None:
     if activation is None or activation == "linear":
         return None

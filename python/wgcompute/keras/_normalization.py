@@ -15,7 +15,7 @@ from .._convert import _flag
 from .._errors import InvalidArgumentError, ShapeError
 from .._tensor import Tensor, _tensor_argument
 from . import initializers
-from ._layer import Layer, _count
+from ._layer import Layer, _count, _entry
 
 __all__ = ["GroupNormalization", "Normalization"]
 
@@ -85,6 +85,11 @@ class GroupNormalization(Layer):
             lambda: x._t.group_norm(
                 self.groups, None if gamma is None else gamma._t, None if beta is None else beta._t, self.epsilon
             ),
+        )
+
+    def _library_config(self) -> dict[str, Any] | None:
+        return _entry(
+            "GroupNormalization", groups=self.groups, epsilon=self.epsilon, center=self.center, scale=self.scale
         )
 
 

@@ -30,8 +30,11 @@ from ._layer import (
     _bias_seed,
     _building_session,
     _channels_last,
+    _entry,
     _initialized,
+    _library_activation,
     _next_seed,
+    _pair,
     _Wrapped,
 )
 from ._layer import _seeds as _seeds  # the seed sequence, where keras.utils.set_random_seed and tests find it
@@ -196,6 +199,12 @@ class Dense(Layer):
     def __repr__(self) -> str:
         return f"Dense({self.units}, activation={self.activation!r})"
 
+    def _library_config(self) -> dict[str, Any] | None:
+        activation = _library_activation(self.activation)
+        if activation is None:
+            return None
+        return _entry("Dense", units=self.units, activation=activation, use_bias=self.use_bias)
+
 
 class Conv2D(_Wrapped):
     """Keras's ``Conv2D`` over NHWC images: ``filters`` outputs, ``kernel`` [kh, kw, in / groups, filters]."""
@@ -254,6 +263,23 @@ class Conv2D(_Wrapped):
         )
         inner = _initialized(inner, self.kernel_initializer, self.bias_initializer, seed, "glorot_uniform")
         self._adopt(inner, self._function)
+
+    def _library_config(self) -> dict[str, Any] | None:
+        kernel_size, strides, padding, dilation_rate, groups = self._settings
+        activation = _library_activation(self._config["activation"])
+        if activation is None or not isinstance(padding, str) or padding.lower() not in ("valid", "same"):
+            return None
+        return _entry(
+            "Conv2D",
+            filters=self.filters,
+            kernel_size=list(_pair(kernel_size, "kernel_size")),
+            strides=list(_pair(strides, "strides")),
+            padding=padding.lower(),
+            dilation_rate=list(_pair(dilation_rate, "dilation_rate")),
+            groups=groups,
+            activation=activation,
+            use_bias=self._bias,
+        )
 
 
 class Conv1D(_Wrapped):
@@ -335,6 +361,9 @@ class BatchNormalization(_Wrapped):
         # As Keras's: frozen, it runs as in inference, with its moving statistics.
         return self._inner(x, training=bool(training) and self.trainable)  # type: ignore[no-any-return]
 
+    def _library_config(self) -> dict[str, Any] | None:
+        return _entry("BatchNormalization", **self._config)
+
 
 class LayerNormalization(_Wrapped):
     """Keras's ``LayerNormalization`` over the last axis (epsilon 1e-3, as Keras's)."""
@@ -347,6 +376,9 @@ class LayerNormalization(_Wrapped):
 
     def build(self, input_shape: Any) -> None:
         self._adopt(_nn_layers.LayerNorm(_building_session(self), input_shape[-1], epsilon=self._config["epsilon"]))
+
+    def _library_config(self) -> dict[str, Any] | None:
+        return _entry("LayerNormalization", epsilon=self._config["epsilon"])
 
 
 class Embedding(_Wrapped):
@@ -399,6 +431,12 @@ class Embedding(_Wrapped):
         ids = x.astype("uint32") if isinstance(x, Tensor) and x._t.dtype == "float32" else x
         return self._inner(ids)
 
+    def _library_config(self) -> dict[str, Any] | None:
+        # The library's loop trains on float rows: ids past 2**24 would not survive them, and it has no masks.
+        if self.mask_zero or self._config["input_dim"] > 2**24:
+            return None
+        return _entry("Embedding", input_dim=self._config["input_dim"], output_dim=self._config["output_dim"])
+
     def compute_mask(self, inputs: Any, mask: Any = None) -> Any:
         if not self.mask_zero:
             return None
@@ -431,6 +469,17 @@ class MaxPooling2D(_Plain):
     def _pool(size: Any, strides: Any, padding: str) -> Any:
         return _nn_layers.MaxPool2d(size, strides, padding)
 
+    def _library_config(self) -> dict[str, Any] | None:
+        padding, strides = self._config["padding"], self._config["strides"]
+        if not isinstance(padding, str) or padding.lower() not in ("valid", "same"):
+            return None
+        return _entry(
+            type(self).__name__,
+            pool_size=list(_pair(self._config["pool_size"], "pool_size")),
+            strides=None if strides is None else list(_pair(strides, "strides")),
+            padding=padding.lower(),
+        )
+
 
 class AveragePooling2D(MaxPooling2D):
     """Keras's ``AveragePooling2D`` (padded positions not counted)."""
@@ -447,6 +496,9 @@ class GlobalAveragePooling2D(_Plain):
         super().__init__(**kwargs)
         self._inner = _nn_layers.GlobalAvgPool2d()
 
+    def _library_config(self) -> dict[str, Any] | None:
+        return _entry("GlobalAveragePooling2D")
+
 
 class Flatten(_Plain):
     """Every axis but the batch axis joined."""
@@ -454,6 +506,9 @@ class Flatten(_Plain):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._inner = _layers.Flatten()
+
+    def _library_config(self) -> dict[str, Any] | None:
+        return _entry("Flatten")
 
 
 class Reshape(_Plain):
@@ -463,6 +518,10 @@ class Reshape(_Plain):
         super().__init__(**kwargs)
         self._inner = _layers.Reshape(target_shape)
         self._config = {"target_shape": list(self._inner.target_shape)}
+
+    def _library_config(self) -> dict[str, Any] | None:
+        target = self._config["target_shape"]
+        return None if -1 in target else _entry("Reshape", target_shape=target)
 
 
 class Activation(_Plain):
@@ -474,6 +533,10 @@ class Activation(_Plain):
         super().__init__(**kwargs)
         self._inner = _layers.Activation(activation)
         self._config = {"activation": activation}
+
+    def _library_config(self) -> dict[str, Any] | None:
+        activation = _library_activation(self._config["activation"])
+        return None if activation is None else _entry("Activation", activation=activation)
 
 
 class Dropout(_Plain):
@@ -487,6 +550,17 @@ class Dropout(_Plain):
         super().__init__(**kwargs)
         self._inner = _nn_layers.Dropout(rate, seed=_next_seed(seed), noise_shape=noise_shape)
         self._config = {"rate": rate} if noise_shape is None else {"rate": rate, "noise_shape": list(noise_shape)}
+
+    def _library_config(self) -> dict[str, Any] | None:
+        if self._inner.noise_shape is not None:
+            return None
+        # A seed of its own for each library fit, moved on by the passes the layer has made (see
+        # _library_trained), so that a second fit draws new masks.
+        inner = self._inner
+        return _entry("Dropout", rate=inner.rate, seed=(inner._seed + inner._calls * 0x9E3779B97F4A7C15) % 2**64)
+
+    def _library_trained(self, passes: int) -> None:
+        self._inner._calls += passes
 
 
 class SpatialDropout1D(Dropout):

@@ -1,0 +1,164 @@
+//! Keras's `Model.fit` through the library's loop (`wgcompute::fit::Trainer`): `fit_sequential` builds the
+//! library's `Sequential` from its config over the model's own variables (shared, not copied), and trains it
+//! epoch by epoch with the GIL released, stepping with the model's own optimizer, whose state goes on from
+//! where it was. Between epochs it calls back into Python once, for Keras's callbacks; nothing it keeps outlives
+//! the call.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use numpy::{PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use wgcompute::data::Labels;
+use wgcompute::fit::{EpochRecord, FitConfig, Samples, StoppingRule, Trainer};
+use wgcompute::nn::{Sequential, SequentialConfig};
+
+use crate::errors::OrRaise;
+use crate::optim::Optimizer;
+use crate::session::Session;
+use crate::tensor::Tensor;
+
+/// How often an epoch lets Python's signal handlers run: a Ctrl-C stops it within about this long plus a step.
+const SIGNAL_CHECK_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Rows of inputs and their class ids, as the binding receives them.
+type Rows<'py> = (PyReadonlyArray2<'py, f32>, PyReadonlyArray1<'py, u32>);
+
+/// Rows copied to the host (while the GIL is held): their width, their values and their class ids.
+type HostRows = (usize, Vec<f32>, Vec<u32>);
+
+fn samples((features, inputs, labels): &HostRows) -> Samples<'_> {
+    Samples {
+        inputs,
+        features: *features,
+        labels: Labels::Classes(labels),
+    }
+}
+
+fn host<T: numpy::Element + Copy, D: numpy::ndarray::Dimension>(
+    array: &numpy::PyReadonlyArray<'_, T, D>,
+) -> Vec<T> {
+    match array.as_slice() {
+        Ok(slice) => slice.to_vec(),
+        Err(_) => array.as_array().iter().copied().collect(),
+    }
+}
+
+fn record_dict<'py>(py: Python<'py>, record: &EpochRecord) -> PyResult<Bound<'py, PyDict>> {
+    let logs = PyDict::new(py);
+    logs.set_item("epoch", record.epoch)?;
+    logs.set_item("loss", record.loss)?;
+    logs.set_item("accuracy", record.accuracy)?;
+    logs.set_item("val_loss", record.val_loss)?;
+    logs.set_item("val_accuracy", record.val_accuracy)?;
+    logs.set_item("seconds", record.seconds)?;
+    Ok(logs)
+}
+
+/// Trains the `Sequential` that `config` (the library's JSON: `input_shape` and Keras's layers by class name)
+/// describes, its variables `variables` (every one by its name, `layers.<i>.<name>`, shared with the caller),
+/// on `train` (rows of inputs, each `input_shape`'s values, and their class ids), for softmax cross-entropy,
+/// measured on `validation` where given, `epochs` epochs of batches of `batch`, each step taken by `optimizer` at
+/// its own learning rate. Each epoch's order of the samples is `order_of_epoch()`'s (a uint32 array holding
+/// each index once), or drawn from `seed` where that is None. After each epoch `on_epoch_end(logs)` is called
+/// with the GIL held and no lock taken (`logs`: the epoch's `loss`, `accuracy`, `val_loss`, `val_accuracy` and
+/// `seconds`); a true result stops the fit, an exception ends it and is raised.
+#[pyfunction]
+#[pyo3(signature = (
+    session, config, variables, optimizer, train, validation, epochs, batch, seed, order_of_epoch, on_epoch_end
+))]
+#[allow(clippy::too_many_arguments)] // one argument per part of a fit, as the Python layer passes them
+pub fn fit_sequential<'py>(
+    py: Python<'py>,
+    session: &Session,
+    config: &str,
+    variables: Vec<(String, PyRef<'py, Tensor>)>,
+    optimizer: &Optimizer,
+    train: Rows<'py>,
+    validation: Option<Rows<'py>>,
+    epochs: usize,
+    batch: usize,
+    seed: u64,
+    order_of_epoch: Option<Bound<'py, PyAny>>,
+    on_epoch_end: Bound<'py, PyAny>,
+) -> PyResult<()> {
+    optimizer.check_process()?;
+    let config = SequentialConfig::from_json(config).or_raise()?;
+    let variables = variables
+        .iter()
+        .map(|(name, tensor)| Ok((name.clone(), Arc::clone(tensor.shared()?))))
+        .collect::<PyResult<Vec<_>>>()?;
+    let fit = FitConfig {
+        hidden: Vec::new(),
+        epochs,
+        batch,
+        seed,
+        standardize: false,
+        stopping_rule: StoppingRule::Keras,
+        ..FitConfig::default()
+    };
+    fit.check().or_raise()?;
+    let rows = |(inputs, labels): &Rows<'py>| -> HostRows {
+        (inputs.shape()[1], host(inputs), host(labels))
+    };
+    let train = rows(&train);
+    let validation = validation.as_ref().map(rows);
+    let mut trainer = session.with(py, |session| {
+        let mut model = Sequential::new(session, config, seed)?;
+        model.share_variables(variables)?;
+        Trainer::new_sequential(
+            session,
+            fit,
+            model,
+            samples(&train),
+            validation.as_ref().map(samples),
+        )
+    })?;
+    // A signal (Ctrl-C) caught while an epoch runs without the GIL: its exception, raised once the epoch stops.
+    let signalled: Mutex<Option<PyErr>> = Mutex::new(None);
+    while !trainer.is_done() {
+        let order: Option<Vec<u32>> = match &order_of_epoch {
+            Some(order_of_epoch) => {
+                let order = order_of_epoch.call0()?;
+                let order: PyReadonlyArray1<'_, u32> = order.extract()?;
+                Some(host(&order))
+            }
+            None => None,
+        };
+        let mut checked = Instant::now();
+        let record = optimizer.with_state(py, |built| {
+            trainer
+                .epoch_with(built.as_dyn_mut(), order.as_deref(), |_| {
+                    // Python runs its signal handlers only when it runs bytecode: between steps the epoch takes
+                    // the GIL briefly to let them run (and raise).
+                    if checked.elapsed() < SIGNAL_CHECK_INTERVAL {
+                        return Ok(());
+                    }
+                    checked = Instant::now();
+                    Python::attach(|py| py.check_signals()).map_err(|error| {
+                        *signalled.lock().unwrap_or_else(PoisonError::into_inner) = Some(error);
+                        wgcompute::Error::Interrupted
+                    })
+                })
+                .cloned()
+        });
+        let record = match record {
+            Ok(record) => record,
+            Err(error) => {
+                let caught = signalled
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .take();
+                return Err(caught.unwrap_or_else(|| crate::errors::raise(error)));
+            }
+        };
+        if on_epoch_end
+            .call1((record_dict(py, &record)?,))?
+            .is_truthy()?
+        {
+            break;
+        }
+    }
+    Ok(())
+}

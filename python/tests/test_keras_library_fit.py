@@ -1,0 +1,405 @@
+"""``Model.fit`` through the library's loop (``wgcompute._library_fit``): a Sequential of the library's layers,
+trained for a softmax cross-entropy on arrays, runs in the library (the same loop the command and the estimators
+run) over the model's own variables and optimizer, and gives what the Python loop gives for the same seeds: the
+same history and weights, to float32's rounding, at awkward batch sizes, with a validation split, across two
+fits and under epoch callbacks. What the library cannot run takes the Python loop. During such a fit another
+Python thread runs, Python is called a few times an epoch rather than at every step, Ctrl-C stops it, and no
+memory is left behind."""
+
+from __future__ import annotations
+
+import gc
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+from conftest import run_interrupted_child
+
+import wgcompute as wg
+from wgcompute import _library_fit, callbacks, keras
+
+L = keras.layers
+
+
+class _EachBatch(callbacks.Callback):
+    """A callback at each batch: the library's loop cannot call one mid-epoch, so the Python loop trains."""
+
+    def on_train_batch_end(self, batch, logs=None):
+        pass
+
+
+@pytest.fixture
+def library_fits(monkeypatch):
+    """The library fits run while the test runs (each call's epoch count)."""
+    calls = []
+    native = _library_fit._wgcompute.fit_sequential
+
+    def counted(*args):
+        calls.append(args[6])
+        return native(*args)
+
+    monkeypatch.setattr(_library_fit._wgcompute, "fit_sequential", counted)
+    return calls
+
+
+def _images(rng, samples, shape, classes):
+    x = rng.normal(size=(samples, *shape)).astype(np.float32)
+    y = x.reshape(samples, -1)[:, :classes].argmax(axis=1)
+    return x, y
+
+
+MODELS = {
+    # Every weighted layer, pooling both ways, both paddings, strides, a tanh between.
+    "cnn": (
+        (7, 7, 2),
+        lambda: [
+            L.Conv2D(4, 3, padding="same", activation="relu"),
+            L.BatchNormalization(),
+            L.MaxPooling2D(pool_size=2, strides=1),
+            L.Conv2D(3, (2, 3), strides=(2, 1), activation="tanh"),
+            L.GroupNormalization(groups=3),
+            L.AveragePooling2D(),
+            L.Flatten(),
+            L.Dense(11, activation="gelu"),
+            L.LayerNormalization(),
+            L.Dense(5, activation="softmax"),
+        ],
+    ),
+    "global_pool": (
+        (5, 6, 3),
+        lambda: [
+            L.Conv2D(6, 1, activation="silu"),
+            L.GlobalAveragePooling2D(),
+            L.Reshape((2, 3)),
+            L.Flatten(),
+            L.Activation("relu"),
+            L.Dense(3),
+            L.Activation("softmax"),
+        ],
+    ),
+}
+
+
+def _model(session, shape, layers, loss="sparse_categorical_crossentropy", optimizer=None):
+    keras.utils.set_random_seed(11)
+    model = keras.Sequential([keras.Input(shape), *layers()], session=session)
+    model.build((None, *shape))
+    model.compile(
+        optimizer=optimizer or keras.optimizers.Adam(0.01),
+        loss=loss,
+        metrics=["accuracy", "sparse_categorical_accuracy"],
+    )
+    return model
+
+
+def _expect_same_fit(library, python, library_history, python_history):
+    assert library_history.history.keys() == python_history.history.keys()
+    for name, values in library_history.history.items():
+        np.testing.assert_allclose(values, python_history.history[name], rtol=2e-5, atol=2e-6, err_msg=name)
+    for (name, ours), theirs in zip(library.state_dict().items(), python.state_dict().values(), strict=True):
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-4, atol=2e-5, err_msg=name)
+    assert library.optimizer.iterations == python.optimizer.iterations
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_the_library_fits_a_sequential_as_the_python_loop_does(session, rng, library_fits, name):
+    shape, layers = MODELS[name]
+    x, y = _images(rng, 301, shape, 5 if name == "cnn" else 3)
+    seed = int(rng.integers(2**31))
+    library, python = _model(session, shape, layers), _model(session, shape, layers)
+    # 301 samples, a quarter held out: 225 train in batches of 37 (the last of 3), twice over.
+    args = {"epochs": 3, "batch_size": 37, "validation_split": 0.25, "verbose": 0, "seed": seed}
+    first = library.fit(x, y, **args), python.fit(x, y, callbacks=[_EachBatch()], **args)
+    assert library_fits == [3]
+    _expect_same_fit(library, python, *first)
+    # A second fit goes on with the optimizer's state and the weights where the first left them.
+    args["epochs"], args["initial_epoch"] = 5, 3
+    second = library.fit(x, y, **args), python.fit(x, y, callbacks=[_EachBatch()], **args)
+    assert library_fits == [3, 2]
+    _expect_same_fit(library, python, *second)
+    assert library.optimizer.iterations == 5 * 7
+    # Inference (the Python layers' forward) agrees with the library's validation figures.
+    held_x, held_y = x[225:], y[225:]
+    loss = library.evaluate(held_x, held_y, verbose=0, return_dict=True)["loss"]
+    assert loss == pytest.approx(second[0].history["val_loss"][-1], rel=1e-5)
+
+
+def test_logits_one_hot_targets_and_an_embedding_fit_in_the_library(session, rng, library_fits):
+    ids = rng.integers(0, 50, size=(203, 4))
+    y = np.eye(4, dtype=np.float32)[ids[:, 0] % 4]
+    models = []
+    for _ in range(2):
+        keras.utils.set_random_seed(5)
+        model = keras.Sequential(
+            [keras.Input((4,)), L.Embedding(50, 6), L.Flatten(), L.Dense(8, activation="relu"), L.Dense(4)],
+            session=session,
+        )
+        model.build((None, 4))
+        model.compile(
+            optimizer=keras.optimizers.SGD(0.1, momentum=0.9),
+            loss=keras.losses.CategoricalCrossentropy(from_logits=True),
+            metrics=["accuracy"],
+        )
+        models.append(model)
+    args = {"epochs": 4, "batch_size": 16, "validation_data": (ids[:50], y[:50]), "verbose": 0, "seed": 3}
+    histories = models[0].fit(ids, y, **args), models[1].fit(ids, y, callbacks=[_EachBatch()], **args)
+    assert library_fits == [4]
+    _expect_same_fit(*models, *histories)
+    assert histories[0].history["accuracy"][-1] > 0.5
+
+
+def test_epoch_callbacks_see_the_library_fit_as_the_python_one(session, rng, library_fits, tmp_path):
+    shape, layers = MODELS["global_pool"]
+    x, y = _images(rng, 120, shape, 3)
+    results = []
+    for extra in ([], [_EachBatch()]):
+        model = _model(session, shape, layers)
+        seen = []
+        every = [
+            # The rate halves each epoch: the library steps at the rate the callback sets.
+            callbacks.LearningRateScheduler(lambda epoch, rate: 0.02 * 0.5**epoch),
+            callbacks.EarlyStopping(monitor="val_loss", patience=1, restore_best_weights=True, min_delta=10.0),
+            _Weights(model, seen),
+            callbacks.CSVLogger(str(tmp_path / f"log{len(extra)}.csv")),
+        ]
+        history = model.fit(
+            x, y, epochs=6, batch_size=25, validation_split=0.2, verbose=0, seed=9, callbacks=every + extra
+        )
+        results.append((model, history, seen))
+    assert library_fits == [6]
+    (library, ours, our_weights), (python, theirs, their_weights) = results
+    # min_delta 10: no epoch improves on the first, so the fit stops after the second and restores the first's.
+    assert len(ours.history["loss"]) == 2
+    _expect_same_fit(library, python, ours, theirs)
+    for mine, other in zip(our_weights, their_weights, strict=True):
+        for a, b in zip(mine, other, strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=2e-5)
+    assert library.optimizer.learning_rate == pytest.approx(0.01)
+    assert (tmp_path / "log0.csv").read_text().splitlines()[0] == (tmp_path / "log1.csv").read_text().splitlines()[0]
+
+
+class _Weights(callbacks.Callback):
+    """Keeps the model's weights at each epoch's end: the library's loop trains the variables themselves."""
+
+    def __init__(self, model, seen):
+        super().__init__()
+        self._of, self._seen = model, seen
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._seen.append(self._of.get_weights())
+
+
+class _OwnDense(L.Dense):
+    def call(self, x, training=False):
+        return super().call(x, training) * 1.0
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "custom_layer",
+        "frozen_layer",
+        "sample_weight",
+        "class_weight",
+        "clipnorm",
+        "no_shuffle",
+        "batch_callback",
+        "mask_zero",
+        "other_metric",
+        "soft_targets",
+        "squared_error",
+        "probabilities_not_from_softmax",
+        "generator",
+        "non_finite_input",
+    ],
+)
+def test_what_the_library_cannot_run_takes_the_python_loop(session, rng, library_fits, case):
+    x, y = _images(rng, 40, (6,), 3)
+    last = L.Dense(3, activation="softmax")
+    layers = [L.Dense(5, activation="relu"), last]
+    optimizer = keras.optimizers.Adam(0.01, clipnorm=1.0) if case == "clipnorm" else keras.optimizers.Adam(0.01)
+    if case == "custom_layer":
+        layers[0] = _OwnDense(5)
+    if case == "mask_zero":
+        x = rng.integers(1, 9, size=(40, 6))
+        layers = [L.Embedding(9, 2, mask_zero=True), L.GlobalAveragePooling1D(), last]
+    if case == "probabilities_not_from_softmax":
+        layers[-1] = L.Dense(3, activation="sigmoid")
+    model = keras.Sequential([keras.Input((6,)), *layers], session=session)
+    model.build((None, 6))
+    if case == "frozen_layer":
+        model.layers[0].trainable = False
+    loss = {"soft_targets": "categorical_crossentropy", "squared_error": "mean_squared_error"}.get(
+        case, "sparse_categorical_crossentropy"
+    )
+    targets = {
+        "soft_targets": np.eye(3, dtype=np.float32)[y] * 0.9 + 0.1 / 3,
+        "squared_error": np.eye(3, dtype=np.float32)[y],
+    }.get(case, y)
+    metrics = {"other_metric": ["accuracy", "sparse_top_k_categorical_accuracy"], "squared_error": ["mae"]}.get(
+        case, ["accuracy"]
+    )
+    model.compile(optimizer=optimizer, loss=loss, metrics=metrics)
+    kwargs = {"epochs": 2, "batch_size": 8, "verbose": 0}
+    kwargs.update(
+        {
+            "sample_weight": {"sample_weight": np.ones(40)},
+            "class_weight": {"class_weight": {0: 1.0, 1: 2.0, 2: 1.0}},
+            "no_shuffle": {"shuffle": False},
+            "batch_callback": {"callbacks": [_EachBatch()]},
+        }.get(case, {})
+    )
+    if case == "non_finite_input":
+        x = x.copy()
+        x[3, 2] = np.inf
+    if case == "generator":
+        history = model.fit(((x[i : i + 8], y[i : i + 8]) for i in range(0, 40, 8)), epochs=1, verbose=0)
+    else:
+        history = model.fit(x, targets, **kwargs)
+    assert library_fits == []
+    assert len(history.history["loss"]) >= 1
+
+
+def test_another_python_thread_runs_while_the_library_fits(session, rng, library_fits):
+    shape, layers = MODELS["cnn"]
+    x, y = _images(rng, 512, shape, 5)
+    model = _model(session, shape, layers)
+    ticks = []
+    fitting = threading.Event()
+
+    def tick():
+        while fitting.is_set():
+            ticks.append(time.perf_counter())
+            time.sleep(0.001)
+
+    fitting.set()
+    ticker = threading.Thread(target=tick)
+    ticker.start()
+    try:
+        started = time.perf_counter()
+        model.fit(x, y, epochs=3, batch_size=16, verbose=0)
+        finished = time.perf_counter()
+    finally:
+        fitting.clear()
+        ticker.join()
+    assert library_fits == [3]
+    during = [t for t in ticks if started <= t <= finished]
+    # The thread ran all through the fit: no gap in its ticks anywhere near the fit's length.
+    gaps = np.diff([started, *during, finished])
+    assert len(during) >= 20 and gaps.max() < max(0.25, 0.2 * (finished - started)), (len(during), gaps.max())
+
+
+def _python_calls_per_step(model, x, y, extra):
+    calls = 0
+
+    def count(frame, event, arg):
+        nonlocal calls
+        if event in ("call", "c_call"):
+            calls += 1
+
+    sys.setprofile(count)
+    try:
+        model.fit(x, y, epochs=2, batch_size=8, verbose=0, callbacks=extra, seed=1)
+    finally:
+        sys.setprofile(None)
+    return calls / (2 * 25)
+
+
+def test_the_library_calls_python_a_few_times_an_epoch_not_at_every_step(session, rng, library_fits):
+    x, y = _images(rng, 200, (12,), 4)
+    rates = []
+    for extra in ([], [_EachBatch()]):
+        keras.utils.set_random_seed(2)
+        model = keras.Sequential([keras.Input((12,)), L.Dense(16, activation="relu"), L.Dense(4)], session=session)
+        model.compile(
+            optimizer="adam",
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            metrics=["accuracy"],
+        )
+        model.fit(x, y, epochs=1, verbose=0, callbacks=extra)  # built, its kernels compiled
+        rates.append(_python_calls_per_step(model, x, y, extra))
+    library, python = rates
+    assert library_fits == [1, 2]
+    # The Python loop's step is hundreds of calls (the tape, the ops, the optimizer, the metrics); the library's
+    # loop calls Python at each epoch's end only, its figures read back once.
+    assert python > 100 and library < python / 10, rates
+
+
+_INTERRUPTED_KERAS_FIT = """
+import os, signal, sys, threading, time
+signal.signal(signal.SIGINT, signal.default_int_handler)
+import numpy as np
+import wgcompute as wg
+from wgcompute import _library_fit, keras
+
+called = []
+native = _library_fit._wgcompute.fit_sequential
+_library_fit._wgcompute.fit_sequential = lambda *args: called.append(1) or native(*args)
+rng = np.random.default_rng(0)
+x = rng.standard_normal((2000, 16)).astype(np.float32)
+y = rng.integers(0, 3, 2000)
+with wg.Session(adapter=sys.argv[1]) as session:
+    model = keras.Sequential([keras.Input((16,)), keras.layers.Dense(64, activation="relu"), keras.layers.Dense(3)],
+                             session=session)
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    threading.Timer(2.0, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+    started = time.monotonic()
+    try:
+        model.fit(x, y, epochs=100000, batch_size=8, verbose=0)
+        print("finished", flush=True)
+    except KeyboardInterrupt:
+        print(f"interrupted after {time.monotonic() - started:.2f}", flush=True)
+    print("library" if called else "python", flush=True)
+    # Usable afterwards: the model predicts, and a short fit goes on.
+    model.fit(x[:64], y[:64], epochs=1, verbose=0)
+    print("usable" if np.isfinite(model.predict(x[:4], verbose=0)).all() else "broken", flush=True)
+"""
+
+
+def test_ctrl_c_stops_a_library_fit_within_about_a_second(adapter, tmp_path):
+    script = tmp_path / "interrupted_keras_fit.py"
+    script.write_text(_INTERRUPTED_KERAS_FIT)
+    done = run_interrupted_child(script, [adapter])
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.split()
+    assert lines[0] == "interrupted", done.stdout
+    assert float(lines[2]) < 2.0 + 1.5, done.stdout
+    assert lines[3] == "library" and lines[-1] == "usable", done.stdout
+
+
+def test_a_library_fit_leaves_no_memory_behind(adapter, rng):
+    shape, layers = MODELS["cnn"]
+    x, y = _images(rng, 200, shape, 5)
+    with wg.Session(adapter=adapter) as session:
+        empty = session.memory_stats().in_use
+        held = []
+        for extra in ([], [_EachBatch()]):
+            model = _model(session, shape, layers)
+            before = session.memory_stats().in_use
+            model.fit(x, y, epochs=2, batch_size=32, validation_split=0.2, verbose=0, callbacks=extra)
+            held.append(session.memory_stats().in_use - before)
+            del model
+            gc.collect()
+        # What a fit leaves held is the optimizer's state, the same either way: the library's datasets, batches
+        # and model are given back when the call returns; and once the model goes, everything is.
+        assert held[0] == held[1] > 0, held
+        assert session.memory_stats().in_use == empty
+
+
+def test_dropout_in_the_library_draws_new_masks_each_fit(session, rng, library_fits):
+    x, y = _images(rng, 64, (10,), 3)
+    keras.utils.set_random_seed(4)
+    dropout = L.Dropout(0.5)
+    model = keras.Sequential([keras.Input((10,)), L.Dense(8, activation="relu"), dropout, L.Dense(3)], session=session)
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    seeds = []
+    for _ in range(2):
+        seeds.append(dropout._library_config()["config"]["seed"])
+        model.fit(x, y, epochs=2, batch_size=16, verbose=0)
+    assert library_fits == [2, 2]
+    # Each fit's 2 epochs of 4 batches are passes of the layer: the next fit's masks come from a new seed.
+    assert dropout._inner._calls == 16 and seeds[0] != seeds[1]
+    # Inference keeps every value: two predictions agree.
+    np.testing.assert_array_equal(model.predict(x, verbose=0), model.predict(x, verbose=0))

@@ -1,0 +1,209 @@
+"""``Model.fit`` through the library's loop (``wgcompute::fit::Trainer``, the one the command and the estimators
+run): where the model is one the library's ``Sequential`` runs (every layer one of its layers, see
+:meth:`Layer._library_config`), trained with a softmax cross-entropy on arrays with at most accuracy as its metric,
+the library trains it over the model's own variables (shared, not copied) with the model's own optimizer, its
+state going on from where it was, each epoch in one call with the GIL released; Python runs only the callbacks,
+between epochs. Anything else (a layer, loss, metric or optimizer of Python's, sample or class weights, a
+generator, a callback at each batch) takes the Python loop of :mod:`._trainer`, whose steps are the same ops.
+
+What differs from the Python loop: a softmax that ends the model is applied by the loss (the same cross-entropy,
+its probabilities never clipped to 1e-7), and dropout draws the library's masks. The batches are the same: each
+epoch's order is drawn as the Python loop draws it."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import _wgcompute
+from . import callbacks as callbacks_module
+from ._compile import Loss
+from ._metrics import _Metric
+from .optim import Optimizer
+
+# The library's layers that pass values on without an activation of their own: a softmax that ends a model is
+# looked for past them.
+_PASSING = ("Flatten", "Reshape", "Dropout")
+_ACCURACIES = ("sparse_categorical_accuracy", "categorical_accuracy")
+
+
+@dataclass
+class Plan:
+    """A fit the library's loop can run: the model's config (an ending softmax left to the loss), the rows and
+    class ids of the training and validation sets, and the names the epoch's figures take in the logs."""
+
+    config: dict[str, Any]
+    train: tuple[np.ndarray, np.ndarray]
+    validation: tuple[np.ndarray, np.ndarray] | None
+    metric_names: list[str]
+
+
+def _class_ids(loss: Loss, ys: Any, classes: int) -> np.ndarray | None:
+    """The targets as uint32 class ids where they are ids (sparse) or one-hot rows (categorical) of ``classes``
+    classes; None for anything else, which the Python loop takes (and judges)."""
+    array = np.asarray(ys)
+    if loss.sparse:
+        if array.ndim == 2 and array.shape[1] == 1:
+            array = array.reshape(-1)
+        if array.ndim != 1 or array.dtype.kind not in "iuf":
+            return None
+        if array.dtype.kind == "f" and not np.array_equal(array, np.floor(array)):
+            return None
+    else:
+        if array.ndim != 2 or array.shape[1] != classes or not np.isin(array, (0, 1)).all():
+            return None
+        if not (array.sum(axis=1) == 1).all():
+            return None
+        array = array.argmax(axis=1)
+    if array.size and (array.min() < 0 or array.max() >= classes):
+        return None
+    return array.astype(np.uint32)
+
+
+def _rows(xs: Any) -> np.ndarray | None:
+    """Samples as rows of float32 values; None where any is not finite (the library refuses those, the Python loop
+    trains on them)."""
+    array = np.asarray(xs)
+    if array.dtype.kind not in "iuf":
+        return None
+    rows = np.ascontiguousarray(array.reshape(len(array), -1), dtype=np.float32)
+    return rows if np.isfinite(rows).all() else None
+
+
+def _logits_config(config: dict[str, Any], from_logits: bool) -> dict[str, Any] | None:
+    """``config`` with the softmax that ends it taken out (the loss applies it) where the loss takes
+    probabilities; None where the outputs are not what the loss takes."""
+    layers = [dict(entry, config=dict(entry["config"])) for entry in config["layers"]]
+    for entry in reversed(layers):
+        if entry["class_name"] in _PASSING:
+            continue
+        activation = entry["config"].get("activation")
+        if from_logits:
+            return None if activation in ("softmax", "sigmoid") else dict(config, layers=layers)
+        if activation != "softmax":
+            return None
+        entry["config"]["activation"] = "linear"
+        return dict(config, layers=layers)
+    return None
+
+
+def plan(
+    model: Any,
+    xs: Any,
+    ys: Any,
+    validation_data: Any,
+    callbacks: Sequence[Any],
+    settings: dict[str, Any],
+) -> Plan | None:
+    """The library's fit of ``model`` on arrays ``xs``, ``ys`` (after the split), or None where it has none.
+    ``settings`` are ``fit``'s arguments that decide it: those the library has no counterpart for must be left
+    at their defaults."""
+    loss, optimizer, metrics = model.loss, model.optimizer, model._metrics
+    if any(settings[name] is not None for name in ("sample_weight", "class_weight", "steps_per_epoch")):
+        return None
+    if any(settings[name] is not None for name in ("validation_steps", "validation_batch_size")):
+        return None
+    if not settings["shuffle"] or settings["validation_freq"] != 1:
+        return None
+    if not isinstance(loss, Loss) or loss.name not in ("sparse_categorical_crossentropy", "categorical_crossentropy"):
+        return None
+    if any(type(metric) is not _Metric or metric.kind not in _ACCURACIES for metric in metrics):
+        return None
+    # The optimizer's own step, unclipped and at a rate without a schedule: the library's loop steps it natively.
+    if not isinstance(optimizer, Optimizer) or type(optimizer).step is not Optimizer.step:
+        return None
+    if not optimizer._clipping.is_none() or optimizer._schedule is not None:
+        return None
+    # A callback at each batch would run with the epoch under way in the library: only the progress bar, which
+    # the epoch's end brings up to date, may have one.
+    for callback in callbacks:
+        if type(callback) is callbacks_module.ProgbarLogger:
+            continue
+        for hook in ("on_train_batch_begin", "on_train_batch_end"):
+            if getattr(type(callback), hook) is not getattr(callbacks_module.Callback, hook):
+                return None
+    library = model._library_model()
+    if library is None:
+        return None
+    config, classes = library
+    config = _logits_config(config, loss.from_logits)
+    if config is None:
+        return None
+    train = _rows(xs), _class_ids(loss, ys, classes)
+    if train[0] is None or train[1] is None:
+        return None
+    validation = None
+    if validation_data is not None:
+        if len(validation_data) != 2:
+            return None
+        validation = _rows(validation_data[0]), _class_ids(loss, validation_data[1], classes)
+        if validation[0] is None or validation[1] is None or len(validation[0]) != len(validation[1]):
+            return None
+        if validation[0].shape[1] != train[0].shape[1]:
+            return None
+    return Plan(config, (train[0], train[1]), validation, [metric.name for metric in metrics])  # type: ignore[arg-type]
+
+
+def run(
+    model: Any,
+    fit: Plan,
+    callback_list: Any,
+    *,
+    first_epoch: int,
+    epochs_total: int,
+    batch: int,
+    rng: np.random.Generator,
+) -> None:
+    """Trains ``model`` as ``fit`` says, epochs ``first_epoch`` to ``epochs_total`` (at least one), each in the
+    order ``rng`` draws (as the Python loop draws it, so that both train the same batches), calling the callbacks
+    at each epoch's beginning and end."""
+    steps = math.ceil(len(fit.train[0]) / batch)
+    callback_list.set_steps(steps)
+    epoch = first_epoch
+    if model.stop_training:  # set by a callback's on_train_begin: the Python loop would run no epoch either
+        return
+
+    def on_epoch_end(record: dict[str, Any]) -> bool:
+        nonlocal epoch
+        logs: dict[str, float] = {"loss": record["loss"]}
+        for name in fit.metric_names:
+            logs[name] = record["accuracy"]
+        if fit.validation is not None:
+            logs["val_loss"] = record["val_loss"]
+            for name in fit.metric_names:
+                logs[f"val_{name}"] = record["val_accuracy"]
+        # The progress bar learns the epoch's steps from its last batch, as the Python loop tells it.
+        for callback in callback_list.callbacks:
+            if type(callback) is callbacks_module.ProgbarLogger:
+                callback.on_train_batch_end(steps - 1, {"loss": record["loss"]})
+        callback_list.on_epoch_end(epoch, logs)
+        epoch += 1
+        if model.stop_training or epoch >= epochs_total:
+            return True
+        callback_list.on_epoch_begin(epoch)
+        return False
+
+    callback_list.on_epoch_begin(epoch)
+    variables = [(name, variable._t) for name, variable in model.state_dict().items()]
+    try:
+        _wgcompute.fit_sequential(
+            model._model_session()._s,
+            json.dumps(fit.config),
+            variables,
+            model.optimizer._native,
+            fit.train,
+            fit.validation,
+            epochs_total - first_epoch,
+            batch,
+            0,
+            lambda: rng.permutation(len(fit.train[0])).astype(np.uint32),
+            on_epoch_end,
+        )
+    finally:
+        for layer in model.layers:
+            layer._library_trained(steps * (epoch - first_epoch))
