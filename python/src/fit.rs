@@ -15,7 +15,7 @@ use wgcompute::fit::{EpochRecord, FitConfig, Samples, StoppingRule, Trainer};
 use wgcompute::nn::{Sequential, SequentialConfig};
 
 use crate::errors::OrRaise;
-use crate::optim::Optimizer;
+use crate::optim::{LockedPerCall, Optimizer};
 use crate::session::Session;
 use crate::tensor::Tensor;
 
@@ -127,11 +127,12 @@ pub fn fit_sequential<'py>(
             None => None,
         };
         let mut checked = Instant::now();
-        let record = optimizer.with_state(py, |built| {
+        let mut stepper = LockedPerCall(optimizer);
+        let record = py.detach(|| {
             trainer
-                .epoch_with(built.as_dyn_mut(), order.as_deref(), |_| {
+                .epoch_with(&mut stepper, order.as_deref(), |_| {
                     // Python runs its signal handlers only when it runs bytecode: between steps the epoch takes
-                    // the GIL briefly to let them run (and raise).
+                    // the GIL briefly to let them run (and raise), holding no lock (see LockedPerCall).
                     if checked.elapsed() < SIGNAL_CHECK_INTERVAL {
                         return Ok(());
                     }

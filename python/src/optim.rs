@@ -101,6 +101,33 @@ impl Optimizer {
     }
 }
 
+/// The optimizer as the library's loop steps it through a fit (`fit::fit_sequential`): each call takes the lock
+/// for its own length only, so that none is held between steps, where the fit takes the GIL to let Python's
+/// signal handlers run (a handler may use this optimizer). Calls are made with the GIL released, as
+/// `with_state_released` asks.
+pub(crate) struct LockedPerCall<'a>(pub(crate) &'a Optimizer);
+
+impl wgcompute::Optimizer for LockedPerCall<'_> {
+    fn step(
+        &mut self,
+        parameters: &[Arc<wgcompute::Tensor>],
+        gradients: &Gradients,
+    ) -> wgcompute::Result<()> {
+        self.0
+            .with_state_released(|built| built.as_dyn_mut().step(parameters, gradients))
+    }
+
+    fn learning_rate(&self) -> Option<f32> {
+        self.0
+            .with_state_released(|built| built.as_dyn().learning_rate())
+    }
+
+    fn set_learning_rate(&mut self, lr: f32) -> wgcompute::Result<()> {
+        self.0
+            .with_state_released(|built| built.as_dyn_mut().set_learning_rate(lr))
+    }
+}
+
 #[pymethods]
 impl Optimizer {
     /// Adam with TensorFlow's epsilon placement (the library's default): `lr_t = lr·sqrt(1−β2^t)/(1−β1^t)`,

@@ -23,13 +23,19 @@ import numpy as np
 from . import _wgcompute
 from . import callbacks as callbacks_module
 from ._compile import Loss
+from ._errors import DivergedError
 from ._metrics import _Metric
 from .optim import Optimizer
 
 # The library's layers that pass values on without an activation of their own: a softmax that ends a model is
 # looked for past them.
 _PASSING = ("Flatten", "Reshape", "Dropout")
-_ACCURACIES = ("sparse_categorical_accuracy", "categorical_accuracy")
+# What a Loss computes with: keras.losses' classes name a Loss and override none of these.
+_LOSS_METHODS = ("__call__", "mean", "per_sample", "_targets")
+_ACCURACY_OF = {
+    "sparse_categorical_crossentropy": "sparse_categorical_accuracy",
+    "categorical_crossentropy": "categorical_accuracy",
+}
 
 
 @dataclass
@@ -37,7 +43,7 @@ class Plan:
     """A fit the library's loop can run: the model's config (an ending softmax left to the loss), the rows and
     class ids of the training and validation sets, and the names the epoch's figures take in the logs."""
 
-    config: dict[str, Any]
+    config: str
     train: tuple[np.ndarray, np.ndarray]
     validation: tuple[np.ndarray, np.ndarray] | None
     metric_names: list[str]
@@ -65,11 +71,11 @@ def _class_ids(loss: Loss, ys: Any, classes: int) -> np.ndarray | None:
     return array.astype(np.uint32)
 
 
-def _rows(xs: Any) -> np.ndarray | None:
-    """Samples as rows of float32 values; None where any is not finite (the library refuses those, the Python loop
-    trains on them)."""
+def _rows(xs: Any, ids: bool) -> np.ndarray | None:
+    """Samples as rows of float32 values (integers too where they are ``ids``); None where any is not finite (the
+    library refuses those, the Python loop trains on them)."""
     array = np.asarray(xs)
-    if array.dtype.kind not in "iuf":
+    if array.dtype.kind not in ("iuf" if ids else "f"):
         return None
     rows = np.ascontiguousarray(array.reshape(len(array), -1), dtype=np.float32)
     return rows if np.isfinite(rows).all() else None
@@ -77,18 +83,20 @@ def _rows(xs: Any) -> np.ndarray | None:
 
 def _logits_config(config: dict[str, Any], from_logits: bool) -> dict[str, Any] | None:
     """``config`` with the softmax that ends it taken out (the loss applies it) where the loss takes
-    probabilities; None where the outputs are not what the loss takes."""
+    probabilities; None where the outputs are not what the loss takes: probabilities that a softmax did not
+    make last (a Flatten or Dropout after it changes them), or logits that leave through a softmax or sigmoid
+    (which the library refuses, looking past the layers that pass values on)."""
     layers = [dict(entry, config=dict(entry["config"])) for entry in config["layers"]]
-    for entry in reversed(layers):
-        if entry["class_name"] in _PASSING:
-            continue
-        activation = entry["config"].get("activation")
-        if from_logits:
-            return None if activation in ("softmax", "sigmoid") else dict(config, layers=layers)
-        if activation != "softmax":
+    if not from_logits:
+        last = layers[-1]["config"]
+        if last.get("activation") != "softmax":
             return None
-        entry["config"]["activation"] = "linear"
+        last["activation"] = "linear"
         return dict(config, layers=layers)
+    for entry in reversed(layers):
+        if entry["class_name"] not in _PASSING:
+            activation = entry["config"].get("activation")
+            return None if activation in ("softmax", "sigmoid") else dict(config, layers=layers)
     return None
 
 
@@ -110,9 +118,13 @@ def plan(
         return None
     if not settings["shuffle"] or settings["validation_freq"] != 1:
         return None
-    if not isinstance(loss, Loss) or loss.name not in ("sparse_categorical_crossentropy", "categorical_crossentropy"):
+    # The loss and metrics by name only (a subclass may compute something else), the accuracy the loss's targets
+    # take (the other is the Python loop's to refuse).
+    if not isinstance(loss, Loss) or loss.name not in _ACCURACY_OF:
         return None
-    if any(type(metric) is not _Metric or metric.kind not in _ACCURACIES for metric in metrics):
+    if any(getattr(type(loss), method) is not getattr(Loss, method) for method in _LOSS_METHODS):
+        return None
+    if any(type(metric) is not _Metric or metric.kind != _ACCURACY_OF[loss.name] for metric in metrics):
         return None
     # The optimizer's own step, unclipped and at a rate without a schedule: the library's loop steps it natively.
     if not isinstance(optimizer, Optimizer) or type(optimizer).step is not Optimizer.step:
@@ -134,19 +146,23 @@ def plan(
     config = _logits_config(config, loss.from_logits)
     if config is None:
         return None
-    train = _rows(xs), _class_ids(loss, ys, classes)
+    try:
+        text = json.dumps(config, allow_nan=False)
+    except (TypeError, ValueError):  # an argument the library's config cannot spell
+        return None
+    # Integers are ids for an Embedding; a Dense or Conv2D first takes floats only (the Python loop refuses ints).
+    ids = config["layers"][0]["class_name"] == "Embedding"
+    train = _rows(xs, ids), _class_ids(loss, ys, classes)
     if train[0] is None or train[1] is None:
         return None
     validation = None
     if validation_data is not None:
-        if len(validation_data) != 2:
+        if len(validation_data) != 2 or np.shape(validation_data[0])[1:] != np.shape(xs)[1:]:
             return None
-        validation = _rows(validation_data[0]), _class_ids(loss, validation_data[1], classes)
+        validation = _rows(validation_data[0], ids), _class_ids(loss, validation_data[1], classes)
         if validation[0] is None or validation[1] is None or len(validation[0]) != len(validation[1]):
             return None
-        if validation[0].shape[1] != train[0].shape[1]:
-            return None
-    return Plan(config, (train[0], train[1]), validation, [metric.name for metric in metrics])  # type: ignore[arg-type]
+    return Plan(text, (train[0], train[1]), validation, [metric.name for metric in metrics])  # type: ignore[arg-type]
 
 
 def run(
@@ -158,15 +174,17 @@ def run(
     epochs_total: int,
     batch: int,
     rng: np.random.Generator,
-) -> None:
+) -> tuple[int, int | None]:
     """Trains ``model`` as ``fit`` says, epochs ``first_epoch`` to ``epochs_total`` (at least one), each in the
     order ``rng`` draws (as the Python loop draws it, so that both train the same batches), calling the callbacks
-    at each epoch's beginning and end."""
+    at each epoch's beginning and end. Returns the epoch the Python loop goes on from (``epochs_total`` once the
+    fit is done) and, where it has begun, that epoch: an epoch whose loss stopped being a number, which the
+    library refuses to go on from and the Python loop trains on, as Keras does, logging NaN."""
     steps = math.ceil(len(fit.train[0]) / batch)
     callback_list.set_steps(steps)
     epoch = first_epoch
     if model.stop_training:  # set by a callback's on_train_begin: the Python loop would run no epoch either
-        return
+        return epochs_total, None
 
     def on_epoch_end(record: dict[str, Any]) -> bool:
         nonlocal epoch
@@ -193,7 +211,7 @@ def run(
     try:
         _wgcompute.fit_sequential(
             model._model_session()._s,
-            json.dumps(fit.config),
+            fit.config,
             variables,
             model.optimizer._native,
             fit.train,
@@ -204,6 +222,9 @@ def run(
             lambda: rng.permutation(len(fit.train[0])).astype(np.uint32),
             on_epoch_end,
         )
+    except DivergedError:
+        return epoch, epoch
     finally:
         for layer in model.layers:
             layer._library_trained(steps * (epoch - first_epoch))
+    return epochs_total, None

@@ -411,7 +411,8 @@ class Sequential(_layers.Sequential, Model):
         """This built model as the library's ``Sequential`` config, and its outputs' width, where every layer is
         one of the library's (see :meth:`Layer._library_config`), trainable, and the outputs are a vector per
         sample; else None."""
-        if not self.trainable or self._input_shape is None or not self.layers:
+        # A subclass may call, step or train otherwise: the library would not.
+        if type(self) is not Sequential or not self.trainable or self._input_shape is None or not self.layers:
             return None
         entries = []
         for layer in self.layers:

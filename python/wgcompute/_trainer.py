@@ -306,9 +306,10 @@ class Trainer:
                 "validation_freq": validation_freq,
             }
             library_fit = _library_fit.plan(self, xs, ys, validation_data, callback_list.callbacks, settings)
+        first, begun = int(initial_epoch), None
         try:
             if library_fit is not None:
-                _library_fit.run(
+                first, begun = _library_fit.run(
                     self,
                     library_fit,
                     callback_list,
@@ -317,61 +318,59 @@ class Trainer:
                     batch=batch,
                     rng=rng,
                 )
-            else:
-                for epoch in range(int(initial_epoch), epochs_total):
-                    if self.stop_training:
-                        break
+            for epoch in range(first, epochs_total):
+                if self.stop_training:
+                    break
+                if epoch != begun:
                     callback_list.on_epoch_begin(epoch)
-                    if xs is not None:
-                        assert ys is not None
-                        order = rng.permutation(len(xs)) if shuffle else np.arange(len(xs))
-                        batches: Iterator[Any] = self._array_batches(xs, ys, ws, batch, order, steps)
-                        callback_list.set_steps(
-                            min(math.ceil(len(xs) / batch), steps) if steps else math.ceil(len(xs) / batch)
-                        )
-                    else:
-                        source = iter(reiterable) if reiterable is not None else generator
-                        assert source is not None
-                        callback_list.set_steps(steps)
-                        batches = self._generator_batches(source, steps)
-                    prefetch = _Prefetch(batches)
-                    seen = total = 0
-                    loss_sum = 0.0
-                    metric_sums: list[list[tuple[Tensor, np.ndarray | None]]] = [[] for _ in self._metrics]
-                    try:
-                        for step, (bx, by, bw) in enumerate(prefetch):
-                            if by is None:
-                                raise InvalidArgumentError("a training batch is (x, y); this one has no y")
-                            self._ensure_built(tuple(bx.shape[1:]))
-                            callback_list.on_train_batch_begin(step)
-                            if params is None:
-                                # Once the model is built its parameters are fixed: walked once, not every step.
-                                params = self.parameters()
-                            loss_value = float(self._train_step(bx, by, bw, metric_sums, params).item())
-                            seen += 1
-                            total += len(bx)
-                            loss_sum += loss_value * len(bx)
-                            callback_list.on_train_batch_end(step, {"loss": loss_value})
-                            if self.stop_training:
-                                break
-                    finally:
-                        prefetch.close()
-                    if seen == 0:
-                        if generator is not None and epoch > initial_epoch:
-                            print("the generator ran out of data; training stops", file=sys.stderr)
+                if xs is not None:
+                    assert ys is not None
+                    order = rng.permutation(len(xs)) if shuffle else np.arange(len(xs))
+                    batches: Iterator[Any] = self._array_batches(xs, ys, ws, batch, order, steps)
+                    callback_list.set_steps(
+                        min(math.ceil(len(xs) / batch), steps) if steps else math.ceil(len(xs) / batch)
+                    )
+                else:
+                    source = iter(reiterable) if reiterable is not None else generator
+                    assert source is not None
+                    callback_list.set_steps(steps)
+                    batches = self._generator_batches(source, steps)
+                prefetch = _Prefetch(batches)
+                seen = total = 0
+                loss_sum = 0.0
+                metric_sums: list[list[tuple[Tensor, np.ndarray | None]]] = [[] for _ in self._metrics]
+                try:
+                    for step, (bx, by, bw) in enumerate(prefetch):
+                        if by is None:
+                            raise InvalidArgumentError("a training batch is (x, y); this one has no y")
+                        self._ensure_built(tuple(bx.shape[1:]))
+                        callback_list.on_train_batch_begin(step)
+                        if params is None:
+                            # Once the model is built its parameters are fixed: walked once, not every step.
+                            params = self.parameters()
+                        loss_value = float(self._train_step(bx, by, bw, metric_sums, params).item())
+                        seen += 1
+                        total += len(bx)
+                        loss_sum += loss_value * len(bx)
+                        callback_list.on_train_batch_end(step, {"loss": loss_value})
+                        if self.stop_training:
                             break
-                        raise InvalidArgumentError("an epoch of fit had no batches")
-                    logs: dict[str, float] = {"loss": loss_sum / total}
-                    for metric, sums in zip(self._metrics, metric_sums, strict=True):
-                        logs[metric.name] = metric.value(sums, total)
-                    if validation_data is not None and (epoch + 1 - int(initial_epoch)) % int(validation_freq) == 0:
-                        values = self._evaluate_arrays(
-                            validation_data, validation_batch_size or batch, validation_steps
-                        )
-                        logs.update({f"val_{name}": value for name, value in values.items()})
-                    callback_list.on_epoch_end(epoch, logs)
-                    if generator is not None and seen < (steps or 0):
+                finally:
+                    prefetch.close()
+                if seen == 0:
+                    if generator is not None and epoch > initial_epoch:
+                        print("the generator ran out of data; training stops", file=sys.stderr)
                         break
+                    raise InvalidArgumentError("an epoch of fit had no batches")
+                logs: dict[str, float] = {"loss": loss_sum / total}
+                for metric, sums in zip(self._metrics, metric_sums, strict=True):
+                    logs[metric.name] = metric.value(sums, total)
+                if validation_data is not None and (epoch + 1 - int(initial_epoch)) % int(validation_freq) == 0:
+                    values = self._evaluate_arrays(validation_data, validation_batch_size or batch, validation_steps)
+                    logs.update({f"val_{name}": value for name, value in values.items()})
+                callback_list.on_epoch_end(epoch, logs)
+                if generator is not None and seen < (steps or 0):
+                    break
         finally:
             self.stop_training = False
         callback_list.on_train_end()

@@ -362,7 +362,14 @@ class BatchNormalization(_Wrapped):
         return self._inner(x, training=bool(training) and self.trainable)  # type: ignore[no-any-return]
 
     def _library_config(self) -> dict[str, Any] | None:
-        return _entry("BatchNormalization", **self._config)
+        config = self._config
+        return _entry(
+            "BatchNormalization",
+            momentum=float(config["momentum"]),
+            epsilon=float(config["epsilon"]),
+            center=bool(config["center"]),
+            scale=bool(config["scale"]),
+        )
 
 
 class LayerNormalization(_Wrapped):
@@ -378,7 +385,7 @@ class LayerNormalization(_Wrapped):
         self._adopt(_nn_layers.LayerNorm(_building_session(self), input_shape[-1], epsilon=self._config["epsilon"]))
 
     def _library_config(self) -> dict[str, Any] | None:
-        return _entry("LayerNormalization", epsilon=self._config["epsilon"])
+        return _entry("LayerNormalization", epsilon=float(self._config["epsilon"]))
 
 
 class Embedding(_Wrapped):
@@ -433,9 +440,10 @@ class Embedding(_Wrapped):
 
     def _library_config(self) -> dict[str, Any] | None:
         # The library's loop trains on float rows: ids past 2**24 would not survive them, and it has no masks.
-        if self.mask_zero or self._config["input_dim"] > 2**24:
+        input_dim, output_dim = int(self._config["input_dim"]), int(self._config["output_dim"])
+        if self.mask_zero or input_dim > 2**24:
             return None
-        return _entry("Embedding", input_dim=self._config["input_dim"], output_dim=self._config["output_dim"])
+        return _entry("Embedding", input_dim=input_dim, output_dim=output_dim)
 
     def compute_mask(self, inputs: Any, mask: Any = None) -> Any:
         if not self.mask_zero:
@@ -520,7 +528,7 @@ class Reshape(_Plain):
         self._config = {"target_shape": list(self._inner.target_shape)}
 
     def _library_config(self) -> dict[str, Any] | None:
-        target = self._config["target_shape"]
+        target = [int(size) for size in self._config["target_shape"]]
         return None if -1 in target else _entry("Reshape", target_shape=target)
 
 
