@@ -4,8 +4,6 @@
 //! from those host copies in a session for one prediction and lets go of it before returning.
 
 use std::str::FromStr;
-use std::sync::{Mutex, PoisonError};
-use std::time::{Duration, Instant};
 
 use numpy::{
     IntoPyArray, PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2,
@@ -22,10 +20,8 @@ use wgcompute::train::Objective;
 use wgcompute::{Activation, Linear, Mlp, OptimizerKind};
 
 use crate::errors::{named, OrRaise};
+use crate::fit::{epoch_dict, host, SignalWatch};
 use crate::session::Session;
-
-/// How often a fit lets Python's signal handlers run: a Ctrl-C stops it within about this long plus one step.
-const SIGNAL_CHECK_INTERVAL: Duration = Duration::from_millis(100);
 
 /// A layer's weights on the host: `[inputs, outputs]` row-major, and `[outputs]`.
 struct HostLayer {
@@ -42,17 +38,6 @@ struct Fitted {
     history: Vec<EpochRecord>,
     best_epoch: Option<usize>,
     stopped_early: bool,
-}
-
-/// An array's elements in C order, whatever its strides: copied while the GIL is held, so that the work after
-/// it (with the GIL released) reads memory no Python thread can change.
-fn host<T: numpy::Element + Copy, D: numpy::ndarray::Dimension>(
-    array: &numpy::PyReadonlyArray<'_, T, D>,
-) -> Vec<T> {
-    match array.as_slice() {
-        Ok(slice) => slice.to_vec(),
-        Err(_) => array.as_array().iter().copied().collect(),
-    }
 }
 
 fn invalid(message: String) -> PyErr {
@@ -245,8 +230,7 @@ pub fn fit_mlp<'py>(
             "targets: {value} at flat index {index}; expected finite targets"
         )));
     }
-    // A signal (Ctrl-C) caught while the fit runs without the GIL: its exception, raised once the fit stops.
-    let signalled: Mutex<Option<PyErr>> = Mutex::new(None);
+    let mut signals = SignalWatch::new();
     let fitted = session
         .with(py, |session| {
             let train = Samples {
@@ -259,20 +243,8 @@ pub fn fit_mlp<'py>(
                 },
             };
             let mut trainer = Trainer::new_from(session, config, outputs, train, None, start)?;
-            let mut checked = Instant::now();
             while !trainer.is_done() {
-                trainer.epoch(|_| {
-                    // Python runs its signal handlers only when it runs bytecode; a fit holds no GIL for minutes,
-                    // so between steps it takes the GIL briefly to let them run (and raise).
-                    if checked.elapsed() < SIGNAL_CHECK_INTERVAL {
-                        return Ok(());
-                    }
-                    checked = Instant::now();
-                    Python::attach(|py| py.check_signals()).map_err(|error| {
-                        *signalled.lock().unwrap_or_else(PoisonError::into_inner) = Some(error);
-                        wgcompute::Error::Interrupted
-                    })
-                })?;
+                trainer.epoch(|_| signals.poll())?;
             }
             trainer.finish()?;
             // The estimators fit MLPs: a fit of another model would be a Trainer built otherwise.
@@ -310,12 +282,7 @@ pub fn fit_mlp<'py>(
                 stopped_early: trainer.stopped_early(),
             })
         })
-        .map_err(|error| {
-            signalled
-                .into_inner()
-                .unwrap_or_else(PoisonError::into_inner)
-                .unwrap_or(error)
-        })?;
+        .map_err(|error| signals.raised_or(error))?;
     let result = PyDict::new(py);
     let coefs = PyList::empty(py);
     let intercepts = PyList::empty(py);
@@ -342,16 +309,7 @@ pub fn fit_mlp<'py>(
     }
     let history = PyList::empty(py);
     for record in &fitted.history {
-        let epoch = PyDict::new(py);
-        epoch.set_item("epoch", record.epoch)?;
-        epoch.set_item("lr", record.lr)?;
-        epoch.set_item("loss", record.loss)?;
-        epoch.set_item("accuracy", record.accuracy)?;
-        epoch.set_item("val_loss", record.val_loss)?;
-        epoch.set_item("val_accuracy", record.val_accuracy)?;
-        epoch.set_item("seconds", record.seconds)?;
-        epoch.set_item("best", record.best)?;
-        history.append(epoch)?;
+        history.append(epoch_dict(py, record)?)?;
     }
     result.set_item("history", history)?;
     result.set_item("best_epoch", fitted.best_epoch)?;

@@ -2,9 +2,10 @@
 //! library's `Sequential` from its config over the model's own variables (shared, not copied), and trains it
 //! epoch by epoch with the GIL released, stepping with the model's own optimizer, whose state goes on from
 //! where it was. Between epochs it calls back into Python once, for Keras's callbacks; nothing it keeps outlives
-//! the call.
+//! the call. Beside it, what both of Python's drivers of the loop (this and the estimators' `fit_mlp`) share:
+//! host copies of arrays, an epoch's record as a dict, and the watch that lets Ctrl-C stop a fit.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use numpy::{PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
@@ -19,8 +20,43 @@ use crate::optim::{LockedPerCall, Optimizer};
 use crate::session::Session;
 use crate::tensor::Tensor;
 
-/// How often an epoch lets Python's signal handlers run: a Ctrl-C stops it within about this long plus a step.
+/// How often a fit lets Python's signal handlers run: a Ctrl-C stops it within about this long plus a step.
 const SIGNAL_CHECK_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Python's signal handlers during a fit that runs without the GIL. Python runs them only when it runs
+/// bytecode, so between steps [`SignalWatch::poll`] takes the GIL briefly (at most every
+/// [`SIGNAL_CHECK_INTERVAL`]) to let them run; an exception one raises (Ctrl-C's `KeyboardInterrupt`) stops the
+/// fit, and is what the fit raises ([`SignalWatch::raised_or`]).
+pub(crate) struct SignalWatch {
+    checked: Instant,
+    caught: Option<PyErr>,
+}
+
+impl SignalWatch {
+    pub(crate) fn new() -> Self {
+        SignalWatch {
+            checked: Instant::now(),
+            caught: None,
+        }
+    }
+
+    /// Between two steps: runs the handlers if it is time; an exception stops the fit as `Interrupted`.
+    pub(crate) fn poll(&mut self) -> wgcompute::Result<()> {
+        if self.checked.elapsed() < SIGNAL_CHECK_INTERVAL {
+            return Ok(());
+        }
+        self.checked = Instant::now();
+        Python::attach(|py| py.check_signals()).map_err(|error| {
+            self.caught = Some(error);
+            wgcompute::Error::Interrupted
+        })
+    }
+
+    /// The exception a handler raised, else `error`: what a fit that stopped raises.
+    pub(crate) fn raised_or(&mut self, error: PyErr) -> PyErr {
+        self.caught.take().unwrap_or(error)
+    }
+}
 
 /// Rows of inputs and their class ids, as the binding receives them.
 type Rows<'py> = (PyReadonlyArray2<'py, f32>, PyReadonlyArray1<'py, u32>);
@@ -36,7 +72,9 @@ fn samples((features, inputs, labels): &HostRows) -> Samples<'_> {
     }
 }
 
-fn host<T: numpy::Element + Copy, D: numpy::ndarray::Dimension>(
+/// An array's elements in C order, whatever its strides: copied while the GIL is held, so that the work after
+/// it (with the GIL released) reads memory no Python thread can change.
+pub(crate) fn host<T: numpy::Element + Copy, D: numpy::ndarray::Dimension>(
     array: &numpy::PyReadonlyArray<'_, T, D>,
 ) -> Vec<T> {
     match array.as_slice() {
@@ -45,15 +83,21 @@ fn host<T: numpy::Element + Copy, D: numpy::ndarray::Dimension>(
     }
 }
 
-fn record_dict<'py>(py: Python<'py>, record: &EpochRecord) -> PyResult<Bound<'py, PyDict>> {
-    let logs = PyDict::new(py);
-    logs.set_item("epoch", record.epoch)?;
-    logs.set_item("loss", record.loss)?;
-    logs.set_item("accuracy", record.accuracy)?;
-    logs.set_item("val_loss", record.val_loss)?;
-    logs.set_item("val_accuracy", record.val_accuracy)?;
-    logs.set_item("seconds", record.seconds)?;
-    Ok(logs)
+/// An epoch's record as a dict of its fields by name.
+pub(crate) fn epoch_dict<'py>(
+    py: Python<'py>,
+    record: &EpochRecord,
+) -> PyResult<Bound<'py, PyDict>> {
+    let epoch = PyDict::new(py);
+    epoch.set_item("epoch", record.epoch)?;
+    epoch.set_item("lr", record.lr)?;
+    epoch.set_item("loss", record.loss)?;
+    epoch.set_item("accuracy", record.accuracy)?;
+    epoch.set_item("val_loss", record.val_loss)?;
+    epoch.set_item("val_accuracy", record.val_accuracy)?;
+    epoch.set_item("seconds", record.seconds)?;
+    epoch.set_item("best", record.best)?;
+    Ok(epoch)
 }
 
 /// Trains the `Sequential` that `config` (the library's JSON: `input_shape` and Keras's layers by class name)
@@ -115,8 +159,7 @@ pub fn fit_sequential<'py>(
             validation.as_ref().map(samples),
         )
     })?;
-    // A signal (Ctrl-C) caught while an epoch runs without the GIL: its exception, raised once the epoch stops.
-    let signalled: Mutex<Option<PyErr>> = Mutex::new(None);
+    let mut signals = SignalWatch::new();
     while !trainer.is_done() {
         let order: Option<Vec<u32>> = match &order_of_epoch {
             Some(order_of_epoch) => {
@@ -126,36 +169,19 @@ pub fn fit_sequential<'py>(
             }
             None => None,
         };
-        let mut checked = Instant::now();
         let mut stepper = LockedPerCall(optimizer);
+        // Between steps the epoch lets the signal handlers run, holding no lock (see LockedPerCall).
         let record = py.detach(|| {
             trainer
-                .epoch_with(&mut stepper, order.as_deref(), |_| {
-                    // Python runs its signal handlers only when it runs bytecode: between steps the epoch takes
-                    // the GIL briefly to let them run (and raise), holding no lock (see LockedPerCall).
-                    if checked.elapsed() < SIGNAL_CHECK_INTERVAL {
-                        return Ok(());
-                    }
-                    checked = Instant::now();
-                    Python::attach(|py| py.check_signals()).map_err(|error| {
-                        *signalled.lock().unwrap_or_else(PoisonError::into_inner) = Some(error);
-                        wgcompute::Error::Interrupted
-                    })
-                })
+                .epoch_with(&mut stepper, order.as_deref(), |_| signals.poll())
                 .cloned()
         });
         let record = match record {
             Ok(record) => record,
-            Err(error) => {
-                let caught = signalled
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .take();
-                return Err(caught.unwrap_or_else(|| crate::errors::raise(error)));
-            }
+            Err(error) => return Err(signals.raised_or(crate::errors::raise(error))),
         };
         if on_epoch_end
-            .call1((record_dict(py, &record)?,))?
+            .call1((epoch_dict(py, &record)?,))?
             .is_truthy()?
         {
             break;

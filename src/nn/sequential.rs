@@ -10,7 +10,7 @@ use crate::session::Session;
 use crate::shape::element_count;
 use crate::tensor::Tensor;
 
-use super::config::LayerConfig;
+use super::config::{invalid, LayerConfig};
 use super::group_norm::GroupNormalization;
 use super::layers::{
     ActivationLayer, AveragePooling2D, BatchNormalization, Conv2D, Dense, Dropout, Embedding,
@@ -249,18 +249,11 @@ impl Sequential {
     /// trained by the library's loop). `given` names each variable once, with its shape, as f32 in this model's
     /// session; otherwise nothing is replaced and the error names the first that differs.
     pub fn share_variables(&mut self, given: Vec<(String, Arc<Tensor>)>) -> Result<()> {
-        let mut given: std::collections::HashMap<String, Arc<Tensor>> = {
-            let count = given.len();
-            let map: std::collections::HashMap<_, _> = given.into_iter().collect();
-            if map.len() != count {
-                return Err(share_error(
-                    "variables",
-                    "a name given twice",
-                    "each name once",
-                ));
-            }
-            map
-        };
+        let count = given.len();
+        let mut given: std::collections::HashMap<String, Arc<Tensor>> = given.into_iter().collect();
+        if given.len() != count {
+            return Err(invalid("variables", "a name given twice", "each name once"));
+        }
         let wanted = self.named_variables();
         if wanted.len() != given.len() {
             let mut extra: Vec<&String> = given
@@ -268,10 +261,10 @@ impl Sequential {
                 .filter(|name| !wanted.iter().any(|(wanted, _)| wanted == *name))
                 .collect();
             extra.sort();
-            return Err(share_error(
+            return Err(invalid(
                 "variables",
                 format!("{} tensors (not the model's: {extra:?})", given.len()),
-                format!(
+                &format!(
                     "the model's {}: {:?}",
                     wanted.len(),
                     wanted.iter().map(|(name, _)| name).collect::<Vec<_>>()
@@ -280,21 +273,21 @@ impl Sequential {
         }
         for (name, own) in &wanted {
             let Some(tensor) = given.get(name) else {
-                return Err(share_error(
+                return Err(invalid(
                     "variables",
                     format!("none named {name:?}"),
                     "every variable of the model",
                 ));
             };
             if tensor.shape() != own.shape() || tensor.dtype() != own.dtype() {
-                return Err(share_error(
+                return Err(invalid(
                     "variables",
                     format!(
                         "{name} of shape {:?} ({:?})",
                         tensor.shape(),
                         tensor.dtype()
                     ),
-                    format!("shape {:?} ({:?})", own.shape(), own.dtype()),
+                    &format!("shape {:?} ({:?})", own.shape(), own.dtype()),
                 ));
             }
             own.expect_same_session("Sequential::share_variables", tensor)?;
@@ -309,7 +302,7 @@ impl Sequential {
         // Every layer gives the same names to replace as it reports: a layer that did not would leave one behind.
         match given.keys().next() {
             None => Ok(()),
-            Some(name) => Err(share_error(
+            Some(name) => Err(invalid(
                 "variables",
                 format!("{name} left unshared"),
                 "a layer that replaces every variable it has",
@@ -357,13 +350,5 @@ impl Module for Sequential {
             .flat_map(|layer| layer.weights())
             .map(|(_, tensor)| tensor)
             .collect()
-    }
-}
-
-fn share_error(what: &'static str, given: impl ToString, expected: impl ToString) -> Error {
-    Error::InvalidArgument {
-        what,
-        given: given.to_string(),
-        expected: expected.to_string(),
     }
 }
