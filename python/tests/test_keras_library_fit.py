@@ -502,3 +502,15 @@ def test_a_signal_handler_may_use_the_optimizer_during_a_library_fit(adapter, tm
     done = run_interrupted_child(script, [adapter])
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split() == ["finished", "1", str(4 * 500)], done.stdout
+
+
+class _NamedPool(L.AveragePooling2D):
+    """A subclass that only names itself: it computes as its base, and the library runs it as that."""
+
+
+def test_a_subclass_that_only_renames_a_layer_trains_in_the_library(session, rng, library_fits):
+    x, y = _images(rng, 40, (4, 4, 2), 3)
+    model = keras.Sequential([keras.Input((4, 4, 2)), _NamedPool(), L.Flatten(), L.Dense(3)], session=session)
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    history = model.fit(x, y, epochs=2, batch_size=8, verbose=0)
+    assert library_fits == [2] and np.isfinite(history.history["loss"]).all()

@@ -473,6 +473,9 @@ class MaxPooling2D(_Plain):
         self._inner = self._pool(pool_size, strides, padding)
         self._config = {"pool_size": pool_size, "strides": strides, "padding": padding}
 
+    # The library's layer: by this class's name, not a subclass's.
+    _library_name = "MaxPooling2D"
+
     @staticmethod
     def _pool(size: Any, strides: Any, padding: str) -> Any:
         return _nn_layers.MaxPool2d(size, strides, padding)
@@ -482,7 +485,7 @@ class MaxPooling2D(_Plain):
         if not isinstance(padding, str) or padding.lower() not in ("valid", "same"):
             return None
         return _entry(
-            type(self).__name__,
+            self._library_name,
             pool_size=list(_pair(self._config["pool_size"], "pool_size")),
             strides=None if strides is None else list(_pair(strides, "strides")),
             padding=padding.lower(),
@@ -491,6 +494,8 @@ class MaxPooling2D(_Plain):
 
 class AveragePooling2D(MaxPooling2D):
     """Keras's ``AveragePooling2D`` (padded positions not counted)."""
+
+    _library_name = "AveragePooling2D"
 
     @staticmethod
     def _pool(size: Any, strides: Any, padding: str) -> Any:
