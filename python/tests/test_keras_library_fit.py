@@ -514,3 +514,15 @@ def test_a_subclass_that_only_renames_a_layer_trains_in_the_library(session, rng
     model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     history = model.fit(x, y, epochs=2, batch_size=8, verbose=0)
     assert library_fits == [2] and np.isfinite(history.history["loss"]).all()
+
+
+def test_a_cap_with_no_room_for_the_library_s_data_leaves_the_fit_to_the_python_loop(adapter, rng, library_fits):
+    # 3.2 MB of training rows under a 2 MiB cap: the library's loop cannot hold them on the device, the Python
+    # loop (one batch there at a time) trains as it always did.
+    x, y = _images(rng, 100_000, (8,), 3)
+    with wg.Session(adapter=adapter, memory_limit="2MiB") as session:
+        model = keras.Sequential([keras.Input((8,)), L.Dense(4, activation="relu"), L.Dense(3)], session=session)
+        model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        history = model.fit(x, y, epochs=2, batch_size=10_000, verbose=0)
+        assert library_fits == [2]
+        assert model.optimizer.iterations == 2 * 10 and np.isfinite(history.history["loss"]).all()

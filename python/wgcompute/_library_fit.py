@@ -23,7 +23,7 @@ import numpy as np
 from . import _wgcompute
 from . import callbacks as callbacks_module
 from ._compile import Loss
-from ._errors import DivergedError
+from ._errors import DivergedError, OutOfMemoryError
 from ._metrics import _Metric
 from .optim import Optimizer
 
@@ -179,7 +179,8 @@ def run(
     order ``rng`` draws (as the Python loop draws it, so that both train the same batches), calling the callbacks
     at each epoch's beginning and end. Returns the epoch the Python loop goes on from (``epochs_total`` once the
     fit is done) and, where it has begun, that epoch: an epoch whose loss stopped being a number, which the
-    library refuses to go on from and the Python loop trains on, as Keras does, logging NaN."""
+    library refuses to go on from and the Python loop trains on, as Keras does, logging NaN; or the first, where
+    the session's cap leaves no room for the library's copy of the data."""
     steps = math.ceil(len(fit.train[0]) / batch)
     callback_list.set_steps(steps)
     epoch = first_epoch
@@ -208,6 +209,7 @@ def run(
 
     callback_list.on_epoch_begin(epoch)
     variables = [(name, variable._t) for name, variable in model.state_dict().items()]
+    steps_before = model.optimizer.iterations
     try:
         _wgcompute.fit_sequential(
             model._model_session()._s,
@@ -223,6 +225,13 @@ def run(
             on_epoch_end,
         )
     except DivergedError:
+        return epoch, epoch
+    except OutOfMemoryError:
+        # The library's loop keeps the whole training set on the device and builds its model before taking the
+        # caller's weights: under a cap with no room for those, the Python loop (a batch on the device at a
+        # time) trains instead, where no step was taken yet.
+        if epoch != first_epoch or model.optimizer.iterations != steps_before:
+            raise
         return epoch, epoch
     finally:
         for layer in model.layers:

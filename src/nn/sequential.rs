@@ -5,7 +5,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::autograd::GradientTape;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::session::Session;
 use crate::shape::element_count;
 use crate::tensor::Tensor;
@@ -149,13 +149,23 @@ impl Sequential {
                     expected: format!("weights of at most {most_values} values"),
                 });
             }
-            let in_layer = |error: Error| Error::InvalidArgument {
-                what: "model config",
-                given: format!(
-                    "layer {index} ({}) on samples of shape {shape:?}",
-                    layer_config.class_name()
-                ),
-                expected: error.to_string(),
+            let in_layer = |error: Error| match error.kind() {
+                // What the session or the device refused is not the config's fault: it keeps its kind, so that
+                // a caller can tell a full pool or a closed session from a layer that cannot be.
+                ErrorKind::OutOfMemory
+                | ErrorKind::SessionClosed
+                | ErrorKind::Suspended
+                | ErrorKind::DeviceLost
+                | ErrorKind::Driver
+                | ErrorKind::Interrupted => error,
+                _ => Error::InvalidArgument {
+                    what: "model config",
+                    given: format!(
+                        "layer {index} ({}) on samples of shape {shape:?}",
+                        layer_config.class_name()
+                    ),
+                    expected: error.to_string(),
+                },
             };
             let layer = layer_config
                 .build(session, &shape, seed.wrapping_add(index as u64))

@@ -954,3 +954,26 @@ fn group_normalization_refuses_what_it_cannot_group(backend: &Backend) {
         1e-5,
     );
 }
+
+vulkan_only!(a_model_past_the_session_s_cap_is_out_of_memory_not_a_bad_config);
+fn a_model_past_the_session_s_cap_is_out_of_memory_not_a_bad_config(backend: &Backend) {
+    // A full pool is the session's to report, as itself: a caller that can make room (or train another way)
+    // must tell it from a layer that cannot be built.
+    let session = Session::open(
+        backend
+            .options()
+            .memory_limit(wgcompute::MemoryLimit::Bytes(1 << 20)),
+    )
+    .expect("a capped session");
+    let too_big = config(
+        r#"{"input_shape": [8], "layers": [{"class_name": "Dense", "config": {"units": 65536}}]}"#,
+    );
+    match Sequential::new(&session, too_big, 1) {
+        Err(error) => assert_eq!(error.kind(), wgcompute::ErrorKind::OutOfMemory, "{error}"),
+        Ok(_) => panic!("2 MiB of weights were built under a 1 MiB cap"),
+    }
+    let fits = config(
+        r#"{"input_shape": [8], "layers": [{"class_name": "Dense", "config": {"units": 4}}]}"#,
+    );
+    Sequential::new(&session, fits, 1).expect("a model that fits, after the refusal");
+}
