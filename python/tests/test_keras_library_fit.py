@@ -526,3 +526,116 @@ def test_a_cap_with_no_room_for_the_library_s_data_leaves_the_fit_to_the_python_
         history = model.fit(x, y, epochs=2, batch_size=10_000, verbose=0)
         assert library_fits == [2]
         assert model.optimizer.iterations == 2 * 10 and np.isfinite(history.history["loss"]).all()
+
+
+def _functional(session, shape, build, loss="sparse_categorical_crossentropy"):
+    """A functional model ``build(input)`` makes, its weights drawn from one seed, built and compiled."""
+    keras.utils.set_random_seed(13)
+    inputs = keras.Input(shape)
+    model = keras.Model(inputs, build(inputs), session=session)
+    model.build((None, *shape))
+    model.compile(optimizer=keras.optimizers.Adam(0.01), loss=loss, metrics=["accuracy"])
+    return model
+
+
+def _residual_cnn(x):
+    """Two branches of a convolution joined by every merging layer: a residual Add, a Concatenate of
+    channels, a Multiply, an Average of three and a Subtract; the outputs a softmax."""
+    stem = L.Conv2D(4, 3, padding="same", activation="relu")(x)
+    branch = L.Conv2D(4, 1, activation="tanh")(L.BatchNormalization()(stem))
+    residual = L.Add()([stem, branch])
+    joined = L.Concatenate()([residual, L.Conv2D(2, 3, padding="same")(stem)])
+    pooled = L.GlobalAveragePooling2D()(L.MaxPooling2D()(joined))
+    gate = L.Dense(6, activation="sigmoid")(pooled)
+    mixed = L.Average()([L.Multiply()([pooled, gate]), pooled, gate])
+    return L.Dense(3, activation="softmax")(L.Subtract()([mixed, L.Dropout(0.0)(gate)]))
+
+
+def test_the_library_fits_a_functional_graph_as_the_python_loop_does(session, rng, library_fits):
+    shape = (6, 5, 2)
+    x, y = _images(rng, 157, shape, 3)
+    library, python = _functional(session, shape, _residual_cnn), _functional(session, shape, _residual_cnn)
+    config, classes = library._library_model()
+    assert classes == 3
+    merging = {"Add": 2, "Concatenate": 2, "Multiply": 2, "Average": 3, "Subtract": 2}
+    taken = {entry["class_name"]: len(inputs) for entry, inputs in zip(config["layers"], config["inputs"], strict=True)}
+    assert {name: taken[name] for name in merging} == merging
+    args = {"epochs": 3, "batch_size": 23, "validation_split": 0.2, "verbose": 0, "seed": int(rng.integers(2**31))}
+    histories = library.fit(x, y, **args), python.fit(x, y, callbacks=[_EachBatch()], **args)
+    assert library_fits == [3]
+    _expect_same_fit(library, python, *histories)
+    # A second fit goes on from the first.
+    args["epochs"], args["initial_epoch"] = 4, 3
+    histories = library.fit(x, y, **args), python.fit(x, y, callbacks=[_EachBatch()], **args)
+    assert library_fits == [3, 1]
+    _expect_same_fit(library, python, *histories)
+
+
+def test_a_functional_graph_of_logits_and_ids_fits_in_the_library(session, rng, library_fits):
+    ids = rng.integers(0, 30, size=(120, 5))
+    y = ids[:, 0] % 3
+
+    def build(x):
+        embedded = L.Flatten()(L.Embedding(30, 3)(x))
+        wide = L.Dense(6, activation="relu")(embedded)
+        return L.Flatten()(L.Add()([L.Dense(3)(wide), L.Dense(3)(embedded)]))
+
+    models = []
+    for _ in range(2):
+        model = _functional(session, (5,), build)
+        model.compile(
+            optimizer=keras.optimizers.SGD(0.1, momentum=0.5),
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            metrics=["accuracy"],
+        )
+        models.append(model)
+    args = {"epochs": 2, "batch_size": 16, "verbose": 0, "seed": 3}
+    histories = models[0].fit(ids, y, **args), models[1].fit(ids, y, callbacks=[_EachBatch()], **args)
+    assert library_fits == [2]
+    _expect_same_fit(*models, *histories)
+
+
+class _Doubled(L.Add):
+    """An Add that computes something else: its own ``_combine``."""
+
+    def _combine(self, tensors):
+        return super()._combine(tensors) * 2.0
+
+
+@pytest.mark.parametrize("case", ["shared_layer", "call_arguments", "own_combine", "model_subclass", "logits_softmax"])
+def test_what_the_library_cannot_run_of_a_graph_takes_the_python_loop(session, rng, library_fits, case):
+    x, y = _images(rng, 40, (6,), 3)
+    shared = L.Dense(6, activation="relu")
+
+    def build(inputs):
+        if case == "shared_layer":
+            hidden = shared(shared(inputs))
+        elif case == "call_arguments":
+            hidden = L.Dropout(0.5)(inputs, training=False)
+        else:
+            hidden = L.Dense(6)(inputs)
+        merged = (_Doubled if case == "own_combine" else L.Add)()([inputs, hidden])
+        outputs = L.Dense(3, activation="softmax")(merged)
+        return L.Activation("softmax")(L.Dense(3)(merged)) if case == "logits_softmax" else outputs
+
+    model = _functional(session, (6,), build)
+    if case == "model_subclass":
+        model.__class__ = type("_OwnModel", (keras.Model,), {})
+    if case == "logits_softmax":
+        model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    history = model.fit(x, y, epochs=2, batch_size=8, verbose=0)
+    assert library_fits == []
+    assert len(history.history["loss"]) == 2
+
+
+def test_the_outputs_activation_is_looked_for_along_the_graph_not_the_list():
+    dense = {"class_name": "Dense", "config": {"units": 3, "activation": "softmax"}}
+    linear = {"class_name": "Dense", "config": {"units": 3}}
+    flatten = {"class_name": "Flatten", "config": {}}
+    # The Flatten takes the softmax's output; the layer before it in the list is another branch.
+    config = {"input_shape": [3], "layers": [dense, linear, flatten], "inputs": [[0], [0], [1]]}
+    assert _library_fit._logits_config(config, from_logits=True) is None
+    config["inputs"] = [[0], [0], [2]]
+    assert _library_fit._logits_config(config, from_logits=True) is not None
+    # A chain's is the layer before.
+    assert _library_fit._logits_config({"input_shape": [3], "layers": [linear, dense, flatten]}, True) is None

@@ -278,14 +278,15 @@ class Layer:
 
 def _library_config_of(layer: Any) -> dict[str, Any] | None:
     """``layer``'s :meth:`Layer._library_config`, where the class that gives it also runs the layer: a subclass
-    that defines its own ``call`` (or ``build``, ``__call__``, ``compute_mask``) computes something else, so it
+    that defines its own ``call`` (or ``build``, ``__call__``, ``compute_mask``, a merging layer's ``_combine``)
+    computes something else, so it
     has none; so has a frozen layer, which the library's loop would train."""
     if not isinstance(layer, Layer) or not layer.trainable:
         return None
     for klass in type(layer).__mro__:
         if "_library_config" in vars(klass):
             return layer._library_config()
-        if any(name in vars(klass) for name in ("call", "__call__", "build", "compute_mask")):
+        if any(name in vars(klass) for name in ("call", "__call__", "build", "compute_mask", "_combine")):
             return None
     return None
 

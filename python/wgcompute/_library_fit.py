@@ -1,10 +1,10 @@
 """``Model.fit`` through the library's loop (``wgcompute::fit::Trainer``, the one the command and the estimators
-run): where the model is one the library's ``Sequential`` runs (every layer one of its layers, see
-:meth:`Layer._library_config`), trained with a softmax cross-entropy on arrays with at most accuracy as its metric,
-the library trains it over the model's own variables (shared, not copied) with the model's own optimizer, its
-state going on from where it was, each epoch in one call with the GIL released; Python runs only the callbacks,
-between epochs. Anything else (a layer, loss, metric or optimizer of Python's, sample or class weights, a
-generator, a callback at each batch) takes the Python loop of :mod:`._trainer`, whose steps are the same ops.
+run): where the model is one the library's ``Sequential`` runs, a chain or a functional model's graph (every layer
+one of its layers, see :meth:`Layer._library_config`), trained with a softmax cross-entropy on arrays with at most
+accuracy as its metric, the library trains it over the model's own variables (shared, not copied) with the model's
+own optimizer, its state going on from where it was, each epoch in one call with the GIL released; Python runs
+only the callbacks, between epochs. Anything else (a layer, loss, metric or optimizer of Python's, sample or class
+weights, a generator, a callback at each batch) takes the Python loop of :mod:`._trainer`, whose steps are the same ops.
 
 What differs from the Python loop: a softmax that ends the model is applied by the loss (the same cross-entropy,
 its probabilities never clipped to 1e-7), and dropout draws the library's masks. The batches are the same: each
@@ -81,11 +81,17 @@ def _rows(xs: Any, ids: bool) -> np.ndarray | None:
     return rows if np.isfinite(rows).all() else None
 
 
+def _layer_inputs(config: dict[str, Any]) -> list[list[int]]:
+    """What each layer of ``config`` takes: its graph's ``inputs`` (0 the model's input, ``j + 1`` layer ``j``'s
+    output), or a chain's."""
+    return config.get("inputs") or [[index] for index in range(len(config["layers"]))]
+
+
 def _logits_config(config: dict[str, Any], from_logits: bool) -> dict[str, Any] | None:
     """``config`` with the softmax that ends it taken out (the loss applies it) where the loss takes
     probabilities; None where the outputs are not what the loss takes: probabilities that a softmax did not
     make last (a Flatten or Dropout after it changes them), or logits that leave through a softmax or sigmoid
-    (which the library refuses, looking past the layers that pass values on)."""
+    (which the library refuses, looking back past the layers that pass values on)."""
     layers = [dict(entry, config=dict(entry["config"])) for entry in config["layers"]]
     if not from_logits:
         last = layers[-1]["config"]
@@ -93,11 +99,13 @@ def _logits_config(config: dict[str, Any], from_logits: bool) -> dict[str, Any] 
             return None
         last["activation"] = "linear"
         return dict(config, layers=layers)
-    for entry in reversed(layers):
-        if entry["class_name"] not in _PASSING:
-            activation = entry["config"].get("activation")
-            return None if activation in ("softmax", "sigmoid") else dict(config, layers=layers)
-    return None
+    inputs, index = _layer_inputs(config), len(layers) - 1
+    while index >= 0 and layers[index]["class_name"] in _PASSING:
+        index = inputs[index][0] - 1
+    if index < 0:
+        return None
+    activation = layers[index]["config"].get("activation")
+    return None if activation in ("softmax", "sigmoid") else dict(config, layers=layers)
 
 
 def plan(
@@ -151,7 +159,8 @@ def plan(
     except (TypeError, ValueError):  # an argument the library's config cannot spell
         return None
     # Integers are ids for an Embedding; a Dense or Conv2D first takes floats only (the Python loop refuses ints).
-    ids = config["layers"][0]["class_name"] == "Embedding"
+    takers = [entry for entry, taken in zip(config["layers"], _layer_inputs(config), strict=True) if 0 in taken]
+    ids = all(entry["class_name"] == "Embedding" for entry in takers)
     train = _rows(xs, ids), _class_ids(loss, ys, classes)
     if train[0] is None or train[1] is None:
         return None

@@ -137,6 +137,33 @@ class Model(Trainer, _layers.Layer):
             except Exception:  # noqa: S110 - nothing to report to at collection time
                 pass
 
+    def _library_model(self) -> tuple[dict[str, Any], int] | None:
+        """A functional model as the library's config of a graph of layers (its ``inputs`` say what each layer
+        takes: 0 the model's input, ``j + 1`` layer ``j``'s output), and its outputs' width: where every layer is
+        one of the library's (see :meth:`Layer._library_config`), called once and without keyword arguments, and
+        the outputs are a vector per sample; else None."""
+        graph = self.__dict__.get("_graph")
+        # A subclass may call, step or train otherwise: the library would not.
+        if type(self) is not Model or not graph or not self.trainable or self._input_shape is None:
+            return None
+        layers = self.layers
+        # A layer called twice shares its weights between two places of the graph, which the library's has not.
+        if len(layers) != len(graph):
+            return None
+        position = {id(self._graph_input): 0}
+        entries, inputs = [], []
+        for index, node in enumerate(graph):
+            entry = _layers._library_config_of(node._layer)
+            if entry is None or node._layer is not layers[index] or node._arguments:
+                return None
+            entries.append(entry)
+            inputs.append([position[id(parent)] for parent in node._parents])
+            position[id(node)] = index + 1
+        shape = self._output_shapes.get(id(layers[-1]))
+        if shape is None or len(shape) != 2 or shape[1] is None:
+            return None
+        return {"input_shape": list(self._input_shape), "layers": entries, "inputs": inputs}, int(shape[1])
+
     # --- forward and build ---
 
     def _run_graph(self, x: Any, training: bool, record: bool = False) -> Any:

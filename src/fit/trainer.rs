@@ -428,20 +428,7 @@ impl Trainer {
         config.check()?;
         let outputs = output_width(&model)?;
         check_outputs(&config, outputs)?;
-        // The activation the outputs leave with: the last layer's that has one, past the layers that only move
-        // values (Flatten, Reshape, Dropout).
-        let last = model
-            .config()
-            .layers
-            .iter()
-            .rev()
-            .find(|layer| {
-                !matches!(
-                    layer,
-                    LayerConfig::Flatten | LayerConfig::Reshape(_) | LayerConfig::Dropout(_)
-                )
-            })
-            .and_then(|layer| layer.activation());
+        let last = model.config().output_activation();
         if config.objective != Objective::SquaredError
             && matches!(last, Some("softmax" | "sigmoid"))
         {
@@ -459,10 +446,11 @@ impl Trainer {
             ));
         }
         if config.standardize
-            && matches!(
-                model.config().layers.first(),
-                Some(LayerConfig::Embedding(_))
-            )
+            && model
+                .config()
+                .input_layers()
+                .iter()
+                .any(|layer| matches!(layer, LayerConfig::Embedding(_)))
         {
             return Err(invalid(
                 "standardize",

@@ -24,6 +24,17 @@ pub enum LayerConfig {
     BatchNormalization(BatchNormalizationConfig),
     GroupNormalization(GroupNormalizationConfig),
     Embedding(EmbeddingConfig),
+    /// Keras's merging layers, of a graph's two inputs or more ([`SequentialConfig::inputs`](super::SequentialConfig::inputs)):
+    /// the inputs' elementwise sum.
+    Add,
+    /// The first input less the second.
+    Subtract,
+    /// The inputs' elementwise product.
+    Multiply,
+    /// The inputs' elementwise mean.
+    Average,
+    /// The inputs joined along an axis.
+    Concatenate(ConcatenateConfig),
 }
 
 /// A layer as read, before its class is known: its config may be left out where every argument has a
@@ -39,7 +50,7 @@ struct TaggedLayer {
 const CLASS_NAMES: &str =
     "Dense, Conv2D, MaxPooling2D, AveragePooling2D, GlobalAveragePooling2D, Flatten, \
                            Reshape, Dropout, Activation, LayerNormalization, BatchNormalization, \
-                           GroupNormalization or Embedding";
+                           GroupNormalization, Embedding, Add, Subtract, Multiply, Average or Concatenate";
 
 impl TryFrom<TaggedLayer> for LayerConfig {
     type Error = String;
@@ -73,6 +84,11 @@ impl TryFrom<TaggedLayer> for LayerConfig {
             "BatchNormalization" => LayerConfig::BatchNormalization(read(class, config)?),
             "GroupNormalization" => LayerConfig::GroupNormalization(read(class, config)?),
             "Embedding" => LayerConfig::Embedding(read(class, config)?),
+            "Add" => no_arguments(config, LayerConfig::Add)?,
+            "Subtract" => no_arguments(config, LayerConfig::Subtract)?,
+            "Multiply" => no_arguments(config, LayerConfig::Multiply)?,
+            "Average" => no_arguments(config, LayerConfig::Average)?,
+            "Concatenate" => LayerConfig::Concatenate(read(class, config)?),
             other => {
                 return Err(format!(
                     "unknown layer class_name '{other}': one of {CLASS_NAMES}"
@@ -264,6 +280,20 @@ pub struct EmbeddingConfig {
     pub output_dim: usize,
 }
 
+/// Every argument has a default, Keras's: the last axis.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ConcatenateConfig {
+    /// The axis of the batch (the batch axis 0, the samples' from 1), or counted from the end where negative.
+    pub axis: i64,
+}
+
+impl Default for ConcatenateConfig {
+    fn default() -> Self {
+        ConcatenateConfig { axis: -1 }
+    }
+}
+
 pub(super) fn invalid(what: &'static str, given: impl ToString, expected: &str) -> Error {
     Error::InvalidArgument {
         what,
@@ -346,6 +376,11 @@ impl LayerConfig {
             LayerConfig::BatchNormalization(_) => "BatchNormalization",
             LayerConfig::GroupNormalization(_) => "GroupNormalization",
             LayerConfig::Embedding(_) => "Embedding",
+            LayerConfig::Add => "Add",
+            LayerConfig::Subtract => "Subtract",
+            LayerConfig::Multiply => "Multiply",
+            LayerConfig::Average => "Average",
+            LayerConfig::Concatenate(_) => "Concatenate",
         }
     }
 }

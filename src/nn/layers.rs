@@ -23,6 +23,20 @@ pub trait Layer: Send + Sync {
     /// `training=True`: dropout drops, batch normalisation takes the batch's statistics and moves its own),
     /// the layer's weights watched there; without, inference.
     fn call(&self, x: &Tensor, tape: Option<&GradientTape>) -> Result<Tensor>;
+    /// The pass over a graph's inputs of this layer ([`SequentialConfig::inputs`](super::SequentialConfig::inputs)):
+    /// a merging layer's two or more; any other layer takes one, its [`Layer::call`].
+    fn call_inputs(&self, inputs: &[Tensor], tape: Option<&GradientTape>) -> Result<Tensor> {
+        match inputs {
+            [x] => self.call(x, tape),
+            _ => Err(Error::Shape {
+                op: "Layer::call_inputs",
+                message: format!(
+                    "a layer other than a merging one takes one input; got {}",
+                    inputs.len()
+                ),
+            }),
+        }
+    }
     /// The weights an optimizer trains, by Keras's names (kernel, bias, gamma, beta, embeddings), in a fixed
     /// order.
     fn weights(&self) -> Vec<(&'static str, Arc<Tensor>)> {

@@ -6,9 +6,10 @@
 //!   [`crate::fit`] take one).
 //! - [`Linear`] and [`Mlp`]: the estimators' and the command's MLPs.
 //! - [`Layer`]s by Keras's names and arguments, each built from its [`LayerConfig`] (`Dense`, `Conv2D`, the
-//!   poolings, `Flatten`, `Reshape`, `Dropout`, `Activation`, the normalisations, `Embedding`), stacked in a
-//!   [`Sequential`] whose whole configuration is one JSON document ([`SequentialConfig`]) of Keras's class names
-//!   and arguments.
+//!   poolings, `Flatten`, `Reshape`, `Dropout`, `Activation`, the normalisations, `Embedding`, the merging
+//!   layers), stacked in a [`Sequential`] whose whole configuration is one JSON document ([`SequentialConfig`])
+//!   of Keras's class names and arguments: a chain, or a graph as a Keras functional model's
+//!   ([`SequentialConfig::inputs`]).
 //!
 //! ```
 //! use wgcompute::nn::{LayerConfig, Sequential, SequentialConfig};
@@ -34,6 +35,7 @@ mod config;
 mod group_norm;
 mod layers;
 mod linear;
+mod merging;
 mod sequential;
 
 use std::sync::Arc;
@@ -43,9 +45,9 @@ use crate::error::Result;
 use crate::tensor::Tensor;
 
 pub use config::{
-    ActivationConfig, BatchNormalizationConfig, Conv2DConfig, DenseConfig, DropoutConfig,
-    EmbeddingConfig, GroupNormalizationConfig, LayerConfig, LayerNormalizationConfig, Pair,
-    PoolingConfig, ReshapeConfig,
+    ActivationConfig, BatchNormalizationConfig, ConcatenateConfig, Conv2DConfig, DenseConfig,
+    DropoutConfig, EmbeddingConfig, GroupNormalizationConfig, LayerConfig,
+    LayerNormalizationConfig, Pair, PoolingConfig, ReshapeConfig,
 };
 pub use group_norm::group_normalization;
 pub use layers::Layer;

@@ -16,6 +16,7 @@ use super::layers::{
     ActivationLayer, AveragePooling2D, BatchNormalization, Conv2D, Dense, Dropout, Embedding,
     Flatten, GlobalAveragePooling2D, Layer, LayerNormalization, MaxPooling2D, Reshape,
 };
+use super::merging::{Merge, Merging};
 use super::Module;
 
 impl LayerConfig {
@@ -49,17 +50,28 @@ impl LayerConfig {
                 Box::new(GroupNormalization::new(session, config, input_shape)?)
             }
             LayerConfig::Embedding(config) => Box::new(Embedding::new(session, config, seed)?),
+            LayerConfig::Add => Box::new(Merge::new(Merging::Add)),
+            LayerConfig::Subtract => Box::new(Merge::new(Merging::Subtract)),
+            LayerConfig::Multiply => Box::new(Merge::new(Merging::Multiply)),
+            LayerConfig::Average => Box::new(Merge::new(Merging::Average)),
+            LayerConfig::Concatenate(config) => Box::new(Merge::concatenate(config)),
         })
     }
 }
 
 /// What a [`Sequential`] is made of: each sample's shape (the batch axis left out) and the layers, by Keras's
-/// class names and arguments.
+/// class names and arguments; and, for a graph of layers (Keras's functional model), what each layer takes.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SequentialConfig {
     pub input_shape: Vec<usize>,
     pub layers: Vec<LayerConfig>,
+    /// Where the layers form a graph rather than a chain (a residual connection, branches merged by `Add` or
+    /// `Concatenate`): layer `i`'s inputs, each `0` for the model's input or `j + 1` for the output of an
+    /// earlier layer `j`. The last layer's output is the model's, and every other value feeds a later layer.
+    /// Left out, each layer takes the output of the one before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inputs: Option<Vec<Vec<usize>>>,
 }
 
 impl SequentialConfig {
@@ -89,6 +101,81 @@ impl SequentialConfig {
         element_count("input_shape", &self.input_shape).map_err(|_| invalid())
     }
 
+    /// Each layer's inputs, as [`SequentialConfig::inputs`] numbers them (a chain's where it is left out): an
+    /// error where a layer takes none, or a later layer's output, or where a value other than the model's
+    /// output feeds no layer.
+    pub fn layer_inputs(&self) -> Result<Vec<Vec<usize>>> {
+        let Some(inputs) = &self.inputs else {
+            return Ok((0..self.layers.len()).map(|index| vec![index]).collect());
+        };
+        let wrong = |given: String| {
+            Err(Error::InvalidArgument {
+                what: "model config inputs",
+                given,
+                expected: "a list per layer of the values it takes: 0 the model's input, j + 1 an earlier \
+                           layer j's output; every value but the last layer's taken by some layer"
+                    .to_string(),
+            })
+        };
+        if inputs.len() != self.layers.len() {
+            return wrong(format!(
+                "{} lists for {} layers",
+                inputs.len(),
+                self.layers.len()
+            ));
+        }
+        let mut used = vec![false; self.layers.len()];
+        for (index, taken) in inputs.iter().enumerate() {
+            if taken.is_empty() {
+                return wrong(format!("no input for layer {index}"));
+            }
+            for &value in taken {
+                if value > index {
+                    return wrong(format!(
+                        "layer {index} takes value {value}, not made before it"
+                    ));
+                }
+                used[value] = true;
+            }
+        }
+        match used.iter().position(|&used| !used) {
+            Some(0) => wrong("no layer takes the model's input".to_string()),
+            Some(value) => wrong(format!("the output of layer {} goes nowhere", value - 1)),
+            None => Ok(inputs.clone()),
+        }
+    }
+
+    /// The activation the model's outputs leave with: that of the layer that makes them, or where that layer
+    /// only moves values (Flatten, Reshape, Dropout), of the layer before it (its input's, in a graph).
+    pub fn output_activation(&self) -> Option<&str> {
+        let inputs = self.layer_inputs().ok()?;
+        let mut index = self.layers.len().checked_sub(1)?;
+        loop {
+            let layer = &self.layers[index];
+            if !matches!(
+                layer,
+                LayerConfig::Flatten | LayerConfig::Reshape(_) | LayerConfig::Dropout(_)
+            ) {
+                return layer.activation();
+            }
+            index = inputs[index].first()?.checked_sub(1)?;
+        }
+    }
+
+    /// The layers that take the model's input (the first, in a chain).
+    pub fn input_layers(&self) -> Vec<&LayerConfig> {
+        match self.layer_inputs() {
+            Ok(inputs) => self
+                .layers
+                .iter()
+                .zip(inputs)
+                .filter(|(_, taken)| taken.contains(&0))
+                .map(|(layer, _)| layer)
+                .collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+
     /// The configuration as one line of JSON, which [`SequentialConfig::from_json`] reads back.
     pub fn to_json(&self) -> String {
         // A config of strings, numbers and lists: nothing in it can fail to serialise.
@@ -105,6 +192,8 @@ pub struct Sequential {
     output_shape: Vec<usize>,
     /// The product of the input shape, checked when the model was built.
     input_values: usize,
+    /// What each layer takes ([`SequentialConfig::layer_inputs`]), checked when the model was built.
+    layer_inputs: Vec<Vec<usize>>,
 }
 
 impl Sequential {
@@ -126,6 +215,7 @@ impl Sequential {
         most_values: u64,
     ) -> Result<Self> {
         let input_values = config.input_values()?;
+        let layer_inputs = config.layer_inputs()?;
         let mut config = config;
         // A dropout layer's seed is the model's (offset by its position) unless given, and kept in the config, so
         // that a model built again from its config (a loaded one) draws as this one does.
@@ -134,10 +224,16 @@ impl Sequential {
                 dropout.seed.get_or_insert(seed.wrapping_add(index as u64));
             }
         }
-        let mut shape = config.input_shape.clone();
-        let mut layers = Vec::with_capacity(config.layers.len());
+        let mut layers: Vec<Box<dyn Layer>> = Vec::with_capacity(config.layers.len());
         let mut values = 0u64;
-        for (index, layer_config) in config.layers.iter().enumerate() {
+        // Each layer is built for the samples its (first) input holds, found by running the layers before it on
+        // one zero sample.
+        let sample: Vec<usize> = std::iter::once(1)
+            .chain(config.input_shape.iter().copied())
+            .collect();
+        let output = run_graph(&layer_inputs, session.zeros(&sample)?, |index, inputs| {
+            let layer_config = &config.layers[index];
+            let shape = inputs[0].shape()[1..].to_vec();
             values = values.saturating_add(layer_config.weight_values(&shape));
             if values > most_values {
                 return Err(Error::InvalidArgument {
@@ -161,8 +257,12 @@ impl Sequential {
                 _ => Error::InvalidArgument {
                     what: "model config",
                     given: format!(
-                        "layer {index} ({}) on samples of shape {shape:?}",
-                        layer_config.class_name()
+                        "layer {index} ({}) on samples of shape {:?}",
+                        layer_config.class_name(),
+                        inputs
+                            .iter()
+                            .map(|input| &input.shape()[1..])
+                            .collect::<Vec<_>>()
                     ),
                     expected: error.to_string(),
                 },
@@ -170,18 +270,17 @@ impl Sequential {
             let layer = layer_config
                 .build(session, &shape, seed.wrapping_add(index as u64))
                 .map_err(in_layer)?;
-            let sample: Vec<usize> = std::iter::once(1).chain(shape.iter().copied()).collect();
-            let output = layer
-                .call(&session.zeros(&sample)?, None)
-                .map_err(in_layer)?;
-            shape = output.shape()[1..].to_vec();
+            let output = layer.call_inputs(inputs, None).map_err(in_layer)?;
             layers.push(layer);
-        }
+            Ok(output)
+        })?;
+        let shape = output.shape()[1..].to_vec();
         Ok(Sequential {
             config,
             layers,
             output_shape: shape,
             input_values,
+            layer_inputs,
         })
     }
 
@@ -229,10 +328,15 @@ impl Sequential {
                 ),
             });
         };
-        for layer in &self.layers {
-            current = layer.call(&current, tape)?;
+        if self.config.inputs.is_none() {
+            for layer in &self.layers {
+                current = layer.call(&current, tape)?;
+            }
+            return Ok(current);
         }
-        Ok(current)
+        run_graph(&self.layer_inputs, current, |index, inputs| {
+            self.layers[index].call_inputs(inputs, tape)
+        })
     }
 
     /// The trained weights by name, `layers.<i>.<name>` (Keras's weight names: kernel, bias, gamma, ...), in
@@ -334,6 +438,51 @@ impl Sequential {
             })
             .collect()
     }
+}
+
+/// The value a graph of layers gives for `input`: `layer(index, its inputs)` run in order, each value dropped
+/// once the last layer that takes it has run (`layer_inputs` as [`SequentialConfig::layer_inputs`] checked it).
+fn run_graph(
+    layer_inputs: &[Vec<usize>],
+    input: Tensor,
+    mut layer: impl FnMut(usize, &[Tensor]) -> Result<Tensor>,
+) -> Result<Tensor> {
+    let mut last_use = vec![0; layer_inputs.len() + 1];
+    for (index, taken) in layer_inputs.iter().enumerate() {
+        for &value in taken {
+            last_use[value] = index;
+        }
+    }
+    let mut values: Vec<Option<Tensor>> = Vec::with_capacity(layer_inputs.len() + 1);
+    values.push(Some(input));
+    for (index, taken) in layer_inputs.iter().enumerate() {
+        let inputs = taken
+            .iter()
+            .map(|&value| {
+                values[value]
+                    .as_ref()
+                    .map(Tensor::handle)
+                    .ok_or(Error::Shape {
+                        op: "Sequential",
+                        message: format!(
+                            "graph value {value} dropped before layer {index} takes it"
+                        ),
+                    })
+            })
+            .collect::<Result<Vec<Tensor>>>()?;
+        let output = layer(index, &inputs)?;
+        drop(inputs);
+        for &value in taken {
+            if last_use[value] == index {
+                values[value] = None;
+            }
+        }
+        values.push(Some(output));
+    }
+    values.pop().flatten().ok_or(Error::Shape {
+        op: "Sequential",
+        message: "a graph without an output".to_string(),
+    })
 }
 
 impl std::fmt::Debug for Sequential {

@@ -1395,3 +1395,99 @@ fn a_sequential_trains_the_callers_tensors_with_the_callers_optimizer_and_order(
     ));
     assert_eq!(values_of(&model), before);
 }
+
+per_backend!(a_graph_of_layers_fits_and_is_judged_by_the_layer_that_makes_its_outputs);
+fn a_graph_of_layers_fits_and_is_judged_by_the_layer_that_makes_its_outputs(backend: &Backend) {
+    use wgcompute::nn::{Sequential, SequentialConfig};
+    let mut rng = Rng::fresh("fit-graph");
+    let (features, classes) = (3, 3);
+    let (x, y) = blobs(&mut rng, 150, features, classes);
+    let session = backend.poisoned();
+    let mut config = small_config(5);
+    config.val_split = 0.2;
+    let fit = |model: SequentialConfig| {
+        let model = Sequential::new(&session, model, config.seed).expect("a model");
+        let mut trainer = Trainer::new_sequential(
+            &session,
+            config.clone(),
+            model,
+            labelled(&x, features, &y),
+            None,
+        )?;
+        trainer.run()?;
+        Ok::<_, Error>(trainer)
+    };
+    // A chain written as a graph is the chain: the same history, the same weights, bit for bit.
+    let mut as_graph = dense_stack(features, classes);
+    as_graph.inputs = Some(vec![vec![0], vec![1]]);
+    let (chain, graph) = (
+        fit(dense_stack(features, classes)).expect("fit"),
+        fit(as_graph).expect("fit"),
+    );
+    assert_eq!(
+        history_without_seconds(&chain),
+        history_without_seconds(&graph)
+    );
+    let weights = |trainer: &Trainer| -> Vec<Vec<f32>> {
+        let parameters = trainer.model().parameters();
+        parameters
+            .iter()
+            .map(|tensor| tensor.to_vec().expect("read"))
+            .collect()
+    };
+    assert_eq!(weights(&chain), weights(&graph));
+
+    // A residual block and a concatenated branch learn the blobs.
+    let residual = SequentialConfig::from_json(
+        r#"{"input_shape": [3], "layers": [
+            {"class_name": "Dense", "config": {"units": 3, "activation": "relu"}},
+            {"class_name": "Add"},
+            {"class_name": "Dense", "config": {"units": 4, "activation": "tanh"}},
+            {"class_name": "Concatenate"},
+            {"class_name": "Dense", "config": {"units": 3}}],
+            "inputs": [[0], [0, 1], [2], [2, 3], [4]]}"#,
+    )
+    .expect("a config");
+    let trained = fit(residual).expect("fit");
+    let history = trained.history();
+    assert!(
+        history[history.len() - 1].loss < history[0].loss * 0.9,
+        "{history:?}"
+    );
+
+    // What makes the outputs is the layer the graph ends with, followed back through its input past a
+    // Flatten: a softmax there is refused (the loss applies it), one on a branch that does not end it is not.
+    let ending_in_softmax = SequentialConfig::from_json(
+        r#"{"input_shape": [3], "layers": [
+            {"class_name": "Dense", "config": {"units": 3, "activation": "softmax"}},
+            {"class_name": "Dense", "config": {"units": 3}},
+            {"class_name": "Add"},
+            {"class_name": "Activation", "config": {"activation": "softmax"}},
+            {"class_name": "Flatten"}],
+            "inputs": [[0], [0], [1, 2], [3], [4]]}"#,
+    )
+    .expect("a config");
+    let Err(refused) = fit(ending_in_softmax.clone()) else {
+        panic!("a graph whose outputs leave through softmax was fitted");
+    };
+    assert!(refused.to_string().contains("softmax"), "{refused}");
+    let mut softmax_inside = ending_in_softmax;
+    softmax_inside.layers.truncate(3);
+    softmax_inside.inputs.as_mut().expect("a graph").truncate(3);
+    fit(softmax_inside).expect("a softmax inside the graph is the model's own");
+    // An Embedding that takes the model's input on any branch takes ids, which standardisation would move.
+    let ids = SequentialConfig::from_json(
+        r#"{"input_shape": [3], "layers": [
+            {"class_name": "Dense", "config": {"units": 2}},
+            {"class_name": "Embedding", "config": {"input_dim": 200, "output_dim": 2}},
+            {"class_name": "Flatten"},
+            {"class_name": "Concatenate"},
+            {"class_name": "Dense", "config": {"units": 3}}],
+            "inputs": [[0], [0], [2], [1, 3], [4]]}"#,
+    )
+    .expect("a config");
+    let Err(refused) = fit(ids) else {
+        panic!("ids were standardised");
+    };
+    assert!(refused.to_string().contains("Embedding"), "{refused}");
+}

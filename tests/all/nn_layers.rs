@@ -94,15 +94,22 @@ fn interpret(
     training: bool,
 ) -> (Array, HashMap<String, Vec<f64>>) {
     let batch = x.shape[0];
-    let mut current = Array {
+    // The model's input, then each layer's output: a graph's layers take any earlier ones.
+    let mut values = vec![Array {
         shape: std::iter::once(batch)
             .chain(config.input_shape.iter().copied())
             .collect(),
         data: x.data.clone(),
-    };
+    }];
+    let layer_inputs = config.layer_inputs().expect("the layers' inputs");
     let mut moved = HashMap::new();
     for (index, layer) in config.layers.iter().enumerate() {
         let var = |name: &str| variables.get(&format!("layers.{index}.{name}"));
+        let taken: Vec<Array> = layer_inputs[index]
+            .iter()
+            .map(|&value| values[value].clone())
+            .collect();
+        let mut current = taken[0].clone();
         let shape = current.shape.clone();
         let last = *shape.last().expect("a shape");
         current = match layer {
@@ -330,9 +337,49 @@ fn interpret(
                 shape.push(dim);
                 Array { shape, data }
             }
+            LayerConfig::Add
+            | LayerConfig::Subtract
+            | LayerConfig::Multiply
+            | LayerConfig::Average => {
+                for other in &taken[1..] {
+                    assert_eq!(other.shape, shape, "a merge of one shape");
+                    for (at, value) in current.data.iter_mut().enumerate() {
+                        match layer {
+                            LayerConfig::Subtract => *value -= other.data[at],
+                            LayerConfig::Multiply => *value *= other.data[at],
+                            _ => *value += other.data[at],
+                        }
+                    }
+                }
+                if matches!(layer, LayerConfig::Average) {
+                    let count = taken.len() as f64;
+                    current.data.iter_mut().for_each(|value| *value /= count);
+                }
+                current
+            }
+            LayerConfig::Concatenate(concatenate) => {
+                let rank = shape.len() as i64;
+                let axis =
+                    (concatenate.axis + if concatenate.axis < 0 { rank } else { 0 }) as usize;
+                let outer: usize = shape[..axis].iter().product();
+                let mut joined = shape.clone();
+                joined[axis] = taken.iter().map(|part| part.shape[axis]).sum();
+                let mut data = Vec::new();
+                for row in 0..outer {
+                    for part in &taken {
+                        let inner: usize = part.shape[axis..].iter().product();
+                        data.extend_from_slice(&part.data[row * inner..(row + 1) * inner]);
+                    }
+                }
+                Array {
+                    shape: joined,
+                    data,
+                }
+            }
         };
+        values.push(current);
     }
-    (current, moved)
+    (values.pop().expect("a value"), moved)
 }
 
 fn config(json: &str) -> SequentialConfig {
@@ -380,6 +427,30 @@ fn models() -> Vec<(&'static str, SequentialConfig)> {
                 {"class_name": "Dropout", "config": {"rate": 0.5}},
                 {"class_name": "BatchNormalization", "config": {"scale": false}},
                 {"class_name": "Dense", "config": {"units": 1, "activation": "relu"}}]}"#,
+            ),
+        ),
+        (
+            // A residual connection, branches joined, every merging layer; Subtract and Multiply of a sigmoid
+            // branch, an Average of three.
+            "graph",
+            config(
+                r#"{"input_shape": [6], "layers": [
+                {"class_name": "Dense", "config": {"units": 5, "activation": "relu"}},
+                {"class_name": "Dense", "config": {"units": 6}},
+                {"class_name": "Add"},
+                {"class_name": "Dense", "config": {"units": 4, "activation": "tanh"}},
+                {"class_name": "Concatenate", "config": {"axis": -1}},
+                {"class_name": "Dense", "config": {"units": 3}},
+                {"class_name": "Dense", "config": {"units": 3, "activation": "sigmoid"}},
+                {"class_name": "Subtract"},
+                {"class_name": "Multiply"},
+                {"class_name": "Average"},
+                {"class_name": "Reshape", "config": {"target_shape": [3, 1]}},
+                {"class_name": "Reshape", "config": {"target_shape": [3, 1]}},
+                {"class_name": "Concatenate", "config": {"axis": 1}},
+                {"class_name": "Flatten"}],
+                "inputs": [[0], [1], [0, 2], [3], [3, 4], [5], [5], [6, 7], [8, 7, 6], [9, 6, 7],
+                           [10], [7], [11, 12], [13]]}"#,
             ),
         ),
     ]
@@ -460,6 +531,7 @@ fn every_layer_matches_the_f64_interpreter_forward_and_backward(backend: &Backen
                         other => other.clone(),
                     })
                     .collect(),
+                inputs: config.inputs.clone(),
             };
             let trained = Sequential::new(&session, training_config.clone(), 0).expect("build");
             for (name, tensor) in trained.named_variables() {
@@ -976,4 +1048,109 @@ fn a_model_past_the_session_s_cap_is_out_of_memory_not_a_bad_config(backend: &Ba
         r#"{"input_shape": [8], "layers": [{"class_name": "Dense", "config": {"units": 4}}]}"#,
     );
     Sequential::new(&session, fits, 1).expect("a model that fits, after the refusal");
+}
+
+vulkan_only!(a_graph_s_inputs_are_checked_and_a_graph_saves_and_loads);
+fn a_graph_s_inputs_are_checked_and_a_graph_saves_and_loads(backend: &Backend) {
+    let session = backend.open();
+    let in_use = || session.memory_stats().expect("stats").in_use;
+    let before = in_use();
+    let graph = |inputs: &str, layers: &str| {
+        SequentialConfig::from_json(&format!(
+            r#"{{"input_shape": [4], "layers": [{layers}], "inputs": {inputs}}}"#
+        ))
+        .expect("a config")
+    };
+    let dense = r#"{"class_name": "Dense", "config": {"units": 4}}"#;
+    let two = format!("{dense}, {dense}");
+    let add = format!(r#"{dense}, {{"class_name": "Add"}}"#);
+    let refusals = [
+        // A list per layer, each not empty, each value made before the layer takes it.
+        ("[[0]]", two.clone(), "1 lists for 2 layers"),
+        ("[[0], []]", two.clone(), "no input for layer 1"),
+        ("[[0], [2]]", two.clone(), "layer 1 takes value 2"),
+        // Every value but the output feeds a layer.
+        (
+            "[[0], [0]]",
+            two.clone(),
+            "the output of layer 0 goes nowhere",
+        ),
+        ("[[1], [1]]", two.clone(), "layer 0 takes value 1"),
+    ];
+    for (inputs, layers, says) in refusals {
+        let error = Sequential::new(&session, graph(inputs, &layers), 1)
+            .expect_err(&format!("inputs {inputs} were taken"));
+        assert!(
+            matches!(error, Error::InvalidArgument { .. }) && error.to_string().contains(says),
+            "{inputs}: {error}"
+        );
+    }
+    // A merging layer of one input, a Subtract of three, another layer of two, inputs of shapes that do not
+    // join, an axis out of range: refused when built, naming the layer.
+    let concatenate = |axis: i64| {
+        format!(r#"{dense}, {{"class_name": "Concatenate", "config": {{"axis": {axis}}}}}"#)
+    };
+    let wide = r#"{"class_name": "Reshape", "config": {"target_shape": [2, 2]}}, {"class_name": "Concatenate"}"#;
+    let subtract = format!(r#"{dense}, {dense}, {{"class_name": "Subtract"}}"#);
+    for (inputs, layers, names) in [
+        ("[[0], [1]]", add.clone(), "Add"),
+        ("[[0], [0], [0, 1, 2]]", subtract, "Subtract"),
+        ("[[0], [0, 1]]", two.clone(), "Dense"),
+        ("[[0], [0, 1]]", wide.to_string(), "Concatenate"),
+        ("[[0], [0, 1]]", concatenate(0), "Concatenate"),
+        ("[[0], [0, 1]]", concatenate(2), "Concatenate"),
+        ("[[0], [0, 1]]", concatenate(-3), "Concatenate"),
+    ] {
+        let error = Sequential::new(&session, graph(inputs, &layers), 1)
+            .expect_err(&format!("{layers} with inputs {inputs} was built"));
+        assert!(
+            matches!(error, Error::InvalidArgument { .. }) && error.to_string().contains(names),
+            "{layers}: {error}"
+        );
+    }
+    // A merging layer in a chain has one input.
+    let chain =
+        SequentialConfig::from_json(&format!(r#"{{"input_shape": [4], "layers": [{add}]}}"#))
+            .expect("a config");
+    let error = Sequential::new(&session, chain, 1).expect_err("a chain's Add was built");
+    assert!(error.to_string().contains("Add"), "{error}");
+    // Merging layers take no arguments but Concatenate's axis.
+    let error = SequentialConfig::from_json(
+        r#"{"input_shape": [4], "layers": [{"class_name": "Add", "config": {"axis": 1}}]}"#,
+    )
+    .expect_err("an Add with an axis was read");
+    assert!(
+        error.to_string().contains("Add takes no arguments"),
+        "{error}"
+    );
+    // The session goes on, and gives back what the refused models took.
+    assert_eq!(in_use(), before);
+
+    // A graph saves and loads, its inputs with it, and infers the same bits.
+    let (_, config) = models()
+        .into_iter()
+        .find(|(name, _)| *name == "graph")
+        .expect("the graph model");
+    let model = Sequential::new(&session, config.clone(), 3).expect("build");
+    let mut rng = Rng::fresh("nn_graph_save");
+    let x_values = rng.vec(5 * 6, -1.0, 1.0);
+    let x = session.upload(&x_values, &[5, 6]).expect("x");
+    let dir =
+        std::env::temp_dir().join(format!("nn-graph-{}-{}", backend.name, std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a folder");
+    let path = dir.join("graph.safetensors");
+    save_sequential(&path, &model, None, &[]).expect("save");
+    let loaded = Checkpoint::read(&path)
+        .expect("read")
+        .sequential(&session)
+        .expect("load");
+    assert_eq!(loaded.config(), model.config());
+    assert!(loaded.config().inputs.is_some());
+    assert_eq!(
+        model.infer(&x).expect("infer").to_vec().expect("read"),
+        loaded.infer(&x).expect("infer").to_vec().expect("read"),
+    );
+    std::fs::remove_dir_all(&dir).expect("clean up");
+    drop((model, loaded, x));
+    assert_eq!(in_use(), before, "dropped graphs give every byte back");
 }

@@ -1571,3 +1571,52 @@ fn fit_trains_a_model_config_that_predict_reloads(backend: &Backend) {
     hidden.extend([os("--hidden"), os("16")]);
     scratch.fails(&hidden, &["--hidden", "halfway.safetensors"]);
 }
+
+/// A graph of layers over the blobs' 8 features: a residual block, then the block and a branch joined.
+const GRAPH: &str = r#"{"input_shape": [8], "layers": [
+    {"class_name": "Dense", "config": {"units": 8, "activation": "relu"}},
+    {"class_name": "Add"},
+    {"class_name": "Dense", "config": {"units": 6, "activation": "tanh"}},
+    {"class_name": "Concatenate"},
+    {"class_name": "Dense", "config": {"units": 4}}],
+    "inputs": [[0], [0, 1], [0], [2, 3], [4]]}"#;
+
+vulkan_only!(fit_trains_a_graph_of_layers_that_predict_reloads);
+fn fit_trains_a_graph_of_layers_that_predict_reloads(_backend: &Backend) {
+    let (scratch, files) = scratch_with_dataset("fit-graph", 23);
+    let config = scratch.write_bytes("graph.json", GRAPH.as_bytes());
+    let model = scratch.path("graph.safetensors");
+    let mut args = fit_into(&files, &model).to_vec();
+    args.extend([
+        os("--model-config"),
+        config.as_os_str(),
+        os("--epochs"),
+        os("6"),
+        os("--lr"),
+        os("0.01"),
+        os("--val-split"),
+        os("0.1"),
+        os("--json"),
+    ]);
+    let report = json(&scratch, &args);
+    let written: wgcompute::nn::SequentialConfig =
+        serde_json::from_value(report["model_config"].clone()).expect("the model's config");
+    assert_eq!(
+        written,
+        wgcompute::nn::SequentialConfig::from_json(GRAPH).expect("the config")
+    );
+    let last = report["epochs"]
+        .as_array()
+        .and_then(|epochs| epochs.last())
+        .cloned()
+        .expect("epochs");
+    assert!(
+        last["val_accuracy"].as_f64().expect("validated") > 0.8,
+        "{report}"
+    );
+    let (predicted, _, _) = predict(&scratch, &model, &files, "-graph");
+    assert!(
+        predicted["accuracy"].as_f64().expect("measured") > 0.8,
+        "{predicted}"
+    );
+}

@@ -47,6 +47,9 @@ class _Merge(Layer):
 class Add(_Merge):
     """The inputs' elementwise sum."""
 
+    def _library_config(self) -> dict[str, Any] | None:
+        return {"class_name": "Add", "config": {}}
+
     def _combine(self, tensors: list[Tensor]) -> Tensor:
         total = tensors[0]
         for tensor in tensors[1:]:
@@ -57,6 +60,9 @@ class Add(_Merge):
 class Subtract(_Merge):
     """The first input less the second."""
 
+    def _library_config(self) -> dict[str, Any] | None:
+        return {"class_name": "Subtract", "config": {}}
+
     def _combine(self, tensors: list[Tensor]) -> Tensor:
         if len(tensors) != 2:
             raise InvalidArgumentError("Subtract takes exactly two tensors")
@@ -65,6 +71,9 @@ class Subtract(_Merge):
 
 class Multiply(_Merge):
     """The inputs' elementwise product."""
+
+    def _library_config(self) -> dict[str, Any] | None:
+        return {"class_name": "Multiply", "config": {}}
 
     def _combine(self, tensors: list[Tensor]) -> Tensor:
         product = tensors[0]
@@ -75,6 +84,9 @@ class Multiply(_Merge):
 
 class Average(Add):
     """The inputs' elementwise mean."""
+
+    def _library_config(self) -> dict[str, Any] | None:
+        return {"class_name": "Average", "config": {}}
 
     def _combine(self, tensors: list[Tensor]) -> Tensor:
         return super()._combine(tensors) * (1.0 / len(tensors))
@@ -87,6 +99,9 @@ class Concatenate(_Merge):
         super().__init__(**kwargs)
         self.axis = int(axis)
         self._config = {"axis": self.axis}
+
+    def _library_config(self) -> dict[str, Any] | None:
+        return {"class_name": "Concatenate", "config": {"axis": self.axis}}
 
     def _combine(self, tensors: list[Tensor]) -> Tensor:
         return _manipulate.concat(tensors, axis=self.axis)
