@@ -55,9 +55,36 @@ pub struct Figures {
     pub accuracy: f64,
 }
 
-/// What a step callback of [`Dataset::train_epoch`] returns: nothing, or a result whose error stops the epoch.
+/// What a step callback of [`Dataset::train_epoch`] returns: nothing, a result whose error stops the epoch, or
+/// one that may end the epoch after the batch ([`AfterBatch`]).
 pub trait StepOutcome {
     fn into_result(self) -> Result<()>;
+
+    /// Whether the epoch ends after this batch (its figures those of the batches trained), or an error.
+    fn ends_epoch(self) -> Result<bool>
+    where
+        Self: Sized,
+    {
+        self.into_result().map(|()| false)
+    }
+}
+
+/// What a step callback says of the epoch after a batch: go on, or end it there, as Keras's `Model.fit` ends
+/// an epoch whose callback set `stop_training` at a batch's end (its figures are those of the batches trained).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AfterBatch {
+    GoOn,
+    EndEpoch,
+}
+
+impl StepOutcome for Result<AfterBatch> {
+    fn into_result(self) -> Result<()> {
+        self.map(drop)
+    }
+
+    fn ends_epoch(self) -> Result<bool> {
+        self.map(|after| after == AfterBatch::EndEpoch)
+    }
 }
 
 impl StepOutcome for () {
@@ -72,11 +99,29 @@ impl StepOutcome for Result<()> {
     }
 }
 
-/// How far an epoch has gone, for a progress display.
+/// How far an epoch has gone, for a progress display, and the loss of the batch just trained.
 #[derive(Clone, Copy, Debug)]
-pub struct Progress {
+pub struct Progress<'a> {
+    /// The batches trained, this one included.
     pub batch: usize,
     pub batches: usize,
+    /// The batch's samples.
+    pub samples: usize,
+    /// The epoch's per-step sums of losses, read back only by [`Progress::batch_loss`].
+    step_losses: &'a Tensor,
+}
+
+impl Progress<'_> {
+    /// The mean loss of the batch just trained, as Keras's `on_train_batch_end` logs it: read back from the
+    /// device, so asking waits for the step (a progress display that does not ask costs nothing).
+    pub fn batch_loss(&self) -> Result<f64> {
+        let sums = self.step_losses.to_vec()?;
+        let sum = sums
+            .get(self.batch.wrapping_sub(1))
+            .copied()
+            .unwrap_or(f32::NAN);
+        Ok(f64::from(sum) / self.samples.max(1) as f64)
+    }
 }
 
 fn invalid(what: &'static str, given: String, expected: String) -> Error {
@@ -405,8 +450,10 @@ impl Dataset {
         let count = batches.count_batches();
         let totals = Totals::new(&self.inputs, count, true)?;
         let counting = cost.objective == Objective::SoftmaxCrossEntropy;
+        let (mut steps, mut samples) = (0, 0);
         for (index, drawn) in batches.enumerate() {
             let (inputs, targets) = drawn?;
+            let batch_samples = inputs.shape().first().copied().unwrap_or(0);
             train::step_with(
                 model,
                 optimizer,
@@ -416,13 +463,23 @@ impl Dataset {
                 counting.then_some(&totals.correct),
                 |values| totals.add_step(index, values.losses),
             )?;
-            progress(Progress {
+            (steps, samples) = (index + 1, samples + batch_samples);
+            let ends = progress(Progress {
                 batch: index + 1,
                 batches: count,
+                samples: batch_samples,
+                step_losses: &totals.step_losses,
             })
-            .into_result()?;
+            .ends_epoch()?;
+            if ends {
+                break;
+            }
         }
-        let mut figures = totals.figures(self.len())?;
+        let mut figures = if steps == count {
+            totals.figures(self.len())?
+        } else {
+            totals.figures_of_first(steps, samples)?
+        };
         if !counting {
             figures.accuracy = f64::NAN;
         }
@@ -572,6 +629,21 @@ impl Totals {
         if self.track_steps && !loss.is_finite() {
             return Err(self.first_non_finite_step()?);
         }
+        Ok(Figures {
+            loss: loss / samples,
+            accuracy: f64::from(self.correct.item_u32()?) / samples,
+        })
+    }
+
+    /// The figures of the first `steps` steps, of `samples` samples: an epoch ended early. The steps' sums are
+    /// added on the host, in order.
+    fn figures_of_first(&self, steps: usize, samples: usize) -> Result<Figures> {
+        let sums = self.step_losses.to_vec()?;
+        let loss: f64 = sums.iter().take(steps).map(|&sum| f64::from(sum)).sum();
+        if self.track_steps && !loss.is_finite() {
+            return Err(self.first_non_finite_step()?);
+        }
+        let samples = samples.max(1) as f64;
         Ok(Figures {
             loss: loss / samples,
             accuracy: f64::from(self.correct.item_u32()?) / samples,

@@ -2,13 +2,14 @@
 Dense layers (64 → 64 relu → 10 logits; ``--model cnn``: the digits CNN of examples/digits_cnn.rs, 8×8×1 images
 through two 3×3 convolutions, batch normalisation, pooling and dropout), sparse cross-entropy from logits, Adam
 lr 0.003, batches of 32 reshuffled each epoch, trained by ``model.fit`` (which runs the library's loop, as the
-command and the estimators do), by ``model.fit`` held to its Python loop (a callback at each batch), and by the
+command and the estimators do), by ``model.fit`` held to its Python loop (the library's plan declined), and by the
 hand-written loop (upload the batch, forward under a GradientTape, loss, gradient, Adam step, the loss read
 back), from the same initial weights in one session. The epochs alternate, so that all see the same machine.
 
 Each row: the median seconds per epoch, the compute dispatches and queue submissions per epoch from the
 session's counters, the Python function calls per step (counted by ``sys.setprofile`` over one more epoch, not
-timed), and the held-out accuracy after the last epoch. A last row is ``fit`` with ``metrics=["accuracy"]``.
+timed), and the held-out accuracy after the last epoch. The last rows are ``fit`` with ``metrics=["accuracy"]``, and
+``fit`` with a callback at each batch (called from the library's loop, the batch's loss read back at each step).
 
     .venv/bin/python python/benches/keras_front_door.py [--adapter vulkan] [--epochs 10] [--model dense|cnn]
 """
@@ -28,16 +29,30 @@ from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 
 import wgcompute as wg
-from wgcompute import callbacks, keras
+from wgcompute import _library_fit, callbacks, keras
 
 SHAPES = {"dense": (64,), "cnn": (8, 8, 1)}
 
 
 class EachBatch(callbacks.Callback):
-    """A callback at each batch, which holds ``fit`` to its Python loop."""
+    """A callback at each batch, which reads the batch's loss."""
 
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
-        pass
+        assert logs is not None and math.isfinite(logs["loss"])
+
+
+def python_loop(fit: Callable[[], Any]) -> Callable[[], Any]:
+    """``fit`` held to its Python loop: the library's loop declined for it."""
+
+    def held() -> Any:
+        plan = _library_fit.plan
+        _library_fit.plan = lambda *args: None  # type: ignore[assignment]
+        try:
+            return fit()
+        finally:
+            _library_fit.plan = plan
+
+    return held
 
 
 def build(session: wg.Session, seed: int, metrics: list[str], kind: str = "dense") -> Any:
@@ -119,20 +134,23 @@ def main(argv: list[str] | None = None) -> None:
     steps = math.ceil(len(x_train) / 32)
     with wg.Session(adapter=args.adapter, memory_limit="1GiB") as session:
         print(f"adapter: {session.adapter['name']} ({session.adapter['backend']}); model: {args.model}")
-        names = ("tape loop", "fit", "fit, Python loop", "fit + accuracy")
+        names = ("tape loop", "fit", "fit, Python loop", "fit + accuracy", "fit + batch hook")
         models = {
             name: build(session, 1, ["accuracy"] if name == "fit + accuracy" else [], args.model) for name in names
         }
         loop_rng = np.random.default_rng(0)
-        held = [EachBatch()]
+        hooked = [EachBatch()]
         epochs = {
             "tape loop": lambda: tape_epoch(session, models["tape loop"], x_train, y_train, loop_rng),
             "fit": lambda: models["fit"].fit(x_train, y_train, batch_size=32, epochs=1, verbose=0),
-            "fit, Python loop": lambda: models["fit, Python loop"].fit(
-                x_train, y_train, batch_size=32, epochs=1, verbose=0, callbacks=held
+            "fit, Python loop": python_loop(
+                lambda: models["fit, Python loop"].fit(x_train, y_train, batch_size=32, epochs=1, verbose=0)
             ),
             "fit + accuracy": lambda: models["fit + accuracy"].fit(
                 x_train, y_train, batch_size=32, epochs=1, verbose=0
+            ),
+            "fit + batch hook": lambda: models["fit + batch hook"].fit(
+                x_train, y_train, batch_size=32, epochs=1, verbose=0, callbacks=hooked
             ),
         }
         runs: dict[str, list[tuple[float, int, int]]] = {name: [] for name in names}

@@ -1,9 +1,10 @@
 //! Keras's `Model.fit` through the library's loop (`wgcompute::fit::Trainer`): `fit_sequential` builds the
 //! library's `Sequential` from its config over the model's own variables (shared, not copied), and trains it
 //! epoch by epoch with the GIL released, stepping with the model's own optimizer, whose state goes on from
-//! where it was. Between epochs it calls back into Python once, for Keras's callbacks; nothing it keeps outlives
-//! the call. Beside it, what both of Python's drivers of the loop (this and the estimators' `fit_mlp`) share:
-//! host copies of arrays, an epoch's record as a dict, and the watch that lets Ctrl-C stop a fit.
+//! where it was. Between epochs it calls back into Python once, for Keras's callbacks, and after each step only
+//! where a callback acts at batches; nothing it keeps outlives the call. Beside it, what both of Python's drivers
+//! of the loop (this and the estimators' `fit_mlp`) share: host copies of arrays, an epoch's record as a dict,
+//! and the watch that lets Ctrl-C stop a fit.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -11,7 +12,7 @@ use std::time::{Duration, Instant};
 use numpy::{PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use wgcompute::data::Labels;
+use wgcompute::data::{AfterBatch, Labels};
 use wgcompute::fit::{EpochRecord, FitConfig, Samples, StoppingRule, Trainer};
 use wgcompute::nn::{Sequential, SequentialConfig};
 
@@ -50,6 +51,13 @@ impl SignalWatch {
             self.caught = Some(error);
             wgcompute::Error::Interrupted
         })
+    }
+
+    /// Keeps `error`, raised by Python code the fit called (a callback), to be raised in place of the
+    /// `Interrupted` the fit stops with.
+    pub(crate) fn stop_with(&mut self, error: PyErr) -> wgcompute::Error {
+        self.caught = Some(error);
+        wgcompute::Error::Interrupted
     }
 
     /// The exception a handler raised, else `error`: what a fit that stopped raises.
@@ -107,10 +115,14 @@ pub(crate) fn epoch_dict<'py>(
 /// its own learning rate. Each epoch's order of the samples is `order_of_epoch()`'s (a uint32 array holding
 /// each index once), or drawn from `seed` where that is None. After each epoch `on_epoch_end(logs)` is called
 /// with the GIL held and no lock taken (`logs`: the epoch's `loss`, `accuracy`, `val_loss`, `val_accuracy` and
-/// `seconds`); a true result stops the fit, an exception ends it and is raised.
+/// `seconds`); a true result stops the fit, an exception ends it and is raised. Where `on_batch_end` is given,
+/// it is called after each step, with the GIL held, as `on_batch_end(batch, loss)` (the batch's index in the
+/// epoch and its mean loss, read back at each step); a true result ends the epoch there (its figures those of
+/// the batches trained), an exception ends the fit and is raised.
 #[pyfunction]
 #[pyo3(signature = (
-    session, config, variables, optimizer, train, validation, epochs, batch, seed, order_of_epoch, on_epoch_end
+    session, config, variables, optimizer, train, validation, epochs, batch, seed, order_of_epoch, on_epoch_end,
+    on_batch_end=None
 ))]
 #[allow(clippy::too_many_arguments)] // one argument per part of a fit, as the Python layer passes them
 pub fn fit_sequential<'py>(
@@ -126,6 +138,7 @@ pub fn fit_sequential<'py>(
     seed: u64,
     order_of_epoch: Option<Bound<'py, PyAny>>,
     on_epoch_end: Bound<'py, PyAny>,
+    on_batch_end: Option<Py<PyAny>>,
 ) -> PyResult<()> {
     optimizer.check_process()?;
     let config = SequentialConfig::from_json(config).or_raise()?;
@@ -173,7 +186,27 @@ pub fn fit_sequential<'py>(
         // Between steps the epoch lets the signal handlers run, holding no lock (see LockedPerCall).
         let record = py.detach(|| {
             trainer
-                .epoch_with(&mut stepper, order.as_deref(), |_| signals.poll())
+                .epoch_with(
+                    &mut stepper,
+                    order.as_deref(),
+                    |progress| -> wgcompute::Result<AfterBatch> {
+                        signals.poll()?;
+                        let Some(on_batch_end) = &on_batch_end else {
+                            return Ok(AfterBatch::GoOn);
+                        };
+                        let loss = progress.batch_loss()?;
+                        Python::attach(|py| {
+                            on_batch_end
+                                .call1(py, (progress.batch - 1, loss))?
+                                .is_truthy(py)
+                        })
+                        .map(|ends| match ends {
+                            true => AfterBatch::EndEpoch,
+                            false => AfterBatch::GoOn,
+                        })
+                        .map_err(|error| signals.stop_with(error))
+                    },
+                )
                 .cloned()
         });
         let record = match record {

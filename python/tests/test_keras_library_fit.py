@@ -23,11 +23,21 @@ from wgcompute import _library_fit, callbacks, keras
 L = keras.layers
 
 
-class _EachBatch(callbacks.Callback):
-    """A callback at each batch: the library's loop cannot call one mid-epoch, so the Python loop trains."""
+class _PythonLoop(callbacks.Callback):
+    """Holds a fit to the Python loop (``_held_to_the_python_loop`` declines the library's for it): the reference
+    a library fit is compared with."""
 
-    def on_train_batch_end(self, batch, logs=None):
-        pass
+
+@pytest.fixture(autouse=True)
+def _held_to_the_python_loop(monkeypatch):
+    native = _library_fit.plan
+
+    def plan(model, xs, ys, validation_data, callback_list, settings):
+        if any(isinstance(callback, _PythonLoop) for callback in callback_list):
+            return None
+        return native(model, xs, ys, validation_data, callback_list, settings)
+
+    monkeypatch.setattr(_library_fit, "plan", plan)
 
 
 @pytest.fixture
@@ -114,12 +124,12 @@ def test_the_library_fits_a_sequential_as_the_python_loop_does(session, rng, lib
     library, python = _model(session, shape, layers), _model(session, shape, layers)
     # 301 samples, a quarter held out: 225 train in batches of 37 (the last of 3), twice over.
     args = {"epochs": 3, "batch_size": 37, "validation_split": 0.25, "verbose": 0, "seed": seed}
-    first = library.fit(x, y, **args), python.fit(x, y, callbacks=[_EachBatch()], **args)
+    first = library.fit(x, y, **args), python.fit(x, y, callbacks=[_PythonLoop()], **args)
     assert library_fits == [3]
     _expect_same_fit(library, python, *first)
     # A second fit goes on with the optimizer's state and the weights where the first left them.
     args["epochs"], args["initial_epoch"] = 5, 3
-    second = library.fit(x, y, **args), python.fit(x, y, callbacks=[_EachBatch()], **args)
+    second = library.fit(x, y, **args), python.fit(x, y, callbacks=[_PythonLoop()], **args)
     assert library_fits == [3, 2]
     _expect_same_fit(library, python, *second)
     assert library.optimizer.iterations == 5 * 7
@@ -147,7 +157,7 @@ def test_logits_one_hot_targets_and_an_embedding_fit_in_the_library(session, rng
         )
         models.append(model)
     args = {"epochs": 4, "batch_size": 16, "validation_data": (ids[:50], y[:50]), "verbose": 0, "seed": 3}
-    histories = models[0].fit(ids, y, **args), models[1].fit(ids, y, callbacks=[_EachBatch()], **args)
+    histories = models[0].fit(ids, y, **args), models[1].fit(ids, y, callbacks=[_PythonLoop()], **args)
     assert library_fits == [4]
     _expect_same_fit(*models, *histories)
     assert histories[0].history["accuracy"][-1] > 0.5
@@ -157,7 +167,7 @@ def test_epoch_callbacks_see_the_library_fit_as_the_python_one(session, rng, lib
     shape, layers = MODELS["global_pool"]
     x, y = _images(rng, 120, shape, 3)
     results = []
-    for extra in ([], [_EachBatch()]):
+    for extra in ([], [_PythonLoop()]):
         model = _model(session, shape, layers)
         seen = []
         every = [
@@ -218,7 +228,6 @@ class _OwnDense(L.Dense):
         "class_weight",
         "clipnorm",
         "no_shuffle",
-        "batch_callback",
         "mask_zero",
         "other_metric",
         "soft_targets",
@@ -271,7 +280,6 @@ def test_what_the_library_cannot_run_takes_the_python_loop(session, rng, library
             "sample_weight": {"sample_weight": np.ones(40)},
             "class_weight": {"class_weight": {0: 1.0, 1: 2.0, 2: 1.0}},
             "no_shuffle": {"shuffle": False},
-            "batch_callback": {"callbacks": [_EachBatch()]},
         }.get(case, {})
     )
     if case == "non_finite_input":
@@ -333,7 +341,7 @@ def _python_calls_per_step(model, x, y, extra):
 def test_the_library_calls_python_a_few_times_an_epoch_not_at_every_step(session, rng, library_fits):
     x, y = _images(rng, 200, (12,), 4)
     rates = []
-    for extra in ([], [_EachBatch()]):
+    for extra in ([], [_PythonLoop()]):
         keras.utils.set_random_seed(2)
         model = keras.Sequential([keras.Input((12,)), L.Dense(16, activation="relu"), L.Dense(4)], session=session)
         model.compile(
@@ -398,7 +406,7 @@ def test_a_library_fit_leaves_no_memory_behind(adapter, rng):
     with wg.Session(adapter=adapter) as session:
         empty = session.memory_stats().in_use
         held = []
-        for extra in ([], [_EachBatch()]):
+        for extra in ([], [_PythonLoop()]):
             model = _model(session, shape, layers)
             before = session.memory_stats().in_use
             model.fit(x, y, epochs=2, batch_size=32, validation_split=0.2, verbose=0, callbacks=extra)
@@ -463,7 +471,7 @@ def test_a_diverging_library_fit_logs_nan_as_the_python_loop_does(session, rng, 
     x, y = _images(rng, 64, (8,), 3)
     x *= 1e6
     histories = []
-    for extra in ([], [_EachBatch()]):
+    for extra in ([], [_PythonLoop()]):
         keras.utils.set_random_seed(6)
         model = keras.Sequential([keras.Input((8,)), L.Dense(8, activation="relu"), L.Dense(3)], session=session)
         model.compile(keras.optimizers.SGD(1e6), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
@@ -561,12 +569,12 @@ def test_the_library_fits_a_functional_graph_as_the_python_loop_does(session, rn
     taken = {entry["class_name"]: len(inputs) for entry, inputs in zip(config["layers"], config["inputs"], strict=True)}
     assert {name: taken[name] for name in merging} == merging
     args = {"epochs": 3, "batch_size": 23, "validation_split": 0.2, "verbose": 0, "seed": int(rng.integers(2**31))}
-    histories = library.fit(x, y, **args), python.fit(x, y, callbacks=[_EachBatch()], **args)
+    histories = library.fit(x, y, **args), python.fit(x, y, callbacks=[_PythonLoop()], **args)
     assert library_fits == [3]
     _expect_same_fit(library, python, *histories)
     # A second fit goes on from the first.
     args["epochs"], args["initial_epoch"] = 4, 3
-    histories = library.fit(x, y, **args), python.fit(x, y, callbacks=[_EachBatch()], **args)
+    histories = library.fit(x, y, **args), python.fit(x, y, callbacks=[_PythonLoop()], **args)
     assert library_fits == [3, 1]
     _expect_same_fit(library, python, *histories)
 
@@ -590,7 +598,7 @@ def test_a_functional_graph_of_logits_and_ids_fits_in_the_library(session, rng, 
         )
         models.append(model)
     args = {"epochs": 2, "batch_size": 16, "verbose": 0, "seed": 3}
-    histories = models[0].fit(ids, y, **args), models[1].fit(ids, y, callbacks=[_EachBatch()], **args)
+    histories = models[0].fit(ids, y, **args), models[1].fit(ids, y, callbacks=[_PythonLoop()], **args)
     assert library_fits == [2]
     _expect_same_fit(*models, *histories)
 
@@ -639,3 +647,72 @@ def test_the_outputs_activation_is_looked_for_along_the_graph_not_the_list():
     assert _library_fit._logits_config(config, from_logits=True) is not None
     # A chain's is the layer before.
     assert _library_fit._logits_config({"input_shape": [3], "layers": [linear, dense, flatten]}, True) is None
+
+
+class _Batches(callbacks.Callback):
+    """Keeps what a fit tells the callbacks at each batch, and sets ``stop_training`` at ``stop_at`` (epoch,
+    batch)."""
+
+    def __init__(self, stop_at=None):
+        super().__init__()
+        self.seen, self.stop_at, self.epoch = [], stop_at, None
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch = epoch
+        self.seen.append(("epoch begins", epoch))
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self.seen.append(("begins", batch))
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.seen.append(("ends", batch, logs["loss"]))
+        if (self.epoch, batch) == self.stop_at:
+            self.model.stop_training = True
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.seen.append(("epoch ends", epoch, logs["loss"], logs["val_loss"]))
+
+
+def _calls(seen):
+    return [entry[:2] for entry in seen]
+
+
+@pytest.mark.parametrize("stop_at", [None, (1, 2)])
+def test_batch_callbacks_are_called_from_the_library_loop_as_from_the_python_one(session, rng, library_fits, stop_at):
+    shape, layers = MODELS["global_pool"]
+    x, y = _images(rng, 113, shape, 3)
+    args = {"epochs": 3, "batch_size": 20, "validation_split": 0.2, "verbose": 0, "seed": 4}
+    library, python = _model(session, shape, layers), _model(session, shape, layers)
+    ours, theirs = _Batches(stop_at), _Batches(stop_at)
+    histories = library.fit(x, y, callbacks=[ours], **args), python.fit(x, y, callbacks=[theirs, _PythonLoop()], **args)
+    assert library_fits == [3]
+    # The same hooks in the same order, each batch's loss in its logs.
+    assert _calls(ours.seen) == _calls(theirs.seen)
+    for mine, other in zip(ours.seen, theirs.seen, strict=True):
+        np.testing.assert_allclose(mine[2:], other[2:], rtol=1e-5, atol=1e-6, err_msg=str(mine[:2]))
+    _expect_same_fit(library, python, *histories)
+    if stop_at is None:
+        assert len(histories[0].history["loss"]) == 3
+        assert library.optimizer.iterations == 3 * 5
+    else:
+        # stop_training at a batch's end ends the epoch there, its figures those of the batches trained, and the fit.
+        assert len(histories[0].history["loss"]) == 2
+        assert library.optimizer.iterations == 5 + 3
+        assert ours.seen[-2] == ("ends", 2, ours.seen[-2][2])
+
+
+def test_an_exception_in_a_batch_callback_ends_the_library_fit_and_is_raised(session, rng, library_fits):
+    x, y = _images(rng, 60, (5,), 3)
+
+    class Fails(callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            if batch == 1:
+                raise ValueError("from the callback")
+
+    model = _model(session, (5,), lambda: [L.Dense(3, activation="softmax")])
+    with pytest.raises(ValueError, match="from the callback"):
+        model.fit(x, y, epochs=2, batch_size=16, verbose=0, callbacks=[Fails()])
+    assert library_fits == [2]
+    assert model.optimizer.iterations == 2
+    # The model goes on.
+    assert len(model.fit(x, y, epochs=1, batch_size=16, verbose=0).history["loss"]) == 1

@@ -3,8 +3,9 @@ run): where the model is one the library's ``Sequential`` runs, a chain or a fun
 one of its layers, see :meth:`Layer._library_config`), trained with a softmax cross-entropy on arrays with at most
 accuracy as its metric, the library trains it over the model's own variables (shared, not copied) with the model's
 own optimizer, its state going on from where it was, each epoch in one call with the GIL released; Python runs
-only the callbacks, between epochs. Anything else (a layer, loss, metric or optimizer of Python's, sample or class
-weights, a generator, a callback at each batch) takes the Python loop of :mod:`._trainer`, whose steps are the same ops.
+only the callbacks, between epochs (and, where one acts at batches, after each step). Anything else (a layer,
+loss, metric or optimizer of Python's, sample or class weights, a generator) takes the Python loop of
+:mod:`._trainer`, whose steps are the same ops.
 
 What differs from the Python loop: a softmax that ends the model is applied by the loss (the same cross-entropy,
 its probabilities never clipped to 1e-7), and dropout draws the library's masks. The batches are the same: each
@@ -47,6 +48,9 @@ class Plan:
     train: tuple[np.ndarray, np.ndarray]
     validation: tuple[np.ndarray, np.ndarray] | None
     metric_names: list[str]
+    # Whether a callback acts at batches: the library's loop then calls back after each step, with the batch's
+    # loss (read back at each step, as the Python loop reads it).
+    each_batch: bool = False
 
 
 def _class_ids(loss: Loss, ys: Any, classes: int) -> np.ndarray | None:
@@ -139,14 +143,14 @@ def plan(
         return None
     if not optimizer._clipping.is_none() or optimizer._schedule is not None:
         return None
-    # A callback at each batch would run with the epoch under way in the library: only the progress bar, which
-    # the epoch's end brings up to date, may have one.
-    for callback in callbacks:
-        if type(callback) is callbacks_module.ProgbarLogger:
-            continue
-        for hook in ("on_train_batch_begin", "on_train_batch_end"):
-            if getattr(type(callback), hook) is not getattr(callbacks_module.Callback, hook):
-                return None
+    # A callback at each batch is called from the library's loop after each step. The progress bar alone is
+    # brought up to date at the epoch's end instead, so that it costs no read of the loss at each step.
+    each_batch = any(
+        getattr(type(callback), hook) is not getattr(callbacks_module.Callback, hook)
+        for callback in callbacks
+        if type(callback) is not callbacks_module.ProgbarLogger
+        for hook in ("on_train_batch_begin", "on_train_batch_end")
+    )
     library = model._library_model()
     if library is None:
         return None
@@ -171,7 +175,8 @@ def plan(
         validation = _rows(validation_data[0], ids), _class_ids(loss, validation_data[1], classes)
         if validation[0] is None or validation[1] is None or len(validation[0]) != len(validation[1]):
             return None
-    return Plan(text, (train[0], train[1]), validation, [metric.name for metric in metrics])  # type: ignore[arg-type]
+    names = [metric.name for metric in metrics]
+    return Plan(text, (train[0], train[1]), validation, names, each_batch)  # type: ignore[arg-type]
 
 
 def run(
@@ -205,18 +210,33 @@ def run(
             logs["val_loss"] = record["val_loss"]
             for name in fit.metric_names:
                 logs[f"val_{name}"] = record["val_accuracy"]
-        # The progress bar learns the epoch's steps from its last batch, as the Python loop tells it.
+        # The progress bar learns the epoch's steps from its last batch, as the Python loop tells it (where the
+        # batches' callbacks ran, it was told at each).
         for callback in callback_list.callbacks:
-            if type(callback) is callbacks_module.ProgbarLogger:
+            if type(callback) is callbacks_module.ProgbarLogger and not fit.each_batch:
                 callback.on_train_batch_end(steps - 1, {"loss": record["loss"]})
         callback_list.on_epoch_end(epoch, logs)
         epoch += 1
         if model.stop_training or epoch >= epochs_total:
             return True
-        callback_list.on_epoch_begin(epoch)
+        begin_epoch()
         return False
 
-    callback_list.on_epoch_begin(epoch)
+    def begin_epoch() -> None:
+        callback_list.on_epoch_begin(epoch)
+        if fit.each_batch:
+            callback_list.on_train_batch_begin(0)
+
+    def on_batch_end(batch_index: int, loss: float) -> bool:
+        # As the Python loop: the batch's loss in the logs, and a stop_training set here ends the epoch.
+        callback_list.on_train_batch_end(batch_index, {"loss": loss})
+        if model.stop_training:
+            return True
+        if batch_index + 1 < steps:
+            callback_list.on_train_batch_begin(batch_index + 1)
+        return False
+
+    begin_epoch()
     variables = [(name, variable._t) for name, variable in model.state_dict().items()]
     steps_before = model.optimizer.iterations
     try:
@@ -232,6 +252,7 @@ def run(
             0,
             lambda: rng.permutation(len(fit.train[0])).astype(np.uint32),
             on_epoch_end,
+            on_batch_end if fit.each_batch else None,
         )
     except DivergedError:
         return epoch, epoch

@@ -456,10 +456,12 @@ def fit_sequential(
     seed: int,
     order_of_epoch: Callable[[], NDArray[np.uint32]] | None,
     on_epoch_end: Callable[[dict[str, Any]], object],
+    on_batch_end: Callable[[int, float], object] | None = None,
 ) -> None:
     """Keras's ``fit`` of the library's ``Sequential`` over the model's variables (shared) with its optimizer,
     each epoch with the GIL released, in ``order_of_epoch()``'s order of the samples (or one drawn from
-    ``seed``); ``on_epoch_end(logs)`` after each, a true result stopping the fit."""
+    ``seed``); ``on_epoch_end(logs)`` after each, a true result stopping the fit; where given,
+    ``on_batch_end(batch, loss)`` after each step, a true result ending the epoch there."""
 
 def held_out_count(samples: int, fraction: float) -> int: ...
 def class_labels(labels: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.uint32]]:

@@ -516,7 +516,9 @@ impl Trainer {
         self.stopped || self.epochs_done >= self.config.epochs
     }
 
-    /// One epoch at the schedule's rate, `progress` called after each step (its error stops the epoch), then
+    /// One epoch at the schedule's rate, `progress` called after each step (its error stops the epoch;
+    /// [`AfterBatch::EndEpoch`](crate::data::AfterBatch::EndEpoch) ends it there, its figures those of the
+    /// batches trained), then
     /// the validation figures, the schedule and early stopping. A loss that stops being a number ends in
     /// [`Error::Diverged`](crate::error::Error::Diverged).
     pub fn epoch<Outcome: StepOutcome>(

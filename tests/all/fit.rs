@@ -1491,3 +1491,86 @@ fn a_graph_of_layers_fits_and_is_judged_by_the_layer_that_makes_its_outputs(back
     };
     assert!(refused.to_string().contains("Embedding"), "{refused}");
 }
+
+per_backend!(an_epoch_reports_each_batch_s_loss_and_may_end_after_any_batch);
+fn an_epoch_reports_each_batch_s_loss_and_may_end_after_any_batch(backend: &Backend) {
+    use wgcompute::data::{AfterBatch, Progress};
+    let mut rng = Rng::fresh("fit-batch-ends");
+    let (features, classes) = (3, 3);
+    // 90 samples, none held out: 6 batches of 16 and one of 10.
+    let (x, y) = blobs(&mut rng, 106, features, classes);
+    let session = backend.poisoned();
+    let config = small_config(2);
+    let trainer = || {
+        Trainer::new(
+            &session,
+            config.clone(),
+            classes,
+            labelled(&x, features, &y),
+            None,
+        )
+        .expect("a fit")
+    };
+    // Going on after every batch is the plain epoch, bit for bit; each batch's loss is its mean, so the
+    // batches' losses weighted by their samples give the epoch's.
+    let (mut plain, mut reported) = (trainer(), trainer());
+    let plain_record = plain.epoch(|_: Progress| ()).expect("an epoch").clone();
+    let mut losses = Vec::new();
+    let record = reported
+        .epoch(|progress: Progress| -> wgcompute::Result<AfterBatch> {
+            losses.push((progress.batch, progress.samples, progress.batch_loss()?));
+            Ok(AfterBatch::GoOn)
+        })
+        .expect("an epoch")
+        .clone();
+    assert_eq!(
+        (record.loss, record.accuracy),
+        (plain_record.loss, plain_record.accuracy)
+    );
+    assert_eq!(
+        losses
+            .iter()
+            .map(|&(batch, samples, _)| (batch, samples))
+            .collect::<Vec<_>>(),
+        vec![
+            (1, 16),
+            (2, 16),
+            (3, 16),
+            (4, 16),
+            (5, 16),
+            (6, 16),
+            (7, 10)
+        ]
+    );
+    let close = |what: &str, got: f64, want: f64| {
+        assert!(
+            (got - want).abs() <= 1e-6 * want.abs(),
+            "{what}: {got} against {want}"
+        );
+    };
+    let weighted: f64 = losses
+        .iter()
+        .map(|&(_, samples, loss)| loss * samples as f64)
+        .sum();
+    close("the batches' losses", weighted / 106.0, record.loss);
+    // Ended after the third batch: the epoch's figures are those of its 48 samples, and the fit goes on.
+    let mut ended = trainer();
+    let record = ended
+        .epoch(|progress: Progress| -> wgcompute::Result<AfterBatch> {
+            Ok(match progress.batch {
+                3 => AfterBatch::EndEpoch,
+                _ => AfterBatch::GoOn,
+            })
+        })
+        .expect("an epoch")
+        .clone();
+    let first_three: f64 = losses[..3].iter().map(|&(_, _, loss)| loss * 16.0).sum();
+    close("three batches' loss", record.loss, first_three / 48.0);
+    let correct = record.accuracy * 48.0;
+    assert!((correct - correct.round()).abs() < 1e-9, "{correct} of 48");
+    assert_eq!(ended.epochs_done(), 1);
+    ended
+        .epoch(|_: Progress| ())
+        .expect("the next epoch is whole");
+    assert!(ended.is_done());
+}
