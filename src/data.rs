@@ -448,7 +448,7 @@ impl Dataset {
         }
         let batches = self.batches(order, batch)?;
         let count = batches.count_batches();
-        let totals = Totals::new(&self.inputs, count, true)?;
+        let totals = Totals::new(&self.inputs, count, !cost.logs_non_finite_loss)?;
         let counting = cost.objective == Objective::SoftmaxCrossEntropy;
         let (mut steps, mut samples) = (0, 0);
         for (index, drawn) in batches.enumerate() {

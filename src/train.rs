@@ -146,6 +146,11 @@ pub struct StepCost {
     pub objective: Objective,
     /// The L2 penalty's strength (0: none).
     pub alpha: f32,
+    /// Whether an epoch whose loss is not a number gives that loss as its figure ([`Dataset::train_epoch`]),
+    /// rather than ending in [`Error::Diverged`](crate::Error::Diverged).
+    ///
+    /// [`Dataset::train_epoch`]: crate::data::Dataset::train_epoch
+    pub logs_non_finite_loss: bool,
 }
 
 /// One training step of `model` on a batch with the cost `cost` (see [`step`]); `correct` as in

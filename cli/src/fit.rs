@@ -64,9 +64,10 @@ pub struct FitArgs {
     hidden: Vec<usize>,
     /// Train this model instead of the MLP of --hidden: a JSON file of Keras's layers, {"input_shape": [8, 8,
     /// 1], "layers": [{"class_name": "Conv2D", "config": {"filters": 16, "kernel_size": 3}}, ...]} (Dense,
-    /// Conv2D, MaxPooling2D, AveragePooling2D, GlobalAveragePooling2D, Flatten, Reshape, Dropout, Activation,
-    /// LayerNormalization, BatchNormalization, GroupNormalization, Embedding). Each row of --inputs is one sample
-    /// of input_shape (its product is the features); the last layer gives one logit per class, no softmax. A
+    /// Conv2D, Conv1D, the poolings, Flatten, Reshape, Dropout, Activation, the normalisations, Embedding, and
+    /// the merging layers Add, Subtract, Multiply, Average, Concatenate of a graph whose "inputs" list what each
+    /// layer takes: 0 the model's input, j + 1 layer j's output). Each row of --inputs is one sample of
+    /// input_shape (its product is the features); the last layer gives one logit per class, no softmax. A
     /// --resume of its file goes on with the model the file holds.
     #[arg(long, value_name = "MODEL.json", conflicts_with = "resume")]
     model_config: Option<PathBuf>,

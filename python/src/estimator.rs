@@ -200,6 +200,7 @@ pub fn fit_mlp<'py>(
         beta_2,
         epsilon,
         stopping_rule: StoppingRule::ScikitLearn,
+        logs_non_finite_loss: false,
     };
     // Checked before any data is copied or any work is queued.
     config.check().or_raise()?;

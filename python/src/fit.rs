@@ -153,6 +153,8 @@ pub fn fit_sequential<'py>(
         seed,
         standardize: false,
         stopping_rule: StoppingRule::Keras,
+        // As Keras's fit: a loss that stops being a number is logged, and the fit goes on.
+        logs_non_finite_loss: true,
         ..FitConfig::default()
     };
     fit.check().or_raise()?;

@@ -531,9 +531,13 @@ def test_a_cap_with_no_room_for_the_library_s_data_leaves_the_fit_to_the_python_
     with wg.Session(adapter=adapter, memory_limit="2MiB") as session:
         model = keras.Sequential([keras.Input((8,)), L.Dense(4, activation="relu"), L.Dense(3)], session=session)
         model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-        history = model.fit(x, y, epochs=2, batch_size=10_000, verbose=0)
+        seen = _Batches()
+        history = model.fit(x, y, epochs=2, batch_size=10_000, verbose=0, callbacks=[seen])
         assert library_fits == [2]
         assert model.optimizer.iterations == 2 * 10 and np.isfinite(history.history["loss"]).all()
+        # The callbacks see the Python loop's epochs once: each batch begins once.
+        begun = [entry for entry in _calls(seen.seen) if entry[0] == "begins"]
+        assert begun == [("begins", batch) for batch in range(10)] * 2
 
 
 def _functional(session, shape, build, loss="sparse_categorical_crossentropy"):
@@ -670,7 +674,7 @@ class _Batches(callbacks.Callback):
             self.model.stop_training = True
 
     def on_epoch_end(self, epoch, logs=None):
-        self.seen.append(("epoch ends", epoch, logs["loss"], logs["val_loss"]))
+        self.seen.append(("epoch ends", epoch, logs["loss"], logs.get("val_loss", 0.0)))
 
 
 def _calls(seen):
@@ -716,3 +720,80 @@ def test_an_exception_in_a_batch_callback_ends_the_library_fit_and_is_raised(ses
     assert model.optimizer.iterations == 2
     # The model goes on.
     assert len(model.fit(x, y, epochs=1, batch_size=16, verbose=0).history["loss"]) == 1
+
+
+def test_a_sequence_model_of_ids_fits_in_the_library_as_in_the_python_loop(session, rng, library_fits):
+    """Embedded ids through causal and same 1-D convolutions, the 1-D poolings and the global ones of steps and
+    of an image, joined: every sequence layer of the library's."""
+    ids = rng.integers(0, 20, size=(97, 11))
+    y = (ids[:, 0] + ids[:, -1]) % 3
+
+    def build(x):
+        embedded = L.Embedding(20, 4)(x)
+        seen = L.Conv1D(6, 3, padding="causal", dilation_rate=2, activation="relu")(embedded)
+        seen = L.MaxPooling1D(2, strides=1, padding="same")(seen)
+        seen = L.Conv1D(4, (2,), strides=2, padding="same", groups=2, activation="tanh")(seen)
+        seen = L.AveragePooling1D(padding="same")(seen)
+        image = L.GlobalMaxPooling2D()(L.Reshape((3, 4, 1))(seen))
+        joined = L.Concatenate()([L.GlobalMaxPooling1D()(seen), L.GlobalAveragePooling1D()(seen), image])
+        return L.Dense(3, activation="softmax")(joined)
+
+    library, python = _functional(session, (11,), build), _functional(session, (11,), build)
+    config, _ = library._library_model()
+    names = {entry["class_name"] for entry in config["layers"]}
+    assert {"Conv1D", "MaxPooling1D", "AveragePooling1D", "GlobalMaxPooling1D", "GlobalAveragePooling1D"} <= names
+    args = {"epochs": 2, "batch_size": 16, "validation_split": 0.2, "verbose": 0, "seed": 8}
+    histories = library.fit(ids, y, **args), python.fit(ids, y, callbacks=[_PythonLoop()], **args)
+    assert library_fits == [2]
+    _expect_same_fit(library, python, *histories)
+
+
+@pytest.mark.parametrize("layer", ["GlobalAveragePooling1D", "GlobalMaxPooling1D", "GlobalMaxPooling2D"])
+def test_a_global_pooling_that_keeps_its_axes_takes_the_python_loop(session, rng, library_fits, layer):
+    shape = (4, 3, 2) if layer.endswith("2D") else (5, 2)
+    x, y = _images(rng, 30, shape, 2)
+    model = _model(session, shape, lambda: [getattr(L, layer)(keepdims=True), L.Flatten(), L.Dense(2)])
+    model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(x, y, epochs=1, batch_size=8, verbose=0)
+    assert library_fits == []
+
+
+def _same_calls(ours, theirs):
+    assert _calls(ours.seen) == _calls(theirs.seen)
+    for mine, other in zip(ours.seen, theirs.seen, strict=True):
+        np.testing.assert_allclose(mine[2:], other[2:], rtol=1e-5, atol=1e-6, err_msg=str(mine[:2]))
+
+
+@pytest.mark.parametrize("case", ["terminate_on_nan", "diverging", "stop_as_an_epoch_begins"])
+def test_nan_losses_and_stops_reach_the_callbacks_as_in_the_python_loop(session, rng, library_fits, case):
+    x, y = _images(rng, 40, (4,), 3)
+    if case != "stop_as_an_epoch_begins":
+        x[20] = 3e38  # the second batch's loss is not a number
+    runs = []
+    for held in ([], [_PythonLoop()]):
+        keras.utils.set_random_seed(6)
+        model = keras.Sequential([keras.Input((4,)), L.Dense(3)], session=session)
+        model.compile(keras.optimizers.SGD(0.1), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        seen = _Batches(stop_at=None)
+        extra = {"terminate_on_nan": [callbacks.TerminateOnNaN()], "diverging": []}.get(case, [_StopsAtBegin()])
+        history = model.fit(x, y, epochs=3, batch_size=16, verbose=0, callbacks=[seen, *extra, *held])
+        runs.append((seen, history.history, model.optimizer.iterations))
+    (ours, our_history, our_steps), (theirs, their_history, their_steps) = runs
+    assert library_fits == [3]
+    _same_calls(ours, theirs)
+    np.testing.assert_allclose(our_history["loss"], their_history["loss"], rtol=1e-5)
+    assert our_steps == their_steps
+    if case == "terminate_on_nan":
+        # Stopped at the batch whose loss is not a number: one epoch, logged as NaN.
+        assert len(our_history["loss"]) == 1 and np.isnan(our_history["loss"][0]) and our_steps <= 3
+    else:
+        # Diverging, all 3 epochs of 3 batches are trained and logged; stopped as the second begins, its first.
+        assert (len(our_history["loss"]), our_steps) == ((3, 9) if case == "diverging" else (2, 4))
+
+
+class _StopsAtBegin(callbacks.Callback):
+    """Sets ``stop_training`` as the second epoch begins: the Python loop trains that epoch's first batch."""
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if epoch == 1:
+            self.model.stop_training = True

@@ -192,9 +192,9 @@ def run(
     """Trains ``model`` as ``fit`` says, epochs ``first_epoch`` to ``epochs_total`` (at least one), each in the
     order ``rng`` draws (as the Python loop draws it, so that both train the same batches), calling the callbacks
     at each epoch's beginning and end. Returns the epoch the Python loop goes on from (``epochs_total`` once the
-    fit is done) and, where it has begun, that epoch: an epoch whose loss stopped being a number, which the
-    library refuses to go on from and the Python loop trains on, as Keras does, logging NaN; or the first, where
-    the session's cap leaves no room for the library's copy of the data."""
+    fit is done) and, where it has begun, that epoch: one whose beginning set ``stop_training`` (the Python loop
+    trains its first batch), or the first, where the session's cap leaves no room for the library's copy of the
+    data. An epoch whose loss stops being a number is logged as NaN, and the fit goes on, as Keras's does."""
     steps = math.ceil(len(fit.train[0]) / batch)
     callback_list.set_steps(steps)
     epoch = first_epoch
@@ -219,16 +219,28 @@ def run(
         epoch += 1
         if model.stop_training or epoch >= epochs_total:
             return True
-        begin_epoch()
-        return False
-
-    def begin_epoch() -> None:
         callback_list.on_epoch_begin(epoch)
+        return handed_over()
+
+    def handed_over() -> bool:
+        # A stop_training set as the epoch begins ends the Python loop's epoch after its first batch, which the
+        # library's loop cannot: the Python loop trains that epoch, begun here.
+        nonlocal handover
+        if model.stop_training:
+            handover = epoch
+        return model.stop_training
+
+    def order() -> np.ndarray:
+        # Drawn as the Python loop draws it, just before the epoch's first batch begins.
+        drawn = rng.permutation(len(fit.train[0])).astype(np.uint32)
         if fit.each_batch:
             callback_list.on_train_batch_begin(0)
+        return drawn
 
     def on_batch_end(batch_index: int, loss: float) -> bool:
         # As the Python loop: the batch's loss in the logs, and a stop_training set here ends the epoch.
+        nonlocal batches_trained
+        batches_trained += 1
         callback_list.on_train_batch_end(batch_index, {"loss": loss})
         if model.stop_training:
             return True
@@ -236,7 +248,11 @@ def run(
             callback_list.on_train_batch_begin(batch_index + 1)
         return False
 
-    begin_epoch()
+    handover: int | None = None
+    batches_trained = 0
+    callback_list.on_epoch_begin(epoch)
+    if handed_over():
+        return epoch, epoch
     variables = [(name, variable._t) for name, variable in model.state_dict().items()]
     steps_before = model.optimizer.iterations
     try:
@@ -250,7 +266,7 @@ def run(
             epochs_total - first_epoch,
             batch,
             0,
-            lambda: rng.permutation(len(fit.train[0])).astype(np.uint32),
+            order,
             on_epoch_end,
             on_batch_end if fit.each_batch else None,
         )
@@ -264,6 +280,9 @@ def run(
             raise
         return epoch, epoch
     finally:
+        trained = batches_trained if fit.each_batch else steps * (epoch - first_epoch)
         for layer in model.layers:
-            layer._library_trained(steps * (epoch - first_epoch))
+            layer._library_trained(trained)
+    if handover is not None:
+        return handover, handover
     return epochs_total, None

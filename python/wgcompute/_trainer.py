@@ -319,7 +319,8 @@ class Trainer:
                     rng=rng,
                 )
             for epoch in range(first, epochs_total):
-                if self.stop_training:
+                # An epoch the library's loop began and handed over runs its first batch, as it would here.
+                if self.stop_training and epoch != begun:
                     break
                 if epoch != begun:
                     callback_list.on_epoch_begin(epoch)

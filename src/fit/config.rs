@@ -56,6 +56,10 @@ pub struct FitConfig {
     pub epsilon: f32,
     /// How early stopping counts an epoch and keeps the best figure.
     pub stopping_rule: StoppingRule,
+    /// Whether an epoch whose training loss is not a number is recorded with that loss and the fit goes on, as
+    /// Keras's `Model.fit` logs NaN (the Python package's Keras fit asks this); else it ends the fit in
+    /// [`Error::Diverged`](crate::Error::Diverged), naming the step.
+    pub logs_non_finite_loss: bool,
 }
 
 /// How early stopping judges an epoch against the best so far.
@@ -95,6 +99,7 @@ impl Default for FitConfig {
             beta_2: AdamConfig::default().beta2,
             epsilon: AdamConfig::default().epsilon,
             stopping_rule: StoppingRule::Keras,
+            logs_non_finite_loss: false,
         }
     }
 }
@@ -163,6 +168,7 @@ impl FitConfig {
         StepCost {
             objective: self.objective,
             alpha: self.alpha,
+            logs_non_finite_loss: self.logs_non_finite_loss,
         }
     }
 

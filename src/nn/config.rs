@@ -13,6 +13,12 @@ use crate::op::window::Padding;
 pub enum LayerConfig {
     Dense(DenseConfig),
     Conv2D(Conv2DConfig),
+    Conv1D(Conv1DConfig),
+    MaxPooling1D(Pooling1DConfig),
+    AveragePooling1D(Pooling1DConfig),
+    GlobalAveragePooling1D,
+    GlobalMaxPooling1D,
+    GlobalMaxPooling2D,
     MaxPooling2D(PoolingConfig),
     AveragePooling2D(PoolingConfig),
     GlobalAveragePooling2D,
@@ -48,7 +54,8 @@ struct TaggedLayer {
 }
 
 const CLASS_NAMES: &str =
-    "Dense, Conv2D, MaxPooling2D, AveragePooling2D, GlobalAveragePooling2D, Flatten, \
+    "Dense, Conv2D, Conv1D, MaxPooling1D, AveragePooling1D, GlobalAveragePooling1D, GlobalMaxPooling1D, \
+                           GlobalMaxPooling2D, MaxPooling2D, AveragePooling2D, GlobalAveragePooling2D, Flatten, \
                            Reshape, Dropout, Activation, LayerNormalization, BatchNormalization, \
                            GroupNormalization, Embedding, Add, Subtract, Multiply, Average or Concatenate";
 
@@ -73,6 +80,12 @@ impl TryFrom<TaggedLayer> for LayerConfig {
         Ok(match class {
             "Dense" => LayerConfig::Dense(read(class, config)?),
             "Conv2D" => LayerConfig::Conv2D(read(class, config)?),
+            "Conv1D" => LayerConfig::Conv1D(read(class, config)?),
+            "MaxPooling1D" => LayerConfig::MaxPooling1D(read(class, config)?),
+            "AveragePooling1D" => LayerConfig::AveragePooling1D(read(class, config)?),
+            "GlobalAveragePooling1D" => no_arguments(config, LayerConfig::GlobalAveragePooling1D)?,
+            "GlobalMaxPooling1D" => no_arguments(config, LayerConfig::GlobalMaxPooling1D)?,
+            "GlobalMaxPooling2D" => no_arguments(config, LayerConfig::GlobalMaxPooling2D)?,
             "MaxPooling2D" => LayerConfig::MaxPooling2D(read(class, config)?),
             "AveragePooling2D" => LayerConfig::AveragePooling2D(read(class, config)?),
             "GlobalAveragePooling2D" => no_arguments(config, LayerConfig::GlobalAveragePooling2D)?,
@@ -166,6 +179,69 @@ pub struct Conv2DConfig {
 
 fn one_group() -> usize {
     1
+}
+
+/// A size along a sequence, Keras's `int or tuple` of one: a number, or `[size]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(
+    untagged,
+    expecting = "a size along a sequence (kernel_size, strides, dilation_rate, pool_size): an int, or [size]"
+)]
+pub enum Length {
+    One(usize),
+    Tuple([usize; 1]),
+}
+
+impl Length {
+    pub fn size(self) -> usize {
+        match self {
+            Length::One(size) | Length::Tuple([size]) => size,
+        }
+    }
+}
+
+fn one_step() -> Length {
+    Length::One(1)
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Conv1DConfig {
+    pub filters: usize,
+    pub kernel_size: Length,
+    #[serde(default = "one_step")]
+    pub strides: Length,
+    /// "valid", "same" or "causal" (all padding before, so that no output sees a later step).
+    #[serde(default = "valid")]
+    pub padding: String,
+    #[serde(default = "one_step")]
+    pub dilation_rate: Length,
+    #[serde(default = "one_group")]
+    pub groups: usize,
+    #[serde(default = "linear")]
+    pub activation: String,
+    #[serde(default = "yes")]
+    pub use_bias: bool,
+}
+
+/// Every argument has a default, Keras's.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Pooling1DConfig {
+    pub pool_size: Length,
+    /// The pool size where left out.
+    pub strides: Option<Length>,
+    pub padding: String,
+}
+
+impl Default for Pooling1DConfig {
+    fn default() -> Self {
+        Pooling1DConfig {
+            pool_size: Length::One(2),
+            strides: None,
+            padding: valid(),
+        }
+    }
 }
 
 /// Every argument has a default, Keras's, stated once in `Default` (serde fills what a document leaves out from
@@ -320,6 +396,7 @@ impl LayerConfig {
         match self {
             LayerConfig::Dense(DenseConfig { activation, .. })
             | LayerConfig::Conv2D(Conv2DConfig { activation, .. })
+            | LayerConfig::Conv1D(Conv1DConfig { activation, .. })
             | LayerConfig::Activation(ActivationConfig { activation }) => Some(activation),
             _ => None,
         }
@@ -348,6 +425,12 @@ impl LayerConfig {
                 times(&[kh as u64, kw as u64, in_group, filters])
                     .saturating_add(if config.use_bias { filters } else { 0 })
             }
+            LayerConfig::Conv1D(config) => {
+                let filters = config.filters as u64;
+                let in_group = last / (config.groups as u64).max(1);
+                times(&[config.kernel_size.size() as u64, in_group, filters])
+                    .saturating_add(if config.use_bias { filters } else { 0 })
+            }
             LayerConfig::LayerNormalization(config) => affine(config.center, config.scale),
             LayerConfig::GroupNormalization(config) => affine(config.center, config.scale),
             LayerConfig::BatchNormalization(config) => {
@@ -365,6 +448,12 @@ impl LayerConfig {
         match self {
             LayerConfig::Dense(_) => "Dense",
             LayerConfig::Conv2D(_) => "Conv2D",
+            LayerConfig::Conv1D(_) => "Conv1D",
+            LayerConfig::MaxPooling1D(_) => "MaxPooling1D",
+            LayerConfig::AveragePooling1D(_) => "AveragePooling1D",
+            LayerConfig::GlobalAveragePooling1D => "GlobalAveragePooling1D",
+            LayerConfig::GlobalMaxPooling1D => "GlobalMaxPooling1D",
+            LayerConfig::GlobalMaxPooling2D => "GlobalMaxPooling2D",
             LayerConfig::MaxPooling2D(_) => "MaxPooling2D",
             LayerConfig::AveragePooling2D(_) => "AveragePooling2D",
             LayerConfig::GlobalAveragePooling2D => "GlobalAveragePooling2D",

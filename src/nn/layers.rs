@@ -70,7 +70,12 @@ pub(super) fn watched(tape: Option<&GradientTape>, parameter: &Arc<Tensor>) -> R
 }
 
 /// Glorot-uniform weights (Keras's default kernel initializer): uniform in ±sqrt(6 / (fan_in + fan_out)).
-fn glorot(session: &Session, shape: &[usize], fans: [f64; 2], seed: u64) -> Result<Arc<Tensor>> {
+pub(super) fn glorot(
+    session: &Session,
+    shape: &[usize],
+    fans: [f64; 2],
+    seed: u64,
+) -> Result<Arc<Tensor>> {
     // The fans in f64: no size can overflow them.
     let limit = (6.0 / (fans[0] + fans[1]).max(1.0)).sqrt() as f32;
     let weight = session.empty(shape)?;
@@ -79,12 +84,12 @@ fn glorot(session: &Session, shape: &[usize], fans: [f64; 2], seed: u64) -> Resu
 }
 
 /// A vector of `size` elements all `value` (Keras's zeros and ones initializers).
-fn filled(session: &Session, size: usize, value: f32) -> Result<Arc<Tensor>> {
+pub(super) fn filled(session: &Session, size: usize, value: f32) -> Result<Arc<Tensor>> {
     Ok(Arc::new(session.full(&[size], value)?))
 }
 
 /// The last axis of a sample: the features (channels) a layer's weights are sized by.
-fn features(layer: &'static str, input_shape: &[usize]) -> Result<usize> {
+pub(super) fn features(layer: &'static str, input_shape: &[usize]) -> Result<usize> {
     match input_shape.last() {
         Some(&features) if features > 0 => Ok(features),
         _ => Err(Error::Shape {
@@ -98,7 +103,7 @@ fn features(layer: &'static str, input_shape: &[usize]) -> Result<usize> {
 
 /// An activation by Keras's name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Activation {
+pub(super) enum Activation {
     Linear,
     Softmax,
     Elementwise(UnaryOp),
@@ -108,7 +113,7 @@ impl Activation {
     const NAMES: &'static str =
         "linear, relu, sigmoid, tanh, softmax, gelu, silu (swish) or softplus";
 
-    fn from_name(name: &str) -> Result<Self> {
+    pub(super) fn from_name(name: &str) -> Result<Self> {
         let op = match name {
             "linear" => return Ok(Activation::Linear),
             "softmax" => return Ok(Activation::Softmax),
@@ -123,7 +128,7 @@ impl Activation {
         Ok(Activation::Elementwise(op))
     }
 
-    fn apply(self, x: Tensor) -> Result<Tensor> {
+    pub(super) fn apply(self, x: Tensor) -> Result<Tensor> {
         match self {
             Activation::Linear => Ok(x),
             Activation::Softmax => x.softmax(),

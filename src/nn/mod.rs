@@ -6,10 +6,10 @@
 //!   [`crate::fit`] take one).
 //! - [`Linear`] and [`Mlp`]: the estimators' and the command's MLPs.
 //! - [`Layer`]s by Keras's names and arguments, each built from its [`LayerConfig`] (`Dense`, `Conv2D`, the
-//!   poolings, `Flatten`, `Reshape`, `Dropout`, `Activation`, the normalisations, `Embedding`, the merging
-//!   layers), stacked in a [`Sequential`] whose whole configuration is one JSON document ([`SequentialConfig`])
-//!   of Keras's class names and arguments: a chain, or a graph as a Keras functional model's
-//!   ([`SequentialConfig::inputs`]).
+//!   poolings, `Conv1D` and the poolings of sequences, `Flatten`, `Reshape`, `Dropout`, `Activation`, the
+//!   normalisations, `Embedding`, the merging layers), stacked in a [`Sequential`] whose whole configuration
+//!   is one JSON document ([`SequentialConfig`]) of Keras's class names and arguments: a chain, or a graph as a
+//!   Keras functional model's ([`SequentialConfig::inputs`]).
 //!
 //! ```
 //! use wgcompute::nn::{LayerConfig, Sequential, SequentialConfig};
@@ -36,6 +36,7 @@ mod group_norm;
 mod layers;
 mod linear;
 mod merging;
+mod sequence;
 mod sequential;
 
 use std::sync::Arc;
@@ -45,9 +46,9 @@ use crate::error::Result;
 use crate::tensor::Tensor;
 
 pub use config::{
-    ActivationConfig, BatchNormalizationConfig, ConcatenateConfig, Conv2DConfig, DenseConfig,
-    DropoutConfig, EmbeddingConfig, GroupNormalizationConfig, LayerConfig,
-    LayerNormalizationConfig, Pair, PoolingConfig, ReshapeConfig,
+    ActivationConfig, BatchNormalizationConfig, ConcatenateConfig, Conv1DConfig, Conv2DConfig,
+    DenseConfig, DropoutConfig, EmbeddingConfig, GroupNormalizationConfig, LayerConfig,
+    LayerNormalizationConfig, Length, Pair, Pooling1DConfig, PoolingConfig, ReshapeConfig,
 };
 pub use group_norm::group_normalization;
 pub use layers::Layer;

@@ -17,6 +17,7 @@ use super::layers::{
     Flatten, GlobalAveragePooling2D, Layer, LayerNormalization, MaxPooling2D, Reshape,
 };
 use super::merging::{Merge, Merging};
+use super::sequence::{Conv1D, GlobalAveragePooling1D, GlobalMaxPooling, Pooling1D};
 use super::Module;
 
 impl LayerConfig {
@@ -50,6 +51,14 @@ impl LayerConfig {
                 Box::new(GroupNormalization::new(session, config, input_shape)?)
             }
             LayerConfig::Embedding(config) => Box::new(Embedding::new(session, config, seed)?),
+            LayerConfig::Conv1D(config) => {
+                Box::new(Conv1D::new(session, config, input_shape, seed)?)
+            }
+            LayerConfig::MaxPooling1D(config) => Box::new(Pooling1D::new(config, true)?),
+            LayerConfig::AveragePooling1D(config) => Box::new(Pooling1D::new(config, false)?),
+            LayerConfig::GlobalAveragePooling1D => Box::new(GlobalAveragePooling1D),
+            LayerConfig::GlobalMaxPooling1D => Box::new(GlobalMaxPooling { images: false }),
+            LayerConfig::GlobalMaxPooling2D => Box::new(GlobalMaxPooling { images: true }),
             LayerConfig::Add => Box::new(Merge::new(Merging::Add)),
             LayerConfig::Subtract => Box::new(Merge::new(Merging::Subtract)),
             LayerConfig::Multiply => Box::new(Merge::new(Merging::Multiply)),

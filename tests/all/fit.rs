@@ -1574,3 +1574,35 @@ fn an_epoch_reports_each_batch_s_loss_and_may_end_after_any_batch(backend: &Back
         .expect("the next epoch is whole");
     assert!(ended.is_done());
 }
+
+per_backend!(a_fit_that_logs_non_finite_losses_goes_on_past_them);
+fn a_fit_that_logs_non_finite_losses_goes_on_past_them(backend: &Backend) {
+    let mut rng = Rng::fresh("fit-non-finite");
+    let (features, classes) = (3, 3);
+    let (x, y) = blobs(&mut rng, 40, features, classes);
+    let x: Vec<f32> = x.iter().map(|value| value * 1e3).collect();
+    let session = backend.poisoned();
+    // SGD at a rate no weight survives: the weights overflow, and the logits they give are not numbers.
+    let mut config = FitConfig {
+        hidden: vec![],
+        optimizer: OptimizerKind::Sgd,
+        lr: 3e38,
+        standardize: false,
+        ..small_config(2)
+    };
+    let fit = |config: FitConfig| {
+        let mut trainer = Trainer::new(&session, config, classes, labelled(&x, features, &y), None)
+            .expect("a fit");
+        trainer.run().map(|()| trainer)
+    };
+    // By default such a loss ends the fit, naming its step; logged, both epochs run and record NaN.
+    match fit(config.clone()) {
+        Err(Error::Diverged { .. }) => {}
+        Err(other) => panic!("{other}"),
+        Ok(trainer) => panic!("{:?}", trainer.history()),
+    }
+    config.logs_non_finite_loss = true;
+    let trainer = fit(config).expect("a fit that logs NaN");
+    assert_eq!(trainer.epochs_done(), 2);
+    assert!(trainer.history().iter().all(|record| record.loss.is_nan()));
+}

@@ -179,6 +179,108 @@ fn interpret(
                     },
                 )
             }
+            LayerConfig::Conv1D(conv) => {
+                let kernel = var("kernel").expect("kernel");
+                let [_, steps, c] = shape[..] else {
+                    panic!("a sequence")
+                };
+                let (k, stride, dilation) = (
+                    conv.kernel_size.size(),
+                    conv.strides.size(),
+                    conv.dilation_rate.size(),
+                );
+                let (out, pad) = if conv.padding == "causal" {
+                    let pad = dilation * (k - 1);
+                    ((steps + pad - ((k - 1) * dilation + 1)) / stride + 1, pad)
+                } else {
+                    axis_windows(steps, k, stride, dilation, conv.padding == "same")
+                };
+                let f = conv.filters;
+                let (cg, fg) = (c / conv.groups, f / conv.groups);
+                let mut data = vec![0.0; batch * out * f];
+                for n in 0..batch {
+                    for o in 0..out {
+                        for filter in 0..f {
+                            let group = filter / fg;
+                            let mut sum = var("bias").map_or(0.0, |bias| bias[filter]);
+                            for (kt, t) in taps(o, k, stride, dilation, pad, steps)
+                                .into_iter()
+                                .enumerate()
+                            {
+                                let Some(t) = t else {
+                                    continue;
+                                };
+                                for ci in 0..cg {
+                                    sum += current.data[(n * steps + t) * c + group * cg + ci]
+                                        * kernel[(kt * cg + ci) * f + filter];
+                                }
+                            }
+                            data[(n * out + o) * f + filter] = sum;
+                        }
+                    }
+                }
+                activate(
+                    &conv.activation,
+                    Array {
+                        shape: vec![batch, out, f],
+                        data,
+                    },
+                )
+            }
+            LayerConfig::MaxPooling1D(pool) | LayerConfig::AveragePooling1D(pool) => {
+                let max = matches!(layer, LayerConfig::MaxPooling1D(_));
+                let [_, steps, c] = shape[..] else {
+                    panic!("a sequence")
+                };
+                let size = pool.pool_size.size();
+                let stride = pool.strides.map_or(size, |strides| strides.size());
+                let (out, pad) = axis_windows(steps, size, stride, 1, pool.padding == "same");
+                let mut data = vec![0.0; batch * out * c];
+                for n in 0..batch {
+                    for o in 0..out {
+                        for ch in 0..c {
+                            let values: Vec<f64> = taps(o, size, stride, 1, pad, steps)
+                                .into_iter()
+                                .flatten()
+                                .map(|t| current.data[(n * steps + t) * c + ch])
+                                .collect();
+                            data[(n * out + o) * c + ch] = if max {
+                                values.iter().cloned().fold(f64::NEG_INFINITY, f64::max)
+                            } else {
+                                values.iter().sum::<f64>() / values.len() as f64
+                            };
+                        }
+                    }
+                }
+                Array {
+                    shape: vec![batch, out, c],
+                    data,
+                }
+            }
+            LayerConfig::GlobalAveragePooling1D
+            | LayerConfig::GlobalMaxPooling1D
+            | LayerConfig::GlobalMaxPooling2D => {
+                let c = last;
+                let per_sample = current.data.len() / batch;
+                let positions = per_sample / c;
+                let max = !matches!(layer, LayerConfig::GlobalAveragePooling1D);
+                let mut data = vec![0.0; batch * c];
+                for n in 0..batch {
+                    for ch in 0..c {
+                        let values =
+                            (0..positions).map(|at| current.data[n * per_sample + at * c + ch]);
+                        data[n * c + ch] = if max {
+                            values.fold(f64::NEG_INFINITY, f64::max)
+                        } else {
+                            values.sum::<f64>() / positions as f64
+                        };
+                    }
+                }
+                Array {
+                    shape: vec![batch, c],
+                    data,
+                }
+            }
             LayerConfig::MaxPooling2D(pool) | LayerConfig::AveragePooling2D(pool) => {
                 let max = matches!(layer, LayerConfig::MaxPooling2D(_));
                 let [_, h, w, c] = shape[..] else {
@@ -427,6 +529,26 @@ fn models() -> Vec<(&'static str, SequentialConfig)> {
                 {"class_name": "Dropout", "config": {"rate": 0.5}},
                 {"class_name": "BatchNormalization", "config": {"scale": false}},
                 {"class_name": "Dense", "config": {"units": 1, "activation": "relu"}}]}"#,
+            ),
+        ),
+        (
+            // Sequences of ids: causal and same convolutions (dilated, strided, grouped), 1-D poolings, and the
+            // global poolings of steps and of an image, joined.
+            "text",
+            config(
+                r#"{"input_shape": [9], "layers": [
+                {"class_name": "Embedding", "config": {"input_dim": 13, "output_dim": 4}},
+                {"class_name": "Conv1D", "config": {"filters": 6, "kernel_size": 3, "padding": "causal", "dilation_rate": 2, "activation": "relu"}},
+                {"class_name": "MaxPooling1D", "config": {"pool_size": 2, "strides": 1, "padding": "same"}},
+                {"class_name": "Conv1D", "config": {"filters": 4, "kernel_size": [2], "strides": 2, "padding": "same", "groups": 2, "activation": "tanh"}},
+                {"class_name": "AveragePooling1D", "config": {"padding": "same"}},
+                {"class_name": "GlobalMaxPooling1D"},
+                {"class_name": "GlobalAveragePooling1D"},
+                {"class_name": "Reshape", "config": {"target_shape": [3, 4, 1]}},
+                {"class_name": "GlobalMaxPooling2D"},
+                {"class_name": "Concatenate"},
+                {"class_name": "Dense", "config": {"units": 3}}],
+                "inputs": [[0], [1], [2], [3], [4], [5], [5], [5], [8], [6, 7, 9], [10]]}"#,
             ),
         ),
         (

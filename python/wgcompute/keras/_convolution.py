@@ -1,4 +1,5 @@
-"""Keras's convolution layers beside ``Conv1D`` and ``Conv2D``: ``Conv2DTranspose`` (kernel
+"""Keras's convolution layers beside ``Conv2D``: ``Conv1D`` over [batch, steps, channels] (the library's layer
+too), ``Conv2DTranspose`` (kernel
 ``[kh, kw, filters, in]``), ``DepthwiseConv2D`` (kernel ``[kh, kw, in, depth_multiplier]``, output channel
 ``c · depth_multiplier + m`` from input channel ``c``) and ``SeparableConv2D`` (a depthwise convolution, then a
 pointwise one), images NHWC, with Keras's arguments, defaults and weight names. Each is made of the package's
@@ -6,16 +7,30 @@ convolution functions, so its gradient is theirs."""
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
-from .. import _window
+from .. import _layers, _nn_layers, _window
 from .._convert import _flag
 from .._errors import InvalidArgumentError, ShapeError
 from .._tensor import Tensor
 from . import initializers
-from ._layer import Layer, _activation, _channels_last, _count, _image, _pair
+from ._layer import (
+    Layer,
+    _activation,
+    _building_session,
+    _channels_last,
+    _count,
+    _entry,
+    _image,
+    _initialized,
+    _library_activation,
+    _next_seed,
+    _pair,
+    _Wrapped,
+)
 
-__all__ = ["Conv2DTranspose", "DepthwiseConv2D", "SeparableConv2D"]
+__all__ = ["Conv1D", "Conv2DTranspose", "DepthwiseConv2D", "SeparableConv2D"]
 
 
 def _padding(padding: Any) -> str:
@@ -235,3 +250,93 @@ class SeparableConv2D(_Convolution):
         image = _image(x, "SeparableConv2D")
         spread = _depthwise(image, self.depthwise_kernel, self.strides, self.padding, self.dilation_rate)
         return self._finish(_window.conv2d(spread, self.pointwise_kernel))
+
+
+class Conv1D(_Wrapped):
+    """Keras's ``Conv1D`` over [batch, steps, channels] (``padding`` may be ``"causal"``)."""
+
+    def __init__(
+        self,
+        filters: int,
+        kernel_size: int,
+        strides: int = 1,
+        padding: str = "valid",
+        dilation_rate: int = 1,
+        groups: int = 1,
+        activation: Any = None,
+        use_bias: bool = True,
+        kernel_initializer: Any = "glorot_uniform",
+        bias_initializer: Any = "zeros",
+        seed: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.filters = _layers._width(filters, "filters")
+        self._function = _activation(activation)
+        # Keras's tuples of one (kernel_size=(3,)) are the sizes they hold.
+        kernel_size, strides, dilation_rate = (
+            value if _length(value) is None else _length(value) for value in (kernel_size, strides, dilation_rate)
+        )
+        self._settings = (kernel_size, strides, padding, dilation_rate, groups)
+        self._bias, self._seed = _flag(use_bias, "use_bias"), seed
+        self.kernel_initializer = initializers.get(kernel_initializer)
+        self.bias_initializer = initializers.get(bias_initializer)
+        self._config = {
+            "filters": self.filters,
+            "kernel_size": kernel_size,
+            "strides": strides,
+            "padding": padding,
+            "dilation_rate": dilation_rate,
+            "groups": groups,
+            "activation": activation,
+            "use_bias": self._bias,
+            "kernel_initializer": initializers.serialize(kernel_initializer),
+            "bias_initializer": initializers.serialize(bias_initializer),
+        }
+
+    def build(self, input_shape: Any) -> None:
+        if len(input_shape) != 3:
+            raise ShapeError(f"Conv1D takes [batch, steps, channels]; got shape {tuple(input_shape)}")
+        size, stride, padding, dilation, groups = self._settings
+        seed = _next_seed(self._seed)
+        inner = _nn_layers.Conv1d(
+            _building_session(self),
+            input_shape[-1],
+            self.filters,
+            size,
+            stride,
+            padding,
+            dilation,
+            groups,
+            self._bias,
+            seed,
+        )
+        inner = _initialized(inner, self.kernel_initializer, self.bias_initializer, seed, "glorot_uniform")
+        self._adopt(inner, self._function)
+
+    def _library_config(self) -> dict[str, Any] | None:
+        kernel_size, strides, padding, dilation_rate, groups = self._settings
+        activation = _library_activation(self._config["activation"])
+        lengths = [_length(value) for value in (kernel_size, strides, dilation_rate)]
+        if activation is None or None in lengths or not isinstance(padding, str):
+            return None
+        if padding.lower() not in ("valid", "same", "causal"):
+            return None
+        return _entry(
+            "Conv1D",
+            filters=self.filters,
+            kernel_size=lengths[0],
+            strides=lengths[1],
+            padding=padding.lower(),
+            dilation_rate=lengths[2],
+            groups=groups,
+            activation=activation,
+            use_bias=self._bias,
+        )
+
+
+def _length(value: Any) -> int | None:
+    """A size along a sequence, Keras's int or tuple of one, as an int; None for anything else."""
+    if isinstance(value, (tuple, list)) and len(value) == 1:
+        value = value[0]
+    return int(value) if isinstance(value, numbers.Integral) and not isinstance(value, bool) else None

@@ -10,7 +10,7 @@ from .. import _call, _logic, _reductions, _window
 from .._convert import _flag
 from .._errors import ShapeError
 from .._tensor import Tensor, _tensor_argument
-from ._layer import Layer, _channels_last, _count
+from ._layer import Layer, _channels_last, _count, _entry
 
 __all__ = ["AveragePooling1D", "GlobalAveragePooling1D", "GlobalMaxPooling1D", "GlobalMaxPooling2D", "MaxPooling1D"]
 
@@ -57,6 +57,13 @@ class MaxPooling1D(Layer):
         pooled = pool(image, (self.pool_size, 1), (self.strides, 1), self.padding)
         return pooled.reshape((batch, pooled.shape[1], features))
 
+    def _library_config(self) -> dict[str, Any] | None:
+        padding = self.padding
+        if not isinstance(padding, str) or padding.lower() not in ("valid", "same"):
+            return None
+        name = "MaxPooling1D" if self._largest else "AveragePooling1D"
+        return _entry(name, pool_size=self.pool_size, strides=self.strides, padding=padding.lower())
+
 
 class AveragePooling1D(MaxPooling1D):
     """The mean of each window of ``pool_size`` steps (padded positions not counted)."""
@@ -76,6 +83,9 @@ class GlobalAveragePooling1D(Layer):
         _channels_last(data_format)
         self.keepdims = _flag(keepdims, "keepdims")
         self._config = {"keepdims": self.keepdims}
+
+    def _library_config(self) -> dict[str, Any] | None:
+        return None if self.keepdims else _entry("GlobalAveragePooling1D")
 
     def call(self, x: Any, mask: Any = None) -> Tensor:
         x = _steps(x, "GlobalAveragePooling1D")
@@ -98,6 +108,9 @@ class GlobalMaxPooling1D(GlobalAveragePooling1D):
 
     supports_masking = False
 
+    def _library_config(self) -> dict[str, Any] | None:
+        return None if self.keepdims else _entry("GlobalMaxPooling1D")
+
     def call(self, x: Any) -> Tensor:  # type: ignore[override]
         x = _steps(x, "GlobalMaxPooling1D")
         batch, steps, features = x.shape
@@ -113,6 +126,9 @@ class GlobalMaxPooling2D(Layer):
         _channels_last(data_format)
         self.keepdims = _flag(keepdims, "keepdims")
         self._config = {"keepdims": self.keepdims}
+
+    def _library_config(self) -> dict[str, Any] | None:
+        return None if self.keepdims else _entry("GlobalMaxPooling2D")
 
     def call(self, x: Any) -> Tensor:
         x = _tensor_argument(x, "x")

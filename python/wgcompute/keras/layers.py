@@ -23,7 +23,7 @@ from ..nn import Linear
 from . import initializers
 from ._activations import ELU, LeakyReLU, PReLU, ReLU, Softmax
 from ._attention import MultiHeadAttention
-from ._convolution import Conv2DTranspose, DepthwiseConv2D, SeparableConv2D
+from ._convolution import Conv1D, Conv2DTranspose, DepthwiseConv2D, SeparableConv2D
 from ._layer import (
     Layer,
     _activation,
@@ -280,65 +280,6 @@ class Conv2D(_Wrapped):
             activation=activation,
             use_bias=self._bias,
         )
-
-
-class Conv1D(_Wrapped):
-    """Keras's ``Conv1D`` over [batch, steps, channels] (``padding`` may be ``"causal"``)."""
-
-    def __init__(
-        self,
-        filters: int,
-        kernel_size: int,
-        strides: int = 1,
-        padding: str = "valid",
-        dilation_rate: int = 1,
-        groups: int = 1,
-        activation: Any = None,
-        use_bias: bool = True,
-        kernel_initializer: Any = "glorot_uniform",
-        bias_initializer: Any = "zeros",
-        seed: int | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        self.filters = _layers._width(filters, "filters")
-        self._function = _activation(activation)
-        self._settings = (kernel_size, strides, padding, dilation_rate, groups)
-        self._bias, self._seed = _flag(use_bias, "use_bias"), seed
-        self.kernel_initializer = initializers.get(kernel_initializer)
-        self.bias_initializer = initializers.get(bias_initializer)
-        self._config = {
-            "filters": self.filters,
-            "kernel_size": kernel_size,
-            "strides": strides,
-            "padding": padding,
-            "dilation_rate": dilation_rate,
-            "groups": groups,
-            "activation": activation,
-            "use_bias": self._bias,
-            "kernel_initializer": initializers.serialize(kernel_initializer),
-            "bias_initializer": initializers.serialize(bias_initializer),
-        }
-
-    def build(self, input_shape: Any) -> None:
-        if len(input_shape) != 3:
-            raise ShapeError(f"Conv1D takes [batch, steps, channels]; got shape {tuple(input_shape)}")
-        size, stride, padding, dilation, groups = self._settings
-        seed = _next_seed(self._seed)
-        inner = _nn_layers.Conv1d(
-            _building_session(self),
-            input_shape[-1],
-            self.filters,
-            size,
-            stride,
-            padding,
-            dilation,
-            groups,
-            self._bias,
-            seed,
-        )
-        inner = _initialized(inner, self.kernel_initializer, self.bias_initializer, seed, "glorot_uniform")
-        self._adopt(inner, self._function)
 
 
 class BatchNormalization(_Wrapped):
