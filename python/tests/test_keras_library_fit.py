@@ -797,3 +797,26 @@ class _StopsAtBegin(callbacks.Callback):
     def on_epoch_begin(self, epoch, logs=None):
         if epoch == 1:
             self.model.stop_training = True
+
+
+@pytest.mark.parametrize("cap", ["3MiB", "4MiB"])
+def test_a_fall_back_in_the_first_step_trains_the_python_loop_s_batches(adapter, rng, library_fits, cap):
+    # Under these caps the library's loop holds the data but may find no room for its first step: the Python
+    # loop then trains the epoch, in the order it would have drawn, its first batch begun once.
+    x, y = _images(rng, 20_000, (8,), 3)
+    runs = []
+    for held in ([], [_PythonLoop()]):
+        with wg.Session(adapter=adapter, memory_limit=cap) as session:
+            keras.utils.set_random_seed(3)
+            model = keras.Sequential([keras.Input((8,)), L.Dense(64, activation="relu"), L.Dense(3)], session=session)
+            model.build((None, 8))
+            model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+            seen = _Batches()
+            history = model.fit(x, y, epochs=1, batch_size=5000, verbose=0, seed=5, callbacks=[seen, *held])
+            runs.append((seen, history.history["loss"], [weight.copy() for weight in model.get_weights()]))
+    assert library_fits == [1]
+    (ours, our_loss, our_weights), (theirs, their_loss, their_weights) = runs
+    _same_calls(ours, theirs)
+    np.testing.assert_allclose(our_loss, their_loss, rtol=1e-5)
+    for mine, other in zip(our_weights, their_weights, strict=True):
+        np.testing.assert_allclose(mine, other, rtol=1e-4, atol=1e-5)

@@ -51,6 +51,8 @@ class Plan:
     # Whether a callback acts at batches: the library's loop then calls back after each step, with the batch's
     # loss (read back at each step, as the Python loop reads it).
     each_batch: bool = False
+    # Whether the first batch of the epoch handed back to the Python loop has begun (its callbacks were told).
+    first_batch_begun: bool = False
 
 
 def _class_ids(loss: Loss, ys: Any, classes: int) -> np.ndarray | None:
@@ -217,6 +219,7 @@ def run(
                 callback.on_train_batch_end(steps - 1, {"loss": record["loss"]})
         callback_list.on_epoch_end(epoch, logs)
         epoch += 1
+        fit.first_batch_begun = False
         if model.stop_training or epoch >= epochs_total:
             return True
         callback_list.on_epoch_begin(epoch)
@@ -232,9 +235,12 @@ def run(
 
     def order() -> np.ndarray:
         # Drawn as the Python loop draws it, just before the epoch's first batch begins.
+        nonlocal before_draw
+        before_draw = rng.bit_generator.state
         drawn = rng.permutation(len(fit.train[0])).astype(np.uint32)
         if fit.each_batch:
             callback_list.on_train_batch_begin(0)
+            fit.first_batch_begun = True
         return drawn
 
     def on_batch_end(batch_index: int, loss: float) -> bool:
@@ -250,6 +256,7 @@ def run(
 
     handover: int | None = None
     batches_trained = 0
+    before_draw: dict[str, Any] | None = None
     callback_list.on_epoch_begin(epoch)
     if handed_over():
         return epoch, epoch
@@ -278,6 +285,9 @@ def run(
         # time) trains instead, where no step was taken yet.
         if epoch != first_epoch or model.optimizer.iterations != steps_before:
             raise
+        # The Python loop draws the epoch's order again, as it would have (its first batch may have begun).
+        if before_draw is not None:
+            rng.bit_generator.state = before_draw
         return epoch, epoch
     finally:
         trained = batches_trained if fit.each_batch else steps * (epoch - first_epoch)

@@ -345,7 +345,9 @@ class Trainer:
                         if by is None:
                             raise InvalidArgumentError("a training batch is (x, y); this one has no y")
                         self._ensure_built(tuple(bx.shape[1:]))
-                        callback_list.on_train_batch_begin(step)
+                        # An epoch the library's loop handed back may have begun its first batch already.
+                        if step or epoch != begun or library_fit is None or not library_fit.first_batch_begun:
+                            callback_list.on_train_batch_begin(step)
                         if params is None:
                             # Once the model is built its parameters are fixed: walked once, not every step.
                             params = self.parameters()

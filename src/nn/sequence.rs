@@ -51,11 +51,19 @@ impl Conv1D {
             )
         })?;
         let dilation = positive("dilation_rate", config.dilation_rate.size())?;
-        // A valid window must fit the sequence: checked before the kernel takes any memory.
-        let reach = (size - 1)
+        // A window must be countable (causal padding is its reach), and a valid one must fit the sequence:
+        // checked before the kernel takes any memory.
+        let Some(reach) = (size - 1)
             .checked_mul(dilation)
-            .and_then(|span| span.checked_add(1));
-        if padding == Padding1d::Valid && reach.is_none_or(|reach| reach > input_shape[0]) {
+            .and_then(|span| span.checked_add(1))
+        else {
+            return Err(invalid(
+                "kernel_size",
+                format!("{size} dilated by {dilation}"),
+                "a window whose reach is a countable number of steps",
+            ));
+        };
+        if padding == Padding1d::Valid && reach > input_shape[0] {
             return Err(Error::Shape {
                 op: "Conv1D",
                 message: format!(
@@ -70,7 +78,8 @@ impl Conv1D {
             kernel: glorot(
                 session,
                 &[size, in_group, filters],
-                [(in_group * size) as f64, (filters * size) as f64],
+                // The fans in f64: no size can overflow them.
+                [in_group as f64 * size as f64, filters as f64 * size as f64],
                 seed,
             )?,
             bias: config

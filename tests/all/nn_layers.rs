@@ -1276,3 +1276,25 @@ fn a_graph_s_inputs_are_checked_and_a_graph_saves_and_loads(backend: &Backend) {
     drop((model, loaded, x));
     assert_eq!(in_use(), before, "dropped graphs give every byte back");
 }
+
+vulkan_only!(a_conv1d_too_large_to_count_is_refused_not_a_panic);
+fn a_conv1d_too_large_to_count_is_refused_not_a_panic(backend: &Backend) {
+    let session = backend.open();
+    for (padding, dilation) in [("causal", 2usize), ("same", 1), ("valid", 3)] {
+        let text = format!(
+            r#"{{"input_shape": [5, 2], "layers": [{{"class_name": "Conv1D", "config": {{"filters": 8,
+                "kernel_size": {}, "padding": "{padding}", "dilation_rate": {dilation}}}}}]}}"#,
+            usize::MAX / 2
+        );
+        let error = Sequential::new(&session, config(&text), 1).expect_err("built");
+        assert!(
+            matches!(error, Error::InvalidArgument { .. }) && error.to_string().contains("Conv1D"),
+            "{padding}: {error}"
+        );
+    }
+    // The session goes on.
+    assert_eq!(
+        session.zeros(&[2]).expect("zeros").to_vec().expect("read"),
+        [0.0, 0.0]
+    );
+}
