@@ -69,6 +69,40 @@ pub(super) fn watched(tape: Option<&GradientTape>, parameter: &Arc<Tensor>) -> R
     }
 }
 
+/// A kernel and an optional bias by Keras's names, in that order: the weights of `Dense` and the convolutions.
+pub(super) fn kernel_and_bias(
+    kernel: &Arc<Tensor>,
+    bias: &Option<Arc<Tensor>>,
+) -> Vec<(&'static str, Arc<Tensor>)> {
+    std::iter::once(("kernel", Arc::clone(kernel)))
+        .chain(bias.iter().map(|bias| ("bias", Arc::clone(bias))))
+        .collect()
+}
+
+/// [`kernel_and_bias`]'s tensors, to be replaced.
+pub(super) fn kernel_and_bias_mut<'a>(
+    kernel: &'a mut Arc<Tensor>,
+    bias: &'a mut Option<Arc<Tensor>>,
+) -> Vec<(&'static str, &'a mut Arc<Tensor>)> {
+    std::iter::once(("kernel", kernel))
+        .chain(bias.iter_mut().map(|bias| ("bias", bias)))
+        .collect()
+}
+
+/// A convolution's output with its bias (watched by `tape` when training) added, then its activation.
+pub(super) fn biased_and_activated(
+    output: Tensor,
+    tape: Option<&GradientTape>,
+    bias: Option<&Arc<Tensor>>,
+    activation: Activation,
+) -> Result<Tensor> {
+    let output = match bias {
+        Some(bias) => output.add(&watched(tape, bias)?)?,
+        None => output,
+    };
+    activation.apply(output)
+}
+
 /// Glorot-uniform weights (Keras's default kernel initializer): uniform in ±sqrt(6 / (fan_in + fan_out)).
 pub(super) fn glorot(
     session: &Session,
@@ -202,15 +236,11 @@ impl Layer for Dense {
     }
 
     fn weights(&self) -> Vec<(&'static str, Arc<Tensor>)> {
-        std::iter::once(("kernel", Arc::clone(&self.kernel)))
-            .chain(self.bias.iter().map(|bias| ("bias", Arc::clone(bias))))
-            .collect()
+        kernel_and_bias(&self.kernel, &self.bias)
     }
 
     fn variables_mut(&mut self) -> Vec<(&'static str, &mut Arc<Tensor>)> {
-        std::iter::once(("kernel", &mut self.kernel))
-            .chain(self.bias.iter_mut().map(|bias| ("bias", bias)))
-            .collect()
+        kernel_and_bias_mut(&mut self.kernel, &mut self.bias)
     }
 }
 
@@ -293,24 +323,16 @@ impl Conv2D {
 
 impl Layer for Conv2D {
     fn call(&self, x: &Tensor, tape: Option<&GradientTape>) -> Result<Tensor> {
-        let kernel = watched(tape, &self.kernel)?;
-        let mut output = x.conv2d(&kernel, &self.options)?;
-        if let Some(bias) = &self.bias {
-            output = output.add(&watched(tape, bias)?)?;
-        }
-        self.activation.apply(output)
+        let output = x.conv2d(&watched(tape, &self.kernel)?, &self.options)?;
+        biased_and_activated(output, tape, self.bias.as_ref(), self.activation)
     }
 
     fn weights(&self) -> Vec<(&'static str, Arc<Tensor>)> {
-        std::iter::once(("kernel", Arc::clone(&self.kernel)))
-            .chain(self.bias.iter().map(|bias| ("bias", Arc::clone(bias))))
-            .collect()
+        kernel_and_bias(&self.kernel, &self.bias)
     }
 
     fn variables_mut(&mut self) -> Vec<(&'static str, &mut Arc<Tensor>)> {
-        std::iter::once(("kernel", &mut self.kernel))
-            .chain(self.bias.iter_mut().map(|bias| ("bias", bias)))
-            .collect()
+        kernel_and_bias_mut(&mut self.kernel, &mut self.bias)
     }
 }
 

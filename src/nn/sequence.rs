@@ -13,7 +13,10 @@ use crate::session::Session;
 use crate::tensor::Tensor;
 
 use super::config::{invalid, padding, positive, Conv1DConfig, Pooling1DConfig};
-use super::layers::{features, filled, glorot, watched, Activation, Layer};
+use super::layers::{
+    biased_and_activated, features, filled, glorot, kernel_and_bias, kernel_and_bias_mut, watched,
+    Activation, Layer,
+};
 
 /// Keras's `Conv1D`: a kernel [kernel_size, channels / groups, filters] and a bias [filters].
 pub(super) struct Conv1D {
@@ -99,24 +102,16 @@ impl Conv1D {
 
 impl Layer for Conv1D {
     fn call(&self, x: &Tensor, tape: Option<&GradientTape>) -> Result<Tensor> {
-        let kernel = watched(tape, &self.kernel)?;
-        let mut output = x.conv1d(&kernel, &self.options)?;
-        if let Some(bias) = &self.bias {
-            output = output.add(&watched(tape, bias)?)?;
-        }
-        self.activation.apply(output)
+        let output = x.conv1d(&watched(tape, &self.kernel)?, &self.options)?;
+        biased_and_activated(output, tape, self.bias.as_ref(), self.activation)
     }
 
     fn weights(&self) -> Vec<(&'static str, Arc<Tensor>)> {
-        std::iter::once(("kernel", Arc::clone(&self.kernel)))
-            .chain(self.bias.iter().map(|bias| ("bias", Arc::clone(bias))))
-            .collect()
+        kernel_and_bias(&self.kernel, &self.bias)
     }
 
     fn variables_mut(&mut self) -> Vec<(&'static str, &mut Arc<Tensor>)> {
-        std::iter::once(("kernel", &mut self.kernel))
-            .chain(self.bias.iter_mut().map(|bias| ("bias", bias)))
-            .collect()
+        kernel_and_bias_mut(&mut self.kernel, &mut self.bias)
     }
 }
 

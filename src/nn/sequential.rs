@@ -320,7 +320,7 @@ impl Sequential {
     pub fn call(&self, x: &Tensor, tape: Option<&GradientTape>) -> Result<Tensor> {
         let sample = self.input_values;
         let batch = x.shape().first().copied().unwrap_or(0);
-        let mut current = if &x.shape()[1.min(x.shape().len())..] == self.input_shape() {
+        let current = if &x.shape()[1.min(x.shape().len())..] == self.input_shape() {
             x.handle()
         } else if x.shape().len() == 2 && x.shape()[1] == sample {
             let shape: Vec<usize> = std::iter::once(batch)
@@ -337,12 +337,7 @@ impl Sequential {
                 ),
             });
         };
-        if self.config.inputs.is_none() {
-            for layer in &self.layers {
-                current = layer.call(&current, tape)?;
-            }
-            return Ok(current);
-        }
+        // A chain is the graph whose layers each take the one before.
         run_graph(&self.layer_inputs, current, |index, inputs| {
             self.layers[index].call_inputs(inputs, tape)
         })

@@ -252,32 +252,30 @@ class SeparableConv2D(_Convolution):
         return self._finish(_window.conv2d(spread, self.pointwise_kernel))
 
 
-class Conv1D(_Wrapped):
-    """Keras's ``Conv1D`` over [batch, steps, channels] (``padding`` may be ``"causal"``)."""
+class _KerasConvolution(_Wrapped):
+    """What Keras's ``Conv1D`` and ``Conv2D`` share: their arguments and config, kept as given, and the build of
+    the package's layer (``_layer``: ``Conv1d`` or ``Conv2d``) over inputs of ``_rank`` axes (``_takes`` says
+    which, where others are given)."""
 
-    def __init__(
+    _layer: Any
+    _rank: int
+    _takes: str
+
+    def _keep(
         self,
         filters: int,
-        kernel_size: int,
-        strides: int = 1,
-        padding: str = "valid",
-        dilation_rate: int = 1,
-        groups: int = 1,
-        activation: Any = None,
-        use_bias: bool = True,
-        kernel_initializer: Any = "glorot_uniform",
-        bias_initializer: Any = "zeros",
-        seed: int | None = None,
-        **kwargs: Any,
+        settings: tuple[Any, Any, Any, Any, Any],
+        activation: Any,
+        use_bias: bool,
+        kernel_initializer: Any,
+        bias_initializer: Any,
+        seed: int | None,
     ) -> None:
-        super().__init__(**kwargs)
+        """Keeps the arguments; ``settings`` are (kernel_size, strides, padding, dilation_rate, groups)."""
+        kernel_size, strides, padding, dilation_rate, groups = settings
         self.filters = _layers._width(filters, "filters")
         self._function = _activation(activation)
-        # Keras's tuples of one (kernel_size=(3,)) are the sizes they hold.
-        kernel_size, strides, dilation_rate = (
-            value if _length(value) is None else _length(value) for value in (kernel_size, strides, dilation_rate)
-        )
-        self._settings = (kernel_size, strides, padding, dilation_rate, groups)
+        self._settings = settings
         self._bias, self._seed = _flag(use_bias, "use_bias"), seed
         self.kernel_initializer = initializers.get(kernel_initializer)
         self.bias_initializer = initializers.get(bias_initializer)
@@ -295,11 +293,11 @@ class Conv1D(_Wrapped):
         }
 
     def build(self, input_shape: Any) -> None:
-        if len(input_shape) != 3:
-            raise ShapeError(f"Conv1D takes [batch, steps, channels]; got shape {tuple(input_shape)}")
+        if len(input_shape) != self._rank:
+            raise ShapeError(f"{self._takes}; got shape {tuple(input_shape)}")
         size, stride, padding, dilation, groups = self._settings
         seed = _next_seed(self._seed)
-        inner = _nn_layers.Conv1d(
+        inner = self._layer(
             _building_session(self),
             input_shape[-1],
             self.filters,
@@ -313,6 +311,37 @@ class Conv1D(_Wrapped):
         )
         inner = _initialized(inner, self.kernel_initializer, self.bias_initializer, seed, "glorot_uniform")
         self._adopt(inner, self._function)
+
+
+class Conv1D(_KerasConvolution):
+    """Keras's ``Conv1D`` over [batch, steps, channels] (``padding`` may be ``"causal"``)."""
+
+    _layer = _nn_layers.Conv1d
+    _rank = 3
+    _takes = "Conv1D takes [batch, steps, channels]"
+
+    def __init__(
+        self,
+        filters: int,
+        kernel_size: int,
+        strides: int = 1,
+        padding: str = "valid",
+        dilation_rate: int = 1,
+        groups: int = 1,
+        activation: Any = None,
+        use_bias: bool = True,
+        kernel_initializer: Any = "glorot_uniform",
+        bias_initializer: Any = "zeros",
+        seed: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        # Keras's tuples of one (kernel_size=(3,)) are the sizes they hold.
+        kernel_size, strides, dilation_rate = (
+            _length(value) or value for value in (kernel_size, strides, dilation_rate)
+        )
+        settings = (kernel_size, strides, padding, dilation_rate, groups)
+        self._keep(filters, settings, activation, use_bias, kernel_initializer, bias_initializer, seed)
 
     def _library_config(self) -> dict[str, Any] | None:
         kernel_size, strides, padding, dilation_rate, groups = self._settings

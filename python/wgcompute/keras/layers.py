@@ -23,7 +23,7 @@ from ..nn import Linear
 from . import initializers
 from ._activations import ELU, LeakyReLU, PReLU, ReLU, Softmax
 from ._attention import MultiHeadAttention
-from ._convolution import Conv1D, Conv2DTranspose, DepthwiseConv2D, SeparableConv2D
+from ._convolution import Conv1D, Conv2DTranspose, DepthwiseConv2D, SeparableConv2D, _KerasConvolution
 from ._layer import (
     Layer,
     _activation,
@@ -31,7 +31,6 @@ from ._layer import (
     _building_session,
     _channels_last,
     _entry,
-    _initialized,
     _library_activation,
     _next_seed,
     _pair,
@@ -206,8 +205,12 @@ class Dense(Layer):
         return _entry("Dense", units=self.units, activation=activation, use_bias=self.use_bias)
 
 
-class Conv2D(_Wrapped):
+class Conv2D(_KerasConvolution):
     """Keras's ``Conv2D`` over NHWC images: ``filters`` outputs, ``kernel`` [kh, kw, in / groups, filters]."""
+
+    _layer = _nn_layers.Conv2d
+    _rank = 4
+    _takes = "Conv2D takes [batch, height, width, channels]"
 
     def __init__(
         self,
@@ -225,44 +228,10 @@ class Conv2D(_Wrapped):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.filters = _layers._width(filters, "filters")
-        self._function = _activation(activation)
-        self._settings = (kernel_size, strides, padding, dilation_rate, _layers._width(groups, "groups"))
-        self._bias, self._seed = _flag(use_bias, "use_bias"), seed
-        self.kernel_initializer = initializers.get(kernel_initializer)
-        self.bias_initializer = initializers.get(bias_initializer)
-        self._config = {
-            "filters": self.filters,
-            "kernel_size": kernel_size,
-            "strides": strides,
-            "padding": padding,
-            "dilation_rate": dilation_rate,
-            "groups": groups,
-            "activation": activation,
-            "use_bias": self._bias,
-            "kernel_initializer": initializers.serialize(kernel_initializer),
-            "bias_initializer": initializers.serialize(bias_initializer),
-        }
-
-    def build(self, input_shape: Any) -> None:
-        if len(input_shape) != 4:
-            raise ShapeError(f"Conv2D takes [batch, height, width, channels]; got shape {tuple(input_shape)}")
-        size, stride, padding, dilation, groups = self._settings
-        seed = _next_seed(self._seed)
-        inner = _nn_layers.Conv2d(
-            _building_session(self),
-            input_shape[-1],
-            self.filters,
-            size,
-            stride,
-            padding,
-            dilation,
-            groups,
-            self._bias,
-            seed,
-        )
-        inner = _initialized(inner, self.kernel_initializer, self.bias_initializer, seed, "glorot_uniform")
-        self._adopt(inner, self._function)
+        settings = (kernel_size, strides, padding, dilation_rate, _layers._width(groups, "groups"))
+        self._keep(filters, settings, activation, use_bias, kernel_initializer, bias_initializer, seed)
+        # Keras's config holds the groups as given.
+        self._config["groups"] = groups
 
     def _library_config(self) -> dict[str, Any] | None:
         kernel_size, strides, padding, dilation_rate, groups = self._settings
